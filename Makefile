@@ -1,0 +1,41 @@
+# Every target creates .venv when missing and installs what it needs, so each works on a
+# fresh machine with only Python, pip and gcc.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_TEST := $(VENV)/.stamp-test
+STAMP_BENCH := $(VENV)/.stamp-bench
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.stamp-core: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(STAMP_TEST): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e ".[test]"
+	touch $@
+
+$(STAMP_BENCH): $(STAMP_TEST)
+	$(BIN)/pip install -q -e ".[bench,test]"
+	touch $@
+
+demo: $(VENV)/.stamp-core
+	$(BIN)/dpkit demo
+
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy --strict src/dpkit
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(STAMP_BENCH)
+	$(BIN)/python benchmarks/noise.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,55 @@
+"""Directed rounding of privacy arithmetic.
+
+Privacy bounds are computed exactly (``fractions.Fraction`` from the doubles involved, which are
+exact rationals) and then rounded to a double *towards more privacy spent*: ``up`` gives the
+smallest double >= the exact value (use it for epsilon, delta, sensitivity, spent budget);
+``down`` the largest double <= it (use it for remaining budget, noise scales that must not grow
+optimistic). Every function documents its direction.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+__all__ = ["add_up", "div_down", "div_up", "down", "mul_up", "up"]
+
+
+def up(x: Fraction | int | float) -> float:
+    """Smallest double >= x (rounds towards +inf)."""
+    f = float(x)
+    if math.isinf(f):
+        return f
+    if Fraction(f) < Fraction(x):
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def down(x: Fraction | int | float) -> float:
+    """Largest double <= x (rounds towards -inf)."""
+    f = float(x)
+    if math.isinf(f):
+        return f
+    if Fraction(f) > Fraction(x):
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def add_up(*terms: float) -> float:
+    """Exact sum of doubles, rounded up."""
+    return up(sum((Fraction(t) for t in terms), Fraction(0)))
+
+
+def mul_up(a: float, b: float) -> float:
+    """Exact product of two doubles, rounded up."""
+    return up(Fraction(a) * Fraction(b))
+
+
+def div_up(a: float, b: float) -> float:
+    """Exact quotient a / b of two doubles (b != 0), rounded up."""
+    return up(Fraction(a) / Fraction(b))
+
+
+def div_down(a: float, b: float) -> float:
+    """Exact quotient a / b of two doubles (b != 0), rounded down."""
+    return down(Fraction(a) / Fraction(b))
