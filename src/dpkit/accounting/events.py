@@ -1,0 +1,399 @@
+"""Events: frozen, serialisable records that describe a release for accountants to interpret.
+
+An event says *what was released* (which mechanism, which parameters, which neighbouring
+relation), never how much privacy it cost: that is the accountants' job, and an accountant that
+cannot interpret an event exactly refuses it (:class:`~dpkit.errors.UnsupportedEventError`).
+
+Noise-adding events carry ``pmf_slack`` ``a >= 0``: the mechanism's actual output pmf is within a
+factor ``exp(+-a)`` of the ideal mechanism the other fields describe (dpkit's floating-point-safe
+samplers state this bound). A mechanism with slack ``a`` satisfies, for every epsilon,
+``delta_actual(eps) <= exp(a) * delta_ideal(eps - 2a)``, and after k-fold composition
+``delta_actual(eps) <= exp(k a) * delta_ideal(eps - 2 k a)``; pure-DP accountants add ``2a``.
+
+Serialisation goes through :func:`event_to_dict` / :func:`event_from_dict`, which only know the
+classes in the allow-list ``EVENT_TYPES``: no module is ever imported by name from the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from enum import Enum
+from typing import Any, ClassVar
+
+from dpkit._numeric.validation import (
+    check_delta,
+    check_epsilon,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+from dpkit.errors import PrivacyParameterError, SerializationError
+
+__all__ = [
+    "EVENT_TYPES",
+    "ApproxDpEvent",
+    "ComposedEvent",
+    "DiscreteGaussianEvent",
+    "DiscreteLaplaceEvent",
+    "DpEvent",
+    "ExponentialMechanismEvent",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "Neighbouring",
+    "NoOpEvent",
+    "NonPrivateEvent",
+    "PoissonSampledEvent",
+    "PureDpEvent",
+    "RandomizedResponseEvent",
+    "ReportNoisyMaxEvent",
+    "SelfComposedEvent",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_dict",
+    "event_to_json",
+]
+
+
+class Neighbouring(str, Enum):
+    """Which datasets count as neighbours.
+
+    ``ADD_REMOVE``: D' is D with one record added or removed (symmetric difference 1).
+    ``REPLACE``: D' is D with one record replaced by another (same size).
+    """
+
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
+
+
+def _neighbouring(value: Any) -> Neighbouring:
+    try:
+        return Neighbouring(value)
+    except ValueError as exc:
+        raise PrivacyParameterError(
+            f"neighbouring must be 'add_remove' or 'replace', got {value!r}"
+        ) from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class DpEvent:
+    """Base class of all events."""
+
+    type_name: ClassVar[str] = "event"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOpEvent(DpEvent):
+    """Nothing was released: costs nothing."""
+
+    type_name: ClassVar[str] = "noop"
+
+
+@dataclasses.dataclass(frozen=True)
+class NonPrivateEvent(DpEvent):
+    """Something was released without privacy: costs infinity."""
+
+    type_name: ClassVar[str] = "non_private"
+
+
+@dataclasses.dataclass(frozen=True)
+class PureDpEvent(DpEvent):
+    """A black-box epsilon-DP release."""
+
+    epsilon: float
+    type_name: ClassVar[str] = "pure_dp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, allow_zero=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproxDpEvent(DpEvent):
+    """A black-box (epsilon, delta)-DP release."""
+
+    epsilon: float
+    delta: float
+    type_name: ClassVar[str] = "approx_dp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, allow_zero=True))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoiseEvent(DpEvent):
+    noise_multiplier: float
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    pmf_slack: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+        )
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplaceEvent(_NoiseEvent):
+    """Laplace noise of scale ``noise_multiplier * sensitivity`` on a query of that L1 sensitivity.
+
+    The ideal mechanism is ``1 / noise_multiplier``-DP (Dwork and Roth, Theorem 3.6).
+    """
+
+    type_name: ClassVar[str] = "laplace"
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianEvent(_NoiseEvent):
+    """Gaussian noise of std ``noise_multiplier * sensitivity`` for that L2 sensitivity.
+
+    The ideal mechanism is ``1 / noise_multiplier``-GDP (Dong, Roth and Su 2022, Theorem 2.7).
+    """
+
+    type_name: ClassVar[str] = "gaussian"
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteLaplaceEvent(DpEvent):
+    """Discrete Laplace ``P(k) ∝ exp(-|k| / scale)`` on an integer query of sensitivity Delta.
+
+    Ideal privacy: ``epsilon = sensitivity / scale``.
+    """
+
+    scale: float
+    sensitivity: int
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    pmf_slack: float = 0.0
+    type_name: ClassVar[str] = "discrete_laplace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", check_positive("scale", self.scale))
+        object.__setattr__(
+            self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
+        )
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteGaussianEvent(DpEvent):
+    """Discrete Gaussian ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on an integer query of sensitivity Delta.
+
+    Ideal privacy: Canonne, Kamath and Steinke (2020), Theorem 7 (exact delta(epsilon)).
+    """
+
+    sigma: float
+    sensitivity: int
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    pmf_slack: float = 0.0
+    type_name: ClassVar[str] = "discrete_gaussian"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
+        object.__setattr__(
+            self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
+        )
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExponentialMechanismEvent(DpEvent):
+    """The exponential mechanism, epsilon-DP (Dwork and Roth, Theorem 3.10).
+
+    It is also epsilon-bounded-range (Durfee and Rogers 2019), which accountants may use.
+    """
+
+    epsilon: float
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    pmf_slack: float = 0.0
+    type_name: ClassVar[str] = "exponential_mechanism"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportNoisyMaxEvent(DpEvent):
+    """Report Noisy Max with ``noise`` in {"laplace", "exponential", "gumbel"}: epsilon-DP."""
+
+    epsilon: float
+    noise: str = "laplace"
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    pmf_slack: float = 0.0
+    type_name: ClassVar[str] = "report_noisy_max"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        if self.noise not in ("laplace", "exponential", "gumbel"):
+            raise PrivacyParameterError(
+                f"noise must be 'laplace', 'exponential' or 'gumbel', got {self.noise!r}"
+            )
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomizedResponseEvent(DpEvent):
+    """k-ary randomized response keeping the true value with probability ``p_truth``.
+
+    Otherwise it reports one of the ``categories - 1`` other values uniformly, so
+    ``epsilon = ln(p_truth (k - 1) / (1 - p_truth))``; binary: ``ln(p / (1 - p))``.
+    Requires ``p_truth >= 1/k`` (below that, relabel the outputs).
+    """
+
+    p_truth: float
+    categories: int = 2
+    neighbouring: Neighbouring = Neighbouring.REPLACE
+    type_name: ClassVar[str] = "randomized_response"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "categories", check_integer(self.categories, name="categories", minimum=2)
+        )
+        p = check_probability(self.p_truth, name="p_truth")
+        if not p >= 1.0 / self.categories:
+            raise PrivacyParameterError(
+                f"p_truth must be at least 1/categories = {1 / self.categories}, got {p!r}"
+            )
+        object.__setattr__(self, "p_truth", p)
+        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+
+    @property
+    def epsilon(self) -> float:
+        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up by one ulp."""
+        if self.p_truth == 1.0:
+            return math.inf
+        val = math.log(self.p_truth * (self.categories - 1) / (1.0 - self.p_truth))
+        return math.nextafter(val, math.inf) if val > 0 else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ComposedEvent(DpEvent):
+    """Sequential composition of several events (in order)."""
+
+    events: tuple[DpEvent, ...]
+    type_name: ClassVar[str] = "composed"
+
+    def __post_init__(self) -> None:
+        events = tuple(self.events)
+        for e in events:
+            if not isinstance(e, DpEvent):
+                raise PrivacyParameterError(f"events must be DpEvents, got {e!r}")
+        object.__setattr__(self, "events", events)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfComposedEvent(DpEvent):
+    """``count`` independent repetitions of ``event``."""
+
+    event: DpEvent
+    count: int
+    type_name: ClassVar[str] = "self_composed"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, DpEvent):
+            raise PrivacyParameterError(f"event must be a DpEvent, got {self.event!r}")
+        object.__setattr__(self, "count", check_integer(self.count, name="count", minimum=0))
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonSampledEvent(DpEvent):
+    """``event`` applied to a Poisson subsample: each record kept independently with ``rate``."""
+
+    sampling_rate: float
+    event: DpEvent
+    type_name: ClassVar[str] = "poisson_sampled"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "sampling_rate", check_probability(self.sampling_rate, name="sampling_rate")
+        )
+        if not isinstance(self.event, DpEvent):
+            raise PrivacyParameterError(f"event must be a DpEvent, got {self.event!r}")
+
+
+EVENT_TYPES: dict[str, type[DpEvent]] = {
+    cls.type_name: cls
+    for cls in (
+        NoOpEvent,
+        NonPrivateEvent,
+        PureDpEvent,
+        ApproxDpEvent,
+        LaplaceEvent,
+        GaussianEvent,
+        DiscreteLaplaceEvent,
+        DiscreteGaussianEvent,
+        ExponentialMechanismEvent,
+        ReportNoisyMaxEvent,
+        RandomizedResponseEvent,
+        ComposedEvent,
+        SelfComposedEvent,
+        PoissonSampledEvent,
+    )
+}
+
+
+def event_to_dict(event: DpEvent) -> dict[str, Any]:
+    """A JSON-ready dict: ``{"type": name, **fields}`` with nested events serialised too."""
+    if not isinstance(event, DpEvent) or EVENT_TYPES.get(event.type_name) is not type(event):
+        raise SerializationError(f"not a serialisable dpkit event: {event!r}")
+    out: dict[str, Any] = {"type": event.type_name}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, DpEvent):
+            value = event_to_dict(value)
+        elif isinstance(value, tuple):
+            value = [event_to_dict(v) for v in value]
+        elif isinstance(value, Enum):
+            value = value.value
+        out[f.name] = value
+    return out
+
+
+def event_from_dict(data: Any) -> DpEvent:
+    """Rebuild an event from :func:`event_to_dict` output, through the allow-list only."""
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise SerializationError(f"an event must be a dict with a 'type' string, got {data!r}")
+    cls = EVENT_TYPES.get(data["type"])
+    if cls is None:
+        raise SerializationError(f"unknown event type {data['type']!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = set(data) - names - {"type"}
+    if extra:
+        raise SerializationError(f"unexpected fields for {data['type']!r}: {sorted(extra)}")
+    kwargs: dict[str, Any] = {}
+    for name in names:
+        if name not in data:
+            continue
+        value = data[name]
+        if name == "event":
+            value = event_from_dict(value)
+        elif name == "events":
+            if not isinstance(value, list):
+                raise SerializationError("'events' must be a list")
+            value = tuple(event_from_dict(v) for v in value)
+        kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except (TypeError, PrivacyParameterError) as exc:
+        raise SerializationError(f"invalid {data['type']!r} event: {exc}") from exc
+
+
+def event_to_json(event: DpEvent) -> str:
+    """JSON text of an event."""
+    return json.dumps(event_to_dict(event), sort_keys=True)
+
+
+def event_from_json(text: str) -> DpEvent:
+    """Parse JSON text produced by :func:`event_to_json` (allow-list only)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SerializationError(f"not JSON: {exc}") from exc
+    return event_from_dict(data)
