@@ -1,0 +1,82 @@
+"""The contract every privacy accountant (event interpreter) follows.
+
+Modelled on the habit described in STYLE.md item 1: ``compose`` walks the event once as a dry run
+(nothing changes, unsupported parts raise) and then again for real, through the *same* method
+``_walk(event, count, apply)``, so checking can never drift from applying. An unsupported event
+raises :class:`~dpkit.errors.UnsupportedEventError` and leaves the accountant untouched.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+
+from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
+from dpkit.accounting.events import DpEvent
+from dpkit.errors import UnsupportedEventError
+
+__all__ = ["PrivacyAccountant"]
+
+
+class PrivacyAccountant(abc.ABC):
+    """Interprets events and answers epsilon(delta) / delta(epsilon) for their composition.
+
+    Subclasses implement :meth:`_walk` (interpret or dry-run one event ``count`` times; return
+    ``False`` when unsupported) and :meth:`_epsilon` / :meth:`_delta`. ``is_upper_bound`` says
+    whether the answers are guaranteed upper bounds (``True``) or estimates (``False``).
+    """
+
+    is_upper_bound: bool = True
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._events: list[tuple[DpEvent, int]] = []
+
+    @abc.abstractmethod
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        """Interpret ``event`` composed ``count`` times; change state only when ``apply``."""
+
+    def supports(self, event: DpEvent) -> bool:
+        """Whether :meth:`compose` would accept ``event`` (a dry run; changes nothing)."""
+        if not isinstance(event, DpEvent):
+            return False
+        with self._lock:
+            return self._walk(event, 1, apply=False)
+
+    def compose(self, event: DpEvent, count: int = 1) -> PrivacyAccountant:
+        """Add ``event`` repeated ``count`` times; refuse (unchanged) if not exactly supported."""
+        count = check_integer(count, name="count", minimum=0)
+        if not isinstance(event, DpEvent):
+            raise UnsupportedEventError(f"not a DpEvent: {event!r}")
+        with self._lock:
+            if not self._walk(event, count, apply=False):
+                raise UnsupportedEventError(
+                    f"{type(self).__name__} cannot interpret {event!r} exactly"
+                )
+            self._walk(event, count, apply=True)  # the only state change
+            self._events.append((event, count))
+        return self
+
+    @property
+    def ledger(self) -> tuple[tuple[DpEvent, int], ...]:
+        """The events composed so far, with their counts."""
+        with self._lock:
+            return tuple(self._events)
+
+    def get_epsilon(self, delta: float) -> float:
+        """Smallest epsilon this accountant can certify at ``delta`` (rounded up)."""
+        delta = check_delta(delta)
+        with self._lock:
+            return self._epsilon(delta)
+
+    def get_delta(self, epsilon: float) -> float:
+        """Smallest delta this accountant can certify at ``epsilon`` (rounded up)."""
+        epsilon = check_epsilon(epsilon, allow_zero=True)
+        with self._lock:
+            return self._delta(epsilon)
+
+    @abc.abstractmethod
+    def _epsilon(self, delta: float) -> float: ...
+
+    @abc.abstractmethod
+    def _delta(self, epsilon: float) -> float: ...
