@@ -1,0 +1,141 @@
+"""Approximate (epsilon, delta)-DP accounting by basic composition.
+
+Basic composition (Dwork and Roth 2014, Theorem 3.16): the (adaptive) composition of
+``(eps_i, delta_i)``-DP mechanisms is ``(sum_i eps_i, sum_i delta_i)``-DP. Both sums are kept
+exactly as :class:`fractions.Fraction` and rounded up only when answering.
+
+Every event :class:`~dpkit.accounting.pure.PureDpAccountant` accepts is accepted here with
+``delta = 0``, plus
+
+* ``ApproxDpEvent(epsilon, delta)``: ``(epsilon, delta)``;
+* ``PoissonSampledEvent`` of (a composition of) add/remove events accepted here:
+  ``(ln(1 + q (e^eps - 1)), q delta)`` (Balle, Barthe and Gaboardi 2018, Theorem 8; Li, Qardaji
+  and Su 2012, Theorem 1).
+
+Gaussian noise has no single (eps, delta) pair (it has a whole curve): use
+:class:`~dpkit.accounting.rdp.RdpAccountant` or the PLD accountant for it. It is refused here.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpkit._numeric.rounding import up
+from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DpEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+from dpkit.accounting.pure import (
+    _declares_add_remove,
+    delta_at,
+    pure_epsilon_of,
+    subsampled_epsilon,
+)
+
+__all__ = ["ApproxDpAccountant", "approx_cost_of"]
+
+#: (epsilon, delta) of one occurrence; epsilon ``math.inf`` for a non-private release.
+ApproxCost = tuple[Fraction | float, Fraction]
+
+
+def approx_cost_of(event: DpEvent) -> ApproxCost | None:
+    """``(epsilon, delta)`` of ONE occurrence of ``event`` (exact), or ``None`` if unsupported."""
+    if isinstance(event, ApproxDpEvent):
+        return Fraction(event.epsilon), Fraction(event.delta)
+    if isinstance(event, (ComposedEvent, SelfComposedEvent)):
+        parts: list[tuple[DpEvent, int]]
+        if isinstance(event, ComposedEvent):
+            parts = [(e, 1) for e in event.events]
+        else:
+            parts = [(event.event, event.count)]
+        eps: Fraction | float = Fraction(0)
+        delta = Fraction(0)
+        for inner, n in parts:
+            c = approx_cost_of(inner)
+            if c is None:
+                return None
+            if n == 0:
+                continue
+            if isinstance(c[0], float) or isinstance(eps, float):
+                eps = math.inf
+            else:
+                eps += n * c[0]
+            delta += n * c[1]
+        return eps, delta
+    if isinstance(event, PoissonSampledEvent):
+        if not _declares_add_remove(event.event):
+            return None
+        sub = approx_cost_of(event.event)
+        if sub is None:
+            return None
+        q = event.sampling_rate
+        if q == 0.0:
+            return Fraction(0), Fraction(0)
+        if isinstance(sub[0], float):
+            return math.inf, Fraction(q) * sub[1]
+        return Fraction(subsampled_epsilon(up(sub[0]), q)), Fraction(q) * sub[1]
+    pure = pure_epsilon_of(event)
+    if pure is None:
+        return None
+    return pure, Fraction(0)
+
+
+class ApproxDpAccountant(PrivacyAccountant):
+    """Basic composition of (epsilon, delta)-DP events, exact in rationals.
+
+    With totals (E, D): ``get_epsilon(delta)`` is E (rounded up) when ``delta >= D`` and infinity
+    otherwise (no finite epsilon is certified below D); ``get_delta(epsilon)`` is D when
+    ``epsilon >= E`` and the privacy profile of f_{E,D} below E
+    (:func:`~dpkit.accounting.pure.delta_at`), rounded up.
+    """
+
+    is_upper_bound = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._eps: Fraction = Fraction(0)
+        self._delta_total: Fraction = Fraction(0)
+        self._infinite = False
+
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        cost = approx_cost_of(event)
+        if cost is None:
+            return False
+        if apply and count > 0:
+            if isinstance(cost[0], float):
+                self._infinite = True
+            else:
+                self._eps += count * cost[0]
+            self._delta_total += count * cost[1]
+        return True
+
+    @property
+    def totals_exact(self) -> tuple[Fraction | float, Fraction]:
+        """The exact composed ``(epsilon, delta)``; epsilon is ``math.inf`` if non-private."""
+        with self._lock:
+            return (math.inf if self._infinite else self._eps), self._delta_total
+
+    def clone(self) -> ApproxDpAccountant:
+        """An independent copy with the same state (used by budgets to try a charge)."""
+        with self._lock:
+            new = type(self)()
+            new._eps = self._eps
+            new._delta_total = self._delta_total
+            new._infinite = self._infinite
+            new._events = list(self._events)
+            return new
+
+    def _epsilon(self, delta: float) -> float:
+        if self._infinite or Fraction(delta) < self._delta_total:
+            return math.inf
+        return up(self._eps)
+
+    def _delta(self, epsilon: float) -> float:
+        if self._infinite:
+            return 1.0
+        return delta_at(total_epsilon=self._eps, total_delta=self._delta_total, epsilon=epsilon)
