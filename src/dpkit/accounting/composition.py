@@ -126,8 +126,10 @@ def advanced_composition(
     this function returns ``min(eps', k * epsilon)``, rounded up. The caller's total delta is
     ``count * delta + delta_slack`` (``delta`` defaults to 0: pure-DP releases).
 
-    Unlike the seed notes, note the factor ``(e^epsilon - 1)``: it comes from the KL bound
-    ``D(Y||Z) <= epsilon (e^epsilon - 1)`` of [DR14] Lemma 3.18 and the Azuma step.
+    The term ``k epsilon (e^epsilon - 1)`` is k times the KL bound
+    ``D(Y||Z) <= epsilon (e^epsilon - 1)`` of [DR14] Lemma 3.18 (the drift of the privacy-loss
+    martingale); the square-root term is Azuma's inequality ([DR14] Lemma 3.19) with
+    ``z = sqrt(2 ln(1/delta_slack))`` and increments bounded by epsilon.
     """
     eps = check_epsilon(epsilon, allow_zero=True)
     k = check_integer(count, name="count", minimum=0)
@@ -150,7 +152,9 @@ def _kov_setup(epsilon: float, count: int) -> tuple[Decimal, Decimal, Decimal]:
 
 
 def _context() -> decimal.Context:
-    return decimal.Context(prec=_PREC, Emax=10**12, Emin=-(10**12), rounding=decimal.ROUND_HALF_EVEN)
+    return decimal.Context(
+        prec=_PREC, Emax=10**12, Emin=-(10**12), rounding=decimal.ROUND_HALF_EVEN
+    )
 
 
 def _rr_delta(epsilon: float, count: int, target_epsilon: float) -> Decimal:
@@ -184,7 +188,8 @@ def optimal_composition_delta(*, epsilon: float, count: int, target_epsilon: flo
     the worst case: its privacy region is exactly the composed one. So the answer is the
     hockey-stick divergence of that pair at ``target_epsilon``::
 
-        delta(t) = sum_{j : (k - 2j) eps > t} C(k, j) (e^{(k-j) eps} - e^{t + j eps}) / (1 + e^eps)^k
+        delta(t) = sum_{j : (k - 2j) eps > t} C(k, j) (e^{(k-j) eps} - e^{t + j eps})
+                   / (1 + e^eps)^k
 
     which at ``t = (k - 2i) eps`` is the theorem's ``delta_i``. Evaluated with 80-digit decimals
     and rounded up.
