@@ -180,7 +180,7 @@ class DiscreteLaplaceEvent(DpEvent):
 
 @dataclasses.dataclass(frozen=True)
 class DiscreteGaussianEvent(DpEvent):
-    """Discrete Gaussian ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on an integer query of sensitivity Delta.
+    """Discrete Gaussian ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on an integer query.
 
     Ideal privacy: Canonne, Kamath and Steinke (2020), Theorem 7 (exact delta(epsilon)).
     """

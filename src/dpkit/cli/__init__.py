@@ -15,6 +15,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Differential privacy: private statistics, accounting, local DP and auditing."""
+
+
 # Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
 _GROUPS: tuple[tuple[str, str], ...] = ()
 

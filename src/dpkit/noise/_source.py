@@ -143,7 +143,7 @@ class RandomSource:
         """Fill a C-contiguous ``uint64`` array with uniform random words, in place."""
         if out.dtype != np.uint64 or not out.flags.c_contiguous:
             raise TypeError("fill_words needs a C-contiguous uint64 array")
-        view = memoryview(out).cast("B")
+        view = memoryview(out).cast("B")  # type: ignore[arg-type]
         total = view.nbytes
         step = len(_ZEROS)
         with self._lock:
@@ -203,7 +203,8 @@ class RandomSource:
                 pending = pending[depth[pending] < _MAX_BINADE]
             jf[deep] = np.minimum(depth, _MAX_BINADE)
         exponent = (np.uint64(1022) - j) << _U64_52
-        return ((w & _MASK52) | exponent).view(np.float64)
+        result: npt.NDArray[np.float64] = ((w & _MASK52) | exponent).view(np.float64)
+        return result
 
     # -- integers ---------------------------------------------------------------------------
     def integers(self, high: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:

@@ -1,0 +1,26 @@
+"""Mechanisms: immutable objects with calibration constructors, ``release`` and an ``event``."""
+
+from dpkit.mechanisms._lattice import PMF_SLACK
+from dpkit.mechanisms.additive import Gaussian, Laplace
+from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
+from dpkit.mechanisms.randomized_response import RandomizedResponse
+from dpkit.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from dpkit.mechanisms.sensitivity import (
+    bounded_mean_sensitivity,
+    bounded_sum_sensitivity,
+    count_sensitivity,
+)
+
+__all__ = [
+    "PMF_SLACK",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "ExponentialMechanism",
+    "Gaussian",
+    "Laplace",
+    "RandomizedResponse",
+    "ReportNoisyMax",
+    "bounded_mean_sensitivity",
+    "bounded_sum_sensitivity",
+    "count_sensitivity",
+]

@@ -1,0 +1,60 @@
+"""Sensitivities of common queries under each neighbouring relation.
+
+Seed 000; Dwork and Roth, Definition 3.1.
+
+* add/remove one record (symmetric difference 1);
+* replace one record (same size).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpkit._numeric.validation import check_bounds, check_integer
+from dpkit.accounting.events import Neighbouring
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["bounded_mean_sensitivity", "bounded_sum_sensitivity", "count_sensitivity"]
+
+
+def _relation(neighbouring: Any) -> Neighbouring:
+    try:
+        return Neighbouring(neighbouring)
+    except ValueError as exc:
+        raise PrivacyParameterError(
+            f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}"
+        ) from exc
+
+
+def count_sensitivity(*, neighbouring: str | Neighbouring) -> float:
+    """Number of records matching a predicate: 1 under both relations."""
+    _relation(neighbouring)
+    return 1.0
+
+
+def bounded_sum_sensitivity(*, lower: float, upper: float,
+                            neighbouring: str | Neighbouring) -> float:
+    """Sum of values clamped to [lower, upper].
+
+    add/remove: ``max(|lower|, |upper|)`` (one value appears or disappears);
+    replace: ``upper - lower`` (one value changes).
+    """
+    lo, hi = check_bounds(lower, upper)
+    if _relation(neighbouring) is Neighbouring.ADD_REMOVE:
+        return max(abs(lo), abs(hi))
+    return hi - lo
+
+
+def bounded_mean_sensitivity(*, lower: float, upper: float, n: int,
+                             neighbouring: str | Neighbouring) -> float:
+    """Mean of values clamped to [lower, upper] over datasets of at least ``n`` records (public).
+
+    replace (size fixed at n): ``(upper - lower) / n``.
+    add/remove: adding x to a dataset of m >= n records moves the mean by
+    ``(x - mean) / (m + 1)``, so ``(upper - lower) / (n + 1)``.
+    """
+    lo, hi = check_bounds(lower, upper)
+    size = check_integer(n, name="n", minimum=1)
+    if _relation(neighbouring) is Neighbouring.ADD_REMOVE:
+        return (hi - lo) / (size + 1)
+    return (hi - lo) / size
