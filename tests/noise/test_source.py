@@ -1,0 +1,132 @@
+"""``RandomSource``: secure by default, seeded only when marked insecure, vectorised draws."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from dpkit.errors import DPKitError, InsecureRandomnessError, PrivacyParameterError
+from dpkit.noise import RandomSource, default_source, resolve_source
+
+
+def test_default_is_secure_and_says_so() -> None:
+    s = RandomSource()
+    assert s.secure
+    assert "secure" in repr(s) and "INSECURE" not in repr(s)
+    assert default_source().secure
+    assert default_source() is default_source()
+    assert resolve_source(None) is default_source()
+
+
+def test_two_secure_sources_differ() -> None:
+    a, b = RandomSource().words(8), RandomSource().words(8)
+    assert not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", [0, 1, "abc", b"\x00" * 32, 2**100])
+def test_seed_requires_insecure_flag(seed: object) -> None:
+    with pytest.raises(InsecureRandomnessError):
+        RandomSource(seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(InsecureRandomnessError):
+        RandomSource(seed=seed, insecure=1)  # type: ignore[arg-type]  # truthy is not True
+    s = RandomSource(seed=seed, insecure=True)  # type: ignore[arg-type]
+    assert not s.secure
+    assert "INSECURE" in repr(s)
+
+
+def test_insecure_without_seed_is_refused() -> None:
+    with pytest.raises(InsecureRandomnessError):
+        RandomSource(insecure=True)
+
+
+def test_seeded_source_is_reproducible() -> None:
+    a = RandomSource(seed=7, insecure=True)
+    b = RandomSource(seed=7, insecure=True)
+    c = RandomSource(seed=8, insecure=True)
+    wa, wb, wc = a.words(100), b.words(100), c.words(100)
+    assert np.array_equal(wa, wb)
+    assert not np.array_equal(wa, wc)
+    assert np.array_equal(a.uniform(10), b.uniform(10))
+
+
+def test_resolve_source_refuses_other_generators() -> None:
+    for other in (np.random.default_rng(0), np.random.RandomState(0), 42, "os"):
+        with pytest.raises(InsecureRandomnessError):
+            resolve_source(other)  # type: ignore[arg-type]
+    s = RandomSource(seed=1, insecure=True)
+    assert resolve_source(s) is s
+
+
+def test_shapes_and_dtypes() -> None:
+    s = RandomSource(seed=3, insecure=True)
+    assert s.words((2, 3)).shape == (2, 3) and s.words(5).dtype == np.uint64
+    assert s.uniform((4, 0)).shape == (4, 0)
+    assert s.uniform_full(()).shape == ()
+    assert s.bits(0).shape == (0,)
+    assert s.integers(5, (3, 3)).dtype == np.int64
+    assert len(s.bytes(13)) == 13
+    out = np.empty(10, dtype=np.uint64)
+    s.fill_words(out)
+    with pytest.raises(TypeError):
+        s.fill_words(np.empty(10, dtype=np.int64))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, True, (2, -1), "3", None])
+def test_bad_sizes_are_refused(size: object) -> None:
+    with pytest.raises(PrivacyParameterError):
+        RandomSource(seed=0, insecure=True).uniform(size)  # type: ignore[arg-type]
+
+
+def test_integers_bounds() -> None:
+    s = RandomSource(seed=4, insecure=True)
+    assert np.all(s.integers(1, 100) == 0)
+    x = s.integers(2**63, 1000)
+    assert x.dtype == np.int64
+    for bad in (0, -3, 2**63 + 1, 2.0, True):
+        with pytest.raises(PrivacyParameterError):
+            s.integers(bad, 3)  # type: ignore[arg-type]
+    for bad in (0, -1, 1.0, True):
+        with pytest.raises(PrivacyParameterError):
+            s.randbelow(bad)  # type: ignore[arg-type]
+    assert s.randbelow(1) == 0
+
+
+def test_uniform_full_is_strictly_inside_unit_interval_and_normal() -> None:
+    v = RandomSource(seed=5, insecure=True).uniform_full(200_000)
+    assert np.all(v > 0) and np.all(v < 1)
+    assert np.all(v >= np.finfo(np.float64).tiny)  # normal numbers only
+
+
+def test_deep_binades_draw_extra_words() -> None:
+    # A word whose binade field (bits 52..62) is 0 continues into deeper binades using extra
+    # words; feed such words directly and check the result lies below 2**-11.
+    s = RandomSource(seed=6, insecure=True)
+    w = np.array([0x000F_FFFF_FFFF_FFFF, 0x8000_0000_0000_0001], dtype=np.uint64)
+    v = s.full_precision_from_words(w.copy())
+    assert np.all(v < 2.0**-11) and np.all(v > 0)
+
+
+def test_errors_are_dpkit_errors() -> None:
+    assert issubclass(InsecureRandomnessError, DPKitError)
+    assert issubclass(PrivacyParameterError, ValueError)
+
+
+def test_fork_rekeys_the_secure_stream() -> None:
+    s = RandomSource()
+    s.words(1)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: write its next words and exit without running pytest's teardown
+        try:
+            os.write(w, s.words(4).tobytes())
+        finally:
+            os._exit(0)
+    os.close(w)
+    child = os.read(r, 32)
+    os.close(r)
+    os.waitpid(pid, 0)
+    parent = s.words(4).tobytes()
+    assert len(child) == 32
+    assert child != parent
