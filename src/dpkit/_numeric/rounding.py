@@ -15,9 +15,21 @@ from fractions import Fraction
 __all__ = ["add_up", "div_down", "div_up", "down", "mul_up", "up"]
 
 
+_MAX = 1.7976931348623157e308
+
+
+def _to_float(x: Fraction | int | float) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
 def up(x: Fraction | int | float) -> float:
-    """Smallest double >= x (rounds towards +inf)."""
-    f = float(x)
+    """Smallest double >= x (rounds towards +inf; beyond the double range: +inf)."""
+    f = _to_float(x)
+    if f == -math.inf:
+        return -_MAX
     if math.isinf(f):
         return f
     if Fraction(f) < Fraction(x):
@@ -26,8 +38,10 @@ def up(x: Fraction | int | float) -> float:
 
 
 def down(x: Fraction | int | float) -> float:
-    """Largest double <= x (rounds towards -inf)."""
-    f = float(x)
+    """Largest double <= x (rounds towards -inf; beyond the double range: -inf)."""
+    f = _to_float(x)
+    if f == math.inf:
+        return _MAX
     if math.isinf(f):
         return f
     if Fraction(f) > Fraction(x):

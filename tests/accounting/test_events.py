@@ -1,0 +1,104 @@
+"""Events: frozen, validated, and serialised through an allow-list only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from dpkit.accounting.events import (
+    EVENT_TYPES,
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    Neighbouring,
+    NoOpEvent,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SelfComposedEvent,
+    event_from_dict,
+    event_from_json,
+    event_to_dict,
+    event_to_json,
+)
+from dpkit.errors import PrivacyParameterError, SerializationError
+
+EXAMPLES: list[DpEvent] = [
+    NoOpEvent(),
+    NonPrivateEvent(),
+    PureDpEvent(epsilon=0.5),
+    ApproxDpEvent(epsilon=1.0, delta=1e-6),
+    LaplaceEvent(noise_multiplier=2.0, neighbouring=Neighbouring.REPLACE, pmf_slack=1e-9),
+    GaussianEvent(noise_multiplier=1.1),
+    DiscreteLaplaceEvent(scale=3.0, sensitivity=2),
+    DiscreteGaussianEvent(sigma=4.0, sensitivity=1),
+    ExponentialMechanismEvent(epsilon=0.3),
+    ReportNoisyMaxEvent(epsilon=0.3, noise="exponential"),
+    RandomizedResponseEvent(p_truth=0.75),
+    ComposedEvent(events=(PureDpEvent(epsilon=1.0), GaussianEvent(noise_multiplier=2.0))),
+    PoissonSampledEvent(0.5, LaplaceEvent(noise_multiplier=1.0)),
+    SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(noise_multiplier=1.1)), 1000),
+]
+
+
+def test_every_event_type_has_an_example() -> None:
+    assert {type(e) for e in EXAMPLES} == set(EVENT_TYPES.values())
+
+
+@pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_round_trip_json(event: DpEvent) -> None:
+    assert event_from_json(event_to_json(event)) == event
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+
+
+@pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_frozen(event: DpEvent) -> None:
+    fields = dataclasses.fields(event)
+    if fields:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, fields[0].name, 1)
+
+
+def test_allow_list_refuses_unknown_types_and_module_paths() -> None:
+    for data in ({"type": "os.system"}, {"type": "dpkit.noise.RandomSource"}, {"no": "type"},
+                 [1, 2], "laplace", {"type": "laplace", "noise_multiplier": 1.0, "extra": 1},
+                 {"type": "laplace", "noise_multiplier": -1.0},
+                 {"type": "composed", "events": {"type": "noop"}}):
+        with pytest.raises(SerializationError):
+            event_from_dict(data)
+    with pytest.raises(SerializationError):
+        event_from_json("{not json")
+
+
+def test_validation() -> None:
+    for bad in (math.nan, -1.0, 0.0, math.inf, True, "1"):
+        with pytest.raises(PrivacyParameterError):
+            LaplaceEvent(noise_multiplier=bad)
+    with pytest.raises(PrivacyParameterError):
+        RandomizedResponseEvent(p_truth=0.4)
+    with pytest.raises(PrivacyParameterError):
+        ReportNoisyMaxEvent(epsilon=1.0, noise="uniform")
+    with pytest.raises(PrivacyParameterError):
+        GaussianEvent(noise_multiplier=1.0, neighbouring="swap")  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError):
+        SelfComposedEvent(PureDpEvent(epsilon=1.0), -1)
+    with pytest.raises(PrivacyParameterError):
+        ComposedEvent(events=(1.0,))  # type: ignore[arg-type]
+
+
+def test_randomized_response_epsilon() -> None:
+    assert RandomizedResponseEvent(p_truth=0.75).epsilon >= math.log(3.0)
+    assert RandomizedResponseEvent(p_truth=0.75).epsilon - math.log(3.0) < 1e-15
+    k = RandomizedResponseEvent(p_truth=0.5, categories=4)
+    assert k.epsilon >= math.log(0.5 * 3 / 0.5)
+    assert RandomizedResponseEvent(p_truth=1.0).epsilon == math.inf
