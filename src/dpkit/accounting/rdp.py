@@ -1,0 +1,450 @@
+"""Renyi differential privacy (RDP) accounting over a grid of orders.
+
+A mechanism is (alpha, r)-RDP when the Renyi divergence of order alpha between its outputs on
+neighbouring inputs is at most r (Mironov 2017, Definition 4); RDP adds up under (adaptive)
+composition (Mironov 2017, Proposition 1). :class:`RdpAccountant` keeps, for every order of its
+grid, an upper bound on the composed RDP, and converts it to (epsilon, delta) at the end.
+
+Per-event RDP (alpha > 1; ``s`` = noise multiplier):
+
+* Gaussian: ``alpha / (2 s^2)`` (Mironov 2017, Proposition 7), exact.
+* Laplace: ``1/(alpha-1) ln( alpha/(2 alpha-1) e^{(alpha-1)/s} + (alpha-1)/(2 alpha-1)
+  e^{-alpha/s} )`` (Mironov 2017, Table II / Proposition 6), exact.
+* Any epsilon-DP event (exponential mechanism, report noisy max, discrete Laplace with
+  ``eps = Delta / scale``, PureDp, ApproxDp with delta 0): the RDP of binary randomized response
+  with that epsilon, ``1/(alpha-1) ln( (e^{alpha eps} + e^{(1-alpha) eps}) / (1 + e^eps) )``.
+  This is the tight bound: every eps-DP pair is a post-processing of that pair (Kairouz, Oh and
+  Viswanath 2015, Theorem 2.1) and Renyi divergence obeys data processing; it equals the bound
+  ``ln(sinh(alpha eps) - sinh((alpha-1) eps)) - ln(sinh eps)`` over ``alpha-1`` in the proof of
+  Bun and Steinke 2016, Proposition 3.3, and is below both ``eps`` and ``alpha eps^2 / 2``.
+* k-ary randomized response keeping the truth with probability p (q = (1-p)/(k-1)):
+  ``1/(alpha-1) ln( p^alpha q^{1-alpha} + q^alpha p^{1-alpha} + (k-2) q )``, exact.
+* Discrete Gaussian with sigma and sensitivity Delta: ``alpha Delta^2 / (2 sigma^2)`` (Canonne,
+  Kamath and Steinke 2020, Proposition 5: it is (Delta^2/(2 sigma^2))-concentrated DP), an upper
+  bound.
+* Poisson-subsampled Gaussian (add/remove neighbours, rate q) at integer orders:
+  ``1/(alpha-1) ln sum_{k=0}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k e^{(k^2-k)/(2 s^2)}``
+  (Mironov, Talwar and Zhang 2019, Section 3.3, the binomial expansion), computed in log space.
+  At a fractional order alpha in (n, n+1), n >= 2, it interpolates ``g(alpha) = (alpha-1)
+  D_alpha`` linearly between n and n+1: g is the cumulant generating function of the privacy
+  loss, hence convex (van Erven and Harremoes 2014, Corollary 2), so the chord lies above it.
+  Below 2 it uses order 2: Renyi divergence is non-decreasing in its order (ibid., Theorem 3).
+  Both are valid upper bounds (the exact fractional-order series of MTZ is not used).
+* NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
+
+``pmf_slack`` ``a`` of each event (see :mod:`dpkit.accounting.events`) is summed to ``A`` and
+applied at conversion: ``delta_actual(eps) <= e^A delta_ideal(eps - 2A)``, hence
+``eps_actual(delta) = 2A + eps_ideal(delta e^{-A})``.
+
+Conversion to (epsilon, delta), for each order, then the best order (all rounded up):
+
+* Balle, Barthe, Gaboardi, Hsu and Sato 2020, Theorem 21 / Canonne, Kamath and Steinke 2020,
+  Proposition 12: ``eps = r + ln((alpha-1)/alpha) - (ln delta + ln alpha)/(alpha-1)``, and the
+  inverse ``delta = exp((alpha-1)(r - eps + ln(1 - 1/alpha)) - ln alpha)``;
+* the total-variation bound: ``delta(0) <= sqrt(1 - e^{-KL})`` (Bretagnolle-Huber) with
+  ``KL <= r_alpha``;
+* the accountant also keeps the pure-DP sum of the events that are pure DP (infinite otherwise)
+  and answers the smaller of the two bounds.
+
+Floating point: per-order values are computed in double precision; each is then raised by an
+absolute margin that bounds the rounding error of the log-sum-exp that produced it (see
+:func:`_lse_up`), so the grid holds upper bounds.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.rounding import up
+from dpkit._numeric.validation import (
+    check_delta,
+    check_integer,
+    check_positive,
+    check_probability,
+)
+from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    Neighbouring,
+    NonPrivateEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SelfComposedEvent,
+)
+from dpkit.accounting.pure import delta_at, float_up, pure_epsilon_of
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["DEFAULT_ORDERS", "RdpAccountant", "dpsgd_rdp_epsilon", "event_rdp"]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Default grid: fine fractional orders near 1 (where small compositions are decided), every
+#: integer from 2 to 256, and a few large orders for very private totals.
+DEFAULT_ORDERS: tuple[float, ...] = tuple(
+    sorted(
+        {1.0 + x / 20.0 for x in range(1, 20)}
+        | {2.0 + x / 4.0 for x in range(1, 72) if x % 4}
+        | {float(a) for a in range(2, 257)}
+        | {320.0, 384.0, 512.0, 768.0, 1024.0}
+    )
+)
+
+_ULP = 2.0**-52
+
+
+def _lse_up(terms: FloatArray, magnitude: float) -> float:
+    """Upper bound on ``ln sum exp(terms)``.
+
+    ``magnitude`` bounds the absolute values of the pieces each term was computed from. Each
+    term then carries an absolute error of at most a few ``ulp * magnitude``; the exponentials,
+    the positive sum of n terms and the final logarithm add at most ``(n + 3) ulp`` relative.
+    The margin ``2**-48 (magnitude + n + 4)`` is 16 times that estimate.
+    """
+    finite = terms[np.isfinite(terms)]
+    if finite.size == 0:
+        return -math.inf
+    m = float(np.max(finite))
+    val = m + math.log(float(np.sum(np.exp(finite - m))))
+    margin = 16.0 * 4.0 * _ULP * (magnitude + abs(m) + finite.size + 4.0)
+    return val + margin
+
+
+def _gaussian(s: float, orders: FloatArray) -> FloatArray:
+    out: FloatArray = orders / (2.0 * s * s)
+    return out * (1.0 + 4.0 * _ULP)
+
+
+def _laplace(s: float, orders: FloatArray) -> FloatArray:
+    out = np.empty_like(orders)
+    for i, a in enumerate(orders):
+        t = np.array(
+            [
+                math.log(a / (2.0 * a - 1.0)) + (a - 1.0) / s,
+                math.log((a - 1.0) / (2.0 * a - 1.0)) - a / s,
+            ]
+        )
+        out[i] = max(_lse_up(t, (a + 1.0) / s + 2.0), 0.0) / (a - 1.0)
+    return np.minimum(out, 1.0 / s * (1.0 + 4.0 * _ULP))
+
+
+def _pure(eps: float, orders: FloatArray) -> FloatArray:
+    """RDP of binary randomized response with parameter eps: the worst eps-DP pair."""
+    if eps == 0.0:
+        return np.zeros_like(orders)
+    out = np.empty_like(orders)
+    log1pe = math.log1p(math.exp(-eps)) + eps  # ln(1 + e^eps) without overflow
+    for i, a in enumerate(orders):
+        t = np.array([a * eps - log1pe, (1.0 - a) * eps - log1pe])
+        out[i] = max(_lse_up(t, a * eps + log1pe), 0.0) / (a - 1.0)
+    bound = np.minimum(eps, orders * eps * eps / 2.0) * (1.0 + 4.0 * _ULP)
+    return np.minimum(out, bound)
+
+
+def _randomized_response(p: float, k: int, orders: FloatArray) -> FloatArray:
+    if p == 1.0:
+        return np.full_like(orders, math.inf)
+    q = (1.0 - p) / (k - 1)
+    if p <= q:  # p == 1/k: the output does not depend on the input
+        return np.zeros_like(orders)
+    lp, lq = math.log(p), math.log(q)
+    out = np.empty_like(orders)
+    for i, a in enumerate(orders):
+        terms = [a * lp + (1.0 - a) * lq, a * lq + (1.0 - a) * lp]
+        if k > 2:
+            terms.append(math.log(k - 2) + lq)
+        mag = a * (abs(lp) + abs(lq)) + math.log(k)
+        out[i] = max(_lse_up(np.array(terms), mag), 0.0) / (a - 1.0)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
+    """RDP of order ``alpha`` (integer >= 2) of the Poisson-sampled Gaussian (MTZ 2019)."""
+    k = np.arange(alpha + 1, dtype=np.float64)
+    log_binom = np.array(
+        [math.lgamma(alpha + 1) - math.lgamma(j + 1) - math.lgamma(alpha - j + 1)
+         for j in range(alpha + 1)]
+    )
+    log1mq = math.log1p(-q)
+    logq = math.log(q)
+    terms = log_binom + (alpha - k) * log1mq + k * logq + (k * k - k) / (2.0 * s * s)
+    magnitude = (
+        math.lgamma(alpha + 1) * 3.0
+        + alpha * (abs(log1mq) + abs(logq))
+        + alpha * alpha / (2.0 * s * s)
+    )
+    return max(_lse_up(terms, magnitude), 0.0) / (alpha - 1.0)
+
+
+def _sampled_gaussian(q: float, s: float, orders: FloatArray) -> FloatArray:
+    if q == 0.0:
+        return np.zeros_like(orders)
+    if q == 1.0:
+        return _gaussian(s, orders)
+    out = np.empty_like(orders)
+    for i, a in enumerate(orders):
+        n = math.floor(a)
+        if a < 2.0:
+            out[i] = _sampled_gaussian_int(q, s, 2)  # D_alpha <= D_2 (monotone in the order)
+        elif a == n:
+            out[i] = _sampled_gaussian_int(q, s, n)
+        else:
+            # g(alpha) = (alpha - 1) D_alpha = ln E_Q[(P/Q)^alpha] is a cumulant generating
+            # function, hence convex: it lies below its chord between n and n + 1.
+            g_lo = (n - 1) * _sampled_gaussian_int(q, s, n)
+            g_hi = n * _sampled_gaussian_int(q, s, n + 1)
+            out[i] = ((n + 1 - a) * g_lo + (a - n) * g_hi) / (a - 1.0) * (1.0 + 4.0 * _ULP)
+    return np.minimum(out, _gaussian(s, orders))
+
+
+def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
+    """RDP curve of one occurrence of a non-composite event (ideal, without slack)."""
+    if isinstance(event, NoOpEvent):
+        return np.zeros_like(orders)
+    if isinstance(event, NonPrivateEvent):
+        return np.full_like(orders, math.inf)
+    if isinstance(event, GaussianEvent):
+        return _gaussian(event.noise_multiplier, orders)
+    if isinstance(event, LaplaceEvent):
+        return _laplace(event.noise_multiplier, orders)
+    if isinstance(event, DiscreteGaussianEvent):
+        return _gaussian(event.sigma / event.sensitivity, orders)
+    if isinstance(event, RandomizedResponseEvent):
+        return _randomized_response(event.p_truth, event.categories, orders)
+    if isinstance(event, DiscreteLaplaceEvent):
+        return _pure(up(Fraction(event.sensitivity) / Fraction(event.scale)), orders)
+    if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent, PureDpEvent)):
+        return _pure(event.epsilon, orders)
+    if isinstance(event, ApproxDpEvent):
+        return _pure(event.epsilon, orders) if event.delta == 0.0 else None
+    if isinstance(event, PoissonSampledEvent):
+        inner = event.event
+        if (
+            isinstance(inner, GaussianEvent)
+            and inner.neighbouring is Neighbouring.ADD_REMOVE
+        ):
+            return _sampled_gaussian(event.sampling_rate, inner.noise_multiplier, orders)
+        if isinstance(inner, NoOpEvent) or event.sampling_rate == 0.0:
+            return np.zeros_like(orders) if _rdp_supported(inner) else None
+        return None
+    return None
+
+
+def _rdp_supported(event: DpEvent) -> bool:
+    return event_rdp(event, np.array([2.0])) is not None
+
+
+def _slack_of(event: DpEvent) -> Fraction | None:
+    """Total pmf slack of one occurrence (sum over leaves, with multiplicities)."""
+    if isinstance(event, ComposedEvent):
+        total = Fraction(0)
+        for e in event.events:
+            s = _slack_of(e)
+            if s is None:
+                return None
+            total += s
+        return total
+    if isinstance(event, SelfComposedEvent):
+        s = _slack_of(event.event)
+        return None if s is None else event.count * s
+    if isinstance(event, PoissonSampledEvent):
+        # The subsampled mixture of pmfs each within exp(+-a) of ideal is within exp(+-a) too.
+        return _slack_of(event.event)
+    return Fraction(getattr(event, "pmf_slack", 0.0))
+
+
+def event_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
+    """Upper bounds on the RDP of ONE occurrence of ``event`` at ``orders`` (``None``: refused).
+
+    The ideal mechanism's RDP; ``pmf_slack`` is accounted separately by :class:`RdpAccountant`.
+    """
+    if isinstance(event, ComposedEvent):
+        total = np.zeros_like(orders)
+        for e in event.events:
+            r = event_rdp(e, orders)
+            if r is None:
+                return None
+            total = total + r
+        return total
+    if isinstance(event, SelfComposedEvent):
+        r = event_rdp(event.event, orders)
+        if r is None:
+            return None
+        if event.count == 0:
+            return np.zeros_like(orders)
+        return r * event.count
+    return _leaf_rdp(event, orders)
+
+
+def _check_orders(orders: Sequence[float] | None) -> FloatArray:
+    if orders is None:
+        return np.array(DEFAULT_ORDERS, dtype=np.float64)
+    vals = sorted({check_positive("order", a) for a in orders})
+    if not vals:
+        raise PrivacyParameterError("orders must not be empty")
+    for a in vals:
+        if not a > 1.0:
+            raise PrivacyParameterError(f"Renyi orders must be > 1, got {a!r}")
+    return np.array(vals, dtype=np.float64)
+
+
+class RdpAccountant(PrivacyAccountant):
+    """Renyi-DP accountant over a grid of orders; answers are upper bounds (rounded up).
+
+    Parameters
+    ----------
+    orders:
+        Renyi orders (all > 1). Default :data:`DEFAULT_ORDERS`: 1.05 to 1.95 by 0.05, the
+        quarter-points up to 19.75, every integer 2..256, and 320, 384, 512, 768, 1024.
+    """
+
+    is_upper_bound = True
+
+    def __init__(self, *, orders: Sequence[float] | None = None) -> None:
+        super().__init__()
+        self._orders = _check_orders(orders)
+        self._rdp: FloatArray = np.zeros_like(self._orders)
+        self._pure: Fraction | float = Fraction(0)
+        self._slack: Fraction = Fraction(0)
+
+    @property
+    def orders(self) -> FloatArray:
+        """The grid of orders (a copy)."""
+        return self._orders.copy()
+
+    @property
+    def rdp(self) -> FloatArray:
+        """The composed RDP upper bound at each order (a copy; ideal mechanisms, no slack)."""
+        with self._lock:
+            return self._rdp.copy()
+
+    def clone(self) -> RdpAccountant:
+        """An independent copy with the same state (used by budgets to try a charge)."""
+        with self._lock:
+            new = type(self)(orders=tuple(float(a) for a in self._orders))
+            new._rdp = self._rdp.copy()
+            new._pure = self._pure
+            new._slack = self._slack
+            new._events = list(self._events)
+            return new
+
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        curve = event_rdp(event, self._orders)
+        if curve is None:
+            return False
+        slack = _slack_of(event)
+        if slack is None:  # pragma: no cover - event_rdp refuses first
+            return False
+        if apply and count > 0:
+            if np.any(curve > 0):
+                self._rdp = self._rdp + count * curve
+            pure = pure_epsilon_of(event)
+            if pure is None or isinstance(pure, float) or isinstance(self._pure, float):
+                self._pure = math.inf
+            else:
+                self._pure += count * pure
+            self._slack += count * slack
+        return True
+
+    # ------------------------------------------------------------------ conversion
+    def _ideal_epsilon(self, delta: float) -> float:
+        """Smallest epsilon the RDP curve certifies at ``delta`` (no slack), rounded up."""
+        r = self._rdp
+        if np.any(np.isinf(r)):
+            return math.inf
+        if not np.any(r > 0):
+            return 0.0
+        if delta <= 0.0:
+            return math.inf
+        a = self._orders
+        logd = math.log(delta)
+        best = math.inf
+        for ai, ri in zip(a, r, strict=True):
+            ai_f, ri_f = float(ai), float(ri)
+            # Bretagnolle-Huber: TV <= sqrt(1 - e^{-KL}) and KL <= D_alpha.
+            if -math.expm1(-ri_f) * (1.0 + 1e-9) <= delta * delta:
+                return 0.0
+            eps = ri_f + math.log1p(-1.0 / ai_f) - (logd + math.log(ai_f)) / (ai_f - 1.0)
+            mag = abs(ri_f) + (abs(logd) + math.log(ai_f)) / (ai_f - 1.0) + 1.0
+            eps = eps + 64.0 * _ULP * mag
+            best = min(best, eps)
+        return max(float_up(best), 0.0)
+
+    def _ideal_delta(self, epsilon: float) -> float:
+        """Smallest delta the RDP curve certifies at ``epsilon`` (no slack), rounded up."""
+        r = self._rdp
+        if np.any(np.isinf(r)):
+            return 1.0
+        if not np.any(r > 0):
+            return 0.0
+        best = 0.0  # best log delta, start at ln 1
+        for ai, ri in zip(self._orders, r, strict=True):
+            ai_f, ri_f = float(ai), float(ri)
+            cand = [0.5 * math.log(-math.expm1(-ri_f))] if epsilon == 0.0 and ri_f > 0 else []
+            logd = (ai_f - 1.0) * (ri_f - epsilon + math.log1p(-1.0 / ai_f)) - math.log(ai_f)
+            mag = (ai_f - 1.0) * (abs(ri_f) + epsilon + 1.0) + math.log(ai_f)
+            cand.append(logd + 64.0 * _ULP * mag)
+            best = min(best, *cand)
+        return min(float_up(math.exp(best)), 1.0)
+
+    def _epsilon(self, delta: float) -> float:
+        pure = self._pure
+        pure_eps = math.inf if isinstance(pure, float) else up(pure)
+        if self._slack == 0:
+            rdp_eps = self._ideal_epsilon(delta)
+        else:
+            big_a = up(self._slack)
+            ideal = self._ideal_epsilon(delta * math.exp(-big_a) * (1.0 - 1e-12))
+            rdp_eps = float_up(2.0 * big_a + ideal)
+        return min(pure_eps, rdp_eps)
+
+    def _delta(self, epsilon: float) -> float:
+        pure = self._pure
+        from_pure = 1.0 if isinstance(pure, float) else delta_at(
+            total_epsilon=pure, total_delta=Fraction(0), epsilon=epsilon
+        )
+        if self._slack == 0:
+            from_rdp = self._ideal_delta(epsilon)
+        else:
+            big_a = up(self._slack)
+            shifted = epsilon - 2.0 * big_a
+            if shifted < 0.0:
+                from_rdp = 1.0
+            else:
+                from_rdp = min(float_up(math.exp(big_a) * self._ideal_delta(shifted)), 1.0)
+        return min(from_pure, from_rdp)
+
+
+def dpsgd_rdp_epsilon(
+    *, sampling_rate: float, noise_multiplier: float, steps: int, delta: float
+) -> float:
+    """Epsilon of DP-SGD (Poisson sampling, Gaussian noise) by RDP, an upper bound.
+
+    ``steps`` compositions of the Poisson-subsampled Gaussian mechanism with rate
+    ``sampling_rate`` and noise multiplier ``noise_multiplier`` (add/remove neighbours; Abadi et
+    al. 2016 with the RDP analysis of Mironov, Talwar and Zhang 2019), converted at ``delta``
+    with the bound of Balle et al. 2020 (Theorem 21) over :data:`DEFAULT_ORDERS`. Rounded up.
+    """
+    q = check_probability(sampling_rate, name="sampling_rate")
+    s = check_positive("noise_multiplier", noise_multiplier)
+    n = check_integer(steps, name="steps", minimum=0)
+    d = check_delta(delta)
+    acct = RdpAccountant()
+    acct.compose(PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=s)), n)
+    return acct.get_epsilon(d)
