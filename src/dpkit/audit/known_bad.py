@@ -1,0 +1,202 @@
+"""A corpus of known-bad mechanisms: each claims a guarantee it does not have.
+
+They exist to show that the auditor catches real bugs (the validity companions of the audit
+tests and the detection-rate benchmark). Every one draws its randomness from a
+:class:`~dpkit.noise.RandomSource` and exposes ``sample(x, size, *, source)``.
+
+=========================  ==============================  ==================================
+mechanism                  claim                           truth
+=========================  ==============================  ==================================
+LaplaceWrongScale          epsilon-DP                      (epsilon / factor)-DP
+GaussianWrongSigma         mu-GDP                          (mu / factor)-GDP
+TextbookFloatLaplace       epsilon-DP                      not DP for any finite epsilon
+SparseVectorNoQueryNoise   epsilon-DP                      not DP for any finite epsilon
+UnaryEncodingWrongProbs    epsilon-LDP                     (2 epsilon)-LDP
+=========================  ==============================  ==================================
+
+References: Mironov, "On significance of the least significant bits for differential privacy",
+CCS 2012 (floating-point Laplace); Lyu, Su and Li, "Understanding the sparse vector technique
+for differential privacy", VLDB 2017, Algorithm 5 (after Stoddard, Chen and Machanavajjhala
+2014: no noise on the queries); Wang, Blocki, Li and Jha, "Locally differentially private
+protocols for frequency estimation", USENIX Security 2017, Section 4.2 (symmetric unary encoding
+must use ``p = e^{eps/2} / (e^{eps/2} + 1)``; using ``e^eps / (e^eps + 1)`` spends 2 epsilon).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.validation import (
+    check_epsilon,
+    check_finite,
+    check_integer,
+    check_mu,
+    check_positive,
+    check_sensitivity,
+)
+from dpkit.audit._claims import Claim
+from dpkit.audit._testers import HistogramTester, Tester, float_structure
+from dpkit.noise import RandomSource, resolve_source
+from dpkit.noise.samplers import gaussian_lattice_noise, laplace, laplace_lattice_noise
+
+__all__ = [
+    "GaussianWrongSigma",
+    "KnownBad",
+    "LaplaceWrongScale",
+    "SparseVectorNoQueryNoise",
+    "TextbookFloatLaplace",
+    "UnaryEncodingWrongProbs",
+    "corpus",
+]
+
+_LATTICE_BITS = 10  # outputs on the lattice 2**-10 Z, so only the scale bug is visible
+_LATTICE = 2.0**-_LATTICE_BITS
+
+
+def _lattice_index(x: Any, size: int) -> npt.NDArray[np.int64]:
+    v = np.broadcast_to(np.asarray(x, dtype=np.float64), (size,))
+    return np.asarray(np.rint(v / _LATTICE), dtype=np.int64)
+
+
+class LaplaceWrongScale:
+    """Laplace noise of scale ``factor * sensitivity / epsilon`` instead of
+    ``sensitivity / epsilon``; the true guarantee is ``(epsilon / factor)``-DP.
+
+    Outputs lie on the lattice ``2**-10 Z`` (integer Laplace noise, as in
+    :func:`dpkit.noise.laplace_lattice_noise`), so floating-point artefacts play no part.
+    """
+
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, factor: float = 0.5) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_sensitivity(sensitivity)
+        self.factor = check_positive("factor", factor)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        t = self.factor * self.sensitivity / self.epsilon / _LATTICE
+        z = laplace_lattice_noise(src, t=t, size=size)
+        return (_lattice_index(x, size) + z).astype(np.float64) * _LATTICE
+
+
+class GaussianWrongSigma:
+    """Gaussian noise ``sigma = factor * sensitivity / mu`` instead of ``sensitivity / mu``;
+    the true guarantee is ``(mu / factor)``-GDP (Dong, Roth and Su 2022, Theorem 2.7)."""
+
+    def __init__(self, *, mu: float, sensitivity: float = 1.0, factor: float = 0.5) -> None:
+        self.mu = check_mu(mu)
+        self.sensitivity = check_sensitivity(sensitivity)
+        self.factor = check_positive("factor", factor)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        sigma = self.factor * self.sensitivity / self.mu / _LATTICE
+        z = gaussian_lattice_noise(src, sigma=sigma, size=size)
+        return (_lattice_index(x, size) + z).astype(np.float64) * _LATTICE
+
+
+class TextbookFloatLaplace:
+    """``x + Laplace(sensitivity / epsilon)`` computed in doubles, the way ``numpy.random.laplace``
+    computes it: ``U`` uniform on the grid ``k 2**-53``, noise ``b ln(2U)`` for ``U < 1/2`` and
+    ``-b ln(2 - 2U)`` otherwise, then one floating-point addition.
+
+    Not DP for any finite epsilon: the set of doubles reachable from x = 0 differs from the set
+    reachable from x = 1 (Mironov, CCS 2012). The audit sees it with
+    ``HistogramTester(feature=float_structure)`` on the inputs 0.0 and 1.0.
+    """
+
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_sensitivity(sensitivity)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        b = self.sensitivity / self.epsilon
+        u = src.uniform(size)
+        u = np.where(u > 0.0, u, 0.5)  # numpy redraws U = 0; any fixed value keeps the flaw
+        with np.errstate(divide="ignore"):
+            noise = np.where(u < 0.5, b * np.log(u + u), -b * np.log(2.0 - u - u))
+        return np.asarray(check_finite("x", x) + noise, dtype=np.float64)
+
+
+class SparseVectorNoQueryNoise:
+    """Sparse vector with noise on the threshold only (Lyu, Su and Li 2017, Algorithm 5).
+
+    Input: the answers ``q_1..q_k`` of sensitivity-1 queries. Output: the vector of
+    ``q_i >= T + rho`` with ``rho ~ Laplace(2 / epsilon)`` and no noise on the queries. It
+    claims epsilon-DP but is not DP for any epsilon: on ``q = (0, 1)`` the output
+    ``(False, True)`` has probability ``P(-T < rho <= 1 - T) > 0``, on the neighbour
+    ``q' = (1, 0)`` probability 0.
+    """
+
+    def __init__(self, *, epsilon: float, threshold: float = 0.5) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.threshold = check_finite("threshold", threshold)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.bool_]:
+        src = resolve_source(source)
+        q = np.asarray(x, dtype=np.float64).reshape(-1)
+        rho = laplace(src, scale=2.0 / self.epsilon, size=size)
+        return np.asarray(q[None, :] >= (self.threshold + rho)[:, None])
+
+
+class UnaryEncodingWrongProbs:
+    """Symmetric unary encoding with ``p = e^eps / (e^eps + 1)``, ``q = 1 - p``.
+
+    Each of the d bits is kept with probability p and flipped otherwise. Two inputs differ in two
+    bits, so the privacy loss is ``2 ln(p / q) = 2 epsilon``; correct SUE uses epsilon / 2 per
+    bit (Wang et al., USENIX Security 2017, Section 4.2).
+    """
+
+    def __init__(self, *, epsilon: float, domain: int) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.domain = check_integer(domain, name="domain", minimum=2)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.bool_]:
+        src = resolve_source(source)
+        v = check_integer(x, name="x", minimum=0, maximum=self.domain - 1)
+        p = math.exp(self.epsilon) / (math.exp(self.epsilon) + 1.0)
+        onehot = np.zeros(self.domain, dtype=np.bool_)
+        onehot[v] = True
+        keep = src.uniform((size, self.domain)) < p
+        return np.asarray(keep == onehot[None, :])
+
+
+@dataclass(frozen=True)
+class KnownBad:
+    """One corpus entry: the mechanism, the inputs that expose it, its claim and its truth."""
+
+    name: str
+    mechanism: Any
+    pair: tuple[Any, Any]
+    claim: Claim
+    true_value: float  # the true epsilon (or mu for GDP claims); inf when not private at all
+    testers: tuple[Tester, ...] | None = field(default=None, compare=False)
+
+
+def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
+    """The known-bad mechanisms, each claiming ``epsilon`` (or mu = epsilon for the Gaussian)."""
+    eps = check_epsilon(epsilon)
+    return (
+        KnownBad("laplace-half-scale", LaplaceWrongScale(epsilon=eps, factor=0.5), (0.0, 1.0),
+                 Claim.pure(epsilon=eps), 2.0 * eps),
+        KnownBad("gaussian-half-sigma", GaussianWrongSigma(mu=eps, factor=0.5), (0.0, 1.0),
+                 Claim.gdp(mu=eps), 2.0 * eps),
+        KnownBad("textbook-float-laplace", TextbookFloatLaplace(epsilon=eps), (0.0, 1.0),
+                 Claim.pure(epsilon=eps), math.inf,
+                 (HistogramTester(feature=float_structure),)),
+        KnownBad("sparse-vector-no-query-noise", SparseVectorNoQueryNoise(epsilon=eps),
+                 ((0.0, 1.0), (1.0, 0.0)), Claim.pure(epsilon=eps), math.inf),
+        KnownBad("unary-encoding-wrong-probabilities",
+                 UnaryEncodingWrongProbs(epsilon=eps, domain=4), (0, 1),
+                 Claim.pure(epsilon=eps), 2.0 * eps),
+    )
