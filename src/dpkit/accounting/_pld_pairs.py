@@ -1,0 +1,187 @@
+"""Dominating pairs (P, Q) of the mechanisms the PLD accountant knows, described by their tails.
+
+Private helper of :mod:`dpkit.accounting.pld`. A pair is known through the distribution of its
+privacy loss ``L = log(dP/dQ)``: for a vector of loss values ``e`` the method :meth:`tails`
+returns the four arrays
+
+* ``sf_p = P(L > e)`` (this includes the mass of ``L = +inf``, where ``Q = 0``),
+* ``sf_q = Q(L > e)``,
+* ``cdf_p = P(L <= e)`` and ``cdf_q = Q(L <= e)`` (the complements, computed directly so that
+  differences of small probabilities keep their relative precision in both tails).
+
+The hockey-stick divergence (privacy profile) is then ``delta(eps) = sf_p(eps) - e^eps sf_q(eps)``
+(e.g. Sommer, Meiser and Mohammadi 2019, Lemma 5; Balle and Wang 2018, Theorem 5).
+:meth:`bounds` gives a loss interval outside of which the P-mass is below ``tail`` (the
+discretiser moves that mass pessimistically).
+
+Pairs:
+
+* :class:`MixturePair`: ``P = (1 - q) N0 + q N1`` against ``Q = N0`` ("remove") or ``P = N0``
+  against ``Q = (1 - q) N0 + q N1`` ("add"), where ``Nm`` is Gaussian ``N(m, sigma^2)`` or Laplace
+  ``Lap(m, b)``. ``q = 1`` is the plain Gaussian / Laplace mechanism at sensitivity 1 (both
+  directions then have the same loss distribution). The loss is a monotone function of the
+  observation ``y`` through ``g(y)`` (Gaussian: ``(2y - 1) / (2 sigma^2)``; Laplace:
+  ``(|y| - |y - 1|) / b``): remove ``L = log(1 - q + q e^g)``, add ``L = -log(1 - q + q e^g)``
+  (Koskela, Jalko and Honkela 2020, Section 6; Zhu, Dong and Wang 2022, Theorem 11 for the
+  add/remove pair of Poisson subsampling).
+* :class:`AtomPair`: a pair whose loss takes finitely many values (randomized response,
+  discrete Laplace/Gaussian, the worst-case pair of (epsilon, delta)-DP), given as
+  ``(loss, P-mass)`` atoms plus a mass at ``+inf``; ``Q(loss = l) = P(loss = l) e^-l``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+FloatArray = npt.NDArray[np.float64]
+
+__all__ = ["AtomPair", "FloatArray", "MixturePair", "Tails", "worst_case_pair"]
+
+Tails = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+
+
+def _log_expm1_plus(e: FloatArray, q: float) -> FloatArray:
+    """``log(e^e - 1 + q)`` for an array ``e`` (``-inf`` where the argument is <= 0)."""
+    out = np.full_like(e, -np.inf)
+    big = e > 30.0
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        eb = e[big]
+        out[big] = eb + np.log1p((q - 1.0) * np.exp(-eb))
+        small = ~big
+        arg = np.expm1(e[small]) + q
+        out[small] = np.where(arg > 0.0, np.log(np.where(arg > 0.0, arg, 1.0)), -np.inf)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class MixturePair:
+    """Gaussian or Laplace noise, optionally Poisson-subsampled; see the module docstring."""
+
+    noise: str  # "gaussian" or "laplace"
+    scale: float  # sigma (Gaussian) or b (Laplace), in units of the sensitivity
+    rate: float  # sampling rate q in (0, 1]
+    direction: str  # "remove" or "add"
+
+    # -- the noise family -------------------------------------------------------------
+    def _sf(self, y: FloatArray, m: float) -> FloatArray:
+        """``P(Y > y)`` for ``Y ~ N_m`` (Gaussian ``N(m, s^2)`` or Laplace ``Lap(m, s)``)."""
+        s = self.scale
+        if self.noise == "gaussian":
+            return np.asarray(special.ndtr((m - y) / s), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (y - m) / s
+            return np.where(z >= 0.0, 0.5 * np.exp(-np.abs(z)), 1.0 - 0.5 * np.exp(-np.abs(z)))
+
+    def _cdf(self, y: FloatArray, m: float) -> FloatArray:
+        """``P(Y <= y)`` for ``Y ~ N_m``."""
+        s = self.scale
+        if self.noise == "gaussian":
+            return np.asarray(special.ndtr((y - m) / s), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (y - m) / s
+            return np.where(z >= 0.0, 1.0 - 0.5 * np.exp(-np.abs(z)), 0.5 * np.exp(-np.abs(z)))
+
+    def _threshold(self, t: FloatArray) -> FloatArray:
+        """``y*`` with ``{g(y) > t} = {y > y*}`` (``g`` strictly increasing where it moves)."""
+        s = self.scale
+        if self.noise == "gaussian":
+            with np.errstate(invalid="ignore"):
+                return np.asarray(s * s * t + 0.5, dtype=np.float64)
+        # Laplace: g = (|y| - |y - 1|) / b in [-1/b, 1/b], equal to (2y - 1)/b on [0, 1].
+        bt = s * t
+        y = np.where(bt >= 1.0, np.inf, np.where(bt < -1.0, -np.inf, 0.5 * (1.0 + bt)))
+        return np.asarray(y, dtype=np.float64)
+
+    def _threshold_add(self, t: FloatArray) -> FloatArray:
+        """``y*`` with ``{g(y) < t} = {y < y*}``."""
+        if self.noise == "gaussian":
+            return self._threshold(t)
+        bt = self.scale * t
+        y = np.where(bt > 1.0, np.inf, np.where(bt <= -1.0, -np.inf, 0.5 * (1.0 + bt)))
+        return np.asarray(y, dtype=np.float64)
+
+    def tails(self, e: FloatArray) -> Tails:
+        """``(P(L > e), Q(L > e), P(L <= e), Q(L <= e))`` on the array ``e``."""
+        q = self.rate
+        lq = math.log(q)
+        if self.direction == "remove":
+            # L > e  <=>  e^g > (e^e - 1 + q) / q  <=>  g > t
+            t = _log_expm1_plus(e, q) - lq
+            y = self._threshold(t)
+            s0, s1 = self._sf(y, 0.0), self._sf(y, 1.0)
+            c0, c1 = self._cdf(y, 0.0), self._cdf(y, 1.0)
+            return (1.0 - q) * s0 + q * s1, s0, (1.0 - q) * c0 + q * c1, c0
+        # add: L > e  <=>  1 - q + q e^g < e^-e  <=>  g < t
+        t = _log_expm1_plus(-e, q) - lq
+        y = self._threshold_add(t)
+        s0, s1 = self._sf(y, 0.0), self._sf(y, 1.0)
+        c0, c1 = self._cdf(y, 0.0), self._cdf(y, 1.0)
+        # P(Y < y*) = cdf for these continuous families
+        return c0, (1.0 - q) * c0 + q * c1, s0, (1.0 - q) * s0 + q * s1
+
+    def _loss(self, y: float) -> float:
+        """The privacy loss at observation ``y`` (this pair's direction)."""
+        s = self.scale
+        g = (2.0 * y - 1.0) / (2.0 * s * s) if self.noise == "gaussian" else (
+            abs(y) - abs(y - 1.0)) / s
+        lo = math.log1p(-self.rate) if self.rate < 1.0 else -math.inf
+        val = float(np.logaddexp(lo, math.log(self.rate) + g))
+        return val if self.direction == "remove" else -val
+
+    def bounds(self, tail: float) -> tuple[float, float]:
+        """A loss interval holding all but ``tail`` of the P-mass on each side."""
+        if self.noise == "laplace":
+            a, b = self._loss(0.0), self._loss(1.0)
+            return (min(a, b), max(a, b))
+        z = float(-special.ndtri(tail))
+        s = self.scale
+        if self.direction == "remove":
+            return self._loss(-z * s), self._loss(1.0 + z * s)
+        return self._loss(z * s), self._loss(-z * s)
+
+
+@dataclasses.dataclass(frozen=True)
+class AtomPair:
+    """A pair whose privacy loss takes finitely many values (plus possibly ``+inf``)."""
+
+    losses: tuple[float, ...]  # finite loss values, strictly increasing
+    masses: tuple[float, ...]  # their P-masses
+    inf_mass: float = 0.0  # P(L = +inf)
+
+    def tails(self, e: FloatArray) -> Tails:
+        """``(P(L > e), Q(L > e), P(L <= e), Q(L <= e))`` on the array ``e``."""
+        ls = np.asarray(self.losses, dtype=np.float64)
+        ps = np.asarray(self.masses, dtype=np.float64)
+        qs = ps * np.exp(-ls)
+        # cumulative sums from below (for <=) and from above (for >), each summed small-first
+        cp = np.concatenate(([0.0], np.cumsum(ps)))
+        cq = np.concatenate(([0.0], np.cumsum(qs)))
+        sp = np.concatenate((np.cumsum(ps[::-1])[::-1], [0.0])) + self.inf_mass
+        sq = np.concatenate((np.cumsum(qs[::-1])[::-1], [0.0]))
+        k = np.searchsorted(ls, e, side="right")  # number of atoms <= e
+        q_minus_inf = max(0.0, 1.0 - float(cq[-1]))
+        return sp[k], sq[k], cp[k], cq[k] + q_minus_inf
+
+    def bounds(self, tail: float) -> tuple[float, float]:
+        """The smallest and largest finite loss."""
+        del tail
+        return self.losses[0], self.losses[-1]
+
+
+def worst_case_pair(epsilon: float, delta: float) -> AtomPair:
+    """The pair whose trade-off function is ``f_{eps,delta}`` (Kairouz, Oh, Viswanath 2015).
+
+    ``P``: ``+inf`` with mass delta, ``+eps`` with ``(1 - delta) e^eps / (1 + e^eps)``, ``-eps``
+    with ``(1 - delta) / (1 + e^eps)``. Every (eps, delta)-DP mechanism is a post-processing of
+    it (Dong, Roth and Su 2022, Proposition 2.13 with Lemma 2.9), so it dominates.
+    """
+    if epsilon == 0.0:
+        return AtomPair((0.0,), (1.0 - delta,), delta)
+    hi = (1.0 - delta) / (1.0 + math.exp(-epsilon))
+    lo = (1.0 - delta) / (1.0 + math.exp(epsilon))
+    return AtomPair((-epsilon, epsilon), (lo, hi), delta)
