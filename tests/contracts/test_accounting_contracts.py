@@ -14,9 +14,12 @@ from dpkit.accounting.approx import ApproxDpAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
     DpEvent,
+    GaussianEvent,
     LaplaceEvent,
+    PoissonSampledEvent,
 )
 from dpkit.accounting.pure import PureDpAccountant
+from dpkit.accounting.rdp import RdpAccountant
 
 
 class TestPureDpContract(AccountantContract):
@@ -41,3 +44,31 @@ class TestApproxDpLaplaceContract(AccountantContract):
 
     def supported_event(self) -> DpEvent:
         return LaplaceEvent(noise_multiplier=3.0)
+
+
+class TestRdpGaussianContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return RdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return GaussianEvent(noise_multiplier=2.0)
+
+
+class TestRdpSubsampledContract(AccountantContract):
+    query_epsilon = 0.5
+
+    def make_accountant(self) -> PrivacyAccountant:
+        return RdpAccountant(orders=(1.5, 2.0, 2.5, 4.0, 8.0, 32.0, 64.0))
+
+    def supported_event(self) -> DpEvent:
+        return PoissonSampledEvent(
+            sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.0)
+        )
+
+
+class TestRdpLaplaceContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return RdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return LaplaceEvent(noise_multiplier=1.5, pmf_slack=1e-9)
