@@ -16,9 +16,9 @@ its trade-off function smaller, and the tensor product (monotone in each factor,
 far tails (at most ``1e-15`` per product) is moved to loss +inf (top) or rounded up to the
 lowest kept loss (bottom), which is pessimistic as well. Losses are read off float knots, so
 they are known to ~1e-16 relative; a loss within 1e-9 grid steps of a grid point is snapped to
-it (otherwise an exact f_{eps,0} with eps on the grid would be pushed up a whole step). Convolutions of long vectors use the
-FFT; its absolute error (~1e-16 times the length) is covered by a final absolute slack of
-``1e-12`` subtracted from beta.
+it (otherwise an exact f_{eps,0} with eps on the grid would be pushed up a whole step).
+Convolutions of long vectors use the FFT; its absolute error (~1e-16 times the length) is
+covered by a final absolute slack of ``1e-12`` subtracted from beta.
 """
 
 from __future__ import annotations
