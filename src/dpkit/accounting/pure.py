@@ -141,6 +141,22 @@ def _declares_add_remove(event: DpEvent) -> bool:
     return getattr(event, "neighbouring", None) is Neighbouring.ADD_REMOVE
 
 
+def _rr_epsilon(p_truth: float, categories: int) -> Cost:
+    """``ln(p (k - 1) / (1 - p))`` rounded up, computed from the exact rational ratio.
+
+    ``ratio - 1 = (p k - 1) / (1 - p)`` is formed exactly in rationals, so ``log1p`` sees it
+    with half an ulp of relative error and the result is within a few ulps (relative) even when
+    it is tiny; :func:`float_up` then covers that.
+    """
+    p = Fraction(p_truth)
+    if p == 1:
+        return math.inf
+    ratio_minus_one = (p * categories - 1) / (1 - p)
+    if ratio_minus_one <= 0:
+        return Fraction(0)
+    return Fraction(float_up(math.log1p(float(ratio_minus_one))))
+
+
 def _slack(event: DpEvent) -> Fraction:
     return 2 * Fraction(getattr(event, "pmf_slack", 0.0))
 
@@ -166,8 +182,7 @@ def pure_epsilon_of(event: DpEvent) -> Cost | None:
     if isinstance(event, ApproxDpEvent):
         return Fraction(event.epsilon) if event.delta == 0.0 else None
     if isinstance(event, RandomizedResponseEvent):
-        eps = event.epsilon
-        return math.inf if math.isinf(eps) else Fraction(eps)
+        return _rr_epsilon(event.p_truth, event.categories)
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
         parts: list[tuple[DpEvent, int]]
         if isinstance(event, ComposedEvent):
