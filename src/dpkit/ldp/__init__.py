@@ -1,1 +1,61 @@
-"""Placeholder: filled by its issue."""
+"""Local differential privacy: client randomizers and server estimators.
+
+Every protocol is one class: the device side (``randomize``, standard library only, also
+importable alone as :mod:`dpkit.ldp.client`) and the server side (``randomize_many`` for
+simulations, ``aggregator()``, ``variance``). See ``docs/ldp.md``.
+
+Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`RandomizedResponse`
+(Warner 1965), :class:`GRR`, :class:`SUE`, :class:`OUE`, :class:`OLH`, :class:`BLH`,
+:class:`HadamardResponse` (Acharya, Sun and Zhang 2019). Mean estimation on [-1, 1]:
+:class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
+(Wang et al., ICDE 2019).
+"""
+
+from dpkit.ldp._aggregate import (
+    FrequencyAggregator,
+    FrequencyEstimate,
+    MeanAggregator,
+    MeanEstimate,
+    project_simplex,
+)
+from dpkit.ldp._exact import LdpCheck, check_ldp
+from dpkit.ldp._protocols import (
+    BLH,
+    GRR,
+    OLH,
+    OUE,
+    SUE,
+    Duchi,
+    FrequencyOracle,
+    HadamardResponse,
+    Hybrid,
+    MeanMechanism,
+    Piecewise,
+    RandomizedResponse,
+)
+from dpkit.ldp._select import FREQUENCY_ORACLES, best_protocol, compare_protocols
+
+__all__ = [
+    "BLH",
+    "FREQUENCY_ORACLES",
+    "GRR",
+    "OLH",
+    "OUE",
+    "SUE",
+    "Duchi",
+    "FrequencyAggregator",
+    "FrequencyEstimate",
+    "FrequencyOracle",
+    "HadamardResponse",
+    "Hybrid",
+    "LdpCheck",
+    "MeanAggregator",
+    "MeanEstimate",
+    "MeanMechanism",
+    "Piecewise",
+    "RandomizedResponse",
+    "best_protocol",
+    "check_ldp",
+    "compare_protocols",
+    "project_simplex",
+]

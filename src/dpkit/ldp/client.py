@@ -1,0 +1,739 @@
+"""Device side of dpkit's local-DP protocols: standard library only (``secrets``, ``fractions``).
+
+This file imports nothing but the Python standard library, so it can be copied alone onto a
+device. Each class randomizes one user's value and returns a small, JSON-serialisable report;
+:mod:`dpkit.ldp` extends these classes with the server side (numpy), and validates parameters
+with dpkit's shared validator before this module ever sees them. The checks written here repeat
+the same rules in plain Python for the stand-alone file; a test keeps the two in agreement.
+
+Exact probabilities
+-------------------
+Every coin a client flips has a rational probability, sampled exactly with integer comparisons:
+``secrets.randbits(64) < T`` is true with probability exactly ``T / 2**64`` and
+``secrets.randbelow(k)`` is exactly uniform. Probabilities such as ``e^eps / (e^eps + d - 1)`` are
+irrational, so each protocol stores a dyadic rational with denominator ``2**64``, rounded in the
+direction that keeps the privacy ratio at or below ``e^eps`` (the "likely" probability is rounded
+down, computed from a certified lower bound of ``e^eps``). The implemented mechanism is therefore
+exactly ``eps``-LDP (its true epsilon may be a hair smaller) and each probability is within
+``2**-63`` of the textbook value. The server estimators use the implemented probabilities, so they
+are exactly unbiased for the mechanism that actually runs. :meth:`report_distribution` returns the
+exact law of the report (as :class:`fractions.Fraction`), which dpkit's exact privacy check uses.
+
+Reports
+-------
+``RandomizedResponse``, ``Duchi``: ``0`` or ``1``. ``GRR``: an index in ``[0, d)``.
+``SUE``/``OUE``: a hex string of ``ceil(d / 8)`` bytes, bit ``i % 8`` of byte ``i // 8`` for item
+``i``. ``OLH``/``BLH``: ``[key, y]``. ``HadamardResponse``: an index in ``[0, K)``.
+``Piecewise``: a cell index in ``[0, M)``. ``Hybrid``: a cell index, or ``M + bit`` for a Duchi
+report.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Hashable, Iterable, Sequence
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from typing import Any
+
+__all__ = [
+    "BLH",
+    "GRR",
+    "OLH",
+    "OUE",
+    "SUE",
+    "Duchi",
+    "HadamardResponse",
+    "Hybrid",
+    "Piecewise",
+    "RandomizedResponse",
+]
+
+SCALE_BITS = 64
+SCALE = 1 << SCALE_BITS
+MAX_EPSILON = 30.0  # keeps every probability far above the 2**-64 grid
+MAX_DOMAIN = 1 << 24
+
+
+# ------------------------------------------------------------------------------------------
+# Exact arithmetic helpers
+# ------------------------------------------------------------------------------------------
+def exp_bounds(x: float) -> tuple[Fraction, Fraction]:
+    """Rational ``(lo, hi)`` with ``lo <= e^x <= hi`` (certified, relative width ~1e-55).
+
+    ``Decimal.exp`` is correctly rounded at the working precision (60 digits), so the true value
+    lies within one unit in the last place of the result; widening by two units is safe.
+    """
+    with localcontext() as ctx:
+        ctx.prec = 60
+        val = Decimal(x).exp()
+        ulp = Decimal(1).scaleb(val.adjusted() - 59)
+        return Fraction(val - 2 * ulp), Fraction(val + 2 * ulp)
+
+
+def floor_scaled(p: Fraction) -> int:
+    """``floor(p * 2**64)``: the dyadic rounding (down) of a probability."""
+    return math.floor(p * SCALE)
+
+
+def ceil_scaled(p: Fraction) -> int:
+    """``ceil(p * 2**64)``: the dyadic rounding (up) of a probability."""
+    return math.ceil(p * SCALE)
+
+
+def bernoulli_scaled(threshold: int) -> bool:
+    """``True`` with probability exactly ``threshold / 2**64``."""
+    return secrets.randbits(SCALE_BITS) < threshold
+
+
+def bernoulli_fraction(p: Fraction) -> bool:
+    """``True`` with probability exactly ``p`` (any rational in [0, 1])."""
+    return secrets.randbelow(p.denominator) < p.numerator
+
+
+def next_prime(n: int) -> int:
+    """The smallest prime ``>= n`` (trial division; n is small)."""
+    n = max(n, 2)
+    while any(n % k == 0 for k in range(2, math.isqrt(n) + 1)):
+        n += 1
+    return n
+
+
+def is_prime(n: int) -> bool:
+    """Trial-division primality for the small hash ranges used here."""
+    return n >= 2 and all(n % k for k in range(2, math.isqrt(n) + 1))
+
+
+def _check_epsilon(epsilon: Any) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)):
+        raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
+    eps = float(epsilon)
+    if not (math.isfinite(eps) and 0.0 < eps <= MAX_EPSILON):
+        raise ValueError(f"epsilon must lie in (0, {MAX_EPSILON}], got {epsilon!r}")
+    return eps
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must lie in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+def _domain(domain: Any) -> tuple[int, tuple[Hashable, ...] | None]:
+    """An int size ``d >= 2`` or a sequence of distinct hashable values (at least two)."""
+    if isinstance(domain, int) and not isinstance(domain, bool):
+        return _check_int("domain", domain, 2, MAX_DOMAIN), None
+    if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
+        raise TypeError(f"domain must be an int or a list of values, got {domain!r}")
+    values = tuple(domain)
+    if not 2 <= len(values) <= MAX_DOMAIN:
+        raise ValueError(f"domain must have between 2 and {MAX_DOMAIN} values, got {len(values)}")
+    if len(set(values)) != len(values):
+        raise ValueError("domain values must be distinct")
+    return len(values), values
+
+
+# ------------------------------------------------------------------------------------------
+# Frequency oracles
+# ------------------------------------------------------------------------------------------
+class _Categorical:
+    """Shared pieces of every protocol over a finite domain ``{0, ..., d - 1}`` (or labels)."""
+
+    name = "categorical"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._d, self._labels = _domain(domain)
+        self._index = None if self._labels is None else {v: i for i, v in enumerate(self._labels)}
+        self._exp_lo = exp_bounds(self._epsilon)[0]
+
+    @property
+    def epsilon(self) -> float:
+        """The privacy parameter: every report is at most ``e^epsilon`` times likelier under one
+        input than under any other."""
+        return self._epsilon
+
+    @property
+    def d(self) -> int:
+        """Domain size."""
+        return self._d
+
+    @property
+    def labels(self) -> tuple[Hashable, ...]:
+        """The domain values (``0 .. d-1`` when the domain was given as a size)."""
+        return tuple(range(self._d)) if self._labels is None else self._labels
+
+    def encode(self, value: Any) -> int:
+        """The index of ``value`` in the domain; refuses anything outside it (``ValueError``)."""
+        if self._index is None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(
+                    f"{self.name}: value must be an int in [0, {self._d}), got {value!r}"
+                )
+            if not 0 <= value < self._d:
+                raise ValueError(
+                    f"{self.name}: value {value!r} is outside the domain [0, {self._d})"
+                )
+            return value
+        try:
+            return self._index[value]
+        except (KeyError, TypeError):
+            raise ValueError(f"{self.name}: value {value!r} is not in the domain") from None
+
+    def randomize(self, value: Any) -> Any:
+        """One user's report (see the subclass)."""
+        raise NotImplementedError
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        """Exact law of the report for input ``value`` (small domains only)."""
+        raise NotImplementedError
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        """``(p, q)``: probability that a report supports item v when the input is v / is not v."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d})"
+
+
+class RandomizedResponse(_Categorical):
+    """Warner's randomized response (Warner, JASA 1965) on a yes/no question.
+
+    The user answers truthfully with probability ``p`` and lies otherwise, so
+    ``epsilon = ln(p / (1 - p))``. Inputs are ``0``/``1`` (or ``False``/``True``); the report is
+    ``0`` or ``1``. Give either ``epsilon`` (then ``p = e^eps / (1 + e^eps)``, rounded down to a
+    multiple of ``2**-64``) or ``p_truth`` in ``(1/2, 1)`` (used exactly).
+    """
+
+    name = "RandomizedResponse"
+
+    def __init__(self, *, epsilon: float | None = None, p_truth: float | None = None) -> None:
+        if (epsilon is None) == (p_truth is None):
+            raise TypeError("give exactly one of epsilon= and p_truth=")
+        if p_truth is not None:
+            if isinstance(p_truth, bool) or not isinstance(p_truth, (int, float, Fraction)):
+                raise TypeError(f"p_truth must be a real number, got {p_truth!r}")
+            if isinstance(p_truth, float) and not math.isfinite(p_truth):
+                raise ValueError(f"p_truth must lie in (1/2, 1), got {p_truth!r}")
+            p = Fraction(p_truth)
+            if not Fraction(1, 2) < p < 1:
+                raise ValueError(f"p_truth must lie in (1/2, 1), got {p_truth!r}")
+            # the smallest double eps with certified e^eps >= p / (1 - p)
+            ratio = p / (1 - p)
+            eps = math.log(ratio)
+            while exp_bounds(eps)[0] < ratio:
+                eps = math.nextafter(eps, math.inf)
+            super().__init__(epsilon=eps, domain=2)
+            self._p = p
+        elif epsilon is not None:
+            super().__init__(epsilon=epsilon, domain=2)
+            e = self._exp_lo
+            self._p = Fraction(floor_scaled(e / (e + 1)), SCALE)
+
+    @property
+    def p_truth(self) -> Fraction:
+        """The exact probability of a truthful answer."""
+        return self._p
+
+    def encode(self, value: Any) -> int:
+        if value is True or value is False:
+            return int(value)
+        return super().encode(value)
+
+    def randomize(self, value: Any) -> int:
+        """Report the true bit with probability ``p``, its negation otherwise."""
+        x = self.encode(value)
+        return x if bernoulli_fraction(self._p) else 1 - x
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        x = self.encode(value)
+        return {x: self._p, 1 - x: 1 - self._p}
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        return self._p, 1 - self._p
+
+
+class GRR(_Categorical):
+    """Generalized randomized response (k-RR, direct encoding; Wang et al., USENIX Sec 2017).
+
+    Keep the true value with probability ``p = e^eps / (e^eps + d - 1)``, otherwise report one of
+    the other ``d - 1`` values uniformly (``q = (1 - p) / (d - 1)`` each). Report: an index.
+    """
+
+    name = "GRR"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + self._d - 1))
+
+    def randomize(self, value: Any) -> int:
+        x = self.encode(value)
+        if bernoulli_scaled(self._keep):
+            return x
+        other = secrets.randbelow(self._d - 1)
+        return other + 1 if other >= x else other
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        x = self.encode(value)
+        p, q = self.support_probabilities()
+        return {y: (p if y == x else q) for y in range(self._d)}
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        p = Fraction(self._keep, SCALE)
+        return p, (1 - p) / (self._d - 1)
+
+
+class _UnaryEncoding(_Categorical):
+    """Unary encoding: one-hot vector, each bit flipped independently (Wang et al. 2017, Sec 4.3).
+
+    Bit ``i`` of the report is 1 with probability ``p`` if ``i`` is the true value and ``q``
+    otherwise; ``epsilon = ln(p (1 - q) / ((1 - p) q))``. Report: hex string of ``ceil(d/8)`` bytes.
+    """
+
+    def _probabilities(self) -> tuple[Fraction, Fraction]:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per report."""
+        return (self._d + 7) // 8
+
+    def randomize(self, value: Any) -> str:
+        x = self.encode(value)
+        p, q = self._probabilities()
+        tp, tq = p.numerator * (SCALE // p.denominator), q.numerator * (SCALE // q.denominator)
+        out = bytearray(self.nbytes)
+        for i in range(self._d):
+            if bernoulli_scaled(tp if i == x else tq):
+                out[i >> 3] |= 1 << (i & 7)
+        return out.hex()
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self._d > 12:
+            raise ValueError("report_distribution enumerates 2**d reports: use d <= 12")
+        x = self.encode(value)
+        p, q = self._probabilities()
+        dist: dict[Any, Fraction] = {}
+        for mask in range(1 << self._d):
+            prob = Fraction(1)
+            for i in range(self._d):
+                bit = (mask >> i) & 1
+                r = p if i == x else q
+                prob *= r if bit else 1 - r
+            dist[mask.to_bytes(self.nbytes, "little").hex()] = prob
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        return self._probabilities()
+
+
+class SUE(_UnaryEncoding):
+    """Symmetric unary encoding (basic one-time RAPPOR; Erlingsson et al. 2014, Wang et al. 2017).
+
+    ``p = e^(eps/2) / (e^(eps/2) + 1)``, ``q = 1 - p``, so ``p (1-q) / ((1-p) q) = e^eps``.
+    """
+
+    name = "SUE"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        e = exp_bounds(self._epsilon / 2)[0]
+        self._tp = floor_scaled(e / (e + 1))
+
+    def _probabilities(self) -> tuple[Fraction, Fraction]:
+        p = Fraction(self._tp, SCALE)
+        return p, 1 - p
+
+
+class OUE(_UnaryEncoding):
+    """Optimized unary encoding (Wang et al., USENIX Security 2017, Sec 4.4).
+
+    ``p = 1/2`` and ``q = 1 / (e^eps + 1)`` (rounded up, which only lowers the privacy ratio).
+    """
+
+    name = "OUE"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        e = self._exp_lo
+        self._tq = ceil_scaled(1 / (e + 1))
+
+    def _probabilities(self) -> tuple[Fraction, Fraction]:
+        return Fraction(1, 2), Fraction(self._tq, SCALE)
+
+
+class OLH(_Categorical):
+    """Optimized local hashing (Wang et al., USENIX Security 2017, Sec 4.4).
+
+    The user draws a hash function ``H`` from a universal family into ``[g]`` and reports
+    ``(H, y)`` where ``y`` is GRR over ``[g]`` of ``H(value)``: ``y = H(value)`` with probability
+    ``p = e^eps / (e^eps + g - 1)``, any other of the ``g - 1`` buckets otherwise. Item ``v`` is
+    supported when ``H(v) = y``: probability ``p`` for the user's own value and exactly ``1/g``
+    for any other (the family below is exactly universal), so the count estimator of Wang et al.
+    applies with ``q = 1/g``.
+
+    Hash family: ``g`` is prime; with ``m`` the least integer such that ``g^m >= d``, a key
+    ``k in [0, g^m)`` has base-g digits ``a_0..a_{m-1}`` and ``H_k(v) = sum_i a_i v_i mod g`` with
+    ``v_i`` the base-g digits of v. Two different values differ in some digit ``i`` by a non-zero
+    ``delta`` which is invertible mod the prime g, so ``H_k(x) - H_k(v) = a_i delta + (rest)`` is
+    uniform when ``a_i`` is: ``P(H(x) = H(v)) = 1/g`` exactly. ``g`` defaults to the prime that
+    minimises the variance (Wang et al. take ``g = round(e^eps + 1)``, not always prime; the
+    variance curve is flat there, see ``docs/ldp.md``). Report: ``[key, y]``.
+    """
+
+    name = "OLH"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
+                 g: int | None = None) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        if g is None:
+            g = self._best_g()
+        g = _check_int("g", g, 2, 1 << 20)
+        if not is_prime(g):
+            raise ValueError(f"g must be prime (for the exactly universal hash family), got {g}")
+        self._g = g
+        m = 1
+        while g**m < self._d:
+            m += 1
+        self._m = m
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + g - 1))
+
+    def _best_g(self) -> int:
+        """The prime g near ``e^eps + 1`` with the smallest variance ``q(1-q)/(p-q)^2``."""
+        e = math.exp(self._epsilon)
+        target = min(e + 1.0, float(1 << 20))
+        cands = {2, 3}
+        for t in (math.floor(target), math.ceil(target)):
+            cands.add(next_prime(t))
+            low = t
+            while low > 2 and not is_prime(low):
+                low -= 1
+            cands.add(max(low, 2))
+        best, best_var = 2, math.inf
+        for g in sorted(c for c in cands if c <= 1 << 20):
+            p, q = e / (e + g - 1), 1.0 / g
+            var = q * (1 - q) / (p - q) ** 2
+            if var < best_var:
+                best, best_var = g, var
+        return best
+
+    @property
+    def g(self) -> int:
+        """Hash range (a prime)."""
+        return self._g
+
+    @property
+    def m(self) -> int:
+        """Number of base-g digits of a domain value."""
+        return self._m
+
+    @property
+    def keys(self) -> int:
+        """Size of the hash family, ``g**m``."""
+        return int(self._g**self._m)
+
+    def hash(self, key: int, value_index: int) -> int:
+        """``H_key(value_index)``: dot product of base-g digits, mod g."""
+        g, acc = self._g, 0
+        for _ in range(self._m):
+            acc += (key % g) * (value_index % g)
+            key //= g
+            value_index //= g
+        return acc % g
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        key = secrets.randbelow(self.keys)
+        h = self.hash(key, x)
+        if bernoulli_scaled(self._keep):
+            y = h
+        else:
+            other = secrets.randbelow(self._g - 1)
+            y = other + 1 if other >= h else other
+        return [key, y]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self.keys * self._g > 1 << 16:
+            raise ValueError("report_distribution enumerates every (key, y): use a smaller domain")
+        x = self.encode(value)
+        p = Fraction(self._keep, SCALE)
+        q = (1 - p) / (self._g - 1)
+        per_key = Fraction(1, self.keys)
+        dist: dict[Any, Fraction] = {}
+        for key in range(self.keys):
+            h = self.hash(key, x)
+            for y in range(self._g):
+                dist[(key, y)] = per_key * (p if y == h else q)
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        return Fraction(self._keep, SCALE), Fraction(1, self._g)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d}, g={self._g})"
+
+
+class BLH(OLH):
+    """Binary local hashing (Bassily and Smith 2015; Wang et al. 2017): OLH with ``g = 2``."""
+
+    name = "BLH"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain, g=2)
+
+
+class HadamardResponse(_Categorical):
+    """Hadamard response (Acharya, Sun and Zhang, AISTATS 2019), the ``s = K/2`` version.
+
+    ``K`` is the least power of two ``> d``; item ``v`` owns
+    ``C_v = {y in [K] : popcount((v + 1) & y) is even}`` (the +1 rows of Hadamard row ``v + 1``,
+    ``|C_v| = K/2``). The user reports a uniform element of ``C_v`` with probability
+    ``p = e^eps / (e^eps + 1)``, else a uniform element of its complement; each report has
+    probability ``2p/K`` or ``2(1-p)/K``. Distinct rows agree on exactly half the columns, so a
+    report supports another item with probability exactly ``1/2``: ``q = 1/2``.
+    Report: an index in ``[0, K)``.
+    """
+
+    name = "HadamardResponse"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self._K = 1 << self._d.bit_length()  # least power of two > d
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + 1))
+
+    @property
+    def K(self) -> int:
+        """Number of possible reports."""
+        return self._K
+
+    def randomize(self, value: Any) -> int:
+        row = self.encode(value) + 1
+        inside = bernoulli_scaled(self._keep)
+        y = secrets.randbelow(self._K)
+        if ((bin(row & y).count("1") % 2) == 0) != inside:
+            y ^= row & -row  # flipping the lowest set bit of the row toggles membership
+        return y
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        row = self.encode(value) + 1
+        p = Fraction(self._keep, SCALE)
+        half = self._K // 2
+        return {
+            y: (p if bin(row & y).count("1") % 2 == 0 else 1 - p) / half for y in range(self._K)
+        }
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        return Fraction(self._keep, SCALE), Fraction(1, 2)
+
+
+# ------------------------------------------------------------------------------------------
+# Mean estimation for values in [-1, 1]
+# ------------------------------------------------------------------------------------------
+def _check_unit_value(name: str, value: Any) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        raise ValueError(f"{name}: value must be a real number in [-1, 1], got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name}: value must be a real number in [-1, 1], got {value!r}")
+    v = Fraction(value)
+    if not -1 <= v <= 1:
+        raise ValueError(f"{name}: value {value!r} is outside [-1, 1]")
+    return v
+
+
+class _Numeric:
+    name = "numeric"
+
+    def __init__(self, *, epsilon: float) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._exp_lo = exp_bounds(self._epsilon)[0]
+
+    @property
+    def epsilon(self) -> float:
+        """The privacy parameter."""
+        return self._epsilon
+
+    def encode(self, value: Any) -> Fraction:
+        """Check that ``value`` is a real number in ``[-1, 1]`` and return it exactly."""
+        return _check_unit_value(self.name, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self._epsilon!r})"
+
+
+class Duchi(_Numeric):
+    """Duchi, Jordan and Wainwright's one-dimensional mechanism (JASA 2018; Wang et al. ICDE 2019).
+
+    For ``t in [-1, 1]`` report ``+B`` with probability
+    ``1/2 + t (e^eps - 1) / (2 (e^eps + 1))`` and ``-B`` otherwise, with
+    ``B = (e^eps + 1)/(e^eps - 1)``: unbiased, variance ``B^2 - t^2``. Implemented exactly as
+    "round ``t`` to +1 with probability ``(1 + t)/2``, else -1, then keep that sign with
+    probability ``p = e^eps/(e^eps + 1)``" (the same law); report: ``1`` for +B, ``0`` for -B.
+    """
+
+    name = "Duchi"
+
+    def __init__(self, *, epsilon: float) -> None:
+        super().__init__(epsilon=epsilon)
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + 1))
+
+    @property
+    def p_keep(self) -> Fraction:
+        """Exact probability of keeping the rounded sign."""
+        return Fraction(self._keep, SCALE)
+
+    def randomize(self, value: Any) -> int:
+        t = self.encode(value)
+        sign = 1 if bernoulli_fraction((1 + t) / 2) else 0
+        return sign if bernoulli_scaled(self._keep) else 1 - sign
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        t = self.encode(value)
+        p = self.p_keep
+        up = (1 + t) / 2 * p + (1 - t) / 2 * (1 - p)
+        return {1: up, 0: 1 - up}
+
+    def exact_inputs(self) -> list[Fraction]:
+        """Inputs whose mixtures give every input: the end points."""
+        return [Fraction(-1), Fraction(1)]
+
+
+class Piecewise(_Numeric):
+    """The Piecewise mechanism (Wang et al., ICDE 2019), on a data-independent output grid.
+
+    Continuous form: with ``C = (e^(eps/2) + 1)/(e^(eps/2) - 1)``, ``l(t) = (C+1)/2 t - (C-1)/2``
+    and ``r(t) = l(t) + C - 1``, output uniform on ``[l(t), r(t)]`` with probability
+    ``e^(eps/2)/(e^(eps/2) + 1)`` and uniform on the rest of ``[-C, C]`` otherwise; unbiased with
+    variance ``t^2/(e^(eps/2) - 1) + (e^(eps/2) + 3)/(3 (e^(eps/2) - 1)^2)``.
+
+    Floating-point sampling of that law leaks the input through which doubles are reachable, so
+    dpkit samples a grid version: ``M = L + N`` cells with ``L = resolution`` window cells and
+    ``N = round(L e^(eps/2))``. The input becomes a window start ``s`` in ``{0..N}`` by unbiased
+    randomized rounding of ``(t + 1) N / 2``; the report is a cell ``k``: uniform in the window
+    ``[s, s + L)`` with total probability ``P = e^eps L / (e^eps L + N)`` (rounded down), uniform
+    over the other ``N`` cells otherwise. Every cell has probability ``P/L`` or ``(1-P)/N`` under
+    every input, ratio ``<= e^eps``, so the report is exactly eps-LDP whatever the rounding. The
+    server maps cell ``k`` to ``(k + 1/2 - M/2) / D`` with ``D = (P/L - (1-P)/N) L N / 2``, which
+    is unbiased; as ``L`` grows the law tends to the continuous mechanism.
+    """
+
+    name = "Piecewise"
+
+    def __init__(self, *, epsilon: float, resolution: int = 1 << 16) -> None:
+        super().__init__(epsilon=epsilon)
+        self._L = _check_int("resolution", resolution, 1, 1 << 24)
+        half = exp_bounds(self._epsilon / 2)
+        self._N = max(1, round(self._L * float(half[0])))
+        e = self._exp_lo
+        self._high = floor_scaled(e * self._L / (e * self._L + self._N))
+
+    @property
+    def L(self) -> int:
+        """Window width in cells."""
+        return self._L
+
+    @property
+    def N(self) -> int:
+        """Cells outside the window (window starts range over ``0..N``)."""
+        return self._N
+
+    @property
+    def M(self) -> int:
+        """Number of cells (possible reports)."""
+        return self._L + self._N
+
+    @property
+    def p_high(self) -> Fraction:
+        """Exact probability that the report falls in the window."""
+        return Fraction(self._high, SCALE)
+
+    def window_start(self, t: Fraction) -> int:
+        """Randomized rounding of ``(t + 1) N / 2`` to an integer (exact, unbiased)."""
+        sigma = (t + 1) * self._N / 2
+        base = math.floor(sigma)
+        return base + (1 if bernoulli_fraction(sigma - base) else 0)
+
+    def randomize(self, value: Any) -> int:
+        s = self.window_start(self.encode(value))
+        if bernoulli_scaled(self._high):
+            return s + secrets.randbelow(self._L)
+        j = secrets.randbelow(self._N)
+        return j if j < s else j + self._L
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self.M > 1 << 12:
+            raise ValueError("report_distribution enumerates every cell: use a small resolution")
+        t = self.encode(value)
+        sigma = (t + 1) * self._N / 2
+        base = math.floor(sigma)
+        frac = sigma - base
+        hi, lo = self.p_high / self._L, (1 - self.p_high) / self._N
+        dist: dict[Any, Fraction] = {}
+        for s, w in ((base, 1 - frac), (base + 1, frac)):
+            if w == 0:
+                continue
+            for k in range(self.M):
+                dist[k] = dist.get(k, Fraction(0)) + w * (hi if s <= k < s + self._L else lo)
+        return dist
+
+    def exact_inputs(self) -> list[Fraction]:
+        """Inputs whose window start is deterministic (every input is a mixture of two)."""
+        return [Fraction(2 * s, self._N) - 1 for s in range(self._N + 1)]
+
+    def __repr__(self) -> str:
+        return f"Piecewise(epsilon={self._epsilon!r}, resolution={self._L})"
+
+
+HYBRID_EPSILON_STAR = 0.61  # Wang et al., ICDE 2019, Sec III-C: below it Duchi alone is best
+
+
+class Hybrid(_Numeric):
+    """The Hybrid mechanism (Wang et al., ICDE 2019): Piecewise with probability ``alpha``, Duchi
+    otherwise, where ``alpha = 1 - e^(-eps/2)`` for ``eps > eps* = 0.61`` and ``0`` below.
+
+    Both parts are unbiased, so the mixture is, with variance ``alpha Var_PM + (1-alpha) Var_D``.
+    Report: a Piecewise cell in ``[0, M)`` or ``M + b`` for a Duchi bit ``b``; ``alpha`` is used
+    as a multiple of ``2**-64`` (any alpha keeps both privacy and unbiasedness).
+    """
+
+    name = "Hybrid"
+
+    def __init__(self, *, epsilon: float, resolution: int = 1 << 16) -> None:
+        super().__init__(epsilon=epsilon)
+        self.piecewise = Piecewise(epsilon=self._epsilon, resolution=resolution)
+        self.duchi = Duchi(epsilon=self._epsilon)
+        if self._epsilon > HYBRID_EPSILON_STAR:
+            self._alpha = floor_scaled(1 - 1 / exp_bounds(self._epsilon / 2)[1])
+        else:
+            self._alpha = 0
+
+    @property
+    def alpha(self) -> Fraction:
+        """Exact probability of using the Piecewise mechanism."""
+        return Fraction(self._alpha, SCALE)
+
+    def randomize(self, value: Any) -> int:
+        t = self.encode(value)
+        if bernoulli_scaled(self._alpha):
+            return self.piecewise.randomize(t)
+        return self.piecewise.M + self.duchi.randomize(t)
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        a = self.alpha
+        dist = {k: a * p for k, p in self.piecewise.report_distribution(value).items()}
+        for b, p in self.duchi.report_distribution(value).items():
+            dist[self.piecewise.M + b] = (1 - a) * p
+        return dist
+
+    def exact_inputs(self) -> list[Fraction]:
+        """Grid inputs of the Piecewise part plus the end points (which are among them)."""
+        return self.piecewise.exact_inputs()
+
+    def __repr__(self) -> str:
+        return f"Hybrid(epsilon={self._epsilon!r}, resolution={self.piecewise.L})"
