@@ -226,3 +226,17 @@ def epsilon_lower_bound(k0: int, n0: int, k1: int, n1: int, alpha: float = ALPHA
     if clo1 > 0 and chi0 > 0:
         best = max(best, math.log(clo1 / chi0))
     return best
+
+
+def bins_from_cdf(edges: npt.ArrayLike, cdf: Callable[[np.ndarray], np.ndarray]) -> Bins:
+    """Bins over the integers with edges ``edges`` and null probabilities from ``cdf(k) = P(X <=
+    k)``: ``P(X <= e0)``, ``P(e_{i-1} < X <= e_i)``, ``P(X > e_last)`` (exact, no truncation)."""
+    e = np.unique(np.asarray(edges, dtype=np.int64))
+    c = np.asarray(cdf(e), dtype=np.float64)
+    return Bins(edges=e, p0=np.concatenate([[c[0]], np.diff(c), [1.0 - c[-1]]]))
+
+
+def quantile_edges(ppf: Callable[[np.ndarray], np.ndarray], nbins: int) -> npt.NDArray[np.int64]:
+    """Integer bin edges at the ``i / nbins`` quantiles of a (continuous) reference law."""
+    q = np.arange(1, nbins) / nbins
+    return np.unique(np.floor(ppf(q)).astype(np.int64))
