@@ -1,6 +1,12 @@
 """Mechanisms: immutable objects with calibration constructors, ``release`` and an ``event``."""
 
-from dpkit.mechanisms._lattice import PMF_SLACK
+from dpkit.mechanisms._lattice import (
+    DISCRETE_GAUSSIAN_SLACK,
+    DISCRETE_LAPLACE_SLACK,
+    GAUSSIAN_SLACK,
+    LAPLACE_SLACK,
+    PMF_SLACK,
+)
 from dpkit.mechanisms.additive import Gaussian, Laplace
 from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
 from dpkit.mechanisms.randomized_response import RandomizedResponse
@@ -12,6 +18,10 @@ from dpkit.mechanisms.sensitivity import (
 )
 
 __all__ = [
+    "DISCRETE_GAUSSIAN_SLACK",
+    "DISCRETE_LAPLACE_SLACK",
+    "GAUSSIAN_SLACK",
+    "LAPLACE_SLACK",
     "PMF_SLACK",
     "DiscreteGaussian",
     "DiscreteLaplace",

@@ -12,10 +12,11 @@ return depends on x. dpkit never adds noise in floating point. A release
 
 Rounding moves a value by at most ``s / 2``, so neighbouring values ``|x - x'| <= Delta`` give
 indices with ``|n - n'| <= Delta / s + 1``: the rounding is charged as an extra ``s`` of
-sensitivity. The granularity is chosen as ``2**(floor(log2(scale)) - 12)``, so the noise scale in
-lattice units ``t = scale / s`` lies in ``[2**12, 2**14)`` -- fine enough that the charge is at most
-``2**-12`` of the noise scale, coarse enough that the floating-point noise samplers' pmfs are
-within ``exp(+-2**-28)`` of exact (see :func:`dpkit.noise.laplace_lattice_noise`).
+sensitivity. The granularity is ``2**(floor(log2(min(sensitivity, scale))) - 12)``: at most
+``2**-12`` of the sensitivity (the charge) and of the noise scale (the output resolution). It is
+coarsened only when the noise scale in lattice units ``t = scale / s`` would exceed the sampler's
+limit (2**32 for Laplace, 2**20 for Gaussian), where the floating-point samplers' pmfs are still
+within the stated factor of exact (see :func:`dpkit.noise.laplace_lattice_noise`).
 
 Large releases are processed in cache-sized chunks on two threads (numpy releases the GIL).
 """
@@ -31,21 +32,44 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LATTICE_BITS", "PMF_SLACK", "granularity_for", "lattice_release"]
+__all__ = [
+    "DISCRETE_GAUSSIAN_SLACK",
+    "DISCRETE_LAPLACE_SLACK",
+    "GAUSSIAN_SLACK",
+    "LAPLACE_SLACK",
+    "LATTICE_BITS",
+    "PMF_SLACK",
+    "granularity_for",
+    "lattice_release",
+]
 
 LATTICE_BITS = 12
-PMF_SLACK = 2.0**-27
-"""Charged bound on the samplers' pmf deviation: analysed at 2**-28, charged at twice that."""
+LAPLACE_SLACK = 2.0**-25
+"""Charged pmf deviation of lattice Laplace noise (analysed: 2**-26.5)."""
+GAUSSIAN_SLACK = 2.0**-20
+"""Charged pmf deviation of lattice Gaussian noise with sigma < 2**21 (analysed: 2**-21.3)."""
+DISCRETE_LAPLACE_SLACK = 2.0**-24
+"""Charged pmf deviation of the fast discrete Laplace (analysed: 2**-25.5)."""
+DISCRETE_GAUSSIAN_SLACK = 2.0**-23
+"""Charged pmf deviation of the fast discrete Gaussian (analysed: 2**-24.5)."""
+PMF_SLACK = LAPLACE_SLACK
 
 _INDEX_LIMIT = 2.0**62
 _CHUNK = 1 << 16
 _WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
-def granularity_for(scale: float) -> float:
-    """The lattice spacing ``2**(floor(log2(scale)) - LATTICE_BITS)`` for a noise scale."""
-    _, exponent = math.frexp(scale)  # scale = m * 2**exponent with m in [0.5, 1)
-    return math.ldexp(1.0, exponent - 1 - LATTICE_BITS)
+def granularity_for(scale: float, sensitivity: float, max_t: float) -> float:
+    """The lattice spacing for a noise scale and sensitivity (a power of two).
+
+    ``2**(floor(log2(min(scale, sensitivity))) - LATTICE_BITS)``, coarsened to the smallest power
+    of two ``s`` with ``scale / s <= max_t``. Depends on public parameters only.
+    """
+    _, exponent = math.frexp(min(scale, sensitivity))  # x = m * 2**exponent, m in [0.5, 1)
+    s = math.ldexp(1.0, exponent - 1 - LATTICE_BITS)
+    while scale / s > max_t:
+        s *= 2.0
+    return s
 
 
 def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.int64]:

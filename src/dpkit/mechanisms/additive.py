@@ -8,7 +8,8 @@ release of a vector in which m elements can change composes m times (a histogram
 has m = 1).
 
 Every guarantee also charges the floating-point samplers' deviation: their pmfs are within a
-factor ``exp(+-a)`` of the exact rounded distributions with ``a = PMF_SLACK = 2**-27``, which turns
+factor ``exp(+-a)`` of the exact rounded distributions (``a = 2**-25`` for Laplace, ``2**-20``
+for Gaussian; :mod:`dpkit.mechanisms._lattice`), which turns
 epsilon into ``epsilon + 2a`` and delta(eps) into ``e^a delta(eps - 2a)`` (see
 :mod:`dpkit.accounting.events`). Calibration constructors absorb that charge, so the mechanism
 they return spends no more than the epsilon (and delta) asked for.
@@ -37,14 +38,20 @@ from dpkit._numeric.validation import (
 )
 from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring
 from dpkit.errors import PrivacyParameterError
-from dpkit.mechanisms._lattice import PMF_SLACK, granularity_for, lattice_release
+from dpkit.mechanisms._lattice import (
+    GAUSSIAN_SLACK,
+    LAPLACE_SLACK,
+    granularity_for,
+    lattice_release,
+)
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import gaussian_lattice_noise, laplace_lattice_noise
 
 __all__ = ["Gaussian", "Laplace"]
 
-_TWO_A = Fraction(2 * PMF_SLACK)
 _MIN_EPSILON = 2.0**-20
+_LAPLACE_MAX_T = 2.0**32
+_GAUSSIAN_MAX_T = 2.0**20
 
 
 def _neighbouring(value: Any) -> Neighbouring:
@@ -56,13 +63,14 @@ def _neighbouring(value: Any) -> Neighbouring:
         ) from exc
 
 
-def _effective_epsilon(epsilon: float) -> Fraction:
+def _effective_epsilon(epsilon: float, slack: float) -> Fraction:
     """epsilon minus the floating-point charge 2a; refuses epsilons too small to carry it."""
-    if not epsilon > _MIN_EPSILON:
+    if not epsilon > max(_MIN_EPSILON, 4 * slack):
         raise PrivacyParameterError(
-            f"epsilon must exceed 2**-20 (the floating-point charge is 2**-26), got {epsilon!r}"
+            f"epsilon must exceed {max(_MIN_EPSILON, 4 * slack)!r} (the floating-point charge "
+            f"is {2 * slack!r}), got {epsilon!r}"
         )
-    return Fraction(epsilon) - _TWO_A
+    return Fraction(epsilon) - Fraction(2 * slack)
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class Laplace:
     """The Laplace mechanism: releases ``x + Lap(scale)`` on a lattice (Dwork and Roth, Def. 3.3).
 
     Privacy (Dwork and Roth, Theorem 3.6, plus the lattice and floating-point charges):
-    ``epsilon = (sensitivity + granularity) / scale + 2 * PMF_SLACK``, rounded up.
+    ``epsilon = (sensitivity + granularity) / scale + 2 * LAPLACE_SLACK``, rounded up.
     Noise: ``rint(L / granularity) * granularity`` with L ~ Laplace(0, scale), whose pmf on the
     lattice is ``P(0) = 1 - exp(-s/(2b))`` and ``P(ks) = sinh(s/(2b)) exp(-|k| s / b)``.
 
@@ -88,7 +96,7 @@ class Laplace:
         g = check_positive("granularity", self.granularity)
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
-        if not self.scale / g < 2.0**14:
+        if not self.scale / g < 2 * _LAPLACE_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
         object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
 
@@ -97,12 +105,12 @@ class Laplace:
                      neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
         """The least-noise Laplace mechanism that is ``epsilon``-DP for this L1 ``sensitivity``.
 
-        ``scale = (sensitivity + granularity) / (epsilon - 2 * PMF_SLACK)``, rounded up.
+        ``scale = (sensitivity + granularity) / (epsilon - 2 * LAPLACE_SLACK)``, rounded up.
         """
         eps = check_epsilon(epsilon)
         delta_1 = check_sensitivity(sensitivity)
-        eff = _effective_epsilon(eps)
-        s = granularity_for(delta_1 / eps)
+        eff = _effective_epsilon(eps, LAPLACE_SLACK)
+        s = granularity_for(delta_1 / eps, delta_1, _LAPLACE_MAX_T)
         scale = up((Fraction(delta_1) + Fraction(s)) / eff)
         return cls(scale=scale, sensitivity=delta_1, granularity=s,
                    neighbouring=_neighbouring(neighbouring))
@@ -112,22 +120,23 @@ class Laplace:
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
         """A Laplace mechanism with noise scale ``scale`` (its epsilon follows)."""
         b = check_positive("scale", scale)
-        return cls(scale=b, sensitivity=check_sensitivity(sensitivity),
-                   granularity=granularity_for(b),
+        delta_1 = check_sensitivity(sensitivity)
+        return cls(scale=b, sensitivity=delta_1,
+                   granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
                    neighbouring=_neighbouring(neighbouring))
 
     @property
     def epsilon(self) -> float:
-        """``(sensitivity + granularity) / scale + 2 * PMF_SLACK``, rounded up."""
+        """``(sensitivity + granularity) / scale + 2 * LAPLACE_SLACK``, rounded up."""
         exact = (Fraction(self.sensitivity) + Fraction(self.granularity)) / Fraction(self.scale)
-        return up(exact + _TWO_A)
+        return up(exact + Fraction(2 * LAPLACE_SLACK))
 
     @property
     def event(self) -> LaplaceEvent:
         """Accounting event: noise multiplier ``scale / (sensitivity + s)``, rounded down."""
         nm = down(Fraction(self.scale) / (Fraction(self.sensitivity) + Fraction(self.granularity)))
         return LaplaceEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
-                            pmf_slack=PMF_SLACK)
+                            pmf_slack=LAPLACE_SLACK)
 
     def confidence_interval(self, alpha: float) -> float:
         """Half-width h with ``P(|noise| > h) <= alpha``: ``scale ln(1/alpha) + granularity / 2``.
@@ -158,7 +167,7 @@ class Gaussian:
     Privacy: with ``mu = (sensitivity + granularity) / sigma`` the ideal mechanism is exactly
     mu-GDP (Dong, Roth and Su 2022, Theorem 2.7) and has the privacy profile of Balle and Wang
     (2018, Theorem 8); the lattice release is post-processing of it; the floating-point charge is
-    ``delta_actual(eps) <= e^a delta(eps - 2a)`` with ``a = PMF_SLACK``.
+    ``delta_actual(eps) <= e^a delta(eps - 2a)`` with ``a = GAUSSIAN_SLACK = 2**-20``.
 
     Build it with :meth:`from_mu`, :meth:`from_epsilon_delta` or :meth:`from_sigma`.
     """
@@ -174,7 +183,7 @@ class Gaussian:
         g = check_positive("granularity", self.granularity)
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
-        if not self.sigma / g < 2.0**14:
+        if not self.sigma / g < 2 * _GAUSSIAN_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
         object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
 
@@ -183,8 +192,9 @@ class Gaussian:
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
         """A Gaussian mechanism with noise standard deviation ``sigma``."""
         sd = check_positive("sigma", sigma)
-        return cls(sigma=sd, sensitivity=check_sensitivity(sensitivity),
-                   granularity=granularity_for(sd),
+        delta_2 = check_sensitivity(sensitivity)
+        return cls(sigma=sd, sensitivity=delta_2,
+                   granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),
                    neighbouring=_neighbouring(neighbouring))
 
     @classmethod
@@ -193,7 +203,7 @@ class Gaussian:
         """The Gaussian with ``sigma = (sensitivity + granularity) / mu`` (rounded up): mu-GDP."""
         m = check_mu(mu)
         delta_2 = check_sensitivity(sensitivity)
-        s = granularity_for(delta_2 / m)
+        s = granularity_for(delta_2 / m, delta_2, _GAUSSIAN_MAX_T)
         sigma = up((Fraction(delta_2) + Fraction(s)) / Fraction(m))
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
                    neighbouring=_neighbouring(neighbouring))
@@ -215,8 +225,8 @@ class Gaussian:
         eps = check_epsilon(epsilon)
         dlt = check_delta(delta, allow_zero=False)
         delta_2 = check_sensitivity(sensitivity)
-        eff_eps = float(_effective_epsilon(eps))
-        eff_delta = dlt * math.exp(-PMF_SLACK)
+        eff_eps = float(_effective_epsilon(eps, GAUSSIAN_SLACK))
+        eff_delta = dlt * math.exp(-GAUSSIAN_SLACK)
         if method == "classic":
             if not eps < 1.0:
                 raise PrivacyParameterError(
@@ -230,7 +240,7 @@ class Gaussian:
             raise PrivacyParameterError(
                 f"method must be 'analytic' or 'classic', got {method!r}"
             )
-        s = granularity_for(delta_2 * factor)
+        s = granularity_for(delta_2 * factor, delta_2, _GAUSSIAN_MAX_T)
         sigma = up(Fraction(math.nextafter(factor, math.inf))
                    * (Fraction(delta_2) + Fraction(s)))
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
@@ -244,7 +254,8 @@ class Gaussian:
     def delta_for(self, *, epsilon: float) -> float:
         """Smallest delta certified at ``epsilon``: ``e^a * delta_mu(epsilon - 2a)`` (a = slack)."""
         eps = check_epsilon(epsilon, allow_zero=True)
-        d = gaussian_delta(max(eps - 2.0 * PMF_SLACK, 0.0), self.mu) * math.exp(PMF_SLACK)
+        d = gaussian_delta(max(eps - 2.0 * GAUSSIAN_SLACK, 0.0), self.mu)
+        d *= math.exp(GAUSSIAN_SLACK)
         return min(1.0, math.nextafter(d * (1.0 + 2.0**-30), math.inf))
 
     def epsilon_for(self, *, delta: float) -> float:
@@ -270,7 +281,7 @@ class Gaussian:
         """Accounting event: noise multiplier ``sigma / (sensitivity + s)``, rounded down."""
         nm = down(Fraction(self.sigma) / (Fraction(self.sensitivity) + Fraction(self.granularity)))
         return GaussianEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
-                             pmf_slack=PMF_SLACK)
+                             pmf_slack=GAUSSIAN_SLACK)
 
     def confidence_interval(self, alpha: float) -> float:
         """Half-width h, ``P(|noise| > h) <= alpha``: ``sigma Phi^-1(1 - alpha/2) + s/2`` (up)."""

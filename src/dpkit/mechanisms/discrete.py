@@ -1,8 +1,9 @@
 """Integer-valued mechanisms: :class:`DiscreteLaplace` and :class:`DiscreteGaussian`.
 
 For integer queries no lattice is needed: integer noise is added in exact integer arithmetic.
-Noise comes from the fast vectorised samplers while their scale is below ``2**14`` (pmf within
-``exp(+-2**-28)`` of exact, charged as ``PMF_SLACK = 2**-27``) and from the exact rational samplers
+Noise comes from the fast vectorised samplers while their scale is below ``2**13`` (pmf within
+a stated factor of exact, charged as ``pmf_slack``: 2**-24 for discrete Laplace, 2**-23 for the
+discrete Gaussian; :mod:`dpkit.mechanisms._lattice`) and from the exact rational samplers
 of Canonne, Kamath and Steinke (2020) above it (no charge; slower, one value at a time).
 """
 
@@ -20,7 +21,7 @@ from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_epsilon, check_integer, check_positive
 from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Neighbouring
 from dpkit.errors import PrivacyParameterError
-from dpkit.mechanisms._lattice import PMF_SLACK
+from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import (
     discrete_gaussian,
@@ -57,7 +58,7 @@ def _neighbouring(value: Any) -> Neighbouring:
 class DiscreteLaplace:
     """``x + Z`` with ``P(Z = k) = tanh(1/(2t)) exp(-|k| / t)`` on integer queries.
 
-    Privacy: ``epsilon = sensitivity / scale`` (+ ``2 * PMF_SLACK`` on the fast path), because the
+    Privacy: ``epsilon = sensitivity / scale`` (+ ``2 * pmf_slack`` on the fast path), because the
     pmf ratio of shifts by one is exactly ``e^{1/t}`` (Ghosh, Roughgarden, Sundararajan 2012;
     CKS 2020, Section 2). Values are integers (floats are rounded; NaN -> 0).
     """
@@ -78,7 +79,7 @@ class DiscreteLaplace:
 
     @property
     def pmf_slack(self) -> float:
-        return 0.0 if self.exact else PMF_SLACK
+        return 0.0 if self.exact else DISCRETE_LAPLACE_SLACK
 
     @classmethod
     def from_epsilon(cls, *, epsilon: float, sensitivity: int,
@@ -89,9 +90,9 @@ class DiscreteLaplace:
         sens = check_integer(sensitivity, name="sensitivity", minimum=1)
         scale = up(Fraction(sens) / Fraction(eps))
         if scale < _FAST_LIMIT:
-            if not eps > 2.0**-20:
-                raise PrivacyParameterError(f"epsilon must exceed 2**-20, got {epsilon!r}")
-            scale = up(Fraction(sens) / (Fraction(eps) - Fraction(2 * PMF_SLACK)))
+            if not eps > 4 * DISCRETE_LAPLACE_SLACK:
+                raise PrivacyParameterError(f"epsilon must exceed 2**-22, got {epsilon!r}")
+            scale = up(Fraction(sens) / (Fraction(eps) - Fraction(2 * DISCRETE_LAPLACE_SLACK)))
             # If the slack pushes the scale to 2**13 or more, the exact sampler (no slack) is used
             # with a scale slightly larger than needed: still safe.
         return cls(scale=scale, sensitivity=sens, neighbouring=_neighbouring(neighbouring))
@@ -162,7 +163,7 @@ class DiscreteGaussian:
 
     @property
     def pmf_slack(self) -> float:
-        return 0.0 if self.exact else PMF_SLACK
+        return 0.0 if self.exact else DISCRETE_GAUSSIAN_SLACK
 
     @property
     def event(self) -> DiscreteGaussianEvent:

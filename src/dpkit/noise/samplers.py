@@ -178,30 +178,62 @@ def gaussian(source: RandomSource, *, sigma: float, size: int | tuple[int, ...])
 # ---------------------------------------------------------------------------------------------
 # Integer noise for lattice releases
 # ---------------------------------------------------------------------------------------------
+_TWO_LEVEL_T = 2.0**13
+
+
 def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[int, ...]
                           ) -> IntArray:
     """Integer noise ``Z = rint(t L)`` with L ~ Laplace(0, 1): a Laplace rounded to integers.
 
-    pmf: ``P(0) = 1 - exp(-1/(2t))`` and, for k != 0,
-    ``P(k) = sinh(1/(2t)) exp(-|k|/t)``. For an integer n, ``n + Z = rint(n + tL)`` is
-    post-processing of the continuous Laplace mechanism, so shifting by Delta integers costs
-    exactly epsilon = Delta / t.
+    pmf: ``P(0) = 1 - exp(-1/(2t))`` and, for k != 0, ``P(k) = sinh(1/(2t)) exp(-|k|/t)``.
+    For an integer n, ``n + Z = rint(n + tL)`` is post-processing of the continuous Laplace
+    mechanism, so shifting by Delta integers costs exactly epsilon = Delta / t.
 
-    Floating-point deviation: with t < 2**14 the computed ``t L`` is within ``2**-29.5`` of the
-    exact value for every |L| <= 708 and each unit bin holds at least 2**38 atoms of the sampler,
-    so every computed bin probability is within a factor ``exp(+-2**-28)`` of the exact one
-    (the privacy loss moves by at most ``2**-27``; mechanisms charge ``2**-26``).
+    Sampling. ``tL = S * t E`` with a fair sign S and E ~ Exp(1) (E = -ln V, V full precision).
+    For t < 2**13 the product ``t E`` is rounded directly. For larger t (up to 2**33) it is split
+    by memorylessness: with w = 2**j and r = t / w in [2**12, 2**13),
+    ``t E = w C + R`` where ``C = floor(r E')`` ~ Geometric(exp(-w/t)) and, independently,
+    ``R = -t log1p(-U (1 - exp(-w/t)))`` is the exponential truncated to [0, w) (U uniform);
+    then ``rint(tL) = S (w C + rint(R))`` because w C is an integer.
+
+    Floating-point deviation. Every double computed on the way has relative error at most
+    6 u (u = 2**-53, allowing 4 ulp for the libm log), and the rounded quantity is below
+    2**13 * 745 (E <= 708 for V >= 2**-1022), so each bin boundary moves by at most 2**-27.9;
+    bins hold at least 2**30 atoms of the sampler. Every bin probability is therefore within a
+    factor ``exp(+-2**-26.5)`` of exact; mechanisms charge ``pmf_slack = 2**-25``.
     """
     t = check_positive("t", t)
+    if not t < 2.0**33:
+        raise PrivacyParameterError(f"t must be below 2**33, got {t!r}")
 
-    def fill(k: int) -> IntArray:
+    if t < _TWO_LEVEL_T:
+        def fill(k: int) -> IntArray:
+            e, s = _exp_and_sign(source, k)
+            e *= t
+            np.rint(e, out=e)
+            z = e.astype(np.int64)
+            return np.where(s, -z, z)
+
+        return _chunked(size, np.int64, fill)
+
+    w = math.ldexp(1.0, math.frexp(t)[1] - 13)  # r = t / w in [2**12, 2**13)
+    r = t / w
+    width = -math.expm1(-w / t)  # P(t E < w), computed to full relative precision
+
+    def fill_two_level(k: int) -> IntArray:
         e, s = _exp_and_sign(source, k)
-        e *= t
-        np.rint(e, out=e)
-        z = e.astype(np.int64)
+        e *= r
+        coarse = np.floor(e)
+        u = source.uniform(k)
+        fine = np.log1p(-u * width)
+        fine *= -t
+        np.rint(fine, out=fine)
+        coarse *= w
+        coarse += fine
+        z = coarse.astype(np.int64)
         return np.where(s, -z, z)
 
-    return _chunked(size, np.int64, fill)
+    return _chunked(size, np.int64, fill_two_level)
 
 
 def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tuple[int, ...]
@@ -210,10 +242,16 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
 
     pmf: ``P(k) = Phi((k + 1/2)/sigma) - Phi((k - 1/2)/sigma)``. For an integer n,
     ``n + Z = rint(n + sigma N)`` is post-processing of the continuous Gaussian mechanism, so it
-    inherits that mechanism's exact privacy profile for an integer shift Delta. The floating-point
-    deviation is bounded as for :func:`laplace_lattice_noise` (sigma < 2**14, |N| <= 53).
+    inherits that mechanism's exact privacy profile for an integer shift Delta.
+
+    Floating-point deviation: the polar normals have relative error at most 8 u (u = 2**-53) and
+    |N| <= 53, so for sigma < 2**21 each bin boundary moves by at most 2**-22.3 and every bin
+    probability is within a factor ``exp(+-2**-21.3)`` of exact; mechanisms charge
+    ``pmf_slack = 2**-20``.
     """
     sigma = check_positive("sigma", sigma)
+    if not sigma < 2.0**21:
+        raise PrivacyParameterError(f"sigma must be below 2**21, got {sigma!r}")
 
     def fill(k: int) -> IntArray:
         g = _polar_normals(source, k)
@@ -268,8 +306,9 @@ def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[in
     """Discrete Laplace on the integers: ``P(k) = tanh(1/(2t)) exp(-|k| / t)``, t = scale.
 
     Computed as the difference of two independent geometrics with ratio ``q = exp(-1/t)``
-    (each ``floor(t E)``), whose law is ``(1 - q)/(1 + q) q^|k|``. Relative pmf error as in
-    :func:`laplace_lattice_noise` for t < 2**14; for larger t it grows like ``t 2**-51``.
+    (each ``floor(t E)``), whose law is ``(1 - q)/(1 + q) q^|k|``. For t < 2**13 the relative
+    pmf error is bounded as in :func:`laplace_lattice_noise` (``exp(+-2**-26.5)`` per geometric,
+    so ``exp(+-2**-25.5)`` for the difference); beyond, it grows like ``t 2**-48``.
     """
     t = check_positive("scale", scale)
 
@@ -290,8 +329,9 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
     Vectorised Algorithm 3 of Canonne, Kamath and Steinke (2020): propose Y from the discrete
     Laplace with ``t = floor(sigma) + 1`` and accept with probability
     ``exp(-(|Y| - sigma^2 / t)^2 / (2 sigma^2))``. The proposal carries the discrete-Laplace
-    error bound and each acceptance probability is exact to within 2**-52 (absolute), so the
-    output pmf is within a relative ``2**-26`` of the exact law for sigma < 2**13; use
+    error bound (``exp(+-2**-25.5)``) and each acceptance probability has relative error below
+    2**-48 where it matters, so the output pmf (numerator and normaliser) is within a factor
+    ``exp(+-2**-24)`` of the exact law for sigma < 2**13 (charged ``2**-23``); use
     :func:`discrete_gaussian_exact` when exactness is required.
     """
     sigma = check_positive("sigma", sigma)
