@@ -25,10 +25,11 @@ Ullman and Oprea, "Auditing differentially private machine learning", NeurIPS 20
    confidence ``1 - g``. A claim f is reported "violated" only when ``beta_u < f(alpha_u)`` or
    ``alpha_u < f(beta_u)``, i.e. only when the confidence bound proves it.
 
-The empirical trade-off curve (for plots) evaluates every event of the chosen family on the
-evaluation half (in the orientation with ``alpha + beta <= 1``); its Clopper-Pearson rectangles use level ``1 - g / (4 m)`` per bound for m
-events (two bounds for each of the two probabilities of each event), so all rectangles hold
-simultaneously with probability at least ``1 - g``.
+The empirical trade-off curve (for plots) evaluates up to ``curve_points`` events of the chosen
+family on the evaluation half (each in the orientation with ``alpha + beta <= 1``); its
+Clopper-Pearson rectangles use level ``1 - g / (4 m)`` per bound for m events (two bounds for
+each of the two probabilities of each event), so all rectangles hold simultaneously with
+probability at least ``1 - g``.
 """
 
 from __future__ import annotations

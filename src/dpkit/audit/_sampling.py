@@ -4,9 +4,11 @@ Accepted, in this order:
 
 1. an object with ``sample(input, size, *, source)`` (the known-bad corpus, user auditors);
 2. an object with ``randomize_many(values, *, source)`` (a :mod:`dpkit.ldp` client);
-3. an object with ``release(values, *, source)`` that maps an array of inputs to an array of
-   outputs of the same length (:mod:`dpkit.mechanisms` additive-noise mechanisms);
-4. a plain callable: ``f(input, size)`` returning ``size`` outputs when ``vectorized=True``,
+3. an object with ``release_many(x, *, count, source)`` returning ``count`` independent releases
+   on the input x (:class:`~dpkit.mechanisms.ExponentialMechanism`, ``ReportNoisyMax``);
+4. an object with ``release(values, *, source)`` that maps an array of inputs to an array of
+   outputs of the same length (additive-noise mechanisms, randomized response);
+5. a plain callable: ``f(input, size)`` returning ``size`` outputs when ``vectorized=True``,
    otherwise ``f(input)`` returning one output, called ``size`` times.
 
 Each batch of ``size`` outputs is ``size`` independent runs of the mechanism on one input.
@@ -55,6 +57,9 @@ def as_draw(mechanism: Any, *, vectorized: bool = False) -> Draw:
         if _accepts_source(many):
             return lambda x, n, source: many(repeat_input(x, n), source=source)
         return lambda x, n, source: many(repeat_input(x, n))
+    release_many = getattr(mechanism, "release_many", None)
+    if callable(release_many):
+        return lambda x, n, source: release_many(x, count=n, source=source)
     release = getattr(mechanism, "release", None)
     if callable(release):
         if _accepts_source(release):

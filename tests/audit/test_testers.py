@@ -1,0 +1,95 @@
+"""Testers: the events they propose and how they count them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpkit.audit import (
+    ClassifierTester,
+    HistogramTester,
+    ThresholdTester,
+    default_testers,
+    float_structure,
+)
+
+
+def test_threshold_events_count_upper_tails() -> None:
+    a = np.array([0.0, 1.0, 2.0, 3.0])
+    b = np.array([1.0, 1.0, 5.0, 7.0])
+    fitted = ThresholdTester().fit(a, b)
+    assert fitted is not None
+    # few distinct values: every value but the largest is a threshold
+    assert fitted.size == 5  # distinct values 0, 1, 2, 3, 5, 7 minus the largest
+    np.testing.assert_array_equal(fitted.counts(a), [3, 2, 1, 0, 0])
+    np.testing.assert_array_equal(fitted.counts(b), [4, 2, 2, 2, 1])
+    assert "> 1" in fitted.describe(1)
+
+
+def test_threshold_candidates_reach_both_tails() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(100_000), rng.standard_normal(100_000) + 1
+    fitted = ThresholdTester(points=90).fit(a, b)
+    assert fitted is not None and 60 <= fitted.size <= 90
+    ca = fitted.counts(a)
+    assert ca.max() > 99_000 and ca.min() < 100  # thresholds deep in both tails
+    assert ThresholdTester().fit(np.array(["x"]), np.array(["y"])) is None
+
+
+def test_histogram_prefixes_follow_the_likelihood_ratio() -> None:
+    a = np.array([0] * 50 + [1] * 30 + [2] * 20)
+    b = np.array([0] * 10 + [1] * 30 + [2] * 60)
+    fitted = HistogramTester().fit(a, b)
+    assert fitted is not None and fitted.size == 2
+    # order by ratio: 0 (5x), 1 (1x), 2 (1/3x); prefixes {0}, {0, 1}
+    np.testing.assert_array_equal(fitted.counts(a), [50, 80])
+    np.testing.assert_array_equal(fitted.counts(b), [10, 40])
+    # unseen categories belong to no prefix
+    np.testing.assert_array_equal(fitted.counts(np.array([7, 7, 0])), [1, 1])
+
+
+def test_histogram_over_rows_and_objects() -> None:
+    a = np.array([[1, 0], [1, 0], [0, 1]], dtype=bool)
+    b = np.array([[0, 1], [0, 1], [0, 1]], dtype=bool)
+    fitted = HistogramTester().fit(a, b)
+    assert fitted is not None
+    np.testing.assert_array_equal(fitted.counts(a), [2])
+    np.testing.assert_array_equal(fitted.counts(b), [0])
+    objs = np.empty(3, dtype=object)
+    objs[:] = [("x", 1), ("x", 1), ("y", 2)]
+    other = np.empty(3, dtype=object)
+    other[:] = [("y", 2)] * 3
+    fo = HistogramTester().fit(objs, other)
+    assert fo is not None and list(fo.counts(objs)) == [2]
+
+
+def test_float_structure_separates_lattices() -> None:
+    # 0.75 = 0.11b has 2 significant bits, 0.3 has 52 or 53; the sign and binade are kept.
+    codes = float_structure(np.array([0.75, -0.75, 0.3, 1.5, 0.0, np.inf]))
+    assert len(set(codes.tolist())) == 6
+    assert float_structure(np.array([0.75]))[0] % 55 == 2
+    assert float_structure(np.array([1.5]))[0] % 55 == 2
+    assert float_structure(np.array([0.0]))[0] % 55 == 0
+    # multiples of 2**-53 in (0, 1/2) need fewer bits than generic doubles there
+    k = np.arange(1, 1000) * 2.0**-53 * 2**40
+    assert np.all(float_structure(k) % 55 <= 53)
+
+
+def test_classifier_finds_the_separating_direction() -> None:
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((20_000, 5))
+    b = rng.standard_normal((20_000, 5))
+    b[:, 3] += 1.0
+    for method in ("logistic", "nearest_mean"):
+        fitted = ClassifierTester(method=method).fit(a, b)
+        assert fitted is not None
+        ca, cb = fitted.counts(a), fitted.counts(b)
+        # some threshold separates with TV close to the optimum 2 Phi(1/2) - 1 = 0.383
+        assert np.max(np.abs(ca - cb)) / 20_000 > 0.35
+
+
+def test_default_testers_by_output_type() -> None:
+    names = [t.name for t in default_testers(np.zeros(3))]
+    assert names == ["threshold", "histogram[float_structure]"]
+    assert [t.name for t in default_testers(np.zeros(3, dtype=int))] == ["threshold", "histogram"]
+    assert "histogram" in [t.name for t in default_testers(np.zeros((3, 2), dtype=bool))]
+    assert default_testers(np.zeros((3, 2)))[0].name == "classifier[logistic]"
