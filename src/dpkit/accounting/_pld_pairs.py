@@ -133,6 +133,13 @@ class MixturePair:
         val = float(np.logaddexp(lo, math.log(self.rate) + g))
         return val if self.direction == "remove" else -val
 
+    def atom(self) -> float | None:
+        """The largest atom of the loss (Laplace: at ``y >= 1`` or ``y <= 0``), if any."""
+        if self.noise != "laplace":
+            return None
+        a, b = self._loss(0.0), self._loss(1.0)
+        return max(abs(a), abs(b))
+
     def bounds(self, tail: float) -> tuple[float, float]:
         """A loss interval holding all but ``tail`` of the P-mass on each side."""
         if self.noise == "laplace":
@@ -166,6 +173,10 @@ class AtomPair:
         k = np.searchsorted(ls, e, side="right")  # number of atoms <= e
         q_minus_inf = max(0.0, 1.0 - float(cq[-1]))
         return sp[k], sq[k], cp[k], cq[k] + q_minus_inf
+
+    def atom(self) -> float | None:
+        """The atom of largest magnitude."""
+        return max(abs(self.losses[0]), abs(self.losses[-1]))
 
     def bounds(self, tail: float) -> tuple[float, float]:
         """The smallest and largest finite loss."""

@@ -57,7 +57,8 @@ its end points so that the conditional mean loss ``log(a / b)`` is kept (exact f
 
 Grid: unless ``value_discretization_interval`` is given, ``h = 2e-4 * sd`` where ``sd`` is the
 standard deviation of the composed loss (from a pilot discretisation), clamped to
-``[1e-7, 1e-2]``. The domain ``[A, B]`` is chosen from the Chernoff bounds so that each wrapped
+``[1e-7, 1e-2]`` and shrunk so that the largest atom of the losses (Laplace, pure DP) lies on
+the grid. The domain ``[A, B]`` is chosen from the Chernoff bounds so that each wrapped
 mass is below ``1e-18``.
 """
 
@@ -194,6 +195,7 @@ class _Composed:
     wrap_high: float  # Chernoff bound on mass above the domain (wrapped to low losses)
     wrap_low: float  # Chernoff bound on mass below the domain (wrapped to high losses)
     noise: float  # floating-point noise level seen in the result
+    max_loss: float  # largest finite loss with positive mass (sum of the single maxima)
 
     def _tail_sums(self) -> tuple[FloatArray, FloatArray]:
         """``P_t = sum_{s >= t} p_s`` and ``Q_t = sum_{s >= t} p_s e^{-l_s}``."""
@@ -205,6 +207,8 @@ class _Composed:
 
     def delta(self, eps: float, *, upper: bool) -> float:
         """delta(eps) of the composed grid PLD, plus (upper) or minus (lower) the allowances."""
+        if self.inf_mass == 0.0 and eps >= self.max_loss:
+            return 0.0
         above = self.losses > eps
         p = self.pmf[above]
         with np.errstate(over="ignore"):
@@ -217,6 +221,9 @@ class _Composed:
     def epsilon(self, delta: float, *, upper: bool) -> float:
         """Smallest eps with ``delta(eps) <= delta`` for this composed PLD (upper or lower)."""
         n_pts = self.pmf.size
+        if delta == 0.0:
+            # delta(eps) = 0 exactly iff no infinite mass and eps >= the largest finite loss
+            return math.inf if self.inf_mass > 0.0 else self.max_loss
         const = self.inf_mass + self.wrap_high if upper else self.inf_mass - self.wrap_low
         target = delta - const
         if upper and target <= 0.0:
@@ -260,10 +267,10 @@ def _compose(
     for g, k in comps:
         log_fin += k * math.log1p(-min(g.inf_mass, 1.0)) if g.inf_mass < 1.0 else -math.inf
     inf_mass = -math.expm1(log_fin) if log_fin > -math.inf else 1.0
-    inf_mass = min(1.0, inf_mass * (1.0 + 1e-12) + 1e-300)
+    inf_mass = min(1.0, inf_mass * (1.0 + 1e-12))
     live = [(g, k) for g, k in comps if k > 0]
     if not live or inf_mass >= 1.0:
-        return _Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0)
+        return _Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0, 0.0)
     # Chernoff bounds choose the domain [A, B]
     ts = (0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
     best_hi, best_lo = math.inf, -math.inf
@@ -303,7 +310,12 @@ def _compose(
     # wrapped masses: zero if the whole support fits in the domain
     wrap_high = 0.0 if hi_sum <= h * (i0 + n - 1) else math.exp(_WRAP_LOG)
     wrap_low = 0.0 if lo_sum >= h * i0 else math.exp(_WRAP_LOG)
-    return _Composed(losses, c, inf_mass, wrap_high, wrap_low, noise)
+    # the largest finite composed loss, exactly (for delta = 0 queries, immune to FFT noise)
+    max_loss = 0.0
+    for g, k in live:
+        pos = np.nonzero(g.w > 0.0)[0]
+        max_loss += k * h * (g.start + int(pos[-1])) if pos.size else 0.0
+    return _Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss)
 
 
 class PldAccountant(PrivacyAccountant):
@@ -435,7 +447,17 @@ class PldAccountant(PrivacyAccountant):
                 v = float(np.dot(g.w, (ls - mean) ** 2)) / tot
                 var = max(var, 0.0) + (k * v if pair is comp.remove else 0.0)
         sd = math.sqrt(var) if var > 0.0 else 1.0
-        return min(max(2e-4 * sd, 1e-7), 1e-2)
+        h = min(max(2e-4 * sd, 1e-7), 1e-2)
+        # put the largest atom exactly on the grid (Laplace, pure DP, randomized response), so
+        # that e.g. delta(eps0) = 0 is reproduced for a Laplace mechanism
+        atoms = [v for c in self._counts for v in (c.remove.atom(), c.add.atom()) if v]
+        if atoms:
+            v = max(atoms)
+            n = math.ceil(v / h)
+            h = v / n
+            while h * n < v:  # the atom must not sit above its grid point
+                h = math.nextafter(h, math.inf)
+        return h
 
     def _composed(self, mode: Mode) -> tuple[_Composed, _Composed]:
         hit = self._cache.get(mode)
