@@ -285,3 +285,27 @@ def test_concurrent_rdp_charges_never_overspend() -> None:
         seq.charge(event)
         count += 1
     assert n == count
+
+
+def test_single_order_rdp_filter() -> None:
+    acct = Accountant(epsilon=1.0, delta=1e-6, method="rdp", rdp_order=16.0)
+    event = GaussianEvent(noise_multiplier=10.0)
+    n = 0
+    while acct.can_charge(event):
+        acct.charge(event)
+        n += 1
+    # Feldman-Zrnic filter at order a: keep going while n * a / (2 s^2) <= B(a), where B(a)
+    # is the RDP budget whose conversion at delta gives epsilon = 1.
+    a, s = 16.0, 10.0
+    budget_rdp = 1.0 - math.log1p(-1 / a) + (math.log(1e-6) + math.log(a)) / (a - 1)
+    assert n == math.floor(budget_rdp / (a / (2 * s * s)))
+    restored = Accountant.from_json(acct.to_json())
+    assert restored.spent == acct.spent
+    for kwargs in (
+        {"epsilon": 1.0, "delta": 1e-6, "rdp_order": 8.0},  # basic method
+        {"epsilon": 1.0, "rdp_order": 8.0, "method": "rdp"},  # pure budget
+        {"epsilon": 1.0, "delta": 1e-6, "method": "rdp", "rdp_order": 1.0},
+        {"epsilon": 1.0, "delta": 1e-6, "method": "rdp", "rdp_order": math.nan},
+    ):
+        with pytest.raises(PrivacyParameterError):
+            Accountant(**kwargs)  # type: ignore[arg-type]

@@ -237,3 +237,15 @@ def test_orders_and_dpsgd_validation() -> None:
             dpsgd_rdp_epsilon(**args)  # type: ignore[arg-type]
     assert dpsgd_rdp_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=0, delta=1e-5) == 0.0
     assert dpsgd_rdp_epsilon(sampling_rate=0.0, noise_multiplier=1.0, steps=10, delta=1e-5) == 0.0
+
+
+def test_single_bound_mode() -> None:
+    plain = RdpAccountant(orders=(4.0,), combine_bounds=False)
+    plain.compose(LaplaceEvent(noise_multiplier=1.0))
+    # Only the conversion at order 4: no pure-DP sum, so nothing is certified at delta = 0.
+    assert math.isinf(plain.get_epsilon(0.0))
+    combined = RdpAccountant(orders=(4.0,)).compose(LaplaceEvent(noise_multiplier=1.0))
+    assert combined.get_epsilon(0.0) == 1.0
+    assert plain.get_epsilon(1e-6) >= combined.get_epsilon(1e-6)
+    with pytest.raises(PrivacyParameterError):
+        RdpAccountant(combine_bounds=1)  # type: ignore[arg-type]

@@ -10,15 +10,23 @@ accountant that turns events into privacy spent:
   :class:`~dpkit.accounting.approx.ApproxDpAccountant`, exact sums of epsilons and of deltas;
 * ``delta > 0`` and ``method="rdp"``: :class:`~dpkit.accounting.rdp.RdpAccountant`; the spent
   epsilon is the RDP conversion at the budget's delta, rounded up (Gaussian and subsampled
-  Gaussian releases need this method).
+  Gaussian releases need this method). With ``rdp_order=alpha`` it uses that single order and
+  nothing else (see below).
 
 Modes. ``"filter"`` refuses, with :class:`~dpkit.errors.BudgetExceededError`, any charge after
 which the spent privacy would exceed the budget: the caller must charge first and release only
-if the charge succeeded. Basic composition stays valid when the parameters of each release are
-chosen adaptively, as a filter allows (Rogers, Roth, Ullman and Vadhan 2016, "Privacy odometers
-and filters", Theorem 3.6 and Section 5); the RDP filter is the one of Feldman and Zrnic 2021
-(Theorem 3.1) and Lécuyer 2021 (any order whose sum stays within its budget). ``"odometer"``
-never refuses for budget reasons: it records every charge and reports what was spent.
+if the charge succeeded. ``"odometer"`` never refuses for budget reasons: it records every
+charge and reports what was spent.
+
+Adaptively chosen privacy parameters. A filter lets the analyst pick each release's parameters
+after seeing earlier results. Basic composition (pure and ``"basic"`` budgets) stays valid then
+(Rogers, Roth, Ullman and Vadhan 2016, "Privacy odometers and filters"). For RDP, the filter
+proven valid under adaptive parameters is the single-order Renyi filter of Feldman and Zrnic
+(2021, Theorem 3.1): pass ``rdp_order=alpha``. The default ``method="rdp"`` rule (best order
+of a grid, combined with the pure-DP sum) is exact for a schedule of parameters fixed in
+advance; whether such "best of several bounds" rules remain valid when parameters are chosen
+adaptively is not established (natural filters can fail in general: Regehr et al. 2026), so do
+not rely on it for adaptively chosen parameters.
 
 Safety rules kept here: every check runs on a *copy* of the state; the state changes in one
 assignment after every check has passed, so a refused or failing charge leaves the accountant
@@ -43,7 +51,12 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit._numeric.rounding import down, up
-from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
+from dpkit._numeric.validation import (
+    check_delta,
+    check_epsilon,
+    check_integer,
+    check_positive,
+)
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.approx import ApproxDpAccountant
 from dpkit.accounting.events import (
@@ -69,14 +82,16 @@ _MODES = ("filter", "odometer")
 _METHODS = ("basic", "rdp")
 
 
-def _new_interpreter(kind: str) -> PrivacyAccountant:
+def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
     if kind == "pure":
         return PureDpAccountant()
     if kind == "basic":
         return ApproxDpAccountant()
     from dpkit.accounting.rdp import RdpAccountant
 
-    return RdpAccountant()
+    if rdp_order is None:
+        return RdpAccountant()
+    return RdpAccountant(orders=(rdp_order,), combine_bounds=False)
 
 
 def _clone(acct: PrivacyAccountant) -> PrivacyAccountant:
@@ -112,6 +127,9 @@ class Accountant:
     method:
         ``"basic"`` or ``"rdp"``: how an ``(epsilon, delta)`` budget interprets events; ignored
         for a pure budget.
+    rdp_order:
+        With ``method="rdp"``: use this single Renyi order (> 1) and only the RDP conversion,
+        the filter proven valid for adaptively chosen parameters (Feldman and Zrnic 2021).
 
     Examples
     --------
@@ -128,6 +146,7 @@ class Accountant:
         delta: float = 0.0,
         mode: str = "filter",
         method: str = "basic",
+        rdp_order: float | None = None,
     ) -> None:
         if mode not in _MODES:
             raise PrivacyParameterError(f"mode must be 'filter' or 'odometer', got {mode!r}")
@@ -146,11 +165,17 @@ class Accountant:
             self._kind = "pure"
         else:
             self._kind = method
-        if self._kind == "rdp" and self._budget_delta == 0.0:  # pragma: no cover - unreachable
-            raise PrivacyParameterError("the rdp method needs delta > 0")
+        if rdp_order is None:
+            self._rdp_order: float | None = None
+        else:
+            if self._kind != "rdp":
+                raise PrivacyParameterError("rdp_order needs method='rdp' and delta > 0")
+            self._rdp_order = check_positive("rdp_order", rdp_order)
+            if not self._rdp_order > 1.0:
+                raise PrivacyParameterError(f"rdp_order must be > 1, got {rdp_order!r}")
         self._lock = threading.Lock()
         self._state = _State(
-            interpreter=_new_interpreter(self._kind),
+            interpreter=_new_interpreter(self._kind, self._rdp_order),
             ledger=(),
             spent_epsilon=Fraction(0),
             spent_delta=Fraction(0),
@@ -344,6 +369,7 @@ class Accountant:
             "delta": self._budget_delta,
             "mode": self._mode,
             "method": self._method,
+            "rdp_order": self._rdp_order,
             "ledger": [{"event": event_to_dict(e), "count": n} for e, n in state.ledger],
         }
         return json.dumps(data, sort_keys=True)
@@ -363,7 +389,9 @@ class Accountant:
             raise SerializationError("not a saved dpkit budget")
         if data.get("version") != _VERSION:
             raise SerializationError(f"unsupported budget version {data.get('version')!r}")
-        expected = {"format", "version", "epsilon", "delta", "mode", "method", "ledger"}
+        expected = {
+            "format", "version", "epsilon", "delta", "mode", "method", "rdp_order", "ledger"
+        }
         if set(data) != expected:
             raise SerializationError(f"budget fields must be {sorted(expected)}")
         ledger = data["ledger"]
@@ -375,6 +403,7 @@ class Accountant:
                 delta=data["delta"],
                 mode=data["mode"],
                 method=data["method"],
+                rdp_order=data["rdp_order"],
             )
         except PrivacyParameterError as exc:
             raise SerializationError(f"invalid budget: {exc}") from exc

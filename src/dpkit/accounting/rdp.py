@@ -312,12 +312,22 @@ class RdpAccountant(PrivacyAccountant):
     orders:
         Renyi orders (all > 1). Default :data:`DEFAULT_ORDERS`: 1.05 to 1.95 by 0.05, the
         quarter-points up to 19.75, every integer 2..256, and 320, 384, 512, 768, 1024.
+    combine_bounds:
+        ``True`` (default): answer the best of several valid bounds (the conversion at every
+        order, the total-variation bound, the pure-DP sum). ``False``: use only the RDP-to-DP
+        conversion at each order; with a single order this is exactly the quantity bounded by
+        the Renyi filter of Feldman and Zrnic (2021), valid for adaptively chosen parameters.
     """
 
     is_upper_bound = True
 
-    def __init__(self, *, orders: Sequence[float] | None = None) -> None:
+    def __init__(
+        self, *, orders: Sequence[float] | None = None, combine_bounds: bool = True
+    ) -> None:
         super().__init__()
+        if not isinstance(combine_bounds, bool):
+            raise PrivacyParameterError(f"combine_bounds must be a bool, got {combine_bounds!r}")
+        self._combine = combine_bounds
         self._orders = _check_orders(orders)
         self._rdp: FloatArray = np.zeros_like(self._orders)
         self._pure: Fraction | float = Fraction(0)
@@ -337,7 +347,9 @@ class RdpAccountant(PrivacyAccountant):
     def clone(self) -> RdpAccountant:
         """An independent copy with the same state (used by budgets to try a charge)."""
         with self._lock:
-            new = type(self)(orders=tuple(float(a) for a in self._orders))
+            new = type(self)(
+                orders=tuple(float(a) for a in self._orders), combine_bounds=self._combine
+            )
             new._rdp = self._rdp.copy()
             new._pure = self._pure
             new._slack = self._slack
@@ -378,7 +390,7 @@ class RdpAccountant(PrivacyAccountant):
         for ai, ri in zip(a, r, strict=True):
             ai_f, ri_f = float(ai), float(ri)
             # Bretagnolle-Huber: TV <= sqrt(1 - e^{-KL}) and KL <= D_alpha.
-            if -math.expm1(-ri_f) * (1.0 + 1e-9) <= delta * delta:
+            if self._combine and -math.expm1(-ri_f) * (1.0 + 1e-9) <= delta * delta:
                 return 0.0
             eps = ri_f + math.log1p(-1.0 / ai_f) - (logd + math.log(ai_f)) / (ai_f - 1.0)
             mag = abs(ri_f) + (abs(logd) + math.log(ai_f)) / (ai_f - 1.0) + 1.0
@@ -396,7 +408,8 @@ class RdpAccountant(PrivacyAccountant):
         best = 0.0  # best log delta, start at ln 1
         for ai, ri in zip(self._orders, r, strict=True):
             ai_f, ri_f = float(ai), float(ri)
-            cand = [0.5 * math.log(-math.expm1(-ri_f))] if epsilon == 0.0 and ri_f > 0 else []
+            use_tv = self._combine and epsilon == 0.0 and ri_f > 0
+            cand = [0.5 * math.log(-math.expm1(-ri_f))] if use_tv else []
             logd = (ai_f - 1.0) * (ri_f - epsilon + math.log1p(-1.0 / ai_f)) - math.log(ai_f)
             mag = (ai_f - 1.0) * (abs(ri_f) + epsilon + 1.0) + math.log(ai_f)
             cand.append(logd + 64.0 * _ULP * mag)
@@ -405,7 +418,7 @@ class RdpAccountant(PrivacyAccountant):
 
     def _epsilon(self, delta: float) -> float:
         pure = self._pure
-        pure_eps = math.inf if isinstance(pure, float) else up(pure)
+        pure_eps = math.inf if isinstance(pure, float) or not self._combine else up(pure)
         if self._slack == 0:
             rdp_eps = self._ideal_epsilon(delta)
         else:
@@ -416,7 +429,7 @@ class RdpAccountant(PrivacyAccountant):
 
     def _delta(self, epsilon: float) -> float:
         pure = self._pure
-        from_pure = 1.0 if isinstance(pure, float) else delta_at(
+        from_pure = 1.0 if isinstance(pure, float) or not self._combine else delta_at(
             total_epsilon=pure, total_delta=Fraction(0), epsilon=epsilon
         )
         if self._slack == 0:
