@@ -100,7 +100,7 @@ def test_reports_are_json_and_accepted_by_the_server() -> None:
 def test_client_refuses_values_outside_the_domain(bad: object) -> None:
     for proto in (client.GRR(epsilon=1.0, domain=10), client.OUE(epsilon=1.0, domain=10),
                   client.OLH(epsilon=1.0, domain=10), ldp.HadamardResponse(epsilon=1, domain=10)):
-        with pytest.raises(ValueError, match="domain|int"):
+        with pytest.raises(ValueError, match=r"domain|int"):
             proto.randomize(bad)
 
 

@@ -183,7 +183,7 @@ def test_mean_mechanisms_unbiased_with_stated_variance(eps: float) -> None:
     for proto in (ldp.Duchi(epsilon=eps), ldp.Piecewise(epsilon=eps, resolution=4),
                   ldp.Hybrid(epsilon=eps, resolution=4)):
         inputs = proto.exact_inputs()
-        for t in inputs[:: max(1, len(inputs) // 7)] + [Fraction(1)]:
+        for t in [*inputs[::max(1, len(inputs) // 7)], Fraction(1)]:
             mean, var = _moments(proto, t)
             assert mean == pytest.approx(float(t), abs=1e-9), proto
             assert var == pytest.approx(proto.variance(1, mean_square=float(t) ** 2), rel=1e-9)

@@ -96,13 +96,20 @@ class FrequencyEstimate:
 class MeanEstimate:
     """Estimated mean of values in [-1, 1] with its standard error and confidence interval.
 
-    ``std_error`` is the empirical one (sample variance of the per-report unbiased values over
-    ``n``), valid whatever the users' values; ``std_error_worst`` uses the mechanism's exact
-    worst-case variance.
+    ``std_error`` plugs an estimate of the users' mean square into the mechanism's exact
+    variance ``(a + b * mean_square) / n``: since ``E[t_hat^2] = a + (1 + b) t^2``, the mean
+    square is estimated by ``(mean(t_hat^2) - a)/(1 + b)`` clipped to [0, 1] (for Duchi's
+    mechanism, where ``1 + b = 0``, by the Jensen lower bound ``mean^2``, which can only make the
+    error larger). ``std_error_empirical`` is the sample standard deviation of the per-report
+    values over ``sqrt(n)``: it also counts the spread of the users' true values, so it is
+    conservative for a fixed population (and right for a sample from a larger one).
+    ``std_error_worst`` uses the worst case over all values. The interval is
+    ``mean +- z * std_error``.
     """
 
     mean: float
     std_error: float
+    std_error_empirical: float
     std_error_worst: float
     ci_low: float
     ci_high: float
@@ -256,13 +263,16 @@ class MeanAggregator:
         z = _z(confidence)
         n = self._n
         if n == 0:
-            return MeanEstimate(math.nan, math.inf, math.inf, -math.inf, math.inf, 0,
+            return MeanEstimate(math.nan, math.inf, math.inf, math.inf, -math.inf, math.inf, 0,
                                 self._rejected, float(confidence))
         mean = self._sum / n
         var = max(self._sumsq / n - mean * mean, 0.0) * n / max(n - 1, 1)
-        se = math.sqrt(var / n)
+        a, b = self.protocol._ab()
+        ms = (self._sumsq / n - a) / (1.0 + b) if 1.0 + b > 1e-09 else mean * mean
+        ms = min(max(ms, 0.0), 1.0)
+        se = math.sqrt(self.protocol.variance(n, mean_square=ms))
         return MeanEstimate(
-            mean=mean, std_error=se,
+            mean=mean, std_error=se, std_error_empirical=math.sqrt(var / n),
             std_error_worst=math.sqrt(self.protocol.worst_case_variance(n)),
             ci_low=mean - z * se, ci_high=mean + z * se, n=n, rejected=self._rejected,
             confidence=float(confidence),
