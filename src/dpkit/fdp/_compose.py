@@ -70,7 +70,7 @@ class _LossPair:
         # the loss of a segment is only known to ~1e-16 relative from the float knots
         k = np.ceil(loss / h - 1e-9).astype(np.int64)
         k0 = int(k.min())
-        qb = np.bincount(k - k0, weights=q)
+        qb = np.asarray(np.bincount(k - k0, weights=q), dtype=np.float64)
         kk = (np.arange(qb.size) + k0) * h
         pb = qb * np.exp(-kk)
         return cls(h, k0, qb, pb, min(1.0, q_inf))._trim()

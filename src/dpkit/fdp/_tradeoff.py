@@ -23,6 +23,7 @@ import abc
 import dataclasses
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -215,16 +216,33 @@ class TradeOffFunction(abc.ABC):
         return self.lower_piecewise_linear().inverse()
 
     def symmetrize(self) -> TradeOffFunction:
-        """``f^S = (max{f, f^{-1}})**``, the convex envelope (DRS Proposition 2.4).
+        """``f^S = (max{f, f^{-1}})**``: an f-DP mechanism is also f^S-DP (DRS Section 2.4).
 
-        If M is f-DP then ``T(M(S), M(S')) >= f`` and, swapping the neighbours,
-        ``>= f^{-1}``; a trade-off function is convex, so it is also above the greatest convex
-        minorant of ``max{f, f^{-1}}``. The plain maximum need not be convex and is *not* a
-        trade-off function in general (the seed text drops the double conjugate).
+        If M is f-DP then ``T(M(S), M(S')) >= f`` and, swapping the neighbours (the relation is
+        symmetric), ``T(M(S'), M(S)) >= f``, i.e. ``T(M(S), M(S')) >= f^{-1}``. Hence
+        ``T >= max{f, f^{-1}}`` and, T being convex, ``T >= max{f, f^{-1}}**`` (greatest convex
+        minorant). For convex f and f^{-1} the maximum is already convex, so ``**`` changes
+        nothing in exact arithmetic; we still take the lower hull so the result is a trade-off
+        function after rounding. Compare :meth:`symmetric_minorant`, where the double conjugate
+        matters.
         """
         if self.symmetric:
             return self
         return self.lower_piecewise_linear().symmetrize()
+
+    def symmetric_minorant(self) -> TradeOffFunction:
+        """``(min{f, f^{-1}})**``: the largest *symmetric* trade-off function below f and f^{-1}.
+
+        This is the guarantee of a mechanism whose two orderings of a neighbouring pair have
+        trade-off functions f and f^{-1} (e.g. ``T(M(D), M(D + x)) = f`` under add/remove); it is
+        how DRS Theorem 4.2 symmetrizes the subsampled ``f_p`` (``C_p(f) = min{f_p, f_p^-1}**``).
+        The minimum of two convex functions is not convex in general (a concave kink where they
+        cross), so the plain ``min{f, f^{-1}}`` is *not* a trade-off function; its convex
+        envelope is, and it replaces the kink by a segment of slope -1.
+        """
+        if self.symmetric:
+            return self
+        return self.lower_piecewise_linear().symmetric_minorant()
 
     def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
         """``f (x) g (x) ...``: trade-off of the product distributions (DRS Theorem 3.2).
@@ -479,6 +497,13 @@ class PiecewiseLinearTradeOff(TradeOffFunction):
 
     def symmetrize(self) -> PiecewiseLinearTradeOff:
         """Exact ``(max{f, f^{-1}})**``: the lower convex hull of the maximum's vertices."""
+        return self._combine_with_inverse(np.maximum)
+
+    def symmetric_minorant(self) -> PiecewiseLinearTradeOff:
+        """Exact ``(min{f, f^{-1}})**``: the lower convex hull of the minimum's vertices."""
+        return self._combine_with_inverse(np.minimum)
+
+    def _combine_with_inverse(self, op: Any) -> PiecewiseLinearTradeOff:
         if self.symmetric:
             return self
         g = self.inverse()
@@ -491,7 +516,7 @@ class PiecewiseLinearTradeOff(TradeOffFunction):
         t = diff[cross] / (diff[cross] - diff[cross + 1])
         xc = xs[cross] + t * (xs[cross + 1] - xs[cross])
         xs = np.unique(np.concatenate([xs, xc]))
-        ys = np.maximum(self._eval(xs), g._eval(xs))
+        ys = op(self._eval(xs), g._eval(xs))
         return PiecewiseLinearTradeOff._from_hull(xs, ys, symmetric=True)
 
 
