@@ -9,6 +9,8 @@ import mpmath
 import numpy as np
 import pytest
 from dp_accounting.rdp import RdpAccountant as RefRdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -249,3 +251,23 @@ def test_single_bound_mode() -> None:
     assert plain.get_epsilon(1e-6) >= combined.get_epsilon(1e-6)
     with pytest.raises(PrivacyParameterError):
         RdpAccountant(combine_bounds=1)  # type: ignore[arg-type]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    q=st.floats(min_value=1e-4, max_value=1.0),
+    sigma=st.floats(min_value=0.5, max_value=10.0),
+    steps=st.integers(min_value=1, max_value=2000),
+)
+def test_dpsgd_epsilon_is_monotone(q: float, sigma: float, steps: int) -> None:
+    orders = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0)
+
+    def eps(q_: float, s_: float, n_: int) -> float:
+        event = PoissonSampledEvent(sampling_rate=q_, event=GaussianEvent(noise_multiplier=s_))
+        return RdpAccountant(orders=orders).compose(event, n_).get_epsilon(1e-6)
+
+    base = eps(q, sigma, steps)
+    assert 0.0 <= base < math.inf
+    assert eps(q, sigma, steps + 1) >= base
+    assert eps(min(1.0, 2 * q), sigma, steps) >= base
+    assert eps(q, sigma * 1.5, steps) <= base

@@ -173,7 +173,7 @@ def _randomized_response(p: float, k: int, orders: FloatArray) -> FloatArray:
     return out
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=8192)
 def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
     """RDP of order ``alpha`` (integer >= 2) of the Poisson-sampled Gaussian (MTZ 2019)."""
     k = np.arange(alpha + 1, dtype=np.float64)
