@@ -6,14 +6,19 @@ Ullman and Oprea, "Auditing differentially private machine learning", NeurIPS 20
 -----------------------------------------------------------------------------------------
 1. For every distinct input x among the candidate pairs, draw ``samples`` independent outputs of
    M(x). A random permutation drawn from the :class:`~dpkit.noise.RandomSource` splits each
-   input's outputs into a *selection* half (``floor(samples / 2)``) and an *evaluation* half.
-2. On the selection halves only, every tester proposes events S for every pair (x, x'), in two
-   orientations each: the test rejecting "M(x)" on S has errors ``(alpha, beta) = (P_x(S),
-   P_x'(S^c))``, the one rejecting on S^c has ``(P_x(S^c), P_x'(S))``. For each, the audit
-   predicts the Clopper-Pearson upper bounds the evaluation half would give (same proportions,
-   evaluation sample sizes) and scores them with the objective: the epsilon lower bound at the
-   target delta, the mu lower bound for a mu-GDP claim, or the margin below the claimed curve for
-   a general trade-off claim. The single best (pair, tester, event, orientation) is kept.
+   input's outputs into a *selection* half (``floor(samples / 2)``), itself cut into a *fit*
+   quarter and a *screen* quarter, and an *evaluation* half.
+2. On the selection halves only, every tester proposes events S for every pair (x, x') from the
+   fit quarters, in two orientations each: the test rejecting "M(x)" on S has errors
+   ``(alpha, beta) = (P_x(S), P_x'(S^c))``, the one rejecting on S^c has ``(P_x(S^c),
+   P_x'(S))``. The screen quarters estimate these errors honestly (a tester that ranks
+   categories by their observed ratio would otherwise grade its own homework); the audit turns
+   each estimate into the Clopper-Pearson upper bounds the evaluation half would give (first a
+   Bonferroni-level upper bound over the family on the screen quarter, against the winner's
+   curse, then the bound at the evaluation sample size) and scores them with the objective: the
+   epsilon lower bound at the target delta, the mu lower bound for a mu-GDP claim, or the margin
+   below the claimed curve for a general trade-off claim. The single best (pair, tester, event,
+   orientation) is kept.
 3. On the evaluation halves, which played no part in the choice, the audit counts the chosen
    event and computes one-sided Clopper-Pearson upper bounds ``alpha_u`` and ``beta_u`` at level
    ``1 - g/2`` each (g = 1 - confidence). By the union bound both hold together with probability
@@ -271,14 +276,19 @@ def audit(
     draw = as_draw(mechanism, vectorized=vectorized)
     outputs = _draw_all(draw, inputs, samples, src, batch, progress)
 
-    # random split (the audit's own randomness comes from the RandomSource too)
+    # random split (the audit's own randomness comes from the RandomSource too):
+    # fit quarter | screen quarter | evaluation half
     n_sel = samples // 2
+    n_fit = n_sel // 2
+    n_screen = n_sel - n_fit
     n_eval = samples - n_sel
-    sel: list[Any] = []
+    fit: list[Any] = []
+    scr: list[Any] = []
     ev: list[Any] = []
     for out in outputs:
         perm = np.argsort(src.words(samples), kind="stable")
-        sel.append(out[perm[:n_sel]])
+        fit.append(out[perm[:n_fit]])
+        scr.append(out[perm[n_fit:n_sel]])
         ev.append(out[perm[n_sel:]])
 
     g = 1.0 - confidence
@@ -291,23 +301,23 @@ def audit(
 
     best: _Choice | None = None
     for i, j in index_pairs:
-        a1, b1 = sel[i], sel[j]
-        for tester in testers if testers is not None else default_testers(a1):
-            fitted = tester.fit(a1, b1)
+        for tester in testers if testers is not None else default_testers(fit[i]):
+            fitted = tester.fit(fit[i], fit[j])
             if fitted is None or fitted.size == 0:
                 continue
-            # Screening level: Bonferroni over this family's 2 m one-sided bounds, so a large
-            # family cannot win the selection through its noisiest event (winner's curse).
+            # Screening on data the tester did not see (a histogram ranks categories by their
+            # ratio, so its own data would flatter it), at a Bonferroni level over the family's
+            # 2 m one-sided bounds, so a large family cannot win through its noisiest event.
             screen = 1.0 - g / (4.0 * fitted.size)
-            pa = fitted.counts(a1) / n_sel
-            pb = fitted.counts(b1) / n_sel
+            pa = fitted.counts(scr[i]) / n_screen
+            pb = fitted.counts(scr[j]) / n_screen
             for complement in (False, True):
                 # errors of the test rejecting "M(x)" on S (or on S^c when complement)
                 alpha_hat = (1.0 - pa) if complement else pa
                 beta_hat = pb if complement else (1.0 - pb)
-                au = _predicted_upper(_predicted_upper(alpha_hat * n_sel, n_sel, screen)
+                au = _predicted_upper(_predicted_upper(alpha_hat * n_screen, n_screen, screen)
                                       * n_eval, n_eval, level)
-                bu = _predicted_upper(_predicted_upper(beta_hat * n_sel, n_sel, screen)
+                bu = _predicted_upper(_predicted_upper(beta_hat * n_screen, n_screen, screen)
                                       * n_eval, n_eval, level)
                 scores = objective(au, bu)
                 idx = int(np.argmax(scores))
@@ -376,6 +386,22 @@ def _point(count_a: int, count_b: int, n: int, complement: bool, level: float
     )
 
 
+def _default_domain(protocol: Any) -> Any:
+    """A categorical protocol's labels (or size), or ``(-1, 0, 1)`` for a mean mechanism."""
+    labels = getattr(protocol, "labels", None)
+    if isinstance(labels, (tuple, list)) and len(labels) >= 2:
+        return labels
+    size = getattr(protocol, "d", None)
+    if isinstance(size, int) and size >= 2:
+        return size
+    from dpkit.ldp import MeanMechanism  # lazy: the audit core does not need dpkit.ldp
+
+    if isinstance(protocol, MeanMechanism):
+        # inputs in [-1, 1]; the extremes are the worst pair of the mean mechanisms
+        return (-1.0, 0.0, 1.0)
+    return getattr(protocol, "domain", None)
+
+
 def audit_ldp(
     protocol: Any,
     *,
@@ -390,13 +416,15 @@ def audit_ldp(
     """Audit a local randomizer over every pair of inputs of a small domain.
 
     ``domain`` is an int d (inputs 0..d-1) or a sequence of inputs; by default the protocol's
-    ``domain`` attribute. The claim defaults to ``Claim.pure(epsilon=protocol.epsilon)``. All
-    ``d (d - 1) / 2`` unordered pairs are screened on the selection half (both orientations of
-    every event cover both orders of a pair) and the single most revealing test is evaluated on
-    the held-out half, so the confidence needs no Bonferroni factor for the number of pairs.
+    ``labels`` (a :mod:`dpkit.ldp` frequency oracle), or ``(-1, 0, 1)`` for a
+    :class:`dpkit.ldp.MeanMechanism`, or its ``domain`` attribute. The claim defaults to
+    ``Claim.pure(epsilon=protocol.epsilon)``. All ``d (d - 1) / 2`` unordered pairs are
+    screened on the selection half (both orientations of every event cover both orders of a
+    pair) and the single most revealing test is evaluated on the held-out half, so the
+    confidence needs no Bonferroni factor for the number of pairs.
     """
     if domain is None:
-        domain = getattr(protocol, "domain", None)
+        domain = _default_domain(protocol)
     if domain is None:
         raise PrivacyParameterError("audit_ldp needs domain= (an int d or a sequence of inputs)")
     if isinstance(domain, (int, np.integer)) and not isinstance(domain, bool):
