@@ -60,6 +60,7 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import gammaln
 
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import (
@@ -177,10 +178,7 @@ def _randomized_response(p: float, k: int, orders: FloatArray) -> FloatArray:
 def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
     """RDP of order ``alpha`` (integer >= 2) of the Poisson-sampled Gaussian (MTZ 2019)."""
     k = np.arange(alpha + 1, dtype=np.float64)
-    log_binom = np.array(
-        [math.lgamma(alpha + 1) - math.lgamma(j + 1) - math.lgamma(alpha - j + 1)
-         for j in range(alpha + 1)]
-    )
+    log_binom = gammaln(alpha + 1.0) - gammaln(k + 1.0) - gammaln(alpha - k + 1.0)
     log1mq = math.log1p(-q)
     logq = math.log(q)
     terms = log_binom + (alpha - k) * log1mq + k * logq + (k * k - k) / (2.0 * s * s)
