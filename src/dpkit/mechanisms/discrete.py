@@ -18,7 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.rounding import up
-from dpkit._numeric.validation import check_epsilon, check_integer, check_positive
+from dpkit._numeric.validation import (
+    check_epsilon,
+    check_integer,
+    check_positive,
+    check_probability,
+)
 from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Neighbouring
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
@@ -110,7 +115,7 @@ class DiscreteLaplace:
 
     def confidence_interval(self, alpha: float) -> int:
         """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t)."""
-        a = check_positive("alpha", alpha)
+        a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         q = math.exp(-1.0 / self.scale)
         h = math.ceil(math.log(a * (1.0 + q) / 2.0) / math.log(q) - 1.0)
         return max(h, 0)
@@ -176,7 +181,7 @@ class DiscreteGaussian:
         The discrete Gaussian is sigma^2-subgaussian (CKS 2020, Corollary 9), so
         ``P(|Z| >= x) <= 2 exp(-x^2 / (2 sigma^2))``.
         """
-        a = check_positive("alpha", alpha)
+        a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         return math.ceil(self.sigma * math.sqrt(2.0 * math.log(2.0 / a)))
 
     def release(self, values: Any, *, source: RandomSource | None = None
