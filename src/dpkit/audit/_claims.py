@@ -140,7 +140,17 @@ class Claim:
             return epsilon_lower_bound(alpha_upper, beta_upper, delta=self.delta)
         if self.kind == "gdp":
             return mu_lower_bound(alpha_upper, beta_upper)
-        return self.margin(alpha_upper, beta_upper)
+        # General f: the margin in probit units, ``Phi^{-1}(f(alpha_u)) - Phi^{-1}(beta_u)``
+        # (and its mirror). It is > 0 exactly when the claim is refuted, equals
+        # ``mu_lower_bound - mu`` for f = G_mu, and does not favour the corners of the square
+        # the way a margin in probability units (tiny near alpha = 0 or 1) would.
+        a = np.asarray(alpha_upper, dtype=np.float64)
+        b = np.asarray(beta_upper, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s1 = special.ndtri(np.clip(self.beta(a), 0.0, 1.0)) - special.ndtri(b)
+            s2 = special.ndtri(np.clip(self.beta(b), 0.0, 1.0)) - special.ndtri(a)
+        out = np.fmax(s1, s2)
+        return np.asarray(np.nan_to_num(out, nan=-np.inf), dtype=np.float64)
 
 
 def as_claim(claim: Any) -> Claim | None:
