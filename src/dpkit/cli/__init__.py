@@ -23,7 +23,7 @@ def _root() -> None:
 
 
 # Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
-_GROUPS: tuple[tuple[str, str], ...] = ()
+_GROUPS: tuple[tuple[str, str], ...] = (("_ldp", "ldp"),)
 
 
 def _register() -> None:
