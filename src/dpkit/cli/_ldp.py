@@ -24,11 +24,11 @@ app = typer.Typer(
     help="Local differential privacy: simulate clients and server.", no_args_is_help=True
 )
 
-FREQUENCY = {
+FREQUENCY: dict[str, Any] = {
     "rr": ldp.RandomizedResponse, "grr": ldp.GRR, "sue": ldp.SUE, "oue": ldp.OUE,
     "olh": ldp.OLH, "blh": ldp.BLH, "hr": ldp.HadamardResponse,
 }
-MEAN = {"duchi": ldp.Duchi, "piecewise": ldp.Piecewise, "hybrid": ldp.Hybrid}
+MEAN: dict[str, Any] = {"duchi": ldp.Duchi, "piecewise": ldp.Piecewise, "hybrid": ldp.Hybrid}
 BATCH = 1 << 17
 
 
@@ -68,7 +68,7 @@ def simulate(
     seed: int | None = typer.Option(None, "--seed", help="seed the simulation (insecure: "
                                     "reproducible runs only); default: secure randomness"),
     top: int = typer.Option(10, "--top", help="rows of the estimate-vs-truth table"),
-    plot: Path | None = typer.Option(None, "--plot", help="save an estimate-vs-truth plot"),
+    plot: str | None = typer.Option(None, "--plot", help="save an estimate-vs-truth plot (PNG)"),
 ) -> None:
     """Generate a Zipf population, randomize every user, aggregate, compare with the truth."""
     console = Console()
@@ -100,7 +100,8 @@ def simulate(
         if plot is not None:
             console.print("[yellow]--plot draws frequency estimates; skipped for a mean[/]")
         return
-    _report_frequency(console, proto, agg, values, users, top, elapsed, plot)
+    _report_frequency(console, proto, agg, values, users, top, elapsed,
+                      None if plot is None else Path(plot))
 
 
 def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64],
