@@ -128,6 +128,10 @@ def dpsgd_noise_multiplier(
     m = _check_method(method)
     if n == 0 or q == 0.0:
         return _SIGMA_MIN
+    if d == 0.0:
+        raise PrivacyParameterError(
+            "the subsampled Gaussian mechanism is never (epsilon, 0)-DP: delta must be positive"
+        )
 
     def ok(s: float) -> bool:
         return _safe_eps(q, s, n, d, m) <= target

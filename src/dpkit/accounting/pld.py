@@ -56,8 +56,10 @@ dominated by the true PLD, a rigorous lower bound whose bias is first order in `
 its end points so that the conditional mean loss ``log(a / b)`` is kept (exact for atoms).
 
 Grid: unless ``value_discretization_interval`` is given, ``h = 2e-4 * sd`` where ``sd`` is the
-standard deviation of the composed loss (from a pilot discretisation), clamped to
-``[1e-7, 1e-2]`` and shrunk so that the largest atom of the losses (Laplace, pure DP) lies on
+standard deviation of the composed loss (from a pilot discretisation), but at least
+``width / 2e5`` (``width`` = the widest single-PLD support, so no single PLD needs more than
+2e5 points: with few compositions the relevant tail is then resolved on its own scale), clamped
+to ``[1e-7, 1e-2]`` and shrunk so that the largest atom of the losses (Laplace, pure DP) lies on
 the grid. The domain ``[A, B]`` is chosen from the Chernoff bounds so that each wrapped
 mass is below ``1e-18``.
 """
@@ -112,6 +114,7 @@ Mode = Literal["connect_dots", "round_up", "round_down", "mean"]
 _TAIL = 1e-20  # P-mass left outside a single PLD's grid on each side (moved pessimistically)
 _WRAP_LOG = math.log(1e-18)  # target for each Chernoff-bounded wrapped mass
 _MAX_POINTS = 1 << 24
+_MAX_SINGLE = 2e5  # grid points per single PLD when the grid step is chosen automatically
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,9 +437,11 @@ class PldAccountant(PrivacyAccountant):
         if self._h_fixed is not None:
             return self._h_fixed
         var = 0.0
+        width = 0.0
         for comp, k in self._counts.items():
             for pair in (comp.remove, comp.add):
                 lo, hi = pair.bounds(_TAIL)
+                width = max(width, hi - lo)
                 h0 = max((hi - lo) / 4000.0, 1e-9)
                 g = _discretise(pair, h0, "connect_dots")
                 tot = float(g.w.sum())
@@ -447,7 +452,7 @@ class PldAccountant(PrivacyAccountant):
                 v = float(np.dot(g.w, (ls - mean) ** 2)) / tot
                 var = max(var, 0.0) + (k * v if pair is comp.remove else 0.0)
         sd = math.sqrt(var) if var > 0.0 else 1.0
-        h = min(max(2e-4 * sd, 1e-7), 1e-2)
+        h = min(max(2e-4 * sd, width / _MAX_SINGLE, 1e-7), 1e-2)
         # put the largest atom exactly on the grid (Laplace, pure DP, randomized response), so
         # that e.g. delta(eps0) = 0 is reproduced for a Laplace mechanism
         atoms = [v for c in self._counts for v in (c.remove.atom(), c.add.atom()) if v]
