@@ -23,7 +23,7 @@ def _root() -> None:
 
 
 # Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
-_GROUPS: tuple[tuple[str, str], ...] = (("_ldp", "ldp"),)
+_GROUPS: tuple[tuple[str, str], ...] = (("_ldp", "ldp"), ("_audit", "audit"))
 
 
 def _register() -> None:

@@ -1,0 +1,261 @@
+"""``dpkit audit``: black-box audits of dpkit's mechanisms, LDP protocols and the known-bad corpus.
+
+Every command draws outputs on a pair of neighbouring inputs, prints the epsilon (and mu) lower
+bound with its confidence and the verdict on the mechanism's claim, and can save the trade-off
+plot. The exit code is 1 when the claim is violated (proven at the stated confidence), else 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dpkit.audit import AuditResult, Claim, audit, audit_ldp, known_bad
+from dpkit.errors import DPKitError
+from dpkit.noise import RandomSource
+
+__all__ = ["app", "run_audit"]
+
+app = typer.Typer(
+    help="Audit a mechanism: an epsilon lower bound with its confidence, and a verdict.",
+    no_args_is_help=True,
+)
+
+SAMPLES = typer.Option(1_000_000, "--samples", help="outputs drawn per input")
+CONFIDENCE = typer.Option(0.95, "--confidence", help="confidence of the bound and the verdict")
+SEED = typer.Option(None, "--seed", help="seed the audit (insecure: reproducible runs only)")
+PLOT = typer.Option(None, "--plot", help="save the empirical vs claimed trade-off plot here")
+SENSITIVITY = typer.Option(1.0, "--sensitivity", help="sensitivity of the audited query")
+
+
+def _source(seed: int | None) -> RandomSource | None:
+    return None if seed is None else RandomSource(seed=seed, insecure=True)
+
+
+def run_audit(mechanism: Any, *, pair: tuple[Any, Any] | None = None, claim: Claim,
+              samples: int, confidence: float, seed: int | None, plot: Path | None,
+              title: str, ldp_protocol: bool = False, testers: Any = None,
+              console: Console | None = None) -> AuditResult:
+    """Run one audit with a progress bar, print the result, save the plot; return the result."""
+    console = console or Console()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed:,.0f} outputs"), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(f"sampling {title}", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if ldp_protocol:
+            result = audit_ldp(mechanism, samples=samples, claim=claim, confidence=confidence,
+                               source=_source(seed), progress=progress, testers=testers)
+        else:
+            result = audit(mechanism, pair, samples=samples, claim=claim, confidence=confidence,
+                           source=_source(seed), progress=progress, testers=testers)
+    table = Table(title=escape(f"audit of {title}"), show_header=False)
+    table.add_row("claim", escape(claim.label))
+    table.add_row("epsilon lower bound",
+                  f"{result.epsilon_lower_bound:.4f} (delta = {result.delta:g})")
+    table.add_row("mu lower bound", f"{result.mu_lower_bound:.4f}")
+    if result.ratio is not None:
+        table.add_row("lower bound / claim", f"{result.ratio:.3f}")
+    table.add_row("confidence", f"{result.confidence:g}")
+    colour = "red" if result.violated else "green"
+    table.add_row("verdict", f"[bold {colour}]{result.verdict}[/]")
+    table.add_row("inputs", escape(f"{result.pair[0]!r} vs {result.pair[1]!r}"))
+    table.add_row("test", escape(f"{result.tester}: {result.event}"))
+    p = result.point
+    table.add_row("errors", f"alpha {p.alpha:.6g} (<= {p.alpha_upper:.6g}), "
+                            f"beta {p.beta:.6g} (<= {p.beta_upper:.6g})")
+    table.add_row("samples", f"{result.samples:,} per input, {result.seconds:.2f} s")
+    console.print(table)
+    if plot is not None:
+        result.plot(plot)
+        console.print(f"plot saved to {plot}")
+    return result
+
+
+def _finish(result: AuditResult) -> None:
+    if result.violated:
+        raise typer.Exit(code=1)
+
+
+def _guard(fn: Any) -> Any:
+    """Turn dpkit's parameter errors into clean CLI errors."""
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DPKitError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return wrapped
+
+
+@app.command("laplace")
+def laplace(
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    sensitivity: float = SENSITIVITY,
+    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    plot: Path | None = PLOT,
+) -> None:
+    """dpkit's Laplace mechanism on the inputs 0 and sensitivity."""
+    from dpkit.mechanisms import Laplace
+
+    m = _guard(Laplace.from_epsilon)(epsilon=epsilon, sensitivity=sensitivity)
+    _finish(_guard(run_audit)(m, pair=(0.0, sensitivity), claim=Claim.pure(epsilon=m.epsilon),
+                              samples=samples, confidence=confidence, seed=seed, plot=plot,
+                              title=f"Laplace(epsilon={epsilon:g})"))
+
+
+@app.command("gaussian")
+def gaussian(
+    mu: float | None = typer.Option(None, "--mu", help="claimed mu (mu-GDP)"),
+    epsilon: float | None = typer.Option(None, "--epsilon", help="claimed epsilon"),
+    delta: float | None = typer.Option(None, "--delta", help="claimed delta (with --epsilon)"),
+    sensitivity: float = SENSITIVITY,
+    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    plot: Path | None = PLOT,
+) -> None:
+    """dpkit's Gaussian mechanism, calibrated by --mu or by --epsilon and --delta."""
+    from dpkit.mechanisms import Gaussian
+
+    if (mu is None) == (epsilon is None or delta is None):
+        raise typer.BadParameter("give either --mu, or --epsilon and --delta")
+    if mu is not None:
+        m = _guard(Gaussian.from_mu)(mu=mu, sensitivity=sensitivity)
+        claim = Claim.gdp(mu=m.mu)
+        title = f"Gaussian(mu={mu:g})"
+    else:
+        m = _guard(Gaussian.from_epsilon_delta)(epsilon=epsilon, delta=delta,
+                                                sensitivity=sensitivity)
+        claim = _guard(Claim.approx)(epsilon=epsilon, delta=delta)
+        title = f"Gaussian(epsilon={epsilon:g}, delta={delta:g})"
+    _finish(_guard(run_audit)(m, pair=(0.0, sensitivity), claim=claim, samples=samples,
+                              confidence=confidence, seed=seed, plot=plot, title=title))
+
+
+@app.command("discrete-laplace")
+def discrete_laplace(
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    plot: Path | None = PLOT,
+) -> None:
+    """dpkit's discrete Laplace mechanism on the integers 0 and 1."""
+    from dpkit.mechanisms import DiscreteLaplace
+
+    m = _guard(DiscreteLaplace.from_epsilon)(epsilon=epsilon, sensitivity=1)
+    _finish(_guard(run_audit)(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
+                              samples=samples, confidence=confidence, seed=seed, plot=plot,
+                              title=f"DiscreteLaplace(epsilon={epsilon:g})"))
+
+
+@app.command("randomized-response")
+def randomized_response(
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    plot: Path | None = PLOT,
+) -> None:
+    """dpkit's randomized response on the bits 0 and 1."""
+    from dpkit.mechanisms import RandomizedResponse
+
+    m = _guard(RandomizedResponse.from_epsilon)(epsilon=epsilon)
+    _finish(_guard(run_audit)(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
+                              samples=samples, confidence=confidence, seed=seed, plot=plot,
+                              title=f"RandomizedResponse(epsilon={epsilon:g})"))
+
+
+def _selection_pair(candidates: int) -> tuple[Any, Any]:
+    # every score moves by one: (0, 1, ..., 1) vs (1, 0, ..., 0), the classic worst case
+    u = np.ones(candidates)
+    u[0] = 0.0
+    v = np.zeros(candidates)
+    v[0] = 1.0
+    return u, v
+
+
+@app.command("exponential")
+def exponential(
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    candidates: int = typer.Option(10, "--candidates", help="number of candidates"),
+    samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
+    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+) -> None:
+    """dpkit's exponential mechanism on two score vectors differing by one everywhere."""
+    from dpkit.mechanisms import ExponentialMechanism
+
+    if candidates < 2:
+        raise typer.BadParameter("--candidates must be at least 2")
+    m = _guard(ExponentialMechanism)(epsilon=epsilon, sensitivity=1.0)
+    _finish(_guard(run_audit)(m, pair=_selection_pair(candidates),
+                              claim=Claim.pure(epsilon=m.epsilon), samples=samples,
+                              confidence=confidence, seed=seed, plot=plot,
+                              title=f"ExponentialMechanism(epsilon={epsilon:g})"))
+
+
+@app.command("noisy-max")
+def noisy_max(
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    noise: str = typer.Option("laplace", "--noise", help="laplace, exponential or gumbel"),
+    candidates: int = typer.Option(10, "--candidates", help="number of candidates"),
+    samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
+    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+) -> None:
+    """dpkit's report-noisy-max on two score vectors differing by one everywhere."""
+    from dpkit.mechanisms import ReportNoisyMax
+
+    if candidates < 2:
+        raise typer.BadParameter("--candidates must be at least 2")
+    m = _guard(ReportNoisyMax)(epsilon=epsilon, sensitivity=1.0, noise=noise)
+    _finish(_guard(run_audit)(m, pair=_selection_pair(candidates),
+                              claim=Claim.pure(epsilon=m.epsilon), samples=samples,
+                              confidence=confidence, seed=seed, plot=plot,
+                              title=f"ReportNoisyMax({noise}, epsilon={epsilon:g})"))
+
+
+@app.command("ldp")
+def ldp_protocol(
+    protocol: str = typer.Argument(..., help="rr, grr, sue, oue, olh, blh, hr, duchi, "
+                                   "piecewise or hybrid"),
+    epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
+    domain: int = typer.Option(4, "--domain", help="domain size (frequency protocols)"),
+    samples: int = typer.Option(200_000, "--samples", help="outputs drawn per input"),
+    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+) -> None:
+    """A dpkit local-DP protocol, over every pair of inputs of a small domain."""
+    from dpkit.cli._ldp import make_protocol
+
+    if protocol.lower() == "best":
+        raise typer.BadParameter("name a protocol")
+    proto = _guard(make_protocol)(protocol, epsilon=epsilon, domain=domain)
+    _finish(_guard(run_audit)(proto, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
+                              confidence=confidence, seed=seed, plot=plot,
+                              title=f"{type(proto).__name__}(epsilon={epsilon:g})",
+                              ldp_protocol=True))
+
+
+@app.command("known-bad")
+def known_bad_cmd(
+    name: str = typer.Argument(..., help="entry of the known-bad corpus, or 'list'"),
+    epsilon: float = typer.Option(1.0, "--epsilon", help="epsilon the broken mechanism claims"),
+    samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
+    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+) -> None:
+    """A mechanism of the known-bad corpus (it should be reported violated)."""
+    entries = {e.name: e for e in _guard(known_bad.corpus)(epsilon=epsilon)}
+    if name == "list":
+        for key in entries:
+            typer.echo(key)
+        return
+    if name not in entries:
+        raise typer.BadParameter(f"unknown entry {name!r}; choose one of {', '.join(entries)}")
+    e = entries[name]
+    _finish(_guard(run_audit)(e.mechanism, pair=e.pair, claim=e.claim, samples=samples,
+                              confidence=confidence, seed=seed, plot=plot, title=e.name,
+                              testers=e.testers))
