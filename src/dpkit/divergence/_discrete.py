@@ -1,0 +1,147 @@
+"""Divergences between two distributions on the same finite set (exact up to rounding).
+
+Definitions follow Dwork and Roth, "The Algorithmic Foundations of Differential Privacy",
+Section 3.5.1 (Definitions 3.5 and 3.6), and Renyi (1961) / Mironov (2017) for the Renyi
+divergence. A ratio with zero denominator and positive numerator is +inf.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import logsumexp
+
+from dpkit._numeric.validation import check_delta, check_finite, check_positive
+from dpkit.errors import PrivacyParameterError
+from dpkit.fdp._tradeoff import check_real_array
+
+__all__ = [
+    "approx_max_divergence",
+    "hockey_stick_divergence",
+    "kl_divergence",
+    "max_divergence",
+    "renyi_divergence",
+    "statistical_distance",
+]
+
+FloatArray = NDArray[np.float64]
+
+
+def _pmfs(p: ArrayLike, q: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    pp = check_real_array("p", p, low=0.0, high=1.0)
+    qq = check_real_array("q", q, low=0.0, high=1.0)
+    if pp.shape != qq.shape:
+        raise PrivacyParameterError(f"p and q differ in shape: {pp.shape} vs {qq.shape}")
+    for name, v in (("p", pp), ("q", qq)):
+        total = math.fsum(v.tolist())
+        if not abs(total - 1.0) <= 1e-9:
+            raise PrivacyParameterError(f"{name} must sum to 1, sums to {total!r}")
+    return pp, qq
+
+
+def kl_divergence(*, p: ArrayLike, q: ArrayLike) -> float:
+    """``D(P || Q) = sum_x P(x) ln(P(x) / Q(x))`` (Dwork-Roth Definition 3.5), in nats.
+
+    Terms with ``P(x) = 0`` contribute 0; ``P(x) > 0 = Q(x)`` makes it +inf.
+    """
+    pp, qq = _pmfs(p, q)
+    s = pp > 0
+    if np.any(qq[s] == 0):
+        return math.inf
+    terms = pp[s] * (np.log(pp[s]) - np.log(qq[s]))
+    return max(0.0, math.fsum(terms.tolist()))
+
+
+def max_divergence(*, p: ArrayLike, q: ArrayLike) -> float:
+    """``D_inf(P || Q) = max_{S in Supp(P)} ln(P(S) / Q(S)) = max_{x: P(x) > 0} ln(P(x)/Q(x))``
+    (Dwork-Roth Definition 3.6; a ratio of sums never exceeds the largest ratio)."""
+    pp, qq = _pmfs(p, q)
+    s = pp > 0
+    if np.any(qq[s] == 0):
+        return math.inf
+    return float(np.max(np.log(pp[s]) - np.log(qq[s])))
+
+
+def hockey_stick_divergence(*, p: ArrayLike, q: ArrayLike, epsilon: float) -> float:
+    """``H_{e^eps}(P || Q) = sup_S P(S) - e^eps Q(S) = sum_x (P(x) - e^eps Q(x))_+``.
+
+    A pair of neighbouring output distributions satisfies (eps, delta)-DP in this direction iff
+    this is at most delta. Any real epsilon.
+    """
+    eps = check_finite("epsilon", epsilon)
+    pp, qq = _pmfs(p, q)
+    return _hockey(pp, qq, eps)
+
+
+def _hockey(pp: FloatArray, qq: FloatArray, eps: float) -> float:
+    e = math.exp(min(eps, 700.0))
+    terms = pp - e * qq
+    return max(0.0, math.fsum(terms[terms > 0].tolist()))
+
+
+def approx_max_divergence(*, p: ArrayLike, q: ArrayLike, delta: float) -> float:
+    """``D_inf^delta(P || Q) = max_{S in Supp(P), P(S) >= delta} ln((P(S) - delta) / Q(S))``
+    (Dwork-Roth Definition 3.6), computed exactly.
+
+    For every real eps, ``D_inf^delta <= eps`` iff ``P(S) - delta <= e^eps Q(S)`` for all S iff
+    ``H_{e^eps}(P || Q) <= delta``. ``gamma -> H_gamma`` is continuous, piecewise linear and
+    decreasing, so the divergence is ``ln gamma*`` with ``H_{gamma*} = delta`` (the smallest
+    such gamma), found exactly between consecutive likelihood ratios. It can be negative (e.g.
+    ``D_inf^delta(P || P) = ln(1 - delta)``); it is +inf if ``P(Q = 0) > delta``.
+    """
+    d = check_delta(delta)
+    pp, qq = _pmfs(p, q)
+    s = pp > 0
+    pp = pp[s]
+    qq = qq[s]
+    p_inf = math.fsum(pp[qq == 0].tolist())
+    if p_inf > d:
+        return math.inf
+    fin = qq > 0
+    pp = pp[fin]
+    qq = qq[fin]
+    ratios = pp / qq
+    order = np.argsort(-ratios)
+    r = ratios[order]
+    pc = np.cumsum(pp[order])
+    qc = np.cumsum(qq[order])
+    # On gamma in [r_{j+1}, r_j] the outcomes 0..j are active: H = p_inf + pc_j - gamma qc_j.
+    for j in range(r.size):
+        lo = r[j + 1] if j + 1 < r.size else 0.0
+        h_lo = p_inf + pc[j] - lo * qc[j]
+        if h_lo >= d:  # H crosses delta inside [lo, r_j]
+            gamma = (p_inf + pc[j] - d) / qc[j]
+            gamma = min(max(gamma, lo), float(r[j]))
+            return math.log(gamma) if gamma > 0 else -math.inf
+    return -math.inf  # pragma: no cover - H(0) = P(Supp) = 1 > delta
+
+
+def statistical_distance(*, p: ArrayLike, q: ArrayLike) -> float:
+    """``Delta(P, Q) = max_S |P(S) - Q(S)| = (1/2) sum_x |P(x) - Q(x)|`` (total variation)."""
+    pp, qq = _pmfs(p, q)
+    return min(1.0, 0.5 * math.fsum(np.abs(pp - qq).tolist()))
+
+
+def renyi_divergence(*, p: ArrayLike, q: ArrayLike, alpha: float) -> float:
+    """``D_alpha(P || Q) = (1/(alpha - 1)) ln sum_x P(x)^alpha Q(x)^(1 - alpha)`` (Renyi 1961).
+
+    ``alpha = 1`` gives KL, ``alpha = inf`` the max divergence; alpha must be positive.
+    Evaluated with a log-sum-exp.
+    """
+    a = check_positive("alpha", alpha, allow_inf=True)
+    if a == 1.0:
+        return kl_divergence(p=p, q=q)
+    if math.isinf(a):
+        return max_divergence(p=p, q=q)
+    pp, qq = _pmfs(p, q)
+    s = pp > 0
+    if a > 1.0 and np.any(qq[s] == 0):
+        return math.inf
+    both = s & (qq > 0)
+    if not np.any(both):
+        return math.inf
+    logs = a * np.log(pp[both]) + (1.0 - a) * np.log(qq[both])
+    val = float(logsumexp(logs)) / (a - 1.0)
+    return max(0.0, val)

@@ -1,0 +1,196 @@
+"""Closed-form divergences between the output distributions of standard mechanisms.
+
+Each pair is (output on D, output on a neighbour D'), normalised so the shift is ``mu``:
+
+* :class:`GaussianPair`: ``N(0, 1)`` vs ``N(mu, 1)`` (Gaussian mechanism, mu = sensitivity/sigma);
+* :class:`LaplacePair`: ``Lap(0, 1)`` vs ``Lap(mu, 1)`` (Laplace mechanism, mu = sensitivity/b);
+* :class:`RandomizedResponsePair`: k-ary randomized response on two different true values.
+
+Both continuous pairs are symmetric (swapping P and Q gives the same values), so every method
+describes both directions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import ndtr
+
+from dpkit._numeric.validation import (
+    check_delta,
+    check_finite,
+    check_integer,
+    check_mu,
+    check_positive,
+    check_probability,
+)
+from dpkit.divergence import _discrete as dd
+from dpkit.errors import PrivacyParameterError
+from dpkit.fdp._gaussian import gaussian_delta
+
+__all__ = ["GaussianPair", "LaplacePair", "RandomizedResponsePair"]
+
+
+def _solve_decreasing(fn: object, target: float, lo: float, hi: float) -> float:
+    """Smallest x in [lo, hi] with fn(x) <= target for a non-increasing fn (bisection)."""
+    f = fn  # typed loosely to keep the helper small
+    for _ in range(300):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if f(mid) <= target:  # type: ignore[operator]
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+class GaussianPair:
+    """``P = N(0, 1)``, ``Q = N(mu, 1)``."""
+
+    def __init__(self, *, mu: float) -> None:
+        self.mu = check_mu(mu, allow_zero=True)
+
+    def kl(self) -> float:
+        """``D(P || Q) = mu^2 / 2``."""
+        return 0.5 * self.mu * self.mu
+
+    def max_divergence(self) -> float:
+        """``D_inf = +inf`` for mu > 0 (the likelihood ratio ``e^{mu x - mu^2/2}`` is unbounded)."""
+        return math.inf if self.mu > 0 else 0.0
+
+    def statistical_distance(self) -> float:
+        """``Delta = 2 Phi(mu / 2) - 1 = P(|Z| <= mu/2)``."""
+        return float(ndtr(self.mu / 2.0) - ndtr(-self.mu / 2.0))
+
+    def hockey_stick(self, *, epsilon: float) -> float:
+        """``H_{e^eps} = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS Corollary 2.13),
+        evaluated stably (see :mod:`dpkit.fdp._gaussian`)."""
+        eps = check_finite("epsilon", epsilon)
+        return gaussian_delta(eps, self.mu)
+
+    def approx_max_divergence(self, *, delta: float) -> float:
+        """``D_inf^delta``: the smallest real eps with ``H_{e^eps} <= delta`` (see
+        :func:`dpkit.divergence.approx_max_divergence`); +inf when delta = 0 and mu > 0."""
+        d = check_delta(delta)
+        if self.mu == 0.0:
+            return math.log1p(-d)
+        if d == 0.0:
+            return math.inf
+        lo = min(-1.0, math.log1p(-d) - 1.0)
+        hi = 1.0
+        while gaussian_delta(hi, self.mu) > d:
+            hi *= 2.0
+        return _solve_decreasing(lambda e: gaussian_delta(e, self.mu), d, lo, hi)
+
+    def renyi(self, *, alpha: float) -> float:
+        """``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Proposition 7); inf at alpha = inf."""
+        a = check_positive("alpha", alpha, allow_inf=True)
+        if math.isinf(a):
+            return self.max_divergence()
+        return 0.5 * a * self.mu * self.mu
+
+
+class LaplacePair:
+    """``P = Lap(0, 1)``, ``Q = Lap(mu, 1)``; the privacy loss ``|x - mu| - |x|`` lies in
+    [-mu, mu]."""
+
+    def __init__(self, *, mu: float) -> None:
+        self.mu = check_mu(mu, allow_zero=True)
+
+    def kl(self) -> float:
+        """``D(P || Q) = mu + e^{-mu} - 1`` (computed as ``mu + expm1(-mu)``)."""
+        return self.mu + math.expm1(-self.mu)
+
+    def max_divergence(self) -> float:
+        """``D_inf = mu`` (Dwork-Roth Theorem 3.6)."""
+        return self.mu
+
+    def statistical_distance(self) -> float:
+        """``Delta = 1 - e^{-mu/2}`` (P and Q cross at mu/2)."""
+        return -math.expm1(-self.mu / 2.0)
+
+    def hockey_stick(self, *, epsilon: float) -> float:
+        """``H_{e^eps} = 0`` for eps >= mu, ``1 - e^{(eps - mu)/2}`` for ``|eps| < mu`` and
+        ``1 - e^eps`` for eps <= -mu."""
+        eps = check_finite("epsilon", epsilon)
+        mu = self.mu
+        if eps >= mu:
+            return 0.0
+        return -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
+
+    def approx_max_divergence(self, *, delta: float) -> float:
+        """Inverse of :meth:`hockey_stick`: ``mu + 2 ln(1 - delta)`` when that exceeds -mu, else
+        ``ln(1 - delta)``; ``mu`` at delta = 0."""
+        d = check_delta(delta)
+        if d == 0.0:
+            return self.mu
+        mid = self.mu + 2.0 * math.log1p(-d)
+        return mid if mid > -self.mu else math.log1p(-d)
+
+    def renyi(self, *, alpha: float) -> float:
+        """``D_alpha = (1/(alpha-1)) ln(alpha/(2 alpha - 1) e^{(alpha-1) mu}
+        + (alpha-1)/(2 alpha - 1) e^{-alpha mu})`` (Mironov 2017, Table II, for alpha > 1; the
+        same integral over the three pieces x < 0, 0 < x < mu, x > mu gives it for every
+        alpha != 1/2); ``mu - 2 ln(1 + mu/2)`` at alpha = 1/2, KL at 1, mu at inf."""
+        a = check_positive("alpha", alpha, allow_inf=True)
+        mu = self.mu
+        if math.isinf(a):
+            return mu
+        if a == 1.0:
+            return self.kl()
+        if mu == 0.0:
+            return 0.0
+        if abs(2.0 * a - 1.0) < 1e-9:
+            # integral of sqrt(p q) = e^{-mu/2} (1 + mu/2); D_{1/2} = -2 ln of it
+            return -2.0 * (math.log1p(mu / 2.0) - mu / 2.0)
+        # log of the sum of two terms (one coefficient negative when alpha < 1/2)
+        c1 = a / (2.0 * a - 1.0)
+        c2 = (a - 1.0) / (2.0 * a - 1.0)
+        val = c1 * math.exp((a - 1.0) * mu) + c2 * math.exp(-a * mu)
+        return max(0.0, math.log(val) / (a - 1.0))
+
+
+class RandomizedResponsePair:
+    """k-ary randomized response on true values x != x' (keep with probability ``p_truth``,
+    otherwise report one of the other ``k - 1`` values uniformly).
+
+    ``P = (p, r, r, ..., r)``, ``Q = (r, p, r, ..., r)`` with ``r = (1 - p)/(k - 1)``; all
+    divergences are the exact discrete ones of :mod:`dpkit.divergence._discrete`.
+    """
+
+    def __init__(self, *, p_truth: float, categories: int = 2) -> None:
+        self.k = check_integer(categories, name="categories", minimum=2)
+        self.p = check_probability(p_truth, name="p_truth")
+        if not self.p >= 1.0 / self.k:
+            raise PrivacyParameterError(f"p_truth must be at least 1/categories, got {self.p!r}")
+        r = (1.0 - self.p) / (self.k - 1)
+        self.pmf_p = np.full(self.k, r)
+        self.pmf_q = np.full(self.k, r)
+        self.pmf_p[0] = self.p
+        self.pmf_q[1] = self.p
+
+    def kl(self) -> float:
+        """``(p - r) ln(p / r)``."""
+        return dd.kl_divergence(p=self.pmf_p, q=self.pmf_q)
+
+    def max_divergence(self) -> float:
+        """``ln(p / r) = ln(p (k - 1) / (1 - p))``: the epsilon of randomized response."""
+        return dd.max_divergence(p=self.pmf_p, q=self.pmf_q)
+
+    def statistical_distance(self) -> float:
+        """``p - r``."""
+        return dd.statistical_distance(p=self.pmf_p, q=self.pmf_q)
+
+    def hockey_stick(self, *, epsilon: float) -> float:
+        """``(p - e^eps r)_+ + (r - e^eps p)_+``."""
+        return dd.hockey_stick_divergence(p=self.pmf_p, q=self.pmf_q, epsilon=epsilon)
+
+    def approx_max_divergence(self, *, delta: float) -> float:
+        """Exact ``D_inf^delta`` of the two pmfs."""
+        return dd.approx_max_divergence(p=self.pmf_p, q=self.pmf_q, delta=delta)
+
+    def renyi(self, *, alpha: float) -> float:
+        """Exact discrete Renyi divergence."""
+        return dd.renyi_divergence(p=self.pmf_p, q=self.pmf_q, alpha=alpha)
