@@ -23,11 +23,14 @@ def machine() -> str:
 
 
 def write_section(name: str, markdown: str) -> None:
-    """Replace (or append) the section delimited by ``<!-- begin NAME -->``/``<!-- end NAME -->``."""
+    """Replace (or append) the section between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``."""
     text = DOC.read_text() if DOC.exists() else HEADER
     begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
     block = f"{begin}\n{markdown.rstrip()}\n{end}"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)

@@ -6,7 +6,10 @@ import dataclasses
 import json
 import math
 
+import mpmath
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dpkit.accounting.events import (
     EVENT_TYPES,
@@ -96,9 +99,19 @@ def test_validation() -> None:
         ComposedEvent(events=(1.0,))  # type: ignore[arg-type]
 
 
+@given(st.floats(min_value=0.5, max_value=1.0, exclude_max=True), st.integers(2, 64))
+def test_randomized_response_epsilon_is_a_tight_upper_bound(p: float, k: int) -> None:
+    p = max(p, 1.0 / k)
+    mpmath.mp.dps = 60
+    exact = mpmath.log(mpmath.mpf(p) * (k - 1) / (1 - mpmath.mpf(p)))
+    eps = RandomizedResponseEvent(p_truth=p, categories=k).epsilon
+    assert eps >= exact
+    assert eps <= exact * (1 + mpmath.mpf(2) ** -44) + mpmath.mpf(2) ** -1070
+
+
 def test_randomized_response_epsilon() -> None:
     assert RandomizedResponseEvent(p_truth=0.75).epsilon >= math.log(3.0)
-    assert RandomizedResponseEvent(p_truth=0.75).epsilon - math.log(3.0) < 1e-15
+    assert RandomizedResponseEvent(p_truth=0.75).epsilon - math.log(3.0) < 1e-13
     k = RandomizedResponseEvent(p_truth=0.5, categories=4)
     assert k.epsilon >= math.log(0.5 * 3 / 0.5)
     assert RandomizedResponseEvent(p_truth=1.0).epsilon == math.inf

@@ -54,6 +54,7 @@ __all__ = [
     "event_from_json",
     "event_to_dict",
     "event_to_json",
+    "randomized_response_epsilon",
 ]
 
 
@@ -266,11 +267,25 @@ class RandomizedResponseEvent(DpEvent):
 
     @property
     def epsilon(self) -> float:
-        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up by one ulp."""
-        if self.p_truth == 1.0:
-            return math.inf
-        val = math.log(self.p_truth * (self.categories - 1) / (1.0 - self.p_truth))
-        return math.nextafter(val, math.inf) if val > 0 else 0.0
+        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up.
+
+        Computed as ``log1p((k p - 1) / (1 - p))`` with at most a few roundings of relative size
+        2**-53 each, so the result has a few ulps of relative error even for epsilons near 0; a
+        relative margin of 2**-48 (and one ulp) covers it.
+        """
+        return randomized_response_epsilon(self.p_truth, self.categories)
+
+
+def randomized_response_epsilon(p_truth: float, categories: int) -> float:
+    """``ln(p (k - 1) / (1 - p))`` for k-ary randomized response, rounded up (see above)."""
+    if p_truth == 1.0:
+        return math.inf
+    k = categories
+    excess = (k * p_truth - 1.0) / (1.0 - p_truth)  # = p (k - 1) / (1 - p) - 1 >= 0
+    if not excess > 0.0:
+        return 0.0
+    val = math.log1p(excess) * (1.0 + 2.0**-48)
+    return math.nextafter(val, math.inf)
 
 
 @dataclasses.dataclass(frozen=True)

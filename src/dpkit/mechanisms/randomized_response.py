@@ -10,9 +10,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_epsilon, check_probability
-from dpkit.accounting.events import Neighbouring, RandomizedResponseEvent
+from dpkit.accounting.events import (
+    Neighbouring,
+    RandomizedResponseEvent,
+    randomized_response_epsilon,
+)
 from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -52,9 +55,12 @@ class RandomizedResponse:
 
     @property
     def epsilon(self) -> float:
-        """``ln(p / (1 - p))``, rounded up (one ulp of margin over the libm log)."""
-        val = math.log(self.p / (1.0 - self.p))
-        return up(val) if val <= 0 else math.nextafter(math.nextafter(val, math.inf), math.inf)
+        """``ln(p / (1 - p)) = log1p((2p - 1) / (1 - p))``, rounded up (relative margin 2**-48).
+
+        For p in [1/2, 1), ``2p - 1`` and ``1 - p`` are exact, so only the division and log1p
+        round: a few ulps of relative error, covered by the margin.
+        """
+        return randomized_response_epsilon(self.p, 2)
 
     @property
     def event(self) -> RandomizedResponseEvent:
