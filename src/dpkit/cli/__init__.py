@@ -23,7 +23,9 @@ def _root() -> None:
 
 
 # Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
-_GROUPS: tuple[tuple[str, str], ...] = (("_ldp", "ldp"), ("_audit", "audit"))
+_GROUPS: tuple[tuple[str, str], ...] = (
+    ("_ldp", "ldp"), ("_audit", "audit"), ("_account", "account"),
+)
 
 
 def _register() -> None:
