@@ -36,6 +36,7 @@ test: lint
 
 bench: $(STAMP_BENCH)
 	$(BIN)/python benchmarks/noise.py
+	$(BIN)/python benchmarks/audit.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
