@@ -170,8 +170,8 @@ def _plot(rows: list[Row], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    finite = [r.epsilon for r in rows if math.isfinite(r.epsilon)]
-    top = 1.5 * max(finite) if finite else 10.0
+    finite = [r.epsilon for r in rows if math.isfinite(r.epsilon) and r.epsilon > 0.0]
+    top = 2.5 * min(finite) if finite else 10.0  # around the tightest answer
     grid = np.linspace(0.0, top, 120)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in rows:
