@@ -169,6 +169,23 @@ def test_delta_and_trade_off_claims() -> None:
     assert r2.ratio is None
 
 
+def test_fdp_trade_off_objects_as_claims() -> None:
+    from dpkit import fdp
+
+    # the exact Laplace curve T(Lap(0, 1), Lap(1, 1)) (Dong, Roth and Su 2022, Section 2.3)
+    good = known_bad.LaplaceWrongScale(epsilon=1.0, factor=1.0)
+    r = audit(good, (0.0, 1.0), samples=50_000, claim=fdp.laplace(mu=1.0),
+              confidence=CONFIDENCE, source=_src(14))
+    assert not r.violated and r.claim is not None and r.claim.kind == "tradeoff"
+    bad = known_bad.LaplaceWrongScale(epsilon=1.0, factor=0.5)
+    r2 = audit(bad, (0.0, 1.0), samples=50_000, claim=fdp.laplace(mu=1.0),
+               confidence=CONFIDENCE, source=_src(14))
+    assert r2.violated
+    r3 = audit(bad, (0.0, 1.0), samples=50_000, claim=fdp.gdp(1.0), confidence=CONFIDENCE,
+               source=_src(15))
+    assert r3.claim == Claim.gdp(mu=1.0) and r3.violated
+
+
 def test_result_summary_curve_and_plot(tmp_path: Path) -> None:
     lap = known_bad.LaplaceWrongScale(epsilon=1.0, factor=0.5)
     r = audit(lap, (0.0, 1.0), samples=20_000, claim=Claim.pure(epsilon=1.0),

@@ -71,3 +71,15 @@ def test_claims_validate_their_parameters() -> None:
         as_claim(1.0)
     with pytest.raises(PrivacyParameterError):
         Claim.tradeoff(lambda a: np.array([1.0]))  # wrong shape
+
+
+def test_fdp_objects_are_claims() -> None:
+    from dpkit import fdp
+
+    assert as_claim(fdp.gdp(0.7)) == Claim.gdp(mu=0.7)
+    assert as_claim(fdp.approx_dp(epsilon=1.0, delta=1e-3)) == Claim.approx(epsilon=1.0,
+                                                                             delta=1e-3)
+    lap = as_claim(fdp.laplace(mu=1.0))
+    assert lap is not None and lap.kind == "tradeoff"
+    a = np.linspace(0, 1, 11)
+    np.testing.assert_allclose(lap.beta(a), fdp.laplace(mu=1.0)(a))

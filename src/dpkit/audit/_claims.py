@@ -156,11 +156,21 @@ class Claim:
 def as_claim(claim: Any) -> Claim | None:
     """Accept a :class:`Claim`, ``None``, or a trade-off callable (e.g. a ``dpkit.fdp`` object).
 
+    ``dpkit.fdp.gdp(mu)`` becomes ``Claim.gdp(mu=mu)`` and ``dpkit.fdp.approx_dp(epsilon=,
+    delta=)`` becomes ``Claim.approx(...)``; any other trade-off object is used as a callable.
+
     Plain numbers are refused on purpose: write ``Claim.pure(epsilon=1)`` so epsilon and delta
     can never be confused.
     """
     if claim is None or isinstance(claim, Claim):
         return claim
+    from dpkit import fdp  # lazy: only claims given as fdp objects need it
+
+    # The two closed forms of dpkit.fdp become native claims (exact curve, ratio reported).
+    if type(claim) is fdp.GaussianTradeOff and claim.mu > 0:
+        return Claim.gdp(mu=claim.mu)
+    if type(claim) is fdp.ApproxDpTradeOff:
+        return Claim.approx(epsilon=claim.eps, delta=claim.delta_)
     if callable(claim):
         return Claim.tradeoff(claim, label=repr(claim))
     raise PrivacyParameterError(
