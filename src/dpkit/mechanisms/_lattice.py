@@ -102,7 +102,8 @@ def lattice_release(
         stop = min(start + _CHUNK, n)
         idx = _to_index(flat[start:stop], s)
         idx += noise(stop - start)
-        np.multiply(idx.astype(np.float64), s, out=out[start:stop])
+        with np.errstate(over="ignore"):  # beyond the double range: +-inf (post-processing)
+            np.multiply(idx.astype(np.float64), s, out=out[start:stop])
 
     starts = range(0, n, _CHUNK)
     if n > 4 * _CHUNK and _WORKERS > 1:
