@@ -85,10 +85,12 @@ def test_correct_mechanisms_are_not_flagged(seed: int) -> None:
 
 
 def test_power_at_one_million_samples() -> None:
-    # The target: >= 0.95 of the true epsilon with 10^6 samples per side (95% conf.).
+    # The target: >= 0.95 of the true epsilon with 10^6 samples per side. This is a
+    # power check (seeded, deterministic), run at the stricter confidence 1 - 1e-6 so that the
+    # bound also stays below the truth with probability >= 1 - 1e-6; observed: 0.98.
     lap = known_bad.LaplaceWrongScale(epsilon=1.0, factor=1.0)
     r = audit(lap, (0.0, 1.0), samples=1_000_000, claim=Claim.pure(epsilon=1.0),
-              confidence=0.95, source=_src(3))
+              confidence=CONFIDENCE, source=_src(3))
     assert 0.95 <= r.epsilon_lower_bound <= 1.0
 
 
@@ -124,8 +126,8 @@ def test_plain_callables_and_progress() -> None:
         return np.where(keep, bit, 1 - bit)
 
     r2 = audit(rr_many, (0, 1), samples=20_000, vectorized=True, source=_src(8),
-               testers=[HistogramTester()])
-    assert 0.8 < r2.epsilon_lower_bound <= math.log(3)
+               testers=[HistogramTester()], confidence=CONFIDENCE)
+    assert 0.7 < r2.epsilon_lower_bound <= math.log(3)
     assert r2.claim is None and r2.verdict == "no claim" and r2.ratio is None
 
 
