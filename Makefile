@@ -36,6 +36,7 @@ test: lint
 
 bench: $(STAMP_BENCH)
 	$(BIN)/python benchmarks/noise.py
+	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/audit.py
 
 clean:

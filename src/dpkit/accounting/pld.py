@@ -471,8 +471,12 @@ class PldAccountant(PrivacyAccountant):
         h = self._choose_h()
         self._h_used = h
         inf_log = -math.inf if self._nonprivate > 0 else 0.0
-        out = []
+        out: list[_Composed] = []
+        symmetric = all(c.remove == c.add for c in self._counts)
         for direction in ("remove", "add"):
+            if direction == "add" and symmetric:
+                out.append(out[0])  # same loss distribution in both directions
+                continue
             comps = []
             for comp, k in self._counts.items():
                 pair = comp.remove if direction == "remove" else comp.add
