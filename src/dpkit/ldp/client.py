@@ -303,14 +303,33 @@ class _UnaryEncoding(_Categorical):
         return (self._d + 7) // 8
 
     def randomize(self, value: Any) -> str:
+        """The one-hot vector of ``value`` with bit ``i`` set with probability ``p`` (``i`` the
+        value) or ``q`` (any other ``i``), as hex.
+
+        All ``d`` comparisons ``U_i < T`` (``U_i`` uniform 64-bit, ``T = q 2**64``) run at once on
+        ``d``-bit Python integers, most significant bit first: lane ``i`` is decided at the first
+        bit where ``U_i`` and ``T`` differ, so about ``log2(d) + 2`` random ``d``-bit words
+        suffice. The true bit is then redrawn with probability ``p``.
+        """
         x = self.encode(value)
         p, q = self._probabilities()
         tp, tq = p.numerator * (SCALE // p.denominator), q.numerator * (SCALE // q.denominator)
-        out = bytearray(self.nbytes)
-        for i in range(self._d):
-            if bernoulli_scaled(tp if i == x else tq):
-                out[i >> 3] |= 1 << (i & 7)
-        return out.hex()
+        full = (1 << self._d) - 1
+        result, undecided = 0, full
+        for bitpos in range(SCALE_BITS - 1, -1, -1):
+            if undecided == 0 or tq & ((1 << (bitpos + 1)) - 1) == 0:
+                break  # all decided, or the rest of T is zero (undecided lanes have U >= T)
+            r = secrets.randbits(self._d)
+            if (tq >> bitpos) & 1:
+                result |= undecided & ~r & full
+                undecided &= r
+            else:
+                undecided &= ~r & full
+        true_bit = 1 << x
+        result &= ~true_bit
+        if bernoulli_scaled(tp):
+            result |= true_bit
+        return result.to_bytes(self.nbytes, "little").hex()
 
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         if self._d > 12:
