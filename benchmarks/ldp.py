@@ -39,7 +39,7 @@ ZIPF = 1.1
 BATCH = 1 << 17
 REPEATS = 3
 PEER_BUDGET = 5.0 if QUICK else 25.0  # seconds per peer run before extrapolating
-MEAN_RUNS = 10 if QUICK else 40
+MEAN_RUNS = 10 if QUICK else 100
 
 
 def _population(n: int, seed: int) -> np.ndarray:

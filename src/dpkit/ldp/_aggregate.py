@@ -127,7 +127,7 @@ class FrequencyAggregator:
                 f"protocol must be a dpkit.ldp frequency oracle, got {type(protocol).__name__}"
             )
         self.protocol = protocol
-        self._support = np.zeros(protocol.d, dtype=np.int64)
+        self._stat: npt.NDArray[np.int64] | None = None  # the protocol's additive statistic
         self._n = 0
         self._rejected = 0
 
@@ -143,8 +143,10 @@ class FrequencyAggregator:
 
     @property
     def support(self) -> npt.NDArray[np.int64]:
-        """Support counts ``S_v`` so far (a copy)."""
-        return self._support.copy()
+        """Support counts ``S_v`` so far."""
+        if self._stat is None:
+            return np.zeros(self.protocol.d, dtype=np.int64)
+        return np.array(self.protocol.support_from_statistic(self._stat), dtype=np.int64)
 
     def add(self, reports: Any) -> int:
         """Add a batch (client reports in a list, or the array from ``randomize_many``).
@@ -156,10 +158,10 @@ class FrequencyAggregator:
         except TypeError:  # not even iterable: one malformed report
             self._rejected += 1
             return 0
-        support = self.protocol.support_counts(arr)
+        stat = self.protocol.statistic(arr)
         accepted = int(arr.shape[0])
         # state changes only after every computation above has succeeded
-        self._support += support
+        self._stat = stat if self._stat is None else self._stat + stat
         self._n += accepted
         self._rejected += bad
         return accepted
@@ -171,7 +173,8 @@ class FrequencyAggregator:
         ) or type(other.protocol) is not type(self.protocol) or \
                 other.protocol.support_probabilities() != self.protocol.support_probabilities():
             raise PrivacyParameterError("can only merge aggregators of identical protocols")
-        self._support += other._support
+        if other._stat is not None:
+            self._stat = other._stat.copy() if self._stat is None else self._stat + other._stat
         self._n += other._n
         self._rejected += other._rejected
         return self
@@ -186,7 +189,7 @@ class FrequencyAggregator:
         z = _z(confidence)
         proto, n = self.protocol, self._n
         p, q = proto.p, proto.q
-        raw = np.asarray((self._support - n * q) / (p - q), dtype=np.float64)
+        raw = np.asarray((self.support - n * q) / (p - q), dtype=np.float64)
         if n:
             f = np.clip(raw / n, 0.0, 1.0)
             se = np.sqrt(proto._count_variance(n, f))

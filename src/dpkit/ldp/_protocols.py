@@ -169,6 +169,14 @@ class FrequencyOracle(_c._Categorical):
         """``S_v``: how many of the (well-formed, array-form) reports support each item."""
         raise NotImplementedError
 
+    def statistic(self, reports: Any) -> IntArray:
+        """The additive sufficient statistic the aggregator keeps (default: support counts)."""
+        return self.support_counts(reports)
+
+    def support_from_statistic(self, stat: IntArray) -> IntArray:
+        """Support counts from an accumulated :meth:`statistic`."""
+        return stat
+
     def aggregator(self) -> Any:
         """A fresh server-side aggregator for this protocol."""
         from dpkit.ldp._aggregate import FrequencyAggregator
@@ -374,7 +382,14 @@ class OLH(FrequencyOracle, _c.OLH):
             _c.OLH.__init__(self, epsilon=_epsilon(epsilon), domain=_domain(domain), g=g)
         except ValueError as exc:
             raise PrivacyParameterError(str(exc)) from None
-        self._digits_cache: FloatArray | None = None
+        self._table: IntArray | None = None
+        self._full: npt.NDArray[np.int32] | None = None
+
+    _DENSE_LIMIT = 1 << 22  # (key, y) pairs kept as a dense histogram up to this many
+
+    @property
+    def _space(self) -> int:
+        return self.keys * self._g
 
     def _digits(self, idx: IntArray) -> IntArray:
         """Base-g digits, shape ``(len(idx), m)``."""
@@ -382,13 +397,31 @@ class OLH(FrequencyOracle, _c.OLH):
         out: IntArray = (idx[:, None] // powers[None, :]) % self._g
         return out
 
-    def _hash_many(self, keys: IntArray, x: IntArray) -> IntArray:
-        out: IntArray = (self._digits(keys) * self._digits(x)).sum(axis=1) % self._g
-        return out
+    def _value_digits(self) -> IntArray:
+        """Base-g digits of every domain value, ``(d, m)`` (computed once)."""
+        if self._table is None:
+            self._table = self._digits(np.arange(self._d, dtype=np.int64))
+        return self._table
+
+    _TABLE_LIMIT = 1 << 22  # keys * d entries of the full hash table, kept when small
+
+    def _hash_table(self) -> npt.NDArray[np.int32] | None:
+        """``H[key, v]`` for every key and value when ``g^m d`` is small (computed once)."""
+        if self.keys * self._d > self._TABLE_LIMIT:
+            return None
+        if self._full is None:
+            dig = self._value_digits().astype(np.float64)
+            a = self._digits(np.arange(self.keys, dtype=np.int64)).astype(np.float64)
+            self._full = np.fmod(a @ dig.T, self._g).astype(np.int32)  # exact: < m g^2
+        return self._full
 
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
         keys = source.integers(self.keys, x.size)
-        h = self._hash_many(keys, x)
+        table = self._hash_table()
+        if table is not None:
+            h = table[keys, x].astype(np.int64)
+        else:
+            h = (self._digits(keys) * self._value_digits()[x]).sum(axis=1) % self._g
         keep = bernoulli_threshold(source, self._keep, x.size)
         other = source.integers(self._g - 1, x.size)
         other += other >= h
@@ -410,26 +443,48 @@ class OLH(FrequencyOracle, _c.OLH):
         ]
         return np.asarray(good, dtype=np.int64).reshape(-1, 2), len(seq) - len(good)
 
+    def statistic(self, reports: IntArray) -> IntArray:
+        """The histogram of ``(key, y)`` when the family is small, else the support counts."""
+        if self._space <= self._DENSE_LIMIT:
+            return np.bincount(reports[:, 0] * self._g + reports[:, 1],
+                               minlength=self._space).astype(np.int64)
+        return self.support_counts(reports)
+
+    def support_from_statistic(self, stat: IntArray) -> IntArray:
+        if self._space > self._DENSE_LIMIT:
+            return stat
+        return self._grouped_support(stat.reshape(self.keys, self._g))
+
+    def _grouped_support(self, hist: IntArray) -> IntArray:
+        """``S_v = sum_key hist[key, H_key(v)]``, over the keys that occur."""
+        used = np.flatnonzero(hist.any(axis=1))
+        table = self._hash_table()
+        out = np.zeros(self._d, dtype=np.int64)
+        step = max(1, (1 << 21) // self._d)
+        for start in range(0, used.size, step):
+            keys = used[start:start + step]
+            if table is not None:
+                h = table[keys].astype(np.int64)
+            else:
+                a = self._digits(keys).astype(np.float64)
+                dig = self._value_digits().astype(np.float64)  # (d, m)
+                h = np.fmod(a @ dig.T, self._g).astype(np.int64)  # exact: entries < m g^2
+            out += np.take_along_axis(hist[keys], h, axis=1).sum(axis=0)
+        return out
+
     def support_counts(self, reports: IntArray) -> IntArray:
         pairs = reports[:, 0] * self._g + reports[:, 1]
-        space = self.keys * self._g
-        if space <= max(4 * pairs.size, 1 << 16) and space <= 1 << 26:
-            hist = np.bincount(pairs, minlength=space)
-            uniq = np.flatnonzero(hist)
-            weights = hist[uniq]
-        else:
-            uniq, weights = np.unique(pairs, return_counts=True)
+        if self._space <= self._DENSE_LIMIT:
+            hist = np.bincount(pairs, minlength=self._space).reshape(self.keys, self._g)
+            return self._grouped_support(hist.astype(np.int64))
+        uniq, weights = np.unique(pairs, return_counts=True)
         keys, ys = uniq // self._g, uniq % self._g
-        if self._digits_cache is None:
-            self._digits_cache = self._digits(np.arange(self._d, dtype=np.int64)).astype(
-                np.float64
-            )
-        dig = self._digits_cache  # (d, m)
+        dig = self._value_digits().astype(np.float64)
         out = np.zeros(self._d, dtype=np.float64)
         step = max(1, (1 << 21) // self._d)
         for start in range(0, keys.size, step):
             a = self._digits(keys[start:start + step]).astype(np.float64)  # (k, m)
-            h = np.fmod(a @ dig.T, self._g)  # exact: entries below m g^2 << 2**53
+            h = np.fmod(a @ dig.T, self._g)
             hit = h == ys[start:start + step, None]
             out += weights[start:start + step].astype(np.float64) @ hit
         return np.rint(out).astype(np.int64)
