@@ -38,6 +38,7 @@ bench: $(STAMP_BENCH)
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/audit.py
+	$(BIN)/python benchmarks/ldp.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
