@@ -286,7 +286,9 @@ def audit(
     scr: list[Any] = []
     ev: list[Any] = []
     for out in outputs:
-        perm = np.argsort(src.words(samples), kind="stable")
+        # uniformly random disjoint subsets of the prescribed sizes: partition i.i.d. random
+        # keys around their n_fit-th and n_sel-th order statistics (O(n), no full sort)
+        perm = np.argpartition(src.words(samples), (n_fit, n_sel) if n_fit else n_sel)
         fit.append(out[perm[:n_fit]])
         scr.append(out[perm[n_fit:n_sel]])
         ev.append(out[perm[n_sel:]])

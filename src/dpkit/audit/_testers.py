@@ -112,9 +112,14 @@ class _ThresholdEvents:
         return int(self.thresholds.size)
 
     def counts(self, samples: Any) -> IntArray:
-        x = np.sort(self.feature(samples))
-        x = x[~np.isnan(x)]
-        above = x.size - np.searchsorted(x, self.thresholds, side="right")
+        # k(x) = number of thresholds below x, so x > t_i exactly when i < k(x); NaN is in no
+        # upper tail (k = 0). One pass, O(n log m), no sort of the samples.
+        x = self.feature(samples)
+        m = self.thresholds.size
+        k = np.searchsorted(self.thresholds, x, side="left")
+        k = np.where(np.isnan(x), 0, k)
+        per = np.bincount(k, minlength=m + 1)
+        above = per[::-1].cumsum()[::-1][1:]
         return np.asarray(above, dtype=np.int64)
 
     def describe(self, index: int) -> str:
@@ -125,11 +130,14 @@ def _threshold_candidates(pooled: FloatArray, points: int) -> FloatArray:
     pooled = pooled[~np.isnan(pooled)]
     if pooled.size == 0:
         return np.zeros(0)
-    uniq = np.unique(pooled)
-    if uniq.size <= points:
-        return uniq[:-1] if uniq.size > 1 else uniq  # x > max is empty: drop it
     qs = _tail_quantiles(pooled.size, points)
-    return np.unique(np.quantile(pooled, qs, method="lower"))
+    cand = np.unique(np.quantile(pooled, qs, method="lower"))  # selection, no full sort
+    if cand.size < qs.size // 2:
+        # few distinct values (discrete outputs): use every value but the largest, if few
+        uniq = np.unique(pooled)
+        if uniq.size <= points:
+            return uniq[:-1] if uniq.size > 1 else uniq  # x > max is empty: drop it
+    return cand
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +210,7 @@ class _PrefixEvents:
     cuts: IntArray  # event j = ranks < cuts[j]
     feature: Feature | None
     shown: tuple[str, ...]  # categories in rank order (for descriptions), truncated
+    table: tuple[int, IntArray] | None = None  # small integer keys: (offset, rank or -1)
 
     @property
     def size(self) -> int:
@@ -211,6 +220,13 @@ class _PrefixEvents:
         x = self.feature(samples) if self.feature is not None else samples
         keys = _keys(x)
         k = self.categories.size
+        if self.table is not None and keys.dtype.kind in "biu":
+            lo, ranks = self.table
+            idx = keys.astype(np.int64) - lo
+            idx = idx[(idx >= 0) & (idx < ranks.size)]
+            r = ranks[idx]
+            per = np.bincount(r[r >= 0], minlength=k)
+            return np.asarray(np.concatenate([[0], np.cumsum(per)])[self.cuts], dtype=np.int64)
         pos = np.searchsorted(self.categories, keys)
         pos_c = np.minimum(pos, k - 1)
         known = (pos < k) & (self.categories[pos_c] == keys)
@@ -223,6 +239,15 @@ class _PrefixEvents:
         head = ", ".join(self.shown[: min(c, 6)])
         more = f", ... ({c} categories)" if c > 6 else ""
         return f"output in {{{head}{more}}}"
+
+
+def _small_int_range(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> tuple[int, int] | None:
+    """``(min, max - min + 1)`` of two integer key arrays when that range is small."""
+    if a.dtype.kind not in "biu" or a.size == 0 or b.size == 0:
+        return None
+    lo = int(min(a.min(), b.min()))
+    hi = int(max(a.max(), b.max()))
+    return (lo, hi - lo + 1) if hi - lo < (1 << 20) else None
 
 
 def _show(key: Any) -> str:
@@ -262,15 +287,27 @@ class HistogramTester:
             kb = _keys(self.feature(b) if self.feature is not None else b)
             if ka.dtype != kb.dtype:
                 return None
-            cats, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+            small = _small_int_range(ka, kb)
+            if small is None:
+                cats, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
         except (TypeError, ValueError):
             return None
-        inv = inv.reshape(-1)
+        table: tuple[int, IntArray] | None = None
+        if small is not None:
+            # integer keys in a small range: counting sort instead of np.unique
+            lo, width = small
+            fa = np.bincount(ka.astype(np.int64) - lo, minlength=width)
+            fb = np.bincount(kb.astype(np.int64) - lo, minlength=width)
+            present = np.flatnonzero(fa + fb)
+            cats = (present + lo).astype(ka.dtype)
+            ca, cb = fa[present].astype(np.float64), fb[present].astype(np.float64)
+        else:
+            inv = inv.reshape(-1)
+            ca = np.bincount(inv[: ka.size], minlength=cats.size).astype(np.float64)
+            cb = np.bincount(inv[ka.size:], minlength=cats.size).astype(np.float64)
         k = cats.size
         if k < 2:
             return None
-        ca = np.bincount(inv[: ka.size], minlength=k).astype(np.float64)
-        cb = np.bincount(inv[ka.size:], minlength=k).astype(np.float64)
         score = np.log((ca + 0.5) / ka.size) - np.log((cb + 0.5) / kb.size)
         order = np.argsort(-score, kind="stable")
         rank = np.empty(k, dtype=np.int64)
@@ -280,7 +317,11 @@ class HistogramTester:
         else:
             cuts = np.unique(np.linspace(1, k - 1, self.max_events).astype(np.int64))
         shown = tuple(_show(cats[i]) for i in order[:6])
-        return _PrefixEvents(cats, rank, cuts, self.feature, shown)
+        if small is not None:
+            ranks = np.full(small[1], -1, dtype=np.int64)
+            ranks[present] = rank
+            table = (small[0], ranks)
+        return _PrefixEvents(cats, rank, cuts, self.feature, shown, table)
 
 
 # ---------------------------------------------------------------------------------------------
