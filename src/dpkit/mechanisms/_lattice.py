@@ -73,11 +73,13 @@ def granularity_for(scale: float, sensitivity: float, max_t: float) -> float:
 
 
 def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.int64]:
-    y = np.nan_to_num(x, nan=0.0, posinf=np.inf, neginf=-np.inf)
-    with np.errstate(over="ignore"):
-        y = y / s  # exact: division by a power of two (or a monotone under/overflow)
+    inv = 1.0 / s  # exact: s is a power of two (inf only if s < 2**-1024)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # exact scaling by a power of two (or a monotone under/overflow); inf * 0 cannot occur
+        y = x * inv if np.isfinite(inv) else x / s
     np.rint(y, out=y)
     np.clip(y, -_INDEX_LIMIT, _INDEX_LIMIT, out=y)
+    np.nan_to_num(y, copy=False, nan=0.0)  # NaN inputs are released as 0
     return y.astype(np.int64)
 
 

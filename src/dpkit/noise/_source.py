@@ -48,6 +48,7 @@ _CHUNK_WORDS = 1 << 15  # 256 KiB of keystream per cipher call: stays in L2 cach
 _ZEROS = bytes(_CHUNK_WORDS * 8)
 _REKEY_BYTES = 1 << 36
 _MASK52 = np.uint64((1 << 52) - 1)
+_MIN_NORMAL_BITS = np.uint64(1 << 52)
 _U64_52 = np.uint64(52)
 _U64_11 = np.uint64(11)
 _EXP_FIELD = np.uint64(0x7FF)
@@ -58,6 +59,9 @@ _TWO_M53 = 2.0**-53
 _LEAD = np.zeros(2048, dtype=np.uint64)
 _LEAD[1:] = (10 - np.floor(np.log2(np.arange(1, 2048)))).astype(np.uint64)
 _MAX_BINADE = 1021  # keeps results normal: exponent field 1022 - j >= 1
+# _EXP_BITS[x]: the IEEE exponent field (1022 - j) << 52 of binade j = _LEAD[x]; 0 marks x == 0.
+_EXP_BITS = ((np.uint64(1022) - _LEAD) << np.uint64(52)).astype(np.uint64)
+_EXP_BITS[0] = 0
 
 
 def _shape(size: int | tuple[int, ...]) -> tuple[int, ...]:
@@ -189,10 +193,11 @@ class RandomSource:
         of an 11-bit field), bit 63 is left unused so callers may take it as an independent coin.
         """
         field = (w >> _U64_52) & _EXP_FIELD
-        j = _LEAD[field]
-        deep = np.flatnonzero(field.reshape(-1) == 0)  # probability 2**-11 each
-        if deep.size:
-            jf = j.reshape(-1)
+        bits = _EXP_BITS[field]
+        bits |= w & _MASK52
+        flat = bits.reshape(-1)
+        if flat.min() < _MIN_NORMAL_BITS:  # some field == 0: probability 2**-11 each
+            deep = np.flatnonzero(field.reshape(-1) == 0)
             depth = np.full(deep.size, 11, dtype=np.uint64)
             pending = np.arange(deep.size)
             while pending.size:
@@ -201,9 +206,9 @@ class RandomSource:
                 pending = pending[extra == 0]
                 depth[pending] += np.uint64(11)
                 pending = pending[depth[pending] < _MAX_BINADE]
-            jf[deep] = np.minimum(depth, _MAX_BINADE)
-        exponent = (np.uint64(1022) - j) << _U64_52
-        result: npt.NDArray[np.float64] = ((w & _MASK52) | exponent).view(np.float64)
+            depth = np.minimum(depth, np.uint64(_MAX_BINADE))
+            flat[deep] = ((np.uint64(1022) - depth) << _U64_52) | (w.reshape(-1)[deep] & _MASK52)
+        result: npt.NDArray[np.float64] = bits.view(np.float64)
         return result
 
     # -- integers ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 CHUNK = 1 << 16
+_SIGN_BIT = np.uint64(1 << 63)
 _T = TypeVar("_T", bound=np.generic)
 _U64_63 = np.uint64(63)
 _LN2 = math.log(2.0)
@@ -152,8 +153,8 @@ def _polar_normals(source: RandomSource, k: int) -> FloatArray:
         m = int(need * 0.6367) + 32  # pairs expected to give >= need normals (accept pi/4)
         w = source.words(2 * m)
         u = source.full_precision_from_words(w)
-        neg = (w >> _U64_63).astype(np.bool_)
-        np.negative(u, out=u, where=neg)
+        ub = u.view(np.uint64)
+        ub |= w & _SIGN_BIT  # random signs from bit 63, independent of the magnitudes
         x, y = u[:m], u[m:]
         s = x * x + y * y
         keep = s < 1.0
@@ -208,11 +209,14 @@ def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[i
 
     if t < _TWO_LEVEL_T:
         def fill(k: int) -> IntArray:
-            e, s = _exp_and_sign(source, k)
-            e *= t
-            np.rint(e, out=e)
-            z = e.astype(np.int64)
-            return np.where(s, -z, z)
+            w = source.words(k)
+            y = source.full_precision_from_words(w)
+            np.log(y, out=y)
+            y *= -t  # t E >= 0
+            yb = y.view(np.uint64)
+            yb |= w & _SIGN_BIT  # the sign: bit 63, independent of the uniform
+            np.rint(y, out=y)
+            return y.astype(np.int64)
 
         return _chunked(size, np.int64, fill)
 
