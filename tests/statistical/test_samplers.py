@@ -33,6 +33,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).parent))
 from _stats import (
     BETA,
+    bins_from_cdf,
     chi2_critical,
     chi2_power,
     chi2_rejects,
@@ -41,6 +42,7 @@ from _stats import (
     ks_rejects,
     ks_sample_size,
     make_bins,
+    quantile_edges,
     sup_distance,
 )
 
@@ -200,6 +202,34 @@ def test_discrete_validity_rejects_scale_error(name: str, draw: Callable[..., np
     assert power >= 1 - BETA, (name, power)
     x = draw(src(202), wrong, n)
     assert chi2_rejects(x, bins), name
+
+
+# Lattice noise with a large scale (Laplace: the two-level path for t >= 2**13): the support is
+# too wide for one bin per integer, so bins are cut at 40 quantiles of t X and their exact
+# probabilities are P(Z <= k) = F((k + 1/2) / t). n = 200,000 (power asserted below).
+LARGE_LATTICE = [
+    ("laplace_lattice_t=2^13", noise.laplace_lattice_noise, "t", stats.laplace, 2.0**13),
+    ("laplace_lattice_t=1e6+0.5", noise.laplace_lattice_noise, "t", stats.laplace, 1e6 + 0.5),
+    ("laplace_lattice_t=2^32.5", noise.laplace_lattice_noise, "t", stats.laplace, 2.0**32.5),
+    ("gaussian_lattice_sigma=1e5", noise.gaussian_lattice_noise, "sigma", stats.norm, 1e5),
+]
+
+
+@pytest.mark.parametrize(("name", "sampler", "kw", "dist", "t"), LARGE_LATTICE,
+                         ids=[c[0] for c in LARGE_LATTICE])
+def test_large_lattice_noise_fits_and_validity(name: str, sampler: Callable[..., np.ndarray],
+                                               kw: str, dist: stats.rv_continuous,
+                                               t: float) -> None:
+    n = 200_000
+    edges = quantile_edges(lambda q: t * dist.ppf(q), 40)
+    bins = bins_from_cdf(edges, lambda k: dist.cdf((k + 0.5) / t))
+    alt = bins_from_cdf(edges, lambda k: dist.cdf((k + 0.5) / (t * SCALE_ERROR)))
+    assert chi2_power(n, bins.p0, alt.p0) >= 1 - BETA
+    crit = chi2_critical(bins.df)  # chi2.isf(1e-6, 39) = 96.4
+    good = sampler(src(211), size=n, **{kw: t})
+    assert chi2_statistic(bins.counts(good), bins.p0) <= crit, name
+    bad = sampler(src(212), size=n, **{kw: t * SCALE_ERROR})
+    assert chi2_statistic(bins.counts(bad), bins.p0) > crit, name
 
 
 # ---------------------------------------------------------------------------------------------
