@@ -4,6 +4,7 @@
    function of the ``random`` module is replaced by one that raises; then every release path of
    ``dpkit.mechanisms`` and ``dpkit.noise`` runs with the default (secure) source and must
    succeed. The default source must be the OS-keyed one.
+   The local-DP protocols (client ``randomize`` and server ``randomize_many``) are included.
 2. Sources: a numpy ``Generator``/``RandomState`` or the ``random`` module passed as ``source`` is
    refused; a seeded ``RandomSource`` cannot be made without ``insecure=True``.
 3. Static: an AST scan of ``src/dpkit`` finds no import of ``random``/``numpy.random`` and no
@@ -74,6 +75,37 @@ def no_insecure_generators(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return patched
 
 
+def _ldp_paths() -> list[tuple[str, Callable[[], Any]]]:
+    """Client ``randomize`` (standard library + secrets) and server ``randomize_many`` of every
+    local-DP protocol."""
+    from dpkit import ldp
+
+    def categorical(cls: Any) -> Callable[[], Any]:
+        def run() -> None:
+            m = cls(epsilon=1.0, domain=8)
+            m.randomize(3)
+            m.randomize_many(np.arange(200) % 8)
+        return run
+
+    def numeric(cls: Any) -> Callable[[], Any]:
+        def run() -> None:
+            m = cls(epsilon=1.0)
+            m.randomize(0.3)
+            m.randomize_many(np.linspace(-1.0, 1.0, 200))
+        return run
+
+    def rr() -> None:
+        m = ldp.RandomizedResponse(epsilon=1.0)
+        m.randomize(1)
+        m.randomize_many(np.array([0, 1, 1, 0]))
+
+    return [
+        *[(f"ldp.{c.__name__}", categorical(c)) for c in ldp.FREQUENCY_ORACLES],
+        *[(f"ldp.{c.__name__}", numeric(c)) for c in (ldp.Duchi, ldp.Piecewise, ldp.Hybrid)],
+        ("ldp.RandomizedResponse", rr),
+    ]
+
+
 def _release_paths() -> list[tuple[str, Callable[[], Any]]]:
     x = np.linspace(-3.0, 3.0, 1000)
     ints = np.arange(-50, 50)
@@ -122,6 +154,7 @@ def _release_paths() -> list[tuple[str, Callable[[], Any]]]:
             default_source().uniform(10), default_source().uniform_full(10),
             default_source().integers(7, 10), default_source().randbelow(10**30),
             default_source().bits(10), default_source().bytes(10))),
+        *_ldp_paths(),
     ]
 
 
