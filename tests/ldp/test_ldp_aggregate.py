@@ -207,3 +207,26 @@ def test_mean_aggregator() -> None:
         assert est.std_error_empirical >= est.std_error * 0.9
         assert est.std_error_worst >= math.sqrt(mech.variance(4001, 0.0)) - 1e-12
     assert math.isnan(ldp.Duchi(epsilon=1.0).aggregator().estimate().mean)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(junk=st.lists(_JSON, max_size=12))
+def test_any_junk_is_counted_and_never_raises(junk: list[object]) -> None:
+    for proto in (ldp.GRR(epsilon=1.0, domain=9), ldp.OUE(epsilon=1.0, domain=9),
+                  ldp.OLH(epsilon=1.0, domain=9), ldp.HadamardResponse(epsilon=1.0, domain=9),
+                  ldp.Piecewise(epsilon=1.0, resolution=4)):
+        agg = proto.aggregator()
+        good = [proto.randomize(3 if isinstance(proto, ldp.FrequencyOracle) else 0.5)
+                for _ in range(3)]
+        accepted = agg.add(good + junk)
+        assert accepted + agg.rejected == len(good) + len(junk)
+        assert accepted >= 3
+        est = agg.estimate()
+        assert est.n == accepted
