@@ -44,7 +44,10 @@ _INT_LIMIT = 2**62
 def _integer_values(values: Any) -> npt.NDArray[np.int64]:
     """Integer inputs as int64, saturated at +-2**62 (the documented clamp); NaN -> 0."""
     x = np.asarray(values)
-    if x.dtype.kind in "iub":
+    if x.dtype.kind == "u":  # saturate before the cast: uint64 >= 2**63 would wrap negative
+        capped: npt.NDArray[np.uint64] = np.minimum(x, np.uint64(_INT_LIMIT))
+        return capped.astype(np.int64)
+    if x.dtype.kind in "ib":
         return np.clip(x.astype(np.int64, copy=False), -_INT_LIMIT, _INT_LIMIT)
     f = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
     return np.clip(np.rint(f), -float(_INT_LIMIT), float(_INT_LIMIT)).astype(np.int64)
