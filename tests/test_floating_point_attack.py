@@ -139,6 +139,11 @@ def test_discrete_mechanisms_on_adversarial_inputs(mech: DiscreteLaplace | Discr
     z = mech.release(np.zeros(values.size, dtype=np.int64), source=src(3))
     assert out[-3] == z[-3]  # NaN -> 0 (same noise, same seed)
     assert np.all(np.abs(out) <= 2**62 + 10**6)  # saturated at +-2**62, no wrap-around
+    # Unsigned 64-bit inputs at and above 2**63 saturate too (they must not wrap negative).
+    big = np.array([2**63 - 1, 2**63, 2**64 - 1, 2**62], dtype=np.uint64)
+    same = mech.release(big, source=src(4))
+    ref = mech.release(np.full(4, 2**62, dtype=np.int64), source=src(4))
+    assert np.array_equal(same, ref)  # same seed, same noise: all four are the index 2**62
 
 
 # ---------------------------------------------------------------------------------------------
