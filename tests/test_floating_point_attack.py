@@ -86,8 +86,10 @@ def test_adversarial_inputs_land_on_the_lattice(name: str, build: Callable[[], L
         out = mech.release(values, source=src(seed))
         assert out.dtype == np.float64 and out.shape == values.shape
         finite = np.isfinite(out)
-        # +-inf only where (index + noise) * g overflows the double range (documented).
-        assert np.all(finite | (np.abs(bound) * 0.5 > np.finfo(np.float64).max / 2**14)), name
+        # +-inf only where (index + noise) * g overflows the double range (documented), which
+        # needs a clamp bound 2**62 g near the top of the double range.
+        if not np.all(finite):
+            assert bound > np.finfo(np.float64).max / 2**20, name
         assert _is_lattice(out[finite], g), name
         assert np.all(np.abs(out[finite]) <= bound * 2), name
     assert mech.granularity == g  # releasing data never changes it
