@@ -91,6 +91,7 @@ def test_gaussian_composition_is_gaussian_with_root_sum_mu() -> None:
     gauss_eps = float(brentq(lambda e: _mp_gauss_delta(e, mu) - 1e-5, 0.1, 10.0, xtol=1e-12))
     assert lo <= gauss_eps <= up
     assert up - gauss_eps < 1e-3
+    assert gauss_eps - lo < 1e-3
     assert abs(est - gauss_eps) < 1e-3
 
 
@@ -161,6 +162,10 @@ def test_pure_dp_composition_matches_kov() -> None:
     got = acct.get_epsilon(delta)
     assert got >= exact - 1e-9
     assert got <= exact + 5e-3
+    lo, est, up = acct.get_epsilon_bounds(delta)
+    assert lo <= exact + 1e-9
+    assert up - lo < 5e-3
+    assert lo <= est <= up
 
 
 def test_pure_events_exact_at_delta_zero() -> None:
