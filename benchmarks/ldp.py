@@ -14,6 +14,7 @@ Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run).
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -25,11 +26,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import machine, write_section  # noqa: E402
-
-from dpkit import ldp  # noqa: E402
-from dpkit.cli._ldp import zipf_population  # noqa: E402
-from dpkit.noise import RandomSource  # noqa: E402
+from _report import machine, write_section
+from dpkit import ldp
+from dpkit.cli._ldp import zipf_population
+from dpkit.noise import RandomSource
 
 QUICK = "--quick" in sys.argv
 USERS = 100_000 if QUICK else 1_000_000
@@ -195,8 +195,12 @@ def run_mean(cls: type, t: np.ndarray) -> dict[str, Any]:
             "theory": theory}
 
 
+LOAD: list[float] = []
+
+
 def main() -> None:
     warnings.filterwarnings("ignore")
+    LOAD.append(os.getloadavg()[0])
     x = _population(USERS, seed=1)
     truth = np.bincount(x, minlength=D).astype(np.float64)
     rows = []
@@ -214,6 +218,7 @@ def main() -> None:
 
     t = 2.0 * x / (D - 1) - 1.0
     means = [run_mean(cls, t) for cls in (ldp.Duchi, ldp.Piecewise, ldp.Hybrid)]
+    LOAD.append(os.getloadavg()[0])
     _write(rows, means)
 
 
@@ -233,7 +238,9 @@ def _write(rows: list[Any], means: list[dict[str, Any]]) -> None:
         f"averaged over the {REPEATS} runs; theory = the exact variance averaged over the "
         "items. Peers run one user at a time in the same process; * = run on a smaller "
         "population (n shown), time extrapolated linearly and MSE rescaled linearly to "
-        f"{USERS:,} users.",
+        f"{USERS:,} users. Load average (1 min) at start / end: {LOAD[0]:.1f} / "
+        f"{LOAD[-1]:.1f} on {os.cpu_count()} cores (the machine is shared; dpkit and its peers "
+        "ran interleaved under the same load).",
         "",
         "### Frequency oracles",
         "",
@@ -276,8 +283,8 @@ def _write(rows: list[Any], means: list[dict[str, Any]]) -> None:
         "multi-freq-ldpy's estimates are clipped at 0 and renormalised (compare with dpkit's "
         "normalised MSE); pure-ldp's are raw.",
         "",
-        f"Client side (`randomize`, standard library and `secrets` only), microseconds per "
-        f"report: "
+        "Client side (`randomize`, standard library and `secrets` only), microseconds per "
+        "report: "
         + ", ".join(f"{name} {res['client_us']:.1f}" for name, res, _ in rows) + ".",
         "",
         "### Mean estimation (values = Zipf ranks mapped to [-1, 1]; no peer implements these)",
