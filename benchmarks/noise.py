@@ -326,7 +326,10 @@ def main() -> None:
         "Laplace: epsilon = 1, sensitivity 1; Gaussian: (1, 1e-6)-DP, analytic calibration "
         "(diffprivlib `GaussianAnalytic`; python-dp's own calibration). Throughput is millions "
         "of released values per second (noise) or millions of candidate scores per second "
-        f"(exponential mechanism, {N_CANDIDATES:,} candidates x {N_DRAWS:,} draws).",
+        f"(exponential mechanism, {N_CANDIDATES:,} candidates x {N_DRAWS:,} draws). "
+        "dpkit splits large releases over two threads (numpy releases the GIL); numpy's "
+        "generator calls and the peers run on one. The machine is shared: see the load average "
+        "at the end.",
         "",
         body,
         "",
