@@ -416,7 +416,7 @@ class ClassifierTester:
         inner = ThresholdTester(points=self.points, feature=proj)
         fitted = inner.fit(a, b)
         if isinstance(fitted, _ThresholdEvents):
-            return _ThresholdEvents(fitted.thresholds, fitted.feature, f"{self.name} score")
+            return _ThresholdEvents(fitted.thresholds, fitted.feature, "score")
         return fitted
 
 
