@@ -38,6 +38,7 @@ from _stats import (
     chi2_power,
     chi2_rejects,
     chi2_statistic,
+    clopper_pearson,
     ks_critical,
     ks_rejects,
     ks_sample_size,
@@ -396,3 +397,36 @@ def test_bits_are_fair() -> None:
     assert b.shape == (1000, 100) and b.dtype == np.bool_
     k = int(b.sum())
     assert chi2_statistic([k, b.size - k], [0.5, 0.5]) <= chi2_critical(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The helpers themselves (_stats.py)
+# ---------------------------------------------------------------------------------------------
+def test_clopper_pearson_matches_scipy_and_covers() -> None:
+    for k, n in ((0, 10), (3, 10), (10, 10), (500, 100_000), (99_999, 100_000)):
+        lo, hi = clopper_pearson(k, n, 0.05)
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
+    # Exact coverage >= 1 - alpha at p = 0.3, n = 50 (summed over every k).
+    n, p, alpha = 50, 0.3, 0.1
+    cover = sum(stats.binom.pmf(k, n, p) for k in range(n + 1)
+                if clopper_pearson(k, n, alpha)[0] <= p <= clopper_pearson(k, n, alpha)[1])
+    assert cover >= 1 - alpha
+
+
+def test_make_bins_are_proper() -> None:
+    pmf = pmf_discrete_laplace(3.0)
+    for n in (1_000, 100_000):
+        bins = make_bins(pmf, -250, 250, n)
+        assert bins.p0.sum() == pytest.approx(1.0, abs=1e-12)
+        assert np.all(n * bins.p0 >= 20)
+        assert np.all(np.diff(bins.edges) > 0)
+    # Counting puts k in the bin (edges[i-1], edges[i]].
+    b = bins_from_cdf(np.array([-1, 0, 2]), lambda k: np.zeros(np.shape(k)))
+    assert b.counts(np.array([-5, -1, 0, 1, 2, 3, 100])).tolist() == [2, 1, 2, 2]
+
+
+def test_ks_sample_size_formula() -> None:
+    # sqrt(n) d >= sqrt(ln(2e6)/2) * 2 = 5.39 at alpha = beta = 1e-6
+    assert ks_sample_size(0.01) == math.ceil((2 * math.sqrt(math.log(2e6) / 2) / 0.01) ** 2)
+    assert 290_000 < ks_sample_size(0.01) < 291_000
