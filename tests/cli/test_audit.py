@@ -38,7 +38,9 @@ def test_other_mechanisms_and_protocols() -> None:
                  ["exponential", "--epsilon", "1", "--candidates", "4"],
                  ["noisy-max", "--epsilon", "1", "--noise", "gumbel"],
                  ["ldp", "oue", "--epsilon", "1", "--domain", "3"],
-                 ["ldp", "piecewise", "--epsilon", "1"]):
+                 ["ldp", "piecewise", "--epsilon", "1"],
+                 ["ldp", "grr", "--epsilon", "1", "--client"],
+                 ["discrete-gaussian", "--sigma", "2"]):
         res = runner.invoke(app, ["audit", *args, "--samples", "5000", "--seed", "3"])
         assert res.exit_code == 0, (args, res.output)
         assert "no violation found" in res.output, args

@@ -226,6 +226,8 @@ def ldp_protocol(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
     domain: int = typer.Option(4, "--domain", help="domain size (frequency protocols)"),
     samples: int = typer.Option(200_000, "--samples", help="outputs drawn per input"),
+    client: bool = typer.Option(False, "--client", help="audit the device-side randomize() "
+                                "(one call per report) instead of the vectorised server path"),
     confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
 ) -> None:
     """A dpkit local-DP protocol, over every pair of inputs of a small domain."""
@@ -234,10 +236,44 @@ def ldp_protocol(
     if protocol.lower() == "best":
         raise typer.BadParameter("name a protocol")
     proto = _guard(make_protocol)(protocol, epsilon=epsilon, domain=domain)
-    _finish(_guard(run_audit)(proto, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
+    target: Any = proto
+    if client:
+        labels = getattr(proto, "labels", None)
+        values = list(labels) if isinstance(labels, tuple) else [-1.0, 0.0, 1.0]
+        target = _LdpClient(proto.randomize, values, proto.epsilon)
+    name = type(proto).__name__ + (" client" if client else "")
+    _finish(_guard(run_audit)(target, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
                               confidence=confidence, seed=seed, plot=plot,
-                              title=f"{type(proto).__name__}(epsilon={epsilon:g})",
-                              ldp_protocol=True))
+                              title=f"{name}(epsilon={epsilon:g})", ldp_protocol=True))
+
+
+class _LdpClient:
+    """A device-side ``randomize`` seen as a protocol: one call per report."""
+
+    def __init__(self, randomize: Any, labels: list[Any], epsilon: float) -> None:
+        self.randomize, self.labels, self.epsilon = randomize, tuple(labels), epsilon
+
+    def __call__(self, value: Any) -> Any:
+        return self.randomize(value)
+
+
+@app.command("discrete-gaussian")
+def discrete_gaussian(
+    sigma: float = typer.Option(..., "--sigma", help="noise parameter sigma"),
+    delta: float = typer.Option(1e-3, "--delta", help="delta of the claim"),
+    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    plot: Path | None = PLOT,
+) -> None:
+    """dpkit's discrete Gaussian on 0 and 1, against the epsilon its PLD accountant certifies."""
+    from dpkit.accounting.pld import PldAccountant
+    from dpkit.mechanisms import DiscreteGaussian
+
+    m = _guard(DiscreteGaussian.from_sigma)(sigma=sigma, sensitivity=1)
+    eps = _guard(PldAccountant().compose(m.event).get_epsilon)(delta)
+    claim = _guard(Claim.approx)(epsilon=eps, delta=delta)
+    _finish(_guard(run_audit)(m, pair=(0, 1), claim=claim, samples=samples,
+                              confidence=confidence, seed=seed, plot=plot,
+                              title=f"DiscreteGaussian(sigma={sigma:g})"))
 
 
 @app.command("known-bad")
