@@ -83,3 +83,14 @@ def test_fdp_objects_are_claims() -> None:
     assert lap is not None and lap.kind == "tradeoff"
     a = np.linspace(0, 1, 11)
     np.testing.assert_allclose(lap.beta(a), fdp.laplace(mu=1.0)(a))
+
+
+def test_direct_construction_is_validated() -> None:
+    with pytest.raises(PrivacyParameterError):
+        Claim(kind="epsilon_delta", label="x", epsilon=-1.0)
+    with pytest.raises(PrivacyParameterError):
+        Claim(kind="epsilon_delta", label="x", epsilon=1.0, delta=math.nan)
+    with pytest.raises(PrivacyParameterError):
+        Claim(kind="gdp", label="x")
+    with pytest.raises(PrivacyParameterError):
+        Claim(kind="bogus", label="x")

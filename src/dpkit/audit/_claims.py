@@ -67,6 +67,21 @@ class Claim:
     mu: float | None = None
     function: TradeOff | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # Direct construction is validated too: a claim never holds an unchecked parameter.
+        if self.kind == "epsilon_delta":
+            check_epsilon(self.epsilon, allow_zero=True)
+            check_delta(self.delta)
+        elif self.kind == "gdp":
+            check_mu(self.mu)
+        elif self.kind == "tradeoff":
+            if not callable(self.function):
+                raise PrivacyParameterError("a trade-off claim needs a callable function")
+        else:
+            raise PrivacyParameterError(
+                f"kind must be 'epsilon_delta', 'gdp' or 'tradeoff', got {self.kind!r}"
+            )
+
     # -- constructors (keyword-only privacy parameters, shared validator) --------------------
     @classmethod
     def pure(cls, *, epsilon: float) -> Claim:
