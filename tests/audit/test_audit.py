@@ -100,6 +100,11 @@ def test_pairs_are_screened_without_extra_correction() -> None:
     r = audit(lap, pairs=[(0.0, 0.0), (3.0, 4.0)], samples=20_000,
               claim=Claim.pure(epsilon=1.0), confidence=CONFIDENCE, source=_src(4))
     assert r.pair == (3.0, 4.0) and r.violated
+    # a generator of candidate pairs works too
+    gen = ((float(x), float(x) + 1.0) for x in range(3))
+    r2 = audit(lap, pairs=gen, samples=20_000, claim=Claim.pure(epsilon=1.0),
+               confidence=CONFIDENCE, source=_src(4))
+    assert r2.violated and r2.pair[1] - r2.pair[0] == 1.0
 
 
 def test_same_seed_same_audit() -> None:
