@@ -234,5 +234,9 @@ def test_audit_ldp_over_every_pair() -> None:
                     source=_src(13))
     # broken: p / q = (e / (e + 1)) / (1 / (3 (e + 1))) = 3e, epsilon = 1 + ln 3 = 2.1
     assert bad.violated and bad.epsilon_lower_bound <= 1.0 + math.log(3.0)
+    # the corpus' broken unary encoding, audited as a protocol over its whole domain
+    ue = audit_ldp(known_bad.UnaryEncodingWrongProbs(epsilon=1.0, domain=4), samples=20_000,
+                   confidence=CONFIDENCE, source=_src(16))
+    assert ue.violated and ue.epsilon_lower_bound <= 2.0
     with pytest.raises(PrivacyParameterError):
         audit_ldp(object(), samples=100)
