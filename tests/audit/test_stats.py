@@ -79,7 +79,7 @@ def test_epsilon_lower_bound_formula() -> None:
 
 
 def test_epsilon_bound_is_tight_on_the_f_eps_delta_curve() -> None:
-    # Points on f_{eps,delta} give back eps exactly (Dong, Roth and Su 2022, Eq. (3)).
+    # Points on f_{eps,delta} give back eps exactly (Dong, Roth and Su 2022, Proposition 2.5).
     eps, delta = 1.3, 1e-3
     for a in (0.01, 0.05, 0.1):
         b = 1 - delta - math.exp(eps) * a

@@ -7,8 +7,8 @@ i.e. every test of "M(D)" against "M(D')" with type I error alpha has type II er
 the same bound.
 
 * ``(eps, delta)``-DP is ``f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha,
-  e^-eps (1 - delta - alpha))`` (Dong, Roth and Su 2022, Eq. (3); Wasserman and Zhou 2010);
-* mu-GDP is ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (ibid., Definition 2.7);
+  e^-eps (1 - delta - alpha))`` (Dong, Roth and Su 2022, Proposition 2.5; Wasserman and Zhou 2010);
+* mu-GDP is ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (ibid., the definition of Gaussian DP);
 * any other trade-off function (for instance one from :mod:`dpkit.fdp`) is taken as a callable
   mapping an array of alphas to an array of betas.
 

@@ -30,8 +30,8 @@ each, the union bound gives joint level ``1 - g``.
 From a test to mu (Gaussian DP)
 -------------------------------
 mu-GDP means ``beta >= G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` (Dong, Roth and Su 2022,
-Definition 2.7), i.e. ``mu >= Phi^{-1}(1 - alpha) - Phi^{-1}(beta)``, again decreasing in alpha
-and beta.
+definition of Gaussian DP), i.e. ``mu >= Phi^{-1}(1 - alpha) - Phi^{-1}(beta)``, again decreasing
+in alpha and beta.
 
 An arbitrary claimed trade-off function f (convex, continuous, non-increasing) is refuted by a
 test whose errors satisfy ``beta_upper < f(alpha_upper)``: since f is non-increasing,
@@ -123,9 +123,9 @@ def mu_lower_bound(alpha: Any, beta: Any) -> FloatArray:
     """``max(Phi^{-1}(1 - alpha) - Phi^{-1}(beta), 0) = max(-Phi^{-1}(alpha) - Phi^{-1}(beta), 0)``.
 
     With upper confidence bounds on the errors this lower-bounds the mu of any mu-GDP guarantee
-    (Dong, Roth and Su 2022, Definition 2.7). The expression is symmetric in alpha and beta, so
-    it covers the test and its mirror image; it is computed as ``-ndtri(a) - ndtri(b)`` to keep
-    precision for tiny errors.
+    (Dong, Roth and Su 2022, definition of mu-GDP). The expression is symmetric in alpha and
+    beta, so it covers the test and its mirror image; it is computed as ``-ndtri(a) - ndtri(b)``
+    to keep precision for tiny errors.
     """
     a = np.clip(np.asarray(alpha, dtype=np.float64), 0.0, 1.0)
     b = np.clip(np.asarray(beta, dtype=np.float64), 0.0, 1.0)

@@ -86,7 +86,8 @@ class LaplaceWrongScale:
 
 class GaussianWrongSigma:
     """Gaussian noise ``sigma = factor * sensitivity / mu`` instead of ``sensitivity / mu``;
-    the true guarantee is ``(mu / factor)``-GDP (Dong, Roth and Su 2022, Theorem 2.7)."""
+    the true guarantee is ``(mu / factor)``-GDP (Dong, Roth and Su 2022: the Gaussian mechanism
+    is mu-GDP with mu = sensitivity / sigma)."""
 
     def __init__(self, *, mu: float, sensitivity: float = 1.0, factor: float = 0.5) -> None:
         self.mu = check_mu(mu)
