@@ -24,7 +24,7 @@ __all__ = ["bernoulli_bitsliced", "bernoulli_threshold"]
 
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _CHUNK = 1 << 16
-_FULL_STEPS = 6  # before this many bits nearly every word still has an undecided lane
+_FULL_STEPS = 8  # before this many bits most words still have an undecided lane
 
 
 def bernoulli_threshold(source: RandomSource, threshold: int, n: int) -> npt.NDArray[np.bool_]:
@@ -43,28 +43,38 @@ def bernoulli_bitsliced(source: RandomSource, threshold: int, nwords: int
     if threshold >= 1 << 64:
         out[:] = _ALL
         return out
+    size = min(_CHUNK, nwords)
+    bufs = (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64))
     for start in range(0, nwords, _CHUNK):
         k = min(_CHUNK, nwords - start)
         res = out[start:start + k]
-        und = np.full(k, _ALL, dtype=np.uint64)
-        idx: npt.NDArray[np.intp] | None = None
+        cur, m = 0, k
+        und = bufs[0][:k]  # lanes whose comparison is still undecided
+        und[:] = _ALL
+        idx: npt.NDArray[np.intp] | None = None  # positions of und in res, once compacted
         for step, bitpos in enumerate(range(63, -1, -1)):
             if threshold & ((1 << (bitpos + 1)) - 1) == 0:
                 break  # the rest of T is zero: an undecided lane has U >= T
-            u = source.words(und.size)
+            u = bufs[1 - cur][:m]
+            source.fill_words(u)  # bit `bitpos` of every lane's U
             if (threshold >> bitpos) & 1:
-                won = und & ~u  # U has 0 where T has 1: U < T
+                np.bitwise_and(u, und, out=u)  # U bit 1 = T bit: still undecided
+                np.bitwise_xor(und, u, out=und)  # U bit 0 < T bit 1: decided, U < T
                 if idx is None:
-                    res |= won
+                    np.bitwise_or(res, und, out=res)
                 else:
-                    res[idx] |= won
-                und &= u
+                    res[idx] |= und
+                cur, und = 1 - cur, u
             else:
-                und &= ~u  # U has 1 where T has 0: U > T, lane decided 0
+                np.invert(u, out=u)  # U bit 1 > T bit 0: decided, U > T (stays 0)
+                np.bitwise_and(und, u, out=und)
             if step + 1 >= _FULL_STEPS:
                 alive = und != 0
                 idx = np.flatnonzero(alive) if idx is None else idx[alive]
-                und = und[alive]
-                if und.size == 0:
+                kept = und[alive]
+                m = kept.size
+                if m == 0:
                     break
+                und = bufs[cur][:m]
+                und[:] = kept
     return out
