@@ -230,3 +230,13 @@ def test_any_junk_is_counted_and_never_raises(junk: list[object]) -> None:
         assert accepted >= 3
         est = agg.estimate()
         assert est.n == accepted
+
+
+@pytest.mark.parametrize("d", [8, 13, 64, 1000])
+@pytest.mark.parametrize("n", [1, 254, 255, 256, 9000])
+def test_unary_support_counts_match_a_plain_bit_count(d: int, n: int) -> None:
+    oue = ldp.OUE(epsilon=1.0, domain=d)
+    rows = oue.randomize_many(_src(n + d).integers(d, n), source=_src(7))
+    for r in (rows, rows[::2]):  # also a non-contiguous view
+        ref = np.unpackbits(r, axis=1, bitorder="little").sum(axis=0)[:d]
+        np.testing.assert_array_equal(oue.support_counts(r), ref)

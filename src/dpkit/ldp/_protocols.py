@@ -58,6 +58,7 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+_BYTE_ONES = np.uint64(0x0101010101010101)
 
 
 def _epsilon(epsilon: Any) -> float:
@@ -332,9 +333,28 @@ class _UnaryServer(FrequencyOracle):
         return arr, len(seq) - len(good)
 
     def support_counts(self, reports: npt.NDArray[np.uint8]) -> IntArray:
-        total = np.zeros(reports.shape[1] * 8, dtype=np.int64)
-        for start in range(0, reports.shape[0], 8192):  # 8192 rows: stays in cache
-            bits = np.unpackbits(reports[start:start + 8192], axis=1, bitorder="little")
+        """Column sums of the report bits.
+
+        Rows are read as 64-bit words; for each bit position ``k`` within a byte,
+        ``(w >> k) & 0x0101...01`` leaves one 0/1 per byte, and summing up to 255 rows keeps each
+        byte's count inside its byte (SWAR). The byte counts are then summed as integers.
+        Rows that do not fill whole words go through ``np.unpackbits``.
+        """
+        n, nb = reports.shape
+        total = np.zeros(nb * 8, dtype=np.int64)
+        block = 255
+        full = (n // block) * block if nb % 8 == 0 else 0
+        step = block * 32
+        for start in range(0, full, step):
+            stop = min(start + step, full)
+            words = np.ascontiguousarray(reports[start:stop]).view(np.uint64)
+            cube = words.reshape(-1, block, nb // 8)
+            for k in range(8):
+                acc = ((cube >> np.uint64(k)) & _BYTE_ONES).sum(axis=1, dtype=np.uint64)
+                total[k::8] += acc.view(np.uint8).reshape(acc.shape[0], nb).sum(
+                    axis=0, dtype=np.int64)
+        for start in range(full, n, 8192):
+            bits = np.unpackbits(reports[start:min(start + 8192, n)], axis=1, bitorder="little")
             total += bits.sum(axis=0, dtype=np.int64)
         return total[: self._d]
 
