@@ -108,7 +108,10 @@ def is_prime(n: int) -> bool:
 def _check_epsilon(epsilon: Any) -> float:
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)):
         raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
-    eps = float(epsilon)
+    try:
+        eps = float(epsilon)
+    except OverflowError:
+        eps = math.inf
     if not (math.isfinite(eps) and 0.0 < eps <= MAX_EPSILON):
         raise ValueError(f"epsilon must lie in (0, {MAX_EPSILON}], got {epsilon!r}")
     return eps
