@@ -1,5 +1,6 @@
 """Parameter fuzz: every invalid privacy parameter passed to every public constructor/function of
-the mechanisms, the noise samplers and the accounting events is refused with a dpkit error.
+the mechanisms, the noise samplers, the accounting events, the composition theorems and the
+local-DP protocols is refused with a dpkit error.
 
 A generated grid (each parameter of each entry point, replaced in turn by every invalid value of
 its kind, the other parameters valid) plus a hypothesis search over invalid floats. The number
@@ -23,7 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit import noise
+from dpkit import ldp, noise
+from dpkit.accounting import composition as comp
 from dpkit.accounting import events as ev
 from dpkit.errors import DPKitError
 from dpkit.mechanisms import (
@@ -75,6 +77,10 @@ INVALID: dict[str, list[Any]] = {
     "int_pos": [*NOT_INT, 0, -1],
     "int_nonneg": [*NOT_INT, -1],
     "neighbouring": ["foo", None, 1, True, "", "add-remove", 1.0],
+    # a sequence of epsilons: one bad element among good ones
+    "epsilon_list": [[1.0, v] for v in (math.nan, math.inf, -1.0, True, "1", 1j, None)],
+    # a categorical domain size
+    "domain": [0, -1, 1.5, None, True, math.nan],
     "method": ["foo", None, 1, "Analytic", True],
     "noise": ["foo", None, 1, "Laplace", True],
     "bool": [1, 0, "yes", None, 1.0, np.float64(1.0)],
@@ -233,6 +239,27 @@ TARGETS: list[Target] = [
     Target("RandomizedResponseEvent", ev.RandomizedResponseEvent,
            {"p_truth": 0.75, "categories": 2},
            {"p_truth": "probability", "categories": "int_pos"}),
+    # -- composition theorems -------------------------------------------------------------------
+    Target("basic_composition", comp.basic_composition, {"epsilons": [1.0, 0.5]},
+           {"epsilons": "epsilon_list"}),
+    Target("parallel_composition", comp.parallel_composition,
+           {"epsilons": [1.0, 0.5], **_NB}, {"epsilons": "epsilon_list", **_NBK}),
+    Target("advanced_composition", comp.advanced_composition,
+           {"epsilon": 0.1, "count": 10, "delta_slack": 1e-6, "delta": 0.0},
+           {"epsilon": "nonnegative", "count": "int_nonneg", "delta_slack": "delta",
+            "delta": "delta"}),
+    Target("optimal_composition_delta", comp.optimal_composition_delta,
+           {"epsilon": 0.1, "count": 10, "target_epsilon": 0.5},
+           {"epsilon": "nonnegative", "count": "int_nonneg", "target_epsilon": "nonnegative"}),
+    Target("optimal_composition", comp.optimal_composition,
+           {"epsilon": 0.1, "count": 10, "delta": 1e-6, "release_delta": 0.0},
+           {"epsilon": "nonnegative", "count": "int_nonneg", "delta": "delta",
+            "release_delta": "delta"}),
+    # -- local DP protocols ---------------------------------------------------------------------
+    *[Target(f"ldp.{cls.__name__}", cls, {"epsilon": 1.0, "domain": 8},
+             {"epsilon": "positive", "domain": "domain"}) for cls in ldp.FREQUENCY_ORACLES],
+    *[Target(f"ldp.{cls.__name__}", cls, {"epsilon": 1.0}, {"epsilon": "positive"})
+      for cls in (ldp.Duchi, ldp.Piecewise, ldp.Hybrid, ldp.RandomizedResponse)],
     Target("SelfComposedEvent", ev.SelfComposedEvent,
            {"event": ev.PureDpEvent(epsilon=1.0), "count": 3}, {"count": "int_nonneg"}),
     Target("PoissonSampledEvent", ev.PoissonSampledEvent,
