@@ -250,6 +250,9 @@ def test_selection_with_special_scores_never_fails() -> None:
             assert 0 <= r < len(scores)
         assert mech.release([np.nan, 1.0], source=src(2)) == 1
         assert mech.release([-np.inf, 0.0], source=src(2)) == 1
+        # docs/special-values.md: every score NaN or -inf -> candidate 0.
+        for seed in range(20):
+            assert mech.release([np.nan, -np.inf, np.nan], source=src(seed)) == 0
 
 
 # ---------------------------------------------------------------------------------------------
