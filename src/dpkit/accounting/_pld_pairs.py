@@ -46,7 +46,13 @@ Tails = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
 
 
 def _log_expm1_plus(e: FloatArray, q: float) -> FloatArray:
-    """``log(e^e - 1 + q)`` for an array ``e`` (``-inf`` where the argument is <= 0)."""
+    """``log(e^e - 1 + q)`` for an array ``e`` (``-inf`` where the argument is <= 0).
+
+    ``q = 1`` returns ``e`` itself, so that an atom put exactly on a grid point (the plain
+    Laplace mechanism) stays exactly there.
+    """
+    if q == 1.0:
+        return np.array(e, dtype=np.float64, copy=True)
     out = np.full_like(e, -np.inf)
     big = e > 30.0
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):

@@ -116,6 +116,7 @@ Mode = Literal["connect_dots", "round_up", "round_down", "mean", "tangent"]
 _TAIL = 1e-20  # P-mass left outside a single PLD's grid on each side (moved pessimistically)
 _WRAP_LOG = math.log(1e-18)  # target for each Chernoff-bounded wrapped mass
 _MAX_POINTS = 1 << 24
+_HULL_PASSES = 64  # vectorised hull passes; what is left non-convex is clipped (see excess)
 _MAX_SINGLE = 2e5  # grid points per single PLD when the grid step is chosen automatically
 
 
@@ -151,9 +152,12 @@ def _discretise(pair: Pair, h: float, mode: Mode) -> _GridPld:
     w = np.zeros(n, dtype=np.float64)
     top_sf_p = float(sf_p[-1])
     if mode == "tangent":
-        # supporting lines just left of each grid point (left derivative at an atom)
+        # supporting lines at the midpoints (in x = e^eps) of the grid intervals, and just left
+        # of each grid point (left derivative at an atom)
+        e_mid = e[:-1] + math.log((1.0 + math.exp(h)) / 2.0)
+        sfp_mid, sfq_mid, _, _ = pair.tails(e_mid)
         sfp_left, sfq_left, _, _ = pair.tails(e - 1e-6 * h)
-        low = _tangent_lower(e, sf_p, sf_q, sfp_left, sfq_left, h, i_lo)
+        low = _tangent_lower(e, sf_p, sf_q, sfp_mid, sfq_mid, sfp_left, sfq_left, h, i_lo)
         if low is not None:
             return low
         mode = "round_down"
@@ -176,15 +180,18 @@ def _discretise(pair: Pair, h: float, mode: Mode) -> _GridPld:
         w[-1] += top_sf_p
         return _GridPld(i_lo, w, 0.0)
     # connect the dots (Doroshenko et al. 2022, Algorithm 1), written per interval
-    x_prev = np.exp(e[:-1])
-    x_next = np.exp(e[1:])
+    # x_{i-1} b and x_i b through logs: e^eps overflows for large losses while b underflows
+    with np.errstate(divide="ignore"):
+        log_b = np.log(b)
+        log_top_q = math.log(float(sf_q[-1])) if sf_q[-1] > 0.0 else -math.inf
+    xb_prev = np.exp(e[:-1] + log_b)
+    xb_next = np.exp(e[1:] + log_b)
     em1 = math.expm1(h)
-    upper = np.maximum((a - x_prev * b) * (math.exp(h) / em1), 0.0)
-    lower = np.maximum((x_next * b - a) / em1, 0.0)
+    upper = np.maximum((a - xb_prev) * (math.exp(h) / em1), 0.0)
+    lower = np.maximum((xb_next - a) / em1, 0.0)
     w[1:] += upper
     w[:-1] += lower
-    x_top = math.exp(float(e[-1])) if e[-1] < 700.0 else math.inf
-    kept = min(top_sf_p, x_top * float(sf_q[-1])) if sf_q[-1] > 0.0 else 0.0
+    kept = min(top_sf_p, math.exp(min(float(e[-1]) + log_top_q, 700.0)))
     w[-1] += kept
     return _GridPld(i_lo, w, max(0.0, top_sf_p - kept))
 
@@ -193,6 +200,8 @@ def _tangent_lower(
     e: FloatArray,
     sf_p: FloatArray,
     sf_q: FloatArray,
+    sfp_mid: FloatArray,
+    sfq_mid: FloatArray,
     sfp_left: FloatArray,
     sfq_left: FloatArray,
     h: float,
@@ -201,12 +210,13 @@ def _tangent_lower(
     """A grid measure whose privacy curve lies *below* the true one (for lower bounds).
 
     In ``x = e^eps`` the curve ``f(x) = P(L > log x) - x Q(L > log x)`` is convex and, for
-    every real ``c``, ``T_c(x) = P(L > c) - x Q(L > c)`` is a supporting line at ``e^c``. With
-    ``T_{i-1} = T_{e_{i-1}}`` and ``T_{i+1}`` taken just left of ``e_{i+1}`` (so that it has the
-    left slope at an atom), the piecewise-linear curve through
-    ``v_i = min(T_{i-1}(x_i), f(x_i), T_{i+1}(x_i))`` (with ``v(0) = P(L > e_0)``
-    and ``v = 0`` from the last grid point on) lies below ``T_{i-1}`` or ``T_i`` on each piece,
-    hence below ``f``; its error is of second order in ``h``. Its lower convex hull is lower
+    every real ``c``, ``T_c(x) = P(L > c) - x Q(L > c)`` is a supporting line at ``e^c``. Let
+    ``M_i`` be the supporting line at the midpoint ``(x_{i-1} + x_i) / 2`` of grid interval
+    ``i``. The piecewise-linear curve through ``v_i = min(f(x_i), M_i(x_i), M_{i+1}(x_i))``, with
+    ``v(0) = P(L > e_0)`` (first piece below ``T_{e_0}``) and ``v = 0`` from the last grid point
+    on (last piece below the line just left of that point), lies below one supporting line on
+    each piece, hence below ``f``; its error is of second order in ``h`` (about an eighth of
+    ``f'' (x_i - x_{i-1})^2``, like the chords of the upper bound). Its lower convex hull is lower
     still and convex, so it is the curve of the measure with masses ``x_i (s_{i+1} - s_i)``
     (``s`` the slopes of the hull) on the hull's vertices; masses that come out negative
     (round-off) are set to zero and their total is kept as ``excess``, a bound on how far the
@@ -219,8 +229,12 @@ def _tangent_lower(
     x = np.exp(e)
     f = sf_p - x * sf_q
     v = f.copy()
-    v[1:] = np.minimum(v[1:], sf_p[:-1] - x[1:] * sf_q[:-1])
-    v[:-1] = np.minimum(v[:-1], sfp_left[1:] - x[:-1] * sfq_left[1:])
+    # interval i (from x_{i-1} to x_i) lies below the supporting line M_i at its midpoint
+    # (error a quarter of an end-point tangent's): both of its end values must be <= M_i
+    v[1:] = np.minimum(v[1:], sfp_mid - x[1:] * sfq_mid)
+    v[:-1] = np.minimum(v[:-1], sfp_mid - x[:-1] * sfq_mid)
+    # the last interval lies below the line just left of the last point, where v drops to 0
+    v[-2] = min(float(v[-2]), float(sfp_left[-1] - x[-2] * sfq_left[-1]))
     v[-1] = 0.0
     v = np.maximum(v, 0.0)
     # lower convex hull of (0, P(L > e_0)), (x_i, v_i): dropping a vertex that lies above the
@@ -228,7 +242,7 @@ def _tangent_lower(
     xs = np.concatenate(([0.0], x))
     vs = np.concatenate(([float(sf_p[0])], v))
     keep = np.arange(xs.size)
-    for _ in range(10_000):
+    for _ in range(_HULL_PASSES):
         kx, kv = xs[keep], vs[keep]
         sl = np.diff(kv) / np.diff(kx)
         viol = np.zeros(keep.size, dtype=bool)
@@ -237,8 +251,6 @@ def _tangent_lower(
             break
         viol[1:] &= ~viol[:-1]
         keep = keep[~viol]
-    else:  # pragma: no cover - did not converge: fall back to the first-order lower bound
-        return None
     kx, kv = xs[keep], vs[keep]
     slopes = np.concatenate((np.diff(kv) / np.diff(kx), [0.0]))
     masses = kx[1:] * np.diff(slopes)
@@ -273,12 +285,17 @@ class _Composed:
     excess: float = 0.0  # (lower bounds) sum of k_j excess_j
 
     def _tail_sums(self) -> tuple[FloatArray, FloatArray]:
-        """``P_t = sum_{s >= t} p_s`` and ``Q_t = sum_{s >= t} p_s e^{-l_s}``."""
+        """``P_t = sum_{s >= t} p_s`` and ``log Q_t`` with ``Q_t = sum_{s >= t} p_s e^{-l_s}``.
+
+        ``Q_t`` is kept as a logarithm (accumulated with ``logaddexp``) so that losses of any
+        size neither overflow nor underflow.
+        """
         p = self.pmf
         ptail = np.cumsum(p[::-1])[::-1]
-        with np.errstate(over="ignore"):
-            qtail = np.cumsum((p * np.exp(-self.losses))[::-1])[::-1]
-        return ptail, qtail
+        with np.errstate(divide="ignore"):
+            terms = np.log(p) - self.losses
+        log_qtail = np.logaddexp.accumulate(terms[::-1])[::-1]
+        return ptail, log_qtail
 
     def delta(self, eps: float, *, upper: bool) -> float:
         """delta(eps) of the composed grid PLD, plus (upper) or minus (lower) the allowances."""
@@ -308,12 +325,11 @@ class _Composed:
         target = delta - const
         if upper and target <= 0.0:
             return math.inf
-        ptail, qtail = self._tail_sums()
+        ptail, log_qtail = self._tail_sums()
         # delta at grid point l_t: sum_{s > t} p_s (1 - e^{l_t - l_s})
         ptail_next = np.concatenate((ptail[1:], [0.0]))
-        qtail_next = np.concatenate((qtail[1:], [0.0]))
-        with np.errstate(over="ignore", invalid="ignore"):
-            d_grid = ptail_next - np.exp(self.losses) * qtail_next
+        log_q_next = np.concatenate((log_qtail[1:], [-np.inf]))
+        d_grid = ptail_next - np.exp(self.losses + log_q_next)
         count_above = n_pts - 1 - np.arange(n_pts)
         sign = 1.0 if upper else -1.0
         d_grid = d_grid + sign * self.noise * count_above
@@ -321,21 +337,14 @@ class _Composed:
         if ok.size == 0:  # pragma: no cover - the top grid point always has nothing above
             return math.inf
         t = int(ok[0])
-        if t == 0:
-            # at or below the lowest composed loss
-            lowest = float(self.losses[0])
-            pt, qt = float(ptail[0]), float(qtail[0])
-        else:
-            lowest = float(self.losses[t - 1])
-            pt, qt = float(ptail[t]), float(qtail[t])
-            pt += sign * self.noise * float(n_pts - t)
+        pt, log_qt = float(ptail[t]), float(log_qtail[t])
+        pt += sign * self.noise * float(n_pts - t)
+        lowest = float(self.losses[t - 1]) if t > 0 else -math.inf
         # on (l_{t-1}, l_t]: delta(eps) = pt - e^eps qt; solve pt - e^eps qt = target
-        if qt <= 0.0 or pt <= target:
-            eps = lowest if t > 0 else -math.inf
-        else:
-            eps = math.log(pt - target) - math.log(qt)
-            eps = min(max(eps, lowest if t > 0 else -math.inf), float(self.losses[t]))
-        return eps
+        if log_qt == -math.inf or pt <= target:
+            return lowest
+        eps = math.log(pt - target) - log_qt
+        return min(max(eps, lowest), float(self.losses[t]))
 
 
 def _compose(
@@ -352,7 +361,8 @@ def _compose(
     if not live or inf_mass >= 1.0:
         return _Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0, 0.0)
     # Chernoff bounds choose the domain [A, B]
-    ts = (0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
+    ts = (0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
+          256.0, 512.0, 1024.0, 4096.0)
     best_hi, best_lo = math.inf, -math.inf
     for t in ts:
         up = sum(k * _log_mgf(g, h, t) for g, k in live)
@@ -437,7 +447,9 @@ class PldAccountant(PrivacyAccountant):
         self._nonprivate = 0
         self._slack = 0.0  # sum of count * pmf_slack over the leaves
         self._cache: dict[str, tuple[_Composed, _Composed]] = {}
+        self._cache_h: dict[str, float] = {}
         self._h_used: float | None = None
+        self._width = 0.0
 
     # ---------------------------------------------------------------- interpretation
     def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
@@ -447,6 +459,7 @@ class PldAccountant(PrivacyAccountant):
             if apply and count > 0:
                 self._nonprivate += count
                 self._cache.clear()
+                self._cache_h.clear()
             return True
         if isinstance(event, ComposedEvent):
             return all(self._walk(e, count, apply) for e in event.events) if not apply else all(
@@ -463,6 +476,7 @@ class PldAccountant(PrivacyAccountant):
                 self._counts[comp] = self._counts.get(comp, 0) + count
             self._slack += count * slack
             self._cache.clear()
+            self._cache_h.clear()
         return True
 
     @staticmethod
@@ -511,11 +525,28 @@ class PldAccountant(PrivacyAccountant):
         return None
 
     # ---------------------------------------------------------------- composition
-    def _choose_h(self) -> float:
+    def _choose_h(self, mode: Mode) -> float:
+        """The grid step for ``mode`` (see the module docstring, "Grid"), cached per state."""
+        hit = self._cache_h.get(mode)
+        if hit is not None:
+            return hit
+        base, single_sd = self._base_h()
+        h = base
+        if mode == "tangent":
+            # the lower bound's error grows when a single PLD spans few grid cells: refine up to
+            # 16 times (and to at most 8e5 points per single PLD) so that the smallest single
+            # standard deviation spans 50 cells
+            want = max(single_sd / 50.0, base / 16.0, self._width / (4.0 * _MAX_SINGLE))
+            h = base / max(1, math.ceil(base / want))
+        self._cache_h[mode] = h
+        return h
+
+    def _base_h(self) -> tuple[float, float]:
         if self._h_fixed is not None:
-            return self._h_fixed
+            return self._h_fixed, math.inf
         var = 0.0
         width = 0.0
+        single_sd = math.inf
         for comp, k in self._counts.items():
             for pair in (comp.remove, comp.add):
                 lo, hi = pair.bounds(_TAIL)
@@ -529,6 +560,9 @@ class PldAccountant(PrivacyAccountant):
                 mean = float(np.dot(g.w, ls)) / tot
                 v = float(np.dot(g.w, (ls - mean) ** 2)) / tot
                 var = max(var, 0.0) + (k * v if pair is comp.remove else 0.0)
+                if v > 0.0:
+                    single_sd = min(single_sd, math.sqrt(v))
+        self._width = width
         sd = math.sqrt(var) if var > 0.0 else 1.0
         h = min(max(2e-4 * sd, width / _MAX_SINGLE, 1e-7), 1e-2)
         # put the largest atom exactly on the grid (Laplace, pure DP, randomized response), so
@@ -540,14 +574,15 @@ class PldAccountant(PrivacyAccountant):
             h = v / n
             while h * n < v:  # the atom must not sit above its grid point
                 h = math.nextafter(h, math.inf)
-        return h
+        return h, single_sd
 
     def _composed(self, mode: Mode) -> tuple[_Composed, _Composed]:
         hit = self._cache.get(mode)
         if hit is not None:
             return hit
-        h = self._choose_h()
-        self._h_used = h
+        h = self._choose_h(mode)
+        if mode == self._mode:
+            self._h_used = h
         inf_log = -math.inf if self._nonprivate > 0 else 0.0
         out: list[_Composed] = []
         symmetric = all(c.remove == c.add for c in self._counts)
