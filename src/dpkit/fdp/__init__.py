@@ -4,6 +4,15 @@ Everything here errs on the safe side: trade-off curves are never above the exac
 epsilons are rounded up.
 """
 
+from dpkit.fdp._clt import (
+    BerryEsseenBound,
+    CltResult,
+    Functionals,
+    approx_dp_composition_limit,
+    berry_esseen,
+    clt_mu,
+    functionals,
+)
 from dpkit.fdp._compose import self_tensor, tensor
 from dpkit.fdp._tradeoff import (
     ApproxDpTradeOff,
@@ -27,6 +36,9 @@ from dpkit.fdp._tradeoff import (
 
 __all__ = [
     "ApproxDpTradeOff",
+    "BerryEsseenBound",
+    "CltResult",
+    "Functionals",
     "GaussianTradeOff",
     "GroupTradeOff",
     "LaplaceTradeOff",
@@ -35,8 +47,12 @@ __all__ = [
     "ScaledGaussianTradeOff",
     "TradeOffFunction",
     "approx_dp",
+    "approx_dp_composition_limit",
+    "berry_esseen",
+    "clt_mu",
     "from_distributions",
     "from_privacy_profile",
+    "functionals",
     "gaussian",
     "gdp",
     "identity",

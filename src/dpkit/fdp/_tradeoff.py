@@ -199,13 +199,19 @@ class TradeOffFunction(abc.ABC):
         a convex function), so it is a *lower* bound, not an interpolation.
         """
         n = check_integer(grid_size, name="grid_size", minimum=16)
+        return self._sampled_piecewise_linear(n, _ABS_SLACK)
+
+    def _sampled_piecewise_linear(self, n: int, slack: float) -> PiecewiseLinearTradeOff:
         # normal-quantile spacing resolves both tails (down to 1e-300), plus a uniform part
         tails = ndtr(-np.linspace(-37.5, 37.5, n - n // 4))
         mid = np.linspace(0.0, 1.0, n // 4)
         xs = np.unique(np.concatenate([[0.0], tails, mid, [1.0]]))
         ys = self._eval(xs)
         hx, hy = sampled_lower_bound(xs, np.clip(ys, 0.0, 1.0))
-        return PiecewiseLinearTradeOff._from_hull(hx, np.maximum(hy - _ABS_SLACK, 0.0))
+        # A lower bound of a symmetric f keeps the flag: its inverse and itself are both lower
+        # bounds of f, so treating it as symmetric is safe.
+        return PiecewiseLinearTradeOff._from_hull(hx, np.maximum(hy - slack, 0.0),
+                                                  symmetric=self.symmetric)
 
     # ------------------------------------------------------------------ operations
     def inverse(self) -> TradeOffFunction:
@@ -563,7 +569,13 @@ def from_distributions(*, p: ArrayLike, q: ArrayLike) -> PiecewiseLinearTradeOff
     alphas[-1] = 1.0
     betas[-1] = 0.0
     betas[1:] -= _ABS_SLACK  # cumulative sums carry rounding; the knot (0, 1 - Q(P=0)) does not
-    return PiecewiseLinearTradeOff._from_hull(alphas, betas)
+    f = PiecewiseLinearTradeOff._from_hull(alphas, betas)
+    # symmetric (T(P, Q) = T(Q, P)) when the curve equals its reflection up to rounding
+    g = f.inverse()
+    xs = np.unique(np.concatenate([f.alphas, g.alphas]))
+    if np.max(np.abs(f._eval(xs) - g._eval(xs))) <= 1e-12:
+        f.symmetric = True
+    return f
 
 
 def from_privacy_profile(*, epsilons: ArrayLike, deltas: ArrayLike,
