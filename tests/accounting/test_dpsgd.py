@@ -78,9 +78,11 @@ def test_validation(kwargs: dict[str, object]) -> None:
 
 def test_noise_multiplier_is_safe_and_tight() -> None:
     target = 2.0
-    s = dpsgd_noise_multiplier(sampling_rate=Q, steps=STEPS, epsilon=target, delta=DELTA)
+    s = dpsgd_noise_multiplier(
+        sampling_rate=Q, steps=STEPS, epsilon=target, delta=DELTA, rtol=5e-3
+    )
     assert dpsgd_epsilon(sampling_rate=Q, noise_multiplier=s, steps=STEPS, delta=DELTA) <= target
-    below = s / 1.01
+    below = s / 1.006
     assert dpsgd_epsilon(
         sampling_rate=Q, noise_multiplier=below, steps=STEPS, delta=DELTA
     ) > target
@@ -106,15 +108,15 @@ def test_noise_multiplier_refuses_impossible_target() -> None:
         dpsgd_noise_multiplier(sampling_rate=Q, steps=STEPS, epsilon=-1.0, delta=DELTA)
 
 
-@settings(max_examples=10, deadline=None)
-@given(steps=st.integers(min_value=1, max_value=300))
+@settings(max_examples=6, deadline=None)
+@given(steps=st.integers(min_value=1, max_value=120))
 def test_pld_epsilon_monotone_in_steps(steps: int) -> None:
     a = dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=steps, delta=DELTA)
     b = dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=1.0, steps=steps + 7, delta=DELTA)
     assert b >= a * (1 - 1e-4)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(sigma=st.floats(min_value=0.7, max_value=5.0), factor=st.floats(1.05, 2.0))
 def test_pld_epsilon_monotone_in_inverse_noise(sigma: float, factor: float) -> None:
     a = dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=sigma, steps=50, delta=DELTA)
