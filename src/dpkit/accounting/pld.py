@@ -75,7 +75,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import special
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
 from dpkit.accounting._base import PrivacyAccountant
@@ -262,13 +261,19 @@ def _tangent_lower(
     return _GridPld(start, w, 0.0, excess)
 
 
-def _log_mgf(g: _GridPld, h: float, t: float) -> float:
-    """``log sum_i w_i e^(t l_i)`` over the finite part (``-inf`` for an empty one)."""
+def _log_mgfs(g: _GridPld, h: float, ts: FloatArray) -> FloatArray:
+    """``log sum_i w_i e^(t l_i)`` over the finite part for each ``t`` (``-inf`` if empty)."""
     pos = np.nonzero(g.w > 0.0)[0]
+    out = np.full(ts.size, -np.inf)
     if pos.size == 0:
-        return -math.inf
+        return out
     ls = h * (g.start + pos)
-    return float(special.logsumexp(t * ls, b=g.w[pos]))
+    logw = np.log(g.w[pos])
+    for j, t in enumerate(ts):
+        a = t * ls + logw
+        m = float(a.max())
+        out[j] = m + math.log(float(np.sum(np.exp(a - m))))
+    return out
 
 
 @dataclasses.dataclass
@@ -361,12 +366,15 @@ def _compose(
     if not live or inf_mass >= 1.0:
         return _Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0, 0.0)
     # Chernoff bounds choose the domain [A, B]
-    ts = (0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
-          256.0, 512.0, 1024.0, 4096.0)
+    ts = np.array([0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0,
+                   128.0, 256.0, 512.0, 1024.0, 4096.0])
+    signed = np.concatenate((ts, -ts))
+    total = np.zeros(signed.size)
+    for g, k in live:
+        total += k * _log_mgfs(g, h, signed)
+    up_all, dn_all = total[: ts.size], total[ts.size :]
     best_hi, best_lo = math.inf, -math.inf
-    for t in ts:
-        up = sum(k * _log_mgf(g, h, t) for g, k in live)
-        dn = sum(k * _log_mgf(g, h, -t) for g, k in live)
+    for t, up, dn in zip(ts, up_all, dn_all, strict=True):
         if math.isfinite(up):
             best_hi = min(best_hi, (up - _WRAP_LOG) / t)
         if math.isfinite(dn):
