@@ -9,6 +9,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -118,6 +119,13 @@ def test_labelled_domain_refuses_unknown_labels() -> None:
         grr.randomize("blue")
     with pytest.raises(ValueError, match="not in the domain"):
         grr.randomize_many(["red", "blue"])
+    with pytest.raises(ValueError, match="not in the domain"):
+        grr.randomize_many(np.array(["red", "blue"]))
+    assert grr.encode_many(np.array(["green", "red", "green"])).tolist() == [1, 0, 1]
+    ints = ldp.OUE(epsilon=1.0, domain=[10, 20, 30])
+    assert ints.encode_many(np.array([30, 10])).tolist() == [2, 0]
+    with pytest.raises(ValueError, match="not in the domain"):
+        ints.encode_many(np.array([30, 11]))
     with pytest.raises(ValueError, match="outside"):
         ldp.OUE(epsilon=1.0, domain=4).randomize_many([0, 4])
     with pytest.raises(ValueError, match="outside"):

@@ -143,15 +143,23 @@ class FrequencyOracle(_c._Categorical):
                     f"[0, {self._d})"
                 )
             return arr
+        index = self._index or {}
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iuUS":
+            # map the distinct values once (np.unique sorts), then broadcast back
+            uniq, inverse = np.unique(values.reshape(-1), return_inverse=True)
+            codes = np.array([self._label_code(index, v.item()) for v in uniq], dtype=np.int64)
+            return codes[inverse.reshape(-1)]
         seq = list(values)
         out = np.empty(len(seq), dtype=np.int64)
-        index = self._index or {}
         for i, v in enumerate(seq):
-            try:
-                out[i] = index[v]
-            except (KeyError, TypeError):
-                raise ValueError(f"{self.name}: value {v!r} is not in the domain") from None
+            out[i] = self._label_code(index, v)
         return out
+
+    def _label_code(self, index: dict[Hashable, int], value: Any) -> int:
+        try:
+            return index[value]
+        except (KeyError, TypeError):
+            raise ValueError(f"{self.name}: value {value!r} is not in the domain") from None
 
     def randomize_many(self, values: Any, source: RandomSource | None = None) -> Any:
         """Reports of many users at once (same law as :meth:`randomize`), as a numpy array."""
