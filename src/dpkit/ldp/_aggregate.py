@@ -41,7 +41,7 @@ POSTPROCESS = (None, "clip", "normalise", "simplex")
 def project_simplex(v: Any) -> FloatArray:
     """Euclidean projection of ``v`` onto the probability simplex ``{x >= 0, sum x = 1}``.
 
-    Sort-based algorithm (Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Fig. 1): with
+    Sort-based algorithm (Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008): with
     ``u`` sorted decreasingly and ``rho`` the largest ``j`` such that
     ``u_j > (sum_{i<=j} u_i - 1)/j``, the projection is ``max(v - theta, 0)`` with
     ``theta = (sum_{i<=rho} u_i - 1)/rho``. This is also the "Norm-Sub" consistency step of

@@ -11,13 +11,13 @@ Each public class extends the device-side class of the same name in :mod:`dpkit.
   :class:`~dpkit.ldp.MeanAggregator`;
 * ``event``: the release described for dpkit's accountants.
 
-Frequency oracles ("pure" protocols, Wang, Blocki, Li and Jha, USENIX Security 2017, Sec 3.2):
+Frequency oracles ("pure" protocols, Wang, Blocki, Li and Jha, USENIX Security 2017):
 a report *supports* item v with probability ``p`` if the user holds v and ``q`` otherwise,
 independently across users. With ``S_v`` the number of supporting reports among ``n``,
 ``c_v = (S_v - n q) / (p - q)`` is unbiased for the true count and, for a true relative frequency
 ``f``, ``Var[c_v] = n (f p (1-p) + (1-f) q (1-q)) / (p - q)^2``
-``= n q (1-q) / (p-q)^2 + n f (1 - p - q) / (p - q)`` (their Eq. (2)), with ``p`` and ``q``
-the probabilities the implementation actually uses.
+``= n q (1-q) / (p-q)^2 + n f (1 - p - q) / (p - q)`` (their variance of a "pure" protocol),
+with ``p`` and ``q`` the probabilities the implementation actually uses.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class FrequencyOracle(_c._Categorical):
     def variance(self, n: int, frequency: float = 0.0) -> float:
         """Exact variance of the estimated count of an item with true relative frequency
         ``frequency`` among ``n`` users: ``n (f p(1-p) + (1-f) q(1-q)) / (p-q)^2``
-        (Wang et al., USENIX Security 2017, Eq. (2))."""
+        (Wang et al., USENIX Security 2017)."""
         n = _users(n)
         f = check_probability(frequency, name="frequency")
         return float(self._count_variance(n, np.float64(f)))
@@ -272,7 +272,7 @@ class GRR(FrequencyOracle, _c.GRR):
     """Generalized randomized response (k-RR): see :class:`dpkit.ldp.client.GRR`.
 
     ``p = e^eps/(e^eps + d - 1)``, ``q = 1/(e^eps + d - 1)``; variance of a count at frequency
-    0: ``n (d - 2 + e^eps) / (e^eps - 1)^2`` (Wang et al. 2017, Eq. (4)).
+    0: ``n (d - 2 + e^eps) / (e^eps - 1)^2`` (Wang et al. 2017).
     """
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
@@ -383,7 +383,7 @@ class SUE(_UnaryServer, _c.SUE):
 class OUE(_UnaryServer, _c.OUE):
     """Optimized unary encoding: see :class:`dpkit.ldp.client.OUE`.
 
-    Variance of a count at frequency 0: ``n 4 e^eps / (e^eps - 1)^2`` (Wang et al. 2017, Eq. (6)).
+    Variance of a count at frequency 0: ``n 4 e^eps / (e^eps - 1)^2`` (Wang et al. 2017).
     """
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
@@ -397,7 +397,7 @@ class OLH(FrequencyOracle, _c.OLH):
     """Optimized local hashing: see :class:`dpkit.ldp.client.OLH` (hash family and ``g``).
 
     ``p = e^eps/(e^eps + g - 1)``, ``q = 1/g``; with ``g = e^eps + 1`` the variance at frequency
-    0 is ``n 4 e^eps / (e^eps - 1)^2`` (Wang et al. 2017, Eq. (9)); dpkit reports the exact value
+    0 is ``n 4 e^eps / (e^eps - 1)^2`` (Wang et al. 2017); dpkit reports the exact value
     for the prime ``g`` in use. The server's cost is ``O(min(n, g^m) d)``: reports are grouped by
     ``(key, y)`` first.
     """
@@ -649,7 +649,7 @@ class MeanMechanism(_c._Numeric):
 
 class Duchi(MeanMechanism, _c.Duchi):
     """Duchi et al.'s mechanism: ``t_hat = +-B``, ``B = 1/(2p - 1) = (e^eps+1)/(e^eps-1)``,
-    ``Var[t_hat | t] = B^2 - t^2`` (Wang et al., ICDE 2019, Eq. (3))."""
+    ``Var[t_hat | t] = B^2 - t^2`` (Wang et al., ICDE 2019)."""
 
     def __init__(self, *, epsilon: float) -> None:
         _c.Duchi.__init__(self, epsilon=_epsilon(epsilon))
@@ -688,7 +688,8 @@ class Piecewise(MeanMechanism, _c.Piecewise):
     ``A0 = pi_l M (M^2-1)/12 + Delta L (L^2-1)/12`` and ``rho = phi (1 - phi)`` for the
     fractional part ``phi`` of ``(t + 1) N / 2``. :meth:`variance` drops the ``rho`` term, which
     is at most ``1 / (P N^2)`` (below 1e-9 at the default resolution). As ``L`` grows this tends
-    to ``t^2/(e^(eps/2)-1) + (e^(eps/2)+3)/(3 (e^(eps/2)-1)^2)`` (Wang et al., ICDE 2019, Lemma 2).
+    to ``t^2/(e^(eps/2)-1) + (e^(eps/2)+3)/(3 (e^(eps/2)-1)^2)``, the variance Wang et al.
+    (ICDE 2019) state for the continuous mechanism (checked in the tests).
     """
 
     def __init__(self, *, epsilon: float, resolution: int = 1 << 16) -> None:

@@ -291,7 +291,7 @@ class GRR(_Categorical):
 
 
 class _UnaryEncoding(_Categorical):
-    """Unary encoding: one-hot vector, each bit flipped independently (Wang et al. 2017, Sec 4.3).
+    """Unary encoding: one-hot vector, each bit flipped independently (Wang et al. 2017).
 
     Bit ``i`` of the report is 1 with probability ``p`` if ``i`` is the true value and ``q``
     otherwise; ``epsilon = ln(p (1 - q) / ((1 - p) q))``. Report: hex string of ``ceil(d/8)`` bytes.
@@ -372,7 +372,7 @@ class SUE(_UnaryEncoding):
 
 
 class OUE(_UnaryEncoding):
-    """Optimized unary encoding (Wang et al., USENIX Security 2017, Sec 4.4).
+    """Optimized unary encoding (Wang et al., USENIX Security 2017).
 
     ``p = 1/2`` and ``q = 1 / (e^eps + 1)`` (rounded up, which only lowers the privacy ratio).
     """
@@ -389,7 +389,7 @@ class OUE(_UnaryEncoding):
 
 
 class OLH(_Categorical):
-    """Optimized local hashing (Wang et al., USENIX Security 2017, Sec 4.4).
+    """Optimized local hashing (Wang et al., USENIX Security 2017).
 
     The user draws a hash function ``H`` from a universal family into ``[g]`` and reports
     ``(H, y)`` where ``y`` is GRR over ``[g]`` of ``H(value)``: ``y = H(value)`` with probability
@@ -712,7 +712,7 @@ class Piecewise(_Numeric):
         return f"Piecewise(epsilon={self._epsilon!r}, resolution={self._L})"
 
 
-HYBRID_EPSILON_STAR = 0.61  # Wang et al., ICDE 2019, Sec III-C: below it Duchi alone is best
+HYBRID_EPSILON_STAR = 0.61  # Wang et al., ICDE 2019: below it Duchi alone is best
 
 
 class Hybrid(_Numeric):
