@@ -169,6 +169,9 @@ def test_randomized_response_warner_estimate() -> None:
     agg.add([1] * 60 + [0] * 40)
     assert agg.estimate().counts[1] == pytest.approx(rr.proportion(100, 60) * 100)
     assert rr.variance(100, 0.2) == pytest.approx(100 * 0.75 * 0.25 / 0.25)
+    assert rr.proportion_variance(100, 0.2) == pytest.approx(rr.variance(100, 0.2) / 100**2)
+    assert rr.proportion_variance(100, 0.2, sampled=True) == pytest.approx(
+        0.2 * 0.8 / 100 + 0.75 * 0.25 / (100 * 0.25))
     assert isinstance(rr.event, RandomizedResponseEvent)
     assert rr.event.epsilon == pytest.approx(math.log(3))
     assert rr.randomize_many([True, False]).tolist() in ([0, 0], [0, 1], [1, 0], [1, 1])

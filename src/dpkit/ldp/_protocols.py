@@ -241,11 +241,27 @@ class RandomizedResponse(FrequencyOracle, _c.RandomizedResponse):
         return RandomizedResponseEvent(p_truth=float(self.p_truth), categories=2)
 
     def proportion(self, n: int, n1: int) -> float:
-        """Warner's estimate ``(p - 1)/(2p - 1) + n1 / ((2p - 1) n)``."""
+        """Warner's estimate ``(p - 1)/(2p - 1) + n1 / ((2p - 1) n)`` from ``n1`` "yes" reports.
+
+        It maximises the likelihood ``L = lambda^n1 (1 - lambda)^(n - n1)`` with
+        ``lambda = pi p + (1 - pi)(1 - p)`` over all real ``pi`` (so it can leave [0, 1]; clip
+        it for the maximum over [0, 1]) and is unbiased.
+        """
         n = _users(n)
         n1 = check_integer(n1, name="n1", minimum=0, maximum=n)
         p = self.p
         return (p - 1) / (2 * p - 1) + n1 / ((2 * p - 1) * n)
+
+    def proportion_variance(self, n: int, proportion: float = 0.0, *,
+                            sampled: bool = False) -> float:
+        """Variance of :meth:`proportion`: ``p (1-p) / (n (2p-1)^2)`` for a fixed population;
+        with ``sampled=True`` (respondents drawn from a larger population with true proportion
+        ``proportion``) Warner's ``pi (1-pi)/n + p (1-p) / (n (2p-1)^2)``."""
+        n = _users(n)
+        pi = check_probability(proportion, name="proportion")
+        p = self.p
+        var = p * (1 - p) / (n * (2 * p - 1) ** 2)
+        return var + pi * (1 - pi) / n if sampled else var
 
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
         p = self.p_truth
