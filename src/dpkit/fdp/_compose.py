@@ -44,6 +44,14 @@ FloatArray = NDArray[np.float64]
 _TAIL = 1e-15
 _FINAL_SLACK = 1e-12
 _DIRECT_LIMIT = 200_000  # product of lengths below which np.convolve is used
+_MAX_BINS = 5_000_000  # refuse grids larger than this rather than run for minutes
+
+
+def _check_size(n: int) -> None:
+    if n > _MAX_BINS:
+        raise PrivacyParameterError(
+            f"the privacy-loss grid would need {n} bins; use a larger loss_step"
+        )
 
 
 @dataclasses.dataclass
@@ -70,6 +78,7 @@ class _LossPair:
         # the loss of a segment is only known to ~1e-16 relative from the float knots
         k = np.ceil(loss / h - 1e-9).astype(np.int64)
         k0 = int(k.min())
+        _check_size(int(k.max()) - k0 + 1)
         qb = np.asarray(np.bincount(k - k0, weights=q), dtype=np.float64)
         kk = (np.arange(qb.size) + k0) * h
         pb = qb * np.exp(-kk)
@@ -103,6 +112,7 @@ class _LossPair:
     def compose(self, other: _LossPair) -> _LossPair:
         if self.h != other.h:  # pragma: no cover - internal invariant
             raise PrivacyParameterError("loss grids differ")
+        _check_size(self.q.size + other.q.size - 1)
         conv = np.convolve if self.q.size * other.q.size <= _DIRECT_LIMIT else fftconvolve
         q = np.maximum(np.asarray(conv(self.q, other.q), dtype=np.float64), 0.0)
         p = np.maximum(np.asarray(conv(self.p, other.p), dtype=np.float64), 0.0)
