@@ -105,6 +105,9 @@ def test_merge_refuses_different_protocols() -> None:
                   ldp.SUE(epsilon=1.0, domain=8)):
         with pytest.raises(PrivacyParameterError):
             a.merge(other.aggregator())
+    labelled = ldp.GRR(epsilon=1.0, domain=["a", "b"]).aggregator()
+    with pytest.raises(PrivacyParameterError):
+        labelled.merge(ldp.GRR(epsilon=1.0, domain=["b", "a"]).aggregator())
     m = ldp.Duchi(epsilon=1.0).aggregator()
     with pytest.raises(PrivacyParameterError):
         m.merge(ldp.Duchi(epsilon=2.0).aggregator())

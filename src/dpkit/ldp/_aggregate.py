@@ -168,10 +168,14 @@ class FrequencyAggregator:
 
     def merge(self, other: FrequencyAggregator) -> FrequencyAggregator:
         """Add another shard's aggregator (same protocol parameters) into this one."""
-        if not isinstance(other, FrequencyAggregator) or repr(other.protocol) != repr(
-            self.protocol
-        ) or type(other.protocol) is not type(self.protocol) or \
-                other.protocol.support_probabilities() != self.protocol.support_probabilities():
+        same = (
+            isinstance(other, FrequencyAggregator)
+            and type(other.protocol) is type(self.protocol)
+            and repr(other.protocol) == repr(self.protocol)
+            and other.protocol.labels == self.protocol.labels
+            and other.protocol.support_probabilities() == self.protocol.support_probabilities()
+        )
+        if not same:
             raise PrivacyParameterError("can only merge aggregators of identical protocols")
         if other._stat is not None:
             self._stat = other._stat.copy() if self._stat is None else self._stat + other._stat
