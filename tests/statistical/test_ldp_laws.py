@@ -6,6 +6,10 @@ actually draw is that law. Pearson's chi-square against the exact law, bins with
 below 20 merged into one, critical value ``scipy.stats.chi2.isf(1e-6, bins - 1)`` (e.g. 39.5 for
 df = 7, 72.7 for df = 31); each test is its own test at alpha = 1e-6.
 
+For unary encodings on a larger domain (d = 300, where the report law has 2^300 points) the
+client's bits are tested instead: the true bit, the pooled other bits and their spread (see
+``_unary_rejects``), with a companion that feeds clients of a different epsilon.
+
 Validity companion: the same test on draws from a unary encoding with the wrong flipping
 probability (``p = e^eps/(e^eps + 1)`` per bit, which is 2 eps-LDP) must reject. The non-central
 chi-square power at the sample size used is printed in the assertion; it exceeds 1 - 1e-6.
@@ -112,3 +116,44 @@ def test_validity_a_wrong_unary_encoding_is_rejected() -> None:
     counts = Counter(broken.randomize(3) for _ in range(n))
     stat, df = _chi2(law, counts, n)
     assert stat > stats.chi2.isf(ALPHA, df), (stat, df)
+
+
+def _unary_counts(proto: Any, value: int, n: int) -> np.ndarray:
+    rows = [np.frombuffer(bytes.fromhex(proto.randomize(value)), dtype=np.uint8)
+            for _ in range(n)]
+    bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, : proto.d]
+    return bits.sum(axis=0)
+
+
+def _unary_rejects(counts: np.ndarray, n: int, value: int, p: float, q: float) -> bool:
+    """Three tests sharing alpha = 1e-6 (Bonferroni, alpha/3 each):
+
+    * the true bit: ``z = (c_x - n p) / sqrt(n p (1-p))``, two-sided, ``|z| > norm.isf(alpha/6)``;
+    * all other bits pooled: ``z`` of their total against ``n (d-1) q``, same critical value;
+    * their spread: Pearson ``sum (c_i - n q)^2 / (n q (1-q))`` over the ``d - 1`` other bits is
+      chi-square with ``d - 1`` degrees of freedom; reject above ``chi2.isf(alpha/3, d-1)``.
+    """
+    zc = stats.norm.isf(ALPHA / 6)
+    others = np.delete(counts, value).astype(float)
+    z_true = (counts[value] - n * p) / np.sqrt(n * p * (1 - p))
+    z_pool = (others.sum() - n * others.size * q) / np.sqrt(n * others.size * q * (1 - q))
+    spread = float(((others - n * q) ** 2).sum() / (n * q * (1 - q)))
+    return bool(abs(z_true) > zc or abs(z_pool) > zc
+                or spread > stats.chi2.isf(ALPHA / 3, others.size))
+
+
+@pytest.mark.parametrize("cls", [client.SUE, client.OUE])
+def test_large_domain_unary_client_bits(cls: Any) -> None:
+    proto = cls(epsilon=1.0, domain=300)
+    n = 3000
+    p, q = (float(v) for v in proto.support_probabilities())
+    assert not _unary_rejects(_unary_counts(proto, 7, n), n, 7, p, q)
+
+
+def test_validity_large_domain_unary_client_with_a_wrong_q() -> None:
+    # clients of OUE(epsilon = 1.1) tested against the probabilities of OUE(epsilon = 1):
+    # q moves from 0.2689 to 0.2497, so the pooled z is about -0.0192 / sqrt(0.2689 * 0.7311 /
+    # (3000 * 299)) = -41, far beyond the critical value 5.3
+    wrong = client.OUE(epsilon=1.1, domain=300)
+    p, q = (float(v) for v in client.OUE(epsilon=1.0, domain=300).support_probabilities())
+    assert _unary_rejects(_unary_counts(wrong, 7, 3000), 3000, 7, p, q)
