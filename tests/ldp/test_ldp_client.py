@@ -216,3 +216,12 @@ def _ideal(proto: object, eps: float) -> tuple[float, float]:
     if isinstance(proto, ldp.OUE):
         return 0.5, 1 / (e + 1)
     return e / (e + 1), 0.5
+
+
+def test_server_import_stays_light() -> None:
+    code = ("import sys, dpkit.ldp; print(sorted(m for m in ('matplotlib', 'typer', 'rich', "
+            "'scipy', 'duckdb', 'pyspark') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
