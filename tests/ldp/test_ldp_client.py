@@ -220,7 +220,7 @@ def _ideal(proto: object, eps: float) -> tuple[float, float]:
 
 def test_server_import_stays_light() -> None:
     code = ("import sys, dpkit.ldp; print(sorted(m for m in ('matplotlib', 'typer', 'rich', "
-            "'scipy', 'duckdb', 'pyspark') if m in sys.modules))")
+            "'duckdb', 'pyspark') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
