@@ -1,0 +1,258 @@
+"""mu-GDP accounting (Dong, Roth and Su 2022, "Gaussian Differential Privacy").
+
+:class:`GdpAccountant` interprets events as trade-off functions and composes them in the
+Gaussian-DP family:
+
+* ``GaussianEvent(sigma)`` (no pmf slack): exactly ``1/sigma``-GDP (DRS Theorem 2.7); the
+  composition of Gaussians is exact, ``mu = sqrt(sum mu_i^2)`` (DRS Corollary 3.3), summed in
+  exact rational arithmetic and rounded up.
+* Laplace, exponential mechanism, report-noisy-max, discrete Laplace, pure-DP (and approx-DP with
+  delta = 0) and randomized-response events: through the central limit theorem (DRS Theorems
+  3.4/3.5) with the functionals of their trade-off functions (Laplace: ``T(Lap(0,1),
+  Lap(1/b,1))``; epsilon-DP events: the worst case ``f_{eps,0}``; randomized response: its exact
+  pair). The CLT gives ``G_mu_clt`` with ``mu_clt = 2 sum kl / sqrt(sum kappa_2 - sum kl^2)``.
+* ``PoissonSampledEvent(q, GaussianEvent(sigma))`` repeated T times (DP-SGD): the CLT of DRS
+  Section 5 / Bu, Dong, Long and Su (2020): ``mu = q sqrt(T (e^{1/sigma^2} - 1))``; each step
+  adds ``q^2 (e^{1/sigma^2} - 1)`` to ``mu^2``.
+
+The parts are combined as ``G_mu_exact (x) G_mu_clt (x) G_mu_sgd = G_sqrt(sum of squares)``.
+
+**Labelling.** Whenever a CLT step was used the answer is an *approximation*, not a bound, and
+``is_upper_bound`` becomes False. The CLT is asymptotic and can be optimistic: for DP-SGD with
+few steps or large sampling rates it is known to under-state epsilon compared with tight PLD
+accounting. Use the PLD or RDP accountants when you need a guarantee.
+
+**pmf slack** (see :mod:`dpkit.accounting.events`): an actual pmf within ``e^{+-a}`` of the ideal
+one is ``(eps + 2a)``-DP when the ideal is eps-DP, so epsilon-DP-type events with slack use
+``f_{eps + 2a, 0}`` in the CLT. A Gaussian with slack is not mu-GDP for any mu we could certify
+(its trade-off curve is ``e^{-a} G_mu(e^a alpha)``-like, outside the family), so such events are
+refused, as are Poisson-sampled Gaussians with slack, approx-DP events with delta > 0, discrete
+Gaussians, and Poisson subsampling of anything but a Gaussian under add/remove neighbours.
+Unknown events are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpkit._numeric.rounding import div_up, up
+from dpkit._numeric.validation import (
+    check_delta,
+    check_integer,
+    check_positive,
+    check_probability,
+)
+from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    Neighbouring,
+    NonPrivateEvent,
+    NoOpEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    RandomizedResponseEvent,
+    ReportNoisyMaxEvent,
+    SelfComposedEvent,
+)
+from dpkit.fdp import (
+    Functionals,
+    GaussianTradeOff,
+    approx_dp,
+    from_distributions,
+    functionals,
+    laplace,
+)
+from dpkit.fdp._gaussian import gaussian_delta_up
+
+__all__ = ["GdpAccountant", "dpsgd_gdp_epsilon", "dpsgd_gdp_mu"]
+
+
+def _sqrt_up(x: float) -> float:
+    r = math.sqrt(x)
+    return r if r * r >= x else math.nextafter(r, math.inf)
+
+
+def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -> float:
+    """CLT estimate of mu for DP-SGD: ``mu = q sqrt(T (e^{1/sigma^2} - 1))``.
+
+    Poisson-subsampled Gaussian mechanism with sampling rate q and noise multiplier sigma,
+    composed over T steps (Bu, Dong, Long and Su 2020; DRS Section 5, the CLT for subsampled
+    Gaussians as ``q sqrt(T) -> constant``). This is an asymptotic *estimate*, not a bound, and
+    it can be optimistic (smaller than the true privacy loss) for moderate T or large q; rounded
+    up at the last step. ``expm1`` keeps precision for large sigma.
+    """
+    q = check_probability(sampling_rate, name="sampling_rate")
+    sigma = check_positive("noise_multiplier", noise_multiplier)
+    t = check_integer(steps, name="steps", minimum=0)
+    if q == 0.0 or t == 0:
+        return 0.0
+    inv = 1.0 / (sigma * sigma)
+    if inv > 700.0:
+        return math.inf
+    mu_sq = q * q * t * math.expm1(inv)
+    return math.nextafter(_sqrt_up(mu_sq), math.inf)
+
+
+def dpsgd_gdp_epsilon(*, sampling_rate: float, noise_multiplier: float, steps: int,
+                      delta: float) -> float:
+    """epsilon at ``delta`` of the CLT estimate ``G_mu`` of DP-SGD (an estimate, see
+    :func:`dpsgd_gdp_mu`); ``G_mu``'s epsilon is rounded up."""
+    d = check_delta(delta)
+    mu = dpsgd_gdp_mu(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, steps=steps)
+    if mu == 0.0:
+        return 0.0
+    if math.isinf(mu):
+        return math.inf
+    return GaussianTradeOff(mu).epsilon(d)
+
+
+def _pure_functionals(eps: float) -> Functionals:
+    return functionals(approx_dp(epsilon=eps))
+
+
+class GdpAccountant(PrivacyAccountant):
+    """Interprets events in mu-GDP (see the module docstring for what is exact and what is a
+    CLT approximation). ``is_upper_bound`` is True until a CLT step is used."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.is_upper_bound = True
+        self._mu_sq_exact = Fraction(0)  # exact Gaussian part
+        self._sum_kl = 0.0  # CLT part: sums of the functionals
+        self._sum_k2 = 0.0
+        self._sum_kl2 = 0.0
+        self._mu_sq_sgd = 0.0  # DP-SGD CLT part
+        self._non_private = False
+
+    # ------------------------------------------------------------------ interpretation
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        if isinstance(event, NoOpEvent):
+            return True
+        if isinstance(event, NonPrivateEvent):
+            if apply and count > 0:
+                self._non_private = True
+            return True
+        if isinstance(event, ComposedEvent):
+            return all(self._walk(e, count, apply) for e in event.events)
+        if isinstance(event, SelfComposedEvent):
+            return self._walk(event.event, count * event.count, apply)
+        if isinstance(event, GaussianEvent):
+            if event.pmf_slack > 0.0:
+                return False
+            if apply and count > 0:
+                sigma = Fraction(event.noise_multiplier)
+                self._mu_sq_exact += Fraction(count) / (sigma * sigma)
+            return True
+        if isinstance(event, PoissonSampledEvent):
+            return self._walk_poisson(event, count, apply)
+        fn = self._clt_functionals(event)
+        if fn is None:
+            return False
+        if isinstance(fn, str):  # "inf": an infinite-epsilon release
+            if apply and count > 0:
+                self._non_private = True
+            return True
+        if apply and count > 0:
+            self._sum_kl += count * fn.kl
+            self._sum_k2 += count * fn.kappa2
+            self._sum_kl2 += count * fn.kl * fn.kl
+            if fn.kl > 0.0:
+                self.is_upper_bound = False
+        return True
+
+    def _walk_poisson(self, event: PoissonSampledEvent, count: int, apply: bool) -> bool:
+        inner = event.event
+        if not isinstance(inner, GaussianEvent) or inner.pmf_slack > 0.0:
+            return False
+        if inner.neighbouring is not Neighbouring.ADD_REMOVE:
+            return False
+        q = event.sampling_rate
+        if q == 1.0:
+            return self._walk(inner, count, apply)
+        if apply and count > 0 and q > 0.0:
+            inv = 1.0 / (inner.noise_multiplier * inner.noise_multiplier)
+            step = q * q * math.expm1(inv) if inv <= 700.0 else math.inf
+            self._mu_sq_sgd += count * step
+            self.is_upper_bound = False
+        return True
+
+    @staticmethod
+    def _clt_functionals(event: DpEvent) -> Functionals | str | None:
+        """Functionals of the event's trade-off function, "inf" for an infinite epsilon, or
+        None when the event is not supported."""
+        if isinstance(event, LaplaceEvent):
+            if event.pmf_slack == 0.0:
+                return functionals(laplace(mu=div_up(1.0, event.noise_multiplier)))
+            eps = up(Fraction(1) / Fraction(event.noise_multiplier) + 2 * Fraction(event.pmf_slack))
+            return _pure_functionals(eps)
+        if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)):
+            return _pure_functionals(up(Fraction(event.epsilon) + 2 * Fraction(event.pmf_slack)))
+        if isinstance(event, DiscreteLaplaceEvent):
+            eps = up(Fraction(event.sensitivity) / Fraction(event.scale)
+                     + 2 * Fraction(event.pmf_slack))
+            return _pure_functionals(eps)
+        if isinstance(event, PureDpEvent):
+            return _pure_functionals(event.epsilon)
+        if isinstance(event, ApproxDpEvent):
+            return _pure_functionals(event.epsilon) if event.delta == 0.0 else None
+        if isinstance(event, RandomizedResponseEvent):
+            if event.p_truth == 1.0:
+                return "inf"
+            k = event.categories
+            r = (1.0 - event.p_truth) / (k - 1)
+            p = [r] * k
+            q = [r] * k
+            p[0] = event.p_truth
+            q[1] = event.p_truth
+            return functionals(from_distributions(p=p, q=q))
+        return None
+
+    # ------------------------------------------------------------------ answers
+    @property
+    def mu(self) -> float:
+        """The composed GDP parameter (exact part rounded up; CLT parts are estimates)."""
+        with self._lock:
+            return self._mu()
+
+    def _mu(self) -> float:
+        if self._non_private:
+            return math.inf
+        exact_sq = up(self._mu_sq_exact)
+        clt_sq = 0.0
+        if self._sum_kl > 0.0:
+            var = self._sum_k2 - self._sum_kl2
+            clt_sq = math.inf if not var > 0.0 else (2.0 * self._sum_kl) ** 2 / var
+        total = exact_sq + clt_sq + self._mu_sq_sgd
+        if total == 0.0:
+            return 0.0
+        if math.isinf(total):
+            return math.inf
+        return _sqrt_up(math.nextafter(total, math.inf))
+
+    def tradeoff(self) -> GaussianTradeOff:
+        """``G_mu`` of the composition (an estimate when ``is_upper_bound`` is False)."""
+        mu = self.mu
+        return GaussianTradeOff(1e300 if math.isinf(mu) else mu)
+
+    def _epsilon(self, delta: float) -> float:
+        mu = self._mu()
+        if mu == 0.0:
+            return 0.0
+        if math.isinf(mu):
+            return math.inf
+        return GaussianTradeOff(mu).epsilon(delta)
+
+    def _delta(self, epsilon: float) -> float:
+        mu = self._mu()
+        if mu == 0.0:
+            return 0.0
+        if math.isinf(mu):
+            return 1.0
+        return gaussian_delta_up(epsilon, mu)
