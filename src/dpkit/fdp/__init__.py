@@ -33,6 +33,7 @@ from dpkit.fdp._tradeoff import (
     mu_from_epsilon_delta,
     piecewise_linear,
 )
+from dpkit.fdp.plot import plot_privacy_profiles, plot_tradeoffs
 
 __all__ = [
     "ApproxDpTradeOff",
@@ -59,6 +60,8 @@ __all__ = [
     "laplace",
     "mu_from_epsilon_delta",
     "piecewise_linear",
+    "plot_privacy_profiles",
+    "plot_tradeoffs",
     "self_tensor",
     "tensor",
 ]
