@@ -10,7 +10,7 @@ returns the four arrays
   differences of small probabilities keep their relative precision in both tails).
 
 The hockey-stick divergence (privacy profile) is then ``delta(eps) = sf_p(eps) - e^eps sf_q(eps)``
-(e.g. Sommer, Meiser and Mohammadi 2019, Lemma 5; Balle and Wang 2018, Theorem 5).
+(the supremum of ``P(S) - e^eps Q(S)`` is attained at ``S = {L > eps}``).
 :meth:`bounds` gives a loss interval outside of which the P-mass is below ``tail`` (the
 discretiser moves that mass pessimistically).
 
@@ -22,8 +22,8 @@ Pairs:
   directions then have the same loss distribution). The loss is a monotone function of the
   observation ``y`` through ``g(y)`` (Gaussian: ``(2y - 1) / (2 sigma^2)``; Laplace:
   ``(|y| - |y - 1|) / b``): remove ``L = log(1 - q + q e^g)``, add ``L = -log(1 - q + q e^g)``
-  (Koskela, Jalko and Honkela 2020, Section 6; Zhu, Dong and Wang 2022, Theorem 11 for the
-  add/remove pair of Poisson subsampling).
+  (the subsampled Gaussian pairs of Koskela, Jalko and Honkela 2020 and of the dominating-pair
+  analysis of Poisson subsampling by Zhu, Dong and Wang 2022).
 * :class:`AtomPair`: a pair whose loss takes finitely many values (randomized response,
   discrete Laplace/Gaussian, the worst-case pair of (epsilon, delta)-DP), given as
   ``(loss, P-mass)`` atoms plus a mass at ``+inf``; ``Q(loss = l) = P(loss = l) e^-l``.
@@ -195,7 +195,7 @@ def worst_case_pair(epsilon: float, delta: float) -> AtomPair:
 
     ``P``: ``+inf`` with mass delta, ``+eps`` with ``(1 - delta) e^eps / (1 + e^eps)``, ``-eps``
     with ``(1 - delta) / (1 + e^eps)``. Every (eps, delta)-DP mechanism is a post-processing of
-    it (Dong, Roth and Su 2022, Proposition 2.13 with Lemma 2.9), so it dominates.
+    it ((eps, delta)-DP is f_{eps,delta}-DP, Dong, Roth and Su 2022, Section 2), so it dominates.
     """
     if epsilon == 0.0:
         return AtomPair((0.0,), (1.0 - delta,), delta)

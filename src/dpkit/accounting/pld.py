@@ -5,18 +5,20 @@ composition the losses add, so the composed loss is the convolution of the singl
 
     delta(eps) = E_P[(1 - e^(eps - L))_+] = P(L = inf) + sum_{l > eps} p_l (1 - e^(eps - l))
 
-(Sommer, Meiser and Mohammadi 2019, Lemma 5; Koskela, Jalko and Honkela 2020, Lemma 5). Under
+(the hockey-stick divergence ``sup_S P(S) - e^eps Q(S)``, attained at ``S = {L > eps}``; this is
+the privacy-loss-distribution formula of Sommer, Meiser and Mohammadi 2019 and of Koskela,
+Jalko and Honkela 2020). Under
 add/remove neighbouring a Poisson-subsampled mechanism has two different pairs (the "remove"
 pair ``(M(D), M(D'))`` and the "add" pair ``(M(D'), M(D))``); for a fixed ordered pair of
 neighbouring datasets every step is in the same direction, so each direction is composed on its
-own and ``delta = max(delta_remove, delta_add)`` (Zhu, Dong and Wang 2022, Section 5; the
-dp_accounting library does the same).
+own and ``delta = max(delta_remove, delta_add)`` (Zhu, Dong and Wang 2022, dominating pairs
+of Poisson subsampling; the dp_accounting library does the same).
 
 Error analysis of the upper bound (:meth:`PldAccountant.get_epsilon`)
 --------------------------------------------------------------------
 1. *Discretisation (pessimistic).* Each single PLD is replaced by a PLD supported on the grid
-   ``h Z`` (plus ``+inf``) that *dominates* it: the "connect the dots" PLD of Doroshenko, Ghazi,
-   Kamath, Kumar and Manurangsi 2022 (Theorem 3.2 / Algorithm 1), whose privacy curve is the
+   ``h Z`` (plus ``+inf``) that *dominates* it: the pessimistic "connect the dots" PLD of
+   Doroshenko, Ghazi, Kamath, Kumar and Manurangsi (PETS 2022), whose privacy curve is the
    chord interpolation of the true curve ``delta(x)``, convex in ``x = e^eps``, through the grid
    points, hence above it everywhere. On a grid interval ``(e_{i-1}, e_i]`` with P-mass ``a`` and
    Q-mass ``b`` it puts ``x_i (a - x_{i-1} b) / (x_i - x_{i-1})`` on ``e_i`` and
@@ -24,8 +26,11 @@ Error analysis of the upper bound (:meth:`PldAccountant.get_epsilon`)
    the interval). P-mass below the lowest grid point is moved up onto it, P-mass above the
    highest point ``e_n`` goes to ``+inf`` except ``e^{e_n} Q(L > e_n)``, kept on ``e_n``, so the
    mass at infinity is exactly ``delta(e_n)`` and is tracked exactly through the composition
-   (``1 - prod (1 - m_j)^{k_j}``). Domination is preserved by composition (Dong, Roth and Su
-   2022, Lemma C.3 / Blackwell), so the composed grid PLD bounds the true curve from above. The
+   (``1 - prod (1 - m_j)^{k_j}``). Domination is preserved by composition: the composed curve
+   at ``eps`` is ``E[delta_1(eps - S)]`` with ``S`` the loss of the other factors, so raising
+   ``delta_1`` pointwise (for every real argument) raises it, and one factor at a time the
+   composed grid curve bounds the true one from above (the same argument, with the
+   inequality reversed, proves the lower bound below). The
    excess is of second order in ``h`` (chord error), which is why ``h ~ 1e-4`` suffices even
    for 10^4 steps. ``discretisation="round_up"`` gives the simpler privacy-buckets scheme
    (Meiser and Mohammadi 2018): every loss rounded up to the grid; also dominating, but its bias
