@@ -4,7 +4,8 @@ DP-SGD with Poisson sampling is ``steps`` compositions of the Poisson-subsampled
 mechanism ``M(D) = sum_{x in batch} clip(grad(x)) + N(0, (sigma C)^2 I)`` with sampling rate
 ``q``; per step the dominating pairs under add/remove neighbours are
 ``((1 - q) N(0, s^2) + q N(1, s^2), N(0, s^2))`` and the reverse mixture pair, with ``s`` the
-noise multiplier (Abadi et al. 2016; Zhu, Dong and Wang 2022, Theorem 11).
+noise multiplier (Abadi et al. 2016; the dominating pairs of Poisson subsampling of Zhu, Dong
+and Wang 2022).
 
 Methods:
 
@@ -13,8 +14,9 @@ Methods:
   epsilon for typical runs (error analysis in :mod:`dpkit.accounting.pld`).
 * ``"rdp"``: Renyi DP (Mironov, Talwar and Zhang 2019) converted with Balle et al. 2020,
   Theorem 21. An **upper bound**, usually looser than PLD.
-* ``"gdp-clt"``: the central limit theorem of Dong, Roth and Su (2022, Theorem 3.6 / Corollary
-  5.4): the run is approximately ``mu``-GDP with ``mu = q sqrt(steps (e^{1/s^2} - 1))``, and
+* ``"gdp-clt"``: the central limit theorem of Dong, Roth and Su (2022, Section 5) as used by
+  Bu, Dong, Long and Su (2020): the run is approximately ``mu``-GDP with
+  ``mu = q sqrt(steps (e^{1/s^2} - 1))`` (:func:`dpkit.accounting.gdp.dpsgd_gdp_mu`), and
   ``epsilon`` is read off the ``mu``-GDP curve. An **estimate, not a bound**: the CLT can be
   optimistic (it underestimates epsilon when ``q`` is not small or ``steps`` not large).
 """
