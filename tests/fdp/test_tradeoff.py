@@ -201,6 +201,16 @@ def test_profile_roundtrip_gaussian(mu: float) -> None:
         assert back.delta(float(e)) == pytest.approx(d, abs=1e-12)
 
 
+def test_profile_roundtrip_asymmetric() -> None:
+    # one-sided profile delta(eps) = H_{e^eps}(Q || P) over real eps recovers T(P, Q)
+    f = from_distributions(p=[0.7, 0.2, 0.1], q=[0.1, 0.3, 0.6])
+    eps = np.linspace(-6.0, 6.0, 2001)
+    back = from_privacy_profile(epsilons=eps, deltas=f.privacy_profile(eps), symmetric=False)
+    assert np.all(back(GRID) <= f(GRID) + 1e-15)
+    assert np.max(f(GRID) - back(GRID)) < 1e-6
+    assert not back.symmetric
+
+
 def test_profile_single_point_is_approx_dp() -> None:
     f = from_privacy_profile(epsilons=[1.0], deltas=[0.05])
     assert np.allclose(f(GRID), approx_dp(epsilon=1.0, delta=0.05)(GRID), atol=1e-13)

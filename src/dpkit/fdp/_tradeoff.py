@@ -308,8 +308,8 @@ class TradeOffFunction(abc.ABC):
 
 # ====================================================================== Gaussian
 def _sqrt_up(x: Fraction) -> float:
+    """Smallest double whose square is >= x (exact comparison in rationals)."""
     r = math.sqrt(float(x))
-    r = up(r) if Fraction(r) ** 2 >= x else math.nextafter(r, math.inf)
     while Fraction(r) ** 2 < x:
         r = math.nextafter(r, math.inf)
     return r
