@@ -663,7 +663,7 @@ class PldAccountant(PrivacyAccountant):
 
     def privacy_profile(self, epsilons: Sequence[float] | FloatArray) -> FloatArray:
         """Upper bounds on ``delta(eps)`` for each ``eps`` in ``epsilons`` (each validated)."""
-        vals = [check_epsilon(float(e), allow_zero=True) for e in np.asarray(epsilons).ravel()]
+        vals = [check_epsilon(e, allow_zero=True) for e in np.asarray(epsilons).ravel().tolist()]
         with self._lock:
             return np.array([self._delta(e) for e in vals], dtype=np.float64)
 
