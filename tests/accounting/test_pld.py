@@ -142,6 +142,21 @@ def test_cross_check_gaussian_and_laplace_against_dp_accounting() -> None:
             assert a == pytest.approx(b, abs=2e-3)
 
 
+def test_subsampled_laplace_against_dp_accounting() -> None:
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+
+    q, b, k, delta = 0.3, 2.0, 20, 1e-5
+    ours = PldAccountant().compose(PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(b)), k)
+    theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    theirs.compose(dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(q, dp_event.LaplaceDpEvent(b)), k))
+    lo, _, up = ours.get_epsilon_bounds(delta)
+    ref = theirs.get_epsilon(delta)  # also an upper bound, on a coarser grid
+    assert lo <= ref
+    assert up == pytest.approx(ref, abs=1e-3)
+
+
 def test_add_direction_matters_for_subsampling() -> None:
     # the remove direction dominates at small eps, the add direction is capped at -log(1-q);
     # both are computed and the worse one is reported
