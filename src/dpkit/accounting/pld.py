@@ -218,8 +218,9 @@ def _tangent_lower(
     ``M_i`` be the supporting line at the midpoint ``(x_{i-1} + x_i) / 2`` of grid interval
     ``i``. The piecewise-linear curve through ``v_i = min(f(x_i), M_i(x_i), M_{i+1}(x_i))``, with
     ``v(0) = P(L > e_0)`` (first piece below ``T_{e_0}``) and ``v = 0`` from the last grid point
-    on (last piece below the line just left of that point), lies below one supporting line on
-    each piece, hence below ``f``; its error is of second order in ``h`` (about an eighth of
+    on (last piece below the line just left of that point; a piece where ``M_i(x_i) < 0`` uses
+    the line just left of ``x_i`` instead of ``M_i``), lies below one supporting line on each
+    piece, hence below ``f``; its error is of second order in ``h`` (about an eighth of
     ``f'' (x_i - x_{i-1})^2``, like the chords of the upper bound). Its lower convex hull is lower
     still and convex, so it is the curve of the measure with masses ``x_i (s_{i+1} - s_i)``
     (``s`` the slopes of the hull) on the hull's vertices; masses that come out negative
@@ -235,8 +236,13 @@ def _tangent_lower(
     v = f.copy()
     # interval i (from x_{i-1} to x_i) lies below the supporting line M_i at its midpoint
     # (error a quarter of an end-point tangent's): both of its end values must be <= M_i
-    v[1:] = np.minimum(v[1:], sfp_mid - x[1:] * sfq_mid)
-    v[:-1] = np.minimum(v[:-1], sfp_mid - x[:-1] * sfq_mid)
+    # (where M_i is already negative at x_i, the curve could not follow it with a non-negative
+    # measure: that interval uses the supporting line at x_i itself, which is f(x_i) >= 0 there)
+    mid_right = sfp_mid - x[1:] * sfq_mid
+    mid_left = sfp_mid - x[:-1] * sfq_mid
+    use_mid = mid_right >= 0.0
+    v[1:] = np.minimum(v[1:], np.where(use_mid, mid_right, sfp_left[1:] - x[1:] * sfq_left[1:]))
+    v[:-1] = np.minimum(v[:-1], np.where(use_mid, mid_left, sfp_left[1:] - x[:-1] * sfq_left[1:]))
     # the last interval lies below the line just left of the last point, where v drops to 0
     v[-2] = min(float(v[-2]), float(sfp_left[-1] - x[-2] * sfq_left[-1]))
     v[-1] = 0.0
