@@ -55,6 +55,7 @@ DISCRETE_GAUSSIAN_SLACK = 2.0**-23
 PMF_SLACK = LAPLACE_SLACK
 
 _INDEX_LIMIT = 2.0**62
+_EXACT_SUM = 2.0**52  # |index| <= 2**52 and |noise| < 2**52: the double sum is exact
 _CHUNK = 1 << 16
 _WORKERS = max(1, min(2, os.cpu_count() or 1))
 
@@ -72,7 +73,8 @@ def granularity_for(scale: float, sensitivity: float, max_t: float) -> float:
     return s
 
 
-def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.int64]:
+def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.float64]:
+    """Lattice indices ``rint(x / s)`` clamped to +-2**62, NaN -> 0, as integer-valued doubles."""
     inv = 1.0 / s  # exact: s is a power of two (inf only if s < 2**-1024)
     with np.errstate(over="ignore", invalid="ignore"):
         # exact scaling by a power of two (or a monotone under/overflow); inf * 0 cannot occur
@@ -80,18 +82,22 @@ def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.int64]:
     np.rint(y, out=y)
     np.clip(y, -_INDEX_LIMIT, _INDEX_LIMIT, out=y)
     np.nan_to_num(y, copy=False, nan=0.0)  # NaN inputs are released as 0
-    return y.astype(np.int64)
+    return y
 
 
 def lattice_release(
     values: Any,
     granularity: float,
-    noise: Callable[[int], npt.NDArray[np.int64]],
+    noise: Callable[[int], npt.NDArray[np.float64]],
 ) -> npt.NDArray[np.float64]:
-    """Release ``values`` on the lattice of spacing ``granularity`` with integer ``noise(k)``.
+    """Release ``values`` on the lattice of spacing ``granularity`` with integer noise ``noise(k)``.
 
+    ``noise(k)`` returns k integer-valued doubles below 2**52 in magnitude. The sum of index and
+    noise is computed exactly: in doubles when every index of the chunk is below 2**52 in
+    magnitude (both terms and the sum are then exactly representable), in int64 otherwise. Both
+    ways give the same integer, so the choice (which depends on the data) changes only timing.
     Returns a float64 array of the same shape whose entries are exact multiples of the
-    granularity (or +-inf when ``(n + z) * s`` exceeds the double range).
+    granularity (or +-inf when the result exceeds the double range).
     """
     x = np.asarray(values, dtype=np.float64)
     shape = x.shape
@@ -103,9 +109,16 @@ def lattice_release(
     def work(start: int) -> None:
         stop = min(start + _CHUNK, n)
         idx = _to_index(flat[start:stop], s)
-        idx += noise(stop - start)
+        z = noise(stop - start)
+        dest = out[start:stop]
+        if idx.size and max(-float(idx.min()), float(idx.max())) <= _EXACT_SUM:
+            np.add(idx, z, out=dest)
+        else:
+            total = idx.astype(np.int64)
+            total += z.astype(np.int64)
+            dest[...] = total  # int64 -> double: post-processing of the exact integer
         with np.errstate(over="ignore"):  # beyond the double range: +-inf (post-processing)
-            np.multiply(idx.astype(np.float64), s, out=out[start:stop])
+            dest *= s
 
     starts = range(0, n, _CHUNK)
     if n > 4 * _CHUNK and _WORKERS > 1:

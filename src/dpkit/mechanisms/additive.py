@@ -45,7 +45,7 @@ from dpkit.mechanisms._lattice import (
     lattice_release,
 )
 from dpkit.noise import RandomSource, resolve_source
-from dpkit.noise.samplers import gaussian_lattice_noise, laplace_lattice_noise
+from dpkit.noise.samplers import gaussian_lattice_float, laplace_lattice_float
 
 __all__ = ["Gaussian", "Laplace"]
 
@@ -157,7 +157,7 @@ class Laplace:
         src = resolve_source(source)
         t = self.scale / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k: laplace_lattice_noise(src, t=t, size=k))
+                               lambda k: laplace_lattice_float(src, t, k))
 
 
 @dataclass(frozen=True)
@@ -300,4 +300,4 @@ class Gaussian:
         src = resolve_source(source)
         t = self.sigma / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k: gaussian_lattice_noise(src, sigma=t, size=k))
+                               lambda k: gaussian_lattice_float(src, t, k))
