@@ -321,9 +321,9 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
     inherits that mechanism's exact privacy profile for an integer shift Delta.
 
     Floating-point deviation: the polar normals have absolute error below ``|N| 2**-43`` where
-    ``|N| < 0.2`` and below ``|N| 2**-49`` elsewhere (see :func:`_polar_normals`), so for
-    sigma < 2**21 each bin boundary moves by at most 2**-24 and every bin probability is within a
-    factor ``exp(+-2**-22)`` of exact; mechanisms charge ``pmf_slack = 2**-20``.
+    ``|N| < 0.2`` and below ``|N| 2**-49`` elsewhere, with |N| <= 53 (see :func:`_polar_normals`),
+    so for sigma < 2**21 each bin boundary moves by at most 2**-22.3 and every bin probability is
+    within a factor ``exp(+-2**-21.3)`` of exact; mechanisms charge ``pmf_slack = 2**-20``.
     """
     sigma = check_positive("sigma", sigma)
     if not sigma < 2.0**21:
