@@ -1,6 +1,48 @@
-"""Privacy accounting: events (what was released) and accountants (what it cost)."""
+"""Privacy accounting: events (what was released) and accountants (what it cost).
+
+* :mod:`~dpkit.accounting.events`: frozen records of releases, serialised through an allow-list.
+* Interpreters (each with ``supports``/``compose``/``get_epsilon``/``get_delta``):
+  :class:`PureDpAccountant`, :class:`ApproxDpAccountant`, :class:`RdpAccountant`,
+  :class:`GdpAccountant`, :class:`PldAccountant`.
+* Composition theorems: :func:`basic_composition`, :func:`parallel_composition`,
+  :func:`advanced_composition`, :func:`optimal_composition`.
+* DP-SGD: :func:`dpsgd_epsilon`, :func:`dpsgd_noise_multiplier`.
+* Budgets: :class:`Accountant` (filter or odometer; charge before you release).
+"""
 
 from dpkit.accounting import events
+from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting.approx import ApproxDpAccountant
+from dpkit.accounting.budget import Accountant
+from dpkit.accounting.composition import (
+    advanced_composition,
+    basic_composition,
+    optimal_composition,
+    optimal_composition_delta,
+    parallel_composition,
+)
+from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from dpkit.accounting.events import Neighbouring
+from dpkit.accounting.gdp import GdpAccountant
+from dpkit.accounting.pld import PldAccountant
+from dpkit.accounting.pure import PureDpAccountant
+from dpkit.accounting.rdp import RdpAccountant
 
-__all__ = ["Neighbouring", "events"]
+__all__ = [
+    "Accountant",
+    "ApproxDpAccountant",
+    "GdpAccountant",
+    "Neighbouring",
+    "PldAccountant",
+    "PrivacyAccountant",
+    "PureDpAccountant",
+    "RdpAccountant",
+    "advanced_composition",
+    "basic_composition",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+    "events",
+    "optimal_composition",
+    "optimal_composition_delta",
+    "parallel_composition",
+]
