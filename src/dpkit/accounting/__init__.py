@@ -10,23 +10,61 @@
 * Budgets: :class:`Accountant` (filter or odometer; charge before you release).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dpkit.accounting import events
-from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.approx import ApproxDpAccountant
-from dpkit.accounting.budget import Accountant
-from dpkit.accounting.composition import (
-    advanced_composition,
-    basic_composition,
-    optimal_composition,
-    optimal_composition_delta,
-    parallel_composition,
-)
-from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from dpkit.accounting.events import Neighbouring
-from dpkit.accounting.gdp import GdpAccountant
-from dpkit.accounting.pld import PldAccountant
-from dpkit.accounting.pure import PureDpAccountant
-from dpkit.accounting.rdp import RdpAccountant
+
+if TYPE_CHECKING:  # the names below load lazily, so importing events stays light
+    from dpkit.accounting._base import PrivacyAccountant
+    from dpkit.accounting.approx import ApproxDpAccountant
+    from dpkit.accounting.budget import Accountant
+    from dpkit.accounting.composition import (
+        advanced_composition,
+        basic_composition,
+        optimal_composition,
+        optimal_composition_delta,
+        parallel_composition,
+    )
+    from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+    from dpkit.accounting.gdp import GdpAccountant
+    from dpkit.accounting.pld import PldAccountant
+    from dpkit.accounting.pure import PureDpAccountant
+    from dpkit.accounting.rdp import RdpAccountant
+
+_LAZY = {
+    "PrivacyAccountant": "_base",
+    "ApproxDpAccountant": "approx",
+    "Accountant": "budget",
+    "advanced_composition": "composition",
+    "basic_composition": "composition",
+    "optimal_composition": "composition",
+    "optimal_composition_delta": "composition",
+    "parallel_composition": "composition",
+    "dpsgd_epsilon": "dpsgd",
+    "dpsgd_noise_multiplier": "dpsgd",
+    "GdpAccountant": "gdp",
+    "PldAccountant": "pld",
+    "PureDpAccountant": "pure",
+    "RdpAccountant": "rdp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpkit.accounting' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dpkit.accounting.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Accountant",
