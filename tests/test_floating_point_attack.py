@@ -58,6 +58,8 @@ def src(seed: int) -> RandomSource:
 MECHANISMS: list[tuple[str, Callable[[], Laplace | Gaussian]]] = [
     ("laplace_eps1", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)),
     ("laplace_small_scale", lambda: Laplace.from_scale(scale=1e-12, sensitivity=1e-13)),
+    # subnormal sensitivity: granularity below 2**-1024, where 1 / granularity overflows
+    ("laplace_subnormal", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1e-310)),
     ("laplace_large_scale", lambda: Laplace.from_epsilon(epsilon=0.01, sensitivity=1e12)),
     ("laplace_replace", lambda: Laplace.from_epsilon(epsilon=2.0, sensitivity=3.0,
                                                      neighbouring="replace")),
