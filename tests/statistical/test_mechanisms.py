@@ -12,6 +12,10 @@ value minus the rounded input, divided by the granularity, is ``rint(t L)`` (or 
 with ``t = scale / granularity``, so ``P(Z <= k) = F((k + 1/2) / t)``. The support has
 thousands of points, so bins are cut at 40 quantiles of the continuous law and their exact
 probabilities come from that formula.
+
+Sources are seeded (``insecure=True``). Releases big enough for dpkit's two-thread path (the
+selection tests here) interleave the keystream between threads, so their draws differ from run to
+run even with a seed; each test's false-positive rate is still 1e-6 per run.
 """
 
 from __future__ import annotations
