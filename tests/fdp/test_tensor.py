@@ -35,6 +35,15 @@ def test_gaussian_tensor_law(mus: list[float]) -> None:
     assert out.mu == pytest.approx(exact, rel=1e-15, abs=1e-300)
 
 
+@pytest.mark.parametrize("mu", [5e-324, 1e-200, 1e-160, 1e150])
+def test_gaussian_tensor_extreme_mu(mu: float) -> None:
+    # regression: the exact rounded-up square root must not underflow (it used to loop)
+    out = tensor(gdp(mu), gdp(mu))
+    assert isinstance(out, GaussianTradeOff)
+    assert out.mu >= mu * math.sqrt(2) * (1 - 1e-15)
+    assert out.mu == pytest.approx(mu * math.sqrt(2), rel=1e-15) or mu == 5e-324
+
+
 @pytest.mark.parametrize("k", [1, 2, 7, 100])
 def test_gaussian_self_tensor(k: int) -> None:
     out = self_tensor(gdp(0.7), k)

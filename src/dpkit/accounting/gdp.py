@@ -70,13 +70,9 @@ from dpkit.fdp import (
     laplace,
 )
 from dpkit.fdp._gaussian import gaussian_delta_up
+from dpkit.fdp._tradeoff import _sqrt_up
 
 __all__ = ["GdpAccountant", "dpsgd_gdp_epsilon", "dpsgd_gdp_mu"]
-
-
-def _sqrt_up(x: float) -> float:
-    r = math.sqrt(x)
-    return r if r * r >= x else math.nextafter(r, math.inf)
 
 
 def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -> float:
@@ -97,7 +93,8 @@ def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -
     if inv > 700.0:
         return math.inf
     mu_sq = q * q * t * math.expm1(inv)
-    return math.nextafter(_sqrt_up(mu_sq), math.inf)
+    # the float product carries a few rounding errors: nudge up before the exact square root
+    return _sqrt_up(Fraction(math.nextafter(mu_sq * (1.0 + 4e-16), math.inf)))
 
 
 def dpsgd_gdp_epsilon(*, sampling_rate: float, noise_multiplier: float, steps: int,
@@ -234,7 +231,7 @@ class GdpAccountant(PrivacyAccountant):
             return 0.0
         if math.isinf(total):
             return math.inf
-        return _sqrt_up(math.nextafter(total, math.inf))
+        return _sqrt_up(Fraction(math.nextafter(total * (1.0 + 4e-16), math.inf)))
 
     def tradeoff(self) -> GaussianTradeOff:
         """``G_mu`` of the composition (an estimate when ``is_upper_bound`` is False)."""

@@ -308,8 +308,24 @@ class TradeOffFunction(abc.ABC):
 
 # ====================================================================== Gaussian
 def _sqrt_up(x: Fraction) -> float:
-    """Smallest double whose square is >= x (exact comparison in rationals)."""
-    r = math.sqrt(float(x))
+    """Smallest double whose square is >= x (exact comparison in rationals; x >= 0).
+
+    The square root is taken of ``x * 4^k`` scaled into the normal range, so neither tiny nor
+    huge x underflows or overflows on the way; the result is then nudged up until its exact
+    square is at least x (a couple of steps at most).
+    """
+    if x <= 0:
+        return 0.0
+    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
+    y = x * Fraction(4) ** k if k >= 0 else x / Fraction(4) ** (-k)
+    try:
+        r = math.ldexp(math.sqrt(float(y)), -k)
+    except OverflowError:
+        return math.inf
+    if r == 0.0:
+        r = math.nextafter(0.0, 1.0)
+    if math.isinf(r):
+        return r
     while Fraction(r) ** 2 < x:
         r = math.nextafter(r, math.inf)
     return r
