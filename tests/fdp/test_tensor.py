@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def test_gaussian_tensor_law(mus: list[float]) -> None:
     out = tensor(*[gdp(m) for m in mus])
     assert isinstance(out, GaussianTradeOff)
     exact = math.sqrt(math.fsum(m * m for m in mus))
-    assert out.mu >= exact  # rounded up
+    assert Fraction(out.mu) ** 2 >= sum(Fraction(m) ** 2 for m in mus)  # rounded up, exactly
     assert out.mu == pytest.approx(exact, rel=1e-15, abs=1e-300)
 
 
