@@ -430,3 +430,47 @@ def test_ks_sample_size_formula() -> None:
     # sqrt(n) d >= sqrt(ln(2e6)/2) * 2 = 5.39 at alpha = beta = 1e-6
     assert ks_sample_size(0.01) == math.ceil((2 * math.sqrt(math.log(2e6) / 2) / 0.01) ** 2)
     assert 290_000 < ks_sample_size(0.01) < 291_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Tails: the conditional law beyond a threshold (10 million draws, KS on the tail sample)
+# ---------------------------------------------------------------------------------------------
+N_TAIL = 10_000_000
+
+
+def _gaussian_tail_cdf(c: float) -> Cdf:
+    # |N| given |N| > c: (Phi(x) - Phi(c)) / (1 - Phi(c)), computed with survival functions.
+    return lambda x: 1.0 - stats.norm.sf(np.maximum(x, c)) / stats.norm.sf(c)
+
+
+TAILS = [
+    # (name, draw(source, scale, n), tail extractor, cdf of the tail under the null, threshold)
+    ("gaussian_|N|>3", lambda s, b, n: noise.gaussian(s, sigma=b, size=n),
+     lambda x, c: np.abs(x[np.abs(x) > c]), _gaussian_tail_cdf, 3.0),
+    # Laplace and exponential are memoryless: the excess over c is again Exp(1).
+    ("laplace_|L|>4", lambda s, b, n: noise.laplace(s, scale=b, size=n),
+     lambda x, c: np.abs(x[np.abs(x) > c]) - c, lambda c: exponential_cdf(1.0), 4.0),
+    ("exponential_E>4.5", lambda s, b, n: noise.exponential(s, scale=b, size=n),
+     lambda x, c: x[x > c] - c, lambda c: exponential_cdf(1.0), 4.5),
+]
+
+
+@pytest.mark.parametrize(("name", "draw", "tail", "cdf", "c"), TAILS, ids=[t[0] for t in TAILS])
+def test_tails_fit_and_validity(name: str, draw: Callable[..., np.ndarray],
+                                tail: Callable[[np.ndarray, float], np.ndarray],
+                                cdf: Callable[[float], Cdf], c: float) -> None:
+    good = tail(draw(src(701), 1.0, N_TAIL), c)
+    # critical value kstwo(m).isf(1e-6) for the m tail draws (m ~ 27,000 / 183,000 / 111,000)
+    assert not ks_rejects(good, cdf(c)), (name, good.size)
+    bad = tail(draw(src(702), SCALE_ERROR, N_TAIL), c)
+    # Power: the sup distance between the tail laws under scale 1 and 1.05 (for the memoryless
+    # laws, Exp(1) vs Exp(1.05): 0.0179) must be detectable with the tail sample actually drawn.
+    if name.startswith("gaussian"):
+        def wrong_cdf(x: np.ndarray) -> np.ndarray:
+            s = SCALE_ERROR
+            return 1.0 - stats.norm.sf(np.maximum(x, c) / s) / stats.norm.sf(c / s)
+    else:
+        wrong_cdf = exponential_cdf(SCALE_ERROR)
+    d = sup_distance(cdf(c), wrong_cdf, c if name.startswith("gaussian") else 0.0, 40.0)
+    assert ks_sample_size(d) <= bad.size, (name, d, bad.size)
+    assert ks_rejects(bad, cdf(c)), name
