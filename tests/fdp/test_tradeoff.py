@@ -201,6 +201,23 @@ def test_profile_roundtrip_gaussian(mu: float) -> None:
         assert back.delta(float(e)) == pytest.approx(d, abs=1e-12)
 
 
+@settings(max_examples=30, deadline=None)
+@given(mu=st.floats(0.0, 6.0), eps=epsilons, delta=deltas)
+def test_symmetric_classes_equal_their_reflection(mu: float, eps: float, delta: float) -> None:
+    # f^-1(a) = inf{t : f(t) <= a}: evaluate the reflection numerically by bisection
+    for f in (gdp(mu), laplace(mu=mu), approx_dp(epsilon=eps, delta=delta)):
+        assert f.symmetric
+        for a in (0.05, 0.3, 0.6, 0.9):
+            lo, hi = 0.0, 1.0
+            for _ in range(80):
+                mid = 0.5 * (lo + hi)
+                if float(f(mid)) <= a:
+                    hi = mid
+                else:
+                    lo = mid
+            assert hi == pytest.approx(float(f(a)), abs=1e-9)
+
+
 def test_profile_roundtrip_asymmetric() -> None:
     # one-sided profile delta(eps) = H_{e^eps}(Q || P) over real eps recovers T(P, Q)
     f = from_distributions(p=[0.7, 0.2, 0.1], q=[0.1, 0.3, 0.6])
