@@ -130,3 +130,26 @@ def test_fork_rekeys_the_secure_stream() -> None:
     parent = s.words(4).tobytes()
     assert len(child) == 32
     assert child != parent
+
+
+def test_threads_share_a_source_without_reusing_keystream() -> None:
+    import threading
+
+    s = RandomSource()
+    out: list[np.ndarray] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(20):
+            w = s.words(500)
+            with lock:
+                out.append(w)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    allw = np.concatenate(out)
+    assert allw.size == 40_000
+    assert np.unique(allw).size == allw.size  # 64-bit words: a repeat means reused keystream
