@@ -62,6 +62,19 @@ def test_numeric_gaussian_tensor_is_a_close_lower_bound() -> None:
     assert num.check_properties().ok
 
 
+@pytest.mark.parametrize("mu", [0.1, 0.5, 2.0])
+def test_exact_loss_laws_give_close_lower_bounds(mu: float) -> None:
+    # one factor: the binned exact loss law reproduces the curve from below
+    lap = self_tensor(laplace(mu=mu), 1, loss_step=1e-4)
+    assert np.all(lap(X) <= laplace(mu=mu)(X) + 1e-15)
+    assert np.max(laplace(mu=mu)(X) - lap(X)) < 2e-4
+    mixed = tensor(gdp(mu), laplace(mu=mu), loss_step=1e-4)
+    ref = tensor(gdp(mu).lower_piecewise_linear(grid_size=20000),
+                 laplace(mu=mu).lower_piecewise_linear(grid_size=20000), loss_step=1e-4)
+    assert np.max(np.abs(mixed(X) - ref(X))) < 2e-3
+    assert mixed.check_properties().ok
+
+
 def _rr_power(eps: float, k: int) -> object:
     pe = 1.0 / (1.0 + math.exp(eps))
     j = np.arange(k + 1)
@@ -128,8 +141,8 @@ def test_laplace_composition_against_dp_accounting() -> None:
     for delta in (1e-3, 1e-5):
         e_ours = ours.epsilon(delta)
         e_theirs = dist.get_epsilon_for_delta(delta)
-        # both pessimistic; ours rounds up once per factor (<= k * step = 2e-3 in loss)
-        assert abs(e_ours - e_theirs) < 5e-3
+        # both pessimistic discretisations of the same exact curve
+        assert abs(e_ours - e_theirs) < 1e-3
 
 
 def test_validation() -> None:

@@ -5,9 +5,10 @@ For ``f = T(P, Q)`` let ``L = log(dQ/dP)``. The product ``T(P x P', Q x Q')`` ha
 convolve. The profile ``delta_f(eps) = E_Q[(1 - e^{eps - L})_+] + Q(L = +inf)`` is
 non-decreasing in L, and the trade-off function is ``sup_eps 1 - delta_f(eps) - e^eps a``.
 
-Pessimistic discretisation ("rounding the loss up"): every factor is first replaced by a
-piecewise-linear trade-off function *below* it (:meth:`TradeOffFunction.lower_piecewise_linear`),
-i.e. a genuine discrete pair. Each of its outcomes keeps its Q-mass and has its loss rounded
+Pessimistic discretisation ("rounding the loss up"): G_mu and Laplace factors use the exact law
+of their loss under Q; every other factor is first replaced by a piecewise-linear trade-off
+function *below* it (:meth:`TradeOffFunction.lower_piecewise_linear`), i.e. a genuine discrete
+pair. Each of its outcomes keeps its Q-mass and has its loss rounded
 *up* to the grid ``k * loss_step``; its P-mass becomes ``q e^{-k h}`` (smaller) and the P-mass
 freed goes to an outcome impossible under Q (loss -inf). This is again a genuine pair whose
 losses dominate the original ones outcome by outcome, so its profile is larger for every eps,
@@ -25,15 +26,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.signal import fftconvolve
+from scipy.special import ndtr
 
 from dpkit._numeric.validation import check_integer, check_positive
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._tradeoff import (
     GaussianTradeOff,
+    LaplaceTradeOff,
     PiecewiseLinearTradeOff,
     TradeOffFunction,
 )
@@ -136,7 +140,48 @@ class _LossPair:
         return PiecewiseLinearTradeOff._from_hull(alphas, betas - _FINAL_SLACK)
 
 
+def _binned(h: float, k_lo: int, k_hi: int, cdf_q: Any, q_inf: float) -> _LossPair:
+    """Bins ``((k-1) h, k h]`` for k in [k_lo, k_hi] of a loss with Q-cdf ``cdf_q``; mass at or
+    below ``(k_lo - 1) h`` is rounded up into the first bin, mass above ``k_hi h`` goes to +inf."""
+    _check_size(k_hi - k_lo + 1)
+    ks = np.arange(k_lo, k_hi + 1)
+    upper = np.asarray(cdf_q(ks * h), dtype=np.float64)
+    lower = np.concatenate([[0.0], upper[:-1]])
+    q = np.maximum(upper - lower, 0.0)
+    top = max(0.0, 1.0 - q_inf - float(upper[-1]))
+    p = q * np.exp(-ks * h)
+    return _LossPair(h, k_lo, q, p, min(1.0, q_inf + top))._trim()
+
+
 def _pair(f: TradeOffFunction, h: float) -> _LossPair:
+    """The loss pair of f with losses rounded up; exact laws for G_mu and Laplace, otherwise
+    the piecewise-linear lower bound of f."""
+    if isinstance(f, GaussianTradeOff) and f.mu > 0:
+        mu = f.mu
+        m = 0.5 * mu * mu  # L ~ N(mu^2/2, mu^2) under Q
+
+        def cdf_g(x: FloatArray) -> FloatArray:
+            z = (x - m) / mu
+            # upper tail from the complement keeps relative accuracy where the cdf is near 1
+            return np.asarray(np.where(z < 0, ndtr(z), 1.0 - ndtr(-z)), dtype=np.float64)
+
+        k_lo = math.floor((m - 12.0 * mu) / h)
+        k_hi = math.ceil((m + 12.0 * mu) / h)
+        return _binned(h, k_lo, k_hi, cdf_g, 0.0)
+    if isinstance(f, LaplaceTradeOff) and f.mu > 0:
+        mu = f.mu
+        # Under Q = Lap(mu, 1) the loss |x| - |x - mu| is -mu w.p. e^{-mu}/2 (x <= 0), mu w.p.
+        # 1/2 (x >= mu) and 2x - mu in between with density e^{x - mu}/2.
+
+        def cdf_l(x: FloatArray) -> FloatArray:
+            t = np.clip((x + mu) / 2.0, 0.0, mu)  # loss <= x  <=>  position <= t
+            val = 0.5 * np.exp(t - mu)
+            return np.asarray(np.where(x >= mu, 1.0, np.where(x < -mu, 0.0, val)),
+                              dtype=np.float64)
+
+        k_lo = math.ceil(-mu / h - 1e-9)
+        k_hi = math.ceil(mu / h - 1e-9)
+        return _binned(h, k_lo, k_hi, cdf_l, 0.0)
     return _LossPair.from_piecewise_linear(f.lower_piecewise_linear(), h)
 
 
