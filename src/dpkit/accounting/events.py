@@ -50,6 +50,7 @@ __all__ = [
     "RandomizedResponseEvent",
     "ReportNoisyMaxEvent",
     "SelfComposedEvent",
+    "as_neighbouring",
     "event_from_dict",
     "event_from_json",
     "event_to_dict",
@@ -69,7 +70,8 @@ class Neighbouring(str, Enum):
     REPLACE = "replace"
 
 
-def _neighbouring(value: Any) -> Neighbouring:
+def as_neighbouring(value: Any) -> Neighbouring:
+    """Coerce ``"add_remove"``/``"replace"`` (or a Neighbouring) to Neighbouring; refuse others."""
     try:
         return Neighbouring(value)
     except ValueError as exc:
@@ -133,7 +135,7 @@ class _NoiseEvent(DpEvent):
         object.__setattr__(
             self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
         )
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
@@ -175,7 +177,7 @@ class DiscreteLaplaceEvent(DpEvent):
         object.__setattr__(
             self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
         )
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
@@ -197,7 +199,7 @@ class DiscreteGaussianEvent(DpEvent):
         object.__setattr__(
             self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
         )
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
@@ -215,7 +217,7 @@ class ExponentialMechanismEvent(DpEvent):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
@@ -235,7 +237,7 @@ class ReportNoisyMaxEvent(DpEvent):
             raise PrivacyParameterError(
                 f"noise must be 'laplace', 'exponential' or 'gumbel', got {self.noise!r}"
             )
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
@@ -263,7 +265,7 @@ class RandomizedResponseEvent(DpEvent):
                 f"p_truth must be at least 1/categories = {1 / self.categories}, got {p!r}"
             )
         object.__setattr__(self, "p_truth", p)
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @property
     def epsilon(self) -> float:

@@ -36,7 +36,7 @@ from dpkit._numeric.validation import (
     check_probability,
     check_sensitivity,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring
+from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import (
     GAUSSIAN_SLACK,
@@ -53,14 +53,6 @@ _MIN_EPSILON = 2.0**-20
 _LAPLACE_MAX_T = 2.0**32
 _GAUSSIAN_MAX_T = 2.0**20
 
-
-def _neighbouring(value: Any) -> Neighbouring:
-    try:
-        return Neighbouring(value)
-    except ValueError as exc:
-        raise PrivacyParameterError(
-            f"neighbouring must be 'add_remove' or 'replace', got {value!r}"
-        ) from exc
 
 
 def _effective_epsilon(epsilon: float, slack: float) -> Fraction:
@@ -98,7 +90,7 @@ class Laplace:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.scale / g < 2 * _LAPLACE_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
     def from_epsilon(cls, *, epsilon: float, sensitivity: float,
@@ -113,7 +105,7 @@ class Laplace:
         s = granularity_for(delta_1 / eps, delta_1, _LAPLACE_MAX_T)
         scale = up((Fraction(delta_1) + Fraction(s)) / eff)
         return cls(scale=scale, sensitivity=delta_1, granularity=s,
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @classmethod
     def from_scale(cls, *, scale: float, sensitivity: float,
@@ -123,7 +115,7 @@ class Laplace:
         delta_1 = check_sensitivity(sensitivity)
         return cls(scale=b, sensitivity=delta_1,
                    granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @property
     def epsilon(self) -> float:
@@ -185,7 +177,7 @@ class Gaussian:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.sigma / g < 2 * _GAUSSIAN_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
     def from_sigma(cls, *, sigma: float, sensitivity: float,
@@ -195,7 +187,7 @@ class Gaussian:
         delta_2 = check_sensitivity(sensitivity)
         return cls(sigma=sd, sensitivity=delta_2,
                    granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @classmethod
     def from_mu(cls, *, mu: float, sensitivity: float,
@@ -206,7 +198,7 @@ class Gaussian:
         s = granularity_for(delta_2 / m, delta_2, _GAUSSIAN_MAX_T)
         sigma = up((Fraction(delta_2) + Fraction(s)) / Fraction(m))
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @classmethod
     def from_epsilon_delta(cls, *, epsilon: float, delta: float, sensitivity: float,
@@ -244,7 +236,7 @@ class Gaussian:
         sigma = up(Fraction(math.nextafter(factor, math.inf))
                    * (Fraction(delta_2) + Fraction(s)))
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @property
     def mu(self) -> float:

@@ -24,7 +24,12 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
-from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Neighbouring
+from dpkit.accounting.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Neighbouring,
+    as_neighbouring,
+)
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource, resolve_source
@@ -53,14 +58,6 @@ def _integer_values(values: Any) -> npt.NDArray[np.int64]:
     return np.clip(np.rint(f), -float(_INT_LIMIT), float(_INT_LIMIT)).astype(np.int64)
 
 
-def _neighbouring(value: Any) -> Neighbouring:
-    try:
-        return Neighbouring(value)
-    except ValueError as exc:
-        raise PrivacyParameterError(
-            f"neighbouring must be 'add_remove' or 'replace', got {value!r}"
-        ) from exc
-
 
 @dataclass(frozen=True)
 class DiscreteLaplace:
@@ -78,7 +75,7 @@ class DiscreteLaplace:
     def __post_init__(self) -> None:
         check_positive("scale", self.scale)
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @property
     def exact(self) -> bool:
@@ -103,7 +100,7 @@ class DiscreteLaplace:
             scale = up(Fraction(sens) / (Fraction(eps) - Fraction(2 * DISCRETE_LAPLACE_SLACK)))
             # If the slack pushes the scale to 2**13 or more, the exact sampler (no slack) is used
             # with a scale slightly larger than needed: still safe.
-        return cls(scale=scale, sensitivity=sens, neighbouring=_neighbouring(neighbouring))
+        return cls(scale=scale, sensitivity=sens, neighbouring=as_neighbouring(neighbouring))
 
     @property
     def epsilon(self) -> float:
@@ -154,7 +151,7 @@ class DiscreteGaussian:
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
-        object.__setattr__(self, "neighbouring", _neighbouring(self.neighbouring))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
     def from_sigma(cls, *, sigma: float, sensitivity: int,
@@ -162,7 +159,7 @@ class DiscreteGaussian:
                    ) -> DiscreteGaussian:
         return cls(sigma=check_positive("sigma", sigma),
                    sensitivity=check_integer(sensitivity, name="sensitivity", minimum=1),
-                   neighbouring=_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring))
 
     @property
     def exact(self) -> bool:

@@ -43,7 +43,12 @@ from dpkit._numeric.validation import (
     check_probability,
     check_sensitivity,
 )
-from dpkit.accounting.events import ExponentialMechanismEvent, Neighbouring, ReportNoisyMaxEvent
+from dpkit.accounting.events import (
+    ExponentialMechanismEvent,
+    Neighbouring,
+    ReportNoisyMaxEvent,
+    as_neighbouring,
+)
 from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import _exp_and_sign, _exp_two_tailed
@@ -54,13 +59,19 @@ SELECTION_SLACK = 2.0**-40
 _ROWS_PER_TASK = 8
 
 
-def _neighbouring(value: Any) -> Neighbouring:
-    try:
-        return Neighbouring(value)
-    except ValueError as exc:
-        raise PrivacyParameterError(
-            f"neighbouring must be 'add_remove' or 'replace', got {value!r}"
-        ) from exc
+
+def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool,
+                neighbouring: str | Neighbouring) -> None:
+    """Validate and set the parameters both selection mechanisms share (frozen dataclasses)."""
+    eps = check_epsilon(epsilon)
+    if not eps > 4 * SELECTION_SLACK:
+        raise PrivacyParameterError(f"epsilon must exceed 2**-38, got {epsilon!r}")
+    if not isinstance(monotonic, bool):
+        raise PrivacyParameterError(f"monotonic must be a bool, got {monotonic!r}")
+    object.__setattr__(obj, "epsilon", eps)
+    object.__setattr__(obj, "sensitivity", check_sensitivity(sensitivity))
+    object.__setattr__(obj, "monotonic", monotonic)
+    object.__setattr__(obj, "neighbouring", as_neighbouring(neighbouring))
 
 
 def _scaled_scores(scores: Any, factor: float) -> npt.NDArray[np.float64]:
@@ -114,14 +125,7 @@ class ExponentialMechanism:
 
     def __init__(self, *, epsilon: float, sensitivity: float, monotonic: bool = False,
                  neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(epsilon))
-        object.__setattr__(self, "sensitivity", check_sensitivity(sensitivity))
-        if not isinstance(monotonic, bool):
-            raise PrivacyParameterError(f"monotonic must be a bool, got {monotonic!r}")
-        object.__setattr__(self, "monotonic", monotonic)
-        object.__setattr__(self, "neighbouring", _neighbouring(neighbouring))
-        if not self.epsilon > 4 * SELECTION_SLACK:
-            raise PrivacyParameterError(f"epsilon must exceed 2**-38, got {epsilon!r}")
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
 
     @property
     def factor(self) -> float:
@@ -194,19 +198,12 @@ class ReportNoisyMax:
     def __init__(self, *, epsilon: float, sensitivity: float, noise: str = "laplace",
                  monotonic: bool = False,
                  neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(epsilon))
-        object.__setattr__(self, "sensitivity", check_sensitivity(sensitivity))
         if noise not in ("laplace", "exponential", "gumbel"):
             raise PrivacyParameterError(
                 f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
             )
         object.__setattr__(self, "noise", noise)
-        if not isinstance(monotonic, bool):
-            raise PrivacyParameterError(f"monotonic must be a bool, got {monotonic!r}")
-        object.__setattr__(self, "monotonic", monotonic)
-        object.__setattr__(self, "neighbouring", _neighbouring(neighbouring))
-        if not self.epsilon > 4 * SELECTION_SLACK:
-            raise PrivacyParameterError(f"epsilon must exceed 2**-38, got {epsilon!r}")
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
 
     @property
     def scale(self) -> float:

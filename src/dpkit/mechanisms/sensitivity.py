@@ -8,27 +8,16 @@ Seed 000; Dwork and Roth, Definition 3.1.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dpkit._numeric.validation import check_bounds, check_integer
-from dpkit.accounting.events import Neighbouring
-from dpkit.errors import PrivacyParameterError
+from dpkit.accounting.events import Neighbouring, as_neighbouring
 
 __all__ = ["bounded_mean_sensitivity", "bounded_sum_sensitivity", "count_sensitivity"]
 
 
-def _relation(neighbouring: Any) -> Neighbouring:
-    try:
-        return Neighbouring(neighbouring)
-    except ValueError as exc:
-        raise PrivacyParameterError(
-            f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}"
-        ) from exc
-
 
 def count_sensitivity(*, neighbouring: str | Neighbouring) -> float:
     """Number of records matching a predicate: 1 under both relations."""
-    _relation(neighbouring)
+    as_neighbouring(neighbouring)
     return 1.0
 
 
@@ -40,7 +29,7 @@ def bounded_sum_sensitivity(*, lower: float, upper: float,
     replace: ``upper - lower`` (one value changes).
     """
     lo, hi = check_bounds(lower, upper)
-    if _relation(neighbouring) is Neighbouring.ADD_REMOVE:
+    if as_neighbouring(neighbouring) is Neighbouring.ADD_REMOVE:
         return max(abs(lo), abs(hi))
     return hi - lo
 
@@ -55,6 +44,6 @@ def bounded_mean_sensitivity(*, lower: float, upper: float, n: int,
     """
     lo, hi = check_bounds(lower, upper)
     size = check_integer(n, name="n", minimum=1)
-    if _relation(neighbouring) is Neighbouring.ADD_REMOVE:
+    if as_neighbouring(neighbouring) is Neighbouring.ADD_REMOVE:
         return (hi - lo) / (size + 1)
     return (hi - lo) / size
