@@ -31,9 +31,10 @@ X = np.linspace(0.0, 1.0, 4001)
 def test_gaussian_tensor_law(mus: list[float]) -> None:
     out = tensor(*[gdp(m) for m in mus])
     assert isinstance(out, GaussianTradeOff)
-    exact = math.sqrt(math.fsum(m * m for m in mus))
-    assert Fraction(out.mu) ** 2 >= sum(Fraction(m) ** 2 for m in mus)  # rounded up, exactly
-    assert out.mu == pytest.approx(exact, rel=1e-15, abs=1e-300)
+    total = sum(Fraction(m) ** 2 for m in mus)
+    assert Fraction(out.mu) ** 2 >= total  # rounded up, checked exactly
+    if total > Fraction(1e-300) ** 2:  # (subnormal mu have coarse ulps)
+        assert float(Fraction(out.mu) ** 2 / total) <= 1 + 1e-15  # ... by about one ulp
 
 
 @pytest.mark.parametrize("mu", [5e-324, 1e-200, 1e-160, 1e150])

@@ -228,6 +228,15 @@ def test_profile_roundtrip_asymmetric() -> None:
     assert not back.symmetric
 
 
+def test_profile_with_many_points_is_fast_and_close() -> None:
+    # PLD accountants pass long profiles: the envelope is O(m log m), not O(m^2)
+    g = gdp(1.0)
+    eps = np.linspace(0.0, 10.0, 100_000)
+    f = from_privacy_profile(epsilons=eps, deltas=g.privacy_profile(eps))
+    assert np.all(f(GRID) <= g(GRID) + 1e-15)
+    assert np.max(g(GRID) - f(GRID)) < 1e-8
+
+
 def test_profile_single_point_is_approx_dp() -> None:
     f = from_privacy_profile(epsilons=[1.0], deltas=[0.05])
     assert np.allclose(f(GRID), approx_dp(epsilon=1.0, delta=0.05)(GRID), atol=1e-13)

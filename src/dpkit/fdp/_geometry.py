@@ -44,9 +44,9 @@ def upper_envelope_of_lines(
 ) -> tuple[FloatArray, FloatArray]:
     """Knots on [0, 1] of ``max(0, max_j intercepts_j + slopes_j * x)``.
 
-    Returns the abscissae (0, the kinks inside (0, 1), 1) and the envelope evaluated *at those
-    abscissae* as the maximum over all lines (so every returned value is a value of the exact
-    envelope up to one rounding). Slopes must be <= 0.
+    Returns the abscissae (0, the kinks inside (0, 1), 1) and the envelope at those abscissae
+    (at a kink, the larger of the two lines meeting there; at 0 and 1 the maximum over the hull
+    lines). Slopes must be <= 0. O(m log m) for m lines.
     """
     m = np.concatenate([np.asarray(slopes, dtype=np.float64), [0.0]])
     c = np.concatenate([np.asarray(intercepts, dtype=np.float64), [0.0]])
@@ -76,16 +76,18 @@ def upper_envelope_of_lines(
             break
         hm.append(mi)
         hc.append(ci)
-    kinks = []
-    for j in range(len(hm) - 1):
-        xk = (hc[j] - hc[j + 1]) / (hm[j + 1] - hm[j])
-        if 0.0 < xk < 1.0:
-            kinks.append(xk)
-    xs = np.unique(np.concatenate([[0.0], np.asarray(kinks, dtype=np.float64), [1.0]]))
-    hm_a = np.asarray(hm)
-    hc_a = np.asarray(hc)
-    ys = np.max(hc_a[None, :] + hm_a[None, :] * xs[:, None], axis=1)
-    return xs, np.maximum(ys, 0.0)
+    hm_a = np.asarray(hm, dtype=np.float64)
+    hc_a = np.asarray(hc, dtype=np.float64)
+    # kink between consecutive hull lines j, j+1; the envelope there is their common value
+    xk = (hc_a[:-1] - hc_a[1:]) / (hm_a[1:] - hm_a[:-1])
+    yk = np.maximum(hc_a[:-1] + hm_a[:-1] * xk, hc_a[1:] + hm_a[1:] * xk)
+    inside = (xk > 0.0) & (xk < 1.0)
+    ends = np.asarray([0.0, 1.0])
+    yends = np.max(hc_a[None, :] + hm_a[None, :] * ends[:, None], axis=1)
+    xs = np.concatenate([[0.0], xk[inside], [1.0]])
+    ys = np.concatenate([[yends[0]], yk[inside], [yends[1]]])
+    order = np.argsort(xs, kind="stable")
+    return xs[order], np.maximum(ys[order], 0.0)
 
 
 def sampled_lower_bound(x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
