@@ -7,6 +7,7 @@ import pathlib
 import sys
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from dp_accounting import dp_event as dpe
 from dp_accounting.pld import pld_privacy_accountant
@@ -36,7 +37,7 @@ from dpkit.accounting.events import (
 )
 from dpkit.accounting.gdp import GdpAccountant, dpsgd_gdp_epsilon, dpsgd_gdp_mu
 from dpkit.errors import PrivacyParameterError, UnsupportedEventError
-from dpkit.fdp import approx_dp, clt_mu, gdp, laplace, self_tensor
+from dpkit.fdp import approx_dp, berry_esseen, clt_mu, gdp, laplace, self_tensor
 
 
 class TestGdpGaussianContract(AccountantContract):
@@ -106,6 +107,26 @@ def test_laplace_clt_close_to_numeric_composition() -> None:
     numeric = self_tensor(laplace(mu=0.1), 100, loss_step=1e-4)
     for delta in (1e-3, 1e-5):
         assert acct.get_epsilon(delta) == pytest.approx(numeric.epsilon(delta), rel=0.05)
+
+
+def test_berry_esseen_bound_from_accountant() -> None:
+    acct = GdpAccountant().compose(PureDpEvent(epsilon=0.1), 200)
+    res = acct.berry_esseen()
+    assert res is not None
+    direct = berry_esseen(approx_dp(epsilon=0.1), counts=[200])
+    assert res.mu == pytest.approx(direct.mu, rel=1e-12)
+    assert res.gamma == pytest.approx(direct.gamma, rel=1e-12)
+    assert res.mu == pytest.approx(acct.mu, rel=1e-12)
+    # with Gaussians mixed in, the bound stays below the numeric (lower-bound) composition
+    acct.compose(GaussianEvent(noise_multiplier=2.0), 2)
+    res = acct.berry_esseen()
+    assert res is not None and 0 < res.gamma < 0.5
+    num = self_tensor(approx_dp(epsilon=0.1), 200, loss_step=1e-3).tensor(gdp(1 / math.sqrt(2)))
+    xs = np.linspace(0, 1, 2001)
+    assert np.all(res.bound(xs) <= num(xs) + 2e-3)
+    sgd = GdpAccountant().compose(PoissonSampledEvent(sampling_rate=0.01,
+                                                      event=GaussianEvent(noise_multiplier=1.0)))
+    assert sgd.berry_esseen() is None
 
 
 def test_pure_dp_like_events_use_f_eps_0() -> None:

@@ -10,6 +10,7 @@ from dpkit.fdp._clt import (
     Functionals,
     approx_dp_composition_limit,
     berry_esseen,
+    berry_esseen_from_sums,
     clt_mu,
     functionals,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "approx_dp",
     "approx_dp_composition_limit",
     "berry_esseen",
+    "berry_esseen_from_sums",
     "clt_mu",
     "from_distributions",
     "from_privacy_profile",

@@ -55,6 +55,7 @@ __all__ = [
     "Functionals",
     "approx_dp_composition_limit",
     "berry_esseen",
+    "berry_esseen_from_sums",
     "clt_mu",
     "functionals",
 ]
@@ -323,17 +324,24 @@ def berry_esseen(*fs: TradeOffFunction | Functionals,
     the bound inherits their discretisation error.
     """
     s_kl, s_k2, s_kl2, s_k3b, exact = _collect(fs, counts)
-    var = s_k2 - s_kl2
-    if s_kl == 0.0:
+    return berry_esseen_from_sums(sum_kl=s_kl, sum_kappa2=s_k2, sum_kl_squared=s_kl2,
+                                  sum_kappa3_centred=s_k3b, exact=exact)
+
+
+def berry_esseen_from_sums(*, sum_kl: float, sum_kappa2: float, sum_kl_squared: float,
+                           sum_kappa3_centred: float, exact: bool = True) -> CltResult:
+    """:func:`berry_esseen` from the sums ``||kl||_1``, ``||kappa_2||_1``, ``||kl||_2^2`` and
+    ``||kbar_3||_1`` over all factors (for accountants that accumulate them)."""
+    var = sum_kappa2 - sum_kl_squared
+    if sum_kl == 0.0:
         ident = GaussianTradeOff(0.0)
         return CltResult(0.0, 0.0, ident, ident, exact)
     if not var > 0.0:
         return CltResult(math.inf, math.inf, GaussianTradeOff(0.0),
                          BerryEsseenBound(math.inf, math.inf), exact)
-    mu = 2.0 * s_kl / math.sqrt(var)
-    gamma = 0.56 * s_k3b / var**1.5
-    est = GaussianTradeOff(mu)
-    return CltResult(mu, gamma, est, BerryEsseenBound(mu, gamma), exact)
+    mu = 2.0 * sum_kl / math.sqrt(var)
+    gamma = 0.56 * sum_kappa3_centred / var**1.5
+    return CltResult(mu, gamma, GaussianTradeOff(mu), BerryEsseenBound(mu, gamma), exact)
 
 
 def approx_dp_composition_limit(*, epsilons: Sequence[float] | FloatArray,
