@@ -151,8 +151,10 @@ class TradeOffFunction(abc.ABC):
     def delta(self, epsilon: float) -> float:
         """``delta_f(eps) = 1 + f*(-e^eps)`` (DRS Proposition 2.12), rounded up.
 
-        f-DP implies (eps, delta_f(eps))-DP; for symmetric f the converse holds over eps >= 0.
-        Any finite real epsilon is accepted (negative values describe asymmetric f).
+        For ``f = T(P, Q)`` this is the one-sided ``H_{e^eps}(Q || P)``. For symmetric f,
+        f-DP is equivalent to (eps, delta_f(eps))-DP for all eps >= 0. For an asymmetric f use
+        ``max(f.delta(eps), f.inverse().delta(eps))`` (or :meth:`symmetrize` first) to cover
+        both orderings of a neighbouring pair. Any finite real epsilon is accepted.
         """
         eps = check_finite("epsilon", epsilon)
         return self._delta(eps)
