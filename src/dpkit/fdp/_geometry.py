@@ -96,8 +96,9 @@ def sampled_lower_bound(x: FloatArray, y: FloatArray) -> tuple[FloatArray, Float
     For a convex function the secant of an interval, extended beyond it, lies *below* the
     function. So on ``[x_i, x_{i+1}]`` the function is at least the larger of the extended
     secants of the two neighbouring intervals; the two meet inside the interval. On the first
-    interval the bound is ``max(secant_1, y_1)`` (non-increasing), on the last ``secant_{n-2}``.
-    The returned knots are the samples plus one meeting point per interval.
+    interval the bound is the extended secant of the second one; on the last, the extended
+    secant of the one before it, floored at 0. The returned knots are the samples plus one
+    meeting point per interval, passed through the lower convex hull.
     """
     n = x.size
     if n < 3:
