@@ -114,7 +114,7 @@ def test_lemma_3_17_part1_only_if(pair: tuple[np.ndarray, np.ndarray], delta: fl
     removed = np.maximum(y - cap, 0.0)
     yp = np.minimum(y, cap)
     room = cap - yp
-    if removed.sum() > 0:
+    if room.sum() > 0:  # (room is 0 only when Y = e^eps Z, i.e. nothing was removed)
         yp = yp + room * (removed.sum() / room.sum())
     assert statistical_distance(p=y, q=yp / yp.sum()) <= delta + 1e-12
     assert max_divergence(p=yp / yp.sum(), q=z) <= eps + 1e-9
