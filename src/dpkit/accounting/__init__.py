@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the names below load lazily, so importing events stays ligh
         parallel_composition,
     )
     from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
-    from dpkit.accounting.gdp import GdpAccountant
+    from dpkit.accounting.gdp import GdpAccountant, dpsgd_gdp_epsilon, dpsgd_gdp_mu
     from dpkit.accounting.pld import PldAccountant
     from dpkit.accounting.pure import PureDpAccountant
     from dpkit.accounting.rdp import RdpAccountant
@@ -47,6 +47,8 @@ _LAZY = {
     "dpsgd_epsilon": "dpsgd",
     "dpsgd_noise_multiplier": "dpsgd",
     "GdpAccountant": "gdp",
+    "dpsgd_gdp_epsilon": "gdp",
+    "dpsgd_gdp_mu": "gdp",
     "PldAccountant": "pld",
     "PureDpAccountant": "pure",
     "RdpAccountant": "rdp",
@@ -78,6 +80,8 @@ __all__ = [
     "advanced_composition",
     "basic_composition",
     "dpsgd_epsilon",
+    "dpsgd_gdp_epsilon",
+    "dpsgd_gdp_mu",
     "dpsgd_noise_multiplier",
     "events",
     "optimal_composition",
