@@ -100,9 +100,8 @@ def dpsgd() -> tuple[list[Result], dict[str, Any]]:
          lambda: RdpAccountant().compose(ev, STEPS).get_epsilon(DELTA_A))
 
     def gdp() -> float:
-        from dpkit.accounting.gdp import dpsgd_gdp_mu
-
         from dpkit import fdp
+        from dpkit.accounting.gdp import dpsgd_gdp_mu
 
         mu = dpsgd_gdp_mu(sampling_rate=Q, noise_multiplier=SIGMA, steps=STEPS)
         return fdp.gdp(mu).epsilon(DELTA_A)
