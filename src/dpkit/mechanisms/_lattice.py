@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.noise._source import scratch
+
 __all__ = [
     "DISCRETE_GAUSSIAN_SLACK",
     "DISCRETE_LAPLACE_SLACK",
@@ -73,12 +75,17 @@ def granularity_for(scale: float, sensitivity: float, max_t: float) -> float:
     return s
 
 
-def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.float64]:
+def _to_index(x: npt.NDArray[np.float64], s: float,
+              out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
     """Lattice indices ``rint(x / s)`` clamped to +-2**62, NaN -> 0, as integer-valued doubles."""
     inv = 1.0 / s  # exact: s is a power of two (inf only if s < 2**-1024)
+    y = np.empty(x.shape) if out is None else out
     with np.errstate(over="ignore", invalid="ignore"):
         # exact scaling by a power of two (or a monotone under/overflow); inf * 0 cannot occur
-        y = x * inv if np.isfinite(inv) else x / s
+        if np.isfinite(inv):
+            np.multiply(x, inv, out=y)
+        else:
+            np.divide(x, s, out=y)
     np.rint(y, out=y)
     np.clip(y, -_INDEX_LIMIT, _INDEX_LIMIT, out=y)
     np.nan_to_num(y, copy=False, nan=0.0)  # NaN inputs are released as 0
@@ -88,11 +95,12 @@ def _to_index(x: npt.NDArray[np.float64], s: float) -> npt.NDArray[np.float64]:
 def lattice_release(
     values: Any,
     granularity: float,
-    noise: Callable[[int], npt.NDArray[np.float64]],
+    noise: Callable[[int, npt.NDArray[np.float64]], npt.NDArray[np.float64]],
 ) -> npt.NDArray[np.float64]:
     """Release ``values`` on the lattice of spacing ``granularity`` with integer noise ``noise(k)``.
 
-    ``noise(k)`` returns k integer-valued doubles below 2**52 in magnitude. The sum of index and
+    ``noise(k, out)`` writes k integer-valued doubles below 2**52 in magnitude into ``out`` (and
+    returns it). The sum of index and
     noise is computed exactly: in doubles when every index of the chunk is below 2**52 in
     magnitude (both terms and the sum are then exactly representable), in int64 otherwise. Both
     ways give the same integer, so the choice (which depends on the data) changes only timing.
@@ -108,8 +116,9 @@ def lattice_release(
 
     def work(start: int) -> None:
         stop = min(start + _CHUNK, n)
-        idx = _to_index(flat[start:stop], s)
-        z = noise(stop - start)
+        k = stop - start
+        idx = _to_index(flat[start:stop], s, scratch("lat_idx", k, np.float64))
+        z = noise(k, scratch("lat_z", k, np.float64))
         dest = out[start:stop]
         if idx.size and max(-float(idx.min()), float(idx.max())) <= _EXACT_SUM:
             np.add(idx, z, out=dest)

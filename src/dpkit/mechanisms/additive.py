@@ -149,7 +149,7 @@ class Laplace:
         src = resolve_source(source)
         t = self.scale / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k: laplace_lattice_float(src, t, k))
+                               lambda k, out: laplace_lattice_float(src, t, k, out))
 
 
 @dataclass(frozen=True)
@@ -292,4 +292,4 @@ class Gaussian:
         src = resolve_source(source)
         t = self.sigma / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k: gaussian_lattice_float(src, t, k))
+                               lambda k, out: gaussian_lattice_float(src, t, k, out))

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from dpkit.errors import InsecureRandomnessError, PrivacyParameterError
 
-__all__ = ["RandomSource", "default_source", "resolve_source"]
+__all__ = ["SCRATCH_LIMIT", "RandomSource", "default_source", "resolve_source", "scratch"]
 
 _CHUNK_WORDS = 1 << 15  # 256 KiB of keystream per cipher call: stays in L2 cache
 _ZEROS = bytes(_CHUNK_WORDS * 8)
@@ -186,15 +186,27 @@ class RandomSource:
         w = self.words(size)
         return self.full_precision_from_words(w)
 
-    def full_precision_from_words(self, w: npt.NDArray[np.uint64]) -> npt.NDArray[np.float64]:
+    def full_precision_from_words(self, w: npt.NDArray[np.uint64],
+                                  out: npt.NDArray[np.float64] | None = None
+                                  ) -> npt.NDArray[np.float64]:
         """Map words to full-precision uniforms; draws extra words for the rare deep binades.
 
         Bits 0..51 of each word are the significand, bits 52..62 choose the binade (leading zeros
         of an 11-bit field), bit 63 is left unused so callers may take it as an independent coin.
         """
-        field = (w >> _U64_52) & _EXP_FIELD
-        bits = _EXP_BITS[field]
-        bits |= w & _MASK52
+        if out is None:
+            field = (w >> _U64_52) & _EXP_FIELD
+            bits = _EXP_BITS[field]
+            bits |= w & _MASK52
+        else:  # the same, in place into out (and a scratch array)
+            field = scratch("fp_field", w.size, np.uint64).reshape(w.shape)
+            np.right_shift(w, _U64_52, out=field)
+            np.bitwise_and(field, _EXP_FIELD, out=field)
+            bits = out.view(np.uint64)
+            np.take(_EXP_BITS, field.view(np.int64), out=bits, mode="clip")
+            tmp = scratch("fp_tmp", w.size, np.uint64).reshape(w.shape)
+            np.bitwise_and(w, _MASK52, out=tmp)
+            np.bitwise_or(bits, tmp, out=bits)
         flat = bits.reshape(-1)
         if flat.min() < _MIN_NORMAL_BITS:  # some field == 0: probability 2**-11 each
             deep = np.flatnonzero(field.reshape(-1) == 0)
@@ -247,6 +259,28 @@ class RandomSource:
             r = int.from_bytes(self.bytes(nbytes), "little") & ((1 << k) - 1)
             if r < n:
                 return r
+
+
+_POOL = threading.local()
+SCRATCH_LIMIT = 1 << 17
+
+
+def scratch(name: str, n: int, dtype: type) -> npt.NDArray[Any]:
+    """A per-thread reusable work array of ``n`` elements (internal temporaries only).
+
+    Re-allocating chunk-sized temporaries makes the C library hand pages back to the OS and fault
+    them in again on every chunk; reusing them keeps large releases in cache. Callers must not
+    let the array escape, and must ask only for ``n <= SCRATCH_LIMIT``.
+    """
+    pool = getattr(_POOL, "arrays", None)
+    if pool is None:
+        pool = _POOL.arrays = {}
+    arr = pool.get(name)
+    if arr is None or arr.size < n or arr.dtype != dtype:
+        arr = np.empty(max(n, 1 << 10), dtype=dtype)
+        pool[name] = arr
+    view: npt.NDArray[Any] = arr[:n]
+    return view
 
 
 _default_lock = threading.Lock()

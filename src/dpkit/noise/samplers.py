@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from dpkit._numeric.validation import check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
-from dpkit.noise._source import RandomSource, _shape
+from dpkit.noise._source import SCRATCH_LIMIT, RandomSource, _shape, scratch
 
 __all__ = [
     "CHUNK",
@@ -144,7 +144,8 @@ _ONE_BITS = np.uint64(0x3FF0000000000000)
 _POLAR_LOG_C = 8.0 * _LN2
 
 
-def _uniform_square(source: RandomSource, n: int) -> tuple[FloatArray, FloatArray]:
+def _uniform_square(source: RandomSource, n: int, *, pooled: bool = True
+                    ) -> tuple[FloatArray, FloatArray]:
     """n points uniform on (-1, 1)^2: coordinates +-k 2**-52, k uniform on {0, ..., 2**52 - 1}.
 
     Built with bit operations only: ``(w & (2**52 - 1)) | bits(1.0)`` is uniform on [1, 2) with
@@ -153,12 +154,16 @@ def _uniform_square(source: RandomSource, n: int) -> tuple[FloatArray, FloatArra
     (The atom 0 gets both signs, so it weighs 2**-52 instead of 2**-53: a relative error below
     2**-30 on the bin it falls in, within the stated bound.)
     """
-    w = source.words(2 * n)
-    bits = w & _MASK52
-    bits |= _ONE_BITS
-    xy = bits.view(np.float64)
-    xy -= 1.0
-    bits |= w & _SIGN_BIT
+    pooled = pooled and 2 * n <= SCRATCH_LIMIT  # pooled: the result lives in scratch space
+    w = scratch("sq_w", 2 * n, np.uint64) if pooled else np.empty(2 * n, dtype=np.uint64)
+    source.fill_words(w)
+    xy = scratch("sq_xy", 2 * n, np.float64) if pooled else np.empty(2 * n)
+    bits = xy.view(np.uint64)
+    np.bitwise_and(w, _MASK52, out=bits)
+    np.bitwise_or(bits, _ONE_BITS, out=bits)
+    np.subtract(xy, 1.0, out=xy)
+    np.bitwise_and(w, _SIGN_BIT, out=w)
+    np.bitwise_or(bits, w, out=bits)
     return xy[:n], xy[n:]
 
 
@@ -174,7 +179,7 @@ def _polar_deep(source: RandomSource, n: int) -> tuple[FloatArray, FloatArray, F
     depth = np.ones(n)
     todo = np.arange(n)
     while todo.size:
-        x, y = _uniform_square(source, todo.size)
+        x, y = _uniform_square(source, todo.size, pooled=False)  # the caller holds the pool
         s = x * x + y * y
         inside = s < 1.0
         deeper = inside & (s < _POLAR_C)
@@ -187,7 +192,7 @@ def _polar_deep(source: RandomSource, n: int) -> tuple[FloatArray, FloatArray, F
     return xs, ys, ss, logs
 
 
-def _polar_normals(source: RandomSource, k: int) -> FloatArray:
+def _polar_normals(source: RandomSource, k: int, out: FloatArray | None = None) -> FloatArray:
     """``k`` standard normals by Marsaglia's polar method, exact in both tails.
 
     (x, y) is uniform on the square [-1, 1)^2 (53-bit coordinates); pairs with
@@ -203,7 +208,8 @@ def _polar_normals(source: RandomSource, k: int) -> FloatArray:
 
     Elsewhere every quantity has relative error below 2**-43 (``|ln s| >= 2**-8``).
     """
-    out = np.empty(k)
+    if out is None:
+        out = np.empty(k)
     filled = 0
     with np.errstate(invalid="ignore", divide="ignore"):
         while filled < k:
@@ -211,24 +217,35 @@ def _polar_normals(source: RandomSource, k: int) -> FloatArray:
             # pairs expected to give 1% more than need normals (accept pi/4): a second round
             # is needed with probability below 1e-4 for need >= 2**14
             m = int(need * 0.6367 * 1.01) + 64
-            x, y = _uniform_square(source, m)
-            s = x * x + y * y
-            keep = s < 1.0
-            logs = np.log(s)
-            low = np.flatnonzero(s < _POLAR_C)
+            pooled = 2 * m <= SCRATCH_LIMIT
+            x, y = _uniform_square(source, m, pooled=pooled)
+            s = scratch("pol_s", m, np.float64) if pooled else np.empty(m)
+            tmp = scratch("pol_t", m, np.float64) if pooled else np.empty(m)
+            np.multiply(x, x, out=s)
+            np.multiply(y, y, out=tmp)
+            np.add(s, tmp, out=s)
+            keep = scratch("pol_k", m, np.bool_) if pooled else np.empty(m, dtype=np.bool_)
+            mark = scratch("pol_m", m, np.bool_) if pooled else np.empty(m, dtype=np.bool_)
+            np.less(s, 1.0, out=keep)
+            logs = tmp
+            np.log(s, out=logs)
+            np.less(s, _POLAR_C, out=mark)
+            low = np.flatnonzero(mark)
             if low.size:
                 x[low], y[low], s[low], logs[low] = _polar_deep(source, low.size)
-            high = np.flatnonzero(keep & (s > 1.0 - _POLAR_C))
+            np.greater(s, 1.0 - _POLAR_C, out=mark)
+            np.logical_and(mark, keep, out=mark)
+            high = np.flatnonzero(mark)
             if high.size:
                 u = source.uniform_full(high.size)
                 logs[high] = np.log1p(-_POLAR_C * u)
             keep[low] = True
             f = logs
-            f *= -2.0
-            f /= s
+            np.multiply(f, -2.0, out=f)
+            np.divide(f, s, out=f)
             np.sqrt(f, out=f)
-            x *= f
-            y *= f
+            np.multiply(x, f, out=x)
+            np.multiply(y, f, out=y)
             pairs = int(np.count_nonzero(keep))
             if 2 * pairs > need:  # last round: keep only the first accepted pairs needed
                 keep[np.flatnonzero(keep)[(need + 1) // 2:]] = False
@@ -284,15 +301,19 @@ def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[i
     return _chunked(size, np.int64, lambda k: laplace_lattice_float(source, t, k).astype(np.int64))
 
 
-def laplace_lattice_float(source: RandomSource, t: float, k: int) -> FloatArray:
+def laplace_lattice_float(source: RandomSource, t: float, k: int,
+                          out: FloatArray | None = None) -> FloatArray:
     """:func:`laplace_lattice_noise` as integer-valued doubles (|Z| < 2**43), without checks."""
     if t < _TWO_LEVEL_T:
-        w = source.words(k)
-        y = source.full_precision_from_words(w)
+        pooled = k <= SCRATCH_LIMIT
+        w = scratch("lap_w", k, np.uint64) if pooled else np.empty(k, dtype=np.uint64)
+        source.fill_words(w)
+        y = source.full_precision_from_words(w, out=out if out is not None else np.empty(k))
         np.log(y, out=y)
-        y *= -t  # t E >= 0
+        np.multiply(y, -t, out=y)  # t E >= 0
         yb = y.view(np.uint64)
-        yb |= w & _SIGN_BIT  # the sign: bit 63, independent of the uniform
+        np.bitwise_and(w, _SIGN_BIT, out=w)
+        np.bitwise_or(yb, w, out=yb)  # the sign: bit 63, independent of the uniform
         np.rint(y, out=y)
         return y
 
@@ -309,6 +330,9 @@ def laplace_lattice_float(source: RandomSource, t: float, k: int) -> FloatArray:
     coarse *= block
     coarse += fine
     np.negative(coarse, out=coarse, where=s)
+    if out is not None:
+        out[...] = coarse
+        return out
     return coarse
 
 
@@ -332,10 +356,11 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
                     lambda k: gaussian_lattice_float(source, sigma, k).astype(np.int64))
 
 
-def gaussian_lattice_float(source: RandomSource, sigma: float, k: int) -> FloatArray:
+def gaussian_lattice_float(source: RandomSource, sigma: float, k: int,
+                           out: FloatArray | None = None) -> FloatArray:
     """:func:`gaussian_lattice_noise` as integer-valued doubles (|Z| < 2**27), without checks."""
-    g = _polar_normals(source, k)
-    g *= sigma
+    g = _polar_normals(source, k, out)
+    np.multiply(g, sigma, out=g)
     np.rint(g, out=g)
     return g
 
