@@ -96,6 +96,8 @@ def lattice_release(
     values: Any,
     granularity: float,
     noise: Callable[[int, npt.NDArray[np.float64]], npt.NDArray[np.float64]],
+    *,
+    parallel: bool = True,
 ) -> npt.NDArray[np.float64]:
     """Release ``values`` on the lattice of spacing ``granularity`` with integer noise ``noise(k)``.
 
@@ -105,7 +107,8 @@ def lattice_release(
     magnitude (both terms and the sum are then exactly representable), in int64 otherwise. Both
     ways give the same integer, so the choice (which depends on the data) changes only timing.
     Returns a float64 array of the same shape whose entries are exact multiples of the
-    granularity (or +-inf when the result exceeds the double range).
+    granularity (or +-inf when the result exceeds the double range). ``parallel=False`` keeps
+    the keystream order fixed (seeded sources: reproducible results).
     """
     x = np.asarray(values, dtype=np.float64)
     shape = x.shape
@@ -130,7 +133,7 @@ def lattice_release(
             dest *= s
 
     starts = range(0, n, _CHUNK)
-    if n > 4 * _CHUNK and _WORKERS > 1:
+    if parallel and n > 4 * _CHUNK and _WORKERS > 1:
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
             list(pool.map(work, starts))
     else:

@@ -149,7 +149,8 @@ class Laplace:
         src = resolve_source(source)
         t = self.scale / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k, out: laplace_lattice_float(src, t, k, out))
+                               lambda k, out: laplace_lattice_float(src, t, k, out),
+                               parallel=src.secure)
 
 
 @dataclass(frozen=True)
@@ -292,4 +293,5 @@ class Gaussian:
         src = resolve_source(source)
         t = self.sigma / self.granularity
         return lattice_release(values, self.granularity,
-                               lambda k, out: gaussian_lattice_float(src, t, k, out))
+                               lambda k, out: gaussian_lattice_float(src, t, k, out),
+                               parallel=src.secure)

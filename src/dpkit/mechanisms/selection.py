@@ -18,8 +18,9 @@ For monotone utilities (every score moves in the same direction between neighbou
 drops (``monotonic=True``).
 
 Scores: NaN is treated as -inf (never chosen unless every score is NaN or -inf, in which case the
-first candidate is returned); scores are shifted by their finite maximum before scaling, so huge
-scores never overflow to NaN. The arg-max of floating-point noisy scores deviates from the exact
+first candidate is returned); +inf is treated as the largest finite double (several +inf
+candidates tie and the noise decides among them); scores are shifted by their finite maximum
+before scaling, so huge scores never overflow to NaN. The arg-max of floating-point noisy scores deviates from the exact
 selection probabilities by a relative ``2**-40`` at most outside an event of probability below
 ``2**-1000`` (noise with 52 bits of relative precision in both tails); charged as ``pmf_slack``.
 """
@@ -75,11 +76,12 @@ def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool
 
 
 def _scaled_scores(scores: Any, factor: float) -> npt.NDArray[np.float64]:
-    """``factor * (u - max finite u)`` with NaN -> -inf; never raises on the data."""
+    """``factor * (u - max finite u)`` with NaN -> -inf, +inf -> largest double; never raises."""
     u = np.asarray(scores, dtype=np.float64).reshape(-1)
     if u.size == 0:
         raise PrivacyParameterError("scores must contain at least one candidate")
     u = np.where(np.isnan(u), -np.inf, u)
+    np.minimum(u, np.finfo(np.float64).max, out=u)  # +inf ties at the top, noise breaks ties
     finite = u[np.isfinite(u)]
     shift = float(finite.max()) if finite.size else 0.0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -88,8 +90,12 @@ def _scaled_scores(scores: Any, factor: float) -> npt.NDArray[np.float64]:
 
 
 def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
-                  noise: Callable[[int], npt.NDArray[np.float64]]) -> npt.NDArray[np.int64]:
-    """``count`` arg-maxes of ``z + noise``, rows processed on two threads."""
+                  noise: Callable[[int], npt.NDArray[np.float64]],
+                  parallel: bool = True) -> npt.NDArray[np.int64]:
+    """``count`` arg-maxes of ``z + noise``, rows processed on two threads when ``parallel``.
+
+    Seeded sources pass ``parallel=False`` so the keystream order, hence the result, is fixed.
+    """
     n = z.size
     out = np.empty(count, dtype=np.int64)
 
@@ -101,7 +107,7 @@ def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
         out[start:stop] = np.argmax(noisy, axis=1)
 
     starts = range(0, count, _ROWS_PER_TASK)
-    if count * n > (1 << 18):
+    if parallel and count * n > (1 << 18):
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(work, starts))
     else:
@@ -160,7 +166,7 @@ class ExponentialMechanism:
             e = _exp_two_tailed(src, m)
             return -np.log(e)
 
-        return _noisy_argmax(z, k, gumbel)
+        return _noisy_argmax(z, k, gumbel, parallel=src.secure)
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
         """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
@@ -236,4 +242,4 @@ class ReportNoisyMax:
             e, sign = _exp_and_sign(src, m)
             return np.where(sign, -e, e)
 
-        return _noisy_argmax(z, k, noise)
+        return _noisy_argmax(z, k, noise, parallel=src.secure)
