@@ -20,9 +20,10 @@ drops (``monotonic=True``).
 Scores: NaN is treated as -inf (never chosen unless every score is NaN or -inf, in which case the
 first candidate is returned); +inf is treated as the largest finite double (several +inf
 candidates tie and the noise decides among them); scores are shifted by their finite maximum
-before scaling, so huge scores never overflow to NaN. The arg-max of floating-point noisy scores deviates from the exact
-selection probabilities by a relative ``2**-40`` at most outside an event of probability below
-``2**-1000`` (noise with 52 bits of relative precision in both tails); charged as ``pmf_slack``.
+before scaling, so huge scores never overflow to NaN. The arg-max of floating-point noisy
+scores deviates from the exact selection probabilities by a relative ``2**-40`` at most outside
+an event of probability below ``2**-1000`` (noise with 52 bits of relative precision in both
+tails); it is charged by scaling the scores with ``epsilon - 2 * 2**-40``.
 """
 
 from __future__ import annotations
