@@ -229,16 +229,19 @@ def _polar_normals(source: RandomSource, k: int, out: FloatArray | None = None) 
             np.less(s, 1.0, out=keep)
             logs = tmp
             np.log(s, out=logs)
-            np.less(s, _POLAR_C, out=mark)
-            low = np.flatnonzero(mark)
-            if low.size:
-                x[low], y[low], s[low], logs[low] = _polar_deep(source, low.size)
+            # Both regions are located on the original s, before the deep redraw replaces s by
+            # the rescaled s' (a deep point may have s' > 1 - c; its log already carries the
+            # depth term and must not be replaced by a fresh near-1 radius).
             np.greater(s, 1.0 - _POLAR_C, out=mark)
             np.logical_and(mark, keep, out=mark)
             high = np.flatnonzero(mark)
+            np.less(s, _POLAR_C, out=mark)
+            low = np.flatnonzero(mark)
             if high.size:
                 u = source.uniform_full(high.size)
                 logs[high] = np.log1p(-_POLAR_C * u)
+            if low.size:
+                x[low], y[low], s[low], logs[low] = _polar_deep(source, low.size)
             keep[low] = True
             f = logs
             np.multiply(f, -2.0, out=f)
@@ -431,9 +434,11 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
 
     Vectorised Algorithm 3 of Canonne, Kamath and Steinke (2020): propose Y from the discrete
     Laplace with ``t = floor(sigma) + 1`` and accept with probability
-    ``exp(-(|Y| - sigma^2 / t)^2 / (2 sigma^2))``. The proposal carries the discrete-Laplace
-    error bound (``exp(+-2**-25.5)``) and each acceptance probability has relative error below
-    2**-48 where it matters, so the output pmf (numerator and normaliser) is within a factor
+    ``exp(-(|Y| - sigma^2 / t)^2 / (2 sigma^2))``, drawn as ``E >= gamma`` for E ~ Exp(1) with full
+    relative precision. The proposal carries the discrete-Laplace error bound
+    (``exp(+-2**-25.5)``) and each acceptance probability has relative error below
+    ``gamma 2**-50 <= 2**-40`` (gamma <= 708 where E is represented; beyond, the proposal's own
+    mass is below 2**-1000), so the output pmf (numerator and normaliser) is within a factor
     ``exp(+-2**-24)`` of the exact law for sigma < 2**13 (charged ``2**-23``); use
     :func:`discrete_gaussian_exact` when exactness is required.
     """
@@ -448,7 +453,10 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
             m = todo.size
             y = discrete_laplace(source, scale=t, size=m)
             a = np.abs(y).astype(np.float64) - s2 / t
-            accept = source.uniform(m) < np.exp(-(a * a) / (2.0 * s2))
+            # Bernoulli(exp(-gamma)) as E >= gamma with E ~ Exp(1) at full relative precision:
+            # exact to a relative gamma 2**-50 even where exp(-gamma) is far below 2**-53.
+            e, _ = _exp_and_sign(source, m)
+            accept = e >= (a * a) / (2.0 * s2)
             out[todo[accept]] = y[accept]
             todo = todo[~accept]
         return out
