@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtri
 
-from dpkit._numeric.gaussian import analytic_gaussian_mu, gaussian_delta
+from dpkit._numeric.gaussian import analytic_gaussian_mu, gaussian_delta_upper
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import (
     check_delta,
@@ -53,6 +53,29 @@ _MIN_EPSILON = 2.0**-20
 _LAPLACE_MAX_T = 2.0**32
 _GAUSSIAN_MAX_T = 2.0**20
 
+
+
+def _fit_granularity(factor: Fraction, sensitivity: float, max_t: float) -> tuple[float, float]:
+    """Granularity s and scale ``up(factor (sensitivity + s))`` with ``scale / s < 2 max_t``.
+
+    :func:`granularity_for` bounds ``(factor * sensitivity) / s``; the final scale also carries
+    ``factor * s``, so s is coarsened (doubling) until the final ratio fits the sampler.
+    Refuses (fails closed) when that would make the lattice charge ``s`` exceed ``2**-6`` of the
+    sensitivity, i.e. for noise above about ``max_t / 32`` times the sensitivity (Gaussian: mu
+    below about 3e-5; Laplace: never above its epsilon floor of 2**-20).
+    """
+    s = granularity_for(float(factor * Fraction(sensitivity)), sensitivity, max_t)
+    scale = up(factor * (Fraction(sensitivity) + Fraction(s)))
+    while not scale / s < 2 * max_t:
+        s *= 2.0
+        if s > sensitivity * 2.0**-6:
+            raise PrivacyParameterError(
+                f"the privacy budget is too small for a floating-point-safe release: the noise "
+                f"would be {float(factor):.3g} times the sensitivity; use a larger budget, or "
+                f"integer data with DiscreteLaplace / DiscreteGaussian"
+            )
+        scale = up(factor * (Fraction(sensitivity) + Fraction(s)))
+    return s, scale
 
 
 def _effective_epsilon(epsilon: float, slack: float) -> Fraction:
@@ -102,8 +125,7 @@ class Laplace:
         eps = check_epsilon(epsilon)
         delta_1 = check_sensitivity(sensitivity)
         eff = _effective_epsilon(eps, LAPLACE_SLACK)
-        s = granularity_for(delta_1 / eps, delta_1, _LAPLACE_MAX_T)
-        scale = up((Fraction(delta_1) + Fraction(s)) / eff)
+        s, scale = _fit_granularity(1 / eff, delta_1, _LAPLACE_MAX_T)
         return cls(scale=scale, sensitivity=delta_1, granularity=s,
                    neighbouring=as_neighbouring(neighbouring))
 
@@ -196,8 +218,7 @@ class Gaussian:
         """The Gaussian with ``sigma = (sensitivity + granularity) / mu`` (rounded up): mu-GDP."""
         m = check_mu(mu)
         delta_2 = check_sensitivity(sensitivity)
-        s = granularity_for(delta_2 / m, delta_2, _GAUSSIAN_MAX_T)
-        sigma = up((Fraction(delta_2) + Fraction(s)) / Fraction(m))
+        s, sigma = _fit_granularity(1 / Fraction(m), delta_2, _GAUSSIAN_MAX_T)
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
                    neighbouring=as_neighbouring(neighbouring))
 
@@ -233,9 +254,8 @@ class Gaussian:
             raise PrivacyParameterError(
                 f"method must be 'analytic' or 'classic', got {method!r}"
             )
-        s = granularity_for(delta_2 * factor, delta_2, _GAUSSIAN_MAX_T)
-        sigma = up(Fraction(math.nextafter(factor, math.inf))
-                   * (Fraction(delta_2) + Fraction(s)))
+        s, sigma = _fit_granularity(Fraction(math.nextafter(factor, math.inf)), delta_2,
+                                    _GAUSSIAN_MAX_T)
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
                    neighbouring=as_neighbouring(neighbouring))
 
@@ -247,9 +267,9 @@ class Gaussian:
     def delta_for(self, *, epsilon: float) -> float:
         """Smallest delta certified at ``epsilon``: ``e^a * delta_mu(epsilon - 2a)`` (a = slack)."""
         eps = check_epsilon(epsilon, allow_zero=True)
-        d = gaussian_delta(max(eps - 2.0 * GAUSSIAN_SLACK, 0.0), self.mu)
+        d = gaussian_delta_upper(max(eps - 2.0 * GAUSSIAN_SLACK, 0.0), self.mu)
         d *= math.exp(GAUSSIAN_SLACK)
-        return min(1.0, math.nextafter(d * (1.0 + 2.0**-30), math.inf))
+        return min(1.0, math.nextafter(d * (1.0 + 2.0**-50), math.inf))
 
     def epsilon_for(self, *, delta: float) -> float:
         """Smallest epsilon certified at ``delta`` (bisection, returns the safe end)."""
