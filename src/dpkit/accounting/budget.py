@@ -171,8 +171,8 @@ class Accountant:
             if self._kind != "rdp":
                 raise PrivacyParameterError("rdp_order needs method='rdp' and delta > 0")
             self._rdp_order = check_positive("rdp_order", rdp_order)
-            if not self._rdp_order > 1.0:
-                raise PrivacyParameterError(f"rdp_order must be > 1, got {rdp_order!r}")
+            if not 1.0 < self._rdp_order <= 1e6:
+                raise PrivacyParameterError(f"rdp_order must lie in (1, 1e6], got {rdp_order!r}")
         self._lock = threading.Lock()
         self._state = _State(
             interpreter=_new_interpreter(self._kind, self._rdp_order),

@@ -87,10 +87,13 @@ def parallel_composition(
 
     Mechanism i sees only ``D ∩ R_i`` where ``R_1, ..., R_t`` partition the data universe
     (pairwise disjoint, union = everything; the partition must be fixed independently of the
-    data). Adding or removing one record changes exactly one part, so the release is
-    ``(max eps_i, max delta_i)``-DP under ``"add_remove"``. Under ``"replace"`` a replaced
-    record may leave one part and enter another, so two parts change: the bound is the sum of
-    the two largest epsilons and of the two largest deltas. Rounded up.
+    data), and ``(epsilons[i], deltas[i])`` are its guarantees under ADD/REMOVE neighbours.
+    Adding or removing one record changes exactly one part, so the release is
+    ``(max eps_i, max delta_i)``-DP under ``"add_remove"``. Under ``"replace"`` a replaced record
+    either moves between two parts (one removal and one addition: at most ``eps_a + eps_b``) or
+    stays in one part, where the replacement is a removal followed by an addition (group privacy
+    for two add/remove steps: ``(2 eps_i, (1 + e^eps_i) delta_i)``, [DR14] Theorem 2.2). Both are
+    bounded by ``(2 max eps_i, (1 + e^{max eps_i}) max delta_i)``, which is returned. Rounded up.
     """
     eps, dels = _validate_lists(epsilons, deltas)
     try:
@@ -103,12 +106,11 @@ def parallel_composition(
         return 0.0, 0.0
     if relation is Neighbouring.ADD_REMOVE:
         return max(eps), max(dels)
-    top_e = sorted(eps, reverse=True)[:2]
-    top_d = sorted(dels, reverse=True)[:2]
-    return (
-        up(sum((Fraction(x) for x in top_e), Fraction(0))),
-        min(up(sum((Fraction(x) for x in top_d), Fraction(0))), 1.0),
-    )
+    e_max, d_max = max(eps), max(dels)
+    two_e = up(2 * Fraction(e_max))
+    grown = math.inf if e_max > 700 else math.nextafter((1.0 + math.exp(e_max)) * d_max
+                                                          * (1 + 2.0**-50), math.inf)
+    return two_e, min(grown, 1.0)
 
 
 def advanced_composition(
@@ -197,7 +199,7 @@ def optimal_composition_delta(*, epsilon: float, count: int, target_epsilon: flo
     eps = check_epsilon(epsilon, allow_zero=True)
     k = check_integer(count, name="count", minimum=0)
     t = check_epsilon(target_epsilon, name="target_epsilon", allow_zero=True)
-    if k == 0 or eps == 0.0 or t >= k * eps:
+    if k == 0 or eps == 0.0 or Fraction(t) >= k * Fraction(eps):  # exact comparison
         return 0.0
     val = _rr_delta(eps, k, t)
     out = up(Fraction(val + _MARGIN))

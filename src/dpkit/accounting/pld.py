@@ -626,6 +626,8 @@ class PldAccountant(PrivacyAccountant):
         d_ideal = delta * math.exp(-a) if upper else delta
         r, ad = self._composed(mode)
         eps = max(r.epsilon(d_ideal, upper=upper), ad.epsilon(d_ideal, upper=upper))
+        if math.isnan(eps):  # numerically degenerate: certify nothing (upper) or the trivial 0
+            return math.inf if upper else 0.0
         if not math.isfinite(eps):
             return eps
         if upper:
@@ -645,6 +647,8 @@ class PldAccountant(PrivacyAccountant):
         r, ad = self._composed(self._mode)
         e = epsilon - 2.0 * a
         d = max(r.delta(e, upper=True), ad.delta(e, upper=True))
+        if math.isnan(d):
+            return 1.0
         d = d * math.exp(a) * (1.0 + 1e-12)
         return min(1.0, d)
 

@@ -117,6 +117,8 @@ def _lse_up(terms: FloatArray, magnitude: float) -> float:
     the positive sum of n terms and the final logarithm add at most ``(n + 3) ulp`` relative.
     The margin ``2**-48 (magnitude + n + 4)`` is 16 times that estimate.
     """
+    if np.any(np.isnan(terms)) or np.any(terms == math.inf):
+        return math.inf  # an overflowed or undefined term: no finite bound
     finite = terms[np.isfinite(terms)]
     if finite.size == 0:
         return -math.inf
@@ -297,8 +299,8 @@ def _check_orders(orders: Sequence[float] | None) -> FloatArray:
     if not vals:
         raise PrivacyParameterError("orders must not be empty")
     for a in vals:
-        if not a > 1.0:
-            raise PrivacyParameterError(f"Renyi orders must be > 1, got {a!r}")
+        if not 1.0 < a <= 1e6:
+            raise PrivacyParameterError(f"Renyi orders must lie in (1, 1e6], got {a!r}")
     return np.array(vals, dtype=np.float64)
 
 
@@ -376,7 +378,7 @@ class RdpAccountant(PrivacyAccountant):
     def _ideal_epsilon(self, delta: float) -> float:
         """Smallest epsilon the RDP curve certifies at ``delta`` (no slack), rounded up."""
         r = self._rdp
-        if np.any(np.isinf(r)):
+        if np.any(np.isinf(r)) or np.any(np.isnan(r)):  # overflow or undefined: no bound
             return math.inf
         if not np.any(r > 0):
             return 0.0
