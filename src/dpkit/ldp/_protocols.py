@@ -22,6 +22,7 @@ with ``p`` and ``q`` the probabilities the implementation actually uses.
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -166,14 +167,17 @@ class FrequencyOracle(_c._Categorical):
         src = resolve_source(source)
         return self._randomize_indices(self.encode_many(values), src)
 
+    @abc.abstractmethod
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> Any:
         raise NotImplementedError
 
     # -- server ------------------------------------------------------------------------------
+    @abc.abstractmethod
     def coerce_reports(self, reports: Any) -> tuple[Any, int]:
         """Turn a batch of reports into the array form; return it and the number rejected."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def support_counts(self, reports: Any) -> IntArray:
         """``S_v``: how many of the (well-formed, array-form) reports support each item."""
         raise NotImplementedError
@@ -586,7 +590,7 @@ class HadamardResponse(FrequencyOracle, _c.HadamardResponse):
 # ------------------------------------------------------------------------------------------
 # Mean estimation
 # ------------------------------------------------------------------------------------------
-class MeanMechanism(_c._Numeric):
+class MeanMechanism(_c._Numeric, abc.ABC):
     """Server-side behaviour of the mean mechanisms for values in ``[-1, 1]``.
 
     Each report decodes to an unbiased estimate ``t_hat`` of the user's value with
@@ -599,10 +603,12 @@ class MeanMechanism(_c._Numeric):
         """The release as an accounting event."""
         return PureDpEvent(self.epsilon)
 
+    @abc.abstractmethod
     def _ab(self) -> tuple[float, float]:
         raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def n_reports(self) -> int:
         """Number of possible reports (they are ``0 .. n_reports - 1``)."""
         raise NotImplementedError
@@ -639,9 +645,11 @@ class MeanMechanism(_c._Numeric):
         """Reports of many users at once (same law as :meth:`randomize`, see ``_randomize_t``)."""
         return self._randomize_t(self.encode_many(values), resolve_source(source))
 
+    @abc.abstractmethod
     def _randomize_t(self, t: FloatArray, source: RandomSource) -> IntArray:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def decode(self, reports: IntArray) -> FloatArray:
         """Unbiased per-user estimates ``t_hat`` of well-formed reports."""
         raise NotImplementedError

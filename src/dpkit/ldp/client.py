@@ -30,6 +30,7 @@ report.
 
 from __future__ import annotations
 
+import abc
 import math
 import secrets
 from collections.abc import Hashable, Iterable, Sequence
@@ -142,7 +143,7 @@ def _domain(domain: Any) -> tuple[int, tuple[Hashable, ...] | None]:
 # ------------------------------------------------------------------------------------------
 # Frequency oracles
 # ------------------------------------------------------------------------------------------
-class _Categorical:
+class _Categorical(abc.ABC):
     """Shared pieces of every protocol over a finite domain ``{0, ..., d - 1}`` (or labels)."""
 
     name = "categorical"
@@ -186,14 +187,17 @@ class _Categorical:
         except (KeyError, TypeError):
             raise ValueError(f"{self.name}: value {value!r} is not in the domain") from None
 
+    @abc.abstractmethod
     def randomize(self, value: Any) -> Any:
         """One user's report (see the subclass)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         """Exact law of the report for input ``value`` (small domains only)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         """``(p, q)``: probability that a report supports item v when the input is v / is not v."""
         raise NotImplementedError
@@ -297,6 +301,7 @@ class _UnaryEncoding(_Categorical):
     otherwise; ``epsilon = ln(p (1 - q) / ((1 - p) q))``. Report: hex string of ``ceil(d/8)`` bytes.
     """
 
+    @abc.abstractmethod
     def _probabilities(self) -> tuple[Fraction, Fraction]:
         raise NotImplementedError
 
