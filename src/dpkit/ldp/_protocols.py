@@ -169,18 +169,18 @@ class FrequencyOracle(_c._Categorical):
 
     @abc.abstractmethod
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> Any:
-        raise NotImplementedError
+        ...
 
     # -- server ------------------------------------------------------------------------------
     @abc.abstractmethod
     def coerce_reports(self, reports: Any) -> tuple[Any, int]:
         """Turn a batch of reports into the array form; return it and the number rejected."""
-        raise NotImplementedError
+        ...
 
     @abc.abstractmethod
     def support_counts(self, reports: Any) -> IntArray:
         """``S_v``: how many of the (well-formed, array-form) reports support each item."""
-        raise NotImplementedError
+        ...
 
     def statistic(self, reports: Any) -> IntArray:
         """The additive sufficient statistic the aggregator keeps (default: support counts)."""
@@ -605,13 +605,13 @@ class MeanMechanism(_c._Numeric, abc.ABC):
 
     @abc.abstractmethod
     def _ab(self) -> tuple[float, float]:
-        raise NotImplementedError
+        ...
 
     @property
     @abc.abstractmethod
     def n_reports(self) -> int:
         """Number of possible reports (they are ``0 .. n_reports - 1``)."""
-        raise NotImplementedError
+        ...
 
     def variance(self, n: int, mean_square: float = 0.0) -> float:
         """Exact variance of the mean estimate over ``n`` users whose values have average square
@@ -647,12 +647,12 @@ class MeanMechanism(_c._Numeric, abc.ABC):
 
     @abc.abstractmethod
     def _randomize_t(self, t: FloatArray, source: RandomSource) -> IntArray:
-        raise NotImplementedError
+        ...
 
     @abc.abstractmethod
     def decode(self, reports: IntArray) -> FloatArray:
         """Unbiased per-user estimates ``t_hat`` of well-formed reports."""
-        raise NotImplementedError
+        ...
 
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
         """Well-formed reports (ints in ``[0, n_reports)``) and the number rejected."""

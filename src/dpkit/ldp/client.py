@@ -190,17 +190,17 @@ class _Categorical(abc.ABC):
     @abc.abstractmethod
     def randomize(self, value: Any) -> Any:
         """One user's report (see the subclass)."""
-        raise NotImplementedError
+        ...
 
     @abc.abstractmethod
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         """Exact law of the report for input ``value`` (small domains only)."""
-        raise NotImplementedError
+        ...
 
     @abc.abstractmethod
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         """``(p, q)``: probability that a report supports item v when the input is v / is not v."""
-        raise NotImplementedError
+        ...
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d})"
@@ -303,7 +303,7 @@ class _UnaryEncoding(_Categorical):
 
     @abc.abstractmethod
     def _probabilities(self) -> tuple[Fraction, Fraction]:
-        raise NotImplementedError
+        ...
 
     @property
     def nbytes(self) -> int:
