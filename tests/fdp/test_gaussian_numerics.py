@@ -11,9 +11,9 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpkit._numeric.gaussian import gaussian_delta
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp import gdp, mu_from_epsilon_delta
-from dpkit.fdp._gaussian import gaussian_delta
 
 mp.mp.dps = 50
 

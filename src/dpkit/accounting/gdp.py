@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from dpkit._numeric.gaussian import gaussian_delta_up
 from dpkit._numeric.rounding import div_up, up
 from dpkit._numeric.validation import (
     check_delta,
@@ -71,7 +72,6 @@ from dpkit.fdp import (
     laplace,
 )
 from dpkit.fdp._clt import berry_esseen_from_sums
-from dpkit.fdp._gaussian import gaussian_delta_up
 from dpkit.fdp._tradeoff import _sqrt_up
 
 __all__ = ["GdpAccountant", "dpsgd_gdp_epsilon", "dpsgd_gdp_mu"]

@@ -17,6 +17,7 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
+from dpkit._numeric.gaussian import gaussian_delta
 from dpkit._numeric.validation import (
     check_delta,
     check_finite,
@@ -27,7 +28,6 @@ from dpkit._numeric.validation import (
 )
 from dpkit.divergence import _discrete as dd
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._gaussian import gaussian_delta
 
 __all__ = ["GaussianPair", "LaplacePair", "RandomizedResponsePair"]
 
@@ -66,7 +66,7 @@ class GaussianPair:
 
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS Corollary 2.13),
-        evaluated stably (see :mod:`dpkit.fdp._gaussian`)."""
+        evaluated stably (see :mod:`dpkit._numeric.gaussian`)."""
         eps = check_finite("epsilon", epsilon)
         return gaussian_delta(eps, self.mu)
 

@@ -36,9 +36,9 @@ from numpy.typing import NDArray
 from scipy import integrate
 from scipy.special import ndtr
 
+from dpkit._numeric.gaussian import gaussian_tradeoff, log_gaussian_delta_slope
 from dpkit._numeric.validation import check_integer
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._gaussian import gaussian_tradeoff, log_gaussian_delta_slope
 from dpkit.fdp._tradeoff import (
     ApproxDpTradeOff,
     GaussianTradeOff,

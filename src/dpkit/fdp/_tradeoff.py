@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
+from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for, gaussian_tradeoff
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import (
     check_delta,
@@ -39,7 +40,6 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._gaussian import gaussian_delta_up, gaussian_tradeoff
 from dpkit.fdp._geometry import lower_convex_hull, sampled_lower_bound, upper_envelope_of_lines
 
 __all__ = [
@@ -408,20 +408,7 @@ def mu_from_epsilon_delta(*, epsilon: float, delta: float) -> float:
     """
     eps = check_epsilon(epsilon, allow_zero=True)
     d = check_delta(delta, allow_zero=False)
-    lo, hi = 0.0, 1.0
-    while gaussian_delta_up(eps, hi) <= d:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            return lo
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gaussian_delta_up(eps, mid) <= d:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return gaussian_mu_for(eps, d)
 
 
 class ScaledGaussianTradeOff(TradeOffFunction):

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtri
 
-from dpkit._numeric.gaussian import analytic_gaussian_mu, gaussian_delta_upper
+from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import (
     check_delta,
@@ -240,7 +240,9 @@ class Gaussian:
         dlt = check_delta(delta, allow_zero=False)
         delta_2 = check_sensitivity(sensitivity)
         eff_eps = float(_effective_epsilon(eps, GAUSSIAN_SLACK))
-        eff_delta = dlt * math.exp(-GAUSSIAN_SLACK)
+        # 2**-40 of headroom so that the certificate delta_for(epsilon) (which rounds up once
+        # more) also stays within the delta asked for, not only the exact delta.
+        eff_delta = dlt * math.exp(-GAUSSIAN_SLACK) * (1.0 - 2.0**-40)
         if method == "classic":
             if not eps < 1.0:
                 raise PrivacyParameterError(
@@ -249,7 +251,7 @@ class Gaussian:
                 )
             factor = math.sqrt(2.0 * math.log(1.25 / eff_delta)) / eff_eps
         elif method == "analytic":
-            factor = 1.0 / analytic_gaussian_mu(eff_eps, eff_delta)
+            factor = 1.0 / gaussian_mu_for(eff_eps, eff_delta)
         else:
             raise PrivacyParameterError(
                 f"method must be 'analytic' or 'classic', got {method!r}"
@@ -267,7 +269,7 @@ class Gaussian:
     def delta_for(self, *, epsilon: float) -> float:
         """Smallest delta certified at ``epsilon``: ``e^a * delta_mu(epsilon - 2a)`` (a = slack)."""
         eps = check_epsilon(epsilon, allow_zero=True)
-        d = gaussian_delta_upper(max(eps - 2.0 * GAUSSIAN_SLACK, 0.0), self.mu)
+        d = gaussian_delta_up(max(eps - 2.0 * GAUSSIAN_SLACK, 0.0), self.mu)
         d *= math.exp(GAUSSIAN_SLACK)
         return min(1.0, math.nextafter(d * (1.0 + 2.0**-50), math.inf))
 
