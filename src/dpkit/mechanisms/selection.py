@@ -117,6 +117,24 @@ def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
     return out
 
 
+def _select(scores: Any, count: int, source: RandomSource | None, factor: float,
+            noise: str) -> npt.NDArray[np.int64]:
+    """``count`` arg-maxes of ``factor * scores + noise`` with unit-scale i.i.d. noise."""
+    k = check_integer(count, name="count", minimum=0)
+    src = resolve_source(source)
+    z = _scaled_scores(scores, factor)
+
+    def draw(m: int) -> npt.NDArray[np.float64]:
+        if noise == "gumbel":
+            return -np.log(_exp_two_tailed(src, m))
+        if noise == "exponential":
+            return _exp_two_tailed(src, m)
+        e, sign = _exp_and_sign(src, m)
+        return np.where(sign, -e, e)
+
+    return _noisy_argmax(z, k, draw, parallel=src.secure)
+
+
 @dataclass(frozen=True)
 class ExponentialMechanism:
     """Pick candidate r with probability ``∝ exp(epsilon u(r) / (2 Delta))`` (Dwork-Roth Def. 3.4).
@@ -158,16 +176,12 @@ class ExponentialMechanism:
 
     def release_many(self, scores: Any, *, count: int, source: RandomSource | None = None
                      ) -> npt.NDArray[np.int64]:
-        """``count`` independent selections (each is a separate epsilon-DP release)."""
-        k = check_integer(count, name="count", minimum=0)
-        src = resolve_source(source)
-        z = _scaled_scores(scores, self.factor)
+        """``count`` independent selections (each is a separate epsilon-DP release).
 
-        def gumbel(m: int) -> npt.NDArray[np.float64]:
-            e = _exp_two_tailed(src, m)
-            return -np.log(e)
-
-        return _noisy_argmax(z, k, gumbel, parallel=src.secure)
+        Gumbel-max: the arg-max of ``factor * u + Gumbel(0, 1)`` has exactly the exponential
+        mechanism's law.
+        """
+        return _select(scores, count, source, self.factor, "gumbel")
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
         """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
@@ -231,16 +245,4 @@ class ReportNoisyMax:
     def release_many(self, scores: Any, *, count: int, source: RandomSource | None = None
                      ) -> npt.NDArray[np.int64]:
         """``count`` independent releases."""
-        k = check_integer(count, name="count", minimum=0)
-        src = resolve_source(source)
-        z = _scaled_scores(scores, 1.0 / self.scale)
-
-        def noise(m: int) -> npt.NDArray[np.float64]:
-            if self.noise == "gumbel":
-                return -np.log(_exp_two_tailed(src, m))
-            if self.noise == "exponential":
-                return _exp_two_tailed(src, m)
-            e, sign = _exp_and_sign(src, m)
-            return np.where(sign, -e, e)
-
-        return _noisy_argmax(z, k, noise, parallel=src.secure)
+        return _select(scores, count, source, 1.0 / self.scale, self.noise)
