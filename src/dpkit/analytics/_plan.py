@@ -1,0 +1,148 @@
+"""The engine-neutral logical plan of one private table release.
+
+The builder produces a :class:`Plan`; an engine compiler (DuckDB, Spark, ...) turns it into one
+statement that runs contribution bounding, clamping and exact integer aggregation inside the
+engine and returns only small per-group integer aggregates (:class:`EngineResult`). Noise,
+partition selection, confidence intervals and the budget stay in dpkit. Nothing in this module
+imports an engine, pandas or pyarrow.
+
+Semantics every engine must implement identically (up to the choice of hash function):
+
+* **Rows**: the source's rows that satisfy every :class:`Filter` (public, row-level predicates).
+* **Special values**: NaN and NULL are the same thing. A NaN or NULL in a group-by column is the
+  NULL key (one group). A NULL privacy unit is one unit. Value measures skip rows whose column is
+  NaN/NULL; ``rows`` counts every row. ``+-inf`` and huge finite values are clamped to the
+  measure's bounds.
+* **Contribution bounding** (:class:`Bound`), per privacy unit ``u``: keep the ``max_partitions``
+  groups ``k`` of ``u`` with the smallest ``hash(salt, u, k)`` (ties broken by the key), and
+  within each kept group the ``max_rows_per_partition`` rows with the smallest
+  ``hash(salt, u, k, row)``, where ``row`` is the row's content (all columns), so the choice
+  depends only on the unit's own rows, never on file order. With ``privacy_unit=None`` each row
+  is its own unit.
+* **Fixed point**: a value measure maps a kept row's value ``x`` to the integer
+  ``floor(clamp(f(x), lower, upper) * 2**frac_bits)``, then clamps that integer to
+  ``[floor(lower * 2**frac_bits), floor(upper * 2**frac_bits)]`` (so a per-row contribution
+  never leaves its range, whatever the engine's floating-point evaluation did), and sums the
+  integers exactly (a 128-bit integer type). ``f`` is the identity for ``sum`` and
+  ``(x - center)**2`` after clamping ``x`` to ``[clamp_lower, clamp_upper]`` for ``sum_sq``.
+* No division and no unclamped cast inside the engine; no data-dependent error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "Aggregate",
+    "Bound",
+    "EngineResult",
+    "Filter",
+    "Measure",
+    "MeasureKind",
+    "Plan",
+    "Source",
+    "SourceKind",
+]
+
+SourceKind = Literal["parquet", "csv", "table"]
+MeasureKind = Literal["rows", "units", "values", "sum", "sum_sq", "bin_counts", "category_counts"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where the rows come from.
+
+    ``kind="parquet"``/``"csv"``: ``location`` is a file path or glob. ``kind="table"``: a table
+    or view name the engine's connection already knows (the session registers in-memory frames
+    under a generated name).
+    """
+
+    kind: SourceKind
+    location: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Filter:
+    """A public row-level predicate in SQL (parsed and allow-listed by the compiler)."""
+
+    predicate: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bound:
+    """Per-unit contribution bounding.
+
+    ``salt`` is a fresh secret 64-bit integer per release, drawn from the session's
+    :class:`~dpkit.noise.RandomSource`; it is never shown to the analyst.
+    """
+
+    privacy_unit: str | None
+    max_partitions: int
+    max_rows_per_partition: int
+    salt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measure:
+    """One integer aggregate per group, computed after bounding.
+
+    kinds:
+
+    * ``rows``: number of kept rows.
+    * ``units``: number of distinct privacy units among the kept rows (for partition selection
+      and ``count_distinct``).
+    * ``values``: number of kept rows whose ``column`` is not NaN/NULL.
+    * ``sum``: exact sum of ``floor(clamp(x, lower, upper) * 2**frac_bits)`` over kept rows
+      with a non-NaN/NULL ``column``.
+    * ``sum_sq``: as ``sum`` with ``(clamp(x, clamp_lower, clamp_upper) - center)**2`` in place of
+      ``x``; ``lower``/``upper`` then bound the square.
+    * ``bin_counts``: per bin ``i`` the number of kept rows with ``edges[i] <= clamp(x) <
+      edges[i+1]`` (the last bin closed on the right); values are clamped to
+      ``[edges[0], edges[-1]]`` first, NaN/NULL skipped. Returned as a tuple of ints.
+    * ``category_counts``: per given category the number of kept rows whose ``column`` equals it
+      (other values ignored). Returned as a tuple of ints.
+    """
+
+    name: str
+    kind: MeasureKind
+    column: str | None = None
+    lower: float = 0.0
+    upper: float = 0.0
+    frac_bits: int = 0
+    center: float = 0.0
+    clamp_lower: float = 0.0
+    clamp_upper: float = 0.0
+    edges: tuple[float, ...] = ()
+    categories: tuple[object, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Aggregate:
+    """Group by ``group_by`` (possibly empty: one global group) and compute ``measures``."""
+
+    group_by: tuple[str, ...]
+    measures: tuple[Measure, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Source -> filters -> bounding -> aggregation: one release's work inside the engine."""
+
+    source: Source
+    filters: tuple[Filter, ...]
+    bound: Bound
+    aggregate: Aggregate
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineResult:
+    """What an engine returns: one entry per group present in the bounded data.
+
+    ``keys[i]`` is the tuple of group-by values of group ``i`` (``None`` for the NULL/NaN key);
+    ``values[name][i]`` is measure ``name`` of group ``i``: a Python ``int`` for scalar kinds, a
+    tuple of ints for ``bin_counts`` and ``category_counts``. Exact integers, never floats.
+    """
+
+    keys: tuple[tuple[object, ...], ...]
+    values: dict[str, tuple[object, ...]]
