@@ -52,7 +52,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
@@ -267,7 +267,7 @@ def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float
     if slack == 0:
         return zcdp_delta(rho, epsilon)
     big_a = up(slack)
-    shifted = epsilon - 2.0 * big_a
+    shifted = down(Fraction(epsilon) - 2 * Fraction(big_a))  # rounded down: delta rounds up
     if shifted < 0.0:
         if rho != 0:
             return 1.0
