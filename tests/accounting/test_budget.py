@@ -421,6 +421,14 @@ def test_basic_budget_reads_a_gaussian_through_its_profile() -> None:
 
 
 def test_rdp_budget_reports_a_positive_delta() -> None:
+    # Very little noise-free information: epsilon 0 is certified at the budget's delta (total
+    # variation bound); the spent delta used to be reported as 0 although delta(0) > 0.
+    tiny = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    tiny.charge(GaussianEvent(noise_multiplier=1e6), count=3)
+    interp0 = RdpAccountant().compose(GaussianEvent(noise_multiplier=1e6), 3)
+    assert interp0.get_epsilon(1e-5) == 0.0
+    assert tiny.spent == (0.0, interp0.get_delta(0.0))
+    assert 1e-6 < tiny.spent[1] <= 1e-5
     budget = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
     budget.charge(GaussianEvent(noise_multiplier=2000.0), count=3)
     eps, dlt = budget.spent
