@@ -275,3 +275,36 @@ def test_json_round_trip_and_refusal() -> None:
     data["rho"] = "0.25"
     with pytest.raises(SerializationError):
         Budget.from_json(json.dumps(data))
+
+
+def _mp_gaussian_delta(eps: float, mu: float) -> object:
+    import mpmath
+
+    mpmath.mp.dps = 40
+    e, m = mpmath.mpf(eps), mpmath.mpf(mu)
+    return mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+
+
+@pytest.mark.parametrize("mu", [0.05, 0.268, 1.0, 3.0])
+@pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-10])
+def test_gdp_conversions_against_mpmath(mu: float, delta: float) -> None:
+    from dpkit.accounting.gdp import gdp_epsilon
+
+    eps = gdp_epsilon(mu, 0.0, delta)
+    assert _mp_gaussian_delta(eps, mu) <= delta  # type: ignore[operator]
+    if eps > 0.0:
+        assert _mp_gaussian_delta(eps * (1 - 1e-9), mu) > delta  # type: ignore[operator]
+    # with slack a: e^a delta_mu(eps - 2a) <= delta at the returned epsilon
+    a = 2.0**-20
+    eps_a = gdp_epsilon(mu, a, delta)
+    assert eps_a >= eps
+    assert math.exp(a) * _mp_gaussian_delta(eps_a - 2 * a, mu) <= delta  # type: ignore[operator]
+
+
+def test_gdp_filter_json_round_trip() -> None:
+    g = GdpFilter(mu=0.8, delta=1e-6)
+    g.charge(Gaussian.from_mu(mu=0.3, sensitivity=1.0), count=2)
+    back = Budget.from_json(g.to_json())
+    assert back.kind == "gdp" and back.native_budget == 0.8
+    assert back.spent == g.spent and back.spent_native == g.spent_native
+    assert back.pmf_slack_allowance == g.pmf_slack_allowance == 2.0**-12
