@@ -452,9 +452,11 @@ class Budget:
     def remaining(self) -> tuple[float, float]:
         """``(epsilon, delta)`` still available, rounded down and never negative.
 
-        ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets: the epsilon
-        at which the remaining rho (mu) alone is certified at the remaining delta
-        (``(0.0, 0.0)`` once the native budget is used up).
+        ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets (whose
+        remaining privacy is not a difference of epsilons): the epsilon at which the remaining
+        rho (mu) alone, without slack, is certified at the budget's delta, and that delta
+        (``(0.0, 0.0)`` once the native budget is used up); use :attr:`remaining_native` and
+        :meth:`split` to plan releases.
         """
         state = self._state
         if self._kind in ("zcdp", "gdp"):
