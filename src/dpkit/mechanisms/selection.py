@@ -39,7 +39,7 @@ there); for integers beyond ``2**53`` (numpy int64/uint64, Python ints), ``longd
 scaled before the shift or multiplied by an overflowing ``c Delta``: the division by ``Delta``
 and the product with ``g`` are two more roundings. So ``z_i`` is within a relative
 ``3.01 * 2**-53`` of its exact value, except that an overflow gives ``-inf`` (only when
-``|z_i| > MAX 2**-37``) and an underflow an absolute error below ``2**-51``.
+``|z_i| > MAX 2**-38``) and an underflow an absolute error below ``2**-51``.
 
 Outside an event of probability below ``2**-1000`` every noise value lies in ``[-746, 746]``
 (the samplers draw ``-ln V`` with V a full-precision uniform, ``V >= 2**-1075``), so only
