@@ -130,6 +130,34 @@ def test_neighbouring_scores_never_exceed_epsilon(scores: list[float], moves: li
     assert np.all(q <= bound * p + 1e-300), (p, q)
 
 
+@settings(max_examples=300, deadline=None)
+@given(base=st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1),
+                     st.sampled_from([2**53, 2**54, -(2**53), 2**55 + 6])),
+       monotonic=st.booleans(),
+       offsets=st.lists(st.integers(min_value=-20, max_value=20), min_size=2, max_size=5),
+       moves=st.lists(st.integers(min_value=-3, max_value=3), min_size=5, max_size=5),
+       epsilon=st.floats(min_value=1e-3, max_value=30.0),
+       as_array=st.booleans())
+def test_neighbouring_integer_scores_never_exceed_epsilon(base: int, monotonic: bool,
+                                                          offsets: list[int],
+                                                          moves: list[int], epsilon: float,
+                                                          as_array: bool) -> None:
+    # scores a few units apart anywhere in the int64 range (where doubles are 2**10 apart),
+    # each moved by at most Delta = 3 (Python ints, or int64 arrays when they fit)
+    scores = [base + o for o in offsets]
+    if monotonic:
+        moves = [abs(x) for x in moves]
+    other = [u + m for u, m in zip(scores, moves[:len(scores)], strict=True)]
+    if as_array:
+        assume(all(-(2**63) <= v < 2**63 for v in scores + other))
+    pack = (lambda v: np.array(v, dtype=np.int64)) if as_array else list
+    m = ExponentialMechanism(epsilon=epsilon, sensitivity=3.0, monotonic=monotonic)
+    p, q = m.probabilities(pack(scores)), m.probabilities(pack(other))
+    bound = math.exp(epsilon) * (1 + 1e-12)
+    assert np.all(p <= bound * q + 1e-300), (p, q)
+    assert np.all(q <= bound * p + 1e-300), (p, q)
+
+
 def test_scale_and_factor_never_overflow_silently() -> None:
     m = ReportNoisyMax(epsilon=1.0, sensitivity=1e308)
     assert m.scale == math.inf  # 2e308 is past the largest double: rounded up, the safe side
