@@ -252,6 +252,24 @@ def test_every_value_of_an_accepted_type_releases(values: Any) -> None:
             assert np.all(np.isfinite(p)) and p.sum() == pytest.approx(1.0)
 
 
+def test_pandas_columns_are_decided_by_dtype() -> None:
+    import pandas as pd  # a test dependency (pyproject extra "test")
+    m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, monotonic=True)
+    g = _gain(1.0, monotonic=True)
+    # a nullable Int64 column converts to object arrays only when it holds a missing value:
+    # both cases must release (missing = NaN, never chosen) and keep integers exact
+    full = pd.Series([BIG + 1, BIG, 3], dtype="Int64")
+    holed = pd.Series([BIG + 1, BIG, None], dtype="Int64")
+    p_full, p_holed = m.probabilities(full), m.probabilities(holed)
+    assert p_holed[2] == 0.0
+    assert p_holed[1] == pytest.approx(1 / (1 + math.exp(g)), rel=1e-14)
+    assert p_full[:2] == pytest.approx(p_holed[:2], rel=1e-14)
+    assert m.probabilities(pd.Series([1.5, None], dtype="Float64")).tolist() == [1.0, 0.0]
+    assert m.probabilities(pd.Series([3, 1])).tolist() == pytest.approx(
+        [1 / (1 + math.exp(-2 * g)), 1 / (1 + math.exp(2 * g))])
+    m.release(holed, source=RandomSource(seed=4, insecure=True))
+
+
 def test_special_values_are_treated_as_documented() -> None:
     m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
     # +inf ties with the largest double; huge Python ints clamp to it too

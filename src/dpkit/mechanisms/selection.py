@@ -24,7 +24,8 @@ candidate is returned); +inf as the largest finite double; finite scores are cla
 ``[-MAX, MAX]`` (MAX the largest double). Clamping is 1-Lipschitz, so it never increases the
 sensitivity. What is accepted is decided by type, never by value: numpy float (up to 64 bits),
 integer and bool arrays, and sequences or object arrays of Python ``int``/``float``/``bool``,
-:class:`fractions.Fraction` and numpy integer or floating scalars (``longdouble`` included).
+:class:`fractions.Fraction` and numpy integer or floating scalars (``longdouble`` included),
+and pandas nullable numeric columns (a missing value counts as NaN).
 ``Decimal``, complex, strings, ``None`` and other objects are refused with a
 :class:`~dpkit.errors.PrivacyParameterError` naming ``scores``.
 
@@ -201,8 +202,14 @@ def _object_ratios(items: npt.NDArray[Any], sensitivity: float) -> npt.NDArray[n
 
 def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
     """``(u_i - max u) / Delta`` per candidate, by the scores' type (module docstring)."""
-    if isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
-                                          and not isinstance(scores, (list, tuple))):
+    dtype = getattr(scores, "dtype", None)
+    if (dtype is not None and not isinstance(dtype, np.dtype) and hasattr(dtype, "na_value")
+            and getattr(dtype, "kind", "O") in "biuf"):
+        # a pandas nullable column (Int64, Float64, boolean): missing values become NaN, so
+        # the presence of a missing value never changes the path taken (decided by dtype)
+        arr = np.asarray(scores.to_numpy(dtype=object, na_value=math.nan), dtype=object)
+    elif isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
+                                            and not isinstance(scores, (list, tuple))):
         arr = np.asarray(scores)
     else:
         arr = np.asarray(scores, dtype=object)
