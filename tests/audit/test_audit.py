@@ -98,6 +98,38 @@ def test_sign_of_zero_leak_is_caught_by_the_default_testers() -> None:
     assert not ok.violated, ok.summary()
 
 
+def test_low_bit_leak_is_caught_with_float_low_bits() -> None:
+    # Output 1 + (noise lattice) with bit 1 of the significand set only for x = 1: the lowest
+    # set bit is bit 0 on both sides, so float_structure sees one law; float_low_bits sees the
+    # input exactly (supports disjoint on the low bits): with 25,000 evaluation draws per side
+    # the bound is ln((1 - 5.8e-4) / 5.8e-4) = 7.4 > 1 (Clopper-Pearson, 0 of 25,000 at level
+    # 1 - 5e-7 gives 5.8e-4). Companion: without the leak (bit 1 never set) no alarm.
+    from dpkit.audit import float_low_bits
+
+    class LowBitLeak:
+        def __init__(self, leak: bool) -> None:
+            self.leak = leak
+
+        def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+                   ) -> np.ndarray:
+            assert source is not None
+            k = (source.words(size) >> np.uint64(40)).astype(np.float64)  # 24 random bits
+            bit1 = 2.0 if (self.leak and x == 1) else 0.0
+            return 1.0 + (k * 8 + 1 + bit1) * 2.0**-52
+
+    tester = (HistogramTester(feature=float_low_bits),)
+    bad = audit(LowBitLeak(True), (0, 1), samples=50_000, claim=Claim.pure(epsilon=1.0),
+                testers=tester, confidence=CONFIDENCE, source=_src(8))
+    assert bad.violated and bad.epsilon_lower_bound > 5.0, bad.summary()
+    blind = audit(LowBitLeak(True), (0, 1), samples=50_000, claim=Claim.pure(epsilon=1.0),
+                  confidence=CONFIDENCE, source=_src(8))
+    # the default testers do not look at these bits (seeded: the same draws every run)
+    assert not blind.violated
+    ok = audit(LowBitLeak(False), (0, 1), samples=50_000, claim=Claim.pure(epsilon=1.0),
+               testers=tester, confidence=CONFIDENCE, source=_src(8))
+    assert not ok.violated, ok.summary()
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_correct_mechanisms_are_not_flagged(seed: int) -> None:
     # exact lattice Laplace at epsilon 1 and Gaussian at mu 1: P(false alarm) <= 1e-6 each

@@ -9,6 +9,7 @@ from dpkit.audit import (
     HistogramTester,
     ThresholdTester,
     default_testers,
+    float_low_bits,
     float_structure,
 )
 
@@ -96,6 +97,20 @@ def test_float_structure_sees_every_structural_bit() -> None:
     assert finite.min() >= 1 and finite.max() < 1 << 21
     # the exponent field is kept unclipped: 2**-100 and 2**-900 (old code: both clipped to -64)
     assert float_structure(np.array([2.0**-100]))[0] != float_structure(np.array([2.0**-900]))[0]
+
+
+def test_float_low_bits_sees_bits_above_the_lowest_set_one() -> None:
+    # 1 + 5 ulp and 1 + 7 ulp: same sign, exponent and lattice position (lowest bit set), so
+    # float_structure cannot tell them apart; their low bits differ.
+    ulp = 2.0**-52
+    a, b = np.array([1 + 5 * ulp]), np.array([1 + 7 * ulp])
+    assert float_structure(a)[0] == float_structure(b)[0]
+    assert float_low_bits(a)[0] != float_low_bits(b)[0]
+    assert (float_low_bits(a)[0] - 1) % 256 == 5
+    special = np.array([0.0, -0.0, np.inf, np.nan])
+    np.testing.assert_array_equal(float_low_bits(special), special.view(np.int64))
+    codes = float_low_bits(np.array([5e-324, -1.7e308, 1.0]))
+    assert codes.min() >= 1 and codes.max() < 1 << 21
 
 
 def test_histogram_tester_separates_signed_zeros() -> None:

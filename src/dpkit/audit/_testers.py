@@ -29,6 +29,8 @@ Testers
   zero, infinity and NaN apart by its full bit pattern (sign of zero, NaN payload); for textbook
   floating-point Laplace the outputs of x = 0 and x = 1 then have disjoint supports on some
   categories, and a release whose ``-0.0`` depends on the input is seen too.
+  :func:`float_low_bits` keeps the low 8 bits of the significand instead (leaks above the
+  lowest set bit).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "HistogramTester",
     "Tester",
     "ThresholdTester",
+    "float_low_bits",
     "float_structure",
 ]
 
@@ -457,6 +460,29 @@ def float_structure(values: Any) -> IntArray:
     width = np.where(exponent > 0, 53, 52)
     b = np.where(full > 0, width - (low_e - 1), 0)
     code = 1 + (sign * 2048 + exponent) * 64 + b
+    special = (y == 0.0) | ~np.isfinite(y)
+    return np.asarray(np.where(special, bits.view(np.int64), code), dtype=np.int64)
+
+
+_LOW_BITS = 8
+
+
+def float_low_bits(values: Any) -> IntArray:
+    """Category of each double: sign bit, exponent field and the low 8 bits of the significand.
+
+    The companion of :func:`float_structure` for leaks in low-order bits *above* the lowest set
+    one (for instance an output whose second-lowest bit depends on the input while the lowest
+    is always set: the lattice position is then the same for both inputs). Zeros, infinities
+    and NaNs get their full bit pattern as in :func:`float_structure`; the other codes are
+    ``1 + (sign 2**11 + exponent) 2**8 + (significand mod 2**8)``. Not among the default
+    testers (it splits every binade into 256 categories); pass
+    ``HistogramTester(feature=float_low_bits)`` to look for such leaks.
+    """
+    y = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
+    bits = y.view(np.uint64)
+    head = (bits >> np.uint64(52)).astype(np.int64)  # sign bit and exponent field
+    low = (bits & np.uint64((1 << _LOW_BITS) - 1)).astype(np.int64)
+    code = 1 + (head << _LOW_BITS) + low
     special = (y == 0.0) | ~np.isfinite(y)
     return np.asarray(np.where(special, bits.view(np.int64), code), dtype=np.int64)
 
