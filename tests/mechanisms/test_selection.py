@@ -252,6 +252,20 @@ def test_every_value_of_an_accepted_type_releases(values: Any) -> None:
             assert np.all(np.isfinite(p)) and p.sum() == pytest.approx(1.0)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**64), max_value=2**64), min_size=1, max_size=6))
+def test_integer_paths_agree(values: list[int]) -> None:
+    # lists of Python ints inside the int64 range take the vectorised path, others the exact
+    # rational one; both must give the exactly rounded differences
+    m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
+    top = max(values)
+    want = m.probabilities([Fraction(v) for v in values])  # always the rational path
+    got = m.probabilities(values)
+    np.testing.assert_array_equal(got, want)
+    # and the differences are exactly rounded: z of the best candidate is 0
+    assert got[values.index(top)] == want.max()
+
+
 def test_pandas_columns_are_decided_by_dtype() -> None:
     import pandas as pd  # a test dependency (pyproject extra "test")
     m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, monotonic=True)

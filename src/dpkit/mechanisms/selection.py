@@ -232,6 +232,10 @@ def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
     if all(issubclass(t, float) or (issubclass(t, np.floating)
                                     and np.dtype(t).itemsize <= 8) for t in types):
         return _float_ratios(arr.astype(np.float64), sensitivity)
+    if all(issubclass(t, (int, np.integer)) for t in types):
+        ints = [int(x) for x in arr]  # Python ints: exact comparisons whatever the mix
+        if min(ints) >= -(2**63) and max(ints) < 2**63:  # the same exact result, vectorised
+            return _int_ratios(np.array(ints, dtype=np.int64), sensitivity)
     return _object_ratios(arr, sensitivity)
 
 
