@@ -9,6 +9,7 @@ from dpkit.audit import (
     HistogramTester,
     ThresholdTester,
     default_testers,
+    float_low_bits,
     float_structure,
 )
 
@@ -62,16 +63,64 @@ def test_histogram_over_rows_and_objects() -> None:
     assert fo is not None and list(fo.counts(objs)) == [2]
 
 
+def _lattice_bits(code: np.ndarray) -> np.ndarray:
+    # finite non-zero doubles: code = 1 + (sign 2**11 + exponent field) 64 + significant bits
+    return (np.asarray(code) - 1) % 64
+
+
 def test_float_structure_separates_lattices() -> None:
     # 0.75 = 0.11b has 2 significant bits, 0.3 has 52 or 53; the sign and binade are kept.
     codes = float_structure(np.array([0.75, -0.75, 0.3, 1.5, 0.0, np.inf]))
     assert len(set(codes.tolist())) == 6
-    assert float_structure(np.array([0.75]))[0] % 55 == 2
-    assert float_structure(np.array([1.5]))[0] % 55 == 2
-    assert float_structure(np.array([0.0]))[0] % 55 == 0
+    assert _lattice_bits(float_structure(np.array([0.75])))[0] == 2
+    assert _lattice_bits(float_structure(np.array([1.5])))[0] == 2
+    assert _lattice_bits(float_structure(np.array([0.3])))[0] >= 52
     # multiples of 2**-53 in (0, 1/2) need fewer bits than generic doubles there
     k = np.arange(1, 1000) * 2.0**-53 * 2**40
-    assert np.all(float_structure(k) % 55 <= 53)
+    assert np.all(_lattice_bits(float_structure(k)) <= 53)
+    # subnormals: the lattice 2**-1074 Z (lowest bit set) vs 2**-1073 Z
+    sub = float_structure(np.array([5e-324, 1e-323, 3 * 5e-324]))
+    assert sub[0] == sub[2] != sub[1]
+
+
+def test_float_structure_sees_every_structural_bit() -> None:
+    # Regression: the sign came from ``y < 0``, so -0.0 and +0.0 shared a category, as did
+    # every NaN. Each of these doubles must get its own category.
+    payload = np.array([0x7FF8000000000001, 0xFFF8000000000000, 0x7FF4000000000000],
+                       dtype=np.uint64).view(np.float64)
+    special = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan], payload])
+    codes = float_structure(special)
+    assert len(set(codes.tolist())) == special.size
+    # their codes are their bit patterns, outside the range of the finite codes
+    np.testing.assert_array_equal(codes, special.view(np.int64))
+    finite = float_structure(np.array([5e-324, 2.0**-1022, 1.0, -1.0, 1.7e308, -1.7e308]))
+    assert finite.min() >= 1 and finite.max() < 1 << 21
+    # the exponent field is kept unclipped: 2**-100 and 2**-900 (old code: both clipped to -64)
+    assert float_structure(np.array([2.0**-100]))[0] != float_structure(np.array([2.0**-900]))[0]
+
+
+def test_float_low_bits_sees_bits_above_the_lowest_set_one() -> None:
+    # 1 + 5 ulp and 1 + 7 ulp: same sign, exponent and lattice position (lowest bit set), so
+    # float_structure cannot tell them apart; their low bits differ.
+    ulp = 2.0**-52
+    a, b = np.array([1 + 5 * ulp]), np.array([1 + 7 * ulp])
+    assert float_structure(a)[0] == float_structure(b)[0]
+    assert float_low_bits(a)[0] != float_low_bits(b)[0]
+    assert (float_low_bits(a)[0] - 1) % 256 == 5
+    special = np.array([0.0, -0.0, np.inf, np.nan])
+    np.testing.assert_array_equal(float_low_bits(special), special.view(np.int64))
+    codes = float_low_bits(np.array([5e-324, -1.7e308, 1.0]))
+    assert codes.min() >= 1 and codes.max() < 1 << 21
+
+
+def test_histogram_tester_separates_signed_zeros() -> None:
+    # side A: +0.0 only; side B: half -0.0. The category -0.0 is seen on side B only.
+    a = np.zeros(1000)
+    b = np.where(np.arange(1000) % 2 == 0, -0.0, 0.0)
+    fitted = HistogramTester(feature=float_structure).fit(a, b)
+    assert fitted is not None
+    ca, cb = fitted.counts(a), fitted.counts(b)
+    assert np.max(np.abs(ca - cb)) == 500
 
 
 def test_classifier_finds_the_separating_direction() -> None:

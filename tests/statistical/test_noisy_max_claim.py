@@ -119,3 +119,30 @@ def test_huge_and_special_scores_never_give_nan() -> None:
     picks = mech.release_many(scores, count=200, source=RandomSource(seed=4, insecure=True))
     assert set(np.unique(picks)) <= {0, 4}
     assert mech.release([np.nan, np.nan]) in (0, 1)
+
+
+# Exact permute-and-flip law (ReportNoisyMax.probabilities, closed form of McKenna and Sheldon
+# 2020) against the vectorised sampler, 12 candidates. Chi-square at ALPHA: critical value
+# chi2.isf(1e-6, 11) = 44.2 (computed by _critical). Companion: draws of a sampler whose scale
+# is 25% off are rejected by the same test; the non-centrality N sum (p' - p)^2 / p is asserted
+# to exceed 10 critical values first (a power calculation, not a hope).
+PF_SCORES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.0])
+
+
+def test_permute_and_flip_sampler_matches_its_exact_law() -> None:
+    mech = ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential")
+    p = mech.probabilities(PF_SCORES)
+    np.testing.assert_allclose(p, _exponential_noise_law(PF_SCORES, mech.scale), rtol=1e-7)
+    draws = mech.release_many(PF_SCORES, count=N, source=RandomSource(seed=21, insecure=True))
+    counts = np.bincount(draws, minlength=PF_SCORES.size).astype(float)
+    assert _chi2(counts, p) < _critical(PF_SCORES.size)
+
+
+def test_companion_chi_square_rejects_a_mis_scaled_permute_and_flip() -> None:
+    good = ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential")
+    broken = ReportNoisyMax(epsilon=1.25, sensitivity=1.0, noise="exponential")
+    p, q = good.probabilities(PF_SCORES), broken.probabilities(PF_SCORES)
+    assert N * float(((q - p) ** 2 / p).sum()) > 10 * _critical(PF_SCORES.size)
+    draws = broken.release_many(PF_SCORES, count=N, source=RandomSource(seed=22, insecure=True))
+    counts = np.bincount(draws, minlength=PF_SCORES.size).astype(float)
+    assert _chi2(counts, p) > _critical(PF_SCORES.size)

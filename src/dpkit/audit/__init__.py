@@ -30,6 +30,7 @@ from dpkit.audit._testers import (
     HistogramTester,
     ThresholdTester,
     default_testers,
+    float_low_bits,
     float_structure,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "clopper_pearson_upper",
     "default_testers",
     "epsilon_lower_bound",
+    "float_low_bits",
     "float_structure",
     "known_bad",
     "mu_lower_bound",

@@ -24,9 +24,13 @@ Testers
 * :func:`float_structure`: a feature for floating-point outputs (use it with the histogram
   tester). Mironov ("On significance of the least significant bits for differential privacy",
   CCS 2012) showed that ``x + Laplace`` computed in doubles leaks x through *which* doubles can
-  occur: the set of reachable outputs depends on x. The feature keeps the sign, the binade and
-  the position of the lowest set bit of the significand; for textbook floating-point Laplace the
-  outputs of x = 0 and x = 1 then have disjoint supports on some categories.
+  occur: the set of reachable outputs depends on x. The feature keeps the sign bit, the
+  exponent field and the position of the lowest set bit of the significand, and tells every
+  zero, infinity and NaN apart by its full bit pattern (sign of zero, NaN payload); for textbook
+  floating-point Laplace the outputs of x = 0 and x = 1 then have disjoint supports on some
+  categories, and a release whose ``-0.0`` depends on the input is seen too.
+  :func:`float_low_bits` keeps the low 8 bits of the significand instead (leaks above the
+  lowest set bit).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "HistogramTester",
     "Tester",
     "ThresholdTester",
+    "float_low_bits",
     "float_structure",
 ]
 
@@ -423,27 +428,63 @@ class ClassifierTester:
 # ---------------------------------------------------------------------------------------------
 # floating-point structure (Mironov 2012)
 # ---------------------------------------------------------------------------------------------
-def float_structure(values: Any) -> IntArray:
-    """Category of each double: sign, binade and position of the lowest set significand bit.
+_SPECIAL_OFFSET = 1 << 21  # codes of finite non-zero doubles lie in [1, 2**21)
+_EXPONENT_MASK = np.uint64(0x7FF)
+_SIGNIFICAND_MASK = np.uint64((1 << 52) - 1)
 
-    For ``y = m 2^e`` with ``m`` in [1/2, 1) (``numpy.frexp``), let ``M = m 2^53`` (an integer)
-    and ``z`` the number of trailing zero bits of M. The code packs ``sign(y)``, ``e`` clipped to
-    [-64, 64] and the number of significant bits ``53 - z`` (0 for y = 0, 54 for inf/nan).
+
+def float_structure(values: Any) -> IntArray:
+    """Category of each double: every structural bit of its representation.
+
+    * zeros, infinities and NaNs: one category per full 64-bit pattern, so ``-0.0`` and
+      ``+0.0``, ``-inf`` and ``+inf`` and every NaN payload (and sign) are told apart; their
+      codes are the bit patterns read as int64 (none falls in the range of the codes below);
+    * finite non-zero doubles: the sign *bit*, the raw 11-bit exponent field (every binade,
+      subnormals included) and the lattice position, i.e. the number of significant bits
+      ``b = 53 - z`` with z the number of trailing zero bits of the 53-bit significand
+      (subnormals: of their 52-bit field). The code is ``1 + (sign 2**11 + exponent) 64 + b``.
+
     Two doubles in the same binade with different codes lie on different lattices: this is the
-    information the textbook floating-point Laplace mechanism leaks (Mironov, CCS 2012).
+    information the textbook floating-point Laplace mechanism leaks (Mironov, CCS 2012); the sign
+    of zero and NaN payloads are what a release leaks when it is not a function of its lattice
+    integer alone.
     """
-    y = np.asarray(values, dtype=np.float64).reshape(-1)
-    finite = np.isfinite(y)
-    yf = np.where(finite, y, 0.0)
-    m, e = np.frexp(np.abs(yf))
-    big = np.ldexp(m, 53).astype(np.int64)  # exact: m has at most 53 significant bits
-    low = big & -big
-    _, low_e = np.frexp(low.astype(np.float64))
-    bits = np.where(big > 0, 53 - (low_e - 1), 0)
-    bits = np.where(finite, bits, 54)
-    binade = np.clip(e, -64, 64) + 64
-    sign = (y < 0).astype(np.int64)
-    return np.asarray((sign * 129 + binade) * 55 + bits, dtype=np.int64)
+    y = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
+    bits = y.view(np.uint64)
+    sign = (bits >> np.uint64(63)).astype(np.int64)
+    exponent = ((bits >> np.uint64(52)) & _EXPONENT_MASK).astype(np.int64)
+    significand = bits & _SIGNIFICAND_MASK
+    full = np.where(exponent > 0, significand | np.uint64(1 << 52), significand)
+    low = (full & (~full + np.uint64(1))).astype(np.float64)  # lowest set bit, exact
+    _, low_e = np.frexp(low)  # low = 2**(low_e - 1); z = low_e - 1
+    width = np.where(exponent > 0, 53, 52)
+    b = np.where(full > 0, width - (low_e - 1), 0)
+    code = 1 + (sign * 2048 + exponent) * 64 + b
+    special = (y == 0.0) | ~np.isfinite(y)
+    return np.asarray(np.where(special, bits.view(np.int64), code), dtype=np.int64)
+
+
+_LOW_BITS = 8
+
+
+def float_low_bits(values: Any) -> IntArray:
+    """Category of each double: sign bit, exponent field and the low 8 bits of the significand.
+
+    The companion of :func:`float_structure` for leaks in low-order bits *above* the lowest set
+    one (for instance an output whose second-lowest bit depends on the input while the lowest
+    is always set: the lattice position is then the same for both inputs). Zeros, infinities
+    and NaNs get their full bit pattern as in :func:`float_structure`; the other codes are
+    ``1 + (sign 2**11 + exponent) 2**8 + (significand mod 2**8)``. Not among the default
+    testers (it splits every binade into 256 categories); pass
+    ``HistogramTester(feature=float_low_bits)`` to look for such leaks.
+    """
+    y = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
+    bits = y.view(np.uint64)
+    head = (bits >> np.uint64(52)).astype(np.int64)  # sign bit and exponent field
+    low = (bits & np.uint64((1 << _LOW_BITS) - 1)).astype(np.int64)
+    code = 1 + (head << _LOW_BITS) + low
+    special = (y == 0.0) | ~np.isfinite(y)
+    return np.asarray(np.where(special, bits.view(np.int64), code), dtype=np.int64)
 
 
 def default_testers(sample: Any) -> Sequence[Tester]:

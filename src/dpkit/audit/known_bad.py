@@ -10,6 +10,7 @@ mechanism                  claim                           truth
 LaplaceWrongScale          epsilon-DP                      (epsilon / factor)-DP
 GaussianWrongSigma         mu-GDP                          (mu / factor)-GDP
 TextbookFloatLaplace       epsilon-DP                      not DP for any finite epsilon
+SignedZeroLatticeLaplace   epsilon-DP                      not DP for any finite epsilon
 SparseVectorNoQueryNoise   epsilon-DP                      not DP for any finite epsilon
 UnaryEncodingWrongProbs    epsilon-LDP                     (2 epsilon)-LDP
 =========================  ==============================  ==================================
@@ -48,6 +49,7 @@ __all__ = [
     "GaussianWrongSigma",
     "KnownBad",
     "LaplaceWrongScale",
+    "SignedZeroLatticeLaplace",
     "SparseVectorNoQueryNoise",
     "TextbookFloatLaplace",
     "UnaryEncodingWrongProbs",
@@ -127,6 +129,39 @@ class TextbookFloatLaplace:
         return np.asarray(check_finite("x", x) + noise, dtype=np.float64)
 
 
+class SignedZeroLatticeLaplace:
+    """Lattice Laplace whose release is not a function of the lattice integer alone.
+
+    The input is rounded to the lattice ``g Z`` in doubles (``rint(x / g)``, which is ``-0.0``
+    for x in ``[-g/2, 0)``), integer Laplace noise (:func:`dpkit.noise.laplace_lattice_noise`,
+    t = sensitivity / (epsilon g)) is turned into a double by sign and magnitude (zero noise
+    gets a random sign, so it is ``-0.0`` half the time), and the output is ``(index + noise) g``.
+    Since ``-0.0 + -0.0 = -0.0`` while ``+0.0 + -0.0 = +0.0``, the output ``-0.0`` occurs with
+    probability ``P(Z = 0) / 2 = (1 - exp(-1/(2t))) / 2`` (0.06 at the default g = sensitivity
+    / 4 and t = 4) for x = -1e-12 and never for x = 0.0: not DP for any finite epsilon. The lattice
+    integers of both inputs are the same (0), so only the sign of zero leaks; the audit sees it
+    through :func:`~dpkit.audit.float_structure`, which tells ``-0.0`` from ``+0.0``.
+    """
+
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0,
+                 granularity: float | None = None) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_sensitivity(sensitivity)
+        g = self.sensitivity / 4 if granularity is None else granularity
+        self.granularity = check_positive("granularity", g)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        g = self.granularity
+        index = np.rint(np.full(size, check_finite("x", x)) / g)  # keeps the sign of zero
+        k = laplace_lattice_noise(src, t=self.sensitivity / (self.epsilon * g), size=size)
+        coin = (src.words(size) >> np.uint64(63)).astype(np.bool_)
+        negative = np.where(k == 0, coin, k < 0)
+        noise = np.where(negative, -1.0, 1.0) * np.abs(k).astype(np.float64)  # -0.0 possible
+        return np.asarray((index + noise) * g, dtype=np.float64)
+
+
 class SparseVectorNoQueryNoise:
     """Sparse vector with noise on the threshold only (Lyu, Su and Li 2017, Algorithm 5).
 
@@ -195,6 +230,8 @@ def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
         KnownBad("textbook-float-laplace", TextbookFloatLaplace(epsilon=eps), (0.0, 1.0),
                  Claim.pure(epsilon=eps), math.inf,
                  (HistogramTester(feature=float_structure),)),
+        KnownBad("signed-zero-lattice-laplace", SignedZeroLatticeLaplace(epsilon=eps),
+                 (0.0, -1e-12), Claim.pure(epsilon=eps), math.inf),
         KnownBad("sparse-vector-no-query-noise", SparseVectorNoQueryNoise(epsilon=eps),
                  ((0.0, 1.0), (1.0, 0.0)), Claim.pure(epsilon=eps), math.inf),
         KnownBad("unary-encoding-wrong-probabilities",

@@ -17,13 +17,42 @@ Three noise distributions for "add noise to every score, report the arg-max" giv
 For monotone utilities (every score moves in the same direction between neighbours) the factor 2
 drops (``monotonic=True``).
 
-Scores: NaN is treated as -inf (never chosen unless every score is NaN or -inf, in which case the
-first candidate is returned); +inf is treated as the largest finite double (several +inf
-candidates tie and the noise decides among them); scores are shifted by their finite maximum
-before scaling, so huge scores never overflow to NaN. The arg-max of floating-point noisy
-scores deviates from the exact selection probabilities by a relative ``2**-40`` at most outside
-an event of probability below ``2**-1000`` (noise with 52 bits of relative precision in both
-tails); it is charged by scaling the scores with ``epsilon - 2 * 2**-40``.
+Scores
+------
+NaN is treated as -inf (never chosen unless every score is NaN or -inf, in which case the first
+candidate is returned); +inf as the largest finite double; finite scores are clamped to
+``[-MAX, MAX]`` (MAX the largest double). Clamping is 1-Lipschitz, so it never increases the
+sensitivity. What is accepted is decided by type, never by value: numpy float (up to 64 bits),
+integer and bool arrays, and sequences or object arrays of Python ``int``/``float``/``bool``,
+:class:`fractions.Fraction` and numpy integer or floating scalars (``longdouble`` included),
+and pandas nullable numeric columns (a missing value counts as NaN).
+``Decimal``, complex, strings, ``None`` and other objects are refused with a
+:class:`~dpkit.errors.PrivacyParameterError` naming ``scores``.
+
+Floating-point accounting
+-------------------------
+The arg-max sees ``z_i = g (u_i - M) / Delta`` in units of the noise scale, with ``M`` the largest
+score and ``g = (epsilon - 2 SLACK) / c`` rounded down (c = 2, or 1 when monotonic). The
+difference ``u_i - M`` is formed *exactly* and rounded once: for doubles as ``fl(u_i - M)``, or as
+``2 fl(u_i/2 - M/2)`` where that difference exceeds the largest double (the halves are exact
+there); for integers beyond ``2**53`` (numpy int64/uint64, Python ints), ``longdouble`` and
+``Fraction`` in exact integer or rational arithmetic before the single rounding. Nothing is ever
+scaled before the shift or multiplied by an overflowing ``c Delta``: the division by ``Delta``
+and the product with ``g`` are two more roundings. So ``z_i`` is within a relative
+``3.01 * 2**-53`` of its exact value, except that an overflow gives ``-inf`` (only when
+``|z_i| > MAX 2**-38``) and an underflow an absolute error below ``2**-51``.
+
+Outside an event of probability below ``2**-1000`` every noise value lies in ``[-746, 746]``
+(the samplers draw ``-ln V`` with V a full-precision uniform, ``V >= 2**-1075``), so only
+candidates with ``z_i >= -1492`` can win; for them the errors above are at most
+``1492 * 3.01 * 2**-53 < 2**-40.8``. Adding the noise sampler's error (a few ulps of numbers
+below 746: ``< 2**-41.4``) and the rounding of the noisy sum (``< 2**-42``), each noisy score is
+within ``eta < 2**-39`` of its exact value. Shifting every score by at most ``eta`` multiplies
+each selection probability by at most ``e^(2 eta)`` (moving one score by t moves its winning
+probability by a factor ``e^|t|`` at most, for Laplace, exponential and Gumbel noise of unit
+scale), so the released probabilities are within ``e^(+-SLACK)``, ``SLACK = 2**-38``, of those
+of the exact mechanism with factor g. This is charged by scaling with ``epsilon - 2 SLACK``:
+the guarantee stays ``epsilon`` (rounded towards the safe side throughout).
 """
 
 from __future__ import annotations
@@ -32,6 +61,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -57,9 +87,13 @@ from dpkit.noise.samplers import _exp_and_sign, _exp_two_tailed
 
 __all__ = ["ExponentialMechanism", "ReportNoisyMax"]
 
-SELECTION_SLACK = 2.0**-40
-_ROWS_PER_TASK = 8
-
+SELECTION_SLACK = 2.0**-38
+_MAX = float(np.finfo(np.float64).max)
+_MAX_INT = int(_MAX)
+_BLOCK = 1 << 14  # noise values per block of draws (cache-resident)
+_LOW32 = np.int64(0xFFFFFFFF)
+_TWO32 = 2.0**32
+_EXACT_SCALARS = (int, float, Fraction, np.integer, np.floating, np.bool_)
 
 
 def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool,
@@ -67,7 +101,7 @@ def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool
     """Validate and set the parameters both selection mechanisms share (frozen dataclasses)."""
     eps = check_epsilon(epsilon)
     if not eps > 4 * SELECTION_SLACK:
-        raise PrivacyParameterError(f"epsilon must exceed 2**-38, got {epsilon!r}")
+        raise PrivacyParameterError(f"epsilon must exceed 2**-36, got {epsilon!r}")
     if not isinstance(monotonic, bool):
         raise PrivacyParameterError(f"monotonic must be a bool, got {monotonic!r}")
     object.__setattr__(obj, "epsilon", eps)
@@ -76,38 +110,166 @@ def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool
     object.__setattr__(obj, "neighbouring", as_neighbouring(neighbouring))
 
 
-def _scaled_scores(scores: Any, factor: float) -> npt.NDArray[np.float64]:
-    """``factor * (u - max finite u)`` with NaN -> -inf, +inf -> largest double; never raises."""
-    u = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if u.size == 0:
-        raise PrivacyParameterError("scores must contain at least one candidate")
+def _gain(epsilon: float, monotonic: bool) -> float:
+    """``(epsilon - 2 SLACK) / c`` rounded down (c = 1 or 2; a power of two, so exact)."""
+    c = 1.0 if monotonic else 2.0
+    return math.nextafter(epsilon - 2 * SELECTION_SLACK, 0.0) / c
+
+
+def _refuse(what: str) -> PrivacyParameterError:
+    return PrivacyParameterError(
+        f"scores must be real numbers (float, int, bool, Fraction or numpy real arrays); got "
+        f"{what}. Convert them explicitly (float() rounds, so round before computing scores)"
+    )
+
+
+def _float_ratios(u: npt.NDArray[np.float64], sensitivity: float) -> npt.NDArray[np.float64]:
+    """``(u - M) / Delta`` for doubles (NaN -> -inf, +inf -> MAX), overflow-free; see module."""
     u = np.where(np.isnan(u), -np.inf, u)
-    np.minimum(u, np.finfo(np.float64).max, out=u)  # +inf ties at the top, noise breaks ties
-    finite = u[np.isfinite(u)]
-    shift = float(finite.max()) if finite.size else 0.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        z = (u - shift) * factor
+    np.minimum(u, _MAX, out=u)
+    finite = np.isfinite(u)
+    top = float(u[finite].max()) if finite.any() else 0.0
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        d = u - top  # exact or one rounding; -inf for u = -inf or on overflow
+        r = d / sensitivity
+        wide = np.isinf(d) & finite
+        if wide.any():  # |u - M| > MAX: the halves are exact (both are large), one rounding
+            r[wide] = ((u[wide] * 0.5 - top * 0.5) / sensitivity) * 2.0
+    return np.asarray(r, dtype=np.float64)
+
+
+def _int_ratios(v: npt.NDArray[Any], sensitivity: float) -> npt.NDArray[np.float64]:
+    """``(v - max v) / Delta`` for numpy integers: the difference exact, rounded once.
+
+    ``v = a 2**32 + b`` with ``0 <= b < 2**32``; ``(a - a_M) 2**32`` and ``b - b_M`` are exact
+    doubles (below 2**65 and 2**32), so their sum is the exact difference rounded once.
+    """
+    if v.dtype == np.uint64:
+        a = (v >> np.uint64(32)).astype(np.int64)
+        b = (v & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    else:
+        w = v.astype(np.int64)
+        a, b = w >> np.int64(32), w & _LOW32
+    i = int(np.argmax(v))
+    d = (a - a[i]).astype(np.float64) * _TWO32 + (b - b[i]).astype(np.float64)
+    with np.errstate(under="ignore"):
+        return np.asarray(d / sensitivity, dtype=np.float64)
+
+
+def _exact_value(x: Any) -> int | Fraction | float:
+    """An exact int or Fraction for a finite number; ``nan``/``+-inf`` stay floats."""
+    if isinstance(x, (bool, np.bool_)):
+        return int(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, Fraction):
+        return x
+    if not np.isfinite(x):  # float or numpy floating (longdouble included)
+        return float("nan") if np.isnan(x) else float(np.sign(x)) * math.inf
+    n, d = x.as_integer_ratio()
+    return Fraction(int(n), int(d))
+
+
+def _object_ratios(items: npt.NDArray[Any], sensitivity: float) -> npt.NDArray[np.float64]:
+    """``(u - M) / Delta`` in exact rational arithmetic, one rounding of the difference."""
+    vals: list[int | Fraction | None] = []
+    for x in items:
+        e = _exact_value(x)
+        if isinstance(e, float):  # nan -> excluded, +inf -> MAX, -inf -> excluded
+            vals.append(_MAX_INT if e > 0 else None)
+        else:
+            vals.append(min(max(e, -_MAX_INT), _MAX_INT))  # 1-Lipschitz clamp
+    present = [e for e in vals if e is not None]
+    top = max(present) if present else 0
+    n = len(vals)
+    diff = np.full(n, -np.inf)  # the difference rounded once, where it is a finite double
+    half = np.zeros(n)  # the half difference rounded once, where the difference is not
+    wide = np.zeros(n, dtype=np.bool_)
+    for k, v in enumerate(vals):
+        if v is None:
+            continue
+        d = v - top  # exact, in [-2 MAX, 0]
+        if d >= -_MAX_INT:
+            diff[k] = float(d)  # correctly rounded, no overflow: |d| <= MAX
+        else:
+            wide[k] = True
+            half[k] = float(Fraction(d) / 2)  # |d / 2| <= MAX
+    with np.errstate(over="ignore", under="ignore"):
+        r = diff / sensitivity
+        r[wide] = (half[wide] / sensitivity) * 2.0
+    return np.asarray(r, dtype=np.float64)
+
+
+def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
+    """``(u_i - max u) / Delta`` per candidate, by the scores' type (module docstring)."""
+    dtype = getattr(scores, "dtype", None)
+    if (dtype is not None and not isinstance(dtype, np.dtype) and hasattr(dtype, "na_value")
+            and getattr(dtype, "kind", "O") in "biuf"):
+        # a pandas nullable column (Int64, Float64, boolean): missing values become NaN, so
+        # the presence of a missing value never changes the path taken (decided by dtype)
+        arr = np.asarray(scores.to_numpy(dtype=object, na_value=math.nan), dtype=object)
+    elif isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
+                                            and not isinstance(scores, (list, tuple))):
+        arr = np.asarray(scores)
+    else:
+        arr = np.asarray(scores, dtype=object)
+    arr = arr.reshape(-1)
+    if arr.size == 0:
+        raise PrivacyParameterError("scores must contain at least one candidate")
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype.itemsize <= 8:
+        return _float_ratios(arr.astype(np.float64), sensitivity)
+    if kind in "biu":
+        return _int_ratios(arr, sensitivity)
+    if kind == "f":  # longdouble
+        return _object_ratios(arr.astype(object), sensitivity)
+    if kind != "O":
+        raise _refuse(f"an array of dtype {arr.dtype}")
+    types = {type(x) for x in arr}
+    bad = [t for t in types if not issubclass(t, _EXACT_SCALARS)]
+    if bad:
+        raise _refuse(", ".join(sorted(t.__name__ for t in bad)))
+    if all(issubclass(t, float) or (issubclass(t, np.floating)
+                                    and np.dtype(t).itemsize <= 8) for t in types):
+        return _float_ratios(arr.astype(np.float64), sensitivity)
+    if all(issubclass(t, (int, np.integer)) for t in types):
+        ints = [int(x) for x in arr]  # Python ints: exact comparisons whatever the mix
+        if min(ints) >= -(2**63) and max(ints) < 2**63:  # the same exact result, vectorised
+            return _int_ratios(np.array(ints, dtype=np.int64), sensitivity)
+    return _object_ratios(arr, sensitivity)
+
+
+def _scaled_scores(scores: Any, sensitivity: float, gain: float) -> npt.NDArray[np.float64]:
+    """``z = gain (u - max u) / Delta`` in noise units, never NaN, never raising on values."""
+    r = _ratios(scores, sensitivity)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        z = r * gain
     return np.where(np.isnan(z), -np.inf, z)
 
 
 def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
                   noise: Callable[[int], npt.NDArray[np.float64]],
                   parallel: bool = True) -> npt.NDArray[np.int64]:
-    """``count`` arg-maxes of ``z + noise``, rows processed on two threads when ``parallel``.
+    """``count`` arg-maxes of ``z + noise``, in blocks of about ``_BLOCK`` noise values.
 
-    Seeded sources pass ``parallel=False`` so the keystream order, hence the result, is fixed.
+    Blocks are processed on two threads when ``parallel``; seeded sources pass
+    ``parallel=False`` so the keystream order, hence the result, is fixed.
     """
     n = z.size
     out = np.empty(count, dtype=np.int64)
+    if n == 1:
+        out[:] = 0
+        return out
+    rows_per_block = max(1, _BLOCK // n)
 
     def work(start: int) -> None:
-        stop = min(start + _ROWS_PER_TASK, count)
+        stop = min(start + rows_per_block, count)
         rows = stop - start
         noisy = noise(rows * n).reshape(rows, n)
         noisy += z
         out[start:stop] = np.argmax(noisy, axis=1)
 
-    starts = range(0, count, _ROWS_PER_TASK)
+    starts = range(0, count, rows_per_block)
     if parallel and count * n > (1 << 18):
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(work, starts))
@@ -117,12 +279,12 @@ def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
     return out
 
 
-def _select(scores: Any, count: int, source: RandomSource | None, factor: float,
-            noise: str) -> npt.NDArray[np.int64]:
-    """``count`` arg-maxes of ``factor * scores + noise`` with unit-scale i.i.d. noise."""
+def _select(scores: Any, count: int, source: RandomSource | None, sensitivity: float,
+            gain: float, noise: str) -> npt.NDArray[np.int64]:
+    """``count`` arg-maxes of ``gain (scores - max) / Delta + noise`` with unit-scale noise."""
     k = check_integer(count, name="count", minimum=0)
     src = resolve_source(source)
-    z = _scaled_scores(scores, factor)
+    z = _scaled_scores(scores, sensitivity, gain)
 
     def draw(m: int) -> npt.NDArray[np.float64]:
         if noise == "gumbel":
@@ -133,6 +295,59 @@ def _select(scores: Any, count: int, source: RandomSource | None, factor: float,
         return np.where(sign, -e, e)
 
     return _noisy_argmax(z, k, draw, parallel=src.secure)
+
+
+def _softmax(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``exp(z) / sum exp(z)`` for ``max z = 0`` (the law of the arg-max with Gumbel noise)."""
+    w = np.exp(z)
+    total = w.sum()
+    return w / total if total > 0 else np.full(z.size, 1.0 / z.size)
+
+
+def _permute_and_flip(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The law of the arg-max of ``z + Exp(1)`` noise (permute-and-flip), for ``max z = 0``.
+
+    With ``p_j = exp(z_j)`` (p = 1 for the best candidate), permute-and-flip visits candidates in
+    a uniformly random order and stops at j with probability p_j (McKenna and Sheldon, NeurIPS
+    2020, Algorithm 1). Give each candidate an independent uniform arrival time; j is chosen at
+    time t when every earlier candidate refused, so
+
+        P(j) = p_j * integral_0^1 prod_{k != j} (1 - p_k t) dt
+
+    (the same integral follows from the noise form: substitute ``t = exp(-x)`` in
+    ``P(j) = int e^{-(x - z_j)} prod_{k != j} (1 - e^{-(x - z_k)})_+ dx``). The integrand is a
+    polynomial of degree n' - 1, n' the number of candidates with ``p > 0``, so Gauss-Legendre
+    quadrature with ``ceil(n'/2)`` nodes is exact; the products are sums of logarithms of
+    numbers in (0, 1] (no cancellation), so the result is accurate to a few ulps times n'.
+    Cost O(n'^2) time, O(n') memory per block of nodes.
+    """
+    from scipy.special import roots_legendre
+
+    out = np.zeros(z.size)
+    live = np.flatnonzero(np.exp(z) > 0)
+    if live.size == 0:  # every score is NaN or -inf: the first candidate (ties go to it)
+        out[0] = 1.0
+        return out
+    p = np.exp(z[live])
+    n = p.size
+    if n == 1:
+        out[live] = 1.0
+        return out
+    nodes, weights = roots_legendre((n + 1) // 2)
+    t = 0.5 * (nodes + 1.0)
+    w = 0.5 * weights
+    acc = np.zeros(n)
+    step = max(1, (1 << 16) // n)
+    for s in range(0, t.size, step):
+        logs = np.log1p(-np.outer(p, t[s:s + step]))  # (n, k), all finite: t < 1
+        before = np.zeros_like(logs)  # sum over k < j (exclusive running sums: no cancellation)
+        np.cumsum(logs[:-1], axis=0, out=before[1:])
+        after = np.zeros_like(logs)  # sum over k > j
+        np.cumsum(logs[:0:-1], axis=0, out=after[-2::-1])
+        acc += np.exp(before + after) @ w[s:s + step]
+    probs = p * acc
+    out[live] = probs / probs.sum()  # sums to 1 up to rounding; renormalised
+    return out
 
 
 @dataclass(frozen=True)
@@ -154,9 +369,13 @@ class ExponentialMechanism:
 
     @property
     def factor(self) -> float:
-        """Score multiplier ``(epsilon - 2 slack) / (c Delta)``, c = 1 or 2, rounded down."""
-        c = 1.0 if self.monotonic else 2.0
-        return math.nextafter((self.epsilon - 2 * SELECTION_SLACK) / (c * self.sensitivity), 0.0)
+        """Score multiplier ``(epsilon - 2 slack) / (c Delta)``, c = 1 or 2, rounded down.
+
+        For display: releases never form it (it can underflow for huge sensitivities); they
+        divide the shifted scores by Delta and multiply by ``(epsilon - 2 slack) / c``.
+        """
+        with np.errstate(under="ignore"):
+            return math.nextafter(_gain(self.epsilon, self.monotonic) / self.sensitivity, 0.0)
 
     @property
     def event(self) -> ExponentialMechanismEvent:
@@ -165,10 +384,13 @@ class ExponentialMechanism:
 
     def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
                       ) -> npt.NDArray[np.float64]:
-        """The exact selection probabilities (softmax with the maximum subtracted)."""
-        z = _scaled_scores(scores, self.factor)
-        w = np.exp(z)
-        return w / w.sum() if w.sum() > 0 else np.full(z.size, 1.0 / z.size)
+        """The selection probabilities: ``softmax(z)`` for the scaled scores z the sampler uses.
+
+        ``z_i = g (u_i - max u) / Delta`` (module docstring); the release follows this law up
+        to the relative ``e^(+-SLACK)`` charged in epsilon.
+        """
+        return _softmax(_scaled_scores(scores, self.sensitivity,
+                                       _gain(self.epsilon, self.monotonic)))
 
     def release(self, scores: Any, *, source: RandomSource | None = None) -> int:
         """Index of the selected candidate."""
@@ -181,7 +403,8 @@ class ExponentialMechanism:
         Gumbel-max: the arg-max of ``factor * u + Gumbel(0, 1)`` has exactly the exponential
         mechanism's law.
         """
-        return _select(scores, count, source, self.factor, "gumbel")
+        return _select(scores, count, source, self.sensitivity,
+                       _gain(self.epsilon, self.monotonic), "gumbel")
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
         """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
@@ -228,10 +451,11 @@ class ReportNoisyMax:
 
     @property
     def scale(self) -> float:
-        """Noise scale ``c Delta / (epsilon - 2 slack)``, rounded up."""
-        c = 1.0 if self.monotonic else 2.0
-        return math.nextafter(c * self.sensitivity / (self.epsilon - 2 * SELECTION_SLACK),
-                              math.inf)
+        """Noise scale ``c Delta / (epsilon - 2 slack)``, rounded up (``inf`` past the largest
+        double). For display: releases divide by Delta and multiply by the gain instead."""
+        with np.errstate(over="ignore"):
+            return math.nextafter(self.sensitivity / _gain(self.epsilon, self.monotonic),
+                                  math.inf)
 
     @property
     def event(self) -> ReportNoisyMaxEvent:
@@ -245,4 +469,24 @@ class ReportNoisyMax:
     def release_many(self, scores: Any, *, count: int, source: RandomSource | None = None
                      ) -> npt.NDArray[np.int64]:
         """``count`` independent releases."""
-        return _select(scores, count, source, 1.0 / self.scale, self.noise)
+        return _select(scores, count, source, self.sensitivity,
+                       _gain(self.epsilon, self.monotonic), self.noise)
+
+    def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
+                      ) -> npt.NDArray[np.float64]:
+        """The selection probabilities for the scaled scores z the sampler uses.
+
+        ``noise="gumbel"``: ``softmax(z)`` (the exponential mechanism). ``noise="exponential"``:
+        the permute-and-flip law ``P(j) = p_j int_0^1 prod_{k != j} (1 - p_k t) dt`` with
+        ``p_j = exp(z_j)`` (McKenna and Sheldon 2020), evaluated exactly by Gauss-Legendre
+        quadrature (the integrand is a polynomial). ``noise="laplace"`` has no closed form and
+        raises :class:`~dpkit.errors.PrivacyParameterError`. The release follows this law up
+        to the relative ``e^(+-SLACK)`` charged in epsilon.
+        """
+        if self.noise == "laplace":
+            raise PrivacyParameterError(
+                "noise='laplace' has no closed-form selection law; probabilities are available "
+                "for noise='gumbel' and noise='exponential'"
+            )
+        z = _scaled_scores(scores, self.sensitivity, _gain(self.epsilon, self.monotonic))
+        return _softmax(z) if self.noise == "gumbel" else _permute_and_flip(z)
