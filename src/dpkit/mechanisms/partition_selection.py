@@ -224,6 +224,12 @@ class PartitionSelection:
 
 def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[np.uint64]:
     """``P(0..threshold)`` on the 2**-63 grid (module docstring), with ``P(threshold) = 2**63``."""
+    # Both phases last about ln(1/delta') / eps' steps: refuse hopeless sizes before the loop.
+    if 2.0 * (math.log(k / delta) + 2.0) * k / eps > _MAX_TABLE:
+        raise PrivacyParameterError(
+            f"partition selection with epsilon/{k} = {eps / k!r}, delta/{k} = {delta / k!r} "
+            f"needs a threshold above {_MAX_TABLE} units; use GaussianPartitionSelection"
+        )
     a = _exp_lower(Fraction(eps) / k)
     an, ad = a.numerator, a.denominator
     dp = Fraction(delta) / k
