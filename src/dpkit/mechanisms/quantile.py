@@ -11,10 +11,11 @@ never sorted rows. With ``C_j = c_1 + ... + c_j`` (``C_0 = 0``, ``n = C_m``), a 
 (the binned form of the rank utility ``-|rank(x) - q n|`` of the exponential mechanism for
 quantiles, Smith 2011 "Privacy-preserving statistical estimation with optimal convergence
 rates"; the intervals tile ``[0, n]`` so the best bin has utility 0). One bin is chosen with
-probability ``∝ exp(eps' u_q(j) / (2 Delta))`` (Dwork and Roth, Def. 3.4; the scale factor and
-its floating-point charge come from :class:`~dpkit.mechanisms.ExponentialMechanism`, the
-selection is its Gumbel-max rule vectorised over groups), then a point uniformly from a fixed grid of
-``points_per_bin`` points inside it: ``e_{j-1} + (i + 1/2) (e_j - e_{j-1}) / points_per_bin``.
+probability ``∝ exp(eps' u_q(j) / (2 Delta))`` (Dwork and Roth, Def. 3.4; the scale factor
+and its floating-point charge come from :class:`~dpkit.mechanisms.ExponentialMechanism`, the
+selection is its Gumbel-max rule vectorised over groups), then a point uniformly from a fixed
+grid of ``points_per_bin`` points inside it,
+``e_{j-1} + (i + 1/2) (e_j - e_{j-1}) / points_per_bin``.
 The output is a function of two discrete choices and the public edges, so no data-dependent
 floating-point value is released. The base measure is uniform over bins (not over length):
 every bin gets the same prior weight whatever its width.
