@@ -325,3 +325,14 @@ def test_gaussian_validation() -> None:
                                                       threshold_share=1.0)
     with pytest.raises(PrivacyParameterError):
         GaussianPartitionSelection.from_rho(rho=-1.0, threshold_delta=1e-6)
+
+
+def test_millions_of_keys_in_one_call() -> None:
+    ps = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
+    counts = np.arange(2_000_000, dtype=np.int64) % 40
+    keep = ps.release(counts, source=seeded(9))
+    assert keep.shape == counts.shape
+    assert keep[counts >= ps.threshold].all() and not keep[counts == 0].any()
+    g = GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=50)
+    mask, noisy = g.release_with_counts(counts, source=seeded(10))
+    assert mask.shape == noisy.shape == counts.shape and (mask == (noisy > g.tau)).all()

@@ -115,18 +115,28 @@ def test_privacy_ratio_on_all_neighbours(m: int) -> None:
     assert worst > math.exp(bq.epsilon_each * 0.5)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=12),
-       q=st.floats(0.0, 1.0), m=st.integers(1, 5), data=st.data())
-def test_utility_sensitivity(counts: list[int], q: float, m: int, data: st.DataObject) -> None:
+       q=st.floats(0.0, 1.0), m=st.integers(1, 5), replace=st.booleans(), data=st.data())
+def test_utility_sensitivity(counts: list[int], q: float, m: int, replace: bool,
+                             data: st.DataObject) -> None:
+    """One unit adds or removes up to m rows (add/remove), or removes up to m and adds up to m
+    (replace): every utility moves by at most the declared sensitivity."""
     bq = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=[q],
                                      edges=list(range(len(counts) + 1)),
-                                     max_rows_per_partition=m)
-    moved = data.draw(st.lists(st.integers(0, len(counts) - 1), min_size=1, max_size=m))
-    sign = data.draw(st.sampled_from([1, -1]))
+                                     max_rows_per_partition=m,
+                                     neighbouring="replace" if replace else "add_remove")
+    bins = st.integers(0, len(counts) - 1)
     nb = list(counts)
-    for j in moved:
-        nb[j] += sign
+    if replace:
+        for j in data.draw(st.lists(bins, max_size=m)):
+            nb[j] -= 1
+        for j in data.draw(st.lists(bins, max_size=m)):
+            nb[j] += 1
+    else:
+        sign = data.draw(st.sampled_from([1, -1]))
+        for j in data.draw(st.lists(bins, min_size=1, max_size=m)):
+            nb[j] += sign
     if min(nb) < 0:
         return
     u = bq.utilities(np.array(counts))[0, 0]

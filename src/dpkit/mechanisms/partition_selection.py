@@ -14,29 +14,37 @@ most ``max_partitions`` counts, each by one).
 
         pi(n) = min( e^eps pi(n-1) + delta,  1 - e^-eps (1 - pi(n-1) - delta),  1 )
 
-    (the first term guards "released", the second "dropped"). Closed form: ``pi(n) = delta
-    (e^{n eps} - 1) / (e^eps - 1)`` while the first term is the smaller, then ``1 - pi(n)``
-    decays geometrically until ``pi`` reaches 1; this is the "truncated geometric" thresholding
-    of the paper (its Theorem 1). For ``L = max_partitions > 1`` the paper (Section 5) and
-    reference implementations split the budget across the ``L`` keys a unit can touch: each key
-    uses ``(eps / L, delta / L)``, and basic composition gives (eps, delta). Under the
-    ``replace`` relation a substitution moves up to ``2 L`` counts, so ``2 L`` is used.
+    (the first term guards "released", the second "dropped"). While the first term is the
+    smaller, ``pi(n) = delta (e^{n eps} - 1) / (e^eps - 1)``; then ``1 - pi(n)`` decays
+    geometrically until ``pi`` reaches 1 at :attr:`PartitionSelection.threshold`. The paper
+    relates this rule to thresholding a count with truncated geometric noise. For
+    ``L = max_partitions > 1`` the budget is split across the ``L`` keys a unit can touch: each
+    key uses ``(eps / L, delta / L)`` and basic composition gives (eps, delta). This is what
+    Google's open-source implementation of the rule does; it is valid, not known to be optimal.
+    Under the ``replace`` relation a substitution moves up to ``2 L`` counts, so ``2 L`` is used.
 
 :class:`GaussianPartitionSelection` (large ``max_partitions``, zCDP sessions)
     Release key ``k`` with its noisy count when ``n_k + Z_k > tau`` (strictly), ``Z_k`` discrete
-    Gaussian with parameter sigma (Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo, Gipson,
-    "Differentially private SQL with bounded user contribution", PoPETs 2020, Section 4.2;
-    Google's "Gaussian thresholding"). Privacy, for an added unit touching ``L`` keys:
+    Gaussian with parameter sigma (Gaussian thresholding; Wilson, Zhang, Lam, Desfontaines,
+    Simmons-Marengo, Gipson, "Differentially private SQL with bounded user contribution",
+    PoPETs 2020). Privacy, for neighbours ``D`` and ``D' = D + u`` with ``u`` in ``L`` keys:
 
-    * keys present in both tables: the noisy-count vector moves by a vector of L2 norm
-      ``<= sqrt(L)``: ``rho = L / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Theorem 14
-      for the multivariate discrete Gaussian); thresholding is post-processing;
-    * keys that exist only with the added unit have ``n = 1`` and are released with probability
-      ``P[Z >= tau]`` each; the event "one of them is released" has probability
-      ``delta_thr <= L P[Z >= tau]``, and outside it the output is a function of the shared
-      keys' noisy counts. Hence (eps, delta_G(eps) + delta_thr)-DP, and the mechanism is
-      delta_thr-approximately rho-zCDP (Bun and Steinke 2016, Definition 8.1), which is how a
-      zCDP session composes it. ``replace`` doubles both counts (2 L).
+    * keys present in both tables: their noisy-count vector ``V`` moves by a vector of L2 norm
+      ``<= sqrt(L)``, so it is ``rho = L / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020,
+      multivariate discrete Gaussian) and ``(eps, delta_G(eps))``-DP;
+    * keys only ``D'`` has hold ``n = 1`` and are each released with probability ``P[Z >= tau]``;
+      let ``W`` be the set of those released, ``P[W != {}] <= delta_thr = L P[Z >= tau]``.
+
+    Proof of ``(eps, delta_G + delta_thr)``: for an output set ``O`` let ``A`` be the values of
+    ``V`` whose output (with ``W`` empty) lies in ``O``. Then ``P[M(D') in O] <= P[V(D') in A] +
+    delta_thr <= e^eps P[M(D) in O] + delta_G + delta_thr``; and with ``x = P[V(D') in A]``,
+    ``P[M(D) in O] <= min(1, e^eps x + delta_G) <= e^eps x (1 - delta_thr) + delta_G + delta_thr
+    <= e^eps P[M(D') in O] + delta_G + delta_thr`` (``W`` is independent of ``V`` and
+    ``P[M(D') in O] >= x P[W = {}]``; the middle step checks the cases ``e^eps x <= 1`` and
+    ``> 1``). The same event ``W != {}`` makes the mechanism delta_thr-approximately rho-zCDP
+    (approximate zCDP of Bun and Steinke 2016), which is how a zCDP session composes it. Under
+    ``replace`` both sides can have private keys and the shared vector moves by ``sqrt(2 L)``:
+    ``2 L`` is used in both places.
 
 Exactness (how the floating-point gap is closed)
 ------------------------------------------------
