@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.accounting.events import ApproxDpEvent
+from dpkit.accounting.events import ApproxDpEvent, DiscreteGaussianEvent, SelfComposedEvent
+from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import GaussianPartitionSelection, PartitionSelection
-from dpkit.mechanisms.partition_selection import zcdp_delta
 from dpkit.noise import RandomSource
 
 mpmath.mp.dps = 60
@@ -232,33 +232,6 @@ def dg_sf(sigma: float, s: int) -> mpmath.mpf:
     return tail / norm
 
 
-def zcdp_delta_mp(rho: float, eps: float) -> mpmath.mpf:
-    """CKS 2020 Corollary 13 minimised over a fine grid of alpha (an upper bound of the inf)."""
-    best = mpmath.mpf(1)
-    r, e = mpmath.mpf(rho), mpmath.mpf(eps)
-    for i in range(1, 4000):
-        alpha = 1 + mpmath.mpf(i) / 100
-        v = (mpmath.exp((alpha - 1) * (alpha * r - e)) / (alpha - 1)
-             * (1 - 1 / alpha) ** alpha)
-        best = min(best, v)
-    return best
-
-
-@pytest.mark.parametrize(("rho", "eps"), [(0.5, 1.0), (0.02, 1.0), (0.1, 3.0), (2.0, 10.0)])
-def test_zcdp_delta_is_an_upper_bound_and_tight(rho: float, eps: float) -> None:
-    got = zcdp_delta(rho, eps)
-    ref = zcdp_delta_mp(rho, eps)
-    # dpkit's golden section finds the infimum: at most the grid minimum, and never below the
-    # true infimum (check against a finer local search around the grid minimum).
-    assert got <= ref * (1 + 1e-6)
-    fine = mpmath.findroot(lambda a: mpmath.diff(
-        lambda b: (b - 1) * (b * rho - eps) - mpmath.log(b - 1) + b * mpmath.log(1 - 1 / b), a),
-        1 + (eps + rho) / (2 * rho) if rho < eps else 2)
-    inf_val = mpmath.exp((fine - 1) * (fine * rho - eps) - mpmath.log(fine - 1)
-                         + fine * mpmath.log(1 - 1 / fine))
-    assert got >= inf_val
-
-
 @pytest.mark.parametrize("L", [1, 4, 100])
 def test_gaussian_calibration_against_mpmath(L: int) -> None:
     g = GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=L)
@@ -272,8 +245,17 @@ def test_gaussian_calibration_against_mpmath(L: int) -> None:
     # rho = L / (2 sigma^2), rounded up
     assert Fraction(g.rho) >= Fraction(L) / (2 * Fraction(g.sigma) ** 2)
     assert g.event == ApproxDpEvent(epsilon=1.0, delta=1e-6)
-    # the noise part alone meets its share at eps = 1
+    # the noise part alone meets its share at eps = 1 (e^A delta_rho(eps - 2A))
     assert zcdp_delta(g.rho, 1.0 - 2 * g.pmf_slack) * np.exp(g.pmf_slack) <= 0.5e-6
+    # the noise event is L composed unit-sensitivity discrete Gaussians; the zCDP accountant
+    # reads the same rho from it
+    ev = g.noise_event
+    inner = ev.event if isinstance(ev, SelfComposedEvent) else ev
+    assert isinstance(inner, DiscreteGaussianEvent) and inner.sigma == g.sigma
+    assert (ev.count if isinstance(ev, SelfComposedEvent) else 1) == L
+    acc = ZCdpAccountant()
+    acc.compose(ev)
+    assert acc.get_delta(1.0) + g.threshold_delta <= 1e-6
 
 
 def test_gaussian_from_rho_for_zcdp_sessions() -> None:
