@@ -77,7 +77,8 @@ def test_relative_links_resolve(page: Path) -> None:
 
 
 # Notes that exist only for dpkit's developers must not leak into what users read.
-_INTERNAL = re.compile(r"\b[Ss]eed \d{3}\b|DESIGN\.md|STYLE\.md|shared/|\b[Ii]ssue #?\d+\b")
+_INTERNAL = re.compile(r"\b[Ss]eed (?:\d{3}|notes?|texts?)\b|DESIGN\.md|STYLE\.md|shared/|"
+                       r"\b[Ii]ssue #?\d+\b")
 
 
 def _user_facing_files() -> list[Path]:
@@ -86,7 +87,7 @@ def _user_facing_files() -> list[Path]:
 
 def test_the_internal_note_pattern_catches_what_it_should() -> None:
     for text in ("see Seed 002", "(seed 000)", "per STYLE.md item 1", "shared/DESIGN.md",
-                 "Targets (issue 2)"):
+                 "Targets (issue 2)", "The seed notes (blog translations)", "the seed text"):
         assert _INTERNAL.search(text), text
     for text in ("seed=1", "a seeded source", "--seed 3", "RandomSource(seed=7, insecure=True)"):
         assert not _INTERNAL.search(text), text
