@@ -16,9 +16,6 @@ imported only by the functions that need them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from dpkit import errors
 from dpkit.errors import (
     BudgetExceededError,
@@ -27,7 +24,12 @@ from dpkit.errors import (
     UnsupportedEventError,
 )
 
+# Not even typing is imported at run time: TYPE_CHECKING is False here and True for type checkers.
+TYPE_CHECKING = False
+
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (see __getattr__)
+    from typing import Any
+
     from dpkit import accounting as accounting
     from dpkit import audit as audit
     from dpkit import divergence as divergence
@@ -103,6 +105,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Load a lazy top-level name or subpackage on first access (PEP 562)."""
+    import importlib
+
     module = _LAZY_NAMES.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
