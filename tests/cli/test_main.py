@@ -51,7 +51,7 @@ def test_version() -> None:
     assert res.output.strip() == f"dpkit {__version__}"
 
 
-def test_version_of_the_installed_console_script() -> None:
+def test_version_from_a_real_process() -> None:
     # the same through a real process (python -c calls the console entry point)
     out = subprocess.run([sys.executable, "-c", "from dpkit.cli import main; main()",
                           "--version"], capture_output=True, text=True, timeout=120)
