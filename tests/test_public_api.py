@@ -26,6 +26,8 @@ def _modules_after(code: str) -> set[str]:
     "import dpkit.mechanisms",
     "from dpkit.mechanisms import Laplace; Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)"
     ".release([1.0, 2.0])",
+    "from dpkit import Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, "
+    "ExponentialMechanism, ReportNoisyMax, RandomizedResponse, Accountant",
 ])
 def test_core_import_does_not_pull_heavy_dependencies(code: str) -> None:
     loaded = _modules_after(code)
@@ -33,17 +35,109 @@ def test_core_import_does_not_pull_heavy_dependencies(code: str) -> None:
     assert heavy == [], heavy
 
 
+def test_plain_import_loads_only_the_errors() -> None:
+    # The random source (numpy, cryptography), the subpackages and scipy load on first use.
+    loaded = _modules_after("import dpkit")
+    assert {m for m in loaded if m.split(".")[0] == "dpkit"} == {"dpkit", "dpkit.errors"}
+    for lib in ("numpy", "scipy", "cryptography"):
+        assert lib not in loaded, lib
+    loaded = _modules_after("import dpkit\ndpkit.RandomSource().words(1)")
+    assert {"numpy", "cryptography", "dpkit.noise._source"} <= loaded
+    assert not any(m.split(".")[0] == "scipy" for m in loaded)
+
+
+def test_subpackages_are_attributes_after_a_plain_import() -> None:
+    code = ("import dpkit, types\n"
+            "for name in ('mechanisms', 'accounting', 'fdp', 'ldp', 'audit', 'divergence'):\n"
+            "    mod = getattr(dpkit, name)\n"
+            "    assert isinstance(mod, types.ModuleType) and mod.__name__ == 'dpkit.' + name\n"
+            "assert dpkit.mechanisms.Laplace is dpkit.Laplace\n"
+            "assert callable(dpkit.fdp.gdp) and callable(dpkit.audit.audit)\n")
+    loaded = _modules_after(code)
+    assert {"dpkit.mechanisms", "dpkit.fdp", "dpkit.ldp", "dpkit.audit"} <= loaded
+
+
+@pytest.mark.parametrize("name", [
+    "Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian", "ExponentialMechanism",
+    "ReportNoisyMax", "RandomizedResponse", "count_sensitivity", "bounded_sum_sensitivity",
+    "bounded_mean_sensitivity",
+])
+def test_top_level_mechanisms_are_the_mechanisms_classes(name: str) -> None:
+    import dpkit
+    import dpkit.mechanisms
+
+    assert getattr(dpkit, name) is getattr(dpkit.mechanisms, name)
+    assert name in dir(dpkit)
+
+
+def test_top_level_random_source_is_the_noise_one() -> None:
+    import dpkit
+    import dpkit.noise
+
+    assert dpkit.RandomSource is dpkit.noise.RandomSource
+
+
+@pytest.mark.parametrize("name", ["Accountant", "dpsgd_epsilon", "dpsgd_noise_multiplier"])
+def test_top_level_accounting_names(name: str) -> None:
+    import dpkit
+    import dpkit.accounting
+
+    assert getattr(dpkit, name) is getattr(dpkit.accounting, name)
+
+
+def test_top_level_budget_is_the_accounting_budget() -> None:
+    # Budget is the budget class of dpkit.accounting (the name arrives with the budgets work).
+    import dpkit
+    import dpkit.accounting
+
+    assert dpkit.Budget is dpkit.accounting.Budget
+    assert "Budget" in dpkit.__all__
+
+
+@pytest.mark.parametrize("name", ["Session", "count", "count_distinct", "sum", "mean",
+                                  "variance", "std", "quantile", "histogram"])
+def test_top_level_analytics_names(name: str) -> None:
+    # Session and the aggregate functions live in dpkit.analytics (the analytics work).
+    import dpkit
+    import dpkit.analytics
+
+    assert getattr(dpkit, name) is getattr(dpkit.analytics, name)
+
+
+def test_star_import_exports_the_api_but_never_shadows_builtins() -> None:
+    namespace: dict[str, object] = {}
+    exec("from dpkit import *", namespace)
+    assert {"Laplace", "Gaussian", "Budget", "Session", "RandomSource"} <= set(namespace)
+    import builtins
+
+    assert not set(namespace) & set(dir(builtins)) - {"__builtins__"}
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    import dpkit
+
+    with pytest.raises(AttributeError, match="no attribute 'Laplaze'"):
+        dpkit.Laplaze  # noqa: B018
+    assert not hasattr(dpkit, "definitely_not_here")
+
+
 def test_top_level_all_is_exactly_the_public_names() -> None:
+    import types
+
     import dpkit
 
     public = {n for n in dir(dpkit) if not n.startswith("_")}
-    # Submodules imported as a side effect of importing dpkit are attributes but not API.
-    import types
-
-    submodules = {n for n in public if isinstance(getattr(dpkit, n), types.ModuleType)}
-    assert set(dpkit.__all__) - {"__version__"} == public - (submodules - set(dpkit.__all__))
-    for name in dpkit.__all__:
-        assert hasattr(dpkit, name), name
+    submodules = {"accounting", "analytics", "audit", "divergence", "fdp", "ldp",
+                  "mechanisms", "noise"}
+    aggregates = {"count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
+                  "histogram"}
+    assert set(dpkit.__all__) - {"__version__"} == public - submodules - aggregates
+    assert submodules <= public and aggregates <= public
+    # every eagerly bound public attribute is listed (lazy ones are checked above)
+    eager = {n for n, v in vars(dpkit).items()
+             if not n.startswith("_") and not isinstance(v, types.ModuleType)
+             and n not in {"annotations", "importlib", "TYPE_CHECKING", "Any"}}
+    assert eager <= set(dpkit.__all__), eager - set(dpkit.__all__)
 
 
 @pytest.mark.parametrize("module", ["dpkit.noise", "dpkit.mechanisms", "dpkit.errors"])

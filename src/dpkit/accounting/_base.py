@@ -1,6 +1,6 @@
 """The contract every privacy accountant (event interpreter) follows.
 
-Modelled on the habit described in STYLE.md item 1: ``compose`` walks the event once as a dry run
+Events are data and accountants interpret them: ``compose`` walks the event once as a dry run
 (nothing changes, unsupported parts raise) and then again for real, through the *same* method
 ``_walk(event, count, apply)``, so checking can never drift from applying. An unsupported event
 raises :class:`~dpkit.errors.UnsupportedEventError` and leaves the accountant untouched.

@@ -19,7 +19,7 @@ DRS Theorem 3.5 (Berry-Esseen): for symmetric f_1..f_n with finite kappa_3, put
 Then for all alpha in [gamma, 1 - gamma]:
 ``G_mu(alpha + gamma) - gamma <= f_1 (x) ... (x) f_n (alpha) <= G_mu(alpha - gamma) + gamma``.
 DRS Theorem 3.4 (the limit) gives ``G_{2K/s}`` when ``sum kl -> K``, ``max kl -> 0``,
-``sum kappa_2 -> s^2`` and ``sum kappa_3 -> 0``. The seed text states both correctly.
+``sum kappa_2 -> s^2`` and ``sum kappa_3 -> 0``.
 
 ``G_mu`` alone is an *approximation* (it can be optimistic); only the Berry-Esseen function is a
 guaranteed lower bound. :class:`CltResult` keeps them apart (``.estimate`` and ``.bound``).

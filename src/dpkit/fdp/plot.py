@@ -7,12 +7,15 @@ change) and saved in the format named by the file suffix (``.png``, ``.svg``, ``
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from dpkit._numeric.validation import check_probability
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._tradeoff import TradeOffFunction, check_real_array
 
@@ -32,12 +35,12 @@ def _labelled(curves: Curves) -> list[tuple[str, TradeOffFunction]]:
     return [(str(label), c) for label, c in items]
 
 
-def _figure() -> tuple[Any, Any]:
+def _figure(width: float = 5.5) -> tuple[Any, Any]:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - matplotlib is a test dependency
         raise ImportError("plotting needs matplotlib: pip install 'dpkit[plot]'") from exc
-    fig = Figure(figsize=(5.5, 5.0), layout="constrained")
+    fig = Figure(figsize=(width, 5.0), layout="constrained")
     return fig, fig.add_subplot(1, 1, 1)
 
 
@@ -74,25 +77,51 @@ def plot_tradeoffs(curves: Curves, *, path: str | os.PathLike[str] | None = None
     return fig
 
 
+def _default_epsilons(items: list[tuple[str, TradeOffFunction]], floor: float
+                      ) -> npt.NDArray[np.float64]:
+    """0 to a little beyond the largest epsilon at which some profile falls to ``floor``."""
+    reach = [f.epsilon(floor) for _, f in items]
+    finite = [e for e in reach if math.isfinite(e) and e > 0.0]
+    top = min(1.05 * max(finite), _MAX_DEFAULT_EPSILON) if finite else _MAX_DEFAULT_EPSILON
+    return np.linspace(0.0, top, 201)
+
+
+_MAX_DEFAULT_EPSILON = 50.0
+
+
 def plot_privacy_profiles(curves: Curves, *, path: str | os.PathLike[str] | None = None,
                           epsilons: Sequence[float] | None = None, title: str | None = None,
-                          log_delta: bool = True) -> Any:
+                          log_delta: bool = True, delta_floor: float = 1e-12) -> Any:
     """Draw the privacy profiles ``delta_f(eps) = 1 + f*(-e^eps)`` of several trade-off functions
-    (each delta rounded up) on one figure, delta on a log scale by default; save if ``path``."""
+    (each delta rounded up) on one figure, delta on a log scale by default; save if ``path``.
+
+    The delta axis runs from ``delta_floor`` (default 1e-12, far below any delta used in
+    practice) to 1: a curve that falls below it leaves the plot through the bottom edge instead
+    of stretching the axis to 1e-50. Without ``epsilons`` the epsilon axis runs from 0 to just
+    past the largest epsilon at which a profile reaches ``delta_floor`` (at most 50). The legend
+    sits outside the axes, to the right, so it never covers a curve.
+    """
     items = _labelled(curves)
-    eps = (np.linspace(0.0, 8.0, 161) if epsilons is None
+    floor = check_probability(delta_floor, name="delta_floor", open_low=True, open_high=True)
+    eps = (_default_epsilons(items, floor) if epsilons is None
            else check_real_array("epsilons", epsilons))
-    fig, ax = _figure()
+    fig, ax = _figure(width=7.5)
     for label, f in items:
         d = f.privacy_profile(eps)
         if log_delta:
-            d = np.where(d > 0, d, np.nan)
+            # off the axis rather than absent: delta = 0 is drawn leaving through the bottom
+            d = np.maximum(d, floor * 1e-3)
         ax.plot(eps, d, label=label)
     if log_delta:
         ax.set_yscale("log")
+        ax.set_ylim(floor, 1.0)
+    else:
+        ax.set_ylim(0.0, 1.0)
+    if eps.size and float(eps.max()) > float(eps.min()):
+        ax.set_xlim(float(eps.min()), float(eps.max()))
     ax.set_xlabel("epsilon")
     ax.set_ylabel("delta(epsilon)")
     ax.set_title(title or "privacy profiles")
-    ax.legend(loc="upper right", fontsize="small")
+    fig.legend(loc="outside right upper", fontsize="small")
     _save(fig, path)
     return fig

@@ -6,8 +6,8 @@ Three noise distributions for "add noise to every score, report the arg-max" giv
 * Gumbel noise of scale ``2 Delta / epsilon`` gives exactly the exponential mechanism
   ``P(r) ∝ exp(epsilon u(r) / (2 Delta))`` (the Gumbel-max trick; Dwork and Roth, Def. 3.4).
 * One-sided exponential noise of the same scale gives the *permute-and-flip* mechanism, not the
-  exponential mechanism (McKenna and Sheldon 2020; Ding, Kifer et al. 2021). Seed 002's
-  "Theorem 3.13" claims the two coincide; they do not. With two candidates whose scores differ by
+  exponential mechanism (McKenna and Sheldon 2020; Ding, Kifer et al. 2021). It is sometimes
+  stated that the two coincide; they do not. With two candidates whose scores differ by
   d and lambda = 2 Delta / epsilon: the exponential mechanism picks the better one with probability
   ``1 / (1 + exp(-d / lambda))``, exponential-noise noisy max with ``1 - exp(-d / lambda) / 2``
   (at d = lambda: 0.731 vs 0.816). See docs/mechanisms.md and tests/statistical.

@@ -1,6 +1,6 @@
 """Sensitivities of common queries under each neighbouring relation.
 
-Seed 000; Dwork and Roth, Definition 3.1.
+Dwork and Roth, Definition 3.1.
 
 * add/remove one record (symmetric difference 1);
 * replace one record (same size).

@@ -9,9 +9,22 @@ indistinguishable from uniform bits as long as AES-256 is a pseudorandom permuta
 used instead of ChaCha20 because OpenSSL's AES-NI path runs at about 8 GB/s on this class of
 machine, against 0.35 GB/s measured for ChaCha20 through ``cryptography``; both are standard.
 
-The key is replaced with fresh OS entropy after every 2**36 bytes and after ``os.fork`` (a child
-never replays its parent's stream). Draws are serialised by a lock, so one source can be shared by
-threads.
+The key is replaced with fresh OS entropy after every 2**36 bytes. Draws are serialised by a
+lock, so one source can be shared by threads.
+
+Fork safety
+-----------
+``os.fork`` copies every lock in the state it had in the parent: if another thread was drawing at
+that instant, the child's copy of the lock is held by a thread that does not exist in the child,
+and the child's first draw would wait forever. A handler registered with
+``os.register_at_fork(after_in_child=...)`` therefore runs in every child created by ``os.fork``
+(and by ``multiprocessing``'s fork start method) before any user code: it gives every live source
+a fresh lock and a fresh key, so parent and child never share a keystream. A secure source takes
+a new key from ``os.urandom``; a seeded source derives the child's key as
+``SHA-256(tag || parent key || child pid)`` (reproducible, and distinct from the parent's).
+The handler is the primary mechanism; the process id is also checked on every draw as a second
+line for a ``fork()`` made from C without Python's hooks. The pid alone would not be enough: a
+recycled pid could match the one the source last saw.
 
 A seeded source (same construction, key = SHA-256 of the seed) exists for reproducible tests and
 examples only. It must be requested with ``insecure=True``; it says so in its ``repr`` and in
@@ -34,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -89,7 +103,8 @@ class RandomSource:
         Must be ``True`` exactly when a seed is given.
     """
 
-    __slots__ = ("_bytes_used", "_encryptor", "_lock", "_pid", "_secure", "_seed_repr")
+    __slots__ = ("__weakref__", "_bytes_used", "_encryptor", "_key", "_lock", "_pid", "_secure",
+                 "_seed_repr")
 
     def __init__(self, *, seed: int | str | bytes | None = None, insecure: bool = False) -> None:
         if seed is None and insecure:
@@ -107,15 +122,18 @@ class RandomSource:
         self._pid = os.getpid()
         self._bytes_used = 0
         if seed is None:
-            self._encryptor = self._new_encryptor(os.urandom(32), os.urandom(16))
+            self._set_key(os.urandom(32), os.urandom(16))
         else:
             material = seed if isinstance(seed, bytes) else repr(seed).encode()
             digest = hashlib.sha256(b"dpkit-insecure-seed\x00" + material).digest()
-            self._encryptor = self._new_encryptor(digest, bytes(16))
+            self._set_key(digest, bytes(16))
+        _LIVE_SOURCES.add(self)
 
-    @staticmethod
-    def _new_encryptor(key: bytes, nonce: bytes) -> Any:
-        return Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
+    def _set_key(self, key: bytes, nonce: bytes) -> None:
+        # A secure source keeps no copy of its key (only the cipher context has it); a seeded
+        # one keeps it so that a forked child can derive its own key from it.
+        self._key = b"" if self._secure else key
+        self._encryptor = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -129,19 +147,31 @@ class RandomSource:
         return f"RandomSource(INSECURE seeded={self._seed_repr}: for tests and examples only)"
 
     # -- raw bits ---------------------------------------------------------------------------
+    def _rekey(self, pid: int) -> None:
+        """A new key: fresh OS entropy, or (seeded) one derived from the old key and ``pid``."""
+        if self._secure:
+            self._set_key(os.urandom(32), os.urandom(16))
+        else:
+            # Reproducible per process, and never the parent's stream: the child's key hashes
+            # the parent's key with the child's pid.
+            material = self._key + pid.to_bytes(8, "little")
+            self._set_key(hashlib.sha256(b"dpkit-insecure-fork\x00" + material).digest(),
+                          bytes(16))
+        self._pid = pid
+        self._bytes_used = 0
+
+    def _after_fork_in_child(self) -> None:
+        # Runs in the child only, single-threaded, before any user code. The parent's lock may
+        # have been copied in the held state (another thread was drawing): replace it rather
+        # than release it (releasing a lock this thread does not own is an error).
+        self._lock = threading.Lock()
+        self._rekey(os.getpid())
+
     def _rekey_if_needed(self) -> None:
-        # Called with the lock held.
+        # Called with the lock held. The pid test is a second line behind the fork handler.
         pid = os.getpid()
         if pid != self._pid or (self._secure and self._bytes_used >= _REKEY_BYTES):
-            if self._secure:
-                self._encryptor = self._new_encryptor(os.urandom(32), os.urandom(16))
-            else:
-                # A forked seeded source keeps reproducibility per process by mixing the pid.
-                material = (self._seed_repr or "").encode() + pid.to_bytes(8, "little")
-                digest = hashlib.sha256(b"dpkit-insecure-fork\x00" + material).digest()
-                self._encryptor = self._new_encryptor(digest, bytes(16))
-            self._pid = pid
-            self._bytes_used = 0
+            self._rekey(pid)
 
     def fill_words(self, out: npt.NDArray[np.uint64]) -> None:
         """Fill a C-contiguous ``uint64`` array with uniform random words, in place."""
@@ -283,12 +313,25 @@ def scratch(name: str, n: int, dtype: type) -> npt.NDArray[Any]:
     return view
 
 
+_LIVE_SOURCES: weakref.WeakSet[RandomSource] = weakref.WeakSet()
 _default_lock = threading.Lock()
 _default: RandomSource | None = None
 
 
+def _reinit_after_fork() -> None:
+    """``os.register_at_fork`` child handler: new locks and new keys for every live source."""
+    global _default_lock
+    _default_lock = threading.Lock()
+    for source in list(_LIVE_SOURCES):
+        source._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
 def default_source() -> RandomSource:
-    """The process-wide secure source (created on first use; fork-safe through rekeying)."""
+    """The process-wide secure source (created on first use; re-keyed in a forked child)."""
     global _default
     if _default is None:
         with _default_lock:

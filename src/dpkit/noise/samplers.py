@@ -121,7 +121,7 @@ def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, .
 
 
 def laplace(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) -> FloatArray:
-    """Laplace(0, b): density ``exp(-|x| / b) / (2 b)``, by the inverse CDF (seed 000).
+    """Laplace(0, b): density ``exp(-|x| / b) / (2 b)``, by the inverse CDF.
 
     The inverse CDF is ``x = -b sign(u) ln(1 - 2|u|)`` with u uniform on (-1/2, 1/2). Here
     ``1 - 2|u|`` (uniform on (0, 1)) is drawn directly as a full-precision uniform V and
