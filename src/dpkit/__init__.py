@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (
     from dpkit import ldp as ldp
     from dpkit import mechanisms as mechanisms
     from dpkit import noise as noise
-    from dpkit.accounting import Accountant, dpsgd_epsilon, dpsgd_noise_multiplier
+    from dpkit.accounting import Accountant, Budget, dpsgd_epsilon, dpsgd_noise_multiplier
     from dpkit.mechanisms import (
         DiscreteGaussian,
         DiscreteLaplace,
