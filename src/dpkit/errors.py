@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "BudgetUnavailableError",
     "DPKitError",
     "InsecureRandomnessError",
     "PrivacyParameterError",
@@ -30,6 +31,10 @@ class PrivacyParameterError(DPKitError, ValueError):
 
 class BudgetExceededError(DPKitError):
     """A charge would take an accountant past its budget; nothing was charged or released."""
+
+
+class BudgetUnavailableError(BudgetExceededError):
+    """The budget cannot be charged in this process (an in-memory budget copied by ``fork``)."""
 
 
 class UnsupportedEventError(DPKitError, TypeError):

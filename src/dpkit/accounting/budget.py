@@ -77,7 +77,9 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import threading
+import weakref
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -105,6 +107,7 @@ from dpkit.accounting.events import (
 from dpkit.accounting.pure import PureDpAccountant
 from dpkit.errors import (
     BudgetExceededError,
+    BudgetUnavailableError,
     PrivacyParameterError,
     SerializationError,
     UnsupportedEventError,
@@ -113,6 +116,27 @@ from dpkit.errors import (
 __all__ = ["Accountant", "Budget", "ChargeCost", "Share"]
 
 _FORMAT = "dpkit.budget"
+
+# Every live budget, so that a forked child can disable its copies (see ``_disable_in_child``).
+_LIVE_BUDGETS: weakref.WeakSet[Budget] = weakref.WeakSet()
+
+
+def _disable_in_child() -> None:
+    """``os.register_at_fork`` child handler: fresh locks, and no charges on copied budgets.
+
+    ``fork`` copies the budget's lock in whatever state it had: if another thread was charging,
+    the child's first charge would wait forever. It also copies the spent total: parent and child
+    could then each spend the whole remaining budget, and the two releases together would exceed
+    it. The child's copy therefore gets a fresh lock and refuses every charge with
+    :class:`~dpkit.errors.BudgetUnavailableError` (reading what was spent still works).
+    """
+    for budget in list(_LIVE_BUDGETS):
+        budget._lock = threading.Lock()
+        budget._forked = True
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_disable_in_child)
 _VERSION = 2
 _MODES = ("filter", "odometer")
 _METHODS = ("basic", "rdp", "zcdp", "gdp")
@@ -310,6 +334,8 @@ class Budget:
         elif pmf_slack_allowance is not None:
             raise PrivacyParameterError("pmf_slack_allowance applies to method 'zcdp'/'gdp' only")
         self._lock = threading.Lock()
+        self._forked = False
+        _LIVE_BUDGETS.add(self)
         self._state = _State(
             interpreter=_new_interpreter(self._kind, self._rdp_order),
             ledger=(),
@@ -650,6 +676,12 @@ class Budget:
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
+            if self._forked:
+                raise BudgetUnavailableError(
+                    "this in-memory budget was copied into a forked process, where charging "
+                    "it could spend the same privacy twice; charge it in the process that "
+                    "created it; nothing was charged"
+                )
             old = self._state
             new, used = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
@@ -709,6 +741,8 @@ class Budget:
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
+            if self._forked:
+                return False
             try:
                 probe, _ = self._trial(ev, n)
             except UnsupportedEventError:
