@@ -9,6 +9,8 @@ from dpkit.mechanisms._lattice import (
 )
 from dpkit.mechanisms.additive import Gaussian, Laplace
 from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
+from dpkit.mechanisms.partition_selection import GaussianPartitionSelection, PartitionSelection
+from dpkit.mechanisms.quantile import BinnedQuantile
 from dpkit.mechanisms.randomized_response import RandomizedResponse
 from dpkit.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
 from dpkit.mechanisms.sensitivity import (
@@ -23,11 +25,14 @@ __all__ = [
     "GAUSSIAN_SLACK",
     "LAPLACE_SLACK",
     "PMF_SLACK",
+    "BinnedQuantile",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "ExponentialMechanism",
     "Gaussian",
+    "GaussianPartitionSelection",
     "Laplace",
+    "PartitionSelection",
     "RandomizedResponse",
     "ReportNoisyMax",
     "bounded_mean_sensitivity",

@@ -1,0 +1,537 @@
+"""Private partition selection: which group-by keys may appear in a release.
+
+A ``GROUP BY`` over keys that are not public reveals the keys themselves: a key that only one
+person has must not appear with certainty. Both mechanisms here decide, independently per key,
+whether to release it from ``n``, the number of distinct privacy units that contribute to it after
+contribution bounding (each unit contributes to at most ``max_partitions`` keys, so a unit moves at
+most ``max_partitions`` counts, each by one).
+
+:class:`PartitionSelection` (small ``max_partitions``, pure (epsilon, delta) budgets)
+    The optimal rule of Desfontaines, Voss, Gipson and Mandayam, "Differentially private partition
+    selection" (PoPETs 2022, arXiv:2006.03684). For one partition per unit the release probability
+    ``pi(n)`` is the pointwise largest sequence with ``pi(0) = 0`` such that the coin
+    ``Bernoulli(pi(n))`` is (epsilon, delta)-DP between ``n - 1`` and ``n``::
+
+        pi(n) = min( e^eps pi(n-1) + delta,  1 - e^-eps (1 - pi(n-1) - delta),  1 )
+
+    (the first term guards "released", the second "dropped"). Closed form: ``pi(n) = delta
+    (e^{n eps} - 1) / (e^eps - 1)`` while the first term is the smaller, then ``1 - pi(n)``
+    decays geometrically until ``pi`` reaches 1; this is the "truncated geometric" thresholding
+    of the paper (its Theorem 1). For ``L = max_partitions > 1`` the paper (Section 5) and
+    reference implementations split the budget across the ``L`` keys a unit can touch: each key
+    uses ``(eps / L, delta / L)``, and basic composition gives (eps, delta). Under the
+    ``replace`` relation a substitution moves up to ``2 L`` counts, so ``2 L`` is used.
+
+:class:`GaussianPartitionSelection` (large ``max_partitions``, zCDP sessions)
+    Release key ``k`` with its noisy count when ``n_k + Z_k > tau`` (strictly), ``Z_k`` discrete
+    Gaussian with parameter sigma (Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo, Gipson,
+    "Differentially private SQL with bounded user contribution", PoPETs 2020, Section 4.2;
+    Google's "Gaussian thresholding"). Privacy, for an added unit touching ``L`` keys:
+
+    * keys present in both tables: the noisy-count vector moves by a vector of L2 norm
+      ``<= sqrt(L)``: ``rho = L / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Theorem 14
+      for the multivariate discrete Gaussian); thresholding is post-processing;
+    * keys that exist only with the added unit have ``n = 1`` and are released with probability
+      ``P[Z >= tau]`` each; the event "one of them is released" has probability
+      ``delta_thr <= L P[Z >= tau]``, and outside it the output is a function of the shared
+      keys' noisy counts. Hence (eps, delta_G(eps) + delta_thr)-DP, and the mechanism is
+      delta_thr-approximately rho-zCDP (Bun and Steinke 2016, Definition 8.1), which is how a
+      zCDP session composes it. ``replace`` doubles both counts (2 L).
+
+Exactness (how the floating-point gap is closed)
+------------------------------------------------
+:class:`PartitionSelection` never compares a float with a float. ``e^{eps / L}`` is replaced by
+an exact rational *lower* bound ``a`` (a Taylor partial sum, rounded down to a multiple of
+``2**-64``) and the recursion is run in exact integer arithmetic on the grid ``2**-63``, rounding
+*down* at each step::
+
+    P(0) = 0,  P(n) = min( floor(a P(n-1) + delta' T),  T - ceil((T - P(n-1) - delta' T) / a),  T )
+
+with ``T = 2**63`` and ``p(n) = P(n) / T``. By construction ``p(n) <= a p(n-1) + delta'`` and
+``1 - p(n-1) - delta' <= a (1 - p(n))``; since ``a <= e^{eps'}`` both DP inequalities hold exactly
+for the probabilities actually used, and ``p(n) <= pi(n)`` (the loss against the ideal rule is a
+few units of ``2**-63``). A key is released when a uniform 63-bit integer ``U`` satisfies
+``U < P(n)``, which happens with probability exactly ``p(n)``: nothing is charged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.rounding import down, up
+from dpkit._numeric.validation import (
+    check_delta,
+    check_epsilon,
+    check_integer,
+    check_positive,
+    check_probability,
+)
+from dpkit.accounting.events import ApproxDpEvent, Neighbouring, as_neighbouring
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
+from dpkit.mechanisms.discrete import DiscreteGaussian
+from dpkit.noise import RandomSource, resolve_source
+
+__all__ = [
+    "GaussianPartitionSelection",
+    "PartitionSelection",
+    "zcdp_delta",
+]
+
+_GRID_BITS = 63
+_T = 1 << _GRID_BITS
+_A_BITS = 64
+_MAX_TABLE = 1 << 22
+"""Largest threshold tabulated by :class:`PartitionSelection` (about 4 million entries)."""
+_EXACT_SIGMA = 2.0**13  # DiscreteGaussian switches to the exact sampler (no pmf slack) here
+_LOG_MARGIN = 1e-9
+
+
+def _unit_moves(max_partitions: Any, neighbouring: Any) -> tuple[int, Neighbouring]:
+    """Validated ``(k, relation)``: the number of counts one neighbouring step can move by one."""
+    L = check_integer(max_partitions, name="max_partitions", minimum=1)
+    rel = as_neighbouring(neighbouring)
+    return (2 * L if rel is Neighbouring.REPLACE else L), rel
+
+
+def _exp_lower(x: Fraction) -> Fraction:
+    """A rational lower bound of ``e^x`` for ``x >= 0``: a Taylor partial sum rounded down.
+
+    All Taylor terms are non-negative, so every partial sum is below ``e^x``; the sum is taken
+    until the next term is below ``2**-80`` of it (relative loss < 2**-79, then floor to 2**-64).
+    """
+    total = Fraction(1)
+    term = Fraction(1)
+    k = 0
+    while True:
+        k += 1
+        term = term * x / k
+        total += term
+        if term * (1 << 80) < total:
+            break
+    scaled = total * (1 << _A_BITS)
+    return Fraction(scaled.numerator // scaled.denominator, 1 << _A_BITS)
+
+
+def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
+    """Counts as int64 clipped to ``[0, 2**62]``; only integer inputs are accepted (by type)."""
+    x = np.asarray(values)
+    if x.dtype.kind == "u":
+        capped: npt.NDArray[np.int64] = np.minimum(x, np.uint64(1 << 62)).astype(np.int64)
+        return capped
+    if x.dtype.kind == "i":
+        return np.clip(x.astype(np.int64, copy=False), 0, 1 << 62)
+    if x.dtype.kind == "O":
+        flat = x.reshape(-1)
+        for v in flat:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise PrivacyParameterError(
+                    f"unit counts must be integers, got {type(v).__name__}"
+                )
+        out = np.fromiter((min(max(int(v), 0), 1 << 62) for v in flat), dtype=np.int64,
+                          count=flat.size)
+        shaped: npt.NDArray[np.int64] = out.reshape(x.shape)
+        return shaped
+    raise PrivacyParameterError(
+        f"unit counts must be an integer array, got dtype {x.dtype} (counts of distinct units "
+        "are integers; round or cast explicitly)"
+    )
+
+
+@dataclass(frozen=True)
+class PartitionSelection:
+    """The optimal (truncated geometric) partition selection of Desfontaines et al. (2022).
+
+    Build with :meth:`from_epsilon_delta`. A key with ``n`` distinct units is released with
+    probability :meth:`probability` ``(n)``, exactly (module docstring: the recursion is run on
+    the ``2**-63`` grid with an exact lower bound of ``e^{eps/k}``, rounded down, so the DP
+    inequalities hold exactly for the probabilities used; nothing is charged). ``n <= 0`` is never
+    released, ``n >= threshold`` always.
+    """
+
+    epsilon: float
+    delta: float
+    max_partitions: int
+    neighbouring: Neighbouring
+    _table: npt.NDArray[np.uint64] = field(repr=False, compare=False)
+
+    def __init__(self, *, epsilon: float, delta: float, max_partitions: int = 1,
+                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
+        eps = check_epsilon(epsilon)
+        dl = check_delta(delta, allow_zero=False)
+        k, rel = _unit_moves(max_partitions, neighbouring)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", dl)
+        object.__setattr__(self, "max_partitions", int(max_partitions))
+        object.__setattr__(self, "neighbouring", rel)
+        object.__setattr__(self, "_table", _truncated_geometric_table(eps, dl, k))
+
+    @classmethod
+    def from_epsilon_delta(cls, *, epsilon: float, delta: float, max_partitions: int = 1,
+                           neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
+                           ) -> PartitionSelection:
+        """(epsilon, delta)-DP selection when each unit contributes to ``max_partitions`` keys.
+
+        Each key's coin uses ``(epsilon / k, delta / k)`` with ``k = max_partitions`` (``2 *
+        max_partitions`` under ``replace``); delta must be positive (with delta = 0 no key can
+        ever be released). Refused when the threshold would exceed 2**22 units (epsilon / k
+        tiny): use :class:`GaussianPartitionSelection` there.
+        """
+        return cls(epsilon=epsilon, delta=delta, max_partitions=max_partitions,
+                   neighbouring=neighbouring)
+
+    @property
+    def threshold(self) -> int:
+        """The smallest ``n`` with release probability 1."""
+        return int(self._table.size - 1)
+
+    @property
+    def event(self) -> ApproxDpEvent:
+        return ApproxDpEvent(epsilon=self.epsilon, delta=self.delta)
+
+    def probability_fraction(self, n: int) -> Fraction:
+        """The exact release probability of a key with ``n`` units, as a rational."""
+        m = check_integer(n, name="n")
+        m = min(max(m, 0), self.threshold)
+        return Fraction(int(self._table[m]), _T)
+
+    def probability(self, n: Any) -> npt.NDArray[np.float64]:
+        """Release probabilities ``P(n) / 2**63`` (vectorised; exact up to the final rounding to
+        a double, which is within one ulp)."""
+        idx = np.minimum(_integer_counts(n), self.threshold)
+        return self._table[idx].astype(np.float64) * 2.0**-_GRID_BITS
+
+    def release(self, unit_counts: Any, *, source: RandomSource | None = None
+                ) -> npt.NDArray[np.bool_]:
+        """One independent coin per key: ``True`` where the key may be released.
+
+        ``unit_counts`` are the per-key numbers of distinct privacy units (integers; negative
+        values act as 0). Each key draws ``U`` uniform on ``{0, ..., 2**63 - 1}`` and is released
+        iff ``U < P(n)``: probability exactly ``P(n) / 2**63``.
+        """
+        src = resolve_source(source)
+        idx = np.minimum(_integer_counts(unit_counts), self.threshold)
+        u = src.words(idx.shape) >> np.uint64(1)
+        out: npt.NDArray[np.bool_] = u < self._table[idx]
+        return out
+
+
+def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[np.uint64]:
+    """``P(0..threshold)`` on the 2**-63 grid (module docstring), with ``P(threshold) = 2**63``."""
+    a = _exp_lower(Fraction(eps) / k)
+    an, ad = a.numerator, a.denominator
+    dp = Fraction(delta) / k
+    dn, dd = dp.numerator, dp.denominator
+    # floor(a P + d T) = floor((an dd P + dn T ad) / (ad dd))
+    # T - ceil((T - P - d T) / a) = T - ceil(((T - P) dd - dn T) ad / (an dd))
+    num1_dt = dn * _T * ad
+    den1 = ad * dd
+    den2 = an * dd
+    values = [0]
+    p = 0
+    while p < _T:
+        if len(values) > _MAX_TABLE:
+            raise PrivacyParameterError(
+                f"partition selection with epsilon/{k} = {eps / k!r}, delta/{k} = {delta / k!r} "
+                f"needs a threshold above {_MAX_TABLE} units; use GaussianPartitionSelection"
+            )
+        p1 = (an * dd * p + num1_dt) // den1
+        num2 = ((_T - p) * dd - dn * _T) * ad
+        p2 = _T - (-((-num2) // den2))
+        p = min(p1, p2, _T)
+        values.append(p)
+    return np.array(values, dtype=np.uint64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaussian thresholding
+# ---------------------------------------------------------------------------------------------
+def _log_zcdp_delta(rho: float, eps: float, alpha: float) -> float:
+    """``log`` of CKS 2020 Corollary 13 at order alpha: ``(alpha-1)(alpha rho - eps)
+    - ln(alpha - 1) + alpha ln(1 - 1/alpha)`` (valid for every alpha > 1)."""
+    return ((alpha - 1.0) * (alpha * rho - eps) - math.log(alpha - 1.0)
+            + alpha * math.log1p(-1.0 / alpha))
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """An upper bound on delta(epsilon) of a rho-zCDP mechanism, rounded up.
+
+    ``delta = inf_{alpha > 1} exp((alpha-1)(alpha rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha``
+    (Canonne, Kamath and Steinke 2020, Corollary 13; Asoodeh et al. 2021). Every alpha gives a
+    valid bound, so the minimisation (golden section on ``log(alpha - 1)``) only affects
+    tightness; the value at the chosen alpha is evaluated in floating point and raised by a
+    relative ``1e-9`` (far above its rounding error) before rounding up.
+    """
+    r = check_positive("rho", rho)
+    e = check_epsilon(epsilon, allow_zero=True)
+
+    def f(t: float) -> float:
+        return _log_zcdp_delta(r, e, 1.0 + math.exp(t))
+
+    lo, hi = -30.0, 30.0
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(200):
+        if f1 < f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - g * (hi - lo)
+            f1 = f(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + g * (hi - lo)
+            f2 = f(x2)
+    best = min(f1, f2, f(lo), f(hi))
+    best += _LOG_MARGIN * (1.0 + abs(best))
+    if best >= 0.0:
+        return 1.0
+    return min(1.0, up(math.exp(best)))
+
+
+def _discrete_gaussian_log_tail_up(sigma: float, t: int) -> float:
+    """Upper bound on ``log P[Z >= t]``, Z discrete Gaussian(sigma), for an integer ``t >= 1``.
+
+    ``P[Z >= t] = S_t / N`` with ``S_t = sum_{j>=0} exp(-(t+j)^2 / (2 sigma^2))`` and the
+    normaliser ``N = sum_k exp(-k^2/(2 sigma^2)) >= max(1, sqrt(2 pi) sigma)`` (Poisson summation:
+    ``N = sqrt(2 pi) sigma (1 + 2 sum_m exp(-2 pi^2 sigma^2 m^2))``). ``S_t`` is summed in the form
+    ``exp(-t^2/2s^2) sum_j exp(-(2tj + j^2)/2s^2)`` over ``j < J = ceil(40 sigma) + 2``; the rest
+    is below ``exp(-800)`` of the first term. Floating-point errors (a few ulps per term, ``J``
+    terms) are covered by a relative ``2**-30`` margin and ``_LOG_MARGIN`` on the logarithm.
+    """
+    s2 = 2.0 * sigma * sigma
+    J = math.ceil(40.0 * sigma) + 2
+    j = np.arange(J, dtype=np.float64)
+    terms = np.exp(-(2.0 * t * j + j * j) / s2)
+    inner = float(np.sum(terms)) * (1.0 + 2.0**-30) + math.exp(-800.0)
+    log_norm = max(0.0, math.log(math.sqrt(2.0 * math.pi) * sigma))
+    val = -(t * t) / s2 + math.log(inner) - log_norm
+    return val + _LOG_MARGIN * (1.0 + abs(val))
+
+
+def _discrete_gaussian_sf(sigma: float, s: int) -> float:
+    """``P[Z >= s]`` for the discrete Gaussian (floating point, for reporting and tests)."""
+    J = math.ceil(40.0 * sigma) + 2
+    k = np.arange(-J, J + 1, dtype=np.float64)
+    w = np.exp(-(k * k) / (2.0 * sigma * sigma))
+    total = float(np.sum(w))
+    if s <= -J:
+        return 1.0
+    if s > J:
+        return 0.0
+    if s >= 1:
+        return float(np.sum(w[k >= s])) / total
+    return 1.0 - float(np.sum(w[k <= s - 1])) / total
+
+
+@dataclass(frozen=True)
+class GaussianPartitionSelection:
+    """Release key k iff ``n_k + Z_k > tau`` (strictly), ``Z_k`` discrete Gaussian(sigma).
+
+    See the module docstring for the privacy argument (Wilson et al. 2020; CKS 2020). Per
+    neighbouring step at most ``k = max_partitions`` counts move by one (``2 max_partitions``
+    under ``replace``):
+
+    * :attr:`rho` ``= k / (2 sigma^2)`` (rounded up): zCDP of the noisy counts of shared keys;
+    * :attr:`threshold_delta` ``= k P[Z >= tau] e^{a}`` (rounded up): probability that a key
+      only the changed unit has is released, with ``a`` the sampler's pmf slack;
+    * :attr:`pmf_slack` ``k a``: the fast discrete Gaussian sampler's pmf is within
+      ``exp(+-a)`` of exact per key (a = 2**-23 for sigma < 2**13, else 0).
+
+    The noisy counts of released keys are part of the same release (no extra cost):
+    :meth:`release_with_counts`.
+    """
+
+    sigma: float
+    tau: int
+    max_partitions: int = 1
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    epsilon: float | None = None
+    delta: float | None = None
+
+    def __post_init__(self) -> None:
+        check_positive("sigma", self.sigma)
+        check_integer(self.tau, name="tau", minimum=1)
+        _unit_moves(self.max_partitions, self.neighbouring)
+        object.__setattr__(self, "sigma", float(self.sigma))
+        object.__setattr__(self, "tau", int(self.tau))
+        object.__setattr__(self, "max_partitions", int(self.max_partitions))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
+        if (self.epsilon is None) != (self.delta is None):
+            raise PrivacyParameterError("give both epsilon and delta, or neither")
+        if self.epsilon is not None and self.delta is not None:
+            eps = check_epsilon(self.epsilon)
+            dl = check_delta(self.delta, allow_zero=False)
+            if not self.delta_at(eps) <= dl:
+                raise PrivacyParameterError(
+                    f"sigma={self.sigma!r}, tau={self.tau!r} do not give ({eps!r}, {dl!r})-DP"
+                )
+            object.__setattr__(self, "epsilon", eps)
+            object.__setattr__(self, "delta", dl)
+
+    # -- calibration ------------------------------------------------------------------------
+    @property
+    def _moves(self) -> int:
+        return _unit_moves(self.max_partitions, self.neighbouring)[0]
+
+    @classmethod
+    def from_rho(cls, *, rho: float, threshold_delta: float, max_partitions: int = 1,
+                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
+                 ) -> GaussianPartitionSelection:
+        """For a zCDP session: noise with ``k / (2 sigma^2) <= rho`` and the smallest integer
+        ``tau`` with ``threshold_delta`` (as defined on the class) ``<=`` the given value.
+
+        sigma is ``sqrt(k / (2 rho))`` rounded up. The pmf slack of the fast sampler is reported
+        in :attr:`pmf_slack` for the session's accountant (it is not folded into rho).
+        """
+        r = check_positive("rho", rho)
+        dt = check_delta(threshold_delta, name="threshold_delta", allow_zero=False)
+        k, rel = _unit_moves(max_partitions, neighbouring)
+        sigma = up(math.sqrt(k / (2.0 * r)) * (1.0 + 2.0**-50))
+        while not Fraction(k) / (2 * Fraction(sigma) ** 2) <= Fraction(r):
+            sigma = math.nextafter(sigma, math.inf)
+        tau = _calibrate_tau(sigma, k, dt)
+        return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel)
+
+    @classmethod
+    def from_epsilon_delta(cls, *, epsilon: float, delta: float, max_partitions: int = 1,
+                           neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+                           threshold_share: float = 0.5) -> GaussianPartitionSelection:
+        """(epsilon, delta)-DP: ``threshold_share`` of delta for the threshold, the rest for the
+        noise (through the zCDP conversion :func:`zcdp_delta`, including the pmf slack).
+
+        The shares are rounded down (the calibrated parts never exceed delta). sigma is the
+        smallest double found by bisection with ``delta_G(eps) <=`` its share; tau the smallest
+        integer with ``threshold_delta <=`` its share.
+        """
+        eps = check_epsilon(epsilon)
+        dl = check_delta(delta, allow_zero=False)
+        share = check_probability(threshold_share, name="threshold_share", open_low=True,
+                                  open_high=True)
+        k, rel = _unit_moves(max_partitions, neighbouring)
+        d_thr = down(Fraction(dl) * Fraction(share))
+        d_gauss = down(Fraction(dl) - Fraction(d_thr))
+        if not (d_thr > 0.0 and d_gauss > 0.0):
+            raise PrivacyParameterError(f"delta={dl!r} is too small to split")
+        lo, hi = 1e-3, 1.0
+        while not _gauss_delta(hi, k, eps) <= d_gauss:
+            hi *= 2.0
+            if hi > 2.0**40:
+                raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})")
+        for _ in range(80):
+            mid = math.sqrt(lo * hi)
+            if _gauss_delta(mid, k, eps) <= d_gauss:
+                hi = mid
+            else:
+                lo = mid
+        tau = _calibrate_tau(hi, k, d_thr)
+        return cls(sigma=hi, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
+                   epsilon=eps, delta=dl)
+
+    # -- privacy ----------------------------------------------------------------------------
+    @property
+    def pmf_slack(self) -> float:
+        """Total pmf slack ``k a`` of one release: the fast sampler's pmf is within ``exp(+-a)``
+        of exact per coordinate (a = 2**-23 for sigma < 2**13, else 0) and at most ``k``
+        coordinates differ in law between neighbours."""
+        return _total_slack(self.sigma, self._moves)
+
+    @property
+    def rho(self) -> float:
+        """zCDP of the noisy counts of shared keys: ``k / (2 sigma^2)``, rounded up."""
+        return up(Fraction(self._moves) / (2 * Fraction(self.sigma) ** 2))
+
+    @property
+    def threshold_delta(self) -> float:
+        """``k P[Z >= tau]`` times ``e^{pmf_slack}``, rounded up."""
+        return _threshold_delta(self.sigma, self._moves, self.tau)
+
+    def delta_at(self, epsilon: float) -> float:
+        """Total delta at ``epsilon``: ``delta_G(epsilon) + threshold_delta``, rounded up."""
+        eps = check_epsilon(epsilon)
+        return min(1.0, up(Fraction(_gauss_delta(self.sigma, self._moves, eps))
+                           + Fraction(self.threshold_delta)))
+
+    @property
+    def event(self) -> ApproxDpEvent:
+        """``ApproxDpEvent(epsilon, delta)``; only for objects built from (epsilon, delta).
+
+        A zCDP session uses :attr:`rho`, :attr:`threshold_delta` and :attr:`pmf_slack` instead.
+        """
+        if self.epsilon is None or self.delta is None:
+            raise PrivacyParameterError(
+                "this selection was not calibrated to (epsilon, delta): use rho, "
+                "threshold_delta and pmf_slack, or delta_at(epsilon)"
+            )
+        return ApproxDpEvent(epsilon=self.epsilon, delta=self.delta)
+
+    # -- release ----------------------------------------------------------------------------
+    def probability(self, n: Any) -> npt.NDArray[np.float64]:
+        """``P[n + Z > tau] = P[Z >= tau - n + 1]`` (floating point; for reporting and tests)."""
+        counts = _integer_counts(n)
+        flat = counts.reshape(-1)
+        uniq, inv = np.unique(flat, return_inverse=True)
+        vals = np.array([_discrete_gaussian_sf(self.sigma, self.tau - int(c) + 1) for c in uniq],
+                        dtype=np.float64)
+        return vals[inv].reshape(counts.shape)
+
+    def release_with_counts(self, unit_counts: Any, *, source: RandomSource | None = None
+                            ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+        """``(mask, noisy)``: ``noisy = n + Z`` and ``mask = noisy > tau``.
+
+        Only ``noisy[mask]`` may be published; the rest must be discarded.
+        """
+        counts = _integer_counts(unit_counts)
+        mech = DiscreteGaussian.from_sigma(sigma=self.sigma, sensitivity=1)
+        noisy = mech.release(counts, source=source)
+        return noisy > self.tau, noisy
+
+    def release(self, unit_counts: Any, *, source: RandomSource | None = None
+                ) -> npt.NDArray[np.bool_]:
+        """``True`` where ``n + Z > tau``."""
+        return self.release_with_counts(unit_counts, source=source)[0]
+
+
+def _total_slack(sigma: float, k: int) -> float:
+    return 0.0 if not sigma < _EXACT_SIGMA else up(Fraction(k) * Fraction(DISCRETE_GAUSSIAN_SLACK))
+
+
+def _threshold_delta(sigma: float, k: int, tau: int) -> float:
+    slack = 0.0 if not sigma < _EXACT_SIGMA else DISCRETE_GAUSSIAN_SLACK
+    log_val = math.log(k) + _discrete_gaussian_log_tail_up(sigma, tau) + slack
+    log_val += _LOG_MARGIN * (1.0 + abs(log_val))
+    if log_val >= 0.0:
+        return 1.0
+    return max(up(math.exp(log_val)), math.nextafter(0.0, 1.0))
+
+
+def _gauss_delta(sigma: float, k: int, eps: float) -> float:
+    """delta_G(eps) of the noisy counts (rho = k / 2 sigma^2), with the total pmf slack
+    ``A = k a``: ``e^A delta_ideal(eps - 2A)`` (see :mod:`dpkit.accounting.events`)."""
+    slack = _total_slack(sigma, k)
+    rho = up(Fraction(k) / (2 * Fraction(sigma) ** 2))
+    e = eps - 2.0 * slack
+    if not e > 0.0:
+        return 1.0
+    factor = math.exp(slack) * (1.0 + 2.0**-50)
+    return min(1.0, up(zcdp_delta(rho, down(Fraction(e))) * factor))
+
+
+def _calibrate_tau(sigma: float, k: int, target: float) -> int:
+    """Smallest integer tau >= 1 with ``_threshold_delta(sigma, k, tau) <= target``."""
+    hi = max(2, math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 * k / target))) + 2)
+    while not _threshold_delta(sigma, k, hi) <= target:
+        hi *= 2
+    lo = 0  # invariant: lo fails (or is 0), hi succeeds
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid >= 1 and _threshold_delta(sigma, k, mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,273 @@
+"""Private quantiles from per-group histogram counts: the exponential mechanism over bins.
+
+The engine returns, per group, the counts ``c_1..c_m`` of the values in the bins
+``[e_0, e_1), ..., [e_{m-1}, e_m]`` of public edges (values clamped to ``[e_0, e_m]`` first);
+never sorted rows. With ``C_j = c_1 + ... + c_j`` (``C_0 = 0``, ``n = C_m``), a point of bin
+``j`` has a rank (number of values below it) somewhere in ``[C_{j-1}, C_j]``. The utility of bin
+``j`` for the quantile q is minus the distance from the target rank ``q n`` to that interval::
+
+    u_q(j) = -dist(q n, [C_{j-1}, C_j]) = -max(C_{j-1} - q n,  q n - C_j,  0)
+
+(the binned form of the rank utility ``-|rank(x) - q n|`` of the exponential mechanism for
+quantiles, Smith 2011 "Privacy-preserving statistical estimation with optimal convergence
+rates"; the intervals tile ``[0, n]`` so the best bin has utility 0). One bin is chosen with
+probability ``∝ exp(eps' u_q(j) / (2 Delta))`` (Dwork and Roth, Def. 3.4, through
+:class:`~dpkit.mechanisms.ExponentialMechanism`), then a point uniformly from a fixed grid of
+``points_per_bin`` points inside it: ``e_{j-1} + (i + 1/2) (e_j - e_{j-1}) / points_per_bin``.
+The output is a function of two discrete choices and the public edges, so no data-dependent
+floating-point value is released. The base measure is uniform over bins (not over length):
+every bin gets the same prior weight whatever its width.
+
+Sensitivity. Write ``a = C_{j-1} - q n`` and ``b = C_j - q n``; ``dist = max(a, -b, 0)`` is
+1-Lipschitz in ``max(|da|, |db|)``. Adding one row below bin j moves both by ``1 - q``, inside
+bin j moves ``a`` by ``-q`` and ``b`` by ``1 - q``, above bin j both by ``-q``. So a unit adding
+or removing up to ``m = max_rows_per_partition`` rows of the group changes every utility by at
+most ``Delta = m max(q, 1 - q)``; under ``replace`` (remove then add) ``2 m max(q, 1 - q)``.
+
+Budget: ``K`` quantiles and up to ``L = max_partitions`` groups per unit. Every per-group,
+per-quantile selection gets ``epsilon / (K L)`` (rounded down) and basic composition gives
+epsilon for the whole release over all groups. :attr:`BinnedQuantile.event` says exactly that.
+
+Exact utilities. ``q`` is used on the grid ``2**-20`` (``q' = round(q 2**20) / 2**20``, public,
+within ``2**-21`` of q) and each bin count is clamped to ``[0, floor(2**42 / m)]`` (a clamp is
+1-Lipschitz per bin, so neighbouring inputs stay neighbours), so ``n <= 2**42`` and
+``2**20 u`` is computed exactly in int64; it is then clamped to ``[-2**53, 0]`` (1-Lipschitz, so
+the sensitivity holds) and divided by ``2**20``: the utilities handed to the exponential
+mechanism are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.rounding import down, up
+from dpkit._numeric.validation import (
+    check_epsilon,
+    check_finite,
+    check_integer,
+    check_probability,
+)
+from dpkit.accounting.events import (
+    DpEvent,
+    Neighbouring,
+    SelfComposedEvent,
+    as_neighbouring,
+)
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms.selection import ExponentialMechanism
+from dpkit.noise import RandomSource, resolve_source
+
+__all__ = ["BinnedQuantile"]
+
+_Q_BITS = 20
+_Q_SCALE = 1 << _Q_BITS
+_N_LIMIT = 1 << 42
+_U_LIMIT = 1 << 53
+
+
+def _check_edges(edges: Any) -> tuple[float, ...]:
+    if isinstance(edges, (str, bytes)):
+        raise PrivacyParameterError("edges must be a sequence of numbers")
+    try:
+        raw = list(edges)
+    except TypeError as exc:
+        raise PrivacyParameterError(f"edges must be a sequence of numbers, got {edges!r}") from exc
+    out = tuple(check_finite(f"edges[{i}]", e) for i, e in enumerate(raw))
+    if len(out) < 2:
+        raise PrivacyParameterError("edges need at least two values (one bin)")
+    if not all(a < b for a, b in itertools.pairwise(out)):
+        raise PrivacyParameterError("edges must be strictly increasing")
+    return out
+
+
+def _check_quantiles(quantiles: Any) -> tuple[float, ...]:
+    if isinstance(quantiles, (int, float, np.floating, np.integer)):
+        quantiles = [quantiles]
+    if isinstance(quantiles, (str, bytes)):
+        raise PrivacyParameterError("quantiles must be numbers in [0, 1]")
+    qs = tuple(check_probability(q, name="quantile") for q in quantiles)
+    if not qs:
+        raise PrivacyParameterError("give at least one quantile")
+    return qs
+
+
+def _bin_counts(values: Any, bins: int) -> npt.NDArray[np.int64]:
+    """Counts as a (groups, bins) int64 array, each clamped to ``[0, floor(2**42 / bins)]``."""
+    x = np.asarray(values)
+    if x.dtype.kind not in "iu":
+        if x.dtype.kind == "O" and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+            for v in x.reshape(-1)
+        ):
+            x = np.array([min(max(int(v), 0), _N_LIMIT) for v in x.reshape(-1)],
+                         dtype=np.int64).reshape(x.shape)
+        else:
+            raise PrivacyParameterError(
+                f"bin counts must be integers, got dtype {x.dtype}"
+            )
+    if x.ndim not in (1, 2) or x.shape[-1] != bins:
+        raise PrivacyParameterError(
+            f"bin counts must have shape (bins,) or (groups, bins) with bins={bins}, "
+            f"got {x.shape}"
+        )
+    cap = _N_LIMIT // bins
+    out: npt.NDArray[np.int64]
+    if x.dtype.kind == "u":
+        out = np.minimum(x, np.uint64(cap)).astype(np.int64)
+    else:
+        out = np.clip(x.astype(np.int64, copy=False), 0, cap)
+    return out.reshape(-1, bins)
+
+
+@dataclass(frozen=True)
+class BinnedQuantile:
+    """Quantiles of a bounded value per group, from histogram counts (module docstring).
+
+    Build with :meth:`from_epsilon`. ``epsilon`` covers the whole release: all quantiles, all
+    groups, with up to ``max_partitions`` groups and ``max_rows_per_partition`` rows per group
+    per privacy unit.
+    """
+
+    epsilon: float
+    quantiles: tuple[float, ...]
+    edges: tuple[float, ...]
+    max_rows_per_partition: int = 1
+    max_partitions: int = 1
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    points_per_bin: int = 32
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "quantiles", _check_quantiles(self.quantiles))
+        object.__setattr__(self, "edges", _check_edges(self.edges))
+        object.__setattr__(self, "max_rows_per_partition", check_integer(
+            self.max_rows_per_partition, name="max_rows_per_partition", minimum=1))
+        object.__setattr__(self, "max_partitions", check_integer(
+            self.max_partitions, name="max_partitions", minimum=1))
+        object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
+        object.__setattr__(self, "points_per_bin", check_integer(
+            self.points_per_bin, name="points_per_bin", minimum=1, maximum=1 << 20))
+        # Builds the per-quantile mechanisms now so that invalid budgets fail at construction.
+        self.mechanisms  # noqa: B018
+
+    @classmethod
+    def from_epsilon(cls, *, epsilon: float, quantiles: float | Sequence[float],
+                     edges: Sequence[float], max_rows_per_partition: int = 1,
+                     max_partitions: int = 1,
+                     neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+                     points_per_bin: int = 32) -> BinnedQuantile:
+        """epsilon-DP quantiles over the bins of ``edges``; see the class docstring."""
+        return cls(epsilon=epsilon, quantiles=_check_quantiles(quantiles),
+                   edges=_check_edges(edges), max_rows_per_partition=max_rows_per_partition,
+                   max_partitions=max_partitions, neighbouring=as_neighbouring(neighbouring),
+                   points_per_bin=points_per_bin)
+
+    # -- parameters -------------------------------------------------------------------------
+    @property
+    def bins(self) -> int:
+        return len(self.edges) - 1
+
+    @property
+    def grid_quantiles(self) -> tuple[float, ...]:
+        """The quantiles actually targeted: ``round(q 2**20) / 2**20``."""
+        return tuple(round(q * _Q_SCALE) / _Q_SCALE for q in self.quantiles)
+
+    @property
+    def epsilon_each(self) -> float:
+        """``epsilon / (K L)`` rounded down: the budget of one group's one quantile."""
+        k = len(self.quantiles) * self.max_partitions
+        return down(Fraction(self.epsilon) / k)
+
+    def sensitivity(self, q: float) -> float:
+        """``c m max(q', 1 - q')``, c = 1 (add/remove) or 2 (replace); exact (dyadic)."""
+        qq = Fraction(round(q * _Q_SCALE), _Q_SCALE)
+        c = 2 if self.neighbouring is Neighbouring.REPLACE else 1
+        return up(c * self.max_rows_per_partition * max(qq, 1 - qq))
+
+    @property
+    def mechanisms(self) -> tuple[ExponentialMechanism, ...]:
+        """One exponential mechanism per quantile (same epsilon, own sensitivity)."""
+        return tuple(
+            ExponentialMechanism(epsilon=self.epsilon_each, sensitivity=self.sensitivity(q),
+                                 neighbouring=self.neighbouring)
+            for q in self.quantiles
+        )
+
+    @property
+    def event(self) -> DpEvent:
+        """``K L`` exponential mechanisms at ``epsilon / (K L)`` each."""
+        ev = self.mechanisms[0].event
+        count = len(self.quantiles) * self.max_partitions
+        return ev if count == 1 else SelfComposedEvent(event=ev, count=count)
+
+    # -- utilities --------------------------------------------------------------------------
+    def utilities(self, bin_counts: Any) -> npt.NDArray[np.float64]:
+        """Exact utilities, shape (groups, K, bins) (module docstring)."""
+        c = _bin_counts(bin_counts, self.bins)
+        cum = np.zeros((c.shape[0], self.bins + 1), dtype=np.int64)
+        np.cumsum(c, axis=1, out=cum[:, 1:])
+        n = cum[:, -1:]
+        scaled = cum * _Q_SCALE  # <= 2**62
+        out = np.empty((c.shape[0], len(self.quantiles), self.bins), dtype=np.float64)
+        for i, q in enumerate(self.quantiles):
+            p = round(q * _Q_SCALE)
+            target = n * p  # 2**20 q' n, exact
+            d = np.maximum(np.maximum(scaled[:, :-1] - target, target - scaled[:, 1:]), 0)
+            np.minimum(d, _U_LIMIT, out=d)
+            out[:, i, :] = -(d.astype(np.float64) / _Q_SCALE)
+        return out
+
+    def bin_probabilities(self, bin_counts: Any) -> npt.NDArray[np.float64]:
+        """Selection probabilities of the bins, shape (groups, K, bins)."""
+        u = self.utilities(bin_counts)
+        out = np.empty_like(u)
+        for i, em in enumerate(self.mechanisms):
+            for g in range(u.shape[0]):
+                out[g, i] = em.probabilities(u[g, i])
+        return out
+
+    def rank_error_bound(self, beta: float) -> npt.NDArray[np.float64]:
+        """Per quantile: ``(2 Delta / eps') (ln(bins) + ln(1/beta))``, rounded up.
+
+        With probability at least ``1 - beta`` (for one group and one quantile) the chosen bin's
+        rank interval ``[C_{j-1}, C_j]`` is within this distance of ``q' n`` (Dwork and Roth,
+        Theorem 3.11; the best bin has utility 0). The released point's own rank may further
+        differ by the count of its bin.
+        """
+        return np.array([em.utility_gap_at(n_candidates=self.bins, alpha=beta)
+                         for em in self.mechanisms], dtype=np.float64)
+
+    # -- release ----------------------------------------------------------------------------
+    def release_bins(self, bin_counts: Any, *, source: RandomSource | None = None
+                     ) -> npt.NDArray[np.int64]:
+        """Chosen bin indices, shape (groups, K)."""
+        src = resolve_source(source)
+        u = self.utilities(bin_counts)
+        out = np.empty(u.shape[:2], dtype=np.int64)
+        for i, em in enumerate(self.mechanisms):
+            for g in range(u.shape[0]):
+                out[g, i] = em.release(u[g, i], source=src)
+        return out
+
+    def release(self, bin_counts: Any, *, source: RandomSource | None = None
+                ) -> npt.NDArray[np.float64]:
+        """Private quantiles: shape (groups, K) for 2-D counts, (K,) for one group's counts."""
+        src = resolve_source(source)
+        two_d = np.ndim(bin_counts) == 2
+        idx = self.release_bins(bin_counts, source=src)
+        points = src.integers(self.points_per_bin, size=idx.shape)
+        edges = np.asarray(self.edges, dtype=np.float64)
+        lo = edges[idx]
+        width = edges[idx + 1] - lo
+        values = lo + (points + 0.5) * (width / self.points_per_bin)
+        np.minimum(values, edges[idx + 1], out=values)  # rounding never leaves the bin
+        np.maximum(values, lo, out=values)
+        return values if two_d else values[0]
+
