@@ -34,6 +34,11 @@ rounded up, always from the exact sampler of Canonne, Kamath and Steinke (2020),
 ``rho = L2^2 / (2 sigma^2)`` (their Theorem 4 per coordinate; zCDP adds up over coordinates,
 Bun and Steinke 2016, Lemma 2.3).
 
+Accounting. ``pure`` sessions charge each measure's discrete Laplace event; ``zcdp`` sessions
+(a budget kept in rho) charge each measure's rho; ``approx`` sessions (a basic ``(epsilon,
+delta)`` budget) calibrate the Gaussian noise in rho the same way but charge the statistics as
+the one ``(epsilon, delta)`` pair that rho certifies (basic composition across queries).
+
 Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
 weights (``W`` the total weight), and a statistic's share is split evenly over its integer
@@ -54,6 +59,7 @@ import numpy as np
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit.accounting.events import (
+    ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -68,7 +74,7 @@ from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, disc
 
 __all__ = ["MeasurePrice", "Mode", "Noise", "Pricing", "StatPrice", "price"]
 
-Mode = Literal["pure", "zcdp"]
+Mode = Literal["pure", "zcdp", "approx"]
 
 _FAST_LIMIT = 2.0**13
 _MAX_NOISE_SCALE = 2.0**52
@@ -411,7 +417,7 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         raise PrivacyParameterError(
             f"this session's budget is pure (delta = 0); a query cannot spend delta={delta!r}"
         )
-    if mode == "zcdp" and not dl > 0.0:
+    if mode != "pure" and not dl > 0.0:
         raise PrivacyParameterError(
             "this session adds Gaussian noise (its budget has delta > 0): give the query a "
             "delta > 0"
@@ -420,6 +426,12 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         raise PrivacyParameterError(
             "private partition selection needs delta > 0: give public keys to group_by(..., "
             "keys=...) or use a budget with delta"
+        )
+    if select_partitions and mode == "zcdp":
+        raise PrivacyParameterError(
+            "private partition selection is an (epsilon, delta) mechanism, which a zCDP budget "
+            "cannot account: give public keys to group_by(..., keys=...) or use a budget with "
+            "method='basic'"
         )
     if not stats:
         raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
@@ -450,7 +462,12 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         share = down(Fraction(total) * Fraction(s.weight) / total_w)
         sp = _price_stat(name, s, mode, share, p, r)
         priced.append(sp)
-        events.extend(sp.events)
+        if mode != "approx":
+            events.extend(sp.events)
+    if mode == "approx":
+        # A basic (epsilon, delta) budget: the statistics' Gaussian part is certified
+        # (rest_eps, rest_delta)-DP by its total rho, and charged as that pair.
+        events.append(ApproxDpEvent(epsilon=rest_eps, delta=rest_delta))
     return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
                    max_rows_per_partition=r, stats=tuple(priced), selection=selection,
                    selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,

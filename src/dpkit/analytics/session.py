@@ -8,8 +8,10 @@
 >>> q.run(epsilon=1.0, delta=1e-7)   # charges the budget first, then releases  # doctest: +SKIP
 
 Noise follows the budget: a pure budget (``delta == 0``) gives discrete Laplace noise and pure
-epsilon accounting; a budget with ``delta > 0`` gives discrete Gaussian noise accounted in zCDP,
-so that many queries compose tightly (it must accept zCDP charges, e.g. ``method="zcdp"``).
+epsilon accounting; a budget with ``delta > 0`` gives discrete Gaussian noise, charged in zCDP
+when the budget is kept in rho (``method="zcdp"``: many queries compose tightly) or as one
+``(epsilon, delta)`` pair per query with ``method="basic"``. Private partition selection is an
+``(epsilon, delta)`` mechanism: it needs a ``method="basic"`` budget.
 Queries compose sequentially in the budget; the groups of one query compose in parallel (each
 unit is bounded to ``max_partitions`` groups, and the sensitivities account for that).
 """
@@ -26,7 +28,7 @@ from dpkit._numeric.validation import check_probability
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics._pricing import Mode
 from dpkit.analytics.builder import Query
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["Session"]
@@ -53,33 +55,27 @@ def _is_duckdb_connection(obj: Any) -> bool:
 
 
 def _budget_mode(budget: Any) -> Mode:
+    """How the session noises and charges, read from the budget's kind.
+
+    ``pure`` (delta = 0): discrete Laplace; ``zcdp`` (a budget kept in rho): discrete Gaussian
+    charged in rho; ``approx`` (a basic ``(epsilon, delta)`` budget): discrete Gaussian charged as
+    the ``(epsilon, delta)`` pair its rho certifies. Other budget kinds are refused.
+    """
     if not callable(getattr(budget, "charge", None)):
         raise PrivacyParameterError(
             f"budget must be a dpkit budget (e.g. dpkit.accounting.Budget), got {budget!r}"
         )
-    limits = getattr(budget, "budget", None)
-    if isinstance(limits, tuple) and len(limits) == 2:
-        delta = limits[1]
-    else:
-        delta = getattr(budget, "delta", None)
-    if delta is None:
-        raise PrivacyParameterError(f"cannot read the delta of budget {budget!r}")
-    if delta == 0:
+    kind = getattr(budget, "kind", None)
+    if kind == "pure":
         return "pure"
-    from dpkit.accounting.events import DiscreteGaussianEvent
-
-    probe = DiscreteGaussianEvent(sigma=2.0**40, sensitivity=1)
-    can = getattr(budget, "can_charge", None)
-    try:
-        ok = True if can is None else bool(can(probe))
-    except UnsupportedEventError:
-        ok = False
-    if not ok:
-        raise PrivacyParameterError(
-            "this budget has delta > 0 but cannot account discrete Gaussian noise in zCDP: "
-            "use a budget with method='zcdp' (or delta=0 for pure DP with Laplace noise)"
-        )
-    return "zcdp"
+    if kind == "zcdp":
+        return "zcdp"
+    if kind == "basic":
+        return "approx"
+    raise PrivacyParameterError(
+        f"a session needs a pure budget (delta=0), or an (epsilon, delta) budget with "
+        f"method='basic' or method='zcdp'; got a budget of kind {kind!r}"
+    )
 
 
 class Session:
