@@ -29,6 +29,7 @@ from dpkit.accounting.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SelfComposedEvent,
+    ZCdpEvent,
     event_from_dict,
     event_from_json,
     event_to_dict,
@@ -51,6 +52,7 @@ EXAMPLES: list[DpEvent] = [
     ComposedEvent(events=(PureDpEvent(epsilon=1.0), GaussianEvent(noise_multiplier=2.0))),
     PoissonSampledEvent(0.5, LaplaceEvent(noise_multiplier=1.0)),
     SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(noise_multiplier=1.1)), 1000),
+    ZCdpEvent(rho=0.125),
 ]
 
 

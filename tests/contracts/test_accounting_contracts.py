@@ -1,4 +1,5 @@
-"""The accountant contract applied to the pure, approximate and Renyi accountants."""
+"""The accountant contract applied to the pure, approximate, Renyi, zCDP and exact-GDP
+accountants."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from dpkit.accounting.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    ZCdpEvent,
 )
+from dpkit.accounting.gdp import ExactGdpAccountant
 from dpkit.accounting.pure import PureDpAccountant
 from dpkit.accounting.rdp import RdpAccountant
+from dpkit.accounting.zcdp import ZCdpAccountant
 
 
 class TestPureDpContract(AccountantContract):
@@ -72,3 +76,35 @@ class TestRdpLaplaceContract(AccountantContract):
 
     def supported_event(self) -> DpEvent:
         return LaplaceEvent(noise_multiplier=1.5, pmf_slack=1e-9)
+
+
+class TestZCdpGaussianContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return ZCdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return GaussianEvent(noise_multiplier=2.0, pmf_slack=2.0**-20)
+
+
+class TestZCdpPureContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return ZCdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return LaplaceEvent(noise_multiplier=4.0)
+
+
+class TestZCdpBlackBoxContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return ZCdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return ZCdpEvent(rho=0.01)
+
+
+class TestExactGdpContract(AccountantContract):
+    def make_accountant(self) -> PrivacyAccountant:
+        return ExactGdpAccountant()
+
+    def supported_event(self) -> DpEvent:
+        return GaussianEvent(noise_multiplier=3.0, pmf_slack=2.0**-20)

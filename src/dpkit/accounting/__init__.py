@@ -7,7 +7,9 @@
 * Composition theorems: :func:`basic_composition`, :func:`parallel_composition`,
   :func:`advanced_composition`, :func:`optimal_composition`.
 * DP-SGD: :func:`dpsgd_epsilon`, :func:`dpsgd_noise_multiplier`.
-* Budgets: :class:`Accountant` (filter or odometer; charge before you release).
+* zCDP: :class:`ZCdpAccountant`, :func:`zcdp_epsilon`, :func:`zcdp_delta`, :func:`zcdp_rho_for`.
+* Budgets: :class:`Budget` (filter or odometer; charge before you release; ``Accountant`` is its
+  former name), :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dpkit.accounting.events import Neighbouring
 if TYPE_CHECKING:  # the names below load lazily, so importing events stays light
     from dpkit.accounting._base import PrivacyAccountant
     from dpkit.accounting.approx import ApproxDpAccountant
-    from dpkit.accounting.budget import Accountant
+    from dpkit.accounting.budget import Accountant, Budget
     from dpkit.accounting.composition import (
         advanced_composition,
         basic_composition,
@@ -30,15 +32,30 @@ if TYPE_CHECKING:  # the names below load lazily, so importing events stays ligh
         parallel_composition,
     )
     from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
-    from dpkit.accounting.gdp import GdpAccountant, dpsgd_gdp_epsilon, dpsgd_gdp_mu
+    from dpkit.accounting.filters import GdpFilter, ZCdpFilter
+    from dpkit.accounting.gdp import (
+        ExactGdpAccountant,
+        GdpAccountant,
+        dpsgd_gdp_epsilon,
+        dpsgd_gdp_mu,
+    )
     from dpkit.accounting.pld import PldAccountant
     from dpkit.accounting.pure import PureDpAccountant
     from dpkit.accounting.rdp import RdpAccountant
+    from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta, zcdp_epsilon, zcdp_rho_for
 
 _LAZY = {
     "PrivacyAccountant": "_base",
     "ApproxDpAccountant": "approx",
     "Accountant": "budget",
+    "Budget": "budget",
+    "GdpFilter": "filters",
+    "ZCdpFilter": "filters",
+    "ExactGdpAccountant": "gdp",
+    "ZCdpAccountant": "zcdp",
+    "zcdp_delta": "zcdp",
+    "zcdp_epsilon": "zcdp",
+    "zcdp_rho_for": "zcdp",
     "advanced_composition": "composition",
     "basic_composition": "composition",
     "optimal_composition": "composition",
@@ -71,12 +88,17 @@ def __dir__() -> list[str]:
 __all__ = [
     "Accountant",
     "ApproxDpAccountant",
+    "Budget",
+    "ExactGdpAccountant",
     "GdpAccountant",
+    "GdpFilter",
     "Neighbouring",
     "PldAccountant",
     "PrivacyAccountant",
     "PureDpAccountant",
     "RdpAccountant",
+    "ZCdpAccountant",
+    "ZCdpFilter",
     "advanced_composition",
     "basic_composition",
     "dpsgd_epsilon",
@@ -87,4 +109,7 @@ __all__ = [
     "optimal_composition",
     "optimal_composition_delta",
     "parallel_composition",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_rho_for",
 ]

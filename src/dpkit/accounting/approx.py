@@ -27,6 +27,7 @@ from dpkit.accounting.events import (
     ApproxDpEvent,
     ComposedEvent,
     DpEvent,
+    GaussianEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
 )
@@ -37,7 +38,7 @@ from dpkit.accounting.pure import (
     subsampled_epsilon,
 )
 
-__all__ = ["ApproxDpAccountant", "approx_cost_of"]
+__all__ = ["ApproxDpAccountant", "approx_cost_of", "gaussian_pair"]
 
 #: (epsilon, delta) of one occurrence; epsilon ``math.inf`` for a non-private release.
 ApproxCost = tuple[Fraction | float, Fraction]
@@ -83,6 +84,31 @@ def approx_cost_of(event: DpEvent) -> ApproxCost | None:
     if pure is None:
         return None
     return pure, Fraction(0)
+
+
+def gaussian_pair(event: GaussianEvent, delta: float) -> ApproxDpEvent | None:
+    """The ``(epsilon, delta)`` pair of a Gaussian event at the given ``delta``, epsilon rounded up.
+
+    A Gaussian with noise multiplier s is exactly ``mu``-GDP with ``mu = 1/s`` (Dong, Roth and
+    Su 2022, Theorem 2.7), so it is ``(eps, delta_mu(eps))``-DP for every eps with the exact
+    privacy profile ``delta_mu(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS
+    Corollary 2.13; Balle and Wang 2018, Theorem 8). With pmf slack a the profile becomes
+    ``e^a delta_mu(eps - 2a)`` (see :mod:`dpkit.accounting.events`). The pair returned has the
+    smallest epsilon (found by bisection on the rounded-up profile, so the safe end) whose
+    profile value is at most ``delta``; mu is rounded up. ``None`` when no finite epsilon
+    qualifies (``delta`` 0 or too small). Basic composition then adds the pair like any other
+    ``(epsilon, delta)`` guarantee; the budget chooses ``delta`` from its state before the
+    release, which basic composition allows (Rogers, Roth, Ullman and Vadhan 2016).
+    """
+    from dpkit.accounting.gdp import gdp_epsilon
+
+    if not delta > 0.0:
+        return None
+    mu = up(1 / Fraction(event.noise_multiplier))
+    eps = gdp_epsilon(mu, up(Fraction(event.pmf_slack)), delta)
+    if math.isinf(eps):
+        return None
+    return ApproxDpEvent(epsilon=eps, delta=delta)
 
 
 class ApproxDpAccountant(PrivacyAccountant):

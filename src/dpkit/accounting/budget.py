@@ -1,42 +1,73 @@
 """A privacy budget that is charged *before* each release: a privacy filter or an odometer.
 
-:class:`Accountant` holds a budget (pure ``epsilon``, or ``(epsilon, delta)``) and an interpreter
-accountant that turns events into privacy spent:
+:class:`Budget` (also available as ``Accountant``, its former name, for one release) holds a
+budget and an interpreter accountant that turns events into privacy spent. How an
+``(epsilon, delta)`` budget reads events is its ``method``:
 
 * ``delta == 0``: pure budget, :class:`~dpkit.accounting.pure.PureDpAccountant`; the spent
   epsilon is an exact :class:`fractions.Fraction` (the sum of the doubles charged), compared
   exactly with the budget;
-* ``delta > 0`` and ``method="basic"`` (default):
-  :class:`~dpkit.accounting.approx.ApproxDpAccountant`, exact sums of epsilons and of deltas;
-* ``delta > 0`` and ``method="rdp"``: :class:`~dpkit.accounting.rdp.RdpAccountant`; the spent
-  epsilon is the RDP conversion at the budget's delta, rounded up (Gaussian and subsampled
-  Gaussian releases need this method). With ``rdp_order=alpha`` it uses that single order and
-  nothing else (see below).
+* ``method="basic"`` (default): :class:`~dpkit.accounting.approx.ApproxDpAccountant`, exact sums
+  of epsilons and of deltas (basic composition). A Gaussian event is read through its exact
+  privacy profile: it is charged the pair ``(eps(delta_i), delta_i)`` with ``delta_i`` the
+  delta still available (split evenly over ``count``), see
+  :func:`~dpkit.accounting.approx.gaussian_pair`;
+* ``method="zcdp"``: the budget is converted once to the largest ``rho`` (rounded down) whose
+  conversion is within ``(epsilon, delta)``, and events are charged in rho
+  (:mod:`dpkit.accounting.zcdp`); the comparison is exact in rationals;
+* ``method="gdp"``: likewise in mu-Gaussian DP: the largest ``mu`` (rounded down) whose exact
+  Gaussian privacy profile is within ``(epsilon, delta)``; only exactly Gaussian events are
+  accepted and ``sum mu_i^2 <= mu^2`` is checked exactly;
+* ``method="rdp"``: :class:`~dpkit.accounting.rdp.RdpAccountant`; the spent epsilon is the
+  RDP conversion at the budget's delta, rounded up. With ``rdp_order=alpha`` it uses that
+  single order and nothing else.
+
+A budget can also be given directly in zCDP (``Budget(rho=...)``) or in Gaussian DP
+(``Budget(mu=...)``); :class:`~dpkit.accounting.filters.ZCdpFilter` and
+:class:`~dpkit.accounting.filters.GdpFilter` are these budgets under their own names.
+
+Floating-point pmf slack (``zcdp`` and ``gdp``). The Gaussian samplers state that their pmf is
+within ``exp(+-a)`` of the ideal one. The ideal mechanisms are charged in rho (or mu); the slacks
+add up to ``A`` and are capped by a fixed allowance ``A_max`` (``pmf_slack_allowance``, default
+``2**-12 * min(1, epsilon)``, room for 256 Gaussian releases at ``a = 2**-20``). The budget's rho
+(mu) is computed at ``(epsilon - 2 A_max, delta e^{-A_max})``, so that the actual interaction
+satisfies ``delta(epsilon) <= e^{A_max} delta_ideal(epsilon - 2 A_max) <= delta``.
 
 Modes. ``"filter"`` refuses, with :class:`~dpkit.errors.BudgetExceededError`, any charge after
 which the spent privacy would exceed the budget: the caller must charge first and release only
 if the charge succeeded. ``"odometer"`` never refuses for budget reasons: it records every
 charge and reports what was spent.
 
-Adaptively chosen privacy parameters. A filter lets the analyst pick each release's parameters
-after seeing earlier results. Basic composition (pure and ``"basic"`` budgets) stays valid then
-(Rogers, Roth, Ullman and Vadhan 2016, "Privacy odometers and filters"). For RDP, the filter
-proven valid under adaptive parameters is the single-order Renyi filter of Feldman and Zrnic
-(2021, Theorem 3.1): pass ``rdp_order=alpha``. The default ``method="rdp"`` rule (best order
-of a grid, combined with the pure-DP sum) is exact for a schedule of parameters fixed in
-advance; whether such "best of several bounds" rules remain valid when parameters are chosen
-adaptively is not established (natural filters can fail in general: Regehr et al. 2026), so do
-not rely on it for adaptively chosen parameters.
+Adaptively chosen privacy parameters (a filter lets the analyst pick each release's parameters
+after seeing earlier results):
+
+* basic composition (pure and ``"basic"`` budgets) stays valid (Rogers, Roth, Ullman and Vadhan
+  2016, "Privacy odometers and filters");
+* ``"zcdp"``: a filter that stops before the total rho exceeds a fixed ``rho_max`` is
+  ``rho_max``-zCDP (Whitehouse, Ramdas, Rogers and Wu 2023, "Fully-adaptive composition in
+  differential privacy"; equivalently, at every order alpha it is the Renyi filter of Feldman and
+  Zrnic 2021, Theorem 3.1, with budget ``alpha rho_max``);
+* ``"gdp"``: a filter that stops before ``sum mu_i^2`` exceeds a fixed ``mu_max^2`` is
+  ``mu_max``-GDP (Smith and Thakurta 2022, "Fully adaptive composition for Gaussian differential
+  privacy");
+* ``"rdp"`` with ``rdp_order=alpha``: the single-order Renyi filter of Feldman and Zrnic (2021,
+  Theorem 3.1). The default ``"rdp"`` rule (best order of a grid, combined with the pure-DP sum)
+  is exact for a schedule fixed in advance only; do not rely on it for adaptively chosen
+  parameters.
+
+In every filter the thresholds (epsilon, delta, rho_max, mu_max, A_max) are fixed when the budget
+is built; they never depend on what was charged.
 
 Safety rules kept here: every check runs on a *copy* of the state; the state changes in one
-assignment after every check has passed, so a refused or failing charge leaves the accountant
+assignment after every check has passed, so a refused or failing charge leaves the budget
 exactly as it was; a lock makes check-and-update atomic across threads; state is saved and
 restored as JSON through the event allow-list (:func:`~dpkit.accounting.events.event_to_dict`),
 never by importing names found in the data.
 
 A note on exactness: ``0.1`` as a double is slightly *more* than 1/10, so ten charges of
 ``epsilon=0.1`` add up to more than the budget ``1.0`` and the tenth is refused. This is the
-exact arithmetic of the numbers given, and it errs on the safe side.
+exact arithmetic of the numbers given, and it errs on the safe side. Use :meth:`Budget.split`
+to get parts that are guaranteed to fit.
 """
 
 from __future__ import annotations
@@ -45,6 +76,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import numbers
 import threading
 from collections.abc import Iterator
 from fractions import Fraction
@@ -55,13 +87,17 @@ from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
     check_integer,
+    check_mu,
+    check_nonnegative,
     check_positive,
 )
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.approx import ApproxDpAccountant
+from dpkit.accounting.approx import ApproxDpAccountant, gaussian_pair
 from dpkit.accounting.events import (
     ApproxDpEvent,
     DpEvent,
+    GaussianEvent,
+    NonPrivateEvent,
     PureDpEvent,
     event_from_dict,
     event_to_dict,
@@ -74,12 +110,15 @@ from dpkit.errors import (
     UnsupportedEventError,
 )
 
-__all__ = ["Accountant"]
+__all__ = ["Accountant", "Budget", "ChargeCost", "Share"]
 
 _FORMAT = "dpkit.budget"
-_VERSION = 1
+_VERSION = 2
 _MODES = ("filter", "odometer")
-_METHODS = ("basic", "rdp")
+_METHODS = ("basic", "rdp", "zcdp", "gdp")
+#: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
+_SPLIT_HEADROOM = Fraction(1) - Fraction(2) ** -40
+_DEFAULT_SLACK = 2.0**-12
 
 
 def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
@@ -87,6 +126,14 @@ def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
         return PureDpAccountant()
     if kind == "basic":
         return ApproxDpAccountant()
+    if kind == "zcdp":
+        from dpkit.accounting.zcdp import ZCdpAccountant
+
+        return ZCdpAccountant()
+    if kind == "gdp":
+        from dpkit.accounting.gdp import ExactGdpAccountant
+
+        return ExactGdpAccountant()
     from dpkit.accounting.rdp import RdpAccountant
 
     if rdp_order is None:
@@ -102,40 +149,99 @@ def _clone(acct: PrivacyAccountant) -> PrivacyAccountant:
     return out
 
 
+def _native_exact(acct: PrivacyAccountant) -> tuple[Fraction | float, Fraction]:
+    """(rho or mu^2, pmf slack) of a zCDP / exact-GDP interpreter, exact."""
+    from dpkit.accounting.gdp import ExactGdpAccountant
+    from dpkit.accounting.zcdp import ZCdpAccountant
+
+    if isinstance(acct, ZCdpAccountant):
+        return acct.rho_exact, acct.slack_exact
+    if isinstance(acct, ExactGdpAccountant):
+        return acct.mu_squared_exact, acct.slack_exact
+    raise TypeError(f"{type(acct).__name__} has no native unit")  # pragma: no cover
+
+
 @dataclasses.dataclass(frozen=True)
 class _State:
     """Everything that changes when a charge is accepted (replaced as a whole, never mutated)."""
 
     interpreter: PrivacyAccountant
     ledger: tuple[tuple[DpEvent, int], ...]
-    spent_epsilon: Fraction | float  # exact for basic/pure, rounded up for rdp; inf if non-private
+    spent_epsilon: Fraction | float  # exact for basic/pure, else rounded up; inf: non-private
     spent_delta: Fraction
 
 
-class Accountant:
+@dataclasses.dataclass(frozen=True)
+class ChargeCost:
+    """What one charge costs, as the budget reads it (see :meth:`Budget.cost_of`).
+
+    ``epsilon``/``delta``: the charge on its own as an (epsilon, delta) guarantee: the pair
+    charged (pure and basic budgets), or the conversion at the budget's delta (zcdp, gdp, rdp),
+    rounded up. ``native``: the cost in the budget's own unit (``unit``: ``"epsilon"`` for a
+    pure budget, ``"rho"`` for zcdp, ``"mu"`` for gdp, the charge's own mu; ``None`` for basic
+    and rdp). ``pmf_slack``: the floating-point slack the charge adds (zcdp, gdp).
+    ``spent_after``: the budget's :attr:`Budget.spent` if the charge were accepted.
+    """
+
+    epsilon: float
+    delta: float
+    native: float | None
+    unit: str | None
+    pmf_slack: float
+    spent_after: tuple[float, float]
+
+    def __str__(self) -> str:
+        native = "" if self.unit is None else f"{self.unit}={self.native!r}, "
+        return f"{native}(epsilon={self.epsilon!r}, delta={self.delta!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """One of k equal parts of a budget's remaining privacy (see :meth:`Budget.split`).
+
+    Fields that do not apply to the budget's method are ``None``. ``rho`` and ``mu`` describe
+    Gaussian noise (``mu = sqrt(2 rho)``); ``pmf_slack`` is the floating-point slack one part
+    may use.
+    """
+
+    epsilon: float | None
+    delta: float | None
+    rho: float | None
+    mu: float | None
+    pmf_slack: float | None
+
+
+class Budget:
     """A privacy budget charged before each release (filter) or a record of spending (odometer).
 
     Parameters (keyword-only)
     -------------------------
     epsilon:
-        The epsilon budget (> 0). Required in ``"filter"`` mode; optional (``None``: no limit,
-        report only) in ``"odometer"`` mode.
+        The epsilon budget (> 0). Required in ``"filter"`` mode unless ``rho`` or ``mu`` is
+        given; optional (``None``: no limit, report only) in ``"odometer"`` mode.
     delta:
-        The delta budget, in [0, 1). ``0`` makes a pure budget.
+        The delta budget, in [0, 1). ``0`` makes a pure budget. With ``rho``/``mu`` it is only
+        the delta at which :attr:`spent` reports epsilon.
     mode:
         ``"filter"`` (refuse overspending) or ``"odometer"`` (record and report).
     method:
-        ``"basic"`` or ``"rdp"``: how an ``(epsilon, delta)`` budget interprets events; ignored
-        for a pure budget.
+        ``"basic"``, ``"zcdp"``, ``"gdp"`` or ``"rdp"``: how an ``(epsilon, delta)`` budget
+        reads events (see the module docstring); ignored for a pure budget.
     rdp_order:
         With ``method="rdp"``: use this single Renyi order (> 1) and only the RDP conversion,
         the filter proven valid for adaptively chosen parameters (Feldman and Zrnic 2021).
+    rho, mu:
+        A budget given directly in zCDP (``rho > 0``) or Gaussian DP (``mu > 0``) instead of
+        ``epsilon``.
+    pmf_slack_allowance:
+        ``zcdp``/``gdp`` only: the total floating-point slack ``A_max`` the budget accepts
+        (default ``2**-12 * min(1, epsilon)``, or ``2**-12`` for a ``rho``/``mu`` budget).
 
     Examples
     --------
-    >>> acct = Accountant(epsilon=1.0)
-    >>> acct.charge(epsilon=0.25)
-    >>> acct.spent
+    >>> budget = Budget(epsilon=1.0)
+    >>> budget.charge(epsilon=0.25)
+    >>> budget.spent
     (0.25, 0.0)
     """
 
@@ -147,24 +253,48 @@ class Accountant:
         mode: str = "filter",
         method: str = "basic",
         rdp_order: float | None = None,
+        rho: float | None = None,
+        mu: float | None = None,
+        pmf_slack_allowance: float | None = None,
     ) -> None:
         if mode not in _MODES:
             raise PrivacyParameterError(f"mode must be 'filter' or 'odometer', got {mode!r}")
         if method not in _METHODS:
-            raise PrivacyParameterError(f"method must be 'basic' or 'rdp', got {method!r}")
-        if epsilon is None:
-            if mode == "filter":
-                raise PrivacyParameterError("a filter needs an epsilon budget")
-            self._budget_epsilon: float | None = None
-        else:
-            self._budget_epsilon = check_epsilon(epsilon)
-        self._budget_delta = check_delta(delta)
+            raise PrivacyParameterError(
+                f"method must be 'basic', 'zcdp', 'gdp' or 'rdp', got {method!r}"
+            )
+        if sum(x is not None for x in (epsilon, rho, mu)) > 1:
+            raise PrivacyParameterError("give only one of epsilon, rho and mu")
         self._mode = mode
         self._method = method
-        if self._budget_delta == 0.0:
-            self._kind = "pure"
+        self._budget_delta = check_delta(delta)
+        self._budget_epsilon: float | None = None
+        self._given_rho: float | None = None
+        self._given_mu: float | None = None
+        if rho is not None:
+            self._given_rho = check_positive("rho", rho)
+            if method not in ("basic", "zcdp"):
+                raise PrivacyParameterError("a rho budget uses method='zcdp'")
+            self._kind = "zcdp"
+        elif mu is not None:
+            self._given_mu = check_mu(mu)
+            if method not in ("basic", "gdp"):
+                raise PrivacyParameterError("a mu budget uses method='gdp'")
+            self._kind = "gdp"
         else:
-            self._kind = method
+            if epsilon is None:
+                if mode == "filter":
+                    raise PrivacyParameterError("a filter needs an epsilon (or rho, or mu) budget")
+            else:
+                self._budget_epsilon = check_epsilon(epsilon)
+            if self._budget_delta == 0.0:
+                if method in ("zcdp", "gdp"):
+                    raise PrivacyParameterError(
+                        f"method={method!r} needs delta > 0 (or a rho/mu budget)"
+                    )
+                self._kind = "pure"
+            else:
+                self._kind = method
         if rdp_order is None:
             self._rdp_order: float | None = None
         else:
@@ -173,6 +303,12 @@ class Accountant:
             self._rdp_order = check_positive("rdp_order", rdp_order)
             if not 1.0 < self._rdp_order <= 1e6:
                 raise PrivacyParameterError(f"rdp_order must lie in (1, 1e6], got {rdp_order!r}")
+        self._slack_allowance: float | None = None
+        self._native_budget: float | None = None  # rho_max or mu_max
+        if self._kind in ("zcdp", "gdp"):
+            self._setup_native(pmf_slack_allowance)
+        elif pmf_slack_allowance is not None:
+            raise PrivacyParameterError("pmf_slack_allowance applies to method 'zcdp'/'gdp' only")
         self._lock = threading.Lock()
         self._state = _State(
             interpreter=_new_interpreter(self._kind, self._rdp_order),
@@ -180,6 +316,42 @@ class Accountant:
             spent_epsilon=Fraction(0),
             spent_delta=Fraction(0),
         )
+
+    def _setup_native(self, allowance: float | None) -> None:
+        eps = self._budget_epsilon
+        if allowance is None:
+            a_max = _DEFAULT_SLACK * (1.0 if eps is None else min(1.0, eps))
+        else:
+            a_max = check_nonnegative("pmf_slack_allowance", allowance)
+        self._slack_allowance = a_max
+        if self._given_rho is not None:
+            self._native_budget = self._given_rho
+            return
+        if self._given_mu is not None:
+            self._native_budget = self._given_mu
+            return
+        if eps is None:  # an odometer without an epsilon cap: no native budget
+            return
+        eff_eps = down(Fraction(eps) - 2 * Fraction(a_max))
+        if not eff_eps > 0.0:
+            raise PrivacyParameterError(
+                f"pmf_slack_allowance={a_max!r} leaves no epsilon (needs 2 * allowance < epsilon)"
+            )
+        # e^{-A} rounded down: the relative 2**-50 covers the rounding of exp.
+        eff_delta = self._budget_delta * math.exp(-a_max) * (1.0 - 2.0**-50)
+        if self._kind == "zcdp":
+            from dpkit.accounting.zcdp import zcdp_rho_for
+
+            self._native_budget = zcdp_rho_for(eff_eps, eff_delta)
+        else:
+            from dpkit.accounting.gdp import gdp_mu_for
+
+            self._native_budget = gdp_mu_for(eff_eps, eff_delta)
+        if not self._native_budget > 0.0:
+            raise PrivacyParameterError(
+                f"the budget (epsilon={eps!r}, delta={self._budget_delta!r}) is too small for "
+                f"method={self._kind!r}"
+            )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -189,20 +361,41 @@ class Accountant:
 
     @property
     def kind(self) -> str:
-        """How events are interpreted: ``"pure"``, ``"basic"`` or ``"rdp"``."""
+        """How events are interpreted: ``"pure"``, ``"basic"``, ``"zcdp"``, ``"gdp"``, ``"rdp"``."""
         return self._kind
 
     @property
     def budget(self) -> tuple[float | None, float]:
-        """``(epsilon, delta)`` budget as given (epsilon ``None`` for an unlimited odometer)."""
+        """``(epsilon, delta)`` budget as given (epsilon ``None`` for a rho/mu budget or an
+        unlimited odometer)."""
         return self._budget_epsilon, self._budget_delta
+
+    @property
+    def native_unit(self) -> str | None:
+        """The budget's own unit: ``"epsilon"`` (pure), ``"rho"`` (zcdp), ``"mu"`` (gdp),
+        ``None`` (basic and rdp, which have no single-number unit)."""
+        return {"pure": "epsilon", "zcdp": "rho", "gdp": "mu"}.get(self._kind)
+
+    @property
+    def native_budget(self) -> float | None:
+        """The budget in :attr:`native_unit`: epsilon, ``rho_max`` or ``mu_max`` (the latter
+        two rounded down from ``(epsilon, delta)``); ``None`` when there is none."""
+        if self._kind == "pure":
+            return self._budget_epsilon
+        return self._native_budget
+
+    @property
+    def pmf_slack_allowance(self) -> float | None:
+        """The total floating-point slack ``A_max`` accepted (zcdp and gdp), else ``None``."""
+        return self._slack_allowance
 
     @property
     def spent(self) -> tuple[float, float]:
         """``(epsilon, delta)`` spent so far, rounded up (``inf`` after a non-private release).
 
-        For the ``"rdp"`` method the epsilon is the RDP conversion at the budget's delta, and the
-        delta reported is the budget's delta once anything has been charged.
+        Pure and basic budgets: the exact sums. rdp, zcdp and gdp: the epsilon certified at the
+        budget's delta and the delta certified at that epsilon (at most the budget's delta);
+        ``(0.0, 0.0)`` before anything was charged.
         """
         state = self._state  # one read of an immutable snapshot: consistent without the lock
         return up(state.spent_epsilon), min(up(state.spent_delta), 1.0)
@@ -213,12 +406,59 @@ class Accountant:
         return self._state.spent_epsilon
 
     @property
+    def spent_native(self) -> float | None:
+        """Spent in :attr:`native_unit`, rounded up (``mu = sqrt(sum mu_i^2)``); else ``None``."""
+        state = self._state
+        if self._kind == "pure":
+            return up(state.spent_epsilon)
+        if self._kind not in ("zcdp", "gdp"):
+            return None
+        value, _ = _native_exact(state.interpreter)
+        if isinstance(value, float):
+            return math.inf
+        if self._kind == "zcdp":
+            return up(value)
+        from dpkit.fdp._tradeoff import _sqrt_up
+
+        return _sqrt_up(value)
+
+    @property
+    def spent_pmf_slack(self) -> float | None:
+        """Total floating-point slack charged so far (zcdp and gdp), rounded up."""
+        if self._kind not in ("zcdp", "gdp"):
+            return None
+        return up(_native_exact(self._state.interpreter)[1])
+
+    @property
+    def remaining_native(self) -> float | None:
+        """Still available in :attr:`native_unit`, rounded down and never negative
+        (``mu``: ``sqrt(mu_max^2 - sum mu_i^2)``); ``None`` without a native budget."""
+        state = self._state
+        if self._kind == "pure":
+            return self.remaining[0]
+        if self._kind not in ("zcdp", "gdp") or self._native_budget is None:
+            return None
+        value, _ = _native_exact(state.interpreter)
+        if isinstance(value, float):
+            return 0.0
+        total = Fraction(self._native_budget)
+        if self._kind == "zcdp":
+            return max(down(total - value), 0.0)
+        from dpkit.accounting.gdp import sqrt_down
+
+        return sqrt_down(max(total * total - value, Fraction(0)))
+
+    @property
     def remaining(self) -> tuple[float, float]:
         """``(epsilon, delta)`` still available, rounded down and never negative.
 
-        ``(inf, ...)`` for an odometer without a budget.
+        ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets: the epsilon
+        at which the remaining rho (mu) alone is certified at the remaining delta
+        (``(0.0, 0.0)`` once the native budget is used up).
         """
         state = self._state
+        if self._kind in ("zcdp", "gdp"):
+            return self._remaining_converted(state)
         if self._budget_epsilon is None:
             return math.inf, max(down(Fraction(self._budget_delta) - state.spent_delta), 0.0)
         if isinstance(state.spent_epsilon, float):
@@ -229,6 +469,22 @@ class Accountant:
             rem_e = down(Fraction(self._budget_epsilon) - state.spent_epsilon)
         rem_d = down(Fraction(self._budget_delta) - state.spent_delta)
         return max(rem_e, 0.0), max(rem_d, 0.0)
+
+    def _remaining_converted(self, state: _State) -> tuple[float, float]:
+        rem = self.remaining_native
+        if rem is None:
+            return math.inf, self._budget_delta
+        if rem == 0.0 or self._budget_delta == 0.0:
+            return 0.0, 0.0
+        if self._kind == "zcdp":
+            from dpkit.accounting.zcdp import zcdp_epsilon
+
+            eps = zcdp_epsilon(rem, self._budget_delta)
+        else:
+            from dpkit.accounting.gdp import gdp_epsilon
+
+            eps = gdp_epsilon(rem, 0.0, self._budget_delta)
+        return eps, self._budget_delta
 
     @property
     def ledger(self) -> tuple[tuple[DpEvent, int], ...]:
@@ -242,32 +498,85 @@ class Accountant:
 
     # ------------------------------------------------------------------ charging
     @staticmethod
-    def _to_event(event: DpEvent | None, epsilon: float | None, delta: float | None) -> DpEvent:
+    def _to_event(event: Any, epsilon: float | None, delta: float | None) -> DpEvent:
         if event is not None:
+            if isinstance(event, (numbers.Number, str)) or type(event).__module__ == "numpy":
+                raise PrivacyParameterError(
+                    f"charge() got the bare value {event!r}: to charge a black-box release pass "
+                    f"charge(epsilon={event!r}) (and delta=...), or pass an event or a mechanism"
+                )
             if epsilon is not None or delta is not None:
                 raise PrivacyParameterError("charge either an event or epsilon/delta, not both")
-            if not isinstance(event, DpEvent):
-                raise UnsupportedEventError(f"not a DpEvent: {event!r}")
-            return event
+            if isinstance(event, DpEvent):
+                return event
+            inner = getattr(event, "event", None)
+            if isinstance(inner, DpEvent):  # a mechanism: charge what it declares
+                return inner
+            raise UnsupportedEventError(
+                f"not a DpEvent or a mechanism with an .event: {event!r}"
+            )
         if epsilon is None:
-            raise PrivacyParameterError("charge needs an event or an epsilon")
+            raise PrivacyParameterError("charge needs an event, a mechanism or an epsilon")
         eps = check_epsilon(epsilon, allow_zero=True)
         d = 0.0 if delta is None else check_delta(delta)
         if d == 0.0:
             return PureDpEvent(epsilon=eps)
         return ApproxDpEvent(epsilon=eps, delta=d)
 
+    def _interpretable(self, ev: DpEvent, n: int, state: _State) -> DpEvent:
+        """The event the interpreter composes for ``ev`` (``n`` times) in this state."""
+        if self._kind == "basic" and isinstance(ev, GaussianEvent):
+            if n == 0:
+                return ApproxDpEvent(epsilon=0.0, delta=0.0)
+            rem = Fraction(self._budget_delta) - state.spent_delta
+            share = max(down(rem / n), 0.0)
+            pair = gaussian_pair(ev, share)
+            return NonPrivateEvent() if pair is None else pair
+        return ev
+
     def _spent_of(self, interpreter: PrivacyAccountant, nonempty: bool) -> tuple[Any, Fraction]:
         if isinstance(interpreter, PureDpAccountant):
             return interpreter.epsilon_exact, Fraction(0)
         if isinstance(interpreter, ApproxDpAccountant):
             return interpreter.totals_exact
-        eps = interpreter.get_epsilon(self._budget_delta)
-        if eps == 0.0 or not nonempty:
+        if not nonempty:
             return Fraction(0), Fraction(0)
-        return (math.inf if math.isinf(eps) else Fraction(eps)), Fraction(self._budget_delta)
+        if self._kind in ("zcdp", "gdp"):
+            value, slack = _native_exact(interpreter)
+            if isinstance(value, float):
+                return math.inf, Fraction(self._budget_delta)
+            if value == 0 and slack == 0:
+                return Fraction(0), Fraction(0)
+        if self._budget_delta == 0.0:  # a rho/mu budget without a reporting delta
+            eps = interpreter.get_epsilon(0.0)
+        else:
+            eps = interpreter.get_epsilon(self._budget_delta)
+        if math.isinf(eps):
+            return math.inf, Fraction(self._budget_delta)
+        if self._kind in ("zcdp", "gdp") and self._budget_epsilon is not None and (
+            self._native_within(interpreter)
+        ):
+            # rho <= rho_max (mu <= mu_max) and A <= A_max: (epsilon, delta) is certified by
+            # the budget's own calibration, which may be a hair tighter than a fresh conversion.
+            eps = min(eps, self._budget_epsilon)
+        d = interpreter.get_delta(eps)
+        return Fraction(eps), min(Fraction(d), Fraction(self._budget_delta))
+
+    def _native_within(self, interpreter: PrivacyAccountant) -> bool:
+        if self._native_budget is None:
+            return True
+        value, slack = _native_exact(interpreter)
+        if isinstance(value, float):
+            return False
+        total = Fraction(self._native_budget)
+        if self._kind == "gdp":
+            total = total * total
+        assert self._slack_allowance is not None
+        return value <= total and slack <= Fraction(self._slack_allowance)
 
     def _within(self, state: _State) -> bool:
+        if self._kind in ("zcdp", "gdp"):
+            return self._native_within(state.interpreter)
         if self._budget_epsilon is None:
             return True
         e = state.spent_epsilon
@@ -277,48 +586,111 @@ class Accountant:
             self._budget_delta
         )
 
+    def _trial(self, ev: DpEvent, n: int) -> tuple[_State, ChargeCost]:
+        """The state after charging ``ev`` x ``n`` and the cost (call with the lock held)."""
+        old = self._state
+        used = self._interpretable(ev, n, old)
+        trial = _clone(old.interpreter)
+        trial.compose(used, n)  # may raise UnsupportedEventError; only the copy is touched
+        spent_e, spent_d = self._spent_of(trial, nonempty=True)
+        new = _State(
+            interpreter=trial,
+            ledger=(*old.ledger, (ev, n)),
+            spent_epsilon=spent_e,
+            spent_delta=spent_d,
+        )
+        return new, self._cost(used, n, (up(spent_e), min(up(spent_d), 1.0)))
+
+    def _cost(self, used: DpEvent, n: int, spent_after: tuple[float, float]) -> ChargeCost:
+        alone = _new_interpreter(self._kind, self._rdp_order)
+        alone.compose(used, n)
+        native: float | None = None
+        slack = 0.0
+        if self._kind in ("pure", "basic"):
+            e_exact, d_exact = self._spent_of(alone, nonempty=True)
+            eps, dlt = up(e_exact), min(up(d_exact), 1.0)
+            if self._kind == "pure":
+                native = eps
+        else:
+            e_exact, d_exact = self._spent_of(alone, nonempty=True)
+            eps, dlt = up(e_exact), min(up(d_exact), 1.0)
+            if self._kind in ("zcdp", "gdp"):
+                value, a = _native_exact(alone)
+                slack = up(a)
+                if isinstance(value, float):
+                    native = math.inf
+                elif self._kind == "zcdp":
+                    native = up(value)
+                else:
+                    from dpkit.fdp._tradeoff import _sqrt_up
+
+                    native = _sqrt_up(value)
+        return ChargeCost(eps, dlt, native, self.native_unit, slack, spent_after)
+
     def charge(
         self,
-        event: DpEvent | None = None,
+        event: Any = None,
         *,
         epsilon: float | None = None,
         delta: float | None = None,
         count: int = 1,
     ) -> None:
-        """Charge ``event`` (or a black-box ``epsilon``/``delta`` release) ``count`` times.
+        """Charge an event, a mechanism (its ``.event``) or a black-box ``epsilon``/``delta``.
 
         Call this BEFORE making the release, and release only if it returns. In filter mode it
-        raises :class:`~dpkit.errors.BudgetExceededError` when the charge would take the spent
-        privacy past the budget; an event the interpreter cannot read exactly raises
-        :class:`~dpkit.errors.UnsupportedEventError`. In both cases nothing changes.
+        raises :class:`~dpkit.errors.BudgetExceededError` (saying what the charge would have
+        cost) when the charge would take the spent privacy past the budget; an event the
+        interpreter cannot read exactly raises :class:`~dpkit.errors.UnsupportedEventError`.
+        In both cases nothing changes. A bare number (``charge(0.5)``) is refused: write
+        ``charge(epsilon=0.5)``.
         """
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
             old = self._state
-            trial = _clone(old.interpreter)
-            trial.compose(ev, n)  # may raise UnsupportedEventError; only the copy is touched
-            spent_e, spent_d = self._spent_of(trial, nonempty=True)
-            new = _State(
-                interpreter=trial,
-                ledger=(*old.ledger, (ev, n)),
-                spent_epsilon=spent_e,
-                spent_delta=spent_d,
-            )
+            new, cost = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
                 raise BudgetExceededError(
-                    f"charging {ev!r} x{n} would spend {self._describe(new)}, over the budget "
-                    f"(epsilon={self._budget_epsilon!r}, delta={self._budget_delta!r}); "
-                    f"already spent {self._describe(old)}"
+                    f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
+                    f"{self._describe(new)}, over the budget {self._describe_budget()}; "
+                    f"already spent {self._describe(old)}; nothing was charged"
                 )
             self._state = new  # the only state change
 
+    def cost_of(self, event: Any = None, *, epsilon: float | None = None,
+                delta: float | None = None, count: int = 1) -> ChargeCost:
+        """What :meth:`charge` with these arguments would cost now (changes nothing).
+
+        Raises :class:`~dpkit.errors.UnsupportedEventError` when the budget cannot read the
+        event; never raises for budget reasons.
+        """
+        ev = self._to_event(event, epsilon, delta)
+        n = check_integer(count, name="count", minimum=0)
+        with self._lock:
+            return self._trial(ev, n)[1]
+
     def _describe(self, state: _State) -> str:
-        return f"(epsilon={up(state.spent_epsilon)!r}, delta={up(state.spent_delta)!r})"
+        text = f"(epsilon={up(state.spent_epsilon)!r}, delta={up(state.spent_delta)!r})"
+        if self._kind in ("zcdp", "gdp"):
+            value, slack = _native_exact(state.interpreter)
+            if self._kind == "zcdp":
+                text += f", rho={up(value)!r}"
+            else:
+                text += f", mu^2={up(value)!r}"
+            text += f", pmf slack={up(slack)!r}"
+        return text
+
+    def _describe_budget(self) -> str:
+        text = f"(epsilon={self._budget_epsilon!r}, delta={self._budget_delta!r})"
+        if self._kind in ("zcdp", "gdp"):
+            unit = "rho" if self._kind == "zcdp" else "mu"
+            text += (f", {unit}_max={self._native_budget!r}, "
+                     f"pmf slack allowance={self._slack_allowance!r}")
+        return text
 
     def can_charge(
         self,
-        event: DpEvent | None = None,
+        event: Any = None,
         *,
         epsilon: float | None = None,
         delta: float | None = None,
@@ -332,31 +704,74 @@ class Accountant:
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
-            trial = _clone(self._state.interpreter)
-            if not trial.supports(ev):
+            try:
+                probe, _ = self._trial(ev, n)
+            except UnsupportedEventError:
                 return False
-            trial.compose(ev, n)
-            spent_e, spent_d = self._spent_of(trial, nonempty=True)
-            probe = _State(trial, self._state.ledger, spent_e, spent_d)
             return self._mode == "odometer" or self._within(probe)
 
     @contextlib.contextmanager
     def reserve(
         self,
-        event: DpEvent | None = None,
+        event: Any = None,
         *,
         epsilon: float | None = None,
         delta: float | None = None,
         count: int = 1,
-    ) -> Iterator[Accountant]:
+    ) -> Iterator[Budget]:
         """Charge on entry, then run the release in the ``with`` block.
 
-        ``with acct.reserve(event): value = mechanism.release(data)``. The block runs only if
-        the charge was accepted. The charge is never refunded, even if the block raises: a
-        release that failed half-way may already have revealed something.
+        ``with budget.reserve(mechanism): value = mechanism.release(data)``. The block runs
+        only if the charge was accepted. The charge is never refunded, even if the block
+        raises: a release that failed half-way may already have revealed something.
         """
         self.charge(event, epsilon=epsilon, delta=delta, count=count)
         yield self
+
+    # ------------------------------------------------------------------ splitting
+    def split(self, k: int) -> Share:
+        """One of ``k`` equal parts of the *remaining* budget, rounded down so k of them fit.
+
+        * pure: ``epsilon = down(remaining / k)``; basic: the same for epsilon and delta. The
+          exact sum of k such parts never exceeds what remains, so k mechanisms calibrated to
+          a part (and charging at most it) are all accepted.
+        * zcdp: ``rho = down(remaining_rho / k)``; gdp: ``mu = sqrt_down(remaining_mu^2 / k)``;
+          both also give the other (``mu = sqrt(2 rho)``) for calibrating Gaussian noise, and
+          leave a relative ``2**-40`` of headroom for the mechanisms' own rounding of sigma.
+          ``pmf_slack`` is the remaining slack allowance divided by k.
+        * rdp: refused (an RDP budget has no additive unit to divide).
+        """
+        parts = check_integer(k, name="k", minimum=1)
+        state = self._state
+        if self._kind == "rdp":
+            raise PrivacyParameterError("split() is not available for method='rdp'")
+        if self._kind in ("pure", "basic"):
+            if self._budget_epsilon is None:
+                raise PrivacyParameterError("split() needs an epsilon budget")
+            spent_e = state.spent_epsilon
+            if isinstance(spent_e, float):
+                rem_e = Fraction(0)
+            else:
+                rem_e = max(Fraction(self._budget_epsilon) - spent_e, Fraction(0))
+            rem_d = max(Fraction(self._budget_delta) - state.spent_delta, Fraction(0))
+            return Share(epsilon=down(rem_e / parts), delta=down(rem_d / parts), rho=None,
+                         mu=None, pmf_slack=None)
+        from dpkit.accounting.gdp import sqrt_down
+
+        if self._native_budget is None:
+            raise PrivacyParameterError("split() needs a budget")
+        value, slack = _native_exact(state.interpreter)
+        assert self._slack_allowance is not None
+        rem_slack = max(Fraction(self._slack_allowance) - slack, Fraction(0))
+        if isinstance(value, float):
+            return Share(None, None, 0.0, 0.0, 0.0)
+        total = Fraction(self._native_budget)
+        if self._kind == "zcdp":
+            rho_part = max(total - value, Fraction(0)) / parts * _SPLIT_HEADROOM
+        else:
+            rho_part = max(total * total - value, Fraction(0)) / parts * _SPLIT_HEADROOM / 2
+        return Share(epsilon=None, delta=None, rho=down(rho_part), mu=sqrt_down(2 * rho_part),
+                     pmf_slack=down(rem_slack / parts))
 
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> str:
@@ -370,41 +785,55 @@ class Accountant:
             "mode": self._mode,
             "method": self._method,
             "rdp_order": self._rdp_order,
+            "rho": self._given_rho,
+            "mu": self._given_mu,
+            "pmf_slack_allowance": self._slack_allowance,
             "ledger": [{"event": event_to_dict(e), "count": n} for e, n in state.ledger],
         }
         return json.dumps(data, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Accountant:
-        """Rebuild an accountant saved by :meth:`to_json` by replaying its ledger.
+    def from_json(cls, text: str) -> Budget:
+        """Rebuild a budget saved by :meth:`to_json` by replaying its ledger.
 
         Raises :class:`~dpkit.errors.SerializationError` for malformed data, unknown event types
         (only the allow-list is consulted), or a ledger that a filter would not have accepted.
+        Version-1 data (saved before zcdp/gdp budgets existed) is read too.
         """
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (json.JSONDecodeError, TypeError, RecursionError) as exc:
             raise SerializationError(f"not JSON: {exc}") from exc
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise SerializationError("not a saved dpkit budget")
-        if data.get("version") != _VERSION:
-            raise SerializationError(f"unsupported budget version {data.get('version')!r}")
-        expected = {
-            "format", "version", "epsilon", "delta", "mode", "method", "rdp_order", "ledger"
-        }
+        version = data.get("version")
+        base = {"format", "version", "epsilon", "delta", "mode", "method", "rdp_order", "ledger"}
+        if version == 1:
+            expected = base
+        elif version == _VERSION:
+            expected = base | {"rho", "mu", "pmf_slack_allowance"}
+        else:
+            raise SerializationError(f"unsupported budget version {version!r}")
         if set(data) != expected:
             raise SerializationError(f"budget fields must be {sorted(expected)}")
         ledger = data["ledger"]
         if not isinstance(ledger, list):
             raise SerializationError("'ledger' must be a list")
+        kwargs: dict[str, Any] = {
+            "epsilon": data["epsilon"],
+            "delta": data["delta"],
+            "mode": data["mode"],
+            "method": data["method"],
+            "rdp_order": data["rdp_order"],
+        }
+        if version == _VERSION:
+            kwargs["rho"] = data["rho"]
+            kwargs["mu"] = data["mu"]
+            kwargs["pmf_slack_allowance"] = data["pmf_slack_allowance"]
+        if not isinstance(kwargs["mode"], str) or not isinstance(kwargs["method"], str):
+            raise SerializationError("'mode' and 'method' must be strings")
         try:
-            acct = cls(
-                epsilon=data["epsilon"],
-                delta=data["delta"],
-                mode=data["mode"],
-                method=data["method"],
-                rdp_order=data["rdp_order"],
-            )
+            budget = cls(**kwargs)
         except PrivacyParameterError as exc:
             raise SerializationError(f"invalid budget: {exc}") from exc
         for item in ledger:
@@ -412,14 +841,19 @@ class Accountant:
                 raise SerializationError(f"ledger entries are {{event, count}}, got {item!r}")
             ev = event_from_dict(item["event"])
             try:
-                acct.charge(ev, count=item["count"])
+                budget.charge(ev, count=item["count"])
             except (BudgetExceededError, UnsupportedEventError, PrivacyParameterError) as exc:
                 raise SerializationError(f"saved ledger cannot be replayed: {exc}") from exc
-        return acct
+        return budget
 
     def __repr__(self) -> str:
         e, d = self.spent
         return (
-            f"Accountant(epsilon={self._budget_epsilon!r}, delta={self._budget_delta!r}, "
-            f"mode={self._mode!r}, kind={self._kind!r}, spent=({e!r}, {d!r}))"
+            f"{type(self).__name__}(epsilon={self._budget_epsilon!r}, "
+            f"delta={self._budget_delta!r}, mode={self._mode!r}, kind={self._kind!r}, "
+            f"spent=({e!r}, {d!r}))"
         )
+
+
+#: The former name of :class:`Budget`, kept for one release.
+Accountant = Budget

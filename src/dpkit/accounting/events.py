@@ -50,6 +50,7 @@ __all__ = [
     "RandomizedResponseEvent",
     "ReportNoisyMaxEvent",
     "SelfComposedEvent",
+    "ZCdpEvent",
     "as_neighbouring",
     "event_from_dict",
     "event_from_json",
@@ -354,6 +355,25 @@ EVENT_TYPES: dict[str, type[DpEvent]] = {
         PoissonSampledEvent,
     )
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ZCdpEvent(DpEvent):
+    """A black-box ``rho``-zCDP release (zero-concentrated DP, Bun and Steinke 2016, Def. 1.1).
+
+    The release satisfies ``D_alpha(M(D) || M(D')) <= rho * alpha`` for every Renyi order
+    ``alpha > 1`` and every pair of neighbours. Read by the zCDP accountant and the
+    ``method="zcdp"`` budgets; other accountants refuse it.
+    """
+
+    rho: float
+    type_name: ClassVar[str] = "zcdp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
+
+
+EVENT_TYPES[ZCdpEvent.type_name] = ZCdpEvent
 
 
 def event_to_dict(event: DpEvent) -> dict[str, Any]:

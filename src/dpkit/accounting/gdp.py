@@ -74,7 +74,17 @@ from dpkit.fdp import (
 from dpkit.fdp._clt import berry_esseen_from_sums
 from dpkit.fdp._tradeoff import _sqrt_up
 
-__all__ = ["GdpAccountant", "dpsgd_gdp_epsilon", "dpsgd_gdp_mu"]
+__all__ = [
+    "ExactGdpAccountant",
+    "GdpAccountant",
+    "dpsgd_gdp_epsilon",
+    "dpsgd_gdp_mu",
+    "gdp_cost_of",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu_for",
+    "sqrt_down",
+]
 
 
 def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -> float:
@@ -280,3 +290,188 @@ class GdpAccountant(PrivacyAccountant):
         if math.isinf(mu):
             return 1.0
         return gaussian_delta_up(epsilon, mu)
+
+
+# ====================================================================== exact GDP (filters)
+#: ``(mu^2, pmf slack)`` of one occurrence; mu^2 ``math.inf`` for a non-private release.
+GdpCost = tuple[Fraction | float, Fraction]
+
+
+def sqrt_down(x: Fraction) -> float:
+    """Largest double whose exact square is <= x (x >= 0); the mirror of ``_sqrt_up``."""
+    if x <= 0:
+        return 0.0
+    r = _sqrt_up(x)
+    while r > 0.0 and Fraction(r) * Fraction(r) > x:
+        r = math.nextafter(r, 0.0)
+    return r
+
+
+def gdp_cost_of(event: DpEvent) -> GdpCost | None:
+    """``(mu^2, pmf slack)`` of ONE occurrence of ``event``, exact, or ``None`` if unsupported.
+
+    Only events whose trade-off function is exactly Gaussian are read: ``GaussianEvent`` with
+    noise multiplier s is ``1/s``-GDP (DRS Theorem 2.7), so ``mu^2 = 1/s^2`` (its pmf slack is
+    returned separately); ``NoOpEvent`` costs 0, ``NonPrivateEvent`` infinity, and
+    ``ComposedEvent`` / ``SelfComposedEvent`` add mu^2 (DRS Corollary 3.3).
+    """
+    if isinstance(event, GaussianEvent):
+        s = Fraction(event.noise_multiplier)
+        return 1 / (s * s), Fraction(event.pmf_slack)
+    if isinstance(event, NoOpEvent):
+        return Fraction(0), Fraction(0)
+    if isinstance(event, NonPrivateEvent):
+        return math.inf, Fraction(0)
+    if isinstance(event, (ComposedEvent, SelfComposedEvent)):
+        parts: list[tuple[DpEvent, int]]
+        if isinstance(event, ComposedEvent):
+            parts = [(e, 1) for e in event.events]
+        else:
+            parts = [(event.event, event.count)]
+        mu_sq: Fraction | float = Fraction(0)
+        slack = Fraction(0)
+        for inner, n in parts:
+            c = gdp_cost_of(inner)
+            if c is None:
+                return None
+            if n == 0:
+                continue
+            if isinstance(c[0], float) or isinstance(mu_sq, float):
+                mu_sq = math.inf
+            else:
+                mu_sq += n * c[0]
+            slack += n * c[1]
+        return mu_sq, slack
+    return None
+
+
+def gdp_delta(mu: float, slack: float, epsilon: float) -> float:
+    """``e^A delta_mu(epsilon - 2A)`` rounded up: delta of a mu-GDP mechanism with pmf slack A.
+
+    ``delta_mu`` is the exact Gaussian privacy profile (DRS Corollary 2.13; valid for every
+    real argument), rounded up by :func:`~dpkit._numeric.gaussian.gaussian_delta_up`; the
+    slack bound is the one of :mod:`dpkit.accounting.events`.
+    """
+    if math.isinf(mu):
+        return 1.0
+    if mu == 0.0 and slack == 0.0:
+        return 0.0
+    if slack == 0.0:
+        return gaussian_delta_up(epsilon, mu)
+    if mu == 0.0:
+        base = max(0.0, -math.expm1(epsilon - 2.0 * slack))
+    else:
+        base = gaussian_delta_up(epsilon - 2.0 * slack, mu)
+    val = math.exp(slack) * base
+    return min(1.0, math.nextafter(val * (1.0 + 2.0**-50), math.inf))
+
+
+def gdp_epsilon(mu: float, slack: float, delta: float) -> float:
+    """Smallest epsilon >= 0 (rounded up, by bisection) with ``gdp_delta(mu, slack, eps) <= delta``.
+
+    ``inf`` when none exists below 1e7.
+    """
+    d = check_delta(delta)
+    if gdp_delta(mu, slack, 0.0) <= d:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(mu, slack, hi) > d:
+        hi *= 2.0
+        if hi > 1e7:
+            return math.inf
+    lo = 0.0 if hi == 1.0 else hi / 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if gdp_delta(mu, slack, mid) <= d:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def gdp_mu_for(epsilon: float, delta: float) -> float:
+    """Largest mu (rounded down) with ``delta_mu(epsilon) <= delta`` (rounded-up profile).
+
+    A mu-GDP mechanism with at most this mu is ``(epsilon, delta)``-DP (DRS Corollary 2.13;
+    Balle and Wang 2018, Theorem 8). Validated; the bisection lives in
+    :func:`~dpkit._numeric.gaussian.gaussian_mu_for`.
+    """
+    from dpkit._numeric.gaussian import gaussian_mu_for
+    from dpkit._numeric.validation import check_epsilon
+
+    e = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    return gaussian_mu_for(e, d)
+
+
+class ExactGdpAccountant(PrivacyAccountant):
+    """mu-GDP composition of exactly Gaussian events only (no central-limit approximation).
+
+    ``mu^2`` adds up exactly (DRS Corollary 3.3; for adaptively chosen parameters see
+    :mod:`dpkit.accounting.filters`); pmf slacks add up to ``A`` and are applied at
+    conversion: ``get_delta(eps) = e^A delta_mu(eps - 2A)``, ``get_epsilon`` its inverse, both
+    rounded up. Unlike :class:`GdpAccountant` it refuses every event that is not exactly
+    Gaussian, so ``is_upper_bound`` is always True.
+    """
+
+    is_upper_bound = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._mu_sq: Fraction = Fraction(0)
+        self._slack: Fraction = Fraction(0)
+        self._infinite = False
+
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        cost = gdp_cost_of(event)
+        if cost is None:
+            return False
+        if apply and count > 0:
+            if isinstance(cost[0], float):
+                self._infinite = True
+            else:
+                self._mu_sq += count * cost[0]
+            self._slack += count * cost[1]
+        return True
+
+    @property
+    def mu_squared_exact(self) -> Fraction | float:
+        """The exact composed ``mu^2``, or ``math.inf`` after a non-private release."""
+        with self._lock:
+            return math.inf if self._infinite else self._mu_sq
+
+    @property
+    def mu(self) -> float:
+        """The composed mu, rounded up."""
+        sq = self.mu_squared_exact
+        return math.inf if isinstance(sq, float) else _sqrt_up(sq)
+
+    @property
+    def slack_exact(self) -> Fraction:
+        """The exact total pmf slack ``A``."""
+        with self._lock:
+            return self._slack
+
+    def clone(self) -> ExactGdpAccountant:
+        """An independent copy with the same state (used by budgets to try a charge)."""
+        with self._lock:
+            new = type(self)()
+            new._mu_sq = self._mu_sq
+            new._slack = self._slack
+            new._infinite = self._infinite
+            new._events = list(self._events)
+            return new
+
+    def _epsilon(self, delta: float) -> float:
+        if self._infinite:
+            return math.inf
+        if self._mu_sq == 0 and self._slack == 0:
+            return 0.0
+        return gdp_epsilon(_sqrt_up(self._mu_sq), up(self._slack), delta)
+
+    def _delta(self, epsilon: float) -> float:
+        if self._infinite:
+            return 1.0
+        return gdp_delta(_sqrt_up(self._mu_sq), up(self._slack), epsilon)

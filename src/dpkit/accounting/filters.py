@@ -1,0 +1,99 @@
+"""Privacy filters in zCDP and in Gaussian DP, valid under fully adaptive composition.
+
+A *filter* fixes a total budget in advance and refuses any charge that would exceed it; the
+analyst may choose every mechanism and its parameters after seeing all earlier outputs.
+
+* :class:`ZCdpFilter` (``rho_max``): charges are rhos (see :mod:`dpkit.accounting.zcdp` for the
+  rho of each event); a charge is accepted while ``sum rho_i <= rho_max`` (exactly, in
+  rationals). Such a filter is ``rho_max``-zCDP under fully adaptive composition (Whitehouse,
+  Ramdas, Rogers and Wu 2023, "Fully-adaptive composition in differential privacy"). It is also
+  immediate from the Renyi filter of Feldman and Zrnic (2021, Theorem 3.1): at every order
+  alpha > 1 the charges ``alpha rho_i`` stay within ``alpha rho_max``, so the interaction is
+  ``(alpha, alpha rho_max)``-RDP for every alpha, which is the definition of
+  ``rho_max``-zCDP.
+* :class:`GdpFilter` (``mu_max``): only exactly Gaussian events (``mu_i = 1 / noise
+  multiplier``); a charge is accepted while ``sum mu_i^2 <= mu_max^2`` (exactly). Smith and
+  Thakurta (2022), "Fully adaptive composition for Gaussian differential privacy", prove that
+  such a filter is ``mu_max``-GDP.
+
+Both also cap the total floating-point pmf slack ``A`` of the samplers at a fixed
+``pmf_slack_allowance`` ``A_max``; the actual interaction then satisfies
+``delta(eps) <= e^{A_max} delta_ideal(eps - 2 A_max)`` (see :mod:`dpkit.accounting.events`).
+:meth:`epsilon` / :meth:`delta` give the (epsilon, delta) guarantee of the *whole budget*
+(``rho_max`` or ``mu_max`` with ``A_max``); ``spent`` reports what was used so far at the
+``delta`` given to the constructor (``inf`` epsilon when none was given).
+
+Both are :class:`~dpkit.accounting.budget.Budget` objects: ``charge``, ``can_charge``,
+``reserve``, ``cost_of``, ``split``, ``spent_native``, ``remaining_native``, JSON.
+An ``(epsilon, delta)`` budget that charges in rho or mu is ``Budget(epsilon=..., delta=...,
+method="zcdp")`` (or ``"gdp"``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpkit._numeric.rounding import up
+from dpkit._numeric.validation import check_delta, check_epsilon
+from dpkit.accounting.budget import Budget
+
+__all__ = ["GdpFilter", "ZCdpFilter"]
+
+
+class ZCdpFilter(Budget):
+    """A ``rho``-zCDP filter (see the module docstring).
+
+    Parameters (keyword-only): ``rho`` (> 0), ``delta`` (reporting delta for :attr:`spent`,
+    default 0), ``mode`` (``"filter"`` or ``"odometer"``), ``pmf_slack_allowance`` (default
+    ``2**-12``).
+    """
+
+    def __init__(self, *, rho: float, delta: float = 0.0, mode: str = "filter",
+                 pmf_slack_allowance: float | None = None) -> None:
+        super().__init__(rho=rho, delta=delta, mode=mode, method="zcdp",
+                         pmf_slack_allowance=pmf_slack_allowance)
+
+    def epsilon(self, delta: float) -> float:
+        """Epsilon (rounded up) at ``delta`` of the whole budget: ``2A + eps_rho(delta e^-A)``."""
+        from dpkit.accounting.zcdp import slack_epsilon
+
+        d = check_delta(delta)
+        assert self.native_budget is not None and self.pmf_slack_allowance is not None
+        return slack_epsilon(Fraction(self.native_budget), Fraction(self.pmf_slack_allowance), d)
+
+    def delta(self, epsilon: float) -> float:
+        """Delta (rounded up) at ``epsilon`` of the whole budget: ``e^A delta_rho(eps - 2A)``."""
+        from dpkit.accounting.zcdp import slack_delta
+
+        e = check_epsilon(epsilon, allow_zero=True)
+        assert self.native_budget is not None and self.pmf_slack_allowance is not None
+        return slack_delta(Fraction(self.native_budget), Fraction(self.pmf_slack_allowance), e)
+
+
+class GdpFilter(Budget):
+    """A ``mu``-GDP filter (see the module docstring).
+
+    Parameters (keyword-only): ``mu`` (> 0), ``delta`` (reporting delta for :attr:`spent`,
+    default 0), ``mode``, ``pmf_slack_allowance`` (default ``2**-12``).
+    """
+
+    def __init__(self, *, mu: float, delta: float = 0.0, mode: str = "filter",
+                 pmf_slack_allowance: float | None = None) -> None:
+        super().__init__(mu=mu, delta=delta, mode=mode, method="gdp",
+                         pmf_slack_allowance=pmf_slack_allowance)
+
+    def epsilon(self, delta: float) -> float:
+        """Epsilon (rounded up) at ``delta`` of the whole budget (exact Gaussian profile)."""
+        from dpkit.accounting.gdp import gdp_epsilon
+
+        d = check_delta(delta)
+        assert self.native_budget is not None and self.pmf_slack_allowance is not None
+        return gdp_epsilon(self.native_budget, up(self.pmf_slack_allowance), d)
+
+    def delta(self, epsilon: float) -> float:
+        """Delta (rounded up) at ``epsilon`` of the whole budget: ``e^A delta_mu(eps - 2A)``."""
+        from dpkit.accounting.gdp import gdp_delta
+
+        e = check_epsilon(epsilon, allow_zero=True)
+        assert self.native_budget is not None and self.pmf_slack_allowance is not None
+        return gdp_delta(self.native_budget, self.pmf_slack_allowance, e)

@@ -1,0 +1,342 @@
+"""Zero-concentrated differential privacy (zCDP) accounting.
+
+A mechanism is ``rho``-zCDP when ``D_alpha(M(D) || M(D')) <= rho * alpha`` for every Renyi order
+``alpha > 1`` and every pair of neighbours (Bun and Steinke 2016, Definition 1.1). zCDP composes
+by adding ``rho`` (Bun and Steinke 2016, Lemma 2.3), also when later mechanisms are chosen after
+seeing earlier outputs.
+
+Per-event rho (one occurrence; all kept as exact fractions of the doubles involved):
+
+* ``GaussianEvent`` (noise multiplier ``s`` = sigma / L2 sensitivity): ``1 / (2 s^2)``
+  (Bun and Steinke 2016, Proposition 1.6: ``N(0, sigma^2)`` on a query of sensitivity Delta is
+  ``Delta^2 / (2 sigma^2)``-zCDP);
+* ``DiscreteGaussianEvent``: ``Delta^2 / (2 sigma^2)`` (Canonne, Kamath and Steinke 2020,
+  Proposition 5 and its corollary: the discrete Gaussian satisfies the same Renyi bound
+  ``alpha Delta^2 / (2 sigma^2)`` as the continuous one);
+* ``ZCdpEvent``: its ``rho``;
+* every pure epsilon-DP event (Laplace, discrete Laplace, exponential mechanism, report noisy
+  max, randomized response, ``PureDpEvent``, ``ApproxDpEvent`` with delta 0, and
+  Poisson-subsampled pure events): ``epsilon^2 / 2`` with the epsilon of
+  :func:`~dpkit.accounting.pure.pure_epsilon_of` (Bun and Steinke 2016, Proposition 1.4);
+* ``NoOpEvent``: 0; ``NonPrivateEvent``: infinity; ``ComposedEvent`` / ``SelfComposedEvent``: sums.
+
+Everything else (black-box ``ApproxDpEvent`` with delta > 0, Poisson-subsampled Gaussians, unknown
+events) is refused.
+
+pmf slack. The Gaussian and discrete Gaussian samplers state a slack ``a`` (their pmf is within
+``exp(+-a)`` of the ideal one, see :mod:`dpkit.accounting.events`). It is *not* folded into rho
+(that would cost far more); the slacks are summed to ``A`` and applied at conversion,
+``delta_actual(eps) <= e^A delta_rho(eps - 2A)``. Pure events carry their slack inside their
+epsilon already (``+ 2a``), so they add nothing to ``A``.
+
+Conversion to (epsilon, delta) (each Renyi order alpha gives a valid bound, so any alpha found by
+the numerical search is safe; the result is rounded up):
+
+* Canonne, Kamath and Steinke 2020, Proposition 12 applied to the Renyi curve ``alpha rho``
+  (their Corollary 13):
+  ``delta(eps) = inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / (alpha - 1)
+  * (1 - 1/alpha)^alpha``, and in the other direction
+  ``eps(delta) = inf_{alpha > 1} alpha rho + ln(1 - 1/alpha)
+  - (ln delta + ln alpha) / (alpha - 1)``;
+* Bun and Steinke 2016, Proposition 1.3: ``eps = rho + 2 sqrt(rho ln(1/delta))``, equivalently
+  ``delta = exp(-(eps - rho)^2 / (4 rho))`` for ``eps >= rho``.
+
+Both are valid for the same rho; the smaller answer is returned. :func:`zcdp_rho_for` calibrates
+in the other direction: the largest rho (rounded down) whose certified delta at epsilon is at
+most delta.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+from dpkit._numeric.rounding import up
+from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
+from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DpEvent,
+    GaussianEvent,
+    NonPrivateEvent,
+    NoOpEvent,
+    SelfComposedEvent,
+    ZCdpEvent,
+)
+from dpkit.accounting.pure import float_up, pure_epsilon_of
+
+__all__ = [
+    "ZCdpAccountant",
+    "zcdp_cost_of",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_rho_for",
+]
+
+_ULP = 2.0**-52
+#: Search range of ln(alpha - 1) for the optimal Renyi order.
+_LOG_AM1_LO, _LOG_AM1_HI = -36.0, 36.0
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+#: rho and total pmf slack of one occurrence; rho ``math.inf`` for a non-private release.
+ZCdpCost = tuple[Fraction | float, Fraction]
+
+
+def _golden_min(f: Callable[[float], float]) -> float:
+    """An argument near the minimum of a unimodal ``f`` on [_LOG_AM1_LO, _LOG_AM1_HI]."""
+    lo, hi = _LOG_AM1_LO, _LOG_AM1_HI
+    x1 = hi - _GOLDEN * (hi - lo)
+    x2 = lo + _GOLDEN * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(120):
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - _GOLDEN * (hi - lo)
+            f1 = f(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + _GOLDEN * (hi - lo)
+            f2 = f(x2)
+        if hi - lo < 1e-12:
+            break
+    return x1 if f1 <= f2 else x2
+
+
+def _eps_at_order(rho: float, log_delta: float, am1: float) -> float:
+    """``alpha rho + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1)``, rounded up."""
+    alpha = 1.0 + am1
+    t1 = alpha * rho
+    t2 = math.log1p(-1.0 / alpha) if alpha < 1e15 else -1.0 / alpha
+    t3 = (log_delta + math.log(alpha)) / am1
+    val = t1 + t2 - t3
+    margin = 64.0 * _ULP * (abs(t1) + abs(t2) + abs(t3) + 1.0)
+    return val + margin
+
+
+def _log_delta_at_order(rho: float, epsilon: float, am1: float) -> float:
+    """``(alpha - 1)(alpha rho - eps + ln(1 - 1/alpha)) - ln alpha``, rounded up."""
+    alpha = 1.0 + am1
+    t2 = math.log1p(-1.0 / alpha) if alpha < 1e15 else -1.0 / alpha
+    val = am1 * (alpha * rho - epsilon + t2) - math.log(alpha)
+    margin = 64.0 * _ULP * (am1 * (alpha * rho + epsilon + abs(t2) + 1.0) + math.log(alpha) + 1.0)
+    return val + margin
+
+
+def _check_rho(rho: float | Fraction) -> float:
+    if isinstance(rho, Fraction):
+        return up(rho)
+    return check_nonnegative("rho", rho, allow_inf=True)
+
+
+def zcdp_epsilon(rho: float | Fraction, delta: float) -> float:
+    """Smallest epsilon certified at ``delta`` for a ``rho``-zCDP mechanism, rounded up.
+
+    The better of Canonne, Kamath and Steinke 2020 (Proposition 12 / Corollary 13) at a
+    numerically optimised order and Bun and Steinke 2016 (Proposition 1.3); see the module
+    docstring. ``rho = 0`` gives 0; ``delta = 0`` (with rho > 0) or ``rho = inf`` gives inf.
+    """
+    r = _check_rho(rho)
+    d = check_delta(delta)
+    if r == 0.0:
+        return 0.0
+    if math.isinf(r) or d == 0.0:
+        return math.inf
+    log_d = math.log(d)
+    simple = r + 2.0 * math.sqrt(r * -log_d)
+    simple = simple + 8.0 * _ULP * simple
+    x = _golden_min(lambda t: _eps_at_order(r, log_d, math.exp(t)))
+    tight = _eps_at_order(r, log_d, math.exp(x))
+    best = min(simple, tight)
+    if math.isnan(best):  # pragma: no cover - defensive
+        return math.inf
+    return max(float_up(best), 0.0)
+
+
+def zcdp_delta(rho: float | Fraction, epsilon: float) -> float:
+    """Smallest delta certified at ``epsilon`` for a ``rho``-zCDP mechanism, rounded up.
+
+    The better of Canonne, Kamath and Steinke 2020 (Corollary 13) at a numerically optimised
+    order and Bun and Steinke 2016 (Proposition 1.3, for ``epsilon > rho``); capped at 1.
+    """
+    r = _check_rho(rho)
+    e = check_epsilon(epsilon, allow_zero=True)
+    if r == 0.0:
+        return 0.0
+    if math.isinf(r):
+        return 1.0
+    best = 0.0  # ln 1
+    if e > r:
+        best = min(best, -((e - r) ** 2) / (4.0 * r) * (1.0 - 8.0 * _ULP))
+    x = _golden_min(lambda t: _log_delta_at_order(r, e, math.exp(t)))
+    best = min(best, _log_delta_at_order(r, e, math.exp(x)))
+    return min(float_up(math.exp(best)), 1.0)
+
+
+def zcdp_rho_for(epsilon: float, delta: float) -> float:
+    """Largest rho (rounded down) whose certified delta at ``epsilon`` is at most ``delta``.
+
+    Every ``rho``-zCDP mechanism with rho at most the returned value is then
+    ``(epsilon, delta)``-DP. Bisection keeps the end of the bracket that satisfies
+    ``zcdp_delta(rho, epsilon) <= delta`` (the rounded-up certificate), so the answer errs on
+    the safe (smaller) side. Returns 0.0 when no positive rho qualifies.
+    """
+    e = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    lo, hi = 0.0, 1.0
+    while zcdp_delta(hi, e) <= d:
+        lo, hi = hi, hi * 2.0
+        if hi > 2.0**60:  # pragma: no cover - epsilon above any practical value
+            return lo
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if zcdp_delta(mid, e) <= d:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
+    """``(rho, pmf slack)`` of ONE occurrence of ``event`` (exact), or ``None`` if unsupported.
+
+    See the module docstring for the table. rho is ``math.inf`` for a non-private release.
+    """
+    if isinstance(event, ZCdpEvent):
+        return Fraction(event.rho), Fraction(0)
+    if isinstance(event, GaussianEvent):
+        s = Fraction(event.noise_multiplier)
+        return 1 / (2 * s * s), Fraction(event.pmf_slack)
+    if isinstance(event, DiscreteGaussianEvent):
+        ratio = Fraction(event.sensitivity) / Fraction(event.sigma)
+        return ratio * ratio / 2, Fraction(event.pmf_slack)
+    if isinstance(event, NoOpEvent):
+        return Fraction(0), Fraction(0)
+    if isinstance(event, NonPrivateEvent):
+        return math.inf, Fraction(0)
+    if isinstance(event, (ComposedEvent, SelfComposedEvent)):
+        parts: list[tuple[DpEvent, int]]
+        if isinstance(event, ComposedEvent):
+            parts = [(e, 1) for e in event.events]
+        else:
+            parts = [(event.event, event.count)]
+        rho: Fraction | float = Fraction(0)
+        slack = Fraction(0)
+        for inner, n in parts:
+            c = zcdp_cost_of(inner)
+            if c is None:
+                return None
+            if n == 0:
+                continue
+            if isinstance(c[0], float) or isinstance(rho, float):
+                rho = math.inf
+            else:
+                rho += n * c[0]
+            slack += n * c[1]
+        return rho, slack
+    if isinstance(event, ApproxDpEvent) and event.delta > 0.0:
+        return None
+    eps = pure_epsilon_of(event)  # includes 2 * pmf_slack
+    if eps is None:
+        return None
+    if isinstance(eps, float):
+        return math.inf, Fraction(0)
+    return eps * eps / 2, Fraction(0)
+
+
+def slack_epsilon(rho: Fraction | float, slack: Fraction, delta: float) -> float:
+    """``2A + eps_rho(delta e^-A)`` rounded up: epsilon of the actual (slack ``A``) mechanism."""
+    if isinstance(rho, float) and math.isinf(rho):
+        return math.inf
+    if slack == 0:
+        return zcdp_epsilon(rho, delta)
+    big_a = up(slack)
+    shrunk = delta * math.exp(-big_a) * (1.0 - 1e-12)
+    return float_up(2.0 * big_a + zcdp_epsilon(rho, shrunk))
+
+
+def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float:
+    """``e^A delta_rho(eps - 2A)`` rounded up (1 when ``eps < 2A``)."""
+    if isinstance(rho, float) and math.isinf(rho):
+        return 1.0
+    if slack == 0:
+        return zcdp_delta(rho, epsilon)
+    big_a = up(slack)
+    shifted = epsilon - 2.0 * big_a
+    if shifted < 0.0:
+        if rho != 0:
+            return 1.0
+        return min(float_up(math.exp(big_a) * -math.expm1(shifted)), 1.0)
+    return min(float_up(math.exp(big_a) * zcdp_delta(rho, shifted)), 1.0)
+
+
+class ZCdpAccountant(PrivacyAccountant):
+    """Composition of zCDP events: rho adds up (Bun and Steinke 2016, Lemma 2.3), exactly.
+
+    ``rho`` is the exact sum of the per-event rhos (see the module docstring), ``slack`` the
+    exact sum of pmf slacks. ``get_epsilon(delta)`` is ``2A + eps_rho(delta e^-A)`` and
+    ``get_delta(epsilon)`` is ``e^A delta_rho(epsilon - 2A)``, both rounded up, with the
+    conversions :func:`zcdp_epsilon` / :func:`zcdp_delta`.
+    """
+
+    is_upper_bound = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rho: Fraction = Fraction(0)
+        self._slack: Fraction = Fraction(0)
+        self._infinite = False
+
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        cost = zcdp_cost_of(event)
+        if cost is None:
+            return False
+        if apply and count > 0:
+            if isinstance(cost[0], float):
+                self._infinite = True
+            else:
+                self._rho += count * cost[0]
+            self._slack += count * cost[1]
+        return True
+
+    @property
+    def rho_exact(self) -> Fraction | float:
+        """The exact composed rho (a Fraction), or ``math.inf`` after a non-private release."""
+        with self._lock:
+            return math.inf if self._infinite else self._rho
+
+    @property
+    def rho(self) -> float:
+        """The composed rho, rounded up."""
+        return up(self.rho_exact)
+
+    @property
+    def slack_exact(self) -> Fraction:
+        """The exact total pmf slack ``A`` of the Gaussian-type events composed."""
+        with self._lock:
+            return self._slack
+
+    def clone(self) -> ZCdpAccountant:
+        """An independent copy with the same state (used by budgets to try a charge)."""
+        with self._lock:
+            new = type(self)()
+            new._rho = self._rho
+            new._slack = self._slack
+            new._infinite = self._infinite
+            new._events = list(self._events)
+            return new
+
+    def _epsilon(self, delta: float) -> float:
+        if self._infinite:
+            return math.inf
+        return slack_epsilon(self._rho, self._slack, delta)
+
+    def _delta(self, epsilon: float) -> float:
+        if self._infinite:
+            return 1.0
+        return slack_delta(self._rho, self._slack, epsilon)
+
