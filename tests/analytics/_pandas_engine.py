@@ -34,12 +34,19 @@ class PandasEngine:
             frame = frame.to_pandas()
         self.frames[name] = frame
 
+    def _frame(self, source: Any) -> pd.DataFrame:
+        if source.kind == "parquet":
+            return pd.read_parquet(source.location)
+        if source.kind == "csv":
+            return pd.read_csv(source.location)
+        return self.frames[source.location]
+
     def columns(self, source: Any) -> list[str]:
-        return list(self.frames[source.location].columns)
+        return list(self._frame(source).columns)
 
     def execute(self, plan: Plan) -> EngineResult:
         self.executed += 1
-        df = self.frames[plan.source.location]
+        df = self._frame(plan.source)
         for f in plan.filters:
             pred = f.predicate.replace('"', "`").replace(" IN (", " in (")
             df = df.query(pred.replace(" IS NULL", ".isna()"))
@@ -64,7 +71,8 @@ class PandasEngine:
             for k in keys:
                 rows = kept[k]
                 vals = [_null(r[m.column]) if m.column else None for _, r in rows]
-                present = [float(v) for v in vals if v is not None]
+                present = [float(v) for v in vals
+                           if v is not None and not isinstance(v, str)]
                 if m.kind == "rows":
                     out.append(len(rows))
                 elif m.kind == "units":

@@ -251,6 +251,9 @@ def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], a
                               dtype=np.float64).reshape(ngroups, len(st.quantiles))
         else:
             vals = np.zeros((0, len(st.quantiles)))
+        # Post-processing: report the values in the order of the quantile levels.
+        order = np.argsort(np.asarray(st.quantiles), kind="stable")
+        vals[:, order] = np.sort(vals, axis=1)
         for j, name in enumerate(names):
             data[name] = vals[:, j]
             info_cols[name] = {

@@ -379,7 +379,8 @@ def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]
 
 
 def _frame_keys(frame: Any, cols: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    names = list(getattr(frame, "columns", None) or frame.column_names)
+    names_attr = getattr(frame, "column_names", None)
+    names = list(frame.columns if names_attr is None else names_attr)
     missing = [c for c in cols if c not in names]
     if missing:
         raise PrivacyParameterError(f"keys frame lacks the group-by columns {missing}")
