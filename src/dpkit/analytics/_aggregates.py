@@ -46,7 +46,7 @@ StatisticKind = Literal[
 MAX_ABS_BOUND = 2.0**50
 
 #: Default number of candidate bins of a quantile between its bounds.
-DEFAULT_QUANTILE_BINS = 1024
+DEFAULT_QUANTILE_BINS = 128
 
 #: Default share of an aggregate's budget spent on ``bounds="auto"``.
 DEFAULT_AUTO_SHARE = 0.2
