@@ -39,6 +39,7 @@ INCOME_EDGES = (0.0, 20e3, 40e3, 60e3, 80e3, 100e3, 150e3, 200e3, 500e3)
 INCOME_BOUNDS = (0.0, 500_000.0)
 AGE_BOUNDS = (0.0, 120.0)
 MAX_ROWS = 5
+_DATA_VERSION = 2  # bump when generate_people changes (cache key)
 
 
 def _normals(gen: RandomSource, n: int) -> npt.NDArray[np.float64]:
@@ -87,7 +88,7 @@ def people_parquet(rows: int, seed: int, cache: Path | None = None) -> Path:
     """Write (once) and return the Parquet file of :func:`generate_people`."""
     folder = cache if cache is not None else _cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"people-{rows}-{seed}.parquet"
+    path = folder / f"people-v{_DATA_VERSION}-{rows}-{seed}.parquet"
     if not path.exists():
         tmp = path.with_suffix(".tmp")
         generate_people(rows, seed).to_parquet(tmp, index=False)
@@ -216,8 +217,7 @@ def print_report(report: DemoReport, console: Console) -> None:
         console.print(f"hidden by partition selection (too few people): {', '.join(hidden)}")
     for what, e, d in report.spent:
         console.print(f"after {what}: spent epsilon={e:.3g}, delta={d:.3g}")
-    console.print("true: computed on all records without privacy; intervals cover the value "
-                  "on the bounded records")
+    console.print("true: all records, no privacy; intervals cover the bounded records' value")
     console.print(f"done in {report.seconds:.1f} s")
 
 
