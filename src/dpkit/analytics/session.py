@@ -51,7 +51,8 @@ def _frame_kind(obj: Any) -> str | None:
 
 
 def _is_duckdb_connection(obj: Any) -> bool:
-    return type(obj).__module__.startswith("duckdb") and "Connection" in type(obj).__name__
+    mod = type(obj).__module__
+    return mod.lstrip("_").startswith("duckdb") and "Connection" in type(obj).__name__
 
 
 def _budget_mode(budget: Any) -> Mode:
