@@ -65,6 +65,7 @@ class Statistic:
     bins: int = 0
     weight: float = 1.0
     auto_share: float = 0.0
+    estimated: bool = False  # bounds were estimated privately (bounds="auto")
 
     @property
     def needs_bounds(self) -> bool:
@@ -82,7 +83,7 @@ class Statistic:
         edges = self.edges
         if self.kind == "quantile":
             edges = _linspace(lo, hi, self.bins)
-        return replace(self, bounds=(lo, hi), edges=edges, auto_share=0.0)
+        return replace(self, bounds=(lo, hi), edges=edges, auto_share=0.0, estimated=True)
 
 
 def _check_column(column: Any) -> str:

@@ -64,6 +64,7 @@ from dpkit.accounting.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     DpEvent,
+    PureDpEvent,
 )
 from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import Measure
@@ -201,6 +202,8 @@ class Pricing:
     selection_delta: float = 0.0
     rho: float = 0.0
     events: tuple[DpEvent, ...] = field(default=())
+    auto: tuple[AutoBounds, ...] = ()
+    order: tuple[str, ...] = ()
 
     @property
     def event(self) -> ComposedEvent:
@@ -458,8 +461,15 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         rho = rho_for(rest_eps, rest_delta)
         total = rho
     priced = []
+    autos = []
     for name, s in stats.items():
         share = down(Fraction(total) * Fraction(s.weight) / total_w)
+        if s.auto:
+            ab = _price_auto(name, s, mode, share, r)
+            autos.append(ab)
+            if mode != "approx":
+                events.extend(ab.events)
+            continue
         sp = _price_stat(name, s, mode, share, p, r)
         priced.append(sp)
         if mode != "approx":
@@ -471,7 +481,85 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
                    max_rows_per_partition=r, stats=tuple(priced), selection=selection,
                    selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,
-                   events=tuple(events))
+                   events=tuple(events), auto=tuple(autos), order=tuple(stats))
+
+
+#: Public grid of ``bounds="auto"``: 0 and +-2^j for j = -10..50 (122 bins, value range
+#: +-2^50; values beyond are clamped into the outer bins).
+AUTO_EDGES: tuple[float, ...] = (
+    *(-(2.0**j) for j in range(50, -11, -1)), 0.0, *(2.0**j for j in range(-10, 51))
+)
+#: Quantile levels whose bins give the estimated lower and upper bounds.
+AUTO_LEVELS = (0.01, 0.99)
+
+
+@dataclass(frozen=True)
+class AutoBounds:
+    """A statistic with ``bounds="auto"``: its bounds estimate and the share left for it.
+
+    The estimate is two private quantiles (levels :data:`AUTO_LEVELS`) over the public
+    logarithmic grid :data:`AUTO_EDGES`, computed on all rows (one global group, the same
+    per-unit row bound): the lower edge of the first quantile's bin and the upper edge of the
+    second's become the bounds. It spends ``auto_share`` of the statistic's budget; the rest
+    (``main_share``) prices the statistic once its bounds are known. The query is charged the
+    estimate's event plus ``main_share`` as a black-box epsilon (or rho), an upper bound of what
+    the final mechanisms cost, before anything runs.
+    """
+
+    name: str
+    stat: Statistic
+    mechanism: Any
+    main_share: float
+    events: tuple[DpEvent, ...]
+    measure: Measure
+
+
+def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) -> AutoBounds:
+    from dpkit.mechanisms.quantile import (  # type: ignore[import-not-found,unused-ignore]
+        BinnedQuantile,
+    )
+
+    est_share = down(Fraction(share) * Fraction(stat.auto_share))
+    main_share = down(Fraction(share) - Fraction(est_share))
+    if mode == "pure":
+        eps = est_share
+    else:
+        k = len(AUTO_LEVELS)
+        eps = down(Fraction(math.sqrt(2.0 * est_share / k) * (1.0 - 2.0**-40)) * k)
+    mech = BinnedQuantile.from_epsilon(epsilon=eps, quantiles=AUTO_LEVELS, edges=AUTO_EDGES,
+                                       max_rows_per_partition=r, max_partitions=1)
+    if mode == "pure":
+        main_ev: DpEvent = PureDpEvent(epsilon=main_share)
+    else:
+        from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+
+        main_ev = ZCdpEvent(rho=main_share)
+    assert stat.column is not None
+    m = Measure(name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES)
+    return AutoBounds(name=name, stat=stat, mechanism=mech, main_share=main_share,
+                      events=(mech.event, main_ev), measure=m)
+
+
+def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pricing:
+    """The pricing with every ``"auto"`` statistic priced at its estimated bounds."""
+    from dataclasses import replace
+
+    done = {sp.name: sp for sp in pricing.stats}
+    for ab in pricing.auto:
+        lo, hi = bounds[ab.name]
+        for _ in range(120):
+            try:
+                done[ab.name] = _price_stat(ab.name, ab.stat.with_bounds(lo, hi), pricing.mode,
+                                            ab.main_share, pricing.max_partitions,
+                                            pricing.max_rows_per_partition)
+                break
+            except PrivacyParameterError:
+                # Too wide for the remaining share: halve both ends (a function of the
+                # released estimate only, so post-processing) until the noise fits.
+                lo, hi = lo / 2.0, hi / 2.0
+        else:  # pragma: no cover - halving 120 times always fits
+            raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
+    return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
 
 
 def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:

@@ -240,6 +240,17 @@ def convert(frame: Any, info: ReleaseInfo, output: str) -> Any:
 def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
                   source: RandomSource, data: dict[str, Any],
                   info_cols: dict[str, dict[str, Any]], ngroups: int) -> None:
+    _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups)
+    st = sp.stat
+    if isinstance(st.bounds, tuple):
+        for name in stat_columns(sp):
+            info_cols[name]["bounds"] = list(st.bounds)
+            info_cols[name]["bounds_source"] = "private estimate" if st.estimated else "given"
+
+
+def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
+                    source: RandomSource, data: dict[str, Any],
+                    info_cols: dict[str, dict[str, Any]], ngroups: int) -> None:
     st = sp.stat
     names = stat_columns(sp)
     if st.kind == "quantile":

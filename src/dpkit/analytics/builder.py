@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dpkit._numeric.validation import check_integer, check_positive
 from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import Aggregate, Bound, EngineResult, Filter, Measure, Plan
-from dpkit.analytics._pricing import Pricing, price
+from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
 from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
@@ -163,10 +163,6 @@ class Query:
                     f"{name}: count_distinct counts privacy units; without a privacy unit use "
                     "count()"
                 )
-            if st.auto:
-                raise PrivacyParameterError(
-                    f"{name}: bounds='auto' is not available yet; give public bounds=(lo, hi)"
-                )
             have[name] = st
         return dataclasses.replace(self, stats=tuple(have.items()))
 
@@ -247,7 +243,18 @@ class Query:
         if not self.stats:
             raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
         pricing = self._price(epsilon, delta)
-        salt = int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
+        if pricing.auto:
+            raise PrivacyParameterError(
+                "a query with bounds='auto' runs in two steps (a private bounds estimate, then "
+                "the release): use run(), or give public bounds to prepare() it"
+            )
+        return self._prepared(pricing)
+
+    def _salt(self) -> int:
+        return int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
+
+    def _prepared(self, pricing: Pricing) -> PreparedQuery:
+        salt = self._salt()
         return PreparedQuery(pricing=pricing, plan=self._plan(pricing, salt),
                              group_by=self.group_columns,
                              public_keys=None if self.keys is None else list(self.keys),
@@ -287,6 +294,13 @@ class Query:
                     "ci_halfwidth": mp.noise.halfwidth(self.session.alpha) * mp.step,
                     "share": sp.epsilon,
                 })
+        for ab in pricing.auto:
+            rows.append({
+                "aggregate": ab.name, "column": ab.name, "measure": "bounds estimate",
+                "mechanism": "exponential mechanism", "noise_scale": math.nan,
+                "noise_std": math.nan, "ci_halfwidth": math.nan,
+                "share": ab.stat.auto_share,
+            })
         if pricing.selection is not None:
             rows.append({
                 "aggregate": "(partition selection)", "column": ", ".join(self.group_columns),
@@ -313,9 +327,13 @@ class Query:
         """
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        prepared = self.prepare(epsilon=epsilon, delta=delta)
-        self.session._validate_plan(prepared.plan)
-        pricing = prepared.pricing
+        pricing = self._price(epsilon, delta)
+        prepared = self._prepared(pricing)
+        if prepared.plan.aggregate.measures:
+            self.session._validate_plan(prepared.plan)
+        auto_plan = self._auto_plan(pricing)
+        if auto_plan is not None:
+            self.session._validate_plan(auto_plan)
         try:
             self.session.budget.charge(pricing.event)
         except BudgetExceededError as exc:
@@ -324,9 +342,42 @@ class Query:
                 f"delta={pricing.delta!r}; the budget has {self.session.remaining} left. "
                 f"({exc})"
             ) from exc
+        if auto_plan is not None:
+            bounds = self._estimate_bounds(pricing, auto_plan)
+            prepared = self._prepared(resolve_auto(pricing, bounds))
         result = self.session._execute(prepared.plan)
         return prepared.release_from(result, source=self.session.source_of_randomness,
                                      output=output)
+
+    def _auto_plan(self, pricing: Pricing) -> Plan | None:
+        """One global plan computing the bin counts of every ``bounds="auto"`` column."""
+        if not pricing.auto:
+            return None
+        filters = [Filter(predicate=f) for f in self.filters]
+        filters.extend(self._key_filters())
+        return Plan(
+            source=self.session._source,
+            filters=tuple(filters),
+            bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=1,
+                        max_rows_per_partition=pricing.max_rows_per_partition,
+                        salt=self._salt()),
+            aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
+        )
+
+    def _estimate_bounds(self, pricing: Pricing, plan: Plan) -> dict[str, tuple[float, float]]:
+        """Private bounds of each ``"auto"`` statistic (charged already, see AutoBounds)."""
+        result = self.session._execute(plan)
+        src = self.session.source_of_randomness
+        out: dict[str, tuple[float, float]] = {}
+        for ab in pricing.auto:
+            bins = len(AUTO_EDGES) - 1
+            col = result.values.get(ab.measure.name, ())
+            first: Any = col[0] if col else (0,) * bins
+            counts = [int(v) for v in first]
+            idx = ab.mechanism.release_bins([counts], source=src)[0]
+            i, j = int(min(idx)), int(max(idx))
+            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
+        return out
 
 
 def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
