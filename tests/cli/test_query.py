@@ -69,3 +69,14 @@ def test_query_errors_are_clear(people: Path) -> None:
 def test_parsers() -> None:
     assert parse_value_spec("a:b:0:10", "--sum") == ("a:b", 0.0, 10.0)
     assert parse_keys(["k=1,x,2.5"], ["k"]) == {"k": [1, "x", 2.5]}
+
+
+def test_query_prints_csv(people: Path) -> None:
+    res = runner.invoke(app, ["query", str(people), "--privacy-unit", "user_id", "--epsilon",
+                              "1", "--count-distinct", "--output", "csv"])
+    assert res.exit_code == 0, res.output
+    header, value = res.output.strip().splitlines()
+    assert header == "units,units_low,units_high"
+    # about 1,400 distinct users, discrete Laplace noise of scale 1: |noise| > 200 has
+    # probability e^-200
+    assert 1000 < int(value.split(",")[0]) < 1700

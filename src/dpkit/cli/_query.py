@@ -161,7 +161,7 @@ def query(
         "--histogram", help="column:e0,e1,...,ek (bin edges)")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence level")] = 0.05,
     output: Annotated[Path | None, typer.Option(
-        "--output", help="write the result to a .csv, .parquet or .json file")] = None,
+        "--output", help="csv or json (printed), or a .csv, .parquet or .json file")] = None,
     memory_limit: Annotated[str | None, typer.Option(
         "--memory-limit", help="DuckDB memory limit, e.g. 1GB")] = None,
 ) -> None:
@@ -172,8 +172,12 @@ def query(
     console = Console()
     err = Console(stderr=True)
     gb = list(group_by or [])
-    if output is not None and output.suffix.lower() not in (".csv", ".parquet", ".json"):
-        raise typer.BadParameter("--output must end in .csv, .parquet or .json")
+    to_stdout = output is not None and str(output).lower() in ("csv", "json")
+    if (output is not None and not to_stdout
+            and output.suffix.lower() not in (".csv", ".parquet", ".json")):
+        raise typer.BadParameter(
+            "--output takes csv or json (printed) or a file ending in .csv, .parquet or .json"
+        )
     try:
         aggs = _build_aggregates(count, count_distinct, list(sums or []), list(means or []),
                                  list(variances or []), list(stds or []),
@@ -202,6 +206,12 @@ def query(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
     info = frame.attrs["dpkit"]
+    if to_stdout:
+        if str(output).lower() == "csv":
+            typer.echo(frame.to_csv(index=False), nl=False)
+        else:
+            typer.echo(frame.to_json(orient="records"))
+        return
     if output is not None:
         suffix = output.suffix.lower()
         if suffix == ".csv":
