@@ -16,6 +16,7 @@ import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult
 from dpkit.errors import PrivacyParameterError
+from dpkit.noise import RandomSource
 
 
 def _frame() -> pd.DataFrame:
@@ -122,3 +123,28 @@ def test_run_on_duckdb_charges_and_releases(files: dict[str, Path]) -> None:
     assert set(out["region"]) <= {"a", "b"}
     assert budget.spent == (2.0, 1e-6)
     assert out.attrs["dpkit"]["columns"]["n"]["mechanism"] == "discrete Gaussian"
+
+
+def test_audit_hook_reuses_one_engine_result_per_table() -> None:
+    # The auditor's loop: one plan (one salt), the exact aggregates of two neighbouring tables
+    # computed once each, then many cheap re-noised releases of each.
+    df = _frame()
+    extra = pd.DataFrame({"uid": [10_000] * 30, "region": ["a", "b", "c"] * 10,
+                          "x": [1e308, -np.inf, np.nan] * 10})
+    s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=1.0))
+    q = (s.query().group_by("region", keys=["a", "b", "c"])
+         .bound(max_partitions=2, max_rows_per_partition=3)
+         .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 10))))
+    prepared = q.prepare(epsilon=1.0)
+    s2 = dpa.Session(pd.concat([df, extra]), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    r1 = prepared.exact(s.engine)
+    r2 = prepared.exact(s2.engine, source=s2._source)
+    n1 = dict(zip([k[0] for k in r1.keys], r1.values["n:n"], strict=True))
+    n2 = dict(zip([k[0] for k in r2.keys], r2.values["n:n"], strict=True))
+    # the added unit moves at most max_partitions = 2 groups by at most 3 rows each
+    diffs = [n2.get(g, 0) - n1.get(g, 0) for g in ("a", "b", "c")]
+    assert all(0 <= d <= 3 for d in diffs) and sum(d > 0 for d in diffs) <= 2
+    src = RandomSource(seed=1, insecure=True)
+    outs = [prepared.release_from(r, source=src) for r in (r1, r2) for _ in range(50)]
+    assert all(list(o["region"]) == ["a", "b", "c"] for o in outs)
+    assert s.budget.spent == (0.0, 0.0)

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from dpkit._numeric.validation import check_integer, check_positive
 from dpkit.analytics._aggregates import Statistic
-from dpkit.analytics._plan import Aggregate, Bound, EngineResult, Filter, Measure, Plan
+from dpkit.analytics._plan import (
+    Aggregate,
+    Bound,
+    EngineResult,
+    Filter,
+    Measure,
+    Plan,
+    Source,
+)
 from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
 from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
@@ -62,6 +70,16 @@ class PreparedQuery:
     group_by: tuple[str, ...]
     public_keys: list[tuple[Any, ...]] | None
     alpha: float
+
+    def exact(self, engine: Any, source: Source | None = None) -> EngineResult:
+        """Run :attr:`plan` (optionally on another ``source``) and return the exact aggregates.
+
+        For audits and tests that compare neighbouring tables under one salt: nothing is
+        charged and the integers are not private. Releases go through :meth:`Query.run`.
+        """
+        plan = self.plan if source is None else dataclasses.replace(self.plan, source=source)
+        result: EngineResult = engine.execute(plan)
+        return result
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
                      output: str = "pandas") -> Any:
