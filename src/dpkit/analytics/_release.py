@@ -135,12 +135,12 @@ def _exact_vector(result: EngineResult, name: str, rows: Sequence[int | None], c
             continue
         v = col[i]
         if isinstance(v, (tuple, list)):
-            vals = [int(x) for x in v]
+            vals = [0 if x is None else int(x) for x in v]
             if len(vals) != cells:
                 raise ValueError(f"engine returned {len(vals)} cells for {name}, expected {cells}")
             out.append(vals)
-        else:
-            out.append([int(v)])  # type: ignore[call-overload]
+        else:  # an engine's NULL (no contributing row) is 0, decided by type not value
+            out.append([0 if v is None else int(v)])  # type: ignore[call-overload]
     return out
 
 
