@@ -142,7 +142,7 @@ def as_dict(result: EngineResult) -> dict[tuple[Any, ...], dict[str, Any]]:
 def people(n_units: int, seed: int) -> pd.DataFrame:
     """Units with 1..8 rows over a few keys, with NULL/NaN keys, NaN/inf/huge values."""
     rng = random.Random(seed)
-    regions = ["north", "south", "o'hara", 'quo"te', "ünï", None]
+    regions = ["north", "south", "o'hara", 'quo"te', "ünï", "e\u0301|V1:", None]
     specials = [float("nan"), None, float("inf"), -float("inf"), 1e308, -1e308, -0.0]
     rows = []
     for u in range(n_units):
