@@ -379,7 +379,7 @@ def _category_literal(value: object, family: Family, name: str) -> exp.Expressio
 
 
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
-               dialect: str = "duckdb") -> exp.Expression:
+               dialect: str = "duckdb", csv_columns: Sequence[str] = ()) -> exp.Expression:
     """The FROM item of ``source``: a table function over a path, or a (quoted) table name."""
     if not isinstance(source.location, str) or not source.location:
         raise PlanError(f"source location must be a non-empty string, got {source.location!r}")
@@ -389,16 +389,24 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
     if source.kind == "parquet":
         return exp.Table(this=_func("read_parquet", loc))
     if source.kind == "csv":
-        # Every column as text (types never depend on the data), a fixed dialect, malformed
-        # lines dropped instead of raising.
+        # Nothing is sniffed from the data: the column names come from the header line (read by
+        # the engine), every column is text, the dialect is fixed (comma, double quote doubled
+        # inside quotes), and a line that does not parse (wrong field count, invalid UTF-8) is
+        # dropped instead of raising.
+        if not csv_columns:
+            raise PlanError("a CSV source needs its header's column names")
+        columns = exp.Struct(expressions=[
+            exp.PropertyEQ(this=exp.Literal.string(c), expression=exp.Literal.string("VARCHAR"))
+            for c in csv_columns])
         opts = [
+            exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
             exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("all_varchar"), expression=exp.Boolean(this=True)),
+            exp.EQ(this=exp.column("columns"), expression=columns),
             exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(",")),
             exp.EQ(this=exp.column("quote"), expression=exp.Literal.string('"')),
             exp.EQ(this=exp.column("escape"), expression=exp.Literal.string('"')),
             exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("null_padding"), expression=exp.Boolean(this=True)),
+            exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
         ]
         return exp.Table(this=_func("read_csv", loc, *opts))
     if source.kind == "table":
@@ -482,10 +490,12 @@ def compile_plan(
 
     src = exp.select(*[_alias(_normalized(c, families[c], profile), _ident(c))
                        for c in used]).from_(source_sql(plan.source, registered=registered,
-                                                        dialect=profile.dialect))
+                                                        dialect=profile.dialect,
+                                                        csv_columns=tuple(schema)))
     if not used:  # only rows/units measures, no unit and no keys
         src = exp.select(_alias(exp.Literal.number(1), _ident(_P + "one"))).from_(
-            source_sql(plan.source, registered=registered, dialect=profile.dialect))
+            source_sql(plan.source, registered=registered, dialect=profile.dialect,
+                       csv_columns=tuple(schema)))
 
     key_out = [f"{_P}k{i}" for i in range(len(keys))]
     unit_e = _col(unit) if unit is not None else None

@@ -141,13 +141,18 @@ class DuckDBEngine:
             self.connection.unregister(name)
             del self._registered[name]
 
-    def _from(self, source: Source) -> str:
-        return source_sql(source, registered=frozenset(self._registered),
-                          dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
-
     def columns(self, source: Source) -> dict[str, str]:
-        """Column name -> DuckDB type of ``source``, in source order (no row is read)."""
-        sql = f"DESCRIBE SELECT * FROM {self._from(source)}"
+        """Column name -> DuckDB type of ``source``, in source order (no data row is read).
+
+        A CSV file's columns are the names on its header line (the first file of a glob, in
+        sorted order), all ``VARCHAR``: no type is guessed from the data.
+        """
+        if source.kind == "csv":
+            names = _csv_header(source.location)
+            return dict.fromkeys(names, "VARCHAR")
+        from_sql = source_sql(source, registered=frozenset(self._registered),
+                              dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
+        sql = f"DESCRIBE SELECT * FROM {from_sql}"
         try:
             rows = self.connection.execute(sql).fetchall()
         except Exception as exc:
@@ -171,6 +176,28 @@ class DuckDBEngine:
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
             raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
         return decode(compiled, rows)
+
+
+def _csv_header(location: str) -> list[str]:
+    """The column names on the header line of the first file matching ``location``."""
+    import csv
+    import glob
+    import io
+
+    files = sorted(glob.glob(location)) if glob.has_magic(location) else [location]
+    if not files:
+        raise EngineError(f"no CSV file matches {location!r}")
+    try:
+        with open(files[0], "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError as exc:
+        raise EngineError(f"cannot read the CSV header of {files[0]!r}: {exc}") from None
+    text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+    names = next(csv.reader(io.StringIO(text), delimiter=",", quotechar='"'), [])
+    if not names or any(not n for n in names) or len(set(names)) != len(names):
+        raise EngineError(f"the CSV header of {files[0]!r} must name every column once, "
+                          f"got {names!r}")
+    return names
 
 
 def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult:
