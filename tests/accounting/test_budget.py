@@ -8,6 +8,8 @@ import threading
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit._numeric.rounding import down
 from dpkit.accounting.budget import Accountant
@@ -21,6 +23,7 @@ from dpkit.accounting.events import (
     PureDpEvent,
     event_to_dict,
 )
+from dpkit.accounting.rdp import RdpAccountant
 from dpkit.errors import (
     BudgetExceededError,
     PrivacyParameterError,
@@ -310,3 +313,150 @@ def test_single_order_rdp_filter() -> None:
     ):
         with pytest.raises(PrivacyParameterError):
             Accountant(**kwargs)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- budgets and mechanisms
+def test_budget_is_the_public_name() -> None:
+    from dpkit.accounting import Accountant as ReExported
+    from dpkit.accounting import Budget
+
+    assert ReExported is Budget is Accountant
+    assert repr(Budget(epsilon=1.0)).startswith("Budget(")
+
+
+def test_charge_takes_a_mechanism_directly() -> None:
+    from dpkit.mechanisms import Gaussian, Laplace
+
+    lap = Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0)
+    budget = Accountant(epsilon=2.0)
+    assert budget.can_charge(lap)
+    budget.charge(lap)
+    with budget.reserve(lap):
+        pass
+    assert budget.ledger == ((lap.event, 1), (lap.event, 1))
+    assert budget.cost_of(lap).epsilon == budget.cost_of(lap.event).epsilon
+    gauss = Gaussian.from_mu(mu=0.5, sensitivity=1.0)
+    with pytest.raises(UnsupportedEventError):
+        budget.charge(gauss)  # a pure budget cannot read Gaussian noise
+    with pytest.raises(UnsupportedEventError):
+        budget.charge(object())
+
+
+def test_bare_number_is_refused_with_a_hint() -> None:
+    import numpy as np
+
+    budget = Accountant(epsilon=1.0)
+    for bare in (0.5, 1, np.float64(0.5), Fraction(1, 2), True, "0.5"):
+        with pytest.raises(PrivacyParameterError, match="epsilon="):
+            budget.charge(bare)
+        with pytest.raises(PrivacyParameterError, match="epsilon="):
+            budget.can_charge(bare)
+        with pytest.raises(PrivacyParameterError, match="epsilon="), budget.reserve(bare):
+            pass
+    assert budget.spent == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_k_parts_of_e_over_k_fit(k: int, delta: float) -> None:
+    # The double e/k (0.5, 0.333...) times k is at most e, compared exactly.
+    budget = Accountant(epsilon=1.0, delta=delta)
+    for _ in range(k):
+        budget.charge(PureDpEvent(epsilon=1.0 / k))
+    assert budget.spent_epsilon_exact <= 1
+    assert not budget.can_charge(PureDpEvent(epsilon=2.0**-52))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    e=st.floats(min_value=1e-6, max_value=100.0, allow_nan=False),
+    d=st.sampled_from([0.0, 1e-9, 3e-7]),
+    k=st.integers(1, 50),
+)
+def test_split_parts_always_fit(e: float, d: float, k: int) -> None:
+    budget = Accountant(epsilon=e, delta=d)
+    share = budget.split(k)
+    assert share.epsilon is not None and share.delta is not None
+    assert k * Fraction(share.epsilon) <= Fraction(e)
+    assert k * Fraction(share.delta) <= Fraction(d)
+    for _ in range(k):
+        budget.charge(epsilon=share.epsilon, delta=share.delta)
+    # rounded down by at most one ulp per part: almost nothing is wasted
+    assert Fraction(e) - budget.spent_epsilon_exact <= k * Fraction(math.ulp(share.epsilon))
+
+
+def test_split_validation_and_rdp() -> None:
+    with pytest.raises(PrivacyParameterError):
+        Accountant(epsilon=1.0).split(0)
+    with pytest.raises(PrivacyParameterError):
+        Accountant(epsilon=1.0).split(2.0)  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError):
+        Accountant(epsilon=1.0, delta=1e-6, method="rdp").split(2)
+    half = Accountant(epsilon=1.0)
+    half.charge(epsilon=0.5)
+    assert half.split(2).epsilon == 0.25  # of what remains
+
+
+def test_basic_budget_reads_a_gaussian_through_its_profile() -> None:
+    from dpkit.accounting.approx import gaussian_pair
+    from dpkit.accounting.gdp import gdp_delta
+
+    ev = GaussianEvent(noise_multiplier=4.0, pmf_slack=2.0**-20)
+    budget = Accountant(epsilon=3.0, delta=1e-6)
+    budget.charge(epsilon=0.5, delta=4e-7)
+    cost = budget.cost_of(ev)
+    pair = gaussian_pair(ev, 6e-7)  # the delta still available
+    assert pair is not None
+    assert (cost.epsilon, cost.delta) == (pair.epsilon, pair.delta)
+    # the pair is certified by the exact profile with the slack: e^a delta_mu(eps - 2a)
+    assert gdp_delta(0.25, 2.0**-20, pair.epsilon) <= 6e-7
+    assert gdp_delta(0.25, 2.0**-20, pair.epsilon * (1 - 1e-9)) > 6e-7
+    budget.charge(ev)
+    assert budget.remaining[1] == 0.0
+    with pytest.raises(BudgetExceededError):
+        budget.charge(ev)  # no delta left: no finite epsilon
+    budget.charge(epsilon=0.25)  # pure charges still fit
+    restored = Accountant.from_json(budget.to_json())
+    assert restored.spent == budget.spent
+
+
+def test_rdp_budget_reports_a_positive_delta() -> None:
+    # Very little noise-free information: epsilon 0 is certified at the budget's delta (total
+    # variation bound); the spent delta used to be reported as 0 although delta(0) > 0.
+    tiny = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    tiny.charge(GaussianEvent(noise_multiplier=1e6), count=3)
+    interp0 = RdpAccountant().compose(GaussianEvent(noise_multiplier=1e6), 3)
+    assert interp0.get_epsilon(1e-5) == 0.0
+    assert tiny.spent == (0.0, interp0.get_delta(0.0))
+    assert 1e-6 < tiny.spent[1] <= 1e-5
+    budget = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    budget.charge(GaussianEvent(noise_multiplier=2000.0), count=3)
+    eps, dlt = budget.spent
+    # previously (0.0, 0.0); now the certificate at the budget's delta
+    assert dlt > 0.0 and dlt <= 1e-5
+    interp = RdpAccountant().compose(GaussianEvent(noise_multiplier=2000.0), 3)
+    assert eps == interp.get_epsilon(1e-5)
+    assert dlt == min(interp.get_delta(eps), 1e-5)
+    big = Accountant(epsilon=5.0, delta=1e-5, method="rdp")
+    big.charge(GaussianEvent(noise_multiplier=1.0))
+    assert 0.0 < big.spent[1] <= 1e-5 and big.spent[0] > 1.0
+
+
+def test_refused_charge_says_what_it_would_have_cost() -> None:
+    budget = Accountant(epsilon=1.0)
+    budget.charge(epsilon=0.75)
+    with pytest.raises(BudgetExceededError, match=r"would cost epsilon=0\.5"):
+        budget.charge(LaplaceEvent(noise_multiplier=2.0))
+    assert budget.spent == (0.75, 0.0)
+    cost = budget.cost_of(LaplaceEvent(noise_multiplier=2.0), count=2)
+    assert cost.native == 1.0 and cost.unit == "epsilon" and cost.spent_after == (1.75, 0.0)
+    assert budget.spent == (0.75, 0.0)
+
+
+def test_version_one_json_is_still_read() -> None:
+    old = json.dumps({
+        "format": "dpkit.budget", "version": 1, "epsilon": 1.0, "delta": 0.0,
+        "mode": "filter", "method": "basic", "rdp_order": None,
+        "ledger": [{"event": event_to_dict(PureDpEvent(epsilon=0.5)), "count": 1}],
+    })
+    assert Accountant.from_json(old).spent == (0.5, 0.0)

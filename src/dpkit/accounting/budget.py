@@ -452,9 +452,11 @@ class Budget:
     def remaining(self) -> tuple[float, float]:
         """``(epsilon, delta)`` still available, rounded down and never negative.
 
-        ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets: the epsilon
-        at which the remaining rho (mu) alone is certified at the remaining delta
-        (``(0.0, 0.0)`` once the native budget is used up).
+        ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets (whose
+        remaining privacy is not a difference of epsilons): the epsilon at which the remaining
+        rho (mu) alone, without slack, is certified at the budget's delta, and that delta
+        (``(0.0, 0.0)`` once the native budget is used up); use :attr:`remaining_native` and
+        :meth:`split` to plan releases.
         """
         state = self._state
         if self._kind in ("zcdp", "gdp"):
@@ -586,8 +588,9 @@ class Budget:
             self._budget_delta
         )
 
-    def _trial(self, ev: DpEvent, n: int) -> tuple[_State, ChargeCost]:
-        """The state after charging ``ev`` x ``n`` and the cost (call with the lock held)."""
+    def _trial(self, ev: DpEvent, n: int) -> tuple[_State, DpEvent]:
+        """The state after charging ``ev`` x ``n`` and the event the interpreter read (call
+        with the lock held; nothing changes)."""
         old = self._state
         used = self._interpretable(ev, n, old)
         trial = _clone(old.interpreter)
@@ -599,32 +602,32 @@ class Budget:
             spent_epsilon=spent_e,
             spent_delta=spent_d,
         )
-        return new, self._cost(used, n, (up(spent_e), min(up(spent_d), 1.0)))
+        return new, used
+
+    def _cost_after(self, used: DpEvent, n: int, new: _State) -> ChargeCost:
+        spent_after = (up(new.spent_epsilon), min(up(new.spent_delta), 1.0))
+        return self._cost(used, n, spent_after)
 
     def _cost(self, used: DpEvent, n: int, spent_after: tuple[float, float]) -> ChargeCost:
         alone = _new_interpreter(self._kind, self._rdp_order)
         alone.compose(used, n)
         native: float | None = None
         slack = 0.0
-        if self._kind in ("pure", "basic"):
-            e_exact, d_exact = self._spent_of(alone, nonempty=True)
-            eps, dlt = up(e_exact), min(up(d_exact), 1.0)
-            if self._kind == "pure":
-                native = eps
-        else:
-            e_exact, d_exact = self._spent_of(alone, nonempty=True)
-            eps, dlt = up(e_exact), min(up(d_exact), 1.0)
-            if self._kind in ("zcdp", "gdp"):
-                value, a = _native_exact(alone)
-                slack = up(a)
-                if isinstance(value, float):
-                    native = math.inf
-                elif self._kind == "zcdp":
-                    native = up(value)
-                else:
-                    from dpkit.fdp._tradeoff import _sqrt_up
+        e_exact, d_exact = self._spent_of(alone, nonempty=True)
+        eps, dlt = up(e_exact), min(up(d_exact), 1.0)
+        if self._kind == "pure":
+            native = eps
+        elif self._kind in ("zcdp", "gdp"):
+            value, a = _native_exact(alone)
+            slack = up(a)
+            if isinstance(value, float):
+                native = math.inf
+            elif self._kind == "zcdp":
+                native = up(value)
+            else:
+                from dpkit.fdp._tradeoff import _sqrt_up
 
-                    native = _sqrt_up(value)
+                native = _sqrt_up(value)
         return ChargeCost(eps, dlt, native, self.native_unit, slack, spent_after)
 
     def charge(
@@ -648,8 +651,9 @@ class Budget:
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
             old = self._state
-            new, cost = self._trial(ev, n)
+            new, used = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
+                cost = self._cost_after(used, n, new)
                 raise BudgetExceededError(
                     f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
                     f"{self._describe(new)}, over the budget {self._describe_budget()}; "
@@ -667,7 +671,8 @@ class Budget:
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
-            return self._trial(ev, n)[1]
+            new, used = self._trial(ev, n)
+            return self._cost_after(used, n, new)
 
     def _describe(self, state: _State) -> str:
         text = f"(epsilon={up(state.spent_epsilon)!r}, delta={up(state.spent_delta)!r})"

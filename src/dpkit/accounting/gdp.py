@@ -37,7 +37,7 @@ import math
 from fractions import Fraction
 
 from dpkit._numeric.gaussian import gaussian_delta_up
-from dpkit._numeric.rounding import div_up, up
+from dpkit._numeric.rounding import div_up, down, up
 from dpkit._numeric.validation import (
     check_delta,
     check_integer,
@@ -62,6 +62,7 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
+from dpkit.accounting.pure import float_up
 from dpkit.fdp import (
     CltResult,
     Functionals,
@@ -358,10 +359,11 @@ def gdp_delta(mu: float, slack: float, epsilon: float) -> float:
         return 0.0
     if slack == 0.0:
         return gaussian_delta_up(epsilon, mu)
+    shifted = down(Fraction(epsilon) - 2 * Fraction(slack))  # rounded down: delta rounds up
     if mu == 0.0:
-        base = max(0.0, -math.expm1(epsilon - 2.0 * slack))
+        base = min(1.0, float_up(max(0.0, -math.expm1(shifted))))
     else:
-        base = gaussian_delta_up(epsilon - 2.0 * slack, mu)
+        base = gaussian_delta_up(shifted, mu)
     val = math.exp(slack) * base
     return min(1.0, math.nextafter(val * (1.0 + 2.0**-50), math.inf))
 

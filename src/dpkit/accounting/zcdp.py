@@ -2,7 +2,7 @@
 
 A mechanism is ``rho``-zCDP when ``D_alpha(M(D) || M(D')) <= rho * alpha`` for every Renyi order
 ``alpha > 1`` and every pair of neighbours (Bun and Steinke 2016, Definition 1.1). zCDP composes
-by adding ``rho`` (Bun and Steinke 2016, Lemma 2.3), also when later mechanisms are chosen after
+by adding ``rho`` (Bun and Steinke 2016, Lemma 1.7), also when later mechanisms are chosen after
 seeing earlier outputs.
 
 Per-event rho (one occurrence; all kept as exact fractions of the doubles involved):
@@ -11,8 +11,8 @@ Per-event rho (one occurrence; all kept as exact fractions of the doubles involv
   (Bun and Steinke 2016, Proposition 1.6: ``N(0, sigma^2)`` on a query of sensitivity Delta is
   ``Delta^2 / (2 sigma^2)``-zCDP);
 * ``DiscreteGaussianEvent``: ``Delta^2 / (2 sigma^2)`` (Canonne, Kamath and Steinke 2020,
-  Proposition 5 and its corollary: the discrete Gaussian satisfies the same Renyi bound
-  ``alpha Delta^2 / (2 sigma^2)`` as the continuous one);
+  Proposition 5: the discrete Gaussian has the same Renyi divergence bound
+  ``alpha Delta^2 / (2 sigma^2)`` as the continuous one, i.e. it is ``Delta^2/(2 sigma^2)``-zCDP);
 * ``ZCdpEvent``: its ``rho``;
 * every pure epsilon-DP event (Laplace, discrete Laplace, exponential mechanism, report noisy
   max, randomized response, ``PureDpEvent``, ``ApproxDpEvent`` with delta 0, and
@@ -52,7 +52,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
@@ -109,8 +109,8 @@ def _eps_at_order(rho: float, log_delta: float, am1: float) -> float:
     """``alpha rho + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1)``, rounded up."""
     alpha = 1.0 + am1
     t1 = alpha * rho
-    t2 = math.log1p(-1.0 / alpha) if alpha < 1e15 else -1.0 / alpha
-    t3 = (log_delta + math.log(alpha)) / am1
+    t2 = math.log(am1) - math.log1p(am1)  # ln(1 - 1/alpha), never -inf
+    t3 = (log_delta + math.log1p(am1)) / am1
     val = t1 + t2 - t3
     margin = 64.0 * _ULP * (abs(t1) + abs(t2) + abs(t3) + 1.0)
     return val + margin
@@ -119,9 +119,10 @@ def _eps_at_order(rho: float, log_delta: float, am1: float) -> float:
 def _log_delta_at_order(rho: float, epsilon: float, am1: float) -> float:
     """``(alpha - 1)(alpha rho - eps + ln(1 - 1/alpha)) - ln alpha``, rounded up."""
     alpha = 1.0 + am1
-    t2 = math.log1p(-1.0 / alpha) if alpha < 1e15 else -1.0 / alpha
-    val = am1 * (alpha * rho - epsilon + t2) - math.log(alpha)
-    margin = 64.0 * _ULP * (am1 * (alpha * rho + epsilon + abs(t2) + 1.0) + math.log(alpha) + 1.0)
+    t2 = math.log(am1) - math.log1p(am1)  # ln(1 - 1/alpha), never -inf
+    log_alpha = math.log1p(am1)
+    val = am1 * (alpha * rho - epsilon + t2) - log_alpha
+    margin = 64.0 * _ULP * (am1 * (alpha * rho + epsilon + abs(t2) + 1.0) + log_alpha + 1.0)
     return val + margin
 
 
@@ -266,7 +267,7 @@ def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float
     if slack == 0:
         return zcdp_delta(rho, epsilon)
     big_a = up(slack)
-    shifted = epsilon - 2.0 * big_a
+    shifted = down(Fraction(epsilon) - 2 * Fraction(big_a))  # rounded down: delta rounds up
     if shifted < 0.0:
         if rho != 0:
             return 1.0
@@ -275,7 +276,7 @@ def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float
 
 
 class ZCdpAccountant(PrivacyAccountant):
-    """Composition of zCDP events: rho adds up (Bun and Steinke 2016, Lemma 2.3), exactly.
+    """Composition of zCDP events: rho adds up (Bun and Steinke 2016, Lemma 1.7), exactly.
 
     ``rho`` is the exact sum of the per-event rhos (see the module docstring), ``slack`` the
     exact sum of pmf slacks. ``get_epsilon(delta)`` is ``2A + eps_rho(delta e^-A)`` and

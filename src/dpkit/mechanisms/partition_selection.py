@@ -14,29 +14,37 @@ most ``max_partitions`` counts, each by one).
 
         pi(n) = min( e^eps pi(n-1) + delta,  1 - e^-eps (1 - pi(n-1) - delta),  1 )
 
-    (the first term guards "released", the second "dropped"). Closed form: ``pi(n) = delta
-    (e^{n eps} - 1) / (e^eps - 1)`` while the first term is the smaller, then ``1 - pi(n)``
-    decays geometrically until ``pi`` reaches 1; this is the "truncated geometric" thresholding
-    of the paper (its Theorem 1). For ``L = max_partitions > 1`` the paper (Section 5) and
-    reference implementations split the budget across the ``L`` keys a unit can touch: each key
-    uses ``(eps / L, delta / L)``, and basic composition gives (eps, delta). Under the
-    ``replace`` relation a substitution moves up to ``2 L`` counts, so ``2 L`` is used.
+    (the first term guards "released", the second "dropped"). While the first term is the
+    smaller, ``pi(n) = delta (e^{n eps} - 1) / (e^eps - 1)``; then ``1 - pi(n)`` decays
+    geometrically until ``pi`` reaches 1 at :attr:`PartitionSelection.threshold`. The paper
+    relates this rule to thresholding a count with truncated geometric noise. For
+    ``L = max_partitions > 1`` the budget is split across the ``L`` keys a unit can touch: each
+    key uses ``(eps / L, delta / L)`` and basic composition gives (eps, delta). This is what
+    Google's open-source implementation of the rule does; it is valid, not known to be optimal.
+    Under the ``replace`` relation a substitution moves up to ``2 L`` counts, so ``2 L`` is used.
 
 :class:`GaussianPartitionSelection` (large ``max_partitions``, zCDP sessions)
     Release key ``k`` with its noisy count when ``n_k + Z_k > tau`` (strictly), ``Z_k`` discrete
-    Gaussian with parameter sigma (Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo, Gipson,
-    "Differentially private SQL with bounded user contribution", PoPETs 2020, Section 4.2;
-    Google's "Gaussian thresholding"). Privacy, for an added unit touching ``L`` keys:
+    Gaussian with parameter sigma (Gaussian thresholding; Wilson, Zhang, Lam, Desfontaines,
+    Simmons-Marengo, Gipson, "Differentially private SQL with bounded user contribution",
+    PoPETs 2020). Privacy, for neighbours ``D`` and ``D' = D + u`` with ``u`` in ``L`` keys:
 
-    * keys present in both tables: the noisy-count vector moves by a vector of L2 norm
-      ``<= sqrt(L)``: ``rho = L / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Theorem 14
-      for the multivariate discrete Gaussian); thresholding is post-processing;
-    * keys that exist only with the added unit have ``n = 1`` and are released with probability
-      ``P[Z >= tau]`` each; the event "one of them is released" has probability
-      ``delta_thr <= L P[Z >= tau]``, and outside it the output is a function of the shared
-      keys' noisy counts. Hence (eps, delta_G(eps) + delta_thr)-DP, and the mechanism is
-      delta_thr-approximately rho-zCDP (Bun and Steinke 2016, Definition 8.1), which is how a
-      zCDP session composes it. ``replace`` doubles both counts (2 L).
+    * keys present in both tables: their noisy-count vector ``V`` moves by a vector of L2 norm
+      ``<= sqrt(L)``, so it is ``rho = L / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020,
+      multivariate discrete Gaussian) and ``(eps, delta_G(eps))``-DP;
+    * keys only ``D'`` has hold ``n = 1`` and are each released with probability ``P[Z >= tau]``;
+      let ``W`` be the set of those released, ``P[W != {}] <= delta_thr = L P[Z >= tau]``.
+
+    Proof of ``(eps, delta_G + delta_thr)``: for an output set ``O`` let ``A`` be the values of
+    ``V`` whose output (with ``W`` empty) lies in ``O``. Then ``P[M(D') in O] <= P[V(D') in A] +
+    delta_thr <= e^eps P[M(D) in O] + delta_G + delta_thr``; and with ``x = P[V(D') in A]``,
+    ``P[M(D) in O] <= min(1, e^eps x + delta_G) <= e^eps x (1 - delta_thr) + delta_G + delta_thr
+    <= e^eps P[M(D') in O] + delta_G + delta_thr`` (``W`` is independent of ``V`` and
+    ``P[M(D') in O] >= x P[W = {}]``; the middle step checks the cases ``e^eps x <= 1`` and
+    ``> 1``). The same event ``W != {}`` makes the mechanism delta_thr-approximately rho-zCDP
+    (approximate zCDP of Bun and Steinke 2016), which is how a zCDP session composes it. Under
+    ``replace`` both sides can have private keys and the shared vector moves by ``sqrt(2 L)``:
+    ``2 L`` is used in both places.
 
 Exactness (how the floating-point gap is closed)
 ------------------------------------------------
@@ -72,17 +80,21 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
-from dpkit.accounting.events import ApproxDpEvent, Neighbouring, as_neighbouring
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    DiscreteGaussianEvent,
+    DpEvent,
+    Neighbouring,
+    SelfComposedEvent,
+    as_neighbouring,
+)
+from dpkit.accounting.zcdp import slack_delta
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = [
-    "GaussianPartitionSelection",
-    "PartitionSelection",
-    "zcdp_delta",
-]
+__all__ = ["GaussianPartitionSelection", "PartitionSelection"]
 
 _GRID_BITS = 63
 _T = 1 << _GRID_BITS
@@ -224,6 +236,12 @@ class PartitionSelection:
 
 def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[np.uint64]:
     """``P(0..threshold)`` on the 2**-63 grid (module docstring), with ``P(threshold) = 2**63``."""
+    # Both phases last about ln(1/delta') / eps' steps: refuse hopeless sizes before the loop.
+    if 2.0 * (math.log(k / delta) + 2.0) * k / eps > _MAX_TABLE:
+        raise PrivacyParameterError(
+            f"partition selection with epsilon/{k} = {eps / k!r}, delta/{k} = {delta / k!r} "
+            f"needs a threshold above {_MAX_TABLE} units; use GaussianPartitionSelection"
+        )
     a = _exp_lower(Fraction(eps) / k)
     an, ad = a.numerator, a.denominator
     dp = Fraction(delta) / k
@@ -252,48 +270,6 @@ def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[
 # ---------------------------------------------------------------------------------------------
 # Gaussian thresholding
 # ---------------------------------------------------------------------------------------------
-def _log_zcdp_delta(rho: float, eps: float, alpha: float) -> float:
-    """``log`` of CKS 2020 Corollary 13 at order alpha: ``(alpha-1)(alpha rho - eps)
-    - ln(alpha - 1) + alpha ln(1 - 1/alpha)`` (valid for every alpha > 1)."""
-    return ((alpha - 1.0) * (alpha * rho - eps) - math.log(alpha - 1.0)
-            + alpha * math.log1p(-1.0 / alpha))
-
-
-def zcdp_delta(rho: float, epsilon: float) -> float:
-    """An upper bound on delta(epsilon) of a rho-zCDP mechanism, rounded up.
-
-    ``delta = inf_{alpha > 1} exp((alpha-1)(alpha rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha``
-    (Canonne, Kamath and Steinke 2020, Corollary 13; Asoodeh et al. 2021). Every alpha gives a
-    valid bound, so the minimisation (golden section on ``log(alpha - 1)``) only affects
-    tightness; the value at the chosen alpha is evaluated in floating point and raised by a
-    relative ``1e-9`` (far above its rounding error) before rounding up.
-    """
-    r = check_positive("rho", rho)
-    e = check_epsilon(epsilon, allow_zero=True)
-
-    def f(t: float) -> float:
-        return _log_zcdp_delta(r, e, 1.0 + math.exp(t))
-
-    lo, hi = -30.0, 30.0
-    g = (math.sqrt(5.0) - 1.0) / 2.0
-    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-    f1, f2 = f(x1), f(x2)
-    for _ in range(200):
-        if f1 < f2:
-            hi, x2, f2 = x2, x1, f1
-            x1 = hi - g * (hi - lo)
-            f1 = f(x1)
-        else:
-            lo, x1, f1 = x1, x2, f2
-            x2 = lo + g * (hi - lo)
-            f2 = f(x2)
-    best = min(f1, f2, f(lo), f(hi))
-    best += _LOG_MARGIN * (1.0 + abs(best))
-    if best >= 0.0:
-        return 1.0
-    return min(1.0, up(math.exp(best)))
-
-
 def _discrete_gaussian_log_tail_up(sigma: float, t: int) -> float:
     """Upper bound on ``log P[Z >= t]``, Z discrete Gaussian(sigma), for an integer ``t >= 1``.
 
@@ -403,7 +379,7 @@ class GaussianPartitionSelection:
                            neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
                            threshold_share: float = 0.5) -> GaussianPartitionSelection:
         """(epsilon, delta)-DP: ``threshold_share`` of delta for the threshold, the rest for the
-        noise (through the zCDP conversion :func:`zcdp_delta`, including the pmf slack).
+        noise (through the zCDP conversion of :mod:`dpkit.accounting.zcdp`, with the pmf slack).
 
         The shares are rounded down (the calibrated parts never exceed delta). sigma is the
         smallest double found by bisection with ``delta_G(eps) <=`` its share; tau the smallest
@@ -447,6 +423,18 @@ class GaussianPartitionSelection:
         return up(Fraction(self._moves) / (2 * Fraction(self.sigma) ** 2))
 
     @property
+    def noise_event(self) -> DpEvent:
+        """The noisy counts as an exact event: ``k`` composed discrete Gaussians of sensitivity 1
+        (the ``k`` counts one neighbouring step moves, each by at most one; ``replace`` is already
+        in ``k``). Any accountant can read it; add :attr:`threshold_delta` to its delta."""
+        ev = DiscreteGaussianEvent(sigma=self.sigma, sensitivity=1,
+                                   neighbouring=Neighbouring.ADD_REMOVE,
+                                   pmf_slack=0.0 if not self.sigma < _EXACT_SIGMA
+                                   else DISCRETE_GAUSSIAN_SLACK)
+        k = self._moves
+        return ev if k == 1 else SelfComposedEvent(event=ev, count=k)
+
+    @property
     def threshold_delta(self) -> float:
         """``k P[Z >= tau]`` times ``e^{pmf_slack}``, rounded up."""
         return _threshold_delta(self.sigma, self._moves, self.tau)
@@ -461,7 +449,8 @@ class GaussianPartitionSelection:
     def event(self) -> ApproxDpEvent:
         """``ApproxDpEvent(epsilon, delta)``; only for objects built from (epsilon, delta).
 
-        A zCDP session uses :attr:`rho`, :attr:`threshold_delta` and :attr:`pmf_slack` instead.
+        A zCDP (or PLD) session uses :attr:`noise_event` (equivalently :attr:`rho` and
+        :attr:`pmf_slack`) plus the additive :attr:`threshold_delta` instead.
         """
         if self.epsilon is None or self.delta is None:
             raise PrivacyParameterError(
@@ -511,15 +500,12 @@ def _threshold_delta(sigma: float, k: int, tau: int) -> float:
 
 
 def _gauss_delta(sigma: float, k: int, eps: float) -> float:
-    """delta_G(eps) of the noisy counts (rho = k / 2 sigma^2), with the total pmf slack
-    ``A = k a``: ``e^A delta_ideal(eps - 2A)`` (see :mod:`dpkit.accounting.events`)."""
-    slack = _total_slack(sigma, k)
-    rho = up(Fraction(k) / (2 * Fraction(sigma) ** 2))
-    e = eps - 2.0 * slack
-    if not e > 0.0:
-        return 1.0
-    factor = math.exp(slack) * (1.0 + 2.0**-50)
-    return min(1.0, up(zcdp_delta(rho, down(Fraction(e))) * factor))
+    """delta_G(eps) of the noisy counts: ``k`` composed discrete Gaussians of sensitivity 1,
+    ``rho = k / (2 sigma^2)`` with total pmf slack ``A = k a``, converted by
+    :func:`dpkit.accounting.zcdp.slack_delta` (``e^A delta_rho(eps - 2A)``, rounded up)."""
+    slack = Fraction(0) if not sigma < _EXACT_SIGMA else k * Fraction(DISCRETE_GAUSSIAN_SLACK)
+    rho = Fraction(k) / (2 * Fraction(sigma) ** 2)
+    return slack_delta(rho, slack, eps)
 
 
 def _calibrate_tau(sigma: float, k: int, target: float) -> int:

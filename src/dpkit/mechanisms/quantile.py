@@ -11,9 +11,11 @@ never sorted rows. With ``C_j = c_1 + ... + c_j`` (``C_0 = 0``, ``n = C_m``), a 
 (the binned form of the rank utility ``-|rank(x) - q n|`` of the exponential mechanism for
 quantiles, Smith 2011 "Privacy-preserving statistical estimation with optimal convergence
 rates"; the intervals tile ``[0, n]`` so the best bin has utility 0). One bin is chosen with
-probability ``∝ exp(eps' u_q(j) / (2 Delta))`` (Dwork and Roth, Def. 3.4, through
-:class:`~dpkit.mechanisms.ExponentialMechanism`), then a point uniformly from a fixed grid of
-``points_per_bin`` points inside it: ``e_{j-1} + (i + 1/2) (e_j - e_{j-1}) / points_per_bin``.
+probability ``∝ exp(eps' u_q(j) / (2 Delta))`` (Dwork and Roth, Def. 3.4; the scale factor
+and its floating-point charge come from :class:`~dpkit.mechanisms.ExponentialMechanism`, the
+selection is its Gumbel-max rule vectorised over groups), then a point uniformly from a fixed
+grid of ``points_per_bin`` points inside it,
+``e_{j-1} + (i + 1/2) (e_j - e_{j-1}) / points_per_bin``.
 The output is a function of two discrete choices and the public edges, so no data-dependent
 floating-point value is released. The base measure is uniform over bins (not over length):
 every bin gets the same prior weight whatever its width.
@@ -62,7 +64,7 @@ from dpkit.accounting.events import (
 )
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.selection import ExponentialMechanism
-from dpkit.noise import RandomSource, resolve_source
+from dpkit.noise import RandomSource, gumbel, resolve_source
 
 __all__ = ["BinnedQuantile"]
 
@@ -70,6 +72,7 @@ _Q_BITS = 20
 _Q_SCALE = 1 << _Q_BITS
 _N_LIMIT = 1 << 42
 _U_LIMIT = 1 << 53
+_CHUNK = 1 << 18  # noise values per block (2 MiB of doubles)
 
 
 def _check_edges(edges: Any) -> tuple[float, ...]:
@@ -250,10 +253,21 @@ class BinnedQuantile:
         """Chosen bin indices, shape (groups, K)."""
         src = resolve_source(source)
         u = self.utilities(bin_counts)
+        groups, _, bins = u.shape
         out = np.empty(u.shape[:2], dtype=np.int64)
+        rows = max(1, _CHUNK // bins)
         for i, em in enumerate(self.mechanisms):
-            for g in range(u.shape[0]):
-                out[g, i] = em.release(u[g, i], source=src)
+            # Gumbel-max, vectorised over groups: the arg-max of ``factor * u + Gumbel(0, 1)``
+            # has exactly the exponential mechanism's law. ``em.factor`` carries the selection
+            # module's charge for floating-point arg-max (its docstring); the utilities are
+            # finite, <= 0 and reach 0, so no shift is needed. The chi-square test in
+            # tests/mechanisms/test_quantile.py checks this law against ``em.probabilities``.
+            factor = em.factor
+            for start in range(0, groups, rows):
+                stop = min(start + rows, groups)
+                z = gumbel(src, size=(stop - start, bins))
+                z += u[start:stop, i, :] * factor
+                out[start:stop, i] = np.argmax(z, axis=1)
         return out
 
     def release(self, bin_counts: Any, *, source: RandomSource | None = None
