@@ -15,7 +15,7 @@ import pytest
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult
-from dpkit.errors import PrivacyParameterError
+from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.noise import RandomSource
 
 
@@ -148,3 +148,14 @@ def test_audit_hook_reuses_one_engine_result_per_table() -> None:
     outs = [prepared.release_from(r, source=src) for r in (r1, r2) for _ in range(50)]
     assert all(list(o["region"]) == ["a", "b", "c"] for o in outs)
     assert s.budget.spent == (0.0, 0.0)
+
+
+def test_engine_failures_are_caught_before_charging(files: dict[str, Path]) -> None:
+    budget = Budget(epsilon=1.0)
+    s = dpa.Session(str(files["parquet"]), privacy_unit="uid", budget=budget)
+    q = (s.query().where("no_such_column > 1").bound(max_partitions=1,
+                                                      max_rows_per_partition=1)
+         .agg(n=dpa.count()))
+    with pytest.raises(DPKitError):
+        q.run(epsilon=0.5)
+    assert budget.spent == (0.0, 0.0)

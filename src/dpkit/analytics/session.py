@@ -28,7 +28,7 @@ from dpkit._numeric.validation import check_probability
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics._pricing import Mode
 from dpkit.analytics.builder import Query
-from dpkit.errors import PrivacyParameterError
+from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["Session"]
@@ -206,8 +206,20 @@ class Session:
     def _validate_plan(self, plan: Plan) -> None:
         """Let the engine check the plan (SQL allow-list, columns) before anything is charged."""
         check = getattr(self._engine, "validate", None) or getattr(self._engine, "compile", None)
-        if check is not None:
-            check(plan)
+        if check is None:
+            return
+        compiled = check(plan)
+        sql = getattr(compiled, "sql", None)
+        connection = getattr(self._engine, "connection", None)
+        if isinstance(sql, str) and connection is not None:
+            # EXPLAIN parses and binds the statement against the schema without reading rows,
+            # so an engine that cannot run it fails here, before anything is charged.
+            try:
+                connection.execute("EXPLAIN " + sql).fetchall()
+            except Exception as exc:
+                raise DPKitError(
+                    f"the engine cannot run this query (nothing was charged): {exc}"
+                ) from None
 
     def _execute(self, plan: Plan) -> EngineResult:
         result: EngineResult = self._engine.execute(plan)
