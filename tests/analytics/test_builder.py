@@ -234,10 +234,10 @@ def test_absent_key_is_noised_zero() -> None:
     prep = q.prepare(epsilon=1.0)
     empty = EngineResult(keys=(), values={m.name: () for m in prep.plan.aggregate.measures})
     src = RandomSource(seed=5, insecure=True)
-    vals = np.array([prep.release_from(empty, source=src)["n"].iloc[0] for _ in range(4000)])
+    vals = np.array([prep.release_from(empty, source=src)["n"].iloc[0] for _ in range(1000)])
     # Mean of discrete Laplace noise is 0; std sqrt(2q)/(1-q) ~ 1.41 at scale 1. The mean of
-    # 4000 draws has std 0.0224; |mean| < 0.2 fails with probability < 1e-15 (z = 8.9).
-    assert abs(vals.mean()) < 0.2
+    # 1000 draws has std 0.045; |mean| < 0.3 fails with probability about 3e-11 (z = 6.7).
+    assert abs(vals.mean()) < 0.3
     assert (vals != 0).any()
 
 
