@@ -1,7 +1,7 @@
 """A private analytics session: one table, one privacy unit, one budget, one engine.
 
 >>> s = Session("people.parquet", privacy_unit="user_id",
-...             budget=Budget(epsilon=3.0, delta=1e-6, method="zcdp"))  # doctest: +SKIP
+...             budget=Budget(epsilon=3.0, delta=1e-6))  # doctest: +SKIP
 >>> q = (s.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=5)
 ...       .agg(n=count(), income=mean("income", bounds=(0, 500_000))))   # doctest: +SKIP
 >>> q.summarize(epsilon=1.0, delta=1e-7)   # noise per column, touches no data  # doctest: +SKIP
