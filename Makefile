@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
+STAMP_PLOT := $(VENV)/.stamp-plot
 
 .PHONY: demo test lint bench clean
 
@@ -16,6 +17,10 @@ $(VENV)/.stamp-core: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
+$(STAMP_PLOT): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e ".[plot]"
+	touch $@
+
 $(STAMP_TEST): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
@@ -24,8 +29,8 @@ $(STAMP_BENCH): $(STAMP_TEST)
 	$(BIN)/pip install -q -e ".[bench,test]"
 	touch $@
 
-demo: $(VENV)/.stamp-core
-	$(BIN)/dpkit demo
+demo: $(STAMP_PLOT)
+	$(BIN)/dpkit demo --plot dpkit-demo.png
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks

@@ -1,1 +1,36 @@
-"""Private analytics over tables: sessions, the query builder, the plan and its engines."""
+"""Private analytics over tables: sessions, the query builder, the plan and its engines.
+
+``Session(source, privacy_unit=..., budget=...)`` opens a table (Parquet/CSV paths and globs,
+pandas, Polars, Arrow, a DuckDB connection); ``session.query()`` builds a private query from the
+aggregates below; ``.summarize()`` shows its noise without touching data and ``.run()`` charges
+the budget and releases. Importing this package does not import DuckDB or pandas.
+"""
+
+from dpkit.analytics._aggregates import (
+    Statistic,
+    count,
+    count_distinct,
+    histogram,
+    mean,
+    quantile,
+    std,
+    sum,
+    variance,
+)
+from dpkit.analytics.builder import PreparedQuery, Query
+from dpkit.analytics.session import Session
+
+__all__ = [
+    "PreparedQuery",
+    "Query",
+    "Session",
+    "Statistic",
+    "count",
+    "count_distinct",
+    "histogram",
+    "mean",
+    "quantile",
+    "std",
+    "sum",
+    "variance",
+]

@@ -143,6 +143,10 @@ def _register() -> None:
     from dpkit.cli import _demo
 
     app.command("demo", help="Release private statistics of a generated dataset.")(_demo.demo)
+    from dpkit.cli import _query
+
+    app.command("query", help="Release one private aggregation of a Parquet/CSV table.")(
+        _query.query)
     for module, name in _GROUPS:
         sub = importlib.import_module(f"dpkit.cli.{module}")
         app.add_typer(sub.app, name=name)

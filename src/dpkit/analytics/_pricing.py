@@ -1,0 +1,577 @@
+"""From statistics to integer measures, sensitivities, noise and the events charged.
+
+Everything here is a function of public parameters only (bounds, contribution bounds, epsilon,
+delta, weights): pricing never touches data, so :meth:`Query.summarize` can show it for free.
+
+Sensitivities (add/remove one privacy unit). After contribution bounding a unit touches at
+most ``P = max_partitions`` groups and at most ``R = max_rows_per_partition`` rows in each. A
+measure whose per-row integer contribution has magnitude at most ``s`` therefore moves each
+touched group's value by at most ``R s`` and leaves every other group unchanged, so over the whole
+vector of groups (parallel composition made exact)::
+
+    L1 = P * R * s                      (discrete Laplace, pure sessions)
+    L2^2 = P * (R * s)^2                (discrete Gaussian, zCDP sessions)
+
+with ``s = 1`` for row counts and histogram bins (a row lands in one bin, so a group's bins move
+by at most ``R`` in L1 and in L2), ``R s = 1`` for the count of distinct units, ``s =
+max(|L|, |U|)`` for a fixed-point sum with integer bounds ``L = floor(lower 2^k)``, ``U =
+floor(upper 2^k)``, and ``s = max(c - L, U - c)`` for a sum centred at ``c = floor((L + U) / 2)``
+(the centring ``T = S - c N`` is computed in dpkit from the engine's exact ``S`` and ``N``
+before any noise, so it costs nothing).
+
+Fixed point. A value measure is summed as integers ``floor(x 2^k)``. ``k`` is chosen from the
+public parameters so that the lattice step ``2^-k`` is about ``2^-44`` of the noise scale (the
+floor's bias, at most ``2^-k`` per row, stays below ``2^-14`` noise scales up to ``2^30`` rows),
+while one row's integer stays below ``2^61`` and the noise scale below ``2^52`` steps.
+
+Noise. Pure sessions: discrete Laplace of scale ``t = L1 / eps_m`` (``eps_m`` the measure's
+share), rounded up; while ``t < 2^13`` the fast sampler is used, whose pmf is within
+``exp(+-a)`` of exact for each released value (``a`` = ``DISCRETE_LAPLACE_SLACK``); only the
+values that can differ between neighbours (at most ``P`` groups, ``P min(R, bins)`` histogram
+cells) carry it, so the event charges ``pmf_slack = a * c`` and ``t`` is calibrated to
+``L1 / (eps_m - 2 a c)``. zCDP sessions: discrete Gaussian with ``sigma^2 = L2^2 / (2 rho_m)``
+rounded up, always from the exact sampler of Canonne, Kamath and Steinke (2020), and charged as
+``rho = L2^2 / (2 sigma^2)`` (their Theorem 4 per coordinate; zCDP adds up over coordinates,
+Bun and Steinke 2016, Lemma 2.3).
+
+Accounting. ``pure`` sessions charge each measure's discrete Laplace event; ``zcdp`` sessions
+(a budget kept in rho) charge each measure's rho; ``approx`` sessions (a basic ``(epsilon,
+delta)`` budget) calibrate the Gaussian noise in rho the same way but charge the statistics as
+the one ``(epsilon, delta)`` pair that rho certifies (basic composition across queries).
+
+Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
+``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
+weights (``W`` the total weight), and a statistic's share is split evenly over its integer
+measures (a mean: count and centred sum). In zCDP sessions the statistics' ``(epsilon, delta)``
+is first turned into the largest ``rho`` that certifies it, and ``rho`` is split. Shares are
+rounded down, scales and charged costs up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+
+from dpkit._numeric.rounding import down, up
+from dpkit._numeric.validation import check_delta, check_epsilon
+from dpkit.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    PureDpEvent,
+)
+from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._plan import Measure
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms import DISCRETE_LAPLACE_SLACK
+from dpkit.noise import RandomSource
+from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
+
+__all__ = ["MeasurePrice", "Mode", "Noise", "Pricing", "StatPrice", "price"]
+
+Mode = Literal["pure", "zcdp", "approx"]
+
+_FAST_LIMIT = 2.0**13
+_MAX_NOISE_SCALE = 2.0**52
+_MAX_ROW_BITS = 61
+_TARGET_BITS = 44
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Integer noise of one measure: discrete Laplace (scale ``t``) or Gaussian (``sigma``)."""
+
+    kind: Literal["discrete_laplace", "discrete_gaussian"]
+    scale: float
+
+    @property
+    def fast(self) -> bool:
+        return self.kind == "discrete_laplace" and self.scale < _FAST_LIMIT
+
+    @property
+    def std(self) -> float:
+        """Standard deviation in integer steps (``sqrt(2) t`` approximately, or ``sigma``)."""
+        if self.kind == "discrete_gaussian":
+            return self.scale
+        q = math.exp(-1.0 / self.scale)
+        return math.sqrt(2.0 * q) / (1.0 - q)
+
+    def sample(self, n: int, source: RandomSource) -> list[int]:
+        """``n`` independent noise values as Python integers."""
+        if n == 0:
+            return []
+        if self.fast:
+            return [int(z) for z in discrete_laplace(source, scale=self.scale, size=n)]
+        frac = Fraction(self.scale)
+        if self.kind == "discrete_laplace":
+            return [discrete_laplace_exact(source, frac) for _ in range(n)]
+        s2 = frac * frac
+        return [discrete_gaussian_exact(source, s2) for _ in range(n)]
+
+    def halfwidth(self, alpha: float) -> int:
+        """Smallest integer ``h`` with ``P(|Z| > h) <= alpha`` (conservative when rounded)."""
+        if self.kind == "discrete_laplace":
+            # P(|Z| > h) = 2 q^(h+1) / (1 + q), q = exp(-1/t): exact closed form. The candidate
+            # from the inverse is checked in the log domain with a relative margin of 1e-12,
+            # so the interval errs on the wide side by at most one step.
+            log_q = -1.0 / self.scale
+            log_norm = math.log(2.0) - math.log1p(math.exp(log_q))
+            target = math.log(alpha) + math.log1p(-1e-12)
+            h = max(math.ceil((target - log_norm) / log_q - 1.0) - 1, 0)
+            while log_norm + (h + 1) * log_q > target:
+                h += 1
+            return h
+        return _gaussian_halfwidth(self.scale, alpha)
+
+
+def _gaussian_halfwidth(sigma: float, alpha: float) -> int:
+    """Smallest ``h`` with ``P(|Z| > h) <= alpha`` for the discrete Gaussian of parameter sigma.
+
+    For ``sigma < 1000`` the tail is summed exactly in floating point (terms below 1e-300 are
+    dropped) and one extra step is added for rounding. Beyond, the bound ``P(Z > h) <=
+    Q(h / sigma) / (1 - 1 / (sqrt(2 pi) sigma))`` is used: the numerator is the integral of the
+    decreasing density from ``h`` and the normaliser is at least ``sqrt(2 pi) sigma - 1``.
+    """
+    from scipy.special import ndtri
+
+    if sigma < 1000.0:
+        m = math.ceil(40.0 * sigma) + 2
+        k = np.arange(0, m + 1, dtype=np.float64)
+        w = np.exp(-(k * k) / (2.0 * sigma * sigma))
+        norm = w[0] + 2.0 * float(w[1:].sum())
+        # tail[h] = P(|Z| > h) = 2 * sum_{j > h} w_j / norm
+        rev = np.cumsum(w[::-1])[::-1]  # rev[h] = sum_{j >= h} w_j
+        tail = 2.0 * np.append(rev[1:], 0.0) / norm
+        return int(np.argmax(tail <= alpha * (1.0 - 1e-9)))
+    shrink = 1.0 - 1.0 / (math.sqrt(2.0 * math.pi) * sigma)
+    z = float(ndtri(1.0 - alpha * shrink / 2.0))
+    return math.ceil(sigma * z * (1.0 + 1e-12)) + 1
+
+
+@dataclass(frozen=True)
+class MeasurePrice:
+    """One engine measure and how it is noised.
+
+    ``step`` is the real value of one integer step (``2^-k``, or 1 for counts); ``l1``/``l2_sq``
+    the sensitivities in steps; ``cells`` the number of noisy values per group.
+    """
+
+    measure: Measure
+    noise: Noise | None
+    step: float
+    l1: int
+    l2_sq: int
+    cells: int
+    center: int = 0  # centred sums: T = S - center * N (integer steps)
+    count_of: str | None = None  # name of the measure holding N for centring
+    event: DpEvent | None = None
+
+
+@dataclass(frozen=True)
+class StatPrice:
+    """The price of one statistic: its measures and (quantiles) its selection mechanism."""
+
+    name: str
+    stat: Statistic
+    measures: tuple[MeasurePrice, ...]
+    quantile_mechanism: Any = None
+    quantile_epsilon: float = 0.0  # per-group epsilon of each exponential mechanism
+    events: tuple[DpEvent, ...] = ()
+    epsilon: float = 0.0  # pure: share of epsilon; zcdp: share expressed as rho
+    rho: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The whole query's price: per-statistic noise, partition selection and the event charged."""
+
+    mode: Mode
+    epsilon: float
+    delta: float
+    max_partitions: int
+    max_rows_per_partition: int
+    stats: tuple[StatPrice, ...]
+    selection: Any = None
+    selection_epsilon: float = 0.0
+    selection_delta: float = 0.0
+    rho: float = 0.0
+    events: tuple[DpEvent, ...] = field(default=())
+    auto: tuple[AutoBounds, ...] = ()
+    order: tuple[str, ...] = ()
+
+    @property
+    def event(self) -> ComposedEvent:
+        """Everything the query releases, as one event charged before the release."""
+        return ComposedEvent(events=self.events)
+
+    @property
+    def measures(self) -> tuple[Measure, ...]:
+        return tuple(m.measure for s in self.stats for m in s.measures)
+
+
+def _frac_bits(noise_real: float, maxabs: float) -> int:
+    """``k`` with lattice step ``2^-k`` about ``2^-44`` noise scales; row integers < 2^61."""
+    top = _MAX_ROW_BITS - max(math.ceil(math.log2(maxabs)), 0) if maxabs > 0 else 60
+    want = _TARGET_BITS - math.floor(math.log2(noise_real)) if noise_real > 0 else top
+    return max(0, min(want, top, 1000))
+
+
+def _int_bounds(lower: float, upper: float, k: int) -> tuple[int, int]:
+    return math.floor(Fraction(lower) * 2**k), math.floor(Fraction(upper) * 2**k)
+
+
+class _Shares:
+    """Splits a statistic's budget over its measures: pure epsilon or zCDP rho."""
+
+    def __init__(self, mode: Mode, total: float, parts: int, max_partitions: int) -> None:
+        self.mode = mode
+        self.each = down(Fraction(total) / parts) if parts else 0.0
+        self.p = max_partitions
+
+    def noise(self, l1: int, l2_sq: int, cells: int) -> tuple[Noise, DpEvent]:
+        if not self.each > 0.0:
+            raise PrivacyParameterError("the query's budget share is too small to release")
+        if self.mode == "pure":
+            eps = Fraction(self.each)
+            slack = Fraction(DISCRETE_LAPLACE_SLACK) * cells
+            t = up(Fraction(l1) / eps)
+            if t < _FAST_LIMIT:
+                if not eps > 4 * slack:
+                    raise PrivacyParameterError(
+                        f"epsilon share {self.each!r} is too small for the fast sampler's slack"
+                    )
+                t = up(Fraction(l1) / (eps - 2 * slack))
+            if not t <= _MAX_NOISE_SCALE:
+                raise PrivacyParameterError(
+                    f"noise scale {t:.3g} steps: epsilon is too small for these bounds"
+                )
+            nz = Noise("discrete_laplace", t)
+            ev: DpEvent = DiscreteLaplaceEvent(
+                scale=t, sensitivity=l1, pmf_slack=float(slack) if nz.fast else 0.0
+            )
+            return nz, ev
+        rho = Fraction(self.each)
+        sigma = up(_sqrt_up(Fraction(l2_sq) / (2 * rho)))
+        if not sigma <= _MAX_NOISE_SCALE:
+            raise PrivacyParameterError(
+                f"noise sigma {sigma:.3g} steps: the budget is too small for these bounds"
+            )
+        return Noise("discrete_gaussian", sigma), _rho_event(l2_sq, sigma)
+
+
+def _sqrt_up(x: Fraction) -> float:
+    """A double >= sqrt(x)."""
+    r = math.sqrt(float(x))
+    while Fraction(r) * Fraction(r) < x:
+        r = math.nextafter(r, math.inf)
+    return r
+
+
+def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
+    """The zCDP charge ``L2^2 / (2 sigma^2)`` (rounded up) of a vector discrete Gaussian."""
+    rho = up(Fraction(l2_sq) / (2 * Fraction(sigma) ** 2))
+    r2 = math.isqrt(l2_sq)
+    if r2 * r2 == l2_sq:  # an integer L2 sensitivity: the mechanism's own event
+        return DiscreteGaussianEvent(sigma=sigma, sensitivity=r2)
+    from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+
+    ev: DpEvent = ZCdpEvent(rho=rho)
+    return ev
+
+
+def _value_measure(name: str, column: str, lower: float, upper: float, noise_real: float
+                   ) -> tuple[Measure, int, int, int]:
+    maxabs = max(abs(lower), abs(upper))
+    k = _frac_bits(noise_real, maxabs)
+    lo, hi = _int_bounds(lower, upper, k)
+    return Measure(name=name, kind="sum", column=column, lower=lower, upper=upper,
+                   frac_bits=k), k, lo, hi
+
+
+def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r: int
+                ) -> StatPrice:
+    """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho)."""
+    col = stat.column
+    sqrt_p = math.sqrt(p)
+    prices: list[MeasurePrice] = []
+
+    def scale_real(sens_per_row: float, parts: int) -> float:
+        # Approximate real noise scale, only used to choose the fixed-point bits.
+        each = share / parts
+        if mode == "pure":
+            return p * r * sens_per_row / each
+        return sqrt_p * r * sens_per_row / math.sqrt(2.0 * each)
+
+    if stat.kind in ("count", "count_distinct"):
+        sh = _Shares(mode, share, 1, p)
+        kind: Any = "rows" if stat.kind == "count" else "units"
+        rr = r if stat.kind == "count" else 1
+        nz, ev = sh.noise(p * rr, p * rr * rr, p)
+        prices.append(MeasurePrice(Measure(name=f"{name}:n", kind=kind), nz, 1.0, p * rr,
+                                   p * rr * rr, 1, event=ev))
+        return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
+
+    if stat.kind == "histogram":
+        sh = _Shares(mode, share, 1, p)
+        if stat.edges:
+            cells = len(stat.edges) - 1
+            m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges)
+        else:
+            cells = len(stat.categories)
+            m = Measure(name=f"{name}:bins", kind="category_counts", column=col,
+                        categories=stat.categories)
+        nz, ev = sh.noise(p * r, p * r * r, p * min(r, cells))
+        prices.append(MeasurePrice(m, nz, 1.0, p * r, p * r * r, cells, event=ev))
+        return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
+
+    assert col is not None and isinstance(stat.bounds, tuple)
+    lower, upper = stat.bounds
+
+    if stat.kind == "quantile":
+        from dpkit.mechanisms.quantile import (  # type: ignore[import-not-found,unused-ignore]
+            BinnedQuantile,
+        )
+
+        m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges)
+        if mode == "pure":
+            total_eps = share
+        else:
+            # Each of the K L exponential mechanisms at eps' is eps'^2/2-zCDP (Bun and Steinke
+            # 2016, Prop. 1.4); K L eps'^2 / 2 <= rho with eps' = sqrt(2 rho / (K L)), shrunk by
+            # 2**-40 so the mechanism's own rounding cannot push it over.
+            kl = len(stat.quantiles) * p
+            each = math.sqrt(2.0 * share / kl) * (1.0 - 2.0**-40)
+            total_eps = down(Fraction(each) * kl)
+        mech = BinnedQuantile.from_epsilon(epsilon=total_eps, quantiles=stat.quantiles,
+                                           edges=stat.edges, max_rows_per_partition=r,
+                                           max_partitions=p)
+        q_ev: DpEvent = mech.event
+        eps_g = mech.epsilon_each
+        prices.append(MeasurePrice(m, None, 1.0, 0, 0, len(stat.edges) - 1))
+        return StatPrice(name, stat, tuple(prices), quantile_mechanism=mech,
+                         quantile_epsilon=eps_g, events=(q_ev,), epsilon=share)
+
+    maxabs = max(abs(lower), abs(upper))
+    if stat.kind == "sum":
+        sh = _Shares(mode, share, 1, p)
+        m, k, lo, hi = _value_measure(f"{name}:sum", col, lower, upper, scale_real(maxabs, 1))
+        s = max(abs(lo), abs(hi), 1)
+        nz, ev = sh.noise(p * r * s, p * (r * s) ** 2, p)
+        prices.append(MeasurePrice(m, nz, 2.0**-k, p * r * s, p * (r * s) ** 2, 1, event=ev))
+        return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
+
+    # mean, variance, std: count of values, centred sum, (centred sum of squares)
+    parts = 2 if stat.kind == "mean" else 3
+    sh = _Shares(mode, share, parts, p)
+    half = (upper - lower) / 2.0
+    cnt = Measure(name=f"{name}:n", kind="values", column=col)
+    nz_n, ev_n = sh.noise(p * r, p * r * r, p)
+    prices.append(MeasurePrice(cnt, nz_n, 1.0, p * r, p * r * r, 1, event=ev_n))
+    m, k, lo, hi = _value_measure(f"{name}:sum", col, lower, upper, scale_real(half, parts))
+    c = (lo + hi) // 2
+    s = max(c - lo, hi - c, 1)
+    nz_s, ev_s = sh.noise(p * r * s, p * (r * s) ** 2, p)
+    prices.append(MeasurePrice(m, nz_s, 2.0**-k, p * r * s, p * (r * s) ** 2, 1, center=c,
+                               count_of=cnt.name, event=ev_s))
+    events = [ev_n, ev_s]
+    if parts == 3:
+        sq_hi = half * half
+        k2 = _frac_bits(scale_real(sq_hi, parts), sq_hi)
+        _, qhi = _int_bounds(0.0, sq_hi, k2)
+        q = max(qhi, 1)
+        nz_q, ev_q = sh.noise(p * r * q, p * (r * q) ** 2, p)
+        mq = Measure(name=f"{name}:sq", kind="sum_sq", column=col, lower=0.0, upper=sq_hi,
+                     frac_bits=k2, center=lower + half, clamp_lower=lower, clamp_upper=upper)
+        prices.append(MeasurePrice(mq, nz_q, 2.0**-k2, p * r * q, p * (r * q) ** 2, 1,
+                                   event=ev_q))
+        events.append(ev_q)
+    return StatPrice(name, stat, tuple(prices), events=tuple(events), epsilon=share)
+
+
+def rho_for(epsilon: float, delta: float) -> float:
+    """Largest rho (rounded down) such that rho-zCDP implies (epsilon, delta)-DP."""
+    try:
+        from dpkit.accounting.zcdp import (  # type: ignore[import-not-found,unused-ignore]
+            zcdp_rho_for,
+        )
+    except ImportError:  # pragma: no cover - before the zCDP accountant exists
+        # Bun and Steinke 2016, Prop. 1.3: eps = rho + 2 sqrt(rho ln(1/delta)).
+        lg = math.log(1.0 / delta)
+        r = (math.sqrt(lg + epsilon) - math.sqrt(lg)) ** 2
+        return down(Fraction(r) * (1 - Fraction(1, 2**30)))
+    out: float = zcdp_rho_for(epsilon, delta)
+    return out
+
+
+def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
+          max_partitions: int, max_rows_per_partition: int, select_partitions: bool,
+          selection_weight: float = 1.0) -> Pricing:
+    """Price a query: validate (epsilon, delta), split the budget, calibrate every measure."""
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta)
+    p, r = max_partitions, max_rows_per_partition
+    if mode == "pure" and dl != 0.0:
+        raise PrivacyParameterError(
+            f"this session's budget is pure (delta = 0); a query cannot spend delta={delta!r}"
+        )
+    if mode != "pure" and not dl > 0.0:
+        raise PrivacyParameterError(
+            "this session adds Gaussian noise (its budget has delta > 0): give the query a "
+            "delta > 0"
+        )
+    if select_partitions and not dl > 0.0:
+        raise PrivacyParameterError(
+            "private partition selection needs delta > 0: give public keys to group_by(..., "
+            "keys=...) or use a budget with delta"
+        )
+    if select_partitions and mode == "zcdp":
+        raise PrivacyParameterError(
+            "private partition selection is an (epsilon, delta) mechanism, which a zCDP budget "
+            "cannot account: give public keys to group_by(..., keys=...) or use a budget with "
+            "method='basic'"
+        )
+    if not stats:
+        raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
+    total_w = Fraction(0)
+    for s in stats.values():
+        total_w += Fraction(s.weight)
+    sel_eps = sel_delta = 0.0
+    events: list[DpEvent] = []
+    selection: Any = None
+    if select_partitions:
+        w_all = total_w + Fraction(selection_weight)
+        sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
+        sel_delta = down(Fraction(dl) / 2)
+        selection = _selection(sel_eps, sel_delta, p)
+        events.append(selection.event)
+        rest_eps = down(Fraction(eps) - Fraction(sel_eps))
+        rest_delta = down(Fraction(dl) - Fraction(sel_delta))
+    else:
+        rest_eps, rest_delta = eps, dl
+    rho = 0.0
+    if mode == "pure":
+        total = rest_eps
+    else:
+        rho = rho_for(rest_eps, rest_delta)
+        total = rho
+    priced = []
+    autos = []
+    for name, s in stats.items():
+        share = down(Fraction(total) * Fraction(s.weight) / total_w)
+        if s.auto:
+            ab = _price_auto(name, s, mode, share, r)
+            autos.append(ab)
+            if mode != "approx":
+                events.extend(ab.events)
+            continue
+        sp = _price_stat(name, s, mode, share, p, r)
+        priced.append(sp)
+        if mode != "approx":
+            events.extend(sp.events)
+    if mode == "approx":
+        # A basic (epsilon, delta) budget: the statistics' Gaussian part is certified
+        # (rest_eps, rest_delta)-DP by its total rho, and charged as that pair.
+        events.append(ApproxDpEvent(epsilon=rest_eps, delta=rest_delta))
+    return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
+                   max_rows_per_partition=r, stats=tuple(priced), selection=selection,
+                   selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,
+                   events=tuple(events), auto=tuple(autos), order=tuple(stats))
+
+
+#: Public grid of ``bounds="auto"``: 0 and +-2^j for j = -10..50 (122 bins, value range
+#: +-2^50; values beyond are clamped into the outer bins).
+AUTO_EDGES: tuple[float, ...] = (
+    *(-(2.0**j) for j in range(50, -11, -1)), 0.0, *(2.0**j for j in range(-10, 51))
+)
+#: Quantile levels whose bins give the estimated lower and upper bounds.
+AUTO_LEVELS = (0.01, 0.99)
+
+
+@dataclass(frozen=True)
+class AutoBounds:
+    """A statistic with ``bounds="auto"``: its bounds estimate and the share left for it.
+
+    The estimate is two private quantiles (levels :data:`AUTO_LEVELS`) over the public
+    logarithmic grid :data:`AUTO_EDGES`, computed on all rows (one global group, the same
+    per-unit row bound): the lower edge of the first quantile's bin and the upper edge of the
+    second's become the bounds. It spends ``auto_share`` of the statistic's budget; the rest
+    (``main_share``) prices the statistic once its bounds are known. The query is charged the
+    estimate's event plus ``main_share`` as a black-box epsilon (or rho), an upper bound of what
+    the final mechanisms cost, before anything runs.
+    """
+
+    name: str
+    stat: Statistic
+    mechanism: Any
+    main_share: float
+    events: tuple[DpEvent, ...]
+    measure: Measure
+
+
+def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) -> AutoBounds:
+    from dpkit.mechanisms.quantile import (  # type: ignore[import-not-found,unused-ignore]
+        BinnedQuantile,
+    )
+
+    est_share = down(Fraction(share) * Fraction(stat.auto_share))
+    main_share = down(Fraction(share) - Fraction(est_share))
+    if mode == "pure":
+        eps = est_share
+    else:
+        k = len(AUTO_LEVELS)
+        eps = down(Fraction(math.sqrt(2.0 * est_share / k) * (1.0 - 2.0**-40)) * k)
+    mech = BinnedQuantile.from_epsilon(epsilon=eps, quantiles=AUTO_LEVELS, edges=AUTO_EDGES,
+                                       max_rows_per_partition=r, max_partitions=1)
+    if mode == "pure":
+        main_ev: DpEvent = PureDpEvent(epsilon=main_share)
+    else:
+        from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+
+        main_ev = ZCdpEvent(rho=main_share)
+    assert stat.column is not None
+    m = Measure(name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES)
+    return AutoBounds(name=name, stat=stat, mechanism=mech, main_share=main_share,
+                      events=(mech.event, main_ev), measure=m)
+
+
+def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pricing:
+    """The pricing with every ``"auto"`` statistic priced at its estimated bounds."""
+    from dataclasses import replace
+
+    done = {sp.name: sp for sp in pricing.stats}
+    for ab in pricing.auto:
+        lo, hi = bounds[ab.name]
+        for _ in range(120):
+            try:
+                done[ab.name] = _price_stat(ab.name, ab.stat.with_bounds(lo, hi), pricing.mode,
+                                            ab.main_share, pricing.max_partitions,
+                                            pricing.max_rows_per_partition)
+                break
+            except PrivacyParameterError:
+                # Too wide for the remaining share: halve both ends (a function of the
+                # released estimate only, so post-processing) until the noise fits.
+                lo, hi = lo / 2.0, hi / 2.0
+        else:  # pragma: no cover - halving 120 times always fits
+            raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
+    return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
+
+
+def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:
+    """The truncated-geometric rule (Desfontaines et al. 2022); Gaussian threshold if too big."""
+    from dpkit.mechanisms.partition_selection import (  # type: ignore[import-not-found,unused-ignore]
+        GaussianPartitionSelection,
+        PartitionSelection,
+    )
+
+    try:
+        return PartitionSelection.from_epsilon_delta(epsilon=epsilon, delta=delta,
+                                                     max_partitions=max_partitions)
+    except PrivacyParameterError:
+        return GaussianPartitionSelection.from_epsilon_delta(epsilon=epsilon, delta=delta,
+                                                             max_partitions=max_partitions)

@@ -1,0 +1,158 @@
+"""Allow-listed public row predicates (``Query.where("age >= 18")``).
+
+A predicate is parsed with sqlglot and accepted only if every node of its syntax tree is a
+row-level construct from a short allow-list: column references (unqualified), literals,
+comparisons, ``AND``/``OR``/``NOT``, ``IN`` over a list of literals, ``BETWEEN``, ``IS [NOT]
+NULL``, ``LIKE``, ``+``/``-``/``*`` and a few scalar functions that cannot look at other rows.
+Aggregates, window functions, subqueries, casts that can fail, division, stars, parameters,
+several statements and every other function name are refused with a
+:class:`~dpkit.errors.DPKitError` naming the construct. The compiler never pastes the analyst's
+text into SQL: it re-generates the statement from the validated tree, so quoting tricks in the
+text cannot reach the engine.
+
+Why no division and no failing cast: an engine raises on ``x // 0`` or ``CAST('abc' AS INT)``
+for some rows only, which would turn a value in the data into an exception (a data-dependent
+side channel). Arithmetic that may overflow is allowed but the compiler evaluates such
+predicates under the engine's "error becomes NULL" wrapper (``TRY`` in DuckDB), and a NULL
+predicate drops the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from dpkit.errors import DPKitError
+
+__all__ = ["PredicateError", "ValidPredicate", "parse_predicate"]
+
+
+class PredicateError(DPKitError, ValueError):
+    """A row predicate uses a construct outside the allow-list, or does not parse."""
+
+
+# Functions a predicate may call: scalar, total on their domain (no error for any row value
+# once the binder accepted the types), and unable to read other rows.
+SAFE_FUNCTIONS = frozenset(
+    {
+        "abs",
+        "lower",
+        "upper",
+        "length",
+        "coalesce",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "starts_with",
+        "ends_with",
+        "contains",
+        "trim",
+        "ltrim",
+        "rtrim",
+    }
+)
+
+_STRUCTURAL = (
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Neg,
+    exp.TryCast,
+    exp.DataType,
+)
+# Nodes that may raise for some values (overflow): the compiler wraps the predicate in TRY.
+_MAY_RAISE = (exp.Add, exp.Sub, exp.Mul)
+
+
+@dataclass(frozen=True)
+class ValidPredicate:
+    """A validated predicate: its syntax tree, the columns it reads, and whether it needs TRY."""
+
+    tree: exp.Expression
+    columns: tuple[str, ...]
+    needs_try: bool
+
+
+def _function_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower()
+
+
+def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
+    """Parse ``text`` as one boolean row expression and check it against the allow-list."""
+    if not isinstance(text, str):
+        raise PredicateError(f"a predicate must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise PredicateError("a predicate must not be empty")
+    if "\x00" in text:
+        raise PredicateError("a predicate must not contain NUL characters")
+    try:
+        statements = sqlglot.parse(text, read=dialect)
+    except sqlglot.errors.SqlglotError as exc:
+        raise PredicateError(f"cannot parse the predicate {text!r}: {exc}") from None
+    if len(statements) != 1 or statements[0] is None:
+        raise PredicateError(f"a predicate must be exactly one expression, got {text!r}")
+    tree: exp.Expression = statements[0]  # type: ignore[assignment]
+    columns: list[str] = []
+    needs_try = False
+    for node in tree.walk():
+        if isinstance(node, exp.Column):
+            if node.table or node.args.get("db") or node.args.get("catalog"):
+                raise PredicateError(f"qualified column names are not allowed: {node.sql()!r}")
+            if isinstance(node.this, exp.Star):
+                raise PredicateError("'*' is not allowed in a predicate")
+            if node.name not in columns:
+                columns.append(node.name)
+            continue
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None or node.args.get("unnest") is not None:
+                raise PredicateError("IN over a subquery is not allowed")
+            if not all(isinstance(e, (exp.Literal, exp.Null, exp.Boolean, exp.Neg))
+                       for e in node.expressions):
+                raise PredicateError(f"IN takes a list of literals only: {node.sql()!r}")
+        if isinstance(node, (exp.AggFunc, exp.Window)):
+            raise PredicateError(f"aggregates and window functions are not allowed: {node.sql()!r}")
+        if isinstance(node, exp.Func) and not isinstance(node, _STRUCTURAL):
+            name = _function_name(node)
+            needs_try = True
+            if name not in SAFE_FUNCTIONS:
+                raise PredicateError(
+                    f"function {name!r} is not allowed in a predicate (allowed: "
+                    f"{', '.join(sorted(SAFE_FUNCTIONS))})"
+                )
+        elif not isinstance(node, _STRUCTURAL):
+            raise PredicateError(
+                f"{type(node).__name__} is not allowed in a predicate: {node.sql()!r}"
+            )
+        if isinstance(node, _MAY_RAISE) or (
+            isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal)
+        ):
+            needs_try = True
+        # Comments are dropped: the engine sees only the regenerated tree.
+        node.comments = None
+    return ValidPredicate(tree=tree, columns=tuple(columns), needs_try=needs_try)

@@ -1,0 +1,464 @@
+"""The query builder: ``session.query().where(...).group_by(...).bound(...).agg(...)``.
+
+Every builder method returns a new immutable :class:`Query` and validates its arguments at once
+(unknown columns, bad contribution bounds, bad keys) so that mistakes surface before anything is
+charged. :meth:`Query.summarize` prices the query without touching data; :meth:`Query.run`
+charges the session's budget with the query's whole cost and only then executes and releases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dpkit._numeric.validation import check_integer, check_positive
+from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._plan import (
+    Aggregate,
+    Bound,
+    EngineResult,
+    Filter,
+    Measure,
+    Plan,
+    Source,
+)
+from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
+from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
+from dpkit.errors import BudgetExceededError, PrivacyParameterError
+from dpkit.noise import RandomSource, resolve_source
+
+if TYPE_CHECKING:
+    from dpkit.analytics.session import Session
+
+__all__ = ["PreparedQuery", "Query"]
+
+_OUTPUTS = ("pandas", "polars", "arrow")
+_SQL_SCALARS = (str, int, float, bool)
+
+
+def _sql_literal(v: Any) -> str | None:
+    """A SQL literal for a public key value, or None if it has no safe literal form."""
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return None
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    """A priced query with its plan (fresh secret salt): everything except the data.
+
+    :meth:`release_from` adds the noise to an engine result of :attr:`plan` and assembles the
+    frame. It does not charge any budget: :meth:`Query.run` charges before calling it, and
+    audits use it to re-run the release many times on one engine result.
+    """
+
+    pricing: Pricing
+    plan: Plan
+    group_by: tuple[str, ...]
+    public_keys: list[tuple[Any, ...]] | None
+    alpha: float
+
+    def exact(self, engine: Any, source: Source | None = None) -> EngineResult:
+        """Run :attr:`plan` (optionally on another ``source``) and return the exact aggregates.
+
+        For audits and tests that compare neighbouring tables under one salt: nothing is
+        charged and the integers are not private. Releases go through :meth:`Query.run`.
+        """
+        plan = self.plan if source is None else dataclasses.replace(self.plan, source=source)
+        result: EngineResult = engine.execute(plan)
+        return result
+
+    def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
+                     output: str = "pandas") -> Any:
+        """Noise, partition selection and confidence intervals on ``result`` (no charge)."""
+        if output not in _OUTPUTS:
+            raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        return assemble(self.pricing, result, group_by=self.group_by,
+                        public_keys=self.public_keys, alpha=self.alpha,
+                        source=resolve_source(source), output=output)
+
+
+@dataclass(frozen=True)
+class Query:
+    """An immutable private query over a :class:`~dpkit.analytics.Session` (see module doc)."""
+
+    session: Session
+    filters: tuple[str, ...] = ()
+    group_columns: tuple[str, ...] = ()
+    keys: tuple[tuple[Any, ...], ...] | None = None
+    max_partitions: int | None = None
+    max_rows_per_partition: int | None = None
+    stats: tuple[tuple[str, Statistic], ...] = ()
+    selection_weight: float = 1.0
+    _grouped: bool = field(default=False, repr=False)
+
+    # ------------------------------------------------------------------ building
+    def where(self, predicate: str) -> Query:
+        """Keep rows satisfying a public SQL predicate (e.g. ``"age >= 18"``)."""
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise PrivacyParameterError(f"where() needs a SQL predicate string, got {predicate!r}")
+        return dataclasses.replace(self, filters=(*self.filters, predicate))
+
+    def group_by(self, *columns: str | list[str] | tuple[str, ...], keys: Any = None,
+                 selection_weight: float = 1.0) -> Query:
+        """Group by ``columns``; ``keys`` public or ``None`` for private partition selection.
+
+        ``keys``: a list of values (one column) or of tuples, a dict ``{column: values}`` (the
+        cartesian product), or a pandas/polars/arrow frame with the group-by columns. Every key
+        gets a row, present in the data or not. Without keys, groups are released by private
+        partition selection, which takes ``selection_weight`` shares of the query's epsilon
+        (the aggregates have weight 1 each by default) and half of its delta.
+        """
+        cols: list[str] = []
+        for c in columns:
+            if isinstance(c, (list, tuple)):
+                cols.extend(c)
+            else:
+                cols.append(c)
+        if not cols:
+            raise PrivacyParameterError("group_by() needs at least one column")
+        for c in cols:
+            if not isinstance(c, str):
+                raise PrivacyParameterError(f"group-by columns must be names, got {c!r}")
+            self.session._check_column(c, "group-by column")
+        if len(set(cols)) != len(cols):
+            raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
+        if self.session.privacy_unit in cols:
+            raise PrivacyParameterError("the privacy unit cannot be a group-by column")
+        w = check_positive("selection_weight", selection_weight)
+        parsed = None if keys is None else _parse_keys(keys, tuple(cols))
+        return dataclasses.replace(self, group_columns=tuple(cols), keys=parsed,
+                                   selection_weight=w, _grouped=True)
+
+    def bound(self, *, max_partitions: int, max_rows_per_partition: int) -> Query:
+        """Per privacy unit, keep at most ``max_partitions`` groups and
+        ``max_rows_per_partition`` rows in each (chosen by a secret salted hash)."""
+        p = check_integer(max_partitions, name="max_partitions", minimum=1, maximum=1 << 20)
+        r = check_integer(max_rows_per_partition, name="max_rows_per_partition", minimum=1,
+                          maximum=1 << 20)
+        if self.session.privacy_unit is None and (p, r) != (1, 1):
+            raise PrivacyParameterError(
+                "without a privacy unit each row is one person: contribution bounds are 1; "
+                "give Session(privacy_unit=...) to bound units with several rows"
+            )
+        return dataclasses.replace(self, max_partitions=p, max_rows_per_partition=r)
+
+    def agg(self, **stats: Statistic) -> Query:
+        """Add named aggregates: ``.agg(n=count(), income=mean("income", bounds=(0, 1e5)))``."""
+        if not stats:
+            raise PrivacyParameterError("agg() needs at least one name=aggregate")
+        have = dict(self.stats)
+        for name, st in stats.items():
+            if not isinstance(st, Statistic):
+                raise PrivacyParameterError(
+                    f"{name}= must be an aggregate such as dpkit.analytics.count(), got {st!r}"
+                )
+            if name in have:
+                raise PrivacyParameterError(f"aggregate name {name!r} is used twice")
+            if name in self.group_columns:
+                raise PrivacyParameterError(f"aggregate name {name!r} is a group-by column")
+            if st.column is not None:
+                self.session._check_column(st.column, f"column of {name}")
+                if st.column == self.session.privacy_unit:
+                    raise PrivacyParameterError(
+                        f"{name}: aggregating the privacy unit column is not supported"
+                    )
+            if st.kind == "count_distinct" and self.session.privacy_unit is None:
+                raise PrivacyParameterError(
+                    f"{name}: count_distinct counts privacy units; without a privacy unit use "
+                    "count()"
+                )
+            have[name] = st
+        return dataclasses.replace(self, stats=tuple(have.items()))
+
+    # ------------------------------------------------------------------ pricing
+    def _bounds(self) -> tuple[int, int]:
+        if self.session.privacy_unit is None:
+            return 1, 1
+        if self.max_partitions is None or self.max_rows_per_partition is None:
+            raise PrivacyParameterError(
+                "call .bound(max_partitions=..., max_rows_per_partition=...) to bound each "
+                "privacy unit's contribution"
+            )
+        p = self.max_partitions if self.group_columns else 1
+        return p, self.max_rows_per_partition
+
+    def _delta(self, delta: Any) -> Any:
+        if delta is None:
+            if self.session.mode == "zcdp":
+                raise PrivacyParameterError(
+                    "this session adds Gaussian noise (its budget has delta > 0): give the "
+                    "query a delta, e.g. run(epsilon=1.0, delta=1e-7)"
+                )
+            return 0.0
+        return delta
+
+    def _price(self, epsilon: Any, delta: Any) -> Pricing:
+        p, r = self._bounds()
+        return price(dict(self.stats), mode=self.session.mode, epsilon=epsilon,
+                     delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
+                     select_partitions=bool(self.group_columns) and self.keys is None,
+                     selection_weight=self.selection_weight)
+
+    def _plan(self, pricing: Pricing, salt: int) -> Plan:
+        p, r = pricing.max_partitions, pricing.max_rows_per_partition
+        measures: list[Measure] = list(pricing.measures)
+        if self.group_columns and self.keys is None:
+            measures.append(Measure(name=UNITS_MEASURE, kind="units"))
+        filters = [Filter(predicate=f) for f in self.filters]
+        filters.extend(self._key_filters())
+        return Plan(
+            source=self.session._source,
+            filters=tuple(filters),
+            bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=p,
+                        max_rows_per_partition=r, salt=salt),
+            aggregate=Aggregate(group_by=self.group_columns, measures=tuple(measures)),
+        )
+
+    def _key_filters(self) -> list[Filter]:
+        """Restrict rows to the public keys' values before bounding (per column IN lists)."""
+        if self.keys is None:
+            return []
+        out = []
+        for j, col in enumerate(self.group_columns):
+            values = {k[j] for k in self.keys}
+            lits = []
+            has_null = False
+            for v in values:
+                if v is None:
+                    has_null = True
+                    continue
+                lit = _sql_literal(v)
+                if lit is None:
+                    break
+                lits.append(lit)
+            else:
+                ident = _quote_ident(col)
+                parts = []
+                if lits:
+                    parts.append(f"{ident} IN ({', '.join(sorted(lits))})")
+                if has_null:
+                    parts.append(f"{ident} IS NULL")
+                out.append(Filter(predicate=" OR ".join(parts) if len(parts) > 1
+                                  else parts[0]))
+        return out
+
+    def prepare(self, *, epsilon: float, delta: float | None = None) -> PreparedQuery:
+        """Price the query and build its plan with a fresh secret salt (touches no data)."""
+        if not self.stats:
+            raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
+        pricing = self._price(epsilon, delta)
+        if pricing.auto:
+            raise PrivacyParameterError(
+                "a query with bounds='auto' runs in two steps (a private bounds estimate, then "
+                "the release): use run(), or give public bounds to prepare() it"
+            )
+        return self._prepared(pricing)
+
+    def _salt(self) -> int:
+        return int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
+
+    def _prepared(self, pricing: Pricing) -> PreparedQuery:
+        salt = self._salt()
+        return PreparedQuery(pricing=pricing, plan=self._plan(pricing, salt),
+                             group_by=self.group_columns,
+                             public_keys=None if self.keys is None else list(self.keys),
+                             alpha=self.session.alpha)
+
+    def summarize(self, *, epsilon: float, delta: float | None = None) -> Any:
+        """Noise and confidence half-widths per output column, and the cost (touches no data).
+
+        Returns a pandas DataFrame, one row per noisy measure: aggregate, output column,
+        mechanism, noise scale and standard deviation (in the column's units), the half-width
+        of its interval at the session's alpha, and its budget share. ``attrs["dpkit"]`` holds
+        the total cost.
+        """
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+        pricing = self._price(epsilon, delta)
+        rows = []
+        for sp in pricing.stats:
+            cols = stat_columns(sp)
+            for mp in sp.measures:
+                if mp.noise is None:
+                    rows.append({
+                        "aggregate": sp.name, "column": ", ".join(cols),
+                        "measure": mp.measure.kind, "mechanism": "exponential mechanism",
+                        "noise_scale": math.nan, "noise_std": math.nan,
+                        "ci_halfwidth": math.nan,
+                        "share": sp.epsilon,
+                    })
+                    continue
+                rows.append({
+                    "aggregate": sp.name, "column": ", ".join(cols),
+                    "measure": mp.measure.kind,
+                    "mechanism": ("discrete Laplace" if mp.noise.kind == "discrete_laplace"
+                                  else "discrete Gaussian"),
+                    "noise_scale": mp.noise.scale * mp.step,
+                    "noise_std": mp.noise.std * mp.step,
+                    "ci_halfwidth": mp.noise.halfwidth(self.session.alpha) * mp.step,
+                    "share": sp.epsilon,
+                })
+        for ab in pricing.auto:
+            rows.append({
+                "aggregate": ab.name, "column": ab.name, "measure": "bounds estimate",
+                "mechanism": "exponential mechanism", "noise_scale": math.nan,
+                "noise_std": math.nan, "ci_halfwidth": math.nan,
+                "share": ab.stat.auto_share,
+            })
+        if pricing.selection is not None:
+            rows.append({
+                "aggregate": "(partition selection)", "column": ", ".join(self.group_columns),
+                "measure": "units", "mechanism": type(pricing.selection).__name__,
+                "noise_scale": math.nan, "noise_std": math.nan, "ci_halfwidth": math.nan,
+                "share": pricing.selection_epsilon,
+            })
+        out = pd.DataFrame(rows)
+        out.attrs["dpkit"] = {
+            "epsilon": pricing.epsilon, "delta": pricing.delta, "accounting": pricing.mode,
+            "rho": pricing.rho if pricing.mode == "zcdp" else None,
+            "alpha": self.session.alpha,
+            "share": "epsilon" if pricing.mode == "pure" else "rho",
+        }
+        return out
+
+    # ------------------------------------------------------------------ running
+    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas"
+            ) -> Any:
+        """Charge the session's budget with this query's cost, then execute and release.
+
+        A refused charge raises :class:`~dpkit.errors.BudgetExceededError` (saying what the
+        query would have cost); nothing is spent and the data is not read.
+        """
+        if output not in _OUTPUTS:
+            raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        pricing = self._price(epsilon, delta)
+        prepared = self._prepared(pricing)
+        if prepared.plan.aggregate.measures:
+            self.session._validate_plan(prepared.plan)
+        auto_plan = self._auto_plan(pricing)
+        if auto_plan is not None:
+            self.session._validate_plan(auto_plan)
+        try:
+            self.session.budget.charge(pricing.event)
+        except BudgetExceededError as exc:
+            raise BudgetExceededError(
+                f"query refused, nothing spent: it would cost epsilon={pricing.epsilon!r}, "
+                f"delta={pricing.delta!r}; the budget has {self.session.remaining} left. "
+                f"({exc})"
+            ) from exc
+        if auto_plan is not None:
+            bounds = self._estimate_bounds(pricing, auto_plan)
+            prepared = self._prepared(resolve_auto(pricing, bounds))
+        result = self.session._execute(prepared.plan)
+        return prepared.release_from(result, source=self.session.source_of_randomness,
+                                     output=output)
+
+    def _auto_plan(self, pricing: Pricing) -> Plan | None:
+        """One global plan computing the bin counts of every ``bounds="auto"`` column."""
+        if not pricing.auto:
+            return None
+        filters = [Filter(predicate=f) for f in self.filters]
+        filters.extend(self._key_filters())
+        return Plan(
+            source=self.session._source,
+            filters=tuple(filters),
+            bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=1,
+                        max_rows_per_partition=pricing.max_rows_per_partition,
+                        salt=self._salt()),
+            aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
+        )
+
+    def _estimate_bounds(self, pricing: Pricing, plan: Plan) -> dict[str, tuple[float, float]]:
+        """Private bounds of each ``"auto"`` statistic (charged already, see AutoBounds)."""
+        result = self.session._execute(plan)
+        src = self.session.source_of_randomness
+        out: dict[str, tuple[float, float]] = {}
+        for ab in pricing.auto:
+            bins = len(AUTO_EDGES) - 1
+            col = result.values.get(ab.measure.name, ())
+            first: Any = col[0] if col else (0,) * bins
+            counts = [int(v) for v in first]
+            idx = ab.mechanism.release_bins([counts], source=src)[0]
+            i, j = int(min(idx)), int(max(idx))
+            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
+        return out
+
+
+def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
+    """Public keys as a tuple of normalised key tuples (order kept, duplicates dropped)."""
+    rows: list[tuple[Any, ...]]
+    if isinstance(keys, dict):
+        if set(keys) != set(cols):
+            raise PrivacyParameterError(
+                f"keys dict must have exactly the group-by columns {list(cols)}, got "
+                f"{list(keys)}"
+            )
+        lists = []
+        for c in cols:
+            v = keys[c]
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                raise PrivacyParameterError(f"keys[{c!r}] must be a list of values")
+            lists.append(list(v))
+        rows = [tuple(t) for t in itertools.product(*lists)]
+    elif hasattr(keys, "columns") or type(keys).__module__.startswith("pyarrow"):
+        rows = _frame_keys(keys, cols)
+    elif isinstance(keys, (list, tuple)) or (hasattr(keys, "__iter__")
+                                             and not isinstance(keys, (str, bytes))):
+        rows = []
+        for k in keys:
+            if len(cols) == 1 and not isinstance(k, tuple):
+                rows.append((k,))
+            else:
+                if not isinstance(k, tuple) or len(k) != len(cols):
+                    raise PrivacyParameterError(
+                        f"each key must be a tuple of {len(cols)} values "
+                        f"({', '.join(cols)}), got {k!r}"
+                    )
+                rows.append(k)
+    else:
+        raise PrivacyParameterError(
+            f"keys must be a list, a dict of lists or a frame, got {type(keys).__name__}"
+        )
+    seen: dict[tuple[Any, ...], None] = {}
+    for r in rows:
+        key = tuple(normalize_key(v) for v in r)
+        for v in key:
+            if v is not None and not isinstance(v, _SQL_SCALARS) and not hasattr(v, "__hash__"):
+                raise PrivacyParameterError(f"key values must be hashable, got {v!r}")
+        seen.setdefault(key, None)
+    if not seen:
+        raise PrivacyParameterError("keys must not be empty")
+    if len(seen) > 1 << 24:
+        raise PrivacyParameterError("more than 2**24 public keys")
+    return tuple(seen)
+
+
+def _frame_keys(frame: Any, cols: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    names_attr = getattr(frame, "column_names", None)
+    names = list(frame.columns if names_attr is None else names_attr)
+    missing = [c for c in cols if c not in names]
+    if missing:
+        raise PrivacyParameterError(f"keys frame lacks the group-by columns {missing}")
+    mod = type(frame).__module__
+    if mod.startswith("polars"):
+        return [tuple(r) for r in frame.select(list(cols)).iter_rows()]
+    if mod.startswith("pyarrow"):
+        d = frame.select(list(cols)).to_pydict()
+        return list(zip(*(d[c] for c in cols), strict=True))
+    sub = frame[list(cols)]
+    return [tuple(r) for r in sub.itertuples(index=False, name=None)]
+

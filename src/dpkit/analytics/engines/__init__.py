@@ -1,0 +1,27 @@
+"""Engines that run a :class:`~dpkit.analytics._plan.Plan` inside a database.
+
+:class:`DuckDBEngine` is the embedded default. Importing this package imports neither DuckDB
+nor sqlglot; they load when an engine module is first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpkit.analytics.engines._compiler import PlanError
+    from dpkit.analytics.engines.duckdb import DuckDBEngine, EngineError
+
+__all__ = ["DuckDBEngine", "EngineError", "PlanError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("DuckDBEngine", "EngineError"):
+        from dpkit.analytics.engines import duckdb as _duckdb
+
+        return getattr(_duckdb, name)
+    if name == "PlanError":
+        from dpkit.analytics.engines import _compiler
+
+        return _compiler.PlanError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,712 @@
+"""Compile a :class:`~dpkit.analytics._plan.Plan` into one SQL statement (sqlglot AST).
+
+The statement is assembled node by node from a small allow-list of constructs (column
+references, literals, ``CASE``, comparisons, ``LEAST``/``GREATEST``, ``FLOOR``, casts whose
+argument is already in range, one hash function, ``ROW_NUMBER``/``RANK``/``DENSE_RANK`` over one
+window, ``COUNT``/``SUM``/``HISTOGRAM`` aggregates); identifiers are always quoted and literals
+always escaped by sqlglot, and the analyst's predicates enter only as validated trees
+(:mod:`dpkit.analytics._sql`). A :class:`DialectProfile` names, per engine, the functions and
+types that differ: the hash, the exact integer sum type, the NaN test, the error-to-NULL wrapper.
+
+Shape of the statement (``u`` the unit, ``k`` the key columns, ``v`` the value columns)::
+
+    WITH src AS (SELECT norm(col) AS col, ... FROM source),        -- NaN -> NULL, -0.0 -> 0.0
+         rows AS (SELECT u, k..., v..., hk, hr FROM src WHERE predicates),
+         ranked AS (SELECT *, ROW_NUMBER() OVER w AS rn,            -- w: PARTITION BY u
+                              RANK() OVER (PARTITION BY u ORDER BY hk, k...) AS gr,
+                              DENSE_RANK() OVER (PARTITION BY u ORDER BY hk, k...) AS g
+                       FROM rows)                                  -- w: ORDER BY hk, k, hr, v
+    SELECT k..., measures FROM ranked
+    WHERE g <= max_partitions AND rn - gr < max_rows_per_partition GROUP BY k...
+
+with ``hk = H(salt, u, k)`` and ``hr = H(salt, u, k, v)``. Inside one unit the rows are sorted
+by (group hash, key, row hash, row content); ``g`` is the rank of the row's group among the
+unit's groups and ``rn - gr`` the rank of the row inside its group (``gr`` is the position of
+the group's first row), so one sort of each unit's rows does both limits: the three window
+functions share their partitioning and their order prefix, and the engine evaluates them in
+one window operator. The row hash reads the columns the plan uses (unit, keys, measure
+columns), which is the part of the row content the aggregates can see: two rows equal there
+are interchangeable, so the result never depends on file order. ``units`` counts the first
+kept row of each (unit, group) pair, which counts a NULL unit as one unit without
+``COUNT(DISTINCT)``.
+
+Value pipeline of a measure (no division, no cast of an unclamped value, nothing that can
+raise)::
+
+    x   = CAST(col AS DOUBLE)             (TRY_CAST for text columns: junk becomes NULL)
+    x   = CASE WHEN isnan(x) THEN NULL ELSE x END
+    c   = CASE WHEN x IS NULL THEN NULL ELSE LEAST(GREATEST(x, lower), upper) END
+    i   = LEAST(GREATEST(CAST(FLOOR(c * 2^k) AS BIGINT), L), U)   L = floor(lower 2^k), ...
+    sum = COALESCE(SUM(CAST(i AS HUGEINT)), 0)
+
+The NaN test comes before the clamp because ``GREATEST(NaN, a)`` is NaN in DuckDB (NaN sorts
+above every number) and ``LEAST(NaN, b) = b``: an unguarded clamp would turn NaN into the upper
+bound. The NULL test is needed because ``LEAST``/``GREATEST`` skip NULL arguments. ``c * 2^k``
+is exact (a power-of-two scaling of a double in ``[lower, upper]``, checked not to overflow) and
+``|L|, |U| <= 2^62`` is checked at compile time, so the ``BIGINT`` cast can never fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, cast
+
+from sqlglot import exp
+
+from dpkit._numeric.validation import check_integer
+from dpkit.analytics._plan import Measure, Plan, Source
+from dpkit.analytics._sql import parse_predicate
+from dpkit.errors import DPKitError
+
+__all__ = [
+    "DUCKDB",
+    "DUCKDB_MD5",
+    "CompiledQuery",
+    "DialectProfile",
+    "PlanError",
+    "canonical_token",
+    "compile_plan",
+    "type_family",
+]
+
+_P = "__dpk_"  # prefix of every internal name; analyst columns are always quoted identifiers
+MAX_FIXED = 2**62  # |floor(bound * 2^k)| must stay below this, so BIGINT never overflows
+MAX_ROWS_PER_PARTITION = 2**31  # keeps rn - gr arithmetic and sums far from any limit
+
+
+class PlanError(DPKitError, ValueError):
+    """The plan cannot be compiled for this source (unknown column, wrong type, bad bounds)."""
+
+
+Family = Literal["float", "integer", "decimal", "string", "boolean", "other"]
+
+
+def type_family(sql_type: str) -> Family:
+    """Classify an engine type name (DuckDB spelling) into the families the compiler knows."""
+    t = sql_type.upper().strip()
+    if t in {"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8"}:
+        return "float"
+    if t in {
+        "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+        "UINTEGER", "UBIGINT", "UHUGEINT", "INT", "INT2", "INT4", "INT8", "INT128",
+    }:
+        return "integer"
+    if t.startswith("DECIMAL") or t.startswith("NUMERIC"):
+        return "decimal"
+    if t in {"VARCHAR", "TEXT", "STRING"} or t.startswith("VARCHAR"):
+        return "string"
+    if t in {"BOOLEAN", "BOOL"}:
+        return "boolean"
+    return "other"
+
+
+@dataclass(frozen=True)
+class DialectProfile:
+    """What differs between engines, for the constructs the compiler emits.
+
+    ``hash``: ``"native"`` uses the engine's fast 64-bit hash of its arguments with the salt as
+    first argument; ``"md5"`` hashes a canonical string (see :func:`canonical_token`) with MD5,
+    which another engine (or Python's :mod:`hashlib`) reproduces bit for bit.
+    """
+
+    dialect: str = "duckdb"
+    hash: Literal["native", "md5"] = "native"
+    native_hash: str = "hash"
+    md5: str = "md5"
+    nan_test: str = "isnan"
+    try_wrapper: str | None = "try"
+    float_type: str = "DOUBLE"
+    fixed_type: str = "BIGINT"
+    sum_type: str = "HUGEINT"
+    text_type: str = "VARCHAR"
+    histogram: str = "histogram"
+
+
+DUCKDB = DialectProfile()
+DUCKDB_MD5 = DialectProfile(hash="md5")
+
+
+@dataclass(frozen=True)
+class OutputMeasure:
+    """How to decode one measure's output column."""
+
+    name: str
+    kind: str
+    column: str
+    size: int = 0  # number of bins / categories for tuple-valued kinds
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """The SQL text and what the engine needs to decode its rows."""
+
+    sql: str
+    key_columns: tuple[str, ...]
+    measures: tuple[OutputMeasure, ...]
+    global_group: bool = field(default=False)
+
+
+# ---------------------------------------------------------------------------- small builders
+
+
+def _ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def _col(name: str) -> exp.Column:
+    return exp.Column(this=_ident(name))
+
+
+def _int(value: int) -> exp.Expression:
+    lit = exp.Literal.number(abs(value))
+    return exp.Neg(this=lit) if value < 0 else lit
+
+
+def _cast(e: exp.Expression, to: str) -> exp.Cast:
+    return exp.Cast(this=e, to=exp.DataType.build(to, dialect="duckdb"))
+
+
+def _double(value: float, profile: DialectProfile) -> exp.Expression:
+    """A double constant, exactly: ``CAST('<repr>' AS DOUBLE)`` (repr round-trips)."""
+    if not math.isfinite(value):
+        raise PlanError(f"internal constant must be finite, got {value!r}")
+    return _cast(exp.Literal.string(repr(float(value))), profile.float_type)
+
+
+def _case(cond: exp.Expression, then: exp.Expression, default: exp.Expression) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=cond, true=then)], default=default)
+
+
+def _is_null(e: exp.Expression) -> exp.Is:
+    return exp.Is(this=e, expression=exp.Null())
+
+
+def _func(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _alias(e: exp.Expression, name: exp.Identifier) -> exp.Expression:
+    return cast(exp.Expression, exp.alias_(e, name))
+
+
+def _clamp(e: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Expression:
+    # Plain function calls: sqlglot's Least/Greatest nodes would be rewritten with NULL guards
+    # for DuckDB; every argument here is already known to be non-NULL.
+    return _func("least", _func("greatest", e, lo), hi)
+
+
+# ---------------------------------------------------------------------------- schema helpers
+
+
+def _resolve(name: object, schema: Mapping[str, str], what: str) -> str:
+    """The schema's spelling of column ``name`` (exact match first, then case-insensitive)."""
+    if not isinstance(name, str) or not name:
+        raise PlanError(f"{what} must be a non-empty column name, got {name!r}")
+    if name in schema:
+        return name
+    folded = [c for c in schema if c.casefold() == name.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise PlanError(f"{what} {name!r} is not a column of the source (columns: {list(schema)})")
+
+
+def _normalized(name: str, family: Family, profile: DialectProfile) -> exp.Expression:
+    """A column with NaN turned into NULL and -0.0 into 0.0 (floats); other types unchanged."""
+    c = _col(name)
+    if family != "float":
+        return c
+    zero = exp.Literal.number(0)
+    return exp.Case(
+        ifs=[
+            exp.If(this=_func(profile.nan_test, c), true=exp.Null()),
+            exp.If(this=exp.EQ(this=c.copy(), expression=zero), true=_cast(zero.copy(), "DOUBLE")),
+        ],
+        default=c.copy(),
+    )
+
+
+def _as_double(name: str, family: Family, profile: DialectProfile) -> exp.Expression:
+    """The column read as a double with NaN -> NULL; refuses types that have no number.
+
+    Text columns (every CSV column) are read with TRY_CAST: text that is no number is NULL.
+    """
+    c = _col(name)
+    if family == "float":
+        x: exp.Expression = _cast(c, profile.float_type)
+    elif family in ("integer", "decimal", "boolean"):
+        x = _cast(c, profile.float_type)
+    elif family == "string":
+        x = exp.TryCast(this=c, to=exp.DataType.build(profile.float_type, dialect="duckdb"))
+    else:
+        raise PlanError(f"column {name!r} has no numeric reading; cannot aggregate its values")
+    return _case(_func(profile.nan_test, x), exp.Null(), x.copy())
+
+
+# ---------------------------------------------------------------------------- hashing
+
+
+def canonical_token(value: object) -> str:
+    """The canonical text of one value in the md5 profile (what :func:`compile_plan` emits).
+
+    ``NULL``/NaN -> ``"N"``; otherwise ``"V" + str(len(s)) + ":" + s`` where ``s`` is the
+    engine's text of the normalized value: decimal digits for integers, the shortest
+    round-trip decimal of a double (Python's ``repr``, with ``-0.0`` written ``0.0``),
+    ``true``/``false`` for booleans, the string itself for text. Tokens are joined by ``|``;
+    the length prefix makes the encoding injective.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "N"
+    if isinstance(value, bool):
+        s = "true" if value else "false"
+    elif isinstance(value, float):
+        s = repr(value + 0.0)
+    else:
+        s = str(value)
+    return f"V{len(s)}:{s}"
+
+
+def _canonical_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    text = _cast(e, profile.text_type)
+    token = exp.DPipe(
+        this=exp.DPipe(
+            this=exp.DPipe(this=exp.Literal.string("V"),
+                           expression=_cast(exp.Length(this=text), profile.text_type)),
+            expression=exp.Literal.string(":"),
+        ),
+        expression=text.copy(),
+    )
+    return _case(_is_null(e.copy()), exp.Literal.string("N"), token)
+
+
+def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile) -> exp.Expression:
+    if profile.hash == "native":
+        return _func(profile.native_hash, _cast(_int(salt), "UBIGINT"), *[p.copy() for p in parts])
+    text: exp.Expression = exp.Literal.string(str(salt))
+    for p in parts:
+        text = exp.DPipe(this=exp.DPipe(this=text, expression=exp.Literal.string("|")),
+                         expression=_canonical_sql(p, profile))
+    return _func(profile.md5, text)
+
+
+# ---------------------------------------------------------------------------- measures
+
+
+def _fixed_bounds(lower: float, upper: float, frac_bits: int, what: str) -> tuple[int, int]:
+    L = math.floor(math.ldexp(lower, frac_bits))
+    U = math.floor(math.ldexp(upper, frac_bits))
+    if not (-MAX_FIXED <= L <= U <= MAX_FIXED):
+        raise PlanError(
+            f"{what}: bounds [{lower!r}, {upper!r}] scaled by 2**{frac_bits} leave the 63-bit "
+            "integer range; use fewer fractional bits or tighter bounds"
+        )
+    return L, U
+
+
+def _finite_bounds(lower: object, upper: object, what: str) -> tuple[float, float]:
+    for v in (lower, upper):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise PlanError(f"{what}: bounds must be finite numbers, got {lower!r}, {upper!r}")
+    lo, hi = float(lower), float(upper)  # type: ignore[arg-type]
+    if not lo <= hi:
+        raise PlanError(f"{what}: lower {lower!r} exceeds upper {upper!r}")
+    return lo, hi
+
+
+def _fixed_point(c: exp.Expression, m: Measure, profile: DialectProfile) -> exp.Expression:
+    """``LEAST(GREATEST(CAST(FLOOR(c * 2^k) AS BIGINT), L), U)`` for ``c`` in [lower, upper]."""
+    k = check_integer(m.frac_bits, name=f"{m.name}.frac_bits", minimum=0, maximum=64)
+    lo, hi = _finite_bounds(m.lower, m.upper, m.name)
+    L, U = _fixed_bounds(lo, hi, k, m.name)
+    scaled = exp.Mul(this=c, expression=_double(math.ldexp(1.0, k), profile))
+    as_int = _cast(exp.Floor(this=scaled), profile.fixed_type)
+    return _clamp(as_int, _int(L), _int(U))
+
+
+def _clamped(x: exp.Expression, lo: float, hi: float, profile: DialectProfile) -> exp.Expression:
+    return _case(_is_null(x), exp.Null(), _clamp(x.copy(), _double(lo, profile),
+                                                    _double(hi, profile)))
+
+
+def _bin_index(c: exp.Expression, edges: Sequence[float], lo: int, hi: int,
+               profile: DialectProfile) -> exp.Expression:
+    """Index ``i`` in ``[lo, hi]`` with ``edges[i] <= c < edges[i+1]`` by binary search.
+
+    A balanced tree of ``CASE WHEN c < edges[mid] THEN <left> ELSE <right> END``: about
+    ``log2(bins)`` comparisons per row, exact for any sorted edges, no arithmetic on data.
+    """
+    if lo == hi:
+        return _int(lo)
+    mid = (lo + hi + 1) // 2  # bins [lo, mid-1] lie below edges[mid]
+    return _case(
+        exp.LT(this=c.copy(), expression=_double(edges[mid], profile)),
+        _bin_index(c, edges, lo, mid - 1, profile),
+        _bin_index(c, edges, mid, hi, profile),
+    )
+
+
+def _category_literal(value: object, family: Family, name: str) -> exp.Expression | None:
+    """The literal for one category in the column's type family; ``None`` for NULL/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if family == "string":
+        if isinstance(value, str):
+            return exp.Literal.string(value)
+    elif family == "boolean":
+        if isinstance(value, bool):
+            return exp.Boolean(this=value)
+    elif family in ("integer", "decimal", "float"):
+        if isinstance(value, bool):
+            pass
+        elif isinstance(value, int):
+            if family == "integer":
+                return _cast(exp.Literal.string(str(value)), "HUGEINT")
+            return _cast(exp.Literal.string(repr(float(value))), "DOUBLE")
+        elif isinstance(value, float) and math.isfinite(value):
+            if family == "integer":
+                if value.is_integer():
+                    return _cast(exp.Literal.string(str(int(value))), "HUGEINT")
+                return exp.Null()  # matches no integer; kept so the tuple keeps its length
+            return _cast(exp.Literal.string(repr(value)), "DOUBLE")
+    raise PlanError(
+        f"category {value!r} of measure {name!r} does not fit the column's type ({family})"
+    )
+
+
+# ---------------------------------------------------------------------------- source
+
+
+def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
+               dialect: str = "duckdb", csv_columns: Sequence[str] = ()) -> exp.Expression:
+    """The FROM item of ``source``: a table function over a path, or a (quoted) table name."""
+    if not isinstance(source.location, str) or not source.location:
+        raise PlanError(f"source location must be a non-empty string, got {source.location!r}")
+    if "\x00" in source.location:
+        raise PlanError("source location must not contain NUL characters")
+    loc = exp.Literal.string(source.location)
+    if source.kind == "parquet":
+        return exp.Table(this=_func("read_parquet", loc))
+    if source.kind == "csv":
+        # Nothing is sniffed from the data: the column names come from the header line (read by
+        # the engine), every column is text, the dialect is fixed (comma, double quote doubled
+        # inside quotes), and a line that does not parse (wrong field count, invalid UTF-8) is
+        # dropped instead of raising.
+        if not csv_columns:
+            raise PlanError("a CSV source needs its header's column names")
+        columns = exp.Struct(expressions=[
+            exp.PropertyEQ(this=exp.Literal.string(c), expression=exp.Literal.string("VARCHAR"))
+            for c in csv_columns])
+        opts = [
+            exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
+            exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
+            exp.EQ(this=exp.column("columns"), expression=columns),
+            exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(",")),
+            exp.EQ(this=exp.column("quote"), expression=exp.Literal.string('"')),
+            exp.EQ(this=exp.column("escape"), expression=exp.Literal.string('"')),
+            exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
+            exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
+        ]
+        return exp.Table(this=_func("read_csv", loc, *opts))
+    if source.kind == "table":
+        if source.location in registered:
+            return exp.Table(this=_ident(source.location))
+        try:
+            table = exp.to_table(source.location, dialect=dialect)
+        except Exception as exc:
+            raise PlanError(f"not a table name: {source.location!r}") from exc
+        parts = [table.args.get(a) for a in ("catalog", "db", "this")]
+        if not all(p is None or isinstance(p, exp.Identifier) for p in parts):
+            raise PlanError(f"not a plain table name: {source.location!r}")
+        return exp.Table(**{a: _ident(p.name) for a, p in zip(("catalog", "db", "this"), parts,
+                                                                strict=True) if p is not None})
+    raise PlanError(f"unknown source kind {source.kind!r}")
+
+
+# ---------------------------------------------------------------------------- the compiler
+
+
+def compile_plan(
+    plan: Plan,
+    schema: Mapping[str, str],
+    profile: DialectProfile = DUCKDB,
+    *,
+    registered: frozenset[str] = frozenset(),
+) -> CompiledQuery:
+    """One SQL statement computing ``plan`` on a source with column types ``schema``.
+
+    ``schema`` maps column name -> engine type name (public metadata: a CSV is read as text
+    whatever it holds, so no type depends on the data). Every check here depends on the plan
+    and the schema only; nothing can fail later because of a value in the data.
+    """
+    bound, agg = plan.bound, plan.aggregate
+    max_p = check_integer(bound.max_partitions, name="max_partitions", minimum=1)
+    max_r = check_integer(bound.max_rows_per_partition, name="max_rows_per_partition",
+                          minimum=1, maximum=MAX_ROWS_PER_PARTITION)
+    salt = check_integer(bound.salt, name="salt", minimum=-(2**63), maximum=2**64 - 1) % 2**64
+    if not agg.measures:
+        raise PlanError("an aggregate needs at least one measure")
+    names = [m.name for m in agg.measures]
+    if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
+        raise PlanError(f"measure names must be distinct non-empty strings, got {names}")
+    families = {c: type_family(t) for c, t in schema.items()}
+
+    # Columns the statement reads, each once, normalized in the innermost SELECT.
+    used: list[str] = []
+
+    def use(name: object, what: str) -> str:
+        col = _resolve(name, schema, what)
+        if col.startswith(_P):
+            raise PlanError(f"column names starting with {_P!r} are reserved, got {col!r}")
+        if col not in used:
+            used.append(col)
+        return col
+
+    unit = use(bound.privacy_unit, "privacy_unit") if bound.privacy_unit is not None else None
+    keys = [use(k, "group_by column") for k in agg.group_by]
+    if len(set(keys)) != len(keys):
+        raise PlanError(f"group_by repeats a column: {agg.group_by}")
+    value_cols: list[str] = []
+    for m in agg.measures:
+        if m.kind in ("rows", "units"):
+            continue
+        col = use(m.column, f"column of measure {m.name!r}")
+        if col not in value_cols:
+            value_cols.append(col)
+
+    predicates: list[exp.Expression] = []
+    for f in plan.filters:
+        vp = parse_predicate(f.predicate, dialect=profile.dialect)
+        tree = vp.tree.copy()
+        for node in tree.find_all(exp.Column):
+            col = use(node.name, "predicate column")
+            node.set("this", _ident(col))
+        if vp.needs_try and profile.try_wrapper is not None:
+            tree = _func(profile.try_wrapper, tree)
+        predicates.append(exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)]))
+    # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
+    # for NaN although NaN sorts above every number in DuckDB).
+
+    src = exp.select(*[_alias(_normalized(c, families[c], profile), _ident(c))
+                       for c in used]).from_(source_sql(plan.source, registered=registered,
+                                                        dialect=profile.dialect,
+                                                        csv_columns=tuple(schema)))
+    if not used:  # only rows/units measures, no unit and no keys
+        src = exp.select(_alias(exp.Literal.number(1), _ident(_P + "one"))).from_(
+            source_sql(plan.source, registered=registered, dialect=profile.dialect,
+                       csv_columns=tuple(schema)))
+
+    key_out = [f"{_P}k{i}" for i in range(len(keys))]
+    unit_e = _col(unit) if unit is not None else None
+    key_e = [_col(k) for k in keys]
+    value_e = [_col(c) for c in value_cols]
+
+    row_items: list[exp.Expression] = [_alias(e, _ident(a)) for e, a in
+                                       zip(key_e, key_out, strict=True)]
+    if unit_e is not None:
+        row_items.append(_alias(unit_e.copy(), _ident(_P + "u")))
+        row_items.append(_alias(_hash(salt, [unit_e, *key_e], profile), _ident(_P + "hk")))
+        row_items.append(_alias(_hash(salt, [unit_e, *key_e, *value_e], profile),
+                                    _ident(_P + "hr")))
+    # value columns are needed for the measures; readable under their own names
+    row_items += [_col(c) for c in value_cols]
+    rows_q = exp.select(*row_items).from_(_P + "src")
+    if predicates:
+        rows_q = rows_q.where(exp.and_(*predicates))
+
+    # ------------------------------------------------------------ bounding
+    if unit_e is not None:
+        part = [_col(_P + "u")]
+        group_order = [_col(_P + "hk"), *[_col(k) for k in key_out]]
+        row_order = [*group_order, _col(_P + "hr"), *[_col(c) for c in value_cols]]
+
+        def window(fn: exp.Expression, order: Sequence[exp.Expression]) -> exp.Window:
+            return exp.Window(
+                this=fn, partition_by=[p.copy() for p in part],
+                order=exp.Order(expressions=[exp.Ordered(this=o.copy(), nulls_first=False)
+                                             for o in order]))
+
+        ranked_q = exp.select(
+            exp.Star(),
+            _alias(window(exp.RowNumber(), row_order), _ident(_P + "rn")),
+            _alias(window(exp.Anonymous(this="rank"), group_order), _ident(_P + "gr")),
+            _alias(window(exp.Anonymous(this="dense_rank"), group_order), _ident(_P + "g")),
+        ).from_(_P + "rows")
+        kept_cond: exp.Expression = exp.and_(  # type: ignore[assignment]
+            exp.LTE(this=_col(_P + "g"), expression=_int(max_p)),
+            exp.LT(this=exp.Sub(this=_col(_P + "rn"), expression=_col(_P + "gr")),
+                   expression=_int(max_r)),
+        )
+        final_from = _P + "ranked"
+    else:
+        # Each row is its own unit: with max_partitions >= 1 and max_rows_per_partition >= 1
+        # (checked above) every row is kept.
+        ranked_q = None
+        kept_cond = exp.Boolean(this=True)
+        final_from = _P + "rows"
+
+    # ------------------------------------------------------------ measures
+    # The kept rows, then one CTE per step of the per-row measure pipelines (each step reads
+    # the previous step's columns by name, so no expression is ever duplicated), then one
+    # GROUP BY over the last step.
+    first = exp.EQ(this=_col(_P + "rn"), expression=_col(_P + "gr")) if unit_e is not None \
+        else exp.Boolean(this=True)
+    kept_items: list[exp.Expression] = [_col(k) for k in key_out]
+    kept_items.append(_alias(first, _ident(_P + "first")))
+    xcol: dict[str, str] = {}
+    step0: list[tuple[str, exp.Expression]] = []
+    for j, c in enumerate(value_cols):
+        kept_items.append(_col(c))
+        fam = families[c]
+        if fam in ("float", "integer", "decimal", "boolean"):
+            kept_items.append(_alias(_cast(_col(c), profile.float_type), _ident(f"{_P}x{j}")))
+        elif fam == "string":
+            kept_items.append(_alias(
+                exp.TryCast(this=_col(c), to=exp.DataType.build(profile.float_type,
+                                                                 dialect="duckdb")),
+                _ident(f"{_P}t{j}")))
+            step0.append((f"{_P}x{j}", _case(_func(profile.nan_test, _col(f"{_P}t{j}")),
+                                             exp.Null(), _col(f"{_P}t{j}"))))
+        else:
+            step0.append((f"{_P}x{j}", exp.Null()))  # never read: refused below by kind
+        xcol[c] = f"{_P}x{j}"
+    kept_q = exp.select(*kept_items).from_(final_from)
+    if ranked_q is not None:
+        kept_q = kept_q.where(kept_cond)
+
+    steps: list[list[tuple[str, exp.Expression]]] = [step0]
+
+    def at(level: int, alias: str, e: exp.Expression) -> str:
+        while len(steps) <= level:
+            steps.append([])
+        steps[level].append((alias, e))
+        return alias
+
+    outputs: list[OutputMeasure] = []
+    select_items: list[exp.Expression] = [_col(k) for k in key_out]
+    for i, m in enumerate(agg.measures):
+        out = f"{_P}m{i}"
+        kind = m.kind
+        size = 0
+        if kind == "rows":
+            e: exp.Expression = exp.Count(this=exp.Star())
+        elif kind == "units":
+            e = exp.Filter(this=exp.Count(this=exp.Star()),
+                           expression=exp.Where(this=_col(_P + "first")))
+        else:
+            col = _resolve(m.column, schema, f"column of measure {m.name!r}")
+            fam = families[col]
+            if kind == "category_counts":
+                idx = at(1, f"{_P}i{i}", _category_index(m, col, fam))
+                e = _func(profile.histogram, _col(idx))
+                size = len(m.categories)
+            else:
+                if fam == "other":
+                    raise PlanError(f"column {col!r} (type {schema[col]}) has no numeric "
+                                    f"reading; measure {m.name!r} cannot use it")
+                x = _col(xcol[col])
+                if kind == "values":
+                    e = exp.Count(this=x)
+                elif kind == "sum":
+                    lo, hi = _finite_bounds(m.lower, m.upper, m.name)
+                    c1 = at(1, f"{_P}c{i}", _clamped(x, lo, hi, profile))
+                    f1 = at(2, f"{_P}f{i}", _fixed_or_null(_col(c1), m, profile))
+                    e = _sum_int(_col(f1), profile)
+                elif kind == "sum_sq":
+                    clo, chi = _finite_bounds(m.clamp_lower, m.clamp_upper, m.name)
+                    center = m.center
+                    if isinstance(center, bool) or not isinstance(center, (int, float)) \
+                            or not math.isfinite(center):
+                        raise PlanError(f"{m.name}: center must be a finite number, "
+                                        f"got {center!r}")
+                    lo, hi = _finite_bounds(m.lower, m.upper, m.name)
+                    c1 = at(1, f"{_P}c{i}", _clamped(x, clo, chi, profile))
+                    d1 = at(2, f"{_P}d{i}", exp.Sub(this=_col(c1),
+                                                    expression=_double(float(center), profile)))
+                    q1 = at(3, f"{_P}q{i}", _clamped(
+                        exp.Mul(this=_col(d1), expression=_col(d1)), lo, hi, profile))
+                    f1 = at(4, f"{_P}f{i}", _fixed_or_null(_col(q1), m, profile))
+                    e = _sum_int(_col(f1), profile)
+                elif kind == "bin_counts":
+                    edges = _check_edges(m)
+                    c1 = at(1, f"{_P}c{i}", _clamped(x, edges[0], edges[-1], profile))
+                    idx = at(2, f"{_P}i{i}", _case(
+                        _is_null(_col(c1)), exp.Null(),
+                        _bin_index(_col(c1), edges, 0, len(edges) - 2, profile)))
+                    e = _func(profile.histogram, _col(idx))
+                    size = len(edges) - 1
+                else:
+                    raise PlanError(f"unknown measure kind {kind!r}")
+        outputs.append(OutputMeasure(m.name, kind, out, size))
+        select_items.append(_alias(e, _ident(out)))
+
+    ctes: list[tuple[str, exp.Expression]] = [(_P + "src", src), (_P + "rows", rows_q)]
+    if ranked_q is not None:
+        ctes.append((_P + "ranked", ranked_q))
+    ctes.append((_P + "s0", kept_q))
+    prev = _P + "s0"
+    for n, step in enumerate(steps, start=1):
+        if not step:
+            continue
+        name = f"{_P}s{n}"
+        ctes.append((name, exp.select(exp.Star(), *[_alias(e, _ident(a)) for a, e in step])
+                     .from_(prev)))
+        prev = name
+
+    final = exp.select(*select_items).from_(prev)
+    if key_out:
+        final = final.group_by(*[_col(k) for k in key_out])
+    for name, q in ctes:
+        final = final.with_(name, as_=q)
+    sql = final.sql(dialect=profile.dialect, comments=False)
+    return CompiledQuery(sql=sql, key_columns=tuple(key_out), measures=tuple(outputs),
+                         global_group=not key_out)
+
+
+def _fixed_or_null(c: exp.Expression, m: Measure, profile: DialectProfile) -> exp.Expression:
+    return _case(_is_null(c), exp.Null(), _fixed_point(c.copy(), m, profile))
+
+
+def _sum_int(f: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=_cast(f, profile.sum_type)),
+                        expressions=[_cast(exp.Literal.number(0), profile.sum_type)])
+
+
+def _check_edges(m: Measure) -> tuple[float, ...]:
+    edges = tuple(m.edges)
+    if len(edges) < 2:
+        raise PlanError(f"{m.name}: bin_counts needs at least two edges, got {edges!r}")
+    out = _finite_bounds(edges[0], edges[-1], m.name)  # type checks of the ends
+    del out
+    vals: list[float] = []
+    for e in edges:
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e):
+            raise PlanError(f"{m.name}: edges must be finite numbers, got {e!r}")
+        vals.append(float(e) + 0.0)
+    if any(not a < b for a, b in itertools.pairwise(vals)):
+        raise PlanError(f"{m.name}: edges must be strictly increasing, got {edges!r}")
+    return tuple(vals)
+
+
+def _category_index(m: Measure, col: str, fam: Family) -> exp.Expression:
+    """Index of the row's category in ``m.categories`` (NULL when it is none of them)."""
+    if not m.categories:
+        raise PlanError(f"{m.name}: category_counts needs at least one category")
+    c = _col(col)  # already normalized (NaN -> NULL) in the innermost SELECT
+    ifs: list[exp.If] = []
+    null_index: int | None = None
+    for i, cat in enumerate(m.categories):
+        lit = _category_literal(cat, fam, m.name)
+        if lit is None:
+            if null_index is None:
+                null_index = i
+            continue
+        if isinstance(lit, exp.Null):
+            continue
+        ifs.append(exp.If(this=exp.EQ(this=c.copy(), expression=lit), true=_int(i)))
+    if null_index is not None:
+        ifs.insert(0, exp.If(this=_is_null(c.copy()), true=_int(null_index)))
+    if not ifs:
+        return exp.Null()
+    return exp.Case(ifs=ifs, default=exp.Null())

@@ -1,0 +1,225 @@
+"""The DuckDB engine: runs a compiled plan as one statement and returns exact integer aggregates.
+
+``duckdb`` is imported when an engine is created, never when :mod:`dpkit` is imported.
+
+Memory: the engine's own connection sets ``preserve_insertion_order=false`` (a scan need not
+keep file order; the plan's result never depends on it) and a spill directory, so a file larger
+than ``memory_limit`` is processed out of core (DuckDB's window and aggregate operators spill).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics.engines._compiler import (
+    DUCKDB,
+    DUCKDB_MD5,
+    CompiledQuery,
+    DialectProfile,
+    compile_plan,
+    source_sql,
+)
+from dpkit.errors import DPKitError
+
+__all__ = ["DuckDBEngine", "EngineError"]
+
+
+class EngineError(DPKitError, RuntimeError):
+    """The engine could not run a statement (a missing file, a type the binder refuses).
+
+    Raised only for reasons the plan and the schema decide (never for a value in the data):
+    the compiler removes every data-dependent failure before the statement runs.
+    """
+
+
+def _frame_to_scannable(frame: Any) -> Any:
+    """Turn a pandas / Polars (eager or lazy) / Arrow object into something DuckDB scans.
+
+    pandas ``object`` columns become pandas ``string`` columns (``None``/NaN -> NA, everything
+    else ``str(value)``): DuckDB otherwise guesses an object column's type from a sample and
+    fails on a later row of another type, an exception that would depend on the data.
+    Polars frames go through Arrow (a lazy frame is collected first). An Arrow
+    ``RecordBatchReader`` is read once into a table, so several releases can scan it.
+    """
+    mod = type(frame).__module__.split(".")[0]
+    if mod == "pandas":
+        obj_cols = [c for c in frame.columns if frame[c].dtype == object]
+        if obj_cols:
+            frame = frame.copy()
+            for c in obj_cols:
+                frame[c] = frame[c].astype("string")
+        return frame
+    if mod == "polars":
+        import polars as pl
+
+        if isinstance(frame, pl.LazyFrame):
+            frame = frame.collect()
+        return frame.to_arrow()
+    if mod == "pyarrow":
+        import pyarrow as pa
+
+        if isinstance(frame, pa.RecordBatchReader):
+            return frame.read_all()
+        if isinstance(frame, (pa.Table, pa.RecordBatch)):
+            return frame
+        try:
+            import pyarrow.dataset as ds
+
+            if isinstance(frame, ds.Dataset):
+                return frame
+        except ImportError:  # pragma: no cover - pyarrow always ships dataset
+            pass
+    raise TypeError(
+        f"cannot register a {type(frame).__module__}.{type(frame).__name__}; expected a pandas "
+        "DataFrame, a Polars DataFrame or LazyFrame, or a pyarrow Table / RecordBatchReader / "
+        "Dataset"
+    )
+
+
+class DuckDBEngine:
+    """Run plans on DuckDB.
+
+    Parameters
+    ----------
+    connection:
+        An existing ``duckdb.DuckDBPyConnection`` (its settings are left as they are) or
+        ``None`` for a fresh in-memory database owned by the engine.
+    memory_limit:
+        DuckDB memory limit such as ``"1GB"`` (only for the engine's own connection).
+    threads:
+        Number of DuckDB worker threads (only for the engine's own connection).
+    hash:
+        ``"native"`` (DuckDB's fast ``hash``) or ``"md5"`` (MD5 of a canonical text, which
+        another engine reproduces identically) for the bounding hashes.
+    """
+
+    def __init__(self, connection: Any = None, memory_limit: str | None = None,
+                 threads: int | None = None, *, hash: Literal["native", "md5"] = "native",
+                 temp_directory: str | None = None) -> None:
+        import duckdb
+
+        if hash not in ("native", "md5"):
+            raise ValueError(f"hash must be 'native' or 'md5', got {hash!r}")
+        self.profile: DialectProfile = DUCKDB if hash == "native" else DUCKDB_MD5
+        self._registered: dict[str, Any] = {}
+        self._own = connection is None
+        if connection is None:
+            connection = duckdb.connect(":memory:")
+            connection.execute("SET enable_progress_bar = false")
+            connection.execute("SET preserve_insertion_order = false")
+            if temp_directory is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="dpkit-duckdb-")
+                temp_directory = self._tmp.name
+            connection.execute("SET temp_directory = ?", [temp_directory])
+            if memory_limit is not None:
+                connection.execute("SET memory_limit = ?", [str(memory_limit)])
+            if threads is not None:
+                if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                    raise ValueError(f"threads must be a positive integer, got {threads!r}")
+                connection.execute(f"SET threads = {int(threads)}")
+        elif memory_limit is not None or threads is not None:
+            raise ValueError("memory_limit and threads apply only to the engine's own "
+                             "connection; configure a connection you pass yourself")
+        self.connection = connection
+
+    # ------------------------------------------------------------------ sources
+
+    def register(self, name: str, frame: Any) -> None:
+        """Make an in-memory frame scannable as the table ``name`` (``Source(kind="table")``)."""
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise ValueError(f"a table name must be a non-empty string, got {name!r}")
+        obj = _frame_to_scannable(frame)
+        self.connection.register(name, obj)
+        self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
+
+    def unregister(self, name: str) -> None:
+        """Forget a frame registered with :meth:`register`."""
+        if name in self._registered:
+            self.connection.unregister(name)
+            del self._registered[name]
+
+    def columns(self, source: Source) -> dict[str, str]:
+        """Column name -> DuckDB type of ``source``, in source order (no data row is read).
+
+        A CSV file's columns are the names on its header line (the first file of a glob, in
+        sorted order), all ``VARCHAR``: no type is guessed from the data.
+        """
+        if source.kind == "csv":
+            names = _csv_header(source.location)
+            return dict.fromkeys(names, "VARCHAR")
+        from_sql = source_sql(source, registered=frozenset(self._registered),
+                              dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
+        sql = f"DESCRIBE SELECT * FROM {from_sql}"
+        try:
+            rows = self.connection.execute(sql).fetchall()
+        except Exception as exc:
+            raise EngineError(f"cannot read the schema of {source.kind} "
+                              f"{source.location!r}: {exc}") from None
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    # ------------------------------------------------------------------ execution
+
+    def compile(self, plan: Plan, schema: Mapping[str, str] | None = None) -> CompiledQuery:
+        """The statement :meth:`execute` would run (for inspection and tests)."""
+        if schema is None:
+            schema = self.columns(plan.source)
+        return compile_plan(plan, schema, self.profile, registered=frozenset(self._registered))
+
+    def execute(self, plan: Plan) -> EngineResult:
+        """Run ``plan`` as one statement; return per-group exact integer aggregates."""
+        compiled = self.compile(plan)
+        try:
+            rows = self.connection.execute(compiled.sql).fetchall()
+        except Exception as exc:  # binder / IO errors: decided by plan and schema only
+            raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
+        return decode(compiled, rows)
+
+
+def _csv_header(location: str) -> list[str]:
+    """The column names on the header line of the first file matching ``location``."""
+    import csv
+    import glob
+    import io
+
+    files = sorted(glob.glob(location)) if glob.has_magic(location) else [location]
+    if not files:
+        raise EngineError(f"no CSV file matches {location!r}")
+    try:
+        with open(files[0], "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError as exc:
+        raise EngineError(f"cannot read the CSV header of {files[0]!r}: {exc}") from None
+    text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+    names = next(csv.reader(io.StringIO(text), delimiter=",", quotechar='"'), [])
+    if not names or any(not n for n in names) or len(set(names)) != len(names):
+        raise EngineError(f"the CSV header of {files[0]!r} must name every column once, "
+                          f"got {names!r}")
+    return names
+
+
+def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult:
+    """Turn result rows into an :class:`EngineResult` with Python ints (tuples for bins)."""
+    nk = len(compiled.key_columns)
+    keys: list[tuple[object, ...]] = []
+    values: dict[str, list[object]] = {m.name: [] for m in compiled.measures}
+    for row in rows:
+        keys.append(tuple(_plain_key(v) for v in row[:nk]))
+        for m, v in zip(compiled.measures, row[nk:], strict=True):
+            if m.kind in ("bin_counts", "category_counts"):
+                counts = [0] * m.size
+                for idx, n in (v or {}).items():
+                    if idx is not None:
+                        counts[int(idx)] = int(n)
+                values[m.name].append(tuple(counts))
+            else:
+                values[m.name].append(int(v) if v is not None else 0)
+    return EngineResult(keys=tuple(keys), values={k: tuple(v) for k, v in values.items()})
+
+
+def _plain_key(v: Any) -> object:
+    if isinstance(v, float) and v != v:  # pragma: no cover - NaN keys are NULL after compile
+        return None
+    return v

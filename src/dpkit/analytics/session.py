@@ -1,0 +1,239 @@
+"""A private analytics session: one table, one privacy unit, one budget, one engine.
+
+>>> s = Session("people.parquet", privacy_unit="user_id",
+...             budget=Budget(epsilon=3.0, delta=1e-6))  # doctest: +SKIP
+>>> q = (s.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=5)
+...       .agg(n=count(), income=mean("income", bounds=(0, 500_000))))   # doctest: +SKIP
+>>> q.summarize(epsilon=1.0, delta=1e-7)   # noise per column, touches no data  # doctest: +SKIP
+>>> q.run(epsilon=1.0, delta=1e-7)   # charges the budget first, then releases  # doctest: +SKIP
+
+Noise follows the budget: a pure budget (``delta == 0``) gives discrete Laplace noise and pure
+epsilon accounting; a budget with ``delta > 0`` gives discrete Gaussian noise, charged in zCDP
+when the budget is kept in rho (``method="zcdp"``: many queries compose tightly) or as one
+``(epsilon, delta)`` pair per query with ``method="basic"``. Private partition selection is an
+``(epsilon, delta)`` mechanism: it needs a ``method="basic"`` budget.
+Queries compose sequentially in the budget; the groups of one query compose in parallel (each
+unit is bounded to ``max_partitions`` groups, and the sensitivities account for that).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from dpkit._numeric.validation import check_probability
+from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._pricing import Mode
+from dpkit.analytics.builder import Query
+from dpkit.errors import DPKitError, PrivacyParameterError
+from dpkit.noise import RandomSource, resolve_source
+
+__all__ = ["Session"]
+
+_PARQUET = (".parquet", ".parq", ".pq")
+_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
+
+
+def _frame_kind(obj: Any) -> str | None:
+    mod = type(obj).__module__
+    name = type(obj).__name__
+    if mod.startswith("pandas") and name == "DataFrame":
+        return "pandas"
+    if mod.startswith("polars") and name in ("DataFrame", "LazyFrame"):
+        return "polars"
+    if mod.startswith("pyarrow") and name in ("Table", "RecordBatch", "Dataset",
+                                               "FileSystemDataset", "RecordBatchReader"):
+        return "arrow"
+    return None
+
+
+def _is_duckdb_connection(obj: Any) -> bool:
+    mod = type(obj).__module__
+    return mod.lstrip("_").startswith("duckdb") and "Connection" in type(obj).__name__
+
+
+def _budget_mode(budget: Any) -> Mode:
+    """How the session noises and charges, read from the budget's kind.
+
+    ``pure`` (delta = 0): discrete Laplace; ``zcdp`` (a budget kept in rho): discrete Gaussian
+    charged in rho; ``approx`` (a basic ``(epsilon, delta)`` budget): discrete Gaussian charged as
+    the ``(epsilon, delta)`` pair its rho certifies. Other budget kinds are refused.
+    """
+    if not callable(getattr(budget, "charge", None)):
+        raise PrivacyParameterError(
+            f"budget must be a dpkit budget (e.g. dpkit.accounting.Budget), got {budget!r}"
+        )
+    kind = getattr(budget, "kind", None)
+    if kind == "pure":
+        return "pure"
+    if kind == "zcdp":
+        return "zcdp"
+    if kind == "basic":
+        return "approx"
+    raise PrivacyParameterError(
+        f"a session needs a pure budget (delta=0), or an (epsilon, delta) budget with "
+        f"method='basic' or method='zcdp'; got a budget of kind {kind!r}"
+    )
+
+
+class Session:
+    """Private queries over one table.
+
+    Parameters
+    ----------
+    source:
+        A Parquet or CSV path or glob, a pandas/Polars (eager or lazy)/Arrow frame, or a DuckDB
+        connection (then give ``table=``).
+    privacy_unit:
+        The column identifying a person (every row of a person is bounded together);
+        ``None``: each row is a different person.
+    budget:
+        The session's privacy budget (charged before every release).
+    table:
+        With a DuckDB connection: the table or view to query.
+    engine:
+        ``"duckdb"`` (default) or an engine object with ``columns``/``execute``/``register``.
+    alpha:
+        Confidence intervals have level ``1 - alpha`` (default 0.05).
+    source_of_randomness:
+        A :class:`~dpkit.noise.RandomSource` (default: the secure process-wide source). A
+        seeded source must have been created with ``insecure=True``.
+    memory_limit, threads:
+        Passed to the DuckDB engine (e.g. ``memory_limit="1GB"``).
+    """
+
+    def __init__(self, source: Any, *, privacy_unit: str | None = None, budget: Any,
+                 table: str | None = None, engine: Any = "duckdb", alpha: float = 0.05,
+                 source_of_randomness: RandomSource | None = None,
+                 memory_limit: str | None = None, threads: int | None = None) -> None:
+        self.alpha = check_probability(alpha, name="alpha", open_low=True, open_high=True)
+        if not self.alpha <= 0.5:
+            raise PrivacyParameterError(f"alpha must be at most 0.5, got {alpha!r}")
+        self.source_of_randomness = resolve_source(source_of_randomness)
+        self.mode: Mode = _budget_mode(budget)
+        self.budget = budget
+        if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
+            raise PrivacyParameterError(
+                f"privacy_unit must be a column name or None, got {privacy_unit!r}"
+            )
+        self.privacy_unit = privacy_unit
+        connection = source if _is_duckdb_connection(source) else None
+        if isinstance(engine, str):
+            if engine != "duckdb":
+                raise PrivacyParameterError(f"engine must be 'duckdb' or an engine, got "
+                                            f"{engine!r}")
+            from dpkit.analytics.engines import DuckDBEngine  # type: ignore[import-not-found,attr-defined,unused-ignore]
+
+            self._engine: Any = DuckDBEngine(connection=connection, memory_limit=memory_limit,
+                                             threads=threads)
+        else:
+            for attr in ("execute", "columns"):
+                if not callable(getattr(engine, attr, None)):
+                    raise PrivacyParameterError(f"engine lacks a {attr}() method: {engine!r}")
+            self._engine = engine
+        self._source = self._resolve_source(source, table)
+        cols = self._engine.columns(self._source)
+        self._columns: tuple[str, ...] = tuple(
+            c[0] if isinstance(c, tuple) else str(c) for c in cols
+        )
+        if privacy_unit is not None:
+            self._check_column(privacy_unit, "privacy_unit")
+
+    # ------------------------------------------------------------------ sources
+    def _resolve_source(self, source: Any, table: str | None) -> Source:
+        if isinstance(source, (str, os.PathLike)):
+            if table is not None:
+                raise PrivacyParameterError("table= is only for DuckDB connections")
+            path = os.fspath(source)
+            lower = path.lower()
+            if lower.endswith(_PARQUET):
+                kind = "parquet"
+            elif lower.endswith(_CSV):
+                kind = "csv"
+            else:
+                raise PrivacyParameterError(
+                    f"cannot tell the format of {path!r}: use a .parquet or .csv path (or glob)"
+                )
+            if glob.has_magic(path):
+                if not glob.glob(path, recursive=True):
+                    raise FileNotFoundError(f"no file matches {path!r}")
+            elif not Path(path).is_file():
+                raise FileNotFoundError(f"no such file: {path!r}")
+            return Source(kind=kind, location=path)  # type: ignore[arg-type]
+        if _is_duckdb_connection(source):
+            if not isinstance(table, str) or not table:
+                raise PrivacyParameterError("with a DuckDB connection, give table='name'")
+            return Source(kind="table", location=table)
+        if table is not None:
+            raise PrivacyParameterError("table= is only for DuckDB connections")
+        if _frame_kind(source) is None:
+            raise PrivacyParameterError(
+                "source must be a Parquet/CSV path, a pandas/polars/arrow frame or a DuckDB "
+                f"connection, got {type(source).__name__}"
+            )
+        register = getattr(self._engine, "register", None)
+        if register is None:
+            raise PrivacyParameterError("this engine cannot register in-memory frames")
+        name = f"dpkit_source_{uuid.uuid4().hex[:12]}"
+        register(name, source)
+        return Source(kind="table", location=name)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The source's column names (schema only; no rows are read)."""
+        return self._columns
+
+    def _check_column(self, column: str, what: str) -> None:
+        if column not in self._columns:
+            raise PrivacyParameterError(
+                f"unknown {what} {column!r}; the source has columns {list(self._columns)}"
+            )
+
+    @property
+    def remaining(self) -> Any:
+        """What the budget has left (the budget's own ``remaining``)."""
+        return getattr(self.budget, "remaining", None)
+
+    @property
+    def spent(self) -> Any:
+        """What the budget has spent (the budget's own ``spent``)."""
+        return getattr(self.budget, "spent", None)
+
+    def _validate_plan(self, plan: Plan) -> None:
+        """Let the engine check the plan (SQL allow-list, columns) before anything is charged."""
+        check = getattr(self._engine, "validate", None) or getattr(self._engine, "compile", None)
+        if check is None:
+            return
+        compiled = check(plan)
+        sql = getattr(compiled, "sql", None)
+        connection = getattr(self._engine, "connection", None)
+        if isinstance(sql, str) and connection is not None:
+            # EXPLAIN parses and binds the statement against the schema without reading rows,
+            # so an engine that cannot run it fails here, before anything is charged.
+            try:
+                connection.execute("EXPLAIN " + sql).fetchall()
+            except Exception as exc:
+                raise DPKitError(
+                    f"the engine cannot run this query (nothing was charged): {exc}"
+                ) from None
+
+    def _execute(self, plan: Plan) -> EngineResult:
+        result: EngineResult = self._engine.execute(plan)
+        return result
+
+    @property
+    def engine(self) -> Any:
+        return self._engine
+
+    # ------------------------------------------------------------------ queries
+    def query(self) -> Query:
+        """A new, empty query over this session's table."""
+        return Query(session=self)
+
+    def __repr__(self) -> str:
+        return (f"Session({self._source.kind}:{self._source.location!r}, privacy_unit="
+                f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha})")

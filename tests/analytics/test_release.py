@@ -1,0 +1,150 @@
+"""Pricing and release: sensitivities, fixed point, interval half-widths, assembly."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+import dpkit.analytics as dpa
+from dpkit.accounting.events import ApproxDpEvent, DiscreteLaplaceEvent
+from dpkit.analytics._plan import EngineResult
+from dpkit.analytics._pricing import Noise, _frac_bits, price
+from dpkit.analytics._release import assemble
+from dpkit.noise import RandomSource
+
+
+@pytest.mark.parametrize("t", [0.3, 1.0, 2.5, 17.0, 400.0, 9000.0])
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 1e-6])
+def test_laplace_halfwidth_is_the_exact_smallest(t: float, alpha: float) -> None:
+    # P(|Z| > h) = 2 q^(h+1) / (1 + q) for P(k) ∝ q^|k|, q = e^(-1/t), evaluated in mpmath.
+    h = Noise("discrete_laplace", t).halfwidth(alpha)
+    mpmath.mp.dps = 40
+    q = mpmath.exp(-1 / mpmath.mpf(t))
+
+    def tail(k: int) -> mpmath.mpf:
+        return 2 * q ** (k + 1) / (1 + q)
+
+    assert tail(h) <= alpha
+    assert h == 0 or tail(h - 1) > alpha * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("sigma", [0.4, 1.0, 3.7, 50.0, 999.0])
+@pytest.mark.parametrize("alpha", [0.05, 1e-4])
+def test_gaussian_halfwidth_is_the_exact_smallest(sigma: float, alpha: float) -> None:
+    h = Noise("discrete_gaussian", sigma).halfwidth(alpha)
+    mpmath.mp.dps = 40
+    s2 = 2 * mpmath.mpf(sigma) ** 2
+    m = int(40 * sigma) + 10  # the tail beyond 40 sigma is below e^-800
+    w = [mpmath.exp(-mpmath.mpf(k) ** 2 / s2) for k in range(m)]
+    norm = w[0] + 2 * mpmath.fsum(w[1:])
+
+    def tail(k: int) -> mpmath.mpf:
+        return 2 * mpmath.fsum(w[k + 1:]) / norm
+
+    assert tail(h) <= alpha
+    assert h == 0 or tail(h - 1) > alpha * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("sigma", [1000.0, 1e6, 2.0**40])
+def test_gaussian_halfwidth_large_sigma_is_safe_and_tight(sigma: float) -> None:
+    # Continuous reference: 1.959964 sigma at alpha = 0.05. The bound must not be below it by
+    # more than a step and not above by more than 1e-3 relative.
+    h = Noise("discrete_gaussian", sigma).halfwidth(0.05)
+    ref = 1.959963984540054 * sigma
+    assert ref - 1 <= h <= ref * (1 + 1e-3) + 2
+
+
+def test_laplace_interval_coverage_and_companion() -> None:
+    # 20,000 independent releases of one count; misses of a correct 95% interval are
+    # Binomial(20000, p <= 0.05). Critical value: the 1 - 1e-6 quantile of Binomial(20000, 0.05)
+    # (about 1149), so this fails with probability <= 1e-6 when the intervals are right.
+    n = 20_000
+    nz = Noise("discrete_laplace", 3.0)
+    src = RandomSource(seed=21, insecure=True)
+    z = np.array(nz.sample(n, src))
+    h = nz.halfwidth(0.05)
+    crit = binom.ppf(1 - 1e-6, n, 0.05)
+    assert np.sum(np.abs(z) > h) <= crit
+    # Companion: an interval half as wide misses with probability about 0.2, far above crit.
+    assert np.sum(np.abs(z) > h // 2) > crit
+
+
+def test_frac_bits_keep_rows_and_noise_in_range() -> None:
+    for noise_real, maxabs in [(1.0, 1.0), (1e6, 5e5), (1e-9, 1e-3), (1e12, 2.0**50),
+                               (3.0, 2.0**50)]:
+        k = _frac_bits(noise_real, maxabs)
+        assert k >= 0
+        assert maxabs * 2.0**k < 2.0**62  # one row's integer fits a BIGINT
+        assert noise_real * 2.0**k <= 2.0**52 or k == 0
+
+
+def test_sensitivities_follow_bounding() -> None:
+    stats = {"n": dpa.count(), "u": dpa.count_distinct(),
+             "s": dpa.sum("x", bounds=(-2.0, 3.0)), "h": dpa.histogram("x", edges=[0, 1, 2])}
+    pr = price(stats, mode="pure", epsilon=4.0, delta=0.0, max_partitions=3,
+               max_rows_per_partition=5, select_partitions=False)
+    by = {sp.name: sp.measures[0] for sp in pr.stats}
+    assert by["n"].l1 == 15 and by["u"].l1 == 3 and by["h"].l1 == 15
+    k = by["s"].measure.frac_bits
+    assert by["s"].l1 == 15 * 3 * 2**k  # max(|floor(-2 2^k)|, |floor(3 2^k)|) = 3 2^k
+    # each statistic gets epsilon 1; the event's epsilon (with slack) never exceeds it
+    for sp in pr.stats:
+        ev = sp.events[0]
+        assert isinstance(ev, DiscreteLaplaceEvent)
+        assert Fraction(ev.sensitivity) / Fraction(ev.scale) + 2 * Fraction(ev.pmf_slack) <= 1
+
+
+def test_budget_split_with_selection_and_approx_pair() -> None:
+    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=2,
+               max_rows_per_partition=1, select_partitions=True, selection_weight=1.0)
+    assert pr.selection_epsilon == 0.5 and pr.selection_delta == 5e-7
+    evs = pr.events
+    assert all(isinstance(e, ApproxDpEvent) for e in evs)
+    assert math.fsum(e.epsilon for e in evs) <= 1.0  # type: ignore[attr-defined]
+    assert math.fsum(e.delta for e in evs) <= 1e-6  # type: ignore[attr-defined]
+
+
+def _mean_pricing() -> tuple[object, EngineResult]:
+    stats = {"m": dpa.mean("x", bounds=(0.0, 10.0)), "v": dpa.variance("x", bounds=(0.0, 10.0))}
+    pr = price(stats, mode="pure", epsilon=2000.0, delta=0.0, max_partitions=1,
+               max_rows_per_partition=1, select_partitions=False)
+    vals = [1.0, 2.0, 3.0, 9.0] * 250  # mean 3.75, variance 9.6875
+    res: dict[str, tuple[object, ...]] = {}
+    for sp in pr.stats:
+        for mp in sp.measures:
+            m = mp.measure
+            if m.kind == "values":
+                res[m.name] = (len(vals),)
+            elif m.kind == "sum":
+                res[m.name] = (sum(math.floor(x * 2**m.frac_bits) for x in vals),)
+            else:
+                res[m.name] = (sum(math.floor((x - m.center) ** 2 * 2**m.frac_bits)
+                                   for x in vals),)
+    return pr, EngineResult(keys=((),), values=res)
+
+
+def test_mean_and_variance_post_processing() -> None:
+    pr, res = _mean_pricing()
+    src = RandomSource(seed=3, insecure=True)
+    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                   source=src)
+    # epsilon 500 per measure: the noise is tiny; the estimates are the truth up to ~1e-2
+    assert abs(out["m"].iloc[0] - 3.75) < 1e-2
+    assert abs(out["v"].iloc[0] - 9.6875) < 5e-2
+    assert out["m_low"].iloc[0] <= 3.75 <= out["m_high"].iloc[0]
+    assert out["v_low"].iloc[0] <= 9.6875 <= out["v_high"].iloc[0]
+
+
+def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
+    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-12, max_partitions=1,
+               max_rows_per_partition=1, select_partitions=True)
+    res = EngineResult(keys=(("a",), ("b",)), values={"n:n": (1, 0), "__units": (1, 0)})
+    src = RandomSource(seed=4, insecure=True)
+    for _ in range(200):
+        out = assemble(pr, res, group_by=("k",), public_keys=None, alpha=0.05, source=src)
+        assert len(out) == 0
