@@ -333,7 +333,7 @@ def main() -> None:
         "",
         body,
         "",
-        "Targets (issue 2): dpkit secure Laplace and Gaussian at >= 0.5x numpy's throughput; the "
+        "Targets: dpkit secure Laplace and Gaussian at >= 0.5x numpy's throughput; the "
         "exponential mechanism within 2x of numpy's arg-max (>= 0.5x its throughput).",
         f"- Laplace: {verdict(lap, 0.5)}",
         f"- Gaussian: {verdict(gau, 0.5)}",
