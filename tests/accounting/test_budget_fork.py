@@ -64,3 +64,17 @@ def test_forked_copy_refuses_every_charge_and_keeps_its_history() -> None:
     assert result == bytes([0])
     budget.charge(epsilon=0.75)
     assert budget.spent == (1.0, 0.0)
+
+
+def test_a_budget_cannot_be_copied_into_two_spenders() -> None:
+    # Before the fix copy.copy(budget) shared the spent total and each copy accepted charges
+    # up to the whole budget (certified epsilon >= 1.88 against a budget of 1.001).
+    import copy
+
+    import pytest
+
+    budget = Budget(epsilon=1.0)
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.copy(budget)
+    with pytest.raises(TypeError):
+        copy.deepcopy(budget)

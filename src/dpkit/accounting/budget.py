@@ -885,6 +885,15 @@ class Budget:
                 raise SerializationError(f"saved ledger cannot be replayed: {exc}") from exc
         return budget
 
+    def __copy__(self) -> Budget:
+        """Refused: a shallow copy would share the spent total at the moment of copying and
+        then spend the rest twice (once through each object). Use :meth:`to_json` /
+        :meth:`from_json` to save and restore a budget explicitly."""
+        raise TypeError(
+            "a Budget cannot be copied: two copies could each spend what remains; "
+            "save and restore it with to_json()/from_json() instead"
+        )
+
     def __repr__(self) -> str:
         e, d = self.spent
         return (
