@@ -34,6 +34,7 @@ from hypothesis.extra import numpy as hnp
 sys.path.insert(0, str(Path(__file__).parent / "statistical"))
 from _stats import clopper_pearson
 
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpkit.noise import RandomSource
 
@@ -137,12 +138,17 @@ def test_any_float_input_lands_on_the_lattice(name: str, build: Callable[[], Lap
                          ids=["discrete_laplace", "discrete_gaussian"])
 def test_discrete_mechanisms_on_adversarial_inputs(mech: DiscreteLaplace | DiscreteGaussian
                                                    ) -> None:
-    values = np.concatenate([ADVERSARIAL, -ADVERSARIAL, [math.nan, math.inf, -math.inf]])
+    values = np.array([0, 1, -1, 2**53 + 1, 2**62, 2**62 + 1, 2**63 - 1, -(2**63), 17],
+                      dtype=np.int64)
     out = mech.release(values, source=src(3))
     assert out.dtype == np.int64 and out.shape == values.shape
     z = mech.release(np.zeros(values.size, dtype=np.int64), source=src(3))
-    assert out[-3] == z[-3]  # NaN -> 0 (same noise, same seed)
-    assert np.all(np.abs(out) <= 2**62 + 10**6)  # saturated at +-2**62, no wrap-around
+    expected = np.clip(values, -(2**62), 2**62)  # saturated at +-2**62, no wrap-around
+    assert np.array_equal(out - z, expected)  # same seed, same noise: exact integers
+    # Float dtypes are refused by dtype, whatever the values (even whole numbers, even NaN).
+    for floats in (ADVERSARIAL, np.array([0.5]), np.array([1.0]), np.array([math.nan])):
+        with pytest.raises(PrivacyParameterError, match="values"):
+            mech.release(floats, source=src(3))
     # Unsigned 64-bit inputs at and above 2**63 saturate too (they must not wrap negative).
     big = np.array([2**63 - 1, 2**63, 2**64 - 1, 2**62], dtype=np.uint64)
     same = mech.release(big, source=src(4))
