@@ -62,11 +62,12 @@ __all__ = ["Gaussian", "Laplace"]
 _MIN_EPSILON = 2.0**-20
 _LAPLACE_MAX_T = 2.0**32
 _GAUSSIAN_MAX_T = 2.0**20
+_MIN_DELTA = 2.0**-1022
 
 
 def _too_large(factor: Fraction, sensitivity: float) -> PrivacyParameterError:
     return PrivacyParameterError(
-        f"the noise scale would be {float(factor):.3g} times the sensitivity {sensitivity!r}, "
+        f"the noise scale would be {up(factor):.3g} times the sensitivity {sensitivity!r}, "
         f"beyond the largest double: express the data in larger units (a smaller sensitivity)"
     )
 
@@ -280,7 +281,10 @@ class Gaussian:
         delta_2 = check_sensitivity(sensitivity)
         nb = as_neighbouring(neighbouring)
         target = calibration_target(m)
-        s, sigma = _fit_granularity(Fraction(up(1 / target)), delta_2, _GAUSSIAN_MAX_T)
+        nm = up(1 / target)
+        if math.isinf(nm):
+            raise _too_large(Fraction(1) / target, delta_2)
+        s, sigma = _fit_granularity(Fraction(nm), delta_2, _GAUSSIAN_MAX_T)
         return fit_noise(lambda sd: cls(sigma=sd, sensitivity=delta_2, granularity=s,
                                         neighbouring=nb),
                          sigma, target, _gdp_mu)
@@ -301,6 +305,11 @@ class Gaussian:
         """
         eps = check_epsilon(epsilon)
         dlt = check_delta(delta, allow_zero=False)
+        if not dlt >= _MIN_DELTA:
+            raise PrivacyParameterError(
+                f"delta must be at least 2**-1022 (the smallest normal double): below, its "
+                f"certificate cannot carry a relative error bound; got {delta!r}"
+            )
         delta_2 = check_sensitivity(sensitivity)
         eff_eps = float(_effective_epsilon(eps, GAUSSIAN_SLACK))
         # 2**-40 of headroom so that the certificate delta_for(epsilon) (which rounds up once

@@ -58,6 +58,7 @@ __all__ = ["DiscreteGaussian", "DiscreteLaplace"]
 
 _FAST_LIMIT = 2.0**13
 _INT_LIMIT = 2**62
+_MIN_SIGMA = 2.0**-500
 _OUT_MIN, _OUT_MAX = -(2**63), 2**63 - 1
 
 
@@ -148,11 +149,17 @@ class DiscreteLaplace:
                                     neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
 
     def confidence_interval(self, alpha: float) -> int:
-        """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t)."""
+        """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t).
+
+        Since ``ln q = -1/t`` exactly: ``h = ceil(t ln(2 / (alpha (1 + q))) - 1)``, with the
+        logarithm inflated by a relative 2**-50 and the product taken exactly (rounded up:
+        never too narrow; no overflow for any t).
+        """
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         q = math.exp(-1.0 / self.scale)
-        h = math.ceil(math.log(a * (1.0 + q) / 2.0) / math.log(q) - 1.0)
-        return max(h, 0)
+        log_ratio = math.log(2.0) - math.log(a) - math.log1p(q)
+        log_up = math.nextafter(log_ratio * (1.0 + 2.0**-50), math.inf)
+        return max(math.ceil(Fraction(self.scale) * Fraction(log_up) - 1), 0)
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release integer ``values`` with discrete Laplace noise.
@@ -187,6 +194,11 @@ class DiscreteGaussian:
 
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
+        if not self.sigma >= _MIN_SIGMA:
+            raise PrivacyParameterError(
+                f"sigma must be at least 2**-500 (below, sigma**2 is not a normal double and the "
+                f"noise is 0 with probability 1 - 1e-300 or more: no privacy), got {self.sigma!r}"
+            )
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
@@ -219,7 +231,8 @@ class DiscreteGaussian:
         ``P(|Z| >= x) <= 2 exp(-x^2 / (2 sigma^2))``.
         """
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
-        return math.ceil(self.sigma * math.sqrt(2.0 * math.log(2.0 / a)))
+        root = math.sqrt(2.0 * (math.log(2.0) - math.log(a))) * (1.0 + 2.0**-50)
+        return math.ceil(Fraction(self.sigma) * Fraction(math.nextafter(root, math.inf)))
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release integer ``values`` with discrete Gaussian noise.
