@@ -313,3 +313,23 @@ def test_mechanisms_are_immutable() -> None:
             setattr(m, field, 2.0)
         assert m.event is not None
         hash(m)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lo=st.floats(-1e300, 1e300), hi=st.floats(-1e300, 1e300), n=st.integers(1, 10**20))
+def test_sensitivities_are_rounded_up(lo: float, hi: float, n: int) -> None:
+    from fractions import Fraction
+
+    lo, hi = min(lo, hi), max(lo, hi)
+    width = Fraction(hi) - Fraction(lo)
+    assert Fraction(bounded_sum_sensitivity(lower=lo, upper=hi, neighbouring="replace")) >= width
+    for rel, div in (("replace", n), ("add_remove", n + 1)):
+        got = bounded_mean_sensitivity(lower=lo, upper=hi, n=n, neighbouring=rel)
+        assert Fraction(got) >= width / div
+        assert got <= math.nextafter(float(width / div), math.inf) * (1 + 2**-52)
+
+
+def test_sensitivity_rounding_repro() -> None:
+    # 1 - (-1e-17) = 1.00000000000000001 rounds to 1.0 in floating point: too small.
+    assert bounded_sum_sensitivity(lower=-1e-17, upper=1.0, neighbouring="replace") > 1.0
+    assert bounded_mean_sensitivity(lower=0.0, upper=1.0, n=3, neighbouring="replace") > 1 / 3
