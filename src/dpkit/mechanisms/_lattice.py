@@ -227,20 +227,26 @@ def lattice_release(
     parsed = parse_values(values, accept="real")
     s = float(granularity)
     shape = parsed.array.shape
-    if parsed.kind == "float":
-        flat: npt.NDArray[Any] = parsed.array.reshape(-1)
-    else:  # exact integer indices up front (integer, longdouble and rational inputs)
-        flat = lattice_index(parsed, s).reshape(-1)
+    kind = parsed.kind
+    if kind == "exact":  # Python ints / Fractions: indices up front (one Python loop)
+        flat: npt.NDArray[Any] = _exact_index(parsed.array, s).reshape(-1)
+    else:
+        flat = parsed.array.reshape(-1)
     n = flat.size
     out = np.empty(n, dtype=np.float64)
 
     def work(start: int) -> None:
         stop = min(start + _CHUNK, n)
         k = stop - start
-        if parsed.kind == "float":
-            idx = _float_index(flat[start:stop], s, scratch("lat_idx", k, np.float64))
+        chunk = flat[start:stop]
+        if kind == "float":
+            idx = _float_index(chunk, s, scratch("lat_idx", k, np.float64))
+        elif kind in ("int", "uint"):
+            idx = _integer_index(chunk, s)
+        elif kind == "longdouble":
+            idx = _longdouble_index(chunk, s)
         else:
-            idx = flat[start:stop]
+            idx = chunk
         z = noise(k, scratch("lat_z", k, np.float64))
         dest = out[start:stop]
         if idx.dtype == np.float64 and (
