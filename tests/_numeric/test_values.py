@@ -133,8 +133,9 @@ _reals = st.one_of(
     st.fractions(),
     st.builds(Fraction, _big_ints, st.integers(1, 2**1100)),
     st.decimals(allow_nan=True, allow_infinity=True),
-    st.builds(lambda m, e: Decimal(m).scaleb(e), st.integers(-(10**30), 10**30),
-              st.integers(-(10**6), 10**6)),
+    # built from a string: exact, beyond any decimal context's exponent range
+    st.builds(lambda m, e: Decimal(f"{m}E{e}"), st.integers(-(10**30), 10**30),
+              st.integers(-(10**9), 10**9)),
     st.just(Decimal("sNaN")),
     st.booleans(),
 )
