@@ -34,6 +34,7 @@ from hypothesis.extra import numpy as hnp
 sys.path.insert(0, str(Path(__file__).parent / "statistical"))
 from _stats import clopper_pearson
 
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from dpkit.noise import RandomSource
 
@@ -137,12 +138,17 @@ def test_any_float_input_lands_on_the_lattice(name: str, build: Callable[[], Lap
                          ids=["discrete_laplace", "discrete_gaussian"])
 def test_discrete_mechanisms_on_adversarial_inputs(mech: DiscreteLaplace | DiscreteGaussian
                                                    ) -> None:
-    values = np.concatenate([ADVERSARIAL, -ADVERSARIAL, [math.nan, math.inf, -math.inf]])
+    values = np.array([0, 1, -1, 2**53 + 1, 2**62, 2**62 + 1, 2**63 - 1, -(2**63), 17],
+                      dtype=np.int64)
     out = mech.release(values, source=src(3))
     assert out.dtype == np.int64 and out.shape == values.shape
     z = mech.release(np.zeros(values.size, dtype=np.int64), source=src(3))
-    assert out[-3] == z[-3]  # NaN -> 0 (same noise, same seed)
-    assert np.all(np.abs(out) <= 2**62 + 10**6)  # saturated at +-2**62, no wrap-around
+    expected = np.clip(values, -(2**62), 2**62)  # saturated at +-2**62, no wrap-around
+    assert np.array_equal(out - z, expected)  # same seed, same noise: exact integers
+    # Float dtypes are refused by dtype, whatever the values (even whole numbers, even NaN).
+    for floats in (ADVERSARIAL, np.array([0.5]), np.array([1.0]), np.array([math.nan])):
+        with pytest.raises(PrivacyParameterError, match="values"):
+            mech.release(floats, source=src(3))
     # Unsigned 64-bit inputs at and above 2**63 saturate too (they must not wrap negative).
     big = np.array([2**63 - 1, 2**63, 2**64 - 1, 2**62], dtype=np.uint64)
     same = mech.release(big, source=src(4))
@@ -164,6 +170,8 @@ def _events(x0: float, unit: float) -> dict[str, Callable[[np.ndarray], np.ndarr
         "odd_integer": lambda y: (y == np.floor(y)) & (np.mod(y, 2.0) == 1.0),
         "half_integer": lambda y: (y * 2 == np.floor(y * 2)) & (y != np.floor(y)),
         "fine_bits": lambda y: (y * 2.0**40) != np.floor(y * 2.0**40),
+        # The sign of zero: -0.0 == 0.0 compares equal, only the sign bit tells them apart.
+        "negative_zero": lambda y: (y == 0.0) & np.signbit(y),
         # Threshold events: the optimal events for an honest Laplace/Gaussian mechanism.
         **{f"above_{c}": (lambda y, c=c: y > x0 + c * unit) for c in (0.5, 1.0, 2.0, 4.0)},
         **{f"below_{c}": (lambda y, c=c: y < x0 + c * unit) for c in (-1.0, 0.5)},
@@ -200,8 +208,11 @@ def certified_epsilon(y0: np.ndarray, y1: np.ndarray, x0: float, unit: float = 1
 # with sensitivity 1 it is 2**-12 and 2**52 lies beyond the clamp bound 2**62 * 2**-12 = 2**50
 # (both inputs are released as the bound: trivially indistinguishable). Sensitivity 16 gives
 # granularity 2**-8 and clamp bound 2**54, so 2**52 and 2**52 + 1 are distinct lattice points.
-PAIRS = [(0.0, 1.0, 1.0), (2.0**52, 2.0**52 + 1, 1.0), (2.0**52, 2.0**52 + 1, 16.0)]
-PAIR_IDS = ["0_vs_1", "2^52_vs_2^52+1_clamped", "2^52_vs_2^52+1_in_range"]
+# -1e-12 vs 0.0: the same lattice point (index -0.0 vs 0.0); before the sign of zero was fixed,
+# only the negative side could output -0.0 (the "negative_zero" event).
+PAIRS = [(0.0, 1.0, 1.0), (2.0**52, 2.0**52 + 1, 1.0), (2.0**52, 2.0**52 + 1, 16.0),
+         (-1e-12, 0.0, 1.0)]
+PAIR_IDS = ["0_vs_1", "2^52_vs_2^52+1_clamped", "2^52_vs_2^52+1_in_range", "-1e-12_vs_0"]
 
 
 def _textbook(x: float, b: float, seed: int) -> np.ndarray:

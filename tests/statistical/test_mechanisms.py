@@ -39,6 +39,7 @@ from _stats import (
     chi2_power,
     chi2_rejects,
     chi2_statistic,
+    clopper_pearson,
     quantile_edges,
 )
 
@@ -364,3 +365,81 @@ def test_randomized_response_fits_and_validity(epsilon: float) -> None:
     wrong = RandomizedResponse.from_epsilon(epsilon=epsilon * SCALE_ERROR)
     kept = int(np.sum(wrong.release(bits, source=src(932)) == bits))
     assert chi2_statistic([kept, n - kept], [p, 1 - p]) > crit
+
+
+# ---------------------------------------------------------------------------------------------
+# The sign of zero: 0.0 and -1e-12 share the lattice point 0, so no event may tell them apart
+# ---------------------------------------------------------------------------------------------
+# One event, E = "the output is -0.0", seen k0 / n times on input 0.0 and k1 / n on -1e-12. With
+# Clopper-Pearson bounds at alpha / 2 each (joint level 1 - alpha, alpha = 1e-6), E certifies a
+# violation of (eps, delta)-DP when lower(k1 / n) > e^eps upper(k0 / n) + delta; the certified
+# epsilon is ln((lower(k1 / n) - delta) / upper(k0 / n)).
+# Power of the companion (old conversion): there -0.0 appears on the negative side only, with
+# probability p = P(Z = 0) / 2: 6.1e-5 for Laplace eps 1 (t = 4096), 1.0e-5 for the Gaussian
+# (1, 1e-6) (t ~ 2e4). With k0 = 0, upper(0 / n) = ln(4 / alpha) / n = 15.2 / n, so a violation
+# needs k1 above about e * 15.2 + delta n + 5 sqrt(k1): ~80 for Laplace at n = 4e6 (mean 244),
+# ~120 for the Gaussian at n = 2e7 (mean 200); both missed with probability below 1e-9.
+SIGN_ALPHA = 1e-6
+SIGN = [
+    ("laplace_eps1", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), 1.0, 0.0,
+     4_000_000),
+    ("gaussian_eps1_delta1e-6", lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6,
+                                                                   sensitivity=1.0),
+     1.0, 1e-6, 20_000_000),
+]
+SIGN_IDS = [s[0] for s in SIGN]
+
+
+def _negative_zeros(y: np.ndarray) -> int:
+    return int(np.count_nonzero((y == 0.0) & np.signbit(y)))
+
+
+def _old_conversion(mech: Laplace | Gaussian, x: float, n: int, source: RandomSource
+                    ) -> np.ndarray:
+    """The conversion before the fix: the double sum ``rint(x / s) + z`` kept -0.0."""
+    from dpkit.noise.samplers import gaussian_lattice_float, laplace_lattice_float
+
+    s = mech.granularity
+    if isinstance(mech, Laplace):
+        z = laplace_lattice_float(source, mech.scale / s, n)
+    else:
+        z = gaussian_lattice_float(source, mech.sigma / s, n)
+    return (np.rint(np.full(n, x) / s) + z) * s
+
+
+def _count(draw: Callable[[int, RandomSource], np.ndarray], n: int, seed: int) -> int:
+    source, total, batch = src(seed), 0, 2_000_000
+    for start in range(0, n, batch):
+        total += _negative_zeros(draw(min(batch, n - start), source))
+    return total
+
+
+def _certify(k0: int, k1: int, n: int, delta: float) -> float:
+    _, hi0 = clopper_pearson(k0, n, SIGN_ALPHA / 2)
+    lo1, _ = clopper_pearson(k1, n, SIGN_ALPHA / 2)
+    return math.log((lo1 - delta) / hi0) if lo1 > delta else 0.0
+
+
+@pytest.mark.parametrize(("name", "build", "eps", "delta", "n"), SIGN, ids=SIGN_IDS)
+def test_sign_of_zero_certifies_nothing(name: str, build: Callable[[], Laplace | Gaussian],
+                                        eps: float, delta: float, n: int) -> None:
+    mech = build()
+    k0 = _count(lambda m, s: mech.release(np.full(m, 0.0), source=s), n, 61)
+    k1 = _count(lambda m, s: mech.release(np.full(m, -1e-12), source=s), n, 62)
+    cert = _certify(k0, k1, n, delta)
+    print(f"{name}: -0.0 outputs {k0} (input 0.0) vs {k1} (input -1e-12) in {n}; "
+          f"certified epsilon {cert:.3f}, claimed ({eps}, {delta})")
+    assert k0 == 0 and k1 == 0 and cert == 0.0
+
+
+@pytest.mark.parametrize(("name", "build", "eps", "delta", "n"), SIGN, ids=SIGN_IDS)
+def test_sign_of_zero_test_catches_the_old_conversion(name: str,
+                                                      build: Callable[[], Laplace | Gaussian],
+                                                      eps: float, delta: float, n: int) -> None:
+    mech = build()
+    k0 = _count(lambda m, s: _old_conversion(mech, 0.0, m, s), n, 61)
+    k1 = _count(lambda m, s: _old_conversion(mech, -1e-12, m, s), n, 62)
+    cert = _certify(k0, k1, n, delta)
+    print(f"{name} (old conversion): -0.0 outputs {k0} vs {k1} in {n}; certified epsilon "
+          f"{cert:.3f} > claimed ({eps}, {delta})")
+    assert k0 == 0 and cert > eps

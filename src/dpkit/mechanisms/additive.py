@@ -12,7 +12,13 @@ factor ``exp(+-a)`` of the exact rounded distributions (``a = 2**-25`` for Lapla
 for Gaussian; :mod:`dpkit.mechanisms._lattice`), which turns
 epsilon into ``epsilon + 2a`` and delta(eps) into ``e^a delta(eps - 2a)`` (see
 :mod:`dpkit.accounting.events`). Calibration constructors absorb that charge, so the mechanism
-they return spends no more than the epsilon (and delta) asked for.
+they return spends no more than the epsilon (and delta) asked for, *as the accountants compute
+it from the mechanism's event* (:mod:`dpkit.mechanisms._calibration`): a budget of e accepts a
+mechanism calibrated to e, and k mechanisms calibrated to e / k.
+
+``release`` reads its data through :func:`dpkit._numeric.values.parse_values` (decided by type;
+integers, longdoubles, Fractions and Decimals are placed on the lattice exactly) and returns the
+container it was given: a Series for a pandas Series, a float for a scalar, an array otherwise.
 """
 
 from __future__ import annotations
@@ -22,8 +28,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from scipy.special import ndtri
 
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
@@ -38,6 +42,12 @@ from dpkit._numeric.validation import (
 )
 from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._calibration import (
+    calibration_target,
+    charged_epsilon,
+    fit_noise,
+    reported_epsilon,
+)
 from dpkit.mechanisms._lattice import (
     GAUSSIAN_SLACK,
     LAPLACE_SLACK,
@@ -52,7 +62,14 @@ __all__ = ["Gaussian", "Laplace"]
 _MIN_EPSILON = 2.0**-20
 _LAPLACE_MAX_T = 2.0**32
 _GAUSSIAN_MAX_T = 2.0**20
+_MIN_DELTA = 2.0**-1022
 
+
+def _too_large(factor: Fraction, sensitivity: float) -> PrivacyParameterError:
+    return PrivacyParameterError(
+        f"the noise scale would be {up(factor):.3g} times the sensitivity {sensitivity!r}, "
+        f"beyond the largest double: express the data in larger units (a smaller sensitivity)"
+    )
 
 
 def _fit_granularity(factor: Fraction, sensitivity: float, max_t: float) -> tuple[float, float]:
@@ -62,10 +79,16 @@ def _fit_granularity(factor: Fraction, sensitivity: float, max_t: float) -> tupl
     ``factor * s``, so s is coarsened (doubling) until the final ratio fits the sampler.
     Refuses (fails closed) when that would make the lattice charge ``s`` exceed ``2**-6`` of the
     sensitivity, i.e. for noise above about ``max_t / 32`` times the sensitivity (Gaussian: mu
-    below about 3e-5; Laplace: never above its epsilon floor of 2**-20).
+    below about 3e-5; Laplace: never above its epsilon floor of 2**-20), and when the scale is
+    beyond the largest double.
     """
-    s = granularity_for(float(factor * Fraction(sensitivity)), sensitivity, max_t)
+    ideal = up(factor * Fraction(sensitivity))
+    if math.isinf(ideal):
+        raise _too_large(factor, sensitivity)
+    s = granularity_for(ideal, sensitivity, max_t)
     scale = up(factor * (Fraction(sensitivity) + Fraction(s)))
+    if math.isinf(scale):
+        raise _too_large(factor, sensitivity)
     while not scale / s < 2 * max_t:
         s *= 2.0
         if s > sensitivity * 2.0**-6:
@@ -79,13 +102,33 @@ def _fit_granularity(factor: Fraction, sensitivity: float, max_t: float) -> tupl
 
 
 def _effective_epsilon(epsilon: float, slack: float) -> Fraction:
-    """epsilon minus the floating-point charge 2a; refuses epsilons too small to carry it."""
+    """The calibration target (:func:`calibration_target`) minus the floating-point charge 2a;
+    refuses epsilons too small to carry it."""
     if not epsilon > max(_MIN_EPSILON, 4 * slack):
         raise PrivacyParameterError(
             f"epsilon must exceed {max(_MIN_EPSILON, 4 * slack)!r} (the floating-point charge "
             f"is {2 * slack!r}), got {epsilon!r}"
         )
-    return Fraction(epsilon) - Fraction(2 * slack)
+    return calibration_target(epsilon) - Fraction(2 * slack)
+
+
+def _noise_multiplier(scale: float, sensitivity: float, granularity: float) -> float:
+    """``scale / (sensitivity + granularity)`` rounded down (the events' noise multiplier).
+
+    Refuses a ratio that underflows to 0 (a privacy loss beyond the double range).
+    """
+    nm = down(Fraction(scale) / (Fraction(sensitivity) + Fraction(granularity)))
+    if not nm > 0.0:
+        raise PrivacyParameterError(
+            f"the noise ({scale!r}) is too small for the sensitivity {sensitivity!r}: the "
+            "privacy loss would be beyond the largest double"
+        )
+    return nm
+
+
+def _gdp_mu(mech: Gaussian) -> Fraction:
+    """The mu the GDP accountant reads from a Gaussian's event: ``1 / noise_multiplier``."""
+    return 1 / Fraction(mech.event.noise_multiplier)
 
 
 @dataclass(frozen=True)
@@ -113,6 +156,7 @@ class Laplace:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.scale / g < 2 * _LAPLACE_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
+        _noise_multiplier(self.scale, self.sensitivity, g)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
@@ -120,14 +164,20 @@ class Laplace:
                      neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
         """The least-noise Laplace mechanism that is ``epsilon``-DP for this L1 ``sensitivity``.
 
-        ``scale = (sensitivity + granularity) / (epsilon - 2 * LAPLACE_SLACK)``, rounded up.
+        With the target ``T = epsilon (1 - 2**-40)``: ``nm`` is the smallest double with
+        ``1 / nm <= T - 2 * LAPLACE_SLACK`` and ``scale = nm (sensitivity + granularity)``,
+        rounded up; so the accountants' ``1 / event.noise_multiplier + 2 * LAPLACE_SLACK`` is at
+        most T (checked with their own function).
         """
         eps = check_epsilon(epsilon)
         delta_1 = check_sensitivity(sensitivity)
-        eff = _effective_epsilon(eps, LAPLACE_SLACK)
-        s, scale = _fit_granularity(1 / eff, delta_1, _LAPLACE_MAX_T)
-        return cls(scale=scale, sensitivity=delta_1, granularity=s,
-                   neighbouring=as_neighbouring(neighbouring))
+        nb = as_neighbouring(neighbouring)
+        target = calibration_target(eps)
+        nm = up(1 / _effective_epsilon(eps, LAPLACE_SLACK))
+        s, scale = _fit_granularity(Fraction(nm), delta_1, _LAPLACE_MAX_T)
+        return fit_noise(lambda b: cls(scale=b, sensitivity=delta_1, granularity=s,
+                                       neighbouring=nb),
+                         scale, target, lambda m: charged_epsilon(m.event))
 
     @classmethod
     def from_scale(cls, *, scale: float, sensitivity: float,
@@ -141,14 +191,17 @@ class Laplace:
 
     @property
     def epsilon(self) -> float:
-        """``(sensitivity + granularity) / scale + 2 * LAPLACE_SLACK``, rounded up."""
-        exact = (Fraction(self.sensitivity) + Fraction(self.granularity)) / Fraction(self.scale)
-        return up(exact + Fraction(2 * LAPLACE_SLACK))
+        """What a budget charges: ``1 / nm + 2 * LAPLACE_SLACK`` from :attr:`event`, rounded up.
+
+        ``nm = scale / (sensitivity + s)`` rounded down, so this is at least the exact
+        ``(sensitivity + granularity) / scale + 2 * LAPLACE_SLACK``.
+        """
+        return reported_epsilon(self.event)
 
     @property
     def event(self) -> LaplaceEvent:
         """Accounting event: noise multiplier ``scale / (sensitivity + s)``, rounded down."""
-        nm = down(Fraction(self.scale) / (Fraction(self.sensitivity) + Fraction(self.granularity)))
+        nm = _noise_multiplier(self.scale, self.sensitivity, self.granularity)
         return LaplaceEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
                             pmf_slack=LAPLACE_SLACK)
 
@@ -161,12 +214,14 @@ class Laplace:
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         return math.nextafter(self.scale * -math.log(a) + self.granularity / 2.0, math.inf)
 
-    def release(self, values: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.float64]:
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release every element of ``values`` with independent lattice Laplace noise.
 
-        Returns a float64 array of the same shape; every entry is a multiple of
-        :attr:`granularity`. NaN inputs are released as if they were 0 (docs/special-values.md).
+        Returns float64 entries in the container given (array of the same shape, Series with
+        the same index, or a float for a scalar); every entry is a multiple of
+        :attr:`granularity`. NaN inputs are released as if they were 0; values beyond
+        ``2**62 * granularity`` as that bound (docs/special-values.md). Types other than real
+        numbers are refused, whatever their values.
         """
         src = resolve_source(source)
         t = self.scale / self.granularity
@@ -200,6 +255,7 @@ class Gaussian:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.sigma / g < 2 * _GAUSSIAN_MAX_T:
             raise PrivacyParameterError("granularity too fine for the floating-point guarantee")
+        _noise_multiplier(self.sigma, self.sensitivity, g)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
@@ -215,12 +271,23 @@ class Gaussian:
     @classmethod
     def from_mu(cls, *, mu: float, sensitivity: float,
                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
-        """The Gaussian with ``sigma = (sensitivity + granularity) / mu`` (rounded up): mu-GDP."""
+        """The Gaussian with ``sigma = nm (sensitivity + granularity)`` (rounded up): mu-GDP.
+
+        ``nm`` is the smallest double with ``1 / nm <= mu (1 - 2**-40)``, so the mu the GDP
+        accountant reads from :attr:`event` (``1 / event.noise_multiplier``) is at most mu,
+        also for k mechanisms calibrated to a rounded ``mu / sqrt(k)``.
+        """
         m = check_mu(mu)
         delta_2 = check_sensitivity(sensitivity)
-        s, sigma = _fit_granularity(1 / Fraction(m), delta_2, _GAUSSIAN_MAX_T)
-        return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
-                   neighbouring=as_neighbouring(neighbouring))
+        nb = as_neighbouring(neighbouring)
+        target = calibration_target(m)
+        nm = up(1 / target)
+        if math.isinf(nm):
+            raise _too_large(Fraction(1) / target, delta_2)
+        s, sigma = _fit_granularity(Fraction(nm), delta_2, _GAUSSIAN_MAX_T)
+        return fit_noise(lambda sd: cls(sigma=sd, sensitivity=delta_2, granularity=s,
+                                        neighbouring=nb),
+                         sigma, target, _gdp_mu)
 
     @classmethod
     def from_epsilon_delta(cls, *, epsilon: float, delta: float, sensitivity: float,
@@ -238,6 +305,11 @@ class Gaussian:
         """
         eps = check_epsilon(epsilon)
         dlt = check_delta(delta, allow_zero=False)
+        if not dlt >= _MIN_DELTA:
+            raise PrivacyParameterError(
+                f"delta must be at least 2**-1022 (the smallest normal double): below, its "
+                f"certificate cannot carry a relative error bound; got {delta!r}"
+            )
         delta_2 = check_sensitivity(sensitivity)
         eff_eps = float(_effective_epsilon(eps, GAUSSIAN_SLACK))
         # 2**-40 of headroom so that the certificate delta_for(epsilon) (which rounds up once
@@ -263,8 +335,11 @@ class Gaussian:
 
     @property
     def mu(self) -> float:
-        """GDP parameter of the ideal mechanism: ``(sensitivity + s) / sigma``, rounded up."""
-        return up((Fraction(self.sensitivity) + Fraction(self.granularity)) / Fraction(self.sigma))
+        """GDP parameter as the accountants read it: ``1 / event.noise_multiplier``, rounded up.
+
+        At least the exact ``(sensitivity + s) / sigma`` of the ideal mechanism.
+        """
+        return up(_gdp_mu(self))
 
     def delta_for(self, *, epsilon: float) -> float:
         """Smallest delta certified at ``epsilon``: ``e^a * delta_mu(epsilon - 2a)`` (a = slack)."""
@@ -294,7 +369,7 @@ class Gaussian:
     @property
     def event(self) -> GaussianEvent:
         """Accounting event: noise multiplier ``sigma / (sensitivity + s)``, rounded down."""
-        nm = down(Fraction(self.sigma) / (Fraction(self.sensitivity) + Fraction(self.granularity)))
+        nm = _noise_multiplier(self.sigma, self.sensitivity, self.granularity)
         return GaussianEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
                              pmf_slack=GAUSSIAN_SLACK)
 
@@ -305,12 +380,14 @@ class Gaussian:
         return math.nextafter((self.sigma * z + self.granularity / 2.0) * (1 + 2.0**-40),
                               math.inf)
 
-    def release(self, values: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.float64]:
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release every element of ``values`` with independent lattice Gaussian noise.
 
-        Returns a float64 array of the same shape; every entry is a multiple of
-        :attr:`granularity`. NaN inputs are released as if they were 0 (docs/special-values.md).
+        Returns float64 entries in the container given (array of the same shape, Series with
+        the same index, or a float for a scalar); every entry is a multiple of
+        :attr:`granularity`. NaN inputs are released as if they were 0; values beyond
+        ``2**62 * granularity`` as that bound (docs/special-values.md). Types other than real
+        numbers are refused, whatever their values.
         """
         src = resolve_source(source)
         t = self.sigma / self.granularity

@@ -5,6 +5,13 @@ Noise comes from the fast vectorised samplers while their scale is below ``2**13
 a stated factor of exact, charged as ``pmf_slack``: 2**-24 for discrete Laplace, 2**-23 for the
 discrete Gaussian; :mod:`dpkit.mechanisms._lattice`) and from the exact rational samplers
 of Canonne, Kamath and Steinke (2020) above it (no charge; slower, one value at a time).
+
+Inputs are read by :func:`dpkit._numeric.values.parse_values` with ``accept="integer"``: bool
+and integer dtypes, Python ints (any size) and lists of them. Float dtypes are refused *by
+dtype*, whatever their values (rounding 0.5 and 1.5 to the even neighbours 0 and 2 would move
+neighbouring inputs two apart, an uncharged doubling of the sensitivity). Integers beyond
+``+-2**62`` saturate there (a 1-Lipschitz clamp), and outputs beyond the int64 range saturate
+at its ends (post-processing of the exact integer sum).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
+from dpkit._numeric.values import ParsedValues, parse_values
 from dpkit.accounting.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -31,6 +39,12 @@ from dpkit.accounting.events import (
     as_neighbouring,
 )
 from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._calibration import (
+    calibration_target,
+    charged_epsilon,
+    fit_noise,
+    reported_epsilon,
+)
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import (
@@ -44,18 +58,29 @@ __all__ = ["DiscreteGaussian", "DiscreteLaplace"]
 
 _FAST_LIMIT = 2.0**13
 _INT_LIMIT = 2**62
+_MIN_SIGMA = 2.0**-500
+_OUT_MIN, _OUT_MAX = -(2**63), 2**63 - 1
 
 
-def _integer_values(values: Any) -> npt.NDArray[np.int64]:
-    """Integer inputs as int64, saturated at +-2**62 (the documented clamp); NaN -> 0."""
-    x = np.asarray(values)
-    if x.dtype.kind == "u":  # saturate before the cast: uint64 >= 2**63 would wrap negative
+def _integer_values(parsed: ParsedValues) -> npt.NDArray[np.int64]:
+    """Parsed integer inputs as int64, saturated at +-2**62 (the documented clamp)."""
+    x = parsed.array
+    if parsed.kind == "uint":  # saturate before the cast: uint64 >= 2**63 would wrap negative
         capped: npt.NDArray[np.uint64] = np.minimum(x, np.uint64(_INT_LIMIT))
         return capped.astype(np.int64)
-    if x.dtype.kind in "ib":
+    if parsed.kind == "int":
         return np.clip(x.astype(np.int64, copy=False), -_INT_LIMIT, _INT_LIMIT)
-    f = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)
-    return np.clip(np.rint(f), -float(_INT_LIMIT), float(_INT_LIMIT)).astype(np.int64)
+    # "exact": Python ints beyond the int64 range (parse_values accepts only integers here)
+    out = np.array([max(-_INT_LIMIT, min(_INT_LIMIT, int(v))) for v in x.reshape(-1)],
+                   dtype=np.int64)
+    return out.reshape(x.shape)
+
+
+def _add_exact(x: npt.NDArray[np.int64], noise: list[int]) -> npt.NDArray[np.int64]:
+    """``x + noise`` in Python integers, saturated to the int64 range (post-processing)."""
+    total = [max(_OUT_MIN, min(_OUT_MAX, int(a) + z))
+             for a, z in zip(x.reshape(-1).tolist(), noise, strict=True)]
+    return np.array(total, dtype=np.int64).reshape(x.shape)
 
 
 
@@ -65,7 +90,7 @@ class DiscreteLaplace:
 
     Privacy: ``epsilon = sensitivity / scale`` (+ ``2 * pmf_slack`` on the fast path), because the
     pmf ratio of shifts by one is exactly ``e^{1/t}`` (Ghosh, Roughgarden, Sundararajan 2012;
-    CKS 2020, Section 2). Values are integers (floats are rounded; NaN -> 0).
+    CKS 2020, Section 2). Values are integers (float dtypes are refused, see the module).
     """
 
     scale: float
@@ -90,23 +115,33 @@ class DiscreteLaplace:
     def from_epsilon(cls, *, epsilon: float, sensitivity: int,
                      neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
                      ) -> DiscreteLaplace:
-        """Scale ``sensitivity / (epsilon - 2a)`` rounded up (a = slack of the chosen sampler)."""
+        """Scale ``sensitivity / (T - 2a)`` rounded up, ``T = epsilon (1 - 2**-40)`` (a = slack
+        of the chosen sampler); the accountants' cost of :attr:`event` is checked to be <= T
+        (:mod:`dpkit.mechanisms._calibration`)."""
         eps = check_epsilon(epsilon)
         sens = check_integer(sensitivity, name="sensitivity", minimum=1)
-        scale = up(Fraction(sens) / Fraction(eps))
+        nb = as_neighbouring(neighbouring)
+        target = calibration_target(eps)
+        scale = up(Fraction(sens) / target)
         if scale < _FAST_LIMIT:
             if not eps > 4 * DISCRETE_LAPLACE_SLACK:
                 raise PrivacyParameterError(f"epsilon must exceed 2**-22, got {epsilon!r}")
-            scale = up(Fraction(sens) / (Fraction(eps) - Fraction(2 * DISCRETE_LAPLACE_SLACK)))
+            scale = up(Fraction(sens) / (target - Fraction(2 * DISCRETE_LAPLACE_SLACK)))
             # If the slack pushes the scale to 2**13 or more, the exact sampler (no slack) is used
             # with a scale slightly larger than needed: still safe.
-        return cls(scale=scale, sensitivity=sens, neighbouring=as_neighbouring(neighbouring))
+        if math.isinf(scale):
+            raise PrivacyParameterError(
+                f"the noise scale sensitivity / epsilon = {sens!r} / {eps!r} is beyond the "
+                "largest double: use a larger epsilon or a smaller sensitivity"
+            )
+        return fit_noise(lambda t: cls(scale=t, sensitivity=sens, neighbouring=nb),
+                         scale, target, lambda m: charged_epsilon(m.event))
 
     @property
     def epsilon(self) -> float:
-        """``sensitivity / scale + 2 * pmf_slack``, rounded up."""
-        return up(Fraction(self.sensitivity) / Fraction(self.scale)
-                  + Fraction(2 * self.pmf_slack))
+        """What a budget charges for :attr:`event`: ``sensitivity / scale + 2 * pmf_slack``,
+        rounded up (:func:`dpkit.accounting.pure.pure_epsilon_of`)."""
+        return reported_epsilon(self.event)
 
     @property
     def event(self) -> DiscreteLaplaceEvent:
@@ -114,24 +149,33 @@ class DiscreteLaplace:
                                     neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
 
     def confidence_interval(self, alpha: float) -> int:
-        """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t)."""
+        """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t).
+
+        Since ``ln q = -1/t`` exactly: ``h = ceil(t ln(2 / (alpha (1 + q))) - 1)``, with the
+        logarithm inflated by a relative 2**-50 and the product taken exactly (rounded up:
+        never too narrow; no overflow for any t).
+        """
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         q = math.exp(-1.0 / self.scale)
-        h = math.ceil(math.log(a * (1.0 + q) / 2.0) / math.log(q) - 1.0)
-        return max(h, 0)
+        log_ratio = math.log(2.0) - math.log(a) - math.log1p(q)
+        log_up = math.nextafter(log_ratio * (1.0 + 2.0**-50), math.inf)
+        return max(math.ceil(Fraction(self.scale) * Fraction(log_up) - 1), 0)
 
-    def release(self, values: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.int64]:
-        """Release integer ``values`` (same shape, int64) with discrete Laplace noise."""
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
+        """Release integer ``values`` with discrete Laplace noise.
+
+        int64 entries in the container given (array of the same shape, Series with the same
+        index, or an int for a scalar). Float dtypes and non-numeric types are refused by type.
+        """
+        parsed = parse_values(values, accept="integer")
         src = resolve_source(source)
-        x = _integer_values(values)
+        x = _integer_values(parsed)
         if self.exact:
             frac = Fraction(self.scale)
-            z = np.array([discrete_laplace_exact(src, frac) for _ in range(x.size)],
-                         dtype=np.int64).reshape(x.shape)
-        else:
-            z = discrete_laplace(src, scale=self.scale, size=x.shape)
-        return x + z
+            return parsed.wrap(_add_exact(x, [discrete_laplace_exact(src, frac)
+                                              for _ in range(x.size)]))
+        z = discrete_laplace(src, scale=self.scale, size=x.shape)
+        return parsed.wrap(x + z)
 
 
 @dataclass(frozen=True)
@@ -150,6 +194,11 @@ class DiscreteGaussian:
 
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
+        if not self.sigma >= _MIN_SIGMA:
+            raise PrivacyParameterError(
+                f"sigma must be at least 2**-500 (below, sigma**2 is not a normal double and the "
+                f"noise is 0 with probability 1 - 1e-300 or more: no privacy), got {self.sigma!r}"
+            )
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
@@ -182,17 +231,21 @@ class DiscreteGaussian:
         ``P(|Z| >= x) <= 2 exp(-x^2 / (2 sigma^2))``.
         """
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
-        return math.ceil(self.sigma * math.sqrt(2.0 * math.log(2.0 / a)))
+        root = math.sqrt(2.0 * (math.log(2.0) - math.log(a))) * (1.0 + 2.0**-50)
+        return math.ceil(Fraction(self.sigma) * Fraction(math.nextafter(root, math.inf)))
 
-    def release(self, values: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.int64]:
-        """Release integer ``values`` (same shape, int64) with discrete Gaussian noise."""
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
+        """Release integer ``values`` with discrete Gaussian noise.
+
+        int64 entries in the container given (array of the same shape, Series with the same
+        index, or an int for a scalar). Float dtypes and non-numeric types are refused by type.
+        """
+        parsed = parse_values(values, accept="integer")
         src = resolve_source(source)
-        x = _integer_values(values)
+        x = _integer_values(parsed)
         if self.exact:
             s2 = Fraction(self.sigma) ** 2
-            z = np.array([discrete_gaussian_exact(src, s2) for _ in range(x.size)],
-                         dtype=np.int64).reshape(x.shape)
-        else:
-            z = discrete_gaussian(src, sigma=self.sigma, size=x.shape)
-        return x + z
+            return parsed.wrap(_add_exact(x, [discrete_gaussian_exact(src, s2)
+                                              for _ in range(x.size)]))
+        z = discrete_gaussian(src, sigma=self.sigma, size=x.shape)
+        return parsed.wrap(x + z)

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dpkit._numeric.validation import check_epsilon, check_probability
-from dpkit.accounting.events import (
-    Neighbouring,
-    RandomizedResponseEvent,
-    randomized_response_epsilon,
-)
+from dpkit._numeric.values import parse_values
+from dpkit.accounting.events import Neighbouring, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._calibration import calibration_target, charged_epsilon, reported_epsilon
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["RandomizedResponse"]
@@ -30,7 +26,8 @@ class RandomizedResponse:
 
     ``epsilon = ln(p / (1 - p))`` for p in [1/2, 1). The implementation is *exact*: p is a
     multiple of 2**-53 (``from_epsilon`` rounds it down, so the epsilon spent never exceeds the
-    one asked for) and the coin compares a uniform 53-bit integer with ``p * 2**53``.
+    one asked for) and the coin compares a uniform 53-bit integer with ``p * 2**53``. The largest
+    p is ``1 - 2**-53``, so the largest epsilon is ``ln(2**53 - 1)`` (about 36.7).
     """
 
     p: float
@@ -45,35 +42,57 @@ class RandomizedResponse:
 
     @classmethod
     def from_epsilon(cls, *, epsilon: float) -> RandomizedResponse:
-        """``p = e^eps / (1 + e^eps)`` rounded down to a multiple of 2**-53."""
+        """The largest ``p = k / 2**53 < 1`` whose cost, as the accountants compute it from
+        :attr:`event`, is at most ``T = epsilon (1 - 2**-40)`` (:mod:`._calibration`).
+
+        That is ``p`` just below ``e^T / (1 + e^T)``; the cost increases with k, so k is found
+        by bisection on ``[2**52, 2**53 - 1]`` (p = 1/2 costs 0). Epsilons beyond
+        ``ln(2**53 - 1)`` (about 36.7) give ``p = 1 - 2**-53``, which spends less than asked.
+        """
         eps = check_epsilon(epsilon)
-        p = 1.0 / (1.0 + math.exp(-eps))
-        k = math.floor(p * _RES)
-        while k > 0 and Fraction(k, _RES - k) > Fraction(math.exp(eps)) * (1 - Fraction(1, 2**50)):
-            k -= 1
-        return cls(p=min(k / _RES, 1.0 - 2.0**-53))
+        target = calibration_target(eps)
+
+        def fits(k: int) -> bool:
+            ev = RandomizedResponseEvent(p_truth=k / _RES, categories=2,
+                                         neighbouring=Neighbouring.REPLACE)
+            return charged_epsilon(ev) <= target
+
+        lo, hi = _RES // 2, _RES - 1  # fits(lo) holds: p = 1/2 costs 0
+        if fits(hi):
+            lo = hi
+        while hi - lo > 1:  # invariant: fits(lo), not fits(hi)
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return cls(p=lo / _RES)
 
     @property
     def epsilon(self) -> float:
-        """``ln(p / (1 - p)) = log1p((2p - 1) / (1 - p))``, rounded up (relative margin 2**-48).
-
-        For p in [1/2, 1), ``2p - 1`` and ``1 - p`` are exact, so only the division and log1p
-        round: a few ulps of relative error, covered by the margin.
-        """
-        return randomized_response_epsilon(self.p, 2)
+        """What a budget charges for :attr:`event`: ``ln(p / (1 - p))`` computed by
+        :func:`dpkit.accounting.pure.pure_epsilon_of` (exact ratio, then ``log1p`` inflated by a
+        relative 2**-40), rounded up."""
+        return reported_epsilon(self.event)
 
     @property
     def event(self) -> RandomizedResponseEvent:
         return RandomizedResponseEvent(p_truth=self.p, categories=2,
                                        neighbouring=Neighbouring.REPLACE)
 
-    def release(self, bits: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.bool_]:
-        """Randomize each bit (truthy values count as 1); same shape, booleans."""
+    def release(self, bits: Any, *, source: RandomSource | None = None) -> Any:
+        """Randomize each bit; booleans in the container given (array of the same shape, Series
+        with the same index, or a bool for a scalar).
+
+        ``bits`` must have a bool or integer type (a non-zero integer counts as 1), read by
+        :func:`dpkit._numeric.values.parse_values`; floats, strings, None and other types are
+        refused whatever their values.
+        """
+        parsed = parse_values(bits, accept="binary")
         src = resolve_source(source)
-        b = np.asarray(bits).astype(np.bool_)
+        b = parsed.array
         keep = (src.words(b.shape) >> np.uint64(11)) < np.uint64(int(self.p * _RES))
-        return np.where(keep, b, ~b)
+        return parsed.wrap(np.asarray(np.where(keep, b, ~b)))
 
     def estimate_proportion(self, reports: Any) -> float:
         """Unbiased estimate of the true proportion of ones: ``(mean - (1 - p)) / (2p - 1)``."""
