@@ -269,7 +269,10 @@ def canonical_token(value: object) -> str:
 
 
 def _canonical_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
-    text = _cast(e, profile.text_type)
+    # TRY_CAST: a text rendering never fails (a BLOB that is not UTF-8 renders as NULL and its
+    # token, and so its hash, is NULL: still a function of the row alone)
+    text: exp.Expression = exp.TryCast(this=e, to=exp.DataType.build(profile.text_type,
+                                                                     dialect="duckdb"))
     token = exp.DPipe(
         this=exp.DPipe(
             this=exp.DPipe(this=exp.Literal.string("V"),
