@@ -56,8 +56,13 @@ released (Bun and Steinke 2016, Definition 8.1, approximate zCDP). It is charged
 statistics in rho. The query's ``(epsilon, delta)`` is priced as a whole: ``delta_thr`` is half
 of ``delta`` and ``rho = rho_for(epsilon, delta - delta_thr)`` is split by weight between the
 selection (``w_sel / W_all``) and the statistics, so that the query alone is
-``(epsilon, delta)``-DP (``delta_rho(epsilon) + delta_thr <= delta``). The session draws the
-selection's noise from the exact discrete Gaussian sampler, so the charge has no pmf slack.
+``(epsilon, delta)``-DP. The mechanism draws its noise with the fast vectorised discrete
+Gaussian sampler, whose pmf is within ``exp(+-a)`` of exact per key (``a = 2^-23`` while
+``sigma < 2^13``); the charge carries the mechanism's declared ``pmf_slack = k a``
+(``delta_thr`` already includes ``e^a``), which the budget caps with its
+``pmf_slack_allowance``. So that the query alone stays within ``(epsilon, delta)`` with that
+slack ``A <= k a``, rho is calibrated at ``(epsilon - 2 A, (delta - delta_thr) e^-A)``:
+``e^A delta_rho(epsilon - 2A) + delta_thr <= delta``.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ from dpkit.accounting.events import (
 from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import Measure
 from dpkit.errors import PrivacyParameterError
-from dpkit.mechanisms import DISCRETE_LAPLACE_SLACK
+from dpkit.mechanisms import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
 
@@ -459,7 +464,14 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         w_all = total_w + Fraction(selection_weight)
         sel_delta = down(Fraction(dl) / 2)
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
-        rho_all = rho_for(eps, rest_delta)
+        a_sel = Fraction(p) * Fraction(DISCRETE_GAUSSIAN_SLACK)  # k a, an upper bound
+        eff_eps = down(Fraction(eps) - 2 * a_sel)
+        if not eff_eps > 0.0:
+            raise PrivacyParameterError(
+                f"epsilon={eps!r} is too small for partition selection over max_partitions={p}"
+            )
+        # e^{-A} rounded down: the relative 2**-50 covers the rounding of exp and the product
+        rho_all = rho_for(eff_eps, rest_delta * math.exp(-up(a_sel)) * (1.0 - 2.0**-50))
         sel_rho = down(Fraction(rho_all) * Fraction(selection_weight) / w_all)
         if not (sel_rho > 0.0 and sel_delta > 0.0):
             raise PrivacyParameterError(
@@ -467,7 +479,8 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
             )
         selection = _gaussian_selection(sel_rho, sel_delta, p)
         sel_eps = sel_rho  # zCDP sessions express shares in rho
-        events.append(ApproxZCdpEvent(rho=selection.rho, delta=selection.threshold_delta))
+        events.append(ApproxZCdpEvent(rho=selection.rho, delta=selection.threshold_delta,
+                                      pmf_slack=selection.pmf_slack))
         rho = down(Fraction(rho_all) - Fraction(sel_rho))
         total = rho
     elif select_partitions:

@@ -41,10 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from dpkit.analytics._plan import EngineResult
-from dpkit.analytics._pricing import MeasurePrice, Noise, Pricing, StatPrice
+from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
@@ -156,25 +155,6 @@ def _noisy(mp: MeasurePrice, exact: list[list[int]], source: RandomSource) -> li
     return out
 
 
-def _select(selection: Any, counts: npt.NDArray[np.int64], source: RandomSource
-            ) -> npt.NDArray[np.bool_]:
-    """Which keys partition selection releases, from their numbers of distinct units.
-
-    Gaussian thresholding draws its noise here from the exact discrete Gaussian sampler
-    (Canonne, Kamath and Steinke 2020), the sampler of every Gaussian measure of a session, and
-    keeps a key iff ``n + Z > tau`` (strictly), as
-    :meth:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection.release` does: the
-    law is the ideal one, so the charge needs no pmf slack (zCDP sessions), and the mechanism's
-    own ``(epsilon, delta)`` calibration (basic budgets) holds a fortiori.
-    """
-    if isinstance(selection, GaussianPartitionSelection):
-        noise = Noise("discrete_gaussian", selection.sigma).sample(int(counts.size), source)
-        noisy = np.maximum(counts, 0) + np.asarray(noise, dtype=np.int64)
-        out: npt.NDArray[np.bool_] = noisy > selection.tau
-        return out
-    return np.asarray(selection.release(counts, source=source), dtype=bool)
-
-
 def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[float, float]:
     """Extremes of ``t / n`` over ``[t_lo, t_hi] x [n_lo, n_hi]`` with ``n_lo > 0``."""
     cands = (t_lo / n_lo, t_lo / n_hi, t_hi / n_lo, t_hi / n_hi)
@@ -206,8 +186,8 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         units = result.values.get(UNITS_MEASURE, ())
         counts = np.array([int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
                           dtype=np.int64)
-        mask = (_select(pricing.selection, counts, source) if counts.size
-                else np.zeros(0, dtype=bool))
+        mask = (np.asarray(pricing.selection.release(counts, source=source), dtype=bool)
+                if counts.size else np.zeros(0, dtype=bool))
         keys = [k for k, keep in zip(all_keys, mask, strict=True) if keep]
         rows = [engine_index[k] for k in keys]
         sel = pricing.selection
@@ -223,7 +203,8 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         if isinstance(sel, GaussianPartitionSelection):
             selection_info.update(sigma=sel.sigma, tau=sel.tau)
             if pricing.mode == "zcdp":  # charged as approximate zCDP (rho, threshold delta)
-                selection_info.update(epsilon=None, rho=sel.rho, delta=sel.threshold_delta)
+                selection_info.update(epsilon=None, rho=sel.rho, delta=sel.threshold_delta,
+                                      pmf_slack=sel.pmf_slack)
 
     data: dict[str, Any] = {}
     for j, col in enumerate(group_by):
