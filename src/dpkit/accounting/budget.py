@@ -554,7 +554,8 @@ class Budget:
         ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets (whose
         remaining privacy is not a difference of epsilons): the epsilon at which the remaining
         rho (mu) alone, without slack, is certified at the budget's delta, and that delta
-        (``(0.0, 0.0)`` once the native budget is used up); use :attr:`remaining_native` and
+        (``(0.0, 0.0)`` once the native budget is used up); for zcdp the conversion uses the
+        budget's delta minus the approximate-delta allowance. Use :attr:`remaining_native` and
         :meth:`split` to plan releases.
         """
         state = self._state
@@ -580,7 +581,11 @@ class Budget:
         if self._kind == "zcdp":
             from dpkit.accounting.zcdp import zcdp_epsilon
 
-            eps = zcdp_epsilon(rem, self._budget_delta)
+            # the remaining rho converts within the part of delta left to the conversion
+            conv = self._budget_delta
+            if self._approx_allowance and self._approx_allowance < conv:
+                conv = down(Fraction(conv) - Fraction(self._approx_allowance))
+            eps = zcdp_epsilon(rem, conv)
         else:
             from dpkit.accounting.gdp import gdp_epsilon
 
