@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from dpkit.accounting.events import (
     EVENT_TYPES,
     ApproxDpEvent,
+    ApproxZCdpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -53,6 +54,7 @@ EXAMPLES: list[DpEvent] = [
     PoissonSampledEvent(0.5, LaplaceEvent(noise_multiplier=1.0)),
     SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(noise_multiplier=1.1)), 1000),
     ZCdpEvent(rho=0.125),
+    ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23),
 ]
 
 

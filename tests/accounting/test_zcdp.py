@@ -204,9 +204,11 @@ def test_event_table() -> None:
         PoissonSampledEvent(0.1, GaussianEvent(noise_multiplier=1.0)),
         ComposedEvent(events=(g, ApproxDpEvent(epsilon=0.5, delta=1e-9))),
     ):
-        assert zcdp_cost_of(refused) is None
-        with pytest.raises(UnsupportedEventError):
-            ZCdpAccountant().compose(refused)
+        assert zcdp_cost_of(refused) is None  # not pure zCDP
+    # (epsilon, delta) pairs are approximate zCDP, which the accountant reads
+    ZCdpAccountant().compose(ApproxDpEvent(epsilon=0.5, delta=1e-9))
+    with pytest.raises(UnsupportedEventError):
+        ZCdpAccountant().compose(PoissonSampledEvent(0.1, GaussianEvent(noise_multiplier=1.0)))
 
 
 def test_accountant_adds_rho_exactly_and_applies_slack_at_conversion() -> None:

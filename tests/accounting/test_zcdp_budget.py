@@ -42,10 +42,15 @@ def test_native_budget_is_the_rounded_down_conversion() -> None:
     a_max = b.pmf_slack_allowance
     assert a_max == 2.0**-12
     rho_max = b.native_budget
-    assert rho_max == zcdp_rho_for(1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50))
+    # half of delta is kept for approximate-zCDP charges (partition selection)
+    assert b.approx_delta_allowance == 5e-7
+    assert rho_max == zcdp_rho_for(1.0 - 2 * a_max, 5e-7 * math.exp(-a_max) * (1 - 2.0**-50))
     assert rho_max is not None
-    # the whole budget, slack included, stays within (1, 1e-6)
-    assert math.exp(a_max) * zcdp_delta(rho_max, 1.0 - 2 * a_max) <= 1e-6
+    # the whole budget, slack and approximate delta included, stays within (1, 1e-6)
+    assert math.exp(a_max) * zcdp_delta(rho_max, 1.0 - 2 * a_max) + 5e-7 <= 1e-6
+    full = Budget(epsilon=1.0, delta=1e-6, method="zcdp", approx_delta_allowance=0.0)
+    assert full.native_budget == zcdp_rho_for(
+        1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50))
     g = Budget(epsilon=1.0, delta=1e-6, method="gdp")
     mu_max = g.native_budget
     assert mu_max == gdp_mu_for(1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50))
@@ -55,7 +60,8 @@ def test_native_budget_is_the_rounded_down_conversion() -> None:
 
 
 def test_zcdp_budget_charges_rho_exactly() -> None:
-    b = Budget(epsilon=1.0, delta=1e-6, method="zcdp", pmf_slack_allowance=0.0)
+    b = Budget(epsilon=1.0, delta=1e-6, method="zcdp", pmf_slack_allowance=0.0,
+               approx_delta_allowance=0.0)
     rho_max = b.native_budget
     assert rho_max is not None
     b.charge(ZCdpEvent(rho=rho_max / 4))
@@ -69,8 +75,8 @@ def test_zcdp_budget_charges_rho_exactly() -> None:
     with pytest.raises(BudgetExceededError, match="rho="):
         b.charge(ZCdpEvent(rho=float(rest) * 2))
     assert _snapshot(b) == before
-    with pytest.raises(UnsupportedEventError):
-        b.charge(epsilon=0.1, delta=1e-9)  # zCDP cannot read a black-box (eps, delta) pair
+    with pytest.raises(BudgetExceededError, match=r"approximate delta allowance=0\.0"):
+        b.charge(epsilon=0.1, delta=1e-9)  # no approximate delta allowed in this budget
     with pytest.raises(BudgetExceededError, match=r"pmf slack allowance=0\.0"):
         b.charge(GaussianEvent(noise_multiplier=50.0, pmf_slack=2.0**-20))  # no slack allowed
     assert _snapshot(b) == before

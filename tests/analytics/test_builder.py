@@ -254,15 +254,16 @@ def test_key_formats() -> None:
         s.query().group_by("region", keys={"age": [1]})
 
 
-def test_partition_selection_needs_delta_and_basic_budget() -> None:
+def test_partition_selection_needs_delta_and_an_approximate_delta_allowance() -> None:
     q = (_session().query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
          .agg(n=dpa.count()))
     with pytest.raises(PrivacyParameterError, match="delta"):
         q.summarize(epsilon=1.0)
-    zs = _session(Budget(epsilon=5.0, delta=1e-5, method="zcdp"))
+    # a zCDP budget that keeps no delta for approximate-zCDP charges refuses the selection
+    zs = _session(Budget(epsilon=5.0, delta=1e-5, method="zcdp", approx_delta_allowance=0.0))
     qz = (zs.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
           .agg(n=dpa.count()))
-    with pytest.raises(PrivacyParameterError, match="basic"):
+    with pytest.raises(BudgetExceededError, match="nothing spent"):
         qz.run(epsilon=1.0, delta=1e-6)
     assert zs.budget.spent == (0.0, 0.0)
 

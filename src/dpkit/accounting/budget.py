@@ -12,9 +12,14 @@ budget and an interpreter accountant that turns events into privacy spent. How a
   privacy profile: it is charged the pair ``(eps(delta_i), delta_i)`` with ``delta_i`` the
   delta still available (split evenly over ``count``), see
   :func:`~dpkit.accounting.approx.gaussian_pair`;
-* ``method="zcdp"``: the budget is converted once to the largest ``rho`` (rounded down) whose
-  conversion is within ``(epsilon, delta)``, and events are charged in rho
-  (:mod:`dpkit.accounting.zcdp`); the comparison is exact in rationals;
+* ``method="zcdp"``: approximate zCDP (Bun and Steinke 2016, Definition 8.1). The budget's delta
+  is split once into an allowance ``delta_max`` for delta-approximate events
+  (``approx_delta_allowance``, default ``delta / 2``: private partition selection, black-box
+  ``(epsilon, delta)`` releases) and the rest, and is converted once to the largest ``rho_max``
+  (rounded down) with ``eps(rho_max, delta - delta_max) <= epsilon``. Events are charged as
+  ``(rho, delta)`` (:mod:`dpkit.accounting.zcdp`); ``sum rho <= rho_max`` and
+  ``sum delta <= delta_max`` are checked exactly in rationals. Then ``delta_total(epsilon) <=
+  delta_rho_max(epsilon) + delta_max <= delta``;
 * ``method="gdp"``: likewise in mu-Gaussian DP: the largest ``mu`` (rounded down) whose exact
   Gaussian privacy profile is within ``(epsilon, delta)``; only exactly Gaussian events are
   accepted and ``sum mu_i^2 <= mu^2`` is checked exactly;
@@ -55,8 +60,17 @@ after seeing earlier results):
   is exact for a schedule fixed in advance only; do not rely on it for adaptively chosen
   parameters.
 
-In every filter the thresholds (epsilon, delta, rho_max, mu_max, A_max) are fixed when the budget
-is built; they never depend on what was charged.
+  The delta part of approximate-zCDP charges stays valid too, with ``delta_max`` fixed: couple
+  the interaction with the one that always draws from the ``P`` parts (see
+  :mod:`dpkit.accounting.zcdp`); the weight of the ``P`` path is ``prod (1 - delta_i) >= 1 -
+  delta_max`` on every history, so ``M(x)(S) <= (1 - delta_max) nu(S) + delta_max`` and
+  ``M(x')(S) >= (1 - delta_max) nu'(S)``, and the ``P``-path interaction ``nu`` is a zCDP
+  filter with ``rho_max``. A rule that traded rho against delta along the way (stopping when
+  ``eps(rho, delta - sum delta_i)`` reaches epsilon) would have no such fixed split, which is
+  why the split is fixed at construction.
+
+In every filter the thresholds (epsilon, delta, rho_max, mu_max, A_max, delta_max) are fixed
+when the budget is built; they never depend on what was charged.
 
 Safety rules kept here: every check runs on a *copy* of the state; the state changes in one
 assignment after every check has passed, so a refused or failing charge leaves the budget
@@ -137,7 +151,7 @@ def _disable_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
     os.register_at_fork(after_in_child=_disable_in_child)
-_VERSION = 2
+_VERSION = 3
 _MODES = ("filter", "odometer")
 _METHODS = ("basic", "rdp", "zcdp", "gdp")
 #: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
@@ -171,6 +185,15 @@ def _clone(acct: PrivacyAccountant) -> PrivacyAccountant:
         raise TypeError(f"{type(acct).__name__} cannot be copied")
     out: PrivacyAccountant = clone()
     return out
+
+
+def _approx_delta_exact(acct: PrivacyAccountant) -> Fraction:
+    """Total delta of the approximate-zCDP charges of a zCDP interpreter (0 otherwise)."""
+    from dpkit.accounting.zcdp import ZCdpAccountant
+
+    if isinstance(acct, ZCdpAccountant):
+        return acct.delta_exact
+    return Fraction(0)
 
 
 def _native_exact(acct: PrivacyAccountant) -> tuple[Fraction | float, Fraction]:
@@ -260,6 +283,12 @@ class Budget:
     pmf_slack_allowance:
         ``zcdp``/``gdp`` only: the total floating-point slack ``A_max`` the budget accepts
         (default ``2**-12 * min(1, epsilon)``, or ``2**-12`` for a ``rho``/``mu`` budget).
+    approx_delta_allowance:
+        ``zcdp`` only: the total delta ``delta_max`` that delta-approximately zCDP charges
+        (partition selection, black-box ``(epsilon, delta)`` releases) may use. Default
+        ``delta / 2`` (rounded down) for an ``(epsilon, delta)`` budget, and 0 for a ``rho``
+        budget. Must be below delta for an ``(epsilon, delta)`` budget; ``0`` gives the whole
+        delta to the conversion of rho (largest ``rho_max``) and refuses approximate charges.
 
     Examples
     --------
@@ -280,6 +309,7 @@ class Budget:
         rho: float | None = None,
         mu: float | None = None,
         pmf_slack_allowance: float | None = None,
+        approx_delta_allowance: float | None = None,
     ) -> None:
         if mode not in _MODES:
             raise PrivacyParameterError(f"mode must be 'filter' or 'odometer', got {mode!r}")
@@ -329,6 +359,11 @@ class Budget:
                 raise PrivacyParameterError(f"rdp_order must lie in (1, 1e6], got {rdp_order!r}")
         self._slack_allowance: float | None = None
         self._native_budget: float | None = None  # rho_max or mu_max
+        self._approx_allowance: float | None = None  # delta_max (zcdp)
+        if self._kind == "zcdp":
+            self._setup_approx(approx_delta_allowance)
+        elif approx_delta_allowance is not None:
+            raise PrivacyParameterError("approx_delta_allowance applies to method 'zcdp' only")
         if self._kind in ("zcdp", "gdp"):
             self._setup_native(pmf_slack_allowance)
         elif pmf_slack_allowance is not None:
@@ -342,6 +377,20 @@ class Budget:
             spent_epsilon=Fraction(0),
             spent_delta=Fraction(0),
         )
+
+    def _setup_approx(self, allowance: float | None) -> None:
+        """``delta_max``: validated, default ``down(delta / 2)`` (0 for a rho budget)."""
+        has_eps_budget = self._given_rho is None and self._budget_epsilon is not None
+        if allowance is None:
+            value = down(Fraction(self._budget_delta) / 2) if has_eps_budget else 0.0
+        else:
+            value = check_delta(allowance, name="approx_delta_allowance")
+            if has_eps_budget and not value < self._budget_delta:
+                raise PrivacyParameterError(
+                    f"approx_delta_allowance={value!r} must be below the budget's delta "
+                    f"{self._budget_delta!r} (the rest converts rho)"
+                )
+        self._approx_allowance = value
 
     def _setup_native(self, allowance: float | None) -> None:
         eps = self._budget_epsilon
@@ -363,8 +412,12 @@ class Budget:
             raise PrivacyParameterError(
                 f"pmf_slack_allowance={a_max!r} leaves no epsilon (needs 2 * allowance < epsilon)"
             )
-        # e^{-A} rounded down: the relative 2**-50 covers the rounding of exp.
-        eff_delta = self._budget_delta * math.exp(-a_max) * (1.0 - 2.0**-50)
+        # delta - delta_max rounded down, then e^{-A} rounded down: the relative 2**-50 covers
+        # the rounding of exp and of the product.
+        conv_delta = self._budget_delta
+        if self._approx_allowance:
+            conv_delta = down(Fraction(self._budget_delta) - Fraction(self._approx_allowance))
+        eff_delta = conv_delta * math.exp(-a_max) * (1.0 - 2.0**-50)
         if self._kind == "zcdp":
             from dpkit.accounting.zcdp import zcdp_rho_for
 
@@ -414,6 +467,26 @@ class Budget:
     def pmf_slack_allowance(self) -> float | None:
         """The total floating-point slack ``A_max`` accepted (zcdp and gdp), else ``None``."""
         return self._slack_allowance
+
+    @property
+    def approx_delta_allowance(self) -> float | None:
+        """The total delta ``delta_max`` of approximate-zCDP charges accepted (zcdp), else
+        ``None``."""
+        return self._approx_allowance
+
+    @property
+    def spent_approx_delta(self) -> float | None:
+        """Total delta of the approximate-zCDP charges so far (zcdp), rounded up; else ``None``."""
+        if self._kind != "zcdp":
+            return None
+        return up(_approx_delta_exact(self._state.interpreter))
+
+    @property
+    def spent_delta_exact(self) -> Fraction | None:
+        """The exact total delta of the approximate-zCDP charges (zcdp), else ``None``."""
+        if self._kind != "zcdp":
+            return None
+        return _approx_delta_exact(self._state.interpreter)
 
     @property
     def spent(self) -> tuple[float, float]:
@@ -481,7 +554,8 @@ class Budget:
         ``(inf, ...)`` for an odometer without a budget. For zcdp and gdp budgets (whose
         remaining privacy is not a difference of epsilons): the epsilon at which the remaining
         rho (mu) alone, without slack, is certified at the budget's delta, and that delta
-        (``(0.0, 0.0)`` once the native budget is used up); use :attr:`remaining_native` and
+        (``(0.0, 0.0)`` once the native budget is used up); for zcdp the conversion uses the
+        budget's delta minus the approximate-delta allowance. Use :attr:`remaining_native` and
         :meth:`split` to plan releases.
         """
         state = self._state
@@ -507,7 +581,11 @@ class Budget:
         if self._kind == "zcdp":
             from dpkit.accounting.zcdp import zcdp_epsilon
 
-            eps = zcdp_epsilon(rem, self._budget_delta)
+            # the remaining rho converts within the part of delta left to the conversion
+            conv = self._budget_delta
+            if self._approx_allowance and self._approx_allowance < conv:
+                conv = down(Fraction(conv) - Fraction(self._approx_allowance))
+            eps = zcdp_epsilon(rem, conv)
         else:
             from dpkit.accounting.gdp import gdp_epsilon
 
@@ -573,7 +651,7 @@ class Budget:
             value, slack = _native_exact(interpreter)
             if isinstance(value, float):
                 return math.inf, Fraction(self._budget_delta)
-            if value == 0 and slack == 0:
+            if value == 0 and slack == 0 and _approx_delta_exact(interpreter) == 0:
                 return Fraction(0), Fraction(0)
         if self._budget_delta == 0.0:  # a rho/mu budget without a reporting delta
             eps = interpreter.get_epsilon(0.0)
@@ -600,6 +678,10 @@ class Budget:
         if self._kind == "gdp":
             total = total * total
         assert self._slack_allowance is not None
+        if self._kind == "zcdp":
+            assert self._approx_allowance is not None
+            if not _approx_delta_exact(interpreter) <= Fraction(self._approx_allowance):
+                return False
         return value <= total and slack <= Fraction(self._slack_allowance)
 
     def _within(self, state: _State) -> bool:
@@ -711,7 +793,8 @@ class Budget:
         if self._kind in ("zcdp", "gdp"):
             value, slack = _native_exact(state.interpreter)
             if self._kind == "zcdp":
-                text += f", rho={up(value)!r}"
+                text += (f", rho={up(value)!r}, "
+                         f"approximate delta={up(_approx_delta_exact(state.interpreter))!r}")
             else:
                 text += f", mu^2={up(value)!r}"
             text += f", pmf slack={up(slack)!r}"
@@ -723,6 +806,8 @@ class Budget:
             unit = "rho" if self._kind == "zcdp" else "mu"
             text += (f", {unit}_max={self._native_budget!r}, "
                      f"pmf slack allowance={self._slack_allowance!r}")
+            if self._kind == "zcdp":
+                text += f", approximate delta allowance={self._approx_allowance!r}"
         return text
 
     def can_charge(
@@ -777,7 +862,8 @@ class Budget:
         * zcdp: ``rho = down(remaining_rho / k)``; gdp: ``mu = sqrt_down(remaining_mu^2 / k)``;
           both also give the other (``mu = sqrt(2 rho)``) for calibrating Gaussian noise, and
           leave a relative ``2**-40`` of headroom for the mechanisms' own rounding of sigma.
-          ``pmf_slack`` is the remaining slack allowance divided by k.
+          ``pmf_slack`` is the remaining slack allowance divided by k; for zcdp, ``delta`` is
+          the remaining approximate-delta allowance divided by k (rounded down).
         * rdp: refused (an RDP budget has no additive unit to divide).
         """
         parts = check_integer(k, name="k", minimum=1)
@@ -805,12 +891,16 @@ class Budget:
         if isinstance(value, float):
             return Share(None, None, 0.0, 0.0, 0.0)
         total = Fraction(self._native_budget)
+        delta_part: float | None = None
         if self._kind == "zcdp":
             rho_part = max(total - value, Fraction(0)) / parts * _SPLIT_HEADROOM
+            assert self._approx_allowance is not None
+            rem_d = Fraction(self._approx_allowance) - _approx_delta_exact(state.interpreter)
+            delta_part = down(max(rem_d, Fraction(0)) / parts)
         else:
             rho_part = max(total * total - value, Fraction(0)) / parts * _SPLIT_HEADROOM / 2
-        return Share(epsilon=None, delta=None, rho=down(rho_part), mu=sqrt_down(2 * rho_part),
-                     pmf_slack=down(rem_slack / parts))
+        return Share(epsilon=None, delta=delta_part, rho=down(rho_part),
+                     mu=sqrt_down(2 * rho_part), pmf_slack=down(rem_slack / parts))
 
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> str:
@@ -827,6 +917,7 @@ class Budget:
             "rho": self._given_rho,
             "mu": self._given_mu,
             "pmf_slack_allowance": self._slack_allowance,
+            "approx_delta_allowance": self._approx_allowance,
             "ledger": [{"event": event_to_dict(e), "count": n} for e, n in state.ledger],
         }
         return json.dumps(data, sort_keys=True)
@@ -837,7 +928,9 @@ class Budget:
 
         Raises :class:`~dpkit.errors.SerializationError` for malformed data, unknown event types
         (only the allow-list is consulted), or a ledger that a filter would not have accepted.
-        Version-1 data (saved before zcdp/gdp budgets existed) is read too.
+        Version-1 data (saved before zcdp/gdp budgets existed) and version-2 data (before
+        approximate zCDP: its zcdp budgets had no approximate-delta allowance, and keep none)
+        are read too.
         """
         try:
             data = json.loads(text)
@@ -849,8 +942,10 @@ class Budget:
         base = {"format", "version", "epsilon", "delta", "mode", "method", "rdp_order", "ledger"}
         if version == 1:
             expected = base
-        elif version == _VERSION:
+        elif version == 2:
             expected = base | {"rho", "mu", "pmf_slack_allowance"}
+        elif version == _VERSION:
+            expected = base | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance"}
         else:
             raise SerializationError(f"unsupported budget version {version!r}")
         if set(data) != expected:
@@ -865,10 +960,16 @@ class Budget:
             "method": data["method"],
             "rdp_order": data["rdp_order"],
         }
-        if version == _VERSION:
+        if version in (2, _VERSION):
             kwargs["rho"] = data["rho"]
             kwargs["mu"] = data["mu"]
             kwargs["pmf_slack_allowance"] = data["pmf_slack_allowance"]
+        if version == _VERSION:
+            kwargs["approx_delta_allowance"] = data["approx_delta_allowance"]
+        elif version == 2 and data["method"] == "zcdp" and (
+            data["rho"] is not None or data["delta"] not in (0, 0.0)
+        ):
+            kwargs["approx_delta_allowance"] = 0.0
         if not isinstance(kwargs["mode"], str) or not isinstance(kwargs["method"], str):
             raise SerializationError("'mode' and 'method' must be strings")
         try:

@@ -35,6 +35,7 @@ from dpkit.errors import PrivacyParameterError, SerializationError
 __all__ = [
     "EVENT_TYPES",
     "ApproxDpEvent",
+    "ApproxZCdpEvent",
     "ComposedEvent",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
@@ -374,6 +375,33 @@ class ZCdpEvent(DpEvent):
 
 
 EVENT_TYPES[ZCdpEvent.type_name] = ZCdpEvent
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproxZCdpEvent(DpEvent):
+    """A black-box ``delta``-approximately ``rho``-zCDP release (Bun and Steinke 2016, Def. 8.1).
+
+    For every pair of neighbours ``x, x'`` the output laws split as ``M(x) = (1 - delta) P +
+    delta Q`` and ``M(x') = (1 - delta) P' + delta Q'`` with ``D_alpha(P || P') <= rho alpha``
+    and ``D_alpha(P' || P) <= rho alpha`` for every ``alpha > 1`` (equivalently: events of
+    probability at least ``1 - delta`` on both sides, conditioned on which the release is
+    ``rho``-zCDP). ``pmf_slack`` is the floating-point slack of the sampler behind the ``P``
+    part, as on the noise events. Composition adds ``rho``, ``delta`` and the slack. Read by the
+    zCDP accountant and ``method="zcdp"`` budgets; every other accountant refuses it.
+    """
+
+    rho: float
+    delta: float
+    pmf_slack: float = 0.0
+    type_name: ClassVar[str] = "approx_zcdp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+
+
+EVENT_TYPES[ApproxZCdpEvent.type_name] = ApproxZCdpEvent
 
 
 def event_to_dict(event: DpEvent) -> dict[str, Any]:

@@ -10,7 +10,11 @@ analyst may choose every mechanism and its parameters after seeing all earlier o
   immediate from the Renyi filter of Feldman and Zrnic (2021, Theorem 3.1): at every order
   alpha > 1 the charges ``alpha rho_i`` stay within ``alpha rho_max``, so the interaction is
   ``(alpha, alpha rho_max)``-RDP for every alpha, which is the definition of
-  ``rho_max``-zCDP.
+  ``rho_max``-zCDP. With ``approx_delta_allowance`` ``delta_max > 0`` it also accepts
+  delta-approximately zCDP charges (``ApproxZCdpEvent``, black-box ``(epsilon, delta)``; Bun
+  and Steinke 2016, Definition 8.1) while ``sum delta_i <= delta_max``; the filter is then
+  ``delta_max``-approximately ``rho_max``-zCDP, also under fully adaptive composition (the
+  coupling argument in :mod:`dpkit.accounting.budget`, with ``delta_max`` fixed in advance).
 * :class:`GdpFilter` (``mu_max``): only exactly Gaussian events (``mu_i = 1 / noise
   multiplier``); a charge is accepted while ``sum mu_i^2 <= mu_max^2`` (exactly). Smith and
   Thakurta (2022), "Fully adaptive composition for Gaussian differential privacy", prove that
@@ -45,29 +49,38 @@ class ZCdpFilter(Budget):
 
     Parameters (keyword-only): ``rho`` (> 0), ``delta`` (reporting delta for :attr:`spent`,
     default 0), ``mode`` (``"filter"`` or ``"odometer"``), ``pmf_slack_allowance`` (default
-    ``2**-12``).
+    ``2**-12``), ``approx_delta_allowance`` (``delta_max``, default 0: approximate charges
+    refused).
     """
 
     def __init__(self, *, rho: float, delta: float = 0.0, mode: str = "filter",
-                 pmf_slack_allowance: float | None = None) -> None:
+                 pmf_slack_allowance: float | None = None,
+                 approx_delta_allowance: float | None = None) -> None:
         super().__init__(rho=rho, delta=delta, mode=mode, method="zcdp",
-                         pmf_slack_allowance=pmf_slack_allowance)
+                         pmf_slack_allowance=pmf_slack_allowance,
+                         approx_delta_allowance=approx_delta_allowance)
+
+    def _whole(self) -> tuple[Fraction, Fraction, Fraction]:
+        assert self.native_budget is not None and self.pmf_slack_allowance is not None
+        assert self.approx_delta_allowance is not None
+        return (Fraction(self.native_budget), Fraction(self.pmf_slack_allowance),
+                Fraction(self.approx_delta_allowance))
 
     def epsilon(self, delta: float) -> float:
-        """Epsilon (rounded up) at ``delta`` of the whole budget: ``2A + eps_rho(delta e^-A)``."""
-        from dpkit.accounting.zcdp import slack_epsilon
+        """Epsilon (rounded up) at ``delta`` of the whole budget:
+        ``2A + eps_rho((delta - delta_max) e^-A)`` (inf when ``delta <= delta_max``)."""
+        from dpkit.accounting.zcdp import approx_epsilon
 
         d = check_delta(delta)
-        assert self.native_budget is not None and self.pmf_slack_allowance is not None
-        return slack_epsilon(Fraction(self.native_budget), Fraction(self.pmf_slack_allowance), d)
+        return approx_epsilon(*self._whole(), d)
 
     def delta(self, epsilon: float) -> float:
-        """Delta (rounded up) at ``epsilon`` of the whole budget: ``e^A delta_rho(eps - 2A)``."""
-        from dpkit.accounting.zcdp import slack_delta
+        """Delta (rounded up) at ``epsilon`` of the whole budget:
+        ``e^A delta_rho(eps - 2A) + delta_max``."""
+        from dpkit.accounting.zcdp import approx_delta
 
         e = check_epsilon(epsilon, allow_zero=True)
-        assert self.native_budget is not None and self.pmf_slack_allowance is not None
-        return slack_delta(Fraction(self.native_budget), Fraction(self.pmf_slack_allowance), e)
+        return approx_delta(*self._whole(), e)
 
 
 class GdpFilter(Budget):

@@ -20,8 +20,37 @@ Per-event rho (one occurrence; all kept as exact fractions of the doubles involv
   :func:`~dpkit.accounting.pure.pure_epsilon_of` (Bun and Steinke 2016, Proposition 1.4);
 * ``NoOpEvent``: 0; ``NonPrivateEvent``: infinity; ``ComposedEvent`` / ``SelfComposedEvent``: sums.
 
-Everything else (black-box ``ApproxDpEvent`` with delta > 0, Poisson-subsampled Gaussians, unknown
-events) is refused.
+Everything else (Poisson-subsampled Gaussians, unknown events) is refused.
+
+Approximate zCDP (Bun and Steinke 2016, Definition 8.1). A release is ``delta``-approximately
+``rho``-zCDP when, for every pair of neighbours ``x, x'``, its output laws split as
+``M(x) = (1 - delta) P + delta Q`` and ``M(x') = (1 - delta) P' + delta Q'`` with
+``D_alpha(P || P') <= alpha rho`` and ``D_alpha(P' || P) <= alpha rho`` for all ``alpha > 1``.
+(Bun and Steinke phrase it with events ``E, E'`` of probability at least ``1 - delta``; padding
+the larger of ``P[E]`` down to ``1 - delta`` turns their form into this one.)
+:func:`approx_zcdp_cost_of` reads, besides every event above (``delta = 0``):
+
+* ``ApproxZCdpEvent(rho, delta, pmf_slack)``: its fields;
+* ``ApproxDpEvent(epsilon, delta)`` with delta > 0: ``(epsilon^2 / 2, delta)``. Proof: the
+  trade-off curve of an (epsilon, delta)-DP pair dominates that of the four-point pair
+  ``A = (delta, (1-delta) e^eps/(1+e^eps), (1-delta)/(1+e^eps), 0)``,
+  ``B = (0, (1-delta)/(1+e^eps), (1-delta) e^eps/(1+e^eps), delta)`` (Dong, Roth and Su 2022,
+  Proposition 2.5 / Kairouz, Oh and Viswanath 2017), so by Blackwell's theorem (Dong, Roth and
+  Su 2022, Theorem 2.10) the pair is a post-processing ``T`` of ``(A, B)``. ``A`` and ``B`` are
+  ``(1 - delta)`` times randomized response (two points with ratio ``e^eps``) plus ``delta``
+  elsewhere; applying ``T`` keeps the weights, and Renyi divergence only shrinks under ``T``,
+  so the ``P`` parts satisfy ``D_alpha <= alpha eps^2 / 2`` (Bun and Steinke 2016, Proposition
+  1.4 applied to the randomized-response pair). Bun and Steinke state the same fact in their
+  introduction (Proposition 1.13, "(eps, delta)-DP implies delta-approximate eps^2/2-zCDP").
+
+Composition adds rho and delta (Bun and Steinke 2016, Section 8): the ``P`` parts compose as
+zCDP and the product weight ``prod (1 - delta_i) >= 1 - sum delta_i``; the slack ``A`` applies
+to the ``P`` parts as for pure zCDP. Conversion: for any set
+``S``, ``M(x)(S) <= (1 - delta) P(S) + delta <= (1 - delta)(e^eps P'(S) + delta_rho(eps)) +
+delta <= e^eps M(x')(S) + delta_rho(eps) + delta`` because ``(1 - delta) P' <= M(x')``. So the
+accountant reports ``delta(eps) = e^A delta_rho(eps - 2A) + delta_total`` and
+``eps(delta) = 2A + eps_rho((delta - delta_total) e^-A)`` (infinite when ``delta <=
+delta_total``), both rounded up.
 
 pmf slack. The Gaussian and discrete Gaussian samplers state a slack ``a`` (their pmf is within
 ``exp(+-a)`` of the ideal one, see :mod:`dpkit.accounting.events`). It is *not* folded into rho
@@ -57,6 +86,7 @@ from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegat
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
+    ApproxZCdpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
     DpEvent,
@@ -70,6 +100,9 @@ from dpkit.accounting.pure import float_up, pure_epsilon_of
 
 __all__ = [
     "ZCdpAccountant",
+    "approx_delta",
+    "approx_epsilon",
+    "approx_zcdp_cost_of",
     "zcdp_cost_of",
     "zcdp_delta",
     "zcdp_epsilon",
@@ -83,6 +116,8 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 #: rho and total pmf slack of one occurrence; rho ``math.inf`` for a non-private release.
 ZCdpCost = tuple[Fraction | float, Fraction]
+#: rho, total pmf slack and delta of one occurrence (approximate zCDP).
+ApproxZCdpCost = tuple[Fraction | float, Fraction, Fraction]
 
 
 def _golden_min(f: Callable[[float], float]) -> float:
@@ -249,6 +284,69 @@ def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
     return eps * eps / 2, Fraction(0)
 
 
+def approx_zcdp_cost_of(event: DpEvent) -> ApproxZCdpCost | None:
+    """``(rho, pmf slack, delta)`` of ONE occurrence of ``event`` (exact), or ``None``.
+
+    Approximate zCDP (module docstring): every event :func:`zcdp_cost_of` reads, with delta 0;
+    ``ApproxZCdpEvent`` by its fields; ``ApproxDpEvent(eps, delta)`` as ``(eps^2 / 2, 0,
+    delta)``; compositions add all three. rho is ``math.inf`` for a non-private release.
+    """
+    if isinstance(event, ApproxZCdpEvent):
+        return Fraction(event.rho), Fraction(event.pmf_slack), Fraction(event.delta)
+    if isinstance(event, ApproxDpEvent):
+        e = Fraction(event.epsilon)
+        return e * e / 2, Fraction(0), Fraction(event.delta)
+    if isinstance(event, (ComposedEvent, SelfComposedEvent)):
+        parts: list[tuple[DpEvent, int]]
+        if isinstance(event, ComposedEvent):
+            parts = [(e, 1) for e in event.events]
+        else:
+            parts = [(event.event, event.count)]
+        rho: Fraction | float = Fraction(0)
+        slack = Fraction(0)
+        delta = Fraction(0)
+        for inner, n in parts:
+            c = approx_zcdp_cost_of(inner)
+            if c is None:
+                return None
+            if n == 0:
+                continue
+            if isinstance(c[0], float) or isinstance(rho, float):
+                rho = math.inf
+            else:
+                rho += n * c[0]
+            slack += n * c[1]
+            delta += n * c[2]
+        return rho, slack, delta
+    pure = zcdp_cost_of(event)
+    if pure is None:
+        return None
+    return pure[0], pure[1], Fraction(0)
+
+
+def approx_epsilon(rho: Fraction | float, slack: Fraction, delta_spent: Fraction,
+                   delta: float) -> float:
+    """``2A + eps_rho((delta - delta_spent) e^-A)``, rounded up; inf if ``delta <= delta_spent``.
+
+    The remaining delta is rounded down before the conversion (module docstring).
+    """
+    if delta_spent == 0:
+        return slack_epsilon(rho, slack, delta)
+    rest = Fraction(delta) - delta_spent
+    if not rest > 0:
+        return math.inf
+    return slack_epsilon(rho, slack, down(rest))
+
+
+def approx_delta(rho: Fraction | float, slack: Fraction, delta_spent: Fraction,
+                 epsilon: float) -> float:
+    """``e^A delta_rho(eps - 2A) + delta_spent``, rounded up and capped at 1."""
+    base = slack_delta(rho, slack, epsilon)
+    if delta_spent == 0:
+        return base
+    return min(up(Fraction(base) + delta_spent), 1.0)
+
+
 def slack_epsilon(rho: Fraction | float, slack: Fraction, delta: float) -> float:
     """``2A + eps_rho(delta e^-A)`` rounded up: epsilon of the actual (slack ``A``) mechanism."""
     if isinstance(rho, float) and math.isinf(rho):
@@ -276,12 +374,14 @@ def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float
 
 
 class ZCdpAccountant(PrivacyAccountant):
-    """Composition of zCDP events: rho adds up (Bun and Steinke 2016, Lemma 1.7), exactly.
+    """Composition of (approximate) zCDP events: rho and delta add up, exactly.
 
-    ``rho`` is the exact sum of the per-event rhos (see the module docstring), ``slack`` the
-    exact sum of pmf slacks. ``get_epsilon(delta)`` is ``2A + eps_rho(delta e^-A)`` and
-    ``get_delta(epsilon)`` is ``e^A delta_rho(epsilon - 2A)``, both rounded up, with the
-    conversions :func:`zcdp_epsilon` / :func:`zcdp_delta`.
+    ``rho`` is the exact sum of the per-event rhos (Bun and Steinke 2016, Lemma 1.7), ``slack``
+    the exact sum of pmf slacks and ``delta_exact`` the exact sum of the approximate-zCDP
+    deltas (Bun and Steinke 2016, Section 8; see the module docstring). ``get_epsilon(delta)``
+    is ``2A + eps_rho((delta - delta_total) e^-A)`` and ``get_delta(epsilon)`` is
+    ``e^A delta_rho(epsilon - 2A) + delta_total``, both rounded up, with the conversions
+    :func:`zcdp_epsilon` / :func:`zcdp_delta`.
     """
 
     is_upper_bound = True
@@ -290,10 +390,11 @@ class ZCdpAccountant(PrivacyAccountant):
         super().__init__()
         self._rho: Fraction = Fraction(0)
         self._slack: Fraction = Fraction(0)
+        self._delta_total: Fraction = Fraction(0)
         self._infinite = False
 
     def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
-        cost = zcdp_cost_of(event)
+        cost = approx_zcdp_cost_of(event)
         if cost is None:
             return False
         if apply and count > 0:
@@ -302,6 +403,7 @@ class ZCdpAccountant(PrivacyAccountant):
             else:
                 self._rho += count * cost[0]
             self._slack += count * cost[1]
+            self._delta_total += count * cost[2]
         return True
 
     @property
@@ -321,12 +423,19 @@ class ZCdpAccountant(PrivacyAccountant):
         with self._lock:
             return self._slack
 
+    @property
+    def delta_exact(self) -> Fraction:
+        """The exact total delta of the approximate-zCDP events composed (0 for pure zCDP)."""
+        with self._lock:
+            return self._delta_total
+
     def clone(self) -> ZCdpAccountant:
         """An independent copy with the same state (used by budgets to try a charge)."""
         with self._lock:
             new = type(self)()
             new._rho = self._rho
             new._slack = self._slack
+            new._delta_total = self._delta_total
             new._infinite = self._infinite
             new._events = list(self._events)
             return new
@@ -334,10 +443,9 @@ class ZCdpAccountant(PrivacyAccountant):
     def _epsilon(self, delta: float) -> float:
         if self._infinite:
             return math.inf
-        return slack_epsilon(self._rho, self._slack, delta)
+        return approx_epsilon(self._rho, self._slack, self._delta_total, delta)
 
     def _delta(self, epsilon: float) -> float:
         if self._infinite:
             return 1.0
-        return slack_delta(self._rho, self._slack, epsilon)
-
+        return approx_delta(self._rho, self._slack, self._delta_total, epsilon)

@@ -45,6 +45,24 @@ weights (``W`` the total weight), and a statistic's share is split evenly over i
 measures (a mean: count and centred sum). In zCDP sessions the statistics' ``(epsilon, delta)``
 is first turned into the largest ``rho`` that certifies it, and ``rho`` is split. Shares are
 rounded down, scales and charged costs up.
+
+Partition selection in zCDP sessions. Gaussian thresholding
+(:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
+``delta_thr``-approximately ``rho_sel``-zCDP: its noisy counts of the keys both neighbours have
+are ``rho_sel = k / (2 sigma^2)``-zCDP, and the only other difference is the event, of
+probability at most ``delta_thr = k P[Z >= tau]``, that a key only the added unit has is
+released (Bun and Steinke 2016, Definition 8.1, approximate zCDP). It is charged as
+``ApproxZCdpEvent(rho_sel, delta_thr)``, so a zCDP budget composes it with the Gaussian
+statistics in rho. The query's ``(epsilon, delta)`` is priced as a whole: ``delta_thr`` is half
+of ``delta`` and ``rho = rho_for(epsilon, delta - delta_thr)`` is split by weight between the
+selection (``w_sel / W_all``) and the statistics, so that the query alone is
+``(epsilon, delta)``-DP. The mechanism draws its noise with the fast vectorised discrete
+Gaussian sampler, whose pmf is within ``exp(+-a)`` of exact per key (``a = 2^-23`` while
+``sigma < 2^13``); the charge carries the mechanism's declared ``pmf_slack = k a``
+(``delta_thr`` already includes ``e^a``), which the budget caps with its
+``pmf_slack_allowance``. So that the query alone stays within ``(epsilon, delta)`` with that
+slack ``A <= k a``, rho is calibrated at ``(epsilon - 2 A, (delta - delta_thr) e^-A)``:
+``e^A delta_rho(epsilon - 2A) + delta_thr <= delta``.
 """
 
 from __future__ import annotations
@@ -60,6 +78,7 @@ from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit.accounting.events import (
     ApproxDpEvent,
+    ApproxZCdpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -69,7 +88,7 @@ from dpkit.accounting.events import (
 from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import Measure
 from dpkit.errors import PrivacyParameterError
-from dpkit.mechanisms import DISCRETE_LAPLACE_SLACK
+from dpkit.mechanisms import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
 
@@ -430,12 +449,6 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
             "private partition selection needs delta > 0: give public keys to group_by(..., "
             "keys=...) or use a budget with delta"
         )
-    if select_partitions and mode == "zcdp":
-        raise PrivacyParameterError(
-            "private partition selection is an (epsilon, delta) mechanism, which a zCDP budget "
-            "cannot account: give public keys to group_by(..., keys=...) or use a budget with "
-            "method='basic'"
-        )
     if not stats:
         raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
     total_w = Fraction(0)
@@ -444,7 +457,33 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
     selection: Any = None
-    if select_partitions:
+    rho = 0.0
+    if select_partitions and mode == "zcdp":
+        # Approximate zCDP (module docstring): half of delta for the threshold, the query's
+        # whole rho from (epsilon, the other half), split by weight.
+        w_all = total_w + Fraction(selection_weight)
+        sel_delta = down(Fraction(dl) / 2)
+        rest_delta = down(Fraction(dl) - Fraction(sel_delta))
+        a_sel = Fraction(p) * Fraction(DISCRETE_GAUSSIAN_SLACK)  # k a, an upper bound
+        eff_eps = down(Fraction(eps) - 2 * a_sel)
+        if not eff_eps > 0.0:
+            raise PrivacyParameterError(
+                f"epsilon={eps!r} is too small for partition selection over max_partitions={p}"
+            )
+        # e^{-A} rounded down: the relative 2**-50 covers the rounding of exp and the product
+        rho_all = rho_for(eff_eps, rest_delta * math.exp(-up(a_sel)) * (1.0 - 2.0**-50))
+        sel_rho = down(Fraction(rho_all) * Fraction(selection_weight) / w_all)
+        if not (sel_rho > 0.0 and sel_delta > 0.0):
+            raise PrivacyParameterError(
+                f"(epsilon={eps!r}, delta={dl!r}) is too small for partition selection"
+            )
+        selection = _gaussian_selection(sel_rho, sel_delta, p)
+        sel_eps = sel_rho  # zCDP sessions express shares in rho
+        events.append(ApproxZCdpEvent(rho=selection.rho, delta=selection.threshold_delta,
+                                      pmf_slack=selection.pmf_slack))
+        rho = down(Fraction(rho_all) - Fraction(sel_rho))
+        total = rho
+    elif select_partitions:
         w_all = total_w + Fraction(selection_weight)
         sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
         sel_delta = down(Fraction(dl) / 2)
@@ -454,10 +493,9 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
     else:
         rest_eps, rest_delta = eps, dl
-    rho = 0.0
     if mode == "pure":
         total = rest_eps
-    else:
+    elif not (select_partitions and mode == "zcdp"):
         rho = rho_for(rest_eps, rest_delta)
         total = rho
     priced = []
@@ -560,6 +598,17 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pr
         else:  # pragma: no cover - halving 120 times always fits
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
+
+
+def _gaussian_selection(rho: float, threshold_delta: float, max_partitions: int) -> Any:
+    """Gaussian thresholding with ``k / (2 sigma^2) <= rho`` and ``threshold_delta`` at most
+    the given value (zCDP sessions)."""
+    from dpkit.mechanisms.partition_selection import (  # type: ignore[import-not-found,unused-ignore]
+        GaussianPartitionSelection,
+    )
+
+    return GaussianPartitionSelection.from_rho(rho=rho, threshold_delta=threshold_delta,
+                                               max_partitions=max_partitions)
 
 
 def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:

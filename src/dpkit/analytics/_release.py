@@ -44,6 +44,7 @@ import numpy as np
 
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
+from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
 __all__ = ["ReleaseInfo", "assemble", "normalize_key"]
@@ -199,6 +200,11 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         threshold = getattr(sel, "threshold", None)
         if threshold is not None:
             selection_info["threshold"] = int(threshold)
+        if isinstance(sel, GaussianPartitionSelection):
+            selection_info.update(sigma=sel.sigma, tau=sel.tau)
+            if pricing.mode == "zcdp":  # charged as approximate zCDP (rho, threshold delta)
+                selection_info.update(epsilon=None, rho=sel.rho, delta=sel.threshold_delta,
+                                      pmf_slack=sel.pmf_slack)
 
     data: dict[str, Any] = {}
     for j, col in enumerate(group_by):

@@ -10,8 +10,10 @@
 Noise follows the budget: a pure budget (``delta == 0``) gives discrete Laplace noise and pure
 epsilon accounting; a budget with ``delta > 0`` gives discrete Gaussian noise, charged in zCDP
 when the budget is kept in rho (``method="zcdp"``: many queries compose tightly) or as one
-``(epsilon, delta)`` pair per query with ``method="basic"``. Private partition selection is an
-``(epsilon, delta)`` mechanism: it needs a ``method="basic"`` budget.
+``(epsilon, delta)`` pair per query with ``method="basic"`` (the default of ``Budget``).
+Private partition selection needs delta > 0: with ``method="zcdp"`` it is Gaussian thresholding,
+charged as approximate zCDP (its rho and its threshold delta, taken from the budget's
+``approx_delta_allowance``).
 Queries compose sequentially in the budget; the groups of one query compose in parallel (each
 unit is bounded to ``max_partitions`` groups, and the sensitivities account for that).
 """
