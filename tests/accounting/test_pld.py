@@ -4,12 +4,11 @@ events, pmf slack, error bounds and the accountant contract."""
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 
 import mpmath
 import numpy as np
 import pytest
+from accountant_contract import AccountantContract
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,9 +33,6 @@ from dpkit.accounting.events import (
 )
 from dpkit.accounting.pld import PldAccountant
 from dpkit.errors import PrivacyParameterError, UnsupportedEventError
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "contracts"))
-from accountant_contract import AccountantContract
 
 mpmath.mp.dps = 40
 

@@ -1,13 +1,9 @@
 """Abstract contract tests that every dpkit privacy accountant inherits.
 
-How to use it (pytest runs with ``--import-mode=importlib`` and test folders have no
-``__init__.py``, so put this folder on ``sys.path`` and import the module by name)::
+How to use it (the pytest configuration puts ``tests/contracts`` on ``pythonpath``, so the
+module imports by name under ``--import-mode=importlib``)::
 
-    import pathlib
-    import sys
-
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "contracts"))
-    from accountant_contract import AccountantContract  # noqa: E402
+    from accountant_contract import AccountantContract
 
     class TestMyAccountantContract(AccountantContract):
         def make_accountant(self) -> PrivacyAccountant:

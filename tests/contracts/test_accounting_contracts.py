@@ -3,11 +3,6 @@ accountants."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
 from accountant_contract import AccountantContract
 
 from dpkit.accounting._base import PrivacyAccountant
