@@ -165,14 +165,6 @@ def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
     return RdpAccountant(orders=(rdp_order,), combine_bounds=False)
 
 
-def _clone(acct: PrivacyAccountant) -> PrivacyAccountant:
-    clone = getattr(acct, "clone", None)
-    if clone is None:  # pragma: no cover - every interpreter used here has clone()
-        raise TypeError(f"{type(acct).__name__} cannot be copied")
-    out: PrivacyAccountant = clone()
-    return out
-
-
 def _native_exact(acct: PrivacyAccountant) -> tuple[Fraction | float, Fraction]:
     """(rho or mu^2, pmf slack) of a zCDP / exact-GDP interpreter, exact."""
     from dpkit.accounting.gdp import ExactGdpAccountant
@@ -619,7 +611,7 @@ class Budget:
         with the lock held; nothing changes)."""
         old = self._state
         used = self._interpretable(ev, n, old)
-        trial = _clone(old.interpreter)
+        trial = old.interpreter.clone()
         trial.compose(used, n)  # may raise UnsupportedEventError; only the copy is touched
         spent_e, spent_d = self._spent_of(trial, nonempty=True)
         new = _State(
