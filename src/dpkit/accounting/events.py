@@ -270,25 +270,37 @@ class RandomizedResponseEvent(DpEvent):
 
     @property
     def epsilon(self) -> float:
-        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up.
-
-        Computed as ``log1p((k p - 1) / (1 - p))`` with at most a few roundings of relative size
-        2**-53 each, so the result has a few ulps of relative error even for epsilons near 0; a
-        relative margin of 2**-48 (and one ulp) covers it.
-        """
+        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up: a certified bound
+        from :func:`randomized_response_epsilon`."""
         return randomized_response_epsilon(self.p_truth, self.categories)
 
 
 def randomized_response_epsilon(p_truth: float, categories: int) -> float:
-    """``ln(p (k - 1) / (1 - p))`` for k-ary randomized response, rounded up (see above)."""
-    if p_truth == 1.0:
+    """``ln(p (k - 1) / (1 - p))`` for k-ary randomized response, rounded up (infinite at p = 1).
+
+    dpkit's one implementation of this formula (mechanisms, local DP and every accountant use
+    it). The ratio is formed exactly in rationals; its logarithm is evaluated with 60 significant
+    digits (``Decimal.ln`` is correctly rounded, and the decimal division before it errs by at
+    most one unit in the 60th digit), widened by ``1e-57 (1 + |ln|)``, which covers both, and
+    rounded up to a double. The result is a certified upper bound and is the smallest double
+    above the exact value unless that value lies within about ``1e-57`` of a double.
+    """
+    from decimal import Decimal, localcontext
+    from fractions import Fraction
+
+    from dpkit._numeric.rounding import up
+
+    p = Fraction(p_truth)
+    if p == 1:
         return math.inf
-    k = categories
-    excess = (k * p_truth - 1.0) / (1.0 - p_truth)  # = p (k - 1) / (1 - p) - 1 >= 0
-    if not excess > 0.0:
+    ratio = p * (categories - 1) / (1 - p)
+    if not ratio > 1:
         return 0.0
-    val = math.log1p(excess) * (1.0 + 2.0**-48)
-    return math.nextafter(val, math.inf)
+    with localcontext() as ctx:
+        ctx.prec = 60
+        log = (Decimal(ratio.numerator) / Decimal(ratio.denominator)).ln()
+    exact_log = Fraction(log)
+    return up(exact_log + Fraction(1, 10**57) * (1 + abs(exact_log)))
 
 
 @dataclasses.dataclass(frozen=True)
