@@ -81,28 +81,28 @@ def as_neighbouring(value: Any) -> Neighbouring:
         ) from exc
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DpEvent:
     """Base class of all events."""
 
     type_name: ClassVar[str] = "event"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NoOpEvent(DpEvent):
     """Nothing was released: costs nothing."""
 
     type_name: ClassVar[str] = "noop"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NonPrivateEvent(DpEvent):
     """Something was released without privacy: costs infinity."""
 
     type_name: ClassVar[str] = "non_private"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PureDpEvent(DpEvent):
     """A black-box epsilon-DP release."""
 
@@ -113,7 +113,7 @@ class PureDpEvent(DpEvent):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, allow_zero=True))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ApproxDpEvent(DpEvent):
     """A black-box (epsilon, delta)-DP release."""
 
@@ -126,7 +126,7 @@ class ApproxDpEvent(DpEvent):
         object.__setattr__(self, "delta", check_delta(self.delta))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _NoiseEvent(DpEvent):
     noise_multiplier: float
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
@@ -140,7 +140,7 @@ class _NoiseEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LaplaceEvent(_NoiseEvent):
     """Laplace noise of scale ``noise_multiplier * sensitivity`` on a query of that L1 sensitivity.
 
@@ -150,7 +150,7 @@ class LaplaceEvent(_NoiseEvent):
     type_name: ClassVar[str] = "laplace"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GaussianEvent(_NoiseEvent):
     """Gaussian noise of std ``noise_multiplier * sensitivity`` for that L2 sensitivity.
 
@@ -160,7 +160,7 @@ class GaussianEvent(_NoiseEvent):
     type_name: ClassVar[str] = "gaussian"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DiscreteLaplaceEvent(DpEvent):
     """Discrete Laplace ``P(k) ∝ exp(-|k| / scale)`` on an integer query of sensitivity Delta.
 
@@ -182,7 +182,7 @@ class DiscreteLaplaceEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DiscreteGaussianEvent(DpEvent):
     """Discrete Gaussian ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on an integer query.
 
@@ -204,7 +204,7 @@ class DiscreteGaussianEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ExponentialMechanismEvent(DpEvent):
     """The exponential mechanism, epsilon-DP (Dwork and Roth, Theorem 3.10).
 
@@ -222,7 +222,7 @@ class ExponentialMechanismEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ReportNoisyMaxEvent(DpEvent):
     """Report Noisy Max with ``noise`` in {"laplace", "exponential", "gumbel"}: epsilon-DP."""
 
@@ -242,7 +242,7 @@ class ReportNoisyMaxEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RandomizedResponseEvent(DpEvent):
     """k-ary randomized response keeping the true value with probability ``p_truth``.
 
@@ -303,7 +303,7 @@ def randomized_response_epsilon(p_truth: float, categories: int) -> float:
     return up(exact_log + Fraction(1, 10**57) * (1 + abs(exact_log)))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ComposedEvent(DpEvent):
     """Sequential composition of several events (in order)."""
 
@@ -318,7 +318,7 @@ class ComposedEvent(DpEvent):
         object.__setattr__(self, "events", events)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SelfComposedEvent(DpEvent):
     """``count`` independent repetitions of ``event``."""
 
@@ -332,7 +332,7 @@ class SelfComposedEvent(DpEvent):
         object.__setattr__(self, "count", check_integer(self.count, name="count", minimum=0))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PoissonSampledEvent(DpEvent):
     """``event`` applied to a Poisson subsample: each record kept independently with ``rate``."""
 
@@ -369,7 +369,7 @@ EVENT_TYPES: dict[str, type[DpEvent]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ZCdpEvent(DpEvent):
     """A black-box ``rho``-zCDP release (zero-concentrated DP, Bun and Steinke 2016, Def. 1.1).
 

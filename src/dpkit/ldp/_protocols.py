@@ -114,7 +114,7 @@ class FrequencyOracle(_c._Categorical):
     @property
     def event(self) -> DpEvent:
         """The release as an accounting event (one report per user, replace-one neighbours)."""
-        return PureDpEvent(self.epsilon)
+        return PureDpEvent(epsilon=self.epsilon)
 
     def variance(self, n: int, frequency: float = 0.0) -> float:
         """Exact variance of the estimated count of an item with true relative frequency
@@ -610,7 +610,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
     @property
     def event(self) -> DpEvent:
         """The release as an accounting event."""
-        return PureDpEvent(self.epsilon)
+        return PureDpEvent(epsilon=self.epsilon)
 
     @abc.abstractmethod
     def _ab(self) -> tuple[float, float]:
