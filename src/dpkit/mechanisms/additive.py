@@ -88,7 +88,7 @@ def _effective_epsilon(epsilon: float, slack: float) -> Fraction:
     return Fraction(epsilon) - Fraction(2 * slack)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Laplace:
     """The Laplace mechanism: releases ``x + Lap(scale)`` on a lattice (Dwork and Roth, Def. 3.3).
 
@@ -175,7 +175,7 @@ class Laplace:
                                parallel=src.secure)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gaussian:
     """The Gaussian mechanism: ``x + N(0, sigma^2)`` on a lattice.
 

@@ -59,7 +59,7 @@ def _integer_values(values: Any) -> npt.NDArray[np.int64]:
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiscreteLaplace:
     """``x + Z`` with ``P(Z = k) = tanh(1/(2t)) exp(-|k| / t)`` on integer queries.
 
@@ -134,7 +134,7 @@ class DiscreteLaplace:
         return x + z
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiscreteGaussian:
     """``x + Z`` with ``P(Z = k) ∝ exp(-k^2 / (2 sigma^2))`` on integer queries.
 
