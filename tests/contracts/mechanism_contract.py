@@ -12,12 +12,12 @@ works under ``--import-mode=importlib``) and provide:
 * ``builders()``: one callable per privacy parameter, building a mechanism from that value.
 
 The contract (what :class:`dpkit.mechanisms.Mechanism` promises): the mechanism is a
-``Mechanism`` and immutable; its ``event`` is a :class:`DpEvent` that a dpkit accountant accepts
-at a finite, non-zero cost; every privacy parameter refuses NaN, infinities, negatives, bools
-and strings with :class:`PrivacyParameterError`; ``release`` keeps the shape (a scalar in gives a
-0-d result out); a seeded source reproduces a release, and a seed is refused unless
-``insecure=True``; ``release`` never raises on special values of the right dtype (no exception
-that depends on a value).
+``Mechanism``, immutable, and built with keywords only; its ``event`` is a :class:`DpEvent` that
+a dpkit accountant accepts at a finite, non-zero cost; every privacy parameter refuses NaN,
+infinities, negatives, bools and strings with :class:`PrivacyParameterError`; ``release`` keeps
+the shape (a scalar in gives a 0-d result out); a seeded source reproduces a release, and a seed
+is refused unless ``insecure=True``; ``release`` never raises on special values of the right
+dtype (no exception that depends on a value).
 """
 
 from __future__ import annotations
@@ -92,6 +92,13 @@ class MechanismContract(abc.ABC):
             mech.brand_new_attribute = 1
         assert mech == self.make_mechanism()
         assert hash(mech) == hash(self.make_mechanism())
+
+    def test_fields_are_keyword_only(self) -> None:
+        mech = self.make_mechanism()
+        assert all(f.kw_only for f in dataclasses.fields(mech))
+        values = [getattr(mech, f.name) for f in dataclasses.fields(mech) if f.init]
+        with pytest.raises(TypeError):
+            type(mech)(*values)
 
     def test_event_is_accepted_by_an_accountant(self) -> None:
         event = self.make_mechanism().event
