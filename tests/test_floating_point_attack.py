@@ -21,18 +21,14 @@ test reports its certified value without asserting on it; the attack that matter
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _stats import clopper_pearson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-sys.path.insert(0, str(Path(__file__).parent / "statistical"))
-from _stats import clopper_pearson
 
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace

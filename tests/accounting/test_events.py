@@ -51,8 +51,10 @@ EXAMPLES: list[DpEvent] = [
     ReportNoisyMaxEvent(epsilon=0.3, noise="exponential"),
     RandomizedResponseEvent(p_truth=0.75),
     ComposedEvent(events=(PureDpEvent(epsilon=1.0), GaussianEvent(noise_multiplier=2.0))),
-    PoissonSampledEvent(0.5, LaplaceEvent(noise_multiplier=1.0)),
-    SelfComposedEvent(PoissonSampledEvent(0.01, GaussianEvent(noise_multiplier=1.1)), 1000),
+    PoissonSampledEvent(sampling_rate=0.5, event=LaplaceEvent(noise_multiplier=1.0)),
+    SelfComposedEvent(
+        event=PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.1)),
+        count=1000),
     ZCdpEvent(rho=0.125),
     ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23),
 ]
@@ -98,7 +100,7 @@ def test_validation() -> None:
     with pytest.raises(PrivacyParameterError):
         GaussianEvent(noise_multiplier=1.0, neighbouring="swap")  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError):
-        SelfComposedEvent(PureDpEvent(epsilon=1.0), -1)
+        SelfComposedEvent(event=PureDpEvent(epsilon=1.0), count=-1)
     with pytest.raises(PrivacyParameterError):
         ComposedEvent(events=(1.0,))  # type: ignore[arg-type]
 

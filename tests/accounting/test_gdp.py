@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from accountant_contract import AccountantContract
 from dp_accounting import dp_event as dpe
 from dp_accounting.pld import pld_privacy_accountant
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "contracts"))
-from accountant_contract import AccountantContract
 
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (

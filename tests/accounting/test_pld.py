@@ -4,12 +4,11 @@ events, pmf slack, error bounds and the accountant contract."""
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 
 import mpmath
 import numpy as np
 import pytest
+from accountant_contract import AccountantContract
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,9 +33,6 @@ from dpkit.accounting.events import (
 )
 from dpkit.accounting.pld import PldAccountant
 from dpkit.errors import PrivacyParameterError, UnsupportedEventError
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "contracts"))
-from accountant_contract import AccountantContract
 
 mpmath.mp.dps = 40
 
@@ -103,7 +99,8 @@ def test_cross_check_subsampled_gaussian_against_peers() -> None:
 
     q, sigma, steps, delta = 0.01, 1.0, 300, 1e-5
     ours = PldAccountant()
-    ours.compose(PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(sigma)), steps)
+    ours.compose(PoissonSampledEvent(sampling_rate=q,
+                                     event=GaussianEvent(noise_multiplier=sigma)), steps)
     lo, est, up = ours.get_epsilon_bounds(delta)
 
     theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
@@ -131,8 +128,8 @@ def test_cross_check_gaussian_and_laplace_against_dp_accounting() -> None:
     from dp_accounting.pld import pld_privacy_accountant
 
     for ours_ev, their_ev, count in (
-        (GaussianEvent(2.0), dp_event.GaussianDpEvent(2.0), 20),
-        (LaplaceEvent(50.0), dp_event.LaplaceDpEvent(50.0), 200),
+        (GaussianEvent(noise_multiplier=2.0), dp_event.GaussianDpEvent(2.0), 20),
+        (LaplaceEvent(noise_multiplier=50.0), dp_event.LaplaceDpEvent(50.0), 200),
     ):
         ours = PldAccountant().compose(ours_ev, count)
         theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
@@ -147,7 +144,8 @@ def test_subsampled_laplace_against_dp_accounting() -> None:
     from dp_accounting.pld import pld_privacy_accountant
 
     q, b, k, delta = 0.3, 2.0, 20, 1e-5
-    ours = PldAccountant().compose(PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(b)), k)
+    ours = PldAccountant().compose(
+        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=b)), k)
     theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
     theirs.compose(dp_event.SelfComposedDpEvent(
         dp_event.PoissonSampledDpEvent(q, dp_event.LaplaceDpEvent(b)), k))
@@ -161,7 +159,8 @@ def test_add_direction_matters_for_subsampling() -> None:
     # the remove direction dominates at small eps, the add direction is capped at -log(1-q);
     # both are computed and the worse one is reported
     q = 0.5
-    acct = PldAccountant().compose(PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(0.5)))
+    acct = PldAccountant().compose(
+        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=0.5)))
     eps_pure = math.log1p(q * math.expm1(2.0))  # amplification by subsampling, exact here
     assert acct.get_epsilon(0.0) == pytest.approx(eps_pure, rel=1e-6)
     assert acct.get_epsilon(0.0) >= eps_pure
@@ -223,16 +222,18 @@ def test_discrete_gaussian_close_to_continuous() -> None:
 
 def test_composed_heterogeneous_and_noop() -> None:
     ev = ComposedEvent(
-        events=(GaussianEvent(2.0), NoOpEvent(), LaplaceEvent(3.0),
-                SelfComposedEvent(event=GaussianEvent(4.0), count=3))
+        events=(GaussianEvent(noise_multiplier=2.0), NoOpEvent(),
+                LaplaceEvent(noise_multiplier=3.0),
+                SelfComposedEvent(event=GaussianEvent(noise_multiplier=4.0), count=3))
     )
     acct = PldAccountant().compose(ev)
     parts = PldAccountant()
-    for e in (GaussianEvent(2.0), LaplaceEvent(3.0)):
+    for e in (GaussianEvent(noise_multiplier=2.0), LaplaceEvent(noise_multiplier=3.0)):
         parts.compose(e)
-    parts.compose(GaussianEvent(4.0), 3)
+    parts.compose(GaussianEvent(noise_multiplier=4.0), 3)
     assert acct.get_epsilon(1e-6) == pytest.approx(parts.get_epsilon(1e-6), rel=1e-12)
-    assert acct.get_epsilon(1e-6) > PldAccountant().compose(GaussianEvent(2.0)).get_epsilon(1e-6)
+    single = PldAccountant().compose(GaussianEvent(noise_multiplier=2.0))
+    assert acct.get_epsilon(1e-6) > single.get_epsilon(1e-6)
 
 
 @pytest.mark.parametrize(
@@ -253,18 +254,20 @@ def test_unsupported_refused(event: DpEvent) -> None:
 
 
 def test_poisson_sampling_edge_rates() -> None:
-    zero = PldAccountant().compose(PoissonSampledEvent(sampling_rate=0.0, event=GaussianEvent(1.0)))
+    zero = PldAccountant().compose(
+        PoissonSampledEvent(sampling_rate=0.0, event=GaussianEvent(noise_multiplier=1.0)))
     assert zero.get_epsilon(1e-5) == 0.0
-    one = PldAccountant().compose(PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(1.0)))
-    plain = PldAccountant().compose(GaussianEvent(1.0))
+    one = PldAccountant().compose(
+        PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(noise_multiplier=1.0)))
+    plain = PldAccountant().compose(GaussianEvent(noise_multiplier=1.0))
     assert one.get_epsilon(1e-5) == pytest.approx(plain.get_epsilon(1e-5), rel=1e-6)
 
 
 # ------------------------------------------------------------------ slack, bounds, profile
 def test_pmf_slack_is_charged() -> None:
     a, k = 1e-3, 5
-    ideal = PldAccountant().compose(GaussianEvent(1.0), k)
-    real = PldAccountant().compose(GaussianEvent(1.0, pmf_slack=a), k)
+    ideal = PldAccountant().compose(GaussianEvent(noise_multiplier=1.0), k)
+    real = PldAccountant().compose(GaussianEvent(noise_multiplier=1.0, pmf_slack=a), k)
     big_a = k * a
     expected = ideal.get_epsilon(1e-5 * math.exp(-big_a)) + 2 * big_a
     assert real.get_epsilon(1e-5) == pytest.approx(expected, rel=1e-9)
@@ -273,7 +276,7 @@ def test_pmf_slack_is_charged() -> None:
 
 
 def test_bounds_ordered_and_round_up_mode_is_looser() -> None:
-    ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(1.0))
+    ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.0))
     acct = PldAccountant().compose(ev, 100)
     lo, est, up = acct.get_epsilon_bounds(1e-5)
     assert lo <= est <= up
@@ -286,7 +289,7 @@ def test_bounds_ordered_and_round_up_mode_is_looser() -> None:
 
 
 def test_privacy_profile_and_tradeoff() -> None:
-    acct = PldAccountant().compose(GaussianEvent(1.0))
+    acct = PldAccountant().compose(GaussianEvent(noise_multiplier=1.0))
     eps = np.array([0.0, 0.5, 1.0, 2.0])
     prof = acct.privacy_profile(eps)
     assert np.all(np.diff(prof) <= 0)
@@ -316,7 +319,7 @@ def test_constructor_validation() -> None:
     steps=st.integers(min_value=1, max_value=40),
 )
 def test_epsilon_monotone_in_steps(sigma: float, steps: int) -> None:
-    ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(sigma))
+    ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=sigma))
     a = PldAccountant(value_discretization_interval=1e-3).compose(ev, steps)
     b = PldAccountant(value_discretization_interval=1e-3).compose(ev, steps + 1)
     assert b.get_epsilon(1e-5) >= a.get_epsilon(1e-5) - 1e-9
@@ -329,7 +332,7 @@ def test_epsilon_monotone_in_steps(sigma: float, steps: int) -> None:
 )
 def test_epsilon_monotone_in_inverse_noise(sigma: float, factor: float) -> None:
     def eps(s: float) -> float:
-        ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(s))
+        ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=s))
         return PldAccountant(value_discretization_interval=1e-3).compose(ev, 10).get_epsilon(1e-5)
 
     assert eps(sigma * factor) <= eps(sigma) + 1e-9

@@ -196,12 +196,12 @@ def test_event_table() -> None:
     eight = SelfComposedEvent(event=g, count=8)
     assert zcdp_cost_of(eight) == (Fraction(1), 8 * Fraction(2.0**-20))
     assert zcdp_cost_of(NonPrivateEvent()) == (math.inf, Fraction(0))
-    sub_lap = PoissonSampledEvent(0.1, LaplaceEvent(noise_multiplier=1.0))
+    sub_lap = PoissonSampledEvent(sampling_rate=0.1, event=LaplaceEvent(noise_multiplier=1.0))
     cost = zcdp_cost_of(sub_lap)
     assert cost is not None and cost[0] < Fraction(1, 2)  # amplified pure epsilon, squared / 2
     for refused in (
         ApproxDpEvent(epsilon=0.5, delta=1e-9),
-        PoissonSampledEvent(0.1, GaussianEvent(noise_multiplier=1.0)),
+        PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(noise_multiplier=1.0)),
         ComposedEvent(events=(g, ApproxDpEvent(epsilon=0.5, delta=1e-9))),
     ):
         assert zcdp_cost_of(refused) is None  # not pure zCDP

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _engine_reference import MEASURES, as_dict, people, plan_for
 
 from dpkit.analytics._plan import Aggregate, Bound, Filter, Measure, Plan, Source
 from dpkit.analytics._sql import PredicateError
 from dpkit.analytics.engines import DuckDBEngine, EngineError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _engine_reference import MEASURES, as_dict, people, plan_for
 
 TABLE = Source(kind="table", location="t")
 

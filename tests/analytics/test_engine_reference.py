@@ -7,16 +7,11 @@ exactly.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from _engine_reference import as_dict, people, plan_for, reference
 
 from dpkit.analytics._plan import Filter, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _engine_reference import as_dict, people, plan_for, reference
 
 # ------------------------------------------------------------------ tests
 

@@ -1,13 +1,9 @@
 """Abstract contract tests that every dpkit privacy accountant inherits.
 
-How to use it (pytest runs with ``--import-mode=importlib`` and test folders have no
-``__init__.py``, so put this folder on ``sys.path`` and import the module by name)::
+How to use it (the pytest configuration puts ``tests/contracts`` on ``pythonpath``, so the
+module imports by name under ``--import-mode=importlib``)::
 
-    import pathlib
-    import sys
-
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "contracts"))
-    from accountant_contract import AccountantContract  # noqa: E402
+    from accountant_contract import AccountantContract
 
     class TestMyAccountantContract(AccountantContract):
         def make_accountant(self) -> PrivacyAccountant:
@@ -24,7 +20,8 @@ itself; each concrete ``Test...`` subclass runs every ``test_...`` method below.
 The contract (STYLE.md item 6): no events gives epsilon 0; a non-private event gives infinity;
 an unknown event (and an unknown event nested in a composition) is refused with
 UnsupportedEventError and leaves the accountant untouched; epsilon is monotone in the count;
-``supports`` is a dry run.
+``supports`` is a dry run; ``clone()`` is an independent copy; ``spent()`` reads the
+privacy profile.
 """
 
 from __future__ import annotations
@@ -186,6 +183,34 @@ class AccountantContract(abc.ABC):
         for bad in (math.nan, -0.5, "1", None, False):
             with pytest.raises(PrivacyParameterError):
                 acct.get_delta(bad)  # type: ignore[arg-type]
+
+    def test_clone_is_independent(self) -> None:
+        acct = self.make_accountant().compose(self.supported_event())
+        before = self._snapshot(acct)
+        copy = acct.clone()
+        assert type(copy) is type(acct)
+        assert self._snapshot(copy) == before
+        copy.compose(self.supported_event(), 3)
+        assert self._snapshot(acct) == before
+        assert copy.get_epsilon(self.query_delta) >= before[1] * (1.0 - self.monotone_rel_tol)
+        acct.compose(NonPrivateEvent())
+        assert not math.isinf(copy.get_epsilon(self.query_delta))
+
+    def test_spent_is_the_privacy_profile(self) -> None:
+        acct = self.make_accountant()
+        assert acct.spent() == (0.0, 0.0)
+        acct.compose(self.supported_event())
+        assert acct.spent(delta=self.query_delta) == (
+            acct.get_epsilon(self.query_delta), self.query_delta)
+        assert acct.spent(epsilon=self.query_epsilon) == (
+            self.query_epsilon, acct.get_delta(self.query_epsilon))
+        with pytest.raises(PrivacyParameterError):
+            acct.spent(delta=self.query_delta, epsilon=self.query_epsilon)
+        for bad in (math.nan, -1.0, True, "0.1"):
+            with pytest.raises(PrivacyParameterError):
+                acct.spent(delta=bad)  # type: ignore[arg-type]
+            with pytest.raises(PrivacyParameterError):
+                acct.spent(epsilon=bad)  # type: ignore[arg-type]
 
     def test_is_upper_bound_declared(self) -> None:
         assert isinstance(self.make_accountant().is_upper_bound, bool)

@@ -3,11 +3,7 @@ accountants."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
+import pytest
 from accountant_contract import AccountantContract
 
 from dpkit.accounting._base import PrivacyAccountant
@@ -108,3 +104,20 @@ class TestExactGdpContract(AccountantContract):
 
     def supported_event(self) -> DpEvent:
         return GaussianEvent(noise_multiplier=3.0, pmf_slack=2.0**-20)
+
+
+def test_events_and_trade_off_records_are_keyword_only() -> None:
+    import dataclasses
+    import inspect
+
+    from dpkit.accounting import events
+    from dpkit.audit import TradeoffPoint
+    from dpkit.fdp import PropertyReport
+
+    classes = [cls for _, cls in inspect.getmembers(events, inspect.isclass)
+               if issubclass(cls, DpEvent) and cls.__module__ == events.__name__]
+    assert len(classes) >= 15
+    for cls in [*classes, TradeoffPoint, PropertyReport]:
+        assert all(f.kw_only for f in dataclasses.fields(cls)), cls
+    with pytest.raises(TypeError):
+        LaplaceEvent(2.0)  # type: ignore[misc]

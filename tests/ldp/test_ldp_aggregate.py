@@ -186,7 +186,7 @@ def test_events() -> None:
     assert grr.event.epsilon == pytest.approx(1.0, rel=1e-12)
     assert grr.event.epsilon >= 1.0 - 1e-15
     for proto in (ldp.OUE(epsilon=1.0, domain=10), ldp.Piecewise(epsilon=1.0)):
-        assert proto.event == PureDpEvent(1.0)
+        assert proto.event == PureDpEvent(epsilon=1.0)
 
 
 def test_best_protocol_follows_the_variances() -> None:

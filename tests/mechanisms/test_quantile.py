@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
-from pathlib import Path
 
 import mpmath
 import numpy as np
 import pytest
+from _stats import ALPHA, chi2_categorical, chi2_power
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "statistical"))
-from _stats import ALPHA, chi2_categorical, chi2_power
 
 from dpkit.accounting.events import ExponentialMechanismEvent, SelfComposedEvent
 from dpkit.errors import PrivacyParameterError

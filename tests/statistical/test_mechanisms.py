@@ -21,15 +21,10 @@ run even with a seed; each test's false-positive rate is still 1e-6 per run.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _stats import (
     BETA,
     Bins,
@@ -42,6 +37,7 @@ from _stats import (
     clopper_pearson,
     quantile_edges,
 )
+from scipy import integrate, stats
 
 from dpkit.mechanisms import (
     DiscreteGaussian,

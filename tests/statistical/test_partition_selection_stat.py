@@ -11,16 +11,12 @@ variant is computed exactly from the binomial law and required to be at least 1 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _stats import ALPHA
+from scipy import stats
 
 from dpkit.mechanisms import GaussianPartitionSelection, PartitionSelection
 from dpkit.noise import RandomSource

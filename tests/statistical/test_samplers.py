@@ -21,16 +21,11 @@ Sources are seeded (``insecure=True``) so every run sees the same draws.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _stats import (
     BETA,
     bins_from_cdf,
@@ -46,6 +41,7 @@ from _stats import (
     quantile_edges,
     sup_distance,
 )
+from scipy import stats
 
 from dpkit import noise
 from dpkit.noise import RandomSource

@@ -9,13 +9,17 @@ raises :class:`~dpkit.errors.UnsupportedEventError` and leaves the accountant un
 from __future__ import annotations
 
 import abc
+import copy
 import threading
+from typing import TypeVar
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
 from dpkit.accounting.events import DpEvent
-from dpkit.errors import UnsupportedEventError
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
 __all__ = ["PrivacyAccountant"]
+
+_A = TypeVar("_A", bound="PrivacyAccountant")
 
 
 class PrivacyAccountant(abc.ABC):
@@ -62,6 +66,35 @@ class PrivacyAccountant(abc.ABC):
         """The events composed so far, with their counts."""
         with self._lock:
             return tuple(self._events)
+
+    def clone(self: _A) -> _A:
+        """An independent copy with the same state (a budget tries a charge on a clone first).
+
+        The default deep-copies every attribute except the lock (the copy gets a fresh one);
+        accountants whose state is cheaper to copy by hand override it.
+        """
+        with self._lock:
+            state = {k: copy.deepcopy(v) for k, v in vars(self).items() if k != "_lock"}
+        new = copy.copy(self)
+        vars(new).update(state)
+        new._lock = threading.RLock()
+        return new
+
+    def spent(self, *, delta: float | None = None, epsilon: float | None = None
+              ) -> tuple[float, float]:
+        """The ``(epsilon, delta)`` pair spent so far, on this accountant's privacy profile.
+
+        Give at most one coordinate: ``delta`` (default 0) returns ``(get_epsilon(delta),
+        delta)``; ``epsilon`` returns ``(epsilon, get_delta(epsilon))``. Both answers are
+        rounded up, as :meth:`get_epsilon` and :meth:`get_delta` are.
+        """
+        if delta is not None and epsilon is not None:
+            raise PrivacyParameterError("give delta= or epsilon=, not both")
+        if epsilon is not None:
+            eps = check_epsilon(epsilon, allow_zero=True)
+            return eps, self.get_delta(eps)
+        d = check_delta(0.0 if delta is None else delta)
+        return self.get_epsilon(d), d
 
     def get_epsilon(self, delta: float) -> float:
         """Smallest epsilon this accountant can certify at ``delta`` (rounded up)."""

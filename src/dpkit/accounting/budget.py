@@ -179,14 +179,6 @@ def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
     return RdpAccountant(orders=(rdp_order,), combine_bounds=False)
 
 
-def _clone(acct: PrivacyAccountant) -> PrivacyAccountant:
-    clone = getattr(acct, "clone", None)
-    if clone is None:  # pragma: no cover - every interpreter used here has clone()
-        raise TypeError(f"{type(acct).__name__} cannot be copied")
-    out: PrivacyAccountant = clone()
-    return out
-
-
 def _approx_delta_exact(acct: PrivacyAccountant) -> Fraction:
     """Total delta of the approximate-zCDP charges of a zCDP interpreter (0 otherwise)."""
     from dpkit.accounting.zcdp import ZCdpAccountant
@@ -701,7 +693,7 @@ class Budget:
         with the lock held; nothing changes)."""
         old = self._state
         used = self._interpretable(ev, n, old)
-        trial = _clone(old.interpreter)
+        trial = old.interpreter.clone()
         trial.compose(used, n)  # may raise UnsupportedEventError; only the copy is touched
         spent_e, spent_d = self._spent_of(trial, nonempty=True)
         new = _State(

@@ -57,7 +57,8 @@ def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> f
         return 0.0
     if method == "pld":
         acct = PldAccountant()
-        acct.compose(PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(sigma)), steps)
+        acct.compose(PoissonSampledEvent(sampling_rate=q,
+                                         event=GaussianEvent(noise_multiplier=sigma)), steps)
         return acct.get_epsilon(delta)
     if method == "rdp":
         from dpkit.accounting.rdp import dpsgd_rdp_epsilon

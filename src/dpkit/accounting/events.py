@@ -82,28 +82,28 @@ def as_neighbouring(value: Any) -> Neighbouring:
         ) from exc
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DpEvent:
     """Base class of all events."""
 
     type_name: ClassVar[str] = "event"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NoOpEvent(DpEvent):
     """Nothing was released: costs nothing."""
 
     type_name: ClassVar[str] = "noop"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class NonPrivateEvent(DpEvent):
     """Something was released without privacy: costs infinity."""
 
     type_name: ClassVar[str] = "non_private"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PureDpEvent(DpEvent):
     """A black-box epsilon-DP release."""
 
@@ -114,7 +114,7 @@ class PureDpEvent(DpEvent):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, allow_zero=True))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ApproxDpEvent(DpEvent):
     """A black-box (epsilon, delta)-DP release."""
 
@@ -127,7 +127,7 @@ class ApproxDpEvent(DpEvent):
         object.__setattr__(self, "delta", check_delta(self.delta))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _NoiseEvent(DpEvent):
     noise_multiplier: float
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
@@ -141,7 +141,7 @@ class _NoiseEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LaplaceEvent(_NoiseEvent):
     """Laplace noise of scale ``noise_multiplier * sensitivity`` on a query of that L1 sensitivity.
 
@@ -151,7 +151,7 @@ class LaplaceEvent(_NoiseEvent):
     type_name: ClassVar[str] = "laplace"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class GaussianEvent(_NoiseEvent):
     """Gaussian noise of std ``noise_multiplier * sensitivity`` for that L2 sensitivity.
 
@@ -161,7 +161,7 @@ class GaussianEvent(_NoiseEvent):
     type_name: ClassVar[str] = "gaussian"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DiscreteLaplaceEvent(DpEvent):
     """Discrete Laplace ``P(k) ∝ exp(-|k| / scale)`` on an integer query of sensitivity Delta.
 
@@ -183,7 +183,7 @@ class DiscreteLaplaceEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DiscreteGaussianEvent(DpEvent):
     """Discrete Gaussian ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on an integer query.
 
@@ -205,7 +205,7 @@ class DiscreteGaussianEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ExponentialMechanismEvent(DpEvent):
     """The exponential mechanism, epsilon-DP (Dwork and Roth, Theorem 3.10).
 
@@ -223,7 +223,7 @@ class ExponentialMechanismEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ReportNoisyMaxEvent(DpEvent):
     """Report Noisy Max with ``noise`` in {"laplace", "exponential", "gumbel"}: epsilon-DP."""
 
@@ -243,7 +243,7 @@ class ReportNoisyMaxEvent(DpEvent):
         object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RandomizedResponseEvent(DpEvent):
     """k-ary randomized response keeping the true value with probability ``p_truth``.
 
@@ -271,28 +271,40 @@ class RandomizedResponseEvent(DpEvent):
 
     @property
     def epsilon(self) -> float:
-        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up.
-
-        Computed as ``log1p((k p - 1) / (1 - p))`` with at most a few roundings of relative size
-        2**-53 each, so the result has a few ulps of relative error even for epsilons near 0; a
-        relative margin of 2**-48 (and one ulp) covers it.
-        """
+        """``ln(p (k - 1) / (1 - p))`` (infinite when p = 1), rounded up: a certified bound
+        from :func:`randomized_response_epsilon`."""
         return randomized_response_epsilon(self.p_truth, self.categories)
 
 
 def randomized_response_epsilon(p_truth: float, categories: int) -> float:
-    """``ln(p (k - 1) / (1 - p))`` for k-ary randomized response, rounded up (see above)."""
-    if p_truth == 1.0:
+    """``ln(p (k - 1) / (1 - p))`` for k-ary randomized response, rounded up (infinite at p = 1).
+
+    dpkit's one implementation of this formula (mechanisms, local DP and every accountant use
+    it). The ratio is formed exactly in rationals; its logarithm is evaluated with 60 significant
+    digits (``Decimal.ln`` is correctly rounded, and the decimal division before it errs by at
+    most one unit in the 60th digit), widened by ``1e-57 (1 + |ln|)``, which covers both, and
+    rounded up to a double. The result is a certified upper bound and is the smallest double
+    above the exact value unless that value lies within about ``1e-57`` of a double.
+    """
+    from decimal import Decimal, localcontext
+    from fractions import Fraction
+
+    from dpkit._numeric.rounding import up
+
+    p = Fraction(p_truth)
+    if p == 1:
         return math.inf
-    k = categories
-    excess = (k * p_truth - 1.0) / (1.0 - p_truth)  # = p (k - 1) / (1 - p) - 1 >= 0
-    if not excess > 0.0:
+    ratio = p * (categories - 1) / (1 - p)
+    if not ratio > 1:
         return 0.0
-    val = math.log1p(excess) * (1.0 + 2.0**-48)
-    return math.nextafter(val, math.inf)
+    with localcontext() as ctx:
+        ctx.prec = 60
+        log = (Decimal(ratio.numerator) / Decimal(ratio.denominator)).ln()
+    exact_log = Fraction(log)
+    return up(exact_log + Fraction(1, 10**57) * (1 + abs(exact_log)))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ComposedEvent(DpEvent):
     """Sequential composition of several events (in order)."""
 
@@ -307,7 +319,7 @@ class ComposedEvent(DpEvent):
         object.__setattr__(self, "events", events)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SelfComposedEvent(DpEvent):
     """``count`` independent repetitions of ``event``."""
 
@@ -321,7 +333,7 @@ class SelfComposedEvent(DpEvent):
         object.__setattr__(self, "count", check_integer(self.count, name="count", minimum=0))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PoissonSampledEvent(DpEvent):
     """``event`` applied to a Poisson subsample: each record kept independently with ``rate``."""
 
@@ -358,7 +370,7 @@ EVENT_TYPES: dict[str, type[DpEvent]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ZCdpEvent(DpEvent):
     """A black-box ``rho``-zCDP release (zero-concentrated DP, Bun and Steinke 2016, Def. 1.1).
 
@@ -377,7 +389,7 @@ class ZCdpEvent(DpEvent):
 EVENT_TYPES[ZCdpEvent.type_name] = ZCdpEvent
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ApproxZCdpEvent(DpEvent):
     """A black-box ``delta``-approximately ``rho``-zCDP release (Bun and Steinke 2016, Def. 8.1).
 

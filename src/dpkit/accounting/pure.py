@@ -50,6 +50,7 @@ from dpkit.accounting.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SelfComposedEvent,
+    randomized_response_epsilon,
 )
 
 __all__ = [
@@ -142,19 +143,9 @@ def _declares_add_remove(event: DpEvent) -> bool:
 
 
 def _rr_epsilon(p_truth: float, categories: int) -> Cost:
-    """``ln(p (k - 1) / (1 - p))`` rounded up, computed from the exact rational ratio.
-
-    ``ratio - 1 = (p k - 1) / (1 - p)`` is formed exactly in rationals, so ``log1p`` sees it
-    with half an ulp of relative error and the result is within a few ulps (relative) even when
-    it is tiny; :func:`float_up` then covers that.
-    """
-    p = Fraction(p_truth)
-    if p == 1:
-        return math.inf
-    ratio_minus_one = (p * categories - 1) / (1 - p)
-    if ratio_minus_one <= 0:
-        return Fraction(0)
-    return Fraction(float_up(math.log1p(float(ratio_minus_one))))
+    """``ln(p (k - 1) / (1 - p))`` rounded up (:func:`randomized_response_epsilon`), as a cost."""
+    eps = randomized_response_epsilon(p_truth, categories)
+    return math.inf if math.isinf(eps) else Fraction(eps)
 
 
 def _slack(event: DpEvent) -> Fraction:

@@ -68,7 +68,7 @@ FloatArray = npt.NDArray[np.float64]
 Progress = Callable[[int, int], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TradeoffPoint:
     """One test's errors: estimates and Clopper-Pearson bounds (``alpha = P_x(S)``, ``beta =
     P_x'(S^c)``)."""

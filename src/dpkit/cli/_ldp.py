@@ -18,17 +18,12 @@ from dpkit import ldp
 from dpkit.errors import DPKitError
 from dpkit.noise import RandomSource
 
-__all__ = ["FREQUENCY", "MEAN", "app", "make_protocol", "simulate", "zipf_population"]
+__all__ = ["app", "make_protocol", "simulate", "zipf_population"]
 
 app = typer.Typer(
     help="Local differential privacy: simulate clients and server.", no_args_is_help=True
 )
 
-FREQUENCY: dict[str, Any] = {
-    "rr": ldp.RandomizedResponse, "grr": ldp.GRR, "sue": ldp.SUE, "oue": ldp.OUE,
-    "olh": ldp.OLH, "blh": ldp.BLH, "hr": ldp.HadamardResponse,
-}
-MEAN: dict[str, Any] = {"duchi": ldp.Duchi, "piecewise": ldp.Piecewise, "hybrid": ldp.Hybrid}
 BATCH = 1 << 17
 
 
@@ -43,24 +38,14 @@ def zipf_population(source: RandomSource, *, users: int, domain: int, exponent: 
 
 
 def make_protocol(name: str, *, epsilon: float, domain: int) -> Any:
-    """The protocol called ``name`` (case-insensitive), or ``best`` for the smallest variance."""
-    key = name.lower()
-    if key == "best":
-        return ldp.best_protocol(epsilon=epsilon, domain=domain)
-    if key == "rr":
-        return ldp.RandomizedResponse(epsilon=epsilon)
-    if key in FREQUENCY:
-        return FREQUENCY[key](epsilon=epsilon, domain=domain)
-    if key in MEAN:
-        return MEAN[key](epsilon=epsilon)
-    choices = ", ".join([*FREQUENCY, *MEAN, "best"])
-    raise typer.BadParameter(f"unknown protocol {name!r}; choose one of {choices}")
+    """The protocol called ``name`` in the registry :data:`dpkit.ldp.PROTOCOLS`, or ``best``."""
+    return ldp.make_protocol(name, epsilon=epsilon, domain=domain)
 
 
 @app.command("simulate")
 def simulate(
-    protocol: str = typer.Option("oue", "--protocol", help="rr, grr, sue, oue, olh, blh, hr, "
-                                 "duchi, piecewise, hybrid, or best"),
+    protocol: str = typer.Option("oue", "--protocol", help=", ".join(ldp.PROTOCOLS)
+                                 + ", or best"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="epsilon of each user's report"),
     domain: int = typer.Option(1024, "--domain", help="domain size (frequency protocols)"),
     users: int = typer.Option(100_000, "--users", help="number of simulated users"),

@@ -109,7 +109,7 @@ def check_real_array(name: str, values: ArrayLike, *, low: float | None = None,
     return a
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PropertyReport:
     """Outcome of :meth:`TradeOffFunction.check_properties` on a grid (numerical, not a proof)."""
 

@@ -33,7 +33,13 @@ from dpkit.ldp._protocols import (
     Piecewise,
     RandomizedResponse,
 )
-from dpkit.ldp._select import FREQUENCY_ORACLES, best_protocol, compare_protocols
+from dpkit.ldp._select import (
+    FREQUENCY_ORACLES,
+    PROTOCOLS,
+    best_protocol,
+    compare_protocols,
+    make_protocol,
+)
 
 __all__ = [
     "BLH",
@@ -41,6 +47,7 @@ __all__ = [
     "GRR",
     "OLH",
     "OUE",
+    "PROTOCOLS",
     "SUE",
     "Duchi",
     "FrequencyAggregator",
@@ -57,5 +64,6 @@ __all__ = [
     "best_protocol",
     "check_ldp",
     "compare_protocols",
+    "make_protocol",
     "project_simplex",
 ]

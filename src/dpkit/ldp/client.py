@@ -228,11 +228,15 @@ class RandomizedResponse(_Categorical):
             p = Fraction(p_truth)
             if not Fraction(1, 2) < p < 1:
                 raise ValueError(f"p_truth must lie in (1/2, 1), got {p_truth!r}")
-            # the smallest double eps with certified e^eps >= p / (1 - p)
+            # The smallest double eps with certified e^eps >= p / (1 - p): the same value as
+            # dpkit.accounting.events.randomized_response_epsilon (which this stand-alone file
+            # cannot import); a test keeps the two equal.
             ratio = p / (1 - p)
             eps = math.log(ratio)
             while exp_bounds(eps)[0] < ratio:
                 eps = math.nextafter(eps, math.inf)
+            while exp_bounds(below := math.nextafter(eps, 0.0))[0] >= ratio:
+                eps = below
             super().__init__(epsilon=eps, domain=2)
             self._p = p
         elif epsilon is not None:

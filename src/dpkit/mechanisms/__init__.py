@@ -7,6 +7,7 @@ from dpkit.mechanisms._lattice import (
     LAPLACE_SLACK,
     PMF_SLACK,
 )
+from dpkit.mechanisms._protocol import BatchMechanism, Mechanism
 from dpkit.mechanisms.additive import Gaussian, Laplace
 from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection, PartitionSelection
@@ -25,6 +26,7 @@ __all__ = [
     "GAUSSIAN_SLACK",
     "LAPLACE_SLACK",
     "PMF_SLACK",
+    "BatchMechanism",
     "BinnedQuantile",
     "DiscreteGaussian",
     "DiscreteLaplace",
@@ -32,6 +34,7 @@ __all__ = [
     "Gaussian",
     "GaussianPartitionSelection",
     "Laplace",
+    "Mechanism",
     "PartitionSelection",
     "RandomizedResponse",
     "ReportNoisyMax",

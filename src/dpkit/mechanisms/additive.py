@@ -131,7 +131,7 @@ def _gdp_mu(mech: Gaussian) -> Fraction:
     return 1 / Fraction(mech.event.noise_multiplier)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Laplace:
     """The Laplace mechanism: releases ``x + Lap(scale)`` on a lattice (Dwork and Roth, Def. 3.3).
 
@@ -230,7 +230,7 @@ class Laplace:
                                parallel=src.secure)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gaussian:
     """The Gaussian mechanism: ``x + N(0, sigma^2)`` on a lattice.
 

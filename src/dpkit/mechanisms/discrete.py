@@ -84,7 +84,7 @@ def _add_exact(x: npt.NDArray[np.int64], noise: list[int]) -> npt.NDArray[np.int
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiscreteLaplace:
     """``x + Z`` with ``P(Z = k) = tanh(1/(2t)) exp(-|k| / t)`` on integer queries.
 
@@ -178,7 +178,7 @@ class DiscreteLaplace:
         return parsed.wrap(x + z)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiscreteGaussian:
     """``x + Z`` with ``P(Z = k) ∝ exp(-k^2 / (2 sigma^2))`` on integer queries.
 

@@ -156,7 +156,7 @@ def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionSelection:
     """The optimal (truncated geometric) partition selection of Desfontaines et al. (2022).
 
@@ -305,7 +305,7 @@ def _discrete_gaussian_sf(sigma: float, s: int) -> float:
     return 1.0 - float(np.sum(w[k <= s - 1])) / total
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GaussianPartitionSelection:
     """Release key k iff ``n_k + Z_k > tau`` (strictly), ``Z_k`` discrete Gaussian(sigma).
 

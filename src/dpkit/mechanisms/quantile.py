@@ -129,7 +129,7 @@ def _bin_counts(values: Any, bins: int) -> npt.NDArray[np.int64]:
     return out.reshape(-1, bins)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BinnedQuantile:
     """Quantiles of a bounded value per group, from histogram counts (module docstring).
 

@@ -20,7 +20,7 @@ __all__ = ["RandomizedResponse"]
 _RES = 2**53
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RandomizedResponse:
     """Report the true bit with probability p, the flipped bit otherwise.
 

@@ -350,7 +350,7 @@ def _permute_and_flip(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExponentialMechanism:
     """Pick candidate r with probability ``∝ exp(epsilon u(r) / (2 Delta))`` (Dwork-Roth Def. 3.4).
 
@@ -423,7 +423,7 @@ class ExponentialMechanism:
         return self.utility_gap(n_candidates=n_candidates, t=-math.log(a))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportNoisyMax:
     """Arg-max of scores plus i.i.d. noise: ``noise`` is "laplace", "exponential" or "gumbel".
 

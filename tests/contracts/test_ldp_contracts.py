@@ -1,0 +1,115 @@
+"""The local-DP contract applied to every protocol exported by :mod:`dpkit.ldp`."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+from ldp_contract import LdpContract
+
+from dpkit import ldp
+
+DOMAIN = 5
+
+
+class _Oracle(LdpContract):
+    cls: Any = None
+
+    def build(self, epsilon: Any) -> Any:
+        return self.cls(epsilon=epsilon, domain=DOMAIN)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {"domain": DOMAIN}
+
+    def inputs(self) -> list[Any]:
+        return list(range(DOMAIN))
+
+
+class TestRandomizedResponseContract(LdpContract):
+    def build(self, epsilon: Any) -> Any:
+        return ldp.RandomizedResponse(epsilon=epsilon)
+
+    def inputs(self) -> list[Any]:
+        return [0, 1]
+
+
+class TestGRRContract(_Oracle):
+    cls = ldp.GRR
+
+
+class TestSUEContract(_Oracle):
+    cls = ldp.SUE
+
+
+class TestOUEContract(_Oracle):
+    cls = ldp.OUE
+
+
+class TestOLHContract(_Oracle):
+    cls = ldp.OLH
+    event_epsilons = (0.75, 4.0)  # the hash range e^eps + 1 grows with epsilon
+
+
+class TestBLHContract(_Oracle):
+    cls = ldp.BLH
+
+
+class TestHadamardResponseContract(_Oracle):
+    cls = ldp.HadamardResponse
+
+
+class _Mean(LdpContract):
+    is_frequency_oracle = False
+    event_epsilons = (0.75, 4.0)  # the number of output cells grows with epsilon
+    cls: Any = None
+    kwargs: ClassVar[dict[str, Any]] = {}
+
+    def build(self, epsilon: Any) -> Any:
+        return self.cls(epsilon=epsilon, **self.kwargs)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+    def inputs(self) -> list[Any]:
+        return [-1.0, -0.25, 0.0, 0.5, 1.0]
+
+
+class TestDuchiContract(_Mean):
+    cls = ldp.Duchi
+
+
+class TestPiecewiseContract(_Mean):
+    cls = ldp.Piecewise
+    kwargs: ClassVar[dict[str, Any]] = {"resolution": 64}
+
+
+class TestHybridContract(_Mean):
+    cls = ldp.Hybrid
+    kwargs: ClassVar[dict[str, Any]] = {"resolution": 64}
+
+
+ENROLLED = {
+    ldp.RandomizedResponse: TestRandomizedResponseContract,
+    ldp.GRR: TestGRRContract,
+    ldp.SUE: TestSUEContract,
+    ldp.OUE: TestOUEContract,
+    ldp.OLH: TestOLHContract,
+    ldp.BLH: TestBLHContract,
+    ldp.HadamardResponse: TestHadamardResponseContract,
+    ldp.Duchi: TestDuchiContract,
+    ldp.Piecewise: TestPiecewiseContract,
+    ldp.Hybrid: TestHybridContract,
+}
+
+
+def test_every_protocol_is_enrolled() -> None:
+    protocols = {
+        obj for name in ldp.__all__
+        if inspect.isclass(obj := getattr(ldp, name))
+        and issubclass(obj, (ldp.FrequencyOracle, ldp.MeanMechanism))
+        and not inspect.isabstract(obj)
+    }
+    assert protocols == set(ENROLLED)
+    for cls, suite in ENROLLED.items():
+        assert issubclass(suite, LdpContract)
+        assert type(suite().build(1.0)) is cls
