@@ -103,7 +103,8 @@ def test_costs_are_exact() -> None:
         Fraction(1, 8), Fraction(0), Fraction(1e-9))
     assert approx_zcdp_cost_of(ZCdpEvent(rho=0.5)) == (Fraction(1, 2), Fraction(0), Fraction(0))
     both = ComposedEvent(events=(ApproxZCdpEvent(rho=0.1, delta=1e-8),
-                                 SelfComposedEvent(ApproxDpEvent(epsilon=0.1, delta=3e-9), 7)))
+                                 SelfComposedEvent(event=ApproxDpEvent(epsilon=0.1, delta=3e-9),
+                                                   count=7)))
     assert approx_zcdp_cost_of(both) == (Fraction(0.1) + 7 * Fraction(0.1) ** 2 / 2, Fraction(0),
                                          Fraction(1e-8) + 7 * Fraction(3e-9))
 

@@ -208,7 +208,8 @@ def test_event_table() -> None:
     # (epsilon, delta) pairs are approximate zCDP, which the accountant reads
     ZCdpAccountant().compose(ApproxDpEvent(epsilon=0.5, delta=1e-9))
     with pytest.raises(UnsupportedEventError):
-        ZCdpAccountant().compose(PoissonSampledEvent(0.1, GaussianEvent(noise_multiplier=1.0)))
+        ZCdpAccountant().compose(
+            PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(noise_multiplier=1.0)))
 
 
 def test_accountant_adds_rho_exactly_and_applies_slack_at_conversion() -> None:
