@@ -140,10 +140,11 @@ def _testers(coords: list[int], scales: np.ndarray) -> list[Any]:
             ThresholdTester(feature=pooled), ClassifierTester()]
 
 
-def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int) -> Any:
+def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int,
+           groups: int = P) -> Any:
     src = RandomSource(seed=seed, insecure=True)
     # the groups whose exact values differ (chosen from the exact results only), in GROUPS order
-    changed = [g for g in GROUPS if (g,) in _changed_groups(ra, rb)][:P]
+    changed = [g for g in GROUPS if (g,) in _changed_groups(ra, rb)][:groups]
     va = _vectors(prepared, ra, SAMPLES, src, changed)
     vb = _vectors(prepared, rb, SAMPLES, src, changed)
     coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
@@ -242,6 +243,24 @@ def test_audit_catches_a_query_without_contribution_bounding() -> None:
     assert len(_changed_groups(ra, rb)) == len(GROUPS)  # the unit moves every group by 50 rows
     res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=13)
     print("broken (no bounding):", res.summary())
+    assert res.violated
+    assert res.epsilon_lower_bound > EPSILON
+
+
+def test_audit_catches_noise_priced_for_one_partition_while_the_unit_keeps_five() -> None:
+    """Sensitivity computed for max_partitions=1 while the engine keeps 5 of the unit's groups
+    (50 rows each): every one of the 5 counts moves by a full sensitivity. The pooled threshold
+    (sum of the 5 scaled counts) sees a shift of 5 scales against a spread of sqrt(10). Power:
+    the certified bound was 1.36 to 1.74 over 8 other audit seeds (always above the claim 1)."""
+    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS],
+                                           p=1, r=50, aggs={"n": dpa.count()})
+    p = q.prepare(epsilon=EPSILON)
+    five = dataclasses.replace(p.plan, bound=dataclasses.replace(p.plan.bound, max_partitions=5))
+    ra, rb = dataclasses.replace(p, plan=five).exact(engine, d), \
+        dataclasses.replace(p, plan=five).exact(engine, d_prime)
+    assert len(_changed_groups(ra, rb)) == 5
+    res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=16, groups=5)
+    print("broken (priced for 1 partition, 5 kept):", res.summary())
     assert res.violated
     assert res.epsilon_lower_bound > EPSILON
 
