@@ -80,6 +80,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
+from dpkit._numeric.values import is_missing_type, read_column
 from dpkit.accounting.events import (
     ApproxDpEvent,
     DiscreteGaussianEvent,
@@ -132,15 +133,28 @@ def _exp_lower(x: Fraction) -> Fraction:
 
 
 def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
-    """Counts as int64 clipped to ``[0, 2**62]``; only integer inputs are accepted (by type)."""
-    x = np.asarray(values)
+    """Counts as int64 clipped to ``[0, 2**62]``; only integer inputs are accepted (by type).
+
+    A typed column (pandas ``Int64``, polars, pyarrow, ...) is read by its declared dtype
+    (:func:`dpkit._numeric.values.read_column`) and ``None`` / ``pandas.NA`` elements of a
+    sequence are missing: a missing count is 0 units (never released), never an error.
+    """
+    col = read_column(values)
+    if col is not None:
+        if col.kind != "int" or col.data is None:
+            raise PrivacyParameterError(
+                f"unit counts must be integers, got a column of declared dtype {col.declared}"
+            )
+        values = col.data  # nulls are 0
+    x = np.asarray(values) if not isinstance(values, (list, tuple)) else _object_array(values)
     if x.dtype.kind == "u":
         capped: npt.NDArray[np.int64] = np.minimum(x, np.uint64(1 << 62)).astype(np.int64)
         return capped
     if x.dtype.kind == "i":
         return np.clip(x.astype(np.int64, copy=False), 0, 1 << 62)
     if x.dtype.kind == "O":
-        flat = x.reshape(-1)
+        flat = np.array([0 if is_missing_type(type(v)) else v for v in x.reshape(-1)],
+                        dtype=object)
         for v in flat:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise PrivacyParameterError(
@@ -154,6 +168,15 @@ def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
         f"unit counts must be an integer array, got dtype {x.dtype} (counts of distinct units "
         "are integers; round or cast explicitly)"
     )
+
+
+def _object_array(values: list[Any] | tuple[Any, ...]) -> npt.NDArray[Any]:
+    """A list read element by element (numpy's dtype guessing would make ``[1, None]`` a
+    float array and ``[1, 2]`` an int array: a decision by value)."""
+    try:
+        return np.array(values, dtype=object)
+    except (ValueError, TypeError) as exc:
+        raise PrivacyParameterError("unit counts must be a flat sequence of integers") from exc
 
 
 @dataclass(frozen=True)
