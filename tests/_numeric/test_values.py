@@ -87,15 +87,15 @@ def test_decimal_and_fraction_special_values_follow_the_rules() -> None:
     assert same(Decimal("0.5"), 0.5) and same(Fraction(1, 2), 0.5)
 
 
-REFUSED_SCALARS: list[Any] = ["1.5", "abc", "", b"1", None, 1 + 2j, complex(1, 0), [1, "a"],
+REFUSED_SCALARS: list[Any] = ["1.5", "abc", "", b"1", 1 + 2j, complex(1, 0), [1, "a"],
                               np.datetime64("2020-01-01"), np.timedelta64(3, "D"),
                               datetime.date(2020, 1, 1), {1, 2}, {"a": 1}, object()]
 REFUSED_ARRAYS: list[Any] = [
     np.array(["1.5"], dtype=object), np.array(["abc"], dtype=object),
-    np.array([1.0, None], dtype=object), np.array(["1.5", "abc"]),
+    np.array(["1.5", "abc"]),
     np.array([1 + 0j, 2 + 0j]), np.array(["2020-01-01"], dtype="datetime64[D]"),
     np.array([1, 2], dtype="timedelta64[s]"), np.zeros(2, dtype=[("a", "f8")]),
-    [[1, 2], [3]], [1.0, "2"], [None], [[1.0], [2.0, 3.0]],
+    [[1, 2], [3]], [1.0, "2"], [[1.0], [2.0, 3.0]],
 ]
 
 
@@ -210,11 +210,11 @@ def test_series_in_series_out_with_the_index(mech: Any) -> None:
     assert np.array_equal(out.to_numpy(), plain)
 
 
-def test_series_of_an_extension_dtype_is_refused_by_dtype() -> None:
-    for s in (pd.Series([1, None], dtype="Int64"), pd.Series([1, 2], dtype="Int64"),
-              pd.Series(["a"], dtype="category")):
-        with pytest.raises(PrivacyParameterError, match="values"):
-            LAP.release(s, source=src())
+def test_series_of_a_non_numeric_extension_dtype_is_refused_by_dtype() -> None:
+    for s in (pd.Series(["a"], dtype="category"), pd.Series(["a", None], dtype="string")):
+        for mech in ALL:
+            with pytest.raises(PrivacyParameterError, match="values"):
+                mech.release(s, source=src())
 
 
 def test_scalars_give_scalars() -> None:

@@ -138,7 +138,27 @@ def test_classifier_finds_the_separating_direction() -> None:
 
 def test_default_testers_by_output_type() -> None:
     names = [t.name for t in default_testers(np.zeros(3))]
-    assert names == ["threshold", "histogram[float_structure]"]
+    assert names == ["threshold", "histogram[float_structure]", "bits"]
     assert [t.name for t in default_testers(np.zeros(3, dtype=int))] == ["threshold", "histogram"]
     assert "histogram" in [t.name for t in default_testers(np.zeros((3, 2), dtype=bool))]
     assert default_testers(np.zeros((3, 2)))[0].name == "classifier[logistic]"
+
+
+def test_bit_tester_counts_every_bit_exactly() -> None:
+    from dpkit.audit import BitTester
+
+    rng = np.random.default_rng(5)
+    a = np.concatenate([rng.laplace(size=70_000), [-0.0, 0.0, np.inf, -np.inf, 5e-324]])
+    b = a * 3.0
+    fitted = BitTester().fit(a, b)
+    assert fitted is not None
+    raw = a.view(np.uint64)
+    direct = np.array([int(((raw >> np.uint64(k)) & np.uint64(1)).sum()) for k in range(64)])
+    live = [int(k) for k in fitted.bits]  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(fitted.counts(a), direct[live])
+    assert 63 in live and "sign bit" in fitted.describe(live.index(63))
+    assert "significand bit 20" in fitted.describe(live.index(20))
+    # constant bits are dropped; integer and 2-D outputs are not this tester's
+    assert BitTester().fit(np.ones(10), np.ones(10)) is None
+    assert BitTester().fit(np.arange(10), np.arange(10)) is None
+    assert BitTester().fit(np.zeros((5, 2)), np.zeros((5, 2))) is None

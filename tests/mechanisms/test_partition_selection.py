@@ -318,3 +318,42 @@ def test_millions_of_keys_in_one_call() -> None:
     g = GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=50)
     mask, noisy = g.release_with_counts(counts, source=seeded(10))
     assert mask.shape == noisy.shape == counts.shape and (mask == (noisy > g.tau)).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaussian thresholding with a large sigma (tiny rho): no array of length ~40 sigma
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sigma", [4097.0, 6000.0, 20000.0])
+@pytest.mark.parametrize("x", [0.5, 3.0, 6.0, 9.0])
+def test_large_sigma_tail_bound_is_an_upper_bound_and_tight(
+        sigma: float, x: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The closed-form (integral-test) bound used above 2**12 against the term-by-term sum (an
+    # upper bound of the truth checked against mpmath above): never below it, and close: the
+    # integral test adds f(t) to a sum of about sigma f(t) / (x + 1) (Mills ratio), i.e. less
+    # than (x + 1) / sigma in the logarithm.
+    import dpkit.mechanisms.partition_selection as ps
+
+    t = int(x * sigma)
+    closed = ps._discrete_gaussian_log_tail_up(sigma, t)
+    monkeypatch.setattr(ps, "_SUM_SIGMA", float("inf"))
+    summed = ps._discrete_gaussian_log_tail_up(sigma, t)
+    assert closed >= summed
+    assert closed - summed < (x + 1.0) / sigma
+
+
+def test_tiny_rho_does_not_materialise_arrays() -> None:
+    # sigma ~ 7e14: the former term-by-term sums needed ~2.8e16 doubles (MemoryError)
+    g = GaussianPartitionSelection.from_rho(rho=1e-30, threshold_delta=1e-6)
+    assert g.threshold_delta <= 1e-6
+    assert 4.7 * g.sigma < g.tau < 4.8 * g.sigma  # Phi(-4.753) = 1e-6
+    out = g.release(np.array([0, 2**62], dtype=np.int64), source=seeded(1))
+    assert out.tolist() == [False, True]
+    p = g.probability(np.array([0, 2**62]))
+    assert p[0] < 1e-6 and p[1] == 1.0
+
+
+def test_sigma_beyond_2_52_is_refused_by_parameter() -> None:
+    with pytest.raises(PrivacyParameterError, match="too small"):
+        GaussianPartitionSelection.from_rho(rho=1e-200, threshold_delta=1e-6)
+    with pytest.raises(PrivacyParameterError, match="2\\*\\*52"):
+        GaussianPartitionSelection(sigma=2.0**53, tau=10)

@@ -9,10 +9,18 @@ list) and decides once:
   dtypes of at most 64 bits become float64 (a widening, exact); ``np.longdouble`` stays
   longdouble; integer and bool dtypes stay integers; Python ``int`` of any size, ``Fraction``
   and ``Decimal`` become exact rationals;
+* **missing values** are part of the type, never an error: ``None`` (and ``pandas.NA``) in a
+  list or object array, and the nulls of a *typed column* (a pandas Series of a nullable dtype
+  such as ``Int64``/``Float64``/``boolean``/``int64[pyarrow]``, a polars Series, a pyarrow
+  Array or ChunkedArray, or a pandas/polars DataFrame of such columns), which is read by its
+  *declared* dtype (:func:`read_column`), never through ``np.asarray`` (which turns a nullable
+  integer column into float64 exactly when a value is missing, i.e. decides by value). A
+  missing value becomes NaN for ``"real"`` (released as 0, like every NaN) and 0 for
+  ``"integer"`` and ``"binary"``;
 * every other type is **refused**, whatever its value, with a
   :class:`~dpkit.errors.PrivacyParameterError` naming ``values``: strings (``'1.5'`` as much as
-  ``'abc'``), ``None``, complex numbers, datetimes and timedeltas, bytes, nested containers,
-  pandas extension dtypes.
+  ``'abc'``), complex numbers, datetimes and timedeltas, bytes, nested containers, columns of
+  a non-numeric declared dtype (strings, categories, decimals, dates).
 
 Which types a mechanism accepts is its ``accept`` mode:
 
@@ -51,7 +59,8 @@ import numpy.typing as npt
 
 from dpkit.errors import PrivacyParameterError
 
-__all__ = ["Accept", "ParsedValues", "parse_values"]
+__all__ = ["Accept", "ParsedValues", "TypedColumn", "is_missing_type", "parse_values",
+           "read_column"]
 
 Accept = Literal["real", "integer", "binary"]
 Kind = Literal["float", "longdouble", "int", "uint", "exact", "bool"]
@@ -105,6 +114,162 @@ class ParsedValues:
                 return int(item)
             return np.float64(item)
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed columns (pandas nullable / arrow dtypes, polars, pyarrow): read by the declared dtype
+# ---------------------------------------------------------------------------------------------
+ColumnKind = Literal["int", "float", "bool", "other"]
+
+
+@dataclass(frozen=True)
+class TypedColumn:
+    """A typed column read by its declared dtype (see :func:`read_column`).
+
+    ``kind`` is decided by the declared dtype alone: ``"int"`` (signed or unsigned integers of
+    at most 64 bits; ``data`` is int64, or uint64 for a uint64 column), ``"float"`` (float64),
+    ``"bool"`` or ``"other"`` (a non-numeric dtype: ``data`` is None, the caller refuses it).
+    ``data`` has every null filled (0, NaN or False by kind) and ``missing`` marks the nulls;
+    ``series`` is the pandas Series given, if any (to rebuild the container).
+    """
+
+    kind: ColumnKind
+    data: npt.NDArray[Any] | None
+    missing: npt.NDArray[np.bool_]
+    declared: str
+    series: Any = None
+
+
+_FILL: dict[str, Any] = {"int": 0, "float": float("nan"), "bool": False}
+
+
+def _numpy_kind(dt: np.dtype[Any]) -> ColumnKind:
+    if dt.kind in "iu" and dt.itemsize <= 8:
+        return "int"
+    if dt.kind == "f" and dt.itemsize <= 8:
+        return "float"
+    if dt.kind == "b":
+        return "bool"
+    return "other"
+
+
+def _finish(kind: ColumnKind, filled: Any, missing: Any, declared: str,
+            series: Any = None) -> TypedColumn:
+    miss = np.asarray(missing, dtype=np.bool_)
+    if kind == "other":
+        return TypedColumn("other", None, miss, declared, series)
+    arr = np.asarray(filled)
+    if kind == "int":
+        arr = arr.astype(np.uint64 if arr.dtype == np.uint64 else np.int64, copy=False)
+    elif kind == "float":
+        arr = arr.astype(np.float64, copy=False)
+    else:
+        arr = arr.astype(np.bool_, copy=False)
+    return TypedColumn(kind, arr, miss, declared, series)
+
+
+def _pandas_column(values: Any, pd: Any) -> TypedColumn | None:
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype):
+        return None  # a numpy-backed Series: read by its numpy dtype as before
+    numpy_dtype = getattr(dtype, "numpy_dtype", None)
+    kind: ColumnKind = "other"
+    if hasattr(dtype, "na_value") and isinstance(numpy_dtype, np.dtype):
+        kind = _numpy_kind(numpy_dtype)
+    missing = np.asarray(pd.isna(values), dtype=np.bool_)
+    series = values if isinstance(values, pd.Series) else None
+    if kind == "other":
+        return _finish(kind, None, missing, str(dtype), series)
+    filled = values.to_numpy(dtype=numpy_dtype, na_value=_FILL[kind])
+    return _finish(kind, filled, missing, str(dtype), series)
+
+
+def _polars_column(values: Any, pl: Any) -> TypedColumn:
+    dt = values.dtype
+    kind: ColumnKind = ("int" if dt.is_integer() else "float" if dt.is_float()
+                        else "bool" if dt == pl.Boolean else "other")
+    missing = values.is_null().to_numpy()
+    if kind == "other":
+        return _finish(kind, None, missing, str(dt))
+    return _finish(kind, values.fill_null(_FILL[kind]).to_numpy(), missing, str(dt))
+
+
+def _arrow_column(values: Any, pa: Any) -> TypedColumn:
+    t = values.type
+    kind: ColumnKind = ("int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t)
+                        else "bool" if pa.types.is_boolean(t) else "other")
+
+    def to_numpy(a: Any) -> Any:
+        return a.to_numpy() if isinstance(a, pa.ChunkedArray) else a.to_numpy(
+            zero_copy_only=False)
+
+    missing = to_numpy(values.is_null())
+    if kind == "other":
+        return _finish(kind, None, missing, str(t))
+    filled = values.fill_null(pa.scalar(_FILL[kind], type=t))
+    return _finish(kind, to_numpy(filled), missing, str(t))
+
+
+def _frame(columns: list[TypedColumn], shape: tuple[int, int]) -> TypedColumn:
+    """Columns of a DataFrame side by side, by their declared dtypes (never by their values)."""
+    kinds = {c.kind for c in columns}
+    declared = "frame of " + ", ".join(sorted({c.declared for c in columns}))
+    if len(kinds) != 1 or "other" in kinds or not columns:
+        return TypedColumn("other", None, np.zeros(shape, dtype=np.bool_), declared)
+    dtypes = {c.data.dtype for c in columns if c.data is not None}
+    if len(dtypes) != 1:  # int64 with uint64: no exact common dtype
+        return TypedColumn("other", None, np.zeros(shape, dtype=np.bool_), declared)
+    data = np.stack([c.data for c in columns if c.data is not None], axis=1)
+    missing = np.stack([c.missing for c in columns], axis=1)
+    return TypedColumn(columns[0].kind, data, missing, declared)
+
+
+def read_column(values: Any) -> TypedColumn | None:
+    """Read a typed column by its *declared* dtype, or return None for any other container.
+
+    Typed columns: a pandas Series or array of an extension dtype (``Int64``, ``Float64``,
+    ``boolean``, ``int64[pyarrow]``, ``category``, ...), a polars Series, a pyarrow Array or
+    ChunkedArray, and pandas / polars DataFrames whose columns are one of those or numpy-backed.
+    ``np.asarray`` must not be used on them: it gives int64 for a nullable integer column
+    without a null and float64 (rounding integers beyond 2**53) or object with one, so the
+    path taken would depend on the data. Here the kind is fixed by the declared dtype and the
+    nulls are reported in ``missing`` (filled with 0, NaN or False in ``data``). Modules are
+    looked up in ``sys.modules`` only: nothing is imported.
+    """
+    pd = sys.modules.get("pandas")
+    pl = sys.modules.get("polars")
+    pa = sys.modules.get("pyarrow")
+    if pd is not None:
+        if isinstance(values, pd.DataFrame):
+            cols = []
+            for name in values.columns:
+                col = values[name]
+                c = _pandas_column(col, pd)
+                if c is None:
+                    arr = np.asarray(col.to_numpy())
+                    c = _finish(_numpy_kind(arr.dtype), arr, np.zeros(arr.shape, np.bool_),
+                                str(arr.dtype))
+                cols.append(c)
+            return _frame(cols, values.shape)
+        if isinstance(values, (pd.Series, pd.api.extensions.ExtensionArray)):
+            return _pandas_column(values, pd)
+    if pl is not None:
+        if isinstance(values, pl.DataFrame):
+            return _frame([_polars_column(values.to_series(i), pl)
+                           for i in range(values.width)], values.shape)
+        if isinstance(values, pl.Series):
+            return _polars_column(values, pl)
+    if pa is not None and isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return _arrow_column(values, pa)
+    return None
+
+
+def is_missing_type(t: type) -> bool:
+    """Whether elements of Python type ``t`` are missing values (``None``, ``pandas.NA``)."""
+    if t is type(None):
+        return True
+    pd = sys.modules.get("pandas")
+    return pd is not None and t is type(pd.NA)
 
 
 def _refuse(accept: Accept, found: str) -> PrivacyParameterError:
@@ -168,6 +333,12 @@ def _from_objects(arr: npt.NDArray[Any], accept: Accept) -> tuple[Kind, npt.NDAr
     """Convert an object array by the Python types of its elements (never by their values)."""
     flat = arr.reshape(-1)
     types = set(map(type, flat))
+    if any(is_missing_type(t) for t in types):  # None / pandas.NA: NaN for "real", else 0
+        fill: float | int = float("nan") if accept == "real" else 0
+        filled = np.empty(flat.size, dtype=object)
+        filled[:] = [fill if is_missing_type(type(v)) else v for v in flat]
+        flat, arr = filled, filled.reshape(arr.shape)
+        types = set(map(type, flat))
     classes: dict[type, str | None] = {t: _classify(t) for t in types}
     refused = sorted(t.__name__ for t, c in classes.items() if c is None)
     if refused:
@@ -231,12 +402,14 @@ def parse_values(values: Any, *, accept: Accept) -> ParsedValues:
     Raises :class:`~dpkit.errors.PrivacyParameterError` (naming ``values``) for a refused type,
     for every value of that type alike; never for an accepted type, whatever its values.
     """
+    col = read_column(values)
+    if col is not None:  # a typed column: by its declared dtype, nulls filled (module docstring)
+        if col.data is None:
+            raise _refuse(accept, f"a column of declared dtype {col.declared}")
+        kind, arr = _from_array(col.data, accept)
+        return ParsedValues(kind, arr, series=col.series)
     series_cls = _series_type()
     if series_cls is not None and isinstance(values, series_cls):
-        dtype = values.dtype
-        if not isinstance(dtype, np.dtype):
-            raise _refuse(accept, f"a pandas Series of extension dtype {dtype}; convert it "
-                                  "first, e.g. series.to_numpy(dtype=..., na_value=...)")
         kind, arr = _from_array(np.asarray(values.to_numpy()), accept)
         return ParsedValues(kind, arr, series=values)
     if isinstance(values, np.ndarray):
@@ -258,9 +431,14 @@ def parse_values(values: Any, *, accept: Accept) -> ParsedValues:
         obj[()] = values
         kind, arr = _from_objects(obj, accept)
         return ParsedValues(kind, arr, scalar=True)
-    if isinstance(values, (str, bytes, complex)) or values is None:
+    if is_missing_type(type(values)):  # a missing scalar, like a missing element
+        obj = np.empty((), dtype=object)
+        obj[()] = values
+        kind, arr = _from_objects(obj, accept)
+        return ParsedValues(kind, arr, scalar=True)
+    if isinstance(values, (str, bytes, complex)):
         raise _refuse(accept, f"a {type(values).__name__}")
-    try:  # another array-like (a polars or pyarrow column, a range, ...): by its dtype
+    try:  # another array-like (a range, a memoryview, ...): by its numpy dtype
         arr0 = np.asarray(values)
     except (ValueError, TypeError) as exc:
         raise _refuse(accept, f"{type(values).__name__}") from exc

@@ -35,13 +35,49 @@ method="zcdp")`` (or ``"gdp"``).
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
+from typing import Any, TypeVar
 
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit.accounting.budget import Budget
+from dpkit.errors import (
+    BudgetExceededError,
+    PrivacyParameterError,
+    SerializationError,
+    UnsupportedEventError,
+)
 
 __all__ = ["GdpFilter", "ZCdpFilter"]
+
+_F = TypeVar("_F", bound=Budget)
+
+
+def _filter_from_json(cls: type[_F], text: str, method: str, native: str) -> _F:
+    """Rebuild a filter saved by ``to_json``: the saved data is validated and its ledger replayed
+    by :meth:`Budget.from_json`, then the filter is rebuilt from its own parameters (``native``
+    is ``"rho"`` or ``"mu"``) and the same ledger replayed into it. Data that is not a
+    ``method`` filter (an epsilon budget, an RDP order, the other native unit, version 1) is
+    refused with a :class:`~dpkit.errors.SerializationError`."""
+    plain = Budget.from_json(text)
+    data: dict[str, Any] = json.loads(text)
+    other = "mu" if native == "rho" else "rho"
+    if (data.get("method") != method or data.get("epsilon") is not None
+            or data.get("rdp_order") is not None or data.get(other) is not None
+            or data.get(native) is None):
+        raise SerializationError(f"not a saved {cls.__name__} (method {method!r}, {native} only)")
+    try:
+        budget = cls(**{native: data[native]}, delta=data["delta"], mode=data["mode"],
+                     pmf_slack_allowance=data["pmf_slack_allowance"])
+    except PrivacyParameterError as exc:
+        raise SerializationError(f"invalid {cls.__name__}: {exc}") from exc
+    for event, count in plain.ledger:
+        try:
+            budget.charge(event, count=count)
+        except (BudgetExceededError, UnsupportedEventError, PrivacyParameterError) as exc:
+            raise SerializationError(f"saved ledger cannot be replayed: {exc}") from exc
+    return budget
 
 
 class ZCdpFilter(Budget):
@@ -65,6 +101,11 @@ class ZCdpFilter(Budget):
         assert self.approx_delta_allowance is not None
         return (Fraction(self.native_budget), Fraction(self.pmf_slack_allowance),
                 Fraction(self.approx_delta_allowance))
+
+    @classmethod
+    def from_json(cls, text: str) -> ZCdpFilter:
+        """Rebuild a filter saved by :meth:`to_json` (ledger replayed; see ``Budget.from_json``)."""
+        return _filter_from_json(cls, text, "zcdp", "rho")
 
     def epsilon(self, delta: float) -> float:
         """Epsilon (rounded up) at ``delta`` of the whole budget:
@@ -94,6 +135,11 @@ class GdpFilter(Budget):
                  pmf_slack_allowance: float | None = None) -> None:
         super().__init__(mu=mu, delta=delta, mode=mode, method="gdp",
                          pmf_slack_allowance=pmf_slack_allowance)
+
+    @classmethod
+    def from_json(cls, text: str) -> GdpFilter:
+        """Rebuild a filter saved by :meth:`to_json` (ledger replayed; see ``Budget.from_json``)."""
+        return _filter_from_json(cls, text, "gdp", "mu")
 
     def epsilon(self, delta: float) -> float:
         """Epsilon (rounded up) at ``delta`` of the whole budget (exact Gaussian profile)."""

@@ -26,6 +26,7 @@ from dpkit.audit._stats import (
     mu_lower_bound,
 )
 from dpkit.audit._testers import (
+    BitTester,
     ClassifierTester,
     HistogramTester,
     ThresholdTester,
@@ -36,6 +37,7 @@ from dpkit.audit._testers import (
 
 __all__ = [
     "AuditResult",
+    "BitTester",
     "Claim",
     "ClassifierTester",
     "HistogramTester",

@@ -31,6 +31,12 @@ Testers
   categories, and a release whose ``-0.0`` depends on the input is seen too.
   :func:`float_low_bits` keeps the low 8 bits of the significand instead (leaks above the
   lowest set bit).
+* :class:`BitTester`: floating-point outputs, one event per bit of the 64-bit pattern
+  (``{bit k = 1}``: 52 significand bits, 11 exponent bits, the sign). A release that writes
+  the input into any single bit (for instance significand bit 20, which neither the lowest
+  set bit nor the low 8 bits show) differs in that bit's frequency between the two inputs.
+  Like every tester it only proposes events: the audit screens them on the selection half and
+  evaluates one on the held-out half.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import numpy.typing as npt
 from dpkit._numeric.validation import check_integer, check_positive
 
 __all__ = [
+    "BitTester",
     "ClassifierTester",
     "FittedEvents",
     "HistogramTester",
@@ -487,10 +494,74 @@ def float_low_bits(values: Any) -> IntArray:
     return np.asarray(np.where(special, bits.view(np.int64), code), dtype=np.int64)
 
 
+_BIT_BLOCK = 1 << 16  # rows per block when unpacking bits (4 MiB of uint8 per block)
+
+
+def _bit_counts(values: Any) -> IntArray:
+    """How many doubles have each of the 64 bits set (index k = bit k, 0 the lowest)."""
+    y = np.ascontiguousarray(np.asarray(values, dtype="<f8").reshape(-1))  # little-endian
+    raw = y.view(np.uint8).reshape(-1, 8)  # byte j holds bits 8j .. 8j + 7
+    total = np.zeros(64, dtype=np.int64)
+    for start in range(0, raw.shape[0], _BIT_BLOCK):
+        bits = np.unpackbits(raw[start:start + _BIT_BLOCK], axis=1, bitorder="little")
+        total += bits.sum(axis=0, dtype=np.int64)
+    return total
+
+
+def _bit_name(k: int) -> str:
+    if k == 63:
+        return "sign bit"
+    if k >= 52:
+        return f"exponent bit {k - 52}"
+    return f"significand bit {k}"
+
+
+@dataclass(frozen=True)
+class _BitEvents:
+    """Events ``{bit b_i of the double's 64-bit pattern is 1}``."""
+
+    bits: IntArray
+
+    @property
+    def size(self) -> int:
+        return int(self.bits.size)
+
+    def counts(self, samples: Any) -> IntArray:
+        return np.asarray(_bit_counts(samples)[self.bits], dtype=np.int64)
+
+    def describe(self, index: int) -> str:
+        return f"{_bit_name(int(self.bits[index]))} of the output is 1"
+
+
+class BitTester:
+    """One event per bit of the outputs' 64-bit patterns: ``{bit k = 1}``, k = 0..63.
+
+    For 1-D floating-point outputs. The events are fixed in advance (the 52 significand bits,
+    the 11 exponent bits and the sign bit); :meth:`fit` keeps those that are not constant on
+    the pooled selection data (a bit that never changes cannot tell the inputs apart, and fewer
+    events mean a smaller Bonferroni factor when the audit screens them). Their complements
+    ``{bit k = 0}`` come from the audit's two orientations. Cost: one pass over the samples,
+    64 bits unpacked per double.
+    """
+
+    name = "bits"
+
+    def fit(self, a: Any, b: Any) -> FittedEvents | None:
+        xa, xb = _as_scalar_floats(a), _as_scalar_floats(b)
+        if xa is None or xb is None or np.asarray(a).dtype.kind != "f":
+            return None
+        n = xa.size + xb.size
+        pooled = _bit_counts(xa) + _bit_counts(xb)
+        live = np.flatnonzero((pooled > 0) & (pooled < n)).astype(np.int64)
+        if live.size == 0:
+            return None
+        return _BitEvents(live)
+
+
 def default_testers(sample: Any) -> Sequence[Tester]:
     """Testers suited to a sample of outputs (used when the audit is given none).
 
-    * 1-D floats: thresholds and the floating-point structure histogram;
+    * 1-D floats: thresholds, the floating-point structure histogram and the per-bit events;
     * 1-D integers or booleans: thresholds and the histogram;
     * 2-D integers or booleans (bit vectors, tuples of counts): the histogram and the logistic
       classifier; 2-D floats: the logistic and nearest-mean classifiers;
@@ -498,7 +569,7 @@ def default_testers(sample: Any) -> Sequence[Tester]:
     """
     arr = np.asarray(sample)
     if arr.ndim == 1 and arr.dtype.kind == "f":
-        return (ThresholdTester(), HistogramTester(feature=float_structure))
+        return (ThresholdTester(), HistogramTester(feature=float_structure), BitTester())
     if arr.ndim == 1 and arr.dtype.kind in "biu":
         return (ThresholdTester(), HistogramTester())
     if arr.ndim >= 2 and arr.dtype.kind in "biu":

@@ -13,6 +13,7 @@ TextbookFloatLaplace       epsilon-DP                      not DP for any finite
 SignedZeroLatticeLaplace   epsilon-DP                      not DP for any finite epsilon
 SparseVectorNoQueryNoise   epsilon-DP                      not DP for any finite epsilon
 UnaryEncodingWrongProbs    epsilon-LDP                     (2 epsilon)-LDP
+SignificandBitLeak         epsilon-DP                      not DP for any finite epsilon
 =========================  ==============================  ==================================
 
 References: Mironov, "On significance of the least significant bits for differential privacy",
@@ -50,6 +51,7 @@ __all__ = [
     "KnownBad",
     "LaplaceWrongScale",
     "SignedZeroLatticeLaplace",
+    "SignificandBitLeak",
     "SparseVectorNoQueryNoise",
     "TextbookFloatLaplace",
     "UnaryEncodingWrongProbs",
@@ -162,6 +164,32 @@ class SignedZeroLatticeLaplace:
         return np.asarray((index + noise) * g, dtype=np.float64)
 
 
+class SignificandBitLeak:
+    """Laplace noise (full-precision doubles) whose significand bit ``bit`` is set to ``x != 0``.
+
+    Every other bit has the same law for both inputs, and bit 20 (the default) lies above the
+    lowest set bit of almost every sample and above the 8 low bits, so neither
+    :func:`~dpkit.audit.float_structure` nor :func:`~dpkit.audit.float_low_bits` sees it; the
+    bit is a deterministic function of the input, so the release is not DP for any finite
+    epsilon. The audit sees it through :class:`~dpkit.audit.BitTester` (a default tester for
+    floating-point outputs) on the inputs 0.0 and 1.0.
+    """
+
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, bit: int = 20) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_sensitivity(sensitivity)
+        self.bit = check_integer(bit, name="bit", minimum=0, maximum=51)
+
+    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
+               ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        noise = laplace(src, scale=self.sensitivity / self.epsilon, size=size)
+        bits = np.ascontiguousarray(noise, dtype=np.float64).view(np.uint64).copy()
+        mask = np.uint64(1 << self.bit)
+        bits = bits | mask if check_finite("x", x) != 0.0 else bits & ~mask
+        return np.asarray(bits.view(np.float64), dtype=np.float64)
+
+
 class SparseVectorNoQueryNoise:
     """Sparse vector with noise on the threshold only (Lyu, Su and Li 2017, Algorithm 5).
 
@@ -232,6 +260,8 @@ def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
                  (HistogramTester(feature=float_structure),)),
         KnownBad("signed-zero-lattice-laplace", SignedZeroLatticeLaplace(epsilon=eps),
                  (0.0, -1e-12), Claim.pure(epsilon=eps), math.inf),
+        KnownBad("significand-bit-20-leak", SignificandBitLeak(epsilon=eps), (0.0, 1.0),
+                 Claim.pure(epsilon=eps), math.inf),
         KnownBad("sparse-vector-no-query-noise", SparseVectorNoQueryNoise(epsilon=eps),
                  ((0.0, 1.0), (1.0, 0.0)), Claim.pure(epsilon=eps), math.inf),
         KnownBad("unary-encoding-wrong-probabilities",

@@ -80,6 +80,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
+from dpkit._numeric.values import is_missing_type, read_column
 from dpkit.accounting.events import (
     ApproxDpEvent,
     DiscreteGaussianEvent,
@@ -132,15 +133,28 @@ def _exp_lower(x: Fraction) -> Fraction:
 
 
 def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
-    """Counts as int64 clipped to ``[0, 2**62]``; only integer inputs are accepted (by type)."""
-    x = np.asarray(values)
+    """Counts as int64 clipped to ``[0, 2**62]``; only integer inputs are accepted (by type).
+
+    A typed column (pandas ``Int64``, polars, pyarrow, ...) is read by its declared dtype
+    (:func:`dpkit._numeric.values.read_column`) and ``None`` / ``pandas.NA`` elements of a
+    sequence are missing: a missing count is 0 units (never released), never an error.
+    """
+    col = read_column(values)
+    if col is not None:
+        if col.kind != "int" or col.data is None:
+            raise PrivacyParameterError(
+                f"unit counts must be integers, got a column of declared dtype {col.declared}"
+            )
+        values = col.data  # nulls are 0
+    x = np.asarray(values) if not isinstance(values, (list, tuple)) else _object_array(values)
     if x.dtype.kind == "u":
         capped: npt.NDArray[np.int64] = np.minimum(x, np.uint64(1 << 62)).astype(np.int64)
         return capped
     if x.dtype.kind == "i":
         return np.clip(x.astype(np.int64, copy=False), 0, 1 << 62)
     if x.dtype.kind == "O":
-        flat = x.reshape(-1)
+        flat = np.array([0 if is_missing_type(type(v)) else v for v in x.reshape(-1)],
+                        dtype=object)
         for v in flat:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise PrivacyParameterError(
@@ -154,6 +168,15 @@ def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
         f"unit counts must be an integer array, got dtype {x.dtype} (counts of distinct units "
         "are integers; round or cast explicitly)"
     )
+
+
+def _object_array(values: list[Any] | tuple[Any, ...]) -> npt.NDArray[Any]:
+    """A list read element by element (numpy's dtype guessing would make ``[1, None]`` a
+    float array and ``[1, 2]`` an int array: a decision by value)."""
+    try:
+        return np.array(values, dtype=object)
+    except (ValueError, TypeError) as exc:
+        raise PrivacyParameterError("unit counts must be a flat sequence of integers") from exc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,28 +293,60 @@ def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[
 # ---------------------------------------------------------------------------------------------
 # Gaussian thresholding
 # ---------------------------------------------------------------------------------------------
+_SUM_SIGMA = 2.0**12
+"""Up to this sigma the tail sums are taken term by term (arrays of ``40 sigma`` doubles, at
+most 1.3 MB); above it a closed-form bound is used, so memory and time do not grow with sigma."""
+_MAX_SIGMA = 2.0**52
+"""Largest sigma accepted: beyond it ``tau`` (about 6 sigma) no longer fits the int64 outputs of
+the sampler and the counts (clipped at 2**62) are negligible against the noise."""
+
+
 def _discrete_gaussian_log_tail_up(sigma: float, t: int) -> float:
     """Upper bound on ``log P[Z >= t]``, Z discrete Gaussian(sigma), for an integer ``t >= 1``.
 
     ``P[Z >= t] = S_t / N`` with ``S_t = sum_{j>=0} exp(-(t+j)^2 / (2 sigma^2))`` and the
     normaliser ``N = sum_k exp(-k^2/(2 sigma^2)) >= max(1, sqrt(2 pi) sigma)`` (Poisson summation:
-    ``N = sqrt(2 pi) sigma (1 + 2 sum_m exp(-2 pi^2 sigma^2 m^2))``). ``S_t`` is summed in the form
-    ``exp(-t^2/2s^2) sum_j exp(-(2tj + j^2)/2s^2)`` over ``j < J = ceil(40 sigma) + 2``; the rest
-    is below ``exp(-800)`` of the first term. Floating-point errors (a few ulps per term, ``J``
-    terms) are covered by a relative ``2**-30`` margin and ``_LOG_MARGIN`` on the logarithm.
+    ``N = sqrt(2 pi) sigma (1 + 2 sum_m exp(-2 pi^2 sigma^2 m^2))``).
+
+    * ``sigma <= 2**12``: ``S_t`` is summed in the form ``exp(-t^2/2s^2) sum_j
+      exp(-(2tj + j^2)/2s^2)`` over ``j < J = ceil(40 sigma) + 2``; the rest is below
+      ``exp(-800)`` of the first term.
+    * larger sigma (no array of ``40 sigma`` terms is built): the summand is decreasing on
+      ``[t, inf)``, so ``S_t <= f(t) + int_t^inf f = exp(-t^2/2s^2) (1 + sqrt(2 pi) sigma
+      Phi(-t/sigma) exp(t^2/2s^2))`` (integral test), ``log Phi`` from ``scipy.special.log_ndtr``.
+
+    Floating-point errors (a few ulps per term, ``J`` terms; a few ulps of ``log_ndtr``) are
+    covered by a relative ``2**-30`` margin and ``_LOG_MARGIN`` on the logarithm (rounded up).
     """
     s2 = 2.0 * sigma * sigma
-    J = math.ceil(40.0 * sigma) + 2
-    j = np.arange(J, dtype=np.float64)
-    terms = np.exp(-(2.0 * t * j + j * j) / s2)
-    inner = float(np.sum(terms)) * (1.0 + 2.0**-30) + math.exp(-800.0)
+    if sigma <= _SUM_SIGMA:
+        J = math.ceil(40.0 * sigma) + 2
+        j = np.arange(J, dtype=np.float64)
+        terms = np.exp(-(2.0 * t * j + j * j) / s2)
+        inner = float(np.sum(terms)) * (1.0 + 2.0**-30) + math.exp(-800.0)
+    else:
+        from scipy.special import log_ndtr
+
+        x = t / sigma
+        log_rest = (math.log(sigma) + 0.5 * math.log(2.0 * math.pi) + float(log_ndtr(-x))
+                    + 0.5 * x * x)
+        inner = (1.0 + math.exp(log_rest)) * (1.0 + 2.0**-30)
     log_norm = max(0.0, math.log(math.sqrt(2.0 * math.pi) * sigma))
-    val = -(t * t) / s2 + math.log(inner) - log_norm
+    val = -(float(t) / sigma) ** 2 / 2.0 + math.log(inner) - log_norm
     return val + _LOG_MARGIN * (1.0 + abs(val))
 
 
 def _discrete_gaussian_sf(sigma: float, s: int) -> float:
-    """``P[Z >= s]`` for the discrete Gaussian (floating point, for reporting and tests)."""
+    """``P[Z >= s]`` for the discrete Gaussian (floating point, for reporting and tests).
+
+    Summed term by term for ``sigma <= 2**12``; above, the normal tail with continuity
+    correction ``Phi(-(s - 1/2) / sigma)`` (Euler-Maclaurin: the error is ``O(sigma^-2)``
+    relative, far below what reporting needs; privacy never uses this function).
+    """
+    if sigma > _SUM_SIGMA:
+        from scipy.special import ndtr
+
+        return float(ndtr(-(s - 0.5) / sigma))
     J = math.ceil(40.0 * sigma) + 2
     k = np.arange(-J, J + 1, dtype=np.float64)
     w = np.exp(-(k * k) / (2.0 * sigma * sigma))
@@ -332,6 +387,11 @@ class GaussianPartitionSelection:
 
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
+        if not float(self.sigma) <= _MAX_SIGMA:
+            raise PrivacyParameterError(
+                f"sigma={self.sigma!r} exceeds 2**52 (rho or epsilon too small for counts: the "
+                "threshold would not fit in int64); use a larger budget"
+            )
         check_integer(self.tau, name="tau", minimum=1)
         _unit_moves(self.max_partitions, self.neighbouring)
         object.__setattr__(self, "sigma", float(self.sigma))
@@ -368,6 +428,10 @@ class GaussianPartitionSelection:
         r = check_positive("rho", rho)
         dt = check_delta(threshold_delta, name="threshold_delta", allow_zero=False)
         k, rel = _unit_moves(max_partitions, neighbouring)
+        if not k / (2.0 * r) <= _MAX_SIGMA**2:
+            raise PrivacyParameterError(
+                f"rho={r!r} is too small: sigma = sqrt({k} / (2 rho)) would exceed 2**52"
+            )
         sigma = up(math.sqrt(k / (2.0 * r)) * (1.0 + 2.0**-50))
         while not Fraction(k) / (2 * Fraction(sigma) ** 2) <= Fraction(r):
             sigma = math.nextafter(sigma, math.inf)

@@ -56,6 +56,7 @@ from dpkit._numeric.validation import (
     check_integer,
     check_probability,
 )
+from dpkit._numeric.values import is_missing_type, read_column
 from dpkit.accounting.events import (
     DpEvent,
     Neighbouring,
@@ -102,14 +103,33 @@ def _check_quantiles(quantiles: Any) -> tuple[float, ...]:
 
 
 def _bin_counts(values: Any, bins: int) -> npt.NDArray[np.int64]:
-    """Counts as a (groups, bins) int64 array, each clamped to ``[0, floor(2**42 / bins)]``."""
-    x = np.asarray(values)
+    """Counts as a (groups, bins) int64 array, each clamped to ``[0, floor(2**42 / bins)]``.
+
+    Decided by type: a typed column or frame (pandas ``Int64``, polars, pyarrow, ...) is read
+    by its declared dtype (:func:`dpkit._numeric.values.read_column`), lists element by element;
+    a missing count (a null, ``None``, ``pandas.NA``) is 0, never an error.
+    """
+    col = read_column(values)
+    if col is not None:
+        if col.kind != "int" or col.data is None:
+            raise PrivacyParameterError(
+                f"bin counts must be integers, got a column of declared dtype {col.declared}"
+            )
+        values = col.data  # nulls are 0
+    if isinstance(values, (list, tuple)):
+        try:
+            x = np.array(values, dtype=object)
+        except (ValueError, TypeError) as exc:
+            raise PrivacyParameterError("bin counts must be a rectangular array") from exc
+    else:
+        x = np.asarray(values)
     if x.dtype.kind not in "iu":
+        flat = [0 if is_missing_type(type(v)) else v for v in x.reshape(-1)]
         if x.dtype.kind == "O" and all(
             isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-            for v in x.reshape(-1)
+            for v in flat
         ):
-            x = np.array([min(max(int(v), 0), _N_LIMIT) for v in x.reshape(-1)],
+            x = np.array([min(max(int(v), 0), _N_LIMIT) for v in flat],
                          dtype=np.int64).reshape(x.shape)
         else:
             raise PrivacyParameterError(

@@ -25,9 +25,12 @@ candidate is returned); +inf as the largest finite double; finite scores are cla
 sensitivity. What is accepted is decided by type, never by value: numpy float (up to 64 bits),
 integer and bool arrays, and sequences or object arrays of Python ``int``/``float``/``bool``,
 :class:`fractions.Fraction` and numpy integer or floating scalars (``longdouble`` included),
-and pandas nullable numeric columns (a missing value counts as NaN).
-``Decimal``, complex, strings, ``None`` and other objects are refused with a
-:class:`~dpkit.errors.PrivacyParameterError` naming ``scores``.
+and typed columns read by their *declared* dtype (pandas nullable or arrow dtypes, polars and
+pyarrow columns: :func:`dpkit._numeric.values.read_column`; integer columns stay exact
+integers). Missing values are NaN scores, decided by type: a null in a typed column, and
+``None`` or ``pandas.NA`` in a sequence or object array.
+``Decimal``, complex, strings and other objects (and columns of a non-numeric declared dtype)
+are refused with a :class:`~dpkit.errors.PrivacyParameterError` naming ``scores``.
 
 Floating-point accounting
 -------------------------
@@ -75,6 +78,7 @@ from dpkit._numeric.validation import (
     check_probability,
     check_sensitivity,
 )
+from dpkit._numeric.values import is_missing_type, read_column
 from dpkit.accounting.events import (
     ExponentialMechanismEvent,
     Neighbouring,
@@ -138,12 +142,20 @@ def _float_ratios(u: npt.NDArray[np.float64], sensitivity: float) -> npt.NDArray
     return np.asarray(r, dtype=np.float64)
 
 
-def _int_ratios(v: npt.NDArray[Any], sensitivity: float) -> npt.NDArray[np.float64]:
+def _int_ratios(v: npt.NDArray[Any], sensitivity: float,
+                missing: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
     """``(v - max v) / Delta`` for numpy integers: the difference exact, rounded once.
 
     ``v = a 2**32 + b`` with ``0 <= b < 2**32``; ``(a - a_M) 2**32`` and ``b - b_M`` are exact
     doubles (below 2**65 and 2**32), so their sum is the exact difference rounded once.
+    Entries marked ``missing`` (nulls of a typed column) are NaN scores: ``-inf``, never the max.
     """
+    if missing is not None and missing.any():
+        out = np.full(v.size, -np.inf)
+        present = ~missing
+        if present.any():
+            out[present] = _int_ratios(v[present], sensitivity)
+        return out
     if v.dtype == np.uint64:
         a = (v >> np.uint64(32)).astype(np.int64)
         b = (v & np.uint64(0xFFFFFFFF)).astype(np.int64)
@@ -202,13 +214,20 @@ def _object_ratios(items: npt.NDArray[Any], sensitivity: float) -> npt.NDArray[n
 
 def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
     """``(u_i - max u) / Delta`` per candidate, by the scores' type (module docstring)."""
-    dtype = getattr(scores, "dtype", None)
-    if (dtype is not None and not isinstance(dtype, np.dtype) and hasattr(dtype, "na_value")
-            and getattr(dtype, "kind", "O") in "biuf"):
-        # a pandas nullable column (Int64, Float64, boolean): missing values become NaN, so
-        # the presence of a missing value never changes the path taken (decided by dtype)
-        arr = np.asarray(scores.to_numpy(dtype=object, na_value=math.nan), dtype=object)
-    elif isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
+    col = read_column(scores)
+    if col is not None:
+        # a typed column (pandas nullable / arrow dtype, polars, pyarrow): by its declared
+        # dtype, a null is a NaN score; never through np.asarray, whose result (int64, or
+        # float64 rounding integers beyond 2**53) depends on whether a value is missing
+        if col.data is None:
+            raise _refuse(f"a column of declared dtype {col.declared}")
+        data, missing = col.data.reshape(-1), col.missing.reshape(-1)
+        if data.size == 0:
+            raise PrivacyParameterError("scores must contain at least one candidate")
+        if col.kind == "float":
+            return _float_ratios(data.astype(np.float64), sensitivity)  # nulls are NaN
+        return _int_ratios(data, sensitivity, missing)
+    if isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
                                             and not isinstance(scores, (list, tuple))):
         arr = np.asarray(scores)
     else:
@@ -226,6 +245,11 @@ def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
     if kind != "O":
         raise _refuse(f"an array of dtype {arr.dtype}")
     types = {type(x) for x in arr}
+    if any(is_missing_type(t) for t in types):  # None / pandas.NA: a NaN score (by type)
+        filled = np.empty(arr.size, dtype=object)
+        filled[:] = [math.nan if is_missing_type(type(x)) else x for x in arr]
+        arr = filled
+        types = {type(x) for x in arr}
     bad = [t for t in types if not issubclass(t, _EXACT_SCALARS)]
     if bad:
         raise _refuse(", ".join(sorted(t.__name__ for t in bad)))
