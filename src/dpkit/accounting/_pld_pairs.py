@@ -133,7 +133,8 @@ class MixturePair:
     def _loss(self, y: float) -> float:
         """The privacy loss at observation ``y`` (this pair's direction)."""
         s = self.scale
-        g = (2.0 * y - 1.0) / (2.0 * s * s) if self.noise == "gaussian" else (
+        # divided step by step: 2 s^2 underflows to 0 for tiny s, the quotient is then +-inf
+        g = (2.0 * y - 1.0) / (2.0 * s) / s if self.noise == "gaussian" else (
             abs(y) - abs(y - 1.0)) / s
         lo = math.log1p(-self.rate) if self.rate < 1.0 else -math.inf
         val = float(np.logaddexp(lo, math.log(self.rate) + g))

@@ -140,6 +140,8 @@ def advanced_composition(
     basic = up(k * Fraction(eps))
     if k == 0 or eps == 0.0:
         return 0.0
+    if eps > 700.0 or k > 2**900:  # e^eps or k beyond the double range: basic is smaller
+        return basic
     adv = math.sqrt(2.0 * k * math.log(1.0 / slack)) * eps + k * eps * math.expm1(eps)
     return min(float_up(adv), basic)
 
@@ -294,7 +296,12 @@ def optimal_composition_delta(*, epsilon: float, count: int, target_epsilon: flo
     t = check_epsilon(target_epsilon, name="target_epsilon", allow_zero=True)
     if k == 0 or eps == 0.0 or Fraction(t) >= k * Fraction(eps):  # exact comparison
         return 0.0
-    val = _rr_delta(eps, k, t)
+    try:
+        val = _rr_delta(eps, k, t)
+    except (decimal.Overflow, decimal.InvalidOperation):
+        # e^eps or e^t beyond the decimal exponent range (eps or t above about 2e18): the
+        # trivial bound
+        return 1.0
     out = up(Fraction(val + _MARGIN))
     return min(max(out, 0.0), 1.0)
 
@@ -335,32 +342,41 @@ def optimal_composition(
             return 0.0
         if target == 0:
             return basic
-        dec_eps = Decimal(eps)
-        # skip the binomial terms whose total mass is below target * 1e-40 (their bound T is
-        # added to A, which can only raise the answer)
-        log_tail = (target.ln() if target < 1 else Decimal(0)) - Decimal(92)
-        j, pj, qj, tail = _kov_window(dec_eps, k, log_tail)
-        e_eps = dec_eps.exp()
-        e_minus = (-dec_eps).exp()
-        a = tail
-        b = Decimal(0)
-        start = j
-        answer: Decimal | None = None
-        while 2 * j < k:
-            if j - start > _WINDOW_MAX:
-                raise _too_many_terms(k)
-            high = (k - 2 * j) * dec_eps  # L_j > 0
-            a += pj
-            b += qj
-            low = max(high - 2 * dec_eps, Decimal(0))
-            if a - low.exp() * b > target:  # the profile crosses the target inside [low, high]
-                answer = ((a - target) / b).ln() if b > 0 else high
-                answer = min(max(answer, low), high)
-                break
-            pj = pj * (k - j) / (j + 1) * e_minus
-            qj = qj * (k - j) / (j + 1) * e_eps
-            j += 1
+        try:
+            answer = _kov_epsilon(eps, k, target)
+        except (decimal.Overflow, decimal.InvalidOperation):
+            return basic  # exponents beyond the decimal range (eps * k above about 2e18)
         if answer is None:  # delta(0) <= target: the composition is (0, delta)-DP
             return 0.0
         result = up(Fraction(answer + _MARGIN * (1 + abs(answer))))
     return min(result, basic)
+
+
+def _kov_epsilon(eps: float, k: int, target: Decimal) -> Decimal | None:
+    """The KOV crossing of the randomized-response profile with ``target`` (None: below 0)."""
+    dec_eps = Decimal(eps)
+    # skip the binomial terms whose total mass is below target * 1e-40 (their bound T is
+    # added to A, which can only raise the answer)
+    log_tail = (target.ln() if target < 1 else Decimal(0)) - Decimal(92)
+    j, pj, qj, tail = _kov_window(dec_eps, k, log_tail)
+    e_eps = dec_eps.exp()
+    e_minus = (-dec_eps).exp()
+    a = tail
+    b = Decimal(0)
+    start = j
+    answer: Decimal | None = None
+    while 2 * j < k:
+        if j - start > _WINDOW_MAX:
+            raise _too_many_terms(k)
+        high = (k - 2 * j) * dec_eps  # L_j > 0
+        a += pj
+        b += qj
+        low = max(high - 2 * dec_eps, Decimal(0))
+        if a - low.exp() * b > target:  # the profile crosses the target inside [low, high]
+            answer = ((a - target) / b).ln() if b > 0 else high
+            answer = min(max(answer, low), high)
+            break
+        pj = pj * (k - j) / (j + 1) * e_minus
+        qj = qj * (k - j) / (j + 1) * e_eps
+        j += 1
+    return answer

@@ -68,6 +68,8 @@ def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> f
     from dpkit import fdp
     from dpkit.accounting.gdp import dpsgd_gdp_mu
 
+    if sigma < 0.03 or steps > 2**900:  # e^{1/sigma^2} or the step count beyond doubles
+        return math.inf
     mu = dpsgd_gdp_mu(sampling_rate=q, noise_multiplier=sigma, steps=steps)
     if not math.isfinite(mu):
         return math.inf

@@ -135,6 +135,8 @@ _WRAP_LOG = math.log(1e-18)  # target for each Chernoff-bounded wrapped mass
 _MAX_POINTS = 1 << 23  # about 70 MB per float array; bounds the memory of one query
 _HULL_PASSES = 64  # vectorised hull passes; what is left non-convex is clipped (see excess)
 _MAX_SINGLE = 2e5  # grid points per single PLD when the grid step is chosen automatically
+_MAX_STEP = 1e3  # coarsest grid step: beyond it the upper bounds are reported as infinite
+_MAX_COUNT = 1 << 53  # largest count the grid composes (the FFT power is taken in doubles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +146,10 @@ class _Component:
     # what the component is, for the closed forms: ("gaussian", sigma) for the plain Gaussian
     # mechanism, ("dp", epsilon, delta) for the worst-case pair of (epsilon, delta)-DP
     kind: tuple[Any, ...] = ()
+
+
+class _NoFiniteBoundError(PrivacyParameterError):
+    """The losses span more than any grid can hold: upper bounds are infinite."""
 
 
 class _GridTooLargeError(PrivacyParameterError):
@@ -524,7 +530,8 @@ class PldAccountant(PrivacyAccountant):
         if apply and count > 0:
             if comp is not None:
                 self._counts[comp] = self._counts.get(comp, 0) + count
-            self._slack += count * slack
+            if slack > 0.0:  # count * slack exactly, rounded up (inf beyond the double range)
+                self._slack = rounding.up(Fraction(self._slack) + count * Fraction(slack))
             self._cache.clear()
             self._cache_h.clear()
         return True
@@ -599,8 +606,12 @@ class PldAccountant(PrivacyAccountant):
         width = 0.0
         single_sd = math.inf
         for comp, k in self._counts.items():
+            if k > _MAX_COUNT:
+                raise _NoFiniteBoundError(f"count {k} is beyond the PLD grid")
             for pair in (comp.remove, comp.add):
                 lo, hi = pair.bounds(_TAIL)
+                if not hi - lo <= _MAX_SINGLE * _MAX_STEP:
+                    raise _NoFiniteBoundError("the privacy losses span beyond the PLD grid")
                 width = max(width, hi - lo)
                 h0 = max((hi - lo) / 4000.0, 1e-9)
                 g = _discretise(pair, h0, "connect_dots")
@@ -642,6 +653,10 @@ class PldAccountant(PrivacyAccountant):
                     raise
                 # any grid gives a valid (pessimistic) bound: coarsen until it fits
                 h *= 4.0
+                if h > _MAX_STEP:
+                    raise _NoFiniteBoundError(
+                        "the composed losses span beyond the PLD grid"
+                    ) from None
                 self._cache_h[mode] = h
         raise PrivacyParameterError(  # pragma: no cover - 4^40 coarser always fits
             "the PLD grid does not fit in memory at any step size"
@@ -761,7 +776,10 @@ class PldAccountant(PrivacyAccountant):
         if closed is not None:
             eps = closed
         else:
-            r, ad = self._composed(mode)
+            try:
+                r, ad = self._composed(mode)
+            except _NoFiniteBoundError:
+                return math.inf if upper else 0.0  # the trivial bounds
             eps = max(r.epsilon(d_ideal, upper=upper), ad.epsilon(d_ideal, upper=upper))
         if math.isnan(eps):  # numerically degenerate: certify nothing (upper) or the trivial 0
             return math.inf if upper else 0.0
@@ -791,7 +809,10 @@ class PldAccountant(PrivacyAccountant):
         if closed is not None:
             d = closed
         else:
-            r, ad = self._composed(self._mode)
+            try:
+                r, ad = self._composed(self._mode)
+            except _NoFiniteBoundError:
+                return 1.0  # the trivial bound
             d = max(r.delta(e, upper=True), ad.delta(e, upper=True))
         if math.isnan(d):
             return 1.0

@@ -129,7 +129,7 @@ def _lse_up(terms: FloatArray, magnitude: float) -> float:
 
 
 def _gaussian(s: float, orders: FloatArray) -> FloatArray:
-    out: FloatArray = orders / (2.0 * s * s)
+    out: FloatArray = orders * (0.5 / s / s)  # 1/(2 s^2) overflows to inf, never divides by 0
     return out * (1.0 + 4.0 * _ULP)
 
 
@@ -183,11 +183,14 @@ def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
     log_binom = gammaln(alpha + 1.0) - gammaln(k + 1.0) - gammaln(alpha - k + 1.0)
     log1mq = math.log1p(-q)
     logq = math.log(q)
-    terms = log_binom + (alpha - k) * log1mq + k * logq + (k * k - k) / (2.0 * s * s)
+    inv = 0.5 / s / s  # may be inf for tiny s: then the RDP is inf (no bound), never 0 * inf
+    with np.errstate(invalid="ignore", over="ignore"):
+        quad = np.where(k > 1.0, (k * k - k) * inv, 0.0)
+    terms = log_binom + (alpha - k) * log1mq + k * logq + quad
     magnitude = (
         math.lgamma(alpha + 1) * 3.0
         + alpha * (abs(log1mq) + abs(logq))
-        + alpha * alpha / (2.0 * s * s)
+        + alpha * alpha * inv
     )
     return max(_lse_up(terms, magnitude), 0.0) / (alpha - 1.0)
 
@@ -288,8 +291,18 @@ def event_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
             return None
         if event.count == 0:
             return np.zeros_like(orders)
-        return r * event.count
+        return _times(r, event.count)
     return _leaf_rdp(event, orders)
+
+
+def _times(curve: FloatArray, count: int) -> FloatArray:
+    """``count * curve`` rounded up: the count rounded up to a double (``inf`` beyond the
+    double range, so 10**400 compositions give no finite bound rather than an error), the
+    product nudged up one ulp; zero entries stay zero."""
+    cnt = up(count)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out: FloatArray = np.where(curve > 0, np.nextafter(cnt * curve, np.inf), 0.0)
+    return out
 
 
 def _check_orders(orders: Sequence[float] | None) -> FloatArray:
@@ -365,7 +378,7 @@ class RdpAccountant(PrivacyAccountant):
             return False
         if apply and count > 0:
             if np.any(curve > 0):
-                self._rdp = self._rdp + count * curve
+                self._rdp = self._rdp + _times(curve, count)
             pure = pure_epsilon_of(event)
             if pure is None or isinstance(pure, float) or isinstance(self._pure, float):
                 self._pure = math.inf
