@@ -452,3 +452,112 @@ def test_extreme_valid_parameters_give_correct_mechanisms_or_dpkit_errors() -> N
     print(f"extreme parameters: {len(cases)} cases, {refused} refused by dpkit, "
           f"{len(raw)} raw errors or wrong results")
     assert not raw, "\n".join(raw)
+
+
+# Extreme but VALID parameters: an answer or a dpkit error, never a raw Python error
+# ---------------------------------------------------------------------------------------------
+EXTREME: dict[str, list[Any]] = {
+    "positive": [5e-324, 1e-300, 1e-17, 37.0, 710.0, 1e300, 1.8e308, 2**53 + 1, 10**400],
+    "nonnegative": [0.0, 5e-324, 1e-300, 1e-17, 37.0, 710.0, 1e300, 1.8e308, 10**400],
+    "finite": [-1.8e308, 5e-324, 1.8e308],
+    "delta_open": [5e-324, 1e-300, 0.5, 1 - 2**-53],
+    "delta": [0.0, 5e-324, 1e-300, 0.5, 1 - 2**-53],
+    "alpha": [5e-324, 1 - 2**-53],
+    "alpha_incl_one": [5e-324, 1.0],
+    "probability": [0.0, 5e-324, 1e-300, 1 - 2**-53, 1.0],
+    "probability_open_low": [5e-324, 1e-300, 1.0],
+    "rr_p": [0.5, 1 - 2**-53],
+    "int_pos": [1, 2**53 + 1, 10**400],
+    "int_nonneg": [0, 2**53 + 1, 10**400],
+}
+
+
+def _rdp_compose(count: int) -> Any:
+    from dpkit.accounting.rdp import RdpAccountant
+
+    ev = ev_mod.PoissonSampledEvent(sampling_rate=0.01,
+                                    event=ev_mod.GaussianEvent(noise_multiplier=1.0))
+    return RdpAccountant().compose(ev, count).get_epsilon(1e-5)
+
+
+def _pld_compose(count: int) -> Any:
+    from dpkit.accounting.pld import PldAccountant
+
+    return PldAccountant().compose(ev_mod.PureDpEvent(epsilon=0.1), count).get_epsilon(1e-5)
+
+
+ev_mod = ev
+_DPSGD = {"sampling_rate": 0.01, "noise_multiplier": 1.0, "steps": 100, "delta": 1e-5}
+_DPSGD_KINDS = {"sampling_rate": "probability", "noise_multiplier": "positive",
+                "steps": "int_nonneg", "delta": "delta"}
+_NOISE_MULT = {"sampling_rate": 0.01, "steps": 100, "epsilon": 2.0, "delta": 1e-5}
+_NOISE_MULT_KINDS = {"sampling_rate": "probability", "steps": "int_nonneg",
+                     "epsilon": "positive", "delta": "delta"}
+
+
+def _accounting_targets() -> list[Target]:
+    from dpkit.accounting import dpsgd
+
+    return [
+        Target("dpsgd_epsilon[pld]", dpsgd.dpsgd_epsilon, _DPSGD, _DPSGD_KINDS),
+        Target("dpsgd_epsilon[rdp]", lambda **kw: dpsgd.dpsgd_epsilon(method="rdp", **kw),
+               _DPSGD, _DPSGD_KINDS),
+        Target("dpsgd_epsilon[gdp-clt]",
+               lambda **kw: dpsgd.dpsgd_epsilon(method="gdp-clt", **kw), _DPSGD, _DPSGD_KINDS),
+        Target("dpsgd_noise_multiplier[rdp]",
+               lambda **kw: dpsgd.dpsgd_noise_multiplier(method="rdp", **kw), _NOISE_MULT,
+               _NOISE_MULT_KINDS),
+        Target("RdpAccountant.compose", _rdp_compose, {"count": 3}, {"count": "int_nonneg"}),
+        Target("PldAccountant.compose", _pld_compose, {"count": 3}, {"count": "int_nonneg"}),
+    ]
+
+
+# the accounting and local-DP entry points (the mechanisms and samplers have their own list)
+_ACCOUNTING_PREFIXES = ("PureDpEvent", "ApproxDpEvent", "LaplaceEvent", "GaussianEvent",
+                        "DiscreteLaplaceEvent", "DiscreteGaussianEvent",
+                        "ExponentialMechanismEvent", "ReportNoisyMaxEvent",
+                        "RandomizedResponseEvent", "SelfComposedEvent", "PoissonSampledEvent",
+                        "basic_composition", "parallel_composition", "advanced_composition",
+                        "optimal_composition", "ldp.", "dpsgd_", "RdpAccountant", "PldAccountant")
+
+
+def _extreme_failures(targets: list[Target]) -> tuple[int, list[str]]:
+    failures: list[str] = []
+    tried = 0
+    for target in targets:
+        for param, kind in target.kinds.items():
+            for value in EXTREME.get(kind, []):
+                tried += 1
+                try:
+                    target.call(**{**target.valid, param: value})
+                except DPKitError:
+                    pass
+                except Exception as exc:
+                    shown = repr(value) if len(repr(value)) < 30 else "10**400"
+                    failures.append(f"{target.name}({param}={shown}): {type(exc).__name__}: "
+                                    f"{str(exc)[:100]}")
+    return tried, failures
+
+
+def test_extreme_valid_accounting_and_ldp_parameters_never_raise_raw_errors() -> None:
+    targets = [t for t in TARGETS if t.name.startswith(_ACCOUNTING_PREFIXES)]
+    targets += _accounting_targets()
+    tried, failures = _extreme_failures(targets)
+    print(f"extreme-parameter fuzz (accounting, ldp): {tried} cases; raw errors: {len(failures)}")
+    assert not failures, "\n".join(failures)
+
+
+def test_deeply_nested_event_json_is_refused_clearly() -> None:
+    # Regression: RecursionError from event_from_json on deep nesting.
+    inner = '{"type": "pure_dp", "epsilon": 1.0}'
+    for depth in (200, 5000, 100_000):
+        text = '{"type": "self_composed", "count": 1, "event": ' * depth + inner + "}" * depth
+        with pytest.raises(DPKitError):
+            ev.event_from_json(text)
+        events = '{"type": "composed", "events": [' * depth + inner + "]}" * depth
+        with pytest.raises(DPKitError):
+            ev.event_from_json(events)
+    # moderate nesting is still restored
+    text = '{"type": "self_composed", "count": 2, "event": ' * 20 + inner + "}" * 20
+    restored = ev.event_from_json(text)
+    assert isinstance(restored, ev.SelfComposedEvent)

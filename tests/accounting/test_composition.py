@@ -234,3 +234,58 @@ def test_composition_theorems_are_ordered(eps: float, k: int, log_delta: float) 
     # More releases never cost less; more delta never costs more.
     assert optimal_composition(epsilon=eps, count=k + 1, delta=delta) >= opt
     assert optimal_composition(epsilon=eps, count=k, delta=min(2 * delta, 0.5)) <= opt
+
+
+# ----------------------------------------------------------------------------- large counts
+def _scipy_rr_delta(eps: float, k: int, t: float) -> float:
+    """delta(t) of k-fold randomized response from scipy's binomial log-pmf (float, independent
+    of dpkit's windowed decimal sums)."""
+    import numpy as np
+    from scipy import stats
+
+    j = np.arange(0, k // 2 + 1)
+    loss = (k - 2 * j) * eps
+    keep = loss > t
+    p_dis = 1.0 / (1.0 + math.exp(eps))
+    log_p = stats.binom.logpmf(j[keep], k, p_dis)
+    return float(np.sum(np.exp(log_p) * -np.expm1(t - loss[keep])))
+
+
+@pytest.mark.parametrize(("eps", "k", "delta"), [(0.01, 10**6, 1e-6), (1.0, 10**6, 1e-9),
+                                                 (0.001, 3 * 10**6, 1e-5)])
+def test_optimal_composition_large_counts_against_scipy(eps: float, k: int, delta: float) -> None:
+    # Regression: the sum over i visited every term from 0 (18 s at 10^6); now only the window
+    # where the binomial mass is not negligible, with the skipped mass bounded and added.
+    got = optimal_composition(epsilon=eps, count=k, delta=delta)
+    assert _scipy_rr_delta(eps, k, got) <= delta * (1 + 1e-8)
+    assert _scipy_rr_delta(eps, k, got * (1 - 1e-7)) > delta
+    d = optimal_composition_delta(epsilon=eps, count=k, target_epsilon=got)
+    assert d == pytest.approx(_scipy_rr_delta(eps, k, got), rel=1e-7)
+
+
+def test_optimal_composition_huge_counts_answer_or_refuse() -> None:
+    # Regression: count 2^53 + 1 looped forever. Now: exact (count is never rounded to a
+    # double) where few terms matter, a clear error where too many do.
+    import signal
+
+    def _hang(*_: object) -> None:
+        raise AssertionError("optimal_composition did not return")
+
+    old = signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(120)  # a guard against the old infinite loop, not a timing assertion
+    try:
+        k = 2**53 + 1
+        with pytest.raises(PrivacyParameterError, match="count"):
+            optimal_composition(epsilon=0.1, count=k, delta=1e-6)
+        with pytest.raises(PrivacyParameterError, match="count"):
+            optimal_composition_delta(epsilon=0.1, count=k, target_epsilon=1.0)
+        # at epsilon 40 the disagreeing coordinates have mass ~ k e^-40 ~ 4e-2 each: few terms
+        got = optimal_composition(epsilon=40.0, count=k, delta=1e-6)
+        assert got == math.nextafter(float(k * 40), math.inf) or got >= k * 40.0 - 100
+        assert got <= basic_composition(epsilons=[40.0])[0] * k * (1 + 1e-15)
+        # 10^6 releases of 700-DP: all the mass sits at 7e8
+        got = optimal_composition(epsilon=700.0, count=10**6, delta=0.999999)
+        assert 7e8 - 20 <= got <= 7e8
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -122,3 +122,57 @@ def test_pld_epsilon_monotone_in_inverse_noise(sigma: float, factor: float) -> N
     a = dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=sigma, steps=50, delta=DELTA)
     b = dpsgd_epsilon(sampling_rate=0.01, noise_multiplier=sigma * factor, steps=50, delta=DELTA)
     assert b <= a * (1 + 1e-4)
+
+
+# ----------------------------------------------------------------------------- schedules
+def test_epochs_and_sizes_give_the_same_run_as_steps() -> None:
+    # Regression: dpsgd_epsilon took steps only. Epochs are rounded UP: 60 epochs of batch 256
+    # over 60000 records is ceil(14062.5) = 14063 steps (exactly, from the integer sizes).
+    from dpkit.accounting.dpsgd import dpsgd_schedule
+
+    assert dpsgd_schedule(batch_size=256, dataset_size=60000, epochs=60) == (256 / 60000, 14063)
+    q, n = dpsgd_schedule(batch_size=3, dataset_size=10, epochs=1)
+    assert n == 4 and q == math.nextafter(0.3, 1.0)  # 3/10 rounded up (the double 0.3 is below)
+    assert dpsgd_schedule(sampling_rate=0.7, epochs=7) == (0.7, 10)  # 0.7 is not exact
+    assert dpsgd_schedule(sampling_rate=0.05, steps=17) == (0.05, 17)
+    a = dpsgd_epsilon(batch_size=256, dataset_size=60000, epochs=60, noise_multiplier=1.1,
+                      delta=DELTA, method="rdp")
+    b = dpsgd_epsilon(sampling_rate=256 / 60000, steps=14063, noise_multiplier=1.1,
+                      delta=DELTA, method="rdp")
+    assert a == b
+    s = dpsgd_noise_multiplier(batch_size=256, dataset_size=60000, epochs=2, epsilon=2.0,
+                               delta=DELTA, method="rdp", rtol=1e-2)
+    assert s == dpsgd_noise_multiplier(sampling_rate=256 / 60000, steps=469, epsilon=2.0,
+                                       delta=DELTA, method="rdp", rtol=1e-2)
+
+
+def test_cli_and_library_agree_on_steps() -> None:
+    from dpkit.accounting.dpsgd import dpsgd_schedule
+    from dpkit.cli._account import steps_from_epochs
+
+    for epochs, q in ((60, 256 / 60000), (2, 0.5), (1, 0.3), (7, 0.7), (2.5, 0.013)):
+        assert steps_from_epochs(epochs, q) == dpsgd_schedule(sampling_rate=q, epochs=epochs)[1]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"batch_size": 0, "dataset_size": 10, "epochs": 1},
+        {"batch_size": 11, "dataset_size": 10, "epochs": 1},
+        {"batch_size": 2.0, "dataset_size": 10, "epochs": 1},
+        {"batch_size": 2, "dataset_size": True, "epochs": 1},
+        {"batch_size": 2, "epochs": 1},  # dataset_size missing
+        {"sampling_rate": 0.1, "batch_size": 2, "dataset_size": 10, "epochs": 1},  # both
+        {"sampling_rate": 0.1, "epochs": 1, "steps": 10},  # both
+        {"sampling_rate": 0.1},  # neither steps nor epochs
+        {"sampling_rate": 0.1, "epochs": math.nan},
+        {"sampling_rate": 0.1, "epochs": -1.0},
+        {"sampling_rate": 0.1, "epochs": math.inf},
+        {"sampling_rate": 0.0, "epochs": 1.0},
+    ],
+)
+def test_schedule_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(PrivacyParameterError):
+        dpsgd_epsilon(noise_multiplier=1.0, delta=DELTA, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError):
+        dpsgd_noise_multiplier(epsilon=1.0, delta=DELTA, **kwargs)  # type: ignore[arg-type]

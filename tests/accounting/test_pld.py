@@ -363,3 +363,98 @@ def test_nonprivate_alone() -> None:
     acct = PldAccountant().compose(NonPrivateEvent())
     assert math.isinf(acct.get_epsilon(0.5))
     assert acct.get_delta(3.0) == 1.0
+
+
+# ------------------------------------------------------------------ extreme parameters
+def _peak_mb(fn: object) -> tuple[object, float]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()  # type: ignore[operator]
+        return out, tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+
+
+def _mp_gauss_epsilon(mu: float, delta: float) -> float:
+    def f(e: mpmath.mpf) -> mpmath.mpf:
+        return mpmath.ncdf(-e / mu + mu / 2) - mpmath.exp(e) * mpmath.ncdf(-e / mu - mu / 2) - delta
+
+    return float(mpmath.findroot(f, (mpmath.mpf(0), mpmath.mpf(mu) ** 2), solver="bisect"))
+
+
+def test_extreme_laplace_and_gaussian_answer_exactly_in_bounded_memory() -> None:
+    # Regression: Laplace(1e-6) took 73 s and 19.9 GB, Gaussian(1e-3) 39 s and 10 GB; both
+    # have closed forms (one Laplace; Gaussians compose to mu-GDP).
+    got, peak = _peak_mb(
+        lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6)).get_epsilon(1e-6))
+    exact = 1e6 + 2 * float(mpmath.log1p(-mpmath.mpf(1e-6)))
+    assert exact <= got <= exact * (1 + 1e-14) and peak < 100  # type: ignore[operator]
+    mpmath.mp.dps = 60
+    try:
+        exact = _mp_gauss_epsilon(1000.0, 1e-6)
+    finally:
+        mpmath.mp.dps = 40
+    got, peak = _peak_mb(
+        lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3)).get_epsilon(1e-6))
+    assert exact <= got <= exact * (1 + 1e-9) and peak < 100  # type: ignore[operator]
+    # 10 Gaussians of sigma 0.01 are one of sigma 0.01/sqrt(10)
+    acct = PldAccountant().compose(GaussianEvent(noise_multiplier=0.01), 10)
+    lo, _, up = acct.get_epsilon_bounds(1e-5)
+    mpmath.mp.dps = 60
+    try:
+        exact = _mp_gauss_epsilon(math.sqrt(10) / 0.01, 1e-5)
+    finally:
+        mpmath.mp.dps = 40
+    assert lo <= exact <= up and up - lo < 1e-8 * up
+
+
+def test_extreme_mixtures_use_a_coarser_grid_in_bounded_memory() -> None:
+    # No closed form: the grid step grows with the loss range so that a single PLD has at most
+    # 2e5 points; the answer stays an upper bound (the Laplace part alone needs 1e6 - 2e-6).
+    acct = (PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6))
+            .compose(GaussianEvent(noise_multiplier=1.0)))
+    got, peak = _peak_mb(lambda: acct.get_epsilon(1e-6))
+    assert 1e6 <= got <= 1e6 + 50 and peak < 400  # type: ignore[operator]
+    acct = (PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3))
+            .compose(LaplaceEvent(noise_multiplier=1.0)))
+    assert _mp_gauss_epsilon(1000.0, 1e-6) <= acct.get_epsilon(1e-6) < 5.1e5
+    # a fixed step that cannot hold the range is refused clearly
+    tiny = PldAccountant(value_discretization_interval=1e-7)
+    tiny.compose(LaplaceEvent(noise_multiplier=1e-3)).compose(GaussianEvent(noise_multiplier=1.0))
+    with pytest.raises(PrivacyParameterError, match="points"):
+        tiny.get_epsilon(1e-6)
+
+
+def test_extreme_pure_dp_is_never_minus_infinity() -> None:
+    # Regression: -inf for PureDp(700) x 10^6 at delta 0.999999 (truth 7e8 + ln(1e-6)), for
+    # Pure(1e-12) and Laplace(1e300) at delta 0; supports(PureDpEvent(1e6)) raised.
+    acct = PldAccountant().compose(PureDpEvent(epsilon=700.0), 10**6)
+    truth = 7e8 + math.log(1e-6)
+    got = acct.get_epsilon(0.999999)
+    assert truth <= got <= truth + 1e-6
+    # forced through the grid by a second, tiny mechanism: still right, never -inf
+    acct.compose(GaussianEvent(noise_multiplier=100.0))
+    assert truth <= acct.get_epsilon(0.999999) <= truth + 0.1
+    assert PldAccountant().compose(PureDpEvent(epsilon=1e-12)).get_epsilon(0.0) == 1e-12
+    assert PldAccountant().compose(PureDpEvent(epsilon=1e-12)).get_epsilon(1e-6) == 0.0
+    got = PldAccountant().compose(LaplaceEvent(noise_multiplier=1e300)).get_epsilon(0.0)
+    assert 1e-300 <= got <= 1.1e-300
+    acct = PldAccountant()
+    assert acct.supports(PureDpEvent(epsilon=1e6))
+    got = acct.compose(PureDpEvent(epsilon=1e6)).get_epsilon(1e-6)
+    assert 1e6 - 1e-5 <= got <= 1e6
+    mixed = (PldAccountant().compose(PureDpEvent(epsilon=1e6))
+             .compose(GaussianEvent(noise_multiplier=1.0)))
+    assert 1e6 <= mixed.get_epsilon(1e-6) <= 1e6 + 50
+
+
+def test_delta_upper_bound_near_one_is_not_below_the_truth() -> None:
+    # Regression: 1000 x Gaussian(0.8) is mu-GDP with mu = 39.5, delta(0) = 1 - 2 Phi(-19.76),
+    # which is 1.0 in doubles; the FFT answer was 1 - 8e-13 (below the truth).
+    acct = PldAccountant().compose(GaussianEvent(noise_multiplier=0.8), 1000)
+    assert acct.get_delta(0.0) == 1.0
+    # through the grid: the lost round-off mass is added
+    acct.compose(LaplaceEvent(noise_multiplier=1e4))
+    assert acct.get_delta(0.0) == 1.0

@@ -97,3 +97,36 @@ def test_dpsgd_rows_kinds() -> None:
     kinds = {r.kind for r in rows}
     assert {"upper bound", "estimate", "lower bound"} <= kinds
     assert all(math.isfinite(r.epsilon) for r in rows)
+
+
+def test_dpsgd_target_epsilon_with_sizes_and_epochs() -> None:
+    # Regression: there was no way to ask for the noise multiplier from the command line.
+    from dpkit.accounting.dpsgd import dpsgd_noise_multiplier
+
+    res = runner.invoke(
+        app,
+        ["account", "dpsgd", "--batch-size", "600", "--dataset-size", "60000", "--epochs", "3",
+         "--target-epsilon", "2", "--delta", "1e-5"],
+    )
+    assert res.exit_code == 0, res.output
+    expected = dpsgd_noise_multiplier(batch_size=600, dataset_size=60000, epochs=3, epsilon=2.0,
+                                      delta=1e-5)
+    assert f"noise multiplier: {expected:.6g}" in res.output
+    assert "steps=300" in res.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--steps", "10", "--sampling-rate", "0.01"],  # neither sigma nor target
+        ["--steps", "10", "--sampling-rate", "0.01", "--noise-multiplier", "1",
+         "--target-epsilon", "1"],  # both
+        ["--epochs", "1", "--batch-size", "10", "--noise-multiplier", "1"],  # no dataset size
+        ["--epochs", "1", "--batch-size", "20", "--dataset-size", "10",
+         "--noise-multiplier", "1"],
+        ["--steps", "10", "--sampling-rate", "0.01", "--target-epsilon", "nan"],
+    ],
+)
+def test_dpsgd_schedule_options_refused(args: list[str]) -> None:
+    res = runner.invoke(app, ["account", "dpsgd", "--delta", "1e-5", *args])
+    assert res.exit_code != 0

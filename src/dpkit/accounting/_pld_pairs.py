@@ -133,7 +133,8 @@ class MixturePair:
     def _loss(self, y: float) -> float:
         """The privacy loss at observation ``y`` (this pair's direction)."""
         s = self.scale
-        g = (2.0 * y - 1.0) / (2.0 * s * s) if self.noise == "gaussian" else (
+        # divided step by step: 2 s^2 underflows to 0 for tiny s, the quotient is then +-inf
+        g = (2.0 * y - 1.0) / (2.0 * s) / s if self.noise == "gaussian" else (
             abs(y) - abs(y - 1.0)) / s
         lo = math.log1p(-self.rate) if self.rate < 1.0 else -math.inf
         val = float(np.logaddexp(lo, math.log(self.rate) + g))
@@ -170,7 +171,8 @@ class AtomPair:
         """``(P(L > e), Q(L > e), P(L <= e), Q(L <= e))`` on the array ``e``."""
         ls = np.asarray(self.losses, dtype=np.float64)
         ps = np.asarray(self.masses, dtype=np.float64)
-        qs = ps * np.exp(-ls)
+        with np.errstate(divide="ignore", over="ignore"):
+            qs = np.exp(np.log(ps) - ls)  # no 0 * inf when an atom's P-mass underflowed
         # cumulative sums from below (for <=) and from above (for >), each summed small-first
         cp = np.concatenate(([0.0], np.cumsum(ps)))
         cq = np.concatenate(([0.0], np.cumsum(qs)))
@@ -199,6 +201,8 @@ def worst_case_pair(epsilon: float, delta: float) -> AtomPair:
     """
     if epsilon == 0.0:
         return AtomPair((0.0,), (1.0 - delta,), delta)
+    # written with e^-eps only, so that no epsilon overflows (the -eps atom underflows to 0
+    # beyond eps ~ 745; its Q-mass then counts as Q(L = -inf), which only raises delta)
     hi = (1.0 - delta) / (1.0 + math.exp(-epsilon))
-    lo = (1.0 - delta) / (1.0 + math.exp(epsilon))
+    lo = (1.0 - delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
     return AtomPair((-epsilon, epsilon), (lo, hi), delta)

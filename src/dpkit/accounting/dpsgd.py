@@ -19,13 +19,25 @@ Methods:
   ``mu = q sqrt(steps (e^{1/s^2} - 1))`` (:func:`dpkit.accounting.gdp.dpsgd_gdp_mu`), and
   ``epsilon`` is read off the ``mu``-GDP curve. An **estimate, not a bound**: the CLT can be
   optimistic (it underestimates epsilon when ``q`` is not small or ``steps`` not large).
+
+Schedules: give the sampling rate either as ``sampling_rate`` or as ``batch_size`` and
+``dataset_size`` (``q = batch_size / dataset_size``, the expected batch size of Poisson
+sampling over the dataset size), and the length either as ``steps`` or as ``epochs``. An epoch
+is ``1/q`` steps in expectation, and the number of steps is rounded **up**,
+``steps = ceil(epochs / q)`` (never fewer steps than the run makes): computed exactly as
+``ceil(epochs * dataset_size / batch_size)`` from sizes, and from a floating-point
+``sampling_rate`` with a relative ``1e-9`` forgiven so that the representation error of ``q``
+does not add a step (``epochs = 7``, ``q = 0.7`` gives 10). The command line
+``dpkit account dpsgd`` uses the same rule (:func:`dpsgd_schedule`).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Literal
 
+from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -37,7 +49,7 @@ from dpkit.accounting.events import GaussianEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.errors import PrivacyParameterError
 
-__all__ = ["METHODS", "dpsgd_epsilon", "dpsgd_noise_multiplier"]
+__all__ = ["METHODS", "dpsgd_epsilon", "dpsgd_noise_multiplier", "dpsgd_schedule"]
 
 Method = Literal["pld", "rdp", "gdp-clt"]
 METHODS: tuple[str, ...] = ("pld", "rdp", "gdp-clt")
@@ -50,6 +62,56 @@ def _check_method(method: str) -> str:
     if method not in METHODS:
         raise PrivacyParameterError(f"method must be one of {METHODS}, got {method!r}")
     return method
+
+
+def dpsgd_schedule(
+    *,
+    sampling_rate: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+) -> tuple[float, int]:
+    """``(sampling_rate, steps)`` of a DP-SGD run, validated (see the module docstring).
+
+    Exactly one of ``sampling_rate`` and the pair ``(batch_size, dataset_size)``, and exactly
+    one of ``steps`` and ``epochs``. ``q = batch_size / dataset_size`` is rounded up to a double
+    (more privacy spent); ``steps = ceil(epochs / q)``.
+    """
+    sizes = (batch_size, dataset_size)
+    if sampling_rate is not None and any(v is not None for v in sizes):
+        raise PrivacyParameterError(
+            "give either sampling_rate or batch_size and dataset_size, not both"
+        )
+    exact_q: Fraction | None = None
+    if sampling_rate is not None:
+        q = check_probability(sampling_rate, name="sampling_rate")
+    elif batch_size is not None and dataset_size is not None:
+        b = check_integer(batch_size, name="batch_size", minimum=1)
+        n = check_integer(dataset_size, name="dataset_size", minimum=1)
+        if b > n:
+            raise PrivacyParameterError(
+                f"batch_size ({b}) must not exceed dataset_size ({n})"
+            )
+        exact_q = Fraction(b, n)
+        q = up(exact_q)
+    else:
+        raise PrivacyParameterError(
+            "give sampling_rate, or both batch_size and dataset_size"
+        )
+    if (steps is None) == (epochs is None):
+        raise PrivacyParameterError("give exactly one of steps and epochs")
+    if steps is not None:
+        return q, check_integer(steps, name="steps", minimum=0)
+    e = check_positive("epochs", epochs)
+    if q == 0.0:
+        raise PrivacyParameterError("epochs need a positive sampling_rate (an epoch is 1/q steps)")
+    if exact_q is not None:
+        count = math.ceil(Fraction(e) / exact_q)
+    else:
+        ratio = Fraction(e) / Fraction(q)
+        count = math.ceil(ratio * (1 - Fraction(1, 10**9)))
+    return q, max(1, count)
 
 
 def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> float:
@@ -69,6 +131,8 @@ def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> f
     from dpkit import fdp
     from dpkit.accounting.gdp import dpsgd_gdp_mu
 
+    if sigma < 0.03 or steps > 2**900:  # e^{1/sigma^2} or the step count beyond doubles
+        return math.inf
     mu = dpsgd_gdp_mu(sampling_rate=q, noise_multiplier=sigma, steps=steps)
     if not math.isfinite(mu):
         return math.inf
@@ -77,22 +141,27 @@ def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> f
 
 def dpsgd_epsilon(
     *,
-    sampling_rate: float,
     noise_multiplier: float,
-    steps: int,
     delta: float,
+    sampling_rate: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
     method: Method = "pld",
 ) -> float:
-    """Epsilon at ``delta`` after ``steps`` Poisson-sampled Gaussian steps (add/remove).
+    """Epsilon at ``delta`` after a run of Poisson-sampled Gaussian steps (add/remove).
 
-    ``"pld"`` and ``"rdp"`` return upper bounds (rounded up); ``"gdp-clt"`` returns a CLT
-    *estimate* that can be optimistic (see the module docstring). Example: ``q = 256/60000``,
-    ``sigma = 1.1``, 60 epochs = ``round(60 * 60000 / 256) = 14062`` steps, ``delta = 1e-5``
-    gives about 2.3817 by PLD.
+    The schedule is ``sampling_rate`` or ``batch_size``/``dataset_size``, and ``steps`` or
+    ``epochs`` (:func:`dpsgd_schedule`: ``steps = ceil(epochs / q)``). ``"pld"`` and ``"rdp"``
+    return upper bounds (rounded up); ``"gdp-clt"`` returns a CLT *estimate* that can be
+    optimistic (see the module docstring). Example: ``batch_size=256``, ``dataset_size=60000``,
+    ``epochs=60`` is ``ceil(14062.5) = 14063`` steps at ``q = 256/60000``; with ``sigma = 1.1``
+    and ``delta = 1e-5`` it gives about 2.38 by PLD.
     """
-    q = check_probability(sampling_rate, name="sampling_rate")
+    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
+                          dataset_size=dataset_size, steps=steps, epochs=epochs)
     sigma = check_positive("noise_multiplier", noise_multiplier)
-    n = check_integer(steps, name="steps", minimum=0)
     d = check_delta(delta)
     return _epsilon(q, sigma, n, d, _check_method(method))
 
@@ -107,10 +176,13 @@ def _safe_eps(q: float, sigma: float, steps: int, delta: float, method: str) -> 
 
 def dpsgd_noise_multiplier(
     *,
-    sampling_rate: float,
-    steps: int,
     epsilon: float,
     delta: float,
+    sampling_rate: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
     method: Method = "pld",
     rtol: float = 1e-3,
 ) -> float:
@@ -121,10 +193,11 @@ def dpsgd_noise_multiplier(
     ``hi / lo <= 1 + rtol``. The returned value is always ``hi``, the *safe* end, and it is
     re-checked (``eps(hi) <= epsilon``) before it is returned. With ``method="gdp-clt"`` the
     result inherits the CLT's possible optimism. Raises ``PrivacyParameterError`` when no noise
-    multiplier up to 1e4 reaches the target (e.g. ``delta = 0``).
+    multiplier up to 1e4 reaches the target (e.g. ``delta = 0``). The schedule is given as in
+    :func:`dpsgd_epsilon`.
     """
-    q = check_probability(sampling_rate, name="sampling_rate")
-    n = check_integer(steps, name="steps", minimum=0)
+    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
+                          dataset_size=dataset_size, steps=steps, epochs=epochs)
     target = check_epsilon(epsilon)
     d = check_delta(delta)
     tol = check_positive("rtol", rtol)

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import math
 from enum import Enum
+from fractions import Fraction
 from typing import Any, ClassVar
 
 from dpkit._numeric.validation import (
@@ -262,7 +263,7 @@ class RandomizedResponseEvent(DpEvent):
             self, "categories", check_integer(self.categories, name="categories", minimum=2)
         )
         p = check_probability(self.p_truth, name="p_truth")
-        if not p >= 1.0 / self.categories:
+        if not Fraction(p) * self.categories >= 1:  # exact: categories may exceed 2**53
             raise PrivacyParameterError(
                 f"p_truth must be at least 1/categories = {1 / self.categories}, got {p!r}"
             )
@@ -433,8 +434,25 @@ def event_to_dict(event: DpEvent) -> dict[str, Any]:
     return out
 
 
+#: Deepest nesting of composed / self-composed / sampled events that :func:`event_from_dict`
+#: restores; deeper data is refused (it would exhaust the interpreter's recursion limit).
+MAX_EVENT_DEPTH = 100
+
+
 def event_from_dict(data: Any) -> DpEvent:
-    """Rebuild an event from :func:`event_to_dict` output, through the allow-list only."""
+    """Rebuild an event from :func:`event_to_dict` output, through the allow-list only.
+
+    Nesting deeper than :data:`MAX_EVENT_DEPTH` is refused with a
+    :class:`~dpkit.errors.SerializationError`.
+    """
+    return _event_from_dict(data, 0)
+
+
+def _event_from_dict(data: Any, depth: int) -> DpEvent:
+    if depth > MAX_EVENT_DEPTH:
+        raise SerializationError(
+            f"events nested deeper than {MAX_EVENT_DEPTH} levels are not restored"
+        )
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         raise SerializationError(f"an event must be a dict with a 'type' string, got {data!r}")
     cls = EVENT_TYPES.get(data["type"])
@@ -450,11 +468,11 @@ def event_from_dict(data: Any) -> DpEvent:
             continue
         value = data[name]
         if name == "event":
-            value = event_from_dict(value)
+            value = _event_from_dict(value, depth + 1)
         elif name == "events":
             if not isinstance(value, list):
                 raise SerializationError("'events' must be a list")
-            value = tuple(event_from_dict(v) for v in value)
+            value = tuple(_event_from_dict(v, depth + 1) for v in value)
         kwargs[name] = value
     try:
         return cls(**kwargs)
@@ -473,4 +491,8 @@ def event_from_json(text: str) -> DpEvent:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SerializationError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:  # the JSON parser's own limit on nesting
+        raise SerializationError(
+            f"events nested deeper than {MAX_EVENT_DEPTH} levels are not restored"
+        ) from exc
     return event_from_dict(data)

@@ -66,9 +66,18 @@ Grid: unless ``value_discretization_interval`` is given, ``h = 2e-4 * sd`` where
 standard deviation of the composed loss (from a pilot discretisation), but at least
 ``width / 2e5`` (``width`` = the widest single-PLD support, so no single PLD needs more than
 2e5 points: with few compositions the relevant tail is then resolved on its own scale), clamped
-to ``[1e-7, 1e-2]`` and shrunk so that the largest atom of the losses (Laplace, pure DP) lies on
-the grid. The domain ``[A, B]`` is chosen from the Chernoff bounds so that each wrapped
-mass is below ``1e-18``.
+to ``[1e-7, 1e-2]`` unless the width term is larger (huge losses such as Laplace with
+``eps0 = 1e6`` then get a coarser grid rather than 10^8 points), and shrunk so that the largest
+atom of the losses (Laplace, pure DP) lies on the grid when it spans at least one step. The
+domain ``[A, B]`` is chosen from the Chernoff bounds so that each wrapped mass is below
+``1e-18``. A composed grid above ``2^23`` points is coarsened (step times 4, again a valid upper
+bound) when the step is automatic, and refused with a clear error when it was given.
+
+Closed forms (no grid, exact up to the final rounding): Gaussian mechanisms alone compose to
+``mu``-GDP, ``mu^2 = sum k_j / sigma_j^2`` (Dong, Roth and Su 2022, Corollary 3.3); ``k`` copies
+of one (epsilon, delta)-DP event (pure DP, exponential mechanism, report noisy max) use the
+optimal composition of Kairouz, Oh and Viswanath (2015); one Laplace mechanism has
+``delta(eps) = 1 - e^{(eps - eps0)/2}``. Their time and memory do not depend on the parameters.
 """
 
 from __future__ import annotations
@@ -76,11 +85,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from scipy import fft as sp_fft
 
+from dpkit._numeric import rounding
+from dpkit._numeric.gaussian import DELTA_REL_MARGIN, gaussian_delta, gaussian_delta_up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting._pld_pairs import (
@@ -108,6 +120,7 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
 )
 from dpkit.errors import PrivacyParameterError
+from dpkit.fdp._tradeoff import _sqrt_up
 
 if TYPE_CHECKING:
     from dpkit.fdp import TradeOffFunction  # pragma: no cover
@@ -119,15 +132,28 @@ Mode = Literal["connect_dots", "round_up", "round_down", "mean", "tangent"]
 
 _TAIL = 1e-20  # P-mass left outside a single PLD's grid on each side (moved pessimistically)
 _WRAP_LOG = math.log(1e-18)  # target for each Chernoff-bounded wrapped mass
-_MAX_POINTS = 1 << 24
+_MAX_POINTS = 1 << 23  # about 70 MB per float array; bounds the memory of one query
 _HULL_PASSES = 64  # vectorised hull passes; what is left non-convex is clipped (see excess)
 _MAX_SINGLE = 2e5  # grid points per single PLD when the grid step is chosen automatically
+_MAX_STEP = 1e3  # coarsest grid step: beyond it the upper bounds are reported as infinite
+_MAX_COUNT = 1 << 53  # largest count the grid composes (the FFT power is taken in doubles)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Component:
     remove: Pair
     add: Pair
+    # what the component is, for the closed forms: ("gaussian", sigma) for the plain Gaussian
+    # mechanism, ("dp", epsilon, delta) for the worst-case pair of (epsilon, delta)-DP
+    kind: tuple[Any, ...] = ()
+
+
+class _NoFiniteBoundError(PrivacyParameterError):
+    """The losses span more than any grid can hold: upper bounds are infinite."""
+
+
+class _GridTooLargeError(PrivacyParameterError):
+    """The grid would need more than ``_MAX_POINTS`` points (coarsened when automatic)."""
 
 
 @dataclasses.dataclass
@@ -143,6 +169,12 @@ class _GridPld:
 def _discretise(pair: Pair, h: float, mode: Mode) -> _GridPld:
     """Put ``pair``'s PLD on the grid ``h Z`` (see the module docstring, item 1)."""
     lo, hi = pair.bounds(_TAIL)
+    span = (hi - lo) / h
+    if not span <= _MAX_POINTS:
+        raise _GridTooLargeError(
+            f"the PLD grid would need about {span:.3g} points (> {_MAX_POINTS}) for one "
+            "mechanism; use a coarser value_discretization_interval"
+        )
     i_lo = math.floor(lo / h) - 1
     i_hi = math.ceil(hi / h) + 1
     e = h * np.arange(i_lo, i_hi + 1, dtype=np.float64)
@@ -299,6 +331,7 @@ class _Composed:
     noise: float  # floating-point noise level seen in the result
     max_loss: float  # largest finite loss with positive mass (sum of the single maxima)
     excess: float = 0.0  # (lower bounds) sum of k_j excess_j
+    deficit: float = 0.0  # (upper bounds) finite mass lost to round-off: 1 - inf_mass - sum(pmf)
 
     def _tail_sums(self) -> tuple[FloatArray, FloatArray]:
         """``P_t = sum_{s >= t} p_s`` and ``log Q_t`` with ``Q_t = sum_{s >= t} p_s e^{-l_s}``.
@@ -322,7 +355,8 @@ class _Composed:
         with np.errstate(over="ignore"):
             val = float(np.sum(p * -np.expm1(eps - self.losses[above])))
         if upper:
-            extra = self.inf_mass + self.wrap_high + self.noise * float(np.count_nonzero(above))
+            extra = (self.inf_mass + self.wrap_high + self.deficit
+                     + self.noise * float(np.count_nonzero(above)))
             return min(1.0, val + extra)
         return max(
             0.0, val + self.inf_mass - self.wrap_low - self.excess - self.noise * float(p.size)
@@ -335,7 +369,7 @@ class _Composed:
             # delta(eps) = 0 exactly iff no infinite mass and eps >= the largest finite loss
             return math.inf if self.inf_mass > 0.0 else self.max_loss
         if upper:
-            const = self.inf_mass + self.wrap_high
+            const = self.inf_mass + self.wrap_high + self.deficit
         else:
             const = self.inf_mass - self.wrap_low - self.excess
         target = delta - const
@@ -398,7 +432,7 @@ def _compose(
     i1 = math.ceil(b_edge / h)
     n = sp_fft.next_fast_len(i1 - i0 + 1, real=True)
     if n > _MAX_POINTS:
-        raise PrivacyParameterError(
+        raise _GridTooLargeError(
             f"the PLD grid would need {n} points (> {_MAX_POINTS}); use a coarser "
             "value_discretization_interval"
         )
@@ -425,7 +459,10 @@ def _compose(
         pos = np.nonzero(g.w > 0.0)[0]
         max_loss += k * h * (g.start + int(pos[-1])) if pos.size else 0.0
     excess = sum(k * g.excess for g, k in live)
-    return _Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss, excess)
+    # the composed grid PLD has total mass 1 (connect-the-dots and round-up keep every bit of
+    # P-mass); what the FFT lost to round-off could sit anywhere, so the upper bounds add it
+    deficit = max(0.0, 1.0 - inf_mass - float(np.sum(c)))
+    return _Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss, excess, deficit)
 
 
 class PldAccountant(PrivacyAccountant):
@@ -493,7 +530,8 @@ class PldAccountant(PrivacyAccountant):
         if apply and count > 0:
             if comp is not None:
                 self._counts[comp] = self._counts.get(comp, 0) + count
-            self._slack += count * slack
+            if slack > 0.0:  # count * slack exactly, rounded up (inf beyond the double range)
+                self._slack = rounding.up(Fraction(self._slack) + count * Fraction(slack))
             self._cache.clear()
             self._cache_h.clear()
         return True
@@ -503,10 +541,10 @@ class PldAccountant(PrivacyAccountant):
         """The component (None for zero cost) and the pmf slack of a leaf event, or None."""
         if isinstance(event, GaussianEvent):
             p = MixturePair("gaussian", event.noise_multiplier, 1.0, "remove")
-            return _Component(p, p), event.pmf_slack
+            return _Component(p, p, ("gaussian", event.noise_multiplier)), event.pmf_slack
         if isinstance(event, LaplaceEvent):
             p = MixturePair("laplace", event.noise_multiplier, 1.0, "remove")
-            return _Component(p, p), event.pmf_slack
+            return _Component(p, p, ("laplace", event.noise_multiplier)), event.pmf_slack
         if isinstance(event, PoissonSampledEvent):
             inner = event.event
             q = event.sampling_rate
@@ -527,12 +565,13 @@ class PldAccountant(PrivacyAccountant):
         if isinstance(event, (PureDpEvent, ExponentialMechanismEvent, ReportNoisyMaxEvent)):
             p2 = worst_case_pair(event.epsilon, 0.0)
             slack = getattr(event, "pmf_slack", 0.0)
-            return (None if event.epsilon == 0.0 else _Component(p2, p2)), slack
+            comp = _Component(p2, p2, ("dp", event.epsilon, 0.0))
+            return (None if event.epsilon == 0.0 else comp), slack
         if isinstance(event, ApproxDpEvent):
             if event.epsilon == 0.0 and event.delta == 0.0:
                 return None, 0.0
             p2 = worst_case_pair(event.epsilon, event.delta)
-            return _Component(p2, p2), 0.0
+            return _Component(p2, p2, ("dp", event.epsilon, event.delta)), 0.0
         if isinstance(event, RandomizedResponseEvent):
             return _rr_component(event), 0.0
         if isinstance(event, DiscreteLaplaceEvent):
@@ -567,8 +606,12 @@ class PldAccountant(PrivacyAccountant):
         width = 0.0
         single_sd = math.inf
         for comp, k in self._counts.items():
+            if k > _MAX_COUNT:
+                raise _NoFiniteBoundError(f"count {k} is beyond the PLD grid")
             for pair in (comp.remove, comp.add):
                 lo, hi = pair.bounds(_TAIL)
+                if not hi - lo <= _MAX_SINGLE * _MAX_STEP:
+                    raise _NoFiniteBoundError("the privacy losses span beyond the PLD grid")
                 width = max(width, hi - lo)
                 h0 = max((hi - lo) / 4000.0, 1e-9)
                 g = _discretise(pair, h0, "connect_dots")
@@ -583,11 +626,13 @@ class PldAccountant(PrivacyAccountant):
                     single_sd = min(single_sd, math.sqrt(v))
         self._width = width
         sd = math.sqrt(var) if var > 0.0 else 1.0
-        h = min(max(2e-4 * sd, width / _MAX_SINGLE, 1e-7), 1e-2)
+        # the width term wins over the 1e-2 cap: no single PLD needs more than _MAX_SINGLE points
+        h = max(min(max(2e-4 * sd, 1e-7), 1e-2), width / _MAX_SINGLE)
         # put the largest atom exactly on the grid (Laplace, pure DP, randomized response), so
-        # that e.g. delta(eps0) = 0 is reproduced for a Laplace mechanism
+        # that e.g. delta(eps0) = 0 is reproduced for a Laplace mechanism; an atom below one
+        # grid step is left where it is (the pessimistic discretisation holds for any grid)
         atoms = [v for c in self._counts for v in (c.remove.atom(), c.add.atom()) if v]
-        if atoms:
+        if atoms and max(atoms) >= h:
             v = max(atoms)
             n = math.ceil(v / h)
             h = v / n
@@ -600,6 +645,24 @@ class PldAccountant(PrivacyAccountant):
         if hit is not None:
             return hit
         h = self._choose_h(mode)
+        for _ in range(40):
+            try:
+                return self._composed_at(mode, h)
+            except _GridTooLargeError:
+                if self._h_fixed is not None:
+                    raise
+                # any grid gives a valid (pessimistic) bound: coarsen until it fits
+                h *= 4.0
+                if h > _MAX_STEP:
+                    raise _NoFiniteBoundError(
+                        "the composed losses span beyond the PLD grid"
+                    ) from None
+                self._cache_h[mode] = h
+        raise PrivacyParameterError(  # pragma: no cover - 4^40 coarser always fits
+            "the PLD grid does not fit in memory at any step size"
+        )
+
+    def _composed_at(self, mode: Mode, h: float) -> tuple[_Composed, _Composed]:
         if mode == self._mode:
             self._h_used = h
         inf_log = -math.inf if self._nonprivate > 0 else 0.0
@@ -618,18 +681,115 @@ class PldAccountant(PrivacyAccountant):
         self._cache[mode] = res
         return res
 
+    # ---------------------------------------------------------------- closed forms
+    def _closed_form(self) -> tuple[str, Any] | None:
+        """``("gaussian", mu^2)``, ``("dp", (eps, delta, k))`` or ``("laplace", b)`` when a closed
+        form applies.
+
+        One Laplace mechanism of scale ``b`` (``eps0 = 1/b``) has the profile
+        ``delta(eps) = 1 - e^{(eps - eps0)/2}`` for ``eps < eps0`` and 0 above (Balle and Wang
+        2018 / the hockey-stick divergence of two Laplace laws), so
+        ``eps(delta) = max(0, eps0 + 2 ln(1 - delta))``. Plain Gaussian mechanisms compose to
+        ``mu``-GDP with ``mu^2 = sum_j k_j / sigma_j^2``
+        (Dong, Roth and Su 2022, Corollary 3.3), whose profile is exact
+        (:func:`dpkit._numeric.gaussian.gaussian_delta`); ``k`` releases of one (eps, delta)-DP
+        worst-case pair compose as in Kairouz, Oh and Viswanath (2015, Theorem 3.3), evaluated
+        by :func:`dpkit.accounting.composition.optimal_composition`. Both are exact for any
+        parameters, so the grid (whose size grows with the loss range) is not needed.
+        """
+        if self._nonprivate > 0 or not self._counts:
+            return None
+        kinds = {c.kind for c in self._counts}
+        if all(k[:1] == ("gaussian",) for k in kinds):
+            mu_sq = sum(
+                (Fraction(n) / Fraction(c.kind[1]) ** 2 for c, n in self._counts.items()),
+                Fraction(0),
+            )
+            return "gaussian", mu_sq
+        if len(kinds) == 1:
+            (kind,) = kinds
+            if kind[:1] == ("dp",):
+                return "dp", (kind[1], kind[2], sum(self._counts.values()))
+            if kind[:1] == ("laplace",) and sum(self._counts.values()) == 1:
+                return "laplace", kind[1]
+        return None
+
+    def _closed_epsilon(self, delta: float, upper: bool) -> float | None:
+        """The ideal epsilon at ``delta`` from a closed form (rounded up / down), or None."""
+        form = self._closed_form()
+        if form is None:
+            return None
+        if form[0] == "gaussian":
+            mu_sq: Fraction = form[1]
+            mu = _sqrt_up(mu_sq) if upper else _sqrt_down(mu_sq)
+            return _gaussian_epsilon(mu, delta, upper)
+        if form[0] == "laplace":
+            inv = 1 / Fraction(form[1])
+            eps0 = rounding.up(inv) if upper else rounding.down(inv)
+            val = eps0 + 2.0 * math.log1p(-delta)  # each step within an ulp or two
+            margin = 8.0 * 2.0**-52 * (abs(eps0) + abs(val) + 1e-300)
+            return max(0.0, val + margin if upper else val - margin)
+        from dpkit.accounting.composition import optimal_composition
+
+        eps, d0, k = form[1]
+        try:
+            val = optimal_composition(epsilon=eps, count=k, delta=delta, release_delta=d0)
+        except PrivacyParameterError:  # too many binomial terms: use the grid
+            return None
+        if upper or not math.isfinite(val):
+            return val
+        return max(0.0, val - 1e-12 * (1.0 + val))  # the exact value rounded up, then down
+
+    def _closed_delta(self, epsilon: float) -> float | None:
+        """The ideal delta at ``epsilon`` from a closed form, rounded up, or None."""
+        form = self._closed_form()
+        if form is None or epsilon < 0.0:
+            return None
+        if form[0] == "gaussian":
+            return gaussian_delta_up(epsilon, _sqrt_up(form[1]))
+        if form[0] == "laplace":
+            eps0 = rounding.up(1 / Fraction(form[1]))
+            if epsilon >= eps0:
+                return 0.0
+            val = -math.expm1(0.5 * (epsilon - eps0))
+            return min(1.0, math.nextafter(val * (1.0 + 2.0**-48), math.inf))
+        from dpkit.accounting.composition import optimal_composition_delta
+
+        eps, d0, k = form[1]
+        try:
+            d_rr = optimal_composition_delta(epsilon=eps, count=k, target_epsilon=epsilon)
+        except PrivacyParameterError:
+            return None
+        if d0 == 0.0:
+            return d_rr
+        # KOV Theorem 3.3: 1 - (1 - d0)^k (1 - delta_RR), with (1 - d0)^k rounded down
+        survive = math.exp(k * math.log1p(-d0)) * (1.0 - 1e-12)
+        return min(1.0, math.nextafter(1.0 - survive * (1.0 - d_rr), math.inf))
+
     # ---------------------------------------------------------------- queries
     def _eps_mode(self, delta: float, mode: Mode, upper: bool) -> float:
         if not self._counts and self._nonprivate == 0:
             return 0.0
         a = self._slack
         d_ideal = delta * math.exp(-a) if upper else delta
-        r, ad = self._composed(mode)
-        eps = max(r.epsilon(d_ideal, upper=upper), ad.epsilon(d_ideal, upper=upper))
+        closed = self._closed_epsilon(d_ideal, upper)
+        if closed is not None:
+            eps = closed
+        else:
+            try:
+                r, ad = self._composed(mode)
+            except _NoFiniteBoundError:
+                return math.inf if upper else 0.0  # the trivial bounds
+            eps = max(r.epsilon(d_ideal, upper=upper), ad.epsilon(d_ideal, upper=upper))
         if math.isnan(eps):  # numerically degenerate: certify nothing (upper) or the trivial 0
             return math.inf if upper else 0.0
-        if not math.isfinite(eps):
+        if eps == math.inf:
             return eps
+        if closed is not None:  # already rounded in the safe direction
+            if upper and a > 0.0:
+                eps = math.nextafter(eps + 2.0 * a, math.inf)
+            return max(eps, 0.0)
+        # -inf (the grid curve is below delta everywhere) becomes 0 here
         if upper:
             eps = eps + 2.0 * a
             eps = eps + 1e-12 * (1.0 + abs(eps))
@@ -644,9 +804,16 @@ class PldAccountant(PrivacyAccountant):
         if not self._counts and self._nonprivate == 0:
             return 0.0
         a = self._slack
-        r, ad = self._composed(self._mode)
         e = epsilon - 2.0 * a
-        d = max(r.delta(e, upper=True), ad.delta(e, upper=True))
+        closed = self._closed_delta(e)
+        if closed is not None:
+            d = closed
+        else:
+            try:
+                r, ad = self._composed(self._mode)
+            except _NoFiniteBoundError:
+                return 1.0  # the trivial bound
+            d = max(r.delta(e, upper=True), ad.delta(e, upper=True))
         if math.isnan(d):
             return 1.0
         d = d * math.exp(a) * (1.0 + 1e-12)
@@ -696,6 +863,49 @@ class PldAccountant(PrivacyAccountant):
     def discretization_interval(self) -> float | None:
         """The grid step used by the last composition (``None`` before any query)."""
         return self._h_used
+
+
+# -------------------------------------------------------------------- Gaussian closed form
+def _sqrt_down(x: Fraction) -> float:
+    """A double at most ``sqrt(x)`` (x >= 0)."""
+    r = _sqrt_up(x)
+    while r > 0.0 and Fraction(r) ** 2 > x:
+        r = math.nextafter(r, 0.0)
+    return r
+
+
+def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
+    """Smallest epsilon with ``delta_mu(eps) <= delta`` for ``mu``-GDP, by bisection.
+
+    ``upper``: on the profile rounded up (:func:`gaussian_delta_up`), returning the end of the
+    bracket that satisfies it (an upper bound); otherwise on the profile rounded down by the
+    same relative margin, returning the other end (a lower bound). No cap on epsilon: the
+    bracket doubles up to the largest double.
+    """
+    def prof(e: float) -> float:
+        if upper:
+            return gaussian_delta_up(e, mu)
+        return gaussian_delta(e, mu) * (1.0 - DELTA_REL_MARGIN)
+
+    if prof(0.0) <= delta:
+        return 0.0
+    if delta == 0.0 or math.isinf(mu):
+        return math.inf  # a Gaussian profile is positive everywhere
+    hi = 1.0
+    while prof(hi) > delta:
+        hi *= 2.0
+        if hi > 1e300:
+            return math.inf if upper else hi / 2.0
+    lo = 0.0 if hi == 1.0 else hi / 2.0
+    for _ in range(2000):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if prof(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi if upper else lo
 
 
 # -------------------------------------------------------------------- discrete pairs

@@ -25,11 +25,10 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
 * Poisson-subsampled Gaussian (add/remove neighbours, rate q) at integer orders:
   ``1/(alpha-1) ln sum_{k=0}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k e^{(k^2-k)/(2 s^2)}``
   (Mironov, Talwar and Zhang 2019, Section 3.3, the binomial expansion), computed in log space.
-  At a fractional order alpha in (n, n+1), n >= 2, it interpolates ``g(alpha) = (alpha-1)
-  D_alpha`` linearly between n and n+1: g is the cumulant generating function of the privacy
-  loss, hence convex (van Erven and Harremoes 2014, Corollary 2), so the chord lies above it.
-  Below 2 it uses order 2: Renyi divergence is non-decreasing in its order (ibid., Theorem 3).
-  Both are valid upper bounds (the exact fractional-order series of MTZ is not used).
+  At fractional orders: the two series of MTZ Section 3.3 split at ``z0``, summed until a
+  certified bound on the rest is negligible, the bound and all rounding errors added (see
+  :func:`_sampled_gaussian_frac`); an upper bound that matches numerical integration of
+  ``E[(P/Q)^alpha]`` to about 1e-9 relative.
 * NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
 
 ``pmf_slack`` ``a`` of each event (see :mod:`dpkit.accounting.events`) is summed to ``A`` and
@@ -60,7 +59,7 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaln
+from scipy.special import gammaln, gammasgn, log_ndtr
 
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import (
@@ -95,11 +94,13 @@ __all__ = ["DEFAULT_ORDERS", "RdpAccountant", "dpsgd_rdp_epsilon", "event_rdp"]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Default grid: fine fractional orders near 1 (where small compositions are decided), every
-#: integer from 2 to 256, and a few large orders for very private totals.
+#: Default grid: fine fractional orders near 1 (where small compositions are decided), tenths
+#: up to 11 and quarters up to 20 (where DP-SGD runs are decided), every integer from 2 to 256,
+#: and a few large orders for very private totals.
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
     sorted(
         {1.0 + x / 20.0 for x in range(1, 20)}
+        | {round(2.0 + x / 10.0, 1) for x in range(1, 90) if x % 10}
         | {2.0 + x / 4.0 for x in range(1, 72) if x % 4}
         | {float(a) for a in range(2, 257)}
         | {320.0, 384.0, 512.0, 768.0, 1024.0}
@@ -129,7 +130,7 @@ def _lse_up(terms: FloatArray, magnitude: float) -> float:
 
 
 def _gaussian(s: float, orders: FloatArray) -> FloatArray:
-    out: FloatArray = orders / (2.0 * s * s)
+    out: FloatArray = orders * (0.5 / s / s)  # 1/(2 s^2) overflows to inf, never divides by 0
     return out * (1.0 + 4.0 * _ULP)
 
 
@@ -183,13 +184,98 @@ def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
     log_binom = gammaln(alpha + 1.0) - gammaln(k + 1.0) - gammaln(alpha - k + 1.0)
     log1mq = math.log1p(-q)
     logq = math.log(q)
-    terms = log_binom + (alpha - k) * log1mq + k * logq + (k * k - k) / (2.0 * s * s)
+    inv = 0.5 / s / s  # may be inf for tiny s: then the RDP is inf (no bound), never 0 * inf
+    with np.errstate(invalid="ignore", over="ignore"):
+        quad = np.where(k > 1.0, (k * k - k) * inv, 0.0)
+    terms = log_binom + (alpha - k) * log1mq + k * logq + quad
     magnitude = (
         math.lgamma(alpha + 1) * 3.0
         + alpha * (abs(log1mq) + abs(logq))
-        + alpha * alpha / (2.0 * s * s)
+        + alpha * alpha * inv
     )
     return max(_lse_up(terms, magnitude), 0.0) / (alpha - 1.0)
+
+
+_FRAC_MAX_TERMS = 1 << 21  # terms of the fractional-order series before the tail bound is used
+_FRAC_REL_TAIL = 1e-10  # stop extending the series once the tail bound is this small, relatively
+
+
+@functools.lru_cache(maxsize=8192)
+def _sampled_gaussian_frac(q: float, s: float, alpha: float) -> float:
+    """RDP of fractional order ``alpha > 1`` of the Poisson-sampled Gaussian, an upper bound.
+
+    Mironov, Talwar and Zhang 2019, Section 3.3: with ``z0 = s^2 ln(1/q - 1) + 1/2`` (where the
+    ratio ``q e^{(2z-1)/(2 s^2)} / (1 - q)`` crosses 1) the binomial series of
+    ``(1 - q + q e^{(2z-1)/(2s^2)})^alpha`` converges on each side of ``z0``, and
+    ``A_alpha = E[(P/Q)^alpha] = A1 + A2`` with (``b_i = C(alpha, i)``, of alternating sign for
+    ``i > alpha``)
+
+        A1 = sum_i b_i q^i (1-q)^(alpha-i) e^{(i^2-i)/(2s^2)} Phi((z0 - i)/s),
+        A2 = sum_i b_i q^(alpha-i) (1-q)^i e^{(j^2-j)/(2s^2)} Phi((j - z0)/s),  j = alpha - i,
+
+    and the RDP is ``ln(A_alpha) / (alpha - 1)``. Terms are computed in log space
+    (``log_ndtr``), the first ``N`` exactly and the rest bounded: with the Mills-ratio bound
+    ``Phi(-x) <= phi(x) / x`` (``x > 0``) every term with ``i >= N`` is at most
+    ``C |b_i| / (i + c)`` with ``C = (1-q)^alpha e^{-z0^2/(2s^2)} s / sqrt(2 pi)`` and
+    ``c = -z0`` (A1) or ``z0 - alpha`` (A2) (the powers of q cancel exactly), and
+    ``|b_i| <= |b_N| ((N+1)/(i+1))^(alpha+1)`` because ``|b_{i+1}/b_i| = (i - alpha)/(i + 1)``.
+    Summing, the tail is at most ``C |b_N| (F1 + F2) (1/(N+1) + 1/(alpha+1))`` with
+    ``F = max(1, (N+1)/(N+c))``; it is added, as are the rounding errors of every term
+    (``16 ulp`` times the magnitude of the pieces of its logarithm) and of the sums (correctly
+    rounded by ``math.fsum``), so the result is an upper bound. Its precision is limited by
+    ``A_alpha`` being near 1: the absolute error of ``ln A_alpha`` is about ``1e-14``, below
+    1e-6 relative once the RDP exceeds about 1e-8.
+    """
+    logq, log1mq = math.log(q), math.log1p(-q)
+    inv = 0.5 / s / s
+    z0 = s * s * (log1mq - logq) + 0.5
+    lg_a1 = float(gammaln(alpha + 1.0))
+    log_c = (alpha * log1mq - z0 * z0 * inv + math.log(s) - 0.5 * math.log(2.0 * math.pi))
+    n_terms = int(max(alpha, z0, alpha - z0, 0.0)) + 64
+    while True:
+        i = np.arange(n_terms, dtype=np.float64)
+        j = alpha - i
+        lg_i = gammaln(i + 1.0)
+        lg_j = gammaln(j + 1.0)
+        sign = gammasgn(j + 1.0)
+        logb = lg_a1 - lg_i - lg_j
+        with np.errstate(over="ignore", invalid="ignore"):
+            n1 = log_ndtr((z0 - i) / s)
+            n2 = log_ndtr((j - z0) / s)
+            quad1 = (i * i - i) * inv
+            quad2 = (j * j - j) * inv
+            t1 = logb + i * logq + j * log1mq + quad1 + n1
+            t2 = logb + j * logq + i * log1mq + quad2 + n2
+            base = abs(lg_a1) + np.abs(lg_i) + np.abs(lg_j)
+            mag1 = base + np.abs(i * logq) + np.abs(j * log1mq) + np.abs(quad1) + np.abs(n1)
+            mag2 = base + np.abs(j * logq) + np.abs(i * log1mq) + np.abs(quad2) + np.abs(n2)
+        terms = np.concatenate((t1, t2))
+        if not np.all(np.isfinite(terms[terms > -np.inf])) or np.any(np.isnan(terms)):
+            return math.inf
+        m = float(np.max(terms))
+        w = np.exp(terms - m) * np.concatenate((sign, sign))
+        mags = np.concatenate((mag1, mag2))
+        pos = math.fsum(w[w > 0].tolist())  # correctly rounded sums: one ulp each
+        neg = -math.fsum(w[w < 0].tolist())
+        err = math.fsum((np.abs(w) * (16.0 * _ULP * (mags + abs(m) + 4.0))).tolist())
+        err = err * (1.0 + 1e-6) + 2.0 * _ULP * (pos + neg)
+        # tail bound for i >= n_terms
+        big_n = float(n_terms)
+        log_bn = lg_a1 - float(gammaln(big_n + 1.0)) - float(gammaln(alpha - big_n + 1.0))
+        f1 = max(1.0, (big_n + 1.0) / (big_n - z0))
+        f2 = max(1.0, (big_n + 1.0) / (big_n + z0 - alpha))
+        tail = math.exp(min(log_c + log_bn - m, 700.0)) * (f1 + f2) * (
+            1.0 / (big_n + 1.0) + 1.0 / (alpha + 1.0)) * 1.01
+        total = pos - neg + err + tail  # A_alpha e^{-m}, rounded up
+        excess = abs(m + math.log(max(pos - neg, 1e-300)))  # ~ ln A_alpha
+        if tail <= _FRAC_REL_TAIL * max(excess, 1e-300) or n_terms >= _FRAC_MAX_TERMS:
+            break
+        n_terms *= 4
+    if not total > 0.0:
+        return math.inf  # pragma: no cover - A_alpha >= its first term > 0
+    log_a = m + math.log(total)
+    log_a += 4.0 * _ULP * (abs(m) + abs(math.log(total)) + 1.0)
+    return max(log_a, 0.0) / (alpha - 1.0) * (1.0 + 4.0 * _ULP)
 
 
 def _sampled_gaussian(q: float, s: float, orders: FloatArray) -> FloatArray:
@@ -200,16 +286,10 @@ def _sampled_gaussian(q: float, s: float, orders: FloatArray) -> FloatArray:
     out = np.empty_like(orders)
     for i, a in enumerate(orders):
         n = math.floor(a)
-        if a < 2.0:
-            out[i] = _sampled_gaussian_int(q, s, 2)  # D_alpha <= D_2 (monotone in the order)
-        elif a == n:
+        if a == n:
             out[i] = _sampled_gaussian_int(q, s, n)
         else:
-            # g(alpha) = (alpha - 1) D_alpha = ln E_Q[(P/Q)^alpha] is a cumulant generating
-            # function, hence convex: it lies below its chord between n and n + 1.
-            g_lo = (n - 1) * _sampled_gaussian_int(q, s, n)
-            g_hi = n * _sampled_gaussian_int(q, s, n + 1)
-            out[i] = ((n + 1 - a) * g_lo + (a - n) * g_hi) / (a - 1.0) * (1.0 + 4.0 * _ULP)
+            out[i] = _sampled_gaussian_frac(q, s, float(a))
     return np.minimum(out, _gaussian(s, orders))
 
 
@@ -288,8 +368,18 @@ def event_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
             return None
         if event.count == 0:
             return np.zeros_like(orders)
-        return r * event.count
+        return _times(r, event.count)
     return _leaf_rdp(event, orders)
+
+
+def _times(curve: FloatArray, count: int) -> FloatArray:
+    """``count * curve`` rounded up: the count rounded up to a double (``inf`` beyond the
+    double range, so 10**400 compositions give no finite bound rather than an error), the
+    product nudged up one ulp; zero entries stay zero."""
+    cnt = up(count)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out: FloatArray = np.where(curve > 0, np.nextafter(cnt * curve, np.inf), 0.0)
+    return out
 
 
 def _check_orders(orders: Sequence[float] | None) -> FloatArray:
@@ -310,8 +400,9 @@ class RdpAccountant(PrivacyAccountant):
     Parameters
     ----------
     orders:
-        Renyi orders (all > 1). Default :data:`DEFAULT_ORDERS`: 1.05 to 1.95 by 0.05, the
-        quarter-points up to 19.75, every integer 2..256, and 320, 384, 512, 768, 1024.
+        Renyi orders (all > 1). Default :data:`DEFAULT_ORDERS`: 1.05 to 1.95 by 0.05, tenths
+        up to 10.9, the quarter-points up to 19.75, every integer 2..256, and 320, 384, 512,
+        768, 1024.
     combine_bounds:
         ``True`` (default): answer the best of several valid bounds (the conversion at every
         order, the total-variation bound, the pure-DP sum). ``False``: use only the RDP-to-DP
@@ -365,7 +456,7 @@ class RdpAccountant(PrivacyAccountant):
             return False
         if apply and count > 0:
             if np.any(curve > 0):
-                self._rdp = self._rdp + count * curve
+                self._rdp = self._rdp + _times(curve, count)
             pure = pure_epsilon_of(event)
             if pure is None or isinstance(pure, float) or isinstance(self._pure, float):
                 self._pure = math.inf

@@ -59,11 +59,13 @@ def _timed(fn: Callable[[], float]) -> tuple[float, float]:
 
 
 def steps_from_epochs(epochs: float, sampling_rate: float) -> int:
-    """``ceil(epochs / q)``: an epoch is ``1/q`` steps in expectation; rounding up never
-    under-counts the steps (a relative 1e-9 is forgiven so that 2.0000000001 stays 2)."""
-    e = check_positive("epochs", epochs)
-    q = check_probability(sampling_rate, name="sampling_rate", open_low=True)
-    return max(1, math.ceil(e / q * (1.0 - 1e-9)))
+    """``ceil(epochs / q)`` (:func:`dpkit.accounting.dpsgd.dpsgd_schedule`): an epoch is
+    ``1/q`` steps in expectation; rounding up never under-counts the steps (a relative 1e-9 is
+    forgiven so that the representation error of ``q`` does not add a step)."""
+    from dpkit.accounting.dpsgd import dpsgd_schedule
+
+    check_probability(sampling_rate, name="sampling_rate", open_low=True)
+    return dpsgd_schedule(sampling_rate=sampling_rate, epochs=epochs)[1]
 
 
 def dpsgd_rows(*, sampling_rate: float, noise_multiplier: float, steps: int,
@@ -197,27 +199,46 @@ def _fail(exc: DPKitError) -> None:
 
 @app.command("dpsgd")
 def dpsgd(
-    sampling_rate: float = typer.Option(..., "--sampling-rate", help="Poisson sampling rate q"),
-    noise_multiplier: float = typer.Option(..., "--noise-multiplier", help="sigma / clip norm"),
     delta: float = typer.Option(..., "--delta", help="target delta"),
+    sampling_rate: float | None = typer.Option(
+        None, "--sampling-rate", help="Poisson sampling rate q (or --batch-size/--dataset-size)"),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help="expected batch size (q = batch size / dataset size)"),
+    dataset_size: int | None = typer.Option(None, "--dataset-size", help="number of records"),
+    noise_multiplier: float | None = typer.Option(
+        None, "--noise-multiplier", help="sigma / clip norm (or --target-epsilon)"),
+    target_epsilon: float | None = typer.Option(
+        None, "--target-epsilon",
+        help="find the smallest noise multiplier whose PLD epsilon is at most this"),
     epochs: float | None = typer.Option(None, "--epochs", help="epochs (steps = ceil(E / q))"),
     steps: int | None = typer.Option(None, "--steps", help="number of steps"),
     plot: Annotated[
         Path | None, typer.Option("--plot", help="save the privacy profiles here")
     ] = None,
 ) -> None:
-    """Epsilon of DP-SGD (Poisson-subsampled Gaussian, add/remove neighbours)."""
+    """Epsilon of DP-SGD (Poisson-subsampled Gaussian, add/remove neighbours), or with
+    --target-epsilon the noise multiplier that reaches it."""
+    from dpkit.accounting.dpsgd import dpsgd_noise_multiplier, dpsgd_schedule
+
     try:
-        if (epochs is None) == (steps is None):
-            raise typer.BadParameter("give exactly one of --epochs and --steps")
-        n = steps_from_epochs(epochs, sampling_rate) if epochs is not None else check_integer(
-            steps, name="steps", minimum=0)
-        rows = dpsgd_rows(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier,
+        if (noise_multiplier is None) == (target_epsilon is None):
+            raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
+        q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
+                              dataset_size=dataset_size, steps=steps, epochs=epochs)
+        if target_epsilon is not None:
+            noise_multiplier = dpsgd_noise_multiplier(
+                sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta)
+            Console().print(
+                f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
+                f"at delta={delta:g}, q={q:g}, steps={n})"
+            )
+        assert noise_multiplier is not None
+        rows = dpsgd_rows(sampling_rate=q, noise_multiplier=noise_multiplier,
                           steps=n, delta=delta)
     except DPKitError as exc:
         _fail(exc)
         return
-    title = f"DP-SGD: q={sampling_rate:g}, sigma={noise_multiplier:g}, steps={n}"
+    title = f"DP-SGD: q={q:g}, sigma={noise_multiplier:g}, steps={n}"
     _print(title, rows, delta)
     if plot is not None:
         _plot(rows, plot, title)

@@ -435,9 +435,16 @@ class OLH(_Categorical):
         self._keep = floor_scaled(e / (e + g - 1))
 
     def _best_g(self) -> int:
-        """The prime g near ``e^eps + 1`` with the smallest variance ``q(1-q)/(p-q)^2``."""
-        e = math.exp(self._epsilon)
-        target = min(e + 1.0, float(1 << 20))
+        """The prime g near ``e^eps + 1`` with the smallest variance ``q(1-q)/(p-q)^2``.
+
+        With ``p = e^eps / (e^eps + g - 1)`` and ``q = 1/g`` the variance is
+        ``(e^eps + g - 1)^2 / ((e^eps - 1)^2 (g - 1))``; the factor ``(e^eps - 1)^-2`` is common
+        to every g, so the candidates are compared by the logarithm of the rest,
+        ``2 (eps + log1p((g - 1) e^-eps)) - log(g - 1)``, which neither overflows for large
+        epsilons nor divides by ``p - q = 0`` when ``e^eps`` rounds to 1 (tiny epsilons).
+        """
+        eps = self._epsilon
+        target = float(1 << 20) if eps > 14.6 else min(math.exp(eps) + 1.0, float(1 << 20))
         cands = {2, 3}
         for t in (math.floor(target), math.ceil(target)):
             cands.add(next_prime(t))
@@ -447,8 +454,7 @@ class OLH(_Categorical):
             cands.add(max(low, 2))
         best, best_var = 2, math.inf
         for g in sorted(c for c in cands if c <= 1 << 20):
-            p, q = e / (e + g - 1), 1.0 / g
-            var = q * (1 - q) / (p - q) ** 2
+            var = 2.0 * (eps + math.log1p((g - 1) * math.exp(-eps))) - math.log(g - 1)
             if var < best_var:
                 best, best_var = g, var
         return best
