@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import Budget
+from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.composition import parallel_composition
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -371,6 +372,7 @@ def test_the_invariant_check_catches_a_budget_that_mixes_relations(
 
     # the budget as it was before relations were enforced: events read as given
     monkeypatch.setattr(budget_module, "restate", lambda ev, relation: ev)
+    monkeypatch.setattr(PrivacyAccountant, "_relation_clash", lambda self, ev: None)
     broken = Budget(epsilon=1.001, neighbouring="replace")
     lap, rr = LaplaceEvent(noise_multiplier=2.0), RandomizedResponseEvent(p_truth=0.6)
     broken.charge(lap)
@@ -378,3 +380,24 @@ def test_the_invariant_check_catches_a_budget_that_mixes_relations(
     mpmath.mp.dps = 60
     spent = 2 * _reference(lap)[0] + _reference(rr)[0]  # what it costs under replace-one
     assert spent > mpmath.mpf(1.001)
+
+
+# ---------------------------------------------------------------- interpreters on their own
+def test_an_accountant_refuses_to_compose_different_relations() -> None:
+    from dpkit.accounting.pure import PureDpAccountant
+    from dpkit.accounting.rdp import RdpAccountant
+
+    lap, rr = LaplaceEvent(noise_multiplier=2.0), RandomizedResponseEvent(p_truth=0.6)
+    for acct in (PureDpAccountant(), RdpAccountant()):
+        acct.compose(lap)
+        assert not acct.supports(rr)
+        with pytest.raises(UnsupportedEventError, match="do not add up"):
+            acct.compose(rr)
+        assert acct.ledger == ((lap, 1),)
+        acct.compose(PureDpEvent(epsilon=0.1))  # black-box: composed as given
+    mixed = ComposedEvent(events=(lap, rr))
+    with pytest.raises(UnsupportedEventError, match="different neighbouring relations"):
+        PureDpAccountant().compose(mixed)
+    only_rr = PureDpAccountant()
+    only_rr.compose(rr, count=2)  # one relation throughout: fine
+    assert only_rr.get_epsilon(0.0) > 0.0
