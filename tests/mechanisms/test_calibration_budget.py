@@ -32,11 +32,16 @@ BUILDERS: list[tuple[str, Callable[[float], Any]]] = [
 IDS = [b[0] for b in BUILDERS]
 
 
+def _relation(build: Callable[[float], Any]) -> Any:
+    """The relation the mechanism states (a budget charges it only under that relation)."""
+    return build(1.0).event.neighbouring
+
+
 @pytest.mark.parametrize(("name", "build"), BUILDERS, ids=IDS)
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 10])
 def test_k_mechanisms_at_one_kth_fit_a_budget_of_one(name: str, build: Callable[[float], Any],
                                                      k: int) -> None:
-    acct = Accountant(epsilon=1.0)
+    acct = Accountant(epsilon=1.0, neighbouring=_relation(build))
     for _ in range(k):
         acct.charge(build(1.0 / k).event)  # raises BudgetExceededError if it does not fit
     assert acct.spent[0] <= 1.0
@@ -51,7 +56,7 @@ def test_the_reported_epsilon_is_what_the_budget_charges(name: str,
         assert isinstance(charged, Fraction)
         assert mech.epsilon >= charged  # rounded up from the same number ...
         assert mech.epsilon <= eps  # ... and within the target
-        acct = Accountant(epsilon=eps)
+        acct = Accountant(epsilon=eps, neighbouring=mech.event.neighbouring)
         acct.charge(mech.event)
         assert acct.spent[0] == mech.epsilon
 
@@ -67,7 +72,7 @@ def test_the_issue_repros() -> None:
 def test_any_split_of_any_budget_fits(e: float, k: int, which: int) -> None:
     build = BUILDERS[which][1]
     mech = build(e / k)
-    acct = Accountant(epsilon=e)
+    acct = Accountant(epsilon=e, neighbouring=mech.event.neighbouring)
     acct.charge(mech.event, count=k)  # k identical mechanisms, exact sum of k costs
 
 

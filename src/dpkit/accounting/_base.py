@@ -4,6 +4,12 @@ Events are data and accountants interpret them: ``compose`` walks the event once
 (nothing changes, unsupported parts raise) and then again for real, through the *same* method
 ``_walk(event, count, apply)``, so checking can never drift from applying. An unsupported event
 raises :class:`~dpkit.errors.UnsupportedEventError` and leaves the accountant untouched.
+
+Every accountant composes guarantees under one neighbouring relation: an event whose leaves
+state different relations, or a relation other than the one of the events already composed, is
+refused (guarantees under add/remove and under replace-one do not add up). Black-box events
+(``PureDpEvent``, ``ApproxDpEvent``, zCDP events) state no relation and are composed as given;
+:class:`~dpkit.accounting.budget.Budget` restates every event under its own relation first.
 """
 
 from __future__ import annotations
@@ -14,10 +20,26 @@ import threading
 from typing import TypeVar
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
-from dpkit.accounting.events import DpEvent
+from dpkit.accounting.events import (
+    ComposedEvent,
+    DpEvent,
+    Neighbouring,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
 from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
-__all__ = ["PrivacyAccountant"]
+__all__ = ["PrivacyAccountant", "stated_relations"]
+
+
+def stated_relations(event: DpEvent) -> frozenset[Neighbouring]:
+    """The neighbouring relations stated by the leaves of ``event`` (composites walked)."""
+    if isinstance(event, ComposedEvent):
+        return frozenset().union(*(stated_relations(e) for e in event.events))
+    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent)):
+        return stated_relations(event.event)
+    relation = getattr(event, "neighbouring", None)
+    return frozenset((relation,)) if isinstance(relation, Neighbouring) else frozenset()
 
 _A = TypeVar("_A", bound="PrivacyAccountant")
 
@@ -40,12 +62,30 @@ class PrivacyAccountant(abc.ABC):
     def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
         """Interpret ``event`` composed ``count`` times; change state only when ``apply``."""
 
+    def _relation_clash(self, event: DpEvent) -> str | None:
+        """Why ``event`` cannot join the events composed so far (``None``: it can)."""
+        relations = stated_relations(event)
+        if len(relations) > 1:
+            return "its parts state different neighbouring relations"
+        if not relations:
+            return None
+        for old, _ in self._events:
+            known = stated_relations(old)
+            if known:
+                if known != relations:
+                    (rel,) = relations
+                    (was,) = known
+                    return (f"it states {rel.value!r} neighbours and the events composed so far "
+                            f"state {was.value!r}")
+                return None
+        return None
+
     def supports(self, event: DpEvent) -> bool:
         """Whether :meth:`compose` would accept ``event`` (a dry run; changes nothing)."""
         if not isinstance(event, DpEvent):
             return False
         with self._lock:
-            return self._walk(event, 1, apply=False)
+            return self._relation_clash(event) is None and self._walk(event, 1, apply=False)
 
     def compose(self, event: DpEvent, count: int = 1) -> PrivacyAccountant:
         """Add ``event`` repeated ``count`` times; refuse (unchanged) if not exactly supported."""
@@ -53,6 +93,13 @@ class PrivacyAccountant(abc.ABC):
         if not isinstance(event, DpEvent):
             raise UnsupportedEventError(f"not a DpEvent: {event!r}")
         with self._lock:
+            clash = self._relation_clash(event)
+            if clash is not None:
+                raise UnsupportedEventError(
+                    f"{type(self).__name__} cannot compose {event!r}: {clash}; guarantees under "
+                    "add/remove and replace-one neighbours do not add up (a Budget with "
+                    "neighbouring='add_remove' or 'replace' restates what can be restated)"
+                )
             if not self._walk(event, count, apply=False):
                 raise UnsupportedEventError(
                     f"{type(self).__name__} cannot interpret {event!r} exactly"

@@ -69,6 +69,18 @@ after seeing earlier results):
   ``eps(rho, delta - sum delta_i)`` reaches epsilon) would have no such fixed split, which is
   why the split is fixed at construction.
 
+Neighbouring relation. A budget counts privacy under one relation, ``neighbouring=
+"add_remove"`` (the default: one record added or removed) or ``"replace"`` (one record replaced
+by another), and restates every event under it before charging
+(:mod:`dpkit.accounting._relations`): under an add/remove budget an event stated under
+replace-one (randomized response, by default) is refused, since a replace-one guarantee says
+nothing about adding a record; under a replace-one budget an add/remove event is charged by
+group privacy for two steps (a replacement is a removal plus an addition): ``epsilon -> 2
+epsilon``, ``delta -> (1 + e^epsilon) delta``, ``rho -> 4 rho``, ``mu -> 2 mu`` (noise events
+exactly, with the noise multiplier halved or the sensitivity doubled). Black-box charges
+(``charge(epsilon=...)``, ``PureDpEvent``, ``ApproxDpEvent``, ``ZCdpEvent``) are add/remove
+statements. Guarantees under different relations are never added up.
+
 In every filter the thresholds (epsilon, delta, rho_max, mu_max, A_max, delta_max) are fixed
 when the budget is built; they never depend on what was charged.
 
@@ -108,13 +120,16 @@ from dpkit._numeric.validation import (
     check_positive,
 )
 from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting._relations import restate
 from dpkit.accounting.approx import ApproxDpAccountant, gaussian_pair
 from dpkit.accounting.events import (
     ApproxDpEvent,
     DpEvent,
     GaussianEvent,
+    Neighbouring,
     NonPrivateEvent,
     PureDpEvent,
+    as_neighbouring,
     event_from_dict,
     event_to_dict,
 )
@@ -151,7 +166,7 @@ def _disable_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
     os.register_at_fork(after_in_child=_disable_in_child)
-_VERSION = 3
+_VERSION = 4
 _MODES = ("filter", "odometer")
 _METHODS = ("basic", "rdp", "zcdp", "gdp")
 #: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
@@ -281,6 +296,11 @@ class Budget:
         ``delta / 2`` (rounded down) for an ``(epsilon, delta)`` budget, and 0 for a ``rho``
         budget. Must be below delta for an ``(epsilon, delta)`` budget; ``0`` gives the whole
         delta to the conversion of rho (largest ``rho_max``) and refuses approximate charges.
+    neighbouring:
+        The neighbouring relation the budget holds under: ``"add_remove"`` (default) or
+        ``"replace"``. Events stated under the other relation are converted by group privacy
+        (add/remove events on a replace budget) or refused (replace-one events on an
+        add/remove budget); see the module docstring.
 
     Examples
     --------
@@ -302,7 +322,9 @@ class Budget:
         mu: float | None = None,
         pmf_slack_allowance: float | None = None,
         approx_delta_allowance: float | None = None,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
     ) -> None:
+        self._neighbouring = as_neighbouring(neighbouring)
         if mode not in _MODES:
             raise PrivacyParameterError(f"mode must be 'filter' or 'odometer', got {mode!r}")
         if method not in _METHODS:
@@ -429,6 +451,12 @@ class Budget:
     def mode(self) -> str:
         """``"filter"`` or ``"odometer"``."""
         return self._mode
+
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """The neighbouring relation the budget holds under (``Neighbouring.ADD_REMOVE`` or
+        ``Neighbouring.REPLACE``)."""
+        return self._neighbouring
 
     @property
     def kind(self) -> str:
@@ -692,7 +720,9 @@ class Budget:
         """The state after charging ``ev`` x ``n`` and the event the interpreter read (call
         with the lock held; nothing changes)."""
         old = self._state
-        used = self._interpretable(ev, n, old)
+        # restated under the budget's relation (may raise UnsupportedEventError); the ledger
+        # keeps the event as given, so a replay restates it again
+        used = self._interpretable(restate(ev, self._neighbouring), n, old)
         trial = old.interpreter.clone()
         trial.compose(used, n)  # may raise UnsupportedEventError; only the copy is touched
         spent_e, spent_d = self._spent_of(trial, nonempty=True)
@@ -800,6 +830,8 @@ class Budget:
                      f"pmf slack allowance={self._slack_allowance!r}")
             if self._kind == "zcdp":
                 text += f", approximate delta allowance={self._approx_allowance!r}"
+        if self._neighbouring is Neighbouring.REPLACE:
+            text += " under replace-one neighbours"
         return text
 
     def can_charge(
@@ -911,6 +943,7 @@ class Budget:
             "pmf_slack_allowance": self._slack_allowance,
             "approx_delta_allowance": self._approx_allowance,
             "ledger": [{"event": event_to_dict(e), "count": n} for e, n in state.ledger],
+            "neighbouring": self._neighbouring.value,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -920,9 +953,10 @@ class Budget:
 
         Raises :class:`~dpkit.errors.SerializationError` for malformed data, unknown event types
         (only the allow-list is consulted), or a ledger that a filter would not have accepted.
-        Version-1 data (saved before zcdp/gdp budgets existed) and version-2 data (before
+        Version-1 data (saved before zcdp/gdp budgets existed), version-2 data (before
         approximate zCDP: its zcdp budgets had no approximate-delta allowance, and keep none)
-        are read too.
+        and version-3 data (before the neighbouring relation was recorded: add/remove, the only
+        relation budgets had) are read too.
         """
         try:
             data = json.loads(text)
@@ -936,8 +970,11 @@ class Budget:
             expected = base
         elif version == 2:
             expected = base | {"rho", "mu", "pmf_slack_allowance"}
-        elif version == _VERSION:
+        elif version == 3:
             expected = base | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance"}
+        elif version == _VERSION:
+            expected = base | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance",
+                               "neighbouring"}
         else:
             raise SerializationError(f"unsupported budget version {version!r}")
         if set(data) != expected:
@@ -952,12 +989,20 @@ class Budget:
             "method": data["method"],
             "rdp_order": data["rdp_order"],
         }
-        if version in (2, _VERSION):
+        if version in (2, 3, _VERSION):
             kwargs["rho"] = data["rho"]
             kwargs["mu"] = data["mu"]
             kwargs["pmf_slack_allowance"] = data["pmf_slack_allowance"]
-        if version == _VERSION:
+        if version in (3, _VERSION):
             kwargs["approx_delta_allowance"] = data["approx_delta_allowance"]
+        if version == _VERSION:
+            relation = data["neighbouring"]
+            if relation not in ("add_remove", "replace"):
+                raise SerializationError(
+                    f"'neighbouring' must be 'add_remove' or 'replace', got {relation!r}"
+                )
+            if relation == "replace":  # add_remove is the default (and the only relation of
+                kwargs["neighbouring"] = relation  # subclasses such as the zCDP/GDP filters)
         elif version == 2 and data["method"] == "zcdp" and (
             data["rho"] is not None or data["delta"] not in (0, 0.0)
         ):
@@ -992,7 +1037,7 @@ class Budget:
         return (
             f"{type(self).__name__}(epsilon={self._budget_epsilon!r}, "
             f"delta={self._budget_delta!r}, mode={self._mode!r}, kind={self._kind!r}, "
-            f"spent=({e!r}, {d!r}))"
+            f"neighbouring={self._neighbouring.value!r}, spent=({e!r}, {d!r}))"
         )
 
 

@@ -25,6 +25,7 @@ from fractions import Fraction
 
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
+from dpkit.accounting._relations import group_of_two_approx
 from dpkit.accounting.events import Neighbouring
 from dpkit.accounting.pure import float_up
 from dpkit.errors import PrivacyParameterError
@@ -106,11 +107,7 @@ def parallel_composition(
         return 0.0, 0.0
     if relation is Neighbouring.ADD_REMOVE:
         return max(eps), max(dels)
-    e_max, d_max = max(eps), max(dels)
-    two_e = up(2 * Fraction(e_max))
-    grown = math.inf if e_max > 700 else math.nextafter((1.0 + math.exp(e_max)) * d_max
-                                                          * (1 + 2.0**-50), math.inf)
-    return two_e, min(grown, 1.0)
+    return group_of_two_approx(max(eps), max(dels))
 
 
 def advanced_composition(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkit._numeric.validation import check_probability
+from dpkit.accounting.events import Neighbouring
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics._pricing import Mode
 from dpkit.analytics.builder import Query
@@ -62,11 +63,22 @@ def _budget_mode(budget: Any) -> Mode:
 
     ``pure`` (delta = 0): discrete Laplace; ``zcdp`` (a budget kept in rho): discrete Gaussian
     charged in rho; ``approx`` (a basic ``(epsilon, delta)`` budget): discrete Gaussian charged as
-    the ``(epsilon, delta)`` pair its rho certifies. Other budget kinds are refused.
+    the ``(epsilon, delta)`` pair its rho certifies. Other budget kinds are refused, and so are
+    budgets under the replace-one relation (queries are calibrated for add/remove).
     """
     if not callable(getattr(budget, "charge", None)):
         raise PrivacyParameterError(
             f"budget must be a dpkit budget (e.g. dpkit.accounting.Budget), got {budget!r}"
+        )
+    relation = getattr(budget, "neighbouring", Neighbouring.ADD_REMOVE)
+    if relation is not Neighbouring.ADD_REMOVE:
+        # Sensitivities, noise and partition selection are calibrated for add/remove (one
+        # person's rows added or removed), and a replace-one budget would charge the
+        # approximate-zCDP partition selection at no sound price: refused, not converted.
+        raise PrivacyParameterError(
+            "a session needs an add/remove budget (Budget(..., neighbouring='add_remove'), the "
+            f"default): its queries are calibrated for adding or removing a person; got a budget "
+            f"with neighbouring={getattr(relation, 'value', relation)!r}"
         )
     kind = getattr(budget, "kind", None)
     if kind == "pure":
@@ -93,7 +105,8 @@ class Session:
         The column identifying a person (every row of a person is bounded together);
         ``None``: each row is a different person.
     budget:
-        The session's privacy budget (charged before every release).
+        The session's privacy budget (charged before every release), under the add/remove
+        relation (a ``neighbouring="replace"`` budget is refused).
     table:
         With a DuckDB connection: the table or view to query.
     engine:
