@@ -16,6 +16,7 @@ from dpkit.analytics._plan import Filter, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _engine_reference import MEASURES as MEASURES_ALL
 from _engine_reference import as_dict, people, plan_for, reference
 
 # ------------------------------------------------------------------ tests
@@ -74,3 +75,38 @@ def test_md5_profile_is_a_salted_choice() -> None:
     a = as_dict(engine.execute(plan_for(src, max_partitions=1, max_rows=1, salt=1)))
     b = as_dict(engine.execute(plan_for(src, max_partitions=1, max_rows=1, salt=2)))
     assert a != b
+
+
+@pytest.mark.parametrize("unit", ["uid", None])
+@pytest.mark.parametrize("group_by", [("region",), ()])
+@pytest.mark.parametrize("kind", ["rows", "units", "values", "sum", "sum_sq", "bin_counts",
+                                  "category_counts"])
+def test_every_measure_alone_with_and_without_unit_and_keys(
+        unit: str | None, group_by: tuple[str, ...], kind: str) -> None:
+    """Each measure kind alone compiles and runs for (unit / none) x (group_by / none).
+
+    The case without unit, keys or value columns reads no column at all (it used to compile
+    to a SELECT without a selection list).
+    """
+    df = people(60, seed=17)
+    engine = DuckDBEngine(hash="md5", threads=1)
+    engine.register("people", df)
+    measure = next(m for m in MEASURES_ALL if m.kind == kind)
+    plan = plan_for(Source(kind="table", location="people"), unit=unit, group_by=group_by,
+                    max_partitions=1, max_rows=2, measures=(measure,))
+    got = as_dict(engine.execute(plan))
+    assert got == reference(df, plan)
+    if unit is None and kind == "rows":
+        assert sum(v[measure.name] for v in got.values()) == len(df)
+
+
+def test_count_alone_with_a_predicate_and_no_unit_or_keys() -> None:
+    df = people(80, seed=19)
+    engine = DuckDBEngine(hash="md5", threads=1)
+    engine.register("people", df)
+    plan = plan_for(Source(kind="table", location="people"), unit=None, group_by=(),
+                    filters=(Filter(predicate="age >= 18"),),
+                    measures=(next(m for m in MEASURES_ALL if m.kind == "rows"),))
+    got = as_dict(engine.execute(plan))
+    assert got == reference(df, plan, keep=lambda r: r["age"] >= 18)
+    assert got[()]["n"] == int((df["age"] >= 18).sum())

@@ -514,6 +514,8 @@ def compile_plan(
                                     _ident(_P + "hr")))
     # value columns are needed for the measures; readable under their own names
     row_items += [_col(c) for c in value_cols]
+    if not row_items:  # no unit, no keys, no value column: only counts of rows
+        row_items.append(_alias(exp.Literal.number(1), _ident(_P + "one")))
     rows_q = exp.select(*row_items).from_(_P + "src")
     if predicates:
         rows_q = rows_q.where(exp.and_(*predicates))
