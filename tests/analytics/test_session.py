@@ -159,3 +159,29 @@ def test_engine_failures_are_caught_before_charging(files: dict[str, Path]) -> N
     with pytest.raises(DPKitError):
         q.run(epsilon=0.5)
     assert budget.spent == (0.0, 0.0)
+
+
+def test_run_compiles_the_plan_once(files: dict[str, Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` checks the statement (EXPLAIN) and then executes that same compiled statement."""
+    from dpkit.analytics.engines import _compiler
+    from dpkit.analytics.engines import duckdb as engine_mod
+
+    calls: list[int] = []
+    real = _compiler.compile_plan
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(engine_mod, "compile_plan", counting)
+    s = dpa.Session(str(files["parquet"]), privacy_unit="uid", budget=Budget(epsilon=2.0))
+    q = (s.query().group_by("region", keys=["a", "b"])
+         .bound(max_partitions=1, max_rows_per_partition=2)
+         .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 10))))
+    out = q.run(epsilon=1.0)
+    assert len(out) == 2
+    assert len(calls) == 1
+    # a second run of the same query compiles its own (fresh-salt) plan once more
+    q.run(epsilon=1.0)
+    assert len(calls) == 2
