@@ -36,8 +36,11 @@ Bun and Steinke 2016, Lemma 2.3).
 
 Accounting. ``pure`` sessions charge each measure's discrete Laplace event; ``zcdp`` sessions
 (a budget kept in rho) charge each measure's rho; ``approx`` sessions (a basic ``(epsilon,
-delta)`` budget) calibrate the Gaussian noise in rho the same way but charge the statistics as
-the one ``(epsilon, delta)`` pair that rho certifies (basic composition across queries).
+delta)`` budget) choose per statistic the noise with the smaller variance at its share (see
+:func:`_laplace_stats`): discrete Laplace statistics are priced and charged as in pure
+sessions; the Gaussian ones pool their ``(epsilon, delta)`` shares, calibrate in the rho that
+certifies the pool, and are charged as that one pair (basic composition across queries). If no
+statistic is Gaussian, partition selection gets all of ``delta``.
 
 Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
@@ -409,6 +412,44 @@ def rho_for(epsilon: float, delta: float) -> float:
     return out
 
 
+def _laplace_stats(stats: dict[str, Statistic], eps: float, delta: float, total_w: Fraction,
+                   p: int) -> set[str]:
+    """Approx sessions: the statistics noised with discrete Laplace rather than Gaussian noise.
+
+    A statistic with share ``(e, d)`` of ``(eps, delta)`` (by weight) and ``m`` integer
+    measures gives each ``(e/m, d/m)``. Every measure here has ``L1 = P D`` and ``L2 = sqrt(P)
+    D`` for its per-group bound ``D``, so at equal cost the variances are, to leading order,
+    ``2 (L1 / e_m)^2 = 2 P^2 D^2 / e_m^2`` (discrete Laplace at ``(e_m, 0)``) and ``L2^2 /
+    (2 rho) = P D^2 / (2 rho)`` (discrete Gaussian at ``rho = rho_for(e_m, d_m)``, Bun and
+    Steinke 2016, Prop. 1.3 or its exact inverse). Laplace is chosen iff ``4 P rho <= e_m^2``
+    (for ``P = 1`` and ``delta`` near ``1e-6`` it always is: ``rho ~ e^2 / (4 ln(1/d))``).
+    Quantiles: the exponential mechanisms' total epsilon is ``e`` when pure and ``sqrt(2 K P
+    rho)`` when accounted in zCDP (``K`` levels), so pure iff ``2 K P rho <= e^2``.
+    ``bounds="auto"`` statistics stay Gaussian. The choice depends on public parameters only;
+    the Gaussian statistics then pool their shares into one rho (at least as good as the
+    standalone comparison), so neither choice is worse than assumed.
+    """
+    out: set[str] = set()
+    for name, s in stats.items():
+        if s.auto:
+            continue
+        e = Fraction(eps) * Fraction(s.weight) / total_w
+        d = Fraction(delta) * Fraction(s.weight) / total_w
+        if s.kind == "quantile":
+            need = 2 * len(s.quantiles) * p
+            m = 1
+        else:
+            m = {"mean": 2, "variance": 3, "std": 3}.get(s.kind, 1)
+            need = 4 * p
+        e_m, d_m = float(e / m), float(d / m)
+        if not (e_m > 0.0 and d_m > 0.0):
+            out.add(name)
+            continue
+        if need * rho_for(e_m, d_m) <= e_m * e_m:
+            out.add(name)
+    return out
+
+
 def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
           max_partitions: int, max_rows_per_partition: int, select_partitions: bool,
           selection_weight: float = 1.0) -> Pricing:
@@ -441,13 +482,22 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     total_w = Fraction(0)
     for s in stats.values():
         total_w += Fraction(s.weight)
+    w_all = total_w + (Fraction(selection_weight) if select_partitions else 0)
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
     selection: Any = None
+    laplace: set[str] = set()
+    if mode == "approx":
+        # Provisional split (selection half of delta) used only to choose each statistic's
+        # noise, a function of public parameters.
+        eps0 = down(Fraction(eps) * total_w / w_all)
+        dl0 = down(Fraction(dl) / 2) if select_partitions else dl
+        laplace = _laplace_stats(stats, eps0, dl0, total_w, p)
     if select_partitions:
-        w_all = total_w + Fraction(selection_weight)
         sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
-        sel_delta = down(Fraction(dl) / 2)
+        # Without any Gaussian statistic, the statistics spend no delta: selection takes it all.
+        gaussian = mode == "approx" and len(laplace) < len(stats)
+        sel_delta = down(Fraction(dl) / 2) if gaussian else dl
         selection = _selection(sel_eps, sel_delta, p)
         events.append(selection.event)
         rest_eps = down(Fraction(eps) - Fraction(sel_eps))
@@ -455,15 +505,33 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     else:
         rest_eps, rest_delta = eps, dl
     rho = 0.0
+    gauss_w = total_w
+    if mode == "approx":
+        gauss_w = Fraction(0)
+        for n, s in stats.items():
+            if n not in laplace:
+                gauss_w += Fraction(s.weight)
+        # The Gaussian statistics pool their (epsilon, delta) shares into one rho.
+        g_eps = down(Fraction(rest_eps) * gauss_w / total_w)
+        g_delta = down(Fraction(rest_delta) * gauss_w / total_w) if gauss_w else 0.0
+        rho = rho_for(g_eps, g_delta) if gauss_w else 0.0
     if mode == "pure":
         total = rest_eps
-    else:
+    elif mode == "zcdp":
         rho = rho_for(rest_eps, rest_delta)
+        total = rho
+    else:
         total = rho
     priced = []
     autos = []
     for name, s in stats.items():
-        share = down(Fraction(total) * Fraction(s.weight) / total_w)
+        if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
+            share = down(Fraction(rest_eps) * Fraction(s.weight) / total_w)
+            sp = _price_stat(name, s, "pure", share, p, r)
+            priced.append(sp)
+            events.extend(sp.events)
+            continue
+        share = down(Fraction(total) * Fraction(s.weight) / gauss_w)
         if s.auto:
             ab = _price_auto(name, s, mode, share, r)
             autos.append(ab)
@@ -474,10 +542,10 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
-    if mode == "approx":
-        # A basic (epsilon, delta) budget: the statistics' Gaussian part is certified
-        # (rest_eps, rest_delta)-DP by its total rho, and charged as that pair.
-        events.append(ApproxDpEvent(epsilon=rest_eps, delta=rest_delta))
+    if mode == "approx" and gauss_w:
+        # A basic (epsilon, delta) budget: the Gaussian statistics are certified
+        # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
+        events.append(ApproxDpEvent(epsilon=g_eps, delta=g_delta))
     return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
                    max_rows_per_partition=r, stats=tuple(priced), selection=selection,
                    selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,
