@@ -215,3 +215,81 @@ def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
     for _ in range(200):
         out = assemble(pr, res, group_by=("k",), public_keys=None, alpha=0.05, source=src)
         assert len(out) == 0
+
+
+def _shared_query(eps: float) -> tuple[object, EngineResult, float]:
+    stats = {"n": dpa.count(), "s": dpa.sum("x", bounds=(0.0, 100.0)),
+             "m": dpa.mean("x", bounds=(0.0, 100.0))}
+    pr = price(stats, mode="pure", epsilon=eps, delta=0.0, max_partitions=1,
+               max_rows_per_partition=1, select_partitions=False)
+    vals = [3.0, 70.0, 99.5, 12.25] * 25
+    res: dict[str, tuple[object, ...]] = {}
+    for m in pr.measures:
+        if m.kind in ("rows", "values"):
+            res[m.name] = (len(vals),)
+        else:
+            res[m.name] = (sum(math.floor(x * 2**m.frac_bits) for x in vals),)
+    return pr, EngineResult(keys=((),), values=res), math.fsum(vals)
+
+
+def test_sum_shares_the_means_count_and_centred_sum() -> None:
+    pr, res, true_sum = _shared_query(3.0)
+    s_price = next(sp for sp in pr.stats if sp.name == "s")  # type: ignore[attr-defined]
+    assert s_price.shared_with == "m" and s_price.events == ()
+    names = [m.name for m in pr.measures]  # type: ignore[attr-defined]
+    assert len(names) == len(set(names)) == 3  # rows, values, centred sum: nothing twice
+    assert len(pr.events) == 3  # type: ignore[attr-defined]
+    eps, _ = _spent(pr.events)  # type: ignore[attr-defined]
+    assert eps <= 3
+    # the mean's measures got the sum's share too: epsilon 1 each for N and T
+    m_price = next(sp for sp in pr.stats if sp.name == "m")  # type: ignore[attr-defined]
+    lap = Fraction(m_price.measures[1].l1) / Fraction(m_price.measures[1].noise.scale)
+    assert 0.99 < lap <= 1
+    # at a huge epsilon the shared sum is the true sum up to the fixed-point floor
+    pr, res, true_sum = _shared_query(1e6)
+    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                   source=RandomSource(seed=8, insecure=True))
+    assert abs(out["s"].iloc[0] - true_sum) < 1e-3
+    assert out["s_low"].iloc[0] <= true_sum <= out["s_high"].iloc[0] + 1e-6
+
+
+def test_sum_is_not_shared_when_that_would_be_worse_for_it() -> None:
+    base = {"m": dpa.mean("x", bounds=(0.0, 100.0))}
+    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 100.0), weight=10.0)}, mode="pure",
+               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
+               select_partitions=False)
+    assert all(sp.shared_with is None for sp in pr.stats)
+    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 50.0))}, mode="pure",  # other bounds
+               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
+               select_partitions=False)
+    assert all(sp.shared_with is None for sp in pr.stats)
+
+
+# Coverage of the shared sum's 95% interval over repeated releases of one group.
+_TRIALS = 1000
+# Misses ~ Binomial(1000, p <= 0.05) under a correct interval: P(misses > crit) <= 1e-6.
+_CRIT = int(binom.isf(1e-6, _TRIALS, 0.05))
+
+
+def _shared_misses(shrink: float) -> int:
+    pr, res, true_sum = _shared_query(0.05)
+    src = RandomSource(seed=21, insecure=True)
+    misses = 0
+    for _ in range(_TRIALS // 100):
+        outs = [assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                         source=src) for _ in range(100)]
+        for out in outs:
+            e = out["s"].iloc[0]
+            lo = e - (e - out["s_low"].iloc[0]) * shrink
+            hi = e + (out["s_high"].iloc[0] - e) * shrink
+            misses += not lo <= true_sum <= hi
+    return misses
+
+
+def test_shared_sum_interval_covers() -> None:
+    assert _shared_misses(1.0) <= _CRIT
+
+
+def test_shared_sum_coverage_test_catches_narrow_intervals() -> None:
+    # Intervals at a quarter of their width miss far more often than 5% (about 60% here).
+    assert _shared_misses(0.25) > _CRIT

@@ -188,6 +188,7 @@ class StatPrice:
     events: tuple[DpEvent, ...] = ()
     epsilon: float = 0.0  # pure: share of epsilon; zcdp: share expressed as rho
     rho: float = 0.0
+    shared_with: str | None = None  # a sum released from this mean's (or variance's) N and T
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,9 @@ class Pricing:
 
     @property
     def measures(self) -> tuple[Measure, ...]:
-        return tuple(m.measure for s in self.stats for m in s.measures)
+        """The engine measures, each once (a shared sum reuses its partner's)."""
+        return tuple(m.measure for s in self.stats if s.shared_with is None
+                     for m in s.measures)
 
 
 def _frac_bits(noise_real: float, maxabs: float) -> int:
@@ -412,8 +415,8 @@ def rho_for(epsilon: float, delta: float) -> float:
     return out
 
 
-def _laplace_stats(stats: dict[str, Statistic], eps: float, delta: float, total_w: Fraction,
-                   p: int) -> set[str]:
+def _laplace_stats(stats: dict[str, Statistic], weights: dict[str, Fraction], eps: float,
+                   delta: float, total_w: Fraction, p: int) -> set[str]:
     """Approx sessions: the statistics noised with discrete Laplace rather than Gaussian noise.
 
     A statistic with share ``(e, d)`` of ``(eps, delta)`` (by weight) and ``m`` integer
@@ -431,10 +434,10 @@ def _laplace_stats(stats: dict[str, Statistic], eps: float, delta: float, total_
     """
     out: set[str] = set()
     for name, s in stats.items():
-        if s.auto:
+        if s.auto or not weights[name]:
             continue
-        e = Fraction(eps) * Fraction(s.weight) / total_w
-        d = Fraction(delta) * Fraction(s.weight) / total_w
+        e = Fraction(eps) * weights[name] / total_w
+        d = Fraction(delta) * weights[name] / total_w
         if s.kind == "quantile":
             need = 2 * len(s.quantiles) * p
             m = 1
@@ -447,6 +450,42 @@ def _laplace_stats(stats: dict[str, Statistic], eps: float, delta: float, total_
             continue
         if need * rho_for(e_m, d_m) <= e_m * e_m:
             out.add(name)
+    return out
+
+
+def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
+    """Sums released from a mean's (variance's, std's) noisy count ``N`` and centred sum ``T``.
+
+    A ``sum`` with the same column and given bounds as such a statistic is released as ``S =
+    T + c N`` (``c`` the centre; exact before noise, so post-processing) instead of from its own
+    measure, and its budget weight joins the partner's, whose ``N`` and ``T`` get less noise.
+    With ``h = (U - L) / 2``, weights ``w_s`` (sum) and ``w_m`` (partner, ``m`` measures), the
+    sum's noise at leading order is ``(|c| + h) / w_s`` alone and ``sqrt(h^2 + c^2) m / (w_s +
+    w_m)`` shared (Laplace, standard deviations in units of ``P R / eps``), or with square
+    roots of the weights for Gaussian noise in zCDP sessions (``sigma ~ 1 / sqrt(rho)``). A
+    sum is shared only when that is no worse for it; the partner always gains. Public
+    parameters only.
+    """
+    out: dict[str, str] = {}
+    for n, s in stats.items():
+        if s.kind != "sum" or s.auto or not isinstance(s.bounds, tuple):
+            continue
+        for pn, ps in stats.items():
+            if ps.kind in ("mean", "variance", "std") and not ps.auto \
+                    and ps.column == s.column and ps.bounds == s.bounds:
+                lo, hi = s.bounds
+                c, h = abs(lo + hi) / 2.0, (hi - lo) / 2.0
+                m = 2 if ps.kind == "mean" else 3
+                ws, wm = float(s.weight), float(ps.weight)
+                if zcdp:
+                    alone = (c + h) / math.sqrt(ws)
+                    both = math.hypot(c, h) * math.sqrt(m / (ws + wm))
+                else:
+                    alone = (c + h) / ws
+                    both = math.hypot(c, h) * m / (ws + wm)
+                if both <= alone:
+                    out[n] = pn
+                break
     return out
 
 
@@ -482,6 +521,11 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     total_w = Fraction(0)
     for s in stats.values():
         total_w += Fraction(s.weight)
+    shared = _shared_sums(stats, zcdp=mode == "zcdp")
+    weights = {n: Fraction(s.weight) for n, s in stats.items()}
+    for n, partner in shared.items():  # the partner's N and T get the sum's budget too
+        weights[partner] += weights[n]
+        weights[n] = Fraction(0)
     w_all = total_w + (Fraction(selection_weight) if select_partitions else 0)
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
@@ -492,11 +536,12 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         # noise, a function of public parameters.
         eps0 = down(Fraction(eps) * total_w / w_all)
         dl0 = down(Fraction(dl) / 2) if select_partitions else dl
-        laplace = _laplace_stats(stats, eps0, dl0, total_w, p)
+        laplace = _laplace_stats(stats, weights, eps0, dl0, total_w, p)
     if select_partitions:
         sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
         # Without any Gaussian statistic, the statistics spend no delta: selection takes it all.
-        gaussian = mode == "approx" and len(laplace) < len(stats)
+        gaussian = mode == "approx" and any(
+            weights[n] and n not in laplace for n in stats)
         sel_delta = down(Fraction(dl) / 2) if gaussian else dl
         selection = _selection(sel_eps, sel_delta, p)
         events.append(selection.event)
@@ -508,9 +553,9 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     gauss_w = total_w
     if mode == "approx":
         gauss_w = Fraction(0)
-        for n, s in stats.items():
+        for n in stats:
             if n not in laplace:
-                gauss_w += Fraction(s.weight)
+                gauss_w += weights[n]
         # The Gaussian statistics pool their (epsilon, delta) shares into one rho.
         g_eps = down(Fraction(rest_eps) * gauss_w / total_w)
         g_delta = down(Fraction(rest_delta) * gauss_w / total_w) if gauss_w else 0.0
@@ -525,13 +570,15 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     priced = []
     autos = []
     for name, s in stats.items():
+        if name in shared:
+            continue
         if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
-            share = down(Fraction(rest_eps) * Fraction(s.weight) / total_w)
+            share = down(Fraction(rest_eps) * weights[name] / total_w)
             sp = _price_stat(name, s, "pure", share, p, r)
             priced.append(sp)
             events.extend(sp.events)
             continue
-        share = down(Fraction(total) * Fraction(s.weight) / gauss_w)
+        share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
             ab = _price_auto(name, s, mode, share, r)
             autos.append(ab)
@@ -542,6 +589,12 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
+    by_name = {sp.name: sp for sp in priced}
+    for n, partner in shared.items():
+        pp = by_name[partner]
+        priced.append(StatPrice(n, stats[n], pp.measures[:2], shared_with=partner))
+    rank = {n: i for i, n in enumerate(stats)}
+    priced.sort(key=lambda sp: rank[sp.name])
     if mode == "approx" and gauss_w:
         # A basic (epsilon, delta) budget: the Gaussian statistics are certified
         # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
