@@ -187,3 +187,17 @@ def test_run_compiles_the_plan_once(files: dict[str, Path],
     # a second run of the same query compiles its own (fresh-salt) plan once more
     q.run(epsilon=1.0)
     assert len(calls) == 2
+
+
+def test_sum_and_mean_of_one_column_share_measures_end_to_end(files: dict[str, Path]) -> None:
+    budget = Budget(epsilon=2e5)
+    s = dpa.Session(str(files["parquet"]), privacy_unit=None, budget=budget)
+    q = (s.query().group_by("region", keys=["a", "b"])
+         .agg(n=dpa.count(), s=dpa.sum("x", bounds=(0, 10)), m=dpa.mean("x", bounds=(0, 10))))
+    assert len(q.prepare(epsilon=1e5).plan.aggregate.measures) == 3  # rows, values, T
+    out = q.run(epsilon=1e5).set_index("region")
+    df = _frame()
+    for g, sub in df.groupby("region"):
+        assert abs(out.loc[g, "s"] - sub["x"].sum()) < 0.5
+        assert abs(out.loc[g, "m"] - sub["x"].mean()) < 0.01
+    assert "post-processing of m" in out.attrs["dpkit"]["columns"]["s"]["mechanism"]
