@@ -293,3 +293,20 @@ def test_shared_sum_interval_covers() -> None:
 def test_shared_sum_coverage_test_catches_narrow_intervals() -> None:
     # Intervals at a quarter of their width miss far more often than 5% (about 60% here).
     assert _shared_misses(0.25) > _CRIT
+
+
+def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sum reuses the mean's noisy draws (fresh draws would be a second, uncharged release)."""
+    pr, res, _ = _shared_query(3.0)
+    calls: list[int] = []
+    real = Noise.sample
+
+    def counting(self: Noise, n: int, source: RandomSource) -> list[int]:
+        calls.append(n)
+        return real(self, n, source)
+
+    monkeypatch.setattr(Noise, "sample", counting)
+    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                   source=RandomSource(seed=2, insecure=True))
+    assert len(calls) == 3  # rows count, the mean's N and T: once each
+    assert list(out.columns[:3]) == ["n", "n_low", "n_high"]
