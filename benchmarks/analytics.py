@@ -11,8 +11,9 @@ Columns of the table:
 * dpkit engine: the DuckDB statement of one release (bounding, clamping, exact fixed-point
   sums), without noise: ``run_dpkit`` below.
 * dpkit session query: the whole private query (noise, partition selection, confidence
-  intervals) through ``dpkit.analytics.Session`` (``run_dpkit_release``; the row is left out
-  when the checkout has no session).
+  intervals) through ``dpkit.analytics.Session`` (``run_dpkit_release``: the session reads the
+  file, compiles, charges, runs and releases; the row is left out when the checkout has no
+  session).
 * floor: the same bounding and aggregation written as plain DuckDB SQL, no noise, float sums.
 * OpenDP 0.16 (Polars API, its own truncation) and PipelineDP 0.3.1 (local backend), each in a
   separate virtual environment (``--peers-python``); PipelineDP processes rows one Python
@@ -21,11 +22,13 @@ Columns of the table:
 * 100M rows: the dpkit engine on a 100M-row file under a 1 GB DuckDB memory limit.
 
 Every measurement runs in its own subprocess; peak RSS is that process's ``ru_maxrss``
-(``os.wait4``). Times are the best of ``REPEATS`` runs inside the process (the file is read
-each time; the OS page cache is warm after the first run).
+(``os.wait4``). The floor, the dpkit engine and the dpkit session query run ``REPEATS``
+interleaved rounds, one process per run, and the median of each is reported (the OS page cache
+is warm after the first run).
 
-Run: ``.venv/bin/python benchmarks/analytics.py [--quick] [--peers-python PATH] [--data DIR]
-[--src DIR]`` (``--src``: the dpkit source tree the dpkit workers import, default this checkout's).
+Run: ``.venv/bin/python benchmarks/analytics.py [--quick] [--no-big] [--peers-python PATH]
+[--data DIR] [--src DIR]`` (``--no-big``: skip the 100M-row runs and keep that paragraph of the
+last full run) (``--src``: the dpkit source tree the dpkit workers import, default this checkout's).
 """
 
 from __future__ import annotations
@@ -321,6 +324,23 @@ def utility(release: dict[str, Any] | None, true: dict[str, tuple[float, float, 
     return f"{len(release)} | {mae[0]:,.1f} | {mae[1]:,.0f} | {mae[2]:.2f}"
 
 
+NO_BIG = "--no-big" in sys.argv
+
+
+def _previous_big_paragraph() -> str:
+    """With ``--no-big``: the 100M-row paragraph of the section already written, kept as is."""
+    from _report import DOC
+
+    text = DOC.read_text() if DOC.exists() else ""
+    start = text.find(f"{BIG_ROWS:,} rows of Parquet")
+    if start < 0:
+        return f"{BIG_ROWS:,} rows: not measured in this run (`--no-big`)."
+    end = text.find("\n", start)
+    para = text[start:end if end >= 0 else len(text)].strip()
+    return para + " (These 100M-row figures are from the previous full run of this script.)" \
+        if "previous full run" not in para else para
+
+
 def main() -> None:
     from _report import machine, write_section
 
@@ -328,16 +348,18 @@ def main() -> None:
     path = generate(DATA / f"rows{ROWS}.parquet", ROWS)
     peer_path = generate(DATA / f"rows{PEER_ROWS}.parquet", PEER_ROWS)
     results: dict[str, dict[str, Any]] = {}
-    # dpkit and the floor alternate, so a busy machine hurts both alike
-    results["floor"] = measure("floor", path)
-    results["dpkit"] = measure("dpkit", path)
-    results["floor2"] = measure("floor", path)
-    results["dpkit2"] = measure("dpkit", path)
-    for name in ("floor", "dpkit"):
-        a, b = results[name], results.pop(name + "2")
-        if "seconds" in b and b["seconds"] < a.get("seconds", float("inf")):
-            results[name] = b
-    results["dpkit_release"] = measure("dpkit_release", path, repeats=1)
+    # The floor, the dpkit engine and the whole session query alternate, each in a fresh
+    # process, REPEATS rounds; the median of each is reported, so a busy machine hurts all alike.
+    runs: dict[str, list[dict[str, Any]]] = {"floor": [], "dpkit": [], "dpkit_release": []}
+    for _ in range(REPEATS):
+        for name in runs:
+            runs[name].append(measure(name, path, repeats=1))
+    for name, rs in runs.items():
+        ok = sorted((r for r in rs if "seconds" in r), key=lambda r: float(r["seconds"]))
+        results[name] = ok[(len(ok) - 1) // 2] if ok else rs[0]
+        if ok:
+            results[name]["all_seconds"] = [round(float(r["seconds"]), 2) for r in rs
+                                            if "seconds" in r]
     results["opendp"] = measure("opendp", path, python=PEERS_PYTHON, repeats=1)
     # PipelineDP: on PEER_ROWS first; if the full size would take under 5 minutes, run it too
     pdp = measure("pipelinedp", peer_path, python=PEERS_PYTHON, repeats=1)
@@ -350,11 +372,13 @@ def main() -> None:
         pdp["seconds_measured"] = pdp["seconds"]
         pdp["seconds"] = pdp["seconds"] * ROWS / pdp["rows"]
     results["pipelinedp"] = pdp
-    big = generate(DATA / f"rows{BIG_ROWS}.parquet", BIG_ROWS)
-    # linearity: the 10M and 100M runs under the same 1 GB limit, back to back
-    results["mid"] = measure("dpkit", path, repeats=1, memory_limit="1GB")
-    results["big"] = measure("dpkit", big, repeats=1, memory_limit="1GB")
-    results["floor_big"] = measure("floor", big, repeats=1, memory_limit="1GB")
+    big = DATA / f"rows{BIG_ROWS}.parquet"
+    if not NO_BIG:
+        big = generate(big, BIG_ROWS)
+        # linearity: the 10M and 100M runs under the same 1 GB limit, back to back
+        results["mid"] = measure("dpkit", path, repeats=1, memory_limit="1GB")
+        results["big"] = measure("dpkit", big, repeats=1, memory_limit="1GB")
+        results["floor_big"] = measure("floor", big, repeats=1, memory_limit="1GB")
     load_after = os.getloadavg()[0]
     true = truth(path)
     true_peer = truth(peer_path)
@@ -383,11 +407,12 @@ def main() -> None:
         f"epsilon = {EPSILON:g}, delta = {DELTA:g}, {THREADS} DuckDB threads. "
         f"Machine: {machine()}. "
         "Generated by `benchmarks/analytics.py`; every system runs in its own process "
-        "(peak RSS of that process); times are the best of "
-        f"{REPEATS} runs for dpkit and the floor, one run for the peers. The machine was shared "
+        "(peak RSS of that process); times are the median of "
+        f"{REPEATS} interleaved runs (one process each, the time inside the process) for the "
+        "floor and dpkit, one run for the peers. The machine was shared "
         f"(1-minute load average {load_before:.1f} at the start, {load_after:.1f} at the end, "
-        f"on {os.cpu_count()} cores), so absolute times are noisy; dpkit and the floor run "
-        "alternately to share the noise.",
+        f"on {os.cpu_count()} cores), so absolute times are noisy; the floor, the dpkit engine "
+        "and the dpkit session query run alternately to share the noise.",
         "",
         "| system | seconds | vs floor | peak RSS (MiB) |",
         "| --- | ---: | ---: | ---: |",
@@ -402,8 +427,10 @@ def main() -> None:
         f"| PipelineDP 0.3.1 local backend{pdp_note} | {cell(results['pipelinedp'])} |",
         "",
     ]
-    big_r, mid_r, fb = results["big"], results["mid"], results["floor_big"]
-    if "seconds" in big_r and "seconds" in mid_r:
+    big_r, mid_r, fb = (results.get(k, {}) for k in ("big", "mid", "floor_big"))
+    if NO_BIG:
+        lines.append(_previous_big_paragraph())
+    elif "seconds" in big_r and "seconds" in mid_r:
         lines.append(
             f"{BIG_ROWS:,} rows of Parquet ({big.stat().st_size / 2**20:,.0f} MiB on disk) under "
             f"a 1 GB DuckDB memory limit: dpkit engine {big_r['seconds']:.1f} s, peak RSS "

@@ -99,14 +99,81 @@ def test_sensitivities_follow_bounding() -> None:
         assert Fraction(ev.sensitivity) / Fraction(ev.scale) + 2 * Fraction(ev.pmf_slack) <= 1
 
 
-def test_budget_split_with_selection_and_approx_pair() -> None:
-    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=2,
+def _spent(evs: tuple[object, ...]) -> tuple[Fraction, float]:
+    """(epsilon, delta) of a basic composition of approx pairs and discrete Laplace events."""
+    eps, delta = Fraction(0), 0.0
+    for e in evs:
+        if isinstance(e, ApproxDpEvent):
+            eps += Fraction(e.epsilon)
+            delta += e.delta
+        else:
+            assert isinstance(e, DiscreteLaplaceEvent)
+            eps += Fraction(e.sensitivity) / Fraction(e.scale) + 2 * Fraction(e.pmf_slack)
+    return eps, delta
+
+
+def test_budget_split_with_selection_and_gaussian_pair() -> None:
+    # 100 partitions per unit: the Gaussian (L2 = L1 / 10) wins; selection takes half of delta
+    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=100,
                max_rows_per_partition=1, select_partitions=True, selection_weight=1.0)
     assert pr.selection_epsilon == 0.5 and pr.selection_delta == 5e-7
+    assert pr.stats[0].measures[0].noise.kind == "discrete_gaussian"  # type: ignore[union-attr]
     evs = pr.events
     assert all(isinstance(e, ApproxDpEvent) for e in evs)
-    assert math.fsum(e.epsilon for e in evs) <= 1.0  # type: ignore[attr-defined]
-    assert math.fsum(e.delta for e in evs) <= 1e-6  # type: ignore[attr-defined]
+    eps, delta = _spent(evs)
+    assert eps <= 1 and delta <= 1e-6
+
+
+def test_approx_session_with_one_partition_uses_laplace_and_gives_selection_all_delta() -> None:
+    stats = {"n": dpa.count(), "s": dpa.sum("x", bounds=(0.0, 100.0)),
+             "m": dpa.mean("x", bounds=(0.0, 100.0))}
+    pr = price(stats, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=1,
+               max_rows_per_partition=5, select_partitions=True)
+    kinds = {mp.noise.kind for sp in pr.stats for mp in sp.measures}  # type: ignore[union-attr]
+    assert kinds == {"discrete_laplace"}
+    assert pr.selection_delta == 1e-6  # the statistics spend no delta
+    eps, delta = _spent(pr.events)
+    assert eps <= 1 and delta <= 1e-6
+    # the count's noise is the pure session's at the same epsilon share
+    pure = price({"n": dpa.count()}, mode="pure", epsilon=0.25, delta=0.0, max_partitions=1,
+                 max_rows_per_partition=5, select_partitions=False)
+    assert pr.stats[0].measures[0].noise == pure.stats[0].measures[0].noise
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, 10, 20, 50, 200])
+@pytest.mark.parametrize(("eps", "delta"), [(0.1, 1e-9), (1.0, 1e-6), (5.0, 1e-5), (0.5, 1e-3)])
+def test_approx_noise_choice_has_the_smaller_variance(p: int, eps: float, delta: float) -> None:
+    """The chosen noise's variance is at most the other's, both computed independently here.
+
+    Laplace: exact variance ``2q / (1 - q)^2`` of the discrete Laplace at scale ``L1 / eps``;
+    Gaussian: ``sigma^2 = L2^2 / (2 rho)``, rho the largest certifying (eps, delta) (an upper
+    bound of the discrete Gaussian's variance). A 5% margin covers the leading-order rule
+    (both variances are within a few percent of their continuous forms at these scales).
+    """
+    from dpkit.analytics._pricing import rho_for
+
+    pr = price({"n": dpa.count()}, mode="approx", epsilon=eps, delta=delta, max_partitions=p,
+               max_rows_per_partition=3, select_partitions=False)
+    l1, l2_sq = 3 * p, 9 * p
+    t = l1 / eps
+    q = math.exp(-1.0 / t)
+    var_lap = 2 * q / (1 - q) ** 2
+    var_gauss = l2_sq / (2 * rho_for(eps, delta))
+    chosen = pr.stats[0].measures[0].noise
+    assert chosen is not None
+    if chosen.kind == "discrete_laplace":
+        assert var_lap <= 1.05 * var_gauss
+    else:
+        assert var_gauss <= 1.05 * var_lap
+
+
+def test_noise_choice_test_catches_a_wrong_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Companion: always picking the Gaussian fails the variance comparison at P = 1."""
+    from dpkit.analytics import _pricing
+
+    monkeypatch.setattr(_pricing, "_laplace_stats", lambda *a, **k: set())
+    with pytest.raises(AssertionError):
+        test_approx_noise_choice_has_the_smaller_variance(1, 1.0, 1e-6)
 
 
 def _mean_pricing() -> tuple[object, EngineResult]:
@@ -148,3 +215,98 @@ def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
     for _ in range(200):
         out = assemble(pr, res, group_by=("k",), public_keys=None, alpha=0.05, source=src)
         assert len(out) == 0
+
+
+def _shared_query(eps: float) -> tuple[object, EngineResult, float]:
+    stats = {"n": dpa.count(), "s": dpa.sum("x", bounds=(0.0, 100.0)),
+             "m": dpa.mean("x", bounds=(0.0, 100.0))}
+    pr = price(stats, mode="pure", epsilon=eps, delta=0.0, max_partitions=1,
+               max_rows_per_partition=1, select_partitions=False)
+    vals = [3.0, 70.0, 99.5, 12.25] * 25
+    res: dict[str, tuple[object, ...]] = {}
+    for m in pr.measures:
+        if m.kind in ("rows", "values"):
+            res[m.name] = (len(vals),)
+        else:
+            res[m.name] = (sum(math.floor(x * 2**m.frac_bits) for x in vals),)
+    return pr, EngineResult(keys=((),), values=res), math.fsum(vals)
+
+
+def test_sum_shares_the_means_count_and_centred_sum() -> None:
+    pr, res, true_sum = _shared_query(3.0)
+    s_price = next(sp for sp in pr.stats if sp.name == "s")  # type: ignore[attr-defined]
+    assert s_price.shared_with == "m" and s_price.events == ()
+    names = [m.name for m in pr.measures]  # type: ignore[attr-defined]
+    assert len(names) == len(set(names)) == 3  # rows, values, centred sum: nothing twice
+    assert len(pr.events) == 3  # type: ignore[attr-defined]
+    eps, _ = _spent(pr.events)  # type: ignore[attr-defined]
+    assert eps <= 3
+    # the mean's measures got the sum's share too: epsilon 1 each for N and T
+    m_price = next(sp for sp in pr.stats if sp.name == "m")  # type: ignore[attr-defined]
+    lap = Fraction(m_price.measures[1].l1) / Fraction(m_price.measures[1].noise.scale)
+    assert 0.99 < lap <= 1
+    # at a huge epsilon the shared sum is the true sum up to the fixed-point floor
+    pr, res, true_sum = _shared_query(1e6)
+    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                   source=RandomSource(seed=8, insecure=True))
+    assert abs(out["s"].iloc[0] - true_sum) < 1e-3
+    assert out["s_low"].iloc[0] <= true_sum <= out["s_high"].iloc[0] + 1e-6
+
+
+def test_sum_is_not_shared_when_that_would_be_worse_for_it() -> None:
+    base = {"m": dpa.mean("x", bounds=(0.0, 100.0))}
+    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 100.0), weight=10.0)}, mode="pure",
+               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
+               select_partitions=False)
+    assert all(sp.shared_with is None for sp in pr.stats)
+    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 50.0))}, mode="pure",  # other bounds
+               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
+               select_partitions=False)
+    assert all(sp.shared_with is None for sp in pr.stats)
+
+
+# Coverage of the shared sum's 95% interval over repeated releases of one group.
+_TRIALS = 1000
+# Misses ~ Binomial(1000, p <= 0.05) under a correct interval: P(misses > crit) <= 1e-6.
+_CRIT = int(binom.isf(1e-6, _TRIALS, 0.05))
+
+
+def _shared_misses(shrink: float) -> int:
+    pr, res, true_sum = _shared_query(0.05)
+    src = RandomSource(seed=21, insecure=True)
+    misses = 0
+    for _ in range(_TRIALS // 100):
+        outs = [assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                         source=src) for _ in range(100)]
+        for out in outs:
+            e = out["s"].iloc[0]
+            lo = e - (e - out["s_low"].iloc[0]) * shrink
+            hi = e + (out["s_high"].iloc[0] - e) * shrink
+            misses += not lo <= true_sum <= hi
+    return misses
+
+
+def test_shared_sum_interval_covers() -> None:
+    assert _shared_misses(1.0) <= _CRIT
+
+
+def test_shared_sum_coverage_test_catches_narrow_intervals() -> None:
+    # Intervals at a quarter of their width miss far more often than 5% (about 60% here).
+    assert _shared_misses(0.25) > _CRIT
+
+
+def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sum reuses the mean's noisy draws (fresh draws would be a second, uncharged release)."""
+    pr, res, _ = _shared_query(3.0)
+    calls: list[int] = []
+    real = Noise.sample
+
+    def counting(self: Noise, n: int, source: RandomSource) -> list[int]:
+        calls.append(n)
+        return real(self, n, source)
+
+    monkeypatch.setattr(Noise, "sample", counting)
+    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
+                   source=RandomSource(seed=2, insecure=True))
+    assert len(calls) == 3  # rows count, the mean's N and T: once each
+    assert list(out.columns[:3]) == ["n", "n_low", "n_high"]

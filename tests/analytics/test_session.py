@@ -117,11 +117,13 @@ def test_run_on_duckdb_charges_and_releases(files: dict[str, Path]) -> None:
     budget = Budget(epsilon=2.0, delta=1e-6)
     s = dpa.Session(str(files["parquet"]), privacy_unit="uid", budget=budget)
     out = (s.query().where("x >= 1").group_by("region")
-           .bound(max_partitions=1, max_rows_per_partition=3)
+           .bound(max_partitions=50, max_rows_per_partition=3)
            .agg(n=dpa.count(), sd=dpa.std("x", bounds=(0, 10)))
            .run(epsilon=2.0, delta=1e-6))
     assert set(out["region"]) <= {"a", "b"}
-    assert budget.spent == (2.0, 1e-6)
+    eps_spent, delta_spent = budget.spent
+    assert 2.0 - 1e-9 <= eps_spent <= 2.0 and delta_spent == 1e-6
+    # 50 partitions per unit: the Gaussian's L2 = sqrt(50) L1 / 50 wins
     assert out.attrs["dpkit"]["columns"]["n"]["mechanism"] == "discrete Gaussian"
 
 
@@ -159,3 +161,43 @@ def test_engine_failures_are_caught_before_charging(files: dict[str, Path]) -> N
     with pytest.raises(DPKitError):
         q.run(epsilon=0.5)
     assert budget.spent == (0.0, 0.0)
+
+
+def test_run_compiles_the_plan_once(files: dict[str, Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` checks the statement (EXPLAIN) and then executes that same compiled statement."""
+    from dpkit.analytics.engines import _compiler
+    from dpkit.analytics.engines import duckdb as engine_mod
+
+    calls: list[int] = []
+    real = _compiler.compile_plan
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(engine_mod, "compile_plan", counting)
+    s = dpa.Session(str(files["parquet"]), privacy_unit="uid", budget=Budget(epsilon=2.0))
+    q = (s.query().group_by("region", keys=["a", "b"])
+         .bound(max_partitions=1, max_rows_per_partition=2)
+         .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 10))))
+    out = q.run(epsilon=1.0)
+    assert len(out) == 2
+    assert len(calls) == 1
+    # a second run of the same query compiles its own (fresh-salt) plan once more
+    q.run(epsilon=1.0)
+    assert len(calls) == 2
+
+
+def test_sum_and_mean_of_one_column_share_measures_end_to_end(files: dict[str, Path]) -> None:
+    budget = Budget(epsilon=2e5)
+    s = dpa.Session(str(files["parquet"]), privacy_unit=None, budget=budget)
+    q = (s.query().group_by("region", keys=["a", "b"])
+         .agg(n=dpa.count(), s=dpa.sum("x", bounds=(0, 10)), m=dpa.mean("x", bounds=(0, 10))))
+    assert len(q.prepare(epsilon=1e5).plan.aggregate.measures) == 3  # rows, values, T
+    out = q.run(epsilon=1e5).set_index("region")
+    df = _frame()
+    for g, sub in df.groupby("region"):
+        assert abs(out.loc[g, "s"] - sub["x"].sum()) < 0.5
+        assert abs(out.loc[g, "m"] - sub["x"].mean()) < 0.01
+    assert "post-processing of m" in out.attrs["dpkit"]["columns"]["s"]["mechanism"]

@@ -36,8 +36,11 @@ Bun and Steinke 2016, Lemma 2.3).
 
 Accounting. ``pure`` sessions charge each measure's discrete Laplace event; ``zcdp`` sessions
 (a budget kept in rho) charge each measure's rho; ``approx`` sessions (a basic ``(epsilon,
-delta)`` budget) calibrate the Gaussian noise in rho the same way but charge the statistics as
-the one ``(epsilon, delta)`` pair that rho certifies (basic composition across queries).
+delta)`` budget) choose per statistic the noise with the smaller variance at its share (see
+:func:`_laplace_stats`): discrete Laplace statistics are priced and charged as in pure
+sessions; the Gaussian ones pool their ``(epsilon, delta)`` shares, calibrate in the rho that
+certifies the pool, and are charged as that one pair (basic composition across queries). If no
+statistic is Gaussian, partition selection gets all of ``delta``.
 
 Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
@@ -204,6 +207,7 @@ class StatPrice:
     events: tuple[DpEvent, ...] = ()
     epsilon: float = 0.0  # pure: share of epsilon; zcdp: share expressed as rho
     rho: float = 0.0
+    shared_with: str | None = None  # a sum released from this mean's (or variance's) N and T
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,9 @@ class Pricing:
 
     @property
     def measures(self) -> tuple[Measure, ...]:
-        return tuple(m.measure for s in self.stats for m in s.measures)
+        """The engine measures, each once (a shared sum reuses its partner's)."""
+        return tuple(m.measure for s in self.stats if s.shared_with is None
+                     for m in s.measures)
 
 
 def _frac_bits(noise_real: float, maxabs: float) -> int:
@@ -428,6 +434,80 @@ def rho_for(epsilon: float, delta: float) -> float:
     return out
 
 
+def _laplace_stats(stats: dict[str, Statistic], weights: dict[str, Fraction], eps: float,
+                   delta: float, total_w: Fraction, p: int) -> set[str]:
+    """Approx sessions: the statistics noised with discrete Laplace rather than Gaussian noise.
+
+    A statistic with share ``(e, d)`` of ``(eps, delta)`` (by weight) and ``m`` integer
+    measures gives each ``(e/m, d/m)``. Every measure here has ``L1 = P D`` and ``L2 = sqrt(P)
+    D`` for its per-group bound ``D``, so at equal cost the variances are, to leading order,
+    ``2 (L1 / e_m)^2 = 2 P^2 D^2 / e_m^2`` (discrete Laplace at ``(e_m, 0)``) and ``L2^2 /
+    (2 rho) = P D^2 / (2 rho)`` (discrete Gaussian at ``rho = rho_for(e_m, d_m)``, Bun and
+    Steinke 2016, Prop. 1.3 or its exact inverse). Laplace is chosen iff ``4 P rho <= e_m^2``
+    (for ``P = 1`` and ``delta`` near ``1e-6`` it always is: ``rho ~ e^2 / (4 ln(1/d))``).
+    Quantiles: the exponential mechanisms' total epsilon is ``e`` when pure and ``sqrt(2 K P
+    rho)`` when accounted in zCDP (``K`` levels), so pure iff ``2 K P rho <= e^2``.
+    ``bounds="auto"`` statistics stay Gaussian. The choice depends on public parameters only;
+    the Gaussian statistics then pool their shares into one rho (at least as good as the
+    standalone comparison), so neither choice is worse than assumed.
+    """
+    out: set[str] = set()
+    for name, s in stats.items():
+        if s.auto or not weights[name]:
+            continue
+        e = Fraction(eps) * weights[name] / total_w
+        d = Fraction(delta) * weights[name] / total_w
+        if s.kind == "quantile":
+            need = 2 * len(s.quantiles) * p
+            m = 1
+        else:
+            m = {"mean": 2, "variance": 3, "std": 3}.get(s.kind, 1)
+            need = 4 * p
+        e_m, d_m = float(e / m), float(d / m)
+        if not (e_m > 0.0 and d_m > 0.0):
+            out.add(name)
+            continue
+        if need * rho_for(e_m, d_m) <= e_m * e_m:
+            out.add(name)
+    return out
+
+
+def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
+    """Sums released from a mean's (variance's, std's) noisy count ``N`` and centred sum ``T``.
+
+    A ``sum`` with the same column and given bounds as such a statistic is released as ``S =
+    T + c N`` (``c`` the centre; exact before noise, so post-processing) instead of from its own
+    measure, and its budget weight joins the partner's, whose ``N`` and ``T`` get less noise.
+    With ``h = (U - L) / 2``, weights ``w_s`` (sum) and ``w_m`` (partner, ``m`` measures), the
+    sum's noise at leading order is ``(|c| + h) / w_s`` alone and ``sqrt(h^2 + c^2) m / (w_s +
+    w_m)`` shared (Laplace, standard deviations in units of ``P R / eps``), or with square
+    roots of the weights for Gaussian noise in zCDP sessions (``sigma ~ 1 / sqrt(rho)``). A
+    sum is shared only when that is no worse for it; the partner always gains. Public
+    parameters only.
+    """
+    out: dict[str, str] = {}
+    for n, s in stats.items():
+        if s.kind != "sum" or s.auto or not isinstance(s.bounds, tuple):
+            continue
+        for pn, ps in stats.items():
+            if ps.kind in ("mean", "variance", "std") and not ps.auto \
+                    and ps.column == s.column and ps.bounds == s.bounds:
+                lo, hi = s.bounds
+                c, h = abs(lo + hi) / 2.0, (hi - lo) / 2.0
+                m = 2 if ps.kind == "mean" else 3
+                ws, wm = float(s.weight), float(ps.weight)
+                if zcdp:
+                    alone = (c + h) / math.sqrt(ws)
+                    both = math.hypot(c, h) * math.sqrt(m / (ws + wm))
+                else:
+                    alone = (c + h) / ws
+                    both = math.hypot(c, h) * m / (ws + wm)
+                if both <= alone:
+                    out[n] = pn
+                break
+    return out
+
+
 def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
           max_partitions: int, max_rows_per_partition: int, select_partitions: bool,
           selection_weight: float = 1.0) -> Pricing:
@@ -454,14 +534,26 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     total_w = Fraction(0)
     for s in stats.values():
         total_w += Fraction(s.weight)
+    shared = _shared_sums(stats, zcdp=mode == "zcdp")
+    weights = {n: Fraction(s.weight) for n, s in stats.items()}
+    for n, partner in shared.items():  # the partner's N and T get the sum's budget too
+        weights[partner] += weights[n]
+        weights[n] = Fraction(0)
+    w_all = total_w + (Fraction(selection_weight) if select_partitions else 0)
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
     selection: Any = None
+    laplace: set[str] = set()
+    if mode == "approx":
+        # Provisional split (selection half of delta) used only to choose each statistic's
+        # noise, a function of public parameters.
+        eps0 = down(Fraction(eps) * total_w / w_all)
+        dl0 = down(Fraction(dl) / 2) if select_partitions else dl
+        laplace = _laplace_stats(stats, weights, eps0, dl0, total_w, p)
     rho = 0.0
     if select_partitions and mode == "zcdp":
         # Approximate zCDP (module docstring): half of delta for the threshold, the query's
         # whole rho from (epsilon, the other half), split by weight.
-        w_all = total_w + Fraction(selection_weight)
         sel_delta = down(Fraction(dl) / 2)
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
         a_sel = Fraction(p) * Fraction(DISCRETE_GAUSSIAN_SLACK)  # k a, an upper bound
@@ -484,24 +576,46 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         rho = down(Fraction(rho_all) - Fraction(sel_rho))
         total = rho
     elif select_partitions:
-        w_all = total_w + Fraction(selection_weight)
         sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
-        sel_delta = down(Fraction(dl) / 2)
+        # Without any Gaussian statistic, the statistics spend no delta: selection takes it all.
+        gaussian = mode == "approx" and any(
+            weights[n] and n not in laplace for n in stats)
+        sel_delta = down(Fraction(dl) / 2) if gaussian else dl
         selection = _selection(sel_eps, sel_delta, p)
         events.append(selection.event)
         rest_eps = down(Fraction(eps) - Fraction(sel_eps))
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
     else:
         rest_eps, rest_delta = eps, dl
+    gauss_w = total_w
+    if mode == "approx":
+        gauss_w = Fraction(0)
+        for n in stats:
+            if n not in laplace:
+                gauss_w += weights[n]
+        # The Gaussian statistics pool their (epsilon, delta) shares into one rho.
+        g_eps = down(Fraction(rest_eps) * gauss_w / total_w)
+        g_delta = down(Fraction(rest_delta) * gauss_w / total_w) if gauss_w else 0.0
+        rho = rho_for(g_eps, g_delta) if gauss_w else 0.0
     if mode == "pure":
         total = rest_eps
-    elif not (select_partitions and mode == "zcdp"):
+    elif mode == "zcdp" and not select_partitions:
         rho = rho_for(rest_eps, rest_delta)
+        total = rho
+    else:
         total = rho
     priced = []
     autos = []
     for name, s in stats.items():
-        share = down(Fraction(total) * Fraction(s.weight) / total_w)
+        if name in shared:
+            continue
+        if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
+            share = down(Fraction(rest_eps) * weights[name] / total_w)
+            sp = _price_stat(name, s, "pure", share, p, r)
+            priced.append(sp)
+            events.extend(sp.events)
+            continue
+        share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
             ab = _price_auto(name, s, mode, share, r)
             autos.append(ab)
@@ -512,10 +626,16 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
-    if mode == "approx":
-        # A basic (epsilon, delta) budget: the statistics' Gaussian part is certified
-        # (rest_eps, rest_delta)-DP by its total rho, and charged as that pair.
-        events.append(ApproxDpEvent(epsilon=rest_eps, delta=rest_delta))
+    by_name = {sp.name: sp for sp in priced}
+    for n, partner in shared.items():
+        pp = by_name[partner]
+        priced.append(StatPrice(n, stats[n], pp.measures[:2], shared_with=partner))
+    rank = {n: i for i, n in enumerate(stats)}
+    priced.sort(key=lambda sp: rank[sp.name])
+    if mode == "approx" and gauss_w:
+        # A basic (epsilon, delta) budget: the Gaussian statistics are certified
+        # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
+        events.append(ApproxDpEvent(epsilon=g_eps, delta=g_delta))
     return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
                    max_rows_per_partition=r, stats=tuple(priced), selection=selection,
                    selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,

@@ -22,6 +22,9 @@ value computed on the data after contribution bounding and clamping):
   lies between the extreme ratios over that box (the whole bound range if the box admits
   ``N <= 0``). The fixed-point floor lowers each value by less than one step ``2^-k``, so the
   upper end is raised by one step.
+* a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
+  ``N`` (each noised once per release), interval over the box of their ``1 - alpha/2``
+  intervals.
 * variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum of
   squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the box,
   clipped to ``[0, ((upper - lower)/2)^2]``.
@@ -145,7 +148,20 @@ def _exact_vector(result: EngineResult, name: str, rows: Sequence[int | None], c
     return out
 
 
-def _noisy(mp: MeasurePrice, exact: list[list[int]], source: RandomSource) -> list[list[int]]:
+def _noisy(mp: MeasurePrice, exact: list[list[int]], source: RandomSource,
+           cache: dict[str, list[list[int]]] | None = None) -> list[list[int]]:
+    """``exact`` plus fresh noise; with ``cache``, a measure is noised once per release (a
+    shared sum reads its partner's noisy ``N`` and ``T``: post-processing, charged once)."""
+    if cache is not None and mp.measure.name in cache:
+        return cache[mp.measure.name]
+    out = _add_noise(mp, exact, source)
+    if cache is not None:
+        cache[mp.measure.name] = out
+    return out
+
+
+def _add_noise(mp: MeasurePrice, exact: list[list[int]], source: RandomSource
+               ) -> list[list[int]]:
     assert mp.noise is not None
     n = len(exact) * mp.cells
     z = mp.noise.sample(n, source)
@@ -212,8 +228,9 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
     info_cols: dict[str, dict[str, Any]] = {}
     ngroups = len(keys)
 
+    cache: dict[str, list[list[int]]] = {}
     for sp in pricing.stats:
-        _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups)
+        _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 
     frame = pd.DataFrame(data)
     info = ReleaseInfo(columns=info_cols, epsilon=pricing.epsilon, delta=pricing.delta,
@@ -245,8 +262,12 @@ def convert(frame: Any, info: ReleaseInfo, output: str) -> Any:
 
 def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
                   source: RandomSource, data: dict[str, Any],
-                  info_cols: dict[str, dict[str, Any]], ngroups: int) -> None:
-    _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups)
+                  info_cols: dict[str, dict[str, Any]], ngroups: int,
+                  cache: dict[str, list[list[int]]]) -> None:
+    if sp.shared_with is not None:
+        _release_shared_sum(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
+    else:
+        _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
     st = sp.stat
     if isinstance(st.bounds, tuple):
         for name in stat_columns(sp):
@@ -254,9 +275,46 @@ def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], a
             info_cols[name]["bounds_source"] = "private estimate" if st.estimated else "given"
 
 
+def _release_shared_sum(sp: StatPrice, result: EngineResult, rows: list[int | None],
+                        alpha: float, source: RandomSource, data: dict[str, Any],
+                        info_cols: dict[str, dict[str, Any]], ngroups: int,
+                        cache: dict[str, list[list[int]]]) -> None:
+    """A sum as ``S = T + c N`` from its partner's noisy centred sum ``T`` and count ``N``.
+
+    Exactly ``S = T + c N`` before noise (``T = S - c N`` by definition), so the estimate is
+    unbiased like the partner's; interval: ``T`` and ``N`` each at ``1 - alpha/2`` (union
+    bound), and ``S`` between the extremes of ``T + c N`` over that box.
+    """
+    m_n, m_s = sp.measures[0], sp.measures[1]
+    assert m_n.noise is not None and m_s.noise is not None
+    n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
+    s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
+    t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
+    n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
+    t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
+    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
+    c, step = m_s.center, m_s.step
+    est, lo_l, hi_l = [], [], []
+    for g in range(ngroups):
+        nn, tt = n_noisy[g], t_noisy[g]
+        est.append((tt + c * nn) * step)
+        a, b = c * (nn - hn), c * (nn + hn)
+        lo_l.append((tt - ht + min(a, b)) * step)
+        hi_l.append((tt + ht + max(a, b)) * step)
+    name = stat_columns(sp)[0]
+    data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
+    info_cols[name] = {
+        "mechanism": f"post-processing of {sp.shared_with}'s "
+                     + _noise_desc(m_s)["mechanism"] + " centred sum and count",
+        "sum": _noise_desc(m_s), "count": _noise_desc(m_n),
+        "ci": "union bound over the centred sum and count intervals at alpha/2 each",
+    }
+
+
 def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
                     source: RandomSource, data: dict[str, Any],
-                    info_cols: dict[str, dict[str, Any]], ngroups: int) -> None:
+                    info_cols: dict[str, dict[str, Any]], ngroups: int,
+                    cache: dict[str, list[list[int]]]) -> None:
     st = sp.stat
     names = stat_columns(sp)
     if st.kind == "quantile":
@@ -315,8 +373,8 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
     n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
     s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
     t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
-    n_noisy = [v[0] for v in _noisy(m_n, n_exact, source)]
-    t_noisy = [v[0] for v in _noisy(m_s, t_exact, source)]
+    n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
+    t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
     split = 2.0 if st.kind == "mean" else 3.0
     hn = m_n.noise.halfwidth(alpha / split)
     ht = m_s.noise.halfwidth(alpha / split)

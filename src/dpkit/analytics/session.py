@@ -149,6 +149,7 @@ class Session:
                 if not callable(getattr(engine, attr, None)):
                     raise PrivacyParameterError(f"engine lacks a {attr}() method: {engine!r}")
             self._engine = engine
+        self._compiled: dict[int, tuple[Plan, Any]] = {}
         self._source = self._resolve_source(source, table)
         cols = self._engine.columns(self._source)
         self._columns: tuple[str, ...] = tuple(
@@ -224,6 +225,10 @@ class Session:
         if check is None:
             return
         compiled = check(plan)
+        # Kept so that running this very plan does not compile it a second time.
+        self._compiled[id(plan)] = (plan, compiled)
+        while len(self._compiled) > 4:  # plans checked but never run (refused queries)
+            del self._compiled[next(iter(self._compiled))]
         sql = getattr(compiled, "sql", None)
         connection = getattr(self._engine, "connection", None)
         if isinstance(sql, str) and connection is not None:
@@ -237,6 +242,11 @@ class Session:
                 ) from None
 
     def _execute(self, plan: Plan) -> EngineResult:
+        cached = self._compiled.pop(id(plan), None)
+        run = getattr(self._engine, "execute_compiled", None)
+        if cached is not None and cached[0] is plan and run is not None:
+            done: EngineResult = run(cached[1])
+            return done
         result: EngineResult = self._engine.execute(plan)
         return result
 

@@ -350,6 +350,64 @@ def _bin_index(c: exp.Expression, edges: Sequence[float], lo: int, hi: int,
     )
 
 
+def _uniform_step(edges: Sequence[float]) -> float | None:
+    """``w`` when ``edges[i] == lo + i * w`` exactly in doubles for every inner edge, else None.
+
+    Then the bin of ``c`` can be computed arithmetically (:func:`_bin_guess`, :func:`_bin_correct`).
+    Required besides: at most ``2^20`` bins and ``w >= 2^-30 max(|lo|, |hi|)``, so that every
+    rounding error (of ``w``, of ``i w``, of ``(c - lo) f``), each at most a few ``2^-52
+    max(|lo|, |hi|)``, stays far below one bin width and the guess is off by at most one bin.
+    """
+    bins = len(edges) - 1
+    lo, hi = edges[0], edges[-1]
+    if bins > 1 << 20:
+        return None
+    w = (hi - lo) / bins
+    if not (math.isfinite(w) and w > 0.0 and math.isfinite(bins / (hi - lo))):
+        return None
+    if w < math.ldexp(max(abs(lo), abs(hi)), -30):
+        return None
+    if any(lo + i * w != edges[i] for i in range(bins)):
+        return None
+    return w
+
+
+def _edge_at(i: exp.Expression, lo: float, w: float, profile: DialectProfile) -> exp.Expression:
+    """``lo + CAST(i AS DOUBLE) * w``: the same two double operations as the edge in Python."""
+    return exp.Add(this=_double(lo, profile), expression=exp.Mul(
+        this=_cast(i, profile.float_type), expression=_double(w, profile)))
+
+
+def _bin_guess(c: exp.Expression, edges: Sequence[float], w: float, profile: DialectProfile
+               ) -> exp.Expression:
+    """``CAST(LEAST(GREATEST(FLOOR((c - lo) * f), 0), bins - 1) AS BIGINT)``, ``f = bins /
+    (hi - lo)``: the bin of ``c`` (in ``[lo, hi]``, finite) up to one, by one multiplication."""
+    bins = len(edges) - 1
+    lo, hi = edges[0], edges[-1]
+    diff = exp.Paren(this=exp.Sub(this=c.copy(), expression=_double(lo, profile)))
+    g = exp.Floor(this=exp.Mul(this=diff, expression=_double(bins / (hi - lo), profile)))
+    return _cast(_clamp(g, _double(0.0, profile), _double(float(bins - 1), profile)),
+                 profile.fixed_type)
+
+
+def _bin_correct(c: exp.Expression, g: exp.Expression, edges: Sequence[float], w: float,
+                 profile: DialectProfile) -> exp.Expression:
+    """The exact bin from a guess ``g`` off by at most one: compare ``c`` with edges ``g`` and
+    ``g + 1`` (computed as in :func:`_uniform_step`, so equal to ``edges[g]``, ``edges[g+1]``).
+
+    ``CASE WHEN c < edge(g) THEN g - 1 WHEN g < bins - 1 AND c >= edge(g + 1) THEN g + 1
+    ELSE g END`` (NULL stays NULL: every comparison with NULL is not true and ``g`` is NULL).
+    """
+    bins = len(edges) - 1
+    lo = edges[0]
+    below = exp.LT(this=c.copy(), expression=_edge_at(g.copy(), lo, w, profile))
+    nxt = exp.Add(this=g.copy(), expression=_int(1))
+    above = exp.and_(exp.LT(this=g.copy(), expression=_int(bins - 1)),
+                     exp.GTE(this=c.copy(), expression=_edge_at(nxt, lo, w, profile)))
+    return exp.Case(ifs=[exp.If(this=below, true=exp.Sub(this=g.copy(), expression=_int(1))),
+                         exp.If(this=above, true=nxt.copy())], default=g.copy())
+
+
 def _category_literal(value: object, family: Family, name: str) -> exp.Expression | None:
     """The literal for one category in the column's type family; ``None`` for NULL/NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -514,6 +572,8 @@ def compile_plan(
                                     _ident(_P + "hr")))
     # value columns are needed for the measures; readable under their own names
     row_items += [_col(c) for c in value_cols]
+    if not row_items:  # no unit, no keys, no value column: only counts of rows
+        row_items.append(_alias(exp.Literal.number(1), _ident(_P + "one")))
     rows_q = exp.select(*row_items).from_(_P + "src")
     if predicates:
         rows_q = rows_q.where(exp.and_(*predicates))
@@ -634,9 +694,17 @@ def compile_plan(
                 elif kind == "bin_counts":
                     edges = _check_edges(m)
                     c1 = at(1, f"{_P}c{i}", _clamped(x, edges[0], edges[-1], profile))
-                    idx = at(2, f"{_P}i{i}", _case(
-                        _is_null(_col(c1)), exp.Null(),
-                        _bin_index(_col(c1), edges, 0, len(edges) - 2, profile)))
+                    width = _uniform_step(edges)
+                    if width is None:
+                        idx = at(2, f"{_P}i{i}", _case(
+                            _is_null(_col(c1)), exp.Null(),
+                            _bin_index(_col(c1), edges, 0, len(edges) - 2, profile)))
+                    else:
+                        g1 = at(2, f"{_P}g{i}", _case(
+                            _is_null(_col(c1)), exp.Null(),
+                            _bin_guess(_col(c1), edges, width, profile)))
+                        idx = at(3, f"{_P}i{i}", _bin_correct(_col(c1), _col(g1), edges,
+                                                              width, profile))
                     e = _func(profile.histogram, _col(idx))
                     size = len(edges) - 1
                 else:

@@ -170,7 +170,11 @@ class DuckDBEngine:
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
-        compiled = self.compile(plan)
+        return self.execute_compiled(self.compile(plan))
+
+    def execute_compiled(self, compiled: CompiledQuery) -> EngineResult:
+        """Run a statement :meth:`compile` returned (a caller that has compiled and checked
+        the plan already need not compile it again)."""
         try:
             rows = self.connection.execute(compiled.sql).fetchall()
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
