@@ -9,7 +9,9 @@ Error on the first row whose text is no integer. Likewise ``i = 'abc'`` on an IN
 casts the literal, and raises only if some row reaches the filter (empty table: no error).
 
 Neighbours (add/remove one privacy unit): D = {u1:"1", u2:"2"}, D' = D + {u3:"abc"}; and for
-the literal cast D = {} (no rows), D' = {u1: 7}. Observable: the query raises or releases.
+the literal casts D = {} (no rows), D' = {u1: 7}; the same holds for an integer histogram
+category beyond HUGEINT (2**200), cast per row by the compiler.
+Observable: the query raises or releases.
 The outcome is deterministic, so the true epsilon is infinite; certificate: Clopper-Pearson
 at confidence 1 - 1e-6 (1e-6 split over the two binomial bounds) on N runs per table, claim
 epsilon = 1 (pure budget, discrete Laplace).
@@ -25,7 +27,7 @@ import pandas as pd
 from scipy.stats import beta
 
 from dpkit.accounting import Budget
-from dpkit.analytics import Session, count
+from dpkit.analytics import Session, count, histogram
 
 N = 200  # runs per table
 
@@ -37,14 +39,14 @@ def cp_bound(k1: int, k0: int, n: int, alpha: float = 1e-6) -> float:
     return math.log(p_lo / q_hi) if p_lo > 0 else 0.0
 
 
-def raises(frame: pd.DataFrame, pred: str | None, keys: Any, n: int) -> int:
+def raises(frame: pd.DataFrame, pred: str | None, keys: Any, n: int, stat: Any = None) -> int:
     s = Session(frame, privacy_unit="u", budget=Budget(epsilon=1e9))
     q = s.query()
     if pred is not None:
         q = q.where(pred)
     if keys is not None:
         q = q.group_by("s", keys=keys)
-    q = q.bound(max_partitions=1, max_rows_per_partition=1).agg(n=count())
+    q = q.bound(max_partitions=1, max_rows_per_partition=1).agg(n=count() if stat is None else stat)
     k = 0
     for _ in range(n):
         try:
@@ -66,8 +68,17 @@ def main() -> None:
     for name, a, b, pred, keys in cases:
         k0 = raises(a, pred, keys, N)
         k1 = raises(b, pred, keys, N)
-        print(f"{name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim epsilon = 1, certified "
-              f"epsilon >= {cp_bound(k1, k0, N):.2f} (confidence 1-1e-6; true: infinite)")
+        report(name, k0, k1)
+    # Not a predicate: _category_literal (engines/_compiler.py) writes an integer category as
+    # CAST('<digits>' AS HUGEINT) without a range check; 2**200 raises once a row reaches it.
+    name = "histogram('s', categories=[2**200]), INTEGER s, empty vs one row"
+    st = histogram("s", categories=[2**200])
+    report(name, raises(e, None, None, N, st), raises(e1, None, None, N, st))
+
+
+def report(name: str, k0: int, k1: int) -> None:
+    print(f"{name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim epsilon = 1, certified "
+          f"epsilon >= {cp_bound(k1, k0, N):.2f} (confidence 1-1e-6; true: infinite)")
 
 
 if __name__ == "__main__":
