@@ -308,3 +308,14 @@ def test_release_many_shapes_and_single_candidate() -> None:
         assert draws.shape == (200_001,) and 0.45 < draws.mean() < 0.55
     with pytest.raises(PrivacyParameterError, match="laplace"):
         ReportNoisyMax(epsilon=1.0, sensitivity=1.0).probabilities([0.0, 1.0])
+
+
+@pytest.mark.parametrize("count", [2**32 + 1, 2**53 + 1, 10**400])
+def test_release_many_refuses_counts_beyond_one_array(count: int) -> None:
+    # Regression: MemoryError (2**53 + 1) and ValueError (10**400) from numpy before the fix.
+    from dpkit.errors import PrivacyParameterError
+
+    for mech in (ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+                 ReportNoisyMax(epsilon=1.0, sensitivity=1.0)):
+        with pytest.raises(PrivacyParameterError, match="count"):
+            mech.release_many([1.0, 2.0], count=count)

@@ -303,10 +303,16 @@ def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
     return out
 
 
+_MAX_DRAWS = 2**32
+
+
 def _select(scores: Any, count: int, source: RandomSource | None, sensitivity: float,
             gain: float, noise: str) -> npt.NDArray[np.int64]:
-    """``count`` arg-maxes of ``gain (scores - max) / Delta + noise`` with unit-scale noise."""
-    k = check_integer(count, name="count", minimum=0)
+    """``count`` arg-maxes of ``gain (scores - max) / Delta + noise`` with unit-scale noise.
+
+    ``count`` is at most ``2**32`` per call (the output is one int64 array; larger requests
+    are refused up front instead of failing while allocating)."""
+    k = check_integer(count, name="count", minimum=0, maximum=_MAX_DRAWS)
     src = resolve_source(source)
     z = _scaled_scores(scores, sensitivity, gain)
 
