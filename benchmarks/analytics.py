@@ -19,6 +19,12 @@ Columns of the table:
   separate virtual environment (``--peers-python``); PipelineDP processes rows one Python
   object at a time, so it runs on a 1M-row file of the same distribution and its time is
   extrapolated linearly to 10M (marked in the table).
+* Tumult Analytics 0.21 on a local Spark session (``local[2]``, 4 GB driver), in its own
+  virtual environment (``--tumult-python``, default ``/work/venv-tumult/bin/python``; create it
+  with ``python3 -m venv /work/venv-tumult && /work/venv-tumult/bin/pip install
+  "tmlt.analytics==0.21.0"``; it needs Java 17). Like PipelineDP it runs on 1M rows first and
+  on 10M only if that would take under 10 minutes, else its time is extrapolated linearly.
+  Its peak RSS is the worker's plus the Spark JVM's (``run_tumult``).
 * 100M rows: the dpkit engine on a 100M-row file under a 1 GB DuckDB memory limit.
 
 Every measurement runs in its own subprocess; peak RSS is that process's ``ru_maxrss``
@@ -27,8 +33,9 @@ interleaved rounds, one process per run, and the median of each is reported (the
 is warm after the first run).
 
 Run: ``.venv/bin/python benchmarks/analytics.py [--quick] [--no-big] [--peers-python PATH]
-[--data DIR] [--src DIR]`` (``--no-big``: skip the 100M-row runs and keep that paragraph of the
-last full run) (``--src``: the dpkit source tree the dpkit workers import, default this checkout's).
+[--tumult-python PATH] [--data DIR] [--src DIR]`` (``--no-big``: skip the 100M-row runs and keep
+that paragraph of the last full run) (``--src``: the dpkit source tree the dpkit workers import,
+default this checkout's).
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ def _arg(name: str, default: str) -> str:
 DATA = Path(_arg("--data", "/tmp/dpkit-bench-analytics"))
 SRC = _arg("--src", str(Path(__file__).resolve().parent.parent / "src"))
 PEERS_PYTHON = _arg("--peers-python", "/work/venv-peers/bin/python")
+TUMULT_PYTHON = _arg("--tumult-python", "/work/venv-tumult/bin/python")
 
 
 # ------------------------------------------------------------------ data
@@ -253,8 +261,89 @@ def run_pipelinedp(path: str) -> dict[str, Any]:
     return {"groups": len(release), "release": release}
 
 
+def _jvm_peak_mib(spark: Any) -> float | None:
+    """Peak RSS (VmHWM) of the Spark driver JVM, which is not a waited-for child of the worker."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def run_tumult(path: str) -> dict[str, Any]:
+    """Tumult Analytics 0.21 on a local Spark session: partition selection, then count, sum, mean.
+
+    The session protects whole users (``AddRowsWithID("user_id")``) under
+    ``ApproxDPBudget(1, 1e-6)``. Every query carries the same contribution bounds, enforced by
+    Tumult itself: ``MaxGroupsPerID("category", 1)`` then
+    ``MaxRowsPerGroupPerID("category", 5)``. Four queries share the budget: ``get_groups`` on
+    category gets epsilon / 4 and all of delta (its stability threshold needs delta); the
+    grouped count, sum and average over the selected keys get epsilon / 4 each with delta 0
+    (Tumult's Laplace/geometric noise is pure DP and would drop a delta anyway). Sum and
+    average clamp to [0, 100]; the average splits its share between a sum and a count inside
+    Tumult.
+
+    Spark runs in ``local[2]`` with a 4 GB driver; the JVM's peak RSS is returned beside the
+    worker's (``jvm_rss_mib``) because the JVM is not a waited-for child of the worker.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from tmlt.analytics import (
+        AddRowsWithID,
+        ApproxDPBudget,
+        KeySet,
+        MaxGroupsPerID,
+        MaxRowsPerGroupPerID,
+        QueryBuilder,
+        Session,
+    )
+
+    spark = (SparkSession.builder.master(f"local[{THREADS}]")
+             .config("spark.driver.memory", "4g")
+             .config("spark.sql.shuffle.partitions", str(4 * THREADS))
+             .config("spark.ui.enabled", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        df = spark.read.parquet(path)
+        session = Session.from_dataframe(
+            privacy_budget=ApproxDPBudget(EPSILON, DELTA), source_id="rows", dataframe=df,
+            protected_change=AddRowsWithID(id_column="user_id"))
+
+        def bounded() -> Any:
+            return (QueryBuilder("rows")
+                    .enforce(MaxGroupsPerID("category", 1))
+                    .enforce(MaxRowsPerGroupPerID("category", ROWS_PER_USER)))
+
+        share = EPSILON / 4
+        groups = session.evaluate(bounded().get_groups(["category"]),
+                                  ApproxDPBudget(share, DELTA))
+        keys = KeySet.from_dataframe(groups)
+        pure = ApproxDPBudget(share, 0)
+        counts = session.evaluate(bounded().groupby(keys).count(name="n"), pure).toPandas()
+        sums = session.evaluate(bounded().groupby(keys).sum("value", LOWER, UPPER, name="s"),
+                                pure).toPandas()
+        means = session.evaluate(
+            bounded().groupby(keys).average("value", LOWER, UPPER, name="m"),
+            session.remaining_privacy_budget).toPandas()
+        s_by = dict(zip(sums["category"], sums["s"], strict=True))
+        m_by = dict(zip(means["category"], means["m"], strict=True))
+        release = {str(c): (float(n), float(s_by[c]), float(m_by[c]))
+                   for c, n in zip(counts["category"], counts["n"], strict=True)}
+        return {"groups": len(release), "release": release, "jvm_rss_mib": _jvm_peak_mib(spark)}
+    finally:
+        spark.stop()
+
+
 WORKERS = {"dpkit": run_dpkit, "floor": run_floor, "opendp": run_opendp,
-           "pipelinedp": run_pipelinedp, "dpkit_release": run_dpkit_release}
+           "pipelinedp": run_pipelinedp, "dpkit_release": run_dpkit_release,
+           "tumult": run_tumult}
 
 
 def worker(name: str, path: str, repeats: int, memory_limit: str | None) -> None:
@@ -280,6 +369,8 @@ def measure(name: str, path: Path, *, python: str = sys.executable, repeats: int
     cmd = [python, __file__, "--worker", name, "--path", str(path), "--repeats", str(repeats)]
     if memory_limit:
         cmd += ["--memory-limit", memory_limit]
+    if not Path(python).exists():
+        return {"error": [f"no interpreter at {python}"]}
     env = dict(os.environ)
     if python == sys.executable:
         env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
@@ -297,6 +388,27 @@ def measure(name: str, path: Path, *, python: str = sys.executable, repeats: int
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     result["rss_mib"] = peak
     return result
+
+
+def _small_first(name: str, path: Path, peer_path: Path, *, limit_s: float,
+                 python: str = PEERS_PYTHON) -> dict[str, Any]:
+    """A slow peer: run on ``PEER_ROWS``; rerun on ``ROWS`` if that would take under ``limit_s``.
+
+    Otherwise the time is extrapolated linearly to ``ROWS`` (``seconds_measured`` keeps the
+    measured one). A JVM's peak RSS (``jvm_rss_mib``) is added to the worker's.
+    """
+    r = measure(name, peer_path, python=python, repeats=1)
+    r["rows"] = PEER_ROWS
+    if "seconds" in r and r["seconds"] * ROWS / PEER_ROWS <= limit_s and ROWS != PEER_ROWS:
+        full = measure(name, path, python=python, repeats=1)
+        if "seconds" in full:
+            r = {**full, "rows": ROWS}
+    if "seconds" in r and r["rows"] != ROWS:
+        r["seconds_measured"] = r["seconds"]
+        r["seconds"] = r["seconds"] * ROWS / r["rows"]
+    if r.get("jvm_rss_mib"):
+        r["rss_mib"] = r.get("rss_mib", 0.0) + r["jvm_rss_mib"]
+    return r
 
 
 def truth(path: Path) -> dict[str, tuple[float, float, float]]:
@@ -361,17 +473,10 @@ def main() -> None:
             results[name]["all_seconds"] = [round(float(r["seconds"]), 2) for r in rs
                                             if "seconds" in r]
     results["opendp"] = measure("opendp", path, python=PEERS_PYTHON, repeats=1)
-    # PipelineDP: on PEER_ROWS first; if the full size would take under 5 minutes, run it too
-    pdp = measure("pipelinedp", peer_path, python=PEERS_PYTHON, repeats=1)
-    pdp["rows"] = PEER_ROWS
-    if "seconds" in pdp and pdp["seconds"] * ROWS / PEER_ROWS <= 300 and ROWS != PEER_ROWS:
-        full = measure("pipelinedp", path, python=PEERS_PYTHON, repeats=1)
-        if "seconds" in full:
-            pdp = {**full, "rows": ROWS}
-    if "seconds" in pdp and pdp["rows"] != ROWS:
-        pdp["seconds_measured"] = pdp["seconds"]
-        pdp["seconds"] = pdp["seconds"] * ROWS / pdp["rows"]
-    results["pipelinedp"] = pdp
+    # PipelineDP and Tumult: on PEER_ROWS first; the full size too if it would fit the limit
+    results["pipelinedp"] = _small_first("pipelinedp", path, peer_path, limit_s=300)
+    results["tumult"] = _small_first("tumult", path, peer_path, limit_s=600,
+                                     python=TUMULT_PYTHON)
     big = DATA / f"rows{BIG_ROWS}.parquet"
     if not NO_BIG:
         big = generate(big, BIG_ROWS)
@@ -395,9 +500,14 @@ def main() -> None:
     def rel(r: dict[str, Any], t: dict[str, tuple[float, float, float]]) -> str:
         return utility(r.get("release"), t)
 
+    def note(r: dict[str, Any]) -> str:
+        rows = r.get("rows", PEER_ROWS)
+        return ("" if rows == ROWS else
+                f" (run on {rows:,} rows, time x {ROWS // rows}; RSS at that size)")
+
     pdp_rows = results["pipelinedp"].get("rows", PEER_ROWS)
-    pdp_note = ("" if pdp_rows == ROWS else
-                f" (run on {pdp_rows:,} rows, time x {ROWS // pdp_rows}; RSS at that size)")
+    pdp_note = note(results["pipelinedp"])
+    tmt_rows = results["tumult"].get("rows", PEER_ROWS)
     lines = [
         "## Private analytics: count, sum and mean per category",
         "",
@@ -425,6 +535,8 @@ def main() -> None:
     lines += [
         f"| OpenDP 0.16 Polars API | {cell(results['opendp'])} |",
         f"| PipelineDP 0.3.1 local backend{pdp_note} | {cell(results['pipelinedp'])} |",
+        "| Tumult Analytics 0.21 on local Spark (RSS: worker + JVM)"
+        f"{note(results['tumult'])} | {cell(results['tumult'])} |",
         "",
     ]
     big_r, mid_r, fb = (results.get(k, {}) for k in ("big", "mid", "floor_big"))
@@ -454,6 +566,8 @@ def main() -> None:
         f"| OpenDP | {rel(results['opendp'], true)} |",
         f"| PipelineDP{'' if pdp_rows == ROWS else f' (on {pdp_rows:,} rows)'} | "
         f"{rel(results['pipelinedp'], true if pdp_rows == ROWS else true_peer)} |",
+        f"| Tumult{'' if tmt_rows == ROWS else f' (on {tmt_rows:,} rows)'} | "
+        f"{rel(results['tumult'], true if tmt_rows == ROWS else true_peer)} |",
     ]
     if "seconds" not in results["dpkit_release"]:
         lines += ["", "dpkit's utility row needs the session query (`run_dpkit_release`)."]
