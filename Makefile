@@ -39,11 +39,26 @@ lint: $(STAMP_TEST)
 test: lint
 	$(BIN)/pytest
 
-bench: $(STAMP_BENCH)
+# Peers of the analytics benchmark live in their own environments (their pins clash with ours).
+PEERS := .venv-peers
+TUMULT := .venv-tumult
+
+$(PEERS)/bin/python:
+	$(PY) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q "opendp[polars]==0.16.0" "pipeline-dp==0.3.1" pyarrow
+
+$(TUMULT)/bin/python:
+	$(PY) -m venv $(TUMULT)
+	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
+
+bench: $(STAMP_BENCH) $(PEERS)/bin/python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/audit.py
 	$(BIN)/python benchmarks/ldp.py
+	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
+		--tumult-python $(TUMULT)/bin/python
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache
