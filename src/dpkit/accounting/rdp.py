@@ -197,6 +197,7 @@ def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
 
 
 _FRAC_MAX_TERMS = 1 << 21  # terms of the fractional-order series before the tail bound is used
+_FRAC_MAX_Z0 = 2.0**18  # beyond this crossing point the fractional orders are not evaluated
 _FRAC_REL_TAIL = 1e-10  # stop extending the series once the tail bound is this small, relatively
 
 
@@ -229,6 +230,11 @@ def _sampled_gaussian_frac(q: float, s: float, alpha: float) -> float:
     logq, log1mq = math.log(q), math.log1p(-q)
     inv = 0.5 / s / s
     z0 = s * s * (log1mq - logq) + 0.5
+    if not (math.isfinite(z0) and abs(z0) < _FRAC_MAX_Z0):
+        # The series would need more than ~z0 terms (or z0 is not a number): give no bound
+        # here; the caller takes the minimum with the unsampled Gaussian's RDP and the
+        # integer orders, both exact, so the answer stays a valid (looser) upper bound.
+        return math.inf
     lg_a1 = float(gammaln(alpha + 1.0))
     log_c = (alpha * log1mq - z0 * z0 * inv + math.log(s) - 0.5 * math.log(2.0 * math.pi))
     n_terms = int(max(alpha, z0, alpha - z0, 0.0)) + 64
