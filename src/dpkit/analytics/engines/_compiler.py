@@ -408,8 +408,29 @@ def _bin_correct(c: exp.Expression, g: exp.Expression, edges: Sequence[float], w
                          exp.If(this=above, true=nxt.copy())], default=g.copy())
 
 
-def _category_literal(value: object, family: Family, name: str) -> exp.Expression | None:
-    """The literal for one category in the column's type family; ``None`` for NULL/NaN."""
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("TINYINT", "INT1"), (-(2**7), 2**7 - 1)),
+    **dict.fromkeys(("SMALLINT", "INT2"), (-(2**15), 2**15 - 1)),
+    **dict.fromkeys(("INTEGER", "INT", "INT4"), (-(2**31), 2**31 - 1)),
+    **dict.fromkeys(("BIGINT", "INT8"), (-(2**63), 2**63 - 1)),
+    **dict.fromkeys(("HUGEINT", "INT128"), (-(2**127), 2**127 - 1)),
+    "UTINYINT": (0, 2**8 - 1),
+    "USMALLINT": (0, 2**16 - 1),
+    "UINTEGER": (0, 2**32 - 1),
+    "UBIGINT": (0, 2**64 - 1),
+    "UHUGEINT": (0, 2**128 - 1),
+}
+
+
+def _category_literal(value: object, family: Family, name: str,
+                      sql_type: str = "HUGEINT") -> exp.Expression | None:
+    """The literal for one category in the column's type family; ``None`` for NULL/NaN.
+
+    An integer category (or a whole float) on an integer column is written as a constant of
+    the column's own type when it lies in that type's range, and as ``NULL`` (a comparison
+    that is never true: the category counts 0) when it does not, so the statement never holds
+    a cast that fails (``CAST(2**200 AS HUGEINT)`` would raise as soon as a row reached it).
+    """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if family == "string":
@@ -423,17 +444,30 @@ def _category_literal(value: object, family: Family, name: str) -> exp.Expressio
             pass
         elif isinstance(value, int):
             if family == "integer":
-                return _cast(exp.Literal.string(str(value)), "HUGEINT")
-            return _cast(exp.Literal.string(repr(float(value))), "DOUBLE")
+                return _integer_literal(value, sql_type)
+            try:
+                as_float = float(value)
+            except OverflowError:
+                return exp.Null()  # beyond every double (and DECIMAL): matches nothing
+            return _cast(exp.Literal.string(repr(as_float)), "DOUBLE")
         elif isinstance(value, float) and math.isfinite(value):
             if family == "integer":
                 if value.is_integer():
-                    return _cast(exp.Literal.string(str(int(value))), "HUGEINT")
+                    return _integer_literal(int(value), sql_type)
                 return exp.Null()  # matches no integer; kept so the tuple keeps its length
             return _cast(exp.Literal.string(repr(value)), "DOUBLE")
     raise PlanError(
         f"category {value!r} of measure {name!r} does not fit the column's type ({family})"
     )
+
+
+def _integer_literal(value: int, sql_type: str) -> exp.Expression:
+    """``CAST('value' AS <type>)`` when ``value`` fits the integer type, else ``NULL``."""
+    t = sql_type.upper().strip()
+    lo, hi = _INT_RANGES.get(t, _INT_RANGES["HUGEINT"])
+    if not lo <= value <= hi:
+        return exp.Null()  # no value of the column equals it: the category counts 0
+    return _cast(exp.Literal.string(str(value)), t if t in _INT_RANGES else "HUGEINT")
 
 
 # ---------------------------------------------------------------------------- source
@@ -543,7 +577,10 @@ def compile_plan(
         for node in tree.find_all(exp.Column):
             col = use(node.name, "predicate column")
             node.set("this", _ident(col))
-        if vp.needs_try and profile.try_wrapper is not None:
+        # Every predicate runs under the error-to-NULL wrapper, not only those with arithmetic:
+        # the engine inserts implicit casts of its own (``s = 1`` on a text column casts every
+        # ``s`` to an integer), and such a cast fails on some values only.
+        if profile.try_wrapper is not None:
             tree = _func(profile.try_wrapper, tree)
         predicates.append(exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)]))
     # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
@@ -661,7 +698,7 @@ def compile_plan(
             col = _resolve(m.column, schema, f"column of measure {m.name!r}")
             fam = families[col]
             if kind == "category_counts":
-                idx = at(1, f"{_P}i{i}", _category_index(m, col, fam))
+                idx = at(1, f"{_P}i{i}", _category_index(m, col, fam, schema[col]))
                 e = _func(profile.histogram, _col(idx))
                 size = len(m.categories)
             else:
@@ -760,7 +797,7 @@ def _check_edges(m: Measure) -> tuple[float, ...]:
     return tuple(vals)
 
 
-def _category_index(m: Measure, col: str, fam: Family) -> exp.Expression:
+def _category_index(m: Measure, col: str, fam: Family, sql_type: str) -> exp.Expression:
     """Index of the row's category in ``m.categories`` (NULL when it is none of them)."""
     if not m.categories:
         raise PlanError(f"{m.name}: category_counts needs at least one category")
@@ -768,7 +805,7 @@ def _category_index(m: Measure, col: str, fam: Family) -> exp.Expression:
     ifs: list[exp.If] = []
     null_index: int | None = None
     for i, cat in enumerate(m.categories):
-        lit = _category_literal(cat, fam, m.name)
+        lit = _category_literal(cat, fam, m.name, sql_type)
         if lit is None:
             if null_index is None:
                 null_index = i
