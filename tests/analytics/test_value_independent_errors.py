@@ -68,3 +68,26 @@ def test_integer_category_at_the_edge_of_a_small_type_matches() -> None:
     st = dpa.histogram("s", categories=[127, -128, 128, -129])
     out = _run(frame, stat=st)
     assert tuple(out["exact"].values["n:bins"][0]) == (1, 1, 0, 0)
+
+
+@pytest.mark.parametrize("kind", ["list", "struct", "map", "array"])
+@pytest.mark.parametrize("keys", [None, "public"])
+def test_nested_group_key_is_refused_by_type_before_any_charge(kind: str, keys: Any) -> None:
+    import pyarrow as pa
+
+    from dpkit.analytics.engines._compiler import PlanError
+
+    typ, val = {"list": (pa.list_(pa.int64()), [1]),
+                "struct": (pa.struct([("a", pa.int64())]), {"a": 1}),
+                "map": (pa.map_(pa.string(), pa.int64()), [("a", 1)]),
+                "array": (pa.list_(pa.int64(), 1), [1])}[kind]
+    # D = all keys NULL, D' = one more unit with a non-NULL key: both refused the same way
+    for g in ([None, None], [None, None, val]):
+        table = pa.table({"u": list(range(len(g))), "g": pa.array(g, type=typ)})
+        budget = Budget(epsilon=10.0, delta=1e-3)
+        s = dpa.Session(table, privacy_unit="u", budget=budget)
+        q = s.query().group_by("g", keys=None if keys is None else [((1,),)])
+        q = q.bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
+        with pytest.raises(PlanError, match="nested type"):
+            q.run(epsilon=1.0, delta=1e-6)
+        assert budget.spent == (0.0, 0.0)

@@ -69,6 +69,7 @@ __all__ = [
     "PlanError",
     "canonical_token",
     "compile_plan",
+    "is_nested",
     "type_family",
 ]
 
@@ -101,6 +102,14 @@ def type_family(sql_type: str) -> Family:
     if t in {"BOOLEAN", "BOOL"}:
         return "boolean"
     return "other"
+
+
+def is_nested(sql_type: str) -> bool:
+    """Whether an engine type (DuckDB spelling) holds several values: LIST ``T[]``, ARRAY
+    ``T[n]``, STRUCT, MAP, UNION. Such a column cannot be a group key (its values are no
+    hashable scalars); the test reads the schema only, never the data."""
+    t = sql_type.upper().strip()
+    return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION", "LIST", "ARRAY"))
 
 
 @dataclass(frozen=True)
@@ -562,6 +571,12 @@ def compile_plan(
     keys = [use(k, "group_by column") for k in agg.group_by]
     if len(set(keys)) != len(keys):
         raise PlanError(f"group_by repeats a column: {agg.group_by}")
+    for k in keys:
+        if is_nested(schema[k]):
+            raise PlanError(
+                f"group_by column {k!r} has the nested type {schema[k]}; a group key must be a "
+                "scalar (number, text, boolean, date, ...): group by a scalar column instead"
+            )
     value_cols: list[str] = []
     for m in agg.measures:
         if m.kind in ("rows", "units"):
