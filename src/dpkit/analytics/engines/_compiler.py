@@ -482,6 +482,76 @@ def _integer_literal(value: int, sql_type: str) -> exp.Expression:
 # ---------------------------------------------------------------------------- source
 
 
+# One RFC 4180 field: quoted ("" inside stands for one quote), or unquoted and not starting
+# with a quote (it may hold quotes further on), or empty.
+_CSV_FIELD = r'"(?:[^"]|"")*"|[^,"][^,]*|'
+# Separator of the raw read: four control bytes that text data does not hold (a line holding
+# them would be cut there, affecting that line only).
+_RAW_DELIM = "\x1c\x1d\x1e\x1f"
+_RE_MAX_REPEAT = 1000  # RE2's limit on a counted repetition
+
+
+def _repeat(unit: str, k: int) -> str:
+    """A regular expression matching ``unit`` exactly ``k`` times (within RE2's limits)."""
+    if k == 0:
+        return ""
+    q, r = divmod(k, _RE_MAX_REPEAT)
+    out = f"(?:(?:{unit}){{{_RE_MAX_REPEAT}}}){{{q}}}" if q else ""
+    return out + (f"(?:{unit}){{{r}}}" if r else "")
+
+
+def _csv_lines(loc: exp.Expression, columns: tuple[str, ...]) -> exp.Expression:
+    """A CSV file read line by line, each physical line parsed on its own.
+
+    The engine reads every line after the header as one text value (no quote character, a
+    separator that text does not hold), so no line can change how another is read: an
+    unterminated quote on one line cannot swallow the lines after it. A line is kept only if it
+    is a full match of ``F(,F){n-1}(,F)*`` with ``F`` an RFC 4180 field (:data:`_CSV_FIELD`)
+    and ``n`` the header's column count (fields beyond the ``n``-th are ignored); field ``j``
+    is then the group of
+    ``^(?:F,){j}(F)``, which is unique on a matching line (a quoted field ends at the first
+    quote that is not doubled, an unquoted one at the next comma). Quoted fields lose their
+    quotes and have ``""`` turned into ``"``; an empty unquoted field is NULL. Consequences: a
+    quoted field cannot span lines, and a line with too few fields, a stray or unterminated
+    quote, or invalid UTF-8 is dropped (it affects only itself). Nothing is sniffed from the data;
+    every column is text.
+    """
+    line = _col(_P + "line")
+    raw_opts = [
+        exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
+        exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("columns"), expression=exp.Struct(expressions=[exp.PropertyEQ(
+            this=exp.Literal.string(_P + "line"), expression=exp.Literal.string("VARCHAR"))])),
+        exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(_RAW_DELIM)),
+        exp.EQ(this=exp.column("quote"), expression=exp.Literal.string("")),
+        exp.EQ(this=exp.column("escape"), expression=exp.Literal.string("")),
+        exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
+    ]
+    more = f",(?:{_CSV_FIELD})"
+    full = f"^(?:{_CSV_FIELD}){_repeat(more, len(columns) - 1)}(?:{more})*$"
+    items: list[exp.Expression] = []
+    for j, name in enumerate(columns):
+        pattern = f"^{_repeat('(?:' + _CSV_FIELD + '),', j)}({_CSV_FIELD})"
+        f = _func("regexp_extract", line.copy(), exp.Literal.string(pattern),
+                  exp.Literal.number(1))
+        quoted = exp.Like(this=f.copy(), expression=exp.Literal.string('"%'))
+        inner = exp.Substring(this=f.copy(), start=exp.Literal.number(2),
+                              length=exp.Sub(this=exp.Length(this=f.copy()),
+                                             expression=exp.Literal.number(2)))
+        value = exp.Case(ifs=[
+            exp.If(this=quoted, true=_func("replace", inner, exp.Literal.string('""'),
+                                           exp.Literal.string('"'))),
+            exp.If(this=exp.EQ(this=f.copy(), expression=exp.Literal.string("")),
+                   true=exp.Null()),
+        ], default=f.copy())
+        items.append(_alias(value, _ident(name)))
+    raw = exp.Table(this=_func("read_csv", loc, *raw_opts))
+    q = exp.select(*items).from_(raw).where(
+        _func("regexp_full_match", line.copy(), exp.Literal.string(full)))
+    return exp.Subquery(this=q, alias=exp.TableAlias(this=_ident(_P + "csv")))
+
+
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
                dialect: str = "duckdb", csv_columns: Sequence[str] = ()) -> exp.Expression:
     """The FROM item of ``source``: a table function over a path, or a (quoted) table name."""
@@ -493,26 +563,9 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
     if source.kind == "parquet":
         return exp.Table(this=_func("read_parquet", loc))
     if source.kind == "csv":
-        # Nothing is sniffed from the data: the column names come from the header line (read by
-        # the engine), every column is text, the dialect is fixed (comma, double quote doubled
-        # inside quotes), and a line that does not parse (wrong field count, invalid UTF-8) is
-        # dropped instead of raising.
         if not csv_columns:
             raise PlanError("a CSV source needs its header's column names")
-        columns = exp.Struct(expressions=[
-            exp.PropertyEQ(this=exp.Literal.string(c), expression=exp.Literal.string("VARCHAR"))
-            for c in csv_columns])
-        opts = [
-            exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
-            exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("columns"), expression=columns),
-            exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(",")),
-            exp.EQ(this=exp.column("quote"), expression=exp.Literal.string('"')),
-            exp.EQ(this=exp.column("escape"), expression=exp.Literal.string('"')),
-            exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
-        ]
-        return exp.Table(this=_func("read_csv", loc, *opts))
+        return _csv_lines(loc, tuple(csv_columns))
     if source.kind == "table":
         if source.location in registered:
             return exp.Table(this=_ident(source.location))
