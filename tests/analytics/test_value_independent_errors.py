@@ -91,3 +91,18 @@ def test_nested_group_key_is_refused_by_type_before_any_charge(kind: str, keys: 
         with pytest.raises(PlanError, match="nested type"):
             q.run(epsilon=1.0, delta=1e-6)
         assert budget.spent == (0.0, 0.0)
+
+
+def test_released_groups_come_sorted_by_key() -> None:
+    from dpkit.analytics._release import _sorted_keys
+
+    keys = [f"k{i:03d}" for i in range(60)]
+    order = [(i * 37) % 60 for i in range(60)]  # a fixed shuffle
+    frame = pd.DataFrame({"u": range(60 * 30), "g": [keys[order[i % 60]] for i in range(1800)]})
+    s = dpa.Session(frame, privacy_unit="u", budget=Budget(epsilon=100.0, delta=1e-3))
+    q = s.query().group_by("g").bound(max_partitions=1, max_rows_per_partition=1)
+    out = q.agg(n=dpa.count()).run(epsilon=20.0, delta=1e-6)  # 30 units per key: all kept
+    assert list(out["g"]) == sorted(out["g"]) and len(out) == 60
+    # NULL first, then by value; keys that do not compare fall back to (type name, repr)
+    assert _sorted_keys([("b",), (None,), ("a",)]) == [(None,), ("a",), ("b",)]
+    assert _sorted_keys([(2,), ("a",), (None,)]) == [(None,), (2,), ("a",)]
