@@ -198,7 +198,7 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         keys = [tuple(normalize_key(v) for v in k) for k in public_keys]
         rows = [engine_index.get(k) for k in keys]
     else:
-        all_keys = list(engine_index)
+        all_keys = _sorted_keys(engine_index)
         units = result.values.get(UNITS_MEASURE, ())
         counts = np.array([int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
                           dtype=np.int64)
@@ -237,6 +237,24 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
                        mode=pricing.mode, alpha=alpha,
                        groups_in_data=None, groups_released=ngroups, selection=selection_info)
     return convert(frame, info, output)
+
+
+def _sorted_keys(keys: Any) -> list[tuple[Any, ...]]:
+    """The engine's group keys in a fixed order: NULL first, then by value (by type name and
+    ``repr`` if the values of a column do not compare), so the released row order never
+    depends on the engine's hash-aggregate order (which may differ between runs)."""
+    out = list(keys)
+
+    def by_value(k: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple((v is not None, v if v is not None else 0) for v in k)
+
+    def by_text(k: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple((v is not None, type(v).__name__, repr(v)) for v in k)
+
+    try:
+        return sorted(out, key=by_value)
+    except TypeError:
+        return sorted(out, key=by_text)
 
 
 def convert(frame: Any, info: ReleaseInfo, output: str) -> Any:

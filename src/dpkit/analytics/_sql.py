@@ -12,9 +12,13 @@ text cannot reach the engine.
 
 Why no division and no failing cast: an engine raises on ``x // 0`` or ``CAST('abc' AS INT)``
 for some rows only, which would turn a value in the data into an exception (a data-dependent
-side channel). Arithmetic that may overflow is allowed but the compiler evaluates such
-predicates under the engine's "error becomes NULL" wrapper (``TRY`` in DuckDB), and a NULL
-predicate drops the row.
+side channel). The allow-list cannot rule out every such cast: the engine adds implicit casts
+of its own when a comparison mixes types (``s = 1`` on a text column casts every ``s`` to an
+integer; ``n = 'abc'`` on an integer column casts the literal), and arithmetic may overflow.
+So the compiler evaluates EVERY predicate under the engine's "error becomes NULL" wrapper
+(``TRY`` in DuckDB), whatever ``needs_try`` says, and a NULL predicate drops the row: a row
+whose value cannot be compared simply fails the predicate. ``needs_try`` only records that the
+tree holds arithmetic or a function call.
 """
 
 from __future__ import annotations

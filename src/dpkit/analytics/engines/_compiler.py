@@ -69,6 +69,7 @@ __all__ = [
     "PlanError",
     "canonical_token",
     "compile_plan",
+    "is_nested",
     "type_family",
 ]
 
@@ -101,6 +102,14 @@ def type_family(sql_type: str) -> Family:
     if t in {"BOOLEAN", "BOOL"}:
         return "boolean"
     return "other"
+
+
+def is_nested(sql_type: str) -> bool:
+    """Whether an engine type (DuckDB spelling) holds several values: LIST ``T[]``, ARRAY
+    ``T[n]``, STRUCT, MAP, UNION. Such a column cannot be a group key (its values are no
+    hashable scalars); the test reads the schema only, never the data."""
+    t = sql_type.upper().strip()
+    return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION", "LIST", "ARRAY"))
 
 
 @dataclass(frozen=True)
@@ -408,8 +417,29 @@ def _bin_correct(c: exp.Expression, g: exp.Expression, edges: Sequence[float], w
                          exp.If(this=above, true=nxt.copy())], default=g.copy())
 
 
-def _category_literal(value: object, family: Family, name: str) -> exp.Expression | None:
-    """The literal for one category in the column's type family; ``None`` for NULL/NaN."""
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("TINYINT", "INT1"), (-(2**7), 2**7 - 1)),
+    **dict.fromkeys(("SMALLINT", "INT2"), (-(2**15), 2**15 - 1)),
+    **dict.fromkeys(("INTEGER", "INT", "INT4"), (-(2**31), 2**31 - 1)),
+    **dict.fromkeys(("BIGINT", "INT8"), (-(2**63), 2**63 - 1)),
+    **dict.fromkeys(("HUGEINT", "INT128"), (-(2**127), 2**127 - 1)),
+    "UTINYINT": (0, 2**8 - 1),
+    "USMALLINT": (0, 2**16 - 1),
+    "UINTEGER": (0, 2**32 - 1),
+    "UBIGINT": (0, 2**64 - 1),
+    "UHUGEINT": (0, 2**128 - 1),
+}
+
+
+def _category_literal(value: object, family: Family, name: str,
+                      sql_type: str = "HUGEINT") -> exp.Expression | None:
+    """The literal for one category in the column's type family; ``None`` for NULL/NaN.
+
+    An integer category (or a whole float) on an integer column is written as a constant of
+    the column's own type when it lies in that type's range, and as ``NULL`` (a comparison
+    that is never true: the category counts 0) when it does not, so the statement never holds
+    a cast that fails (``CAST(2**200 AS HUGEINT)`` would raise as soon as a row reached it).
+    """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if family == "string":
@@ -423,12 +453,16 @@ def _category_literal(value: object, family: Family, name: str) -> exp.Expressio
             pass
         elif isinstance(value, int):
             if family == "integer":
-                return _cast(exp.Literal.string(str(value)), "HUGEINT")
-            return _cast(exp.Literal.string(repr(float(value))), "DOUBLE")
+                return _integer_literal(value, sql_type)
+            try:
+                as_float = float(value)
+            except OverflowError:
+                return exp.Null()  # beyond every double (and DECIMAL): matches nothing
+            return _cast(exp.Literal.string(repr(as_float)), "DOUBLE")
         elif isinstance(value, float) and math.isfinite(value):
             if family == "integer":
                 if value.is_integer():
-                    return _cast(exp.Literal.string(str(int(value))), "HUGEINT")
+                    return _integer_literal(int(value), sql_type)
                 return exp.Null()  # matches no integer; kept so the tuple keeps its length
             return _cast(exp.Literal.string(repr(value)), "DOUBLE")
     raise PlanError(
@@ -436,7 +470,86 @@ def _category_literal(value: object, family: Family, name: str) -> exp.Expressio
     )
 
 
+def _integer_literal(value: int, sql_type: str) -> exp.Expression:
+    """``CAST('value' AS <type>)`` when ``value`` fits the integer type, else ``NULL``."""
+    t = sql_type.upper().strip()
+    lo, hi = _INT_RANGES.get(t, _INT_RANGES["HUGEINT"])
+    if not lo <= value <= hi:
+        return exp.Null()  # no value of the column equals it: the category counts 0
+    return _cast(exp.Literal.string(str(value)), t if t in _INT_RANGES else "HUGEINT")
+
+
 # ---------------------------------------------------------------------------- source
+
+
+# One RFC 4180 field: quoted ("" inside stands for one quote), or unquoted and not starting
+# with a quote (it may hold quotes further on), or empty.
+_CSV_FIELD = r'"(?:[^"]|"")*"|[^,"][^,]*|'
+# Separator of the raw read: four control bytes that text data does not hold (a line holding
+# them would be cut there, affecting that line only).
+_RAW_DELIM = "\x1c\x1d\x1e\x1f"
+_RE_MAX_REPEAT = 1000  # RE2's limit on a counted repetition
+
+
+def _repeat(unit: str, k: int) -> str:
+    """A regular expression matching ``unit`` exactly ``k`` times (within RE2's limits)."""
+    if k == 0:
+        return ""
+    q, r = divmod(k, _RE_MAX_REPEAT)
+    out = f"(?:(?:{unit}){{{_RE_MAX_REPEAT}}}){{{q}}}" if q else ""
+    return out + (f"(?:{unit}){{{r}}}" if r else "")
+
+
+def _csv_lines(loc: exp.Expression, columns: tuple[str, ...]) -> exp.Expression:
+    """A CSV file read line by line, each physical line parsed on its own.
+
+    The engine reads every line after the header as one text value (no quote character, a
+    separator that text does not hold), so no line can change how another is read: an
+    unterminated quote on one line cannot swallow the lines after it. A line is kept only if it
+    is a full match of ``F(,F){n-1}(,F)*`` with ``F`` an RFC 4180 field (:data:`_CSV_FIELD`)
+    and ``n`` the header's column count (fields beyond the ``n``-th are ignored); field ``j``
+    is then the group of
+    ``^(?:F,){j}(F)``, which is unique on a matching line (a quoted field ends at the first
+    quote that is not doubled, an unquoted one at the next comma). Quoted fields lose their
+    quotes and have ``""`` turned into ``"``; an empty unquoted field is NULL. Consequences: a
+    quoted field cannot span lines, and a line with too few fields, a stray or unterminated
+    quote, or invalid UTF-8 is dropped (it affects only itself). Nothing is sniffed from the data;
+    every column is text.
+    """
+    line = _col(_P + "line")
+    raw_opts = [
+        exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
+        exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("columns"), expression=exp.Struct(expressions=[exp.PropertyEQ(
+            this=exp.Literal.string(_P + "line"), expression=exp.Literal.string("VARCHAR"))])),
+        exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(_RAW_DELIM)),
+        exp.EQ(this=exp.column("quote"), expression=exp.Literal.string("")),
+        exp.EQ(this=exp.column("escape"), expression=exp.Literal.string("")),
+        exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
+    ]
+    more = f",(?:{_CSV_FIELD})"
+    full = f"^(?:{_CSV_FIELD}){_repeat(more, len(columns) - 1)}(?:{more})*$"
+    items: list[exp.Expression] = []
+    for j, name in enumerate(columns):
+        pattern = f"^{_repeat('(?:' + _CSV_FIELD + '),', j)}({_CSV_FIELD})"
+        f = _func("regexp_extract", line.copy(), exp.Literal.string(pattern),
+                  exp.Literal.number(1))
+        quoted = exp.Like(this=f.copy(), expression=exp.Literal.string('"%'))
+        inner = exp.Substring(this=f.copy(), start=exp.Literal.number(2),
+                              length=exp.Sub(this=exp.Length(this=f.copy()),
+                                             expression=exp.Literal.number(2)))
+        value = exp.Case(ifs=[
+            exp.If(this=quoted, true=_func("replace", inner, exp.Literal.string('""'),
+                                           exp.Literal.string('"'))),
+            exp.If(this=exp.EQ(this=f.copy(), expression=exp.Literal.string("")),
+                   true=exp.Null()),
+        ], default=f.copy())
+        items.append(_alias(value, _ident(name)))
+    raw = exp.Table(this=_func("read_csv", loc, *raw_opts))
+    q = exp.select(*items).from_(raw).where(
+        _func("regexp_full_match", line.copy(), exp.Literal.string(full)))
+    return exp.Subquery(this=q, alias=exp.TableAlias(this=_ident(_P + "csv")))
 
 
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
@@ -450,26 +563,9 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
     if source.kind == "parquet":
         return exp.Table(this=_func("read_parquet", loc))
     if source.kind == "csv":
-        # Nothing is sniffed from the data: the column names come from the header line (read by
-        # the engine), every column is text, the dialect is fixed (comma, double quote doubled
-        # inside quotes), and a line that does not parse (wrong field count, invalid UTF-8) is
-        # dropped instead of raising.
         if not csv_columns:
             raise PlanError("a CSV source needs its header's column names")
-        columns = exp.Struct(expressions=[
-            exp.PropertyEQ(this=exp.Literal.string(c), expression=exp.Literal.string("VARCHAR"))
-            for c in csv_columns])
-        opts = [
-            exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
-            exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("columns"), expression=columns),
-            exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(",")),
-            exp.EQ(this=exp.column("quote"), expression=exp.Literal.string('"')),
-            exp.EQ(this=exp.column("escape"), expression=exp.Literal.string('"')),
-            exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
-            exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
-        ]
-        return exp.Table(this=_func("read_csv", loc, *opts))
+        return _csv_lines(loc, tuple(csv_columns))
     if source.kind == "table":
         if source.location in registered:
             return exp.Table(this=_ident(source.location))
@@ -528,6 +624,12 @@ def compile_plan(
     keys = [use(k, "group_by column") for k in agg.group_by]
     if len(set(keys)) != len(keys):
         raise PlanError(f"group_by repeats a column: {agg.group_by}")
+    for k in keys:
+        if is_nested(schema[k]):
+            raise PlanError(
+                f"group_by column {k!r} has the nested type {schema[k]}; a group key must be a "
+                "scalar (number, text, boolean, date, ...): group by a scalar column instead"
+            )
     value_cols: list[str] = []
     for m in agg.measures:
         if m.kind in ("rows", "units"):
@@ -543,7 +645,10 @@ def compile_plan(
         for node in tree.find_all(exp.Column):
             col = use(node.name, "predicate column")
             node.set("this", _ident(col))
-        if vp.needs_try and profile.try_wrapper is not None:
+        # Every predicate runs under the error-to-NULL wrapper, not only those with arithmetic:
+        # the engine inserts implicit casts of its own (``s = 1`` on a text column casts every
+        # ``s`` to an integer), and such a cast fails on some values only.
+        if profile.try_wrapper is not None:
             tree = _func(profile.try_wrapper, tree)
         predicates.append(exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)]))
     # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
@@ -661,7 +766,7 @@ def compile_plan(
             col = _resolve(m.column, schema, f"column of measure {m.name!r}")
             fam = families[col]
             if kind == "category_counts":
-                idx = at(1, f"{_P}i{i}", _category_index(m, col, fam))
+                idx = at(1, f"{_P}i{i}", _category_index(m, col, fam, schema[col]))
                 e = _func(profile.histogram, _col(idx))
                 size = len(m.categories)
             else:
@@ -760,7 +865,7 @@ def _check_edges(m: Measure) -> tuple[float, ...]:
     return tuple(vals)
 
 
-def _category_index(m: Measure, col: str, fam: Family) -> exp.Expression:
+def _category_index(m: Measure, col: str, fam: Family, sql_type: str) -> exp.Expression:
     """Index of the row's category in ``m.categories`` (NULL when it is none of them)."""
     if not m.categories:
         raise PlanError(f"{m.name}: category_counts needs at least one category")
@@ -768,7 +873,7 @@ def _category_index(m: Measure, col: str, fam: Family) -> exp.Expression:
     ifs: list[exp.If] = []
     null_index: int | None = None
     for i, cat in enumerate(m.categories):
-        lit = _category_literal(cat, fam, m.name)
+        lit = _category_literal(cat, fam, m.name, sql_type)
         if lit is None:
             if null_index is None:
                 null_index = i
