@@ -22,6 +22,7 @@ import math
 from fractions import Fraction
 
 from dpkit._numeric.rounding import up
+from dpkit.accounting._additive import sum_of_parts
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -49,25 +50,7 @@ def approx_cost_of(event: DpEvent) -> ApproxCost | None:
     if isinstance(event, ApproxDpEvent):
         return Fraction(event.epsilon), Fraction(event.delta)
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
-        parts: list[tuple[DpEvent, int]]
-        if isinstance(event, ComposedEvent):
-            parts = [(e, 1) for e in event.events]
-        else:
-            parts = [(event.event, event.count)]
-        eps: Fraction | float = Fraction(0)
-        delta = Fraction(0)
-        for inner, n in parts:
-            c = approx_cost_of(inner)
-            if c is None:
-                return None
-            if n == 0:
-                continue
-            if isinstance(c[0], float) or isinstance(eps, float):
-                eps = math.inf
-            else:
-                eps += n * c[0]
-            delta += n * c[1]
-        return eps, delta
+        return sum_of_parts(event, approx_cost_of, 2)  # type: ignore[no-any-return]
     if isinstance(event, PoissonSampledEvent):
         if not _declares_add_remove(event.event):
             return None

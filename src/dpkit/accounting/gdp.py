@@ -44,6 +44,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
+from dpkit.accounting._additive import sum_of_parts
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -324,25 +325,7 @@ def gdp_cost_of(event: DpEvent) -> GdpCost | None:
     if isinstance(event, NonPrivateEvent):
         return math.inf, Fraction(0)
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
-        parts: list[tuple[DpEvent, int]]
-        if isinstance(event, ComposedEvent):
-            parts = [(e, 1) for e in event.events]
-        else:
-            parts = [(event.event, event.count)]
-        mu_sq: Fraction | float = Fraction(0)
-        slack = Fraction(0)
-        for inner, n in parts:
-            c = gdp_cost_of(inner)
-            if c is None:
-                return None
-            if n == 0:
-                continue
-            if isinstance(c[0], float) or isinstance(mu_sq, float):
-                mu_sq = math.inf
-            else:
-                mu_sq += n * c[0]
-            slack += n * c[1]
-        return mu_sq, slack
+        return sum_of_parts(event, gdp_cost_of, 2)  # type: ignore[no-any-return]
     return None
 
 

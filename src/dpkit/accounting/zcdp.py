@@ -83,6 +83,7 @@ from fractions import Fraction
 
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
+from dpkit.accounting._additive import sum_of_parts
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -255,25 +256,7 @@ def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
     if isinstance(event, NonPrivateEvent):
         return math.inf, Fraction(0)
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
-        parts: list[tuple[DpEvent, int]]
-        if isinstance(event, ComposedEvent):
-            parts = [(e, 1) for e in event.events]
-        else:
-            parts = [(event.event, event.count)]
-        rho: Fraction | float = Fraction(0)
-        slack = Fraction(0)
-        for inner, n in parts:
-            c = zcdp_cost_of(inner)
-            if c is None:
-                return None
-            if n == 0:
-                continue
-            if isinstance(c[0], float) or isinstance(rho, float):
-                rho = math.inf
-            else:
-                rho += n * c[0]
-            slack += n * c[1]
-        return rho, slack
+        return sum_of_parts(event, zcdp_cost_of, 2)  # type: ignore[no-any-return]
     if isinstance(event, ApproxDpEvent) and event.delta > 0.0:
         return None
     eps = pure_epsilon_of(event)  # includes 2 * pmf_slack
@@ -297,27 +280,7 @@ def approx_zcdp_cost_of(event: DpEvent) -> ApproxZCdpCost | None:
         e = Fraction(event.epsilon)
         return e * e / 2, Fraction(0), Fraction(event.delta)
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
-        parts: list[tuple[DpEvent, int]]
-        if isinstance(event, ComposedEvent):
-            parts = [(e, 1) for e in event.events]
-        else:
-            parts = [(event.event, event.count)]
-        rho: Fraction | float = Fraction(0)
-        slack = Fraction(0)
-        delta = Fraction(0)
-        for inner, n in parts:
-            c = approx_zcdp_cost_of(inner)
-            if c is None:
-                return None
-            if n == 0:
-                continue
-            if isinstance(c[0], float) or isinstance(rho, float):
-                rho = math.inf
-            else:
-                rho += n * c[0]
-            slack += n * c[1]
-            delta += n * c[2]
-        return rho, slack, delta
+        return sum_of_parts(event, approx_zcdp_cost_of, 3)  # type: ignore[no-any-return]
     pure = zcdp_cost_of(event)
     if pure is None:
         return None
