@@ -16,9 +16,10 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent
 
-__all__ = ["sum_of_parts"]
+__all__ = ["AdditiveAccountant", "sum_of_parts"]
 
 
 def sum_of_parts(event: ComposedEvent | SelfComposedEvent,
@@ -45,3 +46,46 @@ def sum_of_parts(event: ComposedEvent | SelfComposedEvent,
         for i in range(1, width):
             rest[i - 1] += n * c[i]
     return (first, *rest)
+
+
+class AdditiveAccountant(PrivacyAccountant):
+    """An accountant whose whole state is the exact sum of per-event costs.
+
+    Subclasses set ``_width`` and implement :meth:`_cost` (the cost tuple of one occurrence of
+    an event, ``None`` if unsupported); composition, dry runs and copies are shared. The first
+    total is ``math.inf`` once a non-private release has been composed.
+    """
+
+    _width: int = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._totals: tuple[Any, ...] = (Fraction(0),) * self._width
+
+    @staticmethod
+    def _cost(event: DpEvent) -> Any:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    @property
+    def _infinite(self) -> bool:
+        return isinstance(self._totals[0], float)
+
+    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
+        cost = self._cost(event)
+        if cost is None:
+            return False
+        if apply and count > 0:
+            old = self._totals
+            first = (math.inf if isinstance(cost[0], float) or isinstance(old[0], float)
+                     else old[0] + count * cost[0])
+            self._totals = (first, *(t + count * c for t, c in zip(old[1:], cost[1:],
+                                                                   strict=True)))
+        return True
+
+    def clone(self) -> Any:
+        """An independent copy with the same state (used by budgets to try a charge)."""
+        with self._lock:
+            new = type(self)()
+            new._totals = self._totals
+            new._events = list(self._events)
+            return new

@@ -22,8 +22,7 @@ import math
 from fractions import Fraction
 
 from dpkit._numeric.rounding import up
-from dpkit.accounting._additive import sum_of_parts
-from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting.events import (
     ApproxDpEvent,
     ComposedEvent,
@@ -94,7 +93,7 @@ def gaussian_pair(event: GaussianEvent, delta: float) -> ApproxDpEvent | None:
     return ApproxDpEvent(epsilon=eps, delta=delta)
 
 
-class ApproxDpAccountant(PrivacyAccountant):
+class ApproxDpAccountant(AdditiveAccountant):
     """Basic composition of (epsilon, delta)-DP events, exact in rationals.
 
     With totals (E, D): ``get_epsilon(delta)`` is E (rounded up) when ``delta >= D`` and infinity
@@ -104,47 +103,21 @@ class ApproxDpAccountant(PrivacyAccountant):
     """
 
     is_upper_bound = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._eps: Fraction = Fraction(0)
-        self._delta_total: Fraction = Fraction(0)
-        self._infinite = False
-
-    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
-        cost = approx_cost_of(event)
-        if cost is None:
-            return False
-        if apply and count > 0:
-            if isinstance(cost[0], float):
-                self._infinite = True
-            else:
-                self._eps += count * cost[0]
-            self._delta_total += count * cost[1]
-        return True
+    _width = 2
+    _cost = staticmethod(approx_cost_of)
 
     @property
     def totals_exact(self) -> tuple[Fraction | float, Fraction]:
         """The exact composed ``(epsilon, delta)``; epsilon is ``math.inf`` if non-private."""
         with self._lock:
-            return (math.inf if self._infinite else self._eps), self._delta_total
-
-    def clone(self) -> ApproxDpAccountant:
-        """An independent copy with the same state (used by budgets to try a charge)."""
-        with self._lock:
-            new = type(self)()
-            new._eps = self._eps
-            new._delta_total = self._delta_total
-            new._infinite = self._infinite
-            new._events = list(self._events)
-            return new
+            return (math.inf if self._infinite else self._totals[0]), self._totals[1]
 
     def _epsilon(self, delta: float) -> float:
-        if self._infinite or Fraction(delta) < self._delta_total:
+        if self._infinite or Fraction(delta) < self._totals[1]:
             return math.inf
-        return up(self._eps)
+        return up(self._totals[0])
 
     def _delta(self, epsilon: float) -> float:
         if self._infinite:
             return 1.0
-        return delta_at(total_epsilon=self._eps, total_delta=self._delta_total, epsilon=epsilon)
+        return delta_at(total_epsilon=self._totals[0], total_delta=self._totals[1], epsilon=epsilon)

@@ -44,7 +44,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
-from dpkit.accounting._additive import sum_of_parts
+from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -391,7 +391,7 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
     return gaussian_mu_for(e, d)
 
 
-class ExactGdpAccountant(PrivacyAccountant):
+class ExactGdpAccountant(AdditiveAccountant):
     """mu-GDP composition of exactly Gaussian events only (no central-limit approximation).
 
     ``mu^2`` adds up exactly (DRS Corollary 3.3; for adaptively chosen parameters see
@@ -402,30 +402,14 @@ class ExactGdpAccountant(PrivacyAccountant):
     """
 
     is_upper_bound = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._mu_sq: Fraction = Fraction(0)
-        self._slack: Fraction = Fraction(0)
-        self._infinite = False
-
-    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
-        cost = gdp_cost_of(event)
-        if cost is None:
-            return False
-        if apply and count > 0:
-            if isinstance(cost[0], float):
-                self._infinite = True
-            else:
-                self._mu_sq += count * cost[0]
-            self._slack += count * cost[1]
-        return True
+    _width = 2
+    _cost = staticmethod(gdp_cost_of)
 
     @property
     def mu_squared_exact(self) -> Fraction | float:
         """The exact composed ``mu^2``, or ``math.inf`` after a non-private release."""
         with self._lock:
-            return math.inf if self._infinite else self._mu_sq
+            return math.inf if self._infinite else self._totals[0]
 
     @property
     def mu(self) -> float:
@@ -437,26 +421,16 @@ class ExactGdpAccountant(PrivacyAccountant):
     def slack_exact(self) -> Fraction:
         """The exact total pmf slack ``A``."""
         with self._lock:
-            return self._slack
-
-    def clone(self) -> ExactGdpAccountant:
-        """An independent copy with the same state (used by budgets to try a charge)."""
-        with self._lock:
-            new = type(self)()
-            new._mu_sq = self._mu_sq
-            new._slack = self._slack
-            new._infinite = self._infinite
-            new._events = list(self._events)
-            return new
+            return Fraction(self._totals[1])
 
     def _epsilon(self, delta: float) -> float:
         if self._infinite:
             return math.inf
-        if self._mu_sq == 0 and self._slack == 0:
+        if self._totals[0] == 0 and self._totals[1] == 0:
             return 0.0
-        return gdp_epsilon(_sqrt_up(self._mu_sq), up(self._slack), delta)
+        return gdp_epsilon(_sqrt_up(self._totals[0]), up(self._totals[1]), delta)
 
     def _delta(self, epsilon: float) -> float:
         if self._infinite:
             return 1.0
-        return gdp_delta(_sqrt_up(self._mu_sq), up(self._slack), epsilon)
+        return gdp_delta(_sqrt_up(self._totals[0]), up(self._totals[1]), epsilon)

@@ -83,8 +83,7 @@ from fractions import Fraction
 
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
-from dpkit.accounting._additive import sum_of_parts
-from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
@@ -336,7 +335,7 @@ def slack_delta(rho: Fraction | float, slack: Fraction, epsilon: float) -> float
     return min(float_up(math.exp(big_a) * zcdp_delta(rho, shifted)), 1.0)
 
 
-class ZCdpAccountant(PrivacyAccountant):
+class ZCdpAccountant(AdditiveAccountant):
     """Composition of (approximate) zCDP events: rho and delta add up, exactly.
 
     ``rho`` is the exact sum of the per-event rhos (Bun and Steinke 2016, Lemma 1.7), ``slack``
@@ -348,32 +347,14 @@ class ZCdpAccountant(PrivacyAccountant):
     """
 
     is_upper_bound = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rho: Fraction = Fraction(0)
-        self._slack: Fraction = Fraction(0)
-        self._delta_total: Fraction = Fraction(0)
-        self._infinite = False
-
-    def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:
-        cost = approx_zcdp_cost_of(event)
-        if cost is None:
-            return False
-        if apply and count > 0:
-            if isinstance(cost[0], float):
-                self._infinite = True
-            else:
-                self._rho += count * cost[0]
-            self._slack += count * cost[1]
-            self._delta_total += count * cost[2]
-        return True
+    _width = 3
+    _cost = staticmethod(approx_zcdp_cost_of)
 
     @property
     def rho_exact(self) -> Fraction | float:
         """The exact composed rho (a Fraction), or ``math.inf`` after a non-private release."""
         with self._lock:
-            return math.inf if self._infinite else self._rho
+            return math.inf if self._infinite else self._totals[0]
 
     @property
     def rho(self) -> float:
@@ -384,31 +365,20 @@ class ZCdpAccountant(PrivacyAccountant):
     def slack_exact(self) -> Fraction:
         """The exact total pmf slack ``A`` of the Gaussian-type events composed."""
         with self._lock:
-            return self._slack
+            return Fraction(self._totals[1])
 
     @property
     def delta_exact(self) -> Fraction:
         """The exact total delta of the approximate-zCDP events composed (0 for pure zCDP)."""
         with self._lock:
-            return self._delta_total
-
-    def clone(self) -> ZCdpAccountant:
-        """An independent copy with the same state (used by budgets to try a charge)."""
-        with self._lock:
-            new = type(self)()
-            new._rho = self._rho
-            new._slack = self._slack
-            new._delta_total = self._delta_total
-            new._infinite = self._infinite
-            new._events = list(self._events)
-            return new
+            return Fraction(self._totals[2])
 
     def _epsilon(self, delta: float) -> float:
         if self._infinite:
             return math.inf
-        return approx_epsilon(self._rho, self._slack, self._delta_total, delta)
+        return approx_epsilon(self._totals[0], self._totals[1], self._totals[2], delta)
 
     def _delta(self, epsilon: float) -> float:
         if self._infinite:
             return 1.0
-        return approx_delta(self._rho, self._slack, self._delta_total, epsilon)
+        return approx_delta(self._totals[0], self._totals[1], self._totals[2], epsilon)
