@@ -185,9 +185,8 @@ class TestReportNoisyMaxContract(TestExponentialMechanismContract):
         }
 
 
-class TestPartitionSelectionContract(MechanismContract):
-    def make_mechanism(self) -> Any:
-        return PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
+class _UnitCountInputs(MechanismContract):
+    """Inputs of the partition-selection mechanisms: counts of distinct units per key."""
 
     def array_input(self) -> Any:
         return np.array([1, 40, 3000], dtype=np.int64)
@@ -197,6 +196,11 @@ class TestPartitionSelectionContract(MechanismContract):
 
     def special_inputs(self) -> list[Any]:
         return COUNT_SPECIALS
+
+
+class TestPartitionSelectionContract(_UnitCountInputs):
+    def make_mechanism(self) -> Any:
+        return PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
 
     def builders(self) -> dict[str, Callable[[Any], Any]]:
         return {
@@ -205,18 +209,9 @@ class TestPartitionSelectionContract(MechanismContract):
         }
 
 
-class TestGaussianPartitionSelectionContract(MechanismContract):
+class TestGaussianPartitionSelectionContract(_UnitCountInputs):
     def make_mechanism(self) -> Any:
         return GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
-
-    def array_input(self) -> Any:
-        return np.array([1, 40, 3000], dtype=np.int64)
-
-    def scalar_input(self) -> Any:
-        return 5
-
-    def special_inputs(self) -> list[Any]:
-        return COUNT_SPECIALS
 
     def builders(self) -> dict[str, Callable[[Any], Any]]:
         build = GaussianPartitionSelection.from_epsilon_delta
