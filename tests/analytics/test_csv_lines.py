@@ -80,3 +80,22 @@ def test_wide_header(tmp_path: Path) -> None:
                  + "\n" + '"1,' + ",".join(map(str, range(n))) + "\n")
     got = _read(p, tuple(f"c{i}" for i in range(n)))
     assert got == [tuple(str(i) for i in range(n))]
+
+
+def test_a_bare_carriage_return_changes_no_other_line(tmp_path: Path) -> None:
+    # Regression: the reader ended a line at a bare "\r" and began the next one with the "\n"
+    # of the file's "\r\n", so each added "101,1\r" line renamed the next victim unit
+    # ("7" -> "\n7") and defeated contribution bounding (exact counts 30 vs 61, certified
+    # epsilon >= 3.30 against a claim of 1).
+    victims = [f"{i},0" for i in range(1, 31)]
+    d, d1 = tmp_path / "d.csv", tmp_path / "d1.csv"
+    d.write_bytes(("u,v\r\n" + "".join(f"{r}\r\n{r}\r\n" for r in victims)).encode())
+    d1.write_bytes(("u,v\r\n" + "".join(f"{r}\r\n101,1\r\r\n{r}\r\n" for r in victims)).encode())
+    assert _exact_count(d) == 30
+    assert _exact_count(d1) == 31  # the added unit counts once, every victim as before
+    ids = {row[0] for row in _read(d1, ("u", "v"))}
+    assert ids == {str(i) for i in range(1, 31)} | {"101"}
+    # the same on "\n" files, and a bare "\r" inside a line splits only that line
+    d1.write_text("u,v\n" + "".join(f"{r}\n101,1\r999,1\n{r}\n" for r in victims))
+    assert {row[0] for row in _read(d1, ("u", "v"))} - {"101", "999"} == \
+        {str(i) for i in range(1, 31)}

@@ -525,6 +525,10 @@ def _csv_lines(loc: exp.Expression, columns: tuple[str, ...]) -> exp.Expression:
         exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(_RAW_DELIM)),
         exp.EQ(this=exp.column("quote"), expression=exp.Literal.string("")),
         exp.EQ(this=exp.column("escape"), expression=exp.Literal.string("")),
+        # an explicit terminator: left to itself the reader ends a line at a bare "\r" and
+        # then starts the next line with the "\n" of a following "\r\n", so one unit's
+        # "...\r" line could change (rename or drop) the unit on the line after it
+        exp.EQ(this=exp.column("new_line"), expression=exp.Literal.string("\\n")),
         exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
         exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
     ]
