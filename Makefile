@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 STAMP_PLOT := $(VENV)/.stamp-plot
+STAMP_SYS := $(VENV)/.stamp-sys
 
 .PHONY: demo test lint bench clean
 
@@ -36,7 +37,12 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy --strict src/dpkit
 
-test: lint
+# PostgreSQL and Chromium for the ledger and web-page tests (apt, only when missing).
+$(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
+	bash .ci/system-deps.sh
+	touch $@
+
+test: lint $(STAMP_SYS)
 	$(BIN)/pytest
 
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
