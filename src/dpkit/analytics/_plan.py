@@ -25,6 +25,14 @@ Semantics every engine must implement identically (up to the choice of hash func
   never leaves its range, whatever the engine's floating-point evaluation did), and sums the
   integers exactly (a 128-bit integer type). ``f`` is the identity for ``sum`` and
   ``(x - center)**2`` after clamping ``x`` to ``[clamp_lower, clamp_upper]`` for ``sum_sq``.
+* **Public joins** (:class:`PublicJoin`): before the filters, each source row is joined with
+  at most one row of a public table: the public table is first reduced to the keys that occur
+  in it exactly once (a key repeated in the public table matches no row), so a join can drop
+  a row (inner join) or add public columns to it, but never copy it. Join keys must have the
+  same type family on both sides (no implicit cast that could fail on some values).
+* **Buckets** (:class:`Bucket`): a derived column ``CASE WHEN p1 THEN v1 ... ELSE d END`` whose
+  conditions are public row predicates (evaluated like filters: an error or NULL is false) and
+  whose values are literals, computed per row after the joins and before the filters.
 * No division and no unclamped cast inside the engine; no data-dependent error.
 """
 
@@ -36,11 +44,13 @@ from typing import Literal
 __all__ = [
     "Aggregate",
     "Bound",
+    "Bucket",
     "EngineResult",
     "Filter",
     "Measure",
     "MeasureKind",
     "Plan",
+    "PublicJoin",
     "Source",
     "SourceKind",
 ]
@@ -126,13 +136,57 @@ class Aggregate:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PublicJoin:
+    """Join each source row with at most one row of a public table (see the module doc).
+
+    ``left_on[i]`` (a source column) must equal ``right_on[i]`` (a column of ``source``, the
+    public table). ``columns`` lists ``(public column, exposed name)`` pairs: the public
+    values become columns of the row under the exposed names (which must not clash with the
+    source's columns). ``how="inner"`` drops rows without a match, ``"left"`` keeps them with
+    NULL public columns.
+    """
+
+    source: Source
+    left_on: tuple[str, ...]
+    right_on: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
+    how: Literal["inner", "left"] = "inner"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bucket:
+    """A derived column: the value of the first case whose predicate holds, else ``default``.
+
+    ``cases`` are ``(predicate, value)`` pairs: a public row predicate in SQL (allow-listed as
+    a :class:`Filter`) and a literal (``str``, ``int``, ``float``, ``bool`` or ``None``). The
+    bucket's values are public: every possible value is a literal of the plan.
+    """
+
+    name: str
+    cases: tuple[tuple[str, object], ...]
+    default: object = None
+
+    @property
+    def values(self) -> tuple[object, ...]:
+        """Every value the bucket can take, in order of first appearance (public)."""
+        out: dict[object, None] = {}
+        for _, v in self.cases:
+            out.setdefault(v, None)
+        out.setdefault(self.default, None)
+        return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
-    """Source -> filters -> bounding -> aggregation: one release's work inside the engine."""
+    """Source -> public joins -> buckets -> filters -> bounding -> aggregation: one release's
+    work inside the engine."""
 
     source: Source
     filters: tuple[Filter, ...]
     bound: Bound
     aggregate: Aggregate
+    joins: tuple[PublicJoin, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,10 +19,12 @@ from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import (
     Aggregate,
     Bound,
+    Bucket,
     EngineResult,
     Filter,
     Measure,
     Plan,
+    PublicJoin,
     Source,
 )
 from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
@@ -103,7 +105,108 @@ class Query:
     max_rows_per_partition: int | None = None
     stats: tuple[tuple[str, Statistic], ...] = ()
     selection_weight: float = 1.0
+    joins: tuple[PublicJoin, ...] = ()
+    buckets: tuple[Bucket, ...] = ()
     _grouped: bool = field(default=False, repr=False)
+    _extra_columns: tuple[str, ...] = field(default=(), repr=False)
+
+    # ------------------------------------------------------------------ derived columns
+    def _check_column(self, column: str, what: str) -> None:
+        """A column of the source, of a public join, or a bucket."""
+        if column in self._extra_columns:
+            return
+        self.session._check_column(column, what)
+
+    def join_public(self, table: Any, *, on: str | dict[str, str] | list[tuple[str, str]],
+                    columns: list[str] | dict[str, str], how: str = "inner") -> Query:
+        """Join each row with at most one row of a public ``table`` (a path, a frame or a
+        DuckDB table name known to the session's connection).
+
+        ``on``: a column name present on both sides, a dict ``{source column: public column}``
+        or a list of such pairs. ``columns``: the public columns to add (a list, or a dict
+        ``{public column: new name}``). ``how``: ``"inner"`` (rows without a match are
+        dropped) or ``"left"`` (they keep NULL public columns). A key that occurs more than
+        once in the public table matches no row: a row joined twice would count twice, past
+        its contribution bounds. The public table must not be the private source.
+        """
+        if how not in ("inner", "left"):
+            raise PrivacyParameterError(f"how must be 'inner' or 'left', got {how!r}")
+        source, public_cols = self.session._public_source(table)
+        if isinstance(on, str):
+            pairs = [(on, on)]
+        elif isinstance(on, dict):
+            pairs = list(on.items())
+        elif isinstance(on, (list, tuple)):
+            pairs = [tuple(p) for p in on]  # type: ignore[misc]
+        else:
+            raise PrivacyParameterError(f"on must be a name, a dict or a list of pairs, got "
+                                        f"{on!r}")
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise PrivacyParameterError(f"on must name at least one column pair, got {on!r}")
+        for left, right in pairs:
+            self._check_column(left, "join column")
+            if right not in public_cols:
+                raise PrivacyParameterError(
+                    f"unknown public join column {right!r}; the public table has columns "
+                    f"{list(public_cols)}"
+                )
+        if isinstance(columns, dict):
+            cols = list(columns.items())
+        elif isinstance(columns, (list, tuple)) and not isinstance(columns, str):
+            cols = [(c, c) for c in columns]
+        else:
+            raise PrivacyParameterError(f"columns must be a list or a dict, got {columns!r}")
+        taken = set(self.session.columns) | set(self._extra_columns)
+        for pub, name in cols:
+            if pub not in public_cols:
+                raise PrivacyParameterError(
+                    f"unknown public column {pub!r}; the public table has columns "
+                    f"{list(public_cols)}"
+                )
+            if not isinstance(name, str) or not name or name in taken:
+                raise PrivacyParameterError(
+                    f"public column {pub!r} needs a new name that is not already a column, got "
+                    f"{name!r}"
+                )
+            taken.add(name)
+        join = PublicJoin(source=source, left_on=tuple(str(p[0]) for p in pairs),
+                          right_on=tuple(str(p[1]) for p in pairs),
+                          columns=tuple((str(p), str(n)) for p, n in cols),
+                          how="inner" if how == "inner" else "left")
+        return dataclasses.replace(self, joins=(*self.joins, join),
+                                   _extra_columns=(*self._extra_columns,
+                                                   *(n for _, n in cols)))
+
+    def bucket(self, name: str, cases: list[tuple[str, Any]] | dict[str, Any],
+               default: Any = None) -> Query:
+        """A public derived column: the value of the first ``(predicate, value)`` case that
+        holds for the row, else ``default`` (values are literals: text, numbers, booleans).
+
+        ``.bucket("band", [("age < 18", "minor"), ("age < 65", "adult")], "senior")``; group
+        by it with ``keys=`` its values (public: they are literals of the query).
+        """
+        from dpkit.analytics._sql import parse_predicate
+
+        if not isinstance(name, str) or not name:
+            raise PrivacyParameterError(f"a bucket needs a name, got {name!r}")
+        if name in self.session.columns or name in self._extra_columns:
+            raise PrivacyParameterError(f"bucket name {name!r} is already a column")
+        items = list(cases.items()) if isinstance(cases, dict) else list(cases)
+        if not items:
+            raise PrivacyParameterError(f"bucket {name!r} needs at least one case")
+        checked: list[tuple[str, object]] = []
+        for case in items:
+            if not isinstance(case, tuple) or len(case) != 2 or not isinstance(case[0], str):
+                raise PrivacyParameterError(f"each case is (predicate, value), got {case!r}")
+            vp = parse_predicate(case[0])
+            for c in vp.columns:
+                self._check_column(c, "bucket condition column")
+                if c == self.session.privacy_unit:
+                    raise PrivacyParameterError("a bucket cannot read the privacy unit")
+            checked.append((case[0], _bucket_value(case[1])))
+        bucket = Bucket(name=name, cases=tuple(checked), default=_bucket_value(default))
+        return dataclasses.replace(self, buckets=(*self.buckets, bucket),
+                                   _extra_columns=(*self._extra_columns, name))
 
     # ------------------------------------------------------------------ building
     def where(self, predicate: str) -> Query:
@@ -133,7 +236,7 @@ class Query:
         for c in cols:
             if not isinstance(c, str):
                 raise PrivacyParameterError(f"group-by columns must be names, got {c!r}")
-            self.session._check_column(c, "group-by column")
+            self._check_column(c, "group-by column")
         if len(set(cols)) != len(cols):
             raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
         if self.session.privacy_unit in cols:
@@ -171,7 +274,7 @@ class Query:
             if name in self.group_columns:
                 raise PrivacyParameterError(f"aggregate name {name!r} is a group-by column")
             if st.column is not None:
-                self.session._check_column(st.column, f"column of {name}")
+                self._check_column(st.column, f"column of {name}")
                 if st.column == self.session.privacy_unit:
                     raise PrivacyParameterError(
                         f"{name}: aggregating the privacy unit column is not supported"
@@ -226,6 +329,8 @@ class Query:
             bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=p,
                         max_rows_per_partition=r, salt=salt),
             aggregate=Aggregate(group_by=self.group_columns, measures=tuple(measures)),
+            joins=self.joins,
+            buckets=self.buckets,
         )
 
     def _key_filters(self) -> list[Filter]:
@@ -380,6 +485,8 @@ class Query:
                         max_rows_per_partition=pricing.max_rows_per_partition,
                         salt=self._salt()),
             aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
+            joins=self.joins,
+            buckets=self.buckets,
         )
 
     def _estimate_bounds(self, pricing: Pricing, plan: Plan) -> dict[str, tuple[float, float]]:
@@ -396,6 +503,15 @@ class Query:
             i, j = int(min(idx)), int(max(idx))
             out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
         return out
+
+
+def _bucket_value(v: Any) -> object:
+    """A bucket value: None, a bool, an int, a finite float or a string (public literals)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float) and math.isfinite(v):
+        return v
+    raise PrivacyParameterError(f"bucket values must be text, numbers or booleans, got {v!r}")
 
 
 def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:

@@ -209,6 +209,31 @@ class Session:
                 f"unknown {what} {column!r}; the source has columns {list(self._columns)}"
             )
 
+    def _public_source(self, table: Any) -> tuple[Source, dict[str, str]]:
+        """A public table for :meth:`Query.join_public`: its source and its schema.
+
+        A path or frame is opened like the session's own source; a string that is neither a
+        Parquet nor a CSV path names a table of the session's DuckDB connection. The private
+        source itself is refused (declaring it public would release it without noise).
+        """
+        if isinstance(table, Source):
+            source = table
+        elif isinstance(table, str) and not table.lower().endswith((*_PARQUET, *_CSV)):
+            source = Source(kind="table", location=table)
+        else:
+            source = self._resolve_source(table, None)
+        if source == self._source or (
+                isinstance(table, (str, os.PathLike)) and self._source.kind != "table"
+                and os.path.realpath(os.fspath(table)) == os.path.realpath(self._source.location)):
+            raise PrivacyParameterError(
+                "the private table cannot be joined as a public table: its rows would enter "
+                "the query without contribution bounds"
+            )
+        cols = self._engine.columns(source)
+        schema = {str(c[0]): str(c[1]) for c in cols} if not isinstance(cols, dict) \
+            else {str(k): str(v) for k, v in cols.items()}
+        return source, schema
+
     @property
     def remaining(self) -> Any:
         """What the budget has left (the budget's own ``remaining``)."""

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -585,6 +585,160 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
     raise PlanError(f"unknown source kind {source.kind!r}")
 
 
+# ---------------------------------------------------------------------------- joins, buckets
+
+# Join keys: equality on these families never needs an implicit cast (both sides have the
+# same family) and never compares NaN (float keys are refused: DuckDB has NaN = NaN).
+_JOIN_KEY_FAMILIES = ("integer", "decimal", "string", "boolean", "other")
+
+
+def _bucket_type(name: str, values: Sequence[object]) -> str:
+    """The engine type of a bucket's values (all literals): text, integer, double or boolean."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "VARCHAR"
+    if all(isinstance(v, str) for v in present):
+        return "VARCHAR"
+    if all(isinstance(v, bool) for v in present):
+        return "BOOLEAN"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        if not all(-(2**63) <= v <= 2**63 - 1 for v in present):  # type: ignore[operator]
+            raise PlanError(f"bucket {name!r}: integer values must fit 64 bits")
+        return "BIGINT"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        for v in present:
+            if not math.isfinite(float(v)):  # type: ignore[arg-type]
+                raise PlanError(f"bucket {name!r}: values must be finite, got {v!r}")
+        return "DOUBLE"
+    raise PlanError(f"bucket {name!r}: values must all be text, all numbers or all booleans, "
+                    f"got {list(values)!r}")
+
+
+def _bucket_literal(value: object, sql_type: str, profile: DialectProfile) -> exp.Expression:
+    if value is None:
+        return exp.Null()
+    if sql_type == "VARCHAR":
+        return exp.Literal.string(str(value))
+    if sql_type == "BOOLEAN":
+        return exp.Boolean(this=bool(value))
+    if sql_type == "BIGINT":
+        return _cast(exp.Literal.string(str(value)), "BIGINT")
+    return _double(float(value), profile)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Extras:
+    """The columns public joins and buckets add to the source's schema, and their SQL."""
+
+    plan: Plan
+    schema: dict[str, str]  # exposed / bucket name -> type
+    origin: dict[str, str]  # exposed name -> internal column of the join subquery
+    join_schemas: tuple[Mapping[str, str], ...]
+    bucket_types: dict[str, str]
+
+    @property
+    def buckets(self) -> tuple[object, ...]:
+        return tuple(self.plan.buckets)
+
+    @classmethod
+    def of(cls, plan: Plan, schema: Mapping[str, str],
+           join_schemas: Sequence[Mapping[str, str]]) -> _Extras:
+        joins = tuple(getattr(plan, "joins", ()))
+        buckets = tuple(getattr(plan, "buckets", ()))
+        if len(join_schemas) != len(joins):
+            raise PlanError(f"the plan has {len(joins)} public joins but {len(join_schemas)} "
+                            "public schemas were given")
+        extra: dict[str, str] = {}
+        origin: dict[str, str] = {}
+        for i, (j, js) in enumerate(zip(joins, join_schemas, strict=True)):
+            if j.how not in ("inner", "left"):
+                raise PlanError(f"join kind must be 'inner' or 'left', got {j.how!r}")
+            if not j.left_on or len(j.left_on) != len(j.right_on):
+                raise PlanError("a public join needs as many left as right key columns (>= 1)")
+            for lk, rk in zip(j.left_on, j.right_on, strict=True):
+                lc = _resolve(lk, schema, "join key")
+                rc = _resolve(rk, js, "public join key")
+                lf, rf = type_family(schema[lc]), type_family(js[rc])
+                if (lf != rf or lf not in _JOIN_KEY_FAMILIES or is_nested(schema[lc])
+                        or is_nested(js[rc]) or (lf == "other" and schema[lc] != js[rc])):
+                    raise PlanError(
+                        f"join keys {lc!r} ({schema[lc]}) and {rc!r} ({js[rc]}) must have the "
+                        "same scalar, non-float type (an implicit cast could fail on some "
+                        "values, and NaN would match NaN)"
+                    )
+            for n, (pc, name) in enumerate(j.columns):
+                col = _resolve(pc, js, "public column")
+                if not isinstance(name, str) or not name or name.startswith(_P):
+                    raise PlanError(f"bad exposed name for public column {pc!r}: {name!r}")
+                if name in schema or name in extra or any(
+                        c.casefold() == name.casefold() for c in (*schema, *extra)):
+                    raise PlanError(f"public column name {name!r} clashes with another column")
+                if is_nested(js[col]):
+                    raise PlanError(f"public column {col!r} has the nested type {js[col]}")
+                extra[name] = js[col]
+                origin[name] = f"{_P}j{i}c{n}"
+        bucket_types: dict[str, str] = {}
+        for b in buckets:
+            if not isinstance(b.name, str) or not b.name or b.name.startswith(_P):
+                raise PlanError(f"bad bucket name {b.name!r}")
+            if any(c.casefold() == b.name.casefold() for c in (*schema, *extra)):
+                raise PlanError(f"bucket name {b.name!r} clashes with another column")
+            if not b.cases:
+                raise PlanError(f"bucket {b.name!r} needs at least one case")
+            bucket_types[b.name] = _bucket_type(b.name, [v for _, v in b.cases] + [b.default])
+            extra[b.name] = bucket_types[b.name]
+        return cls(plan=plan, schema=extra, origin=origin, join_schemas=tuple(join_schemas),
+                   bucket_types=bucket_types)
+
+    def attach_joins(self, src: exp.Select, registered: frozenset[str],
+                     profile: DialectProfile) -> exp.Select:
+        """``src`` joined with each public table reduced to its keys that occur once.
+
+        ``(SELECT k AS jk.., MIN(c) AS jc.. FROM public GROUP BY k HAVING COUNT(*) = 1)``: a
+        key repeated in the public table is dropped there, so no source row can match two
+        public rows (which would copy its contribution past the bounds).
+        """
+        for i, (j, js) in enumerate(zip(self.plan.joins, self.join_schemas, strict=True)):
+            alias = f"{_P}j{i}"
+            rks = [_resolve(rk, js, "public join key") for rk in j.right_on]
+            items = [_alias(_col(rk), _ident(f"{alias}k{m}")) for m, rk in enumerate(rks)]
+            items += [_alias(exp.Min(this=_col(_resolve(pc, js, "public column"))),
+                             _ident(f"{alias}c{n}")) for n, (pc, _) in enumerate(j.columns)]
+            sub = exp.select(*items).from_(source_sql(
+                j.source, registered=registered, dialect=profile.dialect,
+                csv_columns=tuple(js))).group_by(*[_col(rk) for rk in rks]).having(
+                exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+            on = exp.and_(*[exp.EQ(this=_col(lk), expression=exp.Column(
+                this=_ident(f"{alias}k{m}"), table=_ident(alias)))
+                for m, lk in enumerate(j.left_on)])
+            src = src.join(exp.Subquery(this=sub, alias=exp.TableAlias(this=_ident(alias))),
+                           on=on, join_type="left" if j.how == "left" else "inner")
+        return src
+
+    def bucket_sql(self, use: Callable[[str], str], profile: DialectProfile
+                   ) -> list[exp.Expression]:
+        """``CASE WHEN COALESCE(TRY(p1), FALSE) THEN v1 ... ELSE d END AS name`` per bucket
+        (conditions evaluated exactly like filters), cast to the bucket's type."""
+        out: list[exp.Expression] = []
+        for b in self.plan.buckets:
+            t = self.bucket_types[b.name]
+            ifs = []
+            for pred, value in b.cases:
+                vp = parse_predicate(pred, dialect=profile.dialect)
+                tree = vp.tree.copy()
+                for node in tree.find_all(exp.Column):
+                    if node.name in self.bucket_types:
+                        raise PlanError(f"bucket {b.name!r} cannot read bucket {node.name!r}")
+                    node.set("this", _ident(use(node.name)))
+                if profile.try_wrapper is not None:
+                    tree = _func(profile.try_wrapper, tree)
+                cond = exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)])
+                ifs.append(exp.If(this=cond, true=_bucket_literal(value, t, profile)))
+            case = exp.Case(ifs=ifs, default=_bucket_literal(b.default, t, profile))
+            out.append(_alias(_cast(case, t), _ident(b.name)))
+        return out
+
+
 # ---------------------------------------------------------------------------- the compiler
 
 
@@ -594,12 +748,14 @@ def compile_plan(
     profile: DialectProfile = DUCKDB,
     *,
     registered: frozenset[str] = frozenset(),
+    join_schemas: Sequence[Mapping[str, str]] = (),
 ) -> CompiledQuery:
     """One SQL statement computing ``plan`` on a source with column types ``schema``.
 
     ``schema`` maps column name -> engine type name (public metadata: a CSV is read as text
     whatever it holds, so no type depends on the data). Every check here depends on the plan
     and the schema only; nothing can fail later because of a value in the data.
+    ``join_schemas[i]`` is the schema of ``plan.joins[i].source`` (public tables).
     """
     bound, agg = plan.bound, plan.aggregate
     max_p = check_integer(bound.max_partitions, name="max_partitions", minimum=1)
@@ -611,6 +767,9 @@ def compile_plan(
     names = [m.name for m in agg.measures]
     if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
         raise PlanError(f"measure names must be distinct non-empty strings, got {names}")
+    extra = _Extras.of(plan, schema, join_schemas)
+    base_schema = schema
+    schema = {**schema, **extra.schema}
     families = {c: type_family(t) for c, t in schema.items()}
 
     # Columns the statement reads, each once, normalized in the innermost SELECT.
@@ -658,14 +817,23 @@ def compile_plan(
     # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
     # for NaN although NaN sorts above every number in DuckDB).
 
-    src = exp.select(*[_alias(_normalized(c, families[c], profile), _ident(c))
-                       for c in used]).from_(source_sql(plan.source, registered=registered,
-                                                        dialect=profile.dialect,
-                                                        csv_columns=tuple(schema)))
-    if not used:  # only rows/units measures, no unit and no keys
+    if extra.buckets:  # the columns the bucket conditions read are normalized in src too
+        bucket_exprs = extra.bucket_sql(lambda n: use(n, "bucket condition column"), profile)
+    base_used = [c for c in used if c not in extra.bucket_types]
+    src = exp.select(*[_alias(_normalized(extra.origin.get(c, c), families[c], profile),
+                              _ident(c))
+                       for c in base_used]).from_(source_sql(plan.source, registered=registered,
+                                                             dialect=profile.dialect,
+                                                             csv_columns=tuple(base_schema)))
+    if not base_used:  # only rows/units measures, no unit and no keys
         src = exp.select(_alias(exp.Literal.number(1), _ident(_P + "one"))).from_(
             source_sql(plan.source, registered=registered, dialect=profile.dialect,
-                       csv_columns=tuple(schema)))
+                       csv_columns=tuple(base_schema)))
+    if plan.joins:
+        src = extra.attach_joins(src, registered, profile)
+    if extra.buckets:
+        src = exp.select(exp.Star(), *bucket_exprs).from_(
+            exp.Subquery(this=src, alias=exp.TableAlias(this=_ident(_P + "b"))))
 
     key_out = [f"{_P}k{i}" for i in range(len(keys))]
     unit_e = _col(unit) if unit is not None else None

@@ -166,7 +166,9 @@ class DuckDBEngine:
         """The statement :meth:`execute` would run (for inspection and tests)."""
         if schema is None:
             schema = self.columns(plan.source)
-        return compile_plan(plan, schema, self.profile, registered=frozenset(self._registered))
+        joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
+        return compile_plan(plan, schema, self.profile, registered=frozenset(self._registered),
+                            join_schemas=joins)
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
