@@ -284,6 +284,36 @@ class Session:
         """A new, empty query over this session's table."""
         return Query(session=self)
 
+    def sql_query(self, query: str, *, metadata: Any = None, bounds: Any = None,
+                  keys: Any = None, max_partitions: int | None = None,
+                  max_rows_per_partition: int | None = None,
+                  public_tables: dict[str, Any] | None = None) -> Any:
+        """Check a SQL ``SELECT`` against the private fragment; reads no data, spends nothing.
+
+        Returns a :class:`~dpkit.analytics.sqlquery.SqlQuery` (its ``.query`` is the
+        equivalent builder query). ``metadata``: a YAML/TOML path or a dict (bounds, keys,
+        contribution limits, public tables; see ``docs/sql.md``); ``bounds={"col": (lo, hi)}``,
+        ``keys={"col": [...]}``, ``max_partitions``, ``max_rows_per_partition`` override it for
+        the private table; ``public_tables={"name": frame_or_path}`` gives public tables' data.
+        A query outside the fragment raises :class:`~dpkit.analytics.sqlquery.SqlError`.
+        """
+        from dpkit.analytics.sqlquery import sql_query
+
+        return sql_query(self, query, metadata=metadata, bounds=bounds, keys=keys,
+                         max_partitions=max_partitions,
+                         max_rows_per_partition=max_rows_per_partition,
+                         public_tables=public_tables)
+
+    def sql(self, query: str, *, epsilon: float, delta: float | None = None,
+            metadata: Any = None, output: str = "pandas", **options: Any) -> Any:
+        """Answer a SQL ``SELECT`` privately: check it, charge the budget, release with
+        confidence intervals, then apply ``HAVING``/``ORDER BY``/``LIMIT`` to the released rows.
+
+        ``options`` are those of :meth:`sql_query`. A refused query spends nothing.
+        """
+        return self.sql_query(query, metadata=metadata, **options).run(
+            epsilon=epsilon, delta=delta, output=output)
+
     def __repr__(self) -> str:
         return (f"Session({self._source.kind}:{self._source.location!r}, privacy_unit="
                 f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha})")
