@@ -432,6 +432,9 @@ class _Translator:
         if where is None:
             return
         cond = where.this
+        if any(isinstance(n, (exp.Subquery, exp.Select)) for n in cond.walk()):
+            raise SqlError(clause, "a subquery inside an expression is not supported (it "
+                           "could read other rows or smuggle an aggregate in)")
         if any(isinstance(n, exp.AggFunc) for n in cond.walk()):
             raise SqlError(clause, "an aggregate in WHERE is not supported (filter released "
                              "values with HAVING)")
@@ -440,7 +443,7 @@ class _Translator:
 
     # ------------------------------------------------------------------ subqueries
     def _forbid(self, select: exp.Select, clause: str, top: bool) -> None:
-        if select.args.get("with") is not None:
+        if select.args.get("with") is not None or select.args.get("with_") is not None:
             raise SqlError("WITH", "common table expressions are not supported; use a "
                              "subquery in FROM")
         if select.args.get("distinct") is not None:
@@ -575,7 +578,8 @@ class _Translator:
                 if nested:
                     raise SqlError("SELECT", f"{inner.sql()!r}: aggregates of aggregates are "
                                      "not supported")
-                if out_name in stats or out_name in group_cols:
+                if out_name in stats or out_name in group_cols or any(
+                        o.name == out_name for o in outputs):
                     raise SqlError("SELECT", f"output name {out_name!r} is used twice")
                 st, col, is_count_col = self._statistic(cast(exp.Expression, node), scope,
                                                         out_name)
@@ -593,9 +597,9 @@ class _Translator:
                 raise SqlError("SELECT", f"{inner.sql()!r} is neither a GROUP BY column nor an "
                                  "aggregate (every released value must be a noisy aggregate or "
                                  "a group key)")
-            outputs.append(OutputColumn(out_name if isinstance(item, exp.Alias)
-                                        else resolved.name, "key", resolved.name,
-                                        _canon(inner)))
+            if any(o.name == out_name for o in outputs):
+                raise SqlError("SELECT", f"output name {out_name!r} is used twice")
+            outputs.append(OutputColumn(out_name, "key", resolved.name, _canon(inner)))
         if not stats:
             raise SqlError("SELECT", "the query has no aggregate (COUNT, SUM, AVG, ...): "
                              "without one nothing can be released privately")
