@@ -4,7 +4,8 @@
 visits, score, rid (a region id). ``regions`` (public): id, region_name, country, population.
 ``regions_dup`` (public): the same with region id 2 listed twice (a key that must not copy
 rows). The neighbour of ``people`` adds one adversarial person with many rows in every region,
-plan and device, whose values cycle through NaN, NULL, +-inf, +-1e308 and ordinary values.
+plan and device, whose values are NaN, NULL, +-inf, +-1e308 and distinct huge values (every one beyond the
+bounds).
 
 Each corpus entry is either answered (``Answer``: released with intervals, audited) or refused
 (``Refuse``: the clause named in the error and a phrase of its reason).
@@ -23,8 +24,14 @@ PLANS = ("free", "pro", "team")
 DEVICES = ("ios", "android", "web")
 ADVERSARY = "adv'\"|--unit"
 ADV_ROWS = 6  # rows per (region, plan, device) cell: 216 rows in every group of every query
-ADV_VALUES: tuple[Any, ...] = (float("nan"), float("inf"), 1e308, None, -float("inf"), -1e308,
-                               42.0)
+# Special values, then distinct huge values: rows of one person that are equal in the columns a
+# query reads are interchangeable for the bounding hash, so distinct values make sure the kept
+# rows are mostly extreme (clamped to a bound) rather than copies of one NULL.
+ADV_SPECIAL: tuple[Any, ...] = (float("nan"), float("inf"), 1e308, None, -float("inf"), -1e308)
+
+
+def _adv_value(i: int) -> Any:
+    return ADV_SPECIAL[i // 10 % len(ADV_SPECIAL)] if i % 10 == 0 else 1e9 * (i + 1)
 
 METADATA_YAML = """\
 tables:
@@ -106,7 +113,7 @@ def adversary() -> pd.DataFrame:
         for plan in PLANS:
             for device in DEVICES:
                 for _ in range(ADV_ROWS):
-                    v = ADV_VALUES[i % len(ADV_VALUES)]
+                    v = _adv_value(i)
                     rows.append({
                         "user_id": ADVERSARY, "region": region, "plan": plan, "device": device,
                         "age": v, "income": v, "visits": [0, 10**12, -(10**12), 60][i % 4],
