@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["SqlError", "Translation", "translate"]
 
 MAX_SQL_LENGTH = 100_000
+_KEYWORDS = frozenset(k.upper() for k in sqlglot.tokens.Tokenizer.KEYWORDS) | frozenset(
+    k.upper() for k in getattr(sqlglot.dialects.DuckDB.Tokenizer, "KEYWORDS", {}))
 
 
 class SqlError(DPKitError, ValueError):
@@ -325,8 +327,7 @@ class _Translator:
         qual, name = col.table, col.name
         if qual and qual in scope.joins:
             join = scope.joins[qual]
-            return exp.column(self._expose(join, self._public_col(name, join, clause)),
-                              quoted=True)
+            return _column(self._expose(join, self._public_col(name, join, clause)))
         if scope.projection is not None and (not qual or qual == scope.sub_alias):
             hit = scope.projection.get(name.casefold())
             if hit is not None:
@@ -339,7 +340,7 @@ class _Translator:
         if scope.projection is None and (not qual or qual in scope.private_names):
             found = self._private_column(name)
             if found is not None:
-                return exp.column(found, quoted=True)
+                return _column(found)
             if qual:
                 raise SqlError(clause, f"unknown column {name!r}; the private table has "
                                  f"columns {list(self.session.columns)}")
@@ -347,8 +348,7 @@ class _Translator:
                 if any(c.casefold() == name.casefold() for c in j.schema)}
         if len(hits) == 1:
             join = next(iter(hits.values()))
-            return exp.column(self._expose(join, self._public_col(name, join, clause)),
-                              quoted=True)
+            return _column(self._expose(join, self._public_col(name, join, clause)))
         if len(hits) > 1:
             raise SqlError(clause, f"column {name!r} is ambiguous: qualify it")
         raise SqlError(clause, f"unknown column {name!r}; the private table has columns "
@@ -357,7 +357,7 @@ class _Translator:
     def _resolve(self, e: exp.Expression, scope: _Scope, clause: str) -> exp.Expression:
         """``e`` with every column resolved; CASE expressions become buckets."""
         if isinstance(e, exp.Case):
-            return exp.column(self._bucket(e, scope, clause), quoted=True)
+            return _column(self._bucket(e, scope, clause))
         if isinstance(e, exp.Column):
             return self._resolve_column(e, scope, clause)
         for node in e.walk():
@@ -375,10 +375,9 @@ class _Translator:
             return self._resolve_column(out, scope, clause)
         for node in list(out.find_all(exp.Column, exp.Case)):
             if isinstance(node, exp.Case):
-                node.replace(exp.column(self._bucket(node, scope, clause), quoted=True))
+                node.replace(_column(self._bucket(node, scope, clause)))
         for node in list(out.find_all(exp.Column)):
-            ident = node.args.get("this")
-            if node.name in {b[0] for b in self.buckets} and getattr(ident, "quoted", False):
+            if getattr(node, "_dpk_resolved", False):
                 continue
             node.replace(self._resolve_column(node, scope, clause))
         return out
@@ -488,7 +487,7 @@ class _Translator:
                         out.setdefault(k, v)
                 else:
                     for c in self.session.columns:
-                        out.setdefault(c.casefold(), exp.column(c, quoted=True))
+                        out.setdefault(c.casefold(), _column(c))
                 continue
             name = item.alias_or_name
             inner = item.this if isinstance(item, exp.Alias) else item
@@ -796,6 +795,18 @@ class _Translator:
                 raise SqlError("OFFSET", f"OFFSET takes a non-negative integer, got {v!r}")
             off = v
         return lim, off
+
+
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _column(name: str) -> exp.Column:
+    """A resolved column reference: unquoted when the name is a plain lower-case identifier
+    that is no keyword (so the predicate text reads as written by hand), quoted otherwise."""
+    plain = bool(_PLAIN.fullmatch(name)) and name.upper() not in _KEYWORDS
+    col = exp.Column(this=exp.to_identifier(name, quoted=not plain))
+    col._dpk_resolved = True  # type: ignore[attr-defined]
+    return col
 
 
 def _quote(name: str) -> str:
