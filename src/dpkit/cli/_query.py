@@ -10,6 +10,9 @@ charged once. Without ``--delta`` the release is pure (discrete Laplace noise) a
 public ``--keys``; with ``--delta`` the noise is discrete Gaussian and groups without public keys
 are chosen by private partition selection. Each privacy unit keeps at most
 ``--max-partitions`` groups and ``--max-rows-per-partition`` rows per group (both default to 1).
+
+``--sql "SELECT ..." --metadata meta.yaml`` answers a SQL query instead (see docs/sql.md); the
+privacy unit, contribution limits, bounds and public tables then come from the metadata.
 """
 
 from __future__ import annotations
@@ -164,6 +167,12 @@ def query(
         "--output", help="csv or json (printed), or a .csv, .parquet or .json file")] = None,
     memory_limit: Annotated[str | None, typer.Option(
         "--memory-limit", help="DuckDB memory limit, e.g. 1GB")] = None,
+    sql: Annotated[str | None, typer.Option(
+        "--sql", help="a SQL SELECT to answer privately (replaces the aggregate options)")
+    ] = None,
+    metadata: Annotated[Path | None, typer.Option(
+        "--metadata", help="YAML/TOML file: bounds, privacy unit, limits, public tables")
+    ] = None,
 ) -> None:
     """Release one private aggregation of a table, with confidence intervals."""
     import dpkit.analytics as dpa
@@ -179,29 +188,44 @@ def query(
             "--output takes csv or json (printed) or a file ending in .csv, .parquet or .json"
         )
     try:
-        aggs = _build_aggregates(count, count_distinct, list(sums or []), list(means or []),
-                                 list(variances or []), list(stds or []),
-                                 list(quantiles or []), list(histograms or []))
-        key_spec = parse_keys(list(keys or []), gb)
-        if gb and key_spec is None and delta is None:
-            raise typer.BadParameter(
-                "grouping without public --keys uses private partition selection, which needs "
-                "--delta (e.g. --delta 1e-6); or give --keys column=v1,v2,..."
-            )
-        budget = Budget(epsilon=epsilon, delta=0.0 if delta is None else delta)
-        session = dpa.Session(path, privacy_unit=privacy_unit, budget=budget, alpha=alpha,
-                              memory_limit=memory_limit)
-        q = session.query()
-        for w in where or []:
-            q = q.where(w)
-        if gb:
-            q = q.group_by(gb, keys=key_spec)
-        if privacy_unit is not None:
-            q = q.bound(max_partitions=max_partitions,
-                        max_rows_per_partition=max_rows_per_partition)
-        q = q.agg(**aggs)
-        with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
-            frame = q.run(epsilon=epsilon, delta=delta)
+        if sql is not None:
+            if (gb or keys or where or count or count_distinct or sums or means or variances
+                    or stds or quantiles or histograms):
+                raise typer.BadParameter("--sql replaces --group-by, --keys, --where and the "
+                                         "aggregate options: write them in the query")
+            from dpkit.analytics.sqlquery import sql_session
+
+            session, meta = sql_session(path, metadata, privacy_unit=privacy_unit,
+                                        budget=Budget(epsilon=epsilon, delta=delta or 0.0),
+                                        alpha=alpha, memory_limit=memory_limit)
+            sq = session.sql_query(sql, metadata=meta)
+            gb = [o.name for o in sq.translation.outputs if o.kind == "key"]
+            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
+                frame = sq.run(epsilon=epsilon, delta=delta)
+        else:
+            aggs = _build_aggregates(count, count_distinct, list(sums or []), list(means or []),
+                                     list(variances or []), list(stds or []),
+                                     list(quantiles or []), list(histograms or []))
+            key_spec = parse_keys(list(keys or []), gb)
+            if gb and key_spec is None and delta is None:
+                raise typer.BadParameter(
+                    "grouping without public --keys uses private partition selection, which needs "
+                    "--delta (e.g. --delta 1e-6); or give --keys column=v1,v2,..."
+                )
+            budget = Budget(epsilon=epsilon, delta=0.0 if delta is None else delta)
+            session = dpa.Session(path, privacy_unit=privacy_unit, budget=budget, alpha=alpha,
+                                  memory_limit=memory_limit)
+            q = session.query()
+            for w in where or []:
+                q = q.where(w)
+            if gb:
+                q = q.group_by(gb, keys=key_spec)
+            if privacy_unit is not None:
+                q = q.bound(max_partitions=max_partitions,
+                            max_rows_per_partition=max_rows_per_partition)
+            q = q.agg(**aggs)
+            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
+                frame = q.run(epsilon=epsilon, delta=delta)
     except DPKitError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None

@@ -4,8 +4,8 @@
 visits, score, rid (a region id). ``regions`` (public): id, region_name, country, population.
 ``regions_dup`` (public): the same with region id 2 listed twice (a key that must not copy
 rows). The neighbour of ``people`` adds one adversarial person with many rows in every region,
-plan and device, whose values are NaN, NULL, +-inf, +-1e308 and distinct huge values (every one beyond the
-bounds).
+plan and device, whose values are NaN, NULL, +-inf, +-1e308 and distinct huge values (every
+one beyond the bounds).
 
 Each corpus entry is either answered (``Answer``: released with intervals, audited) or refused
 (``Refuse``: the clause named in the error and a phrase of its reason).
@@ -254,7 +254,8 @@ CORPUS: dict[str, Answer | Refuse] = {
     "join_private_orders": Refuse(
         "SELECT COUNT(*) FROM people JOIN orders o ON people.user_id = o.user_id",
         "JOIN", "two private tables"),
-    "sum_without_bounds": Refuse("SELECT SUM(rid) AS s FROM people", "SELECT SUM(rid)", "no bounds"),
+    "sum_without_bounds": Refuse("SELECT SUM(rid) AS s FROM people", "SELECT SUM(rid)",
+                                 "no bounds"),
     "avg_of_counts": Refuse(
         "SELECT AVG(cnt) FROM (SELECT user_id, COUNT(*) AS cnt FROM people GROUP BY user_id) t",
         "GROUP BY (subquery)", "aggregates of aggregates"),

@@ -66,7 +66,7 @@ def test_bad_metadata_files_are_refused(tmp_path: Path) -> None:
         load_metadata(bad_toml)
     other = tmp_path / "m.json"
     other.write_text("{}")
-    with pytest.raises(PrivacyParameterError, match=".yaml, .yml or .toml"):
+    with pytest.raises(PrivacyParameterError, match=r"\.yaml, \.yml or \.toml"):
         load_metadata(other)
     with pytest.raises(PrivacyParameterError, match="no such metadata file"):
         load_metadata(tmp_path / "missing.yaml")

@@ -15,7 +15,7 @@ from dpkit.analytics.sqlquery._metadata import (
     load_metadata,
     parse_metadata,
 )
-from dpkit.analytics.sqlquery._query import SqlQuery, sql_query
+from dpkit.analytics.sqlquery._query import SqlQuery, sql_query, sql_session
 from dpkit.analytics.sqlquery._translate import SqlError
 
 __all__ = [
@@ -27,4 +27,5 @@ __all__ = [
     "load_metadata",
     "parse_metadata",
     "sql_query",
+    "sql_session",
 ]

@@ -149,3 +149,31 @@ def sql_query(session: Session, text: str, *, metadata: Any = None, bounds: Any 
         raise PrivacyParameterError("public_tables must be a dict name -> table")
     ov = _overrides(bounds, keys, max_partitions, max_rows_per_partition)
     return SqlQuery(translate(session, text, meta, public_tables, ov))
+
+
+def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: Any,
+                alpha: float = 0.05, memory_limit: str | None = None
+                ) -> tuple[Session, Metadata]:
+    """A session over one file for a SQL query, its privacy unit taken from the metadata.
+
+    ``privacy_unit`` (if given) must agree with the metadata's private table. Used by
+    ``dpkit query --sql``.
+    """
+    from dpkit.analytics.session import Session
+
+    meta = load_metadata(metadata)
+    privates = meta.private_tables
+    if len(privates) > 1:
+        raise PrivacyParameterError(
+            f"the metadata declares several private tables ({[t.name for t in privates]}); "
+            "a query reads one private file"
+        )
+    declared = privates[0].privacy_unit if privates else None
+    if privacy_unit is not None and declared is not None and declared != privacy_unit:
+        raise PrivacyParameterError(
+            f"--privacy-unit {privacy_unit!r} disagrees with the metadata's {declared!r}"
+        )
+    unit = privacy_unit if privacy_unit is not None else declared
+    session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
+                      memory_limit=memory_limit)
+    return session, meta
