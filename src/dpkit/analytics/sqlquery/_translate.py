@@ -517,7 +517,14 @@ class _Translator:
                                               and isinstance(item.this, exp.Star)):
                 raise SqlError("SELECT", "'*' is not supported: list group columns and "
                                  "aggregates")
-            item_names.append(item.alias_or_name or f"col{i}")
+            name = item.alias_or_name if isinstance(item, (exp.Alias, exp.Column)) else ""
+            if not name:  # an unnamed aggregate or CASE: a name from its text
+                name = re.sub(r"[^a-z0-9]+", "_", item.sql(dialect="duckdb").lower()
+                              ).strip("_")[:60] or f"col{i}"
+            base, n = name, 2
+            while name in item_names:
+                name, n = f"{base}_{n}", n + 1
+            item_names.append(name)
 
         # GROUP BY
         group_cols: list[str] = []
