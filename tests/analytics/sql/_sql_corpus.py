@@ -53,6 +53,8 @@ tables:
       country: {keys: [A, B]}
   regions_dup:
     public: true
+  accounts:
+    public: true
 """
 
 METADATA_TOML = """\
@@ -77,6 +79,9 @@ population = { lower = 0, upper = 10000000 }
 country = { keys = ["A", "B"] }
 
 [tables.regions_dup]
+public = true
+
+[tables.accounts]
 public = true
 """
 
@@ -143,6 +148,16 @@ def regions_dup() -> pd.DataFrame:
     """Region 2 appears twice: a join on it would copy each of its private rows."""
     return pd.DataFrame({"id": np.array([1, 2, 2, 3, 4], dtype="int64"),
                          "name": ["Nord", "Sud", "Sud bis", "Est", "Ouest"]})
+
+
+def accounts() -> pd.DataFrame:
+    """A public directory keyed by the privacy unit (one row per person id)."""
+    return pd.DataFrame({"uid": [f"u{i}" for i in range(1, 120)],
+                         "tier": ["gold" if i % 7 == 0 else "basic" for i in range(1, 120)]})
+
+
+def public_tables() -> dict[str, pd.DataFrame]:
+    return {"regions": regions(), "regions_dup": regions_dup(), "accounts": accounts()}
 
 
 @dataclass(frozen=True)
@@ -243,6 +258,9 @@ CORPUS: dict[str, Answer | Refuse] = {
     "visits_median_and_mean": Answer(
         "SELECT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY visits) AS med_visits, "
         "AVG(visits) AS mean_visits FROM people WHERE plan IN ('pro', 'team')"),
+    "tier_of_accounts_joined_on_the_unit": Answer(
+        "SELECT a.tier, COUNT(*) AS n FROM people p JOIN accounts a ON p.user_id = a.uid "
+        "GROUP BY a.tier", delta=True),
     "simple_case_on_plan": Answer(
         "SELECT CASE plan WHEN 'free' THEN 'free' ELSE 'paid' END AS tier, SUM(score) AS s "
         "FROM people GROUP BY tier"),
@@ -322,6 +340,9 @@ CORPUS: dict[str, Answer | Refuse] = {
         "GROUP BY", "group by columns or CASE"),
     "aggregate_in_where": Refuse("SELECT COUNT(*) FROM people WHERE SUM(income) > 10",
                                  "WHERE", "aggregate in WHERE"),
+    "group_by_unit_via_public_join": Refuse(
+        "SELECT a.uid, COUNT(*) AS n FROM people p JOIN accounts a ON p.user_id = a.uid "
+        "GROUP BY a.uid", "GROUP BY", "privacy unit"),
     "min_age": Refuse("SELECT MIN(age) FROM people", "SELECT MIN(age)", "quantile"),
 }
 

@@ -49,7 +49,7 @@ from dpkit.noise import RandomSource
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _proof import batched_release, key_of
-from _sql_corpus import METADATA_YAML, answered, neighbours, regions, regions_dup
+from _sql_corpus import METADATA_YAML, answered, neighbours, public_tables
 from test_e2e_audit import _testers
 
 CONFIDENCE = 1.0 - 1e-6
@@ -79,7 +79,7 @@ def _prepared(world: dict[str, Any], sql: str, delta: bool, seed: int = 5) -> An
                           engine=world["engine"],
                           source_of_randomness=RandomSource(seed=seed, insecure=True))
     sq = session.sql_query(sql, metadata=META,
-                           public_tables={"regions": regions(), "regions_dup": regions_dup()})
+                           public_tables=public_tables())
     return sq.prepare(epsilon=EPSILON, delta=DELTA if delta else None)
 
 

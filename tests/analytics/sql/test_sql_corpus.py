@@ -27,13 +27,12 @@ from _sql_corpus import (
     Answer,
     answered,
     people,
+    public_tables,
     refused,
-    regions,
-    regions_dup,
 )
 
 META = yaml.safe_load(METADATA_YAML)
-PUBLIC = {"regions": regions(), "regions_dup": regions_dup()}
+PUBLIC = public_tables()
 DATA = people()
 
 

@@ -16,11 +16,11 @@ from dpkit.accounting import Budget
 from dpkit.errors import DPKitError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sql_corpus import CORPUS, METADATA_YAML, people, regions
+from _sql_corpus import CORPUS, METADATA_YAML, people, public_tables
 
 META = yaml.safe_load(METADATA_YAML)
 DATA = people(n_units=30)
-PUBLIC = {"regions": regions()}
+PUBLIC = public_tables()
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 

@@ -635,6 +635,7 @@ class _Extras:
     origin: dict[str, str]  # exposed name -> internal column of the join subquery
     join_schemas: tuple[Mapping[str, str], ...]
     bucket_types: dict[str, str]
+    base_schema: Mapping[str, str]
 
     @property
     def buckets(self) -> tuple[object, ...]:
@@ -688,7 +689,7 @@ class _Extras:
             bucket_types[b.name] = _bucket_type(b.name, [v for _, v in b.cases] + [b.default])
             extra[b.name] = bucket_types[b.name]
         return cls(plan=plan, schema=extra, origin=origin, join_schemas=tuple(join_schemas),
-                   bucket_types=bucket_types)
+                   bucket_types=bucket_types, base_schema=schema)
 
     def attach_joins(self, src: exp.Select, registered: frozenset[str],
                      profile: DialectProfile) -> exp.Select:
@@ -708,7 +709,8 @@ class _Extras:
                 j.source, registered=registered, dialect=profile.dialect,
                 csv_columns=tuple(js))).group_by(*[_col(rk) for rk in rks]).having(
                 exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-            on = exp.and_(*[exp.EQ(this=_col(lk), expression=exp.Column(
+            on = exp.and_(*[exp.EQ(this=_col(_resolve(lk, self.base_schema, "join key")),
+                                   expression=exp.Column(
                 this=_ident(f"{alias}k{m}"), table=_ident(alias)))
                 for m, lk in enumerate(j.left_on)])
             src = src.join(exp.Subquery(this=sub, alias=exp.TableAlias(this=_ident(alias))),

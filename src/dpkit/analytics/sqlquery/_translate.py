@@ -283,6 +283,14 @@ class _Translator:
             scope.joins.setdefault(table.name, join)
         self.joins.append(join)
 
+    def _unit_alias(self, name: str) -> bool:
+        """Whether ``name`` is a public join key joined on the privacy unit (the unit under
+        another name)."""
+        unit = self.session.privacy_unit
+        return unit is not None and any(
+            left == unit and j.exposed.get(right) == name for j in self.joins
+            for left, right in j.on)
+
     def _is_public_ref(self, col: exp.Column, join: _Join) -> bool:
         if col.table:
             return col.table in (join.alias, join.table)
@@ -391,8 +399,7 @@ class _Translator:
         except PredicateError as exc:
             raise SqlError(clause, f"{exc} (user functions and other constructs outside the "
                              "row-level allow-list are refused on private data)") from None
-        unit = self.session.privacy_unit
-        del vp, unit
+        del vp
         return text
 
     def _bucket(self, case: exp.Case, scope: _Scope, clause: str) -> str:
@@ -553,7 +560,7 @@ class _Translator:
                                      "buckets with literal values (other expressions are not "
                                      "supported)")
                 name = resolved.name
-                if name == self.session.privacy_unit:
+                if name == self.session.privacy_unit or self._unit_alias(name):
                     raise SqlError("GROUP BY", f"grouping by the privacy unit {name!r} "
                                      "would release one row per person")
                 if name in group_cols:
