@@ -194,3 +194,21 @@ def test_arguments_override_the_metadata() -> None:
     st = dict(sq.query.stats)["m"]
     assert st.bounds == (0.0, 1000.0)
     assert sq.query.max_rows_per_partition == 7
+
+
+def test_plan_errors_of_joins_and_buckets_come_before_the_charge() -> None:
+    s = _session(6)
+    mixed = (s.query().bucket("b", [("age < 30", "young"), ("age < 60", 1)])
+             .group_by("b", keys={"b": ["young", 1, None]})
+             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    with pytest.raises(DPKitError, match="all be text, all numbers or all booleans"):
+        mixed.run(epsilon=1.0)
+    floats = pd.DataFrame({"score": [0.5], "label": ["half"]})
+    float_join = (s.query().join_public(floats, on="score", columns=["label"])
+                  .group_by("label", keys=["half"])
+                  .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    with pytest.raises(DPKitError, match="non-float"):
+        float_join.run(epsilon=1.0)
+    with pytest.raises(DPKitError, match="already a column"):
+        s.query().join_public(regions(), on={"rid": "id"}, columns={"country": "region"})
+    assert s.budget.spent == (0.0, 0.0)
