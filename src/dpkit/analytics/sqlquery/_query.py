@@ -152,12 +152,12 @@ def sql_query(session: Session, text: str, *, metadata: Any = None, bounds: Any 
 
 
 def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: Any,
-                alpha: float = 0.05, memory_limit: str | None = None
+                alpha: float = 0.05, memory_limit: str | None = None, engine: Any = "duckdb"
                 ) -> tuple[Session, Metadata]:
     """A session over one file for a SQL query, its privacy unit taken from the metadata.
 
-    ``privacy_unit`` (if given) must agree with the metadata's private table. Used by
-    ``dpkit query --sql``.
+    ``privacy_unit`` (if given) must agree with the metadata's private table; ``engine`` is
+    passed to the session. Used by ``dpkit query --sql``.
     """
     from dpkit.analytics.session import Session
 
@@ -175,5 +175,5 @@ def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: A
         )
     unit = privacy_unit if privacy_unit is not None else declared
     session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
-                      memory_limit=memory_limit)
+                      memory_limit=memory_limit, engine=engine)
     return session, meta
