@@ -23,11 +23,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import float_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
 from dpkit.accounting._relations import group_of_two_approx
 from dpkit.accounting.events import Neighbouring
-from dpkit.accounting.pure import float_up
 from dpkit.errors import PrivacyParameterError
 
 __all__ = [

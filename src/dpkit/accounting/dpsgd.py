@@ -103,7 +103,7 @@ def dpsgd_schedule(
         raise PrivacyParameterError("give exactly one of steps and epochs")
     if steps is not None:
         return q, check_integer(steps, name="steps", minimum=0)
-    e = check_positive("epochs", epochs)
+    e = check_positive(epochs, "epochs")
     if q == 0.0:
         raise PrivacyParameterError("epochs need a positive sampling_rate (an epoch is 1/q steps)")
     if exact_q is not None:
@@ -161,7 +161,7 @@ def dpsgd_epsilon(
     """
     q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
-    sigma = check_positive("noise_multiplier", noise_multiplier)
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
     d = check_delta(delta)
     return _epsilon(q, sigma, n, d, _check_method(method))
 
@@ -200,7 +200,7 @@ def dpsgd_noise_multiplier(
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
     target = check_epsilon(epsilon)
     d = check_delta(delta)
-    tol = check_positive("rtol", rtol)
+    tol = check_positive(rtol, "rtol")
     m = _check_method(method)
     if n == 0 or q == 0.0:
         return _SIGMA_MIN

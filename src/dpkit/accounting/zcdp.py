@@ -81,7 +81,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, float_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
 from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting.events import (
@@ -96,7 +96,7 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     ZCdpEvent,
 )
-from dpkit.accounting.pure import float_up, pure_epsilon_of
+from dpkit.accounting.pure import pure_epsilon_of
 
 __all__ = [
     "ZCdpAccountant",
@@ -164,7 +164,7 @@ def _log_delta_at_order(rho: float, epsilon: float, am1: float) -> float:
 def _check_rho(rho: float | Fraction) -> float:
     if isinstance(rho, Fraction):
         return up(rho)
-    return check_nonnegative("rho", rho, allow_inf=True)
+    return check_nonnegative(rho, "rho", allow_inf=True)
 
 
 def zcdp_epsilon(rho: float | Fraction, delta: float) -> float:

@@ -37,7 +37,7 @@ from scipy import integrate
 from scipy.special import ndtr
 
 from dpkit._numeric.gaussian import gaussian_tradeoff, log_gaussian_delta_slope
-from dpkit._numeric.validation import check_integer
+from dpkit._numeric.validation import check_integer, check_real_array
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._tradeoff import (
     ApproxDpTradeOff,
@@ -46,7 +46,6 @@ from dpkit.fdp._tradeoff import (
     PiecewiseLinearTradeOff,
     ScaledGaussianTradeOff,
     TradeOffFunction,
-    check_real_array,
 )
 
 __all__ = [
@@ -354,8 +353,8 @@ def approx_dp_composition_limit(*, epsilons: Sequence[float] | FloatArray,
     ``f_{0,d1} (x) f_{0,d2} = f_{0, 1-(1-d1)(1-d2)}``. Returned with ``mu = sqrt(sum eps_i^2)``
     and ``delta = sum delta_i``: an asymptotic *approximation*, not a bound.
     """
-    eps = check_real_array("epsilons", np.asarray(epsilons, dtype=np.float64), low=0.0)
-    dl = check_real_array("deltas", np.asarray(deltas, dtype=np.float64), low=0.0, high=1.0,
+    eps = check_real_array(np.asarray(epsilons, dtype=np.float64), "epsilons", low=0.0)
+    dl = check_real_array(np.asarray(deltas, dtype=np.float64), "deltas", low=0.0, high=1.0,
                           high_open=True)
     if eps.shape != dl.shape:
         raise PrivacyParameterError("epsilons and deltas must have the same length")

@@ -149,9 +149,9 @@ class Laplace:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("scale", self.scale)
+        check_positive(self.scale, "scale")
         check_sensitivity(self.sensitivity)
-        g = check_positive("granularity", self.granularity)
+        g = check_positive(self.granularity, "granularity")
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.scale / g < 2 * _LAPLACE_MAX_T:
@@ -183,7 +183,7 @@ class Laplace:
     def from_scale(cls, *, scale: float, sensitivity: float,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
         """A Laplace mechanism with noise scale ``scale`` (its epsilon follows)."""
-        b = check_positive("scale", scale)
+        b = check_positive(scale, "scale")
         delta_1 = check_sensitivity(sensitivity)
         return cls(scale=b, sensitivity=delta_1,
                    granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
@@ -248,9 +248,9 @@ class Gaussian:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         check_sensitivity(self.sensitivity)
-        g = check_positive("granularity", self.granularity)
+        g = check_positive(self.granularity, "granularity")
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.sigma / g < 2 * _GAUSSIAN_MAX_T:
@@ -262,7 +262,7 @@ class Gaussian:
     def from_sigma(cls, *, sigma: float, sensitivity: float,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
         """A Gaussian mechanism with noise standard deviation ``sigma``."""
-        sd = check_positive("sigma", sigma)
+        sd = check_positive(sigma, "sigma")
         delta_2 = check_sensitivity(sensitivity)
         return cls(sigma=sd, sensitivity=delta_2,
                    granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),

@@ -386,7 +386,7 @@ class GaussianPartitionSelection:
     delta: float | None = None
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         if not float(self.sigma) <= _MAX_SIGMA:
             raise PrivacyParameterError(
                 f"sigma={self.sigma!r} exceeds 2**52 (rho or epsilon too small for counts: the "
@@ -425,7 +425,7 @@ class GaussianPartitionSelection:
         sigma is ``sqrt(k / (2 rho))`` rounded up. The pmf slack of the fast sampler is reported
         in :attr:`pmf_slack` for the session's accountant (it is not folded into rho).
         """
-        r = check_positive("rho", rho)
+        r = check_positive(rho, "rho")
         dt = check_delta(threshold_delta, name="threshold_delta", allow_zero=False)
         k, rel = _unit_moves(max_partitions, neighbouring)
         if not k / (2.0 * r) <= _MAX_SIGMA**2:
