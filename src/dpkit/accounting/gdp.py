@@ -38,6 +38,7 @@ from fractions import Fraction
 
 from dpkit._numeric.gaussian import gaussian_delta_up
 from dpkit._numeric.rounding import div_up, down, float_up, sqrt_up, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_integer,
@@ -339,28 +340,20 @@ def gdp_delta(mu: float, slack: float, epsilon: float) -> float:
 
 
 def gdp_epsilon(mu: float, slack: float, delta: float) -> float:
-    """Smallest epsilon >= 0 (rounded up, by bisection) with ``gdp_delta(mu, slack, eps) <= delta``.
+    """Smallest epsilon >= 0 (rounded up) with ``gdp_delta(mu, slack, eps) <= delta``.
 
+    Found by :func:`dpkit._numeric.search.search` (bracket doubled from [0, 1], bisected to
+    adjacent doubles): the profile holds at the returned double and fails at the one below it.
     ``inf`` when none exists below 1e7.
     """
     d = check_delta(delta)
     if gdp_delta(mu, slack, 0.0) <= d:
         return 0.0
-    hi = 1.0
-    while gdp_delta(mu, slack, hi) > d:
-        hi *= 2.0
-        if hi > 1e7:
-            return math.inf
-    lo = 0.0 if hi == 1.0 else hi / 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gdp_delta(mu, slack, mid) <= d:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    try:
+        return search(lambda e: gdp_delta(mu, slack, e) <= d, 0.0, 1.0, holds="above",
+                      expand="up", limit=1e7, what="GDP epsilon")
+    except SearchError:
+        return math.inf
 
 
 def gdp_mu_for(epsilon: float, delta: float) -> float:

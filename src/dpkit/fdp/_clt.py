@@ -37,6 +37,7 @@ from scipy import integrate
 from scipy.special import ndtr
 
 from dpkit._numeric.gaussian import gaussian_tradeoff, log_gaussian_delta_slope
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import check_integer, check_real_array
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._tradeoff import (
@@ -274,17 +275,11 @@ class BerryEsseenBound(TradeOffFunction):
         lo, hi = self.gamma, self._x_zero
         if not hi > lo:
             return lo
-        if self._h(hi) > 0.0:
-            return hi
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if mid in (lo, hi):
-                break
-            if self._h(mid) > 0.0:
-                lo = mid
-            else:
-                hi = mid
-        return hi
+        try:  # h decreases: the smallest x with h(x) <= 0, to adjacent doubles
+            return search(lambda x: self._h(x) <= 0.0, lo, hi, holds="above",
+                          what="Berry-Esseen tangent point")
+        except SearchError:
+            return hi  # h > 0 on the whole bracket: the tangent point is its end
 
     def _eval(self, alpha: FloatArray) -> FloatArray:
         if self._trivial:

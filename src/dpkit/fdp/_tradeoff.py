@@ -31,6 +31,7 @@ from scipy.special import ndtr
 
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for, gaussian_tradeoff
 from dpkit._numeric.rounding import sqrt_up, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -143,8 +144,10 @@ class TradeOffFunction(abc.ABC):
     def epsilon(self, delta: float) -> float:
         """Smallest eps >= 0 with ``delta_f(eps) <= delta``, rounded up (inf if none exists).
 
-        ``delta_f`` is non-increasing in eps, so bisection finds the boundary; the returned
-        double always satisfies ``delta_f(returned) <= delta`` with delta_f rounded up.
+        ``delta_f`` is non-increasing in eps, so :func:`dpkit._numeric.search.search` finds the
+        boundary (bracket doubled from [0, 1], inf beyond 1e7, bisected to adjacent doubles);
+        the returned double always satisfies ``delta_f(returned) <= delta`` with delta_f rounded
+        up, and the double below it does not (unless the result is 0).
         """
         d = check_delta(delta)
         return self._epsilon(d)
@@ -152,21 +155,11 @@ class TradeOffFunction(abc.ABC):
     def _epsilon(self, d: float) -> float:
         if self._delta(0.0) <= d:
             return 0.0
-        hi = 1.0
-        while self._delta(hi) > d:
-            hi *= 2.0
-            if hi > 1e7:
-                return math.inf
-        lo = 0.0 if hi == 1.0 else hi / 2.0
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if mid in (lo, hi):
-                break
-            if self._delta(mid) <= d:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        try:
+            return search(lambda e: self._delta(e) <= d, 0.0, 1.0, holds="above", expand="up",
+                          limit=1e7, what="epsilon of a trade-off function")
+        except SearchError:
+            return math.inf  # no epsilon up to 1e7 reaches delta
 
     # ------------------------------------------------------------------ representations
     def lower_piecewise_linear(self, *, grid_size: int = 2000) -> PiecewiseLinearTradeOff:

@@ -32,6 +32,7 @@ from scipy.special import ndtri
 
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
 from dpkit._numeric.rounding import down, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -349,22 +350,15 @@ class Gaussian:
         return min(1.0, math.nextafter(d * (1.0 + 2.0**-50), math.inf))
 
     def epsilon_for(self, *, delta: float) -> float:
-        """Smallest epsilon certified at ``delta`` (bisection, returns the safe end)."""
+        """Smallest epsilon certified at ``delta``: ``delta_for(epsilon) <= delta`` holds at the
+        returned double and fails at the double below it (bracket doubled from [0, 1], inf beyond
+        1e6, bisected by :func:`dpkit._numeric.search.search`; the safe end)."""
         dlt = check_delta(delta, allow_zero=False)
-        lo, hi = 0.0, 1.0
-        while self.delta_for(epsilon=hi) > dlt:
-            lo, hi = hi, hi * 2.0
-            if hi > 1e6:
-                return math.inf
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if self.delta_for(epsilon=mid) > dlt:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-15 * hi:
-                break
-        return hi
+        try:
+            return search(lambda e: self.delta_for(epsilon=e) <= dlt, 0.0, 1.0, holds="above",
+                          expand="up", limit=1e6, what="Gaussian mechanism epsilon")
+        except SearchError:
+            return math.inf
 
     @property
     def event(self) -> GaussianEvent:

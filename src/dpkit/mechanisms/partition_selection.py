@@ -73,6 +73,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.rounding import down, up
+from dpkit._numeric.search import SearchError, search, search_int
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -458,19 +459,14 @@ class GaussianPartitionSelection:
         d_gauss = down(Fraction(dl) - Fraction(d_thr))
         if not (d_thr > 0.0 and d_gauss > 0.0):
             raise PrivacyParameterError(f"delta={dl!r} is too small to split")
-        lo, hi = 1e-3, 1.0
-        while not _gauss_delta(hi, k, eps) <= d_gauss:
-            hi *= 2.0
-            if hi > 2.0**40:
-                raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})")
-        for _ in range(80):
-            mid = math.sqrt(lo * hi)
-            if _gauss_delta(mid, k, eps) <= d_gauss:
-                hi = mid
-            else:
-                lo = mid
-        tau = _calibrate_tau(hi, k, d_thr)
-        return cls(sigma=hi, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
+        try:  # bracket doubled from [1e-3, 1] up to 2**40, bisected to adjacent doubles
+            sigma = search(lambda s: _gauss_delta(s, k, eps) <= d_gauss, 1e-3, 1.0,
+                           holds="above", expand="up", limit=2.0**40,
+                           what="Gaussian partition selection sigma")
+        except SearchError:
+            raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})") from None
+        tau = _calibrate_tau(sigma, k, d_thr)
+        return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
                    epsilon=eps, delta=dl)
 
     # -- privacy ----------------------------------------------------------------------------
@@ -573,15 +569,12 @@ def _gauss_delta(sigma: float, k: int, eps: float) -> float:
 
 
 def _calibrate_tau(sigma: float, k: int, target: float) -> int:
-    """Smallest integer tau >= 1 with ``_threshold_delta(sigma, k, tau) <= target``."""
+    """Smallest integer tau >= 1 with ``_threshold_delta(sigma, k, tau) <= target``.
+
+    :func:`dpkit._numeric.search.search_int` from ``[0, h]`` (0 stands for "fails"; h from the
+    Gaussian tail bound, doubled until it holds): the returned tau was evaluated to hold and
+    ``tau - 1`` fails (or is 0).
+    """
     hi = max(2, math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 * k / target))) + 2)
-    while not _threshold_delta(sigma, k, hi) <= target:
-        hi *= 2
-    lo = 0  # invariant: lo fails (or is 0), hi succeeds
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid >= 1 and _threshold_delta(sigma, k, mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return search_int(lambda t: t >= 1 and _threshold_delta(sigma, k, t) <= target, 0, hi,
+                      holds="above", expand="up", what="partition selection threshold")
