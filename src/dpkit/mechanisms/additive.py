@@ -354,6 +354,8 @@ class Gaussian:
         returned double and fails at the double below it (bracket doubled from [0, 1], inf beyond
         1e6, bisected by :func:`dpkit._numeric.search.search`; the safe end)."""
         dlt = check_delta(delta, allow_zero=False)
+        if self.delta_for(epsilon=0.0) <= dlt:
+            return 0.0
         try:
             return search(lambda e: self.delta_for(epsilon=e) <= dlt, 0.0, 1.0, holds="above",
                           expand="up", limit=1e6, what="Gaussian mechanism epsilon")
