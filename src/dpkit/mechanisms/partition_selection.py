@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.search import SearchError, search, search_int
 from dpkit._numeric.validation import (
     check_delta,
@@ -433,9 +433,7 @@ class GaussianPartitionSelection:
             raise PrivacyParameterError(
                 f"rho={r!r} is too small: sigma = sqrt({k} / (2 rho)) would exceed 2**52"
             )
-        sigma = up(math.sqrt(k / (2.0 * r)) * (1.0 + 2.0**-50))
-        while not Fraction(k) / (2 * Fraction(sigma) ** 2) <= Fraction(r):
-            sigma = math.nextafter(sigma, math.inf)
+        sigma = sqrt_up(Fraction(k) / (2 * Fraction(r)))  # smallest with k / (2 sigma^2) <= rho
         tau = _calibrate_tau(sigma, k, dt)
         return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel)
 
