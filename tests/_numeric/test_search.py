@@ -6,7 +6,7 @@ import math
 import struct
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dpkit._numeric.search import SearchError, float_key, float_of_key, search, search_int
@@ -40,11 +40,21 @@ def test_key_of_negative_zero_is_zero_and_maps_back_to_positive_zero() -> None:
 
 
 # ------------------------------------------------------------- exact answers, both sides
-@given(finite, finite, finite)
+def _bracket(t: float, gap_lo: float, gap_hi: float) -> tuple[float, float]:
+    """``lo < t <= hi``, finite: t moved down by one gap (at least one double), up by the other."""
+    lo = min(t - gap_lo, math.nextafter(t, -math.inf))
+    hi = min(t + gap_hi, 1.7976931348623157e308)
+    return lo, hi
+
+
+inner = st.floats(min_value=-1e300, max_value=1e300)
+gaps = st.floats(min_value=0.0, max_value=1e300)
+
+
+@given(inner, gaps, gaps)
 def test_holds_above_returns_the_smallest_double_at_or_above_the_threshold(
-        t: float, a: float, b: float) -> None:
-    lo, hi = sorted((a, b))
-    assume(lo < t <= hi)
+        t: float, gap_lo: float, gap_hi: float) -> None:
+    lo, hi = _bracket(t, gap_lo, gap_hi)
     calls: list[float] = []
 
     def ok(x: float) -> bool:
@@ -58,11 +68,10 @@ def test_holds_above_returns_the_smallest_double_at_or_above_the_threshold(
     assert ok(got) and not ok(math.nextafter(got, -math.inf))
 
 
-@given(finite, finite, finite)
+@given(inner, gaps, gaps)
 def test_holds_below_returns_the_largest_double_at_or_below_the_threshold(
-        t: float, a: float, b: float) -> None:
-    lo, hi = sorted((a, b))
-    assume(lo <= t < hi)
+        t: float, gap_lo: float, gap_hi: float) -> None:
+    hi, lo = (-x for x in _bracket(-t, gap_hi, gap_lo))  # lo <= t < hi
     got = search(lambda x: x <= t, lo, hi, holds="below")
     assert got == t
     assert not math.nextafter(got, math.inf) <= t
