@@ -409,7 +409,7 @@ class Budget:
         self._given_rho: float | None = None
         self._given_mu: float | None = None
         if rho is not None:
-            self._given_rho = check_positive("rho", rho)
+            self._given_rho = check_positive(rho, "rho")
             if method not in ("basic", "zcdp"):
                 raise PrivacyParameterError("a rho budget uses method='zcdp'")
             self._kind = "zcdp"
@@ -437,7 +437,7 @@ class Budget:
         else:
             if self._kind != "rdp":
                 raise PrivacyParameterError("rdp_order needs method='rdp' and delta > 0")
-            self._rdp_order = check_positive("rdp_order", rdp_order)
+            self._rdp_order = check_positive(rdp_order, "rdp_order")
             if not 1.0 < self._rdp_order <= 1e6:
                 raise PrivacyParameterError(f"rdp_order must lie in (1, 1e6], got {rdp_order!r}")
         self._slack_allowance: float | None = None
@@ -519,7 +519,7 @@ class Budget:
         if allowance is None:
             a_max = _DEFAULT_SLACK * (1.0 if eps is None else min(1.0, eps))
         else:
-            a_max = check_nonnegative("pmf_slack_allowance", allowance)
+            a_max = check_nonnegative(allowance, "pmf_slack_allowance")
         self._slack_allowance = a_max
         if self._given_rho is not None:
             self._native_budget = self._given_rho
@@ -645,9 +645,9 @@ class Budget:
             return math.inf
         if self._kind == "zcdp":
             return up(value)
-        from dpkit.fdp._tradeoff import _sqrt_up
+        from dpkit._numeric.rounding import sqrt_up
 
-        return _sqrt_up(value)
+        return sqrt_up(value)
 
     @property
     def spent_pmf_slack(self) -> float | None:
@@ -671,7 +671,7 @@ class Budget:
         total = Fraction(self._native_budget)
         if self._kind == "zcdp":
             return max(down(total - value), 0.0)
-        from dpkit.accounting.gdp import sqrt_down
+        from dpkit._numeric.rounding import sqrt_down
 
         return sqrt_down(max(total * total - value, Fraction(0)))
 
@@ -863,9 +863,9 @@ class Budget:
             elif self._kind == "zcdp":
                 native = up(value)
             else:
-                from dpkit.fdp._tradeoff import _sqrt_up
+                from dpkit._numeric.rounding import sqrt_up
 
-                native = _sqrt_up(value)
+                native = sqrt_up(value)
         return ChargeCost(eps, dlt, native, self.native_unit, slack, spent_after)
 
     def charge(
@@ -1229,7 +1229,7 @@ class Budget:
             rem_d = max(Fraction(self._budget_delta) - state.spent_delta, Fraction(0))
             return Share(epsilon=down(rem_e / parts), delta=down(rem_d / parts), rho=None,
                          mu=None, pmf_slack=None)
-        from dpkit.accounting.gdp import sqrt_down
+        from dpkit._numeric.rounding import sqrt_down
 
         if self._native_budget is None:
             raise PrivacyParameterError("split() needs a budget")

@@ -136,10 +136,10 @@ class _NoiseEvent(DpEvent):
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+            self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
         )
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -176,12 +176,12 @@ class DiscreteLaplaceEvent(DpEvent):
     type_name: ClassVar[str] = "discrete_laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", check_positive("scale", self.scale))
+        object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
         object.__setattr__(
             self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
         )
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -198,12 +198,12 @@ class DiscreteGaussianEvent(DpEvent):
     type_name: ClassVar[str] = "discrete_gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
+        object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
         object.__setattr__(
             self, "sensitivity", check_integer(self.sensitivity, name="sensitivity", minimum=1)
         )
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -221,7 +221,7 @@ class ExponentialMechanismEvent(DpEvent):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -241,7 +241,7 @@ class ReportNoisyMaxEvent(DpEvent):
                 f"noise must be 'laplace', 'exponential' or 'gumbel', got {self.noise!r}"
             )
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -384,7 +384,7 @@ class ZCdpEvent(DpEvent):
     type_name: ClassVar[str] = "zcdp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
+        object.__setattr__(self, "rho", check_nonnegative(self.rho, "rho"))
 
 
 EVENT_TYPES[ZCdpEvent.type_name] = ZCdpEvent
@@ -409,9 +409,9 @@ class ApproxZCdpEvent(DpEvent):
     type_name: ClassVar[str] = "approx_zcdp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", check_nonnegative("rho", self.rho))
+        object.__setattr__(self, "rho", check_nonnegative(self.rho, "rho"))
         object.__setattr__(self, "delta", check_delta(self.delta))
-        object.__setattr__(self, "pmf_slack", check_nonnegative("pmf_slack", self.pmf_slack))
+        object.__setattr__(self, "pmf_slack", check_nonnegative(self.pmf_slack, "pmf_slack"))
 
 
 EVENT_TYPES[ApproxZCdpEvent.type_name] = ApproxZCdpEvent

@@ -93,6 +93,7 @@ from scipy import fft as sp_fft
 
 from dpkit._numeric import rounding
 from dpkit._numeric.gaussian import DELTA_REL_MARGIN, gaussian_delta, gaussian_delta_up
+from dpkit._numeric.rounding import sqrt_down, sqrt_up
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting._pld_pairs import (
@@ -120,7 +121,6 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
 )
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._tradeoff import _sqrt_up
 
 if TYPE_CHECKING:
     from dpkit.fdp import TradeOffFunction  # pragma: no cover
@@ -492,7 +492,7 @@ class PldAccountant(PrivacyAccountant):
         self._h_fixed = (
             None
             if value_discretization_interval is None
-            else check_positive("value_discretization_interval", value_discretization_interval)
+            else check_positive(value_discretization_interval, "value_discretization_interval")
         )
         if discretisation not in ("connect_dots", "round_up"):
             raise PrivacyParameterError(
@@ -721,7 +721,7 @@ class PldAccountant(PrivacyAccountant):
             return None
         if form[0] == "gaussian":
             mu_sq: Fraction = form[1]
-            mu = _sqrt_up(mu_sq) if upper else _sqrt_down(mu_sq)
+            mu = sqrt_up(mu_sq) if upper else sqrt_down(mu_sq)
             return _gaussian_epsilon(mu, delta, upper)
         if form[0] == "laplace":
             inv = 1 / Fraction(form[1])
@@ -746,7 +746,7 @@ class PldAccountant(PrivacyAccountant):
         if form is None or epsilon < 0.0:
             return None
         if form[0] == "gaussian":
-            return gaussian_delta_up(epsilon, _sqrt_up(form[1]))
+            return gaussian_delta_up(epsilon, sqrt_up(form[1]))
         if form[0] == "laplace":
             eps0 = rounding.up(1 / Fraction(form[1]))
             if epsilon >= eps0:
@@ -866,14 +866,6 @@ class PldAccountant(PrivacyAccountant):
 
 
 # -------------------------------------------------------------------- Gaussian closed form
-def _sqrt_down(x: Fraction) -> float:
-    """A double at most ``sqrt(x)`` (x >= 0)."""
-    r = _sqrt_up(x)
-    while r > 0.0 and Fraction(r) ** 2 > x:
-        r = math.nextafter(r, 0.0)
-    return r
-
-
 def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
     """Smallest epsilon with ``delta_mu(eps) <= delta`` for ``mu``-GDP, by bisection.
 

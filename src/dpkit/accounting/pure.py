@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import float_down, float_up, up
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -56,38 +56,12 @@ from dpkit.accounting.events import (
 __all__ = [
     "PureDpAccountant",
     "delta_at",
-    "float_down",
-    "float_up",
     "pure_epsilon_of",
     "subsampled_epsilon",
 ]
 
 #: A cost is an exact rational, or ``math.inf`` (a non-private release).
 Cost = Fraction | float
-
-
-def float_up(x: float) -> float:
-    """Inflate a result of a few libm operations so it bounds the exact value from above.
-
-    CPython's ``math`` functions are accurate to about one ulp each; a chain of a handful of
-    them is therefore within a relative ``1e-15`` of the exact value. We add a relative
-    ``2**-40`` (about ``9e-13``) and one more ulp, which covers that error with a wide margin.
-    Used only where exact rational arithmetic is impossible (logarithms, exponentials).
-    """
-    if math.isnan(x):
-        return math.inf  # never let a NaN through as a privacy bound
-    if math.isinf(x):
-        return x
-    return math.nextafter(x + abs(x) * 2.0**-40, math.inf)
-
-
-def float_down(x: float) -> float:
-    """Mirror image of :func:`float_up`: a lower bound of the exact value."""
-    if math.isnan(x):
-        return -math.inf
-    if math.isinf(x):
-        return x
-    return math.nextafter(x - abs(x) * 2.0**-40, -math.inf)
 
 
 def subsampled_epsilon(epsilon: float, sampling_rate: float) -> float:

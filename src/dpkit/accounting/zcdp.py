@@ -81,7 +81,8 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, float_up, up
+from dpkit._numeric.search import search
 from dpkit._numeric.validation import check_delta, check_epsilon, check_nonnegative
 from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting.events import (
@@ -96,7 +97,7 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     ZCdpEvent,
 )
-from dpkit.accounting.pure import float_up, pure_epsilon_of
+from dpkit.accounting.pure import pure_epsilon_of
 
 __all__ = [
     "ZCdpAccountant",
@@ -164,7 +165,7 @@ def _log_delta_at_order(rho: float, epsilon: float, am1: float) -> float:
 def _check_rho(rho: float | Fraction) -> float:
     if isinstance(rho, Fraction):
         return up(rho)
-    return check_nonnegative("rho", rho, allow_inf=True)
+    return check_nonnegative(rho, "rho", allow_inf=True)
 
 
 def zcdp_epsilon(rho: float | Fraction, delta: float) -> float:
@@ -215,26 +216,15 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """Largest rho (rounded down) whose certified delta at ``epsilon`` is at most ``delta``.
 
     Every ``rho``-zCDP mechanism with rho at most the returned value is then
-    ``(epsilon, delta)``-DP. Bisection keeps the end of the bracket that satisfies
-    ``zcdp_delta(rho, epsilon) <= delta`` (the rounded-up certificate), so the answer errs on
-    the safe (smaller) side. Returns 0.0 when no positive rho qualifies.
+    ``(epsilon, delta)``-DP. :func:`dpkit._numeric.search.search` (bracket doubled from
+    [0, 1] up to 2**60, bisected to adjacent doubles) keeps the end of the bracket that
+    satisfies ``zcdp_delta(rho, epsilon) <= delta`` (the rounded-up certificate), so the answer
+    errs on the safe (smaller) side. Returns 0.0 when no positive rho qualifies.
     """
     e = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
-    lo, hi = 0.0, 1.0
-    while zcdp_delta(hi, e) <= d:
-        lo, hi = hi, hi * 2.0
-        if hi > 2.0**60:  # pragma: no cover - epsilon above any practical value
-            return lo
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if zcdp_delta(mid, e) <= d:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return search(lambda rho: zcdp_delta(rho, e) <= d, 0.0, 1.0, holds="below", expand="up",
+                  limit=2.0**60, what="zCDP calibration")
 
 
 def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:

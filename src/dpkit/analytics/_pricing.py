@@ -77,7 +77,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit.accounting.events import (
     ApproxDpEvent,
@@ -282,20 +282,12 @@ class _Shares:
             )
             return nz, ev
         rho = Fraction(self.each)
-        sigma = up(_sqrt_up(Fraction(l2_sq) / (2 * rho)))
+        sigma = up(sqrt_up(Fraction(l2_sq) / (2 * rho)))
         if not sigma <= _MAX_NOISE_SCALE:
             raise PrivacyParameterError(
                 f"noise sigma {sigma:.3g} steps: the budget is too small for these bounds"
             )
         return Noise("discrete_gaussian", sigma), _rho_event(l2_sq, sigma)
-
-
-def _sqrt_up(x: Fraction) -> float:
-    """A double >= sqrt(x)."""
-    r = math.sqrt(float(x))
-    while Fraction(r) * Fraction(r) < x:
-        r = math.nextafter(r, math.inf)
-    return r
 
 
 def _rho_event(l2_sq: int, sigma: float) -> DpEvent:

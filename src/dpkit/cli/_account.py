@@ -77,7 +77,7 @@ def dpsgd_rows(*, sampling_rate: float, noise_multiplier: float, steps: int,
     from dpkit.accounting.rdp import RdpAccountant
 
     q = check_probability(sampling_rate, name="sampling_rate")
-    s = check_positive("noise_multiplier", noise_multiplier)
+    s = check_positive(noise_multiplier, "noise_multiplier")
     n = check_integer(steps, name="steps", minimum=0)
     d = check_delta(delta)
     ev = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=s))

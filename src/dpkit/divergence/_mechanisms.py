@@ -67,7 +67,7 @@ class GaussianPair:
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS Corollary 2.13),
         evaluated stably (see :mod:`dpkit._numeric.gaussian`)."""
-        eps = check_finite("epsilon", epsilon)
+        eps = check_finite(epsilon, "epsilon")
         return gaussian_delta(eps, self.mu)
 
     def approx_max_divergence(self, *, delta: float) -> float:
@@ -86,7 +86,7 @@ class GaussianPair:
 
     def renyi(self, *, alpha: float) -> float:
         """``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Proposition 7); inf at alpha = inf."""
-        a = check_positive("alpha", alpha, allow_inf=True)
+        a = check_positive(alpha, "alpha", allow_inf=True)
         if math.isinf(a):
             return self.max_divergence()
         return 0.5 * a * self.mu * self.mu
@@ -114,7 +114,7 @@ class LaplacePair:
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = 0`` for eps >= mu, ``1 - e^{(eps - mu)/2}`` for ``|eps| < mu`` and
         ``1 - e^eps`` for eps <= -mu."""
-        eps = check_finite("epsilon", epsilon)
+        eps = check_finite(epsilon, "epsilon")
         mu = self.mu
         if eps >= mu:
             return 0.0
@@ -134,7 +134,7 @@ class LaplacePair:
         + (alpha-1)/(2 alpha - 1) e^{-alpha mu})`` (Mironov 2017, Table II, for alpha > 1; the
         same integral over the three pieces x < 0, 0 < x < mu, x > mu gives it for every
         alpha != 1/2); ``mu - 2 ln(1 + mu/2)`` at alpha = 1/2, KL at 1, mu at inf."""
-        a = check_positive("alpha", alpha, allow_inf=True)
+        a = check_positive(alpha, "alpha", allow_inf=True)
         mu = self.mu
         if math.isinf(a):
             return mu

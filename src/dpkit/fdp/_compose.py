@@ -198,7 +198,7 @@ def tensor(*fs: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
     for f in fs:
         if not isinstance(f, TradeOffFunction):
             raise PrivacyParameterError(f"not a trade-off function: {f!r}")
-    h = check_positive("loss_step", loss_step)
+    h = check_positive(loss_step, "loss_step")
     if all(isinstance(f, GaussianTradeOff) for f in fs):
         first = fs[0]
         if isinstance(first, GaussianTradeOff):
@@ -217,7 +217,7 @@ def self_tensor(f: TradeOffFunction, k: int, *, loss_step: float = 1e-3) -> Trad
     if not isinstance(f, TradeOffFunction):
         raise PrivacyParameterError(f"not a trade-off function: {f!r}")
     k = check_integer(k, name="k", minimum=1)
-    h = check_positive("loss_step", loss_step)
+    h = check_positive(loss_step, "loss_step")
     if isinstance(f, GaussianTradeOff):
         return _gaussian_power(f, k)
     base = _pair(f, h)
@@ -236,6 +236,6 @@ def self_tensor(f: TradeOffFunction, k: int, *, loss_step: float = 1e-3) -> Trad
 def _gaussian_power(f: GaussianTradeOff, k: int) -> GaussianTradeOff:
     from fractions import Fraction
 
-    from dpkit.fdp._tradeoff import _sqrt_up
+    from dpkit._numeric.rounding import sqrt_up
 
-    return GaussianTradeOff(_sqrt_up(Fraction(f.mu) ** 2 * k))
+    return GaussianTradeOff(sqrt_up(Fraction(f.mu) ** 2 * k))

@@ -626,7 +626,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
         """Exact variance of the mean estimate over ``n`` users whose values have average square
         ``mean_square`` (in [0, 1]): ``(a + b mean_square) / n``."""
         n = _users(n)
-        ms = check_nonnegative("mean_square", mean_square)
+        ms = check_nonnegative(mean_square, "mean_square")
         if ms > 1.0:
             raise PrivacyParameterError(f"mean_square must lie in [0, 1], got {mean_square!r}")
         a, b = self._ab()

@@ -98,7 +98,7 @@ class DiscreteLaplace:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("scale", self.scale)
+        check_positive(self.scale, "scale")
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
@@ -193,7 +193,7 @@ class DiscreteGaussian:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         if not self.sigma >= _MIN_SIGMA:
             raise PrivacyParameterError(
                 f"sigma must be at least 2**-500 (below, sigma**2 is not a normal double and the "
@@ -206,7 +206,7 @@ class DiscreteGaussian:
     def from_sigma(cls, *, sigma: float, sensitivity: int,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
                    ) -> DiscreteGaussian:
-        return cls(sigma=check_positive("sigma", sigma),
+        return cls(sigma=check_positive(sigma, "sigma"),
                    sensitivity=check_integer(sensitivity, name="sensitivity", minimum=1),
                    neighbouring=as_neighbouring(neighbouring))
 

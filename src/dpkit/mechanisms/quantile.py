@@ -83,7 +83,7 @@ def _check_edges(edges: Any) -> tuple[float, ...]:
         raw = list(edges)
     except TypeError as exc:
         raise PrivacyParameterError(f"edges must be a sequence of numbers, got {edges!r}") from exc
-    out = tuple(check_finite(f"edges[{i}]", e) for i, e in enumerate(raw))
+    out = tuple(check_finite(e, f"edges[{i}]") for i, e in enumerate(raw))
     if len(out) < 2:
         raise PrivacyParameterError("edges need at least two values (one bin)")
     if not all(a < b for a, b in itertools.pairwise(out)):

@@ -443,7 +443,7 @@ class ExponentialMechanism:
         rounded up (a larger gap is the safe statement).
         """
         n = check_integer(n_candidates, name="n_candidates", minimum=1)
-        tt = check_nonnegative("t", t)
+        tt = check_nonnegative(t, "t")
         c = 1.0 if self.monotonic else 2.0
         return up(c * self.sensitivity / self.epsilon * (math.log(n) + tt) * (1 + 2.0**-50))
 

@@ -100,7 +100,7 @@ def _exp_two_tailed(source: RandomSource, k: int) -> FloatArray:
 # ---------------------------------------------------------------------------------------------
 def exponential(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) -> FloatArray:
     """Exponential with density ``exp(-x / scale) / scale`` on x >= 0, precise in both tails."""
-    scale = check_positive("scale", scale)
+    scale = check_positive(scale, "scale")
     return _chunked(size, np.float64, lambda k: scale * _exp_two_tailed(source, k))
 
 
@@ -111,7 +111,7 @@ def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, .
     E is precise near 0, so the upper tail (large x, what decides an arg-max) is exact to a few
     ulps up to x = 744 scale.
     """
-    scale = check_positive("scale", scale)
+    scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
         e = _exp_two_tailed(source, k)
@@ -128,7 +128,7 @@ def laplace(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) 
     ``sign(u)`` as an independent coin, so ``x = -b s ln V`` keeps full relative precision in the
     tails. This is a plain floating-point sampler: releases use :func:`laplace_lattice_noise`.
     """
-    scale = check_positive("scale", scale)
+    scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
         e, s = _exp_and_sign(source, k)
@@ -266,7 +266,7 @@ def _polar_normals(source: RandomSource, k: int, out: FloatArray | None = None) 
 
 def gaussian(source: RandomSource, *, sigma: float, size: int | tuple[int, ...]) -> FloatArray:
     """Normal(0, sigma^2): density ``exp(-x^2 / (2 sigma^2)) / (sigma sqrt(2 pi))`` (polar)."""
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     return _chunked(size, np.float64, lambda k: sigma * _polar_normals(source, k))
 
 
@@ -297,7 +297,7 @@ def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[i
     bins hold at least 2**30 atoms of the sampler. Every bin probability is therefore within a
     factor ``exp(+-2**-26.5)`` of exact; mechanisms charge ``pmf_slack = 2**-25``.
     """
-    t = check_positive("t", t)
+    t = check_positive(t, "t")
     if not t < 2.0**33:
         raise PrivacyParameterError(f"t must be below 2**33, got {t!r}")
 
@@ -352,7 +352,7 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
     so for sigma < 2**21 each bin boundary moves by at most 2**-22.3 and every bin probability is
     within a factor ``exp(+-2**-21.3)`` of exact; mechanisms charge ``pmf_slack = 2**-20``.
     """
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     if not sigma < 2.0**21:
         raise PrivacyParameterError(f"sigma must be below 2**21, got {sigma!r}")
     return _chunked(size, np.int64,
@@ -416,7 +416,7 @@ def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[in
     pmf error is bounded as in :func:`laplace_lattice_noise` (``exp(+-2**-26.5)`` per geometric,
     so ``exp(+-2**-25.5)`` for the difference); beyond, it grows like ``t 2**-48``.
     """
-    t = check_positive("scale", scale)
+    t = check_positive(scale, "scale")
 
     def fill(k: int) -> IntArray:
         e1, _ = _exp_and_sign(source, k)
@@ -442,7 +442,7 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
     ``exp(+-2**-24)`` of the exact law for sigma < 2**13 (charged ``2**-23``); use
     :func:`discrete_gaussian_exact` when exactness is required.
     """
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     t = math.floor(sigma) + 1
     s2 = sigma * sigma
 
@@ -471,7 +471,7 @@ def _as_fraction(name: str, value: Fraction | int | float) -> Fraction:
     if isinstance(value, bool):
         raise PrivacyParameterError(f"{name} must be a rational number, got {value!r}")
     if isinstance(value, float):
-        check_positive(name, value) if value != 0 else None
+        check_positive(value, name) if value != 0 else None
         if not math.isfinite(value):
             raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
         return Fraction(value)
