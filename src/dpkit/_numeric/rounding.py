@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["add_up", "div_down", "div_up", "down", "mul_up", "up"]
+__all__ = ["add_up", "div_down", "div_up", "down", "float_down", "float_up", "mul_up", "up"]
 
 
 _MAX = 1.7976931348623157e308
@@ -67,3 +67,27 @@ def div_up(a: float, b: float) -> float:
 def div_down(a: float, b: float) -> float:
     """Exact quotient a / b of two doubles (b != 0), rounded down."""
     return down(Fraction(a) / Fraction(b))
+
+
+def float_up(x: float) -> float:
+    """Inflate a result of a few libm operations so it bounds the exact value from above.
+
+    CPython's ``math`` functions are accurate to about one ulp each; a chain of a handful of
+    them is therefore within a relative ``1e-15`` of the exact value. We add a relative
+    ``2**-40`` (about ``9e-13``) and one more ulp, which covers that error with a wide margin.
+    Used only where exact rational arithmetic is impossible (logarithms, exponentials).
+    """
+    if math.isnan(x):
+        return math.inf  # never let a NaN through as a privacy bound
+    if math.isinf(x):
+        return x
+    return math.nextafter(x + abs(x) * 2.0**-40, math.inf)
+
+
+def float_down(x: float) -> float:
+    """Mirror image of :func:`float_up`: a lower bound of the exact value."""
+    if math.isnan(x):
+        return -math.inf
+    if math.isinf(x):
+        return x
+    return math.nextafter(x - abs(x) * 2.0**-40, -math.inf)

@@ -26,8 +26,8 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.errors import DPKitError
+from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 
 __all__ = ["Row", "app", "dpsgd_rows", "laplace_rows", "steps_from_epochs"]
 

@@ -79,13 +79,13 @@ from dpkit._numeric.validation import (
     check_sensitivity,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ExponentialMechanismEvent,
     Neighbouring,
     ReportNoisyMaxEvent,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import _exp_and_sign, _exp_two_tailed
 
