@@ -8,6 +8,8 @@
 * Composition theorems: :func:`basic_composition`, :func:`parallel_composition`,
   :func:`advanced_composition`, :func:`optimal_composition`.
 * DP-SGD: :func:`dpsgd_epsilon`, :func:`dpsgd_noise_multiplier`.
+* Side-by-side tables (every applicable accountant for one schedule, as
+  :class:`AccountingRow` data): :func:`dpsgd_rows`, :func:`laplace_rows`.
 * zCDP: :class:`ZCdpAccountant`, :func:`zcdp_epsilon`, :func:`zcdp_delta`, :func:`zcdp_rho_for`.
 * Budgets: :class:`Budget` (filter or odometer; charge before you release; ``Accountant`` is its
   former name), :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu).
@@ -37,11 +39,13 @@ from dpkit.accounting.gdp import (
 from dpkit.accounting.pld import PldAccountant
 from dpkit.accounting.pure import PureDpAccountant
 from dpkit.accounting.rdp import RdpAccountant
+from dpkit.accounting.tables import AccountingRow, dpsgd_rows, laplace_rows
 from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta, zcdp_epsilon, zcdp_rho_for
 from dpkit.events import Neighbouring
 
 __all__ = [
     "Accountant",
+    "AccountingRow",
     "ApproxDpAccountant",
     "Budget",
     "ExactGdpAccountant",
@@ -60,7 +64,9 @@ __all__ = [
     "dpsgd_gdp_epsilon",
     "dpsgd_gdp_mu",
     "dpsgd_noise_multiplier",
+    "dpsgd_rows",
     "events",
+    "laplace_rows",
     "optimal_composition",
     "optimal_composition_delta",
     "parallel_composition",
