@@ -12,6 +12,12 @@ samplers state this bound). A mechanism with slack ``a`` satisfies, for every ep
 
 Serialisation goes through :func:`event_to_dict` / :func:`event_from_dict`, which only know the
 classes in the allow-list ``EVENT_TYPES``: no module is ever imported by name from the data.
+
+The module also holds the pure-DP reading of one event, :func:`pure_epsilon_of` (with
+:func:`subsampled_epsilon`; the table of events is in :mod:`dpkit.accounting.pure`): mechanisms
+calibrate their noise against it and the pure, approximate, zCDP and Renyi accountants read
+events through it, so it sits below both. It depends only on ``dpkit._numeric`` and
+``dpkit.errors``.
 """
 
 from __future__ import annotations

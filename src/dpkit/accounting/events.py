@@ -8,60 +8,7 @@ stored references that name ``dpkit.accounting.events`` keep working.
 
 from __future__ import annotations
 
-from dpkit.events import (
-    EVENT_TYPES,
-    MAX_EVENT_DEPTH,
-    ApproxDpEvent,
-    ApproxZCdpEvent,
-    ComposedEvent,
-    DiscreteGaussianEvent,
-    DiscreteLaplaceEvent,
-    DpEvent,
-    ExponentialMechanismEvent,
-    GaussianEvent,
-    LaplaceEvent,
-    Neighbouring,
-    NonPrivateEvent,
-    NoOpEvent,
-    PoissonSampledEvent,
-    PureDpEvent,
-    RandomizedResponseEvent,
-    ReportNoisyMaxEvent,
-    SelfComposedEvent,
-    ZCdpEvent,
-    as_neighbouring,
-    event_from_dict,
-    event_from_json,
-    event_to_dict,
-    event_to_json,
-    randomized_response_epsilon,
-)
+from dpkit import events as _events
+from dpkit.events import *  # noqa: F403  (the same objects under the former address)
 
-__all__ = [
-    "EVENT_TYPES",
-    "MAX_EVENT_DEPTH",
-    "ApproxDpEvent",
-    "ApproxZCdpEvent",
-    "ComposedEvent",
-    "DiscreteGaussianEvent",
-    "DiscreteLaplaceEvent",
-    "DpEvent",
-    "ExponentialMechanismEvent",
-    "GaussianEvent",
-    "LaplaceEvent",
-    "Neighbouring",
-    "NoOpEvent",
-    "NonPrivateEvent",
-    "PoissonSampledEvent",
-    "PureDpEvent",
-    "RandomizedResponseEvent",
-    "ReportNoisyMaxEvent",
-    "SelfComposedEvent",
-    "ZCdpEvent",
-    "as_neighbouring",
-    "event_from_dict",
-    "event_from_json",
-    "event_to_dict",
-    "event_to_json",
-    "randomized_response_epsilon",
-]
+__all__ = list(_events.__all__)
