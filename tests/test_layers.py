@@ -27,6 +27,10 @@ Three rules, each with a companion test that feeds the checker a bad synthetic t
     module (``dpkit.noise._source``) from another top-level package fails. The top-level
     package ``dpkit._numeric`` is itself private to dpkit but is the declared shared base layer;
     its public names are for every layer.
+
+Imports made through ``importlib`` with a computed name are invisible to the scan; the two
+tables that drive them (the facade's lazy names, the command line's lazy subcommands) are
+checked against the layers by :func:`test_dynamic_imports_obey_the_layers`.
 """
 
 from __future__ import annotations
@@ -376,3 +380,14 @@ def test_layer_table_matches_the_architecture_document() -> None:
                        for n in re.split(r"\s{2,}", row.split(":", 1)[1].strip())[0].split())
              for row in reversed(rows)]
     assert drawn == list(LAYERS)
+
+
+def test_dynamic_imports_obey_the_layers() -> None:
+    import dpkit
+    import dpkit.cli
+
+    level = layer_of(LAYERS)
+    targets = {*dpkit._LAZY_NAMES.values(), *(f"dpkit.{n}" for n in dpkit._SUBMODULES)}
+    assert targets and all(level[top_package(t)] < level["dpkit"] for t in targets)
+    for module, _, _ in dpkit.cli._SUBCOMMANDS.values():
+        assert (SRC / "cli" / f"{module}.py").is_file(), module
