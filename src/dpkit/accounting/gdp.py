@@ -69,11 +69,11 @@ from dpkit.fdp import (
     Functionals,
     GaussianTradeOff,
     approx_dp,
+    berry_esseen_from_sums,
     from_distributions,
     functionals,
     laplace,
 )
-from dpkit.fdp._clt import berry_esseen_from_sums
 
 __all__ = [
     "ExactGdpAccountant",

@@ -79,7 +79,10 @@ import numpy as np
 
 from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon
-from dpkit.accounting.events import (
+from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._plan import Measure
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -88,9 +91,6 @@ from dpkit.accounting.events import (
     DpEvent,
     PureDpEvent,
 )
-from dpkit.analytics._aggregates import Statistic
-from dpkit.analytics._plan import Measure
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
@@ -296,7 +296,7 @@ def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
     r2 = math.isqrt(l2_sq)
     if r2 * r2 == l2_sq:  # an integer L2 sensitivity: the mechanism's own event
         return DiscreteGaussianEvent(sigma=sigma, sensitivity=r2)
-    from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+    from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
     ev: DpEvent = ZCdpEvent(rho=rho)
     return ev
@@ -681,7 +681,7 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
     if mode == "pure":
         main_ev: DpEvent = PureDpEvent(epsilon=main_share)
     else:
-        from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+        from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
         main_ev = ZCdpEvent(rho=main_share)
     assert stat.column is not None

@@ -37,8 +37,8 @@ from dpkit._numeric.validation import (
     check_nonnegative,
     check_probability,
 )
-from dpkit.accounting.events import DpEvent, PureDpEvent, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, PureDpEvent, RandomizedResponseEvent
 from dpkit.ldp import client as _c
 from dpkit.ldp._sampling import bernoulli_bitsliced, bernoulli_threshold
 from dpkit.noise import RandomSource, resolve_source

@@ -11,7 +11,7 @@ Every guarantee also charges the floating-point samplers' deviation: their pmfs 
 factor ``exp(+-a)`` of the exact rounded distributions (``a = 2**-25`` for Laplace, ``2**-20``
 for Gaussian; :mod:`dpkit.mechanisms._lattice`), which turns
 epsilon into ``epsilon + 2a`` and delta(eps) into ``e^a delta(eps - 2a)`` (see
-:mod:`dpkit.accounting.events`). Calibration constructors absorb that charge, so the mechanism
+:mod:`dpkit.events`). Calibration constructors absorb that charge, so the mechanism
 they return spends no more than the epsilon (and delta) asked for, *as the accountants compute
 it from the mechanism's event* (:mod:`dpkit.mechanisms._calibration`): a budget of e accepts a
 mechanism calibrated to e, and k mechanisms calibrated to e / k.
@@ -41,8 +41,8 @@ from dpkit._numeric.validation import (
     check_probability,
     check_sensitivity,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.mechanisms._calibration import (
     calibration_target,
     charged_epsilon,

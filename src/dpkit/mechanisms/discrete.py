@@ -32,13 +32,13 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import ParsedValues, parse_values
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     Neighbouring,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._calibration import (
     calibration_target,
     charged_epsilon,
@@ -140,7 +140,7 @@ class DiscreteLaplace:
     @property
     def epsilon(self) -> float:
         """What a budget charges for :attr:`event`: ``sensitivity / scale + 2 * pmf_slack``,
-        rounded up (:func:`dpkit.accounting.pure.pure_epsilon_of`)."""
+        rounded up (:func:`dpkit.events.pure_epsilon_of`)."""
         return reported_epsilon(self.event)
 
     @property

@@ -82,7 +82,9 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit._numeric.zcdp import slack_delta
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     DiscreteGaussianEvent,
     DpEvent,
@@ -90,8 +92,6 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     as_neighbouring,
 )
-from dpkit.accounting.zcdp import slack_delta
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
@@ -560,7 +560,7 @@ def _threshold_delta(sigma: float, k: int, tau: int) -> float:
 def _gauss_delta(sigma: float, k: int, eps: float) -> float:
     """delta_G(eps) of the noisy counts: ``k`` composed discrete Gaussians of sensitivity 1,
     ``rho = k / (2 sigma^2)`` with total pmf slack ``A = k a``, converted by
-    :func:`dpkit.accounting.zcdp.slack_delta` (``e^A delta_rho(eps - 2A)``, rounded up)."""
+    :func:`dpkit._numeric.zcdp.slack_delta` (``e^A delta_rho(eps - 2A)``, rounded up)."""
     slack = Fraction(0) if not sigma < _EXACT_SIGMA else k * Fraction(DISCRETE_GAUSSIAN_SLACK)
     rho = Fraction(k) / (2 * Fraction(sigma) ** 2)
     return slack_delta(rho, slack, eps)

@@ -57,13 +57,13 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     DpEvent,
     Neighbouring,
     SelfComposedEvent,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.selection import ExponentialMechanism
 from dpkit.noise import RandomSource, gumbel, resolve_source
 

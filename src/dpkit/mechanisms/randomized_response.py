@@ -10,8 +10,8 @@ import numpy as np
 
 from dpkit._numeric.validation import check_epsilon, check_probability
 from dpkit._numeric.values import parse_values
-from dpkit.accounting.events import Neighbouring, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import Neighbouring, RandomizedResponseEvent
 from dpkit.mechanisms._calibration import calibration_target, charged_epsilon, reported_epsilon
 from dpkit.noise import RandomSource, resolve_source
 
@@ -71,7 +71,7 @@ class RandomizedResponse:
     @property
     def epsilon(self) -> float:
         """What a budget charges for :attr:`event`: ``ln(p / (1 - p))`` computed by
-        :func:`dpkit.accounting.pure.pure_epsilon_of` (exact ratio, then ``log1p`` inflated by a
+        :func:`dpkit.events.pure_epsilon_of` (exact ratio, then ``log1p`` inflated by a
         relative 2**-40), rounded up."""
         return reported_epsilon(self.event)
 

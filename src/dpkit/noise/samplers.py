@@ -17,9 +17,10 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._numeric.scratch import SCRATCH_LIMIT, scratch
 from dpkit._numeric.validation import check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
-from dpkit.noise._source import SCRATCH_LIMIT, RandomSource, _shape, scratch
+from dpkit.noise._source import RandomSource, _shape
 
 __all__ = [
     "CHUNK",
@@ -32,6 +33,8 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_exact",
     "exponential",
+    "exponential_and_sign",
+    "exponential_two_tailed",
     "gaussian",
     "gaussian_lattice_float",
     "gaussian_lattice_noise",
@@ -66,8 +69,11 @@ def _chunked(size: int | tuple[int, ...], dtype: type[_T],
     return out.reshape(shape)
 
 
-def _exp_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+def exponential_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
     """``k`` draws of E ~ Exp(1) (precise in the upper tail) with independent signs.
+
+    A building block shared by the samplers here and the noisy-max selections of
+    :mod:`dpkit.mechanisms` (unit scale, no validation: ``k`` is a trusted chunk size).
 
     E = -ln(V) for a full-precision uniform V, so E is exact to a few ulps for every
     E up to 708 (V down to 2**-1022); the sign is bit 63 of the word, independent of V.
@@ -79,8 +85,10 @@ def _exp_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray
     return e, (w >> _U64_63).astype(np.bool_)
 
 
-def _exp_two_tailed(source: RandomSource, k: int) -> FloatArray:
+def exponential_two_tailed(source: RandomSource, k: int) -> FloatArray:
     """``k`` draws of E ~ Exp(1) precise at both ends of its range.
+
+    A building block like :func:`exponential_and_sign` (unit scale, ``k`` a trusted chunk size).
 
     By memorylessness, with a fair coin B and a full-precision uniform U,
     ``E = ln 2 - ln U`` when B = 1 (the part E >= ln 2) and ``E = -log1p(-U/2)`` when B = 0
@@ -101,7 +109,7 @@ def _exp_two_tailed(source: RandomSource, k: int) -> FloatArray:
 def exponential(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) -> FloatArray:
     """Exponential with density ``exp(-x / scale) / scale`` on x >= 0, precise in both tails."""
     scale = check_positive(scale, "scale")
-    return _chunked(size, np.float64, lambda k: scale * _exp_two_tailed(source, k))
+    return _chunked(size, np.float64, lambda k: scale * exponential_two_tailed(source, k))
 
 
 def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, ...]
@@ -114,7 +122,7 @@ def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, .
     scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
-        e = _exp_two_tailed(source, k)
+        e = exponential_two_tailed(source, k)
         return -scale * np.log(e)
 
     return _chunked(size, np.float64, fill)
@@ -131,7 +139,7 @@ def laplace(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) 
     scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
-        e, s = _exp_and_sign(source, k)
+        e, s = exponential_and_sign(source, k)
         e *= scale
         return np.where(s, -e, e)
 
@@ -323,7 +331,7 @@ def laplace_lattice_float(source: RandomSource, t: float, k: int,
     block = math.ldexp(1.0, math.frexp(t)[1] - 13)  # r = t / block in [2**12, 2**13)
     r = t / block
     width = -math.expm1(-block / t)  # P(t E < block), computed to full relative precision
-    e, s = _exp_and_sign(source, k)
+    e, s = exponential_and_sign(source, k)
     e *= r
     coarse = np.floor(e)
     u = source.uniform(k)
@@ -400,7 +408,7 @@ def geometric(source: RandomSource, *, p: float, size: int | tuple[int, ...]) ->
     lam = -math.log1p(-p)
 
     def fill(k: int) -> IntArray:
-        e, _ = _exp_and_sign(source, k)
+        e, _ = exponential_and_sign(source, k)
         g = np.floor(e / lam)
         return np.minimum(g, 2.0**62).astype(np.int64)
 
@@ -419,8 +427,8 @@ def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[in
     t = check_positive(scale, "scale")
 
     def fill(k: int) -> IntArray:
-        e1, _ = _exp_and_sign(source, k)
-        e2, _ = _exp_and_sign(source, k)
+        e1, _ = exponential_and_sign(source, k)
+        e2, _ = exponential_and_sign(source, k)
         g: FloatArray = np.floor(e1 * t) - np.floor(e2 * t)
         np.clip(g, -(2.0**62), 2.0**62, out=g)
         return g.astype(np.int64)
@@ -455,7 +463,7 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
             a = np.abs(y).astype(np.float64) - s2 / t
             # Bernoulli(exp(-gamma)) as E >= gamma with E ~ Exp(1) at full relative precision:
             # exact to a relative gamma 2**-50 even where exp(-gamma) is far below 2**-53.
-            e, _ = _exp_and_sign(source, m)
+            e, _ = exponential_and_sign(source, m)
             accept = e >= (a * a) / (2.0 * s2)
             out[todo[accept]] = y[accept]
             todo = todo[~accept]
