@@ -493,7 +493,7 @@ def automatic_step(factors: Mapping[Factor, int]) -> tuple[float, float, float]:
     for comp, k in factors.items():
         if k > MAX_COUNT:
             raise NoFiniteBoundError(f"count {k} is beyond the PLD grid")
-        for pair in (comp.remove, comp.add):
+        for side, pair in enumerate((comp.remove, comp.add)):
             lo, hi = pair.bounds(TAIL)
             if not hi - lo <= MAX_SINGLE * MAX_STEP:
                 raise NoFiniteBoundError("the privacy losses span beyond the PLD grid")
@@ -506,7 +506,9 @@ def automatic_step(factors: Mapping[Factor, int]) -> tuple[float, float, float]:
             ls = h0 * (g.start + np.arange(g.w.size))
             mean = float(np.dot(g.w, ls)) / tot
             v = float(np.dot(g.w, (ls - mean) ** 2)) / tot
-            var = max(var, 0.0) + (k * v if pair is comp.remove else 0.0)
+            # the composed variance counts each factor once (its "remove" side); an identity
+            # test (`pair is comp.remove`) counted symmetric factors twice
+            var = max(var, 0.0) + (k * v if side == 0 else 0.0)
             if v > 0.0:
                 single_sd = min(single_sd, math.sqrt(v))
     sd = math.sqrt(var) if var > 0.0 else 1.0

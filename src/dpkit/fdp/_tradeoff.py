@@ -252,12 +252,13 @@ class TradeOffFunction(abc.ABC):
             return self
         return self.lower_piecewise_linear().symmetric_minorant()
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``f (x) g (x) ...``: trade-off of the product distributions (DRS Theorem 3.2).
 
         Exact for Gaussians (``G_mu (x) G_nu = G_sqrt(mu^2 + nu^2)``); otherwise numeric through
-        the privacy-loss distributions with losses rounded *up* to a grid of step ``loss_step``
-        (:func:`dpkit.fdp.tensor`), which yields a lower bound.
+        the privacy-loss engine (:func:`dpkit.fdp.tensor`; automatic grid unless ``loss_step``
+        is given), which yields a certified lower bound.
         """
         from dpkit.fdp._compose import tensor
 
@@ -367,7 +368,8 @@ class GaussianTradeOff(TradeOffFunction):
         """Smallest eps >= 0 with ``delta(eps) <= delta`` (inverse of :meth:`delta`), rounded up."""
         return super().epsilon(delta)
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``G_mu1 (x) ... (x) G_mun = G_mu`` with ``mu = sqrt(sum mu_i^2)`` (DRS Corollary 3.3),
         mu rounded up; other factors go through the numeric tensor product."""
         if all(isinstance(o, GaussianTradeOff) for o in others):
