@@ -16,8 +16,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from laplace_exact import laplace_composition_delta
 
+from dpkit._loss.pairs import (
+    gaussian_pair,
+    laplace_pair,
+    pair_profile,
+    randomized_response_pair,
+)
 from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
+from dpkit.divergence import GaussianPair, LaplacePair, RandomizedResponsePair
 from dpkit.fdp import gdp, laplace, self_tensor, tensor
 
 X = np.linspace(0.0, 1.0, 4001)
@@ -114,3 +121,26 @@ def test_monotone_in_the_number_of_factors(n: int, extra: int, mu: float, eps: f
     d_m = self_tensor(laplace(mu=mu), n + extra).delta(eps)
     assume(d_n > 1e-6)  # above the round-off allowances, where the order is meaningful
     assert d_n <= d_m
+
+
+@settings(max_examples=40, deadline=None)
+@given(mu=st.floats(0.01, 8.0), eps=st.floats(-10.0, 10.0))
+def test_divergence_pairs_are_the_engine_pairs(mu: float, eps: float) -> None:
+    # the closed forms of dpkit.divergence describe the very pairs the engine composes
+    g = pair_profile(gaussian_pair(mu), eps)
+    assert g == pytest.approx(GaussianPair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9,
+                              abs=1e-15)
+    lap = pair_profile(laplace_pair(mu), eps)
+    assert lap == pytest.approx(LaplacePair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9,
+                                abs=1e-15)
+    assert lap == pytest.approx(laplace(mu=mu).delta(eps), rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize(("p", "k"), [(0.75, 2), (0.6, 3), (0.9, 10)])
+def test_randomized_response_pair_matches_divergence(p: float, k: int) -> None:
+    pair = randomized_response_pair(p, k)
+    assert pair is not None
+    ref = RandomizedResponsePair(p_truth=p, categories=k)
+    for eps in (-1.0, 0.0, 0.3, 1.0, 5.0):
+        assert pair_profile(pair, eps) == pytest.approx(ref.hockey_stick(epsilon=eps),
+                                                        rel=1e-12, abs=1e-15)

@@ -3,3 +3,5 @@
 A low layer (it imports only :mod:`dpkit.errors` and :mod:`dpkit._numeric`) shared by
 :mod:`dpkit.accounting.pld`, :mod:`dpkit.fdp` and :mod:`dpkit.divergence`.
 """
+
+__all__: list[str] = []

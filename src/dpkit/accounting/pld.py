@@ -55,6 +55,7 @@ from dpkit._loss.pairs import (
     MixturePair,
     discrete_gaussian_pair,
     discrete_laplace_pair,
+    laplace_profile,
     randomized_response_pair,
     worst_case_pair,
 )
@@ -303,7 +304,7 @@ class PldAccountant(PrivacyAccountant):
             eps0 = rounding.up(1 / Fraction(form[1]))
             if epsilon >= eps0:
                 return 0.0
-            val = -math.expm1(0.5 * (epsilon - eps0))
+            val = laplace_profile(epsilon, eps0)  # epsilon >= 0 > -eps0 here
             return min(1.0, math.nextafter(val * (1.0 + 2.0**-48), math.inf))
         from dpkit.accounting.composition import optimal_composition_delta
 

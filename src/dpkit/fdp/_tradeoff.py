@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
+from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for, gaussian_tradeoff
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import (
@@ -693,10 +694,9 @@ class LaplaceTradeOff(TradeOffFunction):
         """Hockey-stick of Lap(mu,1) vs Lap(0,1): 0 for eps >= mu, ``1 - e^{(eps - mu)/2}`` for
         ``|eps| < mu``, ``1 - e^eps`` for eps <= -mu (the privacy loss is clipped to
         [-mu, mu]); rounded up."""
-        mu = self.mu
-        if eps >= mu:
+        val = laplace_profile(eps, self.mu)
+        if val == 0.0:
             return 0.0
-        val = -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
         return min(1.0, math.nextafter(val * (1.0 + 4e-16), math.inf))
 
     def group(self, k: int) -> TradeOffFunction:
