@@ -94,8 +94,8 @@ class PldAccountant(PrivacyAccountant):
     """Privacy-loss-distribution accountant: tight numeric composition with error bounds.
 
     ``get_epsilon`` / ``get_delta`` return *upper bounds* (pessimistic "connect the dots"
-    discretisation, Chernoff-bounded FFT wrap-around, exact mass at infinity; see the module
-    docstring for the full error analysis). ``get_epsilon_bounds`` adds a rigorous lower bound
+    discretisation, Chernoff-bounded FFT wrap-around, exact mass at infinity; the full error
+    analysis is in :mod:`dpkit._loss.grid`). ``get_epsilon_bounds`` adds a rigorous lower bound
     and an estimate. Composition is lazy: events are recorded and composed (FFT power per
     distinct mechanism, one inverse FFT per direction) at the first query, then cached.
 
@@ -376,9 +376,9 @@ class PldAccountant(PrivacyAccountant):
         """``(lower, estimate, upper)`` for epsilon at ``delta``.
 
         ``upper`` equals :meth:`get_epsilon`. ``lower`` is rigorous for the ideal mechanisms
-        (grid curves below the true ones, second-order accurate; see the module docstring);
+        (grid curves below the true ones, second-order accurate; see :mod:`dpkit._loss.grid`);
         ``estimate`` keeps each grid interval's
-        mean loss (see the module docstring) and is not a bound. pmf slack only enters the upper
+        mean loss (see :mod:`dpkit._loss.grid`) and is not a bound. pmf slack only enters the upper
         bound.
         """
         delta = check_delta(delta)
