@@ -49,6 +49,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "dpkit"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.errors"}),
     frozenset({"dpkit._numeric"}),
+    frozenset({"dpkit._loss"}),
     frozenset({"dpkit.events", "dpkit.noise", "dpkit.fdp"}),
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),

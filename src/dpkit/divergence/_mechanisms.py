@@ -8,6 +8,10 @@ Each pair is (output on D, output on a neighbour D'), normalised so the shift is
 
 Both continuous pairs are symmetric (swapping P and Q gives the same values), so every method
 describes both directions.
+
+These are the same pairs that the privacy-loss engine composes (:mod:`dpkit._loss.pairs`:
+``gaussian_pair``, ``laplace_pair``, ``randomized_response_pair``, whose loss tails give the
+same hockey-stick values); the classes here add the closed-form divergences of one release.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
+from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta
 from dpkit._numeric.validation import (
     check_delta,
@@ -114,11 +119,7 @@ class LaplacePair:
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = 0`` for eps >= mu, ``1 - e^{(eps - mu)/2}`` for ``|eps| < mu`` and
         ``1 - e^eps`` for eps <= -mu."""
-        eps = check_finite(epsilon, "epsilon")
-        mu = self.mu
-        if eps >= mu:
-            return 0.0
-        return -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
+        return laplace_profile(check_finite(epsilon, "epsilon"), self.mu)
 
     def approx_max_divergence(self, *, delta: float) -> float:
         """Inverse of :meth:`hockey_stick`: ``mu + 2 ln(1 - delta)`` when that exceeds -mu, else

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
+from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for, gaussian_tradeoff
 from dpkit._numeric.rounding import sqrt_up, up
 from dpkit._numeric.search import SearchError, search
@@ -221,12 +222,13 @@ class TradeOffFunction(abc.ABC):
             return self
         return self.lower_piecewise_linear().symmetric_minorant()
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``f (x) g (x) ...``: trade-off of the product distributions (DRS Theorem 3.2).
 
         Exact for Gaussians (``G_mu (x) G_nu = G_sqrt(mu^2 + nu^2)``); otherwise numeric through
-        the privacy-loss distributions with losses rounded *up* to a grid of step ``loss_step``
-        (:func:`dpkit.fdp.tensor`), which yields a lower bound.
+        the privacy-loss engine (:func:`dpkit.fdp.tensor`; automatic grid unless ``loss_step``
+        is given), which yields a certified lower bound.
         """
         from dpkit.fdp._compose import tensor
 
@@ -312,7 +314,8 @@ class GaussianTradeOff(TradeOffFunction):
         """Smallest eps >= 0 with ``delta(eps) <= delta`` (inverse of :meth:`delta`), rounded up."""
         return super().epsilon(delta)
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``G_mu1 (x) ... (x) G_mun = G_mu`` with ``mu = sqrt(sum mu_i^2)`` (DRS Corollary 3.3),
         mu rounded up; other factors go through the numeric tensor product."""
         if all(isinstance(o, GaussianTradeOff) for o in others):
@@ -636,10 +639,9 @@ class LaplaceTradeOff(TradeOffFunction):
         """Hockey-stick of Lap(mu,1) vs Lap(0,1): 0 for eps >= mu, ``1 - e^{(eps - mu)/2}`` for
         ``|eps| < mu``, ``1 - e^eps`` for eps <= -mu (the privacy loss is clipped to
         [-mu, mu]); rounded up."""
-        mu = self.mu
-        if eps >= mu:
+        val = laplace_profile(eps, self.mu)
+        if val == 0.0:
             return 0.0
-        val = -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
         return min(1.0, math.nextafter(val * (1.0 + 4e-16), math.inf))
 
     def group(self, k: int) -> TradeOffFunction:
