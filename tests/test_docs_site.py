@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def _mkdocs(*args: str, cwd: Path, report: Path | None = None) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[dict[str, float]]]]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
     out = tmp_path_factory.mktemp("site")
     report = out / "report.json"
     built = _mkdocs("build", "--strict", "--site-dir", str(out / "site"), cwd=ROOT, report=report)

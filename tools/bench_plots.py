@@ -46,7 +46,7 @@ def table_after(text: str, heading: str) -> list[dict[str, str]]:
     if len(rows) < 3:
         return []
     header, body = rows[0], rows[2:]
-    return [dict(zip(header, row)) for row in body]
+    return [dict(zip(header, row, strict=False)) for row in body]
 
 
 def number(cell: str) -> float:
@@ -74,7 +74,7 @@ def _noise(text: str) -> Figure | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
-    for ax, task in zip(axes, ("Laplace", "Gaussian")):
+    for ax, task in zip(axes, ("Laplace", "Gaussian"), strict=True):
         mine = [r for r in rows if r["task"] == task]
         names = [r["implementation"].split(" ")[0] for r in mine]
         values = [number(r["throughput (M/s)"]) for r in mine]
@@ -144,7 +144,8 @@ def _accounting(text: str) -> Figure | None:
     fig.suptitle("Accounting: blue dpkit upper bounds, grey peers, orange CLT estimates")
     fig.tight_layout()
     return Figure("bench-accounting.png", "accounting",
-                  "Epsilon reported by each accountant (the value is printed at each bar).", _png(fig))
+                  "Epsilon reported by each accountant (the value is printed at each bar).",
+                  _png(fig))
 
 
 def _time_vs_size(text: str) -> Figure | None:
