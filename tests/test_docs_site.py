@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
-def _hooks():  # type: ignore[no-untyped-def]
+def _hooks() -> Any:
     spec = importlib.util.spec_from_file_location("dpkit_docs_hooks",
                                                   ROOT / "tools" / "mkdocs_hooks.py")
     assert spec is not None and spec.loader is not None
@@ -48,8 +48,11 @@ def _mkdocs(*args: str, cwd: Path, report: Path | None = None) -> subprocess.Com
                           capture_output=True, text=True, timeout=600)
 
 
+Site = tuple[Path, dict[str, list[dict[str, Any]]]]
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     out = tmp_path_factory.mktemp("site")
     report = out / "report.json"
     built = _mkdocs("build", "--strict", "--site-dir", str(out / "site"), cwd=ROOT, report=report)
@@ -74,7 +77,7 @@ def test_the_executed_pages_are_the_tutorials_examples_and_concepts() -> None:
     assert not HOOKS.is_executed("accounting.md")
 
 
-def test_every_python_block_of_every_executed_page_ran(site) -> None:  # type: ignore[no-untyped-def]
+def test_every_python_block_of_every_executed_page_ran(site: Site) -> None:
     _, report = site
     for page in _executed_pages():
         uri = page.relative_to(DOCS).as_posix()
@@ -83,14 +86,14 @@ def test_every_python_block_of_every_executed_page_ran(site) -> None:  # type: i
         assert [entry["block"] for entry in report[uri]] == list(range(len(blocks))), uri
 
 
-def test_outputs_are_shown_under_their_blocks(site) -> None:  # type: ignore[no-untyped-def]
+def test_outputs_are_shown_under_their_blocks(site: Site) -> None:
     root, _ = site
     html = (root / "examples" / "exponential-mechanism" / "index.html").read_text()
     assert html.count(">Output<") >= 3
     assert re.search(r"OPT = \d+\.\d\d at price", html)
 
 
-def test_images_of_executed_pages_are_in_the_site(site) -> None:  # type: ignore[no-untyped-def]
+def test_images_of_executed_pages_are_in_the_site(site: Site) -> None:
     root, _ = site
     seen = 0
     for page in _executed_pages():
@@ -101,7 +104,7 @@ def test_images_of_executed_pages_are_in_the_site(site) -> None:  # type: ignore
     assert seen >= 8
 
 
-def test_benchmarks_page_shows_its_plots(site) -> None:  # type: ignore[no-untyped-def]
+def test_benchmarks_page_shows_its_plots(site: Site) -> None:
     root, _ = site
     html = (root / "benchmarks" / "index.html").read_text()
     for name in ("bench-noise.png", "bench-ldp.png", "bench-accounting.png",
@@ -134,7 +137,7 @@ _REFERENCE = {"mechanisms": "dpkit.mechanisms", "accounting": "dpkit.accounting"
 
 @pytest.mark.parametrize(("page", "module_name"), sorted(_REFERENCE.items()))
 def test_api_reference_documents_every_public_class_and_function(
-        site, page: str, module_name: str) -> None:  # type: ignore[no-untyped-def]
+        site: Site, page: str, module_name: str) -> None:
     root, _ = site
     html = (root / "reference" / page / "index.html").read_text()
     module = importlib.import_module(module_name)

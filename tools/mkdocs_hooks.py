@@ -31,6 +31,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
+# The pages run (and document) this checkout's dpkit, whatever else is installed.
+sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_plots  # noqa: E402
