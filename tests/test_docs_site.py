@@ -108,7 +108,7 @@ def test_benchmarks_page_shows_its_plots(site: Site) -> None:
     root, _ = site
     html = (root / "benchmarks" / "index.html").read_text()
     for name in ("bench-noise.png", "bench-ldp.png", "bench-accounting.png",
-                 "bench-time-vs-size.png", "bench-analytics.png"):
+                 "bench-time-vs-size.png", "bench-analytics.png", "bench-time-vs-rows.png"):
         assert f'src="../{name}"' in html, name
         assert (root / name).stat().st_size > 5_000, name
 

@@ -209,18 +209,53 @@ def _analytics(text: str) -> Figure | None:
                   _png(fig))
 
 
+def _time_vs_rows(text: str) -> Figure | None:
+    """The analytics engine under a memory limit, 10^7 and 10^8 rows (from the prose)."""
+    sec = section(text, "analytics")
+    big = re.search(r"100,000,000 rows of Parquet.*?dpkit engine ([\d.]+) s", sec, re.S)
+    small = re.search(r"on 10,000,000 rows under the same limit just before: ([\d.]+) s", sec)
+    floor = re.search(r"floor on 100,000,000 rows under the same limit: ([\d.]+) s", sec)
+    if not (big and small and floor):
+        return None
+    import matplotlib.pyplot as plt
+
+    rows = [1e7, 1e8]
+    engine = [float(small.group(1)), float(big.group(1))]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    ax.loglog(rows, engine, "o-", color="tab:blue", label="dpkit engine")
+    ax.loglog(rows, [engine[0], engine[0] * 10], ":", color="gray", label="linear in rows")
+    ax.loglog([1e8], [float(floor.group(1))], "s", color="tab:gray",
+              label="floor: plain DuckDB SQL")
+    ax.set_xlabel("rows of Parquet")
+    ax.set_ylabel("seconds")
+    ax.set_title("Analytics under a 1 GB memory limit: time vs rows")
+    ax.legend()
+    fig.tight_layout()
+    return Figure("bench-time-vs-rows.png", "analytics",
+                  "Time against rows under a 1 GB DuckDB memory limit, from the paragraph above "
+                  "(log-log).", _png(fig))
+
+
 def figures(text: str) -> list[Figure]:
     """Every figure whose source table is present in ``text``."""
     out = []
-    for make in (_noise, _ldp, _accounting, _time_vs_size, _analytics):
+    for make in (_noise, _ldp, _accounting, _time_vs_size, _analytics, _time_vs_rows):
         fig = make(text)
         if fig is not None:
             out.append(fig)
     return out
 
 
+NOTE = ("The plots on this page are drawn from its tables when the site is built. Error against "
+        "epsilon, for each mechanism, is plotted in [Choosing epsilon]"
+        "(concepts/choosing-epsilon.md#what-epsilon-costs-error).\n\n")
+
+
 def insert(markdown: str, figs: list[Figure]) -> str:
-    """Place each figure just before the end marker of its section."""
+    """Place each figure just before the end marker of its section, and a note at the top."""
+    first = markdown.find("<!-- begin ")
+    if figs and first >= 0:
+        markdown = markdown[:first] + NOTE + markdown[first:]
     for fig in figs:
         end = f"<!-- end {fig.section} -->"
         image = f"![{fig.caption}]({fig.name})\n\n*{fig.caption}*\n\n"
