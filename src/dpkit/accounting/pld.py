@@ -62,6 +62,7 @@ from dpkit._loss.pairs import (
 from dpkit._numeric import rounding
 from dpkit._numeric.gaussian import DELTA_REL_MARGIN, gaussian_delta, gaussian_delta_up
 from dpkit._numeric.rounding import sqrt_down, sqrt_up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.events import (
@@ -423,9 +424,9 @@ def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
     """Smallest epsilon with ``delta_mu(eps) <= delta`` for ``mu``-GDP, by bisection.
 
     ``upper``: on the profile rounded up (:func:`gaussian_delta_up`), returning the end of the
-    bracket that satisfies it (an upper bound); otherwise on the profile rounded down by the
-    same relative margin, returning the other end (a lower bound). No cap on epsilon: the
-    bracket doubles up to the largest double.
+    bracket that satisfies it (an upper bound; ``inf`` if none below ``1e300``); otherwise on the
+    profile rounded down by the same relative margin, returning the last point where it still
+    exceeds delta (a lower bound). The bracket grows from 1 by factors of ``2**16``.
     """
     def prof(e: float) -> float:
         if upper:
@@ -436,18 +437,11 @@ def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
         return 0.0
     if delta == 0.0 or math.isinf(mu):
         return math.inf  # a Gaussian profile is positive everywhere
-    hi = 1.0
-    while prof(hi) > delta:
-        hi *= 2.0
-        if hi > 1e300:
-            return math.inf if upper else hi / 2.0
-    lo = 0.0 if hi == 1.0 else hi / 2.0
-    for _ in range(2000):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if prof(mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi if upper else lo
+    if upper:
+        try:
+            return search(lambda e: prof(e) <= delta, 0.0, 1.0, holds="above", expand="up",
+                          limit=1e300, factor=65536.0, what="Gaussian epsilon")
+        except SearchError:
+            return math.inf
+    return search(lambda e: prof(e) > delta, 0.0, 1.0, holds="below", expand="up",
+                  limit=1e300, factor=65536.0, what="Gaussian epsilon")

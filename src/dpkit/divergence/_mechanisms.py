@@ -23,6 +23,7 @@ from scipy.special import ndtr
 
 from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta
+from dpkit._numeric.search import search
 from dpkit._numeric.validation import (
     check_delta,
     check_finite,
@@ -35,20 +36,6 @@ from dpkit.divergence import _discrete as dd
 from dpkit.errors import PrivacyParameterError
 
 __all__ = ["GaussianPair", "LaplacePair", "RandomizedResponsePair"]
-
-
-def _solve_decreasing(fn: object, target: float, lo: float, hi: float) -> float:
-    """Smallest x in [lo, hi] with fn(x) <= target for a non-increasing fn (bisection)."""
-    f = fn  # typed loosely to keep the helper small
-    for _ in range(300):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if f(mid) <= target:  # type: ignore[operator]
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 class GaussianPair:
@@ -83,11 +70,10 @@ class GaussianPair:
             return math.log1p(-d)
         if d == 0.0:
             return math.inf
+        # Below lo the hockey stick is at least 1 - e^eps > d (take S = everything).
         lo = min(-1.0, math.log1p(-d) - 1.0)
-        hi = 1.0
-        while gaussian_delta(hi, self.mu) > d:
-            hi *= 2.0
-        return _solve_decreasing(lambda e: gaussian_delta(e, self.mu), d, lo, hi)
+        return search(lambda e: gaussian_delta(e, self.mu) <= d, lo, 1.0, holds="above",
+                      expand="up", factor=65536.0, what="approx_max_divergence")
 
     def renyi(self, *, alpha: float) -> float:
         """``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Proposition 7); inf at alpha = inf."""

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import integrate
 from scipy.special import ndtr
 
 from dpkit._numeric.gaussian import gaussian_tradeoff, log_gaussian_delta_slope
@@ -112,6 +111,8 @@ def _laplace_abs_moment(mu: float, c: float) -> float:
         return atoms
     kink = (mu + c) / 2.0
     pts = [kink] if 0.0 < kink < mu else None
+    from scipy import integrate  # deferred: scipy.integrate pulls in scipy.optimize
+
     val, _ = integrate.quad(lambda x: abs(2 * x - mu - c) ** 3 * math.exp(-x) / 2.0, 0.0, mu,
                             points=pts, epsabs=0.0, epsrel=1e-13, limit=200)
     return atoms + float(val)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit._numeric.search import search_int
 from dpkit._numeric.validation import check_epsilon, check_probability
 from dpkit._numeric.values import parse_values
 from dpkit.errors import PrivacyParameterError
@@ -57,16 +58,12 @@ class RandomizedResponse:
                                          neighbouring=Neighbouring.REPLACE)
             return charged_epsilon(ev) <= target
 
-        lo, hi = _RES // 2, _RES - 1  # fits(lo) holds: p = 1/2 costs 0
-        if fits(hi):
-            lo = hi
-        while hi - lo > 1:  # invariant: fits(lo), not fits(hi)
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return cls(p=lo / _RES)
+        top = _RES - 1
+        if fits(top):
+            return cls(p=top / _RES)
+        # fits(2**52) holds (p = 1/2 costs 0), fits(top) does not: the largest k that fits.
+        k = search_int(fits, _RES // 2, top, holds="below", what="RandomizedResponse.from_epsilon")
+        return cls(p=k / _RES)
 
     @property
     def epsilon(self) -> float:
