@@ -7,8 +7,9 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 STAMP_PLOT := $(VENV)/.stamp-plot
 STAMP_SYS := $(VENV)/.stamp-sys
+STAMP_DOCS := $(VENV)/.stamp-docs
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +27,10 @@ $(STAMP_TEST): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
+$(STAMP_DOCS): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e ".[docs,plot]"
+	touch $@
+
 $(STAMP_BENCH): $(STAMP_TEST)
 	$(BIN)/pip install -q -e ".[bench,test]"
 	touch $@
@@ -34,7 +39,7 @@ demo: $(STAMP_PLOT)
 	$(BIN)/dpkit demo --plot dpkit-demo.png
 
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy --strict src/dpkit
 
 # PostgreSQL and Chromium for the ledger and web-page tests (apt, only when missing).
@@ -42,8 +47,13 @@ $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
 	bash .ci/system-deps.sh
 	touch $@
 
+# The whole suite includes tests/test_docs_site.py, which builds this site in strict mode.
 test: lint $(STAMP_SYS)
 	$(BIN)/pytest
+
+# The documentation site, into site/: runs every tutorial block and draws the plots.
+docs: $(STAMP_DOCS)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
 PEERS := .venv-peers
@@ -67,4 +77,4 @@ bench: $(STAMP_BENCH) $(PEERS)/bin/python $(TUMULT)/bin/python
 		--tumult-python $(TUMULT)/bin/python
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,9 +1,11 @@
 """User documentation: its code runs, its links resolve, it stands alone, its numbers are true.
 
 Every fenced block labelled exactly ``python`` in README.md and docs/getting-started.md is
-executed. Examples that cannot run here on purpose (shell sessions, sketches of other layers) use
-another fence label (``console``, ``sh``, ``text``) and are therefore not executed: nothing is
-skipped.
+executed here, each block on its own. The tutorials, worked examples and concept pages (and
+getting-started again) run page by page when the site is built: tests/test_docs_site.py builds it
+and checks that every one of their blocks ran. Examples that cannot run here on purpose (shell
+sessions, sketches of other layers) use another fence label (``console``, ``sh``, ``text``) and
+are therefore not executed: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -65,14 +67,28 @@ def _links(path: Path) -> set[str]:
 
 def test_readme_links_every_doc_page() -> None:
     linked = {(ROOT / link).resolve() for link in _links(ROOT / "README.md")}
-    pages = {p.resolve() for p in DOCS.glob("*.md")}
-    assert pages - linked == set(), sorted(p.name for p in pages - linked)
+    pages = {p.resolve() for p in DOCS.rglob("*.md")}
+    assert pages - linked == set(), sorted(str(p.relative_to(DOCS)) for p in pages - linked)
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))],
-                         ids=lambda p: p.name)
+def _drawn_by_the_page(page: Path) -> set[str]:
+    """Image files that the page's own python blocks write (the site build adds them)."""
+    code = "\n".join(_PYTHON_BLOCK.findall(page.read_text()))
+    return set(re.findall(r"[\"']([\w.-]+\.(?:png|svg))[\"']", code))
+
+
+def test_the_drawn_image_rule_sees_a_saved_figure() -> None:
+    page = DOCS / "tutorials" / "analyst.md"
+    assert "analyst-report.png" in _drawn_by_the_page(page)
+    assert "analyst-report.png" not in _drawn_by_the_page(DOCS / "mechanisms.md")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page: Path) -> None:
-    missing = [link for link in _links(page) if not (page.parent / link).exists()]
+    drawn = _drawn_by_the_page(page)
+    missing = [link for link in _links(page)
+               if not (page.parent / link).exists() and link not in drawn]
     assert missing == []
 
 
@@ -82,7 +98,8 @@ _INTERNAL = re.compile(r"\b[Ss]eed (?:\d{3}|notes?|texts?)\b|DESIGN\.md|STYLE\.m
 
 
 def _user_facing_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((ROOT / "src").rglob("*.py"))]
+    return [ROOT / "README.md", ROOT / "mkdocs.yml", *sorted(DOCS.rglob("*.md")),
+            *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "tools").rglob("*.py"))]
 
 
 def test_the_internal_note_pattern_catches_what_it_should() -> None:

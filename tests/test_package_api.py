@@ -27,9 +27,10 @@ PUBLIC_MODULES = sorted(
 
 
 def test_every_package_is_covered() -> None:
-    expected = {"dpkit._numeric", "dpkit.accounting", "dpkit.analytics",
+    expected = {"dpkit._loss", "dpkit._numeric", "dpkit.accounting", "dpkit.analytics",
                 "dpkit.analytics.engines", "dpkit.analytics.sqlquery", "dpkit.audit", "dpkit.cli",
-                "dpkit.divergence", "dpkit.fdp", "dpkit.ldp", "dpkit.mechanisms", "dpkit.noise"}
+                "dpkit.divergence", "dpkit.fdp", "dpkit.ldp", "dpkit.ledger", "dpkit.mechanisms",
+                "dpkit.noise"}
     assert set(PACKAGES) == expected
 
 

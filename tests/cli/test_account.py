@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from dpkit.accounting import dpsgd_rows, laplace_rows
 from dpkit.accounting.dpsgd import dpsgd_epsilon
 from dpkit.cli import app
-from dpkit.cli._account import dpsgd_rows, laplace_rows, steps_from_epochs
+from dpkit.cli._account import steps_from_epochs
 
 runner = CliRunner()
 

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import click
 import pytest
 import typer
 from typer.core import TyperGroup
@@ -25,8 +26,9 @@ def _command_paths() -> list[list[str]]:
     def walk(cmd: object, path: list[str]) -> None:
         paths.append(path)
         if isinstance(cmd, TyperGroup):
-            for name, sub in cmd.commands.items():
-                walk(sub, [*path, name])
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):  # the root imports its subcommands here
+                walk(cmd.get_command(ctx, name), [*path, name])
 
     walk(typer.main.get_command(app), [])
     return paths
@@ -133,3 +135,55 @@ def test_every_subcommand_reports_bad_privacy_parameters_cleanly(args: list[str]
     assert isinstance(res.exception, SystemExit), res.exception
     assert "Traceback" not in res.output
     assert re.search(r"epsilon|sampling_rate", res.output), res.output
+
+
+_IMPORTS_AFTER = (
+    "import sys\n"
+    "from dpkit.cli import main\n"
+    "sys.argv = ['dpkit', *sys.argv[1:]]\n"
+    "try:\n"
+    "    main()\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "print(sorted(m for m in sys.modules if m.startswith(('dpkit', 'numpy', 'scipy'))))\n"
+)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--help"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
+    (["--version"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
+])
+def test_root_help_and_version_import_no_subcommand(args: list[str], expected: list[str]
+                                                    ) -> None:
+    out = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER, *args], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == repr(expected)
+
+
+def test_a_subcommand_imports_only_what_it_needs() -> None:
+    out = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER, "ldp", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert "'dpkit.cli._ldp'" in loaded
+    for other in ("dpkit.cli._account", "dpkit.cli._audit", "dpkit.cli._demo",
+                  "dpkit.cli._query", "dpkit.accounting", "dpkit.audit", "dpkit.analytics"):
+        assert f"'{other}'" not in loaded, other
+
+
+def test_the_root_listing_shows_each_subcommands_own_help() -> None:
+    from dpkit.cli import _SUBCOMMANDS, _RootGroup
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, _RootGroup)
+    ctx = click.Context(root)
+    for name, (_, _, listed) in _SUBCOMMANDS.items():
+        loaded = root.get_command(ctx, name)
+        assert loaded is not None
+        assert loaded.get_short_help_str(limit=200) == plain_help(listed), name
+    # and the root help lists every subcommand with that text
+    res = runner.invoke(app, ["--help"])
+    flat = " ".join(res.output.replace("\u2502", " ").split())  # unwrap the rich panel
+    for name, (_, _, listed) in _SUBCOMMANDS.items():
+        assert f"{name} {listed}" in flat, (name, flat)

@@ -110,7 +110,7 @@ def test_events_and_trade_off_records_are_keyword_only() -> None:
     import dataclasses
     import inspect
 
-    from dpkit.accounting import events
+    from dpkit import events
     from dpkit.audit import TradeoffPoint
     from dpkit.fdp import PropertyReport
 

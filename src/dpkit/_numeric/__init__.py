@@ -1,4 +1,5 @@
-"""Numeric foundations: parameter validation and directed rounding (no randomness here)."""
+"""Numeric foundations: parameter validation, directed rounding and the certified bracket search
+(no randomness here)."""
 
 from dpkit._numeric.validation import (
     check_bounds,
@@ -10,6 +11,7 @@ from dpkit._numeric.validation import (
     check_nonnegative,
     check_positive,
     check_probability,
+    check_real_array,
     check_sensitivity,
 )
 
@@ -23,5 +25,6 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_probability",
+    "check_real_array",
     "check_sensitivity",
 ]

@@ -30,6 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import erfcx, log_ndtr, ndtr, ndtri
 
+from dpkit._numeric.search import search
+
 __all__ = [
     "gaussian_delta",
     "gaussian_delta_up",
@@ -118,24 +120,14 @@ def gaussian_delta_up(epsilon: float, mu: float) -> float:
 def gaussian_mu_for(epsilon: float, delta: float) -> float:
     """Largest mu (rounded down) with ``gaussian_delta_up(epsilon, mu) <= delta`` (no validation).
 
-    ``delta_mu(eps)`` increases with mu, so bisection keeps the end of the bracket that satisfies
-    the rounded-up profile: the Gaussian mechanism with ``sigma = sensitivity / mu`` is then
-    (epsilon, delta)-DP (Balle and Wang 2018, Theorem 8: the analytic calibration).
+    ``delta_mu(eps)`` increases with mu, so :func:`dpkit._numeric.search.search` (bracket
+    doubled from [0, 1] up to 1e6, bisected to adjacent doubles) keeps the end of the bracket
+    that satisfies the rounded-up profile: the Gaussian mechanism with
+    ``sigma = sensitivity / mu`` is then (epsilon, delta)-DP (Balle and Wang 2018, Theorem 8:
+    the analytic calibration). Beyond 1e6 the last certified mu (2**19) is returned.
     """
-    lo, hi = 0.0, 1.0
-    while gaussian_delta_up(epsilon, hi) <= delta:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            return lo
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gaussian_delta_up(epsilon, mid) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return search(lambda mu: gaussian_delta_up(epsilon, mu) <= delta, 0.0, 1.0, holds="below",
+                  expand="up", limit=1e6, what="Gaussian calibration")
 
 
 def gaussian_tradeoff(alpha: NDArray[np.float64], mu: float) -> NDArray[np.float64]:

@@ -13,6 +13,11 @@ parameter and the value:
 Comparisons are written so that NaN fails them (``not (x > 0)`` rather than ``x <= 0``).
 The validated value is returned as a Python ``float`` (or ``int`` for integer parameters), so
 callers never keep a numpy scalar or a ``Fraction`` by accident.
+
+Every check takes its arguments in one order: ``check_x(value, name, *, options)`` (the value
+first, then the name used in messages, then keyword-only options); :func:`check_bounds` takes
+its two values first and their names after them. A name that is not a ``str`` is refused with a
+``TypeError``, so a call written in another order fails loudly instead of checking the name.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from dpkit.errors import PrivacyParameterError
 
@@ -36,12 +42,19 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_probability",
+    "check_real_array",
     "check_sensitivity",
 ]
 
 
-def _as_real(name: str, value: Any) -> float:
+def _check_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"the parameter name must be a str (check_x(value, name)), got {name!r}")
+
+
+def _as_real(value: Any, name: str) -> float:
     """Convert ``value`` to float after refusing every non-real type."""
+    _check_name(name)
     if isinstance(value, (bool, np.bool_)):
         raise PrivacyParameterError(f"{name} must be a real number, got the bool {value!r}")
     if isinstance(value, np.ndarray):
@@ -65,17 +78,17 @@ def _as_real(name: str, value: Any) -> float:
     return out
 
 
-def check_finite(name: str, value: Any) -> float:
+def check_finite(value: Any, name: str) -> float:
     """Return ``value`` as a float after checking it is a finite real number."""
-    x = _as_real(name, value)
+    x = _as_real(value, name)
     if not math.isfinite(x):
         raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
     return x
 
 
-def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
+def check_positive(value: Any, name: str, *, allow_inf: bool = False) -> float:
     """Return ``value`` as a float after checking ``0 < value`` (``< inf`` unless allowed)."""
-    x = _as_real(name, value)
+    x = _as_real(value, name)
     if math.isnan(x) or (math.isinf(x) and not (allow_inf and x > 0)):
         raise PrivacyParameterError(f"{name} must be a positive finite number, got {value!r}")
     if not x > 0.0:
@@ -83,9 +96,9 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     return x
 
 
-def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> float:
+def check_nonnegative(value: Any, name: str, *, allow_inf: bool = False) -> float:
     """Return ``value`` as a float after checking ``0 <= value`` (``< inf`` unless allowed)."""
-    x = _as_real(name, value)
+    x = _as_real(value, name)
     if math.isnan(x) or (math.isinf(x) and not (allow_inf and x > 0)):
         raise PrivacyParameterError(f"{name} must be a non-negative finite number, got {value!r}")
     if not x >= 0.0:
@@ -93,17 +106,17 @@ def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> floa
     return x
 
 
-def check_epsilon(value: Any, *, name: str = "epsilon", allow_zero: bool = False,
+def check_epsilon(value: Any, name: str = "epsilon", *, allow_zero: bool = False,
                   allow_inf: bool = False) -> float:
     """Validate a privacy-loss bound epsilon: finite and > 0 (or >= 0 with ``allow_zero``)."""
     if allow_zero:
-        return check_nonnegative(name, value, allow_inf=allow_inf)
-    return check_positive(name, value, allow_inf=allow_inf)
+        return check_nonnegative(value, name, allow_inf=allow_inf)
+    return check_positive(value, name, allow_inf=allow_inf)
 
 
-def check_delta(value: Any, *, name: str = "delta", allow_zero: bool = True) -> float:
+def check_delta(value: Any, name: str = "delta", *, allow_zero: bool = True) -> float:
     """Validate a failure probability delta in [0, 1) (or (0, 1) when ``allow_zero=False``)."""
-    x = _as_real(name, value)
+    x = _as_real(value, name)
     if math.isnan(x) or not (0.0 <= x < 1.0):
         raise PrivacyParameterError(f"{name} must lie in [0, 1), got {value!r}")
     if not allow_zero and not x > 0.0:
@@ -111,22 +124,22 @@ def check_delta(value: Any, *, name: str = "delta", allow_zero: bool = True) -> 
     return x
 
 
-def check_mu(value: Any, *, name: str = "mu", allow_zero: bool = False) -> float:
+def check_mu(value: Any, name: str = "mu", *, allow_zero: bool = False) -> float:
     """Validate a Gaussian-DP parameter mu: finite and > 0 (or >= 0 with ``allow_zero``)."""
     if allow_zero:
-        return check_nonnegative(name, value)
-    return check_positive(name, value)
+        return check_nonnegative(value, name)
+    return check_positive(value, name)
 
 
-def check_sensitivity(value: Any, *, name: str = "sensitivity") -> float:
+def check_sensitivity(value: Any, name: str = "sensitivity") -> float:
     """Validate a sensitivity: finite and > 0 (a zero-sensitivity query needs no mechanism)."""
-    return check_positive(name, value)
+    return check_positive(value, name)
 
 
-def check_probability(value: Any, *, name: str = "p", open_low: bool = False,
+def check_probability(value: Any, name: str = "p", *, open_low: bool = False,
                       open_high: bool = False) -> float:
     """Validate a probability in [0, 1]; ``open_low``/``open_high`` exclude the end points."""
-    x = _as_real(name, value)
+    x = _as_real(value, name)
     low_ok = x > 0.0 if open_low else x >= 0.0
     high_ok = x < 1.0 if open_high else x <= 1.0
     if math.isnan(x) or not (low_ok and high_ok):
@@ -136,9 +149,10 @@ def check_probability(value: Any, *, name: str = "p", open_low: bool = False,
     return x
 
 
-def check_integer(value: Any, *, name: str, minimum: int | None = None,
+def check_integer(value: Any, name: str, *, minimum: int | None = None,
                   maximum: int | None = None) -> int:
     """Validate an integer parameter (a count, a number of steps); bools are refused."""
+    _check_name(name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral,)):
         raise PrivacyParameterError(
             f"{name} must be an integer, got {type(value).__name__} {value!r}"
@@ -154,11 +168,39 @@ def check_integer(value: Any, *, name: str, minimum: int | None = None,
 def check_bounds(lower: Any, upper: Any, *, lower_name: str = "lower",
                  upper_name: str = "upper") -> tuple[float, float]:
     """Validate a finite clamping interval with ``lower <= upper``."""
-    lo = check_finite(lower_name, lower)
-    hi = check_finite(upper_name, upper)
+    lo = check_finite(lower, lower_name)
+    hi = check_finite(upper, upper_name)
     if not lo <= hi:
         raise PrivacyParameterError(
             f"{lower_name} must not exceed {upper_name}, got {lower_name}={lower!r} > "
             f"{upper_name}={upper!r}"
         )
     return lo, hi
+
+
+def check_real_array(values: ArrayLike, name: str, *, low: float | None = None,
+                     high: float | None = None, high_open: bool = False) -> NDArray[np.float64]:
+    """Validate a non-empty 1-d array of privacy parameters element-wise (finite, in range).
+
+    ``low <= x`` and ``x <= high`` (``x < high`` with ``high_open``) for every element; bools,
+    non-real dtypes, NaN and infinities are refused. The fast path is vectorised; on the first
+    failing element the scalar :func:`check_finite` runs so a NaN or an infinity gets the shared
+    error, naming the element's index. Returns a new float64 array.
+    """
+    _check_name(name)
+    a = np.asarray(values)
+    if a.ndim != 1 or a.size == 0:
+        raise PrivacyParameterError(f"{name} must be a non-empty 1-d sequence, got shape {a.shape}")
+    if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
+        raise PrivacyParameterError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    a = a.astype(np.float64)
+    ok = np.isfinite(a)
+    if low is not None:
+        ok &= a >= low
+    if high is not None:
+        ok &= (a < high) if high_open else (a <= high)
+    if not np.all(ok):
+        bad = float(a[~ok][0])
+        check_finite(bad, f"{name}[{int(np.flatnonzero(~ok)[0])}]")
+        raise PrivacyParameterError(f"{name} has an element out of range: {bad!r}")
+    return a

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import div_down, up
 from dpkit.accounting.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
@@ -95,14 +95,6 @@ def group_of_two_approx(epsilon: float, delta: float) -> tuple[float, float]:
     return two_e, min(grown, 1.0)
 
 
-def _half_down(x: float) -> float:
-    """Largest double <= x / 2 (exact unless x / 2 is subnormal)."""
-    h = x * 0.5
-    if 2 * Fraction(h) > Fraction(x):
-        h = math.nextafter(h, 0.0)
-    return h
-
-
 def _refuse_replace(event: DpEvent) -> UnsupportedEventError:
     return UnsupportedEventError(
         f"{type(event).__name__} states its guarantee under replace-one neighbours, but this "
@@ -136,7 +128,7 @@ def _to_replace(event: DpEvent) -> DpEvent:
     if getattr(event, "neighbouring", None) is _REPLACE:
         return event
     if isinstance(event, (LaplaceEvent, GaussianEvent)):
-        half = _half_down(event.noise_multiplier)
+        half = div_down(event.noise_multiplier, 2.0)
         if not half > 0.0:
             return NonPrivateEvent()
         return type(event)(noise_multiplier=half, neighbouring=_REPLACE,

@@ -31,12 +31,8 @@ from dpkit.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pure import (
-    _declares_add_remove,
-    delta_at,
-    pure_epsilon_of,
-    subsampled_epsilon,
-)
+from dpkit.accounting.pure import delta_at
+from dpkit.events import declares_add_remove, pure_epsilon_of, subsampled_epsilon
 
 __all__ = ["ApproxDpAccountant", "approx_cost_of", "gaussian_pair"]
 
@@ -51,7 +47,7 @@ def approx_cost_of(event: DpEvent) -> ApproxCost | None:
     if isinstance(event, (ComposedEvent, SelfComposedEvent)):
         return sum_of_parts(event, approx_cost_of, 2)  # type: ignore[no-any-return]
     if isinstance(event, PoissonSampledEvent):
-        if not _declares_add_remove(event.event):
+        if not declares_add_remove(event.event):
             return None
         sub = approx_cost_of(event.event)
         if sub is None:

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import float_up, up
+from dpkit._numeric.search import search_int
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
 from dpkit.accounting._relations import group_of_two_approx
 from dpkit.accounting.events import Neighbouring
-from dpkit.accounting.pure import float_up
 from dpkit.errors import PrivacyParameterError
 
 __all__ = [
@@ -210,19 +210,12 @@ def _kov_window(
             return None
         return log_p(j) + (rho / (1 - rho)).ln()
 
-    lo, hi = 0, count // 2
-    b_hi = bound(hi)
-    if b_hi is not None and b_hi <= log_tail:
-        lo = hi
-    else:
-        while hi - lo > 1:  # invariant: lo == 0 or bound(lo) <= log_tail; bound(hi) is not
-            mid = (lo + hi) // 2
-            b = bound(mid)
-            if b is not None and b <= log_tail:
-                lo = mid
-            else:
-                hi = mid
-    j0 = lo
+    def skippable(j: int) -> bool:  # j = 0 skips nothing, so it always qualifies
+        b = bound(j) if j > 0 else None
+        return j == 0 or (b is not None and b <= log_tail)
+
+    # [0, count // 2 + 1]: the top is one past the last candidate, so count // 2 is tried too
+    j0 = search_int(skippable, 0, count // 2 + 1, holds="below", what="tail index")
     lp = log_p(j0)
     p0 = lp.exp()
     q0 = (lp - (count - 2 * j0) * eps).exp()

@@ -33,11 +33,13 @@ does not add a step (``epochs = 7``, ``q = 0.7`` gives 10). The command line
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Literal
 
 from dpkit._numeric.rounding import up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -103,7 +105,7 @@ def dpsgd_schedule(
         raise PrivacyParameterError("give exactly one of steps and epochs")
     if steps is not None:
         return q, check_integer(steps, name="steps", minimum=0)
-    e = check_positive("epochs", epochs)
+    e = check_positive(epochs, "epochs")
     if q == 0.0:
         raise PrivacyParameterError("epochs need a positive sampling_rate (an epoch is 1/q steps)")
     if exact_q is not None:
@@ -161,7 +163,7 @@ def dpsgd_epsilon(
     """
     q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
-    sigma = check_positive("noise_multiplier", noise_multiplier)
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
     d = check_delta(delta)
     return _epsilon(q, sigma, n, d, _check_method(method))
 
@@ -189,18 +191,18 @@ def dpsgd_noise_multiplier(
     """The smallest noise multiplier (to relative precision ``rtol``) with epsilon <= target.
 
     Epsilon decreases in the noise multiplier; a bracket ``lo < hi`` with ``eps(lo) > epsilon
-    >= eps(hi)`` is found by doubling/halving, then bisected (geometrically) until
-    ``hi / lo <= 1 + rtol``. The returned value is always ``hi``, the *safe* end, and it is
-    re-checked (``eps(hi) <= epsilon``) before it is returned. With ``method="gdp-clt"`` the
-    result inherits the CLT's possible optimism. Raises ``PrivacyParameterError`` when no noise
-    multiplier up to 1e4 reaches the target (e.g. ``delta = 0``). The schedule is given as in
-    :func:`dpsgd_epsilon`.
+    >= eps(hi)`` is found by doubling/halving from 1 (down to 1e-2, up to 1e4), then bisected by
+    :func:`dpkit._numeric.search.search` until ``hi - lo <= rtol * hi``. The returned value is
+    always ``hi``, the *safe* end: ``eps(hi) <= epsilon`` was evaluated there. With
+    ``method="gdp-clt"`` the result inherits the CLT's possible optimism. Raises
+    ``PrivacyParameterError`` when no noise multiplier up to 1e4 reaches the target (e.g.
+    ``delta = 0``). The schedule is given as in :func:`dpsgd_epsilon`.
     """
     q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
     target = check_epsilon(epsilon)
     d = check_delta(delta)
-    tol = check_positive("rtol", rtol)
+    tol = check_positive(rtol, "rtol")
     m = _check_method(method)
     if n == 0 or q == 0.0:
         return _SIGMA_MIN
@@ -209,34 +211,19 @@ def dpsgd_noise_multiplier(
             "the subsampled Gaussian mechanism is never (epsilon, 0)-DP: delta must be positive"
         )
 
+    @functools.lru_cache(maxsize=8)  # each evaluation is a whole accounting run
     def ok(s: float) -> bool:
         return _safe_eps(q, s, n, d, m) <= target
 
-    hi = 1.0
-    if ok(hi):
-        lo = hi / 2.0
-        while ok(lo):
-            hi = lo
-            if lo <= _SIGMA_MIN:
-                return hi
-            lo = lo / 2.0
-    else:
-        lo = hi
-        hi = 2.0
-        while not ok(hi):
-            lo = hi
-            hi *= 2.0
-            if hi > _SIGMA_MAX:
-                raise PrivacyParameterError(
-                    f"no noise multiplier up to {_SIGMA_MAX} gives epsilon <= {target} at "
-                    f"delta = {d} with method {m!r}"
-                )
-    while hi / lo > 1.0 + tol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    if not ok(hi):  # pragma: no cover - hi was only ever set to values that passed
-        raise PrivacyParameterError("calibration failed its final check")
-    return hi
+    what = "DP-SGD noise search"
+    if ok(1.0):  # halve lo until it fails; once a lo <= _SIGMA_MIN holds, return it
+        return search(ok, 0.5, 1.0, holds="above", expand="down", limit=_SIGMA_MIN / 2.0,
+                      rtol=tol, what=what)
+    try:
+        return search(ok, 1.0, 2.0, holds="above", expand="up", limit=_SIGMA_MAX, rtol=tol,
+                      what=what)
+    except SearchError:
+        raise PrivacyParameterError(
+            f"no noise multiplier up to {_SIGMA_MAX} gives epsilon <= {target} at "
+            f"delta = {d} with method {m!r}"
+        ) from None

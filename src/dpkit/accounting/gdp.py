@@ -37,7 +37,8 @@ import math
 from fractions import Fraction
 
 from dpkit._numeric.gaussian import gaussian_delta_up
-from dpkit._numeric.rounding import div_up, down, up
+from dpkit._numeric.rounding import div_up, down, float_up, sqrt_up, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_integer,
@@ -63,18 +64,16 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pure import float_up
 from dpkit.fdp import (
     CltResult,
     Functionals,
     GaussianTradeOff,
     approx_dp,
+    berry_esseen_from_sums,
     from_distributions,
     functionals,
     laplace,
 )
-from dpkit.fdp._clt import berry_esseen_from_sums
-from dpkit.fdp._tradeoff import _sqrt_up
 
 __all__ = [
     "ExactGdpAccountant",
@@ -85,7 +84,6 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu_for",
-    "sqrt_down",
 ]
 
 
@@ -99,7 +97,7 @@ def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -
     up at the last step. ``expm1`` keeps precision for large sigma.
     """
     q = check_probability(sampling_rate, name="sampling_rate")
-    sigma = check_positive("noise_multiplier", noise_multiplier)
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
     t = check_integer(steps, name="steps", minimum=0)
     if q == 0.0 or t == 0:
         return 0.0
@@ -108,7 +106,7 @@ def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -
         return math.inf
     mu_sq = q * q * t * math.expm1(inv)
     # the float product carries a few rounding errors: nudge up before the exact square root
-    return _sqrt_up(Fraction(math.nextafter(mu_sq * (1.0 + 4e-16), math.inf)))
+    return sqrt_up(Fraction(math.nextafter(mu_sq * (1.0 + 4e-16), math.inf)))
 
 
 def dpsgd_gdp_epsilon(*, sampling_rate: float, noise_multiplier: float, steps: int,
@@ -255,7 +253,7 @@ class GdpAccountant(PrivacyAccountant):
             return 0.0
         if math.isinf(total):
             return math.inf
-        return _sqrt_up(Fraction(math.nextafter(total * (1.0 + 4e-16), math.inf)))
+        return sqrt_up(Fraction(math.nextafter(total * (1.0 + 4e-16), math.inf)))
 
     def berry_esseen(self) -> CltResult | None:
         """DRS Theorem 3.5 over everything composed: ``.estimate`` (G_mu, an approximation)
@@ -297,16 +295,6 @@ class GdpAccountant(PrivacyAccountant):
 # ====================================================================== exact GDP (filters)
 #: ``(mu^2, pmf slack)`` of one occurrence; mu^2 ``math.inf`` for a non-private release.
 GdpCost = tuple[Fraction | float, Fraction]
-
-
-def sqrt_down(x: Fraction) -> float:
-    """Largest double whose exact square is <= x (x >= 0); the mirror of ``_sqrt_up``."""
-    if x <= 0:
-        return 0.0
-    r = _sqrt_up(x)
-    while r > 0.0 and Fraction(r) * Fraction(r) > x:
-        r = math.nextafter(r, 0.0)
-    return r
 
 
 def gdp_cost_of(event: DpEvent) -> GdpCost | None:
@@ -352,28 +340,20 @@ def gdp_delta(mu: float, slack: float, epsilon: float) -> float:
 
 
 def gdp_epsilon(mu: float, slack: float, delta: float) -> float:
-    """Smallest epsilon >= 0 (rounded up, by bisection) with ``gdp_delta(mu, slack, eps) <= delta``.
+    """Smallest epsilon >= 0 (rounded up) with ``gdp_delta(mu, slack, eps) <= delta``.
 
+    Found by :func:`dpkit._numeric.search.search` (bracket doubled from [0, 1], bisected to
+    adjacent doubles): the profile holds at the returned double and fails at the one below it.
     ``inf`` when none exists below 1e7.
     """
     d = check_delta(delta)
     if gdp_delta(mu, slack, 0.0) <= d:
         return 0.0
-    hi = 1.0
-    while gdp_delta(mu, slack, hi) > d:
-        hi *= 2.0
-        if hi > 1e7:
-            return math.inf
-    lo = 0.0 if hi == 1.0 else hi / 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gdp_delta(mu, slack, mid) <= d:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    try:
+        return search(lambda e: gdp_delta(mu, slack, e) <= d, 0.0, 1.0, holds="above",
+                      expand="up", limit=1e7, what="GDP epsilon")
+    except SearchError:
+        return math.inf
 
 
 def gdp_mu_for(epsilon: float, delta: float) -> float:
@@ -415,7 +395,7 @@ class ExactGdpAccountant(AdditiveAccountant):
     def mu(self) -> float:
         """The composed mu, rounded up."""
         sq = self.mu_squared_exact
-        return math.inf if isinstance(sq, float) else _sqrt_up(sq)
+        return math.inf if isinstance(sq, float) else sqrt_up(sq)
 
     @property
     def slack_exact(self) -> Fraction:
@@ -428,9 +408,9 @@ class ExactGdpAccountant(AdditiveAccountant):
             return math.inf
         if self._totals[0] == 0 and self._totals[1] == 0:
             return 0.0
-        return gdp_epsilon(_sqrt_up(self._totals[0]), up(self._totals[1]), delta)
+        return gdp_epsilon(sqrt_up(self._totals[0]), up(self._totals[1]), delta)
 
     def _delta(self, epsilon: float) -> float:
         if self._infinite:
             return 1.0
-        return gdp_delta(_sqrt_up(self._totals[0]), up(self._totals[1]), epsilon)
+        return gdp_delta(sqrt_up(self._totals[0]), up(self._totals[1]), epsilon)

@@ -33,81 +33,21 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import float_down, up
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
-    ApproxDpEvent,
-    ComposedEvent,
-    DiscreteLaplaceEvent,
+from dpkit.events import (
+    Cost,
     DpEvent,
-    ExponentialMechanismEvent,
-    LaplaceEvent,
-    Neighbouring,
-    NonPrivateEvent,
-    NoOpEvent,
-    PoissonSampledEvent,
-    PureDpEvent,
-    RandomizedResponseEvent,
-    ReportNoisyMaxEvent,
-    SelfComposedEvent,
-    randomized_response_epsilon,
+    pure_epsilon_of,
+    subsampled_epsilon,
 )
 
 __all__ = [
     "PureDpAccountant",
     "delta_at",
-    "float_down",
-    "float_up",
     "pure_epsilon_of",
     "subsampled_epsilon",
 ]
-
-#: A cost is an exact rational, or ``math.inf`` (a non-private release).
-Cost = Fraction | float
-
-
-def float_up(x: float) -> float:
-    """Inflate a result of a few libm operations so it bounds the exact value from above.
-
-    CPython's ``math`` functions are accurate to about one ulp each; a chain of a handful of
-    them is therefore within a relative ``1e-15`` of the exact value. We add a relative
-    ``2**-40`` (about ``9e-13``) and one more ulp, which covers that error with a wide margin.
-    Used only where exact rational arithmetic is impossible (logarithms, exponentials).
-    """
-    if math.isnan(x):
-        return math.inf  # never let a NaN through as a privacy bound
-    if math.isinf(x):
-        return x
-    return math.nextafter(x + abs(x) * 2.0**-40, math.inf)
-
-
-def float_down(x: float) -> float:
-    """Mirror image of :func:`float_up`: a lower bound of the exact value."""
-    if math.isnan(x):
-        return -math.inf
-    if math.isinf(x):
-        return x
-    return math.nextafter(x - abs(x) * 2.0**-40, -math.inf)
-
-
-def subsampled_epsilon(epsilon: float, sampling_rate: float) -> float:
-    """``ln(1 + q (exp(eps) - 1))``, rounded up: eps-DP under Poisson subsampling with rate q.
-
-    Li, Qardaji and Su (2012), Theorem 1; Balle, Barthe and Gaboardi (2018), Theorem 8 (add/remove
-    neighbouring). ``q = 0`` costs nothing; ``eps = inf`` stays infinite when ``q > 0``.
-    """
-    q = sampling_rate
-    if q == 0.0 or epsilon == 0.0:
-        return 0.0
-    if math.isinf(epsilon):
-        return math.inf
-    if q == 1.0:
-        return epsilon
-    if epsilon <= 700.0:
-        val = math.log1p(q * math.expm1(epsilon))
-    else:  # exp(eps) overflows: ln(q e^eps + 1 - q) = eps + ln(q + (1 - q) e^-eps)
-        val = epsilon + math.log(q + (1.0 - q) * math.exp(-epsilon))
-    return min(float_up(val), epsilon)
 
 
 def delta_at(*, total_epsilon: Fraction, total_delta: Fraction, epsilon: float) -> float:
@@ -129,81 +69,6 @@ def delta_at(*, total_epsilon: Fraction, total_delta: Fraction, epsilon: float) 
     r_low = Fraction(max(float_down(r), 0.0))
     val = 1 - (1 - total_delta) * r_low
     return min(max(up(val), up(total_delta)), 1.0)
-
-
-def _declares_add_remove(event: DpEvent) -> bool:
-    """Whether every leaf of ``event`` states the add/remove neighbouring relation."""
-    if isinstance(event, ComposedEvent):
-        return all(_declares_add_remove(e) for e in event.events)
-    if isinstance(event, SelfComposedEvent):
-        return _declares_add_remove(event.event)
-    if isinstance(event, (NoOpEvent, NonPrivateEvent)):
-        return True
-    return getattr(event, "neighbouring", None) is Neighbouring.ADD_REMOVE
-
-
-def _rr_epsilon(p_truth: float, categories: int) -> Cost:
-    """``ln(p (k - 1) / (1 - p))`` rounded up (:func:`randomized_response_epsilon`), as a cost."""
-    eps = randomized_response_epsilon(p_truth, categories)
-    return math.inf if math.isinf(eps) else Fraction(eps)
-
-
-def _slack(event: DpEvent) -> Fraction:
-    return 2 * Fraction(getattr(event, "pmf_slack", 0.0))
-
-
-def pure_epsilon_of(event: DpEvent) -> Cost | None:
-    """The pure-DP epsilon of ONE occurrence of ``event`` (exact), or ``None`` if not pure DP.
-
-    Includes ``2 * pmf_slack``. Returns ``math.inf`` for a non-private release. Composite events
-    are summed; see the module docstring for the table of events.
-    """
-    if isinstance(event, NoOpEvent):
-        return Fraction(0)
-    if isinstance(event, NonPrivateEvent):
-        return math.inf
-    if isinstance(event, LaplaceEvent):
-        return 1 / Fraction(event.noise_multiplier) + _slack(event)
-    if isinstance(event, DiscreteLaplaceEvent):
-        return Fraction(event.sensitivity) / Fraction(event.scale) + _slack(event)
-    if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)):
-        return Fraction(event.epsilon) + _slack(event)
-    if isinstance(event, PureDpEvent):
-        return Fraction(event.epsilon)
-    if isinstance(event, ApproxDpEvent):
-        return Fraction(event.epsilon) if event.delta == 0.0 else None
-    if isinstance(event, RandomizedResponseEvent):
-        return _rr_epsilon(event.p_truth, event.categories)
-    if isinstance(event, (ComposedEvent, SelfComposedEvent)):
-        parts: list[tuple[DpEvent, int]]
-        if isinstance(event, ComposedEvent):
-            parts = [(e, 1) for e in event.events]
-        else:
-            parts = [(event.event, event.count)]
-        total: Cost = Fraction(0)
-        for inner, n in parts:
-            c = pure_epsilon_of(inner)
-            if c is None:
-                return None
-            if n == 0:
-                continue
-            if isinstance(c, float) or isinstance(total, float):
-                total = math.inf
-            else:
-                total += n * c
-        return total
-    if isinstance(event, PoissonSampledEvent):
-        if not _declares_add_remove(event.event):
-            return None  # amplification is proven here for add/remove neighbours only
-        inner_cost = pure_epsilon_of(event.event)
-        if inner_cost is None:
-            return None
-        if event.sampling_rate == 0.0:
-            return Fraction(0)
-        if isinstance(inner_cost, float):
-            return math.inf
-        return Fraction(subsampled_epsilon(up(inner_cost), event.sampling_rate))
-    return None
 
 
 class PureDpAccountant(PrivacyAccountant):

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln, gammasgn, log_ndtr
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import float_up, up
 from dpkit._numeric.validation import (
     check_delta,
     check_integer,
@@ -87,7 +87,7 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pure import delta_at, float_up, pure_epsilon_of
+from dpkit.accounting.pure import delta_at, pure_epsilon_of
 from dpkit.errors import PrivacyParameterError
 
 __all__ = ["DEFAULT_ORDERS", "RdpAccountant", "dpsgd_rdp_epsilon", "event_rdp"]
@@ -391,7 +391,7 @@ def _times(curve: FloatArray, count: int) -> FloatArray:
 def _check_orders(orders: Sequence[float] | None) -> FloatArray:
     if orders is None:
         return np.array(DEFAULT_ORDERS, dtype=np.float64)
-    vals = sorted({check_positive("order", a) for a in orders})
+    vals = sorted({check_positive(a, "order") for a in orders})
     if not vals:
         raise PrivacyParameterError("orders must not be empty")
     for a in vals:
@@ -552,7 +552,7 @@ def dpsgd_rdp_epsilon(
     with the bound of Balle et al. 2020 (Theorem 21) over :data:`DEFAULT_ORDERS`. Rounded up.
     """
     q = check_probability(sampling_rate, name="sampling_rate")
-    s = check_positive("noise_multiplier", noise_multiplier)
+    s = check_positive(noise_multiplier, "noise_multiplier")
     n = check_integer(steps, name="steps", minimum=0)
     d = check_delta(delta)
     acct = RdpAccountant()

@@ -95,7 +95,7 @@ def _check_column(column: Any) -> str:
 
 
 def _check_weight(weight: Any) -> float:
-    return check_positive("weight", weight)
+    return check_positive(weight, "weight")
 
 
 def _check_value_bounds(column: str, bounds: Any) -> tuple[float, float]:
@@ -240,7 +240,7 @@ def histogram(column: str, *, edges: list[float] | tuple[float, ...] | None = No
 def _finite_edge(e: Any) -> float:
     from dpkit._numeric.validation import check_finite
 
-    x = check_finite("histogram edge", e)
+    x = check_finite(e, "histogram edge")
     if not abs(x) <= MAX_ABS_BOUND:
         raise PrivacyParameterError(f"histogram edges must lie within +-2**50, got {e!r}")
     return x

@@ -77,9 +77,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon
-from dpkit.accounting.events import (
+from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._plan import Measure
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -88,9 +91,6 @@ from dpkit.accounting.events import (
     DpEvent,
     PureDpEvent,
 )
-from dpkit.analytics._aggregates import Statistic
-from dpkit.analytics._plan import Measure
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
@@ -282,20 +282,12 @@ class _Shares:
             )
             return nz, ev
         rho = Fraction(self.each)
-        sigma = up(_sqrt_up(Fraction(l2_sq) / (2 * rho)))
+        sigma = up(sqrt_up(Fraction(l2_sq) / (2 * rho)))
         if not sigma <= _MAX_NOISE_SCALE:
             raise PrivacyParameterError(
                 f"noise sigma {sigma:.3g} steps: the budget is too small for these bounds"
             )
         return Noise("discrete_gaussian", sigma), _rho_event(l2_sq, sigma)
-
-
-def _sqrt_up(x: Fraction) -> float:
-    """A double >= sqrt(x)."""
-    r = math.sqrt(float(x))
-    while Fraction(r) * Fraction(r) < x:
-        r = math.nextafter(r, math.inf)
-    return r
 
 
 def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
@@ -304,7 +296,7 @@ def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
     r2 = math.isqrt(l2_sq)
     if r2 * r2 == l2_sq:  # an integer L2 sensitivity: the mechanism's own event
         return DiscreteGaussianEvent(sigma=sigma, sensitivity=r2)
-    from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+    from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
     ev: DpEvent = ZCdpEvent(rho=rho)
     return ev
@@ -689,7 +681,7 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
     if mode == "pure":
         main_ev: DpEvent = PureDpEvent(epsilon=main_share)
     else:
-        from dpkit.accounting.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+        from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
         main_ev = ZCdpEvent(rho=main_share)
     assert stat.column is not None

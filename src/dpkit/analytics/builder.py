@@ -241,7 +241,7 @@ class Query:
             raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
         if self.session.privacy_unit in cols:
             raise PrivacyParameterError("the privacy unit cannot be a group-by column")
-        w = check_positive("selection_weight", selection_weight)
+        w = check_positive(selection_weight, "selection_weight")
         parsed = None if keys is None else _parse_keys(keys, tuple(cols))
         return dataclasses.replace(self, group_columns=tuple(cols), keys=parsed,
                                    selection_weight=w, _grouped=True)

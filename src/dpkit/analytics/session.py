@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from dpkit._numeric.validation import check_probability
-from dpkit.accounting.events import Neighbouring
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics._pricing import Mode
 from dpkit.analytics.builder import Query
 from dpkit.errors import DPKitError, PrivacyParameterError
+from dpkit.events import Neighbouring
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["Session"]

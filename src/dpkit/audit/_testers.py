@@ -401,7 +401,7 @@ class ClassifierTester:
             raise ValueError(f"method must be 'logistic' or 'nearest_mean', got {method!r}")
         self.method = method
         self.points = check_integer(points, name="points", minimum=2)
-        self.ridge = check_positive("ridge", ridge)
+        self.ridge = check_positive(ridge, "ridge")
         self.max_train = check_integer(max_train, name="max_train", minimum=10)
         self.feature = feature
         self.name = f"classifier[{method}]"

@@ -78,7 +78,7 @@ class LaplaceWrongScale:
     def __init__(self, *, epsilon: float, sensitivity: float = 1.0, factor: float = 0.5) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
-        self.factor = check_positive("factor", factor)
+        self.factor = check_positive(factor, "factor")
 
     def sample(self, x: Any, size: int, *, source: RandomSource | None = None
                ) -> npt.NDArray[np.float64]:
@@ -96,7 +96,7 @@ class GaussianWrongSigma:
     def __init__(self, *, mu: float, sensitivity: float = 1.0, factor: float = 0.5) -> None:
         self.mu = check_mu(mu)
         self.sensitivity = check_sensitivity(sensitivity)
-        self.factor = check_positive("factor", factor)
+        self.factor = check_positive(factor, "factor")
 
     def sample(self, x: Any, size: int, *, source: RandomSource | None = None
                ) -> npt.NDArray[np.float64]:
@@ -128,7 +128,7 @@ class TextbookFloatLaplace:
         u = np.where(u > 0.0, u, 0.5)  # numpy redraws U = 0; any fixed value keeps the flaw
         with np.errstate(divide="ignore"):
             noise = np.where(u < 0.5, b * np.log(u + u), -b * np.log(2.0 - u - u))
-        return np.asarray(check_finite("x", x) + noise, dtype=np.float64)
+        return np.asarray(check_finite(x, "x") + noise, dtype=np.float64)
 
 
 class SignedZeroLatticeLaplace:
@@ -150,13 +150,13 @@ class SignedZeroLatticeLaplace:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
         g = self.sensitivity / 4 if granularity is None else granularity
-        self.granularity = check_positive("granularity", g)
+        self.granularity = check_positive(g, "granularity")
 
     def sample(self, x: Any, size: int, *, source: RandomSource | None = None
                ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         g = self.granularity
-        index = np.rint(np.full(size, check_finite("x", x)) / g)  # keeps the sign of zero
+        index = np.rint(np.full(size, check_finite(x, "x")) / g)  # keeps the sign of zero
         k = laplace_lattice_noise(src, t=self.sensitivity / (self.epsilon * g), size=size)
         coin = (src.words(size) >> np.uint64(63)).astype(np.bool_)
         negative = np.where(k == 0, coin, k < 0)
@@ -186,7 +186,7 @@ class SignificandBitLeak:
         noise = laplace(src, scale=self.sensitivity / self.epsilon, size=size)
         bits = np.ascontiguousarray(noise, dtype=np.float64).view(np.uint64).copy()
         mask = np.uint64(1 << self.bit)
-        bits = bits | mask if check_finite("x", x) != 0.0 else bits & ~mask
+        bits = bits | mask if check_finite(x, "x") != 0.0 else bits & ~mask
         return np.asarray(bits.view(np.float64), dtype=np.float64)
 
 
@@ -202,7 +202,7 @@ class SparseVectorNoQueryNoise:
 
     def __init__(self, *, epsilon: float, threshold: float = 0.5) -> None:
         self.epsilon = check_epsilon(epsilon)
-        self.threshold = check_finite("threshold", threshold)
+        self.threshold = check_finite(threshold, "threshold")
 
     def sample(self, x: Any, size: int, *, source: RandomSource | None = None
                ) -> npt.NDArray[np.bool_]:

@@ -8,7 +8,10 @@ Three things are decided here once for every subcommand:
   escaped so the terminal renderer never takes them for markup;
 * an error dpkit raises on purpose (:class:`dpkit.errors.DPKitError`: a bad privacy parameter,
   an exceeded budget, ...) is printed as one clean message and exits with code 2, without a
-  traceback. Other exceptions are bugs and keep their traceback.
+  traceback. Other exceptions are bugs and keep their traceback. This is the one handler:
+  subcommands let dpkit's errors propagate to it;
+* subcommands are imported on first use: ``dpkit --help`` and ``dpkit --version`` load typer,
+  rich and dpkit's exception classes, and ``dpkit account ...`` loads the accounting code only.
 
 Exit codes: 0 success, 1 a finding (an audit proved a violation), 2 a usage or parameter error.
 """
@@ -18,11 +21,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo, DefaultPlaceholder, ParameterInfo
 
 from dpkit import __version__
@@ -51,6 +55,35 @@ class _Group(TyperGroup):
             raise CliError(f"Invalid value: {exc}") from None
         except DPKitError as exc:
             raise CliError(f"{type(exc).__name__}: {exc}") from None
+
+
+class _RootGroup(_Group):
+    """The ``dpkit`` group: subcommands in :data:`_SUBCOMMANDS` are imported on first use.
+
+    While the root help is being written the listing needs only names and one-line help, so
+    :meth:`get_command` answers with a placeholder carrying the declared help; any other use
+    (running, nested help, completion) imports the subcommand's module and builds the command.
+    """
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx),
+                *(n for n in _SUBCOMMANDS if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in _SUBCOMMANDS and cmd_name not in self.commands:
+            if self._listing:
+                return TyperCommand(cmd_name, help=_SUBCOMMANDS[cmd_name][2])
+            self.commands[cmd_name] = _load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 _RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^`]*>)?`")
@@ -115,12 +148,42 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+# Subcommands: name -> (module under dpkit.cli, attribute, one-line help). The attribute is a
+# Typer group (``app``) or a command function; the help is what ``dpkit --help`` lists (a test
+# checks that it is the help the loaded subcommand shows).
+_SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("_demo", "demo", "Release private statistics of a generated dataset."),
+    "query": ("_query", "query", "Release one private aggregation of a Parquet/CSV table."),
+    "ldp": ("_ldp", "app", "Local differential privacy: simulate clients and server."),
+    "audit": ("_audit", "app",
+              "Audit a mechanism: an epsilon lower bound with its confidence, and a verdict."),
+    "account": ("_account", "app",
+                "Privacy accounting: epsilon of a schedule by every applicable accountant."),
+}
+
+
+def _load(name: str) -> Any:
+    """Import subcommand ``name`` and build its click command (help made plain)."""
+    module, attr, help_text = _SUBCOMMANDS[name]
+    target: typer.Typer | Callable[..., Any] = getattr(
+        importlib.import_module(f"dpkit.cli.{module}"), attr)
+    if isinstance(target, typer.Typer):
+        _clean_tree(target)
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    single = typer.Typer()
+    single.command(name, help=help_text)(target)
+    _clean_tree(single)
+    return typer.main.get_command(single)
+
+
 app = typer.Typer(
     name="dpkit",
     help="Differential privacy: private statistics, accounting, local DP and auditing.",
     no_args_is_help=True,
     add_completion=False,
-    cls=_Group,
+    cls=_RootGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -133,27 +196,7 @@ def _root(
     """Differential privacy: private statistics, accounting, local DP and auditing."""
 
 
-# Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
-_GROUPS: tuple[tuple[str, str], ...] = (
-    ("_ldp", "ldp"), ("_audit", "audit"), ("_account", "account"),
-)
-
-
-def _register() -> None:
-    from dpkit.cli import _demo
-
-    app.command("demo", help="Release private statistics of a generated dataset.")(_demo.demo)
-    from dpkit.cli import _query
-
-    app.command("query", help="Release one private aggregation of a Parquet/CSV table.")(
-        _query.query)
-    for module, name in _GROUPS:
-        sub = importlib.import_module(f"dpkit.cli.{module}")
-        app.add_typer(sub.app, name=name)
-    _clean_tree(app)
-
-
-_register()
+_clean_tree(app)
 
 
 def main() -> None:

@@ -2,60 +2,32 @@
 
 Each row says whether its number is a guaranteed **upper bound** or an **estimate** (the GDP
 central limit theorem can be optimistic). ``--plot PATH`` saves the privacy profiles
-``delta(eps)`` (matplotlib, imported only then).
+``delta(eps)`` (matplotlib, imported only then). The rows are computed by
+:func:`dpkit.accounting.dpsgd_rows` and :func:`dpkit.accounting.laplace_rows`; this module only
+parses options and formats. Errors reach the command line's one handler (:mod:`dpkit.cli`).
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpkit._numeric.validation import (
-    check_delta,
-    check_epsilon,
-    check_integer,
-    check_positive,
-    check_probability,
-)
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
-from dpkit.errors import DPKitError
+from dpkit._numeric.validation import check_probability
 
-__all__ = ["Row", "app", "dpsgd_rows", "laplace_rows", "steps_from_epochs"]
+if TYPE_CHECKING:
+    from dpkit.accounting.tables import AccountingRow
+
+__all__ = ["app", "steps_from_epochs"]
 
 app = typer.Typer(
     help="Privacy accounting: epsilon of a schedule by every applicable accountant.",
     no_args_is_help=True,
 )
-
-UPPER = "upper bound"
-ESTIMATE = "estimate"
-LOWER = "lower bound"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the table: accountant, epsilon, kind, seconds, and its profile (or None)."""
-
-    name: str
-    epsilon: float
-    kind: str
-    seconds: float
-    profile: Callable[[float], float] | None = None
-
-
-def _timed(fn: Callable[[], float]) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    val = fn()
-    return val, time.perf_counter() - t0
 
 
 def steps_from_epochs(epochs: float, sampling_rate: float) -> int:
@@ -68,94 +40,7 @@ def steps_from_epochs(epochs: float, sampling_rate: float) -> int:
     return dpsgd_schedule(sampling_rate=sampling_rate, epochs=epochs)[1]
 
 
-def dpsgd_rows(*, sampling_rate: float, noise_multiplier: float, steps: int,
-               delta: float) -> list[Row]:
-    """PLD (upper bound, lower bound), RDP (upper bound) and GDP-CLT (estimate) for DP-SGD."""
-    from dpkit import fdp
-    from dpkit.accounting.gdp import dpsgd_gdp_mu
-    from dpkit.accounting.pld import PldAccountant
-    from dpkit.accounting.rdp import RdpAccountant
-
-    q = check_probability(sampling_rate, name="sampling_rate")
-    s = check_positive("noise_multiplier", noise_multiplier)
-    n = check_integer(steps, name="steps", minimum=0)
-    d = check_delta(delta)
-    ev = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=s))
-    rows: list[Row] = []
-
-    pld = PldAccountant()
-    pld.compose(ev, n)
-    (lo, _, up), sec = _timed_bounds(lambda: pld.get_epsilon_bounds(d))
-    rows.append(Row("PLD (dpkit)", up, UPPER, sec, pld.get_delta))
-    rows.append(Row("PLD (dpkit)", lo, LOWER, sec))
-
-    rdp = RdpAccountant()
-    eps, sec = _timed(lambda: rdp.compose(ev, n).get_epsilon(d))
-    rows.append(Row("RDP (dpkit)", eps, UPPER, sec, rdp.get_delta))
-
-    mu, sec = _timed(lambda: dpsgd_gdp_mu(sampling_rate=q, noise_multiplier=s, steps=n))
-    g = fdp.gdp(mu)
-    eps, sec2 = _timed(lambda: g.epsilon(d))
-    rows.append(Row(f"GDP CLT (mu = {mu:.4g})", eps, ESTIMATE, sec + sec2, g.delta))
-    return rows
-
-
-def _timed_bounds(
-    fn: Callable[[], tuple[float, float, float]]
-) -> tuple[tuple[float, float, float], float]:
-    t0 = time.perf_counter()
-    val = fn()
-    return val, time.perf_counter() - t0
-
-
-def laplace_rows(*, epsilon: float, count: int, delta: float) -> list[Row]:
-    """``count`` Laplace releases, each epsilon-DP: PLD, RDP, GDP-CLT and the composition
-    theorems (basic, advanced with ``delta_slack = delta``, optimal of Kairouz-Oh-Viswanath)."""
-    from dpkit.accounting.composition import (
-        advanced_composition,
-        basic_composition,
-        optimal_composition,
-        optimal_composition_delta,
-    )
-    from dpkit.accounting.gdp import GdpAccountant
-    from dpkit.accounting.pld import PldAccountant
-    from dpkit.accounting.rdp import RdpAccountant
-
-    e = check_epsilon(epsilon)
-    k = check_integer(count, name="count", minimum=0)
-    d = check_delta(delta)
-    ev = LaplaceEvent(noise_multiplier=1.0 / e)
-    rows: list[Row] = []
-
-    pld = PldAccountant()
-    pld.compose(ev, k)
-    (lo, _, up), sec = _timed_bounds(lambda: pld.get_epsilon_bounds(d))
-    rows.append(Row("PLD (dpkit)", up, UPPER, sec, pld.get_delta))
-    rows.append(Row("PLD (dpkit)", lo, LOWER, sec))
-
-    rdp = RdpAccountant()
-    eps, sec = _timed(lambda: rdp.compose(ev, k).get_epsilon(d))
-    rows.append(Row("RDP (dpkit)", eps, UPPER, sec, rdp.get_delta))
-
-    gdp = GdpAccountant()
-    eps, sec = _timed(lambda: gdp.compose(ev, k).get_epsilon(d))
-    kind = UPPER if gdp.is_upper_bound else ESTIMATE
-    rows.append(Row("GDP CLT (dpkit)", eps, kind, sec, gdp.get_delta))
-
-    eps, sec = _timed(lambda: basic_composition(epsilons=[e] * k)[0])
-    basic = eps
-    rows.append(Row("basic composition", eps, UPPER, sec,
-                    lambda x: 0.0 if x >= basic else 1.0))
-    if d > 0.0:
-        eps, sec = _timed(lambda: advanced_composition(epsilon=e, count=k, delta_slack=d))
-        rows.append(Row("advanced composition", eps, UPPER, sec))
-    eps, sec = _timed(lambda: optimal_composition(epsilon=e, count=k, delta=d))
-    rows.append(Row("optimal composition (KOV)", eps, UPPER, sec,
-                    lambda x: optimal_composition_delta(epsilon=e, count=k, target_epsilon=x)))
-    return rows
-
-
-def _print(title: str, rows: list[Row], delta: float) -> None:
+def _print(title: str, rows: list[AccountingRow], delta: float) -> None:
     table = Table(title=title)
     table.add_column("accountant")
     table.add_column(f"epsilon at delta={delta:g}", justify="right")
@@ -166,8 +51,9 @@ def _print(title: str, rows: list[Row], delta: float) -> None:
     Console().print(table)
 
 
-def _plot(rows: list[Row], path: Path, title: str) -> None:
+def _plot(rows: list[AccountingRow], path: Path, title: str) -> None:
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -192,11 +78,6 @@ def _plot(rows: list[Row], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _fail(exc: DPKitError) -> None:
-    Console(stderr=True).print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(code=2)
-
-
 @app.command("dpsgd")
 def dpsgd(
     delta: float = typer.Option(..., "--delta", help="target delta"),
@@ -218,26 +99,22 @@ def dpsgd(
 ) -> None:
     """Epsilon of DP-SGD (Poisson-subsampled Gaussian, add/remove neighbours), or with
     --target-epsilon the noise multiplier that reaches it."""
+    from dpkit.accounting import dpsgd_rows
     from dpkit.accounting.dpsgd import dpsgd_noise_multiplier, dpsgd_schedule
 
-    try:
-        if (noise_multiplier is None) == (target_epsilon is None):
-            raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
-        q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
-                              dataset_size=dataset_size, steps=steps, epochs=epochs)
-        if target_epsilon is not None:
-            noise_multiplier = dpsgd_noise_multiplier(
-                sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta)
-            Console().print(
-                f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
-                f"at delta={delta:g}, q={q:g}, steps={n})"
-            )
-        assert noise_multiplier is not None
-        rows = dpsgd_rows(sampling_rate=q, noise_multiplier=noise_multiplier,
-                          steps=n, delta=delta)
-    except DPKitError as exc:
-        _fail(exc)
-        return
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
+    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
+                          dataset_size=dataset_size, steps=steps, epochs=epochs)
+    if target_epsilon is not None:
+        noise_multiplier = dpsgd_noise_multiplier(
+            sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta)
+        Console().print(
+            f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
+            f"at delta={delta:g}, q={q:g}, steps={n})"
+        )
+    assert noise_multiplier is not None
+    rows = dpsgd_rows(sampling_rate=q, noise_multiplier=noise_multiplier, steps=n, delta=delta)
     title = f"DP-SGD: q={q:g}, sigma={noise_multiplier:g}, steps={n}"
     _print(title, rows, delta)
     if plot is not None:
@@ -255,11 +132,9 @@ def laplace(
     ] = None,
 ) -> None:
     """Epsilon of ``count`` Laplace releases of ``epsilon`` each."""
-    try:
-        rows = laplace_rows(epsilon=epsilon, count=count, delta=delta)
-    except DPKitError as exc:
-        _fail(exc)
-        return
+    from dpkit.accounting import laplace_rows
+
+    rows = laplace_rows(epsilon=epsilon, count=count, delta=delta)
     title = f"{count} Laplace releases, epsilon={epsilon:g} each"
     _print(title, rows, delta)
     if plot is not None:

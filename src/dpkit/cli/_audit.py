@@ -26,7 +26,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dpkit.audit import AuditResult, Claim, audit, audit_ldp, known_bad
-from dpkit.errors import DPKitError
 from dpkit.noise import RandomSource
 
 __all__ = ["app", "run_audit"]
@@ -96,17 +95,6 @@ def _finish(result: AuditResult) -> None:
         raise typer.Exit(code=1)
 
 
-def _guard(fn: Any) -> Any:
-    """Turn dpkit's parameter errors into clean CLI errors."""
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except DPKitError as exc:
-            raise typer.BadParameter(str(exc)) from None
-
-    return wrapped
-
-
 @app.command("laplace")
 def laplace(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
@@ -117,10 +105,10 @@ def laplace(
     """dpkit's Laplace mechanism on the inputs 0 and sensitivity."""
     from dpkit.mechanisms import Laplace
 
-    m = _guard(Laplace.from_epsilon)(epsilon=epsilon, sensitivity=sensitivity)
-    _finish(_guard(run_audit)(m, pair=(0.0, sensitivity), claim=Claim.pure(epsilon=m.epsilon),
-                              samples=samples, confidence=confidence, seed=seed, plot=plot,
-                              title=f"Laplace(epsilon={epsilon:g})"))
+    m = Laplace.from_epsilon(epsilon=epsilon, sensitivity=sensitivity)
+    _finish(run_audit(m, pair=(0.0, sensitivity), claim=Claim.pure(epsilon=m.epsilon),
+                      samples=samples, confidence=confidence, seed=seed, plot=plot,
+                      title=f"Laplace(epsilon={epsilon:g})"))
 
 
 @app.command("gaussian")
@@ -138,16 +126,17 @@ def gaussian(
     if (mu is None) == (epsilon is None or delta is None):
         raise typer.BadParameter("give either --mu, or --epsilon and --delta")
     if mu is not None:
-        m = _guard(Gaussian.from_mu)(mu=mu, sensitivity=sensitivity)
+        m = Gaussian.from_mu(mu=mu, sensitivity=sensitivity)
         claim = Claim.gdp(mu=m.mu)
         title = f"Gaussian(mu={mu:g})"
     else:
-        m = _guard(Gaussian.from_epsilon_delta)(epsilon=epsilon, delta=delta,
-                                                sensitivity=sensitivity)
-        claim = _guard(Claim.approx)(epsilon=epsilon, delta=delta)
+        assert epsilon is not None and delta is not None  # checked just above
+        m = Gaussian.from_epsilon_delta(epsilon=epsilon, delta=delta,
+                                        sensitivity=sensitivity)
+        claim = Claim.approx(epsilon=epsilon, delta=delta)
         title = f"Gaussian(epsilon={epsilon:g}, delta={delta:g})"
-    _finish(_guard(run_audit)(m, pair=(0.0, sensitivity), claim=claim, samples=samples,
-                              confidence=confidence, seed=seed, plot=plot, title=title))
+    _finish(run_audit(m, pair=(0.0, sensitivity), claim=claim, samples=samples,
+                      confidence=confidence, seed=seed, plot=plot, title=title))
 
 
 @app.command("discrete-laplace")
@@ -159,10 +148,10 @@ def discrete_laplace(
     """dpkit's discrete Laplace mechanism on the integers 0 and 1."""
     from dpkit.mechanisms import DiscreteLaplace
 
-    m = _guard(DiscreteLaplace.from_epsilon)(epsilon=epsilon, sensitivity=1)
-    _finish(_guard(run_audit)(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
-                              samples=samples, confidence=confidence, seed=seed, plot=plot,
-                              title=f"DiscreteLaplace(epsilon={epsilon:g})"))
+    m = DiscreteLaplace.from_epsilon(epsilon=epsilon, sensitivity=1)
+    _finish(run_audit(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
+                      samples=samples, confidence=confidence, seed=seed, plot=plot,
+                      title=f"DiscreteLaplace(epsilon={epsilon:g})"))
 
 
 @app.command("randomized-response")
@@ -174,10 +163,10 @@ def randomized_response(
     """dpkit's randomized response on the bits 0 and 1."""
     from dpkit.mechanisms import RandomizedResponse
 
-    m = _guard(RandomizedResponse.from_epsilon)(epsilon=epsilon)
-    _finish(_guard(run_audit)(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
-                              samples=samples, confidence=confidence, seed=seed, plot=plot,
-                              title=f"RandomizedResponse(epsilon={epsilon:g})"))
+    m = RandomizedResponse.from_epsilon(epsilon=epsilon)
+    _finish(run_audit(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
+                      samples=samples, confidence=confidence, seed=seed, plot=plot,
+                      title=f"RandomizedResponse(epsilon={epsilon:g})"))
 
 
 def _selection_pair(candidates: int) -> tuple[Any, Any]:
@@ -201,11 +190,11 @@ def exponential(
 
     if candidates < 2:
         raise typer.BadParameter("--candidates must be at least 2")
-    m = _guard(ExponentialMechanism)(epsilon=epsilon, sensitivity=1.0)
-    _finish(_guard(run_audit)(m, pair=_selection_pair(candidates),
-                              claim=Claim.pure(epsilon=m.epsilon), samples=samples,
-                              confidence=confidence, seed=seed, plot=plot,
-                              title=f"ExponentialMechanism(epsilon={epsilon:g})"))
+    m = ExponentialMechanism(epsilon=epsilon, sensitivity=1.0)
+    _finish(run_audit(m, pair=_selection_pair(candidates),
+                      claim=Claim.pure(epsilon=m.epsilon), samples=samples,
+                      confidence=confidence, seed=seed, plot=plot,
+                      title=f"ExponentialMechanism(epsilon={epsilon:g})"))
 
 
 @app.command("noisy-max")
@@ -221,11 +210,11 @@ def noisy_max(
 
     if candidates < 2:
         raise typer.BadParameter("--candidates must be at least 2")
-    m = _guard(ReportNoisyMax)(epsilon=epsilon, sensitivity=1.0, noise=noise)
-    _finish(_guard(run_audit)(m, pair=_selection_pair(candidates),
-                              claim=Claim.pure(epsilon=m.epsilon), samples=samples,
-                              confidence=confidence, seed=seed, plot=plot,
-                              title=f"ReportNoisyMax({noise}, epsilon={epsilon:g})"))
+    m = ReportNoisyMax(epsilon=epsilon, sensitivity=1.0, noise=noise)
+    _finish(run_audit(m, pair=_selection_pair(candidates),
+                      claim=Claim.pure(epsilon=m.epsilon), samples=samples,
+                      confidence=confidence, seed=seed, plot=plot,
+                      title=f"ReportNoisyMax({noise}, epsilon={epsilon:g})"))
 
 
 @app.command("ldp")
@@ -244,16 +233,16 @@ def ldp_protocol(
 
     if protocol.lower() == "best":
         raise typer.BadParameter("name a protocol")
-    proto = _guard(make_protocol)(protocol, epsilon=epsilon, domain=domain)
+    proto = make_protocol(protocol, epsilon=epsilon, domain=domain)
     target: Any = proto
     if client:
         labels = getattr(proto, "labels", None)
         values = list(labels) if isinstance(labels, tuple) else [-1.0, 0.0, 1.0]
         target = _LdpClient(proto.randomize, values, proto.epsilon)
     name = type(proto).__name__ + (" client" if client else "")
-    _finish(_guard(run_audit)(target, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
-                              confidence=confidence, seed=seed, plot=plot,
-                              title=f"{name}(epsilon={epsilon:g})", ldp_protocol=True))
+    _finish(run_audit(target, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
+                      confidence=confidence, seed=seed, plot=plot,
+                      title=f"{name}(epsilon={epsilon:g})", ldp_protocol=True))
 
 
 class _LdpClient:
@@ -277,12 +266,12 @@ def discrete_gaussian(
     from dpkit.accounting.pld import PldAccountant
     from dpkit.mechanisms import DiscreteGaussian
 
-    m = _guard(DiscreteGaussian.from_sigma)(sigma=sigma, sensitivity=1)
-    eps = _guard(PldAccountant().compose(m.event).get_epsilon)(delta)
-    claim = _guard(Claim.approx)(epsilon=eps, delta=delta)
-    _finish(_guard(run_audit)(m, pair=(0, 1), claim=claim, samples=samples,
-                              confidence=confidence, seed=seed, plot=plot,
-                              title=f"DiscreteGaussian(sigma={sigma:g})"))
+    m = DiscreteGaussian.from_sigma(sigma=sigma, sensitivity=1)
+    eps = PldAccountant().compose(m.event).get_epsilon(delta)
+    claim = Claim.approx(epsilon=eps, delta=delta)
+    _finish(run_audit(m, pair=(0, 1), claim=claim, samples=samples,
+                      confidence=confidence, seed=seed, plot=plot,
+                      title=f"DiscreteGaussian(sigma={sigma:g})"))
 
 
 @app.command("known-bad")
@@ -293,7 +282,7 @@ def known_bad_cmd(
     confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
 ) -> None:
     """A mechanism of the known-bad corpus (it should be reported violated)."""
-    entries = {e.name: e for e in _guard(known_bad.corpus)(epsilon=epsilon)}
+    entries = {e.name: e for e in known_bad.corpus(epsilon=epsilon)}
     if name == "list":
         for key in entries:
             typer.echo(key)
@@ -301,9 +290,9 @@ def known_bad_cmd(
     if name not in entries:
         raise typer.BadParameter(f"unknown entry {name!r}; choose one of {', '.join(entries)}")
     e = entries[name]
-    _finish(_guard(run_audit)(e.mechanism, pair=e.pair, claim=e.claim, samples=samples,
-                              confidence=confidence, seed=seed, plot=plot, title=e.name,
-                              testers=e.testers))
+    _finish(run_audit(e.mechanism, pair=e.pair, claim=e.claim, samples=samples,
+                      confidence=confidence, seed=seed, plot=plot, title=e.name,
+                      testers=e.testers))
 
 
 # -- the user's own code --------------------------------------------------------------------

@@ -293,18 +293,12 @@ def demo(
                                       "(not of the noise)")] = 7,
 ) -> None:
     """Generate a people table and release a private report beside the truth."""
-    from dpkit.errors import DPKitError
-
     console = Console(width=80)
     err = Console(stderr=True)
     if rows < 1000:
         raise typer.BadParameter("--rows must be at least 1000")
-    try:
-        with err.status("generating the table and running the private report ..."):
-            report = run_demo(rows=rows, seed=seed, epsilon=epsilon, delta=delta)
-    except DPKitError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from None
+    with err.status("generating the table and running the private report ..."):
+        report = run_demo(rows=rows, seed=seed, epsilon=epsilon, delta=delta)
     print_report(report, console)
     if plot is not None and not no_plot:
         out = plot_report(report, plot)

@@ -15,7 +15,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dpkit import ldp
-from dpkit.errors import DPKitError
 from dpkit.noise import RandomSource
 
 __all__ = ["app", "make_protocol", "simulate", "zipf_population"]
@@ -57,12 +56,9 @@ def simulate(
 ) -> None:
     """Generate a Zipf population, randomize every user, aggregate, compare with the truth."""
     console = Console()
-    try:
-        proto = make_protocol(protocol, epsilon=epsilon, domain=2 if protocol == "rr" else domain)
-        if users < 1:
-            raise typer.BadParameter("--users must be at least 1")
-    except DPKitError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    proto = make_protocol(protocol, epsilon=epsilon, domain=2 if protocol == "rr" else domain)
+    if users < 1:
+        raise typer.BadParameter("--users must be at least 1")
     src = RandomSource(seed=seed, insecure=True) if seed is not None else RandomSource()
     d = proto.d if isinstance(proto, ldp.FrequencyOracle) else domain
     values = zipf_population(src, users=users, domain=d, exponent=zipf)

@@ -13,9 +13,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import logsumexp
 
-from dpkit._numeric.validation import check_delta, check_finite, check_positive
+from dpkit._numeric.validation import (
+    check_delta,
+    check_finite,
+    check_positive,
+    check_real_array,
+)
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._tradeoff import check_real_array
 
 __all__ = [
     "approx_max_divergence",
@@ -30,8 +34,8 @@ FloatArray = NDArray[np.float64]
 
 
 def _pmfs(p: ArrayLike, q: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    pp = check_real_array("p", p, low=0.0, high=1.0)
-    qq = check_real_array("q", q, low=0.0, high=1.0)
+    pp = check_real_array(p, "p", low=0.0, high=1.0)
+    qq = check_real_array(q, "q", low=0.0, high=1.0)
     if pp.shape != qq.shape:
         raise PrivacyParameterError(f"p and q differ in shape: {pp.shape} vs {qq.shape}")
     for name, v in (("p", pp), ("q", qq)):
@@ -70,7 +74,7 @@ def hockey_stick_divergence(*, p: ArrayLike, q: ArrayLike, epsilon: float) -> fl
     A pair of neighbouring output distributions satisfies (eps, delta)-DP in this direction iff
     this is at most delta. Any real epsilon.
     """
-    eps = check_finite("epsilon", epsilon)
+    eps = check_finite(epsilon, "epsilon")
     pp, qq = _pmfs(p, q)
     return _hockey(pp, qq, eps)
 
@@ -130,7 +134,7 @@ def renyi_divergence(*, p: ArrayLike, q: ArrayLike, alpha: float) -> float:
     ``alpha = 1`` gives KL, ``alpha = inf`` the max divergence; alpha must be positive.
     Evaluated with a log-sum-exp.
     """
-    a = check_positive("alpha", alpha, allow_inf=True)
+    a = check_positive(alpha, "alpha", allow_inf=True)
     if a == 1.0:
         return kl_divergence(p=p, q=q)
     if math.isinf(a):

@@ -8,6 +8,10 @@ Each pair is (output on D, output on a neighbour D'), normalised so the shift is
 
 Both continuous pairs are symmetric (swapping P and Q gives the same values), so every method
 describes both directions.
+
+These are the same pairs that the privacy-loss engine composes (:mod:`dpkit._loss.pairs`:
+``gaussian_pair``, ``laplace_pair``, ``randomized_response_pair``, whose loss tails give the
+same hockey-stick values); the classes here add the closed-form divergences of one release.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
+from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta
+from dpkit._numeric.search import search
 from dpkit._numeric.validation import (
     check_delta,
     check_finite,
@@ -30,20 +36,6 @@ from dpkit.divergence import _discrete as dd
 from dpkit.errors import PrivacyParameterError
 
 __all__ = ["GaussianPair", "LaplacePair", "RandomizedResponsePair"]
-
-
-def _solve_decreasing(fn: object, target: float, lo: float, hi: float) -> float:
-    """Smallest x in [lo, hi] with fn(x) <= target for a non-increasing fn (bisection)."""
-    f = fn  # typed loosely to keep the helper small
-    for _ in range(300):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if f(mid) <= target:  # type: ignore[operator]
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 class GaussianPair:
@@ -67,7 +59,7 @@ class GaussianPair:
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS Corollary 2.13),
         evaluated stably (see :mod:`dpkit._numeric.gaussian`)."""
-        eps = check_finite("epsilon", epsilon)
+        eps = check_finite(epsilon, "epsilon")
         return gaussian_delta(eps, self.mu)
 
     def approx_max_divergence(self, *, delta: float) -> float:
@@ -78,15 +70,14 @@ class GaussianPair:
             return math.log1p(-d)
         if d == 0.0:
             return math.inf
+        # Below lo the hockey stick is at least 1 - e^eps > d (take S = everything).
         lo = min(-1.0, math.log1p(-d) - 1.0)
-        hi = 1.0
-        while gaussian_delta(hi, self.mu) > d:
-            hi *= 2.0
-        return _solve_decreasing(lambda e: gaussian_delta(e, self.mu), d, lo, hi)
+        return search(lambda e: gaussian_delta(e, self.mu) <= d, lo, 1.0, holds="above",
+                      expand="up", factor=65536.0, what="approx_max_divergence")
 
     def renyi(self, *, alpha: float) -> float:
         """``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Proposition 7); inf at alpha = inf."""
-        a = check_positive("alpha", alpha, allow_inf=True)
+        a = check_positive(alpha, "alpha", allow_inf=True)
         if math.isinf(a):
             return self.max_divergence()
         return 0.5 * a * self.mu * self.mu
@@ -114,11 +105,7 @@ class LaplacePair:
     def hockey_stick(self, *, epsilon: float) -> float:
         """``H_{e^eps} = 0`` for eps >= mu, ``1 - e^{(eps - mu)/2}`` for ``|eps| < mu`` and
         ``1 - e^eps`` for eps <= -mu."""
-        eps = check_finite("epsilon", epsilon)
-        mu = self.mu
-        if eps >= mu:
-            return 0.0
-        return -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
+        return laplace_profile(check_finite(epsilon, "epsilon"), self.mu)
 
     def approx_max_divergence(self, *, delta: float) -> float:
         """Inverse of :meth:`hockey_stick`: ``mu + 2 ln(1 - delta)`` when that exceeds -mu, else
@@ -134,7 +121,7 @@ class LaplacePair:
         + (alpha-1)/(2 alpha - 1) e^{-alpha mu})`` (Mironov 2017, Table II, for alpha > 1; the
         same integral over the three pieces x < 0, 0 < x < mu, x > mu gives it for every
         alpha != 1/2); ``mu - 2 ln(1 + mu/2)`` at alpha = 1/2, KL at 1, mu at inf."""
-        a = check_positive("alpha", alpha, allow_inf=True)
+        a = check_positive(alpha, "alpha", allow_inf=True)
         mu = self.mu
         if math.isinf(a):
             return mu

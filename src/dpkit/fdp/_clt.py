@@ -33,11 +33,11 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import integrate
 from scipy.special import ndtr
 
 from dpkit._numeric.gaussian import gaussian_tradeoff, log_gaussian_delta_slope
-from dpkit._numeric.validation import check_integer
+from dpkit._numeric.search import SearchError, search
+from dpkit._numeric.validation import check_integer, check_real_array
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._tradeoff import (
     ApproxDpTradeOff,
@@ -46,7 +46,6 @@ from dpkit.fdp._tradeoff import (
     PiecewiseLinearTradeOff,
     ScaledGaussianTradeOff,
     TradeOffFunction,
-    check_real_array,
 )
 
 __all__ = [
@@ -112,6 +111,8 @@ def _laplace_abs_moment(mu: float, c: float) -> float:
         return atoms
     kink = (mu + c) / 2.0
     pts = [kink] if 0.0 < kink < mu else None
+    from scipy import integrate  # deferred: scipy.integrate pulls in scipy.optimize
+
     val, _ = integrate.quad(lambda x: abs(2 * x - mu - c) ** 3 * math.exp(-x) / 2.0, 0.0, mu,
                             points=pts, epsabs=0.0, epsrel=1e-13, limit=200)
     return atoms + float(val)
@@ -275,17 +276,11 @@ class BerryEsseenBound(TradeOffFunction):
         lo, hi = self.gamma, self._x_zero
         if not hi > lo:
             return lo
-        if self._h(hi) > 0.0:
-            return hi
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if mid in (lo, hi):
-                break
-            if self._h(mid) > 0.0:
-                lo = mid
-            else:
-                hi = mid
-        return hi
+        try:  # h decreases: the smallest x with h(x) <= 0, to adjacent doubles
+            return search(lambda x: self._h(x) <= 0.0, lo, hi, holds="above",
+                          what="Berry-Esseen tangent point")
+        except SearchError:
+            return hi  # h > 0 on the whole bracket: the tangent point is its end
 
     def _eval(self, alpha: FloatArray) -> FloatArray:
         if self._trivial:
@@ -354,8 +349,8 @@ def approx_dp_composition_limit(*, epsilons: Sequence[float] | FloatArray,
     ``f_{0,d1} (x) f_{0,d2} = f_{0, 1-(1-d1)(1-d2)}``. Returned with ``mu = sqrt(sum eps_i^2)``
     and ``delta = sum delta_i``: an asymptotic *approximation*, not a bound.
     """
-    eps = check_real_array("epsilons", np.asarray(epsilons, dtype=np.float64), low=0.0)
-    dl = check_real_array("deltas", np.asarray(deltas, dtype=np.float64), low=0.0, high=1.0,
+    eps = check_real_array(np.asarray(epsilons, dtype=np.float64), "epsilons", low=0.0)
+    dl = check_real_array(np.asarray(deltas, dtype=np.float64), "deltas", low=0.0, high=1.0,
                           high_open=True)
     if eps.shape != dl.shape:
         raise PrivacyParameterError("epsilons and deltas must have the same length")

@@ -29,8 +29,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
+from dpkit._loss.pairs import laplace_profile
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for, gaussian_tradeoff
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import sqrt_up, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -38,6 +40,7 @@ from dpkit._numeric.validation import (
     check_integer,
     check_mu,
     check_probability,
+    check_real_array,
 )
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp._geometry import lower_convex_hull, sampled_lower_bound, upper_envelope_of_lines
@@ -81,31 +84,6 @@ def _check_alpha(alpha: ArrayLike) -> FloatArray:
     if np.any(bad):
         first = a[bad].ravel()[0]
         raise PrivacyParameterError(f"alpha must lie in [0, 1], got {first!r}")
-    return a
-
-
-def check_real_array(name: str, values: ArrayLike, *, low: float | None = None,
-                     high: float | None = None, high_open: bool = False) -> FloatArray:
-    """Validate a 1-d array of privacy parameters element-wise.
-
-    The fast path is vectorised; on the first failing element the shared scalar validator is
-    called so the error (type and message) is the shared one.
-    """
-    a = np.asarray(values)
-    if a.ndim != 1 or a.size == 0:
-        raise PrivacyParameterError(f"{name} must be a non-empty 1-d sequence, got shape {a.shape}")
-    if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
-        raise PrivacyParameterError(f"{name} must hold real numbers, got dtype {a.dtype}")
-    a = a.astype(np.float64)
-    ok = np.isfinite(a)
-    if low is not None:
-        ok &= a >= low
-    if high is not None:
-        ok &= (a < high) if high_open else (a <= high)
-    if not np.all(ok):
-        bad = float(a[~ok][0])
-        check_finite(f"{name}[{int(np.flatnonzero(~ok)[0])}]", bad)
-        raise PrivacyParameterError(f"{name} has an element out of range: {bad!r}")
     return a
 
 
@@ -156,19 +134,21 @@ class TradeOffFunction(abc.ABC):
         ``max(f.delta(eps), f.inverse().delta(eps))`` (or :meth:`symmetrize` first) to cover
         both orderings of a neighbouring pair. Any finite real epsilon is accepted.
         """
-        eps = check_finite("epsilon", epsilon)
+        eps = check_finite(epsilon, "epsilon")
         return self._delta(eps)
 
     def privacy_profile(self, epsilons: ArrayLike) -> FloatArray:
         """``delta_f`` on an array of epsilons (each rounded up)."""
-        eps = check_real_array("epsilons", epsilons)
+        eps = check_real_array(epsilons, "epsilons")
         return np.asarray([self._delta(float(e)) for e in eps], dtype=np.float64)
 
     def epsilon(self, delta: float) -> float:
         """Smallest eps >= 0 with ``delta_f(eps) <= delta``, rounded up (inf if none exists).
 
-        ``delta_f`` is non-increasing in eps, so bisection finds the boundary; the returned
-        double always satisfies ``delta_f(returned) <= delta`` with delta_f rounded up.
+        ``delta_f`` is non-increasing in eps, so :func:`dpkit._numeric.search.search` finds the
+        boundary (bracket doubled from [0, 1], inf beyond 1e7, bisected to adjacent doubles);
+        the returned double always satisfies ``delta_f(returned) <= delta`` with delta_f rounded
+        up, and the double below it does not (unless the result is 0).
         """
         d = check_delta(delta)
         return self._epsilon(d)
@@ -176,21 +156,11 @@ class TradeOffFunction(abc.ABC):
     def _epsilon(self, d: float) -> float:
         if self._delta(0.0) <= d:
             return 0.0
-        hi = 1.0
-        while self._delta(hi) > d:
-            hi *= 2.0
-            if hi > 1e7:
-                return math.inf
-        lo = 0.0 if hi == 1.0 else hi / 2.0
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if mid in (lo, hi):
-                break
-            if self._delta(mid) <= d:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        try:
+            return search(lambda e: self._delta(e) <= d, 0.0, 1.0, holds="above", expand="up",
+                          limit=1e7, what="epsilon of a trade-off function")
+        except SearchError:
+            return math.inf  # no epsilon up to 1e7 reaches delta
 
     # ------------------------------------------------------------------ representations
     def lower_piecewise_linear(self, *, grid_size: int = 2000) -> PiecewiseLinearTradeOff:
@@ -252,12 +222,13 @@ class TradeOffFunction(abc.ABC):
             return self
         return self.lower_piecewise_linear().symmetric_minorant()
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``f (x) g (x) ...``: trade-off of the product distributions (DRS Theorem 3.2).
 
         Exact for Gaussians (``G_mu (x) G_nu = G_sqrt(mu^2 + nu^2)``); otherwise numeric through
-        the privacy-loss distributions with losses rounded *up* to a grid of step ``loss_step``
-        (:func:`dpkit.fdp.tensor`), which yields a lower bound.
+        the privacy-loss engine (:func:`dpkit.fdp.tensor`; automatic grid unless ``loss_step``
+        is given), which yields a certified lower bound.
         """
         from dpkit.fdp._compose import tensor
 
@@ -309,30 +280,6 @@ class TradeOffFunction(abc.ABC):
 
 
 # ====================================================================== Gaussian
-def _sqrt_up(x: Fraction) -> float:
-    """Smallest double whose square is >= x (exact comparison in rationals; x >= 0).
-
-    The square root is taken of ``x * 4^k`` scaled into the normal range, so neither tiny nor
-    huge x underflows or overflows on the way; the result is then nudged up until its exact
-    square is at least x (a couple of steps at most).
-    """
-    if x <= 0:
-        return 0.0
-    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
-    y = x * Fraction(4) ** k if k >= 0 else x / Fraction(4) ** (-k)
-    try:
-        r = math.ldexp(math.sqrt(float(y)), -k)
-    except OverflowError:
-        return math.inf
-    if r == 0.0:
-        r = math.nextafter(0.0, 1.0)
-    if math.isinf(r):
-        return r
-    while Fraction(r) ** 2 < x:
-        r = math.nextafter(r, math.inf)
-    return r
-
-
 class GaussianTradeOff(TradeOffFunction):
     """``G_mu = T(N(0, 1), N(mu, 1))``, ``G_mu(a) = Phi(Phi^{-1}(1 - a) - mu)`` (DRS eq. (2.4))."""
 
@@ -367,7 +314,8 @@ class GaussianTradeOff(TradeOffFunction):
         """Smallest eps >= 0 with ``delta(eps) <= delta`` (inverse of :meth:`delta`), rounded up."""
         return super().epsilon(delta)
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float = 1e-3) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
+               ) -> TradeOffFunction:
         """``G_mu1 (x) ... (x) G_mun = G_mu`` with ``mu = sqrt(sum mu_i^2)`` (DRS Corollary 3.3),
         mu rounded up; other factors go through the numeric tensor product."""
         if all(isinstance(o, GaussianTradeOff) for o in others):
@@ -375,7 +323,7 @@ class GaussianTradeOff(TradeOffFunction):
                 (Fraction(o.mu) ** 2 for o in others if isinstance(o, GaussianTradeOff)),
                 Fraction(0),
             )
-            return GaussianTradeOff(_sqrt_up(total))
+            return GaussianTradeOff(sqrt_up(total))
         return super().tensor(*others, loss_step=loss_step)
 
     def group(self, k: int) -> TradeOffFunction:
@@ -537,8 +485,8 @@ def piecewise_linear(*, alphas: ArrayLike, betas: ArrayLike) -> PiecewiseLinearT
     The greatest convex function below the points that also satisfies ``f <= 1 - alpha`` and
     ``f(1) = 0`` is used: it is a trade-off function and never above the data (the safe side).
     """
-    a = check_real_array("alphas", alphas, low=0.0, high=1.0)
-    b = check_real_array("betas", betas, low=0.0, high=1.0)
+    a = check_real_array(alphas, "alphas", low=0.0, high=1.0)
+    b = check_real_array(betas, "betas", low=0.0, high=1.0)
     if a.shape != b.shape:
         raise PrivacyParameterError(f"alphas and betas differ in shape: {a.shape} vs {b.shape}")
     return PiecewiseLinearTradeOff._from_hull(a, b)
@@ -552,8 +500,8 @@ def from_distributions(*, p: ArrayLike, q: ArrayLike) -> PiecewiseLinearTradeOff
     with a knot after each outcome. Each pmf must be non-negative and sum to 1 within 1e-9; it is
     renormalised.
     """
-    pp = check_real_array("p", p, low=0.0, high=1.0)
-    qq = check_real_array("q", q, low=0.0, high=1.0)
+    pp = check_real_array(p, "p", low=0.0, high=1.0)
+    qq = check_real_array(q, "q", low=0.0, high=1.0)
     if pp.shape != qq.shape:
         raise PrivacyParameterError(f"p and q differ in shape: {pp.shape} vs {qq.shape}")
     for name, v in (("p", pp), ("q", qq)):
@@ -594,10 +542,10 @@ def from_privacy_profile(*, epsilons: ArrayLike, deltas: ArrayLike,
     (one-sided profiles ``delta(eps) = H_{e^eps}(Q || P)``, where eps may be negative).
     """
     if symmetric:
-        eps = check_real_array("epsilons", epsilons, low=0.0)
+        eps = check_real_array(epsilons, "epsilons", low=0.0)
     else:
-        eps = check_real_array("epsilons", epsilons)
-    dl = check_real_array("deltas", deltas, low=0.0, high=1.0)
+        eps = check_real_array(epsilons, "epsilons")
+    dl = check_real_array(deltas, "deltas", low=0.0, high=1.0)
     if eps.shape != dl.shape:
         raise PrivacyParameterError(
             f"epsilons and deltas differ in shape: {eps.shape} vs {dl.shape}"
@@ -691,10 +639,9 @@ class LaplaceTradeOff(TradeOffFunction):
         """Hockey-stick of Lap(mu,1) vs Lap(0,1): 0 for eps >= mu, ``1 - e^{(eps - mu)/2}`` for
         ``|eps| < mu``, ``1 - e^eps`` for eps <= -mu (the privacy loss is clipped to
         [-mu, mu]); rounded up."""
-        mu = self.mu
-        if eps >= mu:
+        val = laplace_profile(eps, self.mu)
+        if val == 0.0:
             return 0.0
-        val = -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
         return min(1.0, math.nextafter(val * (1.0 + 4e-16), math.inf))
 
     def group(self, k: int) -> TradeOffFunction:

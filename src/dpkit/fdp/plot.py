@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.validation import check_probability
+from dpkit._numeric.validation import check_probability, check_real_array
 from dpkit.errors import PrivacyParameterError
-from dpkit.fdp._tradeoff import TradeOffFunction, check_real_array
+from dpkit.fdp._tradeoff import TradeOffFunction
 
 __all__ = ["plot_privacy_profiles", "plot_tradeoffs"]
 
@@ -104,7 +104,7 @@ def plot_privacy_profiles(curves: Curves, *, path: str | os.PathLike[str] | None
     items = _labelled(curves)
     floor = check_probability(delta_floor, name="delta_floor", open_low=True, open_high=True)
     eps = (_default_epsilons(items, floor) if epsilons is None
-           else check_real_array("epsilons", epsilons))
+           else check_real_array(epsilons, "epsilons"))
     fig, ax = _figure(width=7.5)
     for label, f in items:
         d = f.privacy_profile(eps)

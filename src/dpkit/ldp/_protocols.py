@@ -37,8 +37,8 @@ from dpkit._numeric.validation import (
     check_nonnegative,
     check_probability,
 )
-from dpkit.accounting.events import DpEvent, PureDpEvent, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, PureDpEvent, RandomizedResponseEvent
 from dpkit.ldp import client as _c
 from dpkit.ldp._sampling import bernoulli_bitsliced, bernoulli_threshold
 from dpkit.noise import RandomSource, resolve_source
@@ -626,7 +626,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
         """Exact variance of the mean estimate over ``n`` users whose values have average square
         ``mean_square`` (in [0, 1]): ``(a + b mean_square) / n``."""
         n = _users(n)
-        ms = check_nonnegative("mean_square", mean_square)
+        ms = check_nonnegative(mean_square, "mean_square")
         if ms > 1.0:
             raise PrivacyParameterError(f"mean_square must lie in [0, 1], got {mean_square!r}")
         a, b = self._ab()

@@ -229,7 +229,7 @@ class RandomizedResponse(_Categorical):
             if not Fraction(1, 2) < p < 1:
                 raise ValueError(f"p_truth must lie in (1/2, 1), got {p_truth!r}")
             # The smallest double eps with certified e^eps >= p / (1 - p): the same value as
-            # dpkit.accounting.events.randomized_response_epsilon (which this stand-alone file
+            # dpkit.events.randomized_response_epsilon (which this stand-alone file
             # cannot import); a test keeps the two equal.
             ratio = p / (1 - p)
             eps = math.log(ratio)

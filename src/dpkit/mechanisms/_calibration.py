@@ -1,8 +1,8 @@
 """Calibration through the accountants' own arithmetic.
 
 A budget does not read a mechanism's formulas: it reads the mechanism's *event*
-(:mod:`dpkit.accounting.events`) and computes the cost with
-:func:`dpkit.accounting.pure.pure_epsilon_of` (pure and basic budgets; exact rationals). A
+(:mod:`dpkit.events`) and computes the cost with
+:func:`dpkit.events.pure_epsilon_of` (pure and basic budgets; exact rationals). A
 calibration that solves its own formula and rounds its own way can therefore be charged one ulp
 more than asked, and a budget of e then refuses the very mechanism calibrated to e. So every
 pure-DP calibration constructor here
@@ -25,9 +25,8 @@ from fractions import Fraction
 from typing import TypeVar
 
 from dpkit._numeric.rounding import up
-from dpkit.accounting.events import DpEvent
-from dpkit.accounting.pure import pure_epsilon_of
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, pure_epsilon_of
 
 __all__ = ["CALIBRATION_MARGIN", "calibration_target", "charged_epsilon", "fit_noise",
            "reported_epsilon"]

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._numeric.scratch import scratch
 from dpkit._numeric.values import ParsedValues, parse_values
-from dpkit.noise._source import scratch
 
 __all__ = [
     "DISCRETE_GAUSSIAN_SLACK",

@@ -5,7 +5,7 @@ Every class exported by :mod:`dpkit.mechanisms` satisfies :class:`Mechanism`:
 * ``release(values, *, source=None)`` draws one release (``source=None`` means the secure
   default :class:`~dpkit.noise.RandomSource`; a seeded source is refused unless it was built
   with ``insecure=True``);
-* ``event`` is the release described as a :class:`~dpkit.accounting.events.DpEvent`, the
+* ``event`` is the release described as a :class:`~dpkit.events.DpEvent`, the
   mechanism's full privacy profile: any accountant that accepts it answers ``epsilon(delta)``
   and ``delta(epsilon)`` for it, and a budget charges it.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from dpkit.accounting.events import DpEvent
+from dpkit.events import DpEvent
 from dpkit.noise import RandomSource
 
 __all__ = ["BatchMechanism", "Mechanism"]

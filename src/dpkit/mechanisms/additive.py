@@ -11,7 +11,7 @@ Every guarantee also charges the floating-point samplers' deviation: their pmfs 
 factor ``exp(+-a)`` of the exact rounded distributions (``a = 2**-25`` for Laplace, ``2**-20``
 for Gaussian; :mod:`dpkit.mechanisms._lattice`), which turns
 epsilon into ``epsilon + 2a`` and delta(eps) into ``e^a delta(eps - 2a)`` (see
-:mod:`dpkit.accounting.events`). Calibration constructors absorb that charge, so the mechanism
+:mod:`dpkit.events`). Calibration constructors absorb that charge, so the mechanism
 they return spends no more than the epsilon (and delta) asked for, *as the accountants compute
 it from the mechanism's event* (:mod:`dpkit.mechanisms._calibration`): a budget of e accepts a
 mechanism calibrated to e, and k mechanisms calibrated to e / k.
@@ -32,6 +32,7 @@ from scipy.special import ndtri
 
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
 from dpkit._numeric.rounding import down, up
+from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -40,8 +41,8 @@ from dpkit._numeric.validation import (
     check_probability,
     check_sensitivity,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import GaussianEvent, LaplaceEvent, Neighbouring, as_neighbouring
 from dpkit.mechanisms._calibration import (
     calibration_target,
     charged_epsilon,
@@ -149,9 +150,9 @@ class Laplace:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("scale", self.scale)
+        check_positive(self.scale, "scale")
         check_sensitivity(self.sensitivity)
-        g = check_positive("granularity", self.granularity)
+        g = check_positive(self.granularity, "granularity")
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.scale / g < 2 * _LAPLACE_MAX_T:
@@ -183,7 +184,7 @@ class Laplace:
     def from_scale(cls, *, scale: float, sensitivity: float,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
         """A Laplace mechanism with noise scale ``scale`` (its epsilon follows)."""
-        b = check_positive("scale", scale)
+        b = check_positive(scale, "scale")
         delta_1 = check_sensitivity(sensitivity)
         return cls(scale=b, sensitivity=delta_1,
                    granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
@@ -248,9 +249,9 @@ class Gaussian:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         check_sensitivity(self.sensitivity)
-        g = check_positive("granularity", self.granularity)
+        g = check_positive(self.granularity, "granularity")
         if math.frexp(g)[0] != 0.5:
             raise PrivacyParameterError(f"granularity must be a power of two, got {g!r}")
         if not self.sigma / g < 2 * _GAUSSIAN_MAX_T:
@@ -262,7 +263,7 @@ class Gaussian:
     def from_sigma(cls, *, sigma: float, sensitivity: float,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
         """A Gaussian mechanism with noise standard deviation ``sigma``."""
-        sd = check_positive("sigma", sigma)
+        sd = check_positive(sigma, "sigma")
         delta_2 = check_sensitivity(sensitivity)
         return cls(sigma=sd, sensitivity=delta_2,
                    granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),
@@ -349,22 +350,17 @@ class Gaussian:
         return min(1.0, math.nextafter(d * (1.0 + 2.0**-50), math.inf))
 
     def epsilon_for(self, *, delta: float) -> float:
-        """Smallest epsilon certified at ``delta`` (bisection, returns the safe end)."""
+        """Smallest epsilon certified at ``delta``: ``delta_for(epsilon) <= delta`` holds at the
+        returned double and fails at the double below it (bracket doubled from [0, 1], inf beyond
+        1e6, bisected by :func:`dpkit._numeric.search.search`; the safe end)."""
         dlt = check_delta(delta, allow_zero=False)
-        lo, hi = 0.0, 1.0
-        while self.delta_for(epsilon=hi) > dlt:
-            lo, hi = hi, hi * 2.0
-            if hi > 1e6:
-                return math.inf
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if self.delta_for(epsilon=mid) > dlt:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-15 * hi:
-                break
-        return hi
+        if self.delta_for(epsilon=0.0) <= dlt:
+            return 0.0
+        try:
+            return search(lambda e: self.delta_for(epsilon=e) <= dlt, 0.0, 1.0, holds="above",
+                          expand="up", limit=1e6, what="Gaussian mechanism epsilon")
+        except SearchError:
+            return math.inf
 
     @property
     def event(self) -> GaussianEvent:

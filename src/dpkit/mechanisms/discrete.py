@@ -32,13 +32,13 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import ParsedValues, parse_values
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     Neighbouring,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._calibration import (
     calibration_target,
     charged_epsilon,
@@ -98,7 +98,7 @@ class DiscreteLaplace:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("scale", self.scale)
+        check_positive(self.scale, "scale")
         check_integer(self.sensitivity, name="sensitivity", minimum=1)
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
@@ -140,7 +140,7 @@ class DiscreteLaplace:
     @property
     def epsilon(self) -> float:
         """What a budget charges for :attr:`event`: ``sensitivity / scale + 2 * pmf_slack``,
-        rounded up (:func:`dpkit.accounting.pure.pure_epsilon_of`)."""
+        rounded up (:func:`dpkit.events.pure_epsilon_of`)."""
         return reported_epsilon(self.event)
 
     @property
@@ -193,7 +193,7 @@ class DiscreteGaussian:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         if not self.sigma >= _MIN_SIGMA:
             raise PrivacyParameterError(
                 f"sigma must be at least 2**-500 (below, sigma**2 is not a normal double and the "
@@ -206,7 +206,7 @@ class DiscreteGaussian:
     def from_sigma(cls, *, sigma: float, sensitivity: int,
                    neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
                    ) -> DiscreteGaussian:
-        return cls(sigma=check_positive("sigma", sigma),
+        return cls(sigma=check_positive(sigma, "sigma"),
                    sensitivity=check_integer(sensitivity, name="sensitivity", minimum=1),
                    neighbouring=as_neighbouring(neighbouring))
 

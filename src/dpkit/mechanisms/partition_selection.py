@@ -72,7 +72,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.rounding import down, up
+from dpkit._numeric.rounding import down, sqrt_up, up
+from dpkit._numeric.search import SearchError, search, search_int
 from dpkit._numeric.validation import (
     check_delta,
     check_epsilon,
@@ -81,7 +82,9 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit._numeric.zcdp import slack_delta
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     DiscreteGaussianEvent,
     DpEvent,
@@ -89,8 +92,6 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     as_neighbouring,
 )
-from dpkit.accounting.zcdp import slack_delta
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
@@ -386,7 +387,7 @@ class GaussianPartitionSelection:
     delta: float | None = None
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma)
+        check_positive(self.sigma, "sigma")
         if not float(self.sigma) <= _MAX_SIGMA:
             raise PrivacyParameterError(
                 f"sigma={self.sigma!r} exceeds 2**52 (rho or epsilon too small for counts: the "
@@ -425,16 +426,14 @@ class GaussianPartitionSelection:
         sigma is ``sqrt(k / (2 rho))`` rounded up. The pmf slack of the fast sampler is reported
         in :attr:`pmf_slack` for the session's accountant (it is not folded into rho).
         """
-        r = check_positive("rho", rho)
+        r = check_positive(rho, "rho")
         dt = check_delta(threshold_delta, name="threshold_delta", allow_zero=False)
         k, rel = _unit_moves(max_partitions, neighbouring)
         if not k / (2.0 * r) <= _MAX_SIGMA**2:
             raise PrivacyParameterError(
                 f"rho={r!r} is too small: sigma = sqrt({k} / (2 rho)) would exceed 2**52"
             )
-        sigma = up(math.sqrt(k / (2.0 * r)) * (1.0 + 2.0**-50))
-        while not Fraction(k) / (2 * Fraction(sigma) ** 2) <= Fraction(r):
-            sigma = math.nextafter(sigma, math.inf)
+        sigma = sqrt_up(Fraction(k) / (2 * Fraction(r)))  # smallest with k / (2 sigma^2) <= rho
         tau = _calibrate_tau(sigma, k, dt)
         return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel)
 
@@ -458,19 +457,14 @@ class GaussianPartitionSelection:
         d_gauss = down(Fraction(dl) - Fraction(d_thr))
         if not (d_thr > 0.0 and d_gauss > 0.0):
             raise PrivacyParameterError(f"delta={dl!r} is too small to split")
-        lo, hi = 1e-3, 1.0
-        while not _gauss_delta(hi, k, eps) <= d_gauss:
-            hi *= 2.0
-            if hi > 2.0**40:
-                raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})")
-        for _ in range(80):
-            mid = math.sqrt(lo * hi)
-            if _gauss_delta(mid, k, eps) <= d_gauss:
-                hi = mid
-            else:
-                lo = mid
-        tau = _calibrate_tau(hi, k, d_thr)
-        return cls(sigma=hi, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
+        try:  # bracket doubled from [1e-3, 1] up to 2**40, bisected to adjacent doubles
+            sigma = search(lambda s: _gauss_delta(s, k, eps) <= d_gauss, 1e-3, 1.0,
+                           holds="above", expand="up", limit=2.0**40,
+                           what="Gaussian partition selection sigma")
+        except SearchError:
+            raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})") from None
+        tau = _calibrate_tau(sigma, k, d_thr)
+        return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
                    epsilon=eps, delta=dl)
 
     # -- privacy ----------------------------------------------------------------------------
@@ -566,22 +560,19 @@ def _threshold_delta(sigma: float, k: int, tau: int) -> float:
 def _gauss_delta(sigma: float, k: int, eps: float) -> float:
     """delta_G(eps) of the noisy counts: ``k`` composed discrete Gaussians of sensitivity 1,
     ``rho = k / (2 sigma^2)`` with total pmf slack ``A = k a``, converted by
-    :func:`dpkit.accounting.zcdp.slack_delta` (``e^A delta_rho(eps - 2A)``, rounded up)."""
+    :func:`dpkit._numeric.zcdp.slack_delta` (``e^A delta_rho(eps - 2A)``, rounded up)."""
     slack = Fraction(0) if not sigma < _EXACT_SIGMA else k * Fraction(DISCRETE_GAUSSIAN_SLACK)
     rho = Fraction(k) / (2 * Fraction(sigma) ** 2)
     return slack_delta(rho, slack, eps)
 
 
 def _calibrate_tau(sigma: float, k: int, target: float) -> int:
-    """Smallest integer tau >= 1 with ``_threshold_delta(sigma, k, tau) <= target``."""
+    """Smallest integer tau >= 1 with ``_threshold_delta(sigma, k, tau) <= target``.
+
+    :func:`dpkit._numeric.search.search_int` from ``[0, h]`` (0 stands for "fails"; h from the
+    Gaussian tail bound, doubled until it holds): the returned tau was evaluated to hold and
+    ``tau - 1`` fails (or is 0).
+    """
     hi = max(2, math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 * k / target))) + 2)
-    while not _threshold_delta(sigma, k, hi) <= target:
-        hi *= 2
-    lo = 0  # invariant: lo fails (or is 0), hi succeeds
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid >= 1 and _threshold_delta(sigma, k, mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return search_int(lambda t: t >= 1 and _threshold_delta(sigma, k, t) <= target, 0, hi,
+                      holds="above", expand="up", what="partition selection threshold")

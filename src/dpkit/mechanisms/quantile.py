@@ -57,13 +57,13 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     DpEvent,
     Neighbouring,
     SelfComposedEvent,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.selection import ExponentialMechanism
 from dpkit.noise import RandomSource, gumbel, resolve_source
 
@@ -83,7 +83,7 @@ def _check_edges(edges: Any) -> tuple[float, ...]:
         raw = list(edges)
     except TypeError as exc:
         raise PrivacyParameterError(f"edges must be a sequence of numbers, got {edges!r}") from exc
-    out = tuple(check_finite(f"edges[{i}]", e) for i, e in enumerate(raw))
+    out = tuple(check_finite(e, f"edges[{i}]") for i, e in enumerate(raw))
     if len(out) < 2:
         raise PrivacyParameterError("edges need at least two values (one bin)")
     if not all(a < b for a, b in itertools.pairwise(out)):

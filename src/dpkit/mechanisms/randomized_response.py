@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from dpkit._numeric.search import search_int
 from dpkit._numeric.validation import check_epsilon, check_probability
 from dpkit._numeric.values import parse_values
-from dpkit.accounting.events import Neighbouring, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import Neighbouring, RandomizedResponseEvent
 from dpkit.mechanisms._calibration import calibration_target, charged_epsilon, reported_epsilon
 from dpkit.noise import RandomSource, resolve_source
 
@@ -57,21 +58,17 @@ class RandomizedResponse:
                                          neighbouring=Neighbouring.REPLACE)
             return charged_epsilon(ev) <= target
 
-        lo, hi = _RES // 2, _RES - 1  # fits(lo) holds: p = 1/2 costs 0
-        if fits(hi):
-            lo = hi
-        while hi - lo > 1:  # invariant: fits(lo), not fits(hi)
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return cls(p=lo / _RES)
+        top = _RES - 1
+        if fits(top):
+            return cls(p=top / _RES)
+        # fits(2**52) holds (p = 1/2 costs 0), fits(top) does not: the largest k that fits.
+        k = search_int(fits, _RES // 2, top, holds="below", what="RandomizedResponse.from_epsilon")
+        return cls(p=k / _RES)
 
     @property
     def epsilon(self) -> float:
         """What a budget charges for :attr:`event`: ``ln(p / (1 - p))`` computed by
-        :func:`dpkit.accounting.pure.pure_epsilon_of` (exact ratio, then ``log1p`` inflated by a
+        :func:`dpkit.events.pure_epsilon_of` (exact ratio, then ``log1p`` inflated by a
         relative 2**-40), rounded up."""
         return reported_epsilon(self.event)
 

@@ -79,15 +79,14 @@ from dpkit._numeric.validation import (
     check_sensitivity,
 )
 from dpkit._numeric.values import is_missing_type, read_column
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ExponentialMechanismEvent,
     Neighbouring,
     ReportNoisyMaxEvent,
     as_neighbouring,
 )
-from dpkit.errors import PrivacyParameterError
-from dpkit.noise import RandomSource, resolve_source
-from dpkit.noise.samplers import _exp_and_sign, _exp_two_tailed
+from dpkit.noise import RandomSource, exponential_and_sign, exponential_two_tailed, resolve_source
 
 __all__ = ["ExponentialMechanism", "ReportNoisyMax"]
 
@@ -318,10 +317,10 @@ def _select(scores: Any, count: int, source: RandomSource | None, sensitivity: f
 
     def draw(m: int) -> npt.NDArray[np.float64]:
         if noise == "gumbel":
-            return -np.log(_exp_two_tailed(src, m))
+            return -np.log(exponential_two_tailed(src, m))
         if noise == "exponential":
-            return _exp_two_tailed(src, m)
-        e, sign = _exp_and_sign(src, m)
+            return exponential_two_tailed(src, m)
+        e, sign = exponential_and_sign(src, m)
         return np.where(sign, -e, e)
 
     return _noisy_argmax(z, k, draw, parallel=src.secure)
@@ -443,7 +442,7 @@ class ExponentialMechanism:
         rounded up (a larger gap is the safe statement).
         """
         n = check_integer(n_candidates, name="n_candidates", minimum=1)
-        tt = check_nonnegative("t", t)
+        tt = check_nonnegative(t, "t")
         c = 1.0 if self.monotonic else 2.0
         return up(c * self.sensitivity / self.epsilon * (math.log(n) + tt) * (1 + 2.0**-50))
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_bounds, check_integer
-from dpkit.accounting.events import Neighbouring, as_neighbouring
+from dpkit.events import Neighbouring, as_neighbouring
 
 __all__ = ["bounded_mean_sensitivity", "bounded_sum_sensitivity", "count_sensitivity"]
 

@@ -48,15 +48,15 @@ import hashlib
 import os
 import threading
 import weakref
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from dpkit._numeric.scratch import scratch
 from dpkit.errors import InsecureRandomnessError, PrivacyParameterError
 
-__all__ = ["SCRATCH_LIMIT", "RandomSource", "default_source", "resolve_source", "scratch"]
+__all__ = ["RandomSource", "default_source", "resolve_source"]
 
 _CHUNK_WORDS = 1 << 15  # 256 KiB of keystream per cipher call: stays in L2 cache
 _ZEROS = bytes(_CHUNK_WORDS * 8)
@@ -289,28 +289,6 @@ class RandomSource:
             r = int.from_bytes(self.bytes(nbytes), "little") & ((1 << k) - 1)
             if r < n:
                 return r
-
-
-_POOL = threading.local()
-SCRATCH_LIMIT = 1 << 17
-
-
-def scratch(name: str, n: int, dtype: type) -> npt.NDArray[Any]:
-    """A per-thread reusable work array of ``n`` elements (internal temporaries only).
-
-    Re-allocating chunk-sized temporaries makes the C library hand pages back to the OS and fault
-    them in again on every chunk; reusing them keeps large releases in cache. Callers must not
-    let the array escape, and must ask only for ``n <= SCRATCH_LIMIT``.
-    """
-    pool = getattr(_POOL, "arrays", None)
-    if pool is None:
-        pool = _POOL.arrays = {}
-    arr = pool.get(name)
-    if arr is None or arr.size < n or arr.dtype != dtype:
-        arr = np.empty(max(n, 1 << 10), dtype=dtype)
-        pool[name] = arr
-    view: npt.NDArray[Any] = arr[:n]
-    return view
 
 
 _LIVE_SOURCES: weakref.WeakSet[RandomSource] = weakref.WeakSet()

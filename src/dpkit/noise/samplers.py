@@ -17,9 +17,10 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._numeric.scratch import SCRATCH_LIMIT, scratch
 from dpkit._numeric.validation import check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
-from dpkit.noise._source import SCRATCH_LIMIT, RandomSource, _shape, scratch
+from dpkit.noise._source import RandomSource, _shape
 
 __all__ = [
     "CHUNK",
@@ -32,6 +33,8 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_exact",
     "exponential",
+    "exponential_and_sign",
+    "exponential_two_tailed",
     "gaussian",
     "gaussian_lattice_float",
     "gaussian_lattice_noise",
@@ -66,8 +69,11 @@ def _chunked(size: int | tuple[int, ...], dtype: type[_T],
     return out.reshape(shape)
 
 
-def _exp_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+def exponential_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
     """``k`` draws of E ~ Exp(1) (precise in the upper tail) with independent signs.
+
+    A building block shared by the samplers here and the noisy-max selections of
+    :mod:`dpkit.mechanisms` (unit scale, no validation: ``k`` is a trusted chunk size).
 
     E = -ln(V) for a full-precision uniform V, so E is exact to a few ulps for every
     E up to 708 (V down to 2**-1022); the sign is bit 63 of the word, independent of V.
@@ -79,8 +85,10 @@ def _exp_and_sign(source: RandomSource, k: int) -> tuple[FloatArray, npt.NDArray
     return e, (w >> _U64_63).astype(np.bool_)
 
 
-def _exp_two_tailed(source: RandomSource, k: int) -> FloatArray:
+def exponential_two_tailed(source: RandomSource, k: int) -> FloatArray:
     """``k`` draws of E ~ Exp(1) precise at both ends of its range.
+
+    A building block like :func:`exponential_and_sign` (unit scale, ``k`` a trusted chunk size).
 
     By memorylessness, with a fair coin B and a full-precision uniform U,
     ``E = ln 2 - ln U`` when B = 1 (the part E >= ln 2) and ``E = -log1p(-U/2)`` when B = 0
@@ -100,8 +108,8 @@ def _exp_two_tailed(source: RandomSource, k: int) -> FloatArray:
 # ---------------------------------------------------------------------------------------------
 def exponential(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) -> FloatArray:
     """Exponential with density ``exp(-x / scale) / scale`` on x >= 0, precise in both tails."""
-    scale = check_positive("scale", scale)
-    return _chunked(size, np.float64, lambda k: scale * _exp_two_tailed(source, k))
+    scale = check_positive(scale, "scale")
+    return _chunked(size, np.float64, lambda k: scale * exponential_two_tailed(source, k))
 
 
 def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, ...]
@@ -111,10 +119,10 @@ def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, .
     E is precise near 0, so the upper tail (large x, what decides an arg-max) is exact to a few
     ulps up to x = 744 scale.
     """
-    scale = check_positive("scale", scale)
+    scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
-        e = _exp_two_tailed(source, k)
+        e = exponential_two_tailed(source, k)
         return -scale * np.log(e)
 
     return _chunked(size, np.float64, fill)
@@ -128,10 +136,10 @@ def laplace(source: RandomSource, *, scale: float, size: int | tuple[int, ...]) 
     ``sign(u)`` as an independent coin, so ``x = -b s ln V`` keeps full relative precision in the
     tails. This is a plain floating-point sampler: releases use :func:`laplace_lattice_noise`.
     """
-    scale = check_positive("scale", scale)
+    scale = check_positive(scale, "scale")
 
     def fill(k: int) -> FloatArray:
-        e, s = _exp_and_sign(source, k)
+        e, s = exponential_and_sign(source, k)
         e *= scale
         return np.where(s, -e, e)
 
@@ -266,7 +274,7 @@ def _polar_normals(source: RandomSource, k: int, out: FloatArray | None = None) 
 
 def gaussian(source: RandomSource, *, sigma: float, size: int | tuple[int, ...]) -> FloatArray:
     """Normal(0, sigma^2): density ``exp(-x^2 / (2 sigma^2)) / (sigma sqrt(2 pi))`` (polar)."""
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     return _chunked(size, np.float64, lambda k: sigma * _polar_normals(source, k))
 
 
@@ -297,7 +305,7 @@ def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[i
     bins hold at least 2**30 atoms of the sampler. Every bin probability is therefore within a
     factor ``exp(+-2**-26.5)`` of exact; mechanisms charge ``pmf_slack = 2**-25``.
     """
-    t = check_positive("t", t)
+    t = check_positive(t, "t")
     if not t < 2.0**33:
         raise PrivacyParameterError(f"t must be below 2**33, got {t!r}")
 
@@ -323,7 +331,7 @@ def laplace_lattice_float(source: RandomSource, t: float, k: int,
     block = math.ldexp(1.0, math.frexp(t)[1] - 13)  # r = t / block in [2**12, 2**13)
     r = t / block
     width = -math.expm1(-block / t)  # P(t E < block), computed to full relative precision
-    e, s = _exp_and_sign(source, k)
+    e, s = exponential_and_sign(source, k)
     e *= r
     coarse = np.floor(e)
     u = source.uniform(k)
@@ -352,7 +360,7 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
     so for sigma < 2**21 each bin boundary moves by at most 2**-22.3 and every bin probability is
     within a factor ``exp(+-2**-21.3)`` of exact; mechanisms charge ``pmf_slack = 2**-20``.
     """
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     if not sigma < 2.0**21:
         raise PrivacyParameterError(f"sigma must be below 2**21, got {sigma!r}")
     return _chunked(size, np.int64,
@@ -400,7 +408,7 @@ def geometric(source: RandomSource, *, p: float, size: int | tuple[int, ...]) ->
     lam = -math.log1p(-p)
 
     def fill(k: int) -> IntArray:
-        e, _ = _exp_and_sign(source, k)
+        e, _ = exponential_and_sign(source, k)
         g = np.floor(e / lam)
         return np.minimum(g, 2.0**62).astype(np.int64)
 
@@ -416,11 +424,11 @@ def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[in
     pmf error is bounded as in :func:`laplace_lattice_noise` (``exp(+-2**-26.5)`` per geometric,
     so ``exp(+-2**-25.5)`` for the difference); beyond, it grows like ``t 2**-48``.
     """
-    t = check_positive("scale", scale)
+    t = check_positive(scale, "scale")
 
     def fill(k: int) -> IntArray:
-        e1, _ = _exp_and_sign(source, k)
-        e2, _ = _exp_and_sign(source, k)
+        e1, _ = exponential_and_sign(source, k)
+        e2, _ = exponential_and_sign(source, k)
         g: FloatArray = np.floor(e1 * t) - np.floor(e2 * t)
         np.clip(g, -(2.0**62), 2.0**62, out=g)
         return g.astype(np.int64)
@@ -442,7 +450,7 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
     ``exp(+-2**-24)`` of the exact law for sigma < 2**13 (charged ``2**-23``); use
     :func:`discrete_gaussian_exact` when exactness is required.
     """
-    sigma = check_positive("sigma", sigma)
+    sigma = check_positive(sigma, "sigma")
     t = math.floor(sigma) + 1
     s2 = sigma * sigma
 
@@ -455,7 +463,7 @@ def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[i
             a = np.abs(y).astype(np.float64) - s2 / t
             # Bernoulli(exp(-gamma)) as E >= gamma with E ~ Exp(1) at full relative precision:
             # exact to a relative gamma 2**-50 even where exp(-gamma) is far below 2**-53.
-            e, _ = _exp_and_sign(source, m)
+            e, _ = exponential_and_sign(source, m)
             accept = e >= (a * a) / (2.0 * s2)
             out[todo[accept]] = y[accept]
             todo = todo[~accept]
@@ -471,7 +479,7 @@ def _as_fraction(name: str, value: Fraction | int | float) -> Fraction:
     if isinstance(value, bool):
         raise PrivacyParameterError(f"{name} must be a rational number, got {value!r}")
     if isinstance(value, float):
-        check_positive(name, value) if value != 0 else None
+        check_positive(value, name) if value != 0 else None
         if not math.isfinite(value):
             raise PrivacyParameterError(f"{name} must be finite, got {value!r}")
         return Fraction(value)

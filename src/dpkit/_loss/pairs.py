@@ -1,8 +1,13 @@
-"""Dominating pairs (P, Q) of the mechanisms the PLD accountant knows, described by their tails.
+"""Dominating pairs (P, Q) of mechanisms, described by the tails of their privacy loss.
 
-Private helper of :mod:`dpkit.accounting.pld`. A pair is known through the distribution of its
-privacy loss ``L = log(dP/dQ)``: for a vector of loss values ``e`` the method :meth:`tails`
-returns the four arrays
+The one home of the worst-case output pairs that the privacy-loss engine
+(:mod:`dpkit._loss.grid`) discretises and composes: the PLD accountant
+(:mod:`dpkit.accounting.pld`) builds them from events, :func:`dpkit.fdp.tensor` from trade-off
+functions (``T(P_f, Q_f)`` is the pair ``P = Q_f``, ``Q = P_f`` here), and
+:mod:`dpkit.divergence` reads its Gaussian and Laplace pairs' profiles from them.
+
+A pair is known through the distribution of its privacy loss ``L = log(dP/dQ)``: for a vector
+of loss values ``e`` the method :meth:`tails` returns the four arrays
 
 * ``sf_p = P(L > e)`` (this includes the mass of ``L = +inf``, where ``Q = 0``),
 * ``sf_q = Q(L > e)``,
@@ -33,14 +38,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dpkit._numeric import rounding
+
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["AtomPair", "FloatArray", "MixturePair", "Tails", "worst_case_pair"]
+__all__ = [
+    "AtomPair",
+    "FloatArray",
+    "MixturePair",
+    "Pair",
+    "Tails",
+    "atom_pair",
+    "discrete_gaussian_pair",
+    "discrete_laplace_pair",
+    "gaussian_pair",
+    "laplace_pair",
+    "laplace_profile",
+    "pair_profile",
+    "randomized_response_pair",
+    "tradeoff_segments_pair",
+    "worst_case_pair",
+]
 
 Tails = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
 
@@ -206,3 +230,133 @@ def worst_case_pair(epsilon: float, delta: float) -> AtomPair:
     hi = (1.0 - delta) / (1.0 + math.exp(-epsilon))
     lo = (1.0 - delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
     return AtomPair((-epsilon, epsilon), (lo, hi), delta)
+
+
+Pair = MixturePair | AtomPair
+
+
+def _scale_for(mu: float) -> float:
+    """``1 / mu`` rounded *down*, so that the pair's shift ``1 / scale`` is at least ``mu``."""
+    return rounding.down(1 / Fraction(mu))
+
+
+def gaussian_pair(mu: float) -> Pair:
+    """``P = N(mu, 1)``, ``Q = N(0, 1)`` (the Gaussian mechanism, ``mu`` = sensitivity / sigma),
+    as the noise-scale pair ``N(1, s^2)`` vs ``N(0, s^2)`` with ``s = 1/mu`` rounded down (the
+    loss ``L ~ N(mu^2/2, mu^2)`` is then at least as spread: pessimistic). ``mu = 0`` is the
+    identity pair, ``mu = inf`` the pair that reveals everything."""
+    if mu == 0.0:
+        return AtomPair((0.0,), (1.0,))
+    if math.isinf(mu) or _scale_for(mu) == 0.0:
+        return AtomPair((0.0,), (0.0,), 1.0)
+    return MixturePair("gaussian", _scale_for(mu), 1.0, "remove")
+
+
+def laplace_pair(mu: float) -> Pair:
+    """``P = Lap(mu, 1)``, ``Q = Lap(0, 1)`` (the Laplace mechanism, ``mu`` = sensitivity / b),
+    as ``Lap(1, b)`` vs ``Lap(0, b)`` with ``b = 1/mu`` rounded down (loss clipped to
+    ``[-1/b, 1/b]``, at least as wide)."""
+    if mu == 0.0:
+        return AtomPair((0.0,), (1.0,))
+    if math.isinf(mu) or _scale_for(mu) == 0.0:
+        return AtomPair((0.0,), (0.0,), 1.0)
+    return MixturePair("laplace", _scale_for(mu), 1.0, "remove")
+
+
+def atom_pair(losses: FloatArray, masses: FloatArray, inf_mass: float) -> AtomPair:
+    """An :class:`AtomPair` from unsorted atoms (equal losses merged, empty atoms dropped)."""
+    order = np.argsort(losses, kind="stable")
+    ls, ms = losses[order], masses[order]
+    uniq, inv = np.unique(ls, return_inverse=True)
+    tot = np.bincount(inv, weights=ms)
+    keep = tot > 0.0
+    if not keep.any():
+        return AtomPair((0.0,), (0.0,), inf_mass)
+    return AtomPair(tuple(float(v) for v in uniq[keep]), tuple(float(v) for v in tot[keep]),
+                    inf_mass)
+
+
+def tradeoff_segments_pair(p_f: FloatArray, q_f: FloatArray, q_only: float) -> AtomPair:
+    """The pair of a piecewise-linear trade-off function ``T(P_f, Q_f)`` from its segments.
+
+    Segment ``i`` is an outcome with ``P_f``-mass ``p_f[i]`` and ``Q_f``-mass ``q_f[i]``; here
+    ``P = Q_f`` and ``Q = P_f``, so its loss is ``log(q_f / p_f)`` with P-mass ``q_f``. The drop
+    at alpha = 0 (``q_only``, impossible under ``P_f``) is the mass at ``+inf``; outcomes with
+    ``q_f = 0`` carry only Q-mass (loss ``-inf``) and need no atom.
+    """
+    live = (q_f > 0.0) & (p_f > 0.0)
+    pure = (q_f > 0.0) & (p_f <= 0.0)  # a segment of infinite slope: Q_f-only mass
+    inf_mass = min(1.0, q_only + float(np.sum(q_f[pure])))
+    with np.errstate(divide="ignore"):
+        loss = np.log(q_f[live]) - np.log(p_f[live])
+    return atom_pair(loss, q_f[live], inf_mass)
+
+
+def randomized_response_pair(p_truth: float, categories: int) -> AtomPair | None:
+    """k-ary randomized response: losses ``+eps`` (mass p), ``-eps`` (mass ``r``) and 0 (mass
+    ``(k - 2) r``), ``r = (1 - p)/(k - 1)``, ``eps = ln(p / r)``; None when ``eps <= 0``."""
+    p, k = p_truth, categories
+    if p == 1.0:
+        return AtomPair((0.0,), (0.0,), 1.0)
+    eps = math.log(p * (k - 1) / (1.0 - p))
+    if eps <= 0.0:
+        return None
+    other = (1.0 - p) / (k - 1)
+    if k == 2:
+        return AtomPair((-eps, eps), (other, p))
+    return AtomPair((-eps, 0.0, eps), (other, (k - 2) * other, p))
+
+
+def discrete_laplace_pair(scale: float, sens: int) -> AtomPair:
+    """P = DLap(0, t), Q = DLap(Delta, t): loss (|k - Delta| - |k|) / t."""
+    r = math.exp(-1.0 / scale)
+    norm = (1.0 - r) / (1.0 + r)
+    ks = np.arange(1, sens, dtype=np.float64)
+    losses = [sens / scale, -sens / scale]
+    masses = [1.0 / (1.0 + r), r**sens / (1.0 + r)]
+    mid_l = (sens - 2.0 * ks) / scale
+    mid_m = norm * r**ks
+    return atom_pair(np.concatenate((losses, mid_l)), np.concatenate((masses, mid_m)), 0.0)
+
+
+def discrete_gaussian_pair(sigma: float, sens: int) -> AtomPair:
+    """P = N_Z(0, s^2), Q = N_Z(Delta, s^2): loss (Delta^2 - 2 k Delta) / (2 s^2).
+
+    The support is cut where the P-mass left out is below 1e-30; that mass is put at +inf
+    (pessimistic).
+    """
+    half = math.ceil(sigma * 12.0) + 2 * sens + 2
+    ks = np.arange(-half, half + 1, dtype=np.float64)
+    logw = -(ks**2) / (2.0 * sigma**2)
+    # normaliser over Z: the sum over the window plus a geometric bound on the rest
+    z_win = float(np.sum(np.exp(logw)))
+    out_bound = 2.0 * math.exp(-((half + 1) ** 2) / (2.0 * sigma**2)) / (
+        1.0 - math.exp(-(2 * half + 1) / (2.0 * sigma**2))
+    )
+    probs = np.exp(logw) / z_win  # slightly too large: the normaliser used is a lower bound
+    inf_mass = out_bound / z_win
+    losses = (sens**2 - 2.0 * ks * sens) / (2.0 * sigma**2)
+    scale_back = 1.0 / (1.0 + inf_mass)
+    return atom_pair(losses, probs * scale_back, min(1.0, inf_mass * (1.0 + 1e-9)))
+
+
+def laplace_profile(eps: float, mu: float) -> float:
+    """The privacy profile of the Laplace pair, ``H_{e^eps}(Lap(mu, 1) || Lap(0, 1))``.
+
+    ``0`` for ``eps >= mu``, ``1 - e^{(eps - mu)/2}`` for ``|eps| < mu`` and ``1 - e^eps`` for
+    ``eps <= -mu`` (the loss is clipped to ``[-mu, mu]``; the hockey-stick divergence of two
+    Laplace laws, Balle and Wang 2018). Evaluated with ``expm1`` (a few ulps); callers round in
+    their safe direction. The one home of this formula (the divergence pair, the Laplace
+    trade-off function and the accountant's single-Laplace closed form read it).
+    """
+    if eps >= mu:
+        return 0.0
+    return -math.expm1((eps - mu) / 2.0) if eps > -mu else -math.expm1(eps)
+
+
+def pair_profile(pair: Pair, eps: float) -> float:
+    """``delta(eps) = P(L > eps) - e^eps Q(L > eps)`` of one pair, from its tails (no grid)."""
+    sf_p, sf_q, _, _ = pair.tails(np.array([eps], dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        val = float(sf_p[0]) - math.exp(min(eps, 700.0)) * float(sf_q[0])
+    return max(0.0, val)
