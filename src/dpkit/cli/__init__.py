@@ -135,7 +135,7 @@ def _root(
 
 # Subcommand groups: (module under dpkit.cli, command name). Each module defines `app`.
 _GROUPS: tuple[tuple[str, str], ...] = (
-    ("_ldp", "ldp"), ("_audit", "audit"), ("_account", "account"),
+    ("_ldp", "ldp"), ("_audit", "audit"), ("_account", "account"), ("_serve", "serve"),
 )
 
 
