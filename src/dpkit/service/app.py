@@ -22,7 +22,6 @@ each token gets ``rate`` requests per second on average (bursts up to ``burst``)
 A missing or unknown token gets 401 and spends nothing.
 """
 
-from __future__ import annotations
 
 import asyncio
 import contextvars
@@ -85,10 +84,6 @@ class ServiceConfig:
 
 
 # ---------------------------------------------------------------------- body size limit
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """ASGI middleware: a body longer than ``limit`` bytes gets 413, read no further.
 
@@ -124,27 +119,34 @@ class BodyLimit:
                     return
         seen = 0
         started = False
+        refused = False
 
         async def receive_limited() -> Any:
-            nonlocal seen
+            nonlocal seen, refused, started
+            if refused:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    # Answer 413 at once and tell the application the client went away, so it
+                    # stops reading (its own error responses are then dropped).
+                    refused = True
+                    if not started:
+                        started = True
+                        await self._refuse(send, 413, f"request body above {self.limit} bytes")
+                    return {"type": "http.disconnect"}
             return msg
 
         async def send_tracked(msg: Any) -> None:
             nonlocal started
+            if refused:
+                return
             if msg["type"] == "http.response.start":
                 started = True
             await send(msg)
 
-        try:
-            await self.app(scope, receive_limited, send_tracked)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send, 413, f"request body above {self.limit} bytes")
+        await self.app(scope, receive_limited, send_tracked)
 
 
 # ---------------------------------------------------------------------- rate limit
