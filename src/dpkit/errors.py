@@ -12,6 +12,7 @@ __all__ = [
     "BudgetUnavailableError",
     "DPKitError",
     "InsecureRandomnessError",
+    "LedgerError",
     "PrivacyParameterError",
     "SerializationError",
     "UnsupportedEventError",
@@ -35,6 +36,13 @@ class BudgetExceededError(DPKitError):
 
 class BudgetUnavailableError(BudgetExceededError):
     """The budget cannot be charged in this process (an in-memory budget copied by ``fork``)."""
+
+
+class LedgerError(BudgetUnavailableError):
+    """The budget's ledger store failed (disk full, connection lost, ...) or disagrees with the
+    budget (another definition under the same name); nothing was charged, so nothing may be
+    released. A :class:`BudgetExceededError`, so ``except BudgetExceededError`` still stops the
+    release."""
 
 
 class UnsupportedEventError(DPKitError, TypeError):

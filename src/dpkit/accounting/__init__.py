@@ -9,7 +9,10 @@
 * DP-SGD: :func:`dpsgd_epsilon`, :func:`dpsgd_noise_multiplier`.
 * zCDP: :class:`ZCdpAccountant`, :func:`zcdp_epsilon`, :func:`zcdp_delta`, :func:`zcdp_rho_for`.
 * Budgets: :class:`Budget` (filter or odometer; charge before you release; ``Accountant`` is its
-  former name), :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu).
+  former name), :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu),
+  :class:`SubBudget` (an analyst's cap under a budget's total).
+* The budget's storage seam: :class:`Ledger` (compare-and-append records, replayed to rebuild a
+  budget), :class:`MemoryLedger` (the default); durable stores are in :mod:`dpkit.ledger`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dpkit.accounting.events import Neighbouring
 if TYPE_CHECKING:  # the names below load lazily, so importing events stays light
     from dpkit.accounting._base import PrivacyAccountant
     from dpkit.accounting.approx import ApproxDpAccountant
-    from dpkit.accounting.budget import Accountant, Budget
+    from dpkit.accounting.budget import Accountant, Budget, ChargeRecord, SubBudget
     from dpkit.accounting.composition import (
         advanced_composition,
         basic_composition,
@@ -39,6 +42,7 @@ if TYPE_CHECKING:  # the names below load lazily, so importing events stays ligh
         dpsgd_gdp_epsilon,
         dpsgd_gdp_mu,
     )
+    from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
     from dpkit.accounting.pld import PldAccountant
     from dpkit.accounting.pure import PureDpAccountant
     from dpkit.accounting.rdp import RdpAccountant
@@ -49,6 +53,11 @@ _LAZY = {
     "ApproxDpAccountant": "approx",
     "Accountant": "budget",
     "Budget": "budget",
+    "ChargeRecord": "budget",
+    "SubBudget": "budget",
+    "Ledger": "ledger",
+    "LedgerRecord": "ledger",
+    "MemoryLedger": "ledger",
     "GdpFilter": "filters",
     "ZCdpFilter": "filters",
     "ExactGdpAccountant": "gdp",
@@ -89,14 +98,19 @@ __all__ = [
     "Accountant",
     "ApproxDpAccountant",
     "Budget",
+    "ChargeRecord",
     "ExactGdpAccountant",
     "GdpAccountant",
     "GdpFilter",
+    "Ledger",
+    "LedgerRecord",
+    "MemoryLedger",
     "Neighbouring",
     "PldAccountant",
     "PrivacyAccountant",
     "PureDpAccountant",
     "RdpAccountant",
+    "SubBudget",
     "ZCdpAccountant",
     "ZCdpFilter",
     "advanced_composition",

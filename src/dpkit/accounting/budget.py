@@ -100,15 +100,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import numbers
 import os
 import threading
+import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import (
@@ -119,6 +121,7 @@ from dpkit._numeric.validation import (
     check_nonnegative,
     check_positive,
 )
+from dpkit.accounting import ledger as _ledger
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting._relations import restate
 from dpkit.accounting.approx import ApproxDpAccountant, gaussian_pair
@@ -137,12 +140,13 @@ from dpkit.accounting.pure import PureDpAccountant
 from dpkit.errors import (
     BudgetExceededError,
     BudgetUnavailableError,
+    LedgerError,
     PrivacyParameterError,
     SerializationError,
     UnsupportedEventError,
 )
 
-__all__ = ["Accountant", "Budget", "ChargeCost", "Share"]
+__all__ = ["Accountant", "Budget", "ChargeCost", "ChargeRecord", "Share", "SubBudget"]
 
 _FORMAT = "dpkit.budget"
 
@@ -172,6 +176,42 @@ _METHODS = ("basic", "rdp", "zcdp", "gdp")
 #: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
 _SPLIT_HEADROOM = Fraction(1) - Fraction(2) ** -40
 _DEFAULT_SLACK = 2.0**-12
+#: Compare-and-append attempts before a charge gives up (each lost attempt is another writer's
+#: accepted record, so the ledger always moves on).
+_MAX_ATTEMPTS = 100_000
+#: Largest metadata (as JSON text) stored with one charge.
+_MAX_METADATA = 65_536
+
+_T = TypeVar("_T")
+_ALL: Any = object()  # history(): every analyst
+
+
+def _store_call(call: Callable[[], _T]) -> _T:
+    """Run a store operation; any failure of the store becomes a :class:`LedgerError` (the
+    stores raise it themselves; this also catches what a third-party store might raise)."""
+    try:
+        return call()
+    except LedgerError:
+        raise
+    except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
+        raise LedgerError(f"the ledger store failed; nothing was charged: {exc!r}") from exc
+
+
+def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Metadata stored with a charge: a JSON object (str keys, finite numbers) of at most
+    64 KiB, returned as a fresh dict (a later change to the caller's object changes nothing)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+        raise PrivacyParameterError(f"metadata must be a mapping with str keys, got {metadata!r}")
+    try:
+        text = json.dumps(dict(metadata), allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise PrivacyParameterError(f"metadata must be JSON data: {exc}") from exc
+    if len(text) > _MAX_METADATA:
+        raise PrivacyParameterError(f"metadata is {len(text)} characters, over {_MAX_METADATA}")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def _new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
@@ -249,6 +289,25 @@ class ChargeCost:
         return f"{native}(epsilon={self.epsilon!r}, delta={self.delta!r})"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChargeRecord:
+    """One charge as the ledger keeps it (see :meth:`Budget.history`).
+
+    ``seq``: its place in the ledger (from 1); ``time``: when it was written (UNIX seconds,
+    UTC); ``analyst``: the sub-budget charged (``None``: the total itself); ``event`` and
+    ``count``: what was charged; ``metadata``: what the caller attached (a query, a summary);
+    ``spent_after``: the total's ``(epsilon, delta)`` spent after it, rounded up.
+    """
+
+    seq: int
+    time: float
+    analyst: str | None
+    event: DpEvent
+    count: int
+    metadata: dict[str, Any]
+    spent_after: tuple[float, ...]
+
+
 @dataclasses.dataclass(frozen=True)
 class Share:
     """One of k equal parts of a budget's remaining privacy (see :meth:`Budget.split`).
@@ -323,6 +382,8 @@ class Budget:
         pmf_slack_allowance: float | None = None,
         approx_delta_allowance: float | None = None,
         neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+        ledger: _ledger.Ledger | None = None,
+        name: str = "budget",
     ) -> None:
         self._neighbouring = as_neighbouring(neighbouring)
         if mode not in _MODES:
@@ -391,6 +452,45 @@ class Budget:
             spent_epsilon=Fraction(0),
             spent_delta=Fraction(0),
         )
+        self._attach(ledger, name)
+
+    def _attach(self, ledger: _ledger.Ledger | None, name: str) -> None:
+        """Store the definition under ``name`` (or check it against the stored one), then
+        replay every stored record."""
+        if ledger is not None and not isinstance(ledger, _ledger.Ledger):
+            raise LedgerError(f"ledger must be a Ledger store, got {ledger!r}")
+        self._store: _ledger.Ledger = _ledger.MemoryLedger() if ledger is None else ledger
+        self._durable = ledger is not None and not isinstance(ledger, _ledger.MemoryLedger)
+        self._name = _ledger.check_budget_name(name)
+        self._seq = 0  # the last record replayed into self._state
+        self._subs: dict[str, Budget] = {}
+        mine = json.dumps(self._definition(), sort_keys=True)
+        stored = _store_call(lambda: self._store.define(self._name, mine))
+        if stored != mine:
+            raise LedgerError(
+                f"the ledger already holds a budget named {self._name!r} with another "
+                f"definition: stored {stored}, given {mine}; open it with Budget.open() or "
+                "use another name"
+            )
+        with self._lock:
+            self._sync()
+
+    def _definition(self) -> dict[str, Any]:
+        """What the budget is (everything :meth:`to_json` saves except the charges)."""
+        return {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "epsilon": self._budget_epsilon,
+            "delta": self._budget_delta,
+            "mode": self._mode,
+            "method": self._method,
+            "rdp_order": self._rdp_order,
+            "rho": self._given_rho,
+            "mu": self._given_mu,
+            "pmf_slack_allowance": self._slack_allowance,
+            "approx_delta_allowance": self._approx_allowance,
+            "neighbouring": self._neighbouring.value,
+        }
 
     def _setup_approx(self, allowance: float | None) -> None:
         """``delta_max``: validated, default ``down(delta / 2)`` (0 for a rho budget)."""
@@ -767,6 +867,7 @@ class Budget:
         epsilon: float | None = None,
         delta: float | None = None,
         count: int = 1,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Charge an event, a mechanism (its ``.event``) or a black-box ``epsilon``/``delta``.
 
@@ -776,16 +877,39 @@ class Budget:
         interpreter cannot read exactly raises :class:`~dpkit.errors.UnsupportedEventError`.
         In both cases nothing changes. A bare number (``charge(0.5)``) is refused: write
         ``charge(epsilon=0.5)``.
+
+        The accepted charge is written to the budget's ledger (with ``metadata``, a JSON object
+        such as ``{"query": ...}``, shown by :meth:`history`) before this returns; if the store
+        fails, :class:`~dpkit.errors.LedgerError` is raised and nothing was charged.
         """
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
+        meta = _check_metadata(metadata)
         with self._lock:
-            if self._forked:
+            self._commit(ev, n, meta, None)
+
+    def _refuse_if_forked(self) -> None:
+        if self._forked:
+            if self._durable:
                 raise BudgetUnavailableError(
-                    "this in-memory budget was copied into a forked process, where charging "
-                    "it could spend the same privacy twice; charge it in the process that "
-                    "created it; nothing was charged"
+                    "this budget was copied into a forked process, where its ledger "
+                    "connection must not be used; open the ledger again in this process "
+                    "(Budget.open); nothing was charged"
                 )
+            raise BudgetUnavailableError(
+                "this in-memory budget was copied into a forked process, where charging "
+                "it could spend the same privacy twice; charge it in the process that "
+                "created it; nothing was charged"
+            )
+
+    def _commit(self, ev: DpEvent, n: int, meta: dict[str, Any],
+                sub_name: str | None) -> None:
+        """Check the charge against the total (and the sub-budget ``sub_name``) and append its
+        record by compare-and-append; on a conflict, replay what the other writer added and
+        check again (call with the lock held)."""
+        self._refuse_if_forked()
+        for _ in range(_MAX_ATTEMPTS):
+            self._sync()
             old = self._state
             new, used = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
@@ -795,7 +919,196 @@ class Budget:
                     f"{self._describe(new)}, over the budget {self._describe_budget()}; "
                     f"already spent {self._describe(old)}; nothing was charged"
                 )
-            self._state = new  # the only state change
+            sub_new: _State | None = None
+            sub = None
+            body: dict[str, Any] = {"event": event_to_dict(ev), "count": n, "metadata": meta,
+                                    "spent_after": [up(new.spent_epsilon),
+                                                    min(up(new.spent_delta), 1.0)]}
+            if sub_name is not None:
+                sub = self._subs[sub_name]
+                sub_new, sub_used = sub._trial(ev, n)
+                if not sub._within(sub_new):
+                    cost = sub._cost_after(sub_used, n, sub_new)
+                    raise BudgetExceededError(
+                        f"charging {ev!r} x{n} would cost {cost} and take {sub_name!r}'s "
+                        f"spent privacy to {sub._describe(sub_new)}, over its budget "
+                        f"{sub._describe_budget()}; already spent {sub._describe(sub._state)}; "
+                        "nothing was charged"
+                    )
+                body["analyst_spent_after"] = [up(sub_new.spent_epsilon),
+                                               min(up(sub_new.spent_delta), 1.0)]
+            record = _ledger.LedgerRecord(seq=self._seq + 1, time=time.time(), kind="charge",
+                                  analyst=sub_name, payload=json.dumps(body, sort_keys=True))
+            if _store_call(functools.partial(self._store.append, self._name, record)):
+                self._state = new  # the only state changes
+                if sub is not None and sub_new is not None:
+                    sub._state = sub_new
+                self._seq = record.seq
+                return
+        raise LedgerError(  # pragma: no cover - needs _MAX_ATTEMPTS lost races in a row
+            f"gave up after {_MAX_ATTEMPTS} attempts lost to other writers; nothing was charged"
+        )
+
+    def _sync(self) -> None:
+        """Replay the records other writers appended since the last one read (lock held)."""
+        if self._forked:
+            return  # a forked copy must not use the parent's store connection
+        for record in _store_call(lambda: self._store.read(self._name, self._seq)):
+            self._apply(record)
+
+    def _apply(self, record: _ledger.LedgerRecord) -> None:
+        """Replay one stored record, as it was checked when written (no check again: a record
+        over the budget, which only a damaged store could hold, stays counted, conservatively,
+        and the budget reports :attr:`exceeded`)."""
+        if record.seq != self._seq + 1:
+            raise LedgerError(
+                f"ledger of {self._name!r} skips from record {self._seq} to {record.seq}"
+            )
+        try:
+            body = json.loads(record.payload)
+            if record.kind == "sub_budget":
+                assert record.analyst is not None
+                if record.analyst in self._subs:
+                    raise LedgerError(f"sub-budget {record.analyst!r} is defined twice")
+                self._subs[record.analyst] = self._make_sub(body["definition"])
+            else:
+                ev = event_from_dict(body["event"])
+                n = body["count"]
+                new, _ = self._trial(ev, n)
+                if record.analyst is not None:
+                    sub = self._subs[record.analyst]
+                    sub._state, _ = sub._trial(ev, n)
+                self._state = new
+        except (KeyError, TypeError, AssertionError, ValueError, UnsupportedEventError) as exc:
+            raise LedgerError(
+                f"record {record.seq} of budget {self._name!r} cannot be replayed: {exc!r}"
+            ) from exc
+        self._seq = record.seq
+
+    def refresh(self) -> None:
+        """Read the charges that other processes sharing the ledger have made since the last
+        read (:meth:`charge`, :meth:`can_charge` and :meth:`cost_of` do this themselves;
+        :attr:`spent` and :attr:`remaining` show the state as of the last read)."""
+        with self._lock:
+            self._sync()
+
+    def history(self, analyst: str | None = _ALL) -> list[ChargeRecord]:
+        """Every recorded charge, in order, read from the ledger (``analyst="alice"``: only the
+        charges of that sub-budget; ``analyst=None``: only those made on the total itself)."""
+        with self._lock:
+            self._sync()
+            records = _store_call(lambda: self._store.read(self._name, 0))
+        out = []
+        for record in records:
+            if record.kind != "charge" or (analyst is not _ALL and record.analyst != analyst):
+                continue
+            body = json.loads(record.payload)
+            out.append(ChargeRecord(
+                seq=record.seq, time=record.time, analyst=record.analyst,
+                event=event_from_dict(body["event"]), count=body["count"],
+                metadata=body["metadata"], spent_after=tuple(body["spent_after"]),
+            ))
+        return out
+
+    @property
+    def name(self) -> str:
+        """The budget's name in its ledger."""
+        return self._name
+
+    @property
+    def store(self) -> _ledger.Ledger:
+        """The ledger store that holds the budget's records."""
+        return self._store
+
+    @classmethod
+    def open(cls, ledger: _ledger.Ledger, name: str = "budget") -> Budget:
+        """The budget stored under ``name`` in ``ledger``, its definition read from the store
+        and its records replayed. Raises :class:`~dpkit.errors.LedgerError` when there is none."""
+        _ledger.check_budget_name(name)
+        text = _store_call(lambda: ledger.definition(name))
+        if text is None:
+            raise LedgerError(f"the ledger holds no budget named {name!r}")
+        try:
+            data = json.loads(text)
+            kwargs = {k: data[k] for k in ("epsilon", "delta", "mode", "method", "rdp_order",
+                                           "rho", "mu", "pmf_slack_allowance",
+                                           "approx_delta_allowance", "neighbouring")}
+            if data["format"] != _FORMAT or data["version"] != _VERSION:
+                raise ValueError(f"format {data['format']!r} version {data['version']!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LedgerError(f"stored definition of {name!r} is unreadable: {exc!r}") from exc
+        if kwargs["rho"] is not None or kwargs["mu"] is not None:
+            kwargs["epsilon"] = None
+        budget = Budget(**kwargs, ledger=ledger, name=name)
+        return budget
+
+    # ------------------------------------------------------------------ sub-budgets
+    def _make_sub(self, definition: Mapping[str, Any]) -> Budget:
+        keys = {"epsilon", "delta", "rho", "mu"}
+        if not isinstance(definition, Mapping) or set(definition) != keys:
+            raise LedgerError(f"a sub-budget definition has the fields {sorted(keys)}")
+        method = self._kind if self._kind in _METHODS else "basic"
+        if definition["rho"] is not None:
+            method = "zcdp"
+        elif definition["mu"] is not None:
+            method = "gdp"
+        order = self._rdp_order if method == "rdp" and definition["delta"] else None
+        try:
+            return Budget(**definition, method=method, rdp_order=order,
+                          neighbouring=self._neighbouring)
+        except PrivacyParameterError as exc:
+            raise PrivacyParameterError(f"sub-budget caps {dict(definition)}: {exc}") from exc
+
+    def sub_budget(self, analyst: str, *, epsilon: float | None = None, delta: float = 0.0,
+                   rho: float | None = None, mu: float | None = None) -> SubBudget:
+        """A sub-budget of this budget for ``analyst``: its charges are checked against its own
+        cap (``epsilon``/``delta``, or ``rho``/``mu``, read with this budget's method and
+        neighbouring relation) AND against this budget's total, and written as one record, so
+        the total is never exceeded however analysts interleave. The caps of all sub-budgets may
+        add up to more than the total (the total still holds).
+
+        With caps: creates the sub-budget (stored in the ledger) or reopens it if the stored caps
+        are the same; different caps raise :class:`~dpkit.errors.LedgerError`. Without caps:
+        reopens an existing one.
+        """
+        _ledger.check_budget_name(analyst, "analyst")
+        given = epsilon is not None or rho is not None or mu is not None
+        definition = {"epsilon": epsilon, "delta": delta, "rho": rho, "mu": mu}
+        if given:
+            candidate = self._make_sub(definition)  # validates the caps
+            definition = {"epsilon": candidate._budget_epsilon, "delta": candidate._budget_delta,
+                          "rho": candidate._given_rho, "mu": candidate._given_mu}
+        with self._lock:
+            self._refuse_if_forked()
+            for _ in range(_MAX_ATTEMPTS):
+                self._sync()
+                if analyst in self._subs:
+                    sub = self._subs[analyst]
+                    stored = {"epsilon": sub._budget_epsilon, "delta": sub._budget_delta,
+                              "rho": sub._given_rho, "mu": sub._given_mu}
+                    if given and stored != definition:
+                        raise LedgerError(
+                            f"sub-budget {analyst!r} exists with caps {stored}, not {definition}"
+                        )
+                    return SubBudget(self, analyst)
+                if not given:
+                    raise LedgerError(f"no sub-budget {analyst!r}: give its caps to create it")
+                record = _ledger.LedgerRecord(
+                    seq=self._seq + 1, time=time.time(), kind="sub_budget", analyst=analyst,
+                    payload=json.dumps({"definition": definition}, sort_keys=True),
+                )
+                if _store_call(functools.partial(self._store.append, self._name, record)):
+                    self._apply(record)
+                    return SubBudget(self, analyst)
+        raise LedgerError(  # pragma: no cover
+            f"gave up after {_MAX_ATTEMPTS} attempts lost to other writers"
+        )
+
+    def sub_budgets(self) -> list[str]:
+        """The analysts that have a sub-budget (as of the last read of the ledger)."""
+        with self._lock:
+            self._sync()
+            return sorted(self._subs)
 
     def cost_of(self, event: Any = None, *, epsilon: float | None = None,
                 delta: float | None = None, count: int = 1) -> ChargeCost:
@@ -807,6 +1120,7 @@ class Budget:
         ev = self._to_event(event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         with self._lock:
+            self._sync()
             new, used = self._trial(ev, n)
             return self._cost_after(used, n, new)
 
@@ -852,6 +1166,7 @@ class Budget:
         with self._lock:
             if self._forked:
                 return False
+            self._sync()
             try:
                 probe, _ = self._trial(ev, n)
             except UnsupportedEventError:
@@ -866,6 +1181,7 @@ class Budget:
         epsilon: float | None = None,
         delta: float | None = None,
         count: int = 1,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Iterator[Budget]:
         """Charge on entry, then run the release in the ``with`` block.
 
@@ -873,7 +1189,7 @@ class Budget:
         only if the charge was accepted. The charge is never refunded, even if the block
         raises: a release that failed half-way may already have revealed something.
         """
-        self.charge(event, epsilon=epsilon, delta=delta, count=count)
+        self.charge(event, epsilon=epsilon, delta=delta, count=count, metadata=metadata)
         yield self
 
     # ------------------------------------------------------------------ splitting
@@ -931,19 +1247,8 @@ class Budget:
         """The budget, the mode and the ledger of charges as JSON (events via the allow-list)."""
         state = self._state
         data = {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "epsilon": self._budget_epsilon,
-            "delta": self._budget_delta,
-            "mode": self._mode,
-            "method": self._method,
-            "rdp_order": self._rdp_order,
-            "rho": self._given_rho,
-            "mu": self._given_mu,
-            "pmf_slack_allowance": self._slack_allowance,
-            "approx_delta_allowance": self._approx_allowance,
+            **self._definition(),
             "ledger": [{"event": event_to_dict(e), "count": n} for e, n in state.ledger],
-            "neighbouring": self._neighbouring.value,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -1043,3 +1348,111 @@ class Budget:
 
 #: The former name of :class:`Budget`, kept for one release.
 Accountant = Budget
+
+
+class SubBudget:
+    """An analyst's share of a :class:`Budget` (made by :meth:`Budget.sub_budget`).
+
+    It has the budget's ``charge``/``can_charge``/``cost_of``/``reserve``/``spent``/``remaining``
+    API. A charge is accepted only if it fits both the analyst's cap and the parent's total, and
+    is recorded as one ledger record under the parent, so no interleaving of analysts (threads
+    or processes) can exceed the total.
+    """
+
+    def __init__(self, parent: Budget, analyst: str) -> None:
+        self._parent = parent
+        self._analyst = analyst
+
+    @property
+    def analyst(self) -> str:
+        """The analyst's name (the sub-budget's name in the ledger)."""
+        return self._analyst
+
+    @property
+    def parent(self) -> Budget:
+        """The budget whose total this sub-budget draws on."""
+        return self._parent
+
+    def _own(self) -> Budget:
+        return self._parent._subs[self._analyst]
+
+    @property
+    def budget(self) -> tuple[float | None, float]:
+        """The analyst's own cap, ``(epsilon, delta)`` as given."""
+        return self._own().budget
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """What the analyst has spent, read like :attr:`Budget.spent` (as of the last read)."""
+        return self._own().spent
+
+    @property
+    def remaining(self) -> tuple[float, float]:
+        """What the analyst may still spend: the smaller, component by component, of what
+        remains of the own cap and of the total (each rounded down)."""
+        own = self._own().remaining
+        total = self._parent.remaining
+        return min(own[0], total[0]), min(own[1], total[1])
+
+    def charge(self, event: Any = None, *, epsilon: float | None = None,
+               delta: float | None = None, count: int = 1,
+               metadata: Mapping[str, Any] | None = None) -> None:
+        """Charge the analyst's cap and the total at once (see :meth:`Budget.charge`); refused
+        with :class:`~dpkit.errors.BudgetExceededError` if either would be exceeded."""
+        parent = self._parent
+        ev = parent._to_event(event, epsilon, delta)
+        n = check_integer(count, name="count", minimum=0)
+        meta = _check_metadata(metadata)
+        with parent._lock:
+            parent._commit(ev, n, meta, self._analyst)
+
+    def can_charge(self, event: Any = None, *, epsilon: float | None = None,
+                   delta: float | None = None, count: int = 1) -> bool:
+        """Whether :meth:`charge` would accept this charge now (changes nothing)."""
+        parent = self._parent
+        ev = parent._to_event(event, epsilon, delta)
+        n = check_integer(count, name="count", minimum=0)
+        with parent._lock:
+            if parent._forked:
+                return False
+            parent._sync()
+            own = self._own()
+            try:
+                total, _ = parent._trial(ev, n)
+                mine, _ = own._trial(ev, n)
+            except UnsupportedEventError:
+                return False
+            return own._within(mine) and (parent._mode == "odometer" or parent._within(total))
+
+    def cost_of(self, event: Any = None, *, epsilon: float | None = None,
+                delta: float | None = None, count: int = 1) -> ChargeCost:
+        """What the charge would cost, read by the analyst's own cap (changes nothing)."""
+        parent = self._parent
+        ev = parent._to_event(event, epsilon, delta)
+        n = check_integer(count, name="count", minimum=0)
+        with parent._lock:
+            parent._sync()
+            own = self._own()
+            new, used = own._trial(ev, n)
+            return own._cost_after(used, n, new)
+
+    @contextlib.contextmanager
+    def reserve(self, event: Any = None, *, epsilon: float | None = None,
+                delta: float | None = None, count: int = 1,
+                metadata: Mapping[str, Any] | None = None) -> Iterator[SubBudget]:
+        """Charge on entry, then run the release in the ``with`` block (never refunded)."""
+        self.charge(event, epsilon=epsilon, delta=delta, count=count, metadata=metadata)
+        yield self
+
+    def refresh(self) -> None:
+        """Read what other writers appended to the ledger (see :meth:`Budget.refresh`)."""
+        self._parent.refresh()
+
+    def history(self) -> list[ChargeRecord]:
+        """The analyst's charges, in order."""
+        return self._parent.history(analyst=self._analyst)
+
+    def __repr__(self) -> str:
+        e, d = self.spent
+        return (f"SubBudget(analyst={self._analyst!r}, budget={self.budget!r}, "
+                f"spent=({e!r}, {d!r}), parent={self._parent.name!r})")
