@@ -141,6 +141,8 @@ def _result_block(q: dict[str, Any]) -> str:
         f'<td class="num">{_e(_fmt(v))}</td>' if isinstance(v, (int, float))
         else f"<td>{_e(_fmt(v))}</td>" for v in r) + "</tr>" for r in rows[:200])
     table = f'<table class="result-table"><tr>{head}</tr>{body}</table>'
+    if not rows:
+        table += "<p>no group was released</p>"
     release = res.get("release", {})
     estimates = [c for c in release.get("columns", {}) if c in cols]
     chart = ""

@@ -392,7 +392,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         q, eps, delta = _prepare(body)
         sub = cur.sub_budget(tok)
         qid = uuid.uuid4().hex
-        request_json = body.model_dump(mode="json")
+        request_json = body.model_dump(mode="json", exclude_none=True)
         try:
             # Logged before the charge: if the disk is full the query stops here, unspent.
             cur.state.log_pending(qid, tok.name, "run", request_json, eps, delta)
