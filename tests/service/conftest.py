@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _support import serve_in_thread, write_people  # noqa: E402
+from _support import serve_in_thread, write_people
 
 
 @pytest.fixture(scope="session")

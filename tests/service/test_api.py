@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _support import COUNT_QUERY, bearer, serve_in_thread
+from _support import COUNT_QUERY, HTTP, bearer, client, serve_in_thread
+
 from conftest import Running, start_service
 
 GROUPED = {
@@ -24,7 +25,7 @@ GROUPED = {
 
 
 def _client(service: Running, who: str) -> httpx.Client:
-    return httpx.Client(base_url=service.base, headers=bearer(service.tokens[who]), timeout=30)
+    return client(service.base, service.tokens[who])
 
 
 def test_query_answers_with_intervals_and_charges_first(service: Running) -> None:
@@ -84,18 +85,18 @@ def test_missing_or_wrong_token_is_401_and_spends_nothing(service: Running,
                                ("POST", "/v1/summarize", COUNT_QUERY),
                                ("GET", "/v1/me", None), ("GET", "/v1/queries", None),
                                ("GET", "/v1/schema", None), ("GET", "/curator/status", None)):
-        r = httpx.request(method, service.base + path, json=body, headers=headers)
+        r = HTTP.request(method, service.base + path, json=body, headers=headers)
         assert r.status_code == 401, (path, r.text)
     assert len(service.history()) == before
 
 
 def test_curator_token_is_not_an_analyst_token_and_back(service: Running) -> None:
-    r = httpx.post(service.base + "/v1/query", json=COUNT_QUERY,
+    r = HTTP.post(service.base + "/v1/query", json=COUNT_QUERY,
                    headers=bearer(service.tokens["curator"]))
     assert r.status_code == 401
-    r = httpx.get(service.base + "/curator/status", headers=bearer(service.tokens["alice"]))
+    r = HTTP.get(service.base + "/curator/status", headers=bearer(service.tokens["alice"]))
     assert r.status_code == 401
-    r = httpx.get(service.base + "/curator/status", headers=bearer(service.tokens["curator"]))
+    r = HTTP.get(service.base + "/curator/status", headers=bearer(service.tokens["curator"]))
     assert r.status_code == 200
     assert {a["analyst"] for a in r.json()["analysts"]} == {"alice", "bob"}
 
@@ -126,7 +127,7 @@ def test_sub_budget_is_enforced_and_refusal_spends_nothing(service: Running) -> 
 
 
 def test_openapi_documents_every_endpoint(service: Running) -> None:
-    spec = httpx.get(service.base + "/openapi.json").json()
+    spec = HTTP.get(service.base + "/openapi.json").json()
     documented = {(p, m.upper()) for p, ops in spec["paths"].items() for m in ops}
     app = service.app
     routes = {(r.path, m) for r in app.routes for m in getattr(r, "methods", ())
@@ -135,7 +136,7 @@ def test_openapi_documents_every_endpoint(service: Running) -> None:
     assert routes <= documented
     assert {"/v1/query", "/v1/summarize", "/v1/me", "/curator"} <= set(spec["paths"])
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
-    assert httpx.get(service.base + "/docs").status_code == 200
+    assert HTTP.get(service.base + "/docs").status_code == 200
 
 
 def _walk(x: Any) -> list[Any]:
@@ -168,14 +169,14 @@ def test_rate_limit_per_token(tmp_path: Path, people: Path) -> None:
                                      burst=3)
     with serve_in_thread(app) as base:
         h = bearer(tokens["carol"])
-        codes = [httpx.get(base + "/v1/me", headers=h).status_code for _ in range(3)]
-        r = httpx.post(base + "/v1/query", json=COUNT_QUERY, headers=h)
+        codes = [HTTP.get(base + "/v1/me", headers=h).status_code for _ in range(3)]
+        r = HTTP.post(base + "/v1/query", json=COUNT_QUERY, headers=h)
         assert codes == [200, 200, 200]
         assert r.status_code == 429 and r.headers["retry-after"] == "1"
         cur = app.state.curator
         assert cur.total.history() == []
         # Another token has its own bucket.
-        assert httpx.get(base + "/v1/me", headers=bearer(tokens["curator"])).status_code == 401
+        assert HTTP.get(base + "/v1/me", headers=bearer(tokens["curator"])).status_code == 401
 
 
 def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
@@ -184,7 +185,7 @@ def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
     body = b'{"builder": {"agg": {"n": {"kind": "count"}}}, "epsilon": 0.01, "pad": "' + \
         b"x" * (10 * 1024 * 1024) + b'"}'
     t0 = time.monotonic()
-    r = httpx.post(service.base + "/v1/query", content=body,
+    r = HTTP.post(service.base + "/v1/query", content=body,
                    headers={**h, "content-type": "application/json"}, timeout=30)
     assert r.status_code == 413
     assert "body" in r.json()["detail"]
@@ -193,7 +194,7 @@ def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
         for _ in range(11):
             yield b"x" * (1024 * 1024)
 
-    r = httpx.post(service.base + "/v1/query", content=chunks(),
+    r = HTTP.post(service.base + "/v1/query", content=chunks(),
                    headers={**h, "content-type": "application/json"}, timeout=30)
     assert r.status_code == 413
     assert time.monotonic() - t0 < 60

@@ -6,9 +6,9 @@ import copy
 import json
 from typing import Any
 
-import httpx
 import pytest
-from _support import bearer
+from _support import HTTP, bearer
+
 from conftest import Running
 
 _BASE: dict[str, Any] = {
@@ -83,7 +83,7 @@ def test_bad_query_is_a_clear_4xx_and_spends_nothing(service: Running, body: Any
     headers = {**bearer(service.tokens["alice"]), "content-type": "application/json"}
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     for path in ("/v1/query", "/v1/summarize"):
-        r = httpx.post(service.base + path, content=content, headers=headers, timeout=30)
+        r = HTTP.post(service.base + path, content=content, headers=headers, timeout=30)
         assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
         assert r.status_code != 404
         assert needle.lower() in r.text.lower(), r.text
@@ -98,7 +98,7 @@ def test_injection_in_a_where_value_is_only_a_literal(service: Running) -> None:
     body = {**body, "builder": {**body["builder"],
                                 "group_by": {"columns": ["region"], "keys": {"region": ["x"]}}}}
     before = len(service.history())
-    r = httpx.post(service.base + "/v1/query", json=body,
+    r = HTTP.post(service.base + "/v1/query", json=body,
                    headers=bearer(service.tokens["alice"]), timeout=30)
     assert r.status_code == 200, r.text
     assert len(service.history()) == before + 1

@@ -7,13 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
-from _support import COUNT_QUERY, bearer, serve_in_thread
-from conftest import Running, start_service
+from _support import COUNT_QUERY, HTTP, bearer, serve_in_thread
 from PIL import Image
 
+from conftest import Running, start_service
 from dpkit.service._page import ANALYST_COLOUR, HISTORY_COLOUR, RESULT_COLOUR
 
 WIDTH, HEIGHT = 1200, 2400
@@ -53,7 +52,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory, people: Path) -> Iterator[Run
         for who, body in (("alice", grouped), ("alice", COUNT_QUERY),
                           ("bob<script>", dict(COUNT_QUERY, epsilon=0.2)),
                           ("bob<script>", dict(COUNT_QUERY, epsilon=0.2))):
-            httpx.post(base + "/v1/query", json=body, headers=bearer(tokens[who]), timeout=30)
+            HTTP.post(base + "/v1/query", json=body, headers=bearer(tokens[who]), timeout=30)
         yield Running(base=base, ledger_url=url, tokens=tokens, app=app)
 
 

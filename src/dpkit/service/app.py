@@ -403,12 +403,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
         try:
             with cur.engine_lock:
                 frame = q.run(epsilon=eps, delta=delta)
-        except BudgetUnavailableError as exc:
-            _log_quietly(cur, qid, "refused", str(exc))
-            raise HTTPException(status_code=503, detail=str(exc)) from None
         except BudgetExceededError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
-            raise HTTPException(status_code=403, detail=str(exc)) from None
+            # The builder re-raises a refused charge with the budget's own error as cause: a
+            # ledger that cannot be written (full disk, lost database) is 503, not "spent".
+            unavailable = isinstance(exc, BudgetUnavailableError) or isinstance(
+                exc.__cause__, BudgetUnavailableError)
+            raise HTTPException(status_code=503 if unavailable else 403, detail=str(exc)
+                                ) from None
         except PrivacyParameterError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
             raise
