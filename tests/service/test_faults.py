@@ -79,7 +79,7 @@ def _check_ledger(url: str, answered: list[str], analysts: dict[str, float]) -> 
     return hist
 
 
-TRIALS = 40  # benchmarks/service.py runs 100 (and reports them); each trial is a process
+TRIALS = 25  # benchmarks/service.py runs 100 (and reports them); each trial is a process
 
 
 def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
