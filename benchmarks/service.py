@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "service"))
 
-from _report import machine, write_section  # noqa: E402
+from _report import machine, write_section
 
 TOTAL = 3.0
 
@@ -162,6 +162,7 @@ def main() -> None:
         print(lo)
         ki = kills(tmp, people, args.trials)
         print(ki)
+    counts = f"{lo['requests']} / {lo['answered']} / {lo['refused']} / {lo['other']}"
     md = f"""## Curator service
 
 Machine: {machine()}. `dpkit serve` on a 20,000-row Parquet table cached in memory, SQLite
@@ -170,16 +171,25 @@ ledger, budget epsilon = {TOTAL}; the clients run on the same machine.
 Load: {args.analysts} analysts x {args.queries} count queries, concurrently, each analyst
 capped at epsilon 0.1, asking 10% more than the total holds.
 
-| requests | answered | refused (budget) | other | overspend (total / worst analyst) | ledger records lost / stray | p50 latency | p99 latency | throughput |
-|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| {lo['requests']} | {lo['answered']} | {lo['refused']} | {lo['other']} | {lo['overspend']} / {lo['sub_overspend']} | {lo['lost']} / {lo['stray']} | {lo['p50_ms']:.1f} ms | {lo['p99_ms']:.1f} ms | {lo['throughput']:.0f} req/s |
+| measure | value |
+|---|---:|
+| requests / answered / refused (budget) / other | {counts} |
+| overspend: total / worst analyst | {lo['overspend']} / {lo['sub_overspend']} |
+| ledger records lost / stray | {lo['lost']} / {lo['stray']} |
+| latency of the cached count query: p50 / p99 | {lo['p50_ms']:.1f} ms / {lo['p99_ms']:.1f} ms |
+| throughput | {lo['throughput']:.0f} requests/s |
 
 kill -9 of the service process while 4 analysts' charges are in flight, restart, reopen the
 ledger:
 
-| trials | answers received | charges in the ledger | answers without a charge | overspend | refused (budget) | time per trial |
-|---:|---:|---:|---:|---:|---:|---:|
-| {ki['trials']} | {ki['answered']} | {ki['charges']} | {ki['lost']} | {ki['overspend']} | {ki['refused']} | {ki['per_trial_s']:.2f} s |
+| measure | value |
+|---|---:|
+| trials | {ki['trials']} |
+| answers received / charges in the ledger | {ki['answered']} / {ki['charges']} |
+| answers without a charge | {ki['lost']} |
+| overspend | {ki['overspend']} |
+| refused (budget) | {ki['refused']} |
+| time per trial | {ki['per_trial_s']:.2f} s |
 
 Charges without an answer (`charges - answers`) are the conservative side of a crash: the
 charge is written before the release is computed.

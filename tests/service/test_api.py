@@ -165,7 +165,7 @@ def test_no_endpoint_returns_rows_or_true_values(service: Running, people: Path)
 
 
 def test_rate_limit_per_token(tmp_path: Path, people: Path) -> None:
-    app, url, tokens = start_service(tmp_path, people, analysts={"carol": 1.0}, rate=0.5,
+    app, _url, tokens = start_service(tmp_path, people, analysts={"carol": 1.0}, rate=0.5,
                                      burst=3)
     with serve_in_thread(app) as base:
         h = bearer(tokens["carol"])

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _support import COUNT_QUERY, client, serve_in_thread
+
 from conftest import Running, start_service
 
 ANALYSTS, QUERIES = 32, 8

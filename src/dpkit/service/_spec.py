@@ -168,8 +168,8 @@ def _aggregate(name: str, spec: AggregateSpec) -> Any:
             raise PrivacyParameterError(f"{name}: quantile needs quantiles")
         return dpa.quantile(spec.column, spec.quantiles, bounds=bounds, weight=spec.weight)
     if spec.kind == "histogram":
-        return dpa.histogram(spec.column, edges=spec.edges, categories=spec.categories,
-                             weight=spec.weight)
+        cats: list[object] | None = None if spec.categories is None else list(spec.categories)
+        return dpa.histogram(spec.column, edges=spec.edges, categories=cats, weight=spec.weight)
     return getattr(dpa, spec.kind)(spec.column, bounds=bounds, weight=spec.weight)
 
 
