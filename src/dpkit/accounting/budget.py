@@ -90,6 +90,14 @@ exactly as it was; a lock makes check-and-update atomic across threads; state is
 restored as JSON through the event allow-list (:func:`~dpkit.accounting.events.event_to_dict`),
 never by importing names found in the data.
 
+Storage. The state is the replay of the records in the budget's ledger
+(:mod:`dpkit.accounting.ledger`; :class:`~dpkit.accounting.ledger.MemoryLedger` by default,
+durable stores in :mod:`dpkit.ledger`). An accepted charge is appended by compare-and-append
+before :meth:`Budget.charge` returns: if another writer appended first, the budget replays its
+records, checks again and retries, so writers in several processes never overspend together.
+Per-analyst :class:`SubBudget` records sit in the same sequence, so one append covers the
+analyst's cap and the total.
+
 A note on exactness: ``0.1`` as a double is slightly *more* than 1/10, so ten charges of
 ``epsilon=0.1`` add up to more than the budget ``1.0`` and the tenth is refused. This is the
 exact arithmetic of the numbers given, and it errs on the safe side. Use :meth:`Budget.split`
