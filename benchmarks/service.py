@@ -17,6 +17,7 @@ charge.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -27,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "service"))
@@ -162,14 +164,22 @@ def main() -> None:
         print(lo)
         ki = kills(tmp, people, args.trials)
         print(ki)
+    write_section("service", render(lo, ki, args.analysts, args.queries, os.getloadavg()[0]))
+
+
+def render(lo: dict[str, Any], ki: dict[str, Any], analysts: int, queries: int,
+           load_average: float) -> str:
+    """The markdown section from the two result dicts."""
     counts = f"{lo['requests']} / {lo['answered']} / {lo['refused']} / {lo['other']}"
-    md = f"""## Curator service
+    return f"""## Curator service
 
 Machine: {machine()}. `dpkit serve` on a 20,000-row Parquet table cached in memory, SQLite
 ledger, budget epsilon = {TOTAL}; the clients run on the same machine.
 
-Load: {args.analysts} analysts x {args.queries} count queries, concurrently, each analyst
-capped at epsilon 0.1, asking 10% more than the total holds.
+Load: {analysts} analysts x {queries} count queries, concurrently, each analyst capped at
+epsilon 0.1, asking 10% more than the total holds. The service runs one query at a time on its
+engine, so with 32 clients waiting the latency is mostly queueing (about 32 / throughput). Load
+average of the machine at the end of the run: {load_average:.1f}.
 
 | measure | value |
 |---|---:|
@@ -196,7 +206,6 @@ charge is written before the release is computed.
 
 Reproduce: `PYTHONPATH=src python benchmarks/service.py`.
 """
-    write_section("service", md)
 
 
 if __name__ == "__main__":
