@@ -29,7 +29,8 @@ PUBLIC_MODULES = sorted(
 def test_every_package_is_covered() -> None:
     expected = {"dpkit._numeric", "dpkit.accounting", "dpkit.analytics",
                 "dpkit.analytics.engines", "dpkit.audit", "dpkit.cli", "dpkit.divergence",
-                "dpkit.fdp", "dpkit.ldp", "dpkit.ledger", "dpkit.mechanisms", "dpkit.noise"}
+                "dpkit.fdp", "dpkit.ldp", "dpkit.ledger", "dpkit.mechanisms", "dpkit.noise",
+                "dpkit.service"}
     assert set(PACKAGES) == expected
 
 

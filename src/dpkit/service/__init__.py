@@ -18,3 +18,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(app, name)
     raise AttributeError(f"module 'dpkit.service' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

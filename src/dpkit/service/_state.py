@@ -1,9 +1,9 @@
 """The service's own tables: analysts' tokens (hashed) and the log of queries.
 
 They live in the same database as the privacy ledger (SQLite file or PostgreSQL), in tables
-named ``dpkit_service_*``. A token is 256 random bits (``secrets``), shown once when it is
-issued; only its SHA-256 is stored, and a presented token is compared with every stored hash by
-:func:`hmac.compare_digest` (constant time per comparison).
+named ``dpkit_service_*``. A token is 256 random bits (dpkit's secure random source), shown
+once when it is issued; only its SHA-256 is stored, and a presented token is compared with
+every stored hash by :func:`hmac.compare_digest` (constant time per comparison).
 
 A query is logged as ``pending`` *before* its charge and updated when it is answered, refused or
 failed: a full disk refuses the query before anything is spent, and a crash after the charge
@@ -12,10 +12,10 @@ leaves a pending row beside the charge in the ledger.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
-import secrets
 import sqlite3
 import threading
 import time
@@ -56,8 +56,12 @@ class Token:
 
 
 def new_token() -> str:
-    """A fresh bearer token: 256 bits from the operating system's CSPRNG, URL-safe text."""
-    return "dpk_" + secrets.token_urlsafe(32)
+    """A fresh bearer token: 256 bits from dpkit's secure random source (the operating
+    system's CSPRNG), as URL-safe text."""
+    from dpkit.noise import resolve_source
+
+    raw = resolve_source(None).bytes(32)
+    return "dpk_" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def hash_token(token: str) -> str:
