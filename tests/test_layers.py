@@ -54,6 +54,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),
     frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger"}),
+    frozenset({"dpkit.service"}),
     frozenset({"dpkit"}),
     frozenset({"dpkit.cli"}),
 )

@@ -35,13 +35,13 @@ from dpkit.noise import RandomSource, resolve_source
 if TYPE_CHECKING:
     from dpkit.analytics.session import Session
 
-__all__ = ["PreparedQuery", "Query"]
+__all__ = ["PreparedQuery", "Query", "quote_ident", "sql_literal"]
 
 _OUTPUTS = ("pandas", "polars", "arrow")
 _SQL_SCALARS = (str, int, float, bool)
 
 
-def _sql_literal(v: Any) -> str | None:
+def sql_literal(v: Any) -> str | None:
     """A SQL literal for a public key value, or None if it has no safe literal form."""
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
@@ -54,7 +54,7 @@ def _sql_literal(v: Any) -> str | None:
     return None
 
 
-def _quote_ident(name: str) -> str:
+def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -346,12 +346,12 @@ class Query:
                 if v is None:
                     has_null = True
                     continue
-                lit = _sql_literal(v)
+                lit = sql_literal(v)
                 if lit is None:
                     break
                 lits.append(lit)
             else:
-                ident = _quote_ident(col)
+                ident = quote_ident(col)
                 parts = []
                 if lits:
                     parts.append(f"{ident} IN ({', '.join(sorted(lits))})")

@@ -159,6 +159,8 @@ _SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
               "Audit a mechanism: an epsilon lower bound with its confidence, and a verdict."),
     "account": ("_account", "app",
                 "Privacy accounting: epsilon of a schedule by every applicable accountant."),
+    "serve": ("_serve", "app",
+              "Run the curator service (dpkit serve DATA ...) or manage its tokens."),
 }
 
 

@@ -1,0 +1,486 @@
+"""The curator service: an HTTP API in front of one table and its privacy budget.
+
+:func:`create_app` builds the FastAPI application from a :class:`ServiceConfig`. The data's
+whole budget is a durable :class:`~dpkit.accounting.Budget` in a ledger (SQLite or PostgreSQL);
+each analyst spends a sub-budget under it, so however analysts (and service processes sharing
+the ledger) interleave, the total is never exceeded. A charge is written to the ledger before
+the release is computed, and the release is returned only after that.
+
+Endpoints (all documented on ``/docs``; analysts authenticate with ``Authorization: Bearer``):
+
+* ``GET /v1/me``: the analyst's budget, spent and remaining;
+* ``GET /v1/schema``: the table's column names and types (no rows);
+* ``POST /v1/summarize``: noise and cost of a query, without touching data or spending;
+* ``POST /v1/query``: charge the analyst's sub-budget, run the query, return the private
+  result with its confidence intervals and the budget left;
+* ``GET /v1/queries`` and ``GET /v1/queries/{id}``: the analyst's own queries and results;
+* ``GET /curator`` (web page) and ``GET /curator/status`` (JSON): for the curator's token only;
+* ``GET /healthz``: liveness, no authentication and no data.
+
+Limits: request bodies above ``max_body_bytes`` are refused with 413 before they are read;
+each token gets ``rate`` requests per second on average (bursts up to ``burst``), else 429.
+A missing or unknown token gets 401 and spends nothing.
+"""
+
+
+import asyncio
+import contextlib
+import contextvars
+import math
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
+from dpkit.errors import (
+    BudgetExceededError,
+    BudgetUnavailableError,
+    DPKitError,
+    PrivacyParameterError,
+)
+from dpkit.service._spec import (
+    QueryRequest,
+    build_query,
+    frame_to_json,
+    privacy_parameters,
+    summary_to_json,
+)
+from dpkit.service._state import ServiceState, StateError, Token
+
+__all__ = ["ServiceConfig", "create_app"]
+
+_CURATOR_COOKIE = "dpkit_curator"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What ``dpkit serve`` starts: data, privacy unit, total budget, ledger and limits.
+
+    ``state_url`` (tokens and the query log) defaults to ``ledger_url``. ``cache`` loads a
+    Parquet source into memory once (later queries scan memory, not the file).
+    """
+
+    data: str
+    budget_epsilon: float
+    budget_delta: float = 0.0
+    privacy_unit: str | None = None
+    ledger_url: str = "sqlite:///budget.db"
+    state_url: str | None = None
+    budget_name: str = "budget"
+    method: str = "basic"
+    rate: float = 20.0
+    burst: int = 40
+    max_body_bytes: int = 10 * 1024 * 1024
+    cache: bool = True
+    alpha: float = 0.05
+
+
+# ---------------------------------------------------------------------- body size limit
+class BodyLimit:
+    """ASGI middleware: a body longer than ``limit`` bytes gets 413, read no further.
+
+    A declared ``Content-Length`` above the limit is refused before any byte of the body is
+    read; a chunked body is counted as it arrives and refused at the first byte past it.
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _refuse(self, send: Any, status: int, detail: str) -> None:
+        body = ('{"detail": "' + detail + '"}').encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    n = int(v)
+                except ValueError:
+                    await self._refuse(send, 400, "bad Content-Length")
+                    return
+                if n > self.limit:
+                    await self._refuse(send, 413, f"request body above {self.limit} bytes")
+                    return
+        seen = 0
+        started = False
+        refused = False
+
+        async def receive_limited() -> Any:
+            nonlocal seen, refused, started
+            if refused:
+                return {"type": "http.disconnect"}
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    # Answer 413 at once and tell the application the client went away, so it
+                    # stops reading (its own error responses are then dropped).
+                    refused = True
+                    if not started:
+                        started = True
+                        await self._refuse(send, 413, f"request body above {self.limit} bytes")
+                    return {"type": "http.disconnect"}
+            return msg
+
+        async def send_tracked(msg: Any) -> None:
+            nonlocal started
+            if refused:
+                return
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        await self.app(scope, receive_limited, send_tracked)
+
+
+# ---------------------------------------------------------------------- rate limit
+class RateLimiter:
+    """A token bucket per key: ``rate`` requests per second on average, bursts up to ``burst``."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = check_positive(rate, "rate")
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise PrivacyParameterError(f"burst must be a positive integer, got {burst!r}")
+        self.burst = burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            level, last = self._buckets.get(key, (float(self.burst), now))
+            level = min(float(self.burst), level + (now - last) * self.rate)
+            if level < 1.0:
+                self._buckets[key] = (level, now)
+                return False
+            self._buckets[key] = (level - 1.0, now)
+            return True
+
+
+# ---------------------------------------------------------------------- budget routing
+# The analyst (sub-budget) and the ledger metadata of the query being run in this context.
+_CURRENT: contextvars.ContextVar[tuple[Any, dict[str, Any]] | None] = contextvars.ContextVar(
+    "dpkit_service_charge_target", default=None)
+
+
+class _RoutedBudget:
+    """The session's budget: charges go to the current request's analyst sub-budget.
+
+    The session reads the total's kind and relation (to choose noise and accounting); every
+    charge is forwarded to the sub-budget set for the running request, with the query's id as
+    ledger metadata. Outside a request nothing can be charged.
+    """
+
+    def __init__(self, total: Any) -> None:
+        self._total = total
+
+    @property
+    def kind(self) -> Any:
+        return self._total.kind
+
+    @property
+    def neighbouring(self) -> Any:
+        return self._total.neighbouring
+
+    def _target(self) -> tuple[Any, dict[str, Any]]:
+        cur = _CURRENT.get()
+        if cur is None:
+            raise BudgetUnavailableError("no analyst is charging: refused")
+        return cur
+
+    def charge(self, event: Any = None, **kwargs: Any) -> None:
+        sub, meta = self._target()
+        sub.charge(event, metadata=meta, **kwargs)
+
+    @property
+    def remaining(self) -> Any:
+        return self._target()[0].remaining
+
+    @property
+    def spent(self) -> Any:
+        return self._target()[0].spent
+
+
+def _pair(x: Any) -> Any:
+    if isinstance(x, tuple):
+        return [None if (isinstance(v, float) and not math.isfinite(v)) else v for v in x]
+    return x
+
+
+class Curator:
+    """The service's state: the session, the ledger budgets, tokens and the query log."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        from dpkit.accounting import Budget
+        from dpkit.analytics import Session
+        from dpkit.ledger import open_ledger
+
+        self.config = config
+        eps = check_epsilon(config.budget_epsilon, name="budget epsilon")
+        delta = check_delta(config.budget_delta, name="budget delta")
+        self.state = ServiceState(config.state_url or config.ledger_url)
+        self.ledger = open_ledger(config.ledger_url)
+        self.total = Budget(epsilon=eps, delta=delta, method=config.method, ledger=self.ledger,
+                            name=config.budget_name)
+        self._subs: dict[str, Any] = {}
+        self._subs_lock = threading.Lock()
+        self.engine_lock = threading.Lock()
+        source: Any = config.data
+        if config.cache and str(config.data).lower().endswith((".parquet", ".parq", ".pq")):
+            import pyarrow.parquet as pq
+
+            source = pq.read_table(config.data)
+        self.session = Session(source, privacy_unit=config.privacy_unit,
+                               budget=_RoutedBudget(self.total), alpha=config.alpha)
+        self.schema = {str(k): str(v) for k, v in
+                       self.session.engine.columns(self.session._source).items()}
+        self.limiter = RateLimiter(config.rate, config.burst)
+
+    def sub_budget(self, token: Token) -> Any:
+        with self._subs_lock:
+            sub = self._subs.get(token.name)
+            if sub is None:
+                caps: dict[str, Any] = {"epsilon": token.epsilon}
+                if token.delta is not None:
+                    caps["delta"] = token.delta
+                sub = self.total.sub_budget(token.name, **caps)
+                self._subs[token.name] = sub
+            return sub
+
+    def analyst_status(self, token: Token) -> dict[str, Any]:
+        sub = self.sub_budget(token)
+        sub.refresh()
+        return {"analyst": token.name, "budget": _pair(sub.budget), "spent": _pair(sub.spent),
+                "remaining": _pair(sub.remaining)}
+
+    def status(self) -> dict[str, Any]:
+        """Everything the curator's page shows (no data values beyond released ones)."""
+        self.total.refresh()
+        history = [{"seq": r.seq, "time": r.time, "analyst": r.analyst,
+                    "spent_after": _pair(tuple(r.spent_after)), "metadata": dict(r.metadata)}
+                   for r in self.total.history()]
+        analysts = []
+        for t in self.state.tokens():
+            if t.role != "analyst":
+                continue
+            entry: dict[str, Any] = {"analyst": t.name, "revoked": t.revoked,
+                                     "cap": [t.epsilon, t.delta or 0.0]}
+            entry["spent"] = _pair(self.sub_budget(t).spent)
+            analysts.append(entry)
+        return {
+            "data": Path(self.config.data).name,
+            "privacy_unit": self.config.privacy_unit,
+            "budget": _pair(self.total.budget),
+            "spent": _pair(self.total.spent),
+            "remaining": _pair(self.total.remaining),
+            "history": history,
+            "analysts": analysts,
+            "queries": self.state.queries(),
+        }
+
+
+def _auth_error() -> HTTPException:
+    return HTTPException(status_code=401, detail="missing or unknown bearer token",
+                         headers={"WWW-Authenticate": "Bearer"})
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The FastAPI application of the curator service (opens the ledger and the data)."""
+    from dpkit.service._page import login_page, render_page
+
+    cur = Curator(config)
+    app = FastAPI(
+        title="dpkit curator service",
+        description=("Differentially private answers to queries over one table. Each analyst "
+                     "spends a sub-budget of the table's privacy budget; every charge is "
+                     "recorded in a durable ledger before the answer is computed."),
+        version="1",
+    )
+    app.state.curator = cur
+    bearer = HTTPBearer(auto_error=False, description="An analyst's token "
+                        "(issued by `dpkit serve token add`).")
+
+    def analyst(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+                ) -> Token:
+        try:
+            tok = cur.state.authenticate(None if creds is None else creds.credentials)
+        except StateError as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
+        if tok is None or tok.role != "analyst":
+            raise _auth_error()
+        if not cur.limiter.allow(tok.token_hash):
+            raise HTTPException(status_code=429, detail="rate limit: slow down",
+                                headers={"Retry-After": "1"})
+        return tok
+
+    def curator_token(request: Request) -> Token | None:
+        header = request.headers.get("authorization", "")
+        presented = header[7:].strip() if header.lower().startswith("bearer ") else None
+        if presented is None:
+            presented = request.cookies.get(_CURATOR_COOKIE)
+        tok = cur.state.authenticate(presented)
+        if tok is None or tok.role != "curator":
+            return None
+        if not cur.limiter.allow(tok.token_hash):
+            raise HTTPException(status_code=429, detail="rate limit: slow down",
+                                headers={"Retry-After": "1"})
+        return tok
+
+    @app.exception_handler(PrivacyParameterError)
+    async def _bad_parameter(request: Request, exc: PrivacyParameterError) -> JSONResponse:
+        return JSONResponse({"detail": f"invalid query: {exc}"}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+                   "type": str(e.get("type", ""))} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.get("/healthz", tags=["service"], summary="Liveness (no authentication, no data)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/me", tags=["analyst"], summary="Your budget, spent and remaining")
+    def me(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
+        return cur.analyst_status(tok)
+
+    @app.get("/v1/schema", tags=["analyst"], summary="Column names and types (no rows)")
+    def schema(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
+        return {"privacy_unit": config.privacy_unit, "columns": cur.schema,
+                "accounting": cur.session.mode, "alpha": cur.session.alpha}
+
+    def _prepare(body: QueryRequest) -> tuple[Any, float, float | None]:
+        eps, delta = privacy_parameters(body)
+        try:
+            q = build_query(cur.session, body)
+        except PrivacyParameterError:
+            raise
+        except DPKitError as exc:
+            raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
+        return q, eps, delta
+
+    @app.post("/v1/summarize", tags=["analyst"],
+              summary="Noise and cost of a query (touches no data, spends nothing)")
+    def summarize(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]
+                  ) -> dict[str, Any]:
+        q, eps, delta = _prepare(body)
+        try:
+            frame = q.summarize(epsilon=eps, delta=delta)
+        except DPKitError as exc:
+            raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
+        return {"summary": summary_to_json(frame), "cost": {"epsilon": 0.0, "delta": 0.0}}
+
+    @app.post("/v1/query", tags=["analyst"],
+              summary="Charge your sub-budget, run the query, return the private result")
+    def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
+        q, eps, delta = _prepare(body)
+        sub = cur.sub_budget(tok)
+        qid = uuid.uuid4().hex
+        request_json = body.model_dump(mode="json", exclude_none=True)
+        try:
+            # Logged before the charge: if the disk is full the query stops here, unspent.
+            cur.state.log_pending(qid, tok.name, "run", request_json, eps, delta)
+        except StateError as exc:
+            raise HTTPException(status_code=503, detail=f"query refused, nothing spent: {exc}"
+                                ) from None
+        token = _CURRENT.set((sub, {"query_id": qid}))
+        try:
+            with cur.engine_lock:
+                frame = q.run(epsilon=eps, delta=delta)
+        except BudgetExceededError as exc:
+            _log_quietly(cur, qid, "refused", str(exc))
+            # The builder re-raises a refused charge with the budget's own error as cause: a
+            # ledger that cannot be written (full disk, lost database) is 503, not "spent".
+            unavailable = isinstance(exc, BudgetUnavailableError) or isinstance(
+                exc.__cause__, BudgetUnavailableError)
+            raise HTTPException(status_code=503 if unavailable else 403, detail=str(exc)
+                                ) from None
+        except PrivacyParameterError as exc:
+            _log_quietly(cur, qid, "refused", str(exc))
+            raise
+        except DPKitError as exc:
+            _log_quietly(cur, qid, "failed", str(exc))
+            raise HTTPException(status_code=422, detail=f"query failed: {exc}") from None
+        finally:
+            _CURRENT.reset(token)
+        result = frame_to_json(frame)
+        try:
+            cur.state.log_done(qid, "answered", result=result)
+        except StateError as exc:
+            # Charged already (conservative); without its log entry the answer is withheld.
+            raise HTTPException(status_code=503, detail=f"answer withheld: {exc}") from None
+        sub.refresh()
+        return {"query_id": qid, "result": result,
+                "cost": {"epsilon": result["release"].get("epsilon"),
+                         "delta": result["release"].get("delta")},
+                "remaining": _pair(sub.remaining)}
+
+    @app.get("/v1/queries", tags=["analyst"], summary="Your queries and their results")
+    def my_queries(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
+        return {"queries": cur.state.queries(tok.name)}
+
+    @app.get("/v1/queries/{query_id}", tags=["analyst"], summary="One of your queries")
+    def my_query(query_id: str, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
+        for item in cur.state.queries(tok.name):
+            if item["id"] == query_id:
+                return item
+        raise HTTPException(status_code=404, detail="no such query of yours")
+
+    @app.get("/curator/status", tags=["curator"],
+             summary="Budget, its history, per-analyst spend and the query log (JSON)")
+    def curator_status(request: Request) -> dict[str, Any]:
+        if curator_token(request) is None:
+            raise _auth_error()
+        return cur.status()
+
+    @app.get("/curator", tags=["curator"], response_class=HTMLResponse,
+             summary="The curator's web page (login form without a curator token)")
+    def curator_page(request: Request) -> HTMLResponse:
+        if curator_token(request) is None:
+            return HTMLResponse(login_page(), status_code=401)
+        return HTMLResponse(render_page(cur.status()))
+
+    @app.post("/curator/login", tags=["curator"],
+              summary="Exchange the curator token (form field `token`) for a page cookie")
+    async def curator_login(request: Request) -> Response:
+        raw = await request.body()
+        form = parse_qs(raw.decode("utf-8", "replace"))
+        presented = (form.get("token") or [""])[0].strip()
+        tok = await asyncio.to_thread(cur.state.authenticate, presented)
+        if tok is None or tok.role != "curator":
+            return HTMLResponse(login_page("unknown curator token"), status_code=401)
+        resp = RedirectResponse("/curator", status_code=303)
+        resp.set_cookie(_CURATOR_COOKIE, presented, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/curator")
+        return resp
+
+    @app.post("/curator/logout", tags=["curator"], summary="Forget the page cookie")
+    def curator_logout() -> Response:
+        resp = RedirectResponse("/curator", status_code=303)
+        resp.delete_cookie(_CURATOR_COOKIE, path="/curator")
+        return resp
+
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    return app
+
+
+def _log_quietly(cur: Curator, qid: str, status: str, error: str) -> None:
+    with contextlib.suppress(StateError):  # the refusal itself is what the analyst gets
+        cur.state.log_done(qid, status, error=error)
