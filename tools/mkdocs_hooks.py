@@ -39,7 +39,7 @@ import bench_plots  # noqa: E402
 
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```\n?", re.S | re.M)
 EXECUTED_DIRS = ("tutorials/", "examples/", "concepts/")
-EXECUTED_FILES = ("getting-started.md",)
+EXECUTED_FILES = ("getting-started.md", "sql.md")
 IMAGE_SUFFIXES = (".png", ".svg")
 
 _outputs: dict[str, list[str]] = {}
