@@ -219,7 +219,10 @@ def test_type_families() -> None:
 def test_canonical_tokens() -> None:
     assert canonical_token(None) == "N"
     assert canonical_token(math.nan) == "N"
-    assert canonical_token(-0.0) == "V3:0.0"
+    assert canonical_token(-0.0) == "V3:0p0"
+    assert canonical_token(1.5) == "V18:6755399441055744p0"  # 1.5 = 3 * 2^51 * 2^(0 - 52)
+    assert canonical_token(5e-324) == "V22:4503599627370496p-1074"
+    assert canonical_token(-math.inf) == "V4:-inf"
     assert canonical_token(True) == "V4:true"
     assert canonical_token("a|b") == "V3:a|b"
     assert canonical_token(12) == "V2:12"

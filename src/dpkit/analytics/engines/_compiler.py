@@ -64,6 +64,8 @@ from dpkit.errors import DPKitError
 __all__ = [
     "DUCKDB",
     "DUCKDB_MD5",
+    "SPARK",
+    "SPARK_MD5",
     "CompiledQuery",
     "DialectProfile",
     "PlanError",
@@ -131,11 +133,31 @@ class DialectProfile:
     fixed_type: str = "BIGINT"
     sum_type: str = "HUGEINT"
     text_type: str = "VARCHAR"
-    histogram: str = "histogram"
+    histogram: str | None = "histogram"
+    salt_type: str = "UBIGINT"
+    signed_salt: bool = False
+    predicate_dialect: str = "duckdb"
 
 
 DUCKDB = DialectProfile()
 DUCKDB_MD5 = DialectProfile(hash="md5")
+
+# Spark SQL (classic and Connect). ``xxhash64`` is Spark's 64-bit hash (its ``hash`` is a 32-bit
+# Murmur3: never emitted, the name comes from this profile only). Sums are DECIMAL(38, 0): a
+# kept row contributes an integer of magnitude at most 2^62 (``MAX_FIXED``) and Spark counts
+# rows in a signed 64-bit long, so any sum, and any partial sum of a subset of rows, has
+# magnitude at most (2^63 - 1) 2^62 < 2^125 < 10^37.6 < 10^38 - 1: no overflow, ANSI or not.
+# There is no error-to-NULL wrapper (Spark has no generic ``try``): the Spark engine runs
+# statements with predicates with ANSI mode off, so a failing implicit cast is NULL there.
+# There is no ``histogram`` aggregate either: bin and category counts are GROUPING SETS
+# (one set per histogram measure), decoded by the engine.
+SPARK = DialectProfile(dialect="spark", native_hash="xxhash64", try_wrapper=None,
+                       fixed_type="BIGINT", sum_type="DECIMAL(38, 0)", text_type="STRING",
+                       histogram=None, salt_type="BIGINT", signed_salt=True)
+SPARK_MD5 = DialectProfile(dialect="spark", hash="md5", native_hash="xxhash64",
+                           try_wrapper=None, fixed_type="BIGINT", sum_type="DECIMAL(38, 0)",
+                           text_type="STRING", histogram=None, salt_type="BIGINT",
+                           signed_salt=True)
 
 
 @dataclass(frozen=True)
@@ -156,6 +178,11 @@ class CompiledQuery:
     key_columns: tuple[str, ...]
     measures: tuple[OutputMeasure, ...]
     global_group: bool = field(default=False)
+    # profiles without a histogram aggregate (see :func:`_grouping_sets`): the cell-index
+    # column of each tuple-valued measure, in measure order, and the cell-count column
+    cell_columns: tuple[str, ...] = ()
+    cell_count: str | None = None
+    has_filters: bool = False  # the statement evaluates the plan's row predicates
 
 
 # ---------------------------------------------------------------------------- small builders
@@ -261,27 +288,93 @@ def canonical_token(value: object) -> str:
     """The canonical text of one value in the md5 profile (what :func:`compile_plan` emits).
 
     ``NULL``/NaN -> ``"N"``; otherwise ``"V" + str(len(s)) + ":" + s`` where ``s`` is the
-    engine's text of the normalized value: decimal digits for integers, the shortest
-    round-trip decimal of a double (Python's ``repr``, with ``-0.0`` written ``0.0``),
-    ``true``/``false`` for booleans, the string itself for text. Tokens are joined by ``|``;
-    the length prefix makes the encoding injective.
+    engine's text of the normalized value: decimal digits for integers, ``true``/``false`` for
+    booleans, the string itself for text, and for a double (see :func:`float_text`) its exact
+    binary form ``[-]Mp<e>``. Tokens are joined by ``|``; the length prefix makes the encoding
+    injective.
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "N"
     if isinstance(value, bool):
         s = "true" if value else "false"
     elif isinstance(value, float):
-        s = repr(value + 0.0)
+        s = float_text(value)
     else:
         s = str(value)
     return f"V{len(s)}:{s}"
 
 
-def _canonical_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
+def float_text(x: float) -> str:
+    """The md5 profile's text of a double: ``[-]M + "p" + e`` with ``|x| = M 2^(e - 52)``.
+
+    ``e = floor(log2 |x|)`` and ``M = |x| 2^(52 - e)``, an integer in ``[2^52, 2^53)`` (subnormal
+    doubles included: ``5e-324`` is ``4503599627370496p-1074``); ``0p0`` for zero (``-0.0``
+    included), ``inf``/``-inf``. Exact integers only, so every engine produces the same text: a
+    decimal rendering would not do (Java 17, hence Spark, prints ``1e23`` as
+    ``9.999999999999999E22``, not the shortest round-trip digits DuckDB and Python print).
+    """
+    if x == 0.0:
+        return "0p0"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    m, ex = math.frexp(abs(x))
+    mant = int(m * 2.0**53)  # exact: m has at most 53 significant bits
+    return ("-" if x < 0 else "") + f"{mant}p{ex - 1}"
+
+
+_DBL_MAX = 1.7976931348623157e308
+_DBL_TRUE_MIN = 5e-324
+
+
+def _float_text_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """:func:`float_text` in SQL for a normalized double ``e`` (no NaN, no -0.0; NULL is handled
+    by the caller). Only exact operations: ``LOG2`` is a first guess of the exponent, corrected
+    by comparisons with exact powers of two (``POW(2, n)`` is exact for every representable
+    ``2^n``); the scaling ``|x| 2^(52 - e)`` is split into two factors in ``[2^-1000, 2^1000]``
+    so neither overflows, and each product is a power-of-two scaling of a normal double, hence
+    exact. Every cast is of a value clamped into range first."""
+    a = _clamp(exp.Abs(this=e.copy()), _double(_DBL_TRUE_MIN, profile),
+               _double(_DBL_MAX, profile))
+
+    def pow2(n: exp.Expression) -> exp.Expression:
+        return _func("pow", _double(2.0, profile), n)
+
+    guess = _cast(exp.Floor(this=_clamp(_func("log2", a.copy()), _double(-1074.0, profile),
+                                        _double(1023.0, profile))), profile.fixed_type)
+    low = _case(exp.LT(this=a.copy(), expression=pow2(guess.copy())), _int(1), _int(0))
+    high = _case(exp.GTE(this=a.copy(), expression=pow2(exp.Add(this=guess.copy(),
+                                                                   expression=_int(1)))),
+                 _int(1), _int(0))
+    ex = exp.Paren(this=exp.Add(this=exp.Sub(this=guess, expression=low), expression=high))
+    shift = exp.Paren(this=exp.Sub(this=_int(52), expression=ex.copy()))
+    a1 = _clamp(shift.copy(), _int(-1000), _int(1000))
+    a2 = exp.Paren(this=exp.Sub(this=shift.copy(), expression=a1.copy()))
+    scaled = exp.Mul(this=exp.Mul(this=a.copy(), expression=pow2(a1)), expression=pow2(a2))
+    mant = _cast(exp.Floor(this=_clamp(scaled, _double(0.0, profile),
+                                       _double(2.0**53, profile))), profile.fixed_type)
+    text = exp.DPipe(this=exp.DPipe(this=exp.DPipe(
+        this=_case(exp.LT(this=e.copy(), expression=_int(0)), exp.Literal.string("-"),
+                   exp.Literal.string("")),
+        expression=_cast(mant, profile.text_type)), expression=exp.Literal.string("p")),
+        expression=_cast(ex.copy(), profile.text_type))
+    return exp.Case(ifs=[
+        exp.If(this=exp.EQ(this=e.copy(), expression=_int(0)), true=exp.Literal.string("0p0")),
+        exp.If(this=exp.GT(this=e.copy(), expression=_double(_DBL_MAX, profile)),
+               true=exp.Literal.string("inf")),
+        exp.If(this=exp.LT(this=e.copy(), expression=_double(-_DBL_MAX, profile)),
+               true=exp.Literal.string("-inf")),
+    ], default=text)
+
+
+def _canonical_sql(e: exp.Expression, profile: DialectProfile,
+                   family: Family = "other") -> exp.Expression:
     # TRY_CAST: a text rendering never fails (a BLOB that is not UTF-8 renders as NULL and its
     # token, and so its hash, is NULL: still a function of the row alone)
-    text: exp.Expression = exp.TryCast(this=e, to=exp.DataType.build(profile.text_type,
-                                                                     dialect="duckdb"))
+    text: exp.Expression
+    if family == "float":
+        text = _float_text_sql(e, profile)
+    else:
+        text = exp.TryCast(this=e, to=exp.DataType.build(profile.text_type, dialect="duckdb"))
     token = exp.DPipe(
         this=exp.DPipe(
             this=exp.DPipe(this=exp.Literal.string("V"),
@@ -293,13 +386,19 @@ def _canonical_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression
     return _case(_is_null(e.copy()), exp.Literal.string("N"), token)
 
 
-def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile) -> exp.Expression:
+def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile,
+          families: Sequence[Family] = ()) -> exp.Expression:
     if profile.hash == "native":
-        return _func(profile.native_hash, _cast(_int(salt), "UBIGINT"), *[p.copy() for p in parts])
+        # A signed profile (Spark has no unsigned 64-bit type) takes the same 64 salt bits as
+        # a signed BIGINT.
+        s = salt - 2**64 if profile.signed_salt and salt >= 2**63 else salt
+        return _func(profile.native_hash, _cast(exp.Literal.string(str(s)), profile.salt_type),
+                     *[p.copy() for p in parts])
+    fams = list(families) + ["other"] * (len(parts) - len(families))
     text: exp.Expression = exp.Literal.string(str(salt))
-    for p in parts:
+    for p, fam in zip(parts, fams, strict=True):
         text = exp.DPipe(this=exp.DPipe(this=text, expression=exp.Literal.string("|")),
-                         expression=_canonical_sql(p, profile))
+                         expression=_canonical_sql(p, profile, fam))
     return _func(profile.md5, text)
 
 
@@ -644,7 +743,7 @@ def compile_plan(
 
     predicates: list[exp.Expression] = []
     for f in plan.filters:
-        vp = parse_predicate(f.predicate, dialect=profile.dialect)
+        vp = parse_predicate(f.predicate, dialect=profile.predicate_dialect)
         tree = vp.tree.copy()
         for node in tree.find_all(exp.Column):
             col = use(node.name, "predicate column")
@@ -676,9 +775,12 @@ def compile_plan(
                                        zip(key_e, key_out, strict=True)]
     if unit_e is not None:
         row_items.append(_alias(unit_e.copy(), _ident(_P + "u")))
-        row_items.append(_alias(_hash(salt, [unit_e, *key_e], profile), _ident(_P + "hk")))
-        row_items.append(_alias(_hash(salt, [unit_e, *key_e, *value_e], profile),
-                                    _ident(_P + "hr")))
+        hfam = [families[unit], *[families[k] for k in keys]]
+        row_items.append(_alias(_hash(salt, [unit_e, *key_e], profile, hfam),
+                                _ident(_P + "hk")))
+        row_items.append(_alias(_hash(salt, [unit_e, *key_e, *value_e], profile,
+                                      [*hfam, *[families[c] for c in value_cols]]),
+                                _ident(_P + "hr")))
     # value columns are needed for the measures; readable under their own names
     row_items += [_col(c) for c in value_cols]
     if not row_items:  # no unit, no keys, no value column: only counts of rows
@@ -757,6 +859,16 @@ def compile_plan(
 
     outputs: list[OutputMeasure] = []
     select_items: list[exp.Expression] = [_col(k) for k in key_out]
+    cell_sets: list[str] = []  # profiles without a histogram aggregate: one grouping set each
+
+    def cells(idx: str) -> exp.Expression:
+        """Counts per cell index: ``histogram(idx)`` (a map), or with ``histogram=None`` the
+        flag ``GROUPING(idx)`` of a grouping set ``(keys, idx)`` whose rows carry ``idx`` and
+        its ``COUNT(*)`` (see :func:`_grouping_sets`)."""
+        if profile.histogram is not None:
+            return _func(profile.histogram, _col(idx))
+        cell_sets.append(idx)
+        return _func("grouping", _col(idx))
     for i, m in enumerate(agg.measures):
         out = f"{_P}m{i}"
         kind = m.kind
@@ -771,7 +883,7 @@ def compile_plan(
             fam = families[col]
             if kind == "category_counts":
                 idx = at(1, f"{_P}i{i}", _category_index(m, col, fam, schema[col]))
-                e = _func(profile.histogram, _col(idx))
+                e = cells(idx)
                 size = len(m.categories)
             else:
                 if fam == "other":
@@ -814,7 +926,7 @@ def compile_plan(
                             _bin_guess(_col(c1), edges, width, profile)))
                         idx = at(3, f"{_P}i{i}", _bin_correct(_col(c1), _col(g1), edges,
                                                               width, profile))
-                    e = _func(profile.histogram, _col(idx))
+                    e = cells(idx)
                     size = len(edges) - 1
                 else:
                     raise PlanError(f"unknown measure kind {kind!r}")
@@ -834,14 +946,42 @@ def compile_plan(
                      .from_(prev)))
         prev = name
 
-    final = exp.select(*select_items).from_(prev)
-    if key_out:
-        final = final.group_by(*[_col(k) for k in key_out])
+    if cell_sets:
+        final = _grouping_sets(select_items, prev, key_out, cell_sets)
+    else:
+        final = exp.select(*select_items).from_(prev)
+        if key_out:
+            final = final.group_by(*[_col(k) for k in key_out])
     for name, q in ctes:
         final = final.with_(name, as_=q)
     sql = final.sql(dialect=profile.dialect, comments=False)
     return CompiledQuery(sql=sql, key_columns=tuple(key_out), measures=tuple(outputs),
-                         global_group=not key_out)
+                         global_group=not key_out, cell_columns=tuple(cell_sets),
+                         cell_count=_P + "cell" if cell_sets else None,
+                         has_filters=bool(predicates))
+
+
+def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: list[str],
+                   cell_sets: list[str]) -> exp.Select:
+    """``SELECT ..., idx..., COUNT(*) AS cell ... GROUP BY GROUPING SETS ((k), (k, idx_1), ...)``.
+
+    The set ``(k)`` gives the scalar measures of each group (every ``GROUPING(idx_j)`` is 1
+    there); the set ``(k, idx_j)`` gives, per group and cell ``idx_j``, the count of its rows
+    (``GROUPING(idx_j) = 0``; rows whose ``idx_j`` is NULL, the skipped ones, form a cell of
+    their own that the decoder ignores). Still one statement, and the output stays small: at
+    most ``groups * (1 + sum of cells)`` rows.
+    """
+    items = [*select_items, *[_col(c) for c in cell_sets],
+             _alias(exp.Count(this=exp.Star()), _ident(_P + "cell"))]
+    keys = [_col(k) for k in key_out]
+
+    def gset(cols: list[exp.Expression]) -> exp.Expression:
+        return exp.Tuple(expressions=[c.copy() for c in cols])
+
+    sets = [gset(keys), *[gset([*keys, _col(c)]) for c in cell_sets]]
+    q = exp.select(*items).from_(source)
+    q.set("group", exp.Group(expressions=[exp.GroupingSets(expressions=sets)]))
+    return q
 
 
 def _fixed_or_null(c: exp.Expression, m: Measure, profile: DialectProfile) -> exp.Expression:
