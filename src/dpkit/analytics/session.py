@@ -24,7 +24,7 @@ import glob
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dpkit._numeric.validation import check_probability
 from dpkit.accounting.events import Neighbouring
@@ -50,6 +50,18 @@ def _frame_kind(obj: Any) -> str | None:
     if mod.startswith("pyarrow") and name in ("Table", "RecordBatch", "Dataset",
                                                "FileSystemDataset", "RecordBatchReader"):
         return "arrow"
+    return None
+
+
+def _spark_kind(obj: Any) -> str | None:
+    """``"dataframe"`` for a classic or Spark Connect DataFrame, ``"session"`` for a classic or
+    Connect SparkSession, else None. By type and module name: pyspark is not imported."""
+    for cls in type(obj).__mro__:
+        if cls.__module__.startswith("pyspark.sql"):
+            if cls.__name__ == "DataFrame":
+                return "dataframe"
+            if cls.__name__ == "SparkSession":
+                return "session"
     return None
 
 
@@ -99,8 +111,10 @@ class Session:
     Parameters
     ----------
     source:
-        A Parquet or CSV path or glob, a pandas/Polars (eager or lazy)/Arrow frame, or a DuckDB
-        connection (then give ``table=``).
+        A Parquet or CSV path or glob, a pandas/Polars (eager or lazy)/Arrow frame, a DuckDB
+        connection (then give ``table=``), a Spark DataFrame (classic or Spark Connect), or a
+        SparkSession (classic or Connect; then give ``table=``, a catalog table name or a
+        Parquet/CSV path). Spark sources run on the Spark engine.
     privacy_unit:
         The column identifying a person (every row of a person is bounded together);
         ``None``: each row is a different person.
@@ -108,9 +122,17 @@ class Session:
         The session's privacy budget (charged before every release), under the add/remove
         relation (a ``neighbouring="replace"`` budget is refused).
     table:
-        With a DuckDB connection: the table or view to query.
+        With a DuckDB connection: the table or view to query. With a SparkSession: a table
+        name (``db.table``) or a path (one with a ``.parquet``/``.csv`` suffix, a ``/`` or a
+        URL scheme such as ``s3://``).
     engine:
-        ``"duckdb"`` (default) or an engine object with ``columns``/``execute``/``register``.
+        ``"duckdb"`` (default), ``"spark"`` (paths read by the active SparkSession, or a new
+        local one), or an engine object with ``columns``/``execute``/``register`` such as
+        :class:`~dpkit.analytics.engines.spark.SparkEngine`.
+    bounding_hash:
+        The hash that picks each unit's kept groups and rows in the built-in engines:
+        ``"native"`` (default; the engine's fast 64-bit hash) or ``"md5"`` (MD5 of a canonical
+        text of the row: DuckDB and Spark keep exactly the same rows).
     alpha:
         Confidence intervals have level ``1 - alpha`` (default 0.05).
     source_of_randomness:
@@ -123,7 +145,8 @@ class Session:
     def __init__(self, source: Any, *, privacy_unit: str | None = None, budget: Any,
                  table: str | None = None, engine: Any = "duckdb", alpha: float = 0.05,
                  source_of_randomness: RandomSource | None = None,
-                 memory_limit: str | None = None, threads: int | None = None) -> None:
+                 memory_limit: str | None = None, threads: int | None = None,
+                 bounding_hash: str = "native") -> None:
         self.alpha = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         if not self.alpha <= 0.5:
             raise PrivacyParameterError(f"alpha must be at most 0.5, got {alpha!r}")
@@ -135,15 +158,35 @@ class Session:
                 f"privacy_unit must be a column name or None, got {privacy_unit!r}"
             )
         self.privacy_unit = privacy_unit
+        if bounding_hash not in ("native", "md5"):
+            raise PrivacyParameterError(
+                f"bounding_hash must be 'native' or 'md5', got {bounding_hash!r}")
+        hash_kind: Literal["native", "md5"] = "md5" if bounding_hash == "md5" else "native"
         connection = source if _is_duckdb_connection(source) else None
+        spark_kind = _spark_kind(source)
+        if spark_kind is not None and engine == "duckdb":
+            engine = "spark"  # a Spark source runs where its data lives
         if isinstance(engine, str):
-            if engine != "duckdb":
-                raise PrivacyParameterError(f"engine must be 'duckdb' or an engine, got "
-                                            f"{engine!r}")
-            from dpkit.analytics.engines import DuckDBEngine  # type: ignore[import-not-found,attr-defined,unused-ignore]
+            if engine not in ("duckdb", "spark"):
+                raise PrivacyParameterError(f"engine must be 'duckdb', 'spark' or an engine, "
+                                            f"got {engine!r}")
+            if engine == "spark":
+                if memory_limit is not None or threads is not None:
+                    raise PrivacyParameterError("memory_limit and threads are DuckDB settings; "
+                                                "configure Spark through its session")
+                from dpkit.analytics.engines.spark import SparkEngine
 
-            self._engine: Any = DuckDBEngine(connection=connection, memory_limit=memory_limit,
-                                             threads=threads)
+                spark = None
+                if spark_kind == "session":
+                    spark = source
+                elif spark_kind == "dataframe":
+                    spark = source.sparkSession
+                self._engine: Any = SparkEngine(spark, hash=hash_kind)
+            else:
+                from dpkit.analytics.engines import DuckDBEngine  # type: ignore[import-not-found,attr-defined,unused-ignore]
+
+                self._engine = DuckDBEngine(connection=connection, memory_limit=memory_limit,
+                                            threads=threads, hash=hash_kind)
         else:
             for attr in ("execute", "columns"):
                 if not callable(getattr(engine, attr, None)):
@@ -160,6 +203,24 @@ class Session:
 
     # ------------------------------------------------------------------ sources
     def _resolve_source(self, source: Any, table: str | None) -> Source:
+        spark_kind = _spark_kind(source)
+        if spark_kind == "session":
+            if not isinstance(table, str) or not table:
+                raise PrivacyParameterError(
+                    "with a SparkSession, give table='db.table' or table='path/to/data.parquet'")
+            return self._spark_path_or_table(table)
+        if spark_kind == "dataframe":
+            if table is not None:
+                raise PrivacyParameterError("table= is not used with a DataFrame source")
+            name = f"dpkit_source_{uuid.uuid4().hex[:12]}"
+            self._engine.register(name, source)
+            return Source(kind="table", location=name)
+        if isinstance(source, (str, os.PathLike)) and hasattr(self._engine, "spark"):
+            if table is not None:
+                raise PrivacyParameterError("table= is only for DuckDB connections and "
+                                            "SparkSessions")
+            # the cluster reads the path (s3://, hdfs://, ...): no local existence check
+            return self._spark_path_or_table(os.fspath(source), path=True)
         if isinstance(source, (str, os.PathLike)):
             if table is not None:
                 raise PrivacyParameterError("table= is only for DuckDB connections")
@@ -196,6 +257,16 @@ class Session:
         name = f"dpkit_source_{uuid.uuid4().hex[:12]}"
         register(name, source)
         return Source(kind="table", location=name)
+
+    def _spark_path_or_table(self, text: str, *, path: bool = False) -> Source:
+        from dpkit.analytics.engines.spark import looks_like_path
+
+        if not path and not looks_like_path(text):
+            return Source(kind="table", location=text)
+        if text.lower().rstrip("/").endswith(_CSV):
+            return Source(kind="csv", location=text)
+        # Parquet, also a directory of part files (Spark's own output has no suffix)
+        return Source(kind="parquet", location=text)
 
     # ------------------------------------------------------------------ helpers
     @property

@@ -136,6 +136,13 @@ class DialectProfile:
     histogram: str | None = "histogram"
     salt_type: str = "UBIGINT"
     signed_salt: bool = False
+    # DuckDB's hash of several arguments combines the arguments' hashes by a multiply and an
+    # XOR, so within one unit the order of rows that differ in one column is the order of
+    # (common mask XOR hash(v)): far from a uniform random order (of three rows, the middle
+    # one is kept half of the time). Hashing the combined value once more (a bijective 64-bit
+    # mix) makes the order pseudo-random again. Spark's xxhash64 chains each argument as the
+    # seed of the next and needs no extra mix.
+    native_mix: str | None = "hash"
     predicate_dialect: str = "duckdb"
 
 
@@ -151,10 +158,11 @@ DUCKDB_MD5 = DialectProfile(hash="md5")
 # statements with predicates with ANSI mode off, so a failing implicit cast is NULL there.
 # There is no ``histogram`` aggregate either: bin and category counts are GROUPING SETS
 # (one set per histogram measure), decoded by the engine.
-SPARK = DialectProfile(dialect="spark", native_hash="xxhash64", try_wrapper=None,
+SPARK = DialectProfile(dialect="spark", native_hash="xxhash64", native_mix=None,
+                       try_wrapper=None,
                        fixed_type="BIGINT", sum_type="DECIMAL(38, 0)", text_type="STRING",
                        histogram=None, salt_type="BIGINT", signed_salt=True)
-SPARK_MD5 = DialectProfile(dialect="spark", hash="md5", native_hash="xxhash64",
+SPARK_MD5 = DialectProfile(dialect="spark", hash="md5", native_hash="xxhash64", native_mix=None,
                            try_wrapper=None, fixed_type="BIGINT", sum_type="DECIMAL(38, 0)",
                            text_type="STRING", histogram=None, salt_type="BIGINT",
                            signed_salt=True)
@@ -392,8 +400,9 @@ def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile,
         # A signed profile (Spark has no unsigned 64-bit type) takes the same 64 salt bits as
         # a signed BIGINT.
         s = salt - 2**64 if profile.signed_salt and salt >= 2**63 else salt
-        return _func(profile.native_hash, _cast(exp.Literal.string(str(s)), profile.salt_type),
-                     *[p.copy() for p in parts])
+        h = _func(profile.native_hash, _cast(exp.Literal.string(str(s)), profile.salt_type),
+                  *[p.copy() for p in parts])
+        return h if profile.native_mix is None else _func(profile.native_mix, h)
     fams = list(families) + ["other"] * (len(parts) - len(families))
     text: exp.Expression = exp.Literal.string(str(salt))
     for p, fam in zip(parts, fams, strict=True):
@@ -753,6 +762,8 @@ def compile_plan(
         # ``s`` to an integer), and such a cast fails on some values only.
         if profile.try_wrapper is not None:
             tree = _func(profile.try_wrapper, tree)
+        else:
+            tree = _checked_predicate(tree)
         predicates.append(exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)]))
     # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
     # for NaN although NaN sorts above every number in DuckDB).
@@ -773,7 +784,7 @@ def compile_plan(
 
     row_items: list[exp.Expression] = [_alias(e, _ident(a)) for e, a in
                                        zip(key_e, key_out, strict=True)]
-    if unit_e is not None:
+    if unit is not None and unit_e is not None:
         row_items.append(_alias(unit_e.copy(), _ident(_P + "u")))
         hfam = [families[unit], *[families[k] for k in keys]]
         row_items.append(_alias(_hash(salt, [unit_e, *key_e], profile, hfam),
@@ -975,13 +986,57 @@ def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: lis
              _alias(exp.Count(this=exp.Star()), _ident(_P + "cell"))]
     keys = [_col(k) for k in key_out]
 
-    def gset(cols: list[exp.Expression]) -> exp.Expression:
+    def gset(cols: Sequence[exp.Expression]) -> exp.Expression:
         return exp.Tuple(expressions=[c.copy() for c in cols])
 
     sets = [gset(keys), *[gset([*keys, _col(c)]) for c in cell_sets]]
     q = exp.select(*items).from_(source)
     q.set("group", exp.Group(expressions=[exp.GroupingSets(expressions=sets)]))
     return q
+
+
+_CHECKED: dict[type[exp.Expression], str] = {exp.Add: "try_add", exp.Sub: "try_subtract",
+                                             exp.Mul: "try_multiply"}
+
+
+def _checked_predicate(tree: exp.Expression) -> exp.Expression:
+    """A predicate with DuckDB's ``TRY`` semantics for engines without a generic ``TRY``.
+
+    Every ``+``/``-``/``*`` (and unary minus) becomes ``try_add``/``try_subtract``/
+    ``try_multiply``, which give NULL instead of raising or wrapping around on overflow; the
+    whole predicate is NULL (the row fails it) when any of them overflowed, i.e. returned NULL
+    from two non-NULL arguments, as ``TRY(p)`` is NULL when any part of ``p`` raises. (Implicit
+    casts that fail are NULL in the engine's non-ANSI mode, which the Spark engine sets for
+    statements with predicates.)
+    """
+    flags: list[exp.Expression] = []
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expression):
+                node.set(key, rewrite(value))
+            elif isinstance(value, list):
+                node.set(key, [rewrite(v) if isinstance(v, exp.Expression) else v
+                               for v in value])
+        if isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal):
+            a: exp.Expression = exp.Literal.number(0)
+            b: exp.Expression = node.this
+            fn = "try_subtract"
+        elif type(node) in _CHECKED:
+            a, b = node.this, node.expression
+            fn = _CHECKED[type(node)]
+        else:
+            return node
+        out = _func(fn, a, b)
+        flags.append(cast(exp.Expression, exp.and_(
+            _is_null(out.copy()), exp.Not(this=_is_null(a.copy())),
+            exp.Not(this=_is_null(b.copy())))))
+        return out
+
+    checked = rewrite(tree)
+    if not flags:
+        return checked
+    return _case(cast(exp.Expression, exp.or_(*flags)), exp.Null(), checked)
 
 
 def _fixed_or_null(c: exp.Expression, m: Measure, profile: DialectProfile) -> exp.Expression:

@@ -47,6 +47,7 @@ from dpkit.analytics.engines._compiler import (
 from dpkit.analytics.engines.duckdb import EngineError
 
 __all__ = [
+    "LocalConnectServer",
     "Progress",
     "SparkEngine",
     "is_spark_dataframe",
@@ -393,3 +394,91 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
                 return True
         time.sleep(0.25)
     return False
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalConnectServer:
+    """A Spark Connect server on this machine, from the ``pyspark`` package's own scripts.
+
+    ``start()`` runs ``$SPARK_HOME/sbin/start-connect-server.sh`` (``SPARK_HOME``: the pyspark
+    package) on a free port with its logs and pid file in a private directory, and waits until
+    a client can run a query; ``stop()`` runs ``stop-connect-server.sh`` with the same
+    directories. For tests, benchmarks and trying Spark Connect locally::
+
+        with LocalConnectServer() as server:
+            engine = SparkEngine(remote=server.url)
+    """
+
+    def __init__(self, *, port: int | None = None, master: str = "local[2]",
+                 driver_memory: str = "1g", conf: Mapping[str, str] | None = None,
+                 timeout: float = 120.0) -> None:
+        import tempfile
+
+        self.port = free_port() if port is None else int(port)
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.master = master
+        self.driver_memory = driver_memory
+        self.conf = dict(conf or {})
+        self.timeout = timeout
+        self._dir = tempfile.mkdtemp(prefix="dpkit-connect-")
+        self._started = False
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(SPARK_HOME=spark_home(), SPARK_LOG_DIR=os.path.join(self._dir, "logs"),
+                   SPARK_PID_DIR=self._dir, SPARK_IDENT_STRING=f"dpkit{self.port}")
+        env.pop("SPARK_REMOTE", None)
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        return env
+
+    def log(self) -> str:
+        """The server's log so far (for error messages)."""
+        logs = os.path.join(self._dir, "logs")
+        out = []
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            with open(os.path.join(logs, name), errors="replace") as fh:
+                out.append(fh.read()[-4000:])
+        return "\n".join(out)
+
+    def start(self) -> LocalConnectServer:
+        import subprocess
+
+        args = ["bash", os.path.join(spark_home(), "sbin", "start-connect-server.sh"),
+                "--master", self.master, "--driver-memory", self.driver_memory,
+                "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf", "spark.ui.enabled=false"]
+        for k, v in self.conf.items():
+            args += ["--conf", f"{k}={v}"]
+        self._started = True
+        subprocess.run(args, env=self._env(), check=True, capture_output=True, timeout=60)
+        if not wait_for_port("127.0.0.1", self.port, self.timeout):
+            self.stop()
+            raise EngineError(f"the Spark Connect server did not listen on port {self.port} "
+                              f"within {self.timeout:g} s:\n{self.log()}")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (idempotent; also after a failed start)."""
+        import shutil
+        import subprocess
+
+        if self._started:
+            self._started = False
+            subprocess.run(["bash", os.path.join(spark_home(), "sbin", "stop-connect-server.sh")],
+                           env=self._env(), check=False, capture_output=True, timeout=120)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalConnectServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

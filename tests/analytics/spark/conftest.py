@@ -1,0 +1,117 @@
+"""Session-scoped Spark fixtures: one classic ``local[2]`` session and one real local Spark
+Connect server (started from the pyspark package's ``sbin`` scripts on a free port, stopped in
+the finalizer, also when a test fails), shared by every Spark test of the run.
+
+Both keep memory modest (1 GB driver) and use two shuffle partitions, so the whole Spark suite
+runs in a couple of minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpkit.analytics.engines.spark import LocalConnectServer
+
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def classic_spark() -> Iterator[Any]:
+    os.environ.pop("SPARK_REMOTE", None)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName("dpkit-tests")
+               .config("spark.driver.memory", "1g").config("spark.ui.enabled", "false"))
+    for k, v in SPARK_CONF.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server() -> Iterator[LocalConnectServer]:
+    server = LocalConnectServer(master="local[2]", driver_memory="1g",
+                                conf={**SPARK_CONF, "spark.log.level": "ERROR"})
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server: LocalConnectServer) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(connect_server.url).create()
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@pytest.fixture(scope="session", params=["classic", "connect"])
+def spark(request: pytest.FixtureRequest) -> Any:
+    """Each Spark test runs on a classic session and on a Spark Connect client."""
+    name = "classic_spark" if request.param == "classic" else "connect_spark"
+    return request.getfixturevalue(name)
+
+
+# ------------------------------------------------------------------ shared data
+
+REGIONS = ["north", "south", "o'hara", 'quo"te', "back`tick", "ünï", "e\u0301|V1:", "", None]
+SPECIALS: list[Any] = [math.nan, None, math.inf, -math.inf, 1e308, -1e308, -0.0, 5e-324,
+                       1e23]
+FKEYS: list[Any] = [0.5, -0.0, 0.0, math.nan, None, math.inf, 1e308, 2.5]
+
+
+def odd_table(n_units: int, seed: int) -> pa.Table:
+    """Units with 1..8 rows: a NULL unit, odd text keys (quotes, backtick, unicode, empty
+    string, NULL), a double key column with NaN/NULL/-0.0/inf, values with NaN, NULL, +-inf,
+    +-1e308, subnormals, and an integer column. NaN and NULL are kept apart in the file (an
+    Arrow double column holds both)."""
+    rng = random.Random(seed)
+    cols: dict[str, list[Any]] = {"uid": [], "region": [], "kind": [], "fk": [], "x": [],
+                                  "age": []}
+    for u in range(n_units):
+        unit = None if u == 0 else f"u{u}"
+        for _ in range(rng.randint(1, 8)):
+            x = rng.uniform(-20, 120) if rng.random() > 0.2 else rng.choice(SPECIALS)
+            cols["uid"].append(unit)
+            cols["region"].append(rng.choice(REGIONS))
+            cols["kind"].append(rng.choice([1, 2, 3]))
+            cols["fk"].append(rng.choice(FKEYS))
+            cols["x"].append(x)
+            cols["age"].append(rng.randint(0, 99))
+    return pa.table({
+        "uid": pa.array(cols["uid"], pa.string()),
+        "region": pa.array(cols["region"], pa.string()),
+        "kind": pa.array(cols["kind"], pa.int64()),
+        "fk": pa.array(cols["fk"], pa.float64(), from_pandas=False),
+        "x": pa.array(cols["x"], pa.float64(), from_pandas=False),
+        "age": pa.array(cols["age"], pa.int64()),
+    })
+
+
+@pytest.fixture(scope="session")
+def odd_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("spark-data") / "odd.parquet"
+    pq.write_table(odd_table(220, seed=5), path)
+    return path
