@@ -74,9 +74,11 @@ PEERS_PYTHON = _arg("--peers-python", "/work/venv-peers/bin/python")
 TUMULT_PYTHON = _arg("--tumult-python", "/work/venv-tumult/bin/python")
 PEER_LIMIT = float(_arg("--peer-limit", "300"))
 NO_PEERS = "--no-peers" in sys.argv
+REPORT_ONLY = "--report-only" in sys.argv  # the report from the kept measurements, no run
 ONLY_PEERS = "--only-peers" in sys.argv
 FRESH_PEERS = "--fresh-peers" in sys.argv
 PEER_CACHE = DATA / "spark-peers.json"
+RUN_INFO = DATA / "spark-run.json"
 REPEAT_BELOW = 10_000_000  # sizes from here on run one round (a 30M-row query takes minutes)
 WRITE = "--write" in sys.argv or SIZES == DEFAULT_SIZES
 WARMUP_ROWS = 100_000
@@ -225,7 +227,8 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
                                "error": f"{type(exc).__name__}: {exc}"[:300]})
                         continue
                     _emit({"system": name, "path": path,
-                           "seconds": time.perf_counter() - start, "groups": out["groups"]})
+                           "seconds": time.perf_counter() - start, "groups": out["groups"],
+                           "load": os.getloadavg()[0], "at": time.time()})
     finally:
         spark.stop()
 
@@ -303,15 +306,18 @@ def peer_worker(name: str, path: str) -> None:
 # ------------------------------------------------------------------ the parent
 
 
-def _run(cmd: list[str], python: str, timeout: float | None = None) -> list[dict[str, Any]]:
-    """Run a worker; its JSON lines (and an error record if it failed)."""
+def _run(cmd: list[str], python: str, timeout: float | None = None,
+         log: Path | None = None) -> list[dict[str, Any]]:
+    """Run a worker; its JSON lines (and an error record if it failed). With ``log`` its
+    output goes to that file as it comes (kept for ``--report-only`` if the run is cut short)."""
     if not Path(python).exists():
         return [{"error": f"no interpreter at {python}"}]
     env = dict(os.environ)
     env.pop("SPARK_REMOTE", None)
     if python == sys.executable:
         env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with (log.open("w+") if log else tempfile.TemporaryFile("w+")) as out, \
+            tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([python, __file__, *cmd], stdout=out, stderr=err, env=env,
                                 text=True)
         try:
@@ -334,11 +340,27 @@ def _run(cmd: list[str], python: str, timeout: float | None = None) -> list[dict
     return records
 
 
+def worker_log(mode: str) -> Path:
+    """Where the measurements of one session kind at these sizes are kept."""
+    return DATA / f"spark-{mode}-{'-'.join(map(str, SIZES))}.jsonl"
+
+
+def read_log(mode: str) -> list[dict[str, Any]]:
+    path = worker_log(mode)
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        with contextlib.suppress(ValueError):
+            if line.startswith("{"):
+                out.append(json.loads(line))
+    return out or [{"error": f"no measurements in {path}"}]
+
+
 def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
     cmd = ["--worker", "spark", "--mode", mode, "--paths", ",".join(paths),
            "--repeats", str(REPEATS), "--sizes", ",".join(map(str, SIZES))]
+    log = worker_log(mode)
     if mode == "classic":
-        return _run([*cmd, "--url", ""], sys.executable)
+        return _run([*cmd, "--url", ""], sys.executable, log=log)
     sys.path.insert(0, SRC)
     from dpkit.analytics.engines.spark import LocalConnectServer
 
@@ -347,7 +369,7 @@ def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
                                       if k not in ("spark.driver.memory", "spark.ui.enabled")})
     try:
         server.start()
-        return _run([*cmd, "--url", server.url], sys.executable)
+        return _run([*cmd, "--url", server.url], sys.executable, log=log)
     finally:
         server.stop()
 
@@ -367,6 +389,9 @@ def run_peer(name: str, python: str) -> dict[int, dict[str, Any]]:
             out[rows] = {"seconds": last[1] * rows / last[0], "from_rows": last[0]}
             continue
         key = f"{name}/{rows}"
+        if key not in cache and REPORT_ONLY:
+            out[rows] = {"error": "not measured"}
+            break
         if key not in cache:
             recs = _run(["--worker", name, "--path", str(data_path(rows)),
                          "--sizes", ",".join(map(str, SIZES))], python,
@@ -417,6 +442,12 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     started = time.time()
+    if REPORT_ONLY:
+        kept = json.loads(RUN_INFO.read_text()) if RUN_INFO.exists() else {}
+        load_before = kept.get("load_before", load_before)
+        started = kept.get("started", started)
+    else:
+        RUN_INFO.write_text(json.dumps({"load_before": load_before, "started": started}))
     generate(WARMUP_ROWS)
     paths = [str(generate(rows)) for rows in SIZES]
     if ONLY_PEERS:  # fill the peer cache only
@@ -428,7 +459,7 @@ def main() -> None:
     errors: dict[tuple[str, str], str] = {}
     shapes: dict[tuple[str, str], dict[str, int]] = {}
     for mode in ("classic", "connect"):
-        for rec in run_spark_mode(mode, paths):
+        for rec in (read_log(mode) if REPORT_ONLY else run_spark_mode(mode, paths)):
             if "shape" in rec:
                 shapes[(mode, rec.pop("shape"))] = rec
             elif "seconds" in rec:
@@ -443,6 +474,11 @@ def main() -> None:
         peers["tumult"] = run_peer("tumult", TUMULT_PYTHON)
     load_after = os.getloadavg()[0]
     elapsed = time.time() - started
+    if REPORT_ONLY:  # the load and time of the last kept measurement
+        last = max((r for m in ("classic", "connect") for r in read_log(m) if "at" in r),
+                   key=lambda r: float(r["at"]), default=None)
+        if last is not None:
+            load_after, elapsed = float(last["load"]), float(last["at"]) - started
 
     med: dict[tuple[str, str], dict[int, float]] = {
         key: {rows: statistics.median(ts) for rows, ts in per.items()}
