@@ -75,10 +75,10 @@ TUMULT_PYTHON = _arg("--tumult-python", "/work/venv-tumult/bin/python")
 PEER_LIMIT = float(_arg("--peer-limit", "300"))
 NO_PEERS = "--no-peers" in sys.argv
 REPORT_ONLY = "--report-only" in sys.argv  # the report from the kept measurements, no run
+MODES = tuple(_arg("--modes", "classic,connect").split(","))  # the session kinds to run
 ONLY_PEERS = "--only-peers" in sys.argv
 FRESH_PEERS = "--fresh-peers" in sys.argv
 PEER_CACHE = DATA / "spark-peers.json"
-RUN_INFO = DATA / "spark-run.json"
 REPEAT_BELOW = 10_000_000  # sizes from here on run one round (a 30M-row query takes minutes)
 WRITE = "--write" in sys.argv or SIZES == DEFAULT_SIZES
 WARMUP_ROWS = 100_000
@@ -346,13 +346,32 @@ def worker_log(mode: str) -> Path:
 
 
 def read_log(mode: str) -> list[dict[str, Any]]:
-    path = worker_log(mode)
-    out = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        with contextlib.suppress(ValueError):
-            if line.startswith("{"):
-                out.append(json.loads(line))
-    return out or [{"error": f"no measurements in {path}"}]
+    """The kept measurements of one session kind at ``SIZES``: for each size, those of the
+    latest run that measured it (runs on different sizes can be combined, see the report)."""
+    best: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+    for path in DATA.glob(f"spark-{mode}-*.jsonl"):
+        recs = []
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if line.startswith("{"):
+                    recs.append(json.loads(line))
+        stamp = path.stat().st_mtime
+        for rec in recs:
+            p = rec.get("path")
+            if p is None or rec.get("system") is None:
+                continue
+            if p not in best or best[p][0] < stamp:
+                best[p] = (stamp, [])
+            if best[p][0] == stamp:
+                best[p][1].append(rec)
+    out = [r for rows in SIZES for r in best.get(str(data_path(rows)), (0.0, []))[1]]
+    logs = sorted(DATA.glob(f"spark-{mode}-*.jsonl"), key=lambda q: q.stat().st_mtime)
+    for path in logs[-1:]:
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if line.startswith('{"shape"'):
+                    out.append(json.loads(line))
+    return out or [{"error": f"no measurements for {mode} in {DATA}"}]
 
 
 def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
@@ -390,7 +409,7 @@ def run_peer(name: str, python: str) -> dict[int, dict[str, Any]]:
             continue
         key = f"{name}/{rows}"
         if key not in cache and REPORT_ONLY:
-            out[rows] = {"error": "not measured"}
+            out[rows] = {}  # shown as "not run"
             break
         if key not in cache:
             recs = _run(["--worker", name, "--path", str(data_path(rows)),
@@ -442,12 +461,6 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     started = time.time()
-    if REPORT_ONLY:
-        kept = json.loads(RUN_INFO.read_text()) if RUN_INFO.exists() else {}
-        load_before = kept.get("load_before", load_before)
-        started = kept.get("started", started)
-    else:
-        RUN_INFO.write_text(json.dumps({"load_before": load_before, "started": started}))
     generate(WARMUP_ROWS)
     paths = [str(generate(rows)) for rows in SIZES]
     if ONLY_PEERS:  # fill the peer cache only
@@ -458,11 +471,19 @@ def main() -> None:
     times: dict[tuple[str, str], dict[int, list[float]]] = {}
     errors: dict[tuple[str, str], str] = {}
     shapes: dict[tuple[str, str], dict[str, int]] = {}
+    stamps: list[tuple[float, float]] = []  # (time, 1-minute load) of each measurement
     for mode in ("classic", "connect"):
-        for rec in (read_log(mode) if REPORT_ONLY else run_spark_mode(mode, paths)):
+        failed: list[dict[str, Any]] = []
+        if not REPORT_ONLY and mode in MODES:  # keep the worker's own failure, if any
+            failed = [r for r in run_spark_mode(mode, paths) if "path" not in r
+                      and "shape" not in r]
+        # every size from the latest run that measured it (this run's, when it did)
+        for rec in read_log(mode) + failed:
             if "shape" in rec:
                 shapes[(mode, rec.pop("shape"))] = rec
             elif "seconds" in rec:
+                if "at" in rec:
+                    stamps.append((float(rec["at"]), float(rec["load"])))
                 times.setdefault((mode, rec["system"]), {}).setdefault(
                     by_path[rec["path"]], []).append(float(rec["seconds"]))
             else:
@@ -472,13 +493,10 @@ def main() -> None:
     if not NO_PEERS:
         peers["pipelinedp"] = run_peer("pipelinedp", PEERS_PYTHON)
         peers["tumult"] = run_peer("tumult", TUMULT_PYTHON)
-    load_after = os.getloadavg()[0]
-    elapsed = time.time() - started
-    if REPORT_ONLY:  # the load and time of the last kept measurement
-        last = max((r for m in ("classic", "connect") for r in read_log(m) if "at" in r),
-                   key=lambda r: float(r["at"]), default=None)
-        if last is not None:
-            load_after, elapsed = float(last["load"]), float(last["at"]) - started
+    loads = [ld for _, ld in stamps] or [load_before]
+    span = (time.strftime("%Y-%m-%d %H:%M", time.gmtime(min(t for t, _ in stamps))) + "-"
+            + time.strftime("%H:%M UTC", time.gmtime(max(t for t, _ in stamps)))
+            if stamps else "not measured")
 
     med: dict[tuple[str, str], dict[int, float]] = {
         key: {rows: statistics.median(ts) for rows, ts in per.items()}
@@ -508,9 +526,9 @@ def main() -> None:
         f"runs for the floor and dpkit below {REPEAT_BELOW / 1e6:g}M rows and one run from there "
         "on (each large query takes minutes), one run for the peers (measured "
         f"{_peer_dates(peers)}). "
-        f"Machine: {machine()}, shared with other jobs (1-minute load average "
-        f"{load_before:.1f} at the start, {load_after:.1f} at the end), so absolute times are "
-        "noisy; the floor and dpkit alternate to share the noise.",
+        f"Machine: {machine()}, shared with other jobs (measured {span}; the 1-minute load "
+        f"average was {min(loads):.1f} to {max(loads):.1f} on {CORES} cores), so absolute times "
+        "are noisy and pessimistic; the floor and dpkit alternate to share the noise.",
     ]
     if SIZES != DEFAULT_SIZES:
         lines += ["", f"**Reduced run**: sizes {', '.join(f'{r:,}' for r in SIZES)} only (the "
@@ -531,7 +549,7 @@ def main() -> None:
         for rows in SIZES:
             if rows not in per:
                 err = errors.get(key) or peers.get(key[1], {}).get(rows, {}).get("error")
-                cells.append(f"failed: {str(err)[:60]}" if err else "")
+                cells.append(f"failed: {str(err)[:60]}" if err else "not run")
                 continue
             cell = fmt(per[rows])
             base = floor_of(key).get(rows)
@@ -597,8 +615,8 @@ def main() -> None:
             "compute per release (the noise, partition selection and accounting run on the "
             "driver on at most one row per category and cost nothing measurable).",
         ]
-    lines += ["", f"The whole run took {elapsed / 60:.0f} minutes. Reproduce: "
-              f"`.venv/bin/python benchmarks/spark.py"
+    lines += ["", "Reproduce: "
+              "`.venv/bin/python benchmarks/spark.py"
               + ("" if SIZES == DEFAULT_SIZES else f" --sizes {','.join(map(str, SIZES))}")
               + "`."]
     if errors:
