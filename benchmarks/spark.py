@@ -36,9 +36,16 @@ reported. Peers are timed once per size from reading the file to the collected r
 session start is not timed either).
 
 Run: ``.venv/bin/python benchmarks/spark.py [--sizes 1000000,10000000,30000000] [--repeats 3]
-[--peers-python PATH] [--tumult-python PATH] [--peer-limit 300] [--data DIR] [--src DIR]
-[--no-peers] [--write]``. The section of ``docs/benchmarks.md`` is written for the default sizes
-or with ``--write`` (a run on other sizes says so in its text).
+[--modes classic,connect] [--peers-python PATH] [--tumult-python PATH] [--peer-limit 300]
+[--data DIR] [--src DIR] [--no-peers] [--write]``; ``--sizes 100000`` is a quick check.
+
+Every measurement is kept in ``--data`` as it comes (one JSON line per query in
+``spark-<kind>-<sizes>.jsonl``; peer times in ``spark-peers.json``, reused unless
+``--fresh-peers``; ``--only-peers`` measures just the peers). The report takes, for each size,
+the measurements of the latest run that measured it, so a size can be (re)run alone (for
+instance ``--sizes 30000000 --modes classic``) and ``--report-only`` rebuilds the section from
+what is kept (it says when each part was measured). The section of ``docs/benchmarks.md`` is
+written for the default sizes or with ``--write``; a run on other sizes says so in its text.
 """
 
 from __future__ import annotations
@@ -80,7 +87,7 @@ ONLY_PEERS = "--only-peers" in sys.argv
 FRESH_PEERS = "--fresh-peers" in sys.argv
 PEER_CACHE = DATA / "spark-peers.json"
 REPEAT_BELOW = 10_000_000  # sizes from here on run one round (a 30M-row query takes minutes)
-WRITE = "--write" in sys.argv or SIZES == DEFAULT_SIZES
+WRITE = "--write" in sys.argv or set(DEFAULT_SIZES) <= set(SIZES)
 WARMUP_ROWS = 100_000
 
 MASTER = "local[2]"
@@ -530,7 +537,7 @@ def main() -> None:
         f"average was {min(loads):.1f} to {max(loads):.1f} on {CORES} cores), so absolute times "
         "are noisy and pessimistic; the floor and dpkit alternate to share the noise.",
     ]
-    if SIZES != DEFAULT_SIZES:
+    if not set(DEFAULT_SIZES) <= set(SIZES):
         lines += ["", f"**Reduced run**: sizes {', '.join(f'{r:,}' for r in SIZES)} only (the "
                   f"full run uses {', '.join(f'{r:,}' for r in DEFAULT_SIZES)})."]
     lines += [
