@@ -96,6 +96,7 @@ SPARK_CONF = {
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
+    "spark.sql.warehouse.dir": str(DATA / "spark-warehouse"),  # not in the working directory
 }
 CATEGORIES = 1000
 ROWS_PER_USER = 5
