@@ -575,6 +575,13 @@ def main() -> None:
     lines += ["", "In brackets: the time over the floor of the same session kind (classic or "
               "Connect) at that size (target: within 1.3x). The fit is least squares of the "
               "measured sizes, seconds = a + b * rows (b per million rows, a the fixed part)."]
+    spread = [max(ts) / min(ts) for per in times.values() for ts in per.values()
+              if len(ts) > 1]
+    if spread:
+        lines[-1] += (f" How noisy one run is here: two runs of the same query at the same size "
+                      f"differed by up to {100 * (max(spread) - 1):.0f}% (median "
+                      f"{100 * (statistics.median(spread) - 1):.0f}%), so a ratio from single runs "
+                      "is uncertain by about that much.")
 
     # linearity: seconds per million rows at each size, and the ratio between sizes
     lin = []
@@ -584,7 +591,7 @@ def main() -> None:
             rs = sorted(per)
             steps = ", ".join(
                 f"{b / 1e6:g}M/{a / 1e6:g}M rows: {per[b] / per[a]:.2f}x the time for "
-                f"{b / a:g}x the rows" for a, b in itertools.pairwise(rs))
+                f"{b / a:.3g}x the rows" for a, b in itertools.pairwise(rs))
             lin.append(f"{LABELS[key].split(' (')[0]}: {steps}")
     if lin:
         lines += ["", "Growth with rows (linear when the time ratio matches the row ratio): "
