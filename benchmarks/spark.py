@@ -631,7 +631,8 @@ def main() -> None:
             "driver on at most one row per category and cost nothing measurable). The knob that "
             "keeps the per-row cost flat is the number of shuffle partitions: here 8 partitions "
             f"hold {max(SIZES) / 8 / 1e6:g}M rows each at the largest size, and the window sort "
-            "of a partition that outgrows executor memory spills to disk; on a cluster, "
+            "of a partition that outgrows its share of executor memory spills to disk (not "
+            "checked in this run); on a cluster, "
             "`spark.sql.shuffle.partitions` of about rows / 2M (500 for 10^9 rows) keeps each "
             "sort in memory. A per-core throughput measured on a dedicated machine would be "
             "higher than this one, so the estimate errs on the expensive side.",
