@@ -128,6 +128,50 @@ def render(frame: Any, group_by: list[str], console: Console, title: str) -> Non
     console.print(table)
 
 
+def _spark_engine(engine: str, remote: str | None) -> Any:
+    """``None`` for DuckDB, else a Spark engine (Spark Connect at ``remote``, or the active /
+    a new local SparkSession)."""
+    if engine not in ("duckdb", "spark"):
+        raise typer.BadParameter(f"--engine takes duckdb or spark, got {engine!r}")
+    if engine == "duckdb":
+        if remote is not None:
+            raise typer.BadParameter("--remote needs --engine spark")
+        return None
+    try:
+        from dpkit.analytics.engines.spark import SparkEngine
+
+        return SparkEngine(remote=remote)
+    except ImportError as exc:
+        raise DPKitError(f"--engine spark needs pyspark (pip install 'dpkit[spark]'): {exc}"
+                         ) from None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except Exception as exc:  # no Java, server not reachable: say so, no traceback
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DPKitError(f"cannot start or reach Spark: {first}") from None
+
+
+def _run_with_progress(q: Any, spark_engine: Any, err: Console, path: str, epsilon: float,
+                       delta: float | None) -> Any:
+    """Run ``q`` on Spark with a progress bar of the release's tasks (on stderr)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    where = "Spark Connect" if spark_engine.is_connect else "Spark"
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} tasks"), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task(f"{where}: {path} (bounding, clamping, exact sums)", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        spark_engine.progress = update
+        try:
+            return q.run(epsilon=epsilon, delta=delta)
+        finally:
+            spark_engine.progress = None
+
+
 def query(
     path: Annotated[str, typer.Argument(help="Parquet or CSV file (or glob)")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="epsilon spent by this query")],
@@ -164,6 +208,11 @@ def query(
         "--output", help="csv or json (printed), or a .csv, .parquet or .json file")] = None,
     memory_limit: Annotated[str | None, typer.Option(
         "--memory-limit", help="DuckDB memory limit, e.g. 1GB")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="duckdb (default, this machine) or spark (the path is read by Spark)")
+    ] = "duckdb",
+    remote: Annotated[str | None, typer.Option(
+        "--remote", help="Spark Connect server, sc://host:port (with --engine spark)")] = None,
 ) -> None:
     """Release one private aggregation of a table, with confidence intervals."""
     import dpkit.analytics as dpa
@@ -189,8 +238,10 @@ def query(
                 "--delta (e.g. --delta 1e-6); or give --keys column=v1,v2,..."
             )
         budget = Budget(epsilon=epsilon, delta=0.0 if delta is None else delta)
+        spark_engine = _spark_engine(engine, remote)
         session = dpa.Session(path, privacy_unit=privacy_unit, budget=budget, alpha=alpha,
-                              memory_limit=memory_limit)
+                              memory_limit=memory_limit,
+                              engine="duckdb" if spark_engine is None else spark_engine)
         q = session.query()
         for w in where or []:
             q = q.where(w)
@@ -200,8 +251,11 @@ def query(
             q = q.bound(max_partitions=max_partitions,
                         max_rows_per_partition=max_rows_per_partition)
         q = q.agg(**aggs)
-        with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
-            frame = q.run(epsilon=epsilon, delta=delta)
+        if spark_engine is None:
+            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
+                frame = q.run(epsilon=epsilon, delta=delta)
+        else:
+            frame = _run_with_progress(q, spark_engine, err, path, epsilon, delta)
     except DPKitError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None

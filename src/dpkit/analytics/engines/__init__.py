@@ -1,7 +1,8 @@
 """Engines that run a :class:`~dpkit.analytics._plan.Plan` inside a database.
 
-:class:`DuckDBEngine` is the embedded default. Importing this package imports neither DuckDB
-nor sqlglot; they load when an engine module is first used.
+:class:`DuckDBEngine` is the embedded default; :class:`SparkEngine` runs the same plans on
+Spark (classic or Spark Connect). Importing this package imports neither DuckDB, pyspark nor
+sqlglot; they load when an engine module is first used.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dpkit.analytics.engines._compiler import PlanError
     from dpkit.analytics.engines.duckdb import DuckDBEngine, EngineError
+    from dpkit.analytics.engines.spark import SparkEngine
 
-__all__ = ["DuckDBEngine", "EngineError", "PlanError"]
+__all__ = ["DuckDBEngine", "EngineError", "PlanError", "SparkEngine"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from dpkit.analytics.engines import duckdb as _duckdb
 
         return getattr(_duckdb, name)
+    if name == "SparkEngine":
+        from dpkit.analytics.engines import spark as _spark
+
+        return _spark.SparkEngine
     if name == "PlanError":
         from dpkit.analytics.engines import _compiler
 

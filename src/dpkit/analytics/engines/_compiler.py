@@ -7,6 +7,9 @@ window, ``COUNT``/``SUM``/``HISTOGRAM`` aggregates); identifiers are always quot
 always escaped by sqlglot, and the analyst's predicates enter only as validated trees
 (:mod:`dpkit.analytics._sql`). A :class:`DialectProfile` names, per engine, the functions and
 types that differ: the hash, the exact integer sum type, the NaN test, the error-to-NULL wrapper.
+Profiles: :data:`DUCKDB` / :data:`DUCKDB_MD5` and :data:`SPARK` / :data:`SPARK_MD5` (Spark SQL:
+``xxhash64``, DECIMAL(38, 0) sums, checked predicate arithmetic, histogram cells as grouping
+sets); the two md5 profiles keep exactly the same rows.
 
 Shape of the statement (``u`` the unit, ``k`` the key columns, ``v`` the value columns)::
 

@@ -87,7 +87,7 @@ def spark_session(remote: str | None = None, *, master: str | None = None,
     if remote is not None:
         if not isinstance(remote, str) or not remote.startswith("sc://"):
             raise ValueError(f"remote must be a Spark Connect URL sc://host:port, got {remote!r}")
-        return SparkSession.builder.remote(remote).getOrCreate()
+        return SparkSession.builder.remote(remote).create()
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -160,6 +160,7 @@ class SparkEngine:
         self._views: dict[str, Any] = {}  # registered name -> DataFrame
         self._files: dict[tuple[str, str], str] = {}  # (kind, path) -> view name
         self._lock = threading.Lock()
+        self.progress: Progress | None = None  # default progress callback of every release
 
     @property
     def is_connect(self) -> bool:
@@ -254,6 +255,7 @@ class SparkEngine:
     def execute_compiled(self, compiled: CompiledQuery, *,
                          progress: Progress | None = None) -> EngineResult:
         """Run a statement :meth:`compile` returned: one ``collect()`` of small rows."""
+        progress = progress if progress is not None else self.progress
         try:
             with self._ansi(compiled), self._progress(progress):
                 rows = self.spark.sql(compiled.sql).collect()
