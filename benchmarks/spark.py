@@ -523,6 +523,8 @@ def main() -> None:
     def floor_of(key: tuple[str, str]) -> dict[int, float]:
         return med.get(("connect" if key[0] == "connect" else "classic", "floor"), {})
 
+    runs_small = max((len(ts) for per in times.values() for rows, ts in per.items()
+                      if rows < REPEAT_BELOW), default=REPEATS)
     size_head = " | ".join(f"{r / 1e6:g}M rows" for r in SIZES)
     lines = [
         "## Private analytics on Spark (`benchmarks/spark.py`)",
@@ -534,7 +536,7 @@ def main() -> None:
         f"delta = {DELTA:g}. Spark `{MASTER}`, 4 GB driver, 8 shuffle partitions; dpkit on "
         "pyspark 4.3 (classic session in the worker; Spark Connect: a local server started by "
         "the script). Seconds per query from the statement to the collected result (the Spark "
-        f"session is started and warmed up before the clock), median of {REPEATS} interleaved "
+        f"session is started and warmed up before the clock), median of {runs_small} interleaved "
         f"runs for the floor and dpkit below {REPEAT_BELOW / 1e6:g}M rows and one run from there "
         "on (each large query takes minutes), one run for the peers (measured "
         f"{_peer_dates(peers)}). "
