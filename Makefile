@@ -61,7 +61,8 @@ TUMULT := .venv-tumult
 
 $(PEERS)/bin/python:
 	$(PY) -m venv $(PEERS)
-	$(PEERS)/bin/pip install -q "opendp[polars]==0.16.0" "pipeline-dp==0.3.1" pyarrow
+	$(PEERS)/bin/pip install -q "opendp[polars]==0.16.0" "pipeline-dp==0.3.1" pyarrow \
+		"pyspark==3.5.9"
 
 $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
@@ -74,6 +75,8 @@ bench: $(STAMP_BENCH) $(PEERS)/bin/python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/ldp.py
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
+		--tumult-python $(TUMULT)/bin/python
+	$(BIN)/python benchmarks/spark.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
 
 clean:
