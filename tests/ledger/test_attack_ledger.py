@@ -234,3 +234,13 @@ def test_replay_refuses_records_that_disagree_with_their_spent_after(tmp_path: P
         return
     with pytest.raises(BudgetExceededError):
         fresh.charge(epsilon=0.5)
+
+
+# ------------------------------------------------------------------ reserve without ``with``
+def test_reserve_charges_when_called() -> None:
+    """``budget.reserve(epsilon=1.0)`` without ``with`` charged nothing (a generator-based
+    context manager runs nothing until entered), so code that reads ``reserve`` as a verb
+    released with nothing charged. The charge must happen (or be refused) at the call."""
+    budget = Budget(epsilon=1.0)
+    budget.reserve(epsilon=1.0)  # the caller would release now
+    assert budget.spent == (1.0, 0.0)
