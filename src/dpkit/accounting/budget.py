@@ -96,7 +96,10 @@ durable stores in :mod:`dpkit.ledger`). An accepted charge is appended by compar
 before :meth:`Budget.charge` returns: if another writer appended first, the budget replays its
 records, checks again and retries, so writers in several processes never overspend together.
 Per-analyst :class:`SubBudget` records sit in the same sequence, so one append covers the
-analyst's cap and the total.
+analyst's cap and the total. Every record is read back through the replay's own reader before
+it is written (a charge whose record would not replay is refused), and the replay checks each
+record's stored ``spent_after`` against the state it recomputes (a consistency check that
+detects edited costs; whoever can write to the store is still trusted).
 
 A note on exactness: ``0.1`` as a double is slightly *more* than 1/10, so ten charges of
 ``epsilon=0.1`` add up to more than the budget ``1.0`` and the tenth is refused. This is the
