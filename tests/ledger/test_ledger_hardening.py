@@ -60,7 +60,7 @@ def test_ambiguous_sqlite_urls_are_refused_and_create_nothing(
     monkeypatch.chdir(tmp_path)
     for bad in ("sqlite:///b.db?mode=rwc", "sqlite:///b.db#x", "sqlite:///b%2Edb",
                 "sqlite:///~/b.db", "sqlite:///dir/", "sqlite:///a\\b.db", "sqlite:///file:b.db",
-                "sqlite:///b\x01.db"):
+                "sqlite:///b\x01.db", "sqlite:///b.db "):
         with pytest.raises(LedgerError):
             open_ledger(bad)
     assert list(tmp_path.iterdir()) == []

@@ -116,7 +116,6 @@ import json
 import math
 import numbers
 import os
-import random
 import threading
 import time
 import weakref
@@ -222,10 +221,8 @@ def _pause(attempt: int) -> None:
     only spreads writers in time; it plays no privacy role."""
     if attempt >= 3:
         cap = min(_MAX_PAUSE, 2.0 ** (min(attempt, 20) - 13))
-        time.sleep(_JITTER.uniform(0.0, cap))
-
-
-_JITTER = random.SystemRandom()
+        fraction = int.from_bytes(os.urandom(2), "big") / 65536.0  # uniform in [0, 1)
+        time.sleep(fraction * cap)
 
 
 @dataclasses.dataclass(frozen=True)

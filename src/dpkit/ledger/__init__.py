@@ -10,6 +10,8 @@ test suite.
   transaction per charge; safe for threads and processes on one host.
 * :class:`PostgresLedger` ``(dsn)``: a PostgreSQL database (psycopg 3, the ``service`` extra);
   for processes on several hosts.
+* After ``fork``, a store object reused in the child opens its own connection (the parent's
+  is never used nor closed there).
 * :func:`open_ledger` ``(url)``: ``memory://`` (or ``memory://name``), ``sqlite:///relative.db``,
   ``sqlite:////absolute/path.db``, ``postgresql://user@host/db`` (or ``postgres://``).
 """
@@ -78,6 +80,8 @@ def _sqlite_path(url: str) -> str:
         bad.append("a leading '~'")
     if path.endswith("/"):
         bad.append("a trailing '/'")
+    if path != path.strip():
+        bad.append("leading or trailing white space")
     if bad:
         raise LedgerError(
             f"{url!r}: the path of a sqlite:/// URL must be a plain file path; found "
