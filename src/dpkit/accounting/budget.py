@@ -96,7 +96,10 @@ durable stores in :mod:`dpkit.ledger`). An accepted charge is appended by compar
 before :meth:`Budget.charge` returns: if another writer appended first, the budget replays its
 records, checks again and retries, so writers in several processes never overspend together.
 Per-analyst :class:`SubBudget` records sit in the same sequence, so one append covers the
-analyst's cap and the total.
+analyst's cap and the total. Every record is read back through the replay's own reader before
+it is written (a charge whose record would not replay is refused), and the replay checks each
+record's stored ``spent_after`` against the state it recomputes (a consistency check that
+detects edited costs; whoever can write to the store is still trusted).
 
 A note on exactness: ``0.1`` as a double is slightly *more* than 1/10, so ten charges of
 ``epsilon=0.1`` add up to more than the budget ``1.0`` and the tenth is refused. This is the
@@ -116,7 +119,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, TypeVar
 
@@ -184,9 +187,16 @@ _METHODS = ("basic", "rdp", "zcdp", "gdp")
 #: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
 _SPLIT_HEADROOM = Fraction(1) - Fraction(2) ** -40
 _DEFAULT_SLACK = 2.0**-12
-#: Compare-and-append attempts before a charge gives up (each lost attempt is another writer's
-#: accepted record, so the ledger always moves on).
-_MAX_ATTEMPTS = 100_000
+#: Compare-and-append attempts before a charge gives up. Each lost attempt is another writer's
+#: accepted record (a conflict that shows no newer record fails at once), so the ledger always
+#: moves on; after a few losses in a row the writer pauses briefly (randomised, at most
+#: ``_MAX_PAUSE`` seconds) so that it is not starved by faster writers.
+_MAX_ATTEMPTS = 1000
+_MAX_PAUSE = 0.05
+#: Relative difference allowed between a record's stored ``spent_after`` and its replay: the
+#: conversions (zCDP, GDP, RDP, the Gaussian pair of a basic budget) use floating-point
+#: functions whose last bits may differ between machines sharing one ledger.
+_REPLAY_TOLERANCE = 1e-9
 #: Largest metadata (as JSON text) stored with one charge.
 _MAX_METADATA = 65_536
 
@@ -203,6 +213,79 @@ def _store_call(call: Callable[[], _T]) -> _T:
         raise
     except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
         raise LedgerError(f"the ledger store failed; nothing was charged: {exc!r}") from exc
+
+
+def _pause(attempt: int) -> None:
+    """Back off after ``attempt`` compare-and-append losses in a row (none for the first 3):
+    a random pause up to ``min(_MAX_PAUSE, 2**-10 * 2**(attempt - 3))`` seconds. The randomness
+    only spreads writers in time; it plays no privacy role."""
+    if attempt >= 3:
+        cap = min(_MAX_PAUSE, 2.0 ** (min(attempt, 20) - 13))
+        fraction = int.from_bytes(os.urandom(2), "big") / 65536.0  # uniform in [0, 1)
+        time.sleep(fraction * cap)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Charge:
+    """A charge record's payload, read as the replay reads it."""
+
+    event: DpEvent
+    count: int
+    metadata: dict[str, Any]
+    spent_after: tuple[float, float]
+    analyst_spent_after: tuple[float, float] | None
+
+
+def _spent_pair(value: Any, what: str) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2 or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        raise ValueError(f"{what} must be a list of two numbers, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _decode_charge(payload: str, analyst: str | None) -> _Charge:
+    """Read the payload of a charge record: the one reader used by the replay, by
+    :meth:`Budget.history` and, before anything is written, by :meth:`Budget.charge` (so an
+    accepted record always replays). Raises ValueError (SerializationError), TypeError,
+    KeyError or RecursionError on anything malformed."""
+    body = json.loads(payload)
+    if not isinstance(body, dict):
+        raise ValueError(f"a charge record is a JSON object, got {type(body).__name__}")
+    event = event_from_dict(body["event"])
+    count = body["count"]
+    if type(count) is not int or count < 0:
+        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    metadata = body["metadata"]
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a JSON object, got {metadata!r}")
+    spent = _spent_pair(body["spent_after"], "spent_after")
+    sub = body.get("analyst_spent_after")
+    if (analyst is None) != (sub is None):
+        raise ValueError("analyst_spent_after goes with an analyst's charge, and only there")
+    sub_spent = None if sub is None else _spent_pair(sub, "analyst_spent_after")
+    return _Charge(event, count, metadata, spent, sub_spent)
+
+
+#: What a malformed payload raises from :func:`_decode_charge` or the replay of its event.
+_UNREADABLE = (KeyError, TypeError, ValueError, RecursionError, UnsupportedEventError)
+
+
+def _spent_pair_of(state: _State) -> tuple[float, float]:
+    """The ``spent_after`` a record stores for ``state``: (epsilon, delta) rounded up."""
+    return up(state.spent_epsilon), min(up(state.spent_delta), 1.0)
+
+
+def _agree(stored: tuple[float, float], replayed: tuple[float, float]) -> bool:
+    """Whether a stored ``spent_after`` matches the replay (relative ``_REPLAY_TOLERANCE``)."""
+    for a, b in zip(stored, replayed, strict=True):
+        if a == b:
+            continue
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return False
+        if abs(a - b) > _REPLAY_TOLERANCE * max(abs(a), abs(b)):
+            return False
+    return True
 
 
 def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -914,10 +997,19 @@ class Budget:
                 sub_name: str | None) -> None:
         """Check the charge against the total (and the sub-budget ``sub_name``) and append its
         record by compare-and-append; on a conflict, replay what the other writer added and
-        check again (call with the lock held)."""
+        check again (call with the lock held). The state changes only after the store
+        accepted the record: an exception from the store (or an interrupt) leaves it as it
+        was, and a record that was committed all the same is read by the next replay."""
         self._refuse_if_forked()
-        for _ in range(_MAX_ATTEMPTS):
-            self._sync()
+        lost = False
+        for attempt in range(_MAX_ATTEMPTS):
+            read = self._sync()
+            if lost and read == 0:
+                raise LedgerError(
+                    f"the ledger store refused record {self._seq + 1} of {self._name!r} as a "
+                    "conflict but holds no newer record: the store is damaged (its records and "
+                    "its sequence counter disagree); nothing was charged"
+                )
             old = self._state
             new, used = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
@@ -929,9 +1021,8 @@ class Budget:
                 )
             sub_new: _State | None = None
             sub = None
-            body: dict[str, Any] = {"event": event_to_dict(ev), "count": n, "metadata": meta,
-                                    "spent_after": [up(new.spent_epsilon),
-                                                    min(up(new.spent_delta), 1.0)]}
+            body: dict[str, Any] = {"event": self._event_data(ev), "count": n,
+                                    "metadata": meta, "spent_after": list(_spent_pair_of(new))}
             if sub_name is not None:
                 sub = self._subs[sub_name]
                 sub_new, sub_used = sub._trial(ev, n)
@@ -943,55 +1034,108 @@ class Budget:
                         f"{sub._describe_budget()}; already spent {sub._describe(sub._state)}; "
                         "nothing was charged"
                     )
-                body["analyst_spent_after"] = [up(sub_new.spent_epsilon),
-                                               min(up(sub_new.spent_delta), 1.0)]
+                body["analyst_spent_after"] = list(_spent_pair_of(sub_new))
+            payload = json.dumps(body, sort_keys=True)
+            self._check_replays(payload, ev, n, sub_name)
             record = _ledger.LedgerRecord(seq=self._seq + 1, time=time.time(), kind="charge",
-                                  analyst=sub_name, payload=json.dumps(body, sort_keys=True))
+                                          analyst=sub_name, payload=payload)
             if _store_call(functools.partial(self._store.append, self._name, record)):
                 self._state = new  # the only state changes
                 if sub is not None and sub_new is not None:
                     sub._state = sub_new
                 self._seq = record.seq
                 return
-        raise LedgerError(  # pragma: no cover - needs _MAX_ATTEMPTS lost races in a row
+            lost = True
+            _pause(attempt)
+        raise LedgerError(
             f"gave up after {_MAX_ATTEMPTS} attempts lost to other writers; nothing was charged"
         )
 
-    def _sync(self) -> None:
-        """Replay the records other writers appended since the last one read (lock held)."""
+    @staticmethod
+    def _event_data(ev: DpEvent) -> dict[str, Any]:
+        """The event as stored (the allow-list of :func:`event_to_dict`)."""
+        try:
+            return event_to_dict(ev)
+        except (SerializationError, RecursionError) as exc:
+            raise UnsupportedEventError(
+                f"a {type(ev).__name__} cannot be recorded in the ledger ({exc}); "
+                "nothing was charged"
+            ) from exc
+
+    def _check_replays(self, payload: str, ev: DpEvent, n: int, sub_name: str | None) -> None:
+        """Refuse, before anything is written, a record that the replay would not read back
+        as this very charge (an event nested deeper than the replay restores, say): one
+        accepted record must never make the ledger unreadable for every later reader."""
+        try:
+            stored = _decode_charge(payload, sub_name)
+        except _UNREADABLE as exc:
+            raise UnsupportedEventError(
+                f"the record of this {type(ev).__name__} charge could not be replayed from "
+                f"the ledger ({type(exc).__name__}: {exc}); nothing was charged"
+            ) from exc
+        if stored.event != ev or stored.count != n:
+            raise UnsupportedEventError(
+                f"the record of this {type(ev).__name__} charge would be replayed as another "
+                "event; nothing was charged"
+            )
+
+    def _sync(self) -> int:
+        """Replay the records other writers appended since the last one read (lock held);
+        return how many were read."""
         if self._forked:
-            return  # a forked copy must not use the parent's store connection
-        for record in _store_call(lambda: self._store.read(self._name, self._seq)):
+            return 0  # a forked copy must not use the parent's store connection
+        records = _store_call(lambda: self._store.read(self._name, self._seq))
+        for record in records:
             self._apply(record)
+        return len(records)
 
     def _apply(self, record: _ledger.LedgerRecord) -> None:
-        """Replay one stored record, as it was checked when written (no check again: a record
-        over the budget, which only a damaged store could hold, stays counted, conservatively,
-        and the budget reports :attr:`exceeded`)."""
+        """Replay one stored record, as it was checked when written (no budget check again: a
+        record over the budget, which only a damaged store could hold, stays counted,
+        conservatively, and the budget reports :attr:`exceeded`). The ``spent_after`` (and
+        ``analyst_spent_after``) stored in a charge record must agree with the replayed state
+        (relative ``_REPLAY_TOLERANCE``), else LedgerError: a record whose cost was edited after
+        it was written is detected, not silently counted at its new cost."""
         if record.seq != self._seq + 1:
             raise LedgerError(
                 f"ledger of {self._name!r} skips from record {self._seq} to {record.seq}"
             )
         try:
-            body = json.loads(record.payload)
             if record.kind == "sub_budget":
-                assert record.analyst is not None
+                body = json.loads(record.payload)
+                if record.analyst is None or not isinstance(body, dict):
+                    raise ValueError("a sub-budget record names its analyst and definition")
                 if record.analyst in self._subs:
                     raise LedgerError(f"sub-budget {record.analyst!r} is defined twice")
                 self._subs[record.analyst] = self._make_sub(body["definition"])
             else:
-                ev = event_from_dict(body["event"])
-                n = body["count"]
-                new, _ = self._trial(ev, n)
+                charge = _decode_charge(record.payload, record.analyst)
+                new, _ = self._trial(charge.event, charge.count)
+                self._verify(record, "spent_after", charge.spent_after, _spent_pair_of(new))
+                sub = sub_new = None
                 if record.analyst is not None:
                     sub = self._subs[record.analyst]
-                    sub._state, _ = sub._trial(ev, n)
+                    sub_new, _ = sub._trial(charge.event, charge.count)
+                    assert charge.analyst_spent_after is not None
+                    self._verify(record, "analyst_spent_after", charge.analyst_spent_after,
+                                 _spent_pair_of(sub_new))
                 self._state = new
-        except (KeyError, TypeError, AssertionError, ValueError, UnsupportedEventError) as exc:
+                if sub is not None and sub_new is not None:
+                    sub._state = sub_new
+        except (*_UNREADABLE, AssertionError) as exc:
             raise LedgerError(
                 f"record {record.seq} of budget {self._name!r} cannot be replayed: {exc!r}"
             ) from exc
         self._seq = record.seq
+
+    def _verify(self, record: _ledger.LedgerRecord, field: str, stored: tuple[float, float],
+                replayed: tuple[float, float]) -> None:
+        if not _agree(stored, replayed):
+            raise LedgerError(
+                f"record {record.seq} of budget {self._name!r} stores {field}={list(stored)} "
+                f"but its replay gives {list(replayed)}: the ledger was changed after it was "
+                "written; refusing to replay it"
+            )
 
     def refresh(self) -> None:
         """Read the charges that other processes sharing the ledger have made since the last
@@ -1002,7 +1146,8 @@ class Budget:
 
     def history(self, analyst: str | None = _ALL) -> list[ChargeRecord]:
         """Every recorded charge, in order, read from the ledger (``analyst="alice"``: only the
-        charges of that sub-budget; ``analyst=None``: only those made on the total itself)."""
+        charges of that sub-budget; ``analyst=None``: only those made on the total itself).
+        A record that cannot be read raises :class:`~dpkit.errors.LedgerError`."""
         with self._lock:
             self._sync()
             records = _store_call(lambda: self._store.read(self._name, 0))
@@ -1010,11 +1155,16 @@ class Budget:
         for record in records:
             if record.kind != "charge" or (analyst is not _ALL and record.analyst != analyst):
                 continue
-            body = json.loads(record.payload)
+            try:
+                charge = _decode_charge(record.payload, record.analyst)
+            except _UNREADABLE as exc:
+                raise LedgerError(
+                    f"record {record.seq} of budget {self._name!r} cannot be read: {exc!r}"
+                ) from exc
             out.append(ChargeRecord(
                 seq=record.seq, time=record.time, analyst=record.analyst,
-                event=event_from_dict(body["event"]), count=body["count"],
-                metadata=body["metadata"], spent_after=tuple(body["spent_after"]),
+                event=charge.event, count=charge.count, metadata=charge.metadata,
+                spent_after=charge.spent_after,
             ))
         return out
 
@@ -1088,8 +1238,13 @@ class Budget:
                           "rho": candidate._given_rho, "mu": candidate._given_mu}
         with self._lock:
             self._refuse_if_forked()
-            for _ in range(_MAX_ATTEMPTS):
-                self._sync()
+            lost = False
+            for attempt in range(_MAX_ATTEMPTS):
+                if self._sync() == 0 and lost:
+                    raise LedgerError(
+                        f"the ledger store refused record {self._seq + 1} of {self._name!r} "
+                        "as a conflict but holds no newer record: the store is damaged"
+                    )
                 if analyst in self._subs:
                     sub = self._subs[analyst]
                     stored = {"epsilon": sub._budget_epsilon, "delta": sub._budget_delta,
@@ -1108,7 +1263,9 @@ class Budget:
                 if _store_call(functools.partial(self._store.append, self._name, record)):
                     self._apply(record)
                     return SubBudget(self, analyst)
-        raise LedgerError(  # pragma: no cover
+                lost = True
+                _pause(attempt)
+        raise LedgerError(  # pragma: no cover - needs _MAX_ATTEMPTS lost races in a row
             f"gave up after {_MAX_ATTEMPTS} attempts lost to other writers"
         )
 
@@ -1181,7 +1338,6 @@ class Budget:
                 return False
             return self._mode == "odometer" or self._within(probe)
 
-    @contextlib.contextmanager
     def reserve(
         self,
         event: Any = None,
@@ -1190,15 +1346,17 @@ class Budget:
         delta: float | None = None,
         count: int = 1,
         metadata: Mapping[str, Any] | None = None,
-    ) -> Iterator[Budget]:
-        """Charge on entry, then run the release in the ``with`` block.
+    ) -> contextlib.AbstractContextManager[Budget]:
+        """Charge now, exactly as :meth:`charge` (before this returns), and return a context
+        manager for the release.
 
-        ``with budget.reserve(mechanism): value = mechanism.release(data)``. The block runs
-        only if the charge was accepted. The charge is never refunded, even if the block
-        raises: a release that failed half-way may already have revealed something.
+        ``with budget.reserve(mechanism): value = mechanism.release(data)``. The charge happens
+        at the call, with or without ``with``: ``budget.reserve(epsilon=1.0)`` alone charges
+        (or raises, and then the block never runs). The charge is never refunded, even if the
+        block raises: a release that failed half-way may already have revealed something.
         """
         self.charge(event, epsilon=epsilon, delta=delta, count=count, metadata=metadata)
-        yield self
+        return contextlib.nullcontext(self)
 
     # ------------------------------------------------------------------ splitting
     def split(self, k: int) -> Share:
@@ -1444,13 +1602,14 @@ class SubBudget:
             new, used = own._trial(ev, n)
             return own._cost_after(used, n, new)
 
-    @contextlib.contextmanager
     def reserve(self, event: Any = None, *, epsilon: float | None = None,
                 delta: float | None = None, count: int = 1,
-                metadata: Mapping[str, Any] | None = None) -> Iterator[SubBudget]:
-        """Charge on entry, then run the release in the ``with`` block (never refunded)."""
+                metadata: Mapping[str, Any] | None = None,
+                ) -> contextlib.AbstractContextManager[SubBudget]:
+        """Charge now (see :meth:`Budget.reserve`: at the call, with or without ``with``) and
+        return a context manager for the release (never refunded)."""
         self.charge(event, epsilon=epsilon, delta=delta, count=count, metadata=metadata)
-        yield self
+        return contextlib.nullcontext(self)
 
     def refresh(self) -> None:
         """Read what other writers appended to the ledger (see :meth:`Budget.refresh`)."""

@@ -16,7 +16,9 @@ Stores: :class:`MemoryLedger` here (the default of every budget, one process); d
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
+import weakref
 from typing import Protocol, runtime_checkable
 
 from dpkit.errors import LedgerError
@@ -99,18 +101,32 @@ class Ledger(Protocol):
 class MemoryLedger:
     """A ledger kept in this process's memory: today's behaviour of a budget, the default.
 
-    Thread-safe (one lock); lost when the process ends; a forked child gets a copy that it must
-    not charge (the budget refuses, see :mod:`dpkit.accounting.budget`).
+    Thread-safe (one lock); lost when the process ends. A child made by ``fork`` gets a copy
+    that it can read but never write: ``append`` (and ``define`` of a new name) there raises
+    :class:`~dpkit.errors.LedgerError`, since the parent still charges the original and the
+    two copies could each spend what remains.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._pid = os.getpid()
         self._definitions: dict[str, str] = {}
         self._records: dict[str, list[LedgerRecord]] = {}
+        _LIVE_MEMORY.add(self)
+
+    def _refuse_copy(self, what: str) -> None:
+        if os.getpid() != self._pid:
+            raise LedgerError(
+                f"this in-memory ledger was copied into a forked process, where {what} could "
+                "spend the same privacy twice (the parent keeps charging the original); use a "
+                "durable ledger (dpkit.ledger) shared by both processes; nothing was written"
+            )
 
     def define(self, name: str, definition: str) -> str:
         check_budget_name(name)
         with self._lock:
+            if name not in self._definitions:
+                self._refuse_copy("defining a budget")
             self._records.setdefault(name, [])
             return self._definitions.setdefault(name, definition)
 
@@ -126,6 +142,7 @@ class MemoryLedger:
     def append(self, name: str, record: LedgerRecord) -> bool:
         check_record(record)
         with self._lock:
+            self._refuse_copy("a charge")
             if name not in self._definitions:
                 raise LedgerError(f"no budget named {name!r} in this ledger")
             records = self._records[name]
@@ -143,3 +160,16 @@ class MemoryLedger:
 
     def __repr__(self) -> str:
         return f"MemoryLedger(budgets={self.names()!r})"
+
+
+# Every live MemoryLedger: a forked child gets fresh (unheld) locks for its read-only copies.
+_LIVE_MEMORY: weakref.WeakSet[MemoryLedger] = weakref.WeakSet()
+
+
+def _fresh_locks_in_child() -> None:
+    for store in list(_LIVE_MEMORY):
+        store._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_fresh_locks_in_child)

@@ -10,11 +10,16 @@ test suite.
   transaction per charge; safe for threads and processes on one host.
 * :class:`PostgresLedger` ``(dsn)``: a PostgreSQL database (psycopg 3, the ``service`` extra);
   for processes on several hosts.
-* :func:`open_ledger` ``(url)``: ``memory://``, ``sqlite:///relative.db``,
+* After ``fork``, a store object reused in the child opens its own connection (the parent's
+  is never used nor closed there).
+* :func:`open_ledger` ``(url)``: ``memory://`` (or ``memory://name``), ``sqlite:///relative.db``,
   ``sqlite:////absolute/path.db``, ``postgresql://user@host/db`` (or ``postgres://``).
 """
 
 from __future__ import annotations
+
+import os
+import threading
 
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError
@@ -31,12 +36,74 @@ __all__ = [
 ]
 
 
+#: The in-memory stores named by ``memory://`` URLs in this process (kept until it exits).
+_MEMORY_STORES: dict[str, MemoryLedger] = {}
+_MEMORY_LOCK = threading.Lock()
+#: Characters refused in the path of a ``sqlite:///`` URL: URL syntax (query, fragment,
+#: percent-escapes) that some readers of the URL would interpret and others would keep as part
+#: of the file name, so that two spellings could name two different files.
+_AMBIGUOUS = ("?", "#", "%", "\\", "\x00")
+
+
+def _fresh_lock_in_child() -> None:
+    global _MEMORY_LOCK
+    _MEMORY_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+
+
+def _memory(url: str) -> MemoryLedger:
+    name = url[len("memory://"):]
+    if name and (not name.isprintable() or any(c in name for c in "/?#%\\")):
+        raise LedgerError(
+            f"{url!r}: a memory ledger's name is printable text without '/', '?', '#', '%' "
+            "or '\\' (or nothing: memory:// is the default store)"
+        )
+    with _MEMORY_LOCK:
+        store = _MEMORY_STORES.get(url)
+        if store is None:
+            store = _MEMORY_STORES[url] = MemoryLedger()
+        return store
+
+
+def _sqlite_path(url: str) -> str:
+    path = url[len("sqlite:///"):]
+    if not path or path == ":memory:" or path.startswith("file:"):
+        raise LedgerError(
+            f"{url!r} names no file: give sqlite:///file.db (or memory:// for a ledger "
+            "that lives in this process)"
+        )
+    bad = sorted({repr(c) for c in path if c in _AMBIGUOUS or not c.isprintable()})
+    if path.startswith("~"):
+        bad.append("a leading '~'")
+    if path.endswith("/"):
+        bad.append("a trailing '/'")
+    if path != path.strip():
+        bad.append("leading or trailing white space")
+    if bad:
+        raise LedgerError(
+            f"{url!r}: the path of a sqlite:/// URL must be a plain file path; found "
+            f"{', '.join(bad)}. Query strings, fragments, '%' escapes and '~' are not "
+            "interpreted, so they would name another file than the same URL without them"
+        )
+    return os.path.abspath(path)
+
+
 def open_ledger(url: str) -> Ledger:
     """The ledger store named by ``url``.
 
-    * ``memory://``: a :class:`MemoryLedger` (this process only, lost at exit);
-    * ``sqlite:///budget.db`` (relative to the working directory) or
-      ``sqlite:////var/lib/dpkit/budget.db`` (absolute): a :class:`SqliteLedger`;
+    * ``memory://``: this process's default :class:`MemoryLedger`; ``memory://name``: the one
+      named ``name``. The same URL gives the same store every time in one process (so a budget
+      opened from a configured URL per request keeps its charges); the stores live until the
+      process exits and are never shared with another process (a child made by ``fork`` can
+      read its copy but not charge it);
+    * ``sqlite:///budget.db`` (relative to the working directory when the URL is opened) or
+      ``sqlite:////var/lib/dpkit/budget.db`` (absolute): a :class:`SqliteLedger` on that file,
+      its path resolved to an absolute one at once. The path is taken literally, so URL syntax
+      that would make two spellings name two files is refused: ``?`` (no query parameters),
+      ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``;
     * ``postgresql://...`` or ``postgres://...``: a :class:`PostgresLedger`, the URL passed to
       the driver as is (user, password, host, port, database, ``?sslmode=...``).
 
@@ -44,16 +111,10 @@ def open_ledger(url: str) -> Ledger:
     """
     if not isinstance(url, str):
         raise LedgerError(f"a ledger URL is a str, got {url!r}")
-    if url == "memory://":
-        return MemoryLedger()
+    if url.startswith("memory://"):
+        return _memory(url)
     if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        if not path or path == ":memory:":
-            raise LedgerError(
-                f"{url!r} names no file: give sqlite:///file.db (or memory:// for a ledger "
-                "that lives in this process)"
-            )
-        return SqliteLedger(path)
+        return SqliteLedger(_sqlite_path(url))
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresLedger(url)
     raise LedgerError(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record
 from dpkit.errors import LedgerError
+from dpkit.ledger import _fork
 
 __all__ = ["PostgresLedger"]
 
@@ -41,10 +44,17 @@ class PostgresLedger:
     READ COMMITTED isolation, for any number of processes on any number of hosts.
 
     Needs psycopg 3 (the ``service`` extra). Database failures raise
-    :class:`~dpkit.errors.LedgerError`; the connection is opened again on the next call. If the
-    connection is lost during a commit, the record may or may not have been written: the charge
-    is reported as failed (no release) and a later read shows whether it was kept, which can
-    only count privacy that was not used (the safe side).
+    :class:`~dpkit.errors.LedgerError`; the connection is opened again on the next call. Any
+    other exception during a call (``KeyboardInterrupt``, a signal handler's exception) closes
+    the connection before it propagates, so the server rolls back whatever was not committed.
+    If the connection is lost during a commit, the record may or may not have been written: the
+    charge is reported as failed (no release) and a later read shows whether it was kept, which
+    can only count privacy that was not used (the safe side).
+
+    Processes: the connection (one socket, one server session) belongs to the process that
+    opened it. A copy of the store in a child made by ``fork`` never uses the parent's
+    connection and never closes it (closing would end the parent's session): it opens its own
+    on first use.
     """
 
     def __init__(self, dsn: str, *, connect_timeout: float = 10.0) -> None:
@@ -60,12 +70,19 @@ class PostgresLedger:
         self._timeout = connect_timeout
         self._lock = threading.Lock()
         self._conn: Any = None
+        self._pid = os.getpid()  # the process that opened self._conn
+        _fork.track(self)
         self._run(self._setup)
 
     def _connection(self) -> Any:
+        """This process's connection, opened if needed (lock held)."""
+        if self._conn is not None and self._pid != os.getpid():
+            _fork.abandon(self._conn)  # the parent's session: never used, never closed here
+            self._conn = None
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = self._psycopg.connect(self._dsn, autocommit=True,
                                                connect_timeout=max(1, int(self._timeout)))
+            self._pid = os.getpid()
         return self._conn
 
     def _setup(self) -> None:
@@ -81,9 +98,40 @@ class PostgresLedger:
                 return action()
             except self._psycopg.Error as exc:
                 raise LedgerError(
-                    f"the PostgreSQL ledger failed ({type(exc).__name__}: {exc}); "
-                    "nothing was charged"
+                    f"the PostgreSQL ledger failed ({type(exc).__name__}: {exc}); the charge "
+                    "is refused (if the connection was lost during a commit, the record may "
+                    "still be stored, which only counts privacy that was not used)"
                 ) from exc
+            except LedgerError:
+                raise
+            except BaseException:  # interrupted, perhaps in the middle of the protocol
+                self._drop()
+                raise
+
+    def _drop(self) -> None:
+        """Close this process's connection after an interrupted call: the server rolls back
+        an open transaction, and the next call connects again."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._pid != os.getpid():
+            _fork.abandon(conn)
+            return
+        with contextlib.suppress(Exception):  # discarded anyway
+            conn.close()
+
+    # ------------------------------------------------------------------ fork (see _fork)
+    def _before_fork(self) -> None:
+        """Nothing: the child sets the copied connection aside."""
+
+    def _after_fork_parent(self) -> None:
+        """Nothing."""
+
+    def _after_fork_child(self) -> None:
+        self._lock = threading.Lock()
+        if self._conn is not None:
+            _fork.abandon(self._conn)
+            self._conn = None
 
     def define(self, name: str, definition: str) -> str:
         check_budget_name(name)
@@ -157,10 +205,16 @@ class PostgresLedger:
         return self._run(act)
 
     def close(self) -> None:
+        """Close this process's connection (a later call opens a new one). A connection that
+        this process inherited by ``fork`` is set aside, not closed."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            if self._pid != os.getpid():
+                _fork.abandon(conn)
+            else:
+                conn.close()
 
     def __repr__(self) -> str:
         return "PostgresLedger(<dsn hidden>)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -10,6 +11,7 @@ from typing import TypeVar
 
 from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record
 from dpkit.errors import LedgerError
+from dpkit.ledger import _fork
 
 __all__ = ["SqliteLedger"]
 
@@ -36,48 +38,125 @@ class SqliteLedger:
     seconds. Not for network file systems (their file locks are unreliable): use
     :class:`~dpkit.ledger.PostgresLedger` across hosts.
 
-    Any SQLite failure (disk full, lock timeout, damaged file) raises
-    :class:`~dpkit.errors.LedgerError` after the transaction is rolled back: nothing is written.
+    ``path`` is resolved once, when the store is made: a relative path is relative to the
+    working directory at that moment, and :attr:`path` is the absolute path used from then on.
+
+    Any exception between ``BEGIN`` and ``COMMIT`` (an SQLite failure such as a full disk, a
+    lock timeout or a damaged file, but also ``KeyboardInterrupt`` or a signal handler's
+    exception) rolls the transaction back before it propagates, so the file is never left
+    locked; SQLite failures are raised as :class:`~dpkit.errors.LedgerError` (nothing was
+    written), other exceptions as they are.
+
+    Processes: the connection belongs to the process that opened it. The store closes it just
+    before ``os.fork`` and opens a new one lazily in the parent and in the child; a copy of the
+    store in another process (however it got there) never uses nor closes a connection it did
+    not open itself, and opens its own.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
-        self._path = os.fspath(path)
-        if not self._path or self._path == ":memory:":
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw or raw == ":memory:" or "\x00" in raw:
             raise LedgerError("SqliteLedger needs a file path (MemoryLedger keeps no file)")
-        if not isinstance(timeout, (int, float)) or not 0 < timeout < 1e6:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout < 1e6
+        ):
             raise LedgerError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self._path = os.path.abspath(raw)
+        self._timeout = float(timeout)
         self._lock = threading.Lock()
+        self._closed = False
+        self._fork_held = False
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()  # the process that opened self._conn
+        self._run(self._setup)
+        _fork.track(self)
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection of this process, set up (lock held)."""
         try:
-            self._conn = sqlite3.connect(self._path, timeout=float(timeout),
-                                         isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger file {self._path!r}: {exc}") from exc
-        self._run(self._setup, int(timeout * 1000))
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000):d}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    def _setup(self, busy_ms: int) -> None:
-        conn = self._conn
-        conn.execute(f"PRAGMA busy_timeout = {busy_ms:d}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
+    def _connection(self) -> sqlite3.Connection:
+        """This process's connection, opened if needed (lock held)."""
+        if self._closed:
+            raise LedgerError(f"the SQLite ledger {self._path!r} is closed")
+        if self._conn is not None and self._pid != os.getpid():
+            _fork.abandon(self._conn)  # the parent's: never used, never closed here
+            self._conn = None
+        if self._conn is None:
+            self._conn = self._connect()
+            self._pid = os.getpid()
+        return self._conn
+
+    @staticmethod
+    def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         for statement in _SCHEMA:
             conn.execute(statement)
         conn.execute("COMMIT")
 
-    def _run(self, action: Callable[..., _T], *args: object) -> _T:
-        """Run ``action`` under the lock; roll back and raise LedgerError on any failure."""
+    def _run(self, action: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``action`` on this process's connection under the lock. On ANY exception an
+        open transaction is rolled back first; SQLite failures become LedgerError."""
         with self._lock:
+            conn: sqlite3.Connection | None = None
             try:
-                return action(*args)
-            except sqlite3.Error as exc:
-                try:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                except sqlite3.Error:  # pragma: no cover - the connection is gone
-                    pass
-                raise LedgerError(
-                    f"the SQLite ledger {self._path!r} failed ({exc}); nothing was written"
-                ) from exc
+                conn = self._connection()
+                return action(conn)
+            except BaseException as exc:
+                if conn is not None:
+                    self._abort(conn)
+                if isinstance(exc, sqlite3.Error):
+                    raise LedgerError(
+                        f"the SQLite ledger {self._path!r} failed ({exc}); nothing was written"
+                    ) from exc
+                raise
+
+    def _abort(self, conn: sqlite3.Connection) -> None:
+        """Roll back ``conn``'s open transaction; if even that fails, close the connection
+        (SQLite rolls back what was not committed) and open a new one on the next call."""
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return
+        except BaseException:
+            self._conn = None
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+
+    # ------------------------------------------------------------------ fork (see _fork)
+    def _before_fork(self) -> None:
+        # Wait for a call in another thread to finish (up to the busy timeout), then close the
+        # connection: the child must inherit none of SQLite's state for this file.
+        self._fork_held = self._lock.acquire(timeout=self._timeout + 1.0)
+        if self._fork_held and self._conn is not None and self._pid == os.getpid():
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _after_fork_parent(self) -> None:
+        if self._fork_held:
+            self._fork_held = False
+            self._lock.release()
+
+    def _after_fork_child(self) -> None:
+        self._fork_held = False
+        self._lock = threading.Lock()
+        if self._conn is not None:  # still open (another thread held it past the timeout)
+            _fork.abandon(self._conn)
+            self._conn = None
 
     @property
     def path(self) -> str:
@@ -87,8 +166,7 @@ class SqliteLedger:
     def define(self, name: str, definition: str) -> str:
         check_budget_name(name)
 
-        def act() -> str:
-            conn = self._conn
+        def act(conn: sqlite3.Connection) -> str:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "INSERT OR IGNORE INTO dpkit_budgets (name, definition, last_seq) "
@@ -102,16 +180,16 @@ class SqliteLedger:
         return self._run(act)
 
     def definition(self, name: str) -> str | None:
-        def act() -> str | None:
-            row = self._conn.execute("SELECT definition FROM dpkit_budgets WHERE name = ?",
+        def act(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT definition FROM dpkit_budgets WHERE name = ?",
                                      (name,)).fetchone()
             return None if row is None else str(row[0])
 
         return self._run(act)
 
     def read(self, name: str, after: int = 0) -> list[LedgerRecord]:
-        def act() -> list[LedgerRecord]:
-            rows = self._conn.execute(
+        def act(conn: sqlite3.Connection) -> list[LedgerRecord]:
+            rows = conn.execute(
                 "SELECT seq, time, kind, analyst, payload FROM dpkit_ledger "
                 "WHERE budget = ? AND seq > ? ORDER BY seq", (name, after),
             ).fetchall()
@@ -123,8 +201,7 @@ class SqliteLedger:
     def append(self, name: str, record: LedgerRecord) -> bool:
         check_record(record)
 
-        def act() -> bool:
-            conn = self._conn
+        def act(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             moved = conn.execute(
                 "UPDATE dpkit_budgets SET last_seq = ? WHERE name = ? AND last_seq = ?",
@@ -148,15 +225,24 @@ class SqliteLedger:
         return self._run(act)
 
     def names(self) -> list[str]:
-        def act() -> list[str]:
-            rows = self._conn.execute("SELECT name FROM dpkit_budgets ORDER BY name")
+        def act(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT name FROM dpkit_budgets ORDER BY name")
             return [str(r[0]) for r in rows]
 
         return self._run(act)
 
     def close(self) -> None:
+        """Close this process's connection; later calls raise LedgerError. In a process that
+        did not open the connection (a child of ``fork``), the copy is set aside unclosed."""
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            if self._pid != os.getpid():
+                _fork.abandon(conn)
+            else:
+                conn.close()
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self._path!r})"
