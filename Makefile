@@ -68,9 +68,12 @@ $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
 	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
 
-bench: $(STAMP_BENCH) $(PEERS)/bin/python $(TUMULT)/bin/python
+bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
+	$(BIN)/python benchmarks/loss_engine.py
+	$(BIN)/python benchmarks/ledger.py
+	$(BIN)/python benchmarks/service.py
 	$(BIN)/python benchmarks/audit.py
 	$(BIN)/python benchmarks/ldp.py
 	$(BIN)/python benchmarks/selection.py
