@@ -961,6 +961,8 @@ def compile_plan(
         for node in tree.find_all(exp.Column):
             col = use(node.name, "predicate column")
             node.set("this", _ident(col))
+        if profile.dialect != "duckdb":
+            tree = _without_infinity_tests(tree, profile)
         # Every predicate runs under the error-to-NULL wrapper, not only those with arithmetic:
         # the engine inserts implicit casts of its own (``s = 1`` on a text column casts every
         # ``s`` to an integer), and such a cast fails on some values only.
@@ -1216,6 +1218,29 @@ def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: lis
 
 _CHECKED: dict[type[exp.Expression], str] = {exp.Add: "try_add", exp.Sub: "try_subtract",
                                              exp.Mul: "try_multiply"}
+
+
+def _without_infinity_tests(tree: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """DuckDB's ``isinf(x)`` and ``isfinite(x)`` as comparisons, for engines without them
+    (Spark): ``isinf(x)`` is ``x = inf OR x = -inf`` and ``isfinite(x)`` is
+    ``x > -inf AND x < inf``. Both are NULL for NULL and false for NaN (NaN is neither equal
+    to nor below infinity in Spark), as in DuckDB."""
+    def inf(sign: str) -> exp.Expression:
+        return _cast(exp.Literal.string(sign + "Infinity"), profile.float_type)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+        if isinstance(node, exp.IsInf) or (name == "isinf" and len(node.expressions) == 1):
+            x = node.this if isinstance(node, exp.IsInf) else node.expressions[0]
+            return exp.Paren(this=exp.or_(exp.EQ(this=x.copy(), expression=inf("")),
+                                          exp.EQ(this=x.copy(), expression=inf("-"))))
+        if name == "isfinite" and len(node.expressions) == 1:
+            x = node.expressions[0]
+            return exp.Paren(this=exp.and_(exp.GT(this=x.copy(), expression=inf("-")),
+                                           exp.LT(this=x.copy(), expression=inf(""))))
+        return node
+
+    return tree.transform(rewrite)
 
 
 def _checked_predicate(tree: exp.Expression) -> exp.Expression:
