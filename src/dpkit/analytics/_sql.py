@@ -101,10 +101,15 @@ class ValidPredicate:
     needs_try: bool
 
 
+# sqlglot parses some allowed functions into nodes whose generic name is spelled otherwise
+# (``isnan`` -> ``IS_NAN``): the allow-list is in the analyst's spelling.
+_NODE_NAMES = {"IsNan": "isnan", "IsInf": "isinf"}
+
+
 def _function_name(node: exp.Func) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
-    return node.sql_name().lower()
+    return _NODE_NAMES.get(type(node).__name__, node.sql_name().lower())
 
 
 def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:

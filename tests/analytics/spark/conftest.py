@@ -2,8 +2,8 @@
 Connect server (started from the pyspark package's ``sbin`` scripts on a free port, stopped in
 the finalizer, also when a test fails), shared by every Spark test of the run.
 
-Both keep memory modest (1 GB driver) and use two shuffle partitions, so the whole Spark suite
-runs in a couple of minutes on two cores.
+Both keep memory modest (1 GB driver) and use one shuffle partition (see ``SPARK_CONF``), so the
+whole Spark suite runs in a couple of minutes on two cores.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,20 +22,54 @@ import pytest
 
 from dpkit.analytics.engines.spark import LocalConnectServer
 
+# Test data is tiny (a few thousand rows): one shuffle partition, no adaptive re-planning (it
+# runs each query stage as a job of its own), no UI; the JVM stops at the C1 JIT tier and uses
+# the serial collector, so two JVMs on a busy two-core machine do not spend their time
+# compiling and collecting garbage in background threads.
+JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.extraJavaOptions": JVM_FLAGS,
 }
 
 
 @pytest.fixture(scope="session")
-def classic_spark() -> Iterator[Any]:
+def _connect_boot() -> Iterator[tuple[LocalConnectServer, threading.Thread, list[BaseException]]]:
+    """Start the Spark Connect server in a background thread, so that it boots while the
+    classic session starts (the two JVMs start in parallel); stopped at the end of the run,
+    also when a test or the start failed."""
+    import pyspark.sql  # noqa: F401 - imported here, not concurrently in two threads
+
+    server = LocalConnectServer(master="local[2]", driver_memory="1g",
+                                conf={**SPARK_CONF, "spark.log.level": "ERROR"})
+    errors: list[BaseException] = []
+
+    def boot() -> None:
+        try:
+            server.start()
+        except BaseException as exc:  # re-raised by connect_server in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=boot, name="spark-connect-boot", daemon=True)
+    thread.start()
+    try:
+        yield server, thread, errors
+    finally:
+        thread.join()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def classic_spark(_connect_boot: Any) -> Iterator[Any]:
     os.environ.pop("SPARK_REMOTE", None)
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[2]").appName("dpkit-tests")
-               .config("spark.driver.memory", "1g").config("spark.ui.enabled", "false"))
+               .config("spark.driver.memory", "1g"))
     for k, v in SPARK_CONF.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -46,14 +81,12 @@ def classic_spark() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def connect_server() -> Iterator[LocalConnectServer]:
-    server = LocalConnectServer(master="local[2]", driver_memory="1g",
-                                conf={**SPARK_CONF, "spark.log.level": "ERROR"})
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+def connect_server(_connect_boot: Any) -> LocalConnectServer:
+    server, thread, errors = _connect_boot
+    thread.join()
+    if errors:
+        raise errors[0]
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -255,7 +255,7 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
 
     import duckdb
 
-    from dpkit.analytics.engines._compiler import DUCKDB, _col, _float_text_sql, float_text
+    from dpkit.analytics.engines._compiler import DUCKDB, _float_text_steps, _staged, float_text
 
     rng = random.Random(4)
     xs = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(2000)]
@@ -263,15 +263,18 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
            0.1, 1.0, -2.5, 2.0**-1022, 2.0**1023, math.inf, -math.inf, 0.0]
     xs = [x for x in xs if x == x]
     want = [float_text(x) for x in xs]
-    sql_duck = _float_text_sql(_col("x"), DUCKDB).sql("duckdb")
+    def text_sql(table: str, profile: Any, dialect: str) -> str:
+        inner = sqlglot.select("i", "x").from_(table)
+        q = _staged(inner, _float_text_steps("x", "txt", profile), "st")
+        return sqlglot.select("txt").from_(q.subquery("q")).order_by("i").sql(dialect)
+
     con = duckdb.connect()
     con.execute("CREATE TABLE t (i BIGINT, x DOUBLE)")
     con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(xs)))
-    got_duck = [r[0] for r in con.execute(f"SELECT {sql_duck} FROM t ORDER BY i").fetchall()]
+    got_duck = [r[0] for r in con.execute(text_sql("t", DUCKDB, "duckdb")).fetchall()]
     assert got_duck == want
     df = classic_spark.createDataFrame(list(enumerate(xs)), "i bigint, x double")
     df.createOrReplaceTempView("float_text_t")
-    sql_spark = _float_text_sql(_col("x"), SPARK).sql("spark")
     got_spark = [r[0] for r in classic_spark.sql(
-        f"SELECT {sql_spark} FROM float_text_t ORDER BY i").collect()]
+        text_sql("float_text_t", SPARK, "spark")).collect()]
     assert got_spark == want

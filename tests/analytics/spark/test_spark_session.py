@@ -65,15 +65,14 @@ def test_every_aggregate_identical_to_duckdb_before_noise(spark: Any, odd_parque
     on_spark = dpa.Session(spark, table=str(odd_parquet), privacy_unit="uid",
                            budget=_budget(), bounding_hash="md5")
     prepared = _query(duck, keys=keys).prepare(epsilon=1.0, delta=1e-6)
-    want = as_dict(prepared.exact(duck.engine))
-    got = as_dict(prepared.exact(on_spark.engine))
+    exact_duck, exact_spark = prepared.exact(duck.engine), prepared.exact(on_spark.engine)
+    want = as_dict(exact_duck)
+    got = as_dict(exact_spark)
     assert got == want
     assert len(want) >= 4
     # the release is post-processing of these integers: the same frame under the same noise
-    a = prepared.release_from(prepared.exact(duck.engine), source=RandomSource(seed=1,
-                                                                               insecure=True))
-    b = prepared.release_from(prepared.exact(on_spark.engine),
-                              source=RandomSource(seed=1, insecure=True))
+    a = prepared.release_from(exact_duck, source=RandomSource(seed=1, insecure=True))
+    b = prepared.release_from(exact_spark, source=RandomSource(seed=1, insecure=True))
     assert a.equals(b)
 
 

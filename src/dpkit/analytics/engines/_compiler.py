@@ -337,68 +337,109 @@ _DBL_MAX = 1.7976931348623157e308
 _DBL_TRUE_MIN = 5e-324
 
 
-def _float_text_sql(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
-    """:func:`float_text` in SQL for a normalized double ``e`` (no NaN, no -0.0; NULL is handled
-    by the caller). Only exact operations: ``LOG2`` is a first guess of the exponent, corrected
-    by comparisons with exact powers of two (``POW(2, n)`` is exact for every representable
-    ``2^n``); the scaling ``|x| 2^(52 - e)`` is split into two factors in ``[2^-1000, 2^1000]``
-    so neither overflows, and each product is a power-of-two scaling of a normal double, hence
-    exact. Every cast is of a value clamped into range first."""
-    a = _clamp(exp.Abs(this=e.copy()), _double(_DBL_TRUE_MIN, profile),
-               _double(_DBL_MAX, profile))
+Step = list[tuple[str, exp.Expression]]
+
+
+def _float_text_steps(e: str, out: str, profile: DialectProfile) -> list[Step]:
+    """:func:`float_text` in SQL for the normalized double column ``e`` (no NaN, no -0.0; NULL
+    is handled by the caller), as successive projections: step ``i`` reads the columns of
+    steps ``< i`` by name and the last one names the text ``out``. Each intermediate value is
+    computed once (inlined, the text would repeat the exponent some twenty times, and Spark
+    spends seconds analysing such an expression).
+
+    Only exact operations: ``LOG2`` is a first guess of the exponent, corrected by comparisons
+    with exact powers of two (``POW(2, n)`` is exact for every representable ``2^n``); the
+    scaling ``|x| 2^(52 - e)`` is split into two factors in ``[2^-1000, 2^1000]`` so neither
+    overflows, and each product is a power-of-two scaling of a normal double, hence exact.
+    Every cast is of a value clamped into range first."""
+    a, guess, ex, a1, mant = (f"{out}_{n}" for n in ("a", "g", "e", "s", "m"))
 
     def pow2(n: exp.Expression) -> exp.Expression:
         return _func("pow", _double(2.0, profile), n)
 
-    guess = _cast(exp.Floor(this=_clamp(_func("log2", a.copy()), _double(-1074.0, profile),
-                                        _double(1023.0, profile))), profile.fixed_type)
-    low = _case(exp.LT(this=a.copy(), expression=pow2(guess.copy())), _int(1), _int(0))
-    high = _case(exp.GTE(this=a.copy(), expression=pow2(exp.Add(this=guess.copy(),
-                                                                   expression=_int(1)))),
-                 _int(1), _int(0))
-    ex = exp.Paren(this=exp.Add(this=exp.Sub(this=guess, expression=low), expression=high))
-    shift = exp.Paren(this=exp.Sub(this=_int(52), expression=ex.copy()))
-    a1 = _clamp(shift.copy(), _int(-1000), _int(1000))
-    a2 = exp.Paren(this=exp.Sub(this=shift.copy(), expression=a1.copy()))
-    scaled = exp.Mul(this=exp.Mul(this=a.copy(), expression=pow2(a1)), expression=pow2(a2))
-    mant = _cast(exp.Floor(this=_clamp(scaled, _double(0.0, profile),
-                                       _double(2.0**53, profile))), profile.fixed_type)
+    shift = exp.Paren(this=exp.Sub(this=_int(52), expression=_col(ex)))
+    mant_e = exp.Mul(this=exp.Mul(this=_col(a), expression=pow2(_col(a1))),
+                     expression=pow2(exp.Paren(this=exp.Sub(this=shift.copy(),
+                                                            expression=_col(a1)))))
     text = exp.DPipe(this=exp.DPipe(this=exp.DPipe(
-        this=_case(exp.LT(this=e.copy(), expression=_int(0)), exp.Literal.string("-"),
+        this=_case(exp.LT(this=_col(e), expression=_int(0)), exp.Literal.string("-"),
                    exp.Literal.string("")),
-        expression=_cast(mant, profile.text_type)), expression=exp.Literal.string("p")),
-        expression=_cast(ex.copy(), profile.text_type))
-    return exp.Case(ifs=[
-        exp.If(this=exp.EQ(this=e.copy(), expression=_int(0)), true=exp.Literal.string("0p0")),
-        exp.If(this=exp.GT(this=e.copy(), expression=_double(_DBL_MAX, profile)),
-               true=exp.Literal.string("inf")),
-        exp.If(this=exp.LT(this=e.copy(), expression=_double(-_DBL_MAX, profile)),
-               true=exp.Literal.string("-inf")),
-    ], default=text)
+        expression=_cast(_col(mant), profile.text_type)), expression=exp.Literal.string("p")),
+        expression=_cast(_col(ex), profile.text_type))
+    return [
+        [(a, _clamp(exp.Abs(this=_col(e)), _double(_DBL_TRUE_MIN, profile),
+                    _double(_DBL_MAX, profile)))],
+        [(guess, _cast(exp.Floor(this=_clamp(_func("log2", _col(a)), _double(-1074.0, profile),
+                                             _double(1023.0, profile))), profile.fixed_type))],
+        [(ex, exp.Add(this=exp.Sub(
+            this=_col(guess),
+            expression=_case(exp.LT(this=_col(a), expression=pow2(_col(guess))), _int(1),
+                             _int(0))),
+            expression=_case(exp.GTE(this=_col(a), expression=pow2(
+                exp.Add(this=_col(guess), expression=_int(1)))), _int(1), _int(0))))],
+        [(a1, _clamp(shift, _int(-1000), _int(1000)))],
+        [(mant, _cast(exp.Floor(this=_clamp(mant_e, _double(0.0, profile),
+                                            _double(2.0**53, profile))), profile.fixed_type))],
+        [(out, exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=_col(e), expression=_int(0)),
+                   true=exp.Literal.string("0p0")),
+            exp.If(this=exp.GT(this=_col(e), expression=_double(_DBL_MAX, profile)),
+                   true=exp.Literal.string("inf")),
+            exp.If(this=exp.LT(this=_col(e), expression=_double(-_DBL_MAX, profile)),
+                   true=exp.Literal.string("-inf")),
+        ], default=text))],
+    ]
 
 
-def _canonical_sql(e: exp.Expression, profile: DialectProfile,
-                   family: Family = "other") -> exp.Expression:
-    # TRY_CAST: a text rendering never fails (a BLOB that is not UTF-8 renders as NULL and its
-    # token, and so its hash, is NULL: still a function of the row alone)
-    text: exp.Expression
-    if family == "float":
-        text = _float_text_sql(e, profile)
-    else:
-        text = exp.TryCast(this=e, to=exp.DataType.build(profile.text_type, dialect="duckdb"))
-    token = exp.DPipe(
-        this=exp.DPipe(
-            this=exp.DPipe(this=exp.Literal.string("V"),
-                           expression=_cast(exp.Length(this=text), profile.text_type)),
-            expression=exp.Literal.string(":"),
-        ),
-        expression=text.copy(),
-    )
-    return _case(_is_null(e.copy()), exp.Literal.string("N"), token)
+def _token_steps(columns: Sequence[tuple[str, Family, str]],
+                 profile: DialectProfile) -> list[Step]:
+    """The steps computing the canonical token (see :func:`canonical_token`) of each
+    ``(column, family, alias)``, under ``alias``; the steps of all columns are merged, so the
+    statement nests at most seven projections whatever the number of columns."""
+    steps: list[Step] = []
+
+    def add(level: int, alias: str, e: exp.Expression) -> None:
+        while len(steps) <= level:
+            steps.append([])
+        steps[level].append((alias, e))
+
+    n_float = len(_float_text_steps("x", "t", profile))
+    for col, fam, alias in columns:
+        text = alias + "_t"
+        if fam == "float":
+            for level, step in enumerate(_float_text_steps(col, text, profile)):
+                for a, e in step:
+                    add(level, a, e)
+        else:
+            # TRY_CAST: a text rendering never fails (a BLOB that is not UTF-8 renders as NULL
+            # and its token, and so its hash, is NULL: still a function of the row alone)
+            add(n_float - 1, text, exp.TryCast(
+                this=_col(col), to=exp.DataType.build(profile.text_type, dialect="duckdb")))
+        token = exp.DPipe(
+            this=exp.DPipe(
+                this=exp.DPipe(this=exp.Literal.string("V"),
+                               expression=_cast(exp.Length(this=_col(text)), profile.text_type)),
+                expression=exp.Literal.string(":"),
+            ),
+            expression=_col(text),
+        )
+        add(n_float, alias, _case(_is_null(_col(col)), exp.Literal.string("N"), token))
+    return steps
 
 
-def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile,
-          families: Sequence[Family] = ()) -> exp.Expression:
+def _staged(inner: exp.Select, steps: Sequence[Step], name: str) -> exp.Select:
+    """``inner`` with the columns of ``steps`` added, one nested ``SELECT *, ...`` per step."""
+    q = inner
+    for n, step in enumerate(steps):
+        if step:
+            q = exp.select(exp.Star(), *[_alias(e, _ident(a)) for a, e in step]).from_(
+                exp.Subquery(this=q, alias=exp.TableAlias(this=_ident(f"{name}{n}"))))
+    return q
+
+
+def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile) -> exp.Expression:
+    """The salted hash of ``parts``: with the md5 profile, ``parts`` are token columns (see
+    :func:`_token_steps`), joined by ``|`` after the salt's decimal digits."""
     if profile.hash == "native":
         # A signed profile (Spark has no unsigned 64-bit type) takes the same 64 salt bits as
         # a signed BIGINT.
@@ -406,11 +447,10 @@ def _hash(salt: int, parts: Sequence[exp.Expression], profile: DialectProfile,
         h = _func(profile.native_hash, _cast(exp.Literal.string(str(s)), profile.salt_type),
                   *[p.copy() for p in parts])
         return h if profile.native_mix is None else _func(profile.native_mix, h)
-    fams = list(families) + ["other"] * (len(parts) - len(families))
     text: exp.Expression = exp.Literal.string(str(salt))
-    for p, fam in zip(parts, fams, strict=True):
+    for p in parts:
         text = exp.DPipe(this=exp.DPipe(this=text, expression=exp.Literal.string("|")),
-                         expression=_canonical_sql(p, profile, fam))
+                         expression=p.copy())
     return _func(profile.md5, text)
 
 
@@ -921,6 +961,8 @@ def compile_plan(
         for node in tree.find_all(exp.Column):
             col = use(node.name, "predicate column")
             node.set("this", _ident(col))
+        if profile.dialect != "duckdb":
+            tree = _without_infinity_tests(tree, profile)
         # Every predicate runs under the error-to-NULL wrapper, not only those with arithmetic:
         # the engine inserts implicit casts of its own (``s = 1`` on a text column casts every
         # ``s`` to an integer), and such a cast fails on some values only.
@@ -959,12 +1001,18 @@ def compile_plan(
                                        zip(key_e, key_out, strict=True)]
     if unit is not None and unit_e is not None:
         row_items.append(_alias(unit_e.copy(), _ident(_P + "u")))
-        hfam = [families[unit], *[families[k] for k in keys]]
-        row_items.append(_alias(_hash(salt, [unit_e, *key_e], profile, hfam),
-                                _ident(_P + "hk")))
-        row_items.append(_alias(_hash(salt, [unit_e, *key_e, *value_e], profile,
-                                      [*hfam, *[families[c] for c in value_cols]]),
-                                _ident(_P + "hr")))
+        hashed = [unit, *keys, *value_cols]
+        if profile.hash == "md5":
+            # each column's canonical token once, in projections over src (see _token_steps)
+            tok = [f"{_P}tok{i}" for i in range(len(hashed))]
+            src = _staged(src, _token_steps(
+                [(c, families[c], t) for c, t in zip(hashed, tok, strict=True)], profile),
+                _P + "t")
+            parts: list[exp.Expression] = [_col(t) for t in tok]
+        else:
+            parts = [unit_e, *key_e, *value_e]
+        row_items.append(_alias(_hash(salt, parts[:1 + len(keys)], profile), _ident(_P + "hk")))
+        row_items.append(_alias(_hash(salt, parts, profile), _ident(_P + "hr")))
     # value columns are needed for the measures; readable under their own names
     row_items += [_col(c) for c in value_cols]
     if not row_items:  # no unit, no keys, no value column: only counts of rows
@@ -1170,6 +1218,29 @@ def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: lis
 
 _CHECKED: dict[type[exp.Expression], str] = {exp.Add: "try_add", exp.Sub: "try_subtract",
                                              exp.Mul: "try_multiply"}
+
+
+def _without_infinity_tests(tree: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """DuckDB's ``isinf(x)`` and ``isfinite(x)`` as comparisons, for engines without them
+    (Spark): ``isinf(x)`` is ``x = inf OR x = -inf`` and ``isfinite(x)`` is
+    ``x > -inf AND x < inf``. Both are NULL for NULL and false for NaN (NaN is neither equal
+    to nor below infinity in Spark), as in DuckDB."""
+    def inf(sign: str) -> exp.Expression:
+        return _cast(exp.Literal.string(sign + "Infinity"), profile.float_type)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+        if isinstance(node, exp.IsInf) or (name == "isinf" and len(node.expressions) == 1):
+            x = node.this if isinstance(node, exp.IsInf) else node.expressions[0]
+            return exp.Paren(this=exp.or_(exp.EQ(this=x.copy(), expression=inf("")),
+                                          exp.EQ(this=x.copy(), expression=inf("-"))))
+        if name == "isfinite" and len(node.expressions) == 1:
+            x = node.expressions[0]
+            return exp.Paren(this=exp.and_(exp.GT(this=x.copy(), expression=inf("-")),
+                                           exp.LT(this=x.copy(), expression=inf(""))))
+        return node
+
+    return tree.transform(rewrite)
 
 
 def _checked_predicate(tree: exp.Expression) -> exp.Expression:
