@@ -107,7 +107,7 @@ def part_c() -> int:
     total = 0
     worst = (0.0, "")
     for eps0, d0, k in [(20.0, 0.0, 1), (40.0, 0.1, 1), (100.0, 0.0, 1), (40.0, 0.1, 2),
-                        (40.0, 0.1, 5), (10.0, 0.0, 3)]:
+                        (40.0, 0.1, 5), (10.0, 0.0, 3), (650.0, 0.0, 1)]:
         f = fdp.approx_dp(epsilon=eps0, delta=d0)
         curve = fdp.tensor(f) if k == 1 else fdp.self_tensor(f, k)
         top = eps0 * k
@@ -125,6 +125,12 @@ def part_c() -> int:
                     worst = (gap, f"eps0={eps0} delta0={d0} k={k} eps={eps:.4f}: dpkit {v!r} "
                                   f"truth {mp.nstr(t, 17)}")
     print(f"  {bad} of {total} probes UNDER; worst gap {worst[0]:.3g}: {worst[1]}")
+    # epsilon at delta = 1e-3 of f_{650, 0}: truth 650 + ln(1 - 1e-3 (1 + e^-650)) exactly
+    e = fdp.tensor(fdp.approx_dp(epsilon=650.0)).epsilon(1e-3)
+    t = 650 + mp.log(1 - mp.mpf("1e-3") * (1 + mp.exp(-650)))
+    bad += e < t
+    print(f"  tensor(approx_dp(650)).epsilon(1e-3) = {e!r}, truth {mp.nstr(t, 17)} "
+          f"{'UNDER' if e < t else 'ok'}")
     return bad
 
 

@@ -92,11 +92,19 @@ def _kov_delta(eps0: float, d0: float, k: int, eps: float) -> mp.mpf:
     (40.0, 0.1, 1, 39.0),  # dpkit 0.6689085029445765, truth 0.66890850294570
     (100.0, 0.0, 1, 99.97),  # gap 4.6e-12
     (40.0, 0.1, 5, 199.95),  # gap 9.6e-12
+    (650.0, 0.0, 1, 649.999),  # dpkit 0.000999500155367658, truth 0.000999500166601385
 ])
 def test_tensor_profile_not_below_exact(eps0: float, d0: float, k: int, eps: float) -> None:
     f = fdp.approx_dp(epsilon=eps0, delta=d0)
     curve = fdp.tensor(f) if k == 1 else fdp.self_tensor(f, k)
     assert curve.delta(eps) >= _kov_delta(eps0, d0, k, eps)
+
+
+def test_tensor_epsilon_not_below_exact() -> None:
+    # f_{650,0}: delta(eps) = (1 - e^{eps - 650}) / (1 + e^-650) below 650, so the exact
+    # epsilon at delta is 650 + ln(1 - delta (1 + e^-650)); dpkit 649.9989994996553
+    e = fdp.tensor(fdp.approx_dp(epsilon=650.0)).epsilon(1e-3)
+    assert e >= 650 + mp.log(1 - mp.mpf("1e-3") * (1 + mp.exp(-650)))
 
 
 # -- D: Renyi divergences near alpha = 1 ---------------------------------------------------
