@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 
 from dpkit import fdp
@@ -153,3 +154,11 @@ def test_pld_huge_interval_no_overflow() -> None:
     acc.compose(LaplaceEvent(noise_multiplier=1.0)).compose(GaussianEvent(noise_multiplier=1.0))
     # the Laplace factor alone needs eps >= 1 + 2 ln(1 - 1e-6) at delta = 1e-6
     assert acc.get_epsilon(1e-6) >= 1.0 + 2.0 * math.log1p(-1e-6)
+
+
+def test_laplace_tradeoff_at_zero_is_one() -> None:
+    # T(Lap(0, 1), Lap(mu, 1))(0) = 1 for every mu (no outcome has P = 0); e^-mu underflows
+    # beyond mu ~ 745 and the middle branch then evaluates 0 / 0
+    with np.errstate(invalid="ignore"):
+        val = fdp.laplace(mu=746.0)(np.array([0.0]))
+    assert val[0] == 1.0
