@@ -164,6 +164,11 @@ class MixturePair:
         val = float(np.logaddexp(lo, math.log(self.rate) + g))
         return val if self.direction == "remove" else -val
 
+    def unbounded(self) -> bool:
+        """Whether the finite losses are unbounded above (Gaussian noise: the loss is an
+        unbounded increasing function of ``y``), so that no finite eps has ``delta(eps) = 0``."""
+        return self.noise == "gaussian"
+
     def atom(self) -> float | None:
         """The largest atom of the loss (Laplace: at ``y >= 1`` or ``y <= 0``), if any."""
         if self.noise != "laplace":
@@ -205,6 +210,10 @@ class AtomPair:
         k = np.searchsorted(ls, e, side="right")  # number of atoms <= e
         q_minus_inf = max(0.0, 1.0 - float(cq[-1]))
         return sp[k], sq[k], cp[k], cq[k] + q_minus_inf
+
+    def unbounded(self) -> bool:
+        """Finitely many finite losses: bounded (the mass at ``+inf`` is tracked apart)."""
+        return False
 
     def atom(self) -> float | None:
         """The atom of largest magnitude."""
