@@ -367,6 +367,12 @@ class Composed:
         a curve below the exact trade-off function (the module docstring). Alphas above 1
         (round-off in the low tail) are left for the caller to clip: clipping a knot to
         ``(1, 0)`` keeps a curve below any trade-off function.
+
+        Knots whose beta falls below 0 (the allowances exceed the remaining mass) are not
+        clipped to 0 (that would discard the allowance at that alpha): the curve ``g`` through
+        the knots is non-increasing and below the exact ``f >= 0``, so its positive part
+        ``max(0, g)`` is too; it is returned as the knots with beta >= 0 followed by the zero
+        crossing of ``g`` (its alpha rounded down, which only lowers the curve).
         """
         n_pts = self.pmf.size
         # the P tail in extended precision (a 64-bit mantissa on x86; eps of the type otherwise)
@@ -382,7 +388,7 @@ class Composed:
             alphas = np.concatenate(([0.0], np.exp(log_qtail[::-1])))
         betas = np.concatenate(([0.0], ptail[::-1]))
         betas = (1.0 - self.inf_mass) - betas - allowance
-        return alphas, betas
+        return _positive_part(alphas, betas)
 
     def delta(self, eps: float, *, upper: bool) -> float:
         """delta(eps) of the composed grid PLD, plus (upper) or minus (lower) the allowances."""
@@ -437,6 +443,29 @@ class Composed:
             return lowest
         eps = math.log(pt - target) - log_qt
         return min(max(eps, lowest), float(self.losses[t]))
+
+
+def _positive_part(alphas: FloatArray, betas: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Knots of ``max(0, g)`` for the non-increasing piecewise-linear ``g`` through the knots.
+
+    The zero crossing on the segment from ``(a0, b0 >= 0)`` to ``(a1, b1 < 0)`` is
+    ``a0 + (a1 - a0) b0 / (b0 - b1)``, rounded down (to ``a0`` when ``a1`` is not finite); a
+    smaller crossing only lowers the curve.
+    """
+    neg = np.nonzero(betas < 0.0)[0]
+    if neg.size == 0:
+        return alphas, betas
+    j = int(neg[0])
+    if j == 0:
+        return np.array([0.0]), np.array([0.0])
+    a0, b0 = float(alphas[j - 1]), float(betas[j - 1])
+    a1, b1 = float(alphas[j]), float(betas[j])
+    if math.isfinite(a1) and a1 > a0:
+        cross = a0 + (a1 - a0) * (b0 / (b0 - b1)) * (1.0 - 2.0**-50)
+        cross = max(a0, math.nextafter(cross, -math.inf))
+    else:
+        cross = a0
+    return (np.concatenate((alphas[:j], [cross])), np.concatenate((betas[:j], [0.0])))
 
 
 def compose(
