@@ -227,10 +227,13 @@ def _discretise(pair: Pair, h: float, mode: Mode) -> GridPld:
         log_b = np.log(b)
         log_top_q = math.log(float(sf_q[-1])) if sf_q[-1] > 0.0 else -math.inf
     xb_prev = np.exp(e[:-1] + log_b)
-    xb_next = np.exp(e[1:] + log_b)
-    em1 = math.expm1(h)
-    upper = np.maximum((a - xb_prev) * (math.exp(h) / em1), 0.0)
-    lower = np.maximum((xb_next - a) / em1, 0.0)
+    # e^h / (e^h - 1) = 1 / (1 - e^-h), and (x_i b - a) / (e^h - 1), without overflow of e^h
+    upper = np.maximum((a - xb_prev) / -math.expm1(-h), 0.0)
+    if h < 700.0:
+        lower = np.maximum((np.exp(e[1:] + log_b) - a) / math.expm1(h), 0.0)
+    else:  # e^-h < 1e-304: x_{i-1} b / (1 - e^-h), minus a e^-h (below 1e-304, dropped: more
+        # mass on the lower point, covered many times over by the tail allowance)
+        lower = np.maximum(np.exp(e[:-1] + log_b) / -math.expm1(-h), 0.0)
     w[1:] += upper
     w[:-1] += lower
     kept = min(top_sf_p, math.exp(min(float(e[-1]) + log_top_q, 700.0)))
@@ -626,6 +629,10 @@ def compose_factors(
     grid gives a valid pessimistic bound) unless ``fixed``, in which case
     :class:`GridTooLargeError` is raised; beyond ``MAX_STEP`` :class:`NoFiniteBoundError`.
     """
+    if not h <= MAX_STEP:
+        # a (given) step this coarse: the connect-the-dots weights e^h / (e^h - 1) and the
+        # Chernoff exponents overflow; report the trivial bounds, as for a coarsened grid
+        raise NoFiniteBoundError(f"the grid step {h!r} is beyond the PLD grid ({MAX_STEP})")
     for _ in range(40):
         try:
             return (*_compose_at(factors, mode, h, nonprivate, both), h)
