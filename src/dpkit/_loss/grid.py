@@ -353,9 +353,17 @@ class Composed:
         p = self.pmf
         ptail = np.cumsum(p[::-1])[::-1]
         with np.errstate(divide="ignore"):
-            terms = np.log(p) - self.losses
-        log_qtail = np.logaddexp.accumulate(terms[::-1])[::-1]
-        return ptail, log_qtail
+            terms = np.log(p) - self.losses  # -inf where p = 0, finite elsewhere
+        # logaddexp(-inf, -inf) is an invalid operation (inf - inf inside): the all-empty top
+        # of the reversed sums is -inf by definition; from the first positive mass on, the
+        # running sum is finite and every later step is well defined
+        rev = terms[::-1]
+        log_rev = np.full(rev.size, -np.inf)
+        first = np.nonzero(np.isfinite(rev))[0]
+        if first.size:
+            j = int(first[0])
+            log_rev[j:] = np.logaddexp.accumulate(rev[j:])
+        return ptail, log_rev[::-1]
 
     def tradeoff_knots(self) -> tuple[FloatArray, FloatArray]:
         """Knots ``(alpha, beta)`` of a trade-off curve *below* the exact composed one.
