@@ -331,7 +331,7 @@ def discrete_laplace_pair(scale: float, sens: int) -> AtomPair:
         return AtomPair((0.0,), (0.0,), 1.0)
     # the middle atoms k = 1 .. Delta - 1 (P-mass norm r^k) are listed while they matter: past
     # K (where the remaining P-mass r^(K+1) / (1 + r) is below 1e-40, or 2^22 atoms) their
-    # mass, bounded above by r^(K+1) / (1 + r), is moved up to the largest loss Delta / t
+    # mass is moved up to the largest loss Delta / t
     # (raising a loss only raises the privacy profile: pessimistic)
     n_mid = sens - 1
     k_tail = scale * 40.0 * math.log(10.0) + 1.0
@@ -339,7 +339,9 @@ def discrete_laplace_pair(scale: float, sens: int) -> AtomPair:
     ks = np.arange(1, k_max + 1, dtype=np.float64)
     rest = 0.0
     if k_max < n_mid:
-        rest = r ** (k_max + 1) / (1.0 + r) * (1.0 + 1e-12)
+        # exactly r^(K+1) (1 - r^(Delta - 1 - K)) / (1 + r), rounded up
+        rest = (r ** (k_max + 1) * -math.expm1(-(n_mid - k_max) / scale) / (1.0 + r)
+                * (1.0 + 1e-12))
     losses = [top, -top]
     masses = [1.0 / (1.0 + r) + rest, r**sens / (1.0 + r)]
     mid_l = (sens - 2.0 * ks) / scale
