@@ -44,6 +44,21 @@ Error analysis of the upper bound (``delta`` never below the truth, trade-off ne
    should be zero come out at about +-that level. We clip negative entries to zero (which only
    raises delta) and add ``noise * (number of grid points above eps)`` where ``noise`` is the
    largest magnitude of a negative entry. This is an a-posteriori allowance, not a proof.
+4. *Round-off of the single tails.* The tails of a pair (``ndtr``/``erfc``, ``exp``, atom sums)
+   carry an absolute error that near ``1/2`` is a few ``2^-53``, and in the far tails a
+   relative error below ``2^-45`` (so an absolute one below that, as tails are at most 1);
+   when ``P - Q`` is itself of that order (tiny losses: ``sigma = 1e12``, a discrete Laplace of
+   scale ``1e300``) it is swallowed. Each single grid profile is therefore trusted only up to
+   ``c = PROFILE_ABS_ERR = 2^-44`` in absolute value at every grid point (``|err sf_p| + e^eps
+   |err sf_q| <= 2^-45 (sf_p + e^eps sf_q) <= 2^-44`` since ``e^eps sf_q <= sf_p`` where delta
+   is positive), hence everywhere (the grid curve is the chord through its grid values).
+   The composed profile ``E_S[delta_1(eps - S)]`` (``S`` the loss of the other factors, a
+   sub-probability) is 1-Lipschitz in each factor's profile in the sup norm, so replacing the
+   factors one at a time moves it by at most ``sum_j k_j c``: this allowance (``tail_err``)
+   is added to every upper profile and to the beta allowance of the trade-off knots, and
+   subtracted from the lower one. A factor whose true loss is unbounded above (Gaussian noise)
+   has ``delta(eps) > 0`` for every finite eps: its composed upper profile is never reported
+   as 0 and its epsilon at ``delta = 0`` is infinite.
 The final epsilon is obtained exactly between two grid points (the curve is ``alpha - beta
 e^eps`` there) and rounded up by ``1e-12 (1 + |eps|)`` for the last floating-point operations.
 
@@ -114,6 +129,9 @@ _HULL_PASSES = 64  # vectorised hull passes; what is left non-convex is clipped 
 MAX_SINGLE = 2e5  # grid points per single PLD when the grid step is chosen automatically
 MAX_STEP = 1e3  # coarsest grid step: beyond it the upper bounds are reported as infinite
 MAX_COUNT = 1 << 53  # largest count the grid composes (the FFT power is taken in doubles)
+# absolute error allowed for one evaluation of a single pair's grid profile (item 4 of the
+# module docstring); the composed allowance is the sum of count * PROFILE_ABS_ERR
+PROFILE_ABS_ERR = 2.0**-44
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +161,19 @@ class GridPld:
     w: FloatArray
     inf_mass: float
     excess: float = 0.0  # (lower bounds) how far the grid curve may exceed the true one
+    unbounded: bool = False  # the true finite losses are unbounded above (no eps gives 0)
+    top_loss: float = -math.inf  # the pair's largest finite loss (bounded pairs)
 
 
 def discretise(pair: Pair, h: float, mode: Mode) -> GridPld:
     """Put ``pair``'s PLD on the grid ``h Z`` (see the module docstring, item 1)."""
+    g = _discretise(pair, h, mode)
+    g.unbounded = pair.unbounded()
+    g.top_loss = pair.bounds(TAIL)[1]
+    return g
+
+
+def _discretise(pair: Pair, h: float, mode: Mode) -> GridPld:
     lo, hi = pair.bounds(TAIL)
     span = (hi - lo) / h
     if not span <= _MAX_POINTS:
@@ -200,10 +227,13 @@ def discretise(pair: Pair, h: float, mode: Mode) -> GridPld:
         log_b = np.log(b)
         log_top_q = math.log(float(sf_q[-1])) if sf_q[-1] > 0.0 else -math.inf
     xb_prev = np.exp(e[:-1] + log_b)
-    xb_next = np.exp(e[1:] + log_b)
-    em1 = math.expm1(h)
-    upper = np.maximum((a - xb_prev) * (math.exp(h) / em1), 0.0)
-    lower = np.maximum((xb_next - a) / em1, 0.0)
+    # e^h / (e^h - 1) = 1 / (1 - e^-h), and (x_i b - a) / (e^h - 1), without overflow of e^h
+    upper = np.maximum((a - xb_prev) / -math.expm1(-h), 0.0)
+    if h < 700.0:
+        lower = np.maximum((np.exp(e[1:] + log_b) - a) / math.expm1(h), 0.0)
+    else:  # e^-h < 1e-304: x_{i-1} b / (1 - e^-h), minus a e^-h (below 1e-304, dropped: more
+        # mass on the lower point, covered many times over by the tail allowance)
+        lower = np.maximum(np.exp(e[:-1] + log_b) / -math.expm1(-h), 0.0)
     w[1:] += upper
     w[:-1] += lower
     kept = min(top_sf_p, math.exp(min(float(e[-1]) + log_top_q, 700.0)))
@@ -311,6 +341,8 @@ class Composed:
     max_loss: float  # largest finite loss with positive mass (sum of the single maxima)
     excess: float = 0.0  # (lower bounds) sum of k_j excess_j
     deficit: float = 0.0  # (upper bounds) finite mass lost to round-off: 1 - inf_mass - sum(pmf)
+    tail_err: float = 0.0  # sum_j k_j PROFILE_ABS_ERR: round-off of the single tails
+    unbounded: bool = False  # some factor's true loss is unbounded: delta(eps) > 0 for all eps
 
     def _tail_sums(self) -> tuple[FloatArray, FloatArray]:
         """``P_t = sum_{s >= t} p_s`` and ``log Q_t`` with ``Q_t = sum_{s >= t} p_s e^{-l_s}``.
@@ -321,9 +353,17 @@ class Composed:
         p = self.pmf
         ptail = np.cumsum(p[::-1])[::-1]
         with np.errstate(divide="ignore"):
-            terms = np.log(p) - self.losses
-        log_qtail = np.logaddexp.accumulate(terms[::-1])[::-1]
-        return ptail, log_qtail
+            terms = np.log(p) - self.losses  # -inf where p = 0, finite elsewhere
+        # logaddexp(-inf, -inf) is an invalid operation (inf - inf inside): the all-empty top
+        # of the reversed sums is -inf by definition; from the first positive mass on, the
+        # running sum is finite and every later step is well defined
+        rev = terms[::-1]
+        log_rev = np.full(rev.size, -np.inf)
+        first = np.nonzero(np.isfinite(rev))[0]
+        if first.size:
+            j = int(first[0])
+            log_rev[j:] = np.logaddexp.accumulate(rev[j:])
+        return ptail, log_rev[::-1]
 
     def tradeoff_knots(self) -> tuple[FloatArray, FloatArray]:
         """Knots ``(alpha, beta)`` of a trade-off curve *below* the exact composed one.
@@ -338,6 +378,12 @@ class Composed:
         a curve below the exact trade-off function (the module docstring). Alphas above 1
         (round-off in the low tail) are left for the caller to clip: clipping a knot to
         ``(1, 0)`` keeps a curve below any trade-off function.
+
+        Knots whose beta falls below 0 (the allowances exceed the remaining mass) are not
+        clipped to 0 (that would discard the allowance at that alpha): the curve ``g`` through
+        the knots is non-increasing and below the exact ``f >= 0``, so its positive part
+        ``max(0, g)`` is too; it is returned as the knots with beta >= 0 followed by the zero
+        crossing of ``g`` (its alpha rounded down, which only lowers the curve).
         """
         n_pts = self.pmf.size
         # the P tail in extended precision (a 64-bit mantissa on x86; eps of the type otherwise)
@@ -346,41 +392,45 @@ class Composed:
         ptail = np.asarray(ptail_ext, dtype=np.float64)
         _, log_qtail = self._tail_sums()
         u_sum = float(np.finfo(ext).eps)
-        allowance = (self.wrap_high + self.deficit + self.noise * float(n_pts)
+        allowance = (self.wrap_high + self.deficit + self.tail_err + self.noise * float(n_pts)
                      + (n_pts + 2) * u_sum * max(1.0, float(ptail[0]) if n_pts else 0.0)
                      + 4.0 * float(n_pts) * 2.0**-53)  # logaddexp accumulation, relative
         with np.errstate(over="ignore"):
             alphas = np.concatenate(([0.0], np.exp(log_qtail[::-1])))
         betas = np.concatenate(([0.0], ptail[::-1]))
         betas = (1.0 - self.inf_mass) - betas - allowance
-        return alphas, betas
+        return _positive_part(alphas, betas)
 
     def delta(self, eps: float, *, upper: bool) -> float:
         """delta(eps) of the composed grid PLD, plus (upper) or minus (lower) the allowances."""
-        if self.inf_mass == 0.0 and eps >= self.max_loss:
-            return 0.0
+        if self.inf_mass == 0.0 and eps >= self.max_loss and not (upper and self.unbounded):
+            return 0.0  # bounded losses: proven exactly (the lower bound may always say 0)
         above = self.losses > eps
         p = self.pmf[above]
         with np.errstate(over="ignore"):
             val = float(np.sum(p * -np.expm1(eps - self.losses[above])))
         if upper:
-            extra = (self.inf_mass + self.wrap_high + self.deficit
+            extra = (self.inf_mass + self.wrap_high + self.deficit + self.tail_err
                      + self.noise * float(np.count_nonzero(above)))
             return min(1.0, val + extra)
         return max(
-            0.0, val + self.inf_mass - self.wrap_low - self.excess - self.noise * float(p.size)
+            0.0, val + self.inf_mass - self.wrap_low - self.excess - self.tail_err
+            - self.noise * float(p.size)
         )
 
     def epsilon(self, delta: float, *, upper: bool) -> float:
         """Smallest eps with ``delta(eps) <= delta`` for this composed PLD (upper or lower)."""
         n_pts = self.pmf.size
         if delta == 0.0:
-            # delta(eps) = 0 exactly iff no infinite mass and eps >= the largest finite loss
-            return math.inf if self.inf_mass > 0.0 else self.max_loss
+            # delta(eps) = 0 exactly iff no infinite mass and eps >= the largest finite loss;
+            # never for an unbounded loss (the upper bound is then infinite)
+            if self.inf_mass > 0.0 or (upper and self.unbounded):
+                return math.inf
+            return self.max_loss
         if upper:
-            const = self.inf_mass + self.wrap_high + self.deficit
+            const = self.inf_mass + self.wrap_high + self.deficit + self.tail_err
         else:
-            const = self.inf_mass - self.wrap_low - self.excess
+            const = self.inf_mass - self.wrap_low - self.excess - self.tail_err
         target = delta - const
         if upper and target <= 0.0:
             return math.inf
@@ -406,6 +456,29 @@ class Composed:
         return min(max(eps, lowest), float(self.losses[t]))
 
 
+def _positive_part(alphas: FloatArray, betas: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Knots of ``max(0, g)`` for the non-increasing piecewise-linear ``g`` through the knots.
+
+    The zero crossing on the segment from ``(a0, b0 >= 0)`` to ``(a1, b1 < 0)`` is
+    ``a0 + (a1 - a0) b0 / (b0 - b1)``, rounded down (to ``a0`` when ``a1`` is not finite); a
+    smaller crossing only lowers the curve.
+    """
+    neg = np.nonzero(betas < 0.0)[0]
+    if neg.size == 0:
+        return alphas, betas
+    j = int(neg[0])
+    if j == 0:
+        return np.array([0.0]), np.array([0.0])
+    a0, b0 = float(alphas[j - 1]), float(betas[j - 1])
+    a1, b1 = float(alphas[j]), float(betas[j])
+    if math.isfinite(a1) and a1 > a0:
+        cross = a0 + (a1 - a0) * (b0 / (b0 - b1)) * (1.0 - 2.0**-50)
+        cross = max(a0, math.nextafter(cross, -math.inf))
+    else:
+        cross = a0
+    return (np.concatenate((alphas[:j], [cross])), np.concatenate((betas[:j], [0.0])))
+
+
 def compose(
     comps: Sequence[tuple[GridPld, int]], inf_factor_log: float, h: float
 ) -> Composed:
@@ -419,6 +492,7 @@ def compose(
     live = [(g, k) for g, k in comps if k > 0]
     if not live or inf_mass >= 1.0:
         return Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0, 0.0)
+    # (inf_mass = 1 or no live factor: the profile is exactly inf_mass, nothing to allow for)
     # Chernoff bounds choose the domain [A, B]
     ts = np.array([0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0,
                    128.0, 256.0, 512.0, 1024.0, 4096.0])
@@ -468,12 +542,17 @@ def compose(
     max_loss = 0.0
     for g, k in live:
         pos = np.nonzero(g.w > 0.0)[0]
-        max_loss += k * h * (g.start + int(pos[-1])) if pos.size else 0.0
+        # the true largest loss too: round-off may empty the grid point above a tiny atom
+        top = max(h * (g.start + int(pos[-1])) if pos.size else 0.0, g.top_loss)
+        max_loss += k * top
     excess = sum(k * g.excess for g, k in live)
     # the composed grid PLD has total mass 1 (connect-the-dots and round-up keep every bit of
     # P-mass); what the FFT lost to round-off could sit anywhere, so the upper bounds add it
     deficit = max(0.0, 1.0 - inf_mass - float(np.sum(c)))
-    return Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss, excess, deficit)
+    tail_err = float(sum(k for _, k in live)) * PROFILE_ABS_ERR * (1.0 + 2.0**-50)
+    unbounded = any(g.unbounded for g, _ in live)
+    return Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss, excess, deficit,
+                    tail_err, unbounded)
 
 
 
@@ -558,6 +637,10 @@ def compose_factors(
     grid gives a valid pessimistic bound) unless ``fixed``, in which case
     :class:`GridTooLargeError` is raised; beyond ``MAX_STEP`` :class:`NoFiniteBoundError`.
     """
+    if not h <= MAX_STEP:
+        # a (given) step this coarse: the connect-the-dots weights e^h / (e^h - 1) and the
+        # Chernoff exponents overflow; report the trivial bounds, as for a coarsened grid
+        raise NoFiniteBoundError(f"the grid step {h!r} is beyond the PLD grid ({MAX_STEP})")
     for _ in range(40):
         try:
             return (*_compose_at(factors, mode, h, nonprivate, both), h)

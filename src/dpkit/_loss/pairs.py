@@ -45,6 +45,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpkit._numeric import rounding
+from dpkit.errors import PrivacyParameterError
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -67,6 +68,8 @@ __all__ = [
 ]
 
 Tails = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+
+_MAX_ATOMS = 1 << 22  # atoms listed for one discrete pair (about 32 MB per array)
 
 
 def _log_expm1_plus(e: FloatArray, q: float) -> FloatArray:
@@ -164,6 +167,11 @@ class MixturePair:
         val = float(np.logaddexp(lo, math.log(self.rate) + g))
         return val if self.direction == "remove" else -val
 
+    def unbounded(self) -> bool:
+        """Whether the finite losses are unbounded above (Gaussian noise: the loss is an
+        unbounded increasing function of ``y``), so that no finite eps has ``delta(eps) = 0``."""
+        return self.noise == "gaussian"
+
     def atom(self) -> float | None:
         """The largest atom of the loss (Laplace: at ``y >= 1`` or ``y <= 0``), if any."""
         if self.noise != "laplace":
@@ -205,6 +213,10 @@ class AtomPair:
         k = np.searchsorted(ls, e, side="right")  # number of atoms <= e
         q_minus_inf = max(0.0, 1.0 - float(cq[-1]))
         return sp[k], sq[k], cp[k], cq[k] + q_minus_inf
+
+    def unbounded(self) -> bool:
+        """Finitely many finite losses: bounded (the mass at ``+inf`` is tracked apart)."""
+        return False
 
     def atom(self) -> float | None:
         """The atom of largest magnitude."""
@@ -311,9 +323,27 @@ def discrete_laplace_pair(scale: float, sens: int) -> AtomPair:
     """P = DLap(0, t), Q = DLap(Delta, t): loss (|k - Delta| - |k|) / t."""
     r = math.exp(-1.0 / scale)
     norm = (1.0 - r) / (1.0 + r)
-    ks = np.arange(1, sens, dtype=np.float64)
-    losses = [sens / scale, -sens / scale]
-    masses = [1.0 / (1.0 + r), r**sens / (1.0 + r)]
+    try:
+        top = float(sens) / scale
+    except OverflowError:  # a sensitivity beyond the double range: no finite loss bound
+        return AtomPair((0.0,), (0.0,), 1.0)
+    if math.isinf(top):
+        return AtomPair((0.0,), (0.0,), 1.0)
+    # the middle atoms k = 1 .. Delta - 1 (P-mass norm r^k) are listed while they matter: past
+    # K (where the remaining P-mass r^(K+1) / (1 + r) is below 1e-40, or 2^22 atoms) their
+    # mass is moved up to the largest loss Delta / t
+    # (raising a loss only raises the privacy profile: pessimistic)
+    n_mid = sens - 1
+    k_tail = scale * 40.0 * math.log(10.0) + 1.0
+    k_max = int(min(float(n_mid), k_tail, float(_MAX_ATOMS)))
+    ks = np.arange(1, k_max + 1, dtype=np.float64)
+    rest = 0.0
+    if k_max < n_mid:
+        # exactly r^(K+1) (1 - r^(Delta - 1 - K)) / (1 + r), rounded up
+        rest = (r ** (k_max + 1) * -math.expm1(-(n_mid - k_max) / scale) / (1.0 + r)
+                * (1.0 + 1e-12))
+    losses = [top, -top]
+    masses = [1.0 / (1.0 + r) + rest, r**sens / (1.0 + r)]
     mid_l = (sens - 2.0 * ks) / scale
     mid_m = norm * r**ks
     return atom_pair(np.concatenate((losses, mid_l)), np.concatenate((masses, mid_m)), 0.0)
@@ -326,6 +356,12 @@ def discrete_gaussian_pair(sigma: float, sens: int) -> AtomPair:
     (pessimistic).
     """
     half = math.ceil(sigma * 12.0) + 2 * sens + 2
+    if half > _MAX_ATOMS:
+        raise PrivacyParameterError(
+            f"the discrete Gaussian (sigma={sigma!r}, sensitivity={sens}) has too many "
+            f"support points for the PLD accountant (about {2 * half + 1:.3g} > "
+            f"{2 * _MAX_ATOMS + 1})"
+        )
     ks = np.arange(-half, half + 1, dtype=np.float64)
     logw = -(ks**2) / (2.0 * sigma**2)
     # normaliser over Z: the sum over the window plus a geometric bound on the rest

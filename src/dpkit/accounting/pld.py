@@ -183,6 +183,11 @@ class PldAccountant(PrivacyAccountant):
                 return None, 0.0
             noise = "gaussian" if isinstance(inner, GaussianEvent) else "laplace"
             s = inner.noise_multiplier
+            if q == 1.0:
+                # no subsampling: the plain mechanism (same pair in both directions), so that
+                # the closed forms (mu-GDP, the single Laplace profile) apply
+                plain = MixturePair(noise, s, 1.0, "remove")
+                return Factor(plain, plain, (noise, s)), inner.pmf_slack
             return (
                 Factor(MixturePair(noise, s, q, "remove"), MixturePair(noise, s, q, "add")),
                 inner.pmf_slack,

@@ -132,11 +132,49 @@ class LaplacePair:
         if abs(2.0 * a - 1.0) < 1e-9:
             # integral of sqrt(p q) = e^{-mu/2} (1 + mu/2); D_{1/2} = -2 ln of it
             return -2.0 * (math.log1p(mu / 2.0) - mu / 2.0)
-        # log of the sum of two terms (one coefficient negative when alpha < 1/2)
-        c1 = a / (2.0 * a - 1.0)
-        c2 = (a - 1.0) / (2.0 * a - 1.0)
-        val = c1 * math.exp((a - 1.0) * mu) + c2 * math.exp(-a * mu)
-        return max(0.0, math.log(val) / (a - 1.0))
+        return _laplace_renyi(mu, a)
+
+
+def _laplace_renyi(mu: float, a: float) -> float:
+    """``D_a(Lap(0, 1) || Lap(mu, 1)) = ln(S) / t``, ``t = a - 1``,
+    ``S = c1 e^{t mu} + c2 e^{-a mu}``, ``c1 = a / (2a - 1)``, ``c2 = t / (2a - 1)``, rounded up.
+
+    Near ``a = 1`` (``|t| <= 1/2`` and ``|t| mu <= 1``): ``c1 = 1 - c2`` gives
+    ``S - 1 = c1 expm1(t mu) + c2 expm1(-a mu)``, so ``D = log1p(S - 1) / t`` keeps its relative
+    precision as ``t -> 0``. Otherwise in logs, factoring out the dominant term so that nothing
+    overflows (``a > 1``: both terms positive; ``1/2 < a < 1``: ``S = c1 e^{t mu} (1 -
+    ((1 - a)/a) e^{-(2a - 1) mu})``; ``a < 1/2``: ``S = c2 e^{-a mu} (1 - (a/(1 - a))
+    e^{(2a - 1) mu})``). The result is raised by a bound on the rounding of each step.
+    """
+    u = 2.0**-53
+    t = a - 1.0  # exact for a in [1/2, 2] (Sterbenz), else within u |a|
+    if abs(t) <= 0.5 and abs(t) * mu <= 1.0:
+        c2 = t / (2.0 * a - 1.0)
+        c1 = 1.0 - c2
+        t1 = c1 * math.expm1(t * mu)
+        t2 = c2 * math.expm1(-a * mu)
+        x = t1 + t2
+        err = 8.0 * u * (abs(t1) + abs(t2))
+        val = math.log1p(x) / t
+        slack = err / (abs(t) * (1.0 + x - err)) + 4.0 * u * abs(val)
+        return max(0.0, math.nextafter(val + slack, math.inf))
+    if a > 1.0:
+        log_s = float(np.logaddexp(math.log(a / (2.0 * a - 1.0)) + t * mu,
+                                   math.log(t / (2.0 * a - 1.0)) - a * mu))
+        size = abs(t) * mu + a * mu + 1.0
+    elif a > 0.5:
+        log_s = (math.log(a / (2.0 * a - 1.0)) + t * mu
+                 + math.log1p(-((1.0 - a) / a) * math.exp(-(2.0 * a - 1.0) * mu)))
+        size = abs(t) * mu + abs(math.log(a / (2.0 * a - 1.0))) + 1.0 / (1.0 - math.exp(
+            -(2.0 * a - 1.0) * mu) * (1.0 - a) / a)
+    else:
+        log_s = (math.log(t / (2.0 * a - 1.0)) - a * mu
+                 + math.log1p(-(a / (1.0 - a)) * math.exp((2.0 * a - 1.0) * mu)))
+        size = a * mu + abs(math.log(t / (2.0 * a - 1.0))) + 1.0 / (1.0 - math.exp(
+            (2.0 * a - 1.0) * mu) * a / (1.0 - a))
+    val = log_s / t
+    slack = 16.0 * u * size / abs(t) + 4.0 * u * abs(val)
+    return max(0.0, math.nextafter(val + slack, math.inf))
 
 
 class RandomizedResponsePair:
@@ -153,10 +191,16 @@ class RandomizedResponsePair:
         if not self.p >= 1.0 / self.k:
             raise PrivacyParameterError(f"p_truth must be at least 1/categories, got {self.p!r}")
         r = (1.0 - self.p) / (self.k - 1)
-        self.pmf_p = np.full(self.k, r)
-        self.pmf_q = np.full(self.k, r)
-        self.pmf_p[0] = self.p
-        self.pmf_q[1] = self.p
+        # the k - 2 outcomes with P = Q = r merged into one of mass (k - 2) r: every divergence
+        # here depends on the outcomes only through the likelihood ratio (merging outcomes of
+        # equal ratio changes none of them), and k may be far too large for an array
+        if self.k == 2:
+            self.pmf_p = np.array([self.p, r])
+            self.pmf_q = np.array([r, self.p])
+        else:
+            rest = (self.k - 2) * r
+            self.pmf_p = np.array([self.p, r, rest])
+            self.pmf_q = np.array([r, self.p, rest])
 
     def kl(self) -> float:
         """``(p - r) ln(p / r)``."""

@@ -629,10 +629,12 @@ class LaplaceTradeOff(TradeOffFunction):
     def _eval(self, alpha: FloatArray) -> FloatArray:
         mu = self.mu
         em = math.exp(-mu)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             mid = em / (4.0 * alpha)
-        out = np.where(alpha < em / 2.0, 1.0 - alpha / em,
-                       np.where(alpha <= 0.5, mid, em * (1.0 - alpha)))
+        # f(0) = 1 for every mu (no outcome has P = 0); beyond mu ~ 745 e^-mu underflows to 0
+        # and the branches below would read 0 / 0 there
+        out = np.where(alpha <= 0.0, 1.0, np.where(alpha < em / 2.0, 1.0 - alpha / em,
+                       np.where(alpha <= 0.5, mid, em * (1.0 - alpha))))
         return np.asarray(out, dtype=np.float64)
 
     def _delta(self, eps: float) -> float:
