@@ -18,15 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "analytics" / "sql"))
 sys.path.insert(0, str(ROOT / "tests" / "analytics"))
 
+from _sql_corpus import neighbours, public_tables  # noqa: E402
+from test_sql_audit import META, sensitivity_usage  # noqa: E402
+
 import dpkit.analytics as dpa  # noqa: E402
 from dpkit.accounting import Budget  # noqa: E402
 from dpkit.analytics._plan import Source  # noqa: E402
 from dpkit.analytics.engines.duckdb import DuckDBEngine  # noqa: E402
 from dpkit.errors import DPKitError  # noqa: E402
 from dpkit.noise import RandomSource  # noqa: E402
-
-from _sql_corpus import neighbours, public_tables  # noqa: E402
-from test_sql_audit import META, sensitivity_usage  # noqa: E402
 
 QUERIES = [
     # privacy unit through case, quoting, aliases, joins
@@ -232,13 +232,13 @@ def probe(w: dict[str, Any], sql: str) -> tuple[str, str]:
         spent = session.spent
         ok = not any(float(x) for x in (spent if isinstance(spent, tuple) else (spent or 0,)))
         return ("refused" if ok else "REFUSED-BUT-SPENT"), str(exc).splitlines()[0][:110]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "RAW-EXCEPTION", f"{type(exc).__name__}: {str(exc)[:110]}"
     engine = w["engine"]
     try:
         ra = p.exact(engine, Source(kind="table", location="d"))
         rb = p.exact(engine, Source(kind="table", location="d_prime"))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return "ENGINE-ERROR", f"{type(exc).__name__}: {str(exc)[:110]}"
     usage = sensitivity_usage(p, ra, rb)
     return ("answered" if usage <= 1 else "VIOLATION"), f"sensitivity usage {usage:.3f}"

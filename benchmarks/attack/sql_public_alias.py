@@ -24,13 +24,12 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+from _sqlattack import audit_pair, sensitivity_usage
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.audit import Claim
 from dpkit.noise import RandomSource
-
-from _sqlattack import audit_pair, sensitivity_usage
 
 EPSILON = 1.0
 META = {"tables": {"people": {"privacy_unit": "user_id"}, "pub": {"public": True}}}
