@@ -213,3 +213,25 @@ def test_duplicate_yaml_keys_are_errors(tmp_path: Path, text: str) -> None:
     p.write_text(text)
     with pytest.raises(DPKitError):
         load_metadata(p)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) AS n, SUM(age) AS n_low FROM people",
+    "SELECT SUM(age) AS n_low, COUNT(*) AS n FROM people",
+])
+def test_an_output_name_never_shadows_an_interval_column(sql: str) -> None:
+    """``n_low`` is the lower end of ``n``'s interval: a SELECT alias ``n_low`` must be refused
+    (or renamed), never silently swapped with another column's interval (today the released
+    ``n_low`` is the count's lower bound, about 196, where the sum, about 8,000, was asked)."""
+    df = pd.DataFrame({"user_id": range(200), "age": [float(i % 90) for i in range(200)]})
+    s = dpa.Session(df, privacy_unit="user_id", budget=Budget(epsilon=10.0))
+    try:
+        out = s.sql(sql, epsilon=5.0, metadata=POST_META)
+    except DPKitError:
+        assert not any(s.spent)
+        return
+    cols = list(out.columns)
+    assert len(cols) == len(set(cols)), cols
+    # whatever the names, both the count (~200) and the sum of ages (~8,000) are released
+    # with both ends of their intervals: 2 estimates + 4 bounds
+    assert len(cols) == 6, cols
