@@ -389,12 +389,25 @@ class Session:
                 ) from None
 
     def _execute(self, plan: Plan) -> EngineResult:
+        """Run ``plan`` (called after the charge).
+
+        An engine failure here may have been raised by a private value (an overflow, a cast),
+        and its text may quote that value: it is replaced by a generic error, without the
+        engine's message or traceback chain.
+        """
         cached = self._compiled.pop(id(plan), None)
         run = getattr(self._engine, "execute_compiled", None)
-        if cached is not None and cached[0] is plan and run is not None:
-            done: EngineResult = run(cached[1])
-            return done
-        result: EngineResult = self._engine.execute(plan)
+        try:
+            if cached is not None and cached[0] is plan and run is not None:
+                done: EngineResult = run(cached[1])
+                return done
+            result: EngineResult = self._engine.execute(plan)
+        except Exception:
+            from dpkit.analytics.engines.duckdb import EngineError
+
+            raise EngineError(
+                "the engine failed after the charge; nothing released (the engine's message "
+                "is withheld: it may quote a private value)") from None
         return result
 
     @property

@@ -703,6 +703,24 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
 _JOIN_KEY_FAMILIES = ("integer", "decimal", "string", "boolean", "other")
 
 
+def _same_key_type(left: str, right: str) -> bool:
+    """Whether an equality of two numeric join keys needs no cast that could fail on a value.
+
+    DECIMALs must match exactly (``DECIMAL(38,0) = DECIMAL(38,10)`` casts the left side to
+    ``DECIMAL(38,10)``, which overflows for keys of ``10**28`` and more: an error raised by one
+    private value). Signed integers widen without loss; an unsigned or 128-bit integer must
+    match exactly (their common type may not hold both ranges).
+    """
+    a, b = ("".join(t.split()).upper() for t in (left, right))
+    if a == b:
+        return True
+    if type_family(left) == "decimal":
+        return False
+    signed = {"TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT", "BYTE", "SHORT", "LONG",
+              "INT1", "INT2", "INT4", "INT8"}
+    return a in signed and b in signed
+
+
 def _bucket_type(name: str, values: Sequence[object]) -> str:
     """The engine type of a bucket's values (all literals): text, integer, double or boolean."""
     present = [v for v in values if v is not None]
@@ -772,7 +790,9 @@ class _Extras:
                 rc = _resolve(rk, js, "public join key")
                 lf, rf = type_family(schema[lc]), type_family(js[rc])
                 if (lf != rf or lf not in _JOIN_KEY_FAMILIES or is_nested(schema[lc])
-                        or is_nested(js[rc]) or (lf == "other" and schema[lc] != js[rc])):
+                        or is_nested(js[rc]) or (lf == "other" and schema[lc] != js[rc])
+                        or (lf in ("decimal", "integer")
+                            and not _same_key_type(schema[lc], js[rc]))):
                     raise PlanError(
                         f"join keys {lc!r} ({schema[lc]}) and {rc!r} ({js[rc]}) must have the "
                         "same scalar, non-float type (an implicit cast could fail on some "
