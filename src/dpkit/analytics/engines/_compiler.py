@@ -703,6 +703,13 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
 _JOIN_KEY_FAMILIES = ("integer", "decimal", "string", "boolean", "other")
 
 
+def _utf8(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """``e``'s UTF-8 bytes (binary, so compared byte by byte whatever the collation)."""
+    if profile.dialect == "spark":
+        return _func("encode", e, exp.Literal.string("UTF-8"))
+    return _func("encode", e)
+
+
 def _same_key_type(left: str, right: str) -> bool:
     """Whether an equality of two numeric join keys needs no cast that could fail on a value.
 
@@ -840,10 +847,19 @@ class _Extras:
                 j.source, registered=registered, dialect=profile.dialect,
                 csv_columns=tuple(js))).group_by(*[_col(rk) for rk in rks]).having(
                 exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-            on = exp.and_(*[exp.EQ(this=_col(_resolve(lk, self.base_schema, "join key")),
-                                   expression=exp.Column(
-                this=_ident(f"{alias}k{m}"), table=_ident(alias)))
-                for m, lk in enumerate(j.left_on)])
+            eqs = []
+            for m, lk in enumerate(j.left_on):
+                lc = _resolve(lk, self.base_schema, "join key")
+                left: exp.Expression = _col(lc)
+                right: exp.Expression = exp.Column(this=_ident(f"{alias}k{m}"),
+                                                   table=_ident(alias))
+                if type_family(self.base_schema[lc]) == "string":
+                    # compare the UTF-8 bytes: a column's case-insensitive collation (DuckDB
+                    # COLLATE NOCASE, Spark UTF8_LCASE) would match one private row to several
+                    # public keys that differ only by case, copying its contribution
+                    left, right = _utf8(left, profile), _utf8(right, profile)
+                eqs.append(exp.EQ(this=left, expression=right))
+            on = exp.and_(*eqs)
             src = src.join(exp.Subquery(this=sub, alias=exp.TableAlias(this=_ident(alias))),
                            on=on, join_type="left" if j.how == "left" else "inner")
         return src
