@@ -171,6 +171,7 @@ class _Translator:
         return None
 
     def _private_table(self, table: exp.Table, clause: str) -> str:
+        _plain_table(table, clause)
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         if not isinstance(table.this, exp.Identifier):
@@ -238,6 +239,7 @@ class _Translator:
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
             raise SqlError(clause, "a join takes a public table by name (subqueries and table "
                              "functions are not supported there)")
+        _plain_table(table, clause)
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         info = self._public_info(table.name)
@@ -878,6 +880,16 @@ def _match_output(e: exp.Expression, outputs: list[OutputColumn], clause: str) -
             return o.name
     raise SqlError(clause, f"{e.sql()!r} is not a released column: {clause} applies to the "
                      "released rows only (add the aggregate to SELECT)")
+
+
+def _plain_table(table: exp.Table, clause: str) -> None:
+    """Refuse a table reference with anything beyond its name and alias (``TABLESAMPLE``,
+    ``AT``/time travel, hints, pivots, ...): dropping it would answer another query."""
+    extra = sorted(k for k, v in table.args.items()
+                   if v and k not in ("this", "alias", "db", "catalog"))
+    if extra:
+        raise SqlError(clause, f"{table.sql()!r}: only a table name and an alias are supported "
+                         f"here (not {', '.join(extra)})")
 
 
 def _parse(text: str) -> exp.Select:
