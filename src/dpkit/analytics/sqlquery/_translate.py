@@ -627,6 +627,7 @@ class _Translator:
             (col,) = cols
             self.filters.append(f"{_quote(col)} IS NOT NULL")
 
+        _check_interval_names(outputs, stats)
         query = self._build(group_cols, stats)
         having = tree.args.get("having")
         hv = having.this if having is not None else None
@@ -880,6 +881,29 @@ def _match_output(e: exp.Expression, outputs: list[OutputColumn], clause: str) -
             return o.name
     raise SqlError(clause, f"{e.sql()!r} is not a released column: {clause} applies to the "
                      "released rows only (add the aggregate to SELECT)")
+
+
+def _check_interval_names(outputs: list[OutputColumn], stats: dict[str, Any]) -> None:
+    """Refuse an output name that another statistic's released columns also use.
+
+    A statistic ``s`` is released with ``s_low`` and ``s_high`` (its interval), a quantile over
+    several levels as ``s_p<level>`` columns: an output named ``s_low`` would be swapped with
+    (or hidden by) ``s``'s lower bound.
+    """
+    for a in outputs:
+        if a.kind != "stat":
+            continue
+        base = a.name.casefold()
+        st = stats.get(a.source)
+        for b in outputs:
+            if b is a:
+                continue
+            other = b.name.casefold()
+            if other in (base + "_low", base + "_high") or (
+                    st is not None and st.kind == "quantile" and other.startswith(base + "_p")):
+                raise SqlError("SELECT", f"output name {b.name!r} is also a released column "
+                                 f"of {a.name!r} (its interval or quantile levels): choose "
+                                 "another alias")
 
 
 def _plain_table(table: exp.Table, clause: str) -> None:
