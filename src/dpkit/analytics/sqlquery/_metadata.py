@@ -213,7 +213,7 @@ def load_metadata(source: Any) -> Metadata:
             import yaml
 
             try:
-                raw = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
+                raw = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader
             except yaml.YAMLError as exc:
                 raise PrivacyParameterError(f"metadata {p.name}: not valid YAML: {exc}") from None
         else:
@@ -234,7 +234,7 @@ def _unique_key_loader() -> Any:
     """
     import yaml
 
-    class _UniqueKeyLoader(yaml.SafeLoader):
+    class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, yaml.MappingNode):
                 seen: set[Any] = set()
