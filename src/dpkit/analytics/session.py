@@ -40,6 +40,28 @@ _PARQUET = (".parquet", ".parq", ".pq")
 _CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
 
 
+def _table_key(name: str) -> str:
+    """A table name's last dotted part, unquoted and lower-cased."""
+    return name.rsplit(".", 1)[-1].strip().strip('"`').lower()
+
+
+def _file_ids(location: str) -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of every local file ``location`` names (a path or a glob).
+
+    Glob characters are expanded the way DuckDB reads them (``*``, ``?``, ``[...]``, ``**``);
+    a location that names no local file (a remote URL) yields nothing.
+    """
+    paths = glob.glob(location, recursive=True) if glob.has_magic(location) else [location]
+    out: set[tuple[int, int]] = set()
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.add((st.st_dev, st.st_ino))
+    return out
+
+
 def _frame_kind(obj: Any) -> str | None:
     mod = type(obj).__module__
     name = type(obj).__name__
@@ -194,6 +216,9 @@ class Session:
             self._engine = engine
         self._compiled: dict[int, tuple[Plan, Any]] = {}
         self._source = self._resolve_source(source, table)
+        # the object the private rows came from: passed again as a public table, it is refused
+        self._source_object_id = id(source)
+        self._source_object = source  # kept alive so that its id() is never reused
         cols = self._engine.columns(self._source)
         self._columns: tuple[str, ...] = tuple(
             c[0] if isinstance(c, tuple) else str(c) for c in cols
@@ -293,9 +318,8 @@ class Session:
             source = Source(kind="table", location=table)
         else:
             source = self._resolve_source(table, None)
-        if source == self._source or (
-                isinstance(table, (str, os.PathLike)) and self._source.kind != "table"
-                and os.path.realpath(os.fspath(table)) == os.path.realpath(self._source.location)):
+        if table is self._source_object or id(table) == self._source_object_id \
+                or self._same_rows(source):
             raise PrivacyParameterError(
                 "the private table cannot be joined as a public table: its rows would enter "
                 "the query without contribution bounds"
@@ -304,6 +328,33 @@ class Session:
         schema = {str(c[0]): str(c[1]) for c in cols} if not isinstance(cols, dict) \
             else {str(k): str(v) for k, v in cols.items()}
         return source, schema
+
+    def _same_rows(self, source: Source) -> bool:
+        """Whether ``source`` may name the private rows under another spelling.
+
+        Table names are compared by their last dotted part, case-insensitively and unquoted
+        (DuckDB and Spark resolve identifiers without regard to case); views the session did
+        not register are refused outright (a view may select the private table). Paths and
+        globs are expanded and their files compared by ``(st_dev, st_ino)`` with every file
+        of the private source, which also catches hard links, symbolic links and globs that
+        match the private file. A *copy* of the private data cannot be detected: public
+        tables must be declared by whoever owns the session.
+        """
+        if source == self._source:
+            return True
+        if source.kind == "table":
+            if self._source.kind == "table" and (
+                    _table_key(source.location) == _table_key(self._source.location)):
+                return True
+            is_view = getattr(self._engine, "is_user_view", None)
+            if is_view is not None and is_view(source.location):
+                raise PrivacyParameterError(
+                    f"public table {source.location!r} is a view: a view may read the private "
+                    "table, so only tables and frames can be joined as public tables")
+            return False
+        if self._source.kind == "table":
+            return False
+        return bool(_file_ids(source.location) & _file_ids(self._source.location))
 
     @property
     def remaining(self) -> Any:
@@ -338,12 +389,25 @@ class Session:
                 ) from None
 
     def _execute(self, plan: Plan) -> EngineResult:
+        """Run ``plan`` (called after the charge).
+
+        An engine failure here may have been raised by a private value (an overflow, a cast),
+        and its text may quote that value: it is replaced by a generic error, without the
+        engine's message or traceback chain.
+        """
         cached = self._compiled.pop(id(plan), None)
         run = getattr(self._engine, "execute_compiled", None)
-        if cached is not None and cached[0] is plan and run is not None:
-            done: EngineResult = run(cached[1])
-            return done
-        result: EngineResult = self._engine.execute(plan)
+        try:
+            if cached is not None and cached[0] is plan and run is not None:
+                done: EngineResult = run(cached[1])
+                return done
+            result: EngineResult = self._engine.execute(plan)
+        except Exception:
+            from dpkit.analytics.engines.duckdb import EngineError
+
+            raise EngineError(
+                "the engine failed after the charge; nothing released (the engine's message "
+                "is withheld: it may quote a private value)") from None
         return result
 
     @property

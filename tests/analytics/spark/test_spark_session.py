@@ -135,3 +135,27 @@ def test_importing_dpkit_does_not_import_pyspark() -> None:
             "s = dpa.Session(pd.DataFrame({'x': [1.0]}), budget=Budget(epsilon=1.0))\n"
             "assert not any(m.startswith('pyspark') for m in sys.modules), 'pyspark'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_string_join_keys_compare_bytes_on_spark(classic_spark: Any) -> None:
+    """A private key under Spark's case-insensitive ``UTF8_LCASE`` collation must not match the
+    public keys ``paris``/``Paris``/``PARIS`` (one row copied three times): the join is either
+    refused (the collated type is not the public ``string``) or compares bytes (count 1)."""
+    import pandas as pd
+
+    from dpkit.errors import DPKitError
+
+    df = classic_spark.sql("SELECT 1 AS uid, 'paris' COLLATE UTF8_LCASE AS city")
+    plain = classic_spark.sql("SELECT 1 AS uid, 'paris' AS city")
+    cities = pd.DataFrame({"city": ["paris", "Paris", "PARIS"], "pop": [1, 2, 3]})
+    for frame, want in ((df, 1), (plain, 1)):
+        s = dpa.Session(frame, privacy_unit=None, budget=_budget())
+        try:
+            p = (s.query().join_public(cities, on="city", columns=["pop"])
+                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            s._validate_plan(p.plan)  # what run() does before the charge
+        except DPKitError:
+            assert frame is df  # only the collated key may be refused
+            continue
+        got = int(p.exact(s.engine).values["n:n"][0])
+        assert got == want if frame is plain else got <= want

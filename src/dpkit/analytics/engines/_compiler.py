@@ -743,6 +743,31 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
 _JOIN_KEY_FAMILIES = ("integer", "decimal", "string", "boolean", "other")
 
 
+def _utf8(e: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """``e``'s UTF-8 bytes (binary, so compared byte by byte whatever the collation)."""
+    if profile.dialect == "spark":
+        return _func("encode", e, exp.Literal.string("UTF-8"))
+    return _func("encode", e)
+
+
+def _same_key_type(left: str, right: str) -> bool:
+    """Whether an equality of two numeric join keys needs no cast that could fail on a value.
+
+    DECIMALs must match exactly (``DECIMAL(38,0) = DECIMAL(38,10)`` casts the left side to
+    ``DECIMAL(38,10)``, which overflows for keys of ``10**28`` and more: an error raised by one
+    private value). Signed integers widen without loss; an unsigned or 128-bit integer must
+    match exactly (their common type may not hold both ranges).
+    """
+    a, b = ("".join(t.split()).upper() for t in (left, right))
+    if a == b:
+        return True
+    if type_family(left) == "decimal":
+        return False
+    signed = {"TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT", "BYTE", "SHORT", "LONG",
+              "INT1", "INT2", "INT4", "INT8"}
+    return a in signed and b in signed
+
+
 def _bucket_type(name: str, values: Sequence[object]) -> str:
     """The engine type of a bucket's values (all literals): text, integer, double or boolean."""
     present = [v for v in values if v is not None]
@@ -812,7 +837,9 @@ class _Extras:
                 rc = _resolve(rk, js, "public join key")
                 lf, rf = type_family(schema[lc]), type_family(js[rc])
                 if (lf != rf or lf not in _JOIN_KEY_FAMILIES or is_nested(schema[lc])
-                        or is_nested(js[rc]) or (lf == "other" and schema[lc] != js[rc])):
+                        or is_nested(js[rc]) or (lf == "other" and schema[lc] != js[rc])
+                        or (lf in ("decimal", "integer")
+                            and not _same_key_type(schema[lc], js[rc]))):
                     raise PlanError(
                         f"join keys {lc!r} ({schema[lc]}) and {rc!r} ({js[rc]}) must have the "
                         "same scalar, non-float type (an implicit cast could fail on some "
@@ -860,10 +887,19 @@ class _Extras:
                 j.source, registered=registered, dialect=profile.dialect,
                 csv_columns=tuple(js))).group_by(*[_col(rk) for rk in rks]).having(
                 exp.EQ(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-            on = exp.and_(*[exp.EQ(this=_col(_resolve(lk, self.base_schema, "join key")),
-                                   expression=exp.Column(
-                this=_ident(f"{alias}k{m}"), table=_ident(alias)))
-                for m, lk in enumerate(j.left_on)])
+            eqs = []
+            for m, lk in enumerate(j.left_on):
+                lc = _resolve(lk, self.base_schema, "join key")
+                left: exp.Expression = _col(lc)
+                right: exp.Expression = exp.Column(this=_ident(f"{alias}k{m}"),
+                                                   table=_ident(alias))
+                if type_family(self.base_schema[lc]) == "string":
+                    # compare the UTF-8 bytes: a column's case-insensitive collation (DuckDB
+                    # COLLATE NOCASE, Spark UTF8_LCASE) would match one private row to several
+                    # public keys that differ only by case, copying its contribution
+                    left, right = _utf8(left, profile), _utf8(right, profile)
+                eqs.append(exp.EQ(this=left, expression=right))
+            on = exp.and_(*eqs)
             src = src.join(exp.Subquery(this=sub, alias=exp.TableAlias(this=_ident(alias))),
                            on=on, join_type="left" if j.how == "left" else "inner")
         return src

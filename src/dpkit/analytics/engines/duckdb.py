@@ -135,6 +135,17 @@ class DuckDBEngine:
         self.connection.register(name, obj)
         self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
 
+    def is_user_view(self, name: str) -> bool:
+        """Whether ``name`` (its last dotted part, any case) is a view of the connection that
+        this engine did not register itself: a view may read any table, so a public table that
+        is a view cannot be told apart from the private rows it might select."""
+        last = name.rsplit(".", 1)[-1].strip('"').lower()
+        rows = self.connection.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND lower(view_name) = ?",
+            [last]).fetchall()
+        own = {n.lower() for n in self._registered}
+        return any(str(r[0]).lower() not in own for r in rows)
+
     def unregister(self, name: str) -> None:
         """Forget a frame registered with :meth:`register`."""
         if name in self._registered:

@@ -213,7 +213,7 @@ def load_metadata(source: Any) -> Metadata:
             import yaml
 
             try:
-                raw = yaml.safe_load(text)
+                raw = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader
             except yaml.YAMLError as exc:
                 raise PrivacyParameterError(f"metadata {p.name}: not valid YAML: {exc}") from None
         else:
@@ -224,3 +224,33 @@ def load_metadata(source: Any) -> Metadata:
     raise PrivacyParameterError(
         f"metadata must be a path, a dict or a Metadata, got {type(source).__name__}"
     )
+
+
+def _unique_key_loader() -> Any:
+    """A PyYAML ``SafeLoader`` that raises on a key repeated in one mapping.
+
+    YAML forbids duplicate keys, but PyYAML keeps the last one silently: a second
+    ``privacy_unit:`` or bounds entry would then override the first without a word.
+    """
+    import yaml
+
+    class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        dup = key in seen
+                    except TypeError:
+                        continue  # an unhashable key: the base constructor refuses it
+                    if dup:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"found duplicate key {key!r}", key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return _UniqueKeyLoader

@@ -171,6 +171,7 @@ class _Translator:
         return None
 
     def _private_table(self, table: exp.Table, clause: str) -> str:
+        _plain_table(table, clause)
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         if not isinstance(table.this, exp.Identifier):
@@ -238,6 +239,7 @@ class _Translator:
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
             raise SqlError(clause, "a join takes a public table by name (subqueries and table "
                              "functions are not supported there)")
+        _plain_table(table, clause)
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         info = self._public_info(table.name)
@@ -625,17 +627,49 @@ class _Translator:
             (col,) = cols
             self.filters.append(f"{_quote(col)} IS NOT NULL")
 
+        _check_interval_names(outputs, stats)
         query = self._build(group_cols, stats)
         having = tree.args.get("having")
         hv = having.this if having is not None else None
+        kinds = self._output_kinds(outputs, stats) if (
+            hv is not None or tree.args.get("order") is not None) else {}
         if hv is not None:
             _check_having(hv, outputs)
+            _having_kind(hv, outputs, kinds)
         order = self._order(tree, outputs, items, group_cols)
+        for target, _, _ in order:
+            if kinds.get(target) == "list":
+                raise SqlError("ORDER BY", f"{target!r} releases several quantiles (one column "
+                                 "per level): order by one level's own query instead")
         limit, offset = self._limit(tree)
         qcols: dict[str, list[str]] = {n: [] for n, s in stats.items() if s.kind == "quantile"}
         return Translation(text=text, query=query, outputs=outputs,
                            group_columns=tuple(group_cols), having=hv, order=order,
                            limit=limit, offset=offset, quantile_columns=qcols)
+
+    def _output_kinds(self, outputs: list[OutputColumn], stats: dict[str, agg.Statistic]
+                      ) -> dict[str, str]:
+        """What each released column holds, from the schema only (no data is read): ``num``
+        (a noisy statistic, an integer or float key), ``text`` (a text key), ``list`` (a
+        quantile over several levels: one released column per level) or ``any``."""
+        from dpkit.analytics.engines._compiler import type_family
+
+        types: dict[str, str] = {}
+        if any(o.kind == "key" for o in outputs):
+            cols = self.session._engine.columns(self.session._source)
+            types = ({str(k): str(v) for k, v in cols.items()} if isinstance(cols, dict)
+                     else {str(c[0]): str(c[1]) for c in cols})
+        out: dict[str, str] = {}
+        for o in outputs:
+            if o.kind == "stat":
+                st = stats.get(o.source)
+                out[o.name] = ("list" if st is not None and st.kind == "quantile"
+                               and len(st.quantiles) > 1 else "num")
+                continue
+            fam = type_family(types[o.source]) if o.source in types else "other"
+            out[o.name] = ("num" if fam in ("integer", "float") else
+                           "text" if fam == "string" else "any")
+        return out
 
     def _statistic(self, node: exp.Expression, scope: _Scope, name: str
                    ) -> tuple[agg.Statistic, str | None, bool]:
@@ -849,6 +883,39 @@ def _match_output(e: exp.Expression, outputs: list[OutputColumn], clause: str) -
                      "released rows only (add the aggregate to SELECT)")
 
 
+def _check_interval_names(outputs: list[OutputColumn], stats: dict[str, Any]) -> None:
+    """Refuse an output name that another statistic's released columns also use.
+
+    A statistic ``s`` is released with ``s_low`` and ``s_high`` (its interval), a quantile over
+    several levels as ``s_p<level>`` columns: an output named ``s_low`` would be swapped with
+    (or hidden by) ``s``'s lower bound.
+    """
+    for a in outputs:
+        if a.kind != "stat":
+            continue
+        base = a.name.casefold()
+        st = stats.get(a.source)
+        for b in outputs:
+            if b is a:
+                continue
+            other = b.name.casefold()
+            if other in (base + "_low", base + "_high") or (
+                    st is not None and st.kind == "quantile" and other.startswith(base + "_p")):
+                raise SqlError("SELECT", f"output name {b.name!r} is also a released column "
+                                 f"of {a.name!r} (its interval or quantile levels): choose "
+                                 "another alias")
+
+
+def _plain_table(table: exp.Table, clause: str) -> None:
+    """Refuse a table reference with anything beyond its name and alias (``TABLESAMPLE``,
+    ``AT``/time travel, hints, pivots, ...): dropping it would answer another query."""
+    extra = sorted(k for k, v in table.args.items()
+                   if v and k not in ("this", "alias", "db", "catalog"))
+    if extra:
+        raise SqlError(clause, f"{table.sql()!r}: only a table name and an alias are supported "
+                         f"here (not {', '.join(extra)})")
+
+
 def _parse(text: str) -> exp.Select:
     if not isinstance(text, str):
         raise SqlError("query", f"the query must be a string, got {type(text).__name__}")
@@ -940,6 +1007,74 @@ def _check_having(e: exp.Expression, outputs: list[OutputColumn]) -> None:
         raise SqlError("HAVING", f"{e.sql()!r} is not supported in HAVING (comparisons, "
                          "AND/OR/NOT, arithmetic and IN lists over released columns)")
 
+
+
+_ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+
+
+def _having_kind(e: exp.Expression, outputs: list[OutputColumn], kinds: dict[str, str]) -> str:
+    """The kind of value ``e`` yields on the released rows (``num``, ``text``, ``bool``,
+    ``null``, ``any``), refusing operands :func:`having_mask` could not combine.
+
+    Decided by the schema and the query text only, before anything is charged: arithmetic and
+    ordering comparisons take numbers on both sides (a text, NULL or unknown-typed operand
+    would raise inside pandas after the release); a quantile over several levels is several
+    columns and cannot be compared at all. Equality, ``IN``, ``IS NULL`` and boolean
+    connectives never raise on any operand.
+    """
+    def sub(x: exp.Expression) -> str:
+        return _having_kind(x, outputs, kinds)
+
+    def need_num(x: exp.Expression, what: str) -> None:
+        k = sub(x)
+        if k != "num":
+            raise SqlError("HAVING", f"{x.sql()!r} is not a number ({what} needs numbers on "
+                             "both sides)")
+
+    if isinstance(e, exp.Paren):
+        return sub(e.this)
+    if isinstance(e, (exp.And, exp.Or)):
+        sub(e.this)
+        sub(e.expression)
+        return "bool"
+    if isinstance(e, exp.Not):
+        sub(e.this)
+        return "bool"
+    if isinstance(e, exp.Neg):
+        need_num(e.this, "negation")
+        return "num"
+    if isinstance(e, _ARITHMETIC):
+        need_num(e.this, "arithmetic")
+        need_num(e.expression, "arithmetic")
+        return "num"
+    if isinstance(e, _ORDERING):
+        need_num(e.this, "an ordering comparison")
+        need_num(e.expression, "an ordering comparison")
+        return "bool"
+    if isinstance(e, exp.Between):
+        for part in (e.this, e.args["low"], e.args["high"]):
+            need_num(part, "BETWEEN")
+        return "bool"
+    if isinstance(e, (exp.EQ, exp.NEQ)):
+        sub(e.this)
+        sub(e.expression)
+        return "bool"
+    if isinstance(e, (exp.Is, exp.In)):
+        sub(e.this)
+        return "bool"
+    if isinstance(e, exp.Boolean):
+        return "bool"
+    if isinstance(e, exp.Null):
+        return "null"
+    if isinstance(e, exp.Literal):
+        return "text" if e.is_string else "num"
+    name = _match_output(e, outputs, "HAVING")
+    kind = kinds.get(name, "any")
+    if kind == "list":
+        raise SqlError("HAVING", f"{name!r} releases several quantiles (one column per "
+                         "level) and cannot be compared")
+    return kind
 
 
 def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -> Any:
