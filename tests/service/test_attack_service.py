@@ -163,3 +163,27 @@ def test_curator_logout_ends_the_session(service: Running) -> None:
     assert cookie != service.tokens["curator"]
     r = HTTP.get(service.base + "/curator/status", headers={"Cookie": f"dpkit_curator={cookie}"})
     assert r.status_code == 401
+
+
+def test_ledger_errors_outside_a_charge_are_503(service: Running,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ledger that cannot be read while opening a sub-budget or checking the curator's
+    token is the service being unavailable (503), not an internal error (500)."""
+    from dpkit.errors import LedgerError
+
+    cur = service.app.state.curator
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise LedgerError("ledger unreadable (test)")
+
+    monkeypatch.setattr(cur, "_sub_budget", broken)
+    r = HTTP.get(service.base + "/v1/me", headers=bearer(service.tokens["alice"]))
+    assert r.status_code == 503, (r.status_code, r.text[:200])
+    monkeypatch.setattr(cur.state, "authenticate", broken)
+    r = HTTP.get(service.base + "/curator/status", headers=bearer(service.tokens["curator"]))
+    assert r.status_code == 503, (r.status_code, r.text[:200])
+    monkeypatch.setattr(cur, "status", broken)
+    monkeypatch.setattr(cur.state, "authenticate_hash", broken)
+    with httpx.Client(base_url=service.base, timeout=30) as c:
+        c.cookies.set("dpkit_curator", "no-such-session")
+        assert c.get("/curator/status").status_code == 401

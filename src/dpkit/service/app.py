@@ -405,6 +405,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def _bad_parameter(request: Request, exc: PrivacyParameterError) -> JSONResponse:
         return JSONResponse({"detail": f"invalid query: {exc}"}, status_code=422)
 
+    @app.exception_handler(LedgerError)
+    async def _ledger_down(request: Request, exc: LedgerError) -> JSONResponse:
+        # The ledger (or its database) cannot be read: the service is unavailable, not broken.
+        return JSONResponse({"detail": f"budget ledger unavailable: {exc}"}, status_code=503)
+
+    @app.exception_handler(StateError)
+    async def _state_down(request: Request, exc: StateError) -> JSONResponse:
+        return JSONResponse({"detail": f"service tables unavailable: {exc}"}, status_code=503)
+
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
