@@ -466,8 +466,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
         q, eps, delta = _prepare(body)
         try:
-            # Price first: an overflow there is the analyst's parameters, refused unspent.
-            q.summarize(epsilon=eps, delta=delta)
+            # Price first (what run() does before it charges, without building the summary
+            # frame): an overflow there is the analyst's parameters, refused unspent.
+            q._price(eps, delta)
         except (OverflowError, ZeroDivisionError) as exc:
             raise _overflow(exc) from None
         except DPKitError as exc:
