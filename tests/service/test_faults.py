@@ -85,7 +85,7 @@ TRIALS = 10  # benchmarks/service.py runs 100 (and reports them); each trial is 
 def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
     analysts = {f"a{i}": 0.8 for i in range(4)}  # caps sum 3.2 > total 2: the total binds
     config, tokens = _setup(tmp_path, people, analysts)
-    query = dict(COUNT_QUERY, epsilon=0.25)  # the total runs out after 8 charges
+    query = dict(COUNT_QUERY, epsilon=0.5)  # caps and the total run out after 4 charges
     rng = random.Random(20261123)
     answered: list[str] = []
     codes: list[int] = []
@@ -100,7 +100,7 @@ def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
             t.start()
         # Kill while charges are in flight: after this trial's first answer (or a refusal
         # once the budget is spent), at a random moment within the next ~25 ms.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(answered) == first and 403 not in codes[-4:] and time.monotonic() < deadline:
             time.sleep(0.002)
         time.sleep(rng.uniform(0.0, 0.025))
@@ -111,7 +111,7 @@ def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
             t.join(30)
     hist = _check_ledger(config["ledger_url"], answered, analysts)
     # The trials did charge (and the budget ran out: later queries were refused).
-    assert len(answered) >= 5 and codes.count(403) > 0
+    assert len(answered) >= 2 and codes.count(403) > 0
     assert len(hist) >= len(answered)
     # Reopened after the last kill, the service answers or refuses; it never overspends.
     proc, base = _child.start(config)

@@ -514,6 +514,9 @@ def _bucket_value(v: Any) -> object:
     raise PrivacyParameterError(f"bucket values must be text, numbers or booleans, got {v!r}")
 
 
+_MAX_KEYS = 1 << 24
+
+
 def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]:
     """Public keys as a tuple of normalised key tuples (order kept, duplicates dropped)."""
     rows: list[tuple[Any, ...]]
@@ -529,6 +532,13 @@ def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]
             if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
                 raise PrivacyParameterError(f"keys[{c!r}] must be a list of values")
             lists.append(list(v))
+            if len(lists[-1]) > _MAX_KEYS:
+                raise PrivacyParameterError(f"keys[{c!r}]: more than 2**24 public keys")
+        # Refuse from the list lengths alone, before the cartesian product is built.
+        if math.prod(len(v) for v in lists) > _MAX_KEYS:
+            raise PrivacyParameterError(
+                "the product of the keys lists' lengths is more than 2**24 public keys"
+            )
         rows = [tuple(t) for t in itertools.product(*lists)]
     elif hasattr(keys, "columns") or type(keys).__module__.startswith("pyarrow"):
         rows = _frame_keys(keys, cols)
@@ -558,7 +568,7 @@ def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]
         seen.setdefault(key, None)
     if not seen:
         raise PrivacyParameterError("keys must not be empty")
-    if len(seen) > 1 << 24:
+    if len(seen) > _MAX_KEYS:
         raise PrivacyParameterError("more than 2**24 public keys")
     return tuple(seen)
 

@@ -212,7 +212,7 @@ def render_page(status: dict[str, Any]) -> str:
 
 
 def login_page(message: str = "") -> str:
-    """The curator's login form (the token is sent once and kept in an HttpOnly cookie)."""
+    """The curator's login form (the token is sent once; the HttpOnly cookie holds a session id)."""
     msg = f'<p id="login-error">{_e(message)}</p>' if message else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>dpkit curator: log in</title>

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,9 +50,24 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 Scalar = str | int | float | bool
 
+#: Limits on the request's lists, checked before anything runs (the cost of a query grows
+#: with them: one output column per histogram bin or quantile, one group per key tuple).
+MAX_KEYS_PER_COLUMN = 10_000
+MAX_KEY_GROUPS = 1 << 17  # 131 072 groups: 50**3 keys are priced in about 0.4 s
+MAX_BINS = 1000
+MAX_QUANTILES = 100
+#: Largest epsilon one query may ask for. Above this the answer is no longer private in any
+#: useful sense (``exp(epsilon)`` is astronomically large), and the pricing arithmetic
+#: (``epsilon**2``, ``exp(epsilon)``) would overflow a double.
+MAX_EPSILON = 100.0
+
+_KeyList = Annotated[list[Scalar | None], Field(min_length=1, max_length=MAX_KEYS_PER_COLUMN)]
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a privacy parameter of the wrong JSON type (``true``, ``"0.01"``) is refused,
+    # never converted; an integer is still accepted where a float is expected.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Condition(_Strict):
@@ -60,14 +75,14 @@ class Condition(_Strict):
 
     column: str = Field(max_length=256)
     op: Literal["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"]
-    value: Scalar | list[Scalar] | None = None
+    value: Scalar | Annotated[list[Scalar], Field(max_length=1000)] | None = None
 
 
 class GroupBySpec(_Strict):
     """Group-by columns, with public ``keys`` (``{column: [values]}``) or private selection."""
 
     columns: list[str] = Field(min_length=1, max_length=8)
-    keys: dict[str, list[Scalar | None]] | None = None
+    keys: dict[str, _KeyList] | None = Field(default=None, max_length=8)
     selection_weight: float = 1.0
 
 
@@ -84,10 +99,10 @@ class AggregateSpec(_Strict):
     kind: Literal["count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
                   "histogram"]
     column: str | None = Field(default=None, max_length=256)
-    bounds: list[float] | Literal["auto"] | None = None
-    quantiles: list[float] | None = None
-    edges: list[float] | None = None
-    categories: list[Scalar] | None = None
+    bounds: Annotated[list[float], Field(max_length=2)] | Literal["auto"] | None = None
+    quantiles: list[float] | None = Field(default=None, max_length=MAX_QUANTILES)
+    edges: list[float] | None = Field(default=None, max_length=MAX_BINS + 1)
+    categories: list[Scalar] | None = Field(default=None, max_length=MAX_BINS)
     weight: float = 1.0
 
 
@@ -107,7 +122,7 @@ class QueryRequest(_Strict):
     """
 
     builder: BuilderSpec
-    epsilon: float
+    epsilon: float = Field(le=MAX_EPSILON)
     delta: float | None = None
 
 
@@ -173,14 +188,49 @@ def _aggregate(name: str, spec: AggregateSpec) -> Any:
     return getattr(dpa, spec.kind)(spec.column, bounds=bounds, weight=spec.weight)
 
 
+def _check_key_product(keys: dict[str, list[Any]]) -> None:
+    """Refuse public keys describing more than :data:`MAX_KEY_GROUPS` groups, from the list
+    lengths alone (the cartesian product is never built here)."""
+    total = 1
+    for values in keys.values():
+        total *= len(values)
+        if total > MAX_KEY_GROUPS:
+            raise PrivacyParameterError(
+                f"group_by keys: the product of the key list lengths exceeds {MAX_KEY_GROUPS} "
+                "groups"
+            )
+
+
+def _check_output_names(spec: BuilderSpec) -> None:
+    """Refuse aggregate names whose output columns could collide.
+
+    An aggregate ``a`` writes ``a`` and derived columns ``a_low``, ``a_high``, ``a_p50``,
+    ``a[0,1)``, ``a=x``: a name that starts with another aggregate's name followed by ``_``
+    (or a group-by column that starts with an aggregate's name and ``_``) could overwrite one
+    of them, so it is refused (conservatively, before anything is priced or charged).
+    """
+    names = list(spec.agg)
+    groups = [] if spec.group_by is None else list(spec.group_by.columns)
+    for a in names:
+        for b in names + groups:
+            if b != a and b.startswith(a + "_"):
+                raise PrivacyParameterError(
+                    f"aggregate name {a!r} clashes with {b!r}: {a!r}'s output columns "
+                    f"({a}_low, {a}_high, ...) could overwrite it; rename one"
+                )
+
+
 def build_query(session: Session, request: QueryRequest) -> Query:
     """The analytics query a request describes (validated; touches no data, spends nothing)."""
     spec = request.builder
+    _check_output_names(spec)
     q = session.query()
     for cond in spec.where:
         q = q.where(_predicate(session, cond))
     if spec.group_by is not None:
         g = spec.group_by
+        if g.keys is not None:
+            _check_key_product(g.keys)
         q = q.group_by(g.columns, keys=g.keys, selection_weight=g.selection_weight)
     if spec.bound is not None:
         q = q.bound(max_partitions=spec.bound.max_partitions,
@@ -220,11 +270,18 @@ def _json_tree(x: Any) -> Any:
 
 
 def frame_to_json(frame: Any) -> dict[str, Any]:
-    """A released pandas frame as ``{"columns", "rows", "release"}`` (NaN becomes null)."""
-    cols = [str(c) for c in frame.columns]
-    rows = [[_json_value(v) for v in r] for r in frame.itertuples(index=False, name=None)]
-    return {"columns": cols, "rows": rows,
-            "release": _json_tree(frame.attrs.get("dpkit", {}))}
+    """A released pandas frame as ``{"columns", "rows", "release"}`` (NaN becomes null).
+
+    The release metadata (``attrs``, one entry per column) is read once and stripped from a
+    shallow copy before the rows are read: pandas deep-copies ``attrs`` into every
+    intermediate frame or column it builds, which made a wide frame cost quadratic time.
+    """
+    release = _json_tree(frame.attrs.get("dpkit", {}))
+    plain = frame.copy(deep=False)
+    plain.attrs = {}
+    cols = [str(c) for c in plain.columns]
+    rows = [[_json_value(v) for v in r] for r in plain.itertuples(index=False, name=None)]
+    return {"columns": cols, "rows": rows, "release": release}
 
 
 def summary_to_json(frame: Any) -> dict[str, Any]:

@@ -230,6 +230,16 @@ class ServiceState:
             return None
         return found
 
+    def authenticate_hash(self, token_hash: str) -> Token | None:
+        """The live token whose stored hash is ``token_hash`` (None if unknown or revoked);
+        used to re-check a page session's token, with the same one-second refresh."""
+        if time.monotonic() - self._tokens_read > 1.0:
+            self._reload_tokens()
+        found = self._tokens.get(token_hash)
+        if found is None or found.revoked:
+            return None
+        return found
+
     # ------------------------------------------------------------------ query log
     def log_pending(self, query_id: str, analyst: str, kind: str, request: Any,
                     epsilon: float | None, delta: float | None) -> None:

@@ -45,6 +45,7 @@ from dpkit.errors import (
     BudgetExceededError,
     BudgetUnavailableError,
     DPKitError,
+    LedgerError,
     PrivacyParameterError,
 )
 from dpkit.service._spec import (
@@ -254,6 +255,14 @@ class Curator:
         self.limiter = RateLimiter(config.rate, config.burst)
 
     def sub_budget(self, token: Token) -> Any:
+        """The analyst's sub-budget (opened once); an unreadable ledger is a 503."""
+        try:
+            return self._sub_budget(token)
+        except LedgerError as exc:
+            raise HTTPException(status_code=503, detail=f"budget ledger unavailable: {exc}"
+                                ) from None
+
+    def _sub_budget(self, token: Token) -> Any:
         with self._subs_lock:
             sub = self._subs.get(token.name)
             if sub is None:
@@ -296,6 +305,47 @@ class Curator:
         }
 
 
+class CuratorSessions:
+    """Server-side sessions of the curator's page: a random id (256 bits from dpkit's secure
+    source) maps to the curator token's record until it expires or the curator logs out.
+
+    The cookie carries only the id, so a copied cookie dies at logout or after ``ttl``
+    seconds, and the curator token itself never sits in the browser.
+    """
+
+    def __init__(self, ttl: float = 8 * 3600.0) -> None:
+        self.ttl = ttl
+        self._live: dict[str, tuple[Token, float]] = {}
+        self._lock = threading.Lock()
+
+    def open(self, tok: Token) -> str:
+        from dpkit.service._state import new_token
+
+        sid = new_token()
+        now = time.monotonic()
+        with self._lock:
+            self._live = {k: v for k, v in self._live.items() if v[1] > now}
+            self._live[sid] = (tok, now + self.ttl)
+        return sid
+
+    def get(self, sid: str | None) -> Token | None:
+        if not sid:
+            return None
+        with self._lock:
+            entry = self._live.get(sid)
+            if entry is None:
+                return None
+            if entry[1] <= time.monotonic():
+                del self._live[sid]
+                return None
+            return entry[0]
+
+    def close(self, sid: str | None) -> None:
+        if sid:
+            with self._lock:
+                self._live.pop(sid, None)
+
+
 def _auth_error() -> HTTPException:
     return HTTPException(status_code=401, detail="missing or unknown bearer token",
                          headers={"WWW-Authenticate": "Bearer"})
@@ -314,6 +364,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         version="1",
     )
     app.state.curator = cur
+    sessions = CuratorSessions()
     bearer = HTTPBearer(auto_error=False, description="An analyst's token "
                         "(issued by `dpkit serve token add`).")
 
@@ -333,9 +384,16 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def curator_token(request: Request) -> Token | None:
         header = request.headers.get("authorization", "")
         presented = header[7:].strip() if header.lower().startswith("bearer ") else None
-        if presented is None:
-            presented = request.cookies.get(_CURATOR_COOKIE)
-        tok = cur.state.authenticate(presented)
+        try:
+            if presented is None:
+                # The page cookie is a server-side session id, never the token itself.
+                tok = sessions.get(request.cookies.get(_CURATOR_COOKIE))
+                if tok is not None:  # re-read: a revoked curator token ends its sessions
+                    tok = cur.state.authenticate_hash(tok.token_hash)
+            else:
+                tok = cur.state.authenticate(presented)
+        except (StateError, LedgerError) as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
         if tok is None or tok.role != "curator":
             return None
         if not cur.limiter.allow(tok.token_hash):
@@ -346,6 +404,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.exception_handler(PrivacyParameterError)
     async def _bad_parameter(request: Request, exc: PrivacyParameterError) -> JSONResponse:
         return JSONResponse({"detail": f"invalid query: {exc}"}, status_code=422)
+
+    @app.exception_handler(LedgerError)
+    async def _ledger_down(request: Request, exc: LedgerError) -> JSONResponse:
+        # The ledger (or its database) cannot be read: the service is unavailable, not broken.
+        return JSONResponse({"detail": f"budget ledger unavailable: {exc}"}, status_code=503)
+
+    @app.exception_handler(StateError)
+    async def _state_down(request: Request, exc: StateError) -> JSONResponse:
+        return JSONResponse({"detail": f"service tables unavailable: {exc}"}, status_code=503)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -366,6 +433,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return {"privacy_unit": config.privacy_unit, "columns": cur.schema,
                 "accounting": cur.session.mode, "alpha": cur.session.alpha}
 
+    def _overflow(exc: ArithmeticError) -> HTTPException:
+        return HTTPException(status_code=422, detail=(
+            f"invalid query: the pricing overflowed ({type(exc).__name__}); epsilon, delta or "
+            "a bound is too large"))
+
     def _prepare(body: QueryRequest) -> tuple[Any, float, float | None]:
         eps, delta = privacy_parameters(body)
         try:
@@ -383,6 +455,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         q, eps, delta = _prepare(body)
         try:
             frame = q.summarize(epsilon=eps, delta=delta)
+        except (OverflowError, ZeroDivisionError) as exc:
+            raise _overflow(exc) from None
         except DPKitError as exc:
             raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
         return {"summary": summary_to_json(frame), "cost": {"epsilon": 0.0, "delta": 0.0}}
@@ -391,6 +465,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
               summary="Charge your sub-budget, run the query, return the private result")
     def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
         q, eps, delta = _prepare(body)
+        try:
+            # Price first (what run() does before it charges, without building the summary
+            # frame): an overflow there is the analyst's parameters, refused unspent.
+            q._price(eps, delta)
+        except (OverflowError, ZeroDivisionError) as exc:
+            raise _overflow(exc) from None
+        except DPKitError as exc:
+            raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
         sub = cur.sub_budget(tok)
         qid = uuid.uuid4().hex
         request_json = body.model_dump(mode="json", exclude_none=True)
@@ -415,6 +497,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         except PrivacyParameterError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
             raise
+        except (OverflowError, ZeroDivisionError) as exc:
+            _log_quietly(cur, qid, "failed", repr(exc))
+            raise _overflow(exc) from None
         except DPKitError as exc:
             _log_quietly(cur, qid, "failed", str(exc))
             raise HTTPException(status_code=422, detail=f"query failed: {exc}") from None
@@ -463,16 +548,21 @@ def create_app(config: ServiceConfig) -> FastAPI:
         raw = await request.body()
         form = parse_qs(raw.decode("utf-8", "replace"))
         presented = (form.get("token") or [""])[0].strip()
-        tok = await asyncio.to_thread(cur.state.authenticate, presented)
+        try:
+            tok = await asyncio.to_thread(cur.state.authenticate, presented)
+        except StateError as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from None
         if tok is None or tok.role != "curator":
             return HTMLResponse(login_page("unknown curator token"), status_code=401)
         resp = RedirectResponse("/curator", status_code=303)
-        resp.set_cookie(_CURATOR_COOKIE, presented, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path="/curator")
+        resp.set_cookie(_CURATOR_COOKIE, sessions.open(tok), httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/curator",
+                        max_age=int(sessions.ttl))
         return resp
 
-    @app.post("/curator/logout", tags=["curator"], summary="Forget the page cookie")
-    def curator_logout() -> Response:
+    @app.post("/curator/logout", tags=["curator"], summary="End the page session")
+    def curator_logout(request: Request) -> Response:
+        sessions.close(request.cookies.get(_CURATOR_COOKIE))
         resp = RedirectResponse("/curator", status_code=303)
         resp.delete_cookie(_CURATOR_COOKIE, path="/curator")
         return resp
