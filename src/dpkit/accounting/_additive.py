@@ -11,13 +11,14 @@ values; the sums are exact.
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent
+from dpkit.events import ComposedEvent, DpEvent, SelfComposedEvent
 
 __all__ = ["AdditiveAccountant", "sum_of_parts"]
 
@@ -63,8 +64,10 @@ class AdditiveAccountant(PrivacyAccountant):
         self._totals: tuple[Any, ...] = (Fraction(0),) * self._width
 
     @staticmethod
-    def _cost(event: DpEvent) -> Any:  # pragma: no cover - every subclass overrides it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _cost(event: DpEvent) -> Any:
+        """The exact cost of one ``event`` as a tuple of ``_width`` totals, ``None`` if the
+        accountant does not support it (each concrete accountant defines its own)."""
 
     @property
     def _infinite(self) -> bool:

@@ -20,14 +20,14 @@ import threading
 from typing import TypeVar
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.events import (
     ComposedEvent,
     DpEvent,
     Neighbouring,
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
 __all__ = ["PrivacyAccountant", "stated_relations"]
 

@@ -47,7 +47,8 @@ import math
 from fractions import Fraction
 
 from dpkit._numeric.rounding import div_down, up
-from dpkit.accounting.events import (
+from dpkit.errors import UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -67,7 +68,6 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     ZCdpEvent,
 )
-from dpkit.errors import UnsupportedEventError
 
 __all__ = ["group_of_two_approx", "group_of_two_epsilon", "restate"]
 

@@ -23,16 +23,18 @@ from fractions import Fraction
 
 from dpkit._numeric.rounding import up
 from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
-from dpkit.accounting.events import (
+from dpkit.accounting.pure import delta_at
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DpEvent,
     GaussianEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    declares_add_remove,
+    pure_epsilon_of,
+    subsampled_epsilon,
 )
-from dpkit.accounting.pure import delta_at
-from dpkit.events import declares_add_remove, pure_epsilon_of, subsampled_epsilon
 
 __all__ = ["ApproxDpAccountant", "approx_cost_of", "gaussian_pair"]
 

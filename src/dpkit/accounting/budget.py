@@ -136,7 +136,16 @@ from dpkit.accounting import ledger as _ledger
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting._relations import restate
 from dpkit.accounting.approx import ApproxDpAccountant, gaussian_pair
-from dpkit.accounting.events import (
+from dpkit.accounting.pure import PureDpAccountant
+from dpkit.errors import (
+    BudgetExceededError,
+    BudgetUnavailableError,
+    LedgerError,
+    PrivacyParameterError,
+    SerializationError,
+    UnsupportedEventError,
+)
+from dpkit.events import (
     ApproxDpEvent,
     DpEvent,
     GaussianEvent,
@@ -146,15 +155,6 @@ from dpkit.accounting.events import (
     as_neighbouring,
     event_from_dict,
     event_to_dict,
-)
-from dpkit.accounting.pure import PureDpAccountant
-from dpkit.errors import (
-    BudgetExceededError,
-    BudgetUnavailableError,
-    LedgerError,
-    PrivacyParameterError,
-    SerializationError,
-    UnsupportedEventError,
 )
 
 __all__ = ["Accountant", "Budget", "ChargeCost", "ChargeRecord", "Share", "SubBudget"]

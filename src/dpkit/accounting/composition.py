@@ -27,8 +27,8 @@ from dpkit._numeric.rounding import float_up, up
 from dpkit._numeric.search import search_int
 from dpkit._numeric.validation import check_delta, check_epsilon, check_integer
 from dpkit.accounting._relations import group_of_two_approx
-from dpkit.accounting.events import Neighbouring
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import Neighbouring
 
 __all__ = [
     "advanced_composition",

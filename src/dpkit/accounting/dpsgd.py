@@ -47,9 +47,9 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
-from dpkit.accounting.events import GaussianEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import GaussianEvent, PoissonSampledEvent
 
 __all__ = ["METHODS", "dpsgd_epsilon", "dpsgd_noise_multiplier", "dpsgd_schedule"]
 

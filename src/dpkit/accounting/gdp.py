@@ -47,7 +47,7 @@ from dpkit._numeric.validation import (
 )
 from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteLaplaceEvent,

@@ -65,7 +65,8 @@ from dpkit._numeric.rounding import sqrt_down, sqrt_up
 from dpkit._numeric.search import SearchError, search
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -83,7 +84,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.errors import PrivacyParameterError
 
 if TYPE_CHECKING:
     from dpkit.fdp import TradeOffFunction  # pragma: no cover

@@ -69,7 +69,9 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.accounting.pure import delta_at, pure_epsilon_of
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -87,8 +89,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pure import delta_at, pure_epsilon_of
-from dpkit.errors import PrivacyParameterError
 
 __all__ = ["DEFAULT_ORDERS", "RdpAccountant", "dpsgd_rdp_epsilon", "event_rdp"]
 

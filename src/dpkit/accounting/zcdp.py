@@ -85,7 +85,8 @@ from dpkit._numeric.search import search
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit._numeric.zcdp import slack_delta, slack_epsilon, zcdp_delta, zcdp_epsilon
 from dpkit.accounting._additive import AdditiveAccountant, sum_of_parts
-from dpkit.accounting.events import (
+from dpkit.accounting.pure import pure_epsilon_of
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -97,7 +98,6 @@ from dpkit.accounting.events import (
     SelfComposedEvent,
     ZCdpEvent,
 )
-from dpkit.accounting.pure import pure_epsilon_of
 
 __all__ = [
     "ZCdpAccountant",
