@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["abandon", "track"]
+__all__ = ["abandon", "close_owned", "track"]
 
 
 class _ForkAware(Protocol):
@@ -48,6 +48,16 @@ def track(store: _ForkAware) -> None:
 def abandon(connection: object) -> None:
     """Set aside a connection this process inherited by ``fork``: never used, never closed."""
     _INHERITED.append(connection)
+
+
+def close_owned(connection: Any, owner_pid: int) -> None:
+    """Close ``connection`` if this process opened it (``owner_pid``); otherwise it was
+    inherited by ``fork`` and is set aside unclosed (closing it could end the parent's
+    session on a shared socket)."""
+    if owner_pid != os.getpid():
+        abandon(connection)
+    else:
+        connection.close()
 
 
 def _before() -> None:

@@ -209,12 +209,8 @@ class PostgresLedger:
         this process inherited by ``fork`` is set aside, not closed."""
         with self._lock:
             conn, self._conn = self._conn, None
-            if conn is None:
-                return
-            if self._pid != os.getpid():
-                _fork.abandon(conn)
-            else:
-                conn.close()
+            if conn is not None:
+                _fork.close_owned(conn, self._pid)
 
     def __repr__(self) -> str:
         return "PostgresLedger(<dsn hidden>)"

@@ -237,12 +237,8 @@ class SqliteLedger:
         with self._lock:
             self._closed = True
             conn, self._conn = self._conn, None
-            if conn is None:
-                return
-            if self._pid != os.getpid():
-                _fork.abandon(conn)
-            else:
-                conn.close()
+            if conn is not None:
+                _fork.close_owned(conn, self._pid)
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self._path!r})"
