@@ -32,13 +32,14 @@ Columns of the table (one row per system and size):
 Timing: each worker process starts its Spark session first (not timed), runs every statement
 once on a 100,000-row file as a warm-up (JIT, code generation), reads each file once so that
 the first system timed on it does not pay for the disk, then times ``--repeats``
-interleaved rounds of floor, dpkit engine and dpkit session query per size; the median is
-reported. Peers are timed once per size from reading the file to the collected release (the
-session start is not timed either).
+interleaved rounds of floor, dpkit engine and dpkit session query per size (the order rotates
+from round to round); the median is reported. Peers are timed once per size from reading the
+file to the collected release (the session start is not timed either).
 
 Run: ``.venv/bin/python benchmarks/spark.py [--sizes 1000000,10000000,30000000] [--repeats 3]
 [--modes classic,connect] [--peers-python PATH] [--tumult-python PATH] [--peer-limit 300]
-[--data DIR] [--src DIR] [--no-peers] [--write]``; ``--sizes 100000`` is a quick check.
+[--data DIR] [--src DIR] [--no-peers] [--write] [--repeat-below ROWS]``; ``--sizes 100000`` is
+a quick check.
 
 Every measurement is kept in ``--data`` as it comes (one JSON line per query in
 ``spark-<kind>-<sizes>.jsonl``; peer times in ``spark-peers.json``, reused unless
@@ -87,7 +88,7 @@ MODES = tuple(_arg("--modes", "classic,connect").split(","))  # the session kind
 ONLY_PEERS = "--only-peers" in sys.argv
 FRESH_PEERS = "--fresh-peers" in sys.argv
 PEER_CACHE = DATA / "spark-peers.json"
-REPEAT_BELOW = 10_000_000  # sizes from here on run one round (a 30M-row query takes minutes)
+REPEAT_BELOW = int(_arg("--repeat-below", "10000000"))  # sizes from here on run one round
 WRITE = "--write" in sys.argv or set(DEFAULT_SIZES) <= set(SIZES)
 WARMUP_ROWS = 100_000
 
@@ -229,8 +230,11 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
             with open(path, "rb") as fh:  # the file in the OS page cache for every system
                 while fh.read(1 << 24):
                     pass
-            for _ in range(repeats if rows < REPEAT_BELOW else 1):
-                for name, fn in SYSTEMS.items():
+            order = list(SYSTEMS)
+            for round_ in range(repeats if rows < REPEAT_BELOW else 1):
+                # the order rotates each round, so no system always runs first (cold) or last
+                for name in order[round_ % 3:] + order[:round_ % 3]:
+                    fn = SYSTEMS[name]
                     start = time.perf_counter()
                     try:
                         out = fn(spark, path)
@@ -240,7 +244,8 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
                         continue
                     _emit({"system": name, "path": path,
                            "seconds": time.perf_counter() - start, "groups": out["groups"],
-                           "load": os.getloadavg()[0], "at": time.time()})
+                           "load": os.getloadavg()[0], "at": time.time(),
+                           "nice": os.nice(0)})
     finally:
         spark.stop()
 
@@ -388,7 +393,8 @@ def read_log(mode: str) -> list[dict[str, Any]]:
 
 def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
     cmd = ["--worker", "spark", "--mode", mode, "--paths", ",".join(paths),
-           "--repeats", str(REPEATS), "--sizes", ",".join(map(str, SIZES))]
+           "--repeats", str(REPEATS), "--sizes", ",".join(map(str, SIZES)),
+           "--repeat-below", str(REPEAT_BELOW)]
     log = worker_log(mode)
     if mode == "classic":
         return _run([*cmd, "--url", ""], sys.executable, log=log)
@@ -484,6 +490,7 @@ def main() -> None:
     errors: dict[tuple[str, str], str] = {}
     shapes: dict[tuple[str, str], dict[str, int]] = {}
     stamps: list[tuple[float, float]] = []  # (time, 1-minute load) of each measurement
+    nices: list[int] = []  # the CPU niceness each measurement ran at
     for mode in ("classic", "connect"):
         failed: list[dict[str, Any]] = []
         if not REPORT_ONLY and mode in MODES:  # keep the worker's own failure, if any
@@ -496,6 +503,7 @@ def main() -> None:
             elif "seconds" in rec:
                 if "at" in rec:
                     stamps.append((float(rec["at"]), float(rec["load"])))
+                    nices.append(int(rec.get("nice", 0)))
                 times.setdefault((mode, rec["system"]), {}).setdefault(
                     by_path[rec["path"]], []).append(float(rec["seconds"]))
             else:
@@ -525,6 +533,14 @@ def main() -> None:
 
     runs_small = max((len(ts) for per in times.values() for rows, ts in per.items()
                       if rows < REPEAT_BELOW), default=REPEATS)
+    counts = sorted({len(ts) for per in times.values() for ts in per.values()})
+    if len(counts) == 1:
+        runs_text = (f"median of {counts[0]} interleaved runs (order rotating) at every size"
+                     if counts[0] > 1 else "one run per size")
+    else:
+        runs_text = (f"median of {runs_small} interleaved runs for the floor and dpkit below "
+                     f"{REPEAT_BELOW / 1e6:g}M rows and one run from there on (each large "
+                     "query takes minutes)")
     size_head = " | ".join(f"{r / 1e6:g}M rows" for r in SIZES)
     lines = [
         "## Private analytics on Spark (`benchmarks/spark.py`)",
@@ -536,13 +552,15 @@ def main() -> None:
         f"delta = {DELTA:g}. Spark `{MASTER}`, 4 GB driver, 8 shuffle partitions; dpkit on "
         "pyspark 4.3 (classic session in the worker; Spark Connect: a local server started by "
         "the script). Seconds per query from the statement to the collected result (the Spark "
-        f"session is started and warmed up before the clock), median of {runs_small} interleaved "
-        f"runs for the floor and dpkit below {REPEAT_BELOW / 1e6:g}M rows and one run from there "
-        "on (each large query takes minutes), one run for the peers (measured "
+        f"session is started and warmed up before the clock), {runs_text}, one run for the peers "
+        "(measured "
         f"{_peer_dates(peers)}). "
         f"Machine: {machine()}, shared with other jobs (measured {span}; the 1-minute load "
         f"average was {min(loads):.1f} to {max(loads):.1f} on {CORES} cores), so absolute times "
-        "are noisy and pessimistic; the floor and dpkit alternate to share the noise.",
+        "are noisy and pessimistic; the floor and dpkit alternate to share the noise."
+        + (f" The benchmark ran at CPU niceness {max(nices)} and every other process at "
+           "niceness 10, so the other jobs took little CPU time from it (they still share "
+           "caches, memory bandwidth and the disk)." if nices and max(nices) < 0 else ""),
     ]
     if not set(DEFAULT_SIZES) <= set(SIZES):
         lines += ["", f"**Reduced run**: sizes {', '.join(f'{r:,}' for r in SIZES)} only (the "

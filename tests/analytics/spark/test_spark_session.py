@@ -16,7 +16,7 @@ from _engine_reference import as_dict
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics.engines.spark import SparkEngine
-from dpkit.errors import PrivacyParameterError
+from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.noise import RandomSource
 
 
@@ -159,3 +159,36 @@ def test_string_join_keys_compare_bytes_on_spark(classic_spark: Any) -> None:
             continue
         got = int(p.exact(s.engine).values["n:n"][0])
         assert got == want if frame is plain else got <= want
+
+
+def test_release_statement_analysed_once_and_checked_before_the_charge(
+        spark: Any, odd_parquet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statement ``validate`` analysed is the frame the release collects (one analysis
+    per release on classic, one statement round trip on Connect), and a statement Spark cannot
+    analyse is refused before anything is charged."""
+    budget = _budget()
+    s = dpa.Session(spark.read.parquet(str(odd_parquet)), privacy_unit="uid", budget=budget)
+    statements: list[str] = []
+    real_sql = spark.sql
+
+    def counting_sql(text: str, *args: Any, **kwargs: Any) -> Any:
+        statements.append(text)
+        return real_sql(text, *args, **kwargs)
+
+    monkeypatch.setattr(spark, "sql", counting_sql)
+    q = (s.query().group_by("region", keys=["a", "b"])
+         .bound(max_partitions=1, max_rows_per_partition=2).agg(n=dpa.count()))
+    q.run(epsilon=1.0, delta=1e-6)
+    assert len([t for t in statements if "__dpk_" in t]) == 1
+    spent = budget.spent
+
+    # The table vanishes between the session and the query: refused, nothing charged.
+    view = "dpkit_test_vanishing_view"
+    spark.read.parquet(str(odd_parquet)).createOrReplaceTempView(view)
+    gone = dpa.Session(spark, table=view, privacy_unit="uid", budget=budget)
+    spark.catalog.dropTempView(view)
+    with pytest.raises(DPKitError):
+        (gone.query().group_by("region", keys=["a"])
+         .bound(max_partitions=1, max_rows_per_partition=2).agg(n=dpa.count())
+         .run(epsilon=1.0, delta=1e-6))
+    assert budget.spent == spent

@@ -160,6 +160,10 @@ class SparkEngine:
         self._views: dict[str, Any] = {}  # registered name -> DataFrame
         self._files: dict[tuple[str, str], str] = {}  # (kind, path) -> view name
         self._lock = threading.Lock()
+        # Statements analysed by validate(), kept for the execute_compiled() that follows the
+        # charge: Spark analyses a statement once when it is created, so reusing the frame
+        # saves a second analysis (classic) or a second round trip to the server (Connect).
+        self._analysed: dict[int, tuple[CompiledQuery, Any]] = {}
         self.progress: Progress | None = None  # default progress callback of every release
 
     @property
@@ -242,14 +246,22 @@ class SparkEngine:
 
     def validate(self, plan: Plan) -> CompiledQuery:
         """Compile ``plan`` and let Spark analyse the statement (binds names and types, reads
-        no row), so a plan Spark cannot run fails before anything is charged."""
+        no row), so a plan Spark cannot run fails before anything is charged.
+
+        ``spark.sql`` analyses eagerly on both session kinds (Spark Connect sends the
+        statement to the server, which analyses it before answering), so creating the frame is
+        the check; the frame is kept and collected by :meth:`execute_compiled`."""
         compiled = self.compile(plan)
         try:
             with self._ansi(compiled):
-                self.spark.sql(compiled.sql).schema  # noqa: B018 - analysis only
+                frame = self.spark.sql(compiled.sql)
         except Exception as exc:
             raise EngineError(f"Spark cannot run this query (nothing was charged): "
                               f"{_short(exc)}") from None
+        with self._lock:
+            self._analysed[id(compiled)] = (compiled, frame)
+            while len(self._analysed) > 4:  # validated, never run (e.g. refused by the budget)
+                del self._analysed[next(iter(self._analysed))]
         return compiled
 
     def execute(self, plan: Plan, *, progress: Progress | None = None) -> EngineResult:
@@ -258,11 +270,18 @@ class SparkEngine:
 
     def execute_compiled(self, compiled: CompiledQuery, *,
                          progress: Progress | None = None) -> EngineResult:
-        """Run a statement :meth:`compile` returned: one ``collect()`` of small rows."""
+        """Run a statement :meth:`compile` returned: one ``collect()`` of small rows (of the
+        frame :meth:`validate` analysed, when it was this very statement)."""
         progress = progress if progress is not None else self.progress
+        with self._lock:
+            kept = self._analysed.pop(id(compiled), None)
         try:
             with self._ansi(compiled), self._progress(progress):
-                rows = self.spark.sql(compiled.sql).collect()
+                if kept is not None and kept[0] is compiled:
+                    frame = kept[1]
+                else:
+                    frame = self.spark.sql(compiled.sql)
+                rows = frame.collect()
         except Exception as exc:  # analysis / IO errors: decided by plan and schema only
             raise EngineError(f"Spark could not run the release statement: "
                               f"{_short(exc)}") from None
