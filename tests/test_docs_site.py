@@ -10,6 +10,7 @@ resolve, a docstring mkdocstrings cannot read.
 
 from __future__ import annotations
 
+import html as html_module
 import importlib
 import importlib.util
 import inspect
@@ -18,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,8 @@ def _executed_pages() -> list[Path]:
 
 def test_the_executed_pages_are_the_tutorials_examples_and_concepts() -> None:
     names = {p.relative_to(DOCS).as_posix() for p in _executed_pages()}
-    for page in ("getting-started.md", "tutorials/analyst.md", "tutorials/ml-engineer.md",
+    for page in ("getting-started.md", "tutorials/analyst.md", "tutorials/analyst-spark.md",
+                 "tutorials/analyst-service.md", "tutorials/ml-engineer.md",
                  "tutorials/telemetry-engineer.md", "tutorials/privacy-engineer.md",
                  "examples/composition.md", "examples/exponential-mechanism.md",
                  "examples/permute-and-flip.md", "examples/randomized-response.md",
@@ -91,6 +94,100 @@ def test_outputs_are_shown_under_their_blocks(site: Site) -> None:
     html = (root / "examples" / "exponential-mechanism" / "index.html").read_text()
     assert html.count(">Output<") >= 3
     assert re.search(r"OPT = \d+\.\d\d at price", html)
+
+
+def _page_text(root: Path, page: str) -> str:
+    """The built page's text with the markup removed (outputs are HTML-escaped code)."""
+    html = (root / page / "index.html").read_text()
+    return html_module.unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_the_spark_tutorial_ran_on_spark_and_spark_connect(site: Site) -> None:
+    root, _ = site
+    text = _page_text(root, "tutorials/analyst-spark")
+    assert "identical on Spark: True" in text
+    assert "exact aggregates as on DuckDB: True" in text
+    assert "refused: query refused, nothing spent" in text
+    assert "Spark stopped" in text
+    # the Outpost region (three people) is released only with public keys: once, in section 4
+    assert len(re.findall(r"\d\s+Outpost\s+\d", text)) == 1
+
+
+def test_the_service_tutorial_queried_refused_revoked_and_stopped(site: Site) -> None:
+    root, _ = site
+    text = _page_text(root, "tutorials/analyst-service")
+    assert "403 query refused, nothing spent" in text
+    assert "Alice has spent: epsilon 0.6, delta 1e-08" in text
+    assert "query by alice epsilon 0.5 refused" in text
+    assert "<title>dpkit curator: people.parquet</title>" in text
+    assert "Alice after revocation: 401" in text
+    assert "server stopped: True" in text
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue  # the process ended meanwhile
+        if marker in args:
+            found.append(args[:200])
+    return found
+
+
+def test_no_spark_process_of_the_spark_tutorial_survives_the_build(site: Site) -> None:
+    """The page's local session and its Spark Connect server (a daemon outside the build's
+    process) both carry the page's application name; the build has exited, so after a short
+    grace period for the JVMs to exit, none may be left."""
+    marker = "spark.app.name=private-report"
+    deadline = time.monotonic() + 30
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_with(marker) == []
+    # companion: the search finds a live process by its command line
+    probe = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    try:
+        assert _processes_with(marker)
+    finally:
+        probe.kill()
+        probe.wait()
+
+
+def _stopping_page(failing: bool) -> str:
+    return ("```python\nfrom contextlib import ExitStack\nfrom pathlib import Path\n"
+            "stack = ExitStack()\n"
+            "stack.callback(Path('stopped.txt').write_text, 'stopped')\n```\n\n"
+            + ("```python\nraise RuntimeError('a block fails')\n```\n" if failing else "")
+            + "```python\nprint('last block')\n```\n")
+
+
+def test_a_failing_block_still_stops_what_its_page_started(tmp_path: Path) -> None:
+    from mkdocs.exceptions import PluginError
+
+    with pytest.raises(PluginError, match="a block fails"):
+        HOOKS.run_page("tutorials/x.md", _stopping_page(failing=True), tmp_path)
+    assert (tmp_path / "stopped.txt").read_text() == "stopped"
+    assert Path.cwd() != tmp_path
+    # a page that never closes its stack has it closed when the page ends
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    outputs, _ = HOOKS.run_page("tutorials/x.md", _stopping_page(failing=False), ran)
+    assert outputs[-1] == "last block\n"
+    assert (ran / "stopped.txt").read_text() == "stopped"
+
+
+def test_an_error_while_stopping_fails_a_page_that_ran_through(tmp_path: Path) -> None:
+    from mkdocs.exceptions import PluginError
+
+    page = ("```python\nfrom contextlib import ExitStack\nstack = ExitStack()\n"
+            "def stop():\n    raise OSError('cannot stop')\nstack.callback(stop)\n```\n")
+    with pytest.raises(PluginError, match="cannot stop"):
+        HOOKS.run_page("tutorials/x.md", page, tmp_path)
+    # after a failing block, the block's error is the one reported
+    failing = page + "```python\nraise RuntimeError('the block error')\n```\n"
+    with pytest.raises(PluginError, match="the block error"):
+        HOOKS.run_page("tutorials/x.md", failing, tmp_path)
 
 
 def test_images_of_executed_pages_are_in_the_site(site: Site) -> None:

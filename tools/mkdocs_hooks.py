@@ -7,6 +7,11 @@ under it on the site; image files a page's code writes (``*.png``, ``*.svg``) ar
 site next to the page, so ``![...](name.png)`` on that page shows what this build drew. A block
 that raises stops the build with the page, the block and the traceback.
 
+A page that starts something (a Spark session, a server) registers how to stop it on a
+``contextlib.ExitStack`` of its own and closes the stack in its last block. When the page
+ends, the hook closes every ``ExitStack`` left in the page's namespace, so what the page
+started is stopped even when one of its blocks raised (closing a closed stack does nothing).
+
 The benchmarks page gets plots drawn from its own tables (``tools/bench_plots.py``).
 
 ``DPKIT_DOCS_REPORT=path`` writes a JSON report of every executed block and its time (the test
@@ -59,6 +64,7 @@ def run_page(src_uri: str, text: str, workdir: Path) -> tuple[list[str], list[di
     timings: list[dict[str, Any]] = []
     previous = Path.cwd()
     os.chdir(workdir)
+    finished = False
     try:
         for index, match in enumerate(PYTHON_BLOCK.finditer(text)):
             code = match.group(1)
@@ -75,11 +81,38 @@ def run_page(src_uri: str, text: str, workdir: Path) -> tuple[list[str], list[di
             timings.append({"block": index, "line": line,
                             "seconds": round(time.perf_counter() - start, 3)})
             outputs.append(out.getvalue())
+        finished = True
     finally:
-        os.chdir(previous)
-        if "matplotlib.pyplot" in sys.modules:
-            sys.modules["matplotlib.pyplot"].close("all")
+        try:
+            _close_stacks(src_uri, namespace, failed=not finished)
+        finally:
+            os.chdir(previous)
+            if "matplotlib.pyplot" in sys.modules:
+                sys.modules["matplotlib.pyplot"].close("all")
     return outputs, timings
+
+
+def _close_stacks(src_uri: str, namespace: dict[str, Any], *, failed: bool) -> None:
+    """Close the page's ``ExitStack``s, the last one created first (each in LIFO order).
+
+    After a block raised, an error while stopping is printed and the block's error is the one
+    reported; on a page that ran through, an error while stopping fails the build.
+    """
+    stacks = [v for v in namespace.values() if isinstance(v, contextlib.ExitStack)]
+    errors: list[BaseException] = []
+    for stack in reversed(stacks):
+        try:
+            stack.close()
+        except Exception as exc:
+            errors.append(exc)
+    if not errors:
+        return
+    text = "".join("".join(traceback.format_exception(e)) for e in errors)
+    if failed:
+        print(f"{src_uri}: stopping what the page started also raised:\n{text}",
+              file=sys.stderr)
+        return
+    raise PluginError(f"{src_uri}: stopping what the page started raised:\n{text}")
 
 
 def on_files(files: Files, config: Any) -> Files:
