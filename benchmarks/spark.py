@@ -445,6 +445,12 @@ def run_peer(name: str, python: str) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _minutes(m: float) -> str:
+    """``m`` minutes in words ("1 minute", "3 minutes")."""
+    n = round(m)
+    return f"{n} minute" if n == 1 else f"{n} minutes"
+
+
 def fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     """Least-squares ``seconds = a + b * rows``: ``(a, b)`` (``None`` with under two sizes)."""
     if len(points) < 2:
@@ -649,7 +655,7 @@ def main() -> None:
             f"Assuming 10 executors with 8 cores each (80 cores) at that per-core throughput "
             f"and the shuffle of roughly {rows_b * 40 / 2**30:.0f} GiB (about 40 bytes per row: "
             "unit, key, value, two hashes) over a 10 Gbit/s network adding about a minute, one "
-            f"release takes about {core_s / 80 / 60 + 1:.0f} minutes plus the cluster's own "
+            f"release takes about {_minutes(core_s / 80 / 60 + 1)} plus the cluster's own "
             f"start-up; at $0.05 per core-hour that is about ${core_s / 3600 * 0.05:.2f} of "
             "compute per release (the noise, partition selection and accounting run on the "
             "driver on at most one row per category and cost nothing measurable). The knob that "
