@@ -51,6 +51,7 @@ is exact (a power-of-two scaling of a double in ``[lower, upper]``, checked not 
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,7 @@ __all__ = [
 
 _P = "__dpk_"  # prefix of every internal name; analyst columns are always quoted identifiers
 MAX_FIXED = 2**62  # |floor(bound * 2^k)| must stay below this, so BIGINT never overflows
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 MAX_ROWS_PER_PARTITION = 2**31  # keeps rn - gr arithmetic and sums far from any limit
 
 
@@ -117,6 +119,49 @@ def is_nested(sql_type: str) -> bool:
     return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION", "LIST", "ARRAY"))
 
 
+def is_instant(sql_type: str) -> bool:
+    """Whether an engine type (DuckDB spelling) is an instant: ``TIMESTAMP WITH TIME ZONE``
+    (Spark's ``TIMESTAMP``), shown in a session time zone but stored as UTC microseconds."""
+    return sql_type.upper().strip() in {"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"}
+
+
+def is_binary(sql_type: str) -> bool:
+    """Whether an engine type (DuckDB spelling) holds raw bytes."""
+    return sql_type.upper().strip() in {"BLOB", "BYTEA", "BINARY", "VARBINARY"}
+
+
+def collation(sql_type: str) -> str | None:
+    """The collation of a text type (``STRING COLLATE UTF8_LCASE`` -> ``UTF8_LCASE``), or None
+    for the engine's byte-wise default."""
+    _, sep, tail = sql_type.upper().partition(" COLLATE ")
+    if not sep or tail.strip() in ("", "UTF8_BINARY"):
+        return None
+    return tail.strip()
+
+
+def key_codec(sql_type: str) -> str:
+    """How a group key of type ``sql_type`` leaves a statement of a profile with
+    ``exact_keys`` (decoded by the engine, one to one):
+
+    ``instant``: microseconds since the epoch (an integer), decoded as a UTC datetime;
+    ``local``: a wall-clock ``TIMESTAMP`` as text ``YYYY-MM-DD HH:MM:SS[.f]``, decoded as a naive
+    datetime; ``date``: days since the epoch; ``text``: the UTF-8 bytes, decoded with
+    ``surrogateescape`` (invalid bytes stay distinct); ``bytes``: as bytes; ``plain``: as is.
+    A value outside Python's datetime range stays its integer or text: never an error."""
+    t = sql_type.upper().strip()
+    if is_instant(t):
+        return "instant"
+    if t == "TIMESTAMP" or t.startswith(("TIMESTAMP_", "TIMESTAMP(")):
+        return "local"
+    if t == "DATE":
+        return "date"
+    if is_binary(t):
+        return "bytes"
+    if type_family(t) == "string":
+        return "text"
+    return "plain"
+
+
 @dataclass(frozen=True)
 class DialectProfile:
     """What differs between engines, for the constructs the compiler emits.
@@ -147,6 +192,13 @@ class DialectProfile:
     # seed of the next and needs no extra mix.
     native_mix: str | None = "hash"
     predicate_dialect: str = "duckdb"
+    # microseconds since the epoch of an instant (TIMESTAMP WITH TIME ZONE): the md5 token of
+    # an instant, the same on every engine whatever its session time zone
+    instant_micros: str = "epoch_us"
+    # group keys leave the statement in a form the driver decodes one to one (see
+    # :func:`key_codec`): engines whose client library converts values lossily (Spark turns
+    # instants into local wall-clock times and invalid UTF-8 into U+FFFD) set this
+    exact_keys: bool = False
 
 
 DUCKDB = DialectProfile()
@@ -162,13 +214,13 @@ DUCKDB_MD5 = DialectProfile(hash="md5")
 # There is no ``histogram`` aggregate either: bin and category counts are GROUPING SETS
 # (one set per histogram measure), decoded by the engine.
 SPARK = DialectProfile(dialect="spark", native_hash="xxhash64", native_mix=None,
-                       try_wrapper=None,
+                       try_wrapper=None, instant_micros="unix_micros", exact_keys=True,
                        fixed_type="BIGINT", sum_type="DECIMAL(38, 0)", text_type="STRING",
                        histogram=None, salt_type="BIGINT", signed_salt=True)
 SPARK_MD5 = DialectProfile(dialect="spark", hash="md5", native_hash="xxhash64", native_mix=None,
                            try_wrapper=None, fixed_type="BIGINT", sum_type="DECIMAL(38, 0)",
                            text_type="STRING", histogram=None, salt_type="BIGINT",
-                           signed_salt=True)
+                           signed_salt=True, instant_micros="unix_micros", exact_keys=True)
 
 
 @dataclass(frozen=True)
@@ -193,7 +245,11 @@ class CompiledQuery:
     # column of each tuple-valued measure, in measure order, and the cell-count column
     cell_columns: tuple[str, ...] = ()
     cell_count: str | None = None
-    has_filters: bool = False  # the statement evaluates the plan's row predicates
+    # the statement evaluates row conditions (filters, bucket cases): Spark runs it with ANSI
+    # mode off, so an implicit cast that fails is NULL instead of an error
+    has_filters: bool = False
+    # per key column, how the engine sent it (see :func:`key_codec`); empty: as they are
+    key_codecs: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- small builders
@@ -300,13 +356,18 @@ def canonical_token(value: object) -> str:
 
     ``NULL``/NaN -> ``"N"``; otherwise ``"V" + str(len(s)) + ":" + s`` where ``s`` is the
     engine's text of the normalized value: decimal digits for integers, ``true``/``false`` for
-    booleans, the string itself for text, and for a double (see :func:`float_text`) its exact
-    binary form ``[-]Mp<e>``. Tokens are joined by ``|``; the length prefix makes the encoding
-    injective.
+    booleans, the string itself for text, microseconds since the epoch for an instant
+    (``TIMESTAMP WITH TIME ZONE``, whatever the session's time zone), upper-case hex for bytes,
+    and for a double (see :func:`float_text`) its exact binary form ``[-]Mp<e>``. Tokens are
+    joined by ``|``; the length prefix makes the encoding injective.
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "N"
-    if isinstance(value, bool):
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        s = str((value - _EPOCH) // datetime.timedelta(microseconds=1))
+    elif isinstance(value, (bytes, bytearray)):
+        s = bytes(value).hex().upper()
+    elif isinstance(value, bool):
         s = "true" if value else "false"
     elif isinstance(value, float):
         s = float_text(value)
@@ -392,10 +453,14 @@ def _float_text_steps(e: str, out: str, profile: DialectProfile) -> list[Step]:
 
 
 def _token_steps(columns: Sequence[tuple[str, Family, str]],
-                 profile: DialectProfile) -> list[Step]:
+                 profile: DialectProfile, *, types: Mapping[str, str] | None = None
+                 ) -> list[Step]:
     """The steps computing the canonical token (see :func:`canonical_token`) of each
     ``(column, family, alias)``, under ``alias``; the steps of all columns are merged, so the
-    statement nests at most seven projections whatever the number of columns."""
+    statement nests at most seven projections whatever the number of columns. ``types``
+    (column -> engine type) picks the engine-independent text of instants (microseconds since
+    the epoch) and bytes (upper-case hex)."""
+    types = types or {}
     steps: list[Step] = []
 
     def add(level: int, alias: str, e: exp.Expression) -> None:
@@ -410,9 +475,13 @@ def _token_steps(columns: Sequence[tuple[str, Family, str]],
             for level, step in enumerate(_float_text_steps(col, text, profile)):
                 for a, e in step:
                     add(level, a, e)
+        elif is_instant(types.get(col, "")):
+            add(n_float - 1, text, _cast(_func(profile.instant_micros, _col(col)),
+                                         profile.text_type))
+        elif is_binary(types.get(col, "")):
+            add(n_float - 1, text, _func("hex", _col(col)))
         else:
-            # TRY_CAST: a text rendering never fails (a BLOB that is not UTF-8 renders as NULL
-            # and its token, and so its hash, is NULL: still a function of the row alone)
+            # TRY_CAST: a text rendering never fails
             add(n_float - 1, text, exp.TryCast(
                 this=_col(col), to=exp.DataType.build(profile.text_type, dialect="duckdb")))
         token = exp.DPipe(
@@ -913,15 +982,12 @@ class _Extras:
             t = self.bucket_types[b.name]
             ifs = []
             for pred, value in b.cases:
-                vp = parse_predicate(pred, dialect=profile.dialect)
-                tree = vp.tree.copy()
-                for node in tree.find_all(exp.Column):
-                    if node.name in self.bucket_types:
-                        raise PlanError(f"bucket {b.name!r} cannot read bucket {node.name!r}")
-                    node.set("this", _ident(use(node.name)))
-                if profile.try_wrapper is not None:
-                    tree = _func(profile.try_wrapper, tree)
-                cond = exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)])
+                def column(name: str, bucket: str = b.name) -> str:
+                    if name in self.bucket_types:
+                        raise PlanError(f"bucket {bucket!r} cannot read bucket {name!r}")
+                    return use(name)
+
+                cond = safe_predicate(pred, column, profile)
                 ifs.append(exp.If(this=cond, true=_bucket_literal(value, t, profile)))
             case = exp.Case(ifs=ifs, default=_bucket_literal(b.default, t, profile))
             out.append(_alias(_cast(case, t), _ident(b.name)))
@@ -968,6 +1034,13 @@ def compile_plan(
         col = _resolve(name, schema, what)
         if col.startswith(_P):
             raise PlanError(f"column names starting with {_P!r} are reserved, got {col!r}")
+        coll = collation(schema[col])
+        if coll is not None:
+            # Hashes and ranks read the bytes, GROUP BY and joins the collation: one person
+            # could take one partition slot per spelling of one group. Decided by the type.
+            raise PlanError(
+                f"{what} {col!r} has the collation {coll}: dpkit compares text byte by byte; "
+                f"give the column the default collation (e.g. collate({col}, 'UTF8_BINARY'))")
         if col not in used:
             used.append(col)
         return col
@@ -992,21 +1065,8 @@ def compile_plan(
 
     predicates: list[exp.Expression] = []
     for f in plan.filters:
-        vp = parse_predicate(f.predicate, dialect=profile.predicate_dialect)
-        tree = vp.tree.copy()
-        for node in tree.find_all(exp.Column):
-            col = use(node.name, "predicate column")
-            node.set("this", _ident(col))
-        if profile.dialect != "duckdb":
-            tree = _without_infinity_tests(tree, profile)
-        # Every predicate runs under the error-to-NULL wrapper, not only those with arithmetic:
-        # the engine inserts implicit casts of its own (``s = 1`` on a text column casts every
-        # ``s`` to an integer), and such a cast fails on some values only.
-        if profile.try_wrapper is not None:
-            tree = _func(profile.try_wrapper, tree)
-        else:
-            tree = _checked_predicate(tree)
-        predicates.append(exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)]))
+        predicates.append(safe_predicate(f.predicate, lambda n: use(n, "predicate column"),
+                                         profile))
     # A predicate reads normalized columns too (NaN is NULL there, so `x > 5` is not true
     # for NaN although NaN sorts above every number in DuckDB).
 
@@ -1042,8 +1102,8 @@ def compile_plan(
             # each column's canonical token once, in projections over src (see _token_steps)
             tok = [f"{_P}tok{i}" for i in range(len(hashed))]
             src = _staged(src, _token_steps(
-                [(c, families[c], t) for c, t in zip(hashed, tok, strict=True)], profile),
-                _P + "t")
+                [(c, families[c], t) for c, t in zip(hashed, tok, strict=True)], profile,
+                types=schema), _P + "t")
             parts: list[exp.Expression] = [_col(t) for t in tok]
         else:
             parts = [unit_e, *key_e, *value_e]
@@ -1220,13 +1280,38 @@ def compile_plan(
         final = exp.select(*select_items).from_(prev)
         if key_out:
             final = final.group_by(*[_col(k) for k in key_out])
+    codecs: tuple[str, ...] = ()
+    if profile.exact_keys and key_out:
+        codecs = tuple(key_codec(schema[k]) for k in keys)
+        if any(c != "plain" for c in codecs):
+            out_cols = [*key_out, *[o.column for o in outputs], *cell_sets,
+                        *([_P + "cell"] if cell_sets else [])]
+            ctes.append((_P + "out", final))
+            sent = {k: _sent_key(_col(k), c, profile)
+                    for k, c in zip(key_out, codecs, strict=True)}
+            final = exp.select(*[_alias(sent[c], _ident(c)) if c in sent else _col(c)
+                                 for c in out_cols]).from_(_P + "out")
     for name, q in ctes:
         final = final.with_(name, as_=q)
     sql = final.sql(dialect=profile.dialect, comments=False)
     return CompiledQuery(sql=sql, key_columns=tuple(key_out), measures=tuple(outputs),
                          global_group=not key_out, cell_columns=tuple(cell_sets),
                          cell_count=_P + "cell" if cell_sets else None,
-                         has_filters=bool(predicates))
+                         has_filters=bool(predicates) or bool(extra.buckets),
+                         key_codecs=codecs)
+
+
+def _sent_key(k: exp.Expression, codec: str, profile: DialectProfile) -> exp.Expression:
+    """A group key in the form :func:`key_codec` names (Spark SQL)."""
+    if codec == "instant":
+        return _func(profile.instant_micros, k)
+    if codec == "local":
+        return _cast(k, profile.text_type)
+    if codec == "date":
+        return _func("unix_date", k)
+    if codec == "text":
+        return _cast(k, "BINARY")
+    return k
 
 
 def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: list[str],
@@ -1250,6 +1335,30 @@ def _grouping_sets(select_items: list[exp.Expression], source: str, key_out: lis
     q = exp.select(*items).from_(source)
     q.set("group", exp.Group(expressions=[exp.GroupingSets(expressions=sets)]))
     return q
+
+
+def safe_predicate(text: str, column: Callable[[str], str],
+                   profile: DialectProfile) -> exp.Expression:
+    """A row condition (a ``where`` filter or a bucket case) as an expression that is TRUE,
+    or FALSE for every row where it is not true, and never raises.
+
+    ``column`` maps each column the condition reads to the normalized column of the statement.
+    Every condition runs under the error-to-NULL wrapper, not only those with arithmetic: the
+    engine inserts implicit casts of its own (``s = 1`` on a text column casts every ``s`` to
+    an integer), and such a cast fails on some values only. Engines without a generic wrapper
+    (Spark) get :func:`_checked_predicate` and run the statement with ANSI mode off
+    (``CompiledQuery.has_filters``). ``COALESCE(cond, FALSE)`` makes NULL a failed test."""
+    vp = parse_predicate(text, dialect=profile.predicate_dialect)
+    tree = vp.tree.copy()
+    for node in tree.find_all(exp.Column):
+        node.set("this", _ident(column(node.name)))
+    if profile.dialect != "duckdb":
+        tree = _without_infinity_tests(tree, profile)
+    if profile.try_wrapper is not None:
+        tree = _func(profile.try_wrapper, tree)
+    else:
+        tree = _checked_predicate(tree)
+    return exp.Coalesce(this=tree, expressions=[exp.Boolean(this=False)])
 
 
 _CHECKED: dict[type[exp.Expression], str] = {exp.Add: "try_add", exp.Sub: "try_subtract",

@@ -27,6 +27,7 @@ can raise in either mode (no division, every cast of a value clamped into range 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import threading
 import time
@@ -99,11 +100,14 @@ def spark_session(remote: str | None = None, *, master: str | None = None,
 
 def spark_type(data_type: Any) -> str:
     """A Spark data type in the compiler's (DuckDB) spelling: ``double`` -> ``DOUBLE``,
-    ``int`` -> ``INTEGER``, ``string``/``varchar(n)`` -> ``VARCHAR``, arrays -> ``LIST``, ..."""
+    ``int`` -> ``INTEGER``, ``string``/``varchar(n)`` -> ``VARCHAR``, arrays -> ``LIST``,
+    ``timestamp`` (an instant) -> ``TIMESTAMP WITH TIME ZONE``, ``timestamp_ntz`` ->
+    ``TIMESTAMP``; a collated string keeps its collation (``STRING COLLATE UTF8_LCASE``), which
+    the compiler refuses."""
     s = str(data_type.simpleString()).lower()
     simple = {"double": "DOUBLE", "float": "FLOAT", "bigint": "BIGINT", "int": "INTEGER",
               "smallint": "SMALLINT", "tinyint": "TINYINT", "string": "VARCHAR",
-              "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP",
+              "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP WITH TIME ZONE",
               "timestamp_ntz": "TIMESTAMP", "binary": "BLOB", "void": "NULL"}
     if s in simple:
         return simple[s]
@@ -293,7 +297,7 @@ class SparkEngine:
         if not compiled.has_filters:
             yield
             return
-        with self._lock:
+        with _CONF_LOCK:
             conf = self.spark.conf
             before = conf.get(_ANSI, None)
             conf.set(_ANSI, "false")
@@ -363,6 +367,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     """
     nk = len(compiled.key_columns)
     nm = len(compiled.measures)
+    codecs = compiled.key_codecs or ("plain",) * nk
     cell_measures = [i for i, m in enumerate(compiled.measures)
                      if m.kind in ("bin_counts", "category_counts")]
     if len(cell_measures) != len(compiled.cell_columns):
@@ -370,7 +375,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     groups: dict[tuple[object, ...], list[object]] = {}
     cells: dict[tuple[object, ...], dict[int, list[int]]] = {}
     for row in rows:
-        key = tuple(None if isinstance(v, float) and v != v else v for v in row[:nk])
+        key = tuple(_key(v, c) for v, c in zip(row[:nk], codecs, strict=True))
         vals = row[nk:nk + nm]
         flags = [vals[i] for i in cell_measures]
         if all(f == 1 for f in flags):  # the group's own row (also when there are no cells)
@@ -394,6 +399,38 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
         else:
             values[m.name] = tuple(groups[k][i] for k in keys)
     return EngineResult(keys=tuple(keys), values=values)
+
+
+# One lock for every engine of the process: each statement with row conditions sets ANSI mode
+# off and restores it after; two engines on one SparkSession must not interleave the two.
+_CONF_LOCK = threading.Lock()
+
+_EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_DAY = datetime.date(1970, 1, 1)
+
+
+def _key(v: Any, codec: str) -> object:
+    """One group key as the statement sent it (see ``_compiler.key_codec``) -> Python, one to
+    one: distinct keys in Spark stay distinct in the driver, whatever the driver's time zone,
+    and no value raises (one outside Python's datetime range stays its integer or text)."""
+    if v is None:
+        return None
+    try:
+        if codec == "instant":
+            return _EPOCH_UTC + datetime.timedelta(microseconds=int(v))
+        if codec == "local":
+            return datetime.datetime.fromisoformat(str(v))
+        if codec == "date":
+            return _EPOCH_DAY + datetime.timedelta(days=int(v))
+    except (OverflowError, ValueError):
+        return v
+    if codec == "text":
+        return bytes(v).decode("utf-8", "surrogateescape")
+    if codec == "bytes":
+        return bytes(v)
+    if isinstance(v, float) and v != v:
+        return None
+    return v
 
 
 def _int(v: Any) -> int:
