@@ -6,6 +6,7 @@ and Spark has spellings of the same rows that are neither the same text nor a lo
 
 * catalog table ``people``: a temp view ``pub`` over it, a global temp view
   ``global_temp.pub`` over it, the DataFrame ``spark.table("people")``;
+* the same through ``session.sql`` with ``pub: {public: true}`` in the metadata;
 * a DataFrame source ``df``: ``df.select("*")`` (another object), ``df`` registered by the
   analyst as the view ``pub``;
 * a Parquet source ``/d/people.parquet``: the table name ``parquet.`/d/people.parquet```
@@ -95,6 +96,24 @@ CASES: dict[str, Case] = {
 }
 
 
+META = {"tables": {"people": {"privacy_unit": "user_id", "max_partitions": 1,
+                              "max_rows_per_partition": 1}, "pub": {"public": True}}}
+SQL = "SELECT COUNT(*) AS n FROM people p JOIN pub ON p.ref = pub.user_id WHERE pub.secret = 1"
+
+
+def sql_front_end(spark: Any, frame: Any) -> int | str:
+    """``session.sql``: ``pub`` declared public in the metadata, a temp view over ``people``."""
+    frame.createOrReplaceTempView("people")
+    spark.sql("CREATE OR REPLACE TEMP VIEW pub AS SELECT * FROM people")
+    s = dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget())
+    try:
+        p = s.sql_query(SQL, metadata=META).query.prepare(epsilon=1.0)
+        s._validate_plan(p.plan)
+    except Exception as exc:
+        return f"refused ({type(exc).__name__})"
+    return int(p.exact(s.engine).values["n:n"][0])
+
+
 def main() -> dict[str, tuple[object, object]]:
     out: dict[str, tuple[object, object]] = {}
     with local_spark() as spark, tempfile.TemporaryDirectory() as tmp:
@@ -109,6 +128,9 @@ def main() -> dict[str, tuple[object, object]]:
             moved = (f"count moved by {d - d1} vs sensitivity 1"
                      if isinstance(d, int) and isinstance(d1, int) else "")
             print(f"{name:36s} D: {d!s:10s} D': {d1!s:10s} {moved}")
+        d, d1 = (sql_front_end(spark, f) for f in frames)
+        out["session.sql, view declared public"] = (d, d1)
+        print(f"{'session.sql, view declared public':36s} D: {d!s:10s} D': {d1!s:10s}")
     return out
 
 

@@ -135,6 +135,28 @@ def test_private_rows_are_never_joined_as_public_under_another_spark_name(
         assert abs(d - d1) <= 1, f"count moved by {d - d1} vs sensitivity 1"
 
 
+def test_sql_front_end_refuses_a_spark_view_over_the_private_table(classic_spark: Any) -> None:
+    """``session.sql`` with ``pub`` declared public and ``pub`` a Spark temp view selecting
+    the private table: refused, or the count moves by at most 1 (before the fix: 40 vs 0)."""
+    people, pub = _name(), _name()
+    meta = {"tables": {people: {"privacy_unit": "user_id", "max_partitions": 1,
+                                "max_rows_per_partition": 1}, pub: {"public": True}}}
+    sql = (f"SELECT COUNT(*) AS n FROM {people} p JOIN {pub} ON p.ref = {pub}.user_id "
+           f"WHERE {pub}.secret = 1")
+    counts = []
+    for table in _referencing_tables():
+        classic_spark.createDataFrame(table).createOrReplaceTempView(people)
+        classic_spark.sql(f"CREATE OR REPLACE TEMP VIEW {pub} AS SELECT * FROM {people}")
+        s = _session(classic_spark, people)
+        try:
+            p = s.sql_query(sql, metadata=meta).query.prepare(epsilon=1.0)
+            s._validate_plan(p.plan)
+        except DPKitError:
+            return  # refused before the charge
+        counts.append(int(p.exact(s.engine).values["n:n"][0]))
+    assert abs(counts[0] - counts[1]) <= 1, f"count moved by {counts[0] - counts[1]}"
+
+
 # ------------------------------------------------------------ bucket conditions under ANSI
 
 
