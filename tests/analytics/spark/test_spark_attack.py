@@ -239,3 +239,37 @@ def test_md5_bounding_keeps_the_same_rows_as_duckdb_for_these_key_types(
     spark = counts(SparkEngine(classic_spark, hash="md5").execute(plan))
     assert sum(duck.values()) == 60  # one row per unit: bounding is binding
     assert duck == spark
+
+
+# ------------------------------------------------------------ collated group keys
+
+
+@pytest.mark.parametrize("hash_kind", ["native", "md5"])
+def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: Any,
+                                                              hash_kind: str) -> None:
+    """Under ``UTF8_LCASE`` four spellings of ``paris`` are one group: one unit must add at most
+    ``max_rows_per_partition`` (1) rows and 1 unit to it (before the fix: 4 and 4), or the key
+    is refused before the charge."""
+    def paris(values: str) -> tuple[int, int] | None:
+        df = classic_spark.sql(f"SELECT uid, city COLLATE UTF8_LCASE AS city FROM VALUES "
+                               f"{values} AS t(uid, city)")
+        s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5),
+                        bounding_hash=hash_kind)
+        try:
+            p = (s.query().group_by("city").bound(max_partitions=4, max_rows_per_partition=1)
+                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            s._validate_plan(p.plan)
+        except DPKitError:
+            return None
+        r = p.exact(s.engine)
+        i = [str(k[0]).lower() for k in r.keys].index("paris")
+        return int(r.values["n:n"][i]), int(r.values["__units"][i])
+
+    rows = "(1, 'lyon'), (2, 'paris')"
+    with_unit = paris(rows + ", (1000, 'paris'), (1000, 'Paris'), (1000, 'PARIS'), "
+                             "(1000, 'pAris')")
+    without = paris(rows)
+    if with_unit is None or without is None:
+        return  # refused before the charge
+    assert with_unit[0] - without[0] <= 1, f"count moved by {with_unit[0] - without[0]}"
+    assert with_unit[1] - without[1] <= 1, f"units moved by {with_unit[1] - without[1]}"
