@@ -10,8 +10,9 @@ and Spark has spellings of the same rows that are neither the same text nor a lo
 * a DataFrame source ``df``: ``df.select("*")`` (another object), ``df`` registered by the
   analyst as the view ``pub``;
 * a Parquet source ``/d/people.parquet``: the table name ``parquet.`/d/people.parquet```
-  (Spark SQL on a file), the URL ``file:///d/people.parquet``; a directory of part files
-  ``/d/dir``: its part file ``/d/dir/part-0.parquet`` (another inode than the directory).
+  (Spark SQL on a file), the URL ``file:///d/people.parquet``, the engine's own temp view
+  ``dpkit_file_...`` of that file (listed by ``spark.catalog.listTables()``); a directory of
+  part files ``/d/dir``: its part file ``/d/dir/part-0.parquet`` (another inode than the directory).
 
 Person T (user 1000, ``secret = 1``) is then the "public" partner of the 40 persons who
 reference T: the pre-noise count (one row per unit, sensitivity 1) moves by 40 between D (with T)
@@ -76,6 +77,17 @@ def parquet_file_url(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
             "file://" + path)
 
 
+def engine_file_view(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
+    """The temp view the engine itself made for the private file (``dpkit_file_...``, listed
+    by ``spark.catalog.listTables()``): a port of DuckDB's ``is_user_view`` that exempts the
+    engine's own views would still let it through."""
+    path = os.path.join(tmp, f"own{frame.count()}.parquet")
+    frame.toPandas().to_parquet(path)
+    session = dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget())
+    own = [name for (kind, loc), name in session.engine._files.items() if loc == path]
+    return session, own[0]
+
+
 def directory_part_file(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
     folder = os.path.join(tmp, f"dir{frame.count()}")
     os.makedirs(folder)
@@ -93,6 +105,7 @@ CASES: dict[str, Case] = {
     "parquet.`<private path>`": parquet_sql_on_file,
     "file:// URL of private path": parquet_file_url,
     "part file of private directory": directory_part_file,
+    "engine's own view of private file": engine_file_view,
 }
 
 

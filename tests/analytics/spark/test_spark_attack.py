@@ -102,6 +102,13 @@ def _file_url(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
     return _session(spark, path), "file://" + path
 
 
+def _engine_file_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
+    path = _parquet_file(frame, tmp)
+    session = _session(spark, path)
+    own = [name for (_, loc), name in session.engine._files.items() if loc == path]
+    return session, own[0]  # listed by spark.catalog.listTables() too
+
+
 def _part_file(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
     folder = tmp / _name()
     folder.mkdir()
@@ -113,7 +120,7 @@ def _part_file(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
 ALIASES: dict[str, Callable[[Any, Any, Path], tuple[Any, Any]]] = {
     "temp-view": _temp_view, "global-temp-view": _global_view, "spark-table": _spark_table,
     "select-star": _select_star, "frame-own-view": _frame_view, "sql-on-file": _sql_on_file,
-    "file-url": _file_url, "part-file": _part_file,
+    "file-url": _file_url, "part-file": _part_file, "engine-file-view": _engine_file_view,
 }
 
 
