@@ -169,18 +169,18 @@ def test_sql_front_end_refuses_a_spark_view_over_the_private_table(classic_spark
 
 @pytest.mark.parametrize("condition", ["s = 1", "x + 1 > 0"])
 def test_bucket_condition_never_raises_after_the_charge_under_ansi(
-        classic_spark: Any, condition: str) -> None:
+        spark: Any, condition: str) -> None:
     """A bucket grouped by partition selection has no ``where``: the statement runs with the
     session's ANSI mode (on by default in Spark 4). ``'abc' = 1`` (a cast) and
     ``(2**63 - 1) + 1`` (an overflow) must make the row fail the condition, as in a ``where``,
-    not raise after the charge on D only."""
-    assert classic_spark.conf.get("spark.sql.ansi.enabled") == "true"
+    not raise after the charge on D only (classic Spark and Spark Connect)."""
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     base = {"uid": [1, 2], "s": ["1", "2"], "x": [1, 2]}
     extra = {"uid": [3], "s": ["abc"], "x": [2**63 - 1]}
     outcomes = []
     for table in (pd.DataFrame({k: base[k] + extra[k] for k in base}), pd.DataFrame(base)):
         budget = Budget(epsilon=10.0, delta=1e-5)
-        s = dpa.Session(classic_spark.createDataFrame(table), privacy_unit="uid",
+        s = dpa.Session(spark.createDataFrame(table), privacy_unit="uid",
                         budget=budget)
         q = (s.query().bucket("b", [(condition, "one")], "other").group_by("b")
              .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
