@@ -287,3 +287,45 @@ def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: An
         return  # refused before the charge
     assert with_unit[0] - without[0] <= 1, f"count moved by {with_unit[0] - without[0]}"
     assert with_unit[1] - without[1] <= 1, f"units moved by {with_unit[1] - without[1]}"
+
+
+# ------------------------------------------------------------ timestamps in a DST fold
+
+
+def test_timestamp_keys_in_a_dst_fold_keep_their_own_aggregates(
+        classic_spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """05:30 and 06:30 UTC on 2024-11-03 are both 01:30 in a New York driver: two groups must
+    not become one key whose aggregates are the last row's (before the fix: the added unit's
+    group of 1 replaced the 100 units' group, count 100 -> 1, sensitivity 1)."""
+    import time
+
+    base = ", ".join(f"({i}, TIMESTAMP'2024-11-03 05:30:00')" for i in range(100))
+    unit = ", (1000, TIMESTAMP'2024-11-03 06:30:00')"
+
+    def biggest(values: str) -> tuple[int, int] | None:
+        df = classic_spark.sql(f"SELECT * FROM VALUES {values} AS t(uid, ts)")
+        s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
+        try:
+            p = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
+                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            s._validate_plan(p.plan)
+        except DPKitError:
+            return None
+        r = p.exact(s.engine)
+        return max(int(n) for n in r.values["n:n"]), len(r.keys)
+
+    zone = classic_spark.conf.get("spark.sql.session.timeZone")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    classic_spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        with_unit, without = biggest(base + unit), biggest(base)
+    finally:
+        classic_spark.conf.set("spark.sql.session.timeZone", zone)
+        monkeypatch.undo()
+        time.tzset()
+    if with_unit is None or without is None:
+        return  # refused before the charge
+    assert without == (100, 1)
+    assert with_unit[0] >= 99, f"the 100 units' group now counts {with_unit[0]}"
+    assert with_unit[1] == 2, "two instants, two groups"
