@@ -329,3 +329,62 @@ def test_timestamp_keys_in_a_dst_fold_keep_their_own_aggregates(
     assert without == (100, 1)
     assert with_unit[0] >= 99, f"the 100 units' group now counts {with_unit[0]}"
     assert with_unit[1] == 2, "two instants, two groups"
+
+
+def test_invalid_utf8_text_keys_keep_their_own_aggregates(classic_spark: Any) -> None:
+    """``CAST(X'FF' AS STRING)`` and ``CAST(X'FE' AS STRING)`` are two Spark groups but one
+    Python string (``'\\ufffd'``): the added unit's group must not replace the 100 units' group
+    (before the fix: count 100 -> 1, sensitivity 1)."""
+    base = ", ".join(f"({i}, X'FF')" for i in range(100))
+
+    def counts(values: str) -> list[int] | None:
+        df = classic_spark.sql(f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} "
+                               "AS t(uid, b)")
+        s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
+        try:
+            p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
+                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            s._validate_plan(p.plan)
+        except DPKitError:
+            return None
+        return sorted(int(n) for n in p.exact(s.engine).values["n:n"])
+
+    with_unit, without = counts(base + ", (1000, X'FE')"), counts(base)
+    if with_unit is None or without is None:
+        return  # refused before the charge
+    assert without == [100]
+    assert with_unit == [1, 100]
+
+
+@pytest.mark.parametrize(("zone", "extreme"), [("America/New_York", "0001-01-01 00:00:00"),
+                                               ("Asia/Tokyo", "9999-12-31 23:00:00")])
+def test_extreme_timestamp_key_never_raises_after_the_charge(
+        classic_spark: Any, monkeypatch: pytest.MonkeyPatch, zone: str, extreme: str) -> None:
+    """A key at either end of Spark's TIMESTAMP range is outside Python's ``datetime`` range in
+    the driver's time zone: the release must not raise after the charge on D only."""
+    import time
+
+    base = ", ".join(f"({i}, TIMESTAMP'2024-01-01 00:00:00')" for i in range(10))
+    outcomes = []
+    session_zone = classic_spark.conf.get("spark.sql.session.timeZone")
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    classic_spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        for values in (base + f", (1000, TIMESTAMP'{extreme}')", base):
+            budget = Budget(epsilon=10.0, delta=1e-5)
+            df = classic_spark.sql(f"SELECT * FROM VALUES {values} AS t(uid, ts)")
+            s = dpa.Session(df, privacy_unit="uid", budget=budget)
+            q = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
+                 .agg(n=dpa.count()))
+            try:
+                q.run(epsilon=1.0, delta=1e-6)
+                outcome = "released"
+            except Exception as exc:
+                outcome = type(exc).__name__
+            outcomes.append((outcome, budget.spent))
+    finally:
+        classic_spark.conf.set("spark.sql.session.timeZone", session_zone)
+        monkeypatch.undo()
+        time.tzset()
+    assert outcomes[0] == outcomes[1], outcomes
