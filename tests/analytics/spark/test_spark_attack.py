@@ -390,3 +390,26 @@ def test_extreme_timestamp_key_never_raises_after_the_charge(
         monkeypatch.undo()
         time.tzset()
     assert outcomes[0] == outcomes[1], outcomes
+
+
+def test_invalid_utf8_text_key_never_raises_after_the_charge_on_connect(
+        connect_spark: Any) -> None:
+    """On Spark Connect the driver decodes text keys from Arrow as UTF-8: one unit's key
+    ``CAST(X'FE' AS STRING)`` made ``run()`` raise after the charge on D only (its message,
+    withheld by the session, quoted the byte)."""
+    base = ", ".join(f"({i}, X'61')" for i in range(100))
+    outcomes = []
+    for values in (base + ", (1000, X'FE')", base):
+        budget = Budget(epsilon=10.0, delta=1e-5)
+        df = connect_spark.sql(f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} "
+                               "AS t(uid, b)")
+        s = dpa.Session(df, privacy_unit="uid", budget=budget)
+        q = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
+             .agg(n=dpa.count()))
+        try:
+            q.run(epsilon=1.0, delta=1e-6)
+            outcome = "released"
+        except Exception as exc:
+            outcome = type(exc).__name__
+        outcomes.append((outcome, budget.spent))
+    assert outcomes[0] == outcomes[1], outcomes
