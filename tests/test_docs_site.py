@@ -46,6 +46,10 @@ def _mkdocs(*args: str, cwd: Path, report: Path | None = None) -> subprocess.Com
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     if report is not None:
         env["DPKIT_DOCS_REPORT"] = str(report)
+    # A Spark Connect session made earlier in this process (the Spark tests) marks the
+    # environment as Connect mode; the build's own classic session must not inherit that.
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_API_MODE"):
+        env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "mkdocs", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
