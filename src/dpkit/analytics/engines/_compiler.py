@@ -93,8 +93,9 @@ Family = Literal["float", "integer", "decimal", "string", "boolean", "other"]
 
 
 def type_family(sql_type: str) -> Family:
-    """Classify an engine type name (DuckDB spelling) into the families the compiler knows."""
-    t = sql_type.upper().strip()
+    """Classify an engine type name (DuckDB spelling) into the families the compiler knows
+    (text with the byte-wise default collation spelled out is text)."""
+    t = sql_type.upper().strip().removesuffix(" COLLATE UTF8_BINARY")
     if t in {"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8"}:
         return "float"
     if t in {
