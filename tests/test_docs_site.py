@@ -152,6 +152,10 @@ def test_no_spark_process_of_the_spark_tutorial_survives_the_build(site: Site) -
     # companion: the search finds a live process by its command line
     probe = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
     try:
+        # (the child shows its own command line once it has exec'd: wait for that)
+        until = time.monotonic() + 20
+        while not _processes_with(marker) and time.monotonic() < until:
+            time.sleep(0.1)
         assert _processes_with(marker)
     finally:
         probe.kill()
