@@ -110,8 +110,10 @@ def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
         for t in threads:
             t.join(30)
     hist = _check_ledger(config["ledger_url"], answered, analysts)
-    # The trials did charge (and the budget ran out: later queries were refused).
-    assert len(answered) >= 2 and codes.count(403) > 0
+    # The trials did charge (and the budget ran out: later queries were refused). A kill may
+    # land after a charge and before its answer (the safe side), so under load the 4 charges
+    # the budget allows may carry as few as one answer.
+    assert len(answered) >= 1 and codes.count(403) > 0
     assert len(hist) >= len(answered)
     # Reopened after the last kill, the service answers or refuses; it never overspends.
     proc, base = _child.start(config)
