@@ -62,6 +62,47 @@ def _file_ids(location: str) -> set[tuple[int, int]]:
     return out
 
 
+def _spark_file_keys(uris: frozenset[str]) -> tuple[set[object], set[str]]:
+    """Identities of the files Spark reports (``DataFrame.inputFiles()``): each URI as given,
+    and for a local one (``file:`` scheme or none) its resolved path and, when the file exists
+    here, its ``(st_dev, st_ino)``. Returns ``(keys, local paths)``; the paths also serve to
+    catch a file under a reported directory (a Hive table reports its location)."""
+    from urllib.parse import unquote
+
+    keys: set[object] = set()
+    paths: set[str] = set()
+    for uri in uris:
+        keys.add(uri)
+        if uri[:5].lower() == "file:":
+            rest = uri[5:]
+            if rest.startswith("//"):
+                rest = rest[2:]
+                if not rest.startswith("/"):  # file://host/path
+                    rest = "/" + rest.split("/", 1)[-1] if "/" in rest else ""
+        elif "://" in uri or not uri:
+            paths.add(uri.rstrip("/"))  # a remote file or directory, compared as text
+            continue
+        else:
+            rest = uri
+        for candidate in {rest, unquote(rest)}:
+            if not candidate:
+                continue
+            path = os.path.realpath(candidate)
+            keys.add("file:" + path)
+            paths.add(path.rstrip("/") or "/")
+            try:
+                st = os.stat(candidate)
+            except OSError:
+                continue
+            keys.add((st.st_dev, st.st_ino))
+    return keys, paths
+
+
+def _under(paths: set[str], dirs: set[str]) -> bool:
+    """Whether some path of ``paths`` lies inside some directory of ``dirs``."""
+    return any(p.startswith(d.rstrip("/") + "/") for p in paths for d in dirs)
+
+
 def _frame_kind(obj: Any) -> str | None:
     mod = type(obj).__module__
     name = type(obj).__name__
@@ -319,7 +360,7 @@ class Session:
         else:
             source = self._resolve_source(table, None)
         if table is self._source_object or id(table) == self._source_object_id \
-                or self._same_rows(source):
+                or self._same_rows(source, local_frame=_frame_kind(table) is not None):
             raise PrivacyParameterError(
                 "the private table cannot be joined as a public table: its rows would enter "
                 "the query without contribution bounds"
@@ -329,23 +370,42 @@ class Session:
             else {str(k): str(v) for k, v in cols.items()}
         return source, schema
 
-    def _same_rows(self, source: Source) -> bool:
+    def _same_rows(self, source: Source, *, local_frame: bool = False) -> bool:
         """Whether ``source`` may name the private rows under another spelling.
 
         Table names are compared by their last dotted part, case-insensitively and unquoted
-        (DuckDB and Spark resolve identifiers without regard to case); views the session did
-        not register are refused outright (a view may select the private table). Paths and
-        globs are expanded and their files compared by ``(st_dev, st_ino)`` with every file
-        of the private source, which also catches hard links, symbolic links and globs that
-        match the private file. A *copy* of the private data cannot be detected: public
-        tables must be declared by whoever owns the session.
+        (DuckDB and Spark resolve identifiers without regard to case). A pandas, polars or
+        Arrow frame (``local_frame``) is sent to the engine by the session itself and is not
+        compared further (the session's own frame was refused by identity).
+
+        DuckDB: views the session did not register are refused outright (a view may select
+        the private table). Paths and globs are expanded and their files compared by
+        ``(st_dev, st_ino)`` with every file of the private source, which also catches hard
+        links, symbolic links and globs that match the private file.
+
+        Spark (an engine with ``input_files``): a name, path or DataFrame that Spark reads
+        may reach the private rows through any view, ``spark.table``, ``parquet.`path```,
+        ``file://`` URL, derived frame or part file, so it is judged by what Spark reads: it
+        is accepted only when the private source and the public one both read files and
+        nothing else (no cached, checkpointed, RDD-based or driver-sent rows) and no file is
+        shared. Files are compared as reported, by resolved local path and by
+        ``(st_dev, st_ino)`` when the file is visible here, and a file under a reported
+        directory counts as shared. Anything else raises :class:`PrivacyParameterError`
+        telling the analyst to pass the public table as a pandas or Arrow frame.
+
+        A *copy* of the private data (another file, a frame built from its rows) cannot be
+        detected on either engine: public tables must be declared by whoever owns the session.
         """
         if source == self._source:
             return True
+        if source.kind == "table" and self._source.kind == "table" and (
+                _table_key(source.location) == _table_key(self._source.location)):
+            return True
+        if local_frame:
+            return False
+        if callable(getattr(self._engine, "input_files", None)):
+            return self._spark_shares_files(source)
         if source.kind == "table":
-            if self._source.kind == "table" and (
-                    _table_key(source.location) == _table_key(self._source.location)):
-                return True
             is_view = getattr(self._engine, "is_user_view", None)
             if is_view is not None and is_view(source.location):
                 raise PrivacyParameterError(
@@ -355,6 +415,28 @@ class Session:
         if self._source.kind == "table":
             return False
         return bool(_file_ids(source.location) & _file_ids(self._source.location))
+
+    def _spark_shares_files(self, source: Source) -> bool:
+        """The Spark rule of :meth:`_same_rows`: True when a file is shared, an error when
+        either side reads anything but files. The messages name no private value."""
+        private_files, private_memory = self._engine.input_files(self._source)
+        if not private_files or private_memory:
+            raise PrivacyParameterError(
+                "on Spark, a public table read by Spark (a table or view name, a path or a "
+                "Spark DataFrame) can only be joined when the private table is read from "
+                "files alone, and this one is not (in-memory, cached or non-file rows): pass "
+                "the public table as a pandas DataFrame or Arrow table instead")
+        public_files, public_memory = self._engine.input_files(source)
+        if not public_files or public_memory:
+            raise PrivacyParameterError(
+                f"public table {source.location!r} holds rows that Spark does not read from "
+                "files (an in-memory, cached, checkpointed or non-file frame), which cannot be "
+                "told apart from the private rows: pass it as a pandas DataFrame or Arrow "
+                "table instead")
+        pub_keys, pub_paths = _spark_file_keys(public_files)
+        priv_keys, priv_paths = _spark_file_keys(private_files)
+        return bool(pub_keys & priv_keys) or _under(priv_paths, pub_paths) \
+            or _under(pub_paths, priv_paths)
 
     @property
     def remaining(self) -> Any:

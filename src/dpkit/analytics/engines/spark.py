@@ -225,6 +225,37 @@ class SparkEngine:
             return self._views[src.location]
         return self.spark.table(src.location)
 
+    # Plan nodes whose rows Spark holds in memory rather than reads from files (a cache, a
+    # checkpoint, an RDD, rows sent from the driver), in the optimized logical plan's text.
+    _MEMORY_NODES = ("InMemoryRelation", "LogicalRDD", "ExternalRDD", "LocalRelation",
+                     "CachedRemoteRelation", "InMemoryTableScan", "LocalTableScan",
+                     "ExistingRDD")
+
+    def input_files(self, source: Source) -> tuple[frozenset[str], bool]:
+        """What Spark reads for ``source``: the files (``DataFrame.inputFiles()``, which sees
+        through temporary and global views, ``parquet.`path``` names, selects, unions and
+        joins, on classic Spark and Spark Connect alike) and whether the plan also holds rows
+        that no file scan reads (a cached or checkpointed frame, an RDD, rows sent from the
+        driver: a node of :attr:`_MEMORY_NODES` in the optimized logical plan, read from
+        ``explain``'s text). Analyses the plan only; no row is read."""
+        import contextlib
+        import io
+
+        try:
+            frame = self.frame(source)
+            files = frozenset(str(f) for f in frame.inputFiles())
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                frame.explain(mode="extended")
+        except Exception as exc:
+            raise EngineError(f"cannot analyse {source.kind} {source.location!r}: "
+                              f"{_short(exc)}") from None
+        plan = text.getvalue()
+        start = plan.find("== Optimized Logical Plan ==")
+        end = plan.find("== Physical Plan ==")
+        optimized = plan[start:end] if 0 <= start < end else plan
+        return files, any(node in optimized for node in self._MEMORY_NODES)
+
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> type (DuckDB spelling) of ``source``, from its schema only."""
         try:
