@@ -8,8 +8,6 @@ exception after the charge never depends on the extra unit's values.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,148 +18,8 @@ import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.errors import DPKitError
 
-# ------------------------------------------------------------ the private table as "public"
-
-
-def _referencing_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """D: 40 persons whose ``ref`` is person 1000 (``secret = 1``), plus person 1000; D' = D
-    without person 1000. Joined to itself as a public table, person 1000's row becomes the
-    public partner of 40 persons: the count of ``pub_secret = 1`` moves by 40."""
-    rows = [{"user_id": 1000, "ref": -1, "secret": 1}]
-    rows += [{"user_id": i, "ref": 1000, "secret": 0} for i in range(40)]
-    d = pd.DataFrame(rows)
-    return d, d[d.user_id != 1000].reset_index(drop=True)
-
-
-def _join_count(session: Any, public: Any) -> int | None:
-    """The exact count (one row per unit, sensitivity 1), or None when the join is refused
-    before the charge (by the same checks ``run()`` does)."""
-    try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
-    except DPKitError:
-        return None
-    return int(p.exact(session.engine).values["n:n"][0])
-
-
-def _name() -> str:
-    return f"atk_{uuid.uuid4().hex[:10]}"
-
-
-def _session(spark: Any, table: Any) -> Any:
-    return dpa.Session(spark, table=table, privacy_unit="user_id", budget=Budget(epsilon=10.0))
-
-
-def _temp_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    people, pub = _name(), _name()
-    frame.createOrReplaceTempView(people)
-    spark.sql(f"CREATE OR REPLACE TEMP VIEW {pub} AS SELECT * FROM {people}")
-    return _session(spark, people), pub
-
-
-def _global_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    people, pub = _name(), _name()
-    frame.createOrReplaceTempView(people)
-    spark.sql(f"CREATE OR REPLACE GLOBAL TEMP VIEW {pub} AS SELECT * FROM {people}")
-    return _session(spark, people), f"global_temp.{pub}"
-
-
-def _spark_table(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    people = _name()
-    frame.createOrReplaceTempView(people)
-    return _session(spark, people), spark.table(people)
-
-
-def _select_star(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    return (dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=10.0)),
-            frame.select("*"))
-
-
-def _frame_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    pub = _name()
-    frame.createOrReplaceTempView(pub)
-    return dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=10.0)), pub
-
-
-def _parquet_file(frame: Any, tmp: Path) -> str:
-    path = str(tmp / f"{_name()}.parquet")
-    frame.toPandas().to_parquet(path)
-    return path
-
-
-def _sql_on_file(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    path = _parquet_file(frame, tmp)
-    return _session(spark, path), f"parquet.`{path}`"
-
-
-def _file_url(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    path = _parquet_file(frame, tmp)
-    return _session(spark, path), "file://" + path
-
-
-def _engine_file_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    path = _parquet_file(frame, tmp)
-    session = _session(spark, path)
-    own = [name for (_, loc), name in session.engine._files.items() if loc == path]
-    return session, own[0]  # listed by spark.catalog.listTables() too
-
-
-def _part_file(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    folder = tmp / _name()
-    folder.mkdir()
-    part = str(folder / "part-0.parquet")
-    frame.toPandas().to_parquet(part)
-    return _session(spark, str(folder)), part
-
-
-ALIASES: dict[str, Callable[[Any, Any, Path], tuple[Any, Any]]] = {
-    "temp-view": _temp_view, "global-temp-view": _global_view, "spark-table": _spark_table,
-    "select-star": _select_star, "frame-own-view": _frame_view, "sql-on-file": _sql_on_file,
-    "file-url": _file_url, "part-file": _part_file, "engine-file-view": _engine_file_view,
-}
-
-
-@pytest.mark.parametrize("alias", sorted(ALIASES))
-def test_private_rows_are_never_joined_as_public_under_another_spark_name(
-        classic_spark: Any, tmp_path: Path, alias: str) -> None:
-    """The private rows under another Spark spelling (a view over them, ``spark.table`` of the
-    same name, a derived DataFrame, ``parquet.`path```, a ``file://`` URL, a part file of the
-    private directory) are refused as a public table, or at least cannot move the count past
-    its sensitivity 1 (before the fix: 40 vs 0)."""
-    counts = []
-    for table in _referencing_tables():
-        session, public = ALIASES[alias](classic_spark, classic_spark.createDataFrame(table),
-                                         tmp_path)
-        counts.append(_join_count(session, public))
-    if None not in counts:
-        d, d1 = counts
-        assert d is not None and d1 is not None
-        assert abs(d - d1) <= 1, f"count moved by {d - d1} vs sensitivity 1"
-
-
-def test_sql_front_end_refuses_a_spark_view_over_the_private_table(classic_spark: Any) -> None:
-    """``session.sql`` with ``pub`` declared public and ``pub`` a Spark temp view selecting
-    the private table: refused, or the count moves by at most 1 (before the fix: 40 vs 0)."""
-    people, pub = _name(), _name()
-    meta = {"tables": {people: {"privacy_unit": "user_id", "max_partitions": 1,
-                                "max_rows_per_partition": 1}, pub: {"public": True}}}
-    sql = (f"SELECT COUNT(*) AS n FROM {people} p JOIN {pub} ON p.ref = {pub}.user_id "
-           f"WHERE {pub}.secret = 1")
-    counts = []
-    for table in _referencing_tables():
-        classic_spark.createDataFrame(table).createOrReplaceTempView(people)
-        classic_spark.sql(f"CREATE OR REPLACE TEMP VIEW {pub} AS SELECT * FROM {people}")
-        s = _session(classic_spark, people)
-        try:
-            p = s.sql_query(sql, metadata=meta).query.prepare(epsilon=1.0)
-            s._validate_plan(p.plan)
-        except DPKitError:
-            return  # refused before the charge
-        counts.append(int(p.exact(s.engine).values["n:n"][0]))
-    assert abs(counts[0] - counts[1]) <= 1, f"count moved by {counts[0] - counts[1]}"
+# The private table joined as "public" under another Spark name (spark_public_self_alias.py):
+# tests/analytics/spark/test_spark_public_alias.py.
 
 
 # ------------------------------------------------------------ bucket conditions under ANSI
