@@ -236,6 +236,7 @@ def query(
         raise typer.BadParameter(
             "--output takes csv or json (printed) or a file ending in .csv, .parquet or .json"
         )
+    spark_engine: Any = None
     try:
         spark_engine = _spark_engine(engine, remote)
         run_engine: Any = "duckdb" if spark_engine is None else spark_engine
@@ -282,6 +283,9 @@ def query(
     except DPKitError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
+    finally:
+        if spark_engine is not None:
+            spark_engine.close()  # a Spark Connect client opened for --remote
     info = frame.attrs["dpkit"]
     if to_stdout:
         if str(output).lower() == "csv":

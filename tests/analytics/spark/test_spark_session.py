@@ -113,11 +113,20 @@ def test_csv_on_spark_and_duckdb_agree(spark: Any, tmp_path: Path) -> None:
     assert set(got) == {("a",), ("b",), ("quoted, region",)}
 
 
-def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path) -> None:
+def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from dpkit.cli import app
 
+    engines: list[SparkEngine] = []
+    real_init = SparkEngine.__init__
+
+    def recording_init(self: SparkEngine, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        engines.append(self)
+
+    monkeypatch.setattr(SparkEngine, "__init__", recording_init)
     res = CliRunner().invoke(app, [
         "query", str(odd_parquet), "--engine", "spark", "--remote", connect_server.url,
         "--privacy-unit", "uid", "--epsilon", "2", "--group-by", "kind",
@@ -127,6 +136,11 @@ def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path) -> N
     rows = json.loads(res.stdout.strip().splitlines()[-1])
     assert [r["kind"] for r in rows] == [1, 2, 3]
     assert all(0 <= r["mean_x"] <= 100 for r in rows)
+    # The Spark Connect client the command opened is closed when it ends (an open client
+    # retries its clean-up calls at interpreter exit, for minutes once the server is gone).
+    assert len(engines) == 1 and engines[0].is_connect
+    with pytest.raises(Exception):  # noqa: B017 - any error: the client is closed
+        engines[0].spark.sql("SELECT 1").collect()
 
 
 def test_importing_dpkit_does_not_import_pyspark() -> None:

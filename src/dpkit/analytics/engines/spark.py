@@ -153,6 +153,9 @@ class SparkEngine:
                  remote: str | None = None) -> None:
         if hash not in ("native", "md5"):
             raise ValueError(f"hash must be 'native' or 'md5', got {hash!r}")
+        # A Spark Connect client the engine opened itself is the engine's to close (see
+        # close()); a session the caller handed in, or a classic one, is left alone.
+        self._owns_session = spark is None and remote is not None
         if spark is None:
             spark = spark_session(remote)
         elif remote is not None:
@@ -169,6 +172,15 @@ class SparkEngine:
         # saves a second analysis (classic) or a second round trip to the server (Connect).
         self._analysed: dict[int, tuple[CompiledQuery, Any]] = {}
         self.progress: Progress | None = None  # default progress callback of every release
+
+    def close(self) -> None:
+        """Close the Spark Connect client this engine opened from ``remote=`` (an open client
+        retries its clean-up calls at interpreter exit, which waits for minutes when the server
+        is gone by then). Sessions handed to the engine stay open."""
+        if self._owns_session:
+            self._owns_session = False
+            with suppress(Exception):
+                self.spark.stop()
 
     @property
     def is_connect(self) -> bool:
