@@ -81,7 +81,7 @@ __all__ = [
 
 _P = "__dpk_"  # prefix of every internal name; analyst columns are always quoted identifiers
 MAX_FIXED = 2**62  # |floor(bound * 2^k)| must stay below this, so BIGINT never overflows
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 MAX_ROWS_PER_PARTITION = 2**31  # keeps rn - gr arithmetic and sums far from any limit
 
 
@@ -365,7 +365,7 @@ def canonical_token(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "N"
     if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-        s = str((value - _EPOCH) // datetime.timedelta(microseconds=1))
+        s = str((value - EPOCH_UTC) // datetime.timedelta(microseconds=1))
     elif isinstance(value, (bytes, bytearray)):
         s = bytes(value).hex().upper()
     elif isinstance(value, bool):
@@ -454,14 +454,12 @@ def _float_text_steps(e: str, out: str, profile: DialectProfile) -> list[Step]:
 
 
 def _token_steps(columns: Sequence[tuple[str, Family, str]],
-                 profile: DialectProfile, *, types: Mapping[str, str] | None = None
-                 ) -> list[Step]:
+                 profile: DialectProfile, *, types: Mapping[str, str]) -> list[Step]:
     """The steps computing the canonical token (see :func:`canonical_token`) of each
     ``(column, family, alias)``, under ``alias``; the steps of all columns are merged, so the
     statement nests at most seven projections whatever the number of columns. ``types``
     (column -> engine type) picks the engine-independent text of instants (microseconds since
     the epoch) and bytes (upper-case hex)."""
-    types = types or {}
     steps: list[Step] = []
 
     def add(level: int, alias: str, e: exp.Expression) -> None:

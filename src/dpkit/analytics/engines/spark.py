@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics.engines._compiler import (
+    EPOCH_UTC,
     SPARK,
     SPARK_MD5,
     CompiledQuery,
@@ -448,7 +449,6 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
 # off and restores it after; two engines on one SparkSession must not interleave the two.
 _CONF_LOCK = threading.Lock()
 
-_EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _EPOCH_DAY = datetime.date(1970, 1, 1)
 
 
@@ -460,7 +460,7 @@ def _key(v: Any, codec: str) -> object:
         return None
     try:
         if codec == "instant":
-            return _EPOCH_UTC + datetime.timedelta(microseconds=int(v))
+            return EPOCH_UTC + datetime.timedelta(microseconds=int(v))
         if codec == "local":
             return datetime.datetime.fromisoformat(str(v))
         if codec == "date":
