@@ -194,9 +194,18 @@ class RandomSource:
         return out
 
     def bytes(self, n: int) -> bytes:
-        """``n`` uniform random bytes."""
-        words = self.words((n + 7) // 8)
-        return words.tobytes()[:n]
+        """``n`` uniform random bytes: the first ``n`` of the next ``ceil(n / 8)`` words (the
+        keystream is consumed in whole words, as by :meth:`words`)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise PrivacyParameterError(f"n must be a non-negative integer, got {n!r}")
+        m = (int(n) + 7) // 8 * 8
+        if m > len(_ZEROS):
+            return self.words(m // 8).tobytes()[:n]
+        with self._lock:  # small draws straight from the cipher, without an array
+            self._rekey_if_needed()
+            out = self._encryptor.update(_ZEROS[:m])
+            self._bytes_used += m
+        return out[:n]
 
     def bits(self, size: int | tuple[int, ...]) -> npt.NDArray[np.bool_]:
         """Independent fair coin flips, as booleans."""

@@ -506,16 +506,23 @@ def bernoulli_exp_exact(source: RandomSource, gamma: Fraction) -> bool:
     gamma = _as_fraction("gamma", gamma)
     if gamma < 0:
         raise PrivacyParameterError(f"gamma must be non-negative, got {gamma}")
-    if gamma <= 1:
+    return _bernoulli_exp_ratio(source, gamma.numerator, gamma.denominator)
+
+
+def _bernoulli_exp_ratio(source: RandomSource, num: int, den: int) -> bool:
+    """:func:`bernoulli_exp_exact` for ``gamma = num / den`` (integers, ``num >= 0``, ``den >
+    0``), in integer arithmetic: ``Bernoulli(gamma / k)`` is ``randbelow(den k) < num``, exactly
+    the same law as with the reduced fraction (no gcd per step)."""
+    if num <= den:
         k = 1
-        while bernoulli_exact(source, gamma / k):
+        while source.randbelow(den * k) < num:
             k += 1
         return k % 2 == 1
-    whole = math.floor(gamma)
+    whole, rest = divmod(num, den)
     for _ in range(whole):
-        if not bernoulli_exp_exact(source, Fraction(1)):
+        if not _bernoulli_exp_ratio(source, 1, 1):
             return False
-    return bernoulli_exp_exact(source, gamma - whole)
+    return _bernoulli_exp_ratio(source, rest, den)
 
 
 def discrete_laplace_exact(source: RandomSource, scale: Fraction) -> int:
@@ -531,10 +538,10 @@ def discrete_laplace_exact(source: RandomSource, scale: Fraction) -> int:
     t, s = scale.numerator, scale.denominator
     while True:
         u = source.randbelow(t)
-        if not bernoulli_exp_exact(source, Fraction(u, t)):
+        if not _bernoulli_exp_ratio(source, u, t):
             continue
         v = 0
-        while bernoulli_exp_exact(source, Fraction(1)):
+        while _bernoulli_exp_ratio(source, 1, 1):
             v += 1
         y = (u + t * v) // s
         negative = source.randbelow(2) == 1
