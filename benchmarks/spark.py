@@ -29,12 +29,14 @@ Columns of the table (one row per system and size):
   time at the previous size, scaled linearly, stays under ``--peer-limit`` seconds; otherwise
   its time is extrapolated linearly and marked so.
 
-Timing: each worker process starts its Spark session first (not timed), runs every statement
-once on a 100,000-row file as a warm-up (JIT, code generation), reads each file once so that
-the first system timed on it does not pay for the disk, then times ``--repeats``
-interleaved rounds of floor, dpkit engine and dpkit session query per size (the order rotates
-from round to round); the median is reported. Peers are timed once per size from reading the
-file to the collected release (the session start is not timed either).
+Timing: each worker process starts its Spark session first (not timed), runs every system
+three times on a 100,000-row file as a warm-up (JIT, code generation), reads each file once so
+that the first system timed on it does not pay for the disk, runs one untimed round of every
+system on it, then times ``--repeats`` interleaved rounds of floor, dpkit engine and dpkit
+session query per size (the order rotates from round to round); the median is reported, and
+beside it the median of the paired ratios (each round's dpkit time over the same round's
+floor, which cancels the drift of the machine between rounds). Peers are timed once per size
+from reading the file to the collected release (the session start is not timed either).
 
 Run: ``.venv/bin/python benchmarks/spark.py [--sizes 1000000,10000000,30000000] [--repeats 3]
 [--modes classic,connect] [--peers-python PATH] [--tumult-python PATH] [--peer-limit 300]
@@ -91,6 +93,7 @@ PEER_CACHE = DATA / "spark-peers.json"
 REPEAT_BELOW = int(_arg("--repeat-below", "10000000"))  # sizes from here on run one round
 WRITE = "--write" in sys.argv or set(DEFAULT_SIZES) <= set(SIZES)
 WARMUP_ROWS = 100_000
+WARMUP_ROUNDS = 3  # rounds of every system on the warm-up file before any timing
 
 MASTER = "local[2]"
 CORES = 2
@@ -217,21 +220,25 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
         spark = SparkSession.builder.remote(url).create()
     try:
         warm = str(data_path(WARMUP_ROWS))
-        for name, fn in SYSTEMS.items():
-            try:
-                out = fn(spark, warm)
-                sql = out.get("sql")
-                if sql:  # the plan Spark chose, for the profile line of the report
-                    _emit({"shape": name, **_plan_shape(spark.sql(sql))})
-            except Exception as exc:  # reported, not fatal: the other systems still run
-                _emit({"system": name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        for round_ in range(WARMUP_ROUNDS):
+            for name, fn in SYSTEMS.items():
+                try:
+                    out = fn(spark, warm)
+                    sql = out.get("sql")
+                    if sql and round_ == 0:  # the plan Spark chose, for the report
+                        _emit({"shape": name, **_plan_shape(spark.sql(sql))})
+                except Exception as exc:  # reported, not fatal: the other systems still run
+                    if round_ == 0:
+                        _emit({"system": name, "error": f"{type(exc).__name__}: {exc}"[:300]})
         for path in paths:
             rows = int(Path(path).stem.removeprefix("rows"))
             with open(path, "rb") as fh:  # the file in the OS page cache for every system
                 while fh.read(1 << 24):
                     pass
             order = list(SYSTEMS)
-            for round_ in range(repeats if rows < REPEAT_BELOW else 1):
+            # round -1 is untimed: the first queries on a new file run slower (JIT, file
+            # listing and footer caches), whichever system comes first
+            for round_ in range(-1, repeats if rows < REPEAT_BELOW else 1):
                 # the order rotates each round, so no system always runs first (cold) or last
                 for name in order[round_ % 3:] + order[:round_ % 3]:
                     fn = SYSTEMS[name]
@@ -242,7 +249,9 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
                         _emit({"system": name, "path": path,
                                "error": f"{type(exc).__name__}: {exc}"[:300]})
                         continue
-                    _emit({"system": name, "path": path,
+                    if round_ < 0:
+                        continue
+                    _emit({"system": name, "path": path, "round": round_,
                            "seconds": time.perf_counter() - start, "groups": out["groups"],
                            "load": os.getloadavg()[0], "at": time.time(),
                            "nice": os.nice(0)})
@@ -493,6 +502,7 @@ def main() -> None:
         return
     by_path = {str(data_path(rows)): rows for rows in SIZES}
     times: dict[tuple[str, str], dict[int, list[float]]] = {}
+    by_round: dict[tuple[str, str, int], dict[int, float]] = {}  # (mode, system, rows) -> round
     errors: dict[tuple[str, str], str] = {}
     shapes: dict[tuple[str, str], dict[str, int]] = {}
     stamps: list[tuple[float, float]] = []  # (time, 1-minute load) of each measurement
@@ -512,6 +522,9 @@ def main() -> None:
                     nices.append(int(rec.get("nice", 0)))
                 times.setdefault((mode, rec["system"]), {}).setdefault(
                     by_path[rec["path"]], []).append(float(rec["seconds"]))
+                if "round" in rec:
+                    by_round.setdefault((mode, rec["system"], by_path[rec["path"]]), {})[
+                        int(rec["round"])] = float(rec["seconds"])
             else:
                 errors[(mode, rec.get("system", "worker"))] = str(rec.get("error"))
         print(f"{mode} done after {time.time() - started:.0f} s", file=sys.stderr, flush=True)
@@ -612,6 +625,26 @@ def main() -> None:
                       f"differed by up to {100 * (max(spread) - 1):.0f}% (median "
                       f"{100 * (statistics.median(spread) - 1):.0f}%), so a ratio from single runs "
                       "is uncertain by about that much.")
+
+    paired = []
+    for mode in ("classic", "connect"):
+        for system in ("dpkit", "dpkit_release"):
+            cells = []
+            for rows in SIZES:
+                mine = by_round.get((mode, system, rows), {})
+                base = by_round.get((mode, "floor", rows), {})
+                ratios = [mine[r] / base[r] for r in sorted(mine) if r in base and base[r] > 0]
+                if ratios:
+                    cells.append(f"{rows / 1e6:g}M {statistics.median(ratios):.2f}x"
+                                 + (f" ({min(ratios):.2f}-{max(ratios):.2f}, "
+                                    f"{len(ratios)} rounds)" if len(ratios) > 1 else ""))
+            if cells:
+                paired.append(f"{LABELS[(mode, system)].split(' (')[0]}: {', '.join(cells)}")
+    if paired:
+        lines += ["", "Paired ratios (each round's dpkit time over the floor's time in the same "
+                  "round, median and range over the rounds; the rounds interleave the systems, "
+                  "so a ratio within a round is not moved by the machine's drift between "
+                  "rounds): " + "; ".join(paired) + "."]
 
     # linearity: seconds per million rows at each size, and the ratio between sizes
     lin = []

@@ -77,6 +77,7 @@ most delta.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -123,10 +124,15 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
     ``(epsilon, delta)``-DP. :func:`dpkit._numeric.search.search` (bracket doubled from
     [0, 1] up to 2**60, bisected to adjacent doubles) keeps the end of the bracket that
     satisfies ``zcdp_delta(rho, epsilon) <= delta`` (the rounded-up certificate), so the answer
-    errs on the safe (smaller) side. Returns 0.0 when no positive rho qualifies.
+    errs on the safe (smaller) side. Returns 0.0 when no positive rho qualifies. The search
+    runs once per validated ``(epsilon, delta)`` pair and is remembered (a pure function of two
+    doubles; queries of one session usually share them).
     """
-    e = check_epsilon(epsilon)
-    d = check_delta(delta, allow_zero=False)
+    return _rho_for(check_epsilon(epsilon), check_delta(delta, allow_zero=False))
+
+
+@functools.lru_cache(maxsize=256)
+def _rho_for(e: float, d: float) -> float:
     return search(lambda rho: zcdp_delta(rho, e) <= d, 0.0, 1.0, holds="below", expand="up",
                   limit=2.0**60, what="zCDP calibration")
 
