@@ -89,6 +89,12 @@ def test_parser_accepts_a_plan_of_allowed_operators_and_functions() -> None:
     (_replace("Aggregate [user_id#0L], [user_id#0L, count(1) AS n#39L, sum",
               "Aggregate [user_id#0L], [user_id#0L, ... 6 more fields, sum"), "truncated"),
     (GOOD_PLAN.replace("== Optimized Logical Plan ==", "== Optimised =="), "recognise"),
+    # a string literal holding section headers (which would move the sections read) ahead
+    # of an operator that runs Python code
+    (GOOD_PLAN.replace("'Project ['user_id]", "'Project ['user_id, \n== Analyzed Logical "
+                       "Plan ==\nx\n== Optimized Logical Plan ==\n== Physical Plan ==\n]")
+     .replace("+- Relation spark_catalog.default.t", "+- MapInPandas <lambda>(x#1)#2\n"
+              "   +- Relation spark_catalog.default.t"), "recognise"),
 ])
 def test_parser_fails_closed(plan: str, expected: str) -> None:
     """Each edit of an accepted plan (an unknown operator or function, an unparsable line, a
@@ -202,11 +208,11 @@ def _python_udf(spark: Any, private: str, tmp: Path) -> Any:
     """A Python UDF that looks up the secret of a person in the private file."""
     from pyspark.sql import functions as sf
 
-    @sf.udf("long")
-    def secret_of(uid: int) -> int:
+    def lookup(uid: int) -> int:
         rows = pd.read_parquet(private)
         return int(rows.secret[rows.user_id == uid].sum())
 
+    secret_of = sf.udf(lambda uid: lookup(uid), "long")  # a lambda: no type-hint inference
     return _decoy(spark, tmp).withColumn("user_id", sf.lit(1000).cast("long")) \
         .withColumn("secret", secret_of("user_id"))
 
@@ -236,10 +242,7 @@ def _java_method(spark: Any, private: str, tmp: Path) -> Any:
 def _python_udf_in_filter(spark: Any, private: str, tmp: Path) -> Any:
     from pyspark.sql import functions as sf
 
-    @sf.udf("boolean")
-    def keep(uid: int) -> bool:
-        return True
-
+    keep = sf.udf(lambda uid: True, "boolean")
     return _decoy(spark, tmp).where(keep("user_id"))
 
 
@@ -300,10 +303,7 @@ def test_private_frame_running_user_code_refuses_spark_public_tables(
     table still joins (count 40)."""
     from pyspark.sql import functions as sf
 
-    @sf.udf("long")
-    def same(x: int) -> int:
-        return x
-
+    same = sf.udf(lambda x: x, "long")
     private = _write(_tables()[0], tmp_path)
     public_path = _write(pd.DataFrame({"user_id": [1000, 7], "secret": [1, 0]}), tmp_path)
     frames = (spark.read.parquet(private).withColumn("ref", same("ref")),
@@ -375,11 +375,24 @@ def test_wide_frame_cannot_hide_a_call_past_spark_truncation(
     assert isinstance(got, str) and "'reflect'" in got, got
 
 
-def test_registered_user_functions_are_listed(spark: Any) -> None:
-    """The names the allow-list refuses as user functions come from the session."""
-    name = f"zz_{uuid.uuid4().hex[:8]}"
+def test_function_registered_under_a_builtin_word_refuses_frames_using_it(
+        spark: Any, tmp_path: Path) -> None:
+    """A function registered as ``<name>,upper`` (which a JVM function would print as
+    ``<name>,upper(...)``, a call of ``upper`` to the parser) refuses a public frame that
+    calls ``upper`` while it is registered; once dropped, the same frame joins (count 40)."""
+    from pyspark.sql import functions as sf
+
+    private = _write(_tables()[0], tmp_path)
+    public_path = _write(pd.DataFrame({"user_id": [1000, 7], "secret": [1, 0],
+                                       "tag": ["a", "b"]}), tmp_path)
+    public = spark.read.parquet(public_path).withColumn("tag", sf.upper("tag"))
+    name = f"zz_{uuid.uuid4().hex[:8]},upper"
     spark.udf.register(name, lambda x: x, "long")
     try:
-        assert name in SparkEngine(spark)._user_functions()
+        assert {name.split(",")[0], "upper"} <= SparkEngine(spark)._user_functions()
+        got = _join_count(_session(spark, private), public)
+        assert isinstance(got, str) and "'upper'" in got, got
     finally:
-        spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
+        spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS `{name}`")
+    assert "upper" not in SparkEngine(spark)._user_functions()
+    assert _join_count(_session(spark, private), public) == 40

@@ -315,9 +315,10 @@ class SparkEngine:
     # The word just before each opening parenthesis: a function name, a type, or an empty
     # word for a bare parenthesis; ``<lambda>`` and dotted class names are words too.
     _PLAN_CALL = re.compile(r"([^\s()\[\],]*)\(")
+    _PLAN_WORD = re.compile(r"[^a-z0-9_]+")
     _PLAN_TRUNCATED = re.compile(r"\.\.\. \d+ more field|more characters|Truncated plan")
-    _PLAN_SECTIONS = ("== Analyzed Logical Plan ==", "== Optimized Logical Plan ==",
-                      "== Physical Plan ==")
+    _PLAN_SECTIONS = ("== Parsed Logical Plan ==", "== Analyzed Logical Plan ==",
+                      "== Optimized Logical Plan ==", "== Physical Plan ==")
 
     @classmethod
     def plan_violation(cls, explained: str,
@@ -334,9 +335,11 @@ class SparkEngine:
           (``+-``, ``:-``, ``:``); a ``Relation`` line ends with a format of
           :attr:`_FILE_FORMATS`;
         * the word before every ``(`` (lower case) is in :attr:`_PLAN_FUNCTIONS`, contains
-          none of :attr:`_CODE_MARKERS` and is not the name of a function the user
-          registered (``user_functions``, lower case, last dotted part);
-        * the text is not truncated (``... N more fields``).
+          none of :attr:`_CODE_MARKERS` and is not a word of the name or class of a
+          function registered in the session (``user_functions``, see
+          :meth:`_user_functions`);
+        * the text is not truncated (``... N more fields``) and holds each of the four
+          section headers exactly once (a literal holding a header refuses).
 
         String literals print unquoted in plans, so a literal holding ``name(`` refuses the
         frame (the safe side); a literal cannot hide an operator or a call, which Spark prints
@@ -345,11 +348,14 @@ class SparkEngine:
         """
         if cls._PLAN_TRUNCATED.search(explained):
             return "a plan that Spark printed truncated"
+        # Each header exactly once, in order: a string literal holding a header would print
+        # in several plans and could otherwise move the sections read here.
         starts = [explained.find(s) for s in cls._PLAN_SECTIONS]
-        if min(starts) < 0 or starts != sorted(starts):
+        if (any(explained.count(s) != 1 for s in cls._PLAN_SECTIONS)
+                or starts != sorted(starts)):
             return "an explain output this version of dpkit does not recognise"
-        analysed = explained[starts[0]:starts[1]].split("\n")[2:]  # header, output schema
-        optimized = explained[starts[1]:starts[2]].split("\n")[1:]
+        analysed = explained[starts[1]:starts[2]].split("\n")[2:]  # header, output schema
+        optimized = explained[starts[2]:starts[3]].split("\n")[1:]
         for line in analysed + optimized:
             body = line[cls._PLAN_PREFIX.match(line).end():]  # type: ignore[union-attr]
             if not body.strip():
@@ -367,15 +373,27 @@ class SparkEngine:
                 name = word.lower()
                 if (name not in cls._PLAN_FUNCTIONS
                         or any(m in name for m in cls._CODE_MARKERS)
-                        or name.rsplit(".", 1)[-1] in user_functions):
+                        or name in user_functions):
                     return f"the function {word[:40]!r}"
         return None
 
     def _user_functions(self) -> frozenset[str]:
-        """Names (lower case, last dotted part) of the functions registered in the session
-        (temporary functions and those of the current database): ``SHOW USER FUNCTIONS``."""
-        rows = self.spark.sql("SHOW USER FUNCTIONS").collect()
-        return frozenset(str(r[0]).lower().rsplit(".", 1)[-1] for r in rows)
+        """The words (lower case, split at every character that is not a letter, digit or
+        underscore) of the names and classes of the functions registered in the session
+        (``SHOW USER FUNCTIONS``: temporary functions and those of the current database;
+        ``DESCRIBE FUNCTION`` for the class): a JVM function prints under its registered name
+        or, for an aggregate class, the class's own name, either of which may copy a
+        built-in's."""
+        words: set[str] = set()
+        for row in self.spark.sql("SHOW USER FUNCTIONS").collect():
+            name = str(row[0])
+            words.update(self._PLAN_WORD.split(name.lower()))
+            quoted = "`" + name.replace("`", "``") + "`"
+            for line in self.spark.sql(f"DESCRIBE FUNCTION {quoted}").collect():
+                text = str(line[0])
+                if text.startswith("Class:"):
+                    words.update(self._PLAN_WORD.split(text[6:].lower()))
+        return frozenset(words - {""})
 
     def input_files(self, source: Source) -> tuple[frozenset[str], str | None]:
         """What Spark reads for ``source``, and whether that is all it runs.
