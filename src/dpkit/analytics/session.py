@@ -387,8 +387,9 @@ class Session:
         may reach the private rows through any view, ``spark.table``, ``parquet.`path```,
         ``file://`` URL, derived frame or part file, so it is judged by what Spark reads: it
         is accepted only when the private source and the public one both read files and
-        nothing else (no cached, checkpointed, RDD-based or driver-sent rows) and no file is
-        shared. Files are compared as reported, by resolved local path and by
+        nothing else (their plans pass the engine's allow-list: no cached, checkpointed,
+        RDD-based or driver-sent rows, no user code such as a Python UDF or ``mapInPandas``)
+        and no file is shared. Files are compared as reported, by resolved local path and by
         ``(st_dev, st_ino)`` when the file is visible here, and a file under a reported
         directory counts as shared. Anything else raises :class:`PrivacyParameterError`
         telling the analyst to pass the public table as a pandas or Arrow frame.
@@ -418,21 +419,33 @@ class Session:
 
     def _spark_shares_files(self, source: Source) -> bool:
         """The Spark rule of :meth:`_same_rows`: True when a file is shared, an error when
-        either side reads anything but files. The messages name no private value."""
-        private_files, private_memory = self._engine.input_files(self._source)
-        if not private_files or private_memory:
+        either side may run or read anything but its files.
+
+        Each side must read files (``inputFiles()`` not empty) and pass the engine's plan
+        allow-list (``SparkEngine.plan_violation``: relational operators over file relations
+        and deterministic built-in functions only, so no cache, RDD or driver-made rows, no
+        Python/pandas/Arrow UDF, no ``reflect``, no script transform, nothing unknown). Both
+        checks read plans only and come before anything is charged. The messages name no
+        private value (the public side's names the offending operator or function of the
+        public frame's own plan)."""
+        private_files, private_violation = self._engine.input_files(self._source)
+        if not private_files or private_violation:
             raise PrivacyParameterError(
                 "on Spark, a public table read by Spark (a table or view name, a path or a "
                 "Spark DataFrame) can only be joined when the private table is read from "
-                "files alone, and this one is not (in-memory, cached or non-file rows): pass "
-                "the public table as a pandas DataFrame or Arrow table instead")
-        public_files, public_memory = self._engine.input_files(source)
-        if not public_files or public_memory:
+                "files alone by operations dpkit can check, and this one is not (in-memory, "
+                "cached or non-file rows, user code or an unknown operation): pass the public "
+                "table as a pandas DataFrame or Arrow table instead")
+        public_files, public_violation = self._engine.input_files(source)
+        if not public_files or public_violation:
+            what = (f"it runs {public_violation}, which is not on dpkit's allow-list of "
+                    "relational operations and built-in functions" if public_violation
+                    else "it reads no file")
             raise PrivacyParameterError(
-                f"public table {source.location!r} holds rows that Spark does not read from "
-                "files (an in-memory, cached, checkpointed or non-file frame), which cannot be "
-                "told apart from the private rows: pass it as a pandas DataFrame or Arrow "
-                "table instead")
+                f"public table {source.location!r} may hold rows that Spark does not read "
+                f"from its own files ({what}; a Python UDF, mapInPandas, a cached or "
+                "in-memory frame could return the private rows): pass it as a pandas "
+                "DataFrame or Arrow table instead")
         pub_keys, pub_paths = _spark_file_keys(public_files)
         priv_keys, priv_paths = _spark_file_keys(private_files)
         return bool(pub_keys & priv_keys) or _under(priv_paths, pub_paths) \

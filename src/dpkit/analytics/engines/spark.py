@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import re
 import threading
 import time
 import uuid
@@ -238,36 +239,198 @@ class SparkEngine:
             return self._views[src.location]
         return self.spark.table(src.location)
 
-    # Plan nodes whose rows Spark holds in memory rather than reads from files (a cache, a
-    # checkpoint, an RDD, rows sent from the driver), in the optimized logical plan's text.
-    _MEMORY_NODES = ("InMemoryRelation", "LogicalRDD", "ExternalRDD", "LocalRelation",
-                     "CachedRemoteRelation", "InMemoryTableScan", "LocalTableScan",
-                     "ExistingRDD")
+    # ---- what a frame read by Spark may contain to be judged by its files (public tables)
+    #
+    # A frame is judged from the text of its analysed and optimized logical plans
+    # (``explain(mode="extended")``, served by Spark Connect too). Every line must be one of
+    # these operators, every function called in it one of _PLAN_FUNCTIONS, every relation a
+    # file format of _FILE_FORMATS; anything else (an unknown operator or function, a line
+    # that does not parse, a truncated plan) refuses the frame.
 
-    def input_files(self, source: Source) -> tuple[frozenset[str], bool]:
-        """What Spark reads for ``source``: the files (``DataFrame.inputFiles()``, which sees
+    # Relational operators that only move, filter, combine or aggregate the rows of their
+    # children (no code of the user's, no rows from anywhere but their children). Sources are
+    # ``Relation`` lines over a file format only: no in-memory, cached, RDD, JDBC, range or
+    # one-row relation, no Python/pandas/Arrow evaluation node, no script transform.
+    _PLAN_NODES = frozenset({
+        "Project", "Filter", "Join", "Aggregate", "Union", "Intersect", "Except",
+        "Distinct", "Deduplicate", "Sort", "GlobalLimit", "LocalLimit", "Offset", "Window",
+        "WindowGroupLimit",
+        "Expand", "Generate", "Sample", "Repartition", "RepartitionByExpression",
+        "RebalancePartitions", "SubqueryAlias", "View", "ResolvedHint", "WithCTE",
+        "CTERelationDef", "CTERelationRef", "Relation",
+    })
+    _FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text"})
+    # Deterministic built-in functions that compute from their arguments alone and cannot
+    # read, call or run anything (lower case; Spark prints some in upper or camel case), plus
+    # the words Spark prints with a parenthesis that are not calls (types, Scala ``Some``,
+    # window frame boundaries, join hints) and the empty word of a bare parenthesis.
+    _PLAN_FUNCTIONS = frozenset({
+        "", "-", "some", "decimal", "varchar", "char", "lefthint=", "righthint=",
+        # casts, conditions, nulls
+        "cast", "try_cast", "if", "coalesce", "nvl", "nvl2", "ifnull", "nullif", "isnull",
+        "isnotnull", "isnan", "nanvl", "knownnotnull", "knownfloatingpointnormalized",
+        "normalizenanandzero", "greatest", "least", "in", "not", "outer",
+        # arithmetic
+        "abs", "negative", "positive", "sign", "signum", "round", "bround", "floor", "ceil",
+        "ceiling", "sqrt", "cbrt", "exp", "ln", "log", "log10", "log2", "log1p", "pow",
+        "power", "pmod", "mod", "div", "makedecimal", "unscaledvalue", "promote_precision",
+        "check_overflow", "checkoverflow",
+        # text
+        "upper", "lower", "ucase", "lcase", "initcap", "trim", "ltrim", "rtrim", "btrim",
+        "substr", "substring", "left", "right", "concat", "concat_ws", "length",
+        "char_length", "character_length", "octet_length", "replace", "translate", "lpad",
+        "rpad", "instr", "locate", "position", "reverse", "repeat", "startswith",
+        "endswith", "contains", "ascii", "chr", "format_string", "format_number",
+        "regexp_replace", "regexp_extract", "split", "split_part",
+        # hashes
+        "hash", "xxhash64", "md5", "sha1", "sha2", "crc32",
+        # dates and times
+        "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "weekday",
+        "weekofyear", "quarter", "hour", "minute", "second", "to_date", "to_timestamp",
+        "gettimestamp", "date_add", "date_sub", "datediff", "date_trunc", "trunc",
+        "date_format", "current_date", "current_timestamp", "make_date", "last_day",
+        "add_months", "months_between", "unix_timestamp", "from_unixtime",
+        # arrays and rows made of the row's own values
+        "array", "struct", "named_struct", "size", "array_contains", "element_at",
+        "explode", "explode_outer", "posexplode", "posexplode_outer", "stack",
+        "replicaterows",
+        # aggregates
+        "count", "sum", "avg", "mean", "min", "max", "first", "last", "any_value",
+        "count_if", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
+        "var_pop", "grouping", "grouping_id", "bloom_filter_agg", "might_contain",
+        # window functions and window frames
+        "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
+        "lead", "nth_value", "windowspecdefinition", "specifiedwindowframe",
+        "unboundedpreceding$", "unboundedfollowing$", "currentrow$",
+        # the path of the file a row was read from (public names only)
+        "input_file_name",
+    })
+    # Words that betray user code or a reflective call: refused even if a future allow-list
+    # entry contained them (belt and braces).
+    _CODE_MARKERS = ("udf", "python", "pandas", "arrow", "reflect", "java", "script",
+                     "lambda", "jdbc", "hive")
+    _PLAN_PREFIX = re.compile(r"(?:[+:]- |[ :])*")
+    _PLAN_NODE = re.compile(r"([A-Za-z]+)(?=$|[ \[])")
+    _PLAN_RELATION = re.compile(r"Relation [^\[\]]*\[.*\] (\w+)")
+    # The word just before each opening parenthesis: a function name, a type, or an empty
+    # word for a bare parenthesis; ``<lambda>`` and dotted class names are words too.
+    _PLAN_CALL = re.compile(r"([^\s()\[\],]*)\(")
+    _PLAN_WORD = re.compile(r"[^a-z0-9_]+")
+    _PLAN_TRUNCATED = re.compile(r"\.\.\. \d+ more field|more characters|Truncated plan")
+    _PLAN_SECTIONS = ("== Parsed Logical Plan ==", "== Analyzed Logical Plan ==",
+                      "== Optimized Logical Plan ==", "== Physical Plan ==")
+
+    @classmethod
+    def plan_violation(cls, explained: str,
+                       user_functions: frozenset[str] = frozenset()) -> str | None:
+        """Why the frame whose ``explain(mode="extended")`` text is ``explained`` may run
+        more than the allow-list, or ``None`` when it is entirely on it.
+
+        The rule (fail closed: a line or a word this parser does not recognise refuses):
+
+        * both the analysed and the optimized logical plan are checked (the analysed plan
+          still names what the optimizer folded into something else, the optimized plan
+          shows the Python evaluation nodes Spark extracts from expressions);
+        * every line is an operator of :attr:`_PLAN_NODES` after the tree drawing
+          (``+-``, ``:-``, ``:``); a ``Relation`` line ends with a format of
+          :attr:`_FILE_FORMATS`;
+        * the word before every ``(`` (lower case) is in :attr:`_PLAN_FUNCTIONS`, contains
+          none of :attr:`_CODE_MARKERS` and is not a word of the name or class of a
+          function registered in the session (``user_functions``, see
+          :meth:`_user_functions`);
+        * the text is not truncated (``... N more fields``) and holds each of the four
+          section headers exactly once (a literal holding a header refuses).
+
+        String literals print unquoted in plans, so a literal holding ``name(`` refuses the
+        frame (the safe side); a literal cannot hide an operator or a call, which Spark prints
+        on lines and words of their own. The answer names the first offending operator or
+        word (the plan's text, never a row of data).
+        """
+        if cls._PLAN_TRUNCATED.search(explained):
+            return "a plan that Spark printed truncated"
+        # Each header exactly once, in order: a string literal holding a header would print
+        # in several plans and could otherwise move the sections read here.
+        starts = [explained.find(s) for s in cls._PLAN_SECTIONS]
+        if (any(explained.count(s) != 1 for s in cls._PLAN_SECTIONS)
+                or starts != sorted(starts)):
+            return "an explain output this version of dpkit does not recognise"
+        analysed = explained[starts[1]:starts[2]].split("\n")[2:]  # header, output schema
+        optimized = explained[starts[2]:starts[3]].split("\n")[1:]
+        for line in analysed + optimized:
+            body = line[cls._PLAN_PREFIX.match(line).end():]  # type: ignore[union-attr]
+            if not body.strip():
+                continue
+            node = cls._PLAN_NODE.match(body)
+            if node is None:
+                return f"the plan line {body[:40]!r}"
+            if node.group(1) not in cls._PLAN_NODES:
+                return f"the plan operator {node.group(1)[:40]!r}"
+            if node.group(1) == "Relation":
+                relation = cls._PLAN_RELATION.fullmatch(body.rstrip())
+                if relation is None or relation.group(1) not in cls._FILE_FORMATS:
+                    return f"the relation {body.rsplit(' ', 1)[-1][:40]!r}"
+            for word in cls._PLAN_CALL.findall(body):
+                name = word.lower()
+                if (name not in cls._PLAN_FUNCTIONS
+                        or any(m in name for m in cls._CODE_MARKERS)
+                        or name in user_functions):
+                    return f"the function {word[:40]!r}"
+        return None
+
+    def _user_functions(self) -> frozenset[str]:
+        """The words (lower case, split at every character that is not a letter, digit or
+        underscore) of the names and classes of the functions registered in the session
+        (``SHOW USER FUNCTIONS``: temporary functions and those of the current database;
+        ``DESCRIBE FUNCTION`` for the class): a JVM function prints under its registered name
+        or, for an aggregate class, the class's own name, either of which may copy a
+        built-in's."""
+        words: set[str] = set()
+        for row in self.spark.sql("SHOW USER FUNCTIONS").collect():
+            name = str(row[0])
+            words.update(self._PLAN_WORD.split(name.lower()))
+            quoted = "`" + name.replace("`", "``") + "`"
+            for line in self.spark.sql(f"DESCRIBE FUNCTION {quoted}").collect():
+                text = str(line[0])
+                if text.startswith("Class:"):
+                    words.update(self._PLAN_WORD.split(text[6:].lower()))
+        return frozenset(words - {""})
+
+    def input_files(self, source: Source) -> tuple[frozenset[str], str | None]:
+        """What Spark reads for ``source``, and whether that is all it runs.
+
+        Returns ``(files, violation)``: the files of ``DataFrame.inputFiles()`` (which sees
         through temporary and global views, ``parquet.`path``` names, selects, unions and
-        joins, on classic Spark and Spark Connect alike) and whether the plan also holds rows
-        that no file scan reads (a cached or checkpointed frame, an RDD, rows sent from the
-        driver: a node of :attr:`_MEMORY_NODES` in the optimized logical plan, read from
-        ``explain``'s text). Analyses the plan only; no row is read."""
+        joins, on classic Spark and Spark Connect alike) and ``None`` when the frame's plans
+        are entirely on the allow-list of :meth:`plan_violation`, else what is not (a cached,
+        checkpointed or driver-made relation, a Python UDF, ``mapInPandas``, a reflective
+        call, a script transform, an unknown operator or function). The plans are printed
+        with ``spark.sql.debug.maxToStringFields`` raised for the call (restored after), so
+        that wide frames are not truncated. Analyses the plan only; no row is read."""
         import contextlib
         import io
 
+        key = "spark.sql.debug.maxToStringFields"
         try:
             frame = self.frame(source)
             files = frozenset(str(f) for f in frame.inputFiles())
             text = io.StringIO()
-            with contextlib.redirect_stdout(text):
-                frame.explain(mode="extended")
+            with _CONF_LOCK:
+                conf = self.spark.conf
+                before = conf.get(key, None)
+                conf.set(key, "1000000")
+                try:
+                    with contextlib.redirect_stdout(text):
+                        frame.explain(mode="extended")
+                finally:
+                    if before is None:
+                        conf.unset(key)
+                    else:
+                        conf.set(key, before)
+            user_functions = self._user_functions()
         except Exception as exc:
             raise EngineError(f"cannot analyse {source.kind} {source.location!r}: "
                               f"{_short(exc)}") from None
-        plan = text.getvalue()
-        start = plan.find("== Optimized Logical Plan ==")
-        end = plan.find("== Physical Plan ==")
-        optimized = plan[start:end] if 0 <= start < end else plan
-        return files, any(node in optimized for node in self._MEMORY_NODES)
+        return files, self.plan_violation(text.getvalue(), user_functions)
 
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> type (DuckDB spelling) of ``source``, from its schema only."""
