@@ -5,6 +5,9 @@ Findings (these tests fail until fixed; benchmarks/attack/spark3_*.py print the 
 * an INTERVAL YEAR TO MONTH group key passes Spark's analysis, is charged, and then PySpark's
   row conversion raises for every row (classic): ``run()`` raises after the charge on D (one
   row) and releases on D' (no row);
+* Spark ML vector keys: ``DenseVector([1, 0])`` and ``SparseVector(2, {0: 1})`` are two Spark
+  groups but one Python key, so one person's group replaced another's (count 100 -> 1); ML
+  matrix keys are unhashable, so ``run()`` raised after the charge on D only;
 * ``bounding_hash="md5"``: DATE and TIMESTAMP_NTZ keys outside the years 1..9999 have other
   texts on Spark (``+10000-01-01``, ``0000-12-31``) than on DuckDB (``10000-01-01``,
   ``0001-12-31 (BC)``), so the engines keep different rows;
@@ -96,6 +99,46 @@ def test_year_month_interval_key_same_outcome_on_connect(connect_spark: Any) -> 
     on_d = _outcome(connect_spark, _YM_D, where="age > 50")
     on_d_prime = _outcome(connect_spark, _YM_D_PRIME, where="age > 50")
     assert on_d == on_d_prime, (on_d, on_d_prime)
+
+
+# ------------------------------------------------------------ findings: user-defined key types
+
+def test_ml_vector_keys_keep_their_own_aggregates(spark: Any) -> None:
+    """``DenseVector([1.0, 0.0])`` and ``SparseVector(2, {0: 1.0})`` are two Spark groups but
+    equal Python keys: the added person's group must not replace the 100 persons' group
+    (before a fix, classic: counts [100] on D' and [1] on D; sensitivity 1), or the UDT key
+    is refused before the charge."""
+    from pyspark.ml.linalg import Vectors
+
+    rows = [(i, Vectors.dense([1.0, 0.0])) for i in range(100)]
+    with_unit = _exact(spark, spark.createDataFrame(
+        [*rows, (1000, Vectors.sparse(2, {0: 1.0}))], ["uid", "k"]))
+    without = _exact(spark, spark.createDataFrame(rows, ["uid", "k"]))
+    if with_unit is None or without is None:
+        return  # refused before the charge
+    assert sorted(without.values()) == [(100, 100)]
+    assert sorted(with_unit.values()) == [(1, 1), (100, 100)], with_unit
+
+
+def test_ml_matrix_keys_never_raise_after_the_charge(spark: Any) -> None:
+    """``DenseMatrix`` keys are unhashable in the driver: before a fix (classic) ``run()`` raises
+    after the charge on D (person 1000 passes ``age > 50``) and releases on D' (no row)."""
+    from pyspark.ml.linalg import Matrices
+
+    rows = [(i, 0, Matrices.dense(1, 1, [1.0])) for i in range(10)]
+    outcomes = []
+    for data in ([*rows, (1000, 99, Matrices.dense(1, 1, [2.0]))], rows):
+        budget = Budget(epsilon=10.0, delta=1e-5)
+        s = dpa.Session(spark.createDataFrame(data, ["uid", "age", "k"]), privacy_unit="uid",
+                        budget=budget)
+        q = (s.query().where("age > 50").group_by("k")
+             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+        try:
+            q.run(epsilon=1.0, delta=1e-6)
+            outcomes.append(("released", budget.spent))
+        except Exception as exc:
+            outcomes.append((type(exc).__name__, budget.spent))
+    assert outcomes[0] == outcomes[1], outcomes
 
 
 # ------------------------------------------------------------ findings: md5 profile texts
