@@ -8,6 +8,9 @@ Findings (these tests fail until fixed; benchmarks/attack/spark3_*.py print the 
 * Spark ML vector keys: ``DenseVector([1, 0])`` and ``SparseVector(2, {0: 1})`` are two Spark
   groups but one Python key, so one person's group replaced another's (count 100 -> 1); ML
   matrix keys are unhashable, so ``run()`` raised after the charge on D only;
+* nanosecond keys from Parquet (TIMESTAMP_NS, TIMESTAMPTZ in ns, TIME_NS; DuckDB engine, the
+  Session's default for a Parquet path) 1 ns apart are two groups but one Python key: the
+  added person's group replaced another's in the release (count 100 -> 1);
 * ``bounding_hash="md5"``: DATE and TIMESTAMP_NTZ keys outside the years 1..9999 have other
   texts on Spark (``+10000-01-01``, ``0000-12-31``) than on DuckDB (``10000-01-01``,
   ``0001-12-31 (BC)``), so the engines keep different rows;
@@ -17,9 +20,9 @@ Findings (these tests fail until fixed; benchmarks/attack/spark3_*.py print the 
 Defences that held (passing tests): keys of TIMESTAMP_NTZ/DATE beyond Python's range, DECIMAL(38,
 x) extremes, invalid UTF-8 BINARY, BOOLEAN/NULL, -0.0/0.0/NaN/NULL doubles and floats, CHAR/
 VARCHAR padding, day-time intervals at their ends and TIME decode one to one and alike on
-classic and Connect; MAP/ARRAY/STRUCT/VARIANT/calendar-interval keys are refused before the
-charge; odd public keys are refused before the charge or run; non-deterministic privacy units
-(``rand()``, ``monotonically_increasing_id()``) never let a unit exceed the bounds.
+classic and Connect; MAP/ARRAY/STRUCT/VARIANT/calendar-interval/GEOMETRY keys are refused
+before the charge; odd public keys are refused before the charge or run; non-deterministic
+privacy units (``rand()``, ``monotonically_increasing_id()``) never let a unit exceed the bounds.
 """
 
 from __future__ import annotations
@@ -139,6 +142,35 @@ def test_ml_matrix_keys_never_raise_after_the_charge(spark: Any) -> None:
         except Exception as exc:
             outcomes.append((type(exc).__name__, budget.spent))
     assert outcomes[0] == outcomes[1], outcomes
+
+
+# ------------------------------------------------------------ finding: nanosecond keys (DuckDB)
+
+@pytest.mark.parametrize(("typ", "t"), [
+    (pa.timestamp("ns"), 1704067200000000000),
+    (pa.timestamp("ns", tz="UTC"), 1704067200000000000),
+    (pa.time64("ns"), 12 * 3600 * 10**9),
+], ids=["timestamp-ns", "timestamptz-ns", "time-ns"])
+def test_nanosecond_keys_keep_their_own_aggregates(tmp_path: Path, typ: pa.DataType,
+                                                   t: int) -> None:
+    """Keys 1 ns apart are two DuckDB groups but one Python ``datetime``/``time``: the release
+    indexes groups by key (the last wins), so the added person's group (count 1) replaced the
+    100 persons' group (before a fix: 2 engine groups, 1 key, count read 100 -> 1). Safe: the
+    engine's keys stay pairwise distinct, or the type is refused before the charge. (Spark
+    refuses these Parquet types when it reads the schema.)"""
+    path = tmp_path / "ns.parquet"
+    pq.write_table(pa.table({"uid": [*range(100), 1000],
+                             "k": pa.array([t] * 100 + [t + 1], pa.int64()).cast(typ)}), path)
+    s = dpa.Session(str(path), privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
+    try:
+        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
+             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        s._validate_plan(p.plan)
+    except DPKitError:
+        return  # refused before the charge
+    r = p.exact(s.engine)
+    assert sorted(int(n) for n in r.values["n:n"]) == [1, 100]
+    assert len(set(r.keys)) == len(r.keys), r.keys
 
 
 # ------------------------------------------------------------ findings: md5 profile texts
@@ -267,8 +299,10 @@ def test_time_keys_decode_one_to_one(classic_spark: Any) -> None:
 
 
 @pytest.mark.parametrize("expr", ["map(s, 1)", "array(s)", "named_struct('a', s)",
-                                  "parse_json(s)", "make_interval(0, 1, 0, 1)"],
-                         ids=["map", "array", "struct", "variant", "calendar-interval"])
+                                  "parse_json(s)", "make_interval(0, 1, 0, 1)",
+                                  "st_geomfromwkb(X'0101000000000000000000F03F000000000000F03F')"],
+                         ids=["map", "array", "struct", "variant", "calendar-interval",
+                              "geometry"])
 def test_unorderable_or_nested_keys_are_refused_before_the_charge(classic_spark: Any,
                                                                   expr: str) -> None:
     """Held: refused by type (PlanError) or by Spark's analysis, with nothing spent."""
