@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import datetime
 import math
 from fractions import Fraction
 from typing import Any
@@ -226,6 +227,26 @@ def test_canonical_tokens() -> None:
     assert canonical_token(True) == "V4:true"
     assert canonical_token("a|b") == "V3:a|b"
     assert canonical_token(12) == "V2:12"
+    # dates: days since 1970-01-01; wall-clock timestamps: days and microseconds of the day
+    # (engines print years outside 1..9999 differently, so no text of the calendar is used)
+    assert canonical_token(datetime.date(1970, 1, 2)) == "V1:1"
+    assert canonical_token(datetime.date(1, 1, 1)) == "V7:-719162"
+    assert canonical_token(datetime.datetime(1969, 12, 31, 23, 59, 59, 999999)) == \
+        "V14:-1:86399999999"
+    assert canonical_token(datetime.datetime(1970, 1, 1, 0, 0, 0, 1)) == "V3:0:1"
+
+
+def test_key_types_are_an_allow_list() -> None:
+    from dpkit.analytics.engines._compiler import is_key_type
+
+    for ok in ("DOUBLE", "BIGINT", "DECIMAL(38, 10)", "VARCHAR", "BOOLEAN", "DATE", "TIMESTAMP",
+               "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_MS", "TIME", "BLOB", "UUID", "NULL",
+               "ENUM('a', 'b')", "INTERVAL DAY TO SECOND", "INTERVAL HOUR", "TIME(6)"):
+        assert is_key_type(ok), ok
+    for bad in ("TIMESTAMP_NS", "TIMESTAMPTZ_NS", "TIME_NS", "INTERVAL", "INTERVAL YEAR TO MONTH",
+                "INTERVAL MONTH", "TIME WITH TIME ZONE", "VECTOR", "MATRIX", "VARIANT",
+                "GEOMETRY", "BIT", "TIME(9)", "SOMETHING_NEW"):
+        assert not is_key_type(bad), bad
 
 
 def test_engine_options() -> None:

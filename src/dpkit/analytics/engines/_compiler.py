@@ -75,6 +75,7 @@ __all__ = [
     "PlanError",
     "canonical_token",
     "compile_plan",
+    "is_key_type",
     "is_nested",
     "type_family",
 ]
@@ -82,6 +83,7 @@ __all__ = [
 _P = "__dpk_"  # prefix of every internal name; analyst columns are always quoted identifiers
 MAX_FIXED = 2**62  # |floor(bound * 2^k)| must stay below this, so BIGINT never overflows
 EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_DATE = datetime.date(1970, 1, 1)
 MAX_ROWS_PER_PARTITION = 2**31  # keeps rn - gr arithmetic and sums far from any limit
 
 
@@ -118,6 +120,30 @@ def is_nested(sql_type: str) -> bool:
     hashable scalars); the test reads the schema only, never the data."""
     t = sql_type.upper().strip()
     return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION", "LIST", "ARRAY"))
+
+
+_KEY_TYPES = frozenset({
+    "DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP WITH TIME ZONE",
+    "TIMESTAMPTZ", "TIME", "UUID", "NULL", "BLOB", "BYTEA", "BINARY", "VARBINARY",
+})
+_DAY_TIME_INTERVAL = ("INTERVAL DAY", "INTERVAL HOUR", "INTERVAL MINUTE", "INTERVAL SECOND")
+
+
+def is_key_type(sql_type: str) -> bool:
+    """Whether a column of this engine type (DuckDB spelling) can be a group key: an
+    allow-list of types whose values leave every engine one to one as hashable Python values
+    (numbers, text, booleans, bytes, UUIDs, dates, timestamps to the microsecond, times, Spark's
+    day-time intervals, the NULL type, DuckDB enums). Refused by type, before anything runs:
+    nested types, nanosecond timestamps and times (two keys 1 ns apart would be one Python
+    ``datetime``), month-based intervals (no exact Python value; Spark's client cannot convert
+    year-month intervals), times with a zone, user-defined types (Spark ML vectors: a dense and
+    a sparse vector are two Spark groups but equal Python values) and anything unknown."""
+    t = sql_type.upper().strip().removesuffix(" COLLATE UTF8_BINARY")
+    if type_family(t) != "other" or t in _KEY_TYPES or t.startswith("ENUM("):
+        return True
+    if t.startswith("TIME(") and t.endswith(")"):  # Spark TIME(p), p <= 6: microseconds
+        return t[5:-1].strip() in {"0", "1", "2", "3", "4", "5", "6"}
+    return t.startswith(_DAY_TIME_INTERVAL) and "MONTH" not in t and "YEAR" not in t
 
 
 def is_instant(sql_type: str) -> bool:
@@ -292,6 +318,15 @@ def _func(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
+def _is_nan(x: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """The NaN test of ``x``. On DuckDB the argument goes through the error-to-NULL wrapper
+    (``isnan(try(x))``, the same value): DuckDB 2.0 folds a bare ``isnan`` of a Parquet column
+    to false when the file's statistics (which leave NaN out of min and max) show no NULL, and
+    a NaN would then pass the normalization as a number."""
+    arg = _func(profile.try_wrapper, x) if profile.try_wrapper else x
+    return _func(profile.nan_test, arg)
+
+
 def _alias(e: exp.Expression, name: exp.Identifier) -> exp.Expression:
     return cast(exp.Expression, exp.alias_(e, name))
 
@@ -325,7 +360,7 @@ def _normalized(name: str, family: Family, profile: DialectProfile) -> exp.Expre
     zero = exp.Literal.number(0)
     return exp.Case(
         ifs=[
-            exp.If(this=_func(profile.nan_test, c), true=exp.Null()),
+            exp.If(this=_is_nan(c, profile), true=exp.Null()),
             exp.If(this=exp.EQ(this=c.copy(), expression=zero), true=_cast(zero.copy(), "DOUBLE")),
         ],
         default=c.copy(),
@@ -346,7 +381,7 @@ def _as_double(name: str, family: Family, profile: DialectProfile) -> exp.Expres
         x = exp.TryCast(this=c, to=exp.DataType.build(profile.float_type, dialect="duckdb"))
     else:
         raise PlanError(f"column {name!r} has no numeric reading; cannot aggregate its values")
-    return _case(_func(profile.nan_test, x), exp.Null(), x.copy())
+    return _case(_is_nan(x, profile), exp.Null(), x.copy())
 
 
 # ---------------------------------------------------------------------------- hashing
@@ -358,7 +393,9 @@ def canonical_token(value: object) -> str:
     ``NULL``/NaN -> ``"N"``; otherwise ``"V" + str(len(s)) + ":" + s`` where ``s`` is the
     engine's text of the normalized value: decimal digits for integers, ``true``/``false`` for
     booleans, the string itself for text, microseconds since the epoch for an instant
-    (``TIMESTAMP WITH TIME ZONE``, whatever the session's time zone), upper-case hex for bytes,
+    (``TIMESTAMP WITH TIME ZONE``, whatever the session's time zone), days since 1970-01-01 for
+    a date, ``days:microseconds`` (the date's days and the time of day) for a wall-clock
+    timestamp (engines print years outside 1..9999 differently), upper-case hex for bytes,
     and for a double (see :func:`float_text`) its exact binary form ``[-]Mp<e>``. Tokens are
     joined by ``|``; the length prefix makes the encoding injective.
     """
@@ -366,6 +403,13 @@ def canonical_token(value: object) -> str:
         return "N"
     if isinstance(value, datetime.datetime) and value.tzinfo is not None:
         s = str((value - EPOCH_UTC) // datetime.timedelta(microseconds=1))
+    elif isinstance(value, datetime.datetime):
+        day = (value.date() - _EPOCH_DATE).days
+        micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 \
+            + value.microsecond
+        s = f"{day}:{micros}"
+    elif isinstance(value, datetime.date):
+        s = str((value - _EPOCH_DATE).days)
     elif isinstance(value, (bytes, bytearray)):
         s = bytes(value).hex().upper()
     elif isinstance(value, bool):
@@ -453,6 +497,41 @@ def _float_text_steps(e: str, out: str, profile: DialectProfile) -> list[Step]:
     ]
 
 
+def _date_time_text(col: exp.Expression, codec: str, profile: DialectProfile
+                    ) -> exp.Expression:
+    """The md5 text of a date (``codec == "date"``: days since 1970-01-01) or a wall-clock
+    timestamp (``"local"``: ``days:microseconds of the day``), identical on DuckDB and Spark for
+    every value both can hold, years outside 1..9999 included; small integers only, so nothing
+    overflows (Spark's ``timestampdiff`` from the epoch overflows near its range's ends). A
+    value DuckDB cannot split (``infinity``) is NULL through its error-to-NULL wrapper."""
+    def days(d: exp.Expression) -> exp.Expression:
+        if profile.dialect == "spark":
+            return _func("unix_date", d)
+        return _func("date_diff", exp.Literal.string("day"),
+                     exp.Cast(this=exp.Literal.string("1970-01-01"),
+                              to=exp.DataType.build("DATE")), d)
+
+    if codec == "date":
+        out: exp.Expression = _cast(days(col), profile.text_type)
+    else:
+        sub_minute: exp.Expression
+        if profile.dialect == "spark":
+            sub_minute = _cast(exp.Mul(this=_func("date_part", exp.Literal.string("SECOND"),
+                                                  col.copy()),
+                                       expression=_int(10**6)), profile.fixed_type)
+        else:
+            sub_minute = _func("microsecond", col.copy())
+        micros = exp.Add(this=exp.Add(
+            this=exp.Mul(this=_cast(_func("hour", col.copy()), profile.fixed_type),
+                         expression=_int(3_600_000_000)),
+            expression=exp.Mul(this=_cast(_func("minute", col.copy()), profile.fixed_type),
+                               expression=_int(60_000_000))), expression=sub_minute)
+        out = exp.DPipe(this=exp.DPipe(
+            this=_cast(days(_cast(col.copy(), "DATE")), profile.text_type),
+            expression=exp.Literal.string(":")), expression=_cast(micros, profile.text_type))
+    return _func(profile.try_wrapper, out) if profile.try_wrapper else out
+
+
 def _token_steps(columns: Sequence[tuple[str, Family, str]],
                  profile: DialectProfile, *, types: Mapping[str, str]) -> list[Step]:
     """The steps computing the canonical token (see :func:`canonical_token`) of each
@@ -479,6 +558,8 @@ def _token_steps(columns: Sequence[tuple[str, Family, str]],
                                          profile.text_type))
         elif is_binary(types.get(col, "")):
             add(n_float - 1, text, _func("hex", _col(col)))
+        elif key_codec(types.get(col, "")) in ("date", "local"):
+            add(n_float - 1, text, _date_time_text(_col(col), key_codec(types[col]), profile))
         else:
             # TRY_CAST: a text rendering never fails
             add(n_float - 1, text, exp.TryCast(
@@ -1054,6 +1135,12 @@ def compile_plan(
                 f"group_by column {k!r} has the nested type {schema[k]}; a group key must be a "
                 "scalar (number, text, boolean, date, ...): group by a scalar column instead"
             )
+        if not is_key_type(schema[k]):
+            raise PlanError(
+                f"group_by column {k!r} has the type {schema[k]}, which cannot be a group key "
+                "(its values do not reach Python one to one): group by a number, text, "
+                "boolean, date, timestamp (microseconds) or day-time interval column instead, "
+                "e.g. a cast of this one")
     value_cols: list[str] = []
     for m in agg.measures:
         if m.kind in ("rows", "units"):
@@ -1167,7 +1254,7 @@ def compile_plan(
                 exp.TryCast(this=_col(c), to=exp.DataType.build(profile.float_type,
                                                                  dialect="duckdb")),
                 _ident(f"{_P}t{j}")))
-            step0.append((f"{_P}x{j}", _case(_func(profile.nan_test, _col(f"{_P}t{j}")),
+            step0.append((f"{_P}x{j}", _case(_is_nan(_col(f"{_P}t{j}"), profile),
                                              exp.Null(), _col(f"{_P}t{j}"))))
         else:
             step0.append((f"{_P}x{j}", exp.Null()))  # never read: refused below by kind
