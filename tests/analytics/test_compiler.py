@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime
 import math
 from fractions import Fraction
@@ -332,3 +333,22 @@ def test_category_counts_by_type() -> None:
     assert counts("n", (2, 2.0, 2.5, 7, None)) == (2, 0, 0, 0, 0)  # first match wins
     assert counts("f", (2.5, 1, None)) == (1, 1, 2)  # NaN and NULL are the NULL category
     assert counts("s", ("a", "zz", None)) == (2, 0, 1)
+
+
+def test_nan_in_a_parquet_file_without_null_is_null(tmp_path: Any) -> None:
+    """A Parquet file's statistics leave NaN out of min and max; DuckDB 2.0 folded a bare
+    ``isnan(x)`` to false from them when the file has no NULL, so a NaN value passed as a number
+    (clamped to the upper bound and counted). NaN must be NULL: 3 values, sum 3 (of 1.0 each),
+    not 4 values and 3 + upper. Companion: the same rows from a table (no statistics)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"uid": ["a", "b", "c", "d"], "region": ["r"] * 4,
+                             "x": [1.0, 1.0, math.nan, 1.0]}), path)
+    measures = (Measure(name="v", kind="values", column="x"),
+                Measure(name="s", kind="sum", column="x", lower=0.0, upper=100.0))
+    p = dataclasses.replace(plan(*measures), source=Source(kind="parquet", location=str(path)))
+    out = DuckDBEngine(threads=1).execute(p)
+    assert list(out.values["v"]) == [3]
+    assert list(out.values["s"]) == [3]
