@@ -1,5 +1,5 @@
 """The analytics workload on Spark: dpkit (classic and Spark Connect) beside the plain-Spark floor
-and the peers that run on Spark, at 1, 10 and 30 million rows.
+and the peers that run on Spark, at 1, 3, 10 and 30 million rows.
 
 Data: the table of ``benchmarks/analytics.py`` (its ``generate``: DuckDB writes it to Parquet
 from hashes of the row number, so every run reads the same rows; the files are cached in
@@ -38,10 +38,10 @@ beside it the median of the paired ratios (each round's dpkit time over the same
 floor, which cancels the drift of the machine between rounds). Peers are timed once per size
 from reading the file to the collected release (the session start is not timed either).
 
-Run: ``.venv/bin/python benchmarks/spark.py [--sizes 1000000,10000000,30000000] [--repeats 3]
-[--modes classic,connect] [--peers-python PATH] [--tumult-python PATH] [--peer-limit 300]
-[--data DIR] [--src DIR] [--no-peers] [--write] [--repeat-below ROWS]``; ``--sizes 100000`` is
-a quick check.
+Run: ``.venv/bin/python benchmarks/spark.py [--sizes 1000000,3000000,10000000,30000000]
+[--repeats 5] [--modes classic,connect] [--peers-python PATH] [--tumult-python PATH]
+[--peer-limit 300] [--data DIR] [--src DIR] [--no-peers] [--write] [--repeat-below ROWS]``;
+``--sizes 100000`` is a quick check.
 
 Every measurement is kept in ``--data`` as it comes (one JSON line per query in
 ``spark-<kind>-<sizes>.jsonl``; peer times in ``spark-peers.json``, reused unless
@@ -76,9 +76,9 @@ def _arg(name: str, default: str) -> str:
     return default
 
 
-DEFAULT_SIZES = (1_000_000, 10_000_000, 30_000_000)
+DEFAULT_SIZES = (1_000_000, 3_000_000, 10_000_000, 30_000_000)
 SIZES = tuple(int(s) for s in _arg("--sizes", ",".join(map(str, DEFAULT_SIZES))).split(","))
-REPEATS = int(_arg("--repeats", "3"))
+REPEATS = int(_arg("--repeats", "5"))
 DATA = Path(_arg("--data", "/tmp/dpkit-bench-analytics"))
 SRC = _arg("--src", str(Path(__file__).resolve().parent.parent / "src"))
 PEERS_PYTHON = _arg("--peers-python", "/work/venv-peers/bin/python")
@@ -90,7 +90,7 @@ MODES = tuple(_arg("--modes", "classic,connect").split(","))  # the session kind
 ONLY_PEERS = "--only-peers" in sys.argv
 FRESH_PEERS = "--fresh-peers" in sys.argv
 PEER_CACHE = DATA / "spark-peers.json"
-REPEAT_BELOW = int(_arg("--repeat-below", "10000000"))  # sizes from here on run one round
+REPEAT_BELOW = int(_arg("--repeat-below", "1000000000"))  # sizes from here on run one round
 WRITE = "--write" in sys.argv or set(DEFAULT_SIZES) <= set(SIZES)
 WARMUP_ROWS = 100_000
 WARMUP_ROUNDS = 3  # rounds of every system on the warm-up file before any timing
@@ -425,9 +425,9 @@ def run_peer(name: str, python: str) -> dict[int, dict[str, Any]]:
 
     Peer times are kept in ``PEER_CACHE`` (they do not depend on dpkit) and reused unless
     ``--fresh-peers``; each record says when it was measured."""
-    cache: dict[str, Any] = {}
-    if PEER_CACHE.exists() and not FRESH_PEERS:
-        cache = json.loads(PEER_CACHE.read_text())
+    cache: dict[str, Any] = json.loads(PEER_CACHE.read_text()) if PEER_CACHE.exists() else {}
+    if FRESH_PEERS:  # this peer measured again; the other peers' records stay in the file
+        cache = {k: v for k, v in cache.items() if not k.startswith(f"{name}/")}
     out: dict[int, dict[str, Any]] = {}
     last: tuple[int, float] | None = None
     for rows in SIZES:
@@ -703,7 +703,9 @@ def main() -> None:
     lines += ["", "Reproduce: "
               "`.venv/bin/python benchmarks/spark.py"
               + ("" if SIZES == DEFAULT_SIZES else f" --sizes {','.join(map(str, SIZES))}")
-              + "`."]
+              + " --fresh-peers` (the peers measured again; without the flag their kept times "
+              "are reused), or `--report-only` to rebuild this section from the kept "
+              "measurements."]
     if errors:
         lines += ["", "Failures: " + "; ".join(f"{k[0]} {k[1]}: {v[:200]}"
                                                for k, v in errors.items())]
