@@ -20,11 +20,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from _spark_join import join_count
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics.engines.spark import SparkEngine
-from dpkit.errors import DPKitError
 
 # ------------------------------------------------------------------ the parser (no Spark)
 
@@ -153,20 +153,6 @@ def _session(spark: Any, source: Any) -> Any:
     return dpa.Session(source, privacy_unit="user_id", budget=Budget(epsilon=10.0))
 
 
-def _join_count(session: Any, public: Any) -> int | str:
-    """The exact count (one row per unit, sensitivity 1), or the refusal (type and message)
-    when the join is refused before the charge (by the same checks ``run()`` does)."""
-    try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
-    except DPKitError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return int(p.exact(session.engine).values["n:n"][0])
-
-
 def _decoy(spark: Any, tmp: Path) -> Any:
     """Another file, holding no person of the private table."""
     path = _write(pd.DataFrame({"user_id": [5], "ref": [5], "secret": [0]}), tmp)
@@ -273,7 +259,7 @@ def test_public_frame_running_user_code_is_refused_before_the_charge(
     public = DANGEROUS[kind](spark, private, tmp_path)
     assert set(public.inputFiles()) and private not in str(public.inputFiles())
     session = _session(spark, private)
-    got = _join_count(session, public)
+    got = join_count(session, public)
     assert isinstance(got, str) and got.startswith("PrivacyParameterError"), got
     assert "pandas DataFrame or Arrow table" in got
     assert session.budget.spent[0] == 0
@@ -289,7 +275,7 @@ def test_udf_attack_no_longer_moves_the_count(spark: Any, tmp_path: Path) -> Non
         folder.mkdir()
         private = _write(table, folder)
         session = _session(spark, private)
-        outcomes.append(_join_count(session, _map_in_pandas(spark, private, folder)))
+        outcomes.append(join_count(session, _map_in_pandas(spark, private, folder)))
         assert session.budget.spent[0] == 0
     assert all(isinstance(o, str) and o.startswith("PrivacyParameterError")
                for o in outcomes), outcomes
@@ -311,11 +297,11 @@ def test_private_frame_running_user_code_refuses_spark_public_tables(
                   "user_id", "ref", "secret", "reflect('java.lang.String', 'valueOf', ref) t"))
     for frame in frames:
         session = _session(spark, frame)
-        got = _join_count(session, spark.read.parquet(public_path))
+        got = join_count(session, spark.read.parquet(public_path))
         assert isinstance(got, str) and got.startswith("PrivacyParameterError"), got
         assert "private table is read from files alone" in got and "1000" not in got
         assert session.budget.spent[0] == 0
-    assert _join_count(_session(spark, spark.read.parquet(private)),
+    assert join_count(_session(spark, spark.read.parquet(private)),
                        pd.DataFrame({"user_id": [1000, 7], "secret": [1, 0]})) == 40
 
 
@@ -354,7 +340,7 @@ def test_ordinary_public_frames_still_join(spark: Any, tmp_path: Path) -> None:
     }
     conf = "spark.sql.debug.maxToStringFields"
     before = spark.conf.get(conf, None)
-    counts = {name: _join_count(_session(spark, private), public)
+    counts = {name: join_count(_session(spark, private), public)
               for name, public in publics.items()}
     assert counts == dict.fromkeys(publics, 40), counts
     assert spark.conf.get(conf, None) == before  # raised for the analysis only
@@ -371,7 +357,7 @@ def test_wide_frame_cannot_hide_a_call_past_spark_truncation(
         "user_id", *[sf.col("ref").alias(f"c{i}") for i in range(40)],
         sf.expr("CAST(length(reflect('java.lang.String', 'valueOf', ref)) AS BIGINT)")
         .alias("secret"))
-    got = _join_count(_session(spark, private), public)
+    got = join_count(_session(spark, private), public)
     assert isinstance(got, str) and "'reflect'" in got, got
 
 
@@ -390,9 +376,9 @@ def test_function_registered_under_a_builtin_word_refuses_frames_using_it(
     spark.udf.register(name, lambda x: x, "long")
     try:
         assert {name.split(",")[0], "upper"} <= SparkEngine(spark)._user_functions()
-        got = _join_count(_session(spark, private), public)
+        got = join_count(_session(spark, private), public)
         assert isinstance(got, str) and "'upper'" in got, got
     finally:
         spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS `{name}`")
     assert "upper" not in SparkEngine(spark)._user_functions()
-    assert _join_count(_session(spark, private), public) == 40
+    assert join_count(_session(spark, private), public) == 40

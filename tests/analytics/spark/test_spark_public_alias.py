@@ -19,10 +19,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from _spark_join import join_count
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.errors import DPKitError, PrivacyParameterError
+from dpkit.errors import PrivacyParameterError
 
 
 def _referencing_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -33,20 +34,6 @@ def _referencing_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     rows += [{"user_id": i, "ref": 1000, "secret": 0} for i in range(40)]
     d = pd.DataFrame(rows)
     return d, d[d.user_id != 1000].reset_index(drop=True)
-
-
-def _join_count(session: Any, public: Any) -> int | str:
-    """The exact count (one row per unit, sensitivity 1), or the refusal (type and message)
-    when the join is refused before the charge (by the same checks ``run()`` does)."""
-    try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
-    except DPKitError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return int(p.exact(session.engine).values["n:n"][0])
 
 
 def _name() -> str:
@@ -195,7 +182,7 @@ def test_private_rows_are_never_joined_as_public_under_another_spark_name(
     counts = []
     for table in _referencing_tables():
         session, public = ALIASES[alias](spark, spark.createDataFrame(table), tmp_path)
-        counts.append(_join_count(session, public))
+        counts.append(join_count(session, public))
         assert session.budget.spent[0] == 0
     assert all(isinstance(c, str) and c.startswith("PrivacyParameterError") for c in counts), \
         counts
@@ -253,7 +240,7 @@ def test_public_tables_reading_other_files_still_join(spark: Any, tmp_path: Path
         for session in (_session(spark, private),
                         dpa.Session(spark.read.parquet(private), privacy_unit="user_id",
                                     budget=Budget(epsilon=10.0))):
-            assert _join_count(session, public) == 40, type(public).__name__
+            assert join_count(session, public) == 40, type(public).__name__
 
 
 def test_in_memory_private_table_joins_pandas_but_no_spark_source(
@@ -262,10 +249,10 @@ def test_in_memory_private_table_joins_pandas_but_no_spark_source(
     even one reading another file, is refused with a message naming the remedy."""
     frame = spark.createDataFrame(_referencing_tables()[0])
     session = dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=10.0))
-    assert _join_count(session, _public_rows()) == 40
+    assert join_count(session, _public_rows()) == 40
     public_path = str(tmp_path / f"{_name()}.parquet")
     _public_rows().to_parquet(public_path)
-    got = _join_count(session, spark.read.parquet(public_path))
+    got = join_count(session, spark.read.parquet(public_path))
     assert isinstance(got, str) and got.startswith("PrivacyParameterError") \
         and "pandas DataFrame or Arrow" in got
 
@@ -274,5 +261,5 @@ def test_public_frame_without_files_is_refused(spark: Any, tmp_path: Path) -> No
     """A Spark frame built in memory (``createDataFrame``) is refused as a public table even
     when the private table reads files: its rows cannot be traced."""
     private = _parquet_file(spark.createDataFrame(_referencing_tables()[0]), tmp_path)
-    got = _join_count(_session(spark, private), spark.createDataFrame(_public_rows()))
+    got = join_count(_session(spark, private), spark.createDataFrame(_public_rows()))
     assert isinstance(got, str) and got.startswith("PrivacyParameterError"), got
