@@ -14,6 +14,8 @@ Findings (these tests fail until fixed; benchmarks/attack/spark4_*.py print the 
 * a Parquet ``TIMESTAMP(MILLIS)``/``TIMESTAMP(SECONDS)`` value below DuckDB's microsecond
   range makes DuckDB raise while it reads the column: a key of type ``TIMESTAMP`` that passes
   ``is_key_type`` raises after the charge on D only;
+* a Parquet string column holding invalid UTF-8 makes DuckDB raise while it reads the column
+  (as a key or in a predicate): after the charge on D only;
 * ``bounding_hash="md5"``: DuckDB's infinite dates and timestamps have a NULL md5 token
   (``try`` of the day count) where Spark reads the same Parquet integers as ordinary far
   dates, so the two engines keep different rows.
@@ -21,12 +23,15 @@ Findings (these tests fail until fixed; benchmarks/attack/spark4_*.py print the 
 Defences that held (passing tests): subqueries that the optimizer turns into joins (a
 correlated scalar subquery, ``IN (subquery)`` in a select list) are refused; DuckDB TIME
 ``24:00:00``, UUID, ENUM and far ``TIMESTAMP_MS`` keys decode one to one; ordinary dates agree
-under md5 on both engines.
+under md5 on both engines, and so do DECIMAL(38, x) extremes, BOOLEAN, large strings and
+dictionary-encoded strings; Spark reads the coarse timestamps that DuckDB raises on (D and D'
+release alike).
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import random
 from pathlib import Path
 from typing import Any
@@ -259,6 +264,51 @@ def test_parquet_coarse_timestamp_far_future_held(tmp_path: Path) -> None:
     assert outcomes[0] == outcomes[1] == ("released", (1.0, 1e-06)), outcomes
 
 
+def test_spark_reads_coarse_timestamps_out_of_duckdb_range(classic_spark: Any,
+                                                          tmp_path: Path) -> None:
+    """Held on Spark: the same files release on D and D' alike."""
+    outcomes = []
+    for tag, values in (("d", [1704067200000] * 10 + [-9223372036854775]),
+                        ("dp", [1704067200000] * 10)):
+        path = tmp_path / f"{tag}.parquet"
+        n = len(values)
+        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
+                                 "k": pa.array(values, pa.int64()).cast(pa.timestamp("ms"))}),
+                       path)
+        budget = Budget(epsilon=10.0, delta=1e-5)
+        s = dpa.Session(classic_spark, table=str(path), privacy_unit="uid", budget=budget)
+        try:
+            (s.query().where("age > 50").group_by("k")
+             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
+             .run(epsilon=1.0, delta=1e-6))
+            outcomes.append(("released", budget.spent))
+        except Exception as exc:
+            outcomes.append((type(exc).__name__, budget.spent))
+    assert outcomes[0] == outcomes[1], outcomes
+
+
+# ------------------------------------------------------------ finding: invalid UTF-8 (DuckDB)
+
+@pytest.mark.parametrize(("key", "where"), [
+    ("k", "age > 50"),              # the text column is the group key
+    ("age", "k <> 'zz'"),           # the text column is only in a predicate
+], ids=["key", "predicate"])
+def test_parquet_invalid_utf8_never_raises_after_the_charge(tmp_path: Path, key: str,
+                                                            where: str) -> None:
+    """Person 1000's text is the bytes ``FF FE`` in a Parquet string column. Before a fix:
+    DuckDB raises reading the column after the charge on D; D' releases. Safe: the same
+    outcome on both."""
+    outcomes = []
+    for tag, raw in (("d", [b"ok"] * 10 + [b"\xff\xfe"]), ("dp", [b"ok"] * 10)):
+        path = tmp_path / f"{tag}.parquet"
+        n = len(raw)
+        text = pa.array(raw, pa.binary()).view(pa.string())  # no UTF-8 check on the way
+        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
+                                 "k": text}), path)
+        outcomes.append(_outcome(str(path), key=key, where=where))
+    assert outcomes[0] == outcomes[1], outcomes
+
+
 # ------------------------------------------------------------ held: other DuckDB key types
 
 HELD_KEYS = {
@@ -330,6 +380,26 @@ def test_md5_infinite_dates_keep_the_same_rows_as_duckdb(classic_spark: Any, tmp
         return
     assert sum(spark_counts) == 60
     assert duck == spark_counts, (duck, spark_counts)
+
+
+MD5_HELD = {
+    "decimal-38-37": pa.array([decimal.Decimal("0"), decimal.Decimal("1E-37"),
+                               decimal.Decimal("-1E-37")], pa.decimal128(38, 37)),
+    "decimal-38-0": pa.array([decimal.Decimal("1E+37"), decimal.Decimal("0"),
+                              decimal.Decimal("-" + "9" * 38)], pa.decimal128(38, 0)),
+    "boolean": pa.array([True, False, None]),
+    "large-string": pa.array(["a", "b", "\u00e9"], pa.large_string()),
+    "dictionary": pa.array(["a", "b", "\u00e9"]).dictionary_encode(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MD5_HELD))
+def test_md5_other_key_types_agree(classic_spark: Any, tmp_path: Path, kind: str) -> None:
+    path = _key_file(tmp_path / "k.parquet", MD5_HELD[kind])
+    duck = _md5_counts(DuckDBEngine(hash="md5", threads=1), path)
+    spark_counts = _md5_counts(SparkEngine(classic_spark, hash="md5"), path)
+    assert sum(duck) == 60 and len(duck) == 3
+    assert duck == spark_counts
 
 
 def test_md5_ordinary_and_far_dates_agree(classic_spark: Any, tmp_path: Path) -> None:
