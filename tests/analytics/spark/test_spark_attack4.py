@@ -12,8 +12,9 @@ Findings (these tests fail until fixed; benchmarks/attack/spark4_*.py print the 
   (``date.min``/``datetime.min``) in Python: two engine groups, one key; the release indexes
   groups by key (the last wins), so the added person's group replaced the 100 persons' group;
 * a Parquet ``TIMESTAMP(MILLIS)``/``TIMESTAMP(SECONDS)`` value below DuckDB's microsecond
-  range makes DuckDB raise while it reads the column: a key of type ``TIMESTAMP`` that passes
-  ``is_key_type`` raises after the charge on D only;
+  range, or a Parquet ``TIME`` outside [0, 24 h), makes DuckDB raise while it reads the
+  column: a key of type ``TIMESTAMP``/``TIME`` that passes ``is_key_type`` raises after the
+  charge on D only;
 * a Parquet string column holding invalid UTF-8 makes DuckDB raise while it reads the column
   (as a key or in a predicate): after the charge on D only;
 * ``bounding_hash="md5"``: DuckDB's infinite dates and timestamps have a NULL md5 token
@@ -245,6 +246,26 @@ def test_parquet_coarse_timestamp_out_of_range_never_raises_after_the_charge(
         n = len(values)
         pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
                                  "k": pa.array(values, pa.int64()).cast(typ)}), path)
+        outcomes.append(_outcome(str(path)))
+    assert outcomes[0] == outcomes[1], outcomes
+
+
+@pytest.mark.parametrize(("raw", "typ", "value"), [
+    (pa.int32(), pa.time32("ms"), 90_000_000),     # 25:00:00
+    (pa.int32(), pa.time32("ms"), -5),
+    (pa.int64(), pa.time64("us"), 90_000_000_000),
+], ids=["ms-25h", "ms-negative", "us-25h"])
+def test_parquet_time_outside_a_day_never_raises_after_the_charge(
+        tmp_path: Path, raw: pa.DataType, typ: pa.DataType, value: int) -> None:
+    """A Parquet TIME key (``TIME`` is on the key-type allow-list) holding a value outside
+    [0, 24 h): DuckDB raises "Invalid TIME value ... must be within a day" reading it. Before a
+    fix: after the charge on D only. Safe: the same outcome on D and D'."""
+    outcomes = []
+    for tag, values in (("d", [0] * 10 + [value]), ("dp", [0] * 10)):
+        path = tmp_path / f"{tag}.parquet"
+        n = len(values)
+        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
+                                 "k": pa.array(values, raw).view(typ)}), path)
         outcomes.append(_outcome(str(path)))
     assert outcomes[0] == outcomes[1], outcomes
 
