@@ -137,6 +137,39 @@ def test_subquery_rewritten_into_a_join_is_refused(classic_spark: Any, tmp_path:
     assert got == ["PrivacyParameterError"] * 2, got
 
 
+def test_sql_functions_reading_the_private_file_are_refused(classic_spark: Any,
+                                                             tmp_path: Path) -> None:
+    """Held: a SQL function (temporary, or persistent in another database, scalar or table)
+    whose body reads the private file is refused: its name prints in the analysed plan (a
+    word off the allow-list), or its rows are the private file's."""
+    import uuid
+
+    private = tmp_path / "private.parquet"
+    _tables()[0].to_parquet(private, index=False)
+    decoy = tmp_path / "decoy.parquet"
+    pd.DataFrame({"user_id": [1000], "ref": [5], "secret": [0]}).to_parquet(decoy, index=False)
+    tag = uuid.uuid4().hex[:8]
+    body = f"(SELECT count(*) FROM parquet.`{private}` WHERE user_id = 1000)"
+    classic_spark.sql(f"CREATE DATABASE IF NOT EXISTS atk4_{tag}")
+    try:
+        classic_spark.sql(f"CREATE TEMPORARY FUNCTION leak_{tag}() RETURNS BIGINT RETURN {body}")
+        classic_spark.sql(f"CREATE FUNCTION atk4_{tag}.leak() RETURNS BIGINT RETURN {body}")
+        classic_spark.sql(f"CREATE FUNCTION atk4_{tag}.rows() RETURNS TABLE(user_id BIGINT, "
+                          f"ref BIGINT, secret BIGINT) RETURN SELECT user_id, ref, secret "
+                          f"FROM parquet.`{private}`")
+        publics = [classic_spark.sql(f"SELECT user_id, ref, CAST({call} AS BIGINT) AS secret "
+                                     f"FROM parquet.`{decoy}`")
+                   for call in (f"leak_{tag}()", f"atk4_{tag}.leak()")]
+        publics.append(classic_spark.sql(f"SELECT * FROM atk4_{tag}.rows()"))
+        for public in publics:
+            session = dpa.Session(classic_spark, table=str(private), privacy_unit="user_id",
+                                  budget=Budget(epsilon=10.0))
+            assert _join_count(session, public) == "PrivacyParameterError"
+    finally:
+        classic_spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS leak_{tag}")
+        classic_spark.sql(f"DROP DATABASE IF EXISTS atk4_{tag} CASCADE")
+
+
 def test_parser_refuses_a_subquery_expression() -> None:
     """The text check alone: a plan holding a scalar subquery over a Parquet relation."""
     plan = """== Parsed Logical Plan ==
