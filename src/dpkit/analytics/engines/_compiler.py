@@ -352,9 +352,17 @@ def _resolve(name: object, schema: Mapping[str, str], what: str) -> str:
     raise PlanError(f"{what} {name!r} is not a column of the source (columns: {list(schema)})")
 
 
-def _normalized(name: str, family: Family, profile: DialectProfile) -> exp.Expression:
-    """A column with NaN turned into NULL and -0.0 into 0.0 (floats); other types unchanged."""
+def _normalized(name: str, family: Family, profile: DialectProfile,
+                sql_type: str = "") -> exp.Expression:
+    """A column with NaN turned into NULL and -0.0 into 0.0 (floats), and on DuckDB the
+    infinite dates and timestamps (``infinity``, ``-infinity``) into NULL: DuckDB's client
+    returns them as ``date.max``/``datetime.max`` (and the minimums), equal to real values, so
+    as keys they would merge two groups in the driver; NULL is what a missing value is
+    everywhere else. Other types unchanged."""
     c = _col(name)
+    t = sql_type.upper().strip()
+    if profile.dialect == "duckdb" and (t == "DATE" or t.startswith("TIMESTAMP")):
+        return _case(_func("isinf", c), exp.Null(), c.copy())
     if family != "float":
         return c
     zero = exp.Literal.number(0)
@@ -1159,7 +1167,8 @@ def compile_plan(
     if extra.buckets:  # the columns the bucket conditions read are normalized in src too
         bucket_exprs = extra.bucket_sql(lambda n: use(n, "bucket condition column"), profile)
     base_used = [c for c in used if c not in extra.bucket_types]
-    src = exp.select(*[_alias(_normalized(extra.origin.get(c, c), families[c], profile),
+    src = exp.select(*[_alias(_normalized(extra.origin.get(c, c), families[c], profile,
+                                          schema[c]),
                               _ident(c))
                        for c in base_used]).from_(source_sql(plan.source, registered=registered,
                                                              dialect=profile.dialect,
