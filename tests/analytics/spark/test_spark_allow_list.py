@@ -382,3 +382,15 @@ def test_function_registered_under_a_builtin_word_refuses_frames_using_it(
         spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS `{name}`")
     assert "upper" not in SparkEngine(spark)._user_functions()
     assert join_count(_session(spark, private), public) == 40
+
+
+def test_subquery_markers_and_ordinary_names() -> None:
+    """Subquery expressions print as ``name#id`` (``scalar-subquery#0``, ``exists#12``,
+    ``list#5``, ``lateral-subquery#3``) and are refused; a column whose name merely ends in one
+    of those words (``blacklist#4L``) is not mistaken for one."""
+    marker = SparkEngine._PLAN_SUBQUERY
+    for text in ("Project [scalar-subquery#0 []]", "Filter exists#12 []", "(a#1 IN (list#5 []))",
+                 "lateral-subquery#3 []"):
+        assert marker.search(text), text
+    for text in ("Project [blacklist#4L]", "Project [my_list#2, user_id#2L]"):
+        assert not marker.search(text), text

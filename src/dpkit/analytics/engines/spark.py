@@ -320,7 +320,7 @@ class SparkEngine:
     # A subquery expression (scalar, EXISTS, IN, lateral) prints as ``name#id`` and its plan on
     # lines of its own; ``inputFiles()`` does not look inside it, so whatever it reads would go
     # unchecked: refused, like any column spelled the same way (the safe side).
-    _PLAN_SUBQUERY = re.compile(r"(?i)(?:subquery|exists|list)#\d")
+    _PLAN_SUBQUERY = re.compile(r"(?i)(?<!\w)(?:[\w-]*subquery|exists|list)#\d")
     _PLAN_SECTIONS = ("== Parsed Logical Plan ==", "== Analyzed Logical Plan ==",
                       "== Optimized Logical Plan ==", "== Physical Plan ==")
 
