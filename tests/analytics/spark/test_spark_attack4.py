@@ -1,10 +1,11 @@
 """Fourth attack round: the Spark plan allow-list, group-key types, md5 texts of dates.
 
 Findings (benchmarks/attack/spark4_*.py print the figures). Fixed, with tests here: the
-subquery (refused by the plan allow-list) and DuckDB's infinite dates (NULL, like NaN). Open
-and documented in docs/concepts/known-limitations.md, with scripts but no test here: DuckDB's
-Parquet reader raising on values outside the format or its ranges, and md5 rows of the
-infinite dates (a value only DuckDB holds):
+subquery (refused by the plan allow-list), DuckDB's infinite dates (NULL, like NaN) and
+invalid UTF-8 in Parquet strings (read with each bad byte as ``?``). Open and documented in
+docs/concepts/known-limitations.md, with scripts but no test here: DuckDB's Parquet reader
+raising on TIME values outside a day and coarse timestamps beyond its range, and md5 rows of
+the infinite dates (a value only DuckDB holds):
 
 * a public Spark frame over a decoy file whose *subquery expression* (scalar subquery, EXISTS,
   a CTE used as a scalar) reads the private file passes the check: ``inputFiles()`` does not
@@ -393,3 +394,26 @@ def test_infinite_dates_decode_to_python_extremes() -> None:
     got = duckdb.connect().execute(
         "SELECT 'infinity'::DATE, DATE '9999-12-31', '-infinity'::DATE").fetchall()[0]
     assert got == (datetime.date.max, datetime.date.max, datetime.date.min)
+
+
+# ------------------------------------------------------------ finding: invalid UTF-8 (DuckDB)
+
+@pytest.mark.parametrize(("key", "where"), [
+    ("k", "age > 50"),              # the text column is the group key
+    ("age", "k <> 'zz'"),           # the text column is only in a predicate
+], ids=["key", "predicate"])
+def test_parquet_invalid_utf8_never_raises_after_the_charge(tmp_path: Path, key: str,
+                                                            where: str) -> None:
+    """Person 1000's text is the bytes ``FF FE`` in a Parquet string column. Before the fix:
+    DuckDB raised reading the column after the charge on D; D' released (now read with
+    ``utf8_validation='replace'``). Safe: the same
+    outcome on both."""
+    outcomes = []
+    for tag, raw in (("d", [b"ok"] * 10 + [b"\xff\xfe"]), ("dp", [b"ok"] * 10)):
+        path = tmp_path / f"{tag}.parquet"
+        n = len(raw)
+        text = pa.array(raw, pa.binary()).view(pa.string())  # no UTF-8 check on the way
+        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
+                                 "k": text}), path)
+        outcomes.append(_outcome(str(path), key=key, where=where))
+    assert outcomes[0] == outcomes[1], outcomes

@@ -873,7 +873,10 @@ def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
         raise PlanError("source location must not contain NUL characters")
     loc = exp.Literal.string(source.location)
     if source.kind == "parquet":
-        return exp.Table(this=_func("read_parquet", loc))
+        # Invalid UTF-8 in a string column: read with each bad byte as "?" rather than failing
+        # the scan (a failure would depend on the rows and come after the charge).
+        return exp.Table(this=_func("read_parquet", loc, exp.EQ(
+            this=exp.column("utf8_validation"), expression=exp.Literal.string("replace"))))
     if source.kind == "csv":
         if not csv_columns:
             raise PlanError("a CSV source needs its header's column names")
