@@ -37,6 +37,31 @@ SPARK_CONF = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _client_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """pyspark picks classic or Spark Connect objects (``F.udf``, ``pandas_udf``, columns) by
+    the ``SPARK_CONNECT_MODE_ENABLED`` variable, which creating a Connect session sets for the
+    rest of the process: each test gets the mode of the session it uses, so the outcome does
+    not depend on which test ran before."""
+    params = getattr(request.node, "callspec", None)
+    kind = params.params.get("spark") if params is not None else None
+    names = request.fixturenames
+    connect = kind == "connect" or ("connect_spark" in names and "classic_spark" not in names)
+    classic = kind == "classic" or ("classic_spark" in names and "connect_spark" not in names)
+    before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    if connect:
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    elif classic:
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        else:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = before
+
+
 @pytest.fixture(scope="session")
 def _connect_boot() -> Iterator[tuple[LocalConnectServer, threading.Thread, list[BaseException]]]:
     """Start the Spark Connect server in a background thread, so that it boots while the
