@@ -510,14 +510,14 @@ def _date_time_text(col: exp.Expression, codec: str, profile: DialectProfile
     """The md5 text of a date (``codec == "date"``: days since 1970-01-01) or a wall-clock
     timestamp (``"local"``: ``days:microseconds of the day``), identical on DuckDB and Spark for
     every value both can hold, years outside 1..9999 included; small integers only, so nothing
-    overflows (Spark's ``timestampdiff`` from the epoch overflows near its range's ends). A
-    value DuckDB cannot split (``infinity``) is NULL through its error-to-NULL wrapper."""
+    overflows (Spark's ``timestampdiff`` from the epoch overflows near its range's ends).
+    DuckDB's infinities are NULL before this (see :func:`_normalized`); its error-to-NULL
+    wrapper still guards the text."""
     def days(d: exp.Expression) -> exp.Expression:
         if profile.dialect == "spark":
             return _func("unix_date", d)
         return _func("date_diff", exp.Literal.string("day"),
-                     exp.Cast(this=exp.Literal.string("1970-01-01"),
-                              to=exp.DataType.build("DATE")), d)
+                     _cast(exp.Literal.string("1970-01-01"), "DATE"), d)
 
     if codec == "date":
         out: exp.Expression = _cast(days(col), profile.text_type)
@@ -546,7 +546,8 @@ def _token_steps(columns: Sequence[tuple[str, Family, str]],
     ``(column, family, alias)``, under ``alias``; the steps of all columns are merged, so the
     statement nests at most seven projections whatever the number of columns. ``types``
     (column -> engine type) picks the engine-independent text of instants (microseconds since
-    the epoch) and bytes (upper-case hex)."""
+    the epoch), dates and wall-clock timestamps (see :func:`_date_time_text`) and bytes
+    (upper-case hex)."""
     steps: list[Step] = []
 
     def add(level: int, alias: str, e: exp.Expression) -> None:
