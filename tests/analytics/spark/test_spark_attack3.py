@@ -28,17 +28,16 @@ privacy units (``rand()``, ``monotonically_increasing_id()``) never let a unit e
 from __future__ import annotations
 
 import math
-import random
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _spark_helpers import key_file, md5_counts
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.engines.spark import SparkEngine
 from dpkit.errors import DPKitError
@@ -173,25 +172,6 @@ def test_nanosecond_keys_keep_their_own_aggregates(tmp_path: Path, typ: pa.DataT
     assert len(set(r.keys)) == len(r.keys), r.keys
 
 
-# ------------------------------------------------------------ findings: md5 profile texts
-
-def _md5_counts(engine: Any, path: Path) -> list[int]:
-    plan = Plan(source=Source(kind="parquet", location=str(path)), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
-    return sorted(int(n) for n in engine.execute(plan).values["n"])
-
-
-def _key_file(path: Path, keys: pa.Array, seed: int = 1) -> Path:
-    """60 persons with 5 rows each, each row's key drawn from ``keys``."""
-    rng = random.Random(seed)
-    uid = [f"u{u}" for u in range(60) for _ in range(5)]
-    picks = [rng.randrange(len(keys)) for _ in uid]
-    pq.write_table(pa.table({"uid": uid, "k": keys.take(pa.array(picks))}), path)
-    return path
-
-
 @pytest.mark.parametrize(("raw", "typ", "values"), [
     (pa.int32(), pa.date32(), [19723, 2932897, 2932898]),          # year 10000
     (pa.int32(), pa.date32(), [19723, -719163, -719528]),          # 1 BC (year 0)
@@ -205,12 +185,12 @@ def test_md5_dates_outside_years_1_to_9999_keep_the_same_rows_as_duckdb(
         values: list[int]) -> None:
     """The md5 profile promises the same kept rows on Spark and DuckDB (before a fix: e.g.
     DuckDB [15, 21, 24] vs Spark [15, 22, 23] rows per group for dates in the year 10000)."""
-    path = _key_file(tmp_path / "k.parquet", pa.array(values, raw).cast(typ))
+    path = key_file(tmp_path / "k.parquet", pa.array(values, raw).cast(typ))
     try:
-        spark_counts = _md5_counts(SparkEngine(classic_spark, hash="md5"), path)
+        spark_counts = md5_counts(SparkEngine(classic_spark, hash="md5"), path)
     except DPKitError:
         return  # a key type the engines cannot agree on may be refused
-    duck = _md5_counts(DuckDBEngine(hash="md5", threads=1), path)
+    duck = md5_counts(DuckDBEngine(hash="md5", threads=1), path)
     assert sum(duck) == 60  # one row per person: bounding is binding
     assert duck == spark_counts
 
@@ -221,9 +201,9 @@ def test_md5_nan_key_in_parquet_keeps_the_same_rows_as_duckdb(
     """NaN keys in a chunk without NULL (before a fix: DuckDB keeps NaN, whose md5 token is not
     NULL's; e.g. the NULL group counts 13 rows on DuckDB and 9 on Spark)."""
     keys = pa.array([0.0, -0.0, math.nan, 1e-45, 3.4e38], typ)
-    path = _key_file(tmp_path / "nan.parquet", keys)
-    duck = _md5_counts(DuckDBEngine(hash="md5", threads=1), path)
-    spark_counts = _md5_counts(SparkEngine(classic_spark, hash="md5"), path)
+    path = key_file(tmp_path / "nan.parquet", keys)
+    duck = md5_counts(DuckDBEngine(hash="md5", threads=1), path)
+    spark_counts = md5_counts(SparkEngine(classic_spark, hash="md5"), path)
     assert sum(duck) == 60
     assert duck == spark_counts
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import random
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +46,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _spark_helpers import join_count, key_file, md5_counts
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.engines.spark import SparkEngine
 from dpkit.errors import DPKitError
@@ -67,18 +66,9 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return d, d[d.user_id != 1000].reset_index(drop=True)
 
 
-def _join_count(session: Any, public: Any) -> int | str:
-    """The exact count of rows whose public partner has ``secret = 1`` (one row per unit,
-    sensitivity 1), or the refusal's class when refused before the charge."""
-    try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
-    except DPKitError as exc:
-        return type(exc).__name__
-    return int(p.exact(session.engine).values["n:n"][0])
+def _refusal(result: int | str) -> int | str:
+    """The count, or the refusal's class alone (``join_count`` adds the message)."""
+    return result.split(":", 1)[0] if isinstance(result, str) else result
 
 
 # Each public frame reads the decoy file as far as ``inputFiles()`` can tell; ``{p}`` is the
@@ -119,7 +109,7 @@ def _subquery_counts(spark: Any, tmp_path: Path, sql: str, *,
         public = spark.sql(sql.format(p=private, dec=decoy))
         # the blind spot: inputFiles() misses the subquery's file (``hidden``)
         assert hidden == all("private" not in f for f in public.inputFiles())
-        out.append(_join_count(session, public))
+        out.append(_refusal(join_count(session, public)))
         assert session.budget.spent[0] == 0
     return out
 
@@ -169,7 +159,7 @@ def test_sql_functions_reading_the_private_file_are_refused(classic_spark: Any,
         for public in publics:
             session = dpa.Session(classic_spark, table=str(private), privacy_unit="user_id",
                                   budget=Budget(epsilon=10.0))
-            assert _join_count(session, public) == "PrivacyParameterError"
+            assert _refusal(join_count(session, public)) == "PrivacyParameterError"
     finally:
         classic_spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS leak_{tag}")
         classic_spark.sql(f"DROP DATABASE IF EXISTS atk4_{tag} CASCADE")
@@ -333,32 +323,6 @@ def test_other_duckdb_key_types_decode_one_to_one(tmp_path: Path, kind: str) -> 
     assert len(set(keys)) == len(keys), got
 
 
-# ------------------------------------------------------------ finding: md5 of infinite dates
-
-def _md5_counts(engine: Any, path: Path) -> list[int]:
-    plan = Plan(source=Source(kind="parquet", location=str(path)), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
-    return sorted(int(n) for n in engine.execute(plan).values["n"])
-
-
-def _key_file(path: Path, keys: pa.Array, seed: int = 1) -> Path:
-    """60 persons with 5 rows each, each row's key drawn from ``keys``."""
-    rng = random.Random(seed)
-    uid = [f"u{u}" for u in range(60) for _ in range(5)]
-    picks = [rng.randrange(len(keys)) for _ in uid]
-    pq.write_table(pa.table({"uid": uid, "k": keys.take(pa.array(picks))}), path)
-    return path
-
-
-MD5_INFINITE = {
-    # DuckDB's infinity and -infinity as Parquet integers (days; microseconds)
-    "date-inf": (pa.int32(), pa.date32(), [19723, 2**31 - 1, -(2**31 - 1)]),
-    "ntz-inf": (pa.int64(), pa.timestamp("us"), [1704067200000000, 2**63 - 1, -(2**63 - 1)]),
-}
-
-
 MD5_HELD = {
     "decimal-38-37": pa.array([decimal.Decimal("0"), decimal.Decimal("1E-37"),
                                decimal.Decimal("-1E-37")], pa.decimal128(38, 37)),
@@ -372,19 +336,19 @@ MD5_HELD = {
 
 @pytest.mark.parametrize("kind", sorted(MD5_HELD))
 def test_md5_other_key_types_agree(classic_spark: Any, tmp_path: Path, kind: str) -> None:
-    path = _key_file(tmp_path / "k.parquet", MD5_HELD[kind])
-    duck = _md5_counts(DuckDBEngine(hash="md5", threads=1), path)
-    spark_counts = _md5_counts(SparkEngine(classic_spark, hash="md5"), path)
+    path = key_file(tmp_path / "k.parquet", MD5_HELD[kind])
+    duck = md5_counts(DuckDBEngine(hash="md5", threads=1), path)
+    spark_counts = md5_counts(SparkEngine(classic_spark, hash="md5"), path)
     assert sum(duck) == 60 and len(duck) == 3
     assert duck == spark_counts
 
 
 def test_md5_ordinary_and_far_dates_agree(classic_spark: Any, tmp_path: Path) -> None:
     """Held: days up to one below DuckDB's infinity keep the same rows on both engines."""
-    path = _key_file(tmp_path / "k.parquet",
+    path = key_file(tmp_path / "k.parquet",
                      pa.array([19723, 2**31 - 2, -(2**31)], pa.int32()).cast(pa.date32()))
-    duck = _md5_counts(DuckDBEngine(hash="md5", threads=1), path)
-    spark_counts = _md5_counts(SparkEngine(classic_spark, hash="md5"), path)
+    duck = md5_counts(DuckDBEngine(hash="md5", threads=1), path)
+    spark_counts = md5_counts(SparkEngine(classic_spark, hash="md5"), path)
     assert sum(duck) == 60
     assert duck == spark_counts
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from _spark_join import join_count
+from _spark_helpers import join_count
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
