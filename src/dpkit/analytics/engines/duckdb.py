@@ -40,17 +40,31 @@ def _frame_to_scannable(frame: Any) -> Any:
 
     pandas ``object`` columns become pandas ``string`` columns (``None``/NaN -> NA, everything
     else ``str(value)``): DuckDB otherwise guesses an object column's type from a sample and
-    fails on a later row of another type, an exception that would depend on the data.
+    fails on a later row of another type, an exception that would depend on the data. Text
+    columns held by Python (``object``, ``string`` with Python storage, categories of text) are
+    then re-encoded as UTF-8 with each lone surrogate (what ``surrogateescape`` makes of an
+    invalid byte) replaced by ``?``: DuckDB fails on such a string while it scans the row, after
+    the charge and only when that row is read. The same ``?`` as for invalid bytes in Parquet.
     Polars frames go through Arrow (a lazy frame is collected first). An Arrow
     ``RecordBatchReader`` is read once into a table, so several releases can scan it.
     """
     mod = type(frame).__module__.split(".")[0]
     if mod == "pandas":
-        obj_cols = [c for c in frame.columns if frame[c].dtype == object]
-        if obj_cols:
+        import pandas as pd
+
+        def python_text(dtype: Any) -> bool:
+            if isinstance(dtype, pd.CategoricalDtype):
+                return python_text(dtype.categories.dtype)
+            return pd.api.types.is_object_dtype(dtype) or (isinstance(dtype, pd.StringDtype)
+                                             and dtype.storage == "python")
+
+        text_cols = [c for c in frame.columns if python_text(frame[c].dtype)]
+        if text_cols:
             frame = frame.copy()
-            for c in obj_cols:
-                frame[c] = frame[c].astype("string")
+            for c in text_cols:
+                text = frame[c].astype("string")
+                frame[c] = text.str.encode("utf-8", "replace").str.decode("utf-8") \
+                    .astype("string")
         return frame
     if mod == "polars":
         import polars as pl
