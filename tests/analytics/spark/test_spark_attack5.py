@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _spark_join import join_count
+from _spark_helpers import join_count
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
