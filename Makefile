@@ -8,6 +8,7 @@ STAMP_BENCH := $(VENV)/.stamp-bench
 STAMP_PLOT := $(VENV)/.stamp-plot
 STAMP_SYS := $(VENV)/.stamp-sys
 STAMP_DOCS := $(VENV)/.stamp-docs
+STAMP_JAVA := $(VENV)/.stamp-java
 
 .PHONY: demo test lint bench clean docs
 
@@ -51,9 +52,14 @@ $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
 test: lint $(STAMP_SYS)
 	$(BIN)/pytest
 
+# Java for the Spark tutorial of the documentation (apt, only when missing).
+$(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh
+	bash .ci/system-deps.sh java
+	touch $@
+
 # The documentation site, into site/: runs every tutorial block and draws the plots.
-docs: $(STAMP_DOCS)
-	$(BIN)/mkdocs build --strict --site-dir site
+docs: $(STAMP_DOCS) $(STAMP_JAVA)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
 PEERS := .venv-peers
