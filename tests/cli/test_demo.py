@@ -42,3 +42,19 @@ def test_demo_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "95% interval" in res.output and "spent epsilon=3" in res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80
     assert (tmp_path / "d.png").exists()
+
+
+def test_histogram_truth_is_the_bounded_records_count(tmp_path: Path) -> None:
+    """The "true" record counts are those the intervals cover: at most MAX_ROWS records per
+    person (the data has people with more), not every record."""
+    import pandas as pd
+
+    from dpkit.cli._demo import MAX_ROWS, people_parquet
+
+    rep = run_demo(rows=30_000, cache=tmp_path, epsilon=3.0, delta=1e-6)
+    per_person = pd.read_parquet(people_parquet(30_000, 7, tmp_path)).groupby("user_id").size()
+    assert per_person.max() > MAX_ROWS  # the bounding drops records
+    kept = int(per_person.clip(upper=MAX_ROWS).sum())
+    assert int(rep.truth["histogram"].sum()) == kept
+    records = [line for line in rep.lines if line[0].startswith("records ")]
+    assert sum(line[1] for line in records) == kept

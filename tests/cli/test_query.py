@@ -62,7 +62,8 @@ def test_query_errors_are_clear(people: Path) -> None:
     res = runner.invoke(app, ["query", str(people), "--privacy-unit", "user_id", "--epsilon",
                               "nan", "--count"])
     assert res.exit_code == 2 and "epsilon" in res.output
-    res = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--mean", "salary:0:1"])
+    res = runner.invoke(app, ["query", str(people), "--rows-are-people", "--epsilon", "1",
+                              "--mean", "salary:0:1"])
     assert res.exit_code == 2 and "salary" in res.output
 
 
@@ -75,8 +76,62 @@ def test_query_prints_csv(people: Path) -> None:
     res = runner.invoke(app, ["query", str(people), "--privacy-unit", "user_id", "--epsilon",
                               "1", "--count-distinct", "--output", "csv"])
     assert res.exit_code == 0, res.output
-    header, value = res.output.strip().splitlines()
-    assert header == "units,units_low,units_high"
+    header, value = res.stdout.strip().splitlines()
+    assert header == "distinct_user_id,distinct_user_id_low,distinct_user_id_high"
     # about 1,400 distinct users, discrete Laplace noise of scale 1: |noise| > 200 has
     # probability e^-200
     assert 1000 < int(value.split(",")[0]) < 1700
+
+
+def test_query_without_a_privacy_unit_choice_is_refused(people: Path) -> None:
+    res = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--count"])
+    assert res.exit_code == 2
+    assert "--privacy-unit" in res.output and "--rows-are-people" in res.output
+    assert "privacy spent" not in res.output
+    both = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--count",
+                               "--privacy-unit", "user_id", "--rows-are-people"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_query_says_what_it_protects(people: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpkit.analytics as dpa
+
+    seen: list[object] = []
+    real = dpa.Session.__init__
+
+    def recording(self: object, *args: object, **kwargs: object) -> None:
+        seen.append(kwargs.get("privacy_unit", "missing"))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dpa.Session, "__init__", recording)
+    rows = runner.invoke(app, ["query", str(people), "--rows-are-people", "--epsilon", "1",
+                               "--count"])
+    assert rows.exit_code == 0, rows.output
+    assert "protects each row, not each person" in rows.output
+    assert seen == [None]  # written out, not left to the default
+    unit = runner.invoke(app, ["query", str(people), "--privacy-unit", "user_id",
+                               "--max-rows-per-partition", "3", "--epsilon", "1", "--count",
+                               "--output", "csv"])
+    assert unit.exit_code == 0, unit.output
+    assert "protects each user_id, all of its rows together (at most 1 group, 3 rows per " \
+           "group)" in unit.stderr
+    assert unit.stdout.startswith("count,count_low,count_high\n")
+
+
+def test_sql_query_takes_the_privacy_unit_from_the_metadata(people: Path,
+                                                            tmp_path: Path) -> None:
+    declared = tmp_path / "unit.yaml"
+    declared.write_text("tables:\n  people:\n    privacy_unit: user_id\n")
+    res = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--metadata",
+                              str(declared), "--sql", "SELECT COUNT(*) AS n FROM people"])
+    assert res.exit_code == 0, res.output
+    assert "protects each user_id" in res.output
+    clash = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--metadata",
+                                str(declared), "--rows-are-people", "--sql",
+                                "SELECT COUNT(*) AS n FROM people"])
+    assert clash.exit_code == 2 and "contradicts" in clash.output
+    silent = tmp_path / "none.yaml"
+    silent.write_text("tables:\n  people:\n    max_rows_per_partition: 1\n")
+    res = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--metadata",
+                              str(silent), "--sql", "SELECT COUNT(*) AS n FROM people"])
+    assert res.exit_code == 2 and "--rows-are-people" in res.output

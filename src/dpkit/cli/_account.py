@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dpkit._numeric.validation import check_probability
 
@@ -41,13 +42,13 @@ def steps_from_epochs(epochs: float, sampling_rate: float) -> int:
 
 
 def _print(title: str, rows: list[AccountingRow], delta: float) -> None:
-    table = Table(title=title)
+    table = Table(title=Text(title))
     table.add_column("accountant")
     table.add_column(f"epsilon at delta={delta:g}", justify="right")
     table.add_column("kind")
     table.add_column("time (s)", justify="right")
     for r in rows:
-        table.add_row(r.name, f"{r.epsilon:.5f}", r.kind, f"{r.seconds:.3f}")
+        table.add_row(Text(r.name), f"{r.epsilon:.5f}", Text(r.kind), f"{r.seconds:.3f}")
     Console().print(table)
 
 
@@ -109,17 +110,17 @@ def dpsgd(
     if target_epsilon is not None:
         noise_multiplier = dpsgd_noise_multiplier(
             sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta)
-        Console().print(
+        Console().print(Text(
             f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
             f"at delta={delta:g}, q={q:g}, steps={n})"
-        )
+        ))
     assert noise_multiplier is not None
     rows = dpsgd_rows(sampling_rate=q, noise_multiplier=noise_multiplier, steps=n, delta=delta)
     title = f"DP-SGD: q={q:g}, sigma={noise_multiplier:g}, steps={n}"
     _print(title, rows, delta)
     if plot is not None:
         _plot(rows, plot, title)
-        Console().print(f"privacy profiles saved to {plot}")
+        Console().print(Text(f"privacy profiles saved to {plot}"))
 
 
 @app.command("laplace")
@@ -139,4 +140,4 @@ def laplace(
     _print(title, rows, delta)
     if plot is not None:
         _plot(rows, plot, title)
-        Console().print(f"privacy profiles saved to {plot}")
+        Console().print(Text(f"privacy profiles saved to {plot}"))

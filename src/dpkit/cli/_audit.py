@@ -55,7 +55,7 @@ def run_audit(mechanism: Any, *, pair: tuple[Any, Any] | None = None, claim: Cla
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed:,.0f} outputs"), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
-        task = bar.add_task(f"sampling {title}", total=None)
+        task = bar.add_task(escape(f"sampling {title}"), total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -86,7 +86,7 @@ def run_audit(mechanism: Any, *, pair: tuple[Any, Any] | None = None, claim: Cla
     console.print(table)
     if plot is not None:
         result.plot(plot)
-        console.print(f"plot saved to {plot}")
+        console.print(escape(f"plot saved to {plot}"))
     return result
 
 

@@ -27,6 +27,7 @@ import numpy.typing as npt
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dpkit.noise import RandomSource
 
@@ -155,12 +156,21 @@ def run_demo(*, rows: int = 1_000_000, seed: int = 7, epsilon: float = 3.0,
 
     hist = (session.query().bound(max_partitions=1, max_rows_per_partition=MAX_ROWS)
             .agg(income=dpa.histogram("income", edges=list(INCOME_EDGES))))
-    f2 = hist.run(epsilon=e2, delta=d2)
+    # The intervals cover the counts of the records kept (at most MAX_ROWS per person), which
+    # depend on the plan's secret salt: the true counts shown are the exact counts of that same
+    # plan (prepare, exact), then the budget is charged and the same counts are released.
+    prepared = hist.prepare(epsilon=e2, delta=d2)
+    exact = prepared.exact(session.engine)
+    bins = next(m.name for m in prepared.plan.aggregate.measures if m.kind == "bin_counts")
+    cells: Any = exact.values[bins][0]  # a tuple of exact integers, one per bin
+    true_hist = np.array([int(v) for v in cells])
+    budget.charge(prepared.pricing.event)
+    f2 = prepared.release_from(exact, source=session.source_of_randomness)
     report.frames["histogram"] = f2
     report.spent.append(("income histogram", *budget.spent))
-    clipped = df["income"].clip(INCOME_EDGES[0], INCOME_EDGES[-1])
-    true_hist, _ = np.histogram(clipped, bins=np.asarray(INCOME_EDGES))
     report.truth["histogram"] = true_hist
+    clipped = df["income"].clip(INCOME_EDGES[0], INCOME_EDGES[-1])
+    report.truth["histogram_all"], _ = np.histogram(clipped, bins=np.asarray(INCOME_EDGES))
     cols = [c for c in f2.columns if c.startswith("income[") and not c.endswith(
         ("_low", "_high"))]
     for c, t in zip(cols, true_hist, strict=True):
@@ -200,7 +210,8 @@ def print_report(report: DemoReport, console: Console) -> None:
     """The report as an 80-column table and the budget lines."""
     eps, dl = report.budget
     console.print(f"[bold]dpkit demo[/bold]: {report.rows:,} records of {report.people:,} "
-                  f"people, privacy unit user_id\n{report.path}")
+                  "people, privacy unit user_id")
+    console.print(Text(str(report.path)))
     console.print(f"budget: epsilon={eps:g}, delta={dl:g}; at most {MAX_ROWS} records per "
                   "person are used")
     table = Table(width=80)
@@ -210,14 +221,16 @@ def print_report(report: DemoReport, console: Console) -> None:
     table.add_column("95% interval", justify="right", no_wrap=True)
     for name, true, priv, lo, hi in report.lines:
         ci = "-" if math.isnan(lo) else f"[{_num(lo)}, {_num(hi)}]"
-        table.add_row(name, _num(true), _num(priv), ci)
+        table.add_row(Text(name), _num(true), _num(priv), Text(ci))
     console.print(table)
     hidden = report.truth.get("hidden", [])
     if hidden:
-        console.print(f"hidden by partition selection (too few people): {', '.join(hidden)}")
+        console.print(Text(f"hidden by partition selection (too few people): "
+                           f"{', '.join(hidden)}"))
     for what, e, d in report.spent:
         console.print(f"after {what}: spent epsilon={e:.3g}, delta={d:.3g}")
-    console.print("true: all records, no privacy; intervals cover the bounded records' value")
+    console.print(f"true: no privacy; record counts are of the records used (at most {MAX_ROWS} "
+                  "per person), people and means of all records")
     console.print(f"done in {report.seconds:.1f} s")
 
 
@@ -302,4 +315,4 @@ def demo(
     print_report(report, console)
     if plot is not None and not no_plot:
         out = plot_report(report, plot)
-        console.print(f"plot written to {out}")
+        console.print(Text(f"plot written to {out}"))

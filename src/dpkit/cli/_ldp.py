@@ -11,8 +11,10 @@ import numpy as np
 import numpy.typing as npt
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from dpkit import ldp
 from dpkit.noise import RandomSource
@@ -67,7 +69,7 @@ def simulate(
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed:,}/{task.total:,} users"), TimeElapsedColumn(),
                   console=console, transient=users <= BATCH) as progress:
-        task = progress.add_task(f"{type(proto).__name__} eps={epsilon:g}", total=users)
+        task = progress.add_task(escape(f"{type(proto).__name__} eps={epsilon:g}"), total=users)
         for lo in range(0, users, BATCH):
             chunk = values[lo:lo + BATCH]
             if isinstance(proto, ldp.MeanMechanism):
@@ -91,12 +93,12 @@ def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArra
     truth = np.bincount(values, minlength=proto.d).astype(np.float64)
     theory = np.array([proto.variance(users, f) for f in truth / users])
     mse = float(np.mean((est.raw_counts - truth) ** 2))
-    table = Table(title=f"{proto!r}: {users:,} users, estimate vs truth (top {top})")
+    table = Table(title=Text(f"{proto!r}: {users:,} users, estimate vs truth (top {top})"))
     for col in ("item", "true count", "estimate", "std error", "error / se"):
         table.add_column(col, justify="right")
     for v in np.argsort(-truth)[:top]:
         err = est.raw_counts[v] - truth[v]
-        table.add_row(str(est.labels[v]), f"{truth[v]:,.0f}", f"{est.raw_counts[v]:,.1f}",
+        table.add_row(Text(str(est.labels[v])), f"{truth[v]:,.0f}", f"{est.raw_counts[v]:,.1f}",
                       f"{est.std_errors[v]:,.1f}", f"{err / est.std_errors[v]:+.2f}")
     console.print(table)
     console.print(
@@ -106,7 +108,7 @@ def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArra
     )
     if plot is not None:
         _plot(plot, truth, est.raw_counts, est.std_errors, repr(proto))
-        console.print(f"plot written to {plot}")
+        console.print(Text(f"plot written to {plot}"))
 
 
 def _report_mean(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64],
@@ -114,7 +116,7 @@ def _report_mean(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.
     est = agg.estimate()
     t = 2.0 * values / max(d - 1, 1) - 1.0
     var = proto.variance(values.size, float(np.mean(t * t)))
-    table = Table(title=f"{proto!r}: mean of {values.size:,} values in [-1, 1]")
+    table = Table(title=Text(f"{proto!r}: mean of {values.size:,} values in [-1, 1]"))
     for col in ("true mean", "estimate", "std error", "theoretical sd", "error / sd"):
         table.add_column(col, justify="right")
     err = est.mean - float(t.mean())

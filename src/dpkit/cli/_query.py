@@ -5,6 +5,11 @@ Example::
     dpkit query people.parquet --privacy-unit user_id --epsilon 1 --delta 1e-6 \\
         --group-by region --count --mean income:0:500000
 
+Every query says who it protects: ``--privacy-unit COL`` names the column identifying a person
+(all of a person's rows are bounded together), ``--rows-are-people`` declares that each row is a
+different person. One of the two is required (with ``--sql``, the metadata's ``privacy_unit``
+counts as the first), and the output says which one was used.
+
 The query spends exactly ``--epsilon`` (and ``--delta``): a budget of that size is opened and
 charged once. Without ``--delta`` the release is pure (discrete Laplace noise) and grouping needs
 public ``--keys``; with ``--delta`` the noise is discrete Gaussian and groups without public keys
@@ -13,16 +18,25 @@ are chosen by private partition selection. Each privacy unit keeps at most
 
 ``--sql "SELECT ..." --metadata meta.yaml`` answers a SQL query instead (see docs/sql.md); the
 privacy unit, contribution limits, bounds and public tables then come from the metadata.
+
+Released values are data: keys and column names are printed as plain text, never read as the
+terminal renderer's markup. What is decided before the charge (the options, the output path) is
+checked before it; once the budget is spent the answer is always printed or written, if need be
+as plain CSV on standard output.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from dpkit.errors import DPKitError
 
@@ -70,16 +84,22 @@ def parse_keys(specs: list[str], group_by: list[str]) -> dict[str, list[Any]] | 
     return out
 
 
+def distinct_name(privacy_unit: str | None) -> str:
+    """The output column of ``--count-distinct``: ``distinct_<unit column>``, or
+    ``distinct_rows`` when each row is a person (then it counts rows)."""
+    return f"distinct_{privacy_unit}" if privacy_unit is not None else "distinct_rows"
+
+
 def _build_aggregates(count: bool, count_distinct: bool, sums: list[str], means: list[str],
                       variances: list[str], stds: list[str], quantiles: list[str],
-                      histograms: list[str]) -> dict[str, Any]:
+                      histograms: list[str], privacy_unit: str | None) -> dict[str, Any]:
     import dpkit.analytics as dpa
 
     aggs: dict[str, Any] = {}
     if count:
         aggs["count"] = dpa.count()
     if count_distinct:
-        aggs["units"] = dpa.count_distinct()
+        aggs[distinct_name(privacy_unit)] = dpa.count_distinct()
     for option, specs, make in (("--sum", sums, dpa.sum), ("--mean", means, dpa.mean),
                                 ("--variance", variances, dpa.variance),
                                 ("--std", stds, dpa.std)):
@@ -113,22 +133,89 @@ def _fmt(x: Any) -> str:
 
 
 def render(frame: Any, group_by: list[str], console: Console, title: str) -> None:
-    """The released frame as a table: each aggregate as ``estimate`` and ``[low, high]``."""
-    table = Table(title=title)
+    """The released frame as a table: each aggregate as ``estimate`` and ``[low, high]``.
+
+    Every cell and header is a :class:`rich.text.Text`: keys and column names come from the
+    data (or the user's SQL) and are shown as they are, never read as markup.
+    """
+    table = Table(title=Text(title))
     for g in group_by:
-        table.add_column(g)
+        table.add_column(Text(str(g)))
     stats = [c for c in frame.columns if c not in group_by and not c.endswith(("_low", "_high"))]
     for c in stats:
-        table.add_column(c, justify="right")
+        table.add_column(Text(str(c)), justify="right")
     for _, row in frame.iterrows():
-        cells = [str(row[g]) for g in group_by]
+        cells = [Text(str(row[g])) for g in group_by]
         for c in stats:
             cell = _fmt(row[c])
             if f"{c}_low" in frame.columns:
                 cell += f"\n[{_fmt(row[f'{c}_low'])}, {_fmt(row[f'{c}_high'])}]"
-            cells.append(cell)
+            cells.append(Text(cell))
         table.add_row(*cells)
     console.print(table)
+
+
+def _plain(text: str, *, err: bool = False) -> None:
+    """Write ``text`` as it is, whatever the terminal's encoding (unencodable characters are
+    written as backslash escapes): the last resort for a released answer."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
+
+
+def _emit(frame: Any, output: Path | None, to_stdout: bool, gb: list[str], console: Console,
+          alpha: float) -> None:
+    """Print or write the released frame (after the charge: see :func:`query`)."""
+    if to_stdout:
+        text = (frame.to_csv(index=False) if str(output).lower() == "csv"
+                else frame.to_json(orient="records") + "\n")
+        _plain(text)
+        return
+    if output is not None:
+        suffix = output.suffix.lower()
+        if suffix == ".csv":
+            frame.to_csv(output, index=False)
+        elif suffix == ".parquet":
+            frame.to_parquet(output, index=False)
+        else:
+            frame.to_json(output, orient="records", indent=1)
+        console.print(Text(f"wrote {len(frame)} rows to {output}"))
+        return
+    render(frame, gb, console, f"private result ({1 - alpha:.0%} intervals below each estimate)")
+
+
+def _protects(privacy_unit: str | None, max_partitions: int, max_rows: int,
+              sql: bool) -> str:
+    """One sentence: what the release protects."""
+    if privacy_unit is None:
+        return ("protects each row, not each person (--rows-are-people): a person with "
+                "several rows is less protected")
+
+    def n(k: int, what: str) -> str:
+        return f"{k} {what}" + ("" if k == 1 else "s")
+
+    limits = ("limits from the metadata" if sql else
+              f"at most {n(max_partitions, 'group')}, {n(max_rows, 'row')} per group")
+    return f"protects each {privacy_unit}, all of its rows together ({limits})"
+
+
+def _check_output(output: Path | None) -> bool:
+    """Decide ``--output`` before anything is spent; True when the frame goes to stdout."""
+    if output is None:
+        return False
+    if str(output).lower() in ("csv", "json"):
+        return True
+    if output.suffix.lower() not in (".csv", ".parquet", ".json"):
+        raise typer.BadParameter(
+            "--output takes csv or json (printed) or a file ending in .csv, .parquet or .json"
+        )
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise typer.BadParameter(f"--output: no such directory {str(folder)!r}")
+    if not os.access(folder, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise typer.BadParameter(f"--output: {str(output)!r} is not writable")
+    return False
 
 
 def _spark_engine(engine: str, remote: str | None) -> Any:
@@ -163,7 +250,8 @@ def _run_with_progress(q: Any, spark_engine: Any, err: Console, path: str, epsil
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} tasks"), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
-        task = bar.add_task(f"{where}: {path} (bounding, clamping, exact sums)", total=None)
+        task = bar.add_task(escape(f"{where}: {path} (bounding, clamping, exact sums)"),
+                            total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total or None)
@@ -176,52 +264,72 @@ def _run_with_progress(q: Any, spark_engine: Any, err: Console, path: str, epsil
 
 
 def query(
-    path: Annotated[str, typer.Argument(help="Parquet or CSV file (or glob)")],
-    epsilon: Annotated[float, typer.Option("--epsilon", help="epsilon spent by this query")],
+    path: Annotated[str, typer.Argument(metavar="DATA", help="Parquet or CSV file (or glob)")],
+    epsilon: Annotated[float, typer.Option(
+        "--epsilon", metavar="E", help="epsilon this query spends")],
     privacy_unit: Annotated[str | None, typer.Option(
-        "--privacy-unit", help="column identifying a person (default: one row per person)")
+        "--privacy-unit", metavar="COL",
+        help="column identifying a person: all of a person's rows are protected together")
     ] = None,
+    rows_are_people: Annotated[bool, typer.Option(
+        "--rows-are-people",
+        help="each row is a different person (no such column); give this or --privacy-unit")
+    ] = False,
     delta: Annotated[float | None, typer.Option(
-        "--delta", help="delta spent (enables Gaussian noise and partition selection)")] = None,
-    group_by: Annotated[list[str] | None, typer.Option("--group-by", help="group-by column")
-                        ] = None,
+        "--delta", metavar="D",
+        help="delta this query spends (Gaussian noise; groups chosen privately)")] = None,
+    group_by: Annotated[list[str] | None, typer.Option(
+        "--group-by", metavar="COL", help="group by this column (repeat for several)")] = None,
     keys: Annotated[list[str] | None, typer.Option(
-        "--keys", help="public keys of a group-by column: column=v1,v2,...")] = None,
-    where: Annotated[list[str] | None, typer.Option("--where", help="public SQL row filter")
-                     ] = None,
+        "--keys", metavar="COL=V1,V2",
+        help="public keys of a --group-by column, e.g. region=north,south")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", metavar="SQL", help="public row filter, e.g. \"age >= 18\"")] = None,
     max_partitions: Annotated[int, typer.Option(
-        "--max-partitions", help="groups kept per privacy unit")] = 1,
+        "--max-partitions", metavar="N", help="groups kept per person")] = 1,
     max_rows_per_partition: Annotated[int, typer.Option(
-        "--max-rows-per-partition", help="rows kept per privacy unit and group")] = 1,
-    count: Annotated[bool, typer.Option("--count", help="number of rows")] = False,
+        "--max-rows-per-partition", metavar="N", help="rows kept per person and group")] = 1,
+    count: Annotated[bool, typer.Option(
+        "--count", help="number of rows (column count)")] = False,
     count_distinct: Annotated[bool, typer.Option(
-        "--count-distinct", help="number of distinct privacy units")] = False,
-    sums: Annotated[list[str] | None, typer.Option("--sum", help="column:lower:upper")] = None,
-    means: Annotated[list[str] | None, typer.Option("--mean", help="column:lower:upper")
-                     ] = None,
+        "--count-distinct",
+        help="number of distinct persons (column distinct_COL for --privacy-unit COL)")
+    ] = False,
+    sums: Annotated[list[str] | None, typer.Option(
+        "--sum", metavar="COL:LO:HI", help="sum of COL clamped to [LO, HI]")] = None,
+    means: Annotated[list[str] | None, typer.Option(
+        "--mean", metavar="COL:LO:HI", help="mean of COL clamped to [LO, HI]")] = None,
     variances: Annotated[list[str] | None, typer.Option(
-        "--variance", help="column:lower:upper")] = None,
-    stds: Annotated[list[str] | None, typer.Option("--std", help="column:lower:upper")] = None,
+        "--variance", metavar="COL:LO:HI", help="variance of COL clamped to [LO, HI]")] = None,
+    stds: Annotated[list[str] | None, typer.Option(
+        "--std", metavar="COL:LO:HI",
+        help="standard deviation of COL clamped to [LO, HI]")] = None,
     quantiles: Annotated[list[str] | None, typer.Option(
-        "--quantile", help="column:q1,q2,...:lower:upper")] = None,
+        "--quantile", metavar="COL:Q1,Q2:LO:HI",
+        help="quantiles Q1, Q2, ... of COL within [LO, HI], e.g. age:0.25,0.5:0:120")] = None,
     histograms: Annotated[list[str] | None, typer.Option(
-        "--histogram", help="column:e0,e1,...,ek (bin edges)")] = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence level")] = 0.05,
+        "--histogram", metavar="COL:E0,E1,...",
+        help="rows of COL per bin between the edges E0 < E1 < ..., e.g. income:0,1e4,1e5")
+    ] = None,
+    alpha: Annotated[float, typer.Option(
+        "--alpha", metavar="A", help="the intervals have confidence level 1 - A")] = 0.05,
     output: Annotated[Path | None, typer.Option(
-        "--output", help="csv or json (printed), or a .csv, .parquet or .json file")] = None,
+        "--output", metavar="FILE",
+        help="csv or json (printed), or a file ending in .csv, .parquet or .json")] = None,
     memory_limit: Annotated[str | None, typer.Option(
-        "--memory-limit", help="DuckDB memory limit, e.g. 1GB")] = None,
+        "--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB")] = None,
     sql: Annotated[str | None, typer.Option(
-        "--sql", help="a SQL SELECT to answer privately (replaces the aggregate options)")
-    ] = None,
+        "--sql", metavar="QUERY",
+        help="a SQL SELECT to answer privately (replaces the aggregate options)")] = None,
     metadata: Annotated[Path | None, typer.Option(
-        "--metadata", help="YAML/TOML file: bounds, privacy unit, limits, public tables")
-    ] = None,
+        "--metadata", metavar="FILE",
+        help="YAML/TOML file: bounds, privacy unit, limits, public tables")] = None,
     engine: Annotated[str, typer.Option(
-        "--engine", help="duckdb (default, this machine) or spark (the path is read by Spark)")
-    ] = "duckdb",
+        "--engine", metavar="NAME",
+        help="duckdb (this machine) or spark (the path is read by Spark)")] = "duckdb",
     remote: Annotated[str | None, typer.Option(
-        "--remote", help="Spark Connect server, sc://host:port (with --engine spark)")] = None,
+        "--remote", metavar="URL",
+        help="Spark Connect server, sc://host:port (with --engine spark)")] = None,
 ) -> None:
     """Release one private aggregation of a table, with confidence intervals."""
     import dpkit.analytics as dpa
@@ -230,24 +338,37 @@ def query(
     console = Console()
     err = Console(stderr=True)
     gb = list(group_by or [])
-    to_stdout = output is not None and str(output).lower() in ("csv", "json")
-    if (output is not None and not to_stdout
-            and output.suffix.lower() not in (".csv", ".parquet", ".json")):
-        raise typer.BadParameter(
-            "--output takes csv or json (printed) or a file ending in .csv, .parquet or .json"
-        )
+    to_stdout = _check_output(output)
+    if privacy_unit is not None and rows_are_people:
+        raise typer.BadParameter("give --privacy-unit COL or --rows-are-people, not both")
+    if sql is not None and (gb or keys or where or count or count_distinct or sums or means
+                            or variances or stds or quantiles or histograms):
+        raise typer.BadParameter("--sql replaces --group-by, --keys, --where and the "
+                                 "aggregate options: write them in the query")
     spark_engine: Any = None
     try:
+        meta: Any = None
+        if sql is not None:
+            from dpkit.analytics.sqlquery import load_metadata
+
+            meta = load_metadata(metadata)
+            declared = next((t.privacy_unit for t in meta.private_tables), None)
+            if rows_are_people and declared is not None:
+                raise typer.BadParameter(f"--rows-are-people contradicts the metadata's "
+                                         f"privacy_unit {declared!r}")
+            unit = privacy_unit if privacy_unit is not None else declared
+        else:
+            unit = privacy_unit
+        if unit is None and not rows_are_people:
+            raise typer.BadParameter(
+                "say who the query protects: --privacy-unit COL (the column identifying a "
+                "person) or --rows-are-people (each row is a different person)")
         spark_engine = _spark_engine(engine, remote)
         run_engine: Any = "duckdb" if spark_engine is None else spark_engine
         if sql is not None:
-            if (gb or keys or where or count or count_distinct or sums or means or variances
-                    or stds or quantiles or histograms):
-                raise typer.BadParameter("--sql replaces --group-by, --keys, --where and the "
-                                         "aggregate options: write them in the query")
             from dpkit.analytics.sqlquery import sql_session
 
-            session, meta = sql_session(path, metadata, privacy_unit=privacy_unit,
+            session, meta = sql_session(path, meta, privacy_unit=unit,
                                         budget=Budget(epsilon=epsilon, delta=delta or 0.0),
                                         alpha=alpha, memory_limit=memory_limit,
                                         engine=run_engine)
@@ -256,7 +377,7 @@ def query(
         else:
             aggs = _build_aggregates(count, count_distinct, list(sums or []), list(means or []),
                                      list(variances or []), list(stds or []),
-                                     list(quantiles or []), list(histograms or []))
+                                     list(quantiles or []), list(histograms or []), unit)
             key_spec = parse_keys(list(keys or []), gb)
             if gb and key_spec is None and delta is None:
                 raise typer.BadParameter(
@@ -264,51 +385,47 @@ def query(
                     "--delta (e.g. --delta 1e-6); or give --keys column=v1,v2,..."
                 )
             budget = Budget(epsilon=epsilon, delta=0.0 if delta is None else delta)
-            session = dpa.Session(path, privacy_unit=privacy_unit, budget=budget, alpha=alpha,
+            # privacy_unit=None is written out: the user said --rows-are-people.
+            session = dpa.Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
                                   memory_limit=memory_limit, engine=run_engine)
             q = session.query()
             for w in where or []:
                 q = q.where(w)
             if gb:
                 q = q.group_by(gb, keys=key_spec)
-            if privacy_unit is not None:
+            if unit is not None:
                 q = q.bound(max_partitions=max_partitions,
                             max_rows_per_partition=max_rows_per_partition)
             q = q.agg(**aggs)
         if spark_engine is None:
-            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
+            with err.status(escape(f"scanning {path} (bounding, clamping, exact sums) ...")):
                 frame = q.run(epsilon=epsilon, delta=delta)
         else:
             frame = _run_with_progress(q, spark_engine, err, path, epsilon, delta)
     except DPKitError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(code=2) from None
     finally:
         if spark_engine is not None:
             spark_engine.close()  # a Spark Connect client opened for --remote
+    # The budget is spent: from here on the answer must reach the user, whatever happens.
+    try:
+        _emit(frame, output, to_stdout, gb, console, alpha)
+    except Exception as exc:  # a display or file error must not lose a paid-for answer
+        what = "write" if output is not None and not to_stdout else "draw"
+        _plain(f"dpkit: could not {what} the result ({type(exc).__name__}: {exc}); the released "
+               "rows follow as CSV.\n", err=True)
+        _plain(frame.to_csv(index=False))
     info = frame.attrs["dpkit"]
-    if to_stdout:
-        if str(output).lower() == "csv":
-            typer.echo(frame.to_csv(index=False), nl=False)
-        else:
-            typer.echo(frame.to_json(orient="records"))
-        return
-    if output is not None:
-        suffix = output.suffix.lower()
-        if suffix == ".csv":
-            frame.to_csv(output, index=False)
-        elif suffix == ".parquet":
-            frame.to_parquet(output, index=False)
-        else:
-            frame.to_json(output, orient="records", indent=1)
-        console.print(f"wrote {len(frame)} rows to {output}")
-    else:
-        render(frame, gb, console,
-               f"private result ({1 - alpha:.0%} intervals below each estimate)")
+    notes = err if to_stdout else console
     spent = f"epsilon={info['epsilon']:g}" + (f", delta={info['delta']:g}" if info["delta"]
                                               else "")
-    console.print(f"privacy spent: {spent}; {info['groups_released']} groups released")
+    notes.print(Text(f"privacy spent: {spent}; {info['groups_released']} groups released"),
+                soft_wrap=True)
     sel = info.get("partition_selection")
     if sel:
-        console.print(f"groups chosen by private partition selection "
-                      f"(epsilon={sel['epsilon']:.3g}, delta={sel['delta']:.3g})")
+        notes.print(Text(f"groups chosen by private partition selection "
+                         f"(epsilon={sel['epsilon']:.3g}, delta={sel['delta']:.3g})"),
+                    soft_wrap=True)
+    notes.print(Text(_protects(unit, max_partitions, max_rows_per_partition, sql is not None)),
+                soft_wrap=True)

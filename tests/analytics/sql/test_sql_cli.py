@@ -48,7 +48,7 @@ def test_sql_query_joins_a_public_table_named_in_the_metadata(files: Path) -> No
         "SELECT r.country, COUNT(*) AS n FROM people p JOIN regions r ON p.rid = r.id "
         "GROUP BY r.country ORDER BY r.country"])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.output)
+    rows = json.loads(res.stdout)
     assert [r["country"] for r in rows] == ["A", "B"]
     assert {"n", "n_low", "n_high"} <= set(rows[0])
 
