@@ -4,8 +4,11 @@ Three things are decided here once for every subcommand:
 
 * ``-h`` and ``--help`` both print help, and ``dpkit --version`` prints the version;
 * help text is plain: reStructuredText roles and literals written for the API documentation
-  (````x````, ``:func:`x```, ``**x**``) are reduced to their text, and square brackets are
-  escaped so the terminal renderer never takes them for markup;
+  (````x````, ``:func:`x```, ``**x**``) are reduced to their text, square brackets are
+  escaped so the terminal renderer never takes them for markup, and the line breaks of a
+  docstring's paragraphs are joined (the terminal wraps them once, to its own width);
+* flags show no value placeholder (no ``<bool>``), and shell completion is not offered on every
+  subcommand (``dpkit`` has none);
 * an error dpkit raises on purpose (:class:`dpkit.errors.DPKitError`: a bad privacy parameter,
   an exceeded budget, ...) is printed as one clean message and exits with code 2, without a
   traceback. Other exceptions are bugs and keep their traceback. This is the one handler:
@@ -42,7 +45,29 @@ class CliError(typer.BadParameter):
         return self.message
 
 
-class _Group(TyperGroup):
+def _no_flag_placeholder(params: list[Any]) -> list[Any]:
+    """Flags (``--count``, ``--help``) take no value: show no placeholder for one."""
+    for p in params:
+        if getattr(p, "is_flag", False) and not getattr(p, "count", False):
+            p.metavar = ""
+    return params
+
+
+class PlainCommand(TyperCommand):
+    """A dpkit command: flags without a value placeholder in the help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_placeholder(super().get_params(ctx))
+
+
+class PlainGroup(TyperGroup):
+    """A dpkit command group: flags without a value placeholder in the help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_placeholder(super().get_params(ctx))
+
+
+class _Group(PlainGroup):
     """The root group: converts dpkit's deliberate errors into :class:`CliError`.
 
     Every subcommand runs inside the root group's ``invoke``, so this one handler covers all.
@@ -91,15 +116,30 @@ _RST_LITERAL = re.compile(r"``([^`]+)``")
 _RST_STRONG = re.compile(r"\*\*([^*]+)\*\*")
 
 
+def _unwrap(text: str) -> str:
+    """Join the lines of each paragraph (paragraphs are separated by blank lines); a paragraph
+    with an indented line (an example, a list) keeps its line breaks."""
+    paragraphs = re.split(r"\n\s*\n", text.strip("\n"))
+    out = []
+    for para in paragraphs:
+        lines = para.split("\n")
+        if any(line[:1].isspace() for line in lines[1:]):
+            out.append(para)
+        else:
+            out.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
+
+
 def plain_help(text: str | None) -> str | None:
-    """Help text for the terminal: reStructuredText reduced to its words, brackets escaped."""
+    """Help text for the terminal: reStructuredText reduced to its words, brackets escaped,
+    paragraphs on one line each (see :func:`_unwrap`)."""
     if text is None:
         return None
     text = _RST_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~")
                          else m.group(1), text)
     text = _RST_LITERAL.sub(r"\1", text)
     text = _RST_STRONG.sub(r"\1", text)
-    return escape(text)
+    return escape(_unwrap(inspect.cleandoc(text)))
 
 
 def _clean(value: Any) -> Any:
@@ -124,6 +164,8 @@ def _clean_parameters(callback: Any) -> None:
 
 
 def _clean_command(info: CommandInfo) -> None:
+    if info.cls is None or info.cls is TyperCommand:  # typer's default
+        info.cls = PlainCommand
     if info.help is None and info.callback is not None:
         info.help = inspect.getdoc(info.callback)
     info.help = _clean(info.help)
@@ -132,8 +174,12 @@ def _clean_command(info: CommandInfo) -> None:
 
 
 def _clean_tree(group: typer.Typer) -> None:
-    """Make every help text under ``group`` plain (commands, options, nested groups)."""
+    """Make every help text under ``group`` plain (commands, options, nested groups), and every
+    command and group a :class:`PlainCommand` / :class:`PlainGroup`."""
     group.info.help = _clean(group.info.help)
+    cls = group.info.cls
+    if isinstance(cls, DefaultPlaceholder) or cls is None or cls is TyperGroup:
+        group.info.cls = PlainGroup
     for command in group.registered_commands:
         _clean_command(command)
     for sub in group.registered_groups:
@@ -174,7 +220,7 @@ def _load(name: str) -> Any:
         group = typer.main.get_group(target)
         group.name = name
         return group
-    single = typer.Typer()
+    single = typer.Typer(add_completion=False)
     single.command(name, help=help_text)(target)
     _clean_tree(single)
     return typer.main.get_command(single)

@@ -281,8 +281,9 @@ def query(
     group_by: Annotated[list[str] | None, typer.Option(
         "--group-by", metavar="COL", help="group by this column (repeat for several)")] = None,
     keys: Annotated[list[str] | None, typer.Option(
-        "--keys", metavar="COL=V1,V2",
-        help="public keys of a --group-by column, e.g. region=north,south")] = None,
+        "--keys", metavar="COL=KEYS",
+        help="public keys (comma-separated) of a --group-by column, e.g. "
+        "region=north,south")] = None,
     where: Annotated[list[str] | None, typer.Option(
         "--where", metavar="SQL", help="public row filter, e.g. \"age >= 18\"")] = None,
     max_partitions: Annotated[int, typer.Option(
@@ -305,11 +306,13 @@ def query(
         "--std", metavar="COL:LO:HI",
         help="standard deviation of COL clamped to [LO, HI]")] = None,
     quantiles: Annotated[list[str] | None, typer.Option(
-        "--quantile", metavar="COL:Q1,Q2:LO:HI",
-        help="quantiles Q1, Q2, ... of COL within [LO, HI], e.g. age:0.25,0.5:0:120")] = None,
+        "--quantile", metavar="COL:QS:LO:HI",
+        help="quantiles QS (comma-separated) of COL within [LO, HI], e.g. "
+        "age:0.25,0.5:0:120")] = None,
     histograms: Annotated[list[str] | None, typer.Option(
-        "--histogram", metavar="COL:E0,E1,...",
-        help="rows of COL per bin between the edges E0 < E1 < ..., e.g. income:0,1e4,1e5")
+        "--histogram", metavar="COL:EDGES",
+        help="rows per bin of COL between increasing EDGES (comma-separated), e.g. "
+        "income:0,1e4,1e5")
     ] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", metavar="A", help="the intervals have confidence level 1 - A")] = 0.05,

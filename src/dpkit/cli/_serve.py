@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
+from dpkit.cli import PlainGroup
 from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["app", "parse_budget"]
 
 
-class _DefaultGroup(TyperGroup):
+class _DefaultGroup(PlainGroup):
     """``dpkit serve DATA ...`` runs the service; ``dpkit serve token ...`` manages tokens."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
