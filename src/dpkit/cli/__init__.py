@@ -35,7 +35,7 @@ from typer.models import CommandInfo, DefaultPlaceholder, ParameterInfo
 from dpkit import __version__
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-__all__ = ["CliError", "app", "main", "plain_help"]
+__all__ = ["CliError", "PlainCommand", "PlainGroup", "app", "main", "plain_help"]
 
 
 class CliError(typer.BadParameter):
