@@ -243,7 +243,7 @@ def plot_report(report: DemoReport, path: Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise typer.BadParameter(
-            "the plot needs matplotlib: pip install 'dpkit[plot]'"
+            "the plot needs matplotlib (dpkit's plot extra): pip install matplotlib"
         ) from exc
     f1 = report.frames["regions"]
     f2 = report.frames["histogram"]

@@ -232,7 +232,8 @@ def _spark_engine(engine: str, remote: str | None) -> Any:
 
         return SparkEngine(remote=remote)
     except ImportError as exc:
-        raise DPKitError(f"--engine spark needs pyspark (pip install 'dpkit[spark]'): {exc}"
+        raise DPKitError(f"--engine spark needs pyspark 4 (dpkit's spark extra: "
+                         f"pip install 'pyspark[connect]>=4,<5'): {exc}"
                          ) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -88,7 +88,8 @@ def run(
         from dpkit.service.app import ServiceConfig, create_app
     except ImportError as exc:  # pragma: no cover - the service extra is missing
         raise typer.BadParameter(
-            f"the service needs FastAPI and uvicorn (pip install 'dpkit[service]'): {exc}"
+            f"the service needs FastAPI and uvicorn (dpkit's service extra): pip install "
+            f"fastapi uvicorn: {exc}"
         ) from None
     b = parse_budget(budget)
     config = ServiceConfig(data=data, budget_epsilon=b["epsilon"],
