@@ -10,7 +10,7 @@ STAMP_SYS := $(VENV)/.stamp-sys
 STAMP_DOCS := $(VENV)/.stamp-docs
 STAMP_JAVA := $(VENV)/.stamp-java
 
-.PHONY: demo test lint bench clean docs
+.PHONY: demo test lint bench bench-quick clean docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -88,5 +88,26 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/spark.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
 
+# Every benchmark once at its smallest sizes, with the same environments as `make bench`: proves
+# that they install and that each script runs. The sections go to bench-quick.md (the figures
+# of a quick pass are not the measured ones), never to docs/benchmarks.md.
+QUICK_DOC := $(abspath bench-quick.md)
+QUICK_DATA := /tmp/dpkit-bench-quick
+QUICK := DPKIT_BENCH_DOC=$(QUICK_DOC) $(BIN)/python
+bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
+	rm -f $(QUICK_DOC)
+	$(QUICK) benchmarks/noise.py
+	$(QUICK) benchmarks/accounting.py
+	$(QUICK) benchmarks/loss_engine.py
+	$(QUICK) benchmarks/ledger.py --quick
+	$(QUICK) benchmarks/service.py --analysts 4 --queries 20 --trials 5
+	$(QUICK) benchmarks/audit.py --quick
+	$(QUICK) benchmarks/ldp.py --quick
+	$(QUICK) benchmarks/selection.py
+	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
+		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
+	$(QUICK) benchmarks/spark.py --sizes 100000 --repeat-below 0 --data $(QUICK_DATA) \
+		--write --peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
+
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache site bench-quick.md

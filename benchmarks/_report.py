@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+# ``DPKIT_BENCH_DOC`` sends the sections elsewhere (``make bench-quick`` writes a scratch page,
+# so quick figures never replace the measured ones).
+DOC = Path(os.environ.get("DPKIT_BENCH_DOC")
+           or Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md")
 HEADER = (
     "# Benchmarks\n\n"
     "Each section is written by one script in `benchmarks/` (run them all with `make bench`),\n"
@@ -17,8 +21,6 @@ HEADER = (
 
 def machine() -> str:
     """A one-line description of the machine the numbers come from."""
-    import os
-
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
