@@ -135,3 +135,16 @@ def test_sql_query_takes_the_privacy_unit_from_the_metadata(people: Path,
     res = runner.invoke(app, ["query", str(people), "--epsilon", "1", "--metadata",
                               str(silent), "--sql", "SELECT COUNT(*) AS n FROM people"])
     assert res.exit_code == 2 and "--rows-are-people" in res.output
+
+
+def test_serve_without_a_privacy_unit_choice_is_refused(people: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvicorn")
+    import uvicorn
+
+    started: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    res = runner.invoke(app, ["serve", str(people), "--budget", "epsilon=1", "--ledger",
+                              "sqlite:///" + str(people.parent / "serve-unit.db")])
+    assert res.exit_code == 2, res.output
+    assert "--rows-are-people" in res.output and not started

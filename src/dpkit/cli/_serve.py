@@ -64,7 +64,13 @@ def run(
     data: Annotated[str, typer.Argument(help="Parquet or CSV file (or glob)")],
     budget: Annotated[str, typer.Option("--budget", help="the data's total: epsilon=E,delta=D")],
     privacy_unit: Annotated[str | None, typer.Option(
-        "--privacy-unit", help="column identifying a person")] = None,
+        "--privacy-unit", metavar="COL",
+        help="column identifying a person: all of a person's rows are protected together")
+    ] = None,
+    rows_are_people: Annotated[bool, typer.Option(
+        "--rows-are-people",
+        help="each row is a different person (no such column); give this or --privacy-unit")
+    ] = False,
     ledger: Annotated[str, _LEDGER] = "sqlite:///budget.db",
     state: Annotated[str | None, _STATE] = None,
     name: Annotated[str, typer.Option("--name", help="the budget's name in the ledger")
@@ -82,6 +88,13 @@ def run(
         "--cache/--no-cache", help="load a Parquet table into memory once")] = True,
 ) -> None:
     """Start the curator service."""
+    if (privacy_unit is None) == (not rows_are_people):
+        raise typer.BadParameter(
+            "say who the service protects: --privacy-unit COL (the column identifying a "
+            "person) or --rows-are-people (each row is a different person), not both"
+            if rows_are_people else
+            "say who the service protects: --privacy-unit COL (the column identifying a "
+            "person) or --rows-are-people (each row is a different person)")
     try:
         import uvicorn
 
@@ -103,6 +116,9 @@ def run(
                    "`dpkit serve token add NAME --curator`", err=True)
     typer.echo(f"dpkit service on http://{host}:{port} (API docs at /docs, curator page at "
                "/curator)", err=True)
+    typer.echo(f"protects each {privacy_unit}, all of its rows together" if privacy_unit
+               else "protects each row, not each person (--rows-are-people): a person with "
+               "several rows is less protected", err=True)
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
