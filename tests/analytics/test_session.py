@@ -201,3 +201,21 @@ def test_sum_and_mean_of_one_column_share_measures_end_to_end(files: dict[str, P
         assert abs(out.loc[g, "s"] - sub["x"].sum()) < 0.5
         assert abs(out.loc[g, "m"] - sub["x"].mean()) < 0.01
     assert "post-processing of m" in out.attrs["dpkit"]["columns"]["s"]["mechanism"]
+
+
+@pytest.mark.parametrize("key_sql", ["[uid % 2]", "CAST(TIMESTAMP '2024-01-01' AS TIMESTAMP_NS)"])
+def test_auto_bounds_query_is_refused_unspent_like_fixed_bounds(key_sql: str) -> None:
+    """A query whose statistics all have bounds="auto" is validated against the schema before
+    the charge, like one with fixed bounds (a LIST or TIMESTAMP_NS key used to cost 1.0)."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE p AS SELECT i AS uid, i / 10.0 AS x, {key_sql} AS k "
+                "FROM range(100) t(i)")
+    for bounds in ((0.0, 10.0), "auto"):
+        budget = Budget(epsilon=10.0)
+        s = dpa.Session(con, table="p", privacy_unit="uid", budget=budget)
+        q = (s.query().group_by("k", keys=[1, 2])
+             .bound(max_partitions=1, max_rows_per_partition=1)
+             .agg(m=dpa.sum("x", bounds=bounds), v=dpa.mean("x", bounds=bounds)))
+        with pytest.raises(DPKitError, match="group key|nested type"):
+            q.run(epsilon=1.0)
+        assert budget.spent[0] == 0.0

@@ -452,11 +452,17 @@ class Query:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         pricing = self._price(epsilon, delta)
         prepared = self._prepared(pricing)
-        if prepared.plan.aggregate.measures:
-            self.session._validate_plan(prepared.plan)
         auto_plan = self._auto_plan(pricing)
         if auto_plan is not None:
             self.session._validate_plan(auto_plan)
+            # The release plan waits for the estimated bounds, but everything the schema
+            # decides about it (key types, value columns, filters) does not: check its shape
+            # now, with placeholder bounds, so that a refusal comes before the charge.
+            shape = self._prepared(resolve_auto(pricing, dict.fromkeys(
+                (ab.name for ab in pricing.auto), (0.0, 1.0))))
+            self.session._validate_plan(shape.plan)
+        else:
+            self.session._validate_plan(prepared.plan)
         try:
             self.session.budget.charge(pricing.event)
         except BudgetExceededError as exc:
