@@ -216,6 +216,6 @@ def test_auto_bounds_query_is_refused_unspent_like_fixed_bounds(key_sql: str) ->
         q = (s.query().group_by("k", keys=[1, 2])
              .bound(max_partitions=1, max_rows_per_partition=1)
              .agg(m=dpa.sum("x", bounds=bounds), v=dpa.mean("x", bounds=bounds)))
-        with pytest.raises(DPKitError, match="group key|nested type"):
+        with pytest.raises(DPKitError, match=r"group key|nested type"):
             q.run(epsilon=1.0)
         assert budget.spent[0] == 0.0
