@@ -41,12 +41,15 @@ import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
+from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
@@ -94,27 +97,66 @@ class ReleaseInfo:
 
 
 def _label(x: float) -> str:
-    return f"{x:g}"
+    """The exact text of an edge: an integral value without a fraction (``10``), any other
+    the shortest decimal that reads back as the same double (``repr``). Distinct edges get
+    distinct labels (``f"{x:g}"`` kept 6 significant digits and merged close edges)."""
+    if x.is_integer() and abs(x) < 2.0**53:
+        return str(int(x))
+    return repr(x)
 
 
 def _pct(q: float) -> str:
-    s = f"{100.0 * q:.6g}"
-    return "p" + s.replace(".", "_")
+    """``p`` and the level in percent, exactly: the shortest decimal of ``q`` (``repr``)
+    shifted by two places, ``.`` written ``_`` (0.5 -> ``p50``, 0.999 -> ``p99_9``,
+    0.1234567 -> ``p12_34567``). Distinct levels get distinct names."""
+    d = Decimal(repr(float(q) + 0.0)).scaleb(2).normalize()  # -0.0 is 0.0
+    return "p" + format(d, "f").replace(".", "_")
 
 
-def stat_columns(sp: StatPrice) -> list[str]:
-    """The output column names of one statistic (estimates only)."""
-    st = sp.stat
+def statistic_columns(name: str, st: Statistic) -> list[str]:
+    """The output column names of the statistic ``name`` (estimates only)."""
     if st.kind == "quantile":
-        return [f"{sp.name}_{_pct(q)}" for q in st.quantiles]
+        return [f"{name}_{_pct(q)}" for q in st.quantiles]
     if st.kind == "histogram":
         if st.edges:
             e = st.edges
-            names = [f"{sp.name}[{_label(e[i])},{_label(e[i + 1])})" for i in range(len(e) - 1)]
+            names = [f"{name}[{_label(e[i])},{_label(e[i + 1])})" for i in range(len(e) - 1)]
             names[-1] = names[-1][:-1] + "]"
             return names
-        return [f"{sp.name}={c}" for c in st.categories]
-    return [sp.name]
+        return [f"{name}={c}" for c in st.categories]
+    return [name]
+
+
+def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
+                   ) -> list[str]:
+    """Every column of the released frame, in order: the group-by columns, then per
+    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles have none)."""
+    out = list(group_by)
+    for name, st in stats:
+        for c in statistic_columns(name, st):
+            out.append(c)
+            if st.kind != "quantile":
+                out += [f"{c}_low", f"{c}_high"]
+    return out
+
+
+def check_output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
+                         ) -> None:
+    """Refuse a query whose released frame would hold two columns of one name (one would
+    overwrite the other after the charge): decided by the query's names, levels, edges and
+    categories alone, before anything is spent."""
+    seen: set[str] = set()
+    for c in output_columns(group_by, stats):
+        if c in seen:
+            raise PrivacyParameterError(
+                f"two output columns would both be named {c!r}: rename an aggregate or "
+                "make its levels, edges or categories distinct")
+        seen.add(c)
+
+
+def stat_columns(sp: StatPrice) -> list[str]:
+    """The output column names of one priced statistic (estimates only)."""
+    return statistic_columns(sp.name, sp.stat)
 
 
 def _noise_desc(mp: MeasurePrice) -> dict[str, Any]:

@@ -28,7 +28,13 @@ from dpkit.analytics._plan import (
     Source,
 )
 from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
-from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
+from dpkit.analytics._release import (
+    UNITS_MEASURE,
+    assemble,
+    check_output_columns,
+    normalize_key,
+    stat_columns,
+)
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -310,6 +316,7 @@ class Query:
         return delta
 
     def _price(self, epsilon: Any, delta: Any) -> Pricing:
+        check_output_columns(self.group_columns, self.stats)
         p, r = self._bounds()
         return price(dict(self.stats), mode=self.session.mode, epsilon=epsilon,
                      delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
