@@ -219,3 +219,98 @@ def test_auto_bounds_query_is_refused_unspent_like_fixed_bounds(key_sql: str) ->
         with pytest.raises(DPKitError, match=r"group key|nested type"):
             q.run(epsilon=1.0)
         assert budget.spent[0] == 0.0
+
+
+def _messy(tmp_path: Path) -> dict[str, str]:
+    n = 200
+    df = pd.DataFrame({"uid": np.arange(n), "name": [str(i) for i in range(n)],
+                       "x": np.linspace(0.0, 10.0, n), "empty": [None] * n,
+                       "region": ["a", "b"] * (n // 2)})
+    df.to_parquet(tmp_path / "p.parquet")
+    df.to_csv(tmp_path / "p.csv", index=False)
+    return {"parquet": str(tmp_path / "p.parquet"), "csv": str(tmp_path / "p.csv")}
+
+
+def test_text_column_compared_with_a_number_says_it_is_text_and_how_to_cast(
+        tmp_path: Path) -> None:
+    for kind, path in _messy(tmp_path).items():
+        budget = Budget(epsilon=5.0)
+        s = dpa.Session(path, privacy_unit="uid", budget=budget)
+        q = (s.query().where("region = 'a' AND name > 5")
+             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+        with pytest.raises(PrivacyParameterError, match=r"column 'name' is text") as info:
+            q.run(epsilon=1.0)
+        assert budget.spent[0] == 0.0
+        assert "TRY_CAST(name AS DOUBLE)" in str(info.value)
+        assert "SELECT" not in str(info.value)
+        assert ("CSV" in str(info.value)) == (kind == "csv")
+        # the cast it suggests runs
+        out = (s.query().where("TRY_CAST(name AS DOUBLE) > 5")
+               .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
+               .run(epsilon=1.0))
+        assert len(out) == 1
+
+
+def test_all_null_column_gets_the_same_answer_from_parquet_and_csv(tmp_path: Path) -> None:
+    answers = {}
+    for kind, path in _messy(tmp_path).items():
+        s = dpa.Session(path, privacy_unit="uid", budget=Budget(epsilon=10.0))
+        q = s.query().bound(max_partitions=1, max_rows_per_partition=1)
+        prepared = (q.group_by("empty", keys=[None])
+                    .agg(n=dpa.count(), m=dpa.sum("empty", bounds=(0, 1)))
+                    .prepare(epsilon=1.0))
+        res = prepared.exact(s.engine)
+        answers[kind] = (res.keys, sorted(res.values.items()))
+        out = (q.group_by("empty", keys=[None]).agg(m=dpa.mean("empty", bounds=(0, 1)))
+               .run(epsilon=1.0))
+        assert len(out) == 1
+    assert answers["parquet"] == answers["csv"]
+    assert answers["csv"][0] == ((None,),)
+
+
+def test_engine_and_plan_errors_come_from_dpkit_errors() -> None:
+    from dpkit import errors
+    from dpkit.analytics._sql import PredicateError
+    from dpkit.analytics.engines import DuckDBEngine  # type: ignore[attr-defined]
+    from dpkit.analytics.engines._compiler import PlanError
+    from dpkit.analytics.engines.duckdb import EngineError
+
+    assert PlanError is errors.PlanError and EngineError is errors.EngineError
+    assert PredicateError is errors.PredicateError
+    assert DuckDBEngine is not None
+    s = dpa.Session(pd.DataFrame({"uid": [1], "t": pd.to_datetime(["2024-01-01"])}),
+                    privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(errors.PlanError):
+        (s.query().group_by("t", keys=[pd.Timestamp("2024-01-01")])
+         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()).run(epsilon=1.0))
+
+
+def test_max_and_min_explain_why_they_are_not_offered() -> None:
+    import dpkit
+    from dpkit.errors import UnsupportedAggregateError
+
+    for module, name in ((dpkit, "max"), (dpa, "max"), (dpkit, "min"), (dpa, "median")):
+        with pytest.raises(UnsupportedAggregateError, match="quantile"):
+            getattr(module, name)
+        assert not hasattr(module, name)
+    with pytest.raises(AttributeError, match="no attribute 'maxx'"):
+        dpkit.maxx  # noqa: B018
+
+
+def test_grouping_by_the_privacy_unit_says_what_to_do_instead() -> None:
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(PrivacyParameterError, match="count_distinct"):
+        s.query().group_by("uid")
+
+
+def test_misspelt_column_suggests_the_closest_name() -> None:
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(PrivacyParameterError, match=r"did you mean 'region'\?"):
+        s.query().group_by("regoin")
+    with pytest.raises(PrivacyParameterError, match=r"did you mean 'region'\?"):
+        s.query().group_by("REGOIN")
+    with pytest.raises(DPKitError, match=r"did you mean 'region'\?"):
+        s.sql("SELECT regin, COUNT(*) FROM t GROUP BY regin", epsilon=1.0)
+    with pytest.raises(PrivacyParameterError) as info:
+        s.query().group_by("zzzz")
+    assert "did you mean" not in str(info.value)

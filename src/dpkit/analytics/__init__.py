@@ -34,3 +34,10 @@ __all__ = [
     "sum",
     "variance",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``dpkit.analytics.max`` and the other aggregates dpkit does not offer explain why."""
+    from dpkit.errors import UnsupportedAggregateError
+
+    raise UnsupportedAggregateError.missing(__name__, name)

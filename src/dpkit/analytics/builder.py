@@ -246,7 +246,11 @@ class Query:
         if len(set(cols)) != len(cols):
             raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
         if self.session.privacy_unit in cols:
-            raise PrivacyParameterError("the privacy unit cannot be a group-by column")
+            raise PrivacyParameterError(
+                f"the privacy unit {self.session.privacy_unit!r} cannot be a group-by column: "
+                "each group would be one person, and no private answer describes one person. "
+                "Group by a column people share (a region, an age band made with bucket()), "
+                "and count people per group with count_distinct()")
         w = check_positive(selection_weight, "selection_weight")
         parsed = None if keys is None else _parse_keys(keys, tuple(cols))
         return dataclasses.replace(self, group_columns=tuple(cols), keys=parsed,

@@ -22,17 +22,9 @@ from dpkit.analytics.engines._compiler import (
     compile_plan,
     source_sql,
 )
-from dpkit.errors import DPKitError
+from dpkit.errors import EngineError
 
 __all__ = ["DuckDBEngine", "EngineError"]
-
-
-class EngineError(DPKitError, RuntimeError):
-    """The engine could not run a statement (a missing file, a type the binder refuses).
-
-    Raised only for reasons the plan and the schema decide (never for a value in the data):
-    the compiler removes every data-dependent failure before the statement runs.
-    """
 
 
 def _frame_to_scannable(frame: Any) -> Any:
@@ -91,6 +83,14 @@ def _frame_to_scannable(frame: Any) -> Any:
         "DataFrame, a Polars DataFrame or LazyFrame, or a pyarrow Table / RecordBatchReader / "
         "Dataset"
     )
+
+
+def _text_if_null(sql_type: str) -> str:
+    """``VARCHAR`` for DuckDB's ``NULL`` type (spelled ``"NULL"``: a Parquet column written
+    for values that were all missing), else ``sql_type``. Such a column is read like the
+    all-NULL text column a CSV file gives for it, so both files get the same answer (no
+    value, NULL keys) instead of a refusal for one of them."""
+    return "VARCHAR" if sql_type.strip().strip('"').upper() == "NULL" else sql_type
 
 
 class DuckDBEngine:
@@ -183,7 +183,7 @@ class DuckDBEngine:
         except Exception as exc:
             raise EngineError(f"cannot read the schema of {source.kind} "
                               f"{source.location!r}: {exc}") from None
-        return {str(r[0]): str(r[1]) for r in rows}
+        return {str(r[0]): _text_if_null(str(r[1])) for r in rows}
 
     # ------------------------------------------------------------------ execution
 
