@@ -314,3 +314,48 @@ def test_misspelt_column_suggests_the_closest_name() -> None:
     with pytest.raises(PrivacyParameterError) as info:
         s.query().group_by("zzzz")
     assert "did you mean" not in str(info.value)
+
+
+def test_zero_groups_released_says_so(tmp_path: Path) -> None:
+    """One signup date per person over two years: no date passes partition selection. The
+    charge stands, and the result says "0 groups released" (warning, attrs) instead of
+    nothing."""
+    rng = np.random.default_rng(0)
+    n = 1000
+    df = pd.DataFrame({"uid": np.arange(n), "signup_date": (
+        pd.Timestamp("2023-01-01") + pd.to_timedelta(rng.integers(0, 730, n), unit="D")).date})
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    s = dpa.Session(pa.Table.from_pandas(df), privacy_unit="uid", budget=budget)
+    q = (s.query().group_by("signup_date").bound(max_partitions=1, max_rows_per_partition=1)
+         .agg(n=dpa.count()))
+    with pytest.warns(dpa.EmptyReleaseWarning, match="0 groups released"):
+        out = q.run(epsilon=0.1, delta=1e-7)
+    assert len(out) == 0
+    assert out.attrs["dpkit"]["note"].startswith("0 groups released (by signup_date)")
+    assert "coarser" in out.attrs["dpkit"]["note"]
+    # a release with groups carries no note
+    big = pd.DataFrame({"uid": np.arange(n), "k": ["a"] * n})
+    s2 = dpa.Session(big, privacy_unit="uid", budget=Budget(epsilon=1.0, delta=1e-6))
+    out2 = (s2.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count()).run(epsilon=1.0, delta=1e-7))
+    assert len(out2) == 1 and "note" not in out2.attrs["dpkit"]
+
+
+def test_polars_object_column_is_refused_not_read_as_addresses() -> None:
+    """A polars Object column reached DuckDB as the addresses of its Python objects: one
+    person's 12 rows of equal dates were 12 privacy units (and 12 groups of one)."""
+    import datetime
+
+    # twelve distinct objects, all equal to one date
+    dates = np.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=0)
+                      for _ in range(12)], dtype=object)
+    frame = pl.DataFrame({"u": pl.Series(dates), "x": np.ones(12)})
+    assert frame.schema["u"] == pl.Object
+    with pytest.raises(PrivacyParameterError, match=r"dtype Object.*polars type"):
+        dpa.Session(frame, privacy_unit="u", budget=Budget(epsilon=1.0))
+    ok = frame.with_columns(pl.Series("u", dates.tolist()))
+    assert ok.schema["u"] == pl.Date
+    s = dpa.Session(ok, privacy_unit="u", budget=Budget(epsilon=1.0))
+    p = (s.query().bound(max_partitions=1, max_rows_per_partition=12)
+         .agg(n=dpa.count_distinct()).prepare(epsilon=1.0))
+    assert p.exact(s.engine).values["n:n"] == (1,)

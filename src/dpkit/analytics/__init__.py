@@ -17,10 +17,12 @@ from dpkit.analytics._aggregates import (
     sum,
     variance,
 )
+from dpkit.analytics._release import EmptyReleaseWarning
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.session import Session
 
 __all__ = [
+    "EmptyReleaseWarning",
     "PreparedQuery",
     "Query",
     "Session",

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -53,7 +54,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
-__all__ = ["ReleaseInfo", "assemble", "normalize_key"]
+__all__ = ["EmptyReleaseWarning", "ReleaseInfo", "assemble", "normalize_key"]
 
 UNITS_MEASURE = "__units"
 
@@ -83,9 +84,11 @@ class ReleaseInfo:
     groups_in_data: int | None
     groups_released: int
     selection: dict[str, Any] | None
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **({} if self.note is None else {"note": self.note}),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "accounting": self.mode,
@@ -221,9 +224,12 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
 
 def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...],
              public_keys: list[tuple[Any, ...]] | None, alpha: float, source: RandomSource,
-             output: str = "pandas") -> Any:
+             output: str = "pandas", warn_empty: bool = False) -> Any:
     """Turn an engine result into the released frame (noise, selection, CIs). No charging here:
-    the caller has charged ``pricing.event`` already (or is an audit re-running the release)."""
+    the caller has charged ``pricing.event`` already (or is an audit re-running the release).
+
+    A grouped release without rows carries a note ``0 groups released ...`` in its info, and
+    with ``warn_empty`` also raises it as an :class:`EmptyReleaseWarning`."""
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
     engine_index: dict[tuple[Any, ...], int] = {}
@@ -275,10 +281,34 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 
     frame = pd.DataFrame(data)
+    note = None
+    if group_by and ngroups == 0:
+        note = empty_release_note(group_by, selection_info)
+        if warn_empty:
+            warnings.warn(note, EmptyReleaseWarning, stacklevel=4)
     info = ReleaseInfo(columns=info_cols, epsilon=pricing.epsilon, delta=pricing.delta,
                        mode=pricing.mode, alpha=alpha,
-                       groups_in_data=None, groups_released=ngroups, selection=selection_info)
+                       groups_in_data=None, groups_released=ngroups, selection=selection_info,
+                       note=note)
     return convert(frame, info, output)
+
+
+class EmptyReleaseWarning(UserWarning):
+    """A grouped release returned no group (the budget was spent all the same)."""
+
+
+def empty_release_note(group_by: Sequence[str], selection: dict[str, Any] | None) -> str:
+    """``0 groups released`` and why, for a grouped release without rows. Reads the query's
+    public parameters only (the selection rule's threshold), never the data."""
+    cols = ", ".join(group_by)
+    if selection is None:
+        return f"0 groups released (by {cols}): the query's public keys were empty"
+    need = selection.get("threshold") or selection.get("tau")
+    bar = (f" (a group is sure to pass from {math.ceil(need)} people at this epsilon and delta)"
+           if need else "")
+    return (f"0 groups released (by {cols}): no group had enough people to pass private "
+            f"partition selection{bar}. Group by a coarser column (e.g. a month instead of a "
+            "date), spend more epsilon, or give public keys")
 
 
 def _sorted_keys(keys: Any) -> list[tuple[Any, ...]]:

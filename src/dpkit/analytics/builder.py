@@ -90,13 +90,16 @@ class PreparedQuery:
         return result
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
-                     output: str = "pandas") -> Any:
-        """Noise, partition selection and confidence intervals on ``result`` (no charge)."""
+                     output: str = "pandas", warn_empty: bool = False) -> Any:
+        """Noise, partition selection and confidence intervals on ``result`` (no charge).
+
+        ``warn_empty``: warn (:class:`~dpkit.analytics.EmptyReleaseWarning`) when a grouped
+        release has no row; the frame's info says it in any case."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         return assemble(self.pricing, result, group_by=self.group_by,
                         public_keys=self.public_keys, alpha=self.alpha,
-                        source=resolve_source(source), output=output)
+                        source=resolve_source(source), output=output, warn_empty=warn_empty)
 
 
 @dataclass(frozen=True)
@@ -487,7 +490,7 @@ class Query:
             prepared = self._prepared(resolve_auto(pricing, bounds))
         result = self.session._execute(prepared.plan)
         return prepared.release_from(result, source=self.session.source_of_randomness,
-                                     output=output)
+                                     output=output, warn_empty=True)
 
     def _auto_plan(self, pricing: Pricing) -> Plan | None:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""

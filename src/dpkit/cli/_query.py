@@ -17,6 +17,7 @@ privacy unit, contribution limits, bounds and public tables then come from the m
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -276,7 +277,9 @@ def query(
                             max_rows_per_partition=max_rows_per_partition)
             q = q.agg(**aggs)
         if spark_engine is None:
-            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."):
+            with err.status(f"scanning {path} (bounding, clamping, exact sums) ..."), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore", dpa.EmptyReleaseWarning)  # printed below
                 frame = q.run(epsilon=epsilon, delta=delta)
         else:
             frame = _run_with_progress(q, spark_engine, err, path, epsilon, delta)
@@ -308,6 +311,8 @@ def query(
     spent = f"epsilon={info['epsilon']:g}" + (f", delta={info['delta']:g}" if info["delta"]
                                               else "")
     console.print(f"privacy spent: {spent}; {info['groups_released']} groups released")
+    if info.get("note"):
+        console.print(info["note"], markup=False)  # why 0 groups came back
     sel = info.get("partition_selection")
     if sel:
         console.print(f"groups chosen by private partition selection "

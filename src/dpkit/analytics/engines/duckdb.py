@@ -22,7 +22,7 @@ from dpkit.analytics.engines._compiler import (
     compile_plan,
     source_sql,
 )
-from dpkit.errors import EngineError
+from dpkit.errors import EngineError, PrivacyParameterError
 
 __all__ = ["DuckDBEngine", "EngineError"]
 
@@ -37,7 +37,8 @@ def _frame_to_scannable(frame: Any) -> Any:
     then re-encoded as UTF-8 with each lone surrogate (what ``surrogateescape`` makes of an
     invalid byte) replaced by ``?``: DuckDB fails on such a string while it scans the row, after
     the charge and only when that row is read. The same ``?`` as for invalid bytes in Parquet.
-    Polars frames go through Arrow (a lazy frame is collected first). An Arrow
+    Polars frames go through Arrow (a lazy frame is collected first); a polars ``Object`` column
+    is refused (Arrow would carry the addresses of its Python objects, not their values). An Arrow
     ``RecordBatchReader`` is read once into a table, so several releases can scan it.
     """
     mod = type(frame).__module__.split(".")[0]
@@ -63,6 +64,14 @@ def _frame_to_scannable(frame: Any) -> Any:
 
         if isinstance(frame, pl.LazyFrame):
             frame = frame.collect()
+        objects = [c for c, t in frame.schema.items() if t == pl.Object]
+        if objects:
+            # Arrow carries a polars Object column as the addresses of its Python objects:
+            # every row would be a distinct key (or privacy unit), whatever it holds.
+            raise PrivacyParameterError(
+                f"polars column {objects[0]!r} holds Python objects (dtype Object), which "
+                "cannot be read as values: build it with a polars type, e.g. "
+                "pl.Series(values.tolist()) or pl.Series(values, dtype=pl.Date)")
         return frame.to_arrow()
     if mod == "pyarrow":
         import pyarrow as pa
