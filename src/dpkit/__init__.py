@@ -114,7 +114,9 @@ def __getattr__(name: str) -> Any:
         return value
     if name in _SUBMODULES:
         return importlib.import_module(f"dpkit.{name}")  # the import binds dpkit.<name> too
-    raise AttributeError(f"module 'dpkit' has no attribute {name!r}")
+    from dpkit.errors import UnsupportedAggregateError
+
+    raise UnsupportedAggregateError.missing("dpkit", name)
 
 
 def __dir__() -> list[str]:

@@ -11,10 +11,14 @@ __all__ = [
     "BudgetExceededError",
     "BudgetUnavailableError",
     "DPKitError",
+    "EngineError",
     "InsecureRandomnessError",
     "LedgerError",
+    "PlanError",
+    "PredicateError",
     "PrivacyParameterError",
     "SerializationError",
+    "UnsupportedAggregateError",
     "UnsupportedEventError",
 ]
 
@@ -55,3 +59,50 @@ class SerializationError(DPKitError, ValueError):
 
 class InsecureRandomnessError(DPKitError):
     """A release asked for randomness that is not cryptographically secure without opting in."""
+
+
+class PlanError(DPKitError, ValueError):
+    """A query cannot run on this table's schema (a column of the wrong type, bounds the
+    engine cannot represent): decided from the schema, before anything is charged."""
+
+
+class EngineError(DPKitError, RuntimeError):
+    """The engine could not run a statement (a missing file, a type the binder refuses).
+
+    Raised only for reasons the plan and the schema decide (never for a value in the data):
+    the compiler removes every data-dependent failure before the statement runs.
+    """
+
+
+class PredicateError(DPKitError, ValueError):
+    """A row predicate uses a construct outside the allow-list, or does not parse."""
+
+
+_EXTREME = ("the {w} value is one person's own value and has no private answer. Ask for a "
+            "quantile instead, e.g. quantile(col, {q}, bounds=(lower, upper)); quantile(col, "
+            "{e}, bounds=...) estimates the {x} within the public bounds")
+
+
+#: Aggregates dpkit does not offer on purpose, with what to use instead.
+_NOT_OFFERED: dict[str, str] = {
+    "max": _EXTREME.format(w="largest", q=0.99, e=1.0, x="maximum"),
+    "min": _EXTREME.format(w="smallest", q=0.01, e=0.0, x="minimum"),
+    "median": "use quantile(col, 0.5, bounds=(lower, upper))",
+    "avg": "use mean(col, bounds=(lower, upper))",
+    "percentile": "use quantile(col, [levels], bounds=(lower, upper))",
+}
+
+
+class UnsupportedAggregateError(DPKitError, AttributeError):
+    """An aggregate dpkit deliberately does not offer (``dpkit.max``): the message says why
+    and what to ask for instead. Also an :class:`AttributeError`, so ``hasattr`` still works."""
+
+    @classmethod
+    def missing(cls, module: str, name: str) -> AttributeError:
+        """The error for a missing ``module.name``: this class, saying why and what to use,
+        for an aggregate dpkit does not offer on purpose (max, min, median, avg,
+        percentile); the ordinary :class:`AttributeError` for any other name."""
+        why = _NOT_OFFERED.get(name)
+        if why is None:
+            return AttributeError(f"module {module!r} has no attribute {name!r}")
+        return cls(f"{module}.{name} is not offered: {why}")

@@ -363,3 +363,37 @@ def test_auto_bounds_charge_once_and_are_recorded() -> None:
     # below 1e-6.
     assert lo in (512.0, 1024.0) and hi == 4096.0
     assert ((out["m"] > 1800) & (out["m"] < 2200)).all()
+
+
+def test_close_histogram_edges_and_quantile_levels_get_distinct_exact_columns() -> None:
+    """Edges and levels equal to 6 significant digits used to share a column name, so three
+    charged bins came back as two columns and three quantile levels as one."""
+    q = _session().query().bound(max_partitions=1, max_rows_per_partition=2)
+    edges = [0.1, 0.1000001, 0.1000002, 0.1000003]
+    levels = [0.5, 0.5000001, 0.5000002]
+    out = q.agg(h=dpa.histogram("age", edges=edges),
+                m=dpa.quantile("age", levels, bounds=(0, 100))).run(epsilon=1.0)
+    assert [c for c in out.columns if c.startswith("h[") and not c.endswith(("_low", "_high"))
+            ] == ["h[0.1,0.1000001)", "h[0.1000001,0.1000002)", "h[0.1000002,0.1000003]"]
+    assert [c for c in out.columns if c.startswith("m_")] == ["m_p50", "m_p50_00001",
+                                                               "m_p50_00002"]
+    wide = q.agg(h=dpa.histogram("age", edges=[0, 1e6, 1.5e7])).summarize(epsilon=1.0)
+    assert wide["column"].iloc[0] == "h[0,1000000), h[1000000,15000000]"
+
+
+def test_duplicate_output_columns_are_refused_before_the_charge() -> None:
+    budget = Budget(epsilon=5.0)
+    q = _session(budget=budget).query().bound(max_partitions=1, max_rows_per_partition=2)
+    with pytest.raises(PrivacyParameterError, match="levels must be distinct"):
+        dpa.quantile("age", [0.5, 0.5], bounds=(0, 100))
+    for stats in ({"h": dpa.histogram("region", categories=[1, "1"])},
+                  {"n": dpa.count(), "n_low": dpa.count()},
+                  {"a": dpa.quantile("age", 0.5, bounds=(0, 100)), "a_p50": dpa.count()}):
+        with pytest.raises(PrivacyParameterError, match="both be named"):
+            q.agg(**stats).run(epsilon=1.0)
+    df = _people().rename(columns={"region": "n_low"})
+    with pytest.raises(PrivacyParameterError, match="both be named"):
+        (_session(budget=budget, df=df).query().group_by("n_low", keys=["north"])
+         .bound(max_partitions=1, max_rows_per_partition=2)
+         .agg(n=dpa.count()).run(epsilon=1.0))
+    assert budget.spent[0] == 0.0

@@ -201,3 +201,161 @@ def test_sum_and_mean_of_one_column_share_measures_end_to_end(files: dict[str, P
         assert abs(out.loc[g, "s"] - sub["x"].sum()) < 0.5
         assert abs(out.loc[g, "m"] - sub["x"].mean()) < 0.01
     assert "post-processing of m" in out.attrs["dpkit"]["columns"]["s"]["mechanism"]
+
+
+@pytest.mark.parametrize("key_sql", ["[uid % 2]", "CAST(TIMESTAMP '2024-01-01' AS TIMESTAMP_NS)"])
+def test_auto_bounds_query_is_refused_unspent_like_fixed_bounds(key_sql: str) -> None:
+    """A query whose statistics all have bounds="auto" is validated against the schema before
+    the charge, like one with fixed bounds (a LIST or TIMESTAMP_NS key used to cost 1.0)."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE p AS SELECT i AS uid, i / 10.0 AS x, {key_sql} AS k "
+                "FROM range(100) t(i)")
+    for bounds in ((0.0, 10.0), "auto"):
+        budget = Budget(epsilon=10.0)
+        s = dpa.Session(con, table="p", privacy_unit="uid", budget=budget)
+        q = (s.query().group_by("k", keys=[1, 2])
+             .bound(max_partitions=1, max_rows_per_partition=1)
+             .agg(m=dpa.sum("x", bounds=bounds), v=dpa.mean("x", bounds=bounds)))
+        with pytest.raises(DPKitError, match=r"group key|nested type"):
+            q.run(epsilon=1.0)
+        assert budget.spent[0] == 0.0
+
+
+def _messy(tmp_path: Path) -> dict[str, str]:
+    n = 200
+    df = pd.DataFrame({"uid": np.arange(n), "name": [str(i) for i in range(n)],
+                       "x": np.linspace(0.0, 10.0, n), "empty": [None] * n,
+                       "region": ["a", "b"] * (n // 2)})
+    df.to_parquet(tmp_path / "p.parquet")
+    df.to_csv(tmp_path / "p.csv", index=False)
+    return {"parquet": str(tmp_path / "p.parquet"), "csv": str(tmp_path / "p.csv")}
+
+
+def test_text_column_compared_with_a_number_says_it_is_text_and_how_to_cast(
+        tmp_path: Path) -> None:
+    for kind, path in _messy(tmp_path).items():
+        budget = Budget(epsilon=5.0)
+        s = dpa.Session(path, privacy_unit="uid", budget=budget)
+        q = (s.query().where("region = 'a' AND name > 5")
+             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+        with pytest.raises(PrivacyParameterError, match=r"column 'name' is text") as info:
+            q.run(epsilon=1.0)
+        assert budget.spent[0] == 0.0
+        assert "TRY_CAST(name AS DOUBLE)" in str(info.value)
+        assert "SELECT" not in str(info.value)
+        assert ("CSV" in str(info.value)) == (kind == "csv")
+        # the cast it suggests runs
+        out = (s.query().where("TRY_CAST(name AS DOUBLE) > 5")
+               .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
+               .run(epsilon=1.0))
+        assert len(out) == 1
+
+
+def test_all_null_column_gets_the_same_answer_from_parquet_and_csv(tmp_path: Path) -> None:
+    answers = {}
+    for kind, path in _messy(tmp_path).items():
+        s = dpa.Session(path, privacy_unit="uid", budget=Budget(epsilon=10.0))
+        q = s.query().bound(max_partitions=1, max_rows_per_partition=1)
+        prepared = (q.group_by("empty", keys=[None])
+                    .agg(n=dpa.count(), m=dpa.sum("empty", bounds=(0, 1)))
+                    .prepare(epsilon=1.0))
+        res = prepared.exact(s.engine)
+        answers[kind] = (res.keys, sorted(res.values.items()))
+        out = (q.group_by("empty", keys=[None]).agg(m=dpa.mean("empty", bounds=(0, 1)))
+               .run(epsilon=1.0))
+        assert len(out) == 1
+    assert answers["parquet"] == answers["csv"]
+    assert answers["csv"][0] == ((None,),)
+
+
+def test_engine_and_plan_errors_come_from_dpkit_errors() -> None:
+    from dpkit import errors
+    from dpkit.analytics._sql import PredicateError
+    from dpkit.analytics.engines import DuckDBEngine  # type: ignore[attr-defined]
+    from dpkit.analytics.engines._compiler import PlanError
+    from dpkit.analytics.engines.duckdb import EngineError
+
+    assert PlanError is errors.PlanError and EngineError is errors.EngineError
+    assert PredicateError is errors.PredicateError
+    assert DuckDBEngine is not None
+    s = dpa.Session(pd.DataFrame({"uid": [1], "t": pd.to_datetime(["2024-01-01"])}),
+                    privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(errors.PlanError):
+        (s.query().group_by("t", keys=[pd.Timestamp("2024-01-01")])
+         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()).run(epsilon=1.0))
+
+
+def test_max_and_min_explain_why_they_are_not_offered() -> None:
+    import dpkit
+    from dpkit.errors import UnsupportedAggregateError
+
+    for module, name in ((dpkit, "max"), (dpa, "max"), (dpkit, "min"), (dpa, "median")):
+        with pytest.raises(UnsupportedAggregateError, match="quantile"):
+            getattr(module, name)
+        assert not hasattr(module, name)
+    with pytest.raises(AttributeError, match="no attribute 'maxx'"):
+        dpkit.maxx  # noqa: B018
+
+
+def test_grouping_by_the_privacy_unit_says_what_to_do_instead() -> None:
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(PrivacyParameterError, match="count_distinct"):
+        s.query().group_by("uid")
+
+
+def test_misspelt_column_suggests_the_closest_name() -> None:
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    with pytest.raises(PrivacyParameterError, match=r"did you mean 'region'\?"):
+        s.query().group_by("regoin")
+    with pytest.raises(PrivacyParameterError, match=r"did you mean 'region'\?"):
+        s.query().group_by("REGOIN")
+    with pytest.raises(DPKitError, match=r"did you mean 'region'\?"):
+        s.sql("SELECT regin, COUNT(*) FROM t GROUP BY regin", epsilon=1.0)
+    with pytest.raises(PrivacyParameterError) as info:
+        s.query().group_by("zzzz")
+    assert "did you mean" not in str(info.value)
+
+
+def test_zero_groups_released_says_so(tmp_path: Path) -> None:
+    """One signup date per person over two years: no date passes partition selection. The
+    charge stands, and the result says "0 groups released" (warning, attrs) instead of
+    nothing."""
+    rng = np.random.default_rng(0)
+    n = 1000
+    df = pd.DataFrame({"uid": np.arange(n), "signup_date": (
+        pd.Timestamp("2023-01-01") + pd.to_timedelta(rng.integers(0, 730, n), unit="D")).date})
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    s = dpa.Session(pa.Table.from_pandas(df), privacy_unit="uid", budget=budget)
+    q = (s.query().group_by("signup_date").bound(max_partitions=1, max_rows_per_partition=1)
+         .agg(n=dpa.count()))
+    with pytest.warns(dpa.EmptyReleaseWarning, match="0 groups released"):
+        out = q.run(epsilon=0.1, delta=1e-7)
+    assert len(out) == 0
+    assert out.attrs["dpkit"]["note"].startswith("0 groups released (by signup_date)")
+    assert "coarser" in out.attrs["dpkit"]["note"]
+    # a release with groups carries no note
+    big = pd.DataFrame({"uid": np.arange(n), "k": ["a"] * n})
+    s2 = dpa.Session(big, privacy_unit="uid", budget=Budget(epsilon=1.0, delta=1e-6))
+    out2 = (s2.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count()).run(epsilon=1.0, delta=1e-7))
+    assert len(out2) == 1 and "note" not in out2.attrs["dpkit"]
+
+
+def test_polars_object_column_is_refused_not_read_as_addresses() -> None:
+    """A polars Object column reached DuckDB as the addresses of its Python objects: one
+    person's 12 rows of equal dates were 12 privacy units (and 12 groups of one)."""
+    import datetime
+
+    # twelve distinct objects, all equal to one date
+    dates = np.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=0)
+                      for _ in range(12)], dtype=object)
+    frame = pl.DataFrame({"u": pl.Series(dates), "x": np.ones(12)})
+    assert frame.schema["u"] == pl.Object
+    with pytest.raises(PrivacyParameterError, match=r"dtype Object.*polars type"):
+        dpa.Session(frame, privacy_unit="u", budget=Budget(epsilon=1.0))
+    ok = frame.with_columns(pl.Series("u", dates.tolist()))
+    assert ok.schema["u"] == pl.Date
+    s = dpa.Session(ok, privacy_unit="u", budget=Budget(epsilon=1.0))
+    p = (s.query().bound(max_partitions=1, max_rows_per_partition=12)
+         .agg(n=dpa.count_distinct()).prepare(epsilon=1.0))
+    assert p.exact(s.engine).values["n:n"] == (1,)

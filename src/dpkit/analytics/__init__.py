@@ -17,10 +17,12 @@ from dpkit.analytics._aggregates import (
     sum,
     variance,
 )
+from dpkit.analytics._release import EmptyReleaseWarning
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.session import Session
 
 __all__ = [
+    "EmptyReleaseWarning",
     "PreparedQuery",
     "Query",
     "Session",
@@ -34,3 +36,10 @@ __all__ = [
     "sum",
     "variance",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``dpkit.analytics.max`` and the other aggregates dpkit does not offer explain why."""
+    from dpkit.errors import UnsupportedAggregateError
+
+    raise UnsupportedAggregateError.missing(__name__, name)

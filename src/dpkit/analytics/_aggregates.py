@@ -191,6 +191,8 @@ def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
         raise PrivacyParameterError(f"quantiles must be a number or a non-empty list, got "
                                     f"{quantiles!r}")
     qs = tuple(check_probability(q, name="quantile") for q in qs_in)
+    if len(set(qs)) != len(qs):
+        raise PrivacyParameterError(f"quantile levels must be distinct, got {quantiles!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= 1 << 16:
         raise PrivacyParameterError(f"bins must be an integer in [2, 65536], got {bins!r}")
     b, share = _value_bounds(col, bounds, auto_share)

@@ -38,6 +38,7 @@ Semantics every engine must implement identically (up to the choice of hash func
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,6 +54,7 @@ __all__ = [
     "PublicJoin",
     "Source",
     "SourceKind",
+    "did_you_mean",
 ]
 
 SourceKind = Literal["parquet", "csv", "table"]
@@ -200,3 +202,14 @@ class EngineResult:
 
     keys: tuple[tuple[object, ...], ...]
     values: dict[str, tuple[object, ...]]
+
+
+def did_you_mean(name: str, columns: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the column closest to a misspelt ``name`` (difflib's
+    ratio at least 0.6, case ignored), or the empty string. For error messages only."""
+    import difflib
+
+    cols = [str(c) for c in columns]
+    folded = {c.casefold(): c for c in cols}
+    hits = difflib.get_close_matches(str(name).casefold(), list(folded), n=1, cutoff=0.6)
+    return f" (did you mean {folded[hits[0]]!r}?)" if hits else ""

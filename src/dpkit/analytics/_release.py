@@ -39,18 +39,22 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
+from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
-__all__ = ["ReleaseInfo", "assemble", "normalize_key"]
+__all__ = ["EmptyReleaseWarning", "ReleaseInfo", "assemble", "normalize_key"]
 
 UNITS_MEASURE = "__units"
 
@@ -80,9 +84,11 @@ class ReleaseInfo:
     groups_in_data: int | None
     groups_released: int
     selection: dict[str, Any] | None
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **({} if self.note is None else {"note": self.note}),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "accounting": self.mode,
@@ -94,27 +100,66 @@ class ReleaseInfo:
 
 
 def _label(x: float) -> str:
-    return f"{x:g}"
+    """The exact text of an edge: an integral value without a fraction (``10``), any other
+    the shortest decimal that reads back as the same double (``repr``). Distinct edges get
+    distinct labels (``f"{x:g}"`` kept 6 significant digits and merged close edges)."""
+    if x.is_integer() and abs(x) < 2.0**53:
+        return str(int(x))
+    return repr(x)
 
 
 def _pct(q: float) -> str:
-    s = f"{100.0 * q:.6g}"
-    return "p" + s.replace(".", "_")
+    """``p`` and the level in percent, exactly: the shortest decimal of ``q`` (``repr``)
+    shifted by two places, ``.`` written ``_`` (0.5 -> ``p50``, 0.999 -> ``p99_9``,
+    0.1234567 -> ``p12_34567``). Distinct levels get distinct names."""
+    d = Decimal(repr(float(q) + 0.0)).scaleb(2).normalize()  # -0.0 is 0.0
+    return "p" + format(d, "f").replace(".", "_")
 
 
-def stat_columns(sp: StatPrice) -> list[str]:
-    """The output column names of one statistic (estimates only)."""
-    st = sp.stat
+def statistic_columns(name: str, st: Statistic) -> list[str]:
+    """The output column names of the statistic ``name`` (estimates only)."""
     if st.kind == "quantile":
-        return [f"{sp.name}_{_pct(q)}" for q in st.quantiles]
+        return [f"{name}_{_pct(q)}" for q in st.quantiles]
     if st.kind == "histogram":
         if st.edges:
             e = st.edges
-            names = [f"{sp.name}[{_label(e[i])},{_label(e[i + 1])})" for i in range(len(e) - 1)]
+            names = [f"{name}[{_label(e[i])},{_label(e[i + 1])})" for i in range(len(e) - 1)]
             names[-1] = names[-1][:-1] + "]"
             return names
-        return [f"{sp.name}={c}" for c in st.categories]
-    return [sp.name]
+        return [f"{name}={c}" for c in st.categories]
+    return [name]
+
+
+def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
+                   ) -> list[str]:
+    """Every column of the released frame, in order: the group-by columns, then per
+    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles have none)."""
+    out = list(group_by)
+    for name, st in stats:
+        for c in statistic_columns(name, st):
+            out.append(c)
+            if st.kind != "quantile":
+                out += [f"{c}_low", f"{c}_high"]
+    return out
+
+
+def check_output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
+                         ) -> None:
+    """Refuse a query whose released frame would hold two columns of one name (one would
+    overwrite the other after the charge): decided by the query's names, levels, edges and
+    categories alone, before anything is spent."""
+    seen: set[str] = set()
+    for c in output_columns(group_by, stats):
+        if c in seen:
+            raise PrivacyParameterError(
+                f"two output columns would both be named {c!r}: rename an aggregate or "
+                "make its levels, edges or categories distinct")
+        seen.add(c)
+
+
+def stat_columns(sp: StatPrice) -> list[str]:
+    """The output column names of one priced statistic (estimates only)."""
+    return statistic_columns(sp.name, sp.stat)
 
 
 def _noise_desc(mp: MeasurePrice) -> dict[str, Any]:
@@ -179,9 +224,12 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
 
 def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...],
              public_keys: list[tuple[Any, ...]] | None, alpha: float, source: RandomSource,
-             output: str = "pandas") -> Any:
+             output: str = "pandas", warn_empty: bool = False) -> Any:
     """Turn an engine result into the released frame (noise, selection, CIs). No charging here:
-    the caller has charged ``pricing.event`` already (or is an audit re-running the release)."""
+    the caller has charged ``pricing.event`` already (or is an audit re-running the release).
+
+    A grouped release without rows carries a note ``0 groups released ...`` in its info, and
+    with ``warn_empty`` also raises it as an :class:`EmptyReleaseWarning`."""
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
     engine_index: dict[tuple[Any, ...], int] = {}
@@ -233,10 +281,34 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 
     frame = pd.DataFrame(data)
+    note = None
+    if group_by and ngroups == 0:
+        note = empty_release_note(group_by, selection_info)
+        if warn_empty:
+            warnings.warn(note, EmptyReleaseWarning, stacklevel=4)
     info = ReleaseInfo(columns=info_cols, epsilon=pricing.epsilon, delta=pricing.delta,
                        mode=pricing.mode, alpha=alpha,
-                       groups_in_data=None, groups_released=ngroups, selection=selection_info)
+                       groups_in_data=None, groups_released=ngroups, selection=selection_info,
+                       note=note)
     return convert(frame, info, output)
+
+
+class EmptyReleaseWarning(UserWarning):
+    """A grouped release returned no group (the budget was spent all the same)."""
+
+
+def empty_release_note(group_by: Sequence[str], selection: dict[str, Any] | None) -> str:
+    """``0 groups released`` and why, for a grouped release without rows. Reads the query's
+    public parameters only (the selection rule's threshold), never the data."""
+    cols = ", ".join(group_by)
+    if selection is None:
+        return f"0 groups released (by {cols}): the query's public keys were empty"
+    need = selection.get("threshold") or selection.get("tau")
+    bar = (f" (a group is sure to pass from {math.ceil(need)} people at this epsilon and delta)"
+           if need else "")
+    return (f"0 groups released (by {cols}): no group had enough people to pass private "
+            f"partition selection{bar}. Group by a coarser column (e.g. a month instead of a "
+            "date), spend more epsilon, or give public keys")
 
 
 def _sorted_keys(keys: Any) -> list[tuple[Any, ...]]:

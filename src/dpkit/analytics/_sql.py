@@ -23,18 +23,15 @@ tree holds arithmetic or a function call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 
-from dpkit.errors import DPKitError
+from dpkit.errors import PredicateError
 
 __all__ = ["PredicateError", "ValidPredicate", "parse_predicate"]
-
-
-class PredicateError(DPKitError, ValueError):
-    """A row predicate uses a construct outside the allow-list, or does not parse."""
 
 
 # Functions a predicate may call: scalar, total on their domain (no error for any row value
@@ -172,3 +169,31 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
         # Comments are dropped: the engine sees only the regenerated tree.
         node.comments = None
     return ValidPredicate(tree=tree, columns=tuple(columns), needs_try=needs_try)
+
+
+def _is_number(e: exp.Expression) -> bool:
+    if isinstance(e, exp.Paren):
+        return _is_number(e.this)
+    if isinstance(e, exp.Neg):
+        return _is_number(e.this)
+    return isinstance(e, exp.Literal) and not e.is_string
+
+
+def text_compared_with_number(vp: ValidPredicate, is_text: Callable[[str], bool]
+                              ) -> tuple[str, str] | None:
+    """The first ``(column, number)`` where a text column (``is_text``) is compared with a
+    number literal (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``), which
+    no engine binds without a cast; ``None`` if there is none. Reads the tree only."""
+    for node in vp.tree.walk():
+        pairs: list[tuple[exp.Expression, exp.Expression]] = []
+        if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
+                             exp.NullSafeEQ, exp.NullSafeNEQ)):
+            pairs = [(node.this, node.expression), (node.expression, node.this)]
+        elif isinstance(node, exp.Between):
+            pairs = [(node.this, node.args["low"]), (node.this, node.args["high"])]
+        elif isinstance(node, exp.In):
+            pairs = [(node.this, e) for e in node.expressions]
+        for col, other in pairs:
+            if isinstance(col, exp.Column) and is_text(col.name) and _is_number(other):
+                return col.name, other.sql()
+    return None

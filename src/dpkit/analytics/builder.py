@@ -28,7 +28,13 @@ from dpkit.analytics._plan import (
     Source,
 )
 from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
-from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
+from dpkit.analytics._release import (
+    UNITS_MEASURE,
+    assemble,
+    check_output_columns,
+    normalize_key,
+    stat_columns,
+)
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -84,13 +90,16 @@ class PreparedQuery:
         return result
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
-                     output: str = "pandas") -> Any:
-        """Noise, partition selection and confidence intervals on ``result`` (no charge)."""
+                     output: str = "pandas", warn_empty: bool = False) -> Any:
+        """Noise, partition selection and confidence intervals on ``result`` (no charge).
+
+        ``warn_empty``: warn (:class:`~dpkit.analytics.EmptyReleaseWarning`) when a grouped
+        release has no row; the frame's info says it in any case."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         return assemble(self.pricing, result, group_by=self.group_by,
                         public_keys=self.public_keys, alpha=self.alpha,
-                        source=resolve_source(source), output=output)
+                        source=resolve_source(source), output=output, warn_empty=warn_empty)
 
 
 @dataclass(frozen=True)
@@ -240,7 +249,11 @@ class Query:
         if len(set(cols)) != len(cols):
             raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
         if self.session.privacy_unit in cols:
-            raise PrivacyParameterError("the privacy unit cannot be a group-by column")
+            raise PrivacyParameterError(
+                f"the privacy unit {self.session.privacy_unit!r} cannot be a group-by column: "
+                "each group would be one person, and no private answer describes one person. "
+                "Group by a column people share (a region, an age band made with bucket()), "
+                "and count people per group with count_distinct()")
         w = check_positive(selection_weight, "selection_weight")
         parsed = None if keys is None else _parse_keys(keys, tuple(cols))
         return dataclasses.replace(self, group_columns=tuple(cols), keys=parsed,
@@ -310,6 +323,7 @@ class Query:
         return delta
 
     def _price(self, epsilon: Any, delta: Any) -> Pricing:
+        check_output_columns(self.group_columns, self.stats)
         p, r = self._bounds()
         return price(dict(self.stats), mode=self.session.mode, epsilon=epsilon,
                      delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
@@ -452,11 +466,17 @@ class Query:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         pricing = self._price(epsilon, delta)
         prepared = self._prepared(pricing)
-        if prepared.plan.aggregate.measures:
-            self.session._validate_plan(prepared.plan)
         auto_plan = self._auto_plan(pricing)
         if auto_plan is not None:
             self.session._validate_plan(auto_plan)
+            # The release plan waits for the estimated bounds, but everything the schema
+            # decides about it (key types, value columns, filters) does not: check its shape
+            # now, with placeholder bounds, so that a refusal comes before the charge.
+            shape = self._prepared(resolve_auto(pricing, dict.fromkeys(
+                (ab.name for ab in pricing.auto), (0.0, 1.0))))
+            self.session._validate_plan(shape.plan)
+        else:
+            self.session._validate_plan(prepared.plan)
         try:
             self.session.budget.charge(pricing.event)
         except BudgetExceededError as exc:
@@ -470,7 +490,7 @@ class Query:
             prepared = self._prepared(resolve_auto(pricing, bounds))
         result = self.session._execute(prepared.plan)
         return prepared.release_from(result, source=self.session.source_of_randomness,
-                                     output=output)
+                                     output=output, warn_empty=True)
 
     def _auto_plan(self, pricing: Pricing) -> Plan | None:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpkit._numeric.validation import check_probability
-from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._plan import EngineResult, Plan, Source, did_you_mean
 from dpkit.analytics._pricing import Mode
 from dpkit.analytics.builder import Query
 from dpkit.errors import DPKitError, PrivacyParameterError
@@ -264,6 +264,10 @@ class Session:
         self._columns: tuple[str, ...] = tuple(
             c[0] if isinstance(c, tuple) else str(c) for c in cols
         )
+        # column -> engine type name, when the engine reports types (for messages)
+        self._types: dict[str, str] = (
+            {str(k): str(v) for k, v in cols.items()} if isinstance(cols, dict)
+            else {str(c[0]): str(c[1]) for c in cols if isinstance(c, tuple) and len(c) > 1})
         if privacy_unit is not None:
             self._check_column(privacy_unit, "privacy_unit")
 
@@ -343,7 +347,8 @@ class Session:
     def _check_column(self, column: str, what: str) -> None:
         if column not in self._columns:
             raise PrivacyParameterError(
-                f"unknown {what} {column!r}; the source has columns {list(self._columns)}"
+                f"unknown {what} {column!r}{did_you_mean(column, self._columns)}; the source "
+                f"has columns {list(self._columns)}"
             )
 
     def _public_source(self, table: Any) -> tuple[Source, dict[str, str]]:
@@ -479,9 +484,41 @@ class Session:
             try:
                 connection.execute("EXPLAIN " + sql).fetchall()
             except Exception as exc:
+                self._explain_text_comparison(plan)
+                # The engine's first line says what it refused; the lines after it quote the
+                # generated statement, which means nothing to the analyst.
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 raise DPKitError(
-                    f"the engine cannot run this query (nothing was charged): {exc}"
+                    f"the engine cannot run this query (nothing was charged): {reason}"
                 ) from None
+
+    def _explain_text_comparison(self, plan: Plan) -> None:
+        """Raise, with the cast to write, when a filter compares a text column with a number
+        (the usual reason the engine refuses to bind a filter: ``name > 5`` for a text
+        ``name``, every column of a CSV file). Returns if no filter does."""
+        from dpkit.analytics._sql import parse_predicate, text_compared_with_number
+        from dpkit.analytics.builder import quote_ident
+        from dpkit.analytics.engines._compiler import type_family
+
+        for f in plan.filters:
+            try:
+                vp = parse_predicate(f.predicate)
+            except DPKitError:
+                continue
+            hit = text_compared_with_number(
+                vp, lambda c: type_family(self._types.get(c, "")) == "string")
+            if hit is None:
+                continue
+            col, number = hit
+            ident = col if col.isidentifier() else quote_ident(col)
+            csv = " (every column of a CSV file is read as text)" \
+                if self._source.kind == "csv" else ""
+            raise PrivacyParameterError(
+                f"column {col!r} is text{csv}, so it cannot be compared with the number "
+                f"{number}: read it as a number with TRY_CAST({ident} AS DOUBLE) (text that is "
+                f"not a number becomes NULL and its row does not match), e.g. "
+                f"where('TRY_CAST({ident} AS DOUBLE) > {number}'), or compare it with text, "
+                f"e.g. {ident} = '{number}' (nothing was charged)")
 
     def _execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` (called after the charge).

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -402,7 +403,9 @@ def query(
                             max_rows_per_partition=max_rows_per_partition)
             q = q.agg(**aggs)
         if spark_engine is None:
-            with err.status(escape(f"scanning {path} (bounding, clamping, exact sums) ...")):
+            with err.status(escape(f"scanning {path} (bounding, clamping, exact sums) ...")), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore", dpa.EmptyReleaseWarning)  # printed below
                 frame = q.run(epsilon=epsilon, delta=delta)
         else:
             frame = _run_with_progress(q, spark_engine, err, path, epsilon, delta)
@@ -426,6 +429,8 @@ def query(
                                               else "")
     notes.print(Text(f"privacy spent: {spent}; {info['groups_released']} groups released"),
                 soft_wrap=True)
+    if info.get("note"):
+        notes.print(Text(str(info["note"])), soft_wrap=True)  # why 0 groups came back
     sel = info.get("partition_selection")
     if sel:
         notes.print(Text(f"groups chosen by private partition selection "

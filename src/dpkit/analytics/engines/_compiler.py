@@ -61,9 +61,9 @@ from typing import Literal, cast
 from sqlglot import exp
 
 from dpkit._numeric.validation import check_integer
-from dpkit.analytics._plan import Measure, Plan, Source
+from dpkit.analytics._plan import Measure, Plan, Source, did_you_mean
 from dpkit.analytics._sql import parse_predicate
-from dpkit.errors import DPKitError
+from dpkit.errors import PlanError
 
 __all__ = [
     "DUCKDB",
@@ -85,10 +85,6 @@ MAX_FIXED = 2**62  # |floor(bound * 2^k)| must stay below this, so BIGINT never 
 EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 MAX_ROWS_PER_PARTITION = 2**31  # keeps rn - gr arithmetic and sums far from any limit
-
-
-class PlanError(DPKitError, ValueError):
-    """The plan cannot be compiled for this source (unknown column, wrong type, bad bounds)."""
 
 
 Family = Literal["float", "integer", "decimal", "string", "boolean", "other"]
@@ -349,7 +345,8 @@ def _resolve(name: object, schema: Mapping[str, str], what: str) -> str:
     folded = [c for c in schema if c.casefold() == name.casefold()]
     if len(folded) == 1:
         return folded[0]
-    raise PlanError(f"{what} {name!r} is not a column of the source (columns: {list(schema)})")
+    raise PlanError(f"{what} {name!r} is not a column of the source"
+                    f"{did_you_mean(name, schema)} (columns: {list(schema)})")
 
 
 def _normalized(name: str, family: Family, profile: DialectProfile,

@@ -22,17 +22,9 @@ from dpkit.analytics.engines._compiler import (
     compile_plan,
     source_sql,
 )
-from dpkit.errors import DPKitError
+from dpkit.errors import EngineError, PrivacyParameterError
 
 __all__ = ["DuckDBEngine", "EngineError"]
-
-
-class EngineError(DPKitError, RuntimeError):
-    """The engine could not run a statement (a missing file, a type the binder refuses).
-
-    Raised only for reasons the plan and the schema decide (never for a value in the data):
-    the compiler removes every data-dependent failure before the statement runs.
-    """
 
 
 def _frame_to_scannable(frame: Any) -> Any:
@@ -45,7 +37,8 @@ def _frame_to_scannable(frame: Any) -> Any:
     then re-encoded as UTF-8 with each lone surrogate (what ``surrogateescape`` makes of an
     invalid byte) replaced by ``?``: DuckDB fails on such a string while it scans the row, after
     the charge and only when that row is read. The same ``?`` as for invalid bytes in Parquet.
-    Polars frames go through Arrow (a lazy frame is collected first). An Arrow
+    Polars frames go through Arrow (a lazy frame is collected first); a polars ``Object`` column
+    is refused (Arrow would carry the addresses of its Python objects, not their values). An Arrow
     ``RecordBatchReader`` is read once into a table, so several releases can scan it.
     """
     mod = type(frame).__module__.split(".")[0]
@@ -71,6 +64,14 @@ def _frame_to_scannable(frame: Any) -> Any:
 
         if isinstance(frame, pl.LazyFrame):
             frame = frame.collect()
+        objects = [c for c, t in frame.schema.items() if t == pl.Object]
+        if objects:
+            # Arrow carries a polars Object column as the addresses of its Python objects:
+            # every row would be a distinct key (or privacy unit), whatever it holds.
+            raise PrivacyParameterError(
+                f"polars column {objects[0]!r} holds Python objects (dtype Object), which "
+                "cannot be read as values: build it with a polars type, e.g. "
+                "pl.Series(values.tolist()) or pl.Series(values, dtype=pl.Date)")
         return frame.to_arrow()
     if mod == "pyarrow":
         import pyarrow as pa
@@ -91,6 +92,14 @@ def _frame_to_scannable(frame: Any) -> Any:
         "DataFrame, a Polars DataFrame or LazyFrame, or a pyarrow Table / RecordBatchReader / "
         "Dataset"
     )
+
+
+def _text_if_null(sql_type: str) -> str:
+    """``VARCHAR`` for DuckDB's ``NULL`` type (spelled ``"NULL"``: a Parquet column written
+    for values that were all missing), else ``sql_type``. Such a column is read like the
+    all-NULL text column a CSV file gives for it, so both files get the same answer (no
+    value, NULL keys) instead of a refusal for one of them."""
+    return "VARCHAR" if sql_type.strip().strip('"').upper() == "NULL" else sql_type
 
 
 class DuckDBEngine:
@@ -183,7 +192,7 @@ class DuckDBEngine:
         except Exception as exc:
             raise EngineError(f"cannot read the schema of {source.kind} "
                               f"{source.location!r}: {exc}") from None
-        return {str(r[0]): str(r[1]) for r in rows}
+        return {str(r[0]): _text_if_null(str(r[1])) for r in rows}
 
     # ------------------------------------------------------------------ execution
 

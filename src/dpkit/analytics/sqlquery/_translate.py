@@ -37,6 +37,7 @@ import sqlglot
 from sqlglot import exp
 
 import dpkit.analytics._aggregates as agg
+from dpkit.analytics._plan import did_you_mean
 from dpkit.analytics._sql import PredicateError, parse_predicate
 from dpkit.analytics.sqlquery._metadata import ColumnInfo, Metadata, TableInfo
 from dpkit.errors import DPKitError
@@ -304,8 +305,8 @@ class _Translator:
         folded = [c for c in join.schema if c.casefold() == name.casefold()]
         if len(folded) == 1:
             return folded[0]
-        raise SqlError(clause, f"public table {join.table!r} has no column {name!r} (columns: "
-                         f"{list(join.schema)})")
+        raise SqlError(clause, f"public table {join.table!r} has no column {name!r}"
+                         f"{did_you_mean(name, join.schema)} (columns: {list(join.schema)})")
 
     def _expose(self, join: _Join, col: str) -> str:
         if col in join.exposed:
@@ -343,8 +344,9 @@ class _Translator:
             if hit is not None:
                 return hit.copy()
             if not qual and not any(name in j.schema for j in scope.joins.values()):
-                raise SqlError(clause, f"unknown column {name!r} (the subquery outputs "
-                                 f"{sorted(scope.projection)})")
+                raise SqlError(clause, f"unknown column {name!r}"
+                               f"{did_you_mean(name, scope.projection)} (the subquery "
+                               f"outputs {sorted(scope.projection)})")
         if qual and qual not in scope.private_names and qual != scope.sub_alias:
             raise SqlError(clause, f"unknown table or alias {qual!r} in {col.sql()!r}")
         if scope.projection is None and (not qual or qual in scope.private_names):
@@ -352,8 +354,9 @@ class _Translator:
             if found is not None:
                 return _column(found)
             if qual:
-                raise SqlError(clause, f"unknown column {name!r}; the private table has "
-                                 f"columns {list(self.session.columns)}")
+                raise SqlError(clause, f"unknown column {name!r}"
+                               f"{did_you_mean(name, self.session.columns)}; the private "
+                               f"table has columns {list(self.session.columns)}")
         hits = {id(j): j for j in scope.joins.values()
                 if any(c.casefold() == name.casefold() for c in j.schema)}
         if len(hits) == 1:
@@ -361,8 +364,9 @@ class _Translator:
             return _column(self._expose(join, self._public_col(name, join, clause)))
         if len(hits) > 1:
             raise SqlError(clause, f"column {name!r} is ambiguous: qualify it")
-        raise SqlError(clause, f"unknown column {name!r}; the private table has columns "
-                         f"{list(self.session.columns)}")
+        raise SqlError(clause, f"unknown column {name!r}"
+                       f"{did_you_mean(name, self.session.columns)}; the private table has "
+                       f"columns {list(self.session.columns)}")
 
     def _resolve(self, e: exp.Expression, scope: _Scope, clause: str) -> exp.Expression:
         """``e`` with every column resolved; CASE expressions become buckets."""
