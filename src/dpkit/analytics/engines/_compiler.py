@@ -74,6 +74,7 @@ __all__ = [
     "DialectProfile",
     "PlanError",
     "canonical_token",
+    "check_unit_type",
     "compile_plan",
     "is_key_type",
     "is_nested",
@@ -140,6 +141,28 @@ def is_key_type(sql_type: str) -> bool:
     if t.startswith("TIME(") and t.endswith(")"):  # Spark TIME(p), p <= 6: microseconds
         return t[5:-1].strip() in {"0", "1", "2", "3", "4", "5", "6"}
     return t.startswith(_DAY_TIME_INTERVAL) and "MONTH" not in t and "YEAR" not in t
+
+
+def check_unit_type(column: str, sql_type: str) -> None:
+    """Refuse a privacy unit column whose type is not a group-key type (see
+    :func:`is_key_type`), by type, before anything runs.
+
+    The bounding window partitions the rows by SQL equality of the unit, while the hash that
+    ranks a unit's groups reads the unit's value (its canonical text with the md5 hash). Both
+    must see the same classes: a value with several spellings that SQL calls equal (an
+    ``INTERVAL`` of ``1 month`` and of ``30 days``, a list holding ``-0.0`` or ``0.0``, NaN in a
+    struct) would hash once per spelling, and one person would take one slot of a group per
+    spelling. The group-key types have one canonical text per equality class (floats are
+    normalized first, text is compared byte by byte), so the unit gets the same allow-list
+    on every engine and with both hashes."""
+    if is_nested(sql_type) or not is_key_type(sql_type):
+        raise PlanError(
+            f"the privacy unit column {column!r} has the type {sql_type}, which cannot identify "
+            "a person: use a column of integers, text, UUIDs, dates or timestamps "
+            "(microseconds) that holds one value per person, e.g. an id column or this column "
+            "cast to such a type (several spellings of one value of this type, such as "
+            "'1 month' and '30 days' or -0.0 and 0.0 inside a list, would count one person as "
+            "several)")
 
 
 def is_instant(sql_type: str) -> bool:
@@ -355,11 +378,19 @@ def _normalized(name: str, family: Family, profile: DialectProfile,
     infinite dates and timestamps (``infinity``, ``-infinity``) into NULL: DuckDB's client
     returns them as ``date.max``/``datetime.max`` (and the minimums), equal to real values, so
     as keys they would merge two groups in the driver; NULL is what a missing value is
-    everywhere else. Other types unchanged."""
+    everywhere else. On DuckDB, text gets the byte-wise collation ``C`` (a ``NOCASE`` column
+    or ``default_collation`` would make ``'bob'`` and ``'BOB'`` one unit or key in SQL but two
+    texts in the md5 hash; Spark shows collations in the schema and they are refused there).
+    Other types unchanged."""
     c = _col(name)
     t = sql_type.upper().strip()
     if profile.dialect == "duckdb" and (t == "DATE" or t.startswith("TIMESTAMP")):
         return _case(_func("isinf", c), exp.Null(), c.copy())
+    if profile.dialect == "duckdb" and family == "string":
+        # byte-wise comparison whatever the column's collation or the connection's
+        # default_collation (neither shows in DuckDB's schema): grouping, the unit's window and
+        # both hashes then see the same classes
+        return exp.Collate(this=c, expression=exp.Var(this="C"))
     if family != "float":
         return c
     zero = exp.Literal.number(0)
@@ -1135,6 +1166,8 @@ def compile_plan(
         return col
 
     unit = use(bound.privacy_unit, "privacy_unit") if bound.privacy_unit is not None else None
+    if unit is not None:
+        check_unit_type(unit, schema[unit])
     keys = [use(k, "group_by column") for k in agg.group_by]
     if len(set(keys)) != len(keys):
         raise PlanError(f"group_by repeats a column: {agg.group_by}")

@@ -13,14 +13,18 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from sqlglot import exp
+
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics.engines._compiler import (
     DUCKDB,
     DUCKDB_MD5,
     CompiledQuery,
     DialectProfile,
+    PlanError,
     compile_plan,
     source_sql,
+    type_family,
 )
 from dpkit.errors import EngineError, PrivacyParameterError
 
@@ -201,8 +205,48 @@ class DuckDBEngine:
         if schema is None:
             schema = self.columns(plan.source)
         joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
-        return compile_plan(plan, schema, self.profile, registered=frozenset(self._registered),
-                            join_schemas=joins)
+        compiled = compile_plan(plan, schema, self.profile,
+                                registered=frozenset(self._registered), join_schemas=joins)
+        unit = plan.bound.privacy_unit
+        if unit is not None and not self._own and plan.source.kind != "csv":
+            self._refuse_collated_unit(plan.source, unit, schema)
+        return compiled
+
+    def _refuse_collated_unit(self, source: Source, unit: str, schema: Mapping[str, str]
+                              ) -> None:
+        """Refuse a text privacy unit that compares under a collation, read from the type.
+
+        A collation (a ``NOCASE`` column, ``default_collation`` on the connection) shows in no
+        schema DuckDB reports. The statement compares text byte by byte (``COLLATE C``), so
+        such a column's ``'bob'`` and ``'BOB'``, one person to whoever chose the collation,
+        would be bounded as two. Probe: the number of distinct values of the column's type
+        among byte-distinct texts that the built-in and ICU collations equate (case, accents,
+        composed and decomposed forms, an ignorable character), over no row of the source
+        (``WHERE false``): the answer depends on the type alone. Only a connection passed in
+        can hold a collation (the engine's own connection reads files and frames)."""
+        column = next((c for c in schema if c == unit), None) or next(
+            (c for c in schema if c.casefold() == unit.casefold()), None)
+        if column is None or type_family(schema[column]) != "string":
+            return
+        probe = ("a", "A", "e", "\u00e9", "e\u0301", "a\u200b")
+        from_sql = source_sql(source, registered=frozenset(self._registered),
+                              dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
+        col = exp.to_identifier(column, quoted=True).sql(dialect="duckdb")
+        values = ", ".join("(?)" for _ in probe)
+        sql = (f"SELECT count(DISTINCT x) FROM (SELECT {col} AS x FROM {from_sql} WHERE false "
+               f"UNION ALL SELECT * FROM (VALUES {values}))")
+        try:
+            row = self.connection.execute(sql, list(probe)).fetchone()
+        except Exception as exc:
+            raise EngineError(f"cannot read the collation of the privacy unit {column!r}: "
+                              f"{exc}") from None
+        if row is None or int(row[0]) != len(probe):
+            raise PlanError(
+                f"the privacy unit column {column!r} compares text under a collation (of the "
+                "column, or the connection's default_collation), but dpkit compares ids byte by "
+                "byte, so one person's 'bob' and 'BOB' would count as two: store one spelling "
+                "per person (e.g. lower(id)) in a column without a collation, or reset "
+                "default_collation")
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
