@@ -53,12 +53,16 @@ def _layout(root: Path, private_rows: pd.DataFrame) -> None:
     (root / "hive" / "year=2024" / ".p.parquet").symlink_to(data / ".people.parquet")
 
 
-def _sql_count(session: Any, public: str) -> int | str:
-    """The exact SQL count with ``public`` as the metadata path of table ``pub``."""
-    meta = {"tables": {"people": {"privacy_unit": "user_id"},
-                       "pub": {"public": True, "path": public}}}
+def _sql_count(session: Any, public: Any) -> int | str:
+    """The exact SQL count with ``public`` as the metadata path of table ``pub`` (a string)
+    or as its data (``public_tables``)."""
+    pub: dict[str, Any] = {"public": True}
+    if isinstance(public, str):
+        pub["path"] = public
+    meta = {"tables": {"people": {"privacy_unit": "user_id"}, "pub": pub}}
+    tables = None if isinstance(public, str) else {"pub": public}
     try:
-        p = session.sql_query(SQL, metadata=meta).prepare(epsilon=1.0)
+        p = session.sql_query(SQL, metadata=meta, public_tables=tables).prepare(epsilon=1.0)
         session._validate_plan(p.plan)
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -180,3 +184,26 @@ def test_engine_file_list_is_what_the_reader_reads(tmp_path: Path, kind: str) ->
             read = []
         assert listed == read, loc
         assert [os.path.exists(p) for p in listed] == [True] * len(listed)
+
+
+def test_arrow_dataset_over_the_private_file_is_not_public(tmp_path: Path) -> None:
+    """A pyarrow dataset reads its files at each scan: over the private file it is the private
+    table, as a public frame of a path session and as the private source of a session joined
+    with a public path (both used to give 0 on D, 40 on D')."""
+    import pyarrow.dataset as pads
+
+    outcomes: list[int | str] = []
+    for name, rows in zip(("d", "d_prime"), _neighbours(), strict=True):
+        root = tmp_path / name
+        _layout(root, rows)
+        private = str(root / "data" / ".people.parquet")
+        budget = Budget(epsilon=10.0)
+        s = dpa.Session(private, privacy_unit="user_id", budget=budget)
+        outcomes.append(join_count(s, pads.dataset(str(root / "alias" / ".people.parquet"))))
+        outcomes.append(_sql_count(s, pads.dataset(str(root / "hard" / ".copy.parquet"))))
+        s2 = dpa.Session(pads.dataset(private), privacy_unit="user_id", budget=budget)
+        outcomes += [join_count(s2, str(root / "data" / "*.parquet")),
+                     _sql_count(s2, str(root / "hard" / "*.parquet"))]
+        assert budget.spent == (0.0, 0.0)
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+        outcomes

@@ -89,6 +89,24 @@ def _file_identities(names: list[str], what: str) -> set[tuple[int, int]]:
     return out
 
 
+def _dataset_files(obj: Any) -> list[str] | None:
+    """The files a pyarrow ``FileSystemDataset`` reads (it reads them lazily, at each scan),
+    as local paths, or under a ``<filesystem>://`` prefix for another file system (such a
+    name cannot be compared: :func:`_file_identities` refuses it); None for any other object
+    (an in-memory frame holds its rows)."""
+    if not type(obj).__module__.startswith("pyarrow") \
+            or type(obj).__name__ != "FileSystemDataset":
+        return None
+    fs = obj.filesystem
+    base = ""
+    if type(fs).__name__ == "SubTreeFileSystem":
+        base, fs = str(fs.base_path), fs.base_fs
+    files = [str(f) for f in obj.files]
+    if type(fs).__name__ != "LocalFileSystem":
+        return [f"{fs.type_name}://{f}" for f in files]
+    return [os.path.join(base, f) if base else f for f in files]
+
+
 def _spark_file_keys(uris: frozenset[str]) -> tuple[set[object], set[str]]:
     """Identities of the files Spark reports (``DataFrame.inputFiles()``): each URI as given,
     and for a local one (``file:`` scheme or none) its resolved path and, when the file exists
@@ -395,7 +413,8 @@ class Session:
                     f"the public table matches no file ({exc}): give the path or glob of the "
                     "public files") from None
         if table is self._source_object or id(table) == self._source_object_id \
-                or self._same_rows(source, local_frame=_frame_kind(table) is not None):
+                or self._same_rows(source, local_frame=_frame_kind(table) is not None,
+                                   public_object=table):
             raise PrivacyParameterError(
                 "the private table cannot be joined as a public table: its rows would enter "
                 "the query without contribution bounds"
@@ -405,13 +424,16 @@ class Session:
             else {str(k): str(v) for k, v in cols.items()}
         return source, schema
 
-    def _same_rows(self, source: Source, *, local_frame: bool = False) -> bool:
+    def _same_rows(self, source: Source, *, local_frame: bool = False,
+                   public_object: Any = None) -> bool:
         """Whether ``source`` may name the private rows under another spelling.
 
         Table names are compared by their last dotted part, case-insensitively and unquoted
         (DuckDB and Spark resolve identifiers without regard to case). A pandas, polars or
-        Arrow frame (``local_frame``) is sent to the engine by the session itself and is not
-        compared further (the session's own frame was refused by identity).
+        Arrow frame (``local_frame``) holds its rows and is sent to the engine by the session
+        itself: it is not compared further (the session's own frame was refused by identity),
+        except, on DuckDB, a pyarrow ``FileSystemDataset`` (``public_object``), which reads
+        its files at each scan and is compared by them like a path.
 
         DuckDB: views the session did not register are refused outright (a view may select
         the private table), and so is a public path when the private table is such a view.
@@ -420,8 +442,9 @@ class Session:
         ``**``, directories, ``file://`` URLs and ``file_search_path``), file by file by
         ``(st_dev, st_ino)`` with symbolic links followed; one shared file means the same
         rows. This catches hard links, symbolic links, other spellings of a path and globs
-        that match the private file. A location that matches no file, a file that is not
-        local, or an engine that cannot list its files is refused: it cannot be compared.
+        that match the private file. A private ``FileSystemDataset`` is compared by its files
+        too. A location that matches no file, a file that is not local, or an engine that
+        cannot list its files is refused: it cannot be compared.
 
         Spark (an engine with ``input_files``): a name, path or DataFrame that Spark reads
         may reach the private rows through any view, ``spark.table``, ``parquet.`path```,
@@ -442,35 +465,47 @@ class Session:
         if source.kind == "table" and self._source.kind == "table" and (
                 _table_key(source.location) == _table_key(self._source.location)):
             return True
-        if local_frame:
+        public_dataset = _dataset_files(public_object) if local_frame else None
+        if local_frame and public_dataset is None:
             return False
         if callable(getattr(self._engine, "input_files", None)):
-            return self._spark_shares_files(source)
-        if source.kind == "table":
-            is_view = getattr(self._engine, "is_user_view", None)
+            return False if local_frame else self._spark_shares_files(source)
+        is_view = getattr(self._engine, "is_user_view", None)
+        if source.kind == "table" and not local_frame:
             if is_view is not None and is_view(source.location):
                 raise PrivacyParameterError(
                     f"public table {source.location!r} is a view: a view may read the private "
                     "table, so only tables and frames can be joined as public tables")
             return False
+        # the public rows are read from files: a path, a glob or an Arrow dataset
+        what = "public Arrow dataset" if local_frame else f"public table {source.location!r}"
         if self._source.kind == "table":
-            is_view = getattr(self._engine, "is_user_view", None)
-            if is_view is not None and is_view(self._source.location):
-                raise PrivacyParameterError(
-                    f"public table {source.location!r} is read from files, and the private "
-                    "table is a view (or a frame registered on the connection) whose files "
-                    "dpkit cannot list: pass the public table as a pandas DataFrame or Arrow "
-                    "table instead")
-            return False
+            private_dataset = _dataset_files(self._source_object)
+            if private_dataset is None:
+                if is_view is not None and is_view(self._source.location):
+                    raise PrivacyParameterError(
+                        f"the {what} is read from files, and the private table is a view (or "
+                        "a frame registered on the connection) whose files dpkit cannot list: "
+                        "pass the public table as a pandas DataFrame or Arrow table instead")
+                return False  # a table or an in-memory frame: no file to share
+            private = _file_identities(private_dataset, "the private table")
+        else:
+            private = _file_identities(self._listed_files(self._source, what),
+                                       "the private table")
+        public = _file_identities(public_dataset if public_dataset is not None
+                                  else self._listed_files(source, what), what)
+        return bool(public & private)
+
+    def _listed_files(self, source: Source, what: str) -> list[str]:
+        """The engine's own list of the files it reads for ``source`` (its ``source_files``);
+        refused when the engine cannot list them."""
         lister = getattr(self._engine, "source_files", None)
         if not callable(lister):
             raise PrivacyParameterError(
-                f"this engine cannot list the files it reads, so public table "
-                f"{source.location!r} cannot be checked against the private table: pass it "
-                "as a pandas DataFrame or Arrow table instead")
-        public = _file_identities(lister(source), f"public table {source.location!r}")
-        private = _file_identities(lister(self._source), "the private table")
-        return bool(public & private)
+                f"this engine cannot list the files it reads, so the {what} cannot be checked "
+                "against the private table: pass it as a pandas DataFrame or Arrow table")
+        files: list[str] = lister(source)
+        return files
 
     def _spark_shares_files(self, source: Source) -> bool:
         """The Spark rule of :meth:`_same_rows`: True when a file is shared, an error when
