@@ -8,7 +8,8 @@ person T's row became the "public" attribute row of the 40 persons referencing T
 presence moved an exact count by 40 against a calibrated sensitivity of 1 (epsilon 40 spent
 where 1 is claimed). Neighbours: D = 40 persons with ``ref = 1000``; D' = D plus T (user 1000,
 ``secret = 1``). The same hole: a private DuckDB view over the dot-file, and a pyarrow
-dataset over it (as the public frame, or as the private source). A genuinely public file
+dataset over it (as the public frame, or as the private source), and a quoted table name
+that DuckDB reads as the file (a replacement scan). A genuinely public file
 ``data/regions.parquet`` lies beside the private one. Each line prints the exact
 (pre-noise) count on D and on D', through the builder's ``join_public`` and through SQL
 metadata, or the refusal (nothing is charged either way).
@@ -57,6 +58,8 @@ CASES = [  # (private path, public path), relative to a directory holding data/
     ("view people over data/.people.parquet", "data/*.parquet"),
     ("data/.people.parquet", "arrow dataset of data/.people.parquet"),
     ("arrow dataset of data/.people.parquet", "data/*.parquet"),
+    ("data/.people.parquet", '"{root}/data/.people.parquet"'),
+    ('table "data/.people.parquet"', "data/*.parquet"),
 ]
 
 
@@ -73,6 +76,9 @@ def open_session(root: str, private: str, budget: Budget) -> Any:
         path = os.path.join(root, "data", ".people.parquet").replace("'", "''")
         con.execute(f"CREATE VIEW people AS SELECT * FROM read_parquet('{path}')")
         return dpa.Session(con, table="people", privacy_unit="user_id", budget=budget)
+    if private.startswith("table "):  # a quoted name DuckDB reads as the file
+        quoted = '"' + os.path.join(root, "data", ".people.parquet") + '"'
+        return dpa.Session(duckdb.connect(), table=quoted, privacy_unit="user_id", budget=budget)
     if private.startswith("arrow "):
         return dpa.Session(arrow_dataset(root), privacy_unit="user_id", budget=budget)
     return dpa.Session(os.path.join(root, private), privacy_unit="user_id", budget=budget)

@@ -207,3 +207,25 @@ def test_arrow_dataset_over_the_private_file_is_not_public(tmp_path: Path) -> No
         assert budget.spent == (0.0, 0.0)
     assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
         outcomes
+
+
+def test_table_name_that_duckdb_reads_as_a_file_is_not_public(tmp_path: Path) -> None:
+    """A quoted name such as ``"data/.people.parquet"`` is no table of the connection: DuckDB
+    reads it as that file (a replacement scan). As a public table name it reached the private
+    file of a path session, and as the private table of a connection session it hid the file
+    from a public path (both 0 on D, 40 on D'); both are refused before the charge."""
+    outcomes: list[int | str] = []
+    for name, rows in zip(("d", "d_prime"), _neighbours(), strict=True):
+        root = tmp_path / name
+        _layout(root, rows)
+        quoted = f'"{root / "data" / ".people.parquet"}"'
+        budget = Budget(epsilon=10.0)
+        s = dpa.Session(str(root / "data" / ".people.parquet"), privacy_unit="user_id",
+                        budget=budget)
+        outcomes += [join_count(s, quoted), join_count(s, "'" + quoted[1:-1] + "'")]
+        s2 = dpa.Session(duckdb.connect(), table=quoted, privacy_unit="user_id", budget=budget)
+        outcomes += [join_count(s2, str(root / "hard" / "*.parquet")),
+                     _sql_count(s2, str(root / "data" / "*.parquet"))]
+        assert budget.spent == (0.0, 0.0)
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+        outcomes

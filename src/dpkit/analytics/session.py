@@ -436,7 +436,9 @@ class Session:
         its files at each scan and is compared by them like a path.
 
         DuckDB: views the session did not register are refused outright (a view may select
-        the private table), and so is a public path when the private table is such a view.
+        the private table), and so is a name that is not a base table of the connection (DuckDB
+        would resolve it by a replacement scan: a quoted file path, a Python variable); a
+        public path is refused when the private table is such a view or name.
         A public path is compared with a private path by the files DuckDB itself reads for
         each (the engine's ``source_files``: its own glob, with names starting with a dot,
         ``**``, directories, ``file://`` URLs and ``file_search_path``), file by file by
@@ -471,18 +473,26 @@ class Session:
         if callable(getattr(self._engine, "input_files", None)):
             return False if local_frame else self._spark_shares_files(source)
         is_view = getattr(self._engine, "is_user_view", None)
+        is_table = getattr(self._engine, "is_base_table", None)
         if source.kind == "table" and not local_frame:
             if is_view is not None and is_view(source.location):
                 raise PrivacyParameterError(
                     f"public table {source.location!r} is a view: a view may read the private "
                     "table, so only tables and frames can be joined as public tables")
+            if is_table is not None and not is_table(source.location):
+                raise PrivacyParameterError(
+                    f"public table {source.location!r} is not a table of the DuckDB connection "
+                    "(DuckDB reads such a name as a file or a Python variable, which may hold "
+                    "the private rows): give the public file's path, or pass the table as a "
+                    "pandas DataFrame or Arrow table")
             return False
         # the public rows are read from files: a path, a glob or an Arrow dataset
         what = "public Arrow dataset" if local_frame else f"public table {source.location!r}"
         if self._source.kind == "table":
             private_dataset = _dataset_files(self._source_object)
             if private_dataset is None:
-                if is_view is not None and is_view(self._source.location):
+                if (is_view is not None and is_view(self._source.location)) or (
+                        is_table is not None and not is_table(self._source.location)):
                     raise PrivacyParameterError(
                         f"the {what} is read from files, and the private table is a view (or "
                         "a frame registered on the connection) whose files dpkit cannot list: "

@@ -160,6 +160,27 @@ class DuckDBEngine:
         own = {n.lower() for n in self._registered}
         return any(str(r[0]).lower() not in own for r in rows)
 
+    def is_base_table(self, name: str) -> bool:
+        """Whether the table name ``name`` (as :func:`source_sql` parses it) is a frame this
+        engine registered or a base table of the connection's catalog (compared by its last
+        part, in any case). Anything else, a view or a name DuckDB would resolve by a
+        replacement scan (a quoted ``"data/people.parquet"`` read as that file, a Python
+        variable), may read any rows: it is not a base table."""
+        if name in self._registered:
+            return True
+        try:
+            from sqlglot import exp
+
+            last = exp.to_table(name, dialect=self.profile.dialect).name
+        except Exception:
+            return False
+        if not isinstance(last, str) or not last:
+            return False
+        rows = self.connection.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)",
+            [last]).fetchall()
+        return bool(rows and rows[0][0])
+
     def unregister(self, name: str) -> None:
         """Forget a frame registered with :meth:`register`."""
         if name in self._registered:
