@@ -45,21 +45,66 @@ def _table_key(name: str) -> str:
     return name.rsplit(".", 1)[-1].strip().strip('"`').lower()
 
 
-def _file_ids(location: str) -> set[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of every local file ``location`` names (a path or a glob).
+def _local_path(name: str) -> str | None:
+    """The local path an engine's file name stands for (``file://`` and ``file:`` URLs
+    unwrapped), or None for a name under another URL scheme (``s3://``, ``https://``)."""
+    from urllib.parse import unquote
 
-    Glob characters are expanded the way DuckDB reads them (``*``, ``?``, ``[...]``, ``**``);
-    a location that names no local file (a remote URL) yields nothing.
-    """
-    paths = glob.glob(location, recursive=True) if glob.has_magic(location) else [location]
+    if name[:5].lower() == "file:":
+        rest = name[5:]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            if not rest.startswith("/"):  # file://host/path
+                rest = "/" + rest.split("/", 1)[-1] if "/" in rest else ""
+        return unquote(rest) or None
+    if "://" in name:
+        return None
+    return name
+
+
+def _file_identities(names: list[str], what: str) -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of every file of ``names`` (an engine's own list of the files it
+    reads), symbolic links followed: two spellings of one file (a hard link, a symbolic link,
+    ``./``, ``//``, a ``file://`` URL, another case on a case-insensitive file system) have
+    the same identity. Refuses (:class:`PrivacyParameterError`, before anything is charged)
+    an empty list and a name that is not a local file this process can ``stat``: such a
+    source cannot be compared, so it cannot be shown not to hold the private rows."""
+    if not names:
+        raise PrivacyParameterError(
+            f"{what} matches no file the engine would read, so it cannot be checked against "
+            "the private table: give a path or glob that names the public files")
     out: set[tuple[int, int]] = set()
-    for p in paths:
+    for name in names:
+        path = _local_path(name)
         try:
-            st = os.stat(p)
-        except OSError:
-            continue
+            if path is None:
+                raise OSError(name)
+            st = os.stat(path)
+        except (OSError, ValueError):
+            raise PrivacyParameterError(
+                f"{what} reads a file that dpkit cannot identify on this machine ({name!r}), "
+                "so it cannot be checked against the private table: use local files, or "
+                "pass the public table as a pandas DataFrame or Arrow table") from None
         out.add((st.st_dev, st.st_ino))
     return out
+
+
+def _dataset_files(obj: Any) -> list[str] | None:
+    """The files a pyarrow ``FileSystemDataset`` reads (it reads them lazily, at each scan),
+    as local paths, or under a ``<filesystem>://`` prefix for another file system (such a
+    name cannot be compared: :func:`_file_identities` refuses it); None for any other object
+    (an in-memory frame holds its rows)."""
+    if not type(obj).__module__.startswith("pyarrow") \
+            or type(obj).__name__ != "FileSystemDataset":
+        return None
+    fs = obj.filesystem
+    base = ""
+    if type(fs).__name__ == "SubTreeFileSystem":
+        base, fs = str(fs.base_path), fs.base_fs
+    files = [str(f) for f in obj.files]
+    if type(fs).__name__ != "LocalFileSystem":
+        return [f"{fs.type_name}://{f}" for f in files]
+    return [os.path.join(base, f) if base else f for f in files]
 
 
 def _spark_file_keys(uris: frozenset[str]) -> tuple[set[object], set[str]]:
@@ -304,12 +349,15 @@ class Session:
                 raise PrivacyParameterError(
                     f"cannot tell the format of {path!r}: use a .parquet or .csv path (or glob)"
                 )
+            found = Source(kind=kind, location=path)  # type: ignore[arg-type]
             if glob.has_magic(path):
-                if not glob.glob(path, recursive=True):
+                lister = getattr(self._engine, "source_files", None)
+                if not (lister(found) if callable(lister)
+                        else glob.glob(path, recursive=True, include_hidden=True)):
                     raise FileNotFoundError(f"no file matches {path!r}")
             elif not Path(path).is_file():
                 raise FileNotFoundError(f"no such file: {path!r}")
-            return Source(kind=kind, location=path)  # type: ignore[arg-type]
+            return found
         if _is_duckdb_connection(source):
             if not isinstance(table, str) or not table:
                 raise PrivacyParameterError("with a DuckDB connection, give table='name'")
@@ -363,9 +411,15 @@ class Session:
         elif isinstance(table, str) and not table.lower().endswith((*_PARQUET, *_CSV)):
             source = Source(kind="table", location=table)
         else:
-            source = self._resolve_source(table, None)
+            try:
+                source = self._resolve_source(table, None)
+            except FileNotFoundError as exc:
+                raise PrivacyParameterError(
+                    f"the public table matches no file ({exc}): give the path or glob of the "
+                    "public files") from None
         if table is self._source_object or id(table) == self._source_object_id \
-                or self._same_rows(source, local_frame=_frame_kind(table) is not None):
+                or self._same_rows(source, local_frame=_frame_kind(table) is not None,
+                                   public_object=table):
             raise PrivacyParameterError(
                 "the private table cannot be joined as a public table: its rows would enter "
                 "the query without contribution bounds"
@@ -375,18 +429,29 @@ class Session:
             else {str(k): str(v) for k, v in cols.items()}
         return source, schema
 
-    def _same_rows(self, source: Source, *, local_frame: bool = False) -> bool:
+    def _same_rows(self, source: Source, *, local_frame: bool = False,
+                   public_object: Any = None) -> bool:
         """Whether ``source`` may name the private rows under another spelling.
 
         Table names are compared by their last dotted part, case-insensitively and unquoted
         (DuckDB and Spark resolve identifiers without regard to case). A pandas, polars or
-        Arrow frame (``local_frame``) is sent to the engine by the session itself and is not
-        compared further (the session's own frame was refused by identity).
+        Arrow frame (``local_frame``) holds its rows and is sent to the engine by the session
+        itself: it is not compared further (the session's own frame was refused by identity),
+        except, on DuckDB, a pyarrow ``FileSystemDataset`` (``public_object``), which reads
+        its files at each scan and is compared by them like a path.
 
         DuckDB: views the session did not register are refused outright (a view may select
-        the private table). Paths and globs are expanded and their files compared by
-        ``(st_dev, st_ino)`` with every file of the private source, which also catches hard
-        links, symbolic links and globs that match the private file.
+        the private table), and so is a name that is not a base table of the connection (DuckDB
+        would resolve it by a replacement scan: a quoted file path, a Python variable); a
+        public path is refused when the private table is such a view or name.
+        A public path is compared with a private path by the files DuckDB itself reads for
+        each (the engine's ``source_files``: its own glob, with names starting with a dot,
+        ``**``, directories, ``file://`` URLs and ``file_search_path``), file by file by
+        ``(st_dev, st_ino)`` with symbolic links followed; one shared file means the same
+        rows. This catches hard links, symbolic links, other spellings of a path and globs
+        that match the private file. A private ``FileSystemDataset`` is compared by its files
+        too. A location that matches no file, a file that is not local, or an engine that
+        cannot list its files is refused: it cannot be compared.
 
         Spark (an engine with ``input_files``): a name, path or DataFrame that Spark reads
         may reach the private rows through any view, ``spark.table``, ``parquet.`path```,
@@ -407,20 +472,55 @@ class Session:
         if source.kind == "table" and self._source.kind == "table" and (
                 _table_key(source.location) == _table_key(self._source.location)):
             return True
-        if local_frame:
+        public_dataset = _dataset_files(public_object) if local_frame else None
+        if local_frame and public_dataset is None:
             return False
         if callable(getattr(self._engine, "input_files", None)):
-            return self._spark_shares_files(source)
-        if source.kind == "table":
-            is_view = getattr(self._engine, "is_user_view", None)
+            return False if local_frame else self._spark_shares_files(source)
+        is_view = getattr(self._engine, "is_user_view", None)
+        is_table = getattr(self._engine, "is_base_table", None)
+        if source.kind == "table" and not local_frame:
             if is_view is not None and is_view(source.location):
                 raise PrivacyParameterError(
                     f"public table {source.location!r} is a view: a view may read the private "
                     "table, so only tables and frames can be joined as public tables")
+            if is_table is not None and not is_table(source.location):
+                raise PrivacyParameterError(
+                    f"public table {source.location!r} is not a table of the DuckDB connection "
+                    "(DuckDB reads such a name as a file or a Python variable, which may hold "
+                    "the private rows): give the public file's path, or pass the table as a "
+                    "pandas DataFrame or Arrow table")
             return False
+        # the public rows are read from files: a path, a glob or an Arrow dataset
+        what = "public Arrow dataset" if local_frame else f"public table {source.location!r}"
         if self._source.kind == "table":
-            return False
-        return bool(_file_ids(source.location) & _file_ids(self._source.location))
+            private_dataset = _dataset_files(self._source_object)
+            if private_dataset is None:
+                if (is_view is not None and is_view(self._source.location)) or (
+                        is_table is not None and not is_table(self._source.location)):
+                    raise PrivacyParameterError(
+                        f"the {what} is read from files, and the private table is a view (or "
+                        "a frame registered on the connection) whose files dpkit cannot list: "
+                        "pass the public table as a pandas DataFrame or Arrow table instead")
+                return False  # a table or an in-memory frame: no file to share
+            private = _file_identities(private_dataset, "the private table")
+        else:
+            private = _file_identities(self._listed_files(self._source, what),
+                                       "the private table")
+        public = _file_identities(public_dataset if public_dataset is not None
+                                  else self._listed_files(source, what), what)
+        return bool(public & private)
+
+    def _listed_files(self, source: Source, what: str) -> list[str]:
+        """The engine's own list of the files it reads for ``source`` (its ``source_files``);
+        refused when the engine cannot list them."""
+        lister = getattr(self._engine, "source_files", None)
+        if not callable(lister):
+            raise PrivacyParameterError(
+                f"this engine cannot list the files it reads, so the {what} cannot be checked "
+                "against the private table: pass it as a pandas DataFrame or Arrow table")
+        files: list[str] = lister(source)
+        return files
 
     def _spark_shares_files(self, source: Source) -> bool:
         """The Spark rule of :meth:`_same_rows`: True when a file is shared, an error when

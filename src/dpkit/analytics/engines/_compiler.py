@@ -854,21 +854,6 @@ def _csv_lines(loc: exp.Expression, columns: tuple[str, ...]) -> exp.Expression:
     every column is text.
     """
     line = _col(_P + "line")
-    raw_opts = [
-        exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
-        exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
-        exp.EQ(this=exp.column("columns"), expression=exp.Struct(expressions=[exp.PropertyEQ(
-            this=exp.Literal.string(_P + "line"), expression=exp.Literal.string("VARCHAR"))])),
-        exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(_RAW_DELIM)),
-        exp.EQ(this=exp.column("quote"), expression=exp.Literal.string("")),
-        exp.EQ(this=exp.column("escape"), expression=exp.Literal.string("")),
-        # an explicit terminator: left to itself the reader ends a line at a bare "\r" and
-        # then starts the next line with the "\n" of a following "\r\n", so one unit's
-        # "...\r" line could change (rename or drop) the unit on the line after it
-        exp.EQ(this=exp.column("new_line"), expression=exp.Literal.string("\\n")),
-        exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
-        exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
-    ]
     more = f",(?:{_CSV_FIELD})"
     full = f"^(?:{_CSV_FIELD}){_repeat(more, len(columns) - 1)}(?:{more})*$"
     items: list[exp.Expression] = []
@@ -887,10 +872,33 @@ def _csv_lines(loc: exp.Expression, columns: tuple[str, ...]) -> exp.Expression:
                    true=exp.Null()),
         ], default=f.copy())
         items.append(_alias(value, _ident(name)))
-    raw = exp.Table(this=_func("read_csv", loc, *raw_opts))
-    q = exp.select(*items).from_(raw).where(
+    q = exp.select(*items).from_(csv_raw_lines(loc)).where(
         _func("regexp_full_match", line.copy(), exp.Literal.string(full)))
     return exp.Subquery(this=q, alias=exp.TableAlias(this=_ident(_P + "csv")))
+
+
+def csv_raw_lines(loc: exp.Expression, *, filename: bool = False) -> exp.Table:
+    """The raw line reader of :func:`_csv_lines`: every line after each file's header as one
+    text column ``__dpk_line`` (and, with ``filename``, the engine's name of the file it
+    came from, column ``filename``)."""
+    raw_opts = [
+        exp.EQ(this=exp.column("auto_detect"), expression=exp.Boolean(this=False)),
+        exp.EQ(this=exp.column("header"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("columns"), expression=exp.Struct(expressions=[exp.PropertyEQ(
+            this=exp.Literal.string(_P + "line"), expression=exp.Literal.string("VARCHAR"))])),
+        exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(_RAW_DELIM)),
+        exp.EQ(this=exp.column("quote"), expression=exp.Literal.string("")),
+        exp.EQ(this=exp.column("escape"), expression=exp.Literal.string("")),
+        # an explicit terminator: left to itself the reader ends a line at a bare "\r" and
+        # then starts the next line with the "\n" of a following "\r\n", so one unit's
+        # "...\r" line could change (rename or drop) the unit on the line after it
+        exp.EQ(this=exp.column("new_line"), expression=exp.Literal.string("\\n")),
+        exp.EQ(this=exp.column("ignore_errors"), expression=exp.Boolean(this=True)),
+        exp.EQ(this=exp.column("strict_mode"), expression=exp.Boolean(this=False)),
+    ]
+    if filename:
+        raw_opts.append(exp.EQ(this=exp.column("filename"), expression=exp.Boolean(this=True)))
+    return exp.Table(this=_func("read_csv", loc, *raw_opts))
 
 
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),

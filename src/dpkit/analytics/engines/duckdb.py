@@ -173,20 +173,82 @@ class DuckDBEngine:
         own = {n.lower() for n in self._registered}
         return any(str(r[0]).lower() not in own for r in rows)
 
+    def is_base_table(self, name: str) -> bool:
+        """Whether the table name ``name`` (as :func:`source_sql` parses it) is a frame this
+        engine registered or a base table of the connection's catalog (compared by its last
+        part, in any case). Anything else, a view or a name DuckDB would resolve by a
+        replacement scan (a quoted ``"data/people.parquet"`` read as that file, a Python
+        variable), may read any rows: it is not a base table."""
+        if name in self._registered:
+            return True
+        try:
+            from sqlglot import exp
+
+            last = exp.to_table(name, dialect=self.profile.dialect).name
+        except Exception:
+            return False
+        if not isinstance(last, str) or not last:
+            return False
+        rows = self.connection.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)",
+            [last]).fetchall()
+        return bool(rows and rows[0][0])
+
     def unregister(self, name: str) -> None:
         """Forget a frame registered with :meth:`register`."""
         if name in self._registered:
             self.connection.unregister(name)
             del self._registered[name]
 
+    def source_files(self, source: Source) -> list[str]:
+        """The names of the files DuckDB reads for a Parquet or CSV ``source``, as DuckDB itself
+        expands the location: a path, a glob with ``*``, ``?``, ``[...]`` or ``**`` (which
+        also match names starting with a dot), a directory (read recursively), a ``file://``
+        URL, a name found through the connection's ``file_search_path``. An empty list when
+        the location matches no file. Nothing here depends on the files' rows.
+
+        Parquet: the Parquet reader's own file list (``parquet_file_metadata``, which reads
+        the footers only). CSV: DuckDB's ``glob`` of the location, or, when that is empty, of
+        ``location/**`` (the CSV reader reads a directory recursively; for a pattern this may
+        list more files than the reader, never fewer). Other kinds name no file: ``[]``.
+        Raises :class:`EngineError` when the location cannot be listed.
+        """
+        if source.kind not in ("parquet", "csv"):
+            return []
+        try:
+            if source.kind == "parquet":
+                try:
+                    rows = self.connection.execute(
+                        "SELECT DISTINCT file_name FROM parquet_file_metadata(?)",
+                        [source.location]).fetchall()
+                except Exception as exc:
+                    if "no files found" not in str(exc).lower():
+                        raise
+                    rows = []
+            else:
+                rows = self.connection.execute("SELECT file FROM glob(?)",
+                                               [source.location]).fetchall()
+                if not rows:
+                    rows = self.connection.execute(
+                        "SELECT file FROM glob(?)",
+                        [source.location.rstrip("/") + "/**"]).fetchall()
+        except Exception:
+            raise EngineError(f"cannot list the files of {source.kind} "
+                              f"{source.location!r}") from None
+        return sorted({str(r[0]) for r in rows})
+
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> DuckDB type of ``source``, in source order (no data row is read).
 
-        A CSV file's columns are the names on its header line (the first file of a glob, in
-        sorted order), all ``VARCHAR``: no type is guessed from the data.
+        A CSV file's columns are the names on its header line (the first, in sorted order, of
+        the files DuckDB reads: :meth:`source_files`), all ``VARCHAR``: no type is guessed
+        from the data.
         """
         if source.kind == "csv":
-            names = _csv_header(source.location)
+            files = self.source_files(source)
+            if not files:
+                raise EngineError(f"no CSV file matches {source.location!r}")
+            names = _csv_header(files[0])
             return dict.fromkeys(names, "VARCHAR")
         from_sql = source_sql(source, registered=frozenset(self._registered),
                               dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
@@ -262,24 +324,21 @@ class DuckDBEngine:
         return decode(compiled, rows)
 
 
-def _csv_header(location: str) -> list[str]:
-    """The column names on the header line of the first file matching ``location``."""
+def _csv_header(path: str) -> list[str]:
+    """The column names on the header line of the CSV file ``path`` (a name DuckDB's glob
+    reported: ``file://`` URLs come back as plain paths)."""
     import csv
-    import glob
     import io
 
-    files = sorted(glob.glob(location)) if glob.has_magic(location) else [location]
-    if not files:
-        raise EngineError(f"no CSV file matches {location!r}")
     try:
-        with open(files[0], "rb") as fh:
+        with open(path, "rb") as fh:
             first = fh.readline(1 << 20)
     except OSError as exc:
-        raise EngineError(f"cannot read the CSV header of {files[0]!r}: {exc}") from None
+        raise EngineError(f"cannot read the CSV header of {path!r}: {exc}") from None
     text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
     names = next(csv.reader(io.StringIO(text), delimiter=",", quotechar='"'), [])
     if not names or any(not n for n in names) or len(set(names)) != len(names):
-        raise EngineError(f"the CSV header of {files[0]!r} must name every column once, "
+        raise EngineError(f"the CSV header of {path!r} must name every column once, "
                           f"got {names!r}")
     return names
 
