@@ -127,6 +127,15 @@ def test_huge_integer_in_an_object_column_does_not_raise() -> None:
     assert _units([10**5000, 1, 2]) == (3, 3)
 
 
+def test_the_number_clamp_is_the_numeric_conversions_clamp() -> None:
+    from dpkit._numeric import values
+    from dpkit.analytics import _object_text
+
+    assert _object_text._DECIMAL_HUGE == values._DECIMAL_HUGE
+    assert object_text(Decimal("1E+400")) == object_text(10**400) == "inf"
+    assert object_text(Decimal("1E-401")) == object_text(Fraction(1, 10**401)) == "0"
+
+
 def test_categories_of_objects_use_the_same_text() -> None:
     col = pd.Series(pd.Categorical([1, "x", 1.5, None]))
     frame = pd.DataFrame({"uid": range(4), "k": col})

@@ -55,11 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from dpkit._numeric.values import _DECIMAL_HUGE
 from dpkit.errors import PrivacyParameterError
 
 __all__ = ["ObjectTextError", "object_text", "object_texts"]
 
+# The clamp of the numeric conversions (dpkit._numeric.values): |x| >= 10^400 is beyond every
+# clamp, |x| < 10^-400 rounds to 0 (a test checks that the two agree).
+_DECIMAL_HUGE = 400
 _HUGE = 10**_DECIMAL_HUGE
 _MAX_DEPTH = 16
 _US_PER_DAY = 86_400 * 10**6
