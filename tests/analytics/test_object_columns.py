@@ -162,6 +162,16 @@ def test_polars_object_units_are_values_not_memory_addresses() -> None:
     assert _exact(frame, group=False).values["u:n"] == (2,)
 
 
+def test_lone_surrogate_in_an_object_column_never_raises() -> None:
+    """A lone surrogate is text Polars (and Arrow-backed pandas strings) cannot hold: read as
+    ``?`` whatever the string storage option says."""
+    ids = ["a\udcff", "a?", "b"]
+    frame = pl.DataFrame({"uid": pl.Series(ids, dtype=pl.Object), "k": ["a"] * 3})
+    assert _exact(frame, group=False).values["u:n"] == (2,)
+    with pd.option_context("mode.string_storage", "pyarrow"):
+        assert _units(ids) == (2, 2)
+
+
 @pytest.mark.parametrize("series", [
     pd.Series([0.0, -0.0, np.nan]),
     pd.Series([0.0, -0.0, pd.NA, np.nan], dtype="Float64"),

@@ -350,7 +350,8 @@ def object_texts(values: Iterable[Any], column: str) -> list[str | None]:
 
 
 def pandas_objects_as_text(frame: Any) -> Any:
-    """``frame`` with every column of Python objects as a pandas ``string`` column.
+    """``frame`` with every column of Python objects as a pandas ``string`` column (Python
+    storage, which holds any ``str``, lone surrogates included).
 
     Decided by dtype alone: an ``object`` column, and a ``category`` column whose categories
     are ``object``, become :func:`object_text` of each value (of each category, so an unused
@@ -375,19 +376,21 @@ def pandas_objects_as_text(frame: Any) -> Any:
             texts = [None if code < 0 else cats[code] for code in col.cat.codes.tolist()]
         else:
             texts = object_texts(col.tolist(), name)
-        frame.isetitem(i, pd.Series(texts, index=frame.index, dtype="string"))
+        frame.isetitem(i, pd.Series(texts, index=frame.index, dtype=pd.StringDtype("python")))
     return frame
 
 
 def polars_objects_as_text(frame: Any) -> Any:
     """A Polars ``DataFrame`` with every ``Object`` column as text (:func:`object_text` of
-    each value). Polars hands ``Object`` columns to Arrow as the objects' memory addresses, so
-    two equal values would be two units. A nested type holding objects is refused."""
+    each value, each lone surrogate then ``?``: Polars text is UTF-8). Polars hands ``Object``
+    columns to Arrow as the objects' memory addresses, so two equal values would be two units.
+    A nested type holding objects is refused."""
     import polars as pl
 
     for name, dtype in frame.schema.items():
         if dtype == pl.Object:
-            texts = object_texts(frame.get_column(name).to_list(), name)
+            texts = [t if t is None or t.isascii() else t.encode("utf-8", "replace").decode()
+                     for t in object_texts(frame.get_column(name).to_list(), name)]
             frame = frame.with_columns(pl.Series(name, texts, dtype=pl.Utf8))
         elif dtype.is_nested() and "Object" in str(dtype):
             raise PrivacyParameterError(

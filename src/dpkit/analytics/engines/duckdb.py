@@ -69,9 +69,11 @@ def _frame_to_scannable(frame: Any) -> Any:
         if text_cols:
             frame = frame.copy()
             for i in text_cols:
-                text = frame.iloc[:, i].astype("string")
+                # Python storage whatever pandas' string_storage option says: Arrow storage
+                # cannot hold a lone surrogate and would fail on the row that has one
+                text = frame.iloc[:, i].astype(pd.StringDtype("python"))
                 frame.isetitem(i, text.str.encode("utf-8", "replace").str.decode("utf-8")
-                               .astype("string"))
+                               .astype(pd.StringDtype("python")))
         return frame
     if mod == "polars":
         import polars as pl
