@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
+from dpkit.analytics._object_text import pandas_objects_as_text, polars_objects_as_text
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics.engines._compiler import (
     DUCKDB,
@@ -34,20 +35,25 @@ __all__ = ["DuckDBEngine", "EngineError"]
 def _frame_to_scannable(frame: Any) -> Any:
     """Turn a pandas / Polars (eager or lazy) / Arrow object into something DuckDB scans.
 
-    pandas ``object`` columns become pandas ``string`` columns (``None``/NaN -> NA, everything
-    else ``str(value)``): DuckDB otherwise guesses an object column's type from a sample and
-    fails on a later row of another type, an exception that would depend on the data. Text
-    columns held by Python (``object``, ``string`` with Python storage, categories of text) are
-    then re-encoded as UTF-8 with each lone surrogate (what ``surrogateescape`` makes of an
-    invalid byte) replaced by ``?``: DuckDB fails on such a string while it scans the row, after
-    the charge and only when that row is read. The same ``?`` as for invalid bytes in Parquet.
-    Polars frames go through Arrow (a lazy frame is collected first); a polars ``Object`` column
-    is refused (Arrow would carry the addresses of its Python objects, not their values). An Arrow
+    Columns of Python objects (pandas ``object``, categories of objects, Polars ``Object``)
+    are text, decided by their dtype alone, each value written by
+    :func:`~dpkit.analytics._object_text.object_text` (values Python holds equal, such as
+    ``1``, ``1.0``, ``True`` and ``Decimal('1.00')``, or ``0.0`` and ``-0.0``, get one text;
+    missing values and NaN are NULL): DuckDB would otherwise guess an object column's type from
+    a sample (and fail on a later row of another type), ``str`` would give equal values several
+    texts, and Polars sends objects as memory addresses. Text columns held by Python
+    (``object``, ``string`` with Python storage, categories of text) are then re-encoded as
+    UTF-8 with each lone surrogate (what ``surrogateescape`` makes of an invalid byte) replaced
+    by ``?``: DuckDB fails on such a string while it scans the row, after the charge and only
+    when that row is read. The same ``?`` as for invalid bytes in Parquet.
+    Polars frames go through Arrow (a lazy frame is collected first). An Arrow
     ``RecordBatchReader`` is read once into a table, so several releases can scan it.
     """
     mod = type(frame).__module__.split(".")[0]
     if mod == "pandas":
         import pandas as pd
+
+        frame = pandas_objects_as_text(frame)
 
         def python_text(dtype: Any) -> bool:
             if isinstance(dtype, pd.CategoricalDtype):
@@ -55,28 +61,22 @@ def _frame_to_scannable(frame: Any) -> Any:
             return pd.api.types.is_object_dtype(dtype) or (isinstance(dtype, pd.StringDtype)
                                              and dtype.storage == "python")
 
-        text_cols = [c for c in frame.columns if python_text(frame[c].dtype)]
+        text_cols = [i for i, dtype in enumerate(frame.dtypes) if python_text(dtype)]
         if text_cols:
             frame = frame.copy()
-            for c in text_cols:
-                text = frame[c].astype("string")
-                frame[c] = text.str.encode("utf-8", "replace").str.decode("utf-8") \
-                    .astype("string")
+            for i in text_cols:
+                # Python storage whatever pandas' string_storage option says: Arrow storage
+                # cannot hold a lone surrogate and would fail on the row that has one
+                text = frame.iloc[:, i].astype(pd.StringDtype("python"))
+                frame.isetitem(i, text.str.encode("utf-8", "replace").str.decode("utf-8")
+                               .astype(pd.StringDtype("python")))
         return frame
     if mod == "polars":
         import polars as pl
 
         if isinstance(frame, pl.LazyFrame):
             frame = frame.collect()
-        objects = [c for c, t in frame.schema.items() if t == pl.Object]
-        if objects:
-            # Arrow carries a polars Object column as the addresses of its Python objects:
-            # every row would be a distinct key (or privacy unit), whatever it holds.
-            raise PrivacyParameterError(
-                f"polars column {objects[0]!r} holds Python objects (dtype Object), which "
-                "cannot be read as values: build it with a polars type, e.g. "
-                "pl.Series(values.tolist()) or pl.Series(values, dtype=pl.Date)")
-        return frame.to_arrow()
+        return polars_objects_as_text(frame).to_arrow()
     if mod == "pyarrow":
         import pyarrow as pa
 
@@ -159,7 +159,12 @@ class DuckDBEngine:
         if not isinstance(name, str) or not name or "\x00" in name:
             raise ValueError(f"a table name must be a non-empty string, got {name!r}")
         obj = _frame_to_scannable(frame)
-        self.connection.register(name, obj)
+        try:
+            self.connection.register(name, obj)
+        except Exception as exc:  # a dtype DuckDB cannot scan: decided by the schema
+            raise EngineError(
+                f"DuckDB cannot read a column of this frame ({exc}); cast that column to a "
+                "number, text or date dtype first") from None
         self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
 
     def is_user_view(self, name: str) -> bool:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
+from dpkit.analytics._object_text import pandas_objects_as_text
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics.engines._compiler import (
     EPOCH_UTC,
@@ -193,10 +194,15 @@ class SparkEngine:
 
     def register(self, name: str, frame: Any) -> None:
         """Make a frame queryable as the temporary view ``name``: a Spark DataFrame (of this
-        engine's session), or a pandas DataFrame / Arrow table (sent to Spark first)."""
+        engine's session), or a pandas DataFrame / Arrow table (sent to Spark first; columns of
+        Python objects as text, see :mod:`dpkit.analytics._object_text`)."""
         if not isinstance(name, str) or not name or "\x00" in name or "`" in name:
             raise ValueError(f"a view name must be a non-empty plain string, got {name!r}")
         if not is_spark_dataframe(frame):
+            if type(frame).__module__.split(".")[0] == "pandas":
+                # Spark would infer an object column's type from its rows (one person could
+                # change it, or make the frame fail): text by one rule, as on DuckDB
+                frame = pandas_objects_as_text(frame)
             frame = self.spark.createDataFrame(frame)
         frame.createOrReplaceTempView(name)
         self._views[name] = frame
