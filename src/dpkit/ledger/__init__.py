@@ -69,6 +69,8 @@ def _memory(url: str) -> MemoryLedger:
 
 
 def _sqlite_path(url: str) -> str:
+    """The absolute file path named by a ``sqlite:///`` URL (see :func:`open_ledger` for the
+    spellings refused), read the same way by the ledger and by the service's own tables."""
     path = url[len("sqlite:///"):]
     if not path or path == ":memory:" or path.startswith("file:"):
         raise LedgerError(
@@ -103,7 +105,9 @@ def open_ledger(url: str) -> Ledger:
       ``sqlite:////var/lib/dpkit/budget.db`` (absolute): a :class:`SqliteLedger` on that file,
       its path resolved to an absolute one at once. The path is taken literally, so URL syntax
       that would make two spellings name two files is refused: ``?`` (no query parameters),
-      ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``;
+      ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``. The file
+      must have one name: every process reaches it through the same directory (see
+      :class:`SqliteLedger`);
     * ``postgresql://...`` or ``postgres://...``: a :class:`PostgresLedger`, the URL passed to
       the driver as is (user, password, host, port, database, ``?sslmode=...``).
 
