@@ -14,7 +14,7 @@ from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_recor
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
-__all__ = ["SqliteLedger", "check_one_name"]
+__all__ = ["SqliteLedger", "check_sqlite_file"]
 
 _T = TypeVar("_T")
 
@@ -43,7 +43,7 @@ def _mount_points() -> frozenset[str] | None:
     return frozenset(points)
 
 
-def check_one_name(path: str, *, mounts: bool = True) -> tuple[int, int] | None:
+def check_sqlite_file(path: str, *, mounts: bool = True) -> tuple[int, int] | None:
     """``(st_dev, st_ino)`` of the SQLite database file ``path`` (None if it does not exist
     yet), after checking that the file has one name only; else raise
     :class:`~dpkit.errors.LedgerError`.
@@ -115,7 +115,7 @@ class SqliteLedger:
     (symbolic links are fine). A file with hard links, or a single file mounted into the file
     system (mount its directory instead), is refused with :class:`~dpkit.errors.LedgerError`
     when the store connects and again inside every write transaction, as is a file that was
-    replaced or renamed since it was opened (see :func:`check_one_name`).
+    replaced or renamed since it was opened (see :func:`check_sqlite_file`).
 
     Processes: the connection belongs to the process that opened it. The store closes it just
     before ``os.fork`` and opens a new one lazily in the parent and in the child; a copy of the
@@ -145,7 +145,7 @@ class SqliteLedger:
     def _connect(self) -> sqlite3.Connection:
         """A new connection of this process, set up (lock held); the file is checked to have one
         name before it is opened (if it exists) and after."""
-        check_one_name(self._path)
+        check_sqlite_file(self._path)
         try:
             conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -155,7 +155,7 @@ class SqliteLedger:
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000):d}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
-            self._ident = check_one_name(self._path)
+            self._ident = check_sqlite_file(self._path)
         except BaseException:
             conn.close()
             raise
@@ -163,9 +163,9 @@ class SqliteLedger:
 
     def _begin_write(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, then check that the path still names the file connected to,
-        under one name (see :func:`check_one_name`); the caller rolls back if this raises."""
+        under one name (see :func:`check_sqlite_file`); the caller rolls back if this raises."""
         conn.execute("BEGIN IMMEDIATE")
-        if check_one_name(self._path, mounts=False) != self._ident:
+        if check_sqlite_file(self._path, mounts=False) != self._ident:
             raise LedgerError(
                 f"the SQLite ledger file {self._path!r} was removed, renamed or replaced since "
                 "it was opened; nothing was written. Reopen the ledger, and reach the database "

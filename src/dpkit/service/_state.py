@@ -81,11 +81,11 @@ class ServiceState:
             self._path = ""
         elif url.startswith("sqlite:///"):
             from dpkit.errors import LedgerError
-            from dpkit.ledger import _sqlite_path
+            from dpkit.ledger import sqlite_url_path
 
             self._kind = "sqlite"
             try:  # the ledger's own reading of the URL: one URL, one file, one name
-                self._path = _sqlite_path(url)
+                self._path = sqlite_url_path(url)
             except LedgerError as exc:
                 raise StateError(str(exc)) from exc
         elif url == "memory://":
@@ -120,15 +120,15 @@ class ServiceState:
         """A connection to the SQLite file, which must have one name (hard links and a single
         file mounted into the file system are refused, as for the ledger)."""
         from dpkit.errors import LedgerError
-        from dpkit.ledger._sqlite import check_one_name
+        from dpkit.ledger import check_sqlite_file
 
         try:
-            check_one_name(self._path)
+            check_sqlite_file(self._path)
             conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            check_one_name(self._path)
+            check_sqlite_file(self._path)
         except LedgerError as exc:
             raise StateError(str(exc)) from exc
         return conn
