@@ -314,3 +314,21 @@ def test_gdp_filter_json_round_trip() -> None:
     assert back.kind == "gdp" and back.native_budget == 0.8
     assert back.spent == g.spent and back.spent_native == g.spent_native
     assert back.pmf_slack_allowance == g.pmf_slack_allowance == 2.0**-12
+
+
+@pytest.mark.parametrize(("eps", "dl"), [(1.0, 1e-6), (0.1, 1e-9), (3.0, 1e-5), (12.0, 0.01)])
+@pytest.mark.parametrize("custom", [False, True])
+def test_a_share_at_the_budgets_own_parameters_is_exactly_its_rho(eps: float, dl: float,
+                                                                  custom: bool) -> None:
+    kw: dict[str, float] = {"approx_delta_allowance": dl / 3,
+                            "pmf_slack_allowance": eps / 100} if custom else {}
+    b = Budget(epsilon=eps, delta=dl, method="zcdp", **kw)
+    rho, approx, a = b.zcdp_share(eps, dl)
+    assert rho == b.native_budget and a == b.pmf_slack_allowance
+    assert b.approx_delta_allowance * (1 - 2**-39) <= approx <= b.approx_delta_allowance
+    for k in (2, 3, 10, 49):
+        rho, approx, a = b.zcdp_share(eps / k, dl / k)
+        assert k * Fraction(rho) <= Fraction(b.native_budget)
+        assert k * Fraction(approx) <= Fraction(b.approx_delta_allowance)
+    rho, _, a = b.zcdp_share(eps, dl, slack=2 * b.pmf_slack_allowance)  # more slack, less rho
+    assert a == 2 * b.pmf_slack_allowance and rho < b.native_budget

@@ -79,7 +79,7 @@ def test_spent_after_several_queries_is_the_approximate_zcdp_conversion() -> Non
     acct = _replay(budget)
     one = price({"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))}, mode="zcdp",
                 epsilon=0.5, delta=1e-7, max_partitions=1, max_rows_per_partition=2,
-                select_partitions=True)
+                select_partitions=True, zcdp_share=budget.zcdp_share)
     sel = one.selection
     assert budget.spent_delta_exact == 4 * Fraction(sel.threshold_delta)
     assert acct.rho_exact == 4 * ZCdpAccountant().compose(one.event).rho_exact
@@ -126,7 +126,7 @@ def test_summarize_shows_the_selection_share_in_rho() -> None:
     assert row["mechanism"] == "GaussianPartitionSelection"
     one = price({"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))}, mode="zcdp",
                 epsilon=0.5, delta=1e-7, max_partitions=1, max_rows_per_partition=2,
-                select_partitions=True)
+                select_partitions=True, zcdp_share=budget.zcdp_share)
     assert row["share"] == one.selection_epsilon
     assert one.selection.rho <= one.selection_epsilon  # charged rho within its share
     assert budget.spent == (0.0, 0.0)
@@ -167,3 +167,48 @@ def test_twenty_grouped_counts_cost_less_under_zcdp_than_basic() -> None:
     # variance) and zCDP the discrete Gaussian; zCDP wins by composing, not per query
     assert kind["basic"] == "discrete_laplace" and kind["zcdp"] == "discrete_gaussian"
     assert sigma["basic"] < sigma["zcdp"]
+
+
+def _keyed_query(s: Any, private_keys: bool) -> Any:
+    q = s.query().group_by("region", keys=None if private_keys else ["big", "mid", "tiny"])
+    return q.bound(max_partitions=1, max_rows_per_partition=2).agg(
+        n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0)))
+
+
+@pytest.mark.parametrize("private_keys", [True, False])
+@pytest.mark.parametrize(("eps", "dl"), [(1.0, 1e-6), (0.3, 1e-9), (4.0, 1e-5), (0.05, 1e-8)])
+def test_one_query_spends_the_whole_session_budget(private_keys: bool, eps: float,
+                                                   dl: float) -> None:
+    budget = Budget(epsilon=eps, delta=dl, method="zcdp")
+    _keyed_query(_session(budget), private_keys).run(epsilon=eps, delta=dl)
+    # certified: the composed rho, delta and slack are within the budget's own, exactly
+    acct = _replay(budget)
+    assert acct.rho_exact <= Fraction(budget.native_budget)
+    assert acct.delta_exact <= Fraction(budget.approx_delta_allowance)
+    assert acct.slack_exact <= Fraction(budget.pmf_slack_allowance)
+    assert budget.spent[0] <= eps and budget.spent[1] <= dl
+    with pytest.raises(BudgetExceededError, match="nothing spent"):  # no more room
+        _keyed_query(_session(budget), private_keys).run(epsilon=eps / 10, delta=dl / 10)
+
+
+@pytest.mark.parametrize("private_keys", [True, False])
+@pytest.mark.parametrize("k", [2, 3, 7, 10])
+def test_k_queries_of_one_kth_fit_the_session_budget(private_keys: bool, k: int) -> None:
+    eps, dl = 0.7, 3e-7
+    budget = Budget(epsilon=eps, delta=dl, method="zcdp")
+    s = _session(budget)
+    for _ in range(k):
+        _keyed_query(s, private_keys).run(epsilon=eps / k, delta=dl / k)
+    acct = _replay(budget)
+    assert acct.rho_exact <= Fraction(budget.native_budget)
+    assert acct.delta_exact <= Fraction(budget.approx_delta_allowance)
+    assert budget.spent[0] <= eps and budget.spent[1] <= dl
+
+
+def test_a_query_larger_than_the_session_budget_is_refused() -> None:
+    budget = Budget(epsilon=1.0, delta=1e-6, method="zcdp")
+    with pytest.raises(BudgetExceededError, match="nothing spent"):
+        _keyed_query(_session(budget), True).run(epsilon=1.0 + 1e-9, delta=1e-6)
+    with pytest.raises(BudgetExceededError, match="nothing spent"):
+        _keyed_query(_session(budget), False).run(epsilon=1.0 + 1e-9, delta=1e-6)
+    assert budget.ledger == ()

@@ -187,6 +187,50 @@ _METHODS = ("basic", "rdp", "zcdp", "gdp")
 #: Relative headroom left by :meth:`Budget.split` in rho and mu for the mechanisms' own rounding.
 _SPLIT_HEADROOM = Fraction(1) - Fraction(2) ** -40
 _DEFAULT_SLACK = 2.0**-12
+
+
+def zcdp_share_default(epsilon: float, delta: float, *,
+                       slack: float = 0.0) -> tuple[float, float, float]:
+    """:meth:`Budget.zcdp_share` with the default proportions of a zcdp budget:
+    ``A = max(slack, 2**-12 min(1, epsilon))`` and ``approx_delta = delta / 2`` (rounded
+    down); the same as ``Budget(epsilon=epsilon, delta=delta, method="zcdp")`` keeps."""
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    a = max(_DEFAULT_SLACK * min(1.0, eps), check_nonnegative(slack, "slack"))
+    return _share(eps, dl, down(Fraction(dl) / 2), a)
+
+
+def _share(eps: float, dl: float, approx: float, a: float) -> tuple[float, float, float]:
+    """rho converted at ``delta - approx``; the approximate delta granted is ``approx (1 -
+    2**-40)``, so that ``k`` shares of ``fl(delta / k)`` (each up to ``2**-53`` above the exact
+    ``delta / k``) add up to at most the budget's ``delta_max``."""
+    if not Fraction(eps) - 2 * Fraction(a) > 0:
+        raise PrivacyParameterError(
+            f"epsilon={eps!r} is too small for a floating-point slack of {a!r}"
+        )
+    return (_native_for("zcdp", eps, dl, approx, a),
+            down(Fraction(approx) * (1 - Fraction(1, 2**40))), a)
+
+
+def _native_for(kind: str, eps: float, delta: float, approx_delta: float, a: float) -> float:
+    """The largest rho (``kind="zcdp"``) or mu (``"gdp"``), rounded down, of an ``(eps, delta)``
+    budget that keeps ``approx_delta`` for approximate events and ``a`` of floating-point
+    slack: converted at ``(eps - 2 a, (delta - approx_delta) e^-a)``, each rounded down (the
+    relative 2**-50 covers the rounding of exp and of the product)."""
+    eff_eps = down(Fraction(eps) - 2 * Fraction(a))
+    conv_delta = delta
+    if approx_delta:
+        conv_delta = down(Fraction(delta) - Fraction(approx_delta))
+    eff_delta = conv_delta * math.exp(-a) * (1.0 - 2.0**-50)
+    if kind == "zcdp":
+        from dpkit.accounting.zcdp import zcdp_rho_for
+
+        rho: float = zcdp_rho_for(eff_eps, eff_delta)
+        return rho
+    from dpkit.accounting.gdp import gdp_mu_for
+
+    mu: float = gdp_mu_for(eff_eps, eff_delta)
+    return mu
 #: Compare-and-append attempts before a charge gives up. Each lost attempt is another writer's
 #: accepted record (a conflict that shows no newer record fails at once), so the ledger always
 #: moves on; after a few losses in a row the writer pauses briefly (randomised, at most
@@ -612,25 +656,12 @@ class Budget:
             return
         if eps is None:  # an odometer without an epsilon cap: no native budget
             return
-        eff_eps = down(Fraction(eps) - 2 * Fraction(a_max))
-        if not eff_eps > 0.0:
+        if not Fraction(eps) - 2 * Fraction(a_max) > 0:
             raise PrivacyParameterError(
                 f"pmf_slack_allowance={a_max!r} leaves no epsilon (needs 2 * allowance < epsilon)"
             )
-        # delta - delta_max rounded down, then e^{-A} rounded down: the relative 2**-50 covers
-        # the rounding of exp and of the product.
-        conv_delta = self._budget_delta
-        if self._approx_allowance:
-            conv_delta = down(Fraction(self._budget_delta) - Fraction(self._approx_allowance))
-        eff_delta = conv_delta * math.exp(-a_max) * (1.0 - 2.0**-50)
-        if self._kind == "zcdp":
-            from dpkit.accounting.zcdp import zcdp_rho_for
-
-            self._native_budget = zcdp_rho_for(eff_eps, eff_delta)
-        else:
-            from dpkit.accounting.gdp import gdp_mu_for
-
-            self._native_budget = gdp_mu_for(eff_eps, eff_delta)
+        self._native_budget = _native_for(self._kind, eps, self._budget_delta,
+                                          self._approx_allowance or 0.0, a_max)
         if not self._native_budget > 0.0:
             raise PrivacyParameterError(
                 f"the budget (epsilon={eps!r}, delta={self._budget_delta!r}) is too small for "
@@ -673,6 +704,38 @@ class Budget:
         if self._kind == "pure":
             return self._budget_epsilon
         return self._native_budget
+
+    def zcdp_share(self, epsilon: float, delta: float, *,
+                   slack: float = 0.0) -> tuple[float, float, float]:
+        """What an ``(epsilon, delta)`` share of this zcdp budget may spend, in the budget's own
+        currency: ``(rho, approx_delta, pmf_slack)``.
+
+        The share is converted by the rule that made the budget's ``rho_max``, with the
+        budget's proportions (``eps_B, delta_B, A_max, delta_max``): the slack reserved for
+        calibration is ``A = max(slack, A_max epsilon / eps_B)``, the delta kept for
+        approximate events ``d = delta delta_max / delta_B``, both rounded down, and ``rho`` is
+        the largest (rounded down) with ``e^A delta_rho(epsilon - 2 A) + d <= delta``. The
+        approximate delta granted is ``d (1 - 2**-40)``, rounded down. At the budget's own
+        ``(eps_B, delta_B)`` (and ``slack <= A_max``) ``rho`` is exactly ``rho_max``, so one
+        release can spend the whole budget; ``k`` shares of ``(eps_B / k, delta_B / k)`` grant
+        at most ``delta_max`` together and, ``rho`` growing faster than linearly in epsilon,
+        less than ``rho_max``. The budget still checks every charge exactly: this only prices,
+        it never grants.
+
+        A budget given in rho (no epsilon) uses the default proportions ``A = 2**-12 min(1,
+        epsilon)`` and ``approx_delta = delta / 2``.
+        """
+        if self._kind != "zcdp":
+            raise PrivacyParameterError(f"zcdp_share needs a zcdp budget, not {self._kind!r}")
+        b_eps = self._budget_epsilon
+        if b_eps is None or not self._budget_delta > 0.0:
+            return zcdp_share_default(epsilon, delta, slack=slack)
+        eps = check_epsilon(epsilon)
+        dl = check_delta(delta, allow_zero=False)
+        a = down(Fraction(self._slack_allowance or 0.0) * Fraction(eps) / Fraction(b_eps))
+        approx = down(Fraction(dl) * Fraction(self._approx_allowance or 0.0)
+                      / Fraction(self._budget_delta))
+        return _share(eps, dl, approx, max(a, check_nonnegative(slack, "slack")))
 
     @property
     def pmf_slack_allowance(self) -> float | None:

@@ -45,9 +45,13 @@ statistic is Gaussian, partition selection gets all of ``delta``.
 Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
 weights (``W`` the total weight), and a statistic's share is split evenly over its integer
-measures (a mean: count and centred sum). In zCDP sessions the statistics' ``(epsilon, delta)``
-is first turned into the largest ``rho`` that certifies it, and ``rho`` is split. Shares are
-rounded down, scales and charged costs up.
+measures (a mean: count and centred sum). In zCDP sessions the query's ``(epsilon, delta)`` is
+first converted into the budget's own currency by the budget's own rule
+(:meth:`~dpkit.accounting.Budget.zcdp_share`: the share of the budget's delta kept for
+approximate events, the share of its floating-point slack allowance, and the largest ``rho``
+that certifies the rest), and ``rho`` is split. A query at the session budget's ``(epsilon,
+delta)`` is thus priced at exactly the budget's ``rho_max``. Shares are rounded down, scales
+and charged costs up.
 
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
@@ -56,21 +60,24 @@ are ``rho_sel = k / (2 sigma^2)``-zCDP, and the only other difference is the eve
 probability at most ``delta_thr = k P[Z >= tau]``, that a key only the added unit has is
 released (Bun and Steinke 2016, Definition 8.1, approximate zCDP). It is charged as
 ``ApproxZCdpEvent(rho_sel, delta_thr)``, so a zCDP budget composes it with the Gaussian
-statistics in rho. The query's ``(epsilon, delta)`` is priced as a whole: ``delta_thr`` is half
-of ``delta`` and ``rho = rho_for(epsilon, delta - delta_thr)`` is split by weight between the
-selection (``w_sel / W_all``) and the statistics, so that the query alone is
+statistics in rho. The query's ``(epsilon, delta)`` is priced as a whole: ``delta_thr`` is at
+most the query's share of the delta kept for approximate events (half of ``delta`` with the
+default budget) and ``rho`` (certifying ``epsilon`` at the rest of ``delta``) is split by weight
+between the selection (``w_sel / W_all``) and the statistics, so that the query alone is
 ``(epsilon, delta)``-DP. The mechanism draws its noise with the fast vectorised discrete
 Gaussian sampler, whose pmf is within ``exp(+-a)`` of exact per key (``a = 2^-23`` while
 ``sigma < 2^13``); the charge carries the mechanism's declared ``pmf_slack = k a``
 (``delta_thr`` already includes ``e^a``), which the budget caps with its
-``pmf_slack_allowance``. So that the query alone stays within ``(epsilon, delta)`` with that
-slack ``A <= k a``, rho is calibrated at ``(epsilon - 2 A, (delta - delta_thr) e^-A)``:
+``pmf_slack_allowance``. So that the query alone stays within ``(epsilon, delta)`` with a
+slack ``A`` at least ``k a`` (the larger of ``k a`` and the query's share of the allowance),
+rho is calibrated at ``(epsilon - 2 A, (delta - delta_thr) e^-A)``:
 ``e^A delta_rho(epsilon - 2A) + delta_thr <= delta``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -79,6 +86,7 @@ import numpy as np
 
 from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon
+from dpkit.accounting.budget import zcdp_share_default
 from dpkit.analytics._aggregates import Statistic
 from dpkit.analytics._plan import Measure
 from dpkit.errors import PrivacyParameterError
@@ -98,6 +106,9 @@ from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, disc
 __all__ = ["MeasurePrice", "Mode", "Noise", "Pricing", "StatPrice", "price"]
 
 Mode = Literal["pure", "zcdp", "approx"]
+#: ``(epsilon, delta, slack=...) -> (rho, approx_delta, pmf_slack)``: see
+#: :meth:`dpkit.accounting.Budget.zcdp_share`.
+ZcdpShare = Callable[..., tuple[float, float, float]]
 
 _FAST_LIMIT = 2.0**13
 _MAX_NOISE_SCALE = 2.0**52
@@ -502,8 +513,15 @@ def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
 
 def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
           max_partitions: int, max_rows_per_partition: int, select_partitions: bool,
-          selection_weight: float = 1.0) -> Pricing:
-    """Price a query: validate (epsilon, delta), split the budget, calibrate every measure."""
+          selection_weight: float = 1.0,
+          zcdp_share: ZcdpShare | None = None) -> Pricing:
+    """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
+
+    zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
+    budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
+    zcdp budget), so that a query is priced in the budget's own currency by the budget's own
+    rule: a query at the budget's ``(epsilon, delta)`` gets exactly its ``rho_max``."""
+    to_rho: ZcdpShare = zcdp_share or zcdp_share_default
     eps = check_epsilon(epsilon)
     dl = check_delta(delta)
     p, r = max_partitions, max_rows_per_partition
@@ -544,18 +562,19 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         laplace = _laplace_stats(stats, weights, eps0, dl0, total_w, p)
     rho = 0.0
     if select_partitions and mode == "zcdp":
-        # Approximate zCDP (module docstring): half of delta for the threshold, the query's
-        # whole rho from (epsilon, the other half), split by weight.
-        sel_delta = down(Fraction(dl) / 2)
-        rest_delta = down(Fraction(dl) - Fraction(sel_delta))
-        a_sel = Fraction(p) * Fraction(DISCRETE_GAUSSIAN_SLACK)  # k a, an upper bound
-        eff_eps = down(Fraction(eps) - 2 * a_sel)
-        if not eff_eps > 0.0:
+        # Approximate zCDP (module docstring): the budget's share of delta for the threshold,
+        # the query's whole rho from (epsilon, the rest), split by weight.
+        a_sel = up(Fraction(p) * Fraction(DISCRETE_GAUSSIAN_SLACK))  # k a, an upper bound
+        try:
+            rho_all, sel_delta, _ = to_rho(eps, dl, slack=a_sel)
+        except PrivacyParameterError:
             raise PrivacyParameterError(
                 f"epsilon={eps!r} is too small for partition selection over max_partitions={p}"
-            )
-        # e^{-A} rounded down: the relative 2**-50 covers the rounding of exp and the product
-        rho_all = rho_for(eff_eps, rest_delta * math.exp(-up(a_sel)) * (1.0 - 2.0**-50))
+            ) from None
+        if not sel_delta > 0.0:
+            # The budget keeps no delta for approximate events: price as a default budget
+            # would, and let the budget refuse the charge with its own message.
+            rho_all, sel_delta, _ = zcdp_share_default(eps, dl, slack=a_sel)
         sel_rho = down(Fraction(rho_all) * Fraction(selection_weight) / w_all)
         if not (sel_rho > 0.0 and sel_delta > 0.0):
             raise PrivacyParameterError(
@@ -592,7 +611,7 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
     if mode == "pure":
         total = rest_eps
     elif mode == "zcdp" and not select_partitions:
-        rho = rho_for(rest_eps, rest_delta)
+        rho = to_rho(rest_eps, rest_delta)[0]
         total = rho
     else:
         total = rho

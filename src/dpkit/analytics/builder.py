@@ -328,7 +328,9 @@ class Query:
         return price(dict(self.stats), mode=self.session.mode, epsilon=epsilon,
                      delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
                      select_partitions=bool(self.group_columns) and self.keys is None,
-                     selection_weight=self.selection_weight)
+                     selection_weight=self.selection_weight,
+                     zcdp_share=getattr(self.session.budget, "zcdp_share", None)
+                     if self.session.mode == "zcdp" else None)
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
         p, r = pricing.max_partitions, pricing.max_rows_per_partition

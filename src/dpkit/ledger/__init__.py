@@ -12,6 +12,9 @@ test suite.
   for processes on several hosts.
 * After ``fork``, a store object reused in the child opens its own connection (the parent's
   is never used nor closed there).
+* :func:`check_sqlite_file` ``(path)``: refuses an SQLite file reached under several names
+  (hard links, a file mounted on its own); :func:`sqlite_url_path` ``(url)``: the file a
+  ``sqlite:///`` URL names.
 * :func:`open_ledger` ``(url)``: ``memory://`` (or ``memory://name``), ``sqlite:///relative.db``,
   ``sqlite:////absolute/path.db``, ``postgresql://user@host/db`` (or ``postgres://``).
 """
@@ -24,7 +27,7 @@ import threading
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError
 from dpkit.ledger._postgres import PostgresLedger
-from dpkit.ledger._sqlite import SqliteLedger
+from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file
 
 __all__ = [
     "Ledger",
@@ -32,7 +35,9 @@ __all__ = [
     "MemoryLedger",
     "PostgresLedger",
     "SqliteLedger",
+    "check_sqlite_file",
     "open_ledger",
+    "sqlite_url_path",
 ]
 
 
@@ -68,7 +73,9 @@ def _memory(url: str) -> MemoryLedger:
         return store
 
 
-def _sqlite_path(url: str) -> str:
+def sqlite_url_path(url: str) -> str:
+    """The absolute file path named by a ``sqlite:///`` URL (see :func:`open_ledger` for the
+    spellings refused), read the same way by the ledger and by the service's own tables."""
     path = url[len("sqlite:///"):]
     if not path or path == ":memory:" or path.startswith("file:"):
         raise LedgerError(
@@ -103,7 +110,9 @@ def open_ledger(url: str) -> Ledger:
       ``sqlite:////var/lib/dpkit/budget.db`` (absolute): a :class:`SqliteLedger` on that file,
       its path resolved to an absolute one at once. The path is taken literally, so URL syntax
       that would make two spellings name two files is refused: ``?`` (no query parameters),
-      ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``;
+      ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``. The file
+      must have one name: every process reaches it through the same directory (see
+      :class:`SqliteLedger`);
     * ``postgresql://...`` or ``postgres://...``: a :class:`PostgresLedger`, the URL passed to
       the driver as is (user, password, host, port, database, ``?sslmode=...``).
 
@@ -114,7 +123,7 @@ def open_ledger(url: str) -> Ledger:
     if url.startswith("memory://"):
         return _memory(url)
     if url.startswith("sqlite:///"):
-        return SqliteLedger(_sqlite_path(url))
+        return SqliteLedger(sqlite_url_path(url))
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresLedger(url)
     raise LedgerError(

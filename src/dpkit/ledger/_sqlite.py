@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_recor
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
-__all__ = ["SqliteLedger"]
+__all__ = ["SqliteLedger", "check_sqlite_file"]
 
 _T = TypeVar("_T")
 
@@ -24,6 +25,69 @@ _SCHEMA = (
     " budget TEXT NOT NULL, seq INTEGER NOT NULL, time REAL NOT NULL, kind TEXT NOT NULL,"
     " analyst TEXT, payload TEXT NOT NULL, PRIMARY KEY (budget, seq)) WITHOUT ROWID",
 )
+
+
+def _mount_points() -> frozenset[str] | None:
+    """The mount points of this process's mount namespace (``/proc/self/mountinfo``, field 5,
+    octal escapes decoded), or None where that file is not readable (not Linux)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    points = set()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return frozenset(points)
+
+
+def check_sqlite_file(path: str, *, mounts: bool = True) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the SQLite database file ``path`` (None if it does not exist
+    yet), after checking that the file has one name only; else raise
+    :class:`~dpkit.errors.LedgerError`.
+
+    SQLite keeps a database's write-ahead log (``-wal``), shared-memory index (``-shm``, which
+    carries the WAL locks) and rollback journal beside the *name* it was opened with (symbolic
+    links resolved). Two processes reaching one file under two names therefore lock and log
+    separately: each commits to its own log, neither sees the other's charges, and a charge can
+    be lost when the logs are checkpointed. No lock dpkit could add would make the two logs
+    agree, so such a file is refused:
+
+    * ``st_nlink > 1``: the file has hard links (another directory entry names it);
+    * the file is a mount point: a single file bind-mounted into this file system (as a
+      container does with ``-v host.db:/data/ledger.db``); seen as a device that differs from
+      its directory's, or as a mount point in ``/proc/self/mountinfo`` (``mounts=True``).
+
+    Symbolic links, and a *directory* mounted in several places, are safe: the sibling files
+    are the same files whichever path is used.
+    """
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger file {path!r}: {exc}") from exc
+    if st.st_nlink > 1:
+        raise LedgerError(
+            f"the SQLite ledger file {real!r} has {st.st_nlink} names (hard links); reach the "
+            "database through one path and remove the other links. SQLite keeps its "
+            "write-ahead log and locks beside each name, so processes using different names "
+            "would not see each other's charges"
+        )
+    parent = os.stat(os.path.dirname(real))
+    points = _mount_points() if mounts else None
+    if st.st_dev != parent.st_dev or (points is not None and real in points):
+        raise LedgerError(
+            f"the SQLite ledger file {real!r} is a mount point (a single file mounted into this "
+            "file system); mount the directory that holds it instead, and reach the database "
+            "through that directory in every process. SQLite keeps its write-ahead log and locks "
+            "beside the file's name, so processes outside this mount would not see this one's "
+            "charges"
+        )
+    return st.st_dev, st.st_ino
 
 
 class SqliteLedger:
@@ -47,6 +111,12 @@ class SqliteLedger:
     locked; SQLite failures are raised as :class:`~dpkit.errors.LedgerError` (nothing was
     written), other exceptions as they are.
 
+    One file, one name: every process must reach the database through the same directory
+    (symbolic links are fine). A file with hard links, or a single file mounted into the file
+    system (mount its directory instead), is refused with :class:`~dpkit.errors.LedgerError`
+    when the store connects and again inside every write transaction, as is a file that was
+    replaced or renamed since it was opened (see :func:`check_sqlite_file`).
+
     Processes: the connection belongs to the process that opened it. The store closes it just
     before ``os.fork`` and opens a new one lazily in the parent and in the child; a copy of the
     store in another process (however it got there) never uses nor closes a connection it did
@@ -68,11 +138,14 @@ class SqliteLedger:
         self._fork_held = False
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()  # the process that opened self._conn
+        self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file connected to
         self._run(self._setup)
         _fork.track(self)
 
     def _connect(self) -> sqlite3.Connection:
-        """A new connection of this process, set up (lock held)."""
+        """A new connection of this process, set up (lock held); the file is checked to have one
+        name before it is opened (if it exists) and after."""
+        check_sqlite_file(self._path)
         try:
             conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -82,10 +155,22 @@ class SqliteLedger:
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000):d}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
+            self._ident = check_sqlite_file(self._path)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _begin_write(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, then check that the path still names the file connected to,
+        under one name (see :func:`check_sqlite_file`); the caller rolls back if this raises."""
+        conn.execute("BEGIN IMMEDIATE")
+        if check_sqlite_file(self._path, mounts=False) != self._ident:
+            raise LedgerError(
+                f"the SQLite ledger file {self._path!r} was removed, renamed or replaced since "
+                "it was opened; nothing was written. Reopen the ledger, and reach the database "
+                "through one path in every process"
+            )
 
     def _connection(self) -> sqlite3.Connection:
         """This process's connection, opened if needed (lock held)."""
@@ -99,9 +184,8 @@ class SqliteLedger:
             self._pid = os.getpid()
         return self._conn
 
-    @staticmethod
-    def _setup(conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        self._begin_write(conn)
         for statement in _SCHEMA:
             conn.execute(statement)
         conn.execute("COMMIT")
@@ -167,7 +251,7 @@ class SqliteLedger:
         check_budget_name(name)
 
         def act(conn: sqlite3.Connection) -> str:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin_write(conn)
             conn.execute(
                 "INSERT OR IGNORE INTO dpkit_budgets (name, definition, last_seq) "
                 "VALUES (?, ?, 0)", (name, definition),
@@ -202,7 +286,7 @@ class SqliteLedger:
         check_record(record)
 
         def act(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin_write(conn)
             moved = conn.execute(
                 "UPDATE dpkit_budgets SET last_seq = ? WHERE name = ? AND last_seq = ?",
                 (record.seq, name, record.seq - 1),

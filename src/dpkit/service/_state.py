@@ -80,10 +80,14 @@ class ServiceState:
             self._kind = "postgres"
             self._path = ""
         elif url.startswith("sqlite:///"):
+            from dpkit.errors import LedgerError
+            from dpkit.ledger import sqlite_url_path
+
             self._kind = "sqlite"
-            self._path = url[len("sqlite:///"):]
-            if not self._path or self._path == ":memory:":
-                raise StateError(f"a SQLite state needs a file path, got {url!r}")
+            try:  # the ledger's own reading of the URL: one URL, one file, one name
+                self._path = sqlite_url_path(url)
+            except LedgerError as exc:
+                raise StateError(str(exc)) from exc
         elif url == "memory://":
             self._kind = "memory"
             self._path = ""
@@ -104,15 +108,29 @@ class ServiceState:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._kind == "sqlite":
-                conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
+                conn = self._connect_sqlite()
             else:
                 import psycopg
 
                 conn = psycopg.connect(self.url, autocommit=True)
             self._local.conn = conn
+        return conn
+
+    def _connect_sqlite(self) -> sqlite3.Connection:
+        """A connection to the SQLite file, which must have one name (hard links and a single
+        file mounted into the file system are refused, as for the ledger)."""
+        from dpkit.errors import LedgerError
+        from dpkit.ledger import check_sqlite_file
+
+        try:
+            check_sqlite_file(self._path)
+            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            check_sqlite_file(self._path)
+        except LedgerError as exc:
+            raise StateError(str(exc)) from exc
         return conn
 
     def _sql(self, stmt: str) -> str:
