@@ -389,8 +389,10 @@ def _normalized(name: str, family: Family, profile: DialectProfile,
     if profile.dialect == "duckdb" and family == "string":
         # byte-wise comparison whatever the column's collation or the connection's
         # default_collation (neither shows in DuckDB's schema): grouping, the unit's window and
-        # both hashes then see the same classes
-        return exp.Collate(this=c, expression=exp.Var(this="C"))
+        # both hashes then see the same classes. The cast is a no-op for text and types a
+        # column of DuckDB's NULL type (an all-NULL Parquet column, read as text) as text,
+        # which COLLATE needs.
+        return exp.Collate(this=_cast(c, "VARCHAR"), expression=exp.Var(this="C"))
     if family != "float":
         return c
     zero = exp.Literal.number(0)
