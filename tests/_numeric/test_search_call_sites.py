@@ -113,6 +113,8 @@ def test_partition_selection_sigma_and_threshold(eps: float, delta: float, k: in
 
     m = GaussianPartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta,
                                                       max_partitions=k)
+    eps, delta = m.epsilon, m.delta  # calibrated to the pair it states (and is charged)
+    assert eps is not None and delta is not None
     d_thr = down(Fraction(delta) * Fraction(0.5))
     d_gauss = down(Fraction(delta) - Fraction(d_thr))
     assert _gauss_delta(m.sigma, k, eps) <= d_gauss < _gauss_delta(below(m.sigma), k, eps)

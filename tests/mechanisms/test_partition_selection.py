@@ -19,6 +19,7 @@ from dpkit.accounting.events import ApproxDpEvent, DiscreteGaussianEvent, SelfCo
 from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import GaussianPartitionSelection, PartitionSelection
+from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
 from dpkit.noise import RandomSource
 
 mpmath.mp.dps = 60
@@ -58,6 +59,9 @@ CASES = [(1.0, 1e-6, 1), (1.0, 1e-6, 3), (0.1, 1e-9, 1), (3.0, 1e-3, 2), (0.5, 1
 @pytest.mark.parametrize(("eps", "delta", "L"), CASES)
 def test_probabilities_match_independent_recursion(eps: float, delta: float, L: int) -> None:
     ps = PartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta, max_partitions=L)
+    # the coins are built for the calibrated pair the selection states (and is charged)
+    eps, delta = ps.event.epsilon, ps.event.delta
+    assert eps < ps.epsilon and delta < ps.delta
     pi = ideal_pi(eps, delta, L)
     # The exact grid recursion rounds down: p(n) <= pi(n). In the growing phase the floors
     # (2**-63 each) accumulate to at most 2**-63 (a^n - 1)/(a - 1) = 2**-63 pi(n) / delta';
@@ -77,7 +81,7 @@ def test_probabilities_match_independent_recursion(eps: float, delta: float, L: 
 def test_closed_form_of_the_first_phase(eps: float, delta: float, L: int) -> None:
     """pi(n) = delta' (e^{n eps'} - 1) / (e^{eps'} - 1) while that is below 1/2 (paper, Thm. 1)."""
     ps = PartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta, max_partitions=L)
-    e, d = mpmath.mpf(eps) / L, mpmath.mpf(delta) / L
+    e, d = mpmath.mpf(ps.event.epsilon) / L, mpmath.mpf(ps.event.delta) / L
     for n in range(1, ps.threshold):
         closed = d * (mpmath.exp(n * e) - 1) / (mpmath.exp(e) - 1)
         if closed > 0.4:
@@ -160,7 +164,11 @@ def test_release_shape_and_reproducibility() -> None:
 
 def test_event_and_parameters() -> None:
     ps = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=3)
-    assert ps.event == ApproxDpEvent(epsilon=1.0, delta=1e-6)
+    # the calibrated pair (k selections at fl(e / k), fl(d / k) fit a budget of (e, d))
+    assert ps.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0),
+                                     delta=calibrated_delta(1e-6))
+    assert (ps.epsilon, ps.delta) == (1.0, 1e-6)
+    assert 1.0 * (1 - 2**-39) < ps.event.epsilon <= 1.0 * (1 - 2**-40)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 0.0, True, "1", None])
@@ -244,7 +252,8 @@ def test_gaussian_calibration_against_mpmath(L: int) -> None:
     assert L * dg_sf(g.sigma, g.tau - 1) > 0.5e-6
     # rho = L / (2 sigma^2), rounded up
     assert Fraction(g.rho) >= Fraction(L) / (2 * Fraction(g.sigma) ** 2)
-    assert g.event == ApproxDpEvent(epsilon=1.0, delta=1e-6)
+    assert g.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0),
+                                    delta=calibrated_delta(1e-6))
     # the noise part alone meets its share at eps = 1 (e^A delta_rho(eps - 2A))
     assert zcdp_delta(g.rho, 1.0 - 2 * g.pmf_slack) * np.exp(g.pmf_slack) <= 0.5e-6
     # the noise event is L composed unit-sensitivity discrete Gaussians; the zCDP accountant

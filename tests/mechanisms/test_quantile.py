@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from dpkit.accounting.events import ExponentialMechanismEvent, SelfComposedEvent
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import BinnedQuantile
+from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource
 
 mpmath.mp.dps = 40
@@ -178,9 +179,9 @@ def test_event_and_budget_split() -> None:
     assert bq.epsilon_each * 6 <= 1.2
     ev = bq.event
     assert isinstance(ev, SelfComposedEvent) and ev.count == 6
-    assert ev.event == ExponentialMechanismEvent(epsilon=bq.epsilon_each)
+    assert ev.event == ExponentialMechanismEvent(epsilon=calibrated_epsilon(bq.epsilon_each))
     single = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=EDGES)
-    assert single.event == ExponentialMechanismEvent(epsilon=1.0)
+    assert single.event == ExponentialMechanismEvent(epsilon=calibrated_epsilon(1.0))
     rep = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=EDGES,
                                       max_rows_per_partition=3, neighbouring="replace")
     assert rep.sensitivity(0.5) == 3.0

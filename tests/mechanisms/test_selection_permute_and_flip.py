@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.mechanisms import ExponentialMechanism, ReportNoisyMax
+from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.mechanisms.selection import SELECTION_SLACK
 
 mp.mp.dps = 40
@@ -32,7 +33,8 @@ def _pf() -> ReportNoisyMax:
     return ReportNoisyMax(epsilon=2.0, sensitivity=1.0, noise="exponential")
 
 
-GAIN = (2.0 - 2 * SELECTION_SLACK) / 2.0  # z = GAIN * (u - max u) for _pf()
+# z = GAIN * (u - max u) for _pf(): the mechanism runs at its calibrated epsilon
+GAIN = math.nextafter(calibrated_epsilon(2.0) - 2 * SELECTION_SLACK, 0.0) / 2.0
 
 
 def _z(scores: list[float]) -> list[mp.mpf]:

@@ -15,6 +15,11 @@ The margin makes compositions fit too: k mechanisms calibrated to the double ``f
 is at most ``(e / k)(1 + 2**-53)``, cost at most ``e (1 + 2**-53)(1 - 2**-40) < e`` together,
 for every k. Its price is a relative ``2**-40`` of extra noise. The reported ``.epsilon`` of a
 pure-DP mechanism is the same ``pure_epsilon_of(event)``, rounded up.
+
+Mechanisms whose constructor takes the epsilon itself (the exponential mechanism, report noisy
+max, partition selection; :class:`~dpkit.mechanisms.BinnedQuantile` through its exponential
+mechanisms) keep the epsilon asked for in their ``epsilon`` field but run at, and state in
+their event, :func:`calibrated_epsilon` (and :func:`calibrated_delta`): the same rule.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TypeVar
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import down, up
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import DpEvent, pure_epsilon_of
 
-__all__ = ["CALIBRATION_MARGIN", "calibration_target", "charged_epsilon", "fit_noise",
-           "reported_epsilon"]
+__all__ = ["CALIBRATION_MARGIN", "calibrated_delta", "calibrated_epsilon", "calibration_target",
+           "charged_epsilon", "fit_noise", "reported_epsilon"]
 
 CALIBRATION_MARGIN = Fraction(1, 2**40)
 _MAX_STEPS = 64
@@ -40,6 +45,19 @@ _M = TypeVar("_M")
 def calibration_target(epsilon: float) -> Fraction:
     """``epsilon * (1 - 2**-40)``, exactly: what a calibration to ``epsilon`` aims at."""
     return Fraction(epsilon) * (1 - CALIBRATION_MARGIN)
+
+
+def calibrated_epsilon(epsilon: float) -> float:
+    """The largest double at most ``T = epsilon (1 - 2**-40)``: what a mechanism that takes an
+    ``epsilon`` parameter and charges it as is (selection, partition selection) runs at and
+    states in its event, so that ``k`` of them built with ``fl(e / k)`` fit a budget of ``e``."""
+    return down(calibration_target(epsilon))
+
+
+def calibrated_delta(delta: float) -> float:
+    """``delta (1 - 2**-40)`` rounded down: the delta such a mechanism states (basic budgets
+    add deltas exactly, so ``k`` of ``fl(d / k)`` must stay within ``d`` too)."""
+    return down(Fraction(delta) * (1 - CALIBRATION_MARGIN))
 
 
 def charged_epsilon(event: DpEvent) -> Fraction:

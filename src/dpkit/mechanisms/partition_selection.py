@@ -92,6 +92,7 @@ from dpkit.events import (
     SelfComposedEvent,
     as_neighbouring,
 )
+from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
 from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
@@ -206,7 +207,10 @@ class PartitionSelection:
         object.__setattr__(self, "delta", dl)
         object.__setattr__(self, "max_partitions", int(max_partitions))
         object.__setattr__(self, "neighbouring", rel)
-        object.__setattr__(self, "_table", _truncated_geometric_table(eps, dl, k))
+        # run at, and charged, the calibrated pair (mechanisms._calibration: k selections
+        # built with fl(e / k), fl(d / k) fit a budget of (e, d))
+        object.__setattr__(self, "_table", _truncated_geometric_table(
+            calibrated_epsilon(eps), calibrated_delta(dl), k))
 
     @classmethod
     def from_epsilon_delta(cls, *, epsilon: float, delta: float, max_partitions: int = 1,
@@ -229,7 +233,10 @@ class PartitionSelection:
 
     @property
     def event(self) -> ApproxDpEvent:
-        return ApproxDpEvent(epsilon=self.epsilon, delta=self.delta)
+        """``(epsilon', delta')``: the calibrated pair the coins were built for
+        (:func:`~dpkit.mechanisms._calibration.calibrated_epsilon`, ``calibrated_delta``)."""
+        return ApproxDpEvent(epsilon=calibrated_epsilon(self.epsilon),
+                             delta=calibrated_delta(self.delta))
 
     def probability_fraction(self, n: int) -> Fraction:
         """The exact release probability of a key with ``n`` units, as a rational."""
@@ -443,13 +450,16 @@ class GaussianPartitionSelection:
                            threshold_share: float = 0.5) -> GaussianPartitionSelection:
         """(epsilon, delta)-DP: ``threshold_share`` of delta for the threshold, the rest for the
         noise (through the zCDP conversion of :mod:`dpkit.accounting.zcdp`, with the pmf slack).
+        Calibrated to, and stating, ``epsilon (1 - 2**-40)`` and ``delta (1 - 2**-40)`` rounded
+        down, so that ``k`` selections at ``fl(e / k), fl(d / k)`` fit a budget of ``(e, d)``.
 
         The shares are rounded down (the calibrated parts never exceed delta). sigma is the
         smallest double found by bisection with ``delta_G(eps) <=`` its share; tau the smallest
         integer with ``threshold_delta <=`` its share.
         """
-        eps = check_epsilon(epsilon)
-        dl = check_delta(delta, allow_zero=False)
+        # the calibrated pair (mechanisms._calibration), as for every epsilon constructor
+        eps = calibrated_epsilon(check_epsilon(epsilon))
+        dl = calibrated_delta(check_delta(delta, allow_zero=False))
         share = check_probability(threshold_share, name="threshold_share", open_low=True,
                                   open_high=True)
         k, rel = _unit_moves(max_partitions, neighbouring)

@@ -56,6 +56,12 @@ probability by a factor ``e^|t|`` at most, for Laplace, exponential and Gumbel n
 scale), so the released probabilities are within ``e^(+-SLACK)``, ``SLACK = 2**-38``, of those
 of the exact mechanism with factor g. This is charged by scaling with ``epsilon - 2 SLACK``:
 the guarantee stays ``epsilon`` (rounded towards the safe side throughout).
+
+Calibration. Both mechanisms run at, and state in their event, ``epsilon' =
+calibrated_epsilon(epsilon)``, the largest double at most ``epsilon (1 - 2**-40)`` (the rule of
+every calibration in :mod:`dpkit.mechanisms`): ``k`` mechanisms built with ``epsilon = fl(e /
+k)`` fit a budget of ``e``. The ``epsilon`` field keeps the value asked for; ``g`` above is
+computed from ``epsilon'``.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ from dpkit.events import (
     ReportNoisyMaxEvent,
     as_neighbouring,
 )
+from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource, exponential_and_sign, exponential_two_tailed, resolve_source
 
 __all__ = ["ExponentialMechanism", "ReportNoisyMax"]
@@ -111,6 +118,11 @@ def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool
     object.__setattr__(obj, "sensitivity", check_sensitivity(sensitivity))
     object.__setattr__(obj, "monotonic", monotonic)
     object.__setattr__(obj, "neighbouring", as_neighbouring(neighbouring))
+
+
+def _gain_of(mech: ExponentialMechanism | ReportNoisyMax) -> float:
+    """:func:`_gain` at the mechanism's calibrated epsilon (module docstring, Calibration)."""
+    return _gain(calibrated_epsilon(mech.epsilon), mech.monotonic)
 
 
 def _gain(epsilon: float, monotonic: bool) -> float:
@@ -404,12 +416,12 @@ class ExponentialMechanism:
         divide the shifted scores by Delta and multiply by ``(epsilon - 2 slack) / c``.
         """
         with np.errstate(under="ignore"):
-            return math.nextafter(_gain(self.epsilon, self.monotonic) / self.sensitivity, 0.0)
+            return math.nextafter(_gain_of(self) / self.sensitivity, 0.0)
 
     @property
     def event(self) -> ExponentialMechanismEvent:
-        return ExponentialMechanismEvent(epsilon=self.epsilon, neighbouring=self.neighbouring,
-                                         pmf_slack=0.0)
+        return ExponentialMechanismEvent(epsilon=calibrated_epsilon(self.epsilon),
+                                         neighbouring=self.neighbouring, pmf_slack=0.0)
 
     def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
                       ) -> npt.NDArray[np.float64]:
@@ -419,7 +431,7 @@ class ExponentialMechanism:
         to the relative ``e^(+-SLACK)`` charged in epsilon.
         """
         return _softmax(_scaled_scores(scores, self.sensitivity,
-                                       _gain(self.epsilon, self.monotonic)))
+                                       _gain_of(self)))
 
     def release(self, scores: Any, *, source: RandomSource | None = None) -> int:
         """Index of the selected candidate."""
@@ -433,7 +445,7 @@ class ExponentialMechanism:
         mechanism's law.
         """
         return _select(scores, count, source, self.sensitivity,
-                       _gain(self.epsilon, self.monotonic), "gumbel")
+                       _gain_of(self), "gumbel")
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
         """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
@@ -444,7 +456,8 @@ class ExponentialMechanism:
         n = check_integer(n_candidates, name="n_candidates", minimum=1)
         tt = check_nonnegative(t, "t")
         c = 1.0 if self.monotonic else 2.0
-        return up(c * self.sensitivity / self.epsilon * (math.log(n) + tt) * (1 + 2.0**-50))
+        return up(c * self.sensitivity / calibrated_epsilon(self.epsilon) * (math.log(n) + tt)
+                  * (1 + 2.0**-50))
 
     def utility_gap_at(self, *, n_candidates: int, alpha: float) -> float:
         """The gap exceeded with probability at most ``alpha`` (t = ln(1/alpha))."""
@@ -483,12 +496,12 @@ class ReportNoisyMax:
         """Noise scale ``c Delta / (epsilon - 2 slack)``, rounded up (``inf`` past the largest
         double). For display: releases divide by Delta and multiply by the gain instead."""
         with np.errstate(over="ignore"):
-            return math.nextafter(self.sensitivity / _gain(self.epsilon, self.monotonic),
+            return math.nextafter(self.sensitivity / _gain_of(self),
                                   math.inf)
 
     @property
     def event(self) -> ReportNoisyMaxEvent:
-        return ReportNoisyMaxEvent(epsilon=self.epsilon, noise=self.noise,
+        return ReportNoisyMaxEvent(epsilon=calibrated_epsilon(self.epsilon), noise=self.noise,
                                    neighbouring=self.neighbouring, pmf_slack=0.0)
 
     def release(self, scores: Any, *, source: RandomSource | None = None) -> int:
@@ -499,7 +512,7 @@ class ReportNoisyMax:
                      ) -> npt.NDArray[np.int64]:
         """``count`` independent releases."""
         return _select(scores, count, source, self.sensitivity,
-                       _gain(self.epsilon, self.monotonic), self.noise)
+                       _gain_of(self), self.noise)
 
     def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
                       ) -> npt.NDArray[np.float64]:
@@ -517,5 +530,5 @@ class ReportNoisyMax:
                 "noise='laplace' has no closed-form selection law; probabilities are available "
                 "for noise='gumbel' and noise='exponential'"
             )
-        z = _scaled_scores(scores, self.sensitivity, _gain(self.epsilon, self.monotonic))
+        z = _scaled_scores(scores, self.sensitivity, _gain_of(self))
         return _softmax(z) if self.noise == "gumbel" else _permute_and_flip(z)
