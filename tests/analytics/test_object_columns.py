@@ -184,3 +184,24 @@ def test_typed_columns_keep_negative_zero_one_unit(series: pd.Series) -> None:
     units = _exact(frame, group=False).values["u:n"][0]
     nulls = int(series.isna().any())
     assert units == 1 + nulls
+
+
+def test_equal_numbers_of_every_type_have_one_text() -> None:
+    """Python-equal numbers of different types (exact conversions of random doubles and
+    integers, near zero, at the ends of the double range and past 2^53) have one text."""
+    rng = np.random.default_rng(20)
+    doubles = list(rng.standard_normal(300) * 10.0 ** rng.integers(-320, 300, 300))
+    doubles += [5e-324, -5e-324, 1.7976931348623157e308, 2.0**53, 0.1, 1 / 3]
+    for f in doubles:
+        spellings = [f, Decimal(f), Fraction(f), np.float64(f), np.longdouble(f), complex(f, 0)]
+        if f.is_integer():
+            spellings += [int(f), Decimal(int(f))]
+        assert len({object_text(v) for v in spellings}) == 1, f
+    for n in [*map(int, rng.integers(-(2**62), 2**62, 300)), 2**53 + 1, -(2**63), 10**399]:
+        spellings = [n, Decimal(n), Fraction(n), Decimal(n).scaleb(-3) * 1000]
+        assert len({object_text(v) for v in spellings}) == 1, n
+    zones = [dt.timezone(dt.timedelta(minutes=m)) for m in (-600, -90, 0, 45, 330, 840)]
+    for us in map(int, rng.integers(0, 10**17, 50)):
+        instant = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=us)
+        assert len({object_text(instant.astimezone(z)) for z in zones}
+                   | {object_text(pd.Timestamp(instant).tz_convert("Asia/Kolkata"))}) == 1

@@ -159,6 +159,12 @@ def _power_of(n: int, p: int) -> int | None:
 
 
 def _number_text(v: Any) -> str:
+    if type(v) is float:  # fast paths giving what the general rule below gives
+        if v == 0.0 or math.isinf(v):
+            return "0" if v == 0.0 else ("inf" if v > 0 else "-inf")
+        return str(int(v)) if v.is_integer() else repr(v)
+    if type(v) is int and -_HUGE < v < _HUGE:
+        return str(v)
     if isinstance(v, (complex, np.complexfloating)):
         c = complex(v)
         if c.imag == 0.0:

@@ -222,7 +222,10 @@ class Session:
         A Parquet or CSV path or glob, a pandas/Polars (eager or lazy)/Arrow frame, a DuckDB
         connection (then give ``table=``), a Spark DataFrame (classic or Spark Connect), or a
         SparkSession (classic or Connect; then give ``table=``, a catalog table name or a
-        Parquet/CSV path). Spark sources run on the Spark engine.
+        Parquet/CSV path). Spark sources run on the Spark engine. A frame's columns keep
+        their declared types; a column of Python objects (pandas ``object``, Polars
+        ``Object``) is text, each value written so that values Python holds equal are one text
+        (:mod:`dpkit.analytics._object_text`; an object of another type is refused here).
     privacy_unit:
         The column identifying a person (every row of a person is bounded together);
         ``None``: each row is a different person.
