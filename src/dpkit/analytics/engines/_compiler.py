@@ -13,7 +13,8 @@ sets); the two md5 profiles keep exactly the same rows.
 
 Shape of the statement (``u`` the unit, ``k`` the key columns, ``v`` the value columns)::
 
-    WITH src AS (SELECT norm(col) AS col, ... FROM source),        -- NaN -> NULL, -0.0 -> 0.0
+    WITH src AS (SELECT norm(col) AS col, ... FROM source),  -- NaN -> NULL, -0.0 -> 0.0,
+                                                             -- text COLLATE C (byte-wise)
          rows AS (SELECT u, k..., v..., hk, hr FROM src WHERE predicates),
          ranked AS (SELECT *, ROW_NUMBER() OVER w AS rn,            -- w: PARTITION BY u
                               RANK() OVER (PARTITION BY u ORDER BY hk, k...) AS gr,
