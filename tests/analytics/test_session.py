@@ -359,3 +359,21 @@ def test_polars_object_column_is_one_unit_not_read_as_addresses() -> None:
         p = (s.query().bound(max_partitions=1, max_rows_per_partition=12)
              .agg(n=dpa.count_distinct()).prepare(epsilon=1.0))
         assert p.exact(s.engine).values["n:n"] == (1,)
+
+
+def test_null_group_is_a_missing_value_shown_as_na_not_the_word_none() -> None:
+    n = 300
+    df = pd.DataFrame({"uid": np.arange(n), "region": ["a", None, "b"] * 100})
+    s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=100.0, delta=1e-3))
+    q = s.query().bound(max_partitions=1, max_rows_per_partition=1)
+    for out in (q.group_by("region").agg(n=dpa.count()).run(epsilon=5.0, delta=1e-6),
+                q.group_by("region", keys=["a", None]).agg(n=dpa.count())
+                .run(epsilon=5.0, delta=1e-6)):
+        assert out["region"].isna().sum() == 1
+        assert out["region"].dtype == "string"
+        assert "None" not in out.to_string() and "<NA>" in out.to_string()
+    # SQL: HAVING and ORDER BY read the NULL key as SQL does, after the charge without error
+    out = s.sql("SELECT region, COUNT(*) AS n FROM t GROUP BY region HAVING region <> 'a' "
+                "ORDER BY region", epsilon=5.0, delta=1e-6)
+    assert out["region"].tolist()[0] == "b" and out["region"].isna().tolist() == [False, True]
+    assert "None" not in out.to_string()

@@ -102,3 +102,13 @@ def test_injection_in_a_where_value_is_only_a_literal(service: Running) -> None:
                    headers=bearer(service.tokens["alice"]), timeout=30)
     assert r.status_code == 200, r.text
     assert len(service.history()) == before + 1
+
+
+def test_null_group_key_is_json_null() -> None:
+    import pandas as pd
+
+    from dpkit.analytics._release import key_column
+    from dpkit.service._spec import frame_to_json
+
+    out = frame_to_json(pd.DataFrame({"k": key_column(["a", None]), "n": [1, 2]}))
+    assert out["rows"] == [["a", 1], [None, 2]]

@@ -272,7 +272,7 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
 
     data: dict[str, Any] = {}
     for j, col in enumerate(group_by):
-        data[col] = [k[j] for k in keys]
+        data[col] = key_column([k[j] for k in keys])
     info_cols: dict[str, dict[str, Any]] = {}
     ngroups = len(keys)
 
@@ -291,6 +291,29 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
                        groups_in_data=None, groups_released=ngroups, selection=selection_info,
                        note=note)
     return convert(frame, info, output)
+
+
+def key_column(values: list[Any]) -> Any:
+    """A released key column; the NULL key as a real missing value, shown ``<NA>``.
+
+    Without a NULL key: the values as they are. With one: a pandas nullable column (``Int64``,
+    ``boolean``, ``Float64``, ``string``) when every other value has that one type, else an
+    object column; in both the NULL key is ``pandas.NA`` (a ``None`` would print as the
+    word ``None``, like a group named so). Never fails on a value: it runs after the charge.
+    """
+    import pandas as pd
+
+    if not any(v is None for v in values):
+        return values
+    present = {type(v) for v in values if v is not None}
+    dtype = {frozenset({str}): "string", frozenset({bool}): "boolean",
+             frozenset({int}): "Int64", frozenset({float}): "Float64"}.get(frozenset(present))
+    if dtype is not None:
+        try:
+            return pd.array(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):  # an int beyond 64 bits
+            pass
+    return pd.array([pd.NA if v is None else v for v in values], dtype=object)
 
 
 class EmptyReleaseWarning(UserWarning):

@@ -251,6 +251,10 @@ def privacy_parameters(request: QueryRequest) -> tuple[float, float | None]:
 
 
 def _json_value(v: Any) -> Any:
+    import pandas as pd
+
+    if v is pd.NA:  # a NULL group key
+        return None
     item = getattr(v, "item", None)
     if item is not None and not isinstance(v, (str, bytes)):
         v = item()

@@ -59,13 +59,24 @@ class SqlQuery:
     def postprocess(self, frame: Any, *, output: str = "pandas") -> Any:
         """The SELECT list's columns (with ``_low``/``_high``), filtered by HAVING, sorted by
         ORDER BY and cut by OFFSET/LIMIT. Reads only the released frame."""
+        import numpy as np
         import pandas as pd
+
+        from dpkit.analytics._release import key_column
 
         t = self.translation
         cols: dict[str, Any] = {}
         for o in t.outputs:
             if o.kind == "key":
-                cols[o.name] = frame[o.source].to_numpy()
+                # NULL keys as NaN (numbers) or None while HAVING and ORDER BY read them (a
+                # comparison with them is false, never an error after the charge);
+                # pandas.NA again below
+                key = frame[o.source]
+                if isinstance(key.dtype, (pd.Int64Dtype, pd.Float64Dtype)):
+                    cols[o.name] = key.to_numpy(dtype="float64", na_value=np.nan)
+                else:
+                    cols[o.name] = np.array([None if v is pd.NA else v for v in key],
+                                            dtype=object)
                 continue
             if o.source in t.quantile_columns:
                 # the release names quantile columns <name>_p<level>
@@ -90,6 +101,10 @@ class SqlQuery:
                                   ).reset_index(drop=True)
         stop = None if t.limit is None else t.offset + t.limit
         out = out.iloc[t.offset:stop].reset_index(drop=True)
+        for o in t.outputs:
+            if o.kind == "key":
+                out[o.name] = key_column([None if pd.isna(v) else v for v in out[o.name]]
+                                         if len(out) else [])
         out.attrs = dict(frame.attrs)
         if output == "polars":
             import polars as pl

@@ -1131,7 +1131,9 @@ def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -
         return pd.isna(x)
 
     def _truth(v: Any) -> bool:
-        return v is not None and not (isinstance(v, float) and v != v) and bool(v)
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            return False  # a comparison with a missing value (a NULL key) is not true
+        return bool(v)
 
     def _b(x: Any) -> Any:
         arr = np.asarray(x, dtype=object)
