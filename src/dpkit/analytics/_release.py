@@ -70,7 +70,12 @@ def normalize_key(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ReleaseInfo:
-    """How a released frame was made: per output column the mechanism and noise, and the cost."""
+    """How a released frame was made: per output column the mechanism and noise, and the cost.
+
+    ``epsilon``/``delta``: what the release charged (see :meth:`Pricing.charged`: a delta the
+    query was allowed but did not use is not charged and not reported as charged);
+    ``notes``: further entries of the dict (what the query was allowed, what is protected).
+    """
 
     columns: dict[str, dict[str, Any]]
     epsilon: float
@@ -80,9 +85,11 @@ class ReleaseInfo:
     groups_in_data: int | None
     groups_released: int
     selection: dict[str, Any] | None
+    notes: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **(self.notes or {}),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "accounting": self.mode,
@@ -179,9 +186,10 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
 
 def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...],
              public_keys: list[tuple[Any, ...]] | None, alpha: float, source: RandomSource,
-             output: str = "pandas") -> Any:
+             output: str = "pandas", notes: dict[str, Any] | None = None) -> Any:
     """Turn an engine result into the released frame (noise, selection, CIs). No charging here:
-    the caller has charged ``pricing.event`` already (or is an audit re-running the release)."""
+    the caller has charged ``pricing.event`` already (or is an audit re-running the release).
+    ``notes`` are added to the frame's ``attrs["dpkit"]`` (privacy unit, allowed cost)."""
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
     engine_index: dict[tuple[Any, ...], int] = {}
@@ -233,9 +241,14 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 
     frame = pd.DataFrame(data)
-    info = ReleaseInfo(columns=info_cols, epsilon=pricing.epsilon, delta=pricing.delta,
-                       mode=pricing.mode, alpha=alpha,
-                       groups_in_data=None, groups_released=ngroups, selection=selection_info)
+    charged = pricing.charged()
+    extra: dict[str, Any] = {"requested": {"epsilon": pricing.epsilon, "delta": pricing.delta}}
+    if "rho" in charged:
+        extra.update(rho=charged["rho"], approx_delta=charged["approx_delta"])
+    extra.update(notes or {})
+    info = ReleaseInfo(columns=info_cols, epsilon=charged["epsilon"], delta=charged["delta"],
+                       mode=pricing.mode, alpha=alpha, groups_in_data=None,
+                       groups_released=ngroups, selection=selection_info, notes=extra)
     return convert(frame, info, output)
 
 

@@ -29,6 +29,8 @@ from dpkit.analytics._plan import (
 )
 from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
 from dpkit.analytics._release import UNITS_MEASURE, assemble, normalize_key, stat_columns
+from dpkit.analytics._report import query_refusal as _query_refusal
+from dpkit.analytics._report import unit_notes as _unit_notes
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -84,13 +86,14 @@ class PreparedQuery:
         return result
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
-                     output: str = "pandas") -> Any:
-        """Noise, partition selection and confidence intervals on ``result`` (no charge)."""
+                     output: str = "pandas", notes: dict[str, Any] | None = None) -> Any:
+        """Noise, partition selection and confidence intervals on ``result`` (no charge);
+        ``notes`` go into the result's ``attrs["dpkit"]``."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         return assemble(self.pricing, result, group_by=self.group_by,
                         public_keys=self.public_keys, alpha=self.alpha,
-                        source=resolve_source(source), output=output)
+                        source=resolve_source(source), output=output, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -460,17 +463,13 @@ class Query:
         try:
             self.session.budget.charge(pricing.event)
         except BudgetExceededError as exc:
-            raise BudgetExceededError(
-                f"query refused, nothing spent: it would cost epsilon={pricing.epsilon!r}, "
-                f"delta={pricing.delta!r}; the budget has {self.session.remaining} left. "
-                f"({exc})"
-            ) from exc
+            raise _query_refusal(pricing, self.session, exc) from exc
         if auto_plan is not None:
             bounds = self._estimate_bounds(pricing, auto_plan)
             prepared = self._prepared(resolve_auto(pricing, bounds))
         result = self.session._execute(prepared.plan)
         return prepared.release_from(result, source=self.session.source_of_randomness,
-                                     output=output)
+                                     output=output, notes=_unit_notes(self.session))
 
     def _auto_plan(self, pricing: Pricing) -> Plan | None:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""
