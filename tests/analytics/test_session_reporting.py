@@ -83,3 +83,32 @@ def test_spent_and_remaining_print_rounded_and_stay_exact() -> None:
     assert repr(budget.spent) == "(epsilon=1, delta=1e-07)"
     assert repr(budget.remaining) == "(epsilon=0, delta=9e-07)"
     assert "spent=(1, 1e-07)" in repr(budget)
+
+
+def test_summarize_shares_add_up_to_one_and_selection_has_its_figures() -> None:
+    s = dpa.Session(_people(), privacy_unit="uid", budget=Budget(epsilon=2.0, delta=1e-6))
+    q = (s.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=5)
+         .agg(n=dpa.count_distinct(), income=dpa.mean("income", bounds=(0, 100)),
+              h=dpa.histogram("income", edges=[0, 50, 100])))
+    out = q.summarize(epsilon=1.0, delta=1e-7)
+    assert abs(out["share"].sum() - 1.0) < 1e-12
+    sel = out[out["aggregate"] == "(partition selection)"].iloc[0]
+    assert sel["share"] == pytest.approx(0.25) and "kept from" in sel["measure"]
+    assert "column" not in out.columns  # the bin names are in attrs, not in a wide column
+    assert out.attrs["dpkit"]["output_columns"]["h"] == ["h[0,50)", "h[50,100]"]
+
+
+def test_long_form_has_one_row_per_bin_and_level() -> None:
+    s = dpa.Session(_people(), privacy_unit="uid", budget=Budget(epsilon=2.0))
+    q = (s.query().group_by("region", keys=["north", "south"])
+         .bound(max_partitions=1, max_rows_per_partition=5)
+         .agg(h=dpa.histogram("income", edges=[0, 25, 50, 100]),
+              q=dpa.quantile("income", [0.25, 0.5], bounds=(0, 100)), n=dpa.count()))
+    wide = q.run(epsilon=1.0)
+    long = dpa.long_form(wide)
+    assert list(long.columns) == ["region", "statistic", "bin", "estimate", "low", "high"]
+    assert len(long) == 2 * (3 + 2 + 1)
+    north = long[long["region"] == "north"]
+    assert list(north["bin"]) == ["[0, 25)", "[25, 50)", "[50, 100]", "q=0.25", "q=0.5", ""]
+    assert list(north["estimate"])[:3] == [wide[c].iloc[0] for c in
+                                           ("h[0,25)", "h[25,50)", "h[50,100]")]

@@ -17,6 +17,7 @@ from dpkit.analytics._aggregates import (
     sum,
     variance,
 )
+from dpkit.analytics._report import long_form
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.session import Session
 
@@ -28,6 +29,7 @@ __all__ = [
     "count",
     "count_distinct",
     "histogram",
+    "long_form",
     "mean",
     "quantile",
     "std",
