@@ -100,6 +100,7 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
     "errors",
+    "long_form",
 ]
 
 
