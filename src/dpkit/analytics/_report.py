@@ -34,7 +34,11 @@ def query_refusal(pricing: Pricing, session: Any, exc: BudgetExceededError
     ``requested`` the query's charge (a dict) and ``allowed`` its ``(epsilon, delta)``.
     """
     from dpkit.accounting.budget import refusal_message
+    from dpkit.errors import BudgetUnavailableError
 
+    if isinstance(exc, BudgetUnavailableError):
+        # not a lack of budget: the ledger cannot be charged (full disk, lost connection)
+        return type(exc)(f"query refused, nothing spent: {exc}")
     budget = session.budget
     charged = pricing.charged()
     remaining = exc.remaining if exc.remaining is not None else session.remaining

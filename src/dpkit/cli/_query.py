@@ -116,10 +116,10 @@ def render(frame: Any, group_by: list[str], console: Console, title: str) -> Non
     """The released frame as a table: each aggregate as ``estimate`` and ``[low, high]``."""
     table = Table(title=title)
     for g in group_by:
-        table.add_column(g)
+        table.add_column(g, overflow="fold")
     stats = [c for c in frame.columns if c not in group_by and not c.endswith(("_low", "_high"))]
     for c in stats:
-        table.add_column(c, justify="right")
+        table.add_column(c, justify="right", overflow="fold")  # wrap digits, never "…"
     for _, row in frame.iterrows():
         cells = [str(row[g]) for g in group_by]
         for c in stats:
