@@ -134,7 +134,7 @@ TARGETS: list[Target] = [
                                 "granularity": _LAP.granularity, **_NB},
            {"scale": "positive", "sensitivity": "positive", "granularity": "positive",
             **_NBK}),
-    Target("Laplace.confidence_interval", lambda alpha: _LAP.confidence_interval(alpha),
+    Target("Laplace.confidence_half_width", lambda alpha: _LAP.confidence_half_width(alpha),
            {"alpha": 0.05}, {"alpha": "alpha"}),
     Target("Gaussian.from_mu", Gaussian.from_mu, {"mu": 1.0, "sensitivity": 1.0, **_NB},
            {"mu": "positive", "sensitivity": "positive", **_NBK}),
@@ -154,21 +154,21 @@ TARGETS: list[Target] = [
            {"epsilon": 1.0}, {"epsilon": "nonnegative"}),
     Target("Gaussian.epsilon_for", lambda delta: _GAU.epsilon_for(delta=delta),
            {"delta": 1e-6}, {"delta": "delta_open"}),
-    Target("Gaussian.confidence_interval", lambda alpha: _GAU.confidence_interval(alpha),
+    Target("Gaussian.confidence_half_width", lambda alpha: _GAU.confidence_half_width(alpha),
            {"alpha": 0.05}, {"alpha": "alpha"}),
     Target("DiscreteLaplace.from_epsilon", DiscreteLaplace.from_epsilon,
            {"epsilon": 1.0, "sensitivity": 1, **_NB},
            {"epsilon": "positive", "sensitivity": "int_pos", **_NBK}),
     Target("DiscreteLaplace", DiscreteLaplace, {"scale": 2.0, "sensitivity": 1, **_NB},
            {"scale": "positive", "sensitivity": "int_pos", **_NBK}),
-    Target("DiscreteLaplace.confidence_interval", lambda alpha: _DL.confidence_interval(alpha),
+    Target("DiscreteLaplace.confidence_half_width", lambda alpha: _DL.confidence_half_width(alpha),
            {"alpha": 0.05}, {"alpha": "alpha"}),
     Target("DiscreteGaussian.from_sigma", DiscreteGaussian.from_sigma,
            {"sigma": 2.0, "sensitivity": 1, **_NB},
            {"sigma": "positive", "sensitivity": "int_pos", **_NBK}),
     Target("DiscreteGaussian", DiscreteGaussian, {"sigma": 2.0, "sensitivity": 1, **_NB},
            {"sigma": "positive", "sensitivity": "int_pos", **_NBK}),
-    Target("DiscreteGaussian.confidence_interval", lambda alpha: _DG.confidence_interval(alpha),
+    Target("DiscreteGaussian.confidence_half_width", lambda alpha: _DG.confidence_half_width(alpha),
            {"alpha": 0.05}, {"alpha": "alpha"}),
     Target("ExponentialMechanism", ExponentialMechanism,
            {"epsilon": 1.0, "sensitivity": 1.0, "monotonic": False, **_NB},
@@ -390,8 +390,8 @@ def _check_mechanism(mech: Any, *, epsilon: float | None = None, mu: float | Non
     if mu is not None:
         assert mech.mu <= mu, (mech, mech.mu, mu)
     _ = mech.event
-    if hasattr(mech, "confidence_interval"):
-        mech.confidence_interval(0.05)
+    if hasattr(mech, "confidence_half_width"):
+        mech.confidence_half_width(0.05)
     out = np.asarray(mech.release([0, 1] if integer else [0.0, 1.0], source=SRC))
     assert out.shape == (2,)
 

@@ -35,7 +35,7 @@ def session(rows: list[str]) -> Any:
     con.execute("CREATE TABLE people (user_id INTEGER, city VARCHAR COLLATE NOCASE)")
     for i, c in enumerate(rows):
         con.execute("INSERT INTO people VALUES (?, ?)", [i, c])
-    return dpa.Session(con, table="people", budget=Budget(epsilon=10.0),
+    return dpa.Session(con, table="people", privacy_unit=None, budget=Budget(epsilon=10.0),
                        source_of_randomness=RandomSource(seed=3, insecure=True))
 
 

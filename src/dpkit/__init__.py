@@ -67,7 +67,7 @@ _LAZY_NAMES: dict[str, str] = {
     # Aggregates keep their SQL names (count, sum, ...): use them qualified, as ``dpkit.sum``.
     **dict.fromkeys(
         ("Session", "count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
-         "histogram"),
+         "histogram", "long_form"),
         "dpkit.analytics"),
 }
 
@@ -100,6 +100,7 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_noise_multiplier",
     "errors",
+    "long_form",
 ]
 
 

@@ -7,6 +7,8 @@ everything dpkit refuses with one ``except`` clause while keeping the ordinary P
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BudgetExceededError",
     "BudgetUnavailableError",
@@ -35,7 +37,32 @@ class PrivacyParameterError(DPKitError, ValueError):
 
 
 class BudgetExceededError(DPKitError):
-    """A charge would take an accountant past its budget; nothing was charged or released."""
+    """A charge would take an accountant past its budget; nothing was charged or released.
+
+    The message's first sentence says what was needed and what is left, in rounded numbers.
+    The exact figures are attributes (``None`` when the refusal did not come from a budget
+    check): ``event`` and ``count`` (what was to be charged), ``requested`` (the charge on its
+    own: a :class:`~dpkit.accounting.budget.ChargeCost` or an ``(epsilon, delta)`` pair),
+    ``remaining`` and ``spent`` (the budget's exact ``(epsilon, delta)`` before the charge),
+    ``budget`` (its total), ``details`` (the full accounting, including the native unit
+    of zCDP/GDP budgets and their allowances) and, for a query, ``allowed`` (the ``(epsilon,
+    delta)`` it was given).
+    """
+
+    def __init__(self, message: str = "", *, event: Any = None, count: int | None = None,
+                 requested: Any = None, remaining: Any = None, spent: Any = None,
+                 budget: Any = None, details: str | None = None, allowed: Any = None) -> None:
+        super().__init__(message)
+        self.event = event
+        self.count = count
+        self.requested = requested
+        self.remaining = remaining
+        self.spent = spent
+        self.budget = budget
+        self.details = details
+        self.allowed = allowed
+        #: ``(need, left, total, analyst, note)`` of the first sentence, for restating it
+        self.sentence_parts: Any = None
 
 
 class BudgetUnavailableError(BudgetExceededError):

@@ -445,7 +445,8 @@ def test_rdp_budget_reports_a_positive_delta() -> None:
 def test_refused_charge_says_what_it_would_have_cost() -> None:
     budget = Accountant(epsilon=1.0)
     budget.charge(epsilon=0.75)
-    with pytest.raises(BudgetExceededError, match=r"would cost epsilon=0\.5"):
+    with pytest.raises(BudgetExceededError, match=r"^This charge needs epsilon 0\.5 but "
+                                                 r"only epsilon 0\.25 is left"):
         budget.charge(LaplaceEvent(noise_multiplier=2.0))
     assert budget.spent == (0.75, 0.0)
     cost = budget.cost_of(LaplaceEvent(noise_multiplier=2.0), count=2)

@@ -166,12 +166,13 @@ def test_session_validation() -> None:
         dpa.Session(_people(), privacy_unit="uid",
                     budget=Budget(epsilon=1.0, delta=1e-6, method="rdp"), engine=PandasEngine())
     with pytest.raises(PrivacyParameterError, match="source"):
-        dpa.Session(42, budget=Budget(epsilon=1.0), engine=PandasEngine())
+        dpa.Session(42, privacy_unit=None, budget=Budget(epsilon=1.0), engine=PandasEngine())
     with pytest.raises(PrivacyParameterError, match="format"):
-        dpa.Session("people.xlsx", budget=Budget(epsilon=1.0), engine=PandasEngine())
-    with pytest.raises(FileNotFoundError):
-        dpa.Session("/nonexistent/people.parquet", budget=Budget(epsilon=1.0),
+        dpa.Session("people.xlsx", privacy_unit=None, budget=Budget(epsilon=1.0),
                     engine=PandasEngine())
+    with pytest.raises(FileNotFoundError):
+        dpa.Session("/nonexistent/people.parquet", privacy_unit=None,
+                    budget=Budget(epsilon=1.0), engine=PandasEngine())
 
 
 def test_summarize_touches_no_data_and_charges_nothing() -> None:
@@ -194,7 +195,8 @@ def test_refused_query_spends_nothing_and_says_what_it_would_cost() -> None:
     q = _query(_session(budget, eng))
     q.run(epsilon=0.75)
     spent = budget.spent
-    with pytest.raises(BudgetExceededError, match=r"epsilon=0\.5"):
+    with pytest.raises(BudgetExceededError,
+                       match=r"^This query needs epsilon 0\.5 but only epsilon 0\.25 is left"):
         q.run(epsilon=0.5)
     assert budget.spent == spent
     assert eng.executed == 1
@@ -219,7 +221,8 @@ def test_result_shape_public_keys_and_absent_key() -> None:
     assert list(out.columns) == ["region", "n", "n_low", "n_high", "income", "income_low",
                                  "income_high"]
     info = out.attrs["dpkit"]
-    assert info["epsilon"] == 2.0 and info["delta"] == 0.0
+    assert info["requested"] == {"epsilon": 2.0, "delta": 0.0}
+    assert 2.0 * (1 - 1e-12) <= info["epsilon"] <= 2.0 and info["delta"] == 0.0
     assert info["columns"]["n"]["mechanism"] == "discrete Laplace"
     assert (out["n_low"] <= out["n"]).all() and (out["n"] <= out["n_high"]).all()
     assert ((out["income_low"] >= 0) & (out["income_high"] <= 1e5)).all()
@@ -263,7 +266,7 @@ def test_partition_selection_needs_delta_and_an_approximate_delta_allowance() ->
     zs = _session(Budget(epsilon=5.0, delta=1e-5, method="zcdp", approx_delta_allowance=0.0))
     qz = (zs.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
           .agg(n=dpa.count()))
-    with pytest.raises(BudgetExceededError, match="nothing spent"):
+    with pytest.raises(BudgetExceededError, match="Nothing was spent"):
         qz.run(epsilon=1.0, delta=1e-6)
     assert zs.budget.spent == (0.0, 0.0)
 

@@ -92,11 +92,13 @@ def test_every_source_kind_gives_the_same_aggregates(files: dict[str, Path]) -> 
 def test_connection_needs_table_and_paths_refuse_table(files: dict[str, Path]) -> None:
     con = duckdb.connect()
     with pytest.raises(PrivacyParameterError, match="table"):
-        dpa.Session(con, budget=Budget(epsilon=1.0))
+        dpa.Session(con, privacy_unit=None, budget=Budget(epsilon=1.0))
     with pytest.raises(PrivacyParameterError, match="table"):
-        dpa.Session(str(files["parquet"]), table="t", budget=Budget(epsilon=1.0))
+        dpa.Session(str(files["parquet"]), table="t", privacy_unit=None,
+                    budget=Budget(epsilon=1.0))
     with pytest.raises(FileNotFoundError):
-        dpa.Session(str(files["dir"] / "nothing*.parquet"), budget=Budget(epsilon=1.0))
+        dpa.Session(str(files["dir"] / "nothing*.parquet"), privacy_unit=None,
+                    budget=Budget(epsilon=1.0))
 
 
 def test_end_to_end_pre_noise_matches_pandas(files: dict[str, Path]) -> None:

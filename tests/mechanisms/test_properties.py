@@ -109,13 +109,13 @@ def test_confidence_intervals_hold_and_shrink() -> None:
     lap = Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0)
     gau = Gaussian.from_mu(mu=0.5, sensitivity=1.0)
     for mech in (lap, gau):
-        widths = [mech.confidence_interval(a) for a in (1e-6, 1e-3, 0.05, 0.5)]
+        widths = [mech.confidence_half_width(a) for a in (1e-6, 1e-3, 0.05, 0.5)]
         assert widths == sorted(widths, reverse=True)
         # Empirically: at alpha = 0.05, at most ~5% of |noise| exceed the half-width.
         z = mech.release(np.zeros(200_000), source=src(5))
-        frac = float(np.mean(np.abs(z) > mech.confidence_interval(0.05)))
+        frac = float(np.mean(np.abs(z) > mech.confidence_half_width(0.05)))
         assert frac <= 0.05 + 0.005  # 0.005 is > 10 binomial standard deviations
-    assert lap.confidence_interval(0.05) >= lap.scale * math.log(20)
+    assert lap.confidence_half_width(0.05) >= lap.scale * math.log(20)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_discrete_gaussian_preserves_shape(sigma: float, shape: tuple[int, ...],
     m = DiscreteGaussian.from_sigma(sigma=sigma, sensitivity=1)
     out = m.release(np.ones(shape, dtype=np.int32), source=src(seed))
     assert out.shape == shape and out.dtype == np.int64
-    assert m.confidence_interval(0.01) >= m.confidence_interval(0.1) >= 0
+    assert m.confidence_half_width(0.01) >= m.confidence_half_width(0.1) >= 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,3 +336,16 @@ def test_sensitivity_rounding_repro() -> None:
     # 1 - (-1e-17) = 1.00000000000000001 rounds to 1.0 in floating point: too small.
     assert bounded_sum_sensitivity(lower=-1e-17, upper=1.0, neighbouring="replace") > 1.0
     assert bounded_mean_sensitivity(lower=0.0, upper=1.0, n=3, neighbouring="replace") > 1 / 3
+
+
+def test_confidence_interval_is_an_interval_around_a_release() -> None:
+    from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace
+
+    for mech in (Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0),
+                 Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0),
+                 DiscreteLaplace(scale=3.0, sensitivity=1),
+                 DiscreteGaussian(sigma=3.0, sensitivity=1)):
+        h = mech.confidence_half_width(0.05)
+        assert mech.confidence_interval(100.0, alpha=0.05) == (100.0 - h, 100.0 + h)
+        with pytest.raises(TypeError):  # the old one-argument call is not taken as a value
+            mech.confidence_interval(0.05)  # type: ignore[call-arg]

@@ -41,7 +41,9 @@ def test_query_answers_with_intervals_and_charges_first(service: Running) -> Non
     assert [row[0] for row in res["rows"]] == ["north", "south", "nowhere"]
     for row in res["rows"]:  # the interval's lower end is clipped at 0, the estimate is not
         assert row[2] <= row[3] and row[1] <= row[3] and row[2] == max(0, row[2])
-    assert body["cost"] == {"epsilon": 0.1, "delta": 1e-8}
+    # public keys and discrete Laplace: the delta allowed is not used, so not charged
+    assert body["cost"] == {"epsilon": 0.1, "delta": 0.0, "epsilon_exact": 0.1,
+                            "delta_exact": 0.0, "allowed": {"epsilon": 0.1, "delta": 1e-8}}
     hist = service.history()
     assert len(hist) == before + 1
     assert hist[-1].analyst == "alice"

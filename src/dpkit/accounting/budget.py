@@ -123,6 +123,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from dpkit._numeric.display import fmt, left
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.validation import (
     check_delta,
@@ -398,6 +399,62 @@ class _State:
     ledger: tuple[tuple[DpEvent, int], ...]
     spent_epsilon: Fraction | float  # exact for basic/pure, else rounded up; inf: non-private
     spent_delta: Fraction
+
+
+class Pair(tuple[float, float]):
+    """An ``(epsilon, delta)`` pair that prints rounded: ``(epsilon=1, delta=1e-07)``.
+
+    A plain tuple of the exact doubles otherwise (``pair[0]``, unpacking, ``==`` with a
+    tuple); ``.epsilon``/``.delta`` name its parts. A remaining pair knows its total
+    (``of``) and shows a residue at most :data:`dpkit._numeric.display.TINY` of it as 0.
+    """
+
+    _of: tuple[float | None, float] | None
+
+    def __new__(cls, epsilon: float, delta: float, *,
+                of: tuple[float | None, float] | None = None) -> Pair:
+        out = super().__new__(cls, (epsilon, delta))
+        out._of = of
+        return out
+
+    @property
+    def epsilon(self) -> float:
+        return self[0]
+
+    @property
+    def delta(self) -> float:
+        return self[1]
+
+    def __repr__(self) -> str:
+        e, d = self
+        if self._of is not None:
+            return f"(epsilon={fmt(left(e, self._of[0]))}, delta={fmt(left(d, self._of[1]))})"
+        return f"(epsilon={fmt(e)}, delta={fmt(d)})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        return (tuple, (tuple(self),))
+
+
+def _amounts(pairs: list[tuple[str, float]]) -> str:
+    return " and ".join(f"{name} {fmt(value)}" for name, value in pairs)
+
+
+def refusal_message(what: str, need: list[tuple[str, float]], left_now: list[tuple[str, float]],
+                    total: list[tuple[str, float]], fix: str, analyst: str | None = None,
+                    note: str = "") -> str:
+    """The first sentence of a budget refusal, in rounded numbers: ``This query needs epsilon
+    0.5 but only epsilon 0.3 is left of the budget of epsilon 1; ask for less or use a larger
+    budget.`` ``need``/``left_now``/``total`` are ``(name, value)`` lists; a remaining value
+    at most ``TINY`` of its total is shown as 0; ``note`` follows the total (e.g. its
+    ``(epsilon, delta)`` when the budget counts in rho)."""
+    totals = dict(total)
+    shown = [(name, left(value, totals.get(name))) for name, value in left_now]
+    verb = "is" if len(shown) == 1 else "are"
+    owner = "the budget" if analyst is None else f"the budget of analyst {analyst!r}"
+    return (f"This {what} needs {_amounts(need)} but only {_amounts(shown)} {verb} left of "
+            f"{owner}, {_amounts(total)}{note}; {fix}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -771,7 +828,7 @@ class Budget:
         ``(0.0, 0.0)`` before anything was charged.
         """
         state = self._state  # one read of an immutable snapshot: consistent without the lock
-        return up(state.spent_epsilon), min(up(state.spent_delta), 1.0)
+        return Pair(up(state.spent_epsilon), min(up(state.spent_delta), 1.0))
 
     @property
     def spent_epsilon_exact(self) -> Fraction | float:
@@ -830,8 +887,13 @@ class Budget:
         rho (mu) alone, without slack, is certified at the budget's delta, and that delta
         (``(0.0, 0.0)`` once the native budget is used up); for zcdp the conversion uses the
         budget's delta minus the approximate-delta allowance. Use :attr:`remaining_native` and
-        :meth:`split` to plan releases.
+        :meth:`split` to plan releases. Printed rounded, a residue at most ``1e-9`` of the
+        total as 0 (the values themselves are exact).
         """
+        e, d = self._remaining_exact()
+        return Pair(e, d, of=(self._budget_epsilon, self._budget_delta))
+
+    def _remaining_exact(self) -> tuple[float, float]:
         state = self._state
         if self._kind in ("zcdp", "gdp"):
             return self._remaining_converted(state)
@@ -1077,11 +1139,7 @@ class Budget:
             new, used = self._trial(ev, n)
             if self._mode == "filter" and not self._within(new):
                 cost = self._cost_after(used, n, new)
-                raise BudgetExceededError(
-                    f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
-                    f"{self._describe(new)}, over the budget {self._describe_budget()}; "
-                    f"already spent {self._describe(old)}; nothing was charged"
-                )
+                raise self._refusal(ev, n, cost, old, new, None)
             sub_new: _State | None = None
             sub = None
             body: dict[str, Any] = {"event": self._event_data(ev), "count": n,
@@ -1091,12 +1149,7 @@ class Budget:
                 sub_new, sub_used = sub._trial(ev, n)
                 if not sub._within(sub_new):
                     cost = sub._cost_after(sub_used, n, sub_new)
-                    raise BudgetExceededError(
-                        f"charging {ev!r} x{n} would cost {cost} and take {sub_name!r}'s "
-                        f"spent privacy to {sub._describe(sub_new)}, over its budget "
-                        f"{sub._describe_budget()}; already spent {sub._describe(sub._state)}; "
-                        "nothing was charged"
-                    )
+                    raise sub._refusal(ev, n, cost, sub._state, sub_new, sub_name)
                 body["analyst_spent_after"] = list(_spent_pair_of(sub_new))
             payload = json.dumps(body, sort_keys=True)
             self._check_replays(payload, ev, n, sub_name)
@@ -1352,6 +1405,69 @@ class Budget:
             new, used = self._trial(ev, n)
             return self._cost_after(used, n, new)
 
+    def _refusal(self, ev: DpEvent, n: int, cost: ChargeCost, old: _State, new: _State,
+                 analyst: str | None) -> BudgetExceededError:
+        """The refusal of a charge that does not fit: one rounded sentence first (what the
+        charge needs, what is left, the total, the fix), the exact figures as attributes.
+
+        Pure and basic budgets speak in ``(epsilon, delta)`` (delta only when the charge or
+        the budget has some); zCDP and GDP budgets in their own unit (``rho``, ``mu``), which
+        is what they compare."""
+        note = ""
+        if self._kind in ("zcdp", "gdp") and self._native_budget is not None:
+            unit = self.native_unit or "rho"
+            note = f" (epsilon {fmt(self._budget_epsilon)}, delta {fmt(self._budget_delta)})"
+            need, left_now, total = [], [], []
+            value_new, slack_new = _native_exact(new.interpreter)
+            _, slack_old = _native_exact(old.interpreter)
+            cap = Fraction(self._native_budget) ** (2 if self._kind == "gdp" else 1)
+            if isinstance(value_new, float) or value_new > cap:
+                rem_native = self.remaining_native
+                need.append((unit, cost.native if cost.native is not None else math.inf))
+                left_now.append((unit, rem_native if rem_native is not None else 0.0))
+                total.append((unit, self._native_budget))
+            if self._kind == "zcdp" and self._approx_allowance is not None:
+                a_new = _approx_delta_exact(new.interpreter)
+                a_old = _approx_delta_exact(old.interpreter)
+                if a_new > Fraction(self._approx_allowance):
+                    need.append(("approximate delta", up(a_new - a_old)))
+                    left_now.append(("approximate delta", max(
+                        down(Fraction(self._approx_allowance) - a_old), 0.0)))
+                    total.append(("approximate delta", self._approx_allowance))
+            if self._slack_allowance is not None and slack_new > Fraction(self._slack_allowance):
+                need.append(("pmf slack", up(slack_new - slack_old)))
+                left_now.append(("pmf slack", max(
+                    down(Fraction(self._slack_allowance) - slack_old), 0.0)))
+                total.append(("pmf slack", self._slack_allowance))
+            if not need:  # pragma: no cover - _within refused for one of the reasons above
+                need = [(unit, cost.native if cost.native is not None else math.inf)]
+                left_now = [(unit, self.remaining_native or 0.0)]
+                total = [(unit, self._native_budget)]
+        else:
+            with_delta = cost.delta > 0.0 or self._budget_delta > 0.0
+            remaining = self.remaining
+            need = [("epsilon", cost.epsilon)]
+            left_now = [("epsilon", remaining[0])]
+            total = [("epsilon", self._budget_epsilon if self._budget_epsilon is not None
+                      else math.inf)]
+            if with_delta:
+                need.append(("delta", cost.delta))
+                left_now.append(("delta", remaining[1]))
+                total.append(("delta", self._budget_delta))
+        first = refusal_message("charge", need, left_now, total,
+                                "charge less or use a larger budget", analyst, note)
+        details = (f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
+                   f"{self._describe(new)}, over the budget {self._describe_budget()}; "
+                   f"already spent {self._describe(old)}")
+        out = BudgetExceededError(
+            f"{first} Nothing was charged.", event=ev, count=n, requested=cost,
+            remaining=self._remaining_exact(),
+            spent=(up(old.spent_epsilon), min(up(old.spent_delta), 1.0)),
+            budget=(self._budget_epsilon, self._budget_delta), details=details)
+        # the sentence's parts, for a caller that restates it (a query: "This query needs")
+        out.sentence_parts = (need, left_now, total, analyst, note)
+        return out
+
     def _describe(self, state: _State) -> str:
         text = f"(epsilon={up(state.spent_epsilon)!r}, delta={up(state.spent_delta)!r})"
         if self._kind in ("zcdp", "gdp"):
@@ -1571,7 +1687,7 @@ class Budget:
         return (
             f"{type(self).__name__}(epsilon={self._budget_epsilon!r}, "
             f"delta={self._budget_delta!r}, mode={self._mode!r}, kind={self._kind!r}, "
-            f"neighbouring={self._neighbouring.value!r}, spent=({e!r}, {d!r}))"
+            f"neighbouring={self._neighbouring.value!r}, spent=({fmt(e)}, {fmt(d)}))"
         )
 
 
@@ -1621,7 +1737,7 @@ class SubBudget:
         remains of the own cap and of the total (each rounded down)."""
         own = self._own().remaining
         total = self._parent.remaining
-        return min(own[0], total[0]), min(own[1], total[1])
+        return Pair(min(own[0], total[0]), min(own[1], total[1]), of=self.budget)
 
     def charge(self, event: Any = None, *, epsilon: float | None = None,
                delta: float | None = None, count: int = 1,
@@ -1685,4 +1801,4 @@ class SubBudget:
     def __repr__(self) -> str:
         e, d = self.spent
         return (f"SubBudget(analyst={self._analyst!r}, budget={self.budget!r}, "
-                f"spent=({e!r}, {d!r}), parent={self._parent.name!r})")
+                f"spent=({fmt(e)}, {fmt(d)}), parent={self._parent.name!r})")

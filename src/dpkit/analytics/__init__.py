@@ -18,6 +18,7 @@ from dpkit.analytics._aggregates import (
     variance,
 )
 from dpkit.analytics._release import EmptyReleaseWarning
+from dpkit.analytics._report import long_form
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.session import Session
 
@@ -30,6 +31,7 @@ __all__ = [
     "count",
     "count_distinct",
     "histogram",
+    "long_form",
     "mean",
     "quantile",
     "std",

@@ -244,6 +244,38 @@ class Pricing:
         """Everything the query releases, as one event charged before the release."""
         return ComposedEvent(events=self.events)
 
+    def charged(self) -> dict[str, float]:
+        """What charging :attr:`event` adds to the session's budget, rounded up.
+
+        ``pure`` and ``approx`` sessions: the ``(epsilon, delta)`` the event adds to a pure or
+        basic budget's ``spent`` (its events' epsilons and deltas summed, as those budgets
+        do). The delta is 0 when nothing Gaussian and no partition selection was used, even
+        if the query was allowed some. ``zcdp`` sessions: the query's own ``(epsilon,
+        delta)``, which its rho was calibrated to certify, and that ``rho`` (statistics and
+        selection) and the threshold ``approx_delta`` of partition selection.
+        """
+        if self.mode == "zcdp":
+            from dpkit.accounting.zcdp import ZCdpAccountant
+
+            z = ZCdpAccountant()
+            z.compose(self.event)
+            rho = z.rho_exact
+            return {"epsilon": self.epsilon, "delta": self.delta,
+                    "rho": up(rho) if isinstance(rho, Fraction) else math.inf,
+                    "approx_delta": up(z.delta_exact)}
+        if self.mode == "pure":
+            from dpkit.accounting.pure import PureDpAccountant
+
+            p = PureDpAccountant()
+            p.compose(self.event)
+            return {"epsilon": up(p.epsilon_exact), "delta": 0.0}
+        from dpkit.accounting.approx import ApproxDpAccountant
+
+        a = ApproxDpAccountant()
+        a.compose(self.event)
+        e, d = a.totals_exact
+        return {"epsilon": up(e), "delta": min(up(d), 1.0)}
+
     @property
     def measures(self) -> tuple[Measure, ...]:
         """The engine measures, each once (a shared sum reuses its partner's)."""

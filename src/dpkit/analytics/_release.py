@@ -74,7 +74,12 @@ def normalize_key(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ReleaseInfo:
-    """How a released frame was made: per output column the mechanism and noise, and the cost."""
+    """How a released frame was made: per output column the mechanism and noise, and the cost.
+
+    ``epsilon``/``delta``: what the release charged (see :meth:`Pricing.charged`: a delta the
+    query was allowed but did not use is not charged and not reported as charged);
+    ``notes``: further entries of the dict (what the query was allowed, what is protected).
+    """
 
     columns: dict[str, dict[str, Any]]
     epsilon: float
@@ -85,9 +90,11 @@ class ReleaseInfo:
     groups_released: int
     selection: dict[str, Any] | None
     note: str | None = None
+    notes: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **(self.notes or {}),
             **({} if self.note is None else {"note": self.note}),
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -224,12 +231,14 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
 
 def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...],
              public_keys: list[tuple[Any, ...]] | None, alpha: float, source: RandomSource,
-             output: str = "pandas", warn_empty: bool = False) -> Any:
+             output: str = "pandas", warn_empty: bool = False,
+             notes: dict[str, Any] | None = None) -> Any:
     """Turn an engine result into the released frame (noise, selection, CIs). No charging here:
     the caller has charged ``pricing.event`` already (or is an audit re-running the release).
 
     A grouped release without rows carries a note ``0 groups released ...`` in its info, and
-    with ``warn_empty`` also raises it as an :class:`EmptyReleaseWarning`."""
+    with ``warn_empty`` also raises it as an :class:`EmptyReleaseWarning`. ``notes`` are added
+    to the frame's ``attrs["dpkit"]`` (privacy unit, allowed cost)."""
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
     engine_index: dict[tuple[Any, ...], int] = {}
@@ -286,10 +295,15 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         note = empty_release_note(group_by, selection_info)
         if warn_empty:
             warnings.warn(note, EmptyReleaseWarning, stacklevel=4)
-    info = ReleaseInfo(columns=info_cols, epsilon=pricing.epsilon, delta=pricing.delta,
-                       mode=pricing.mode, alpha=alpha,
-                       groups_in_data=None, groups_released=ngroups, selection=selection_info,
-                       note=note)
+    charged = pricing.charged()
+    extra: dict[str, Any] = {"requested": {"epsilon": pricing.epsilon, "delta": pricing.delta}}
+    if "rho" in charged:
+        extra.update(rho=charged["rho"], approx_delta=charged["approx_delta"])
+    extra.update(notes or {})
+    info = ReleaseInfo(columns=info_cols, epsilon=charged["epsilon"], delta=charged["delta"],
+                       mode=pricing.mode, alpha=alpha, groups_in_data=None,
+                       groups_released=ngroups, selection=selection_info, note=note,
+                       notes=extra)
     return convert(frame, info, output)
 
 

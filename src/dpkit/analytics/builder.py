@@ -33,8 +33,11 @@ from dpkit.analytics._release import (
     assemble,
     check_output_columns,
     normalize_key,
-    stat_columns,
 )
+from dpkit.analytics._report import layout as _layout
+from dpkit.analytics._report import query_refusal as _query_refusal
+from dpkit.analytics._report import summary_frame as _summary_frame
+from dpkit.analytics._report import unit_notes as _unit_notes
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -90,16 +93,19 @@ class PreparedQuery:
         return result
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
-                     output: str = "pandas", warn_empty: bool = False) -> Any:
+                     output: str = "pandas", warn_empty: bool = False,
+                     notes: dict[str, Any] | None = None) -> Any:
         """Noise, partition selection and confidence intervals on ``result`` (no charge).
 
         ``warn_empty``: warn (:class:`~dpkit.analytics.EmptyReleaseWarning`) when a grouped
-        release has no row; the frame's info says it in any case."""
+        release has no row; the frame's info says it in any case. ``notes`` go into the
+        result's ``attrs["dpkit"]``."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         return assemble(self.pricing, result, group_by=self.group_by,
                         public_keys=self.public_keys, alpha=self.alpha,
-                        source=resolve_source(source), output=output, warn_empty=warn_empty)
+                        source=resolve_source(source), output=output, warn_empty=warn_empty,
+                        notes=notes)
 
 
 @dataclass(frozen=True)
@@ -400,61 +406,17 @@ class Query:
                              alpha=self.session.alpha)
 
     def summarize(self, *, epsilon: float, delta: float | None = None) -> Any:
-        """Noise and confidence half-widths per output column, and the cost (touches no data).
+        """Noise and confidence half-widths per noisy measure, and the cost (touches no data).
 
-        Returns a pandas DataFrame, one row per noisy measure: aggregate, output column,
-        mechanism, noise scale and standard deviation (in the column's units), the half-width
-        of its interval at the session's alpha, and its budget share. ``attrs["dpkit"]`` holds
-        the total cost.
+        Returns a pandas DataFrame, one row per noisy measure and one for partition selection:
+        aggregate, measure, mechanism, noise scale and standard deviation (in the column's
+        units), the half-width of its interval at the session's alpha, and ``share``, the
+        fraction of the query's budget it gets (the rows add up to 1; see
+        :func:`~dpkit.analytics._report.summary_frame`). ``attrs["dpkit"]`` holds the cost,
+        each aggregate's output columns and what the session protects.
         """
-        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
-
         pricing = self._price(epsilon, delta)
-        rows = []
-        for sp in pricing.stats:
-            cols = stat_columns(sp)
-            for mp in sp.measures:
-                if mp.noise is None:
-                    rows.append({
-                        "aggregate": sp.name, "column": ", ".join(cols),
-                        "measure": mp.measure.kind, "mechanism": "exponential mechanism",
-                        "noise_scale": math.nan, "noise_std": math.nan,
-                        "ci_halfwidth": math.nan,
-                        "share": sp.epsilon,
-                    })
-                    continue
-                rows.append({
-                    "aggregate": sp.name, "column": ", ".join(cols),
-                    "measure": mp.measure.kind,
-                    "mechanism": ("discrete Laplace" if mp.noise.kind == "discrete_laplace"
-                                  else "discrete Gaussian"),
-                    "noise_scale": mp.noise.scale * mp.step,
-                    "noise_std": mp.noise.std * mp.step,
-                    "ci_halfwidth": mp.noise.halfwidth(self.session.alpha) * mp.step,
-                    "share": sp.epsilon,
-                })
-        for ab in pricing.auto:
-            rows.append({
-                "aggregate": ab.name, "column": ab.name, "measure": "bounds estimate",
-                "mechanism": "exponential mechanism", "noise_scale": math.nan,
-                "noise_std": math.nan, "ci_halfwidth": math.nan,
-                "share": ab.stat.auto_share,
-            })
-        if pricing.selection is not None:
-            rows.append({
-                "aggregate": "(partition selection)", "column": ", ".join(self.group_columns),
-                "measure": "units", "mechanism": type(pricing.selection).__name__,
-                "noise_scale": math.nan, "noise_std": math.nan, "ci_halfwidth": math.nan,
-                "share": pricing.selection_epsilon,
-            })
-        out = pd.DataFrame(rows)
-        out.attrs["dpkit"] = {
-            "epsilon": pricing.epsilon, "delta": pricing.delta, "accounting": pricing.mode,
-            "rho": pricing.rho if pricing.mode == "zcdp" else None,
-            "alpha": self.session.alpha,
-            "share": "epsilon" if pricing.mode == "pure" else "rho",
-        }
-        return out
+        return _summary_frame(pricing, self)
 
     # ------------------------------------------------------------------ running
     def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas"
@@ -482,17 +444,15 @@ class Query:
         try:
             self.session.budget.charge(pricing.event)
         except BudgetExceededError as exc:
-            raise BudgetExceededError(
-                f"query refused, nothing spent: it would cost epsilon={pricing.epsilon!r}, "
-                f"delta={pricing.delta!r}; the budget has {self.session.remaining} left. "
-                f"({exc})"
-            ) from exc
+            raise _query_refusal(pricing, self.session, exc) from exc
         if auto_plan is not None:
             bounds = self._estimate_bounds(pricing, auto_plan)
             prepared = self._prepared(resolve_auto(pricing, bounds))
         result = self.session._execute(prepared.plan)
         return prepared.release_from(result, source=self.session.source_of_randomness,
-                                     output=output, warn_empty=True)
+                                     output=output, warn_empty=True,
+                                     notes={**_unit_notes(self.session),
+                                            "statistics": _layout(prepared.pricing)})
 
     def _auto_plan(self, pricing: Pricing) -> Plan | None:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""

@@ -34,7 +34,55 @@ from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.events import Neighbouring
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["Session"]
+__all__ = ["UNSET", "Session"]
+
+
+class _Unset:
+    """The type of :data:`UNSET`: a parameter the caller did not write."""
+
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+#: Default of ``privacy_unit``: not given (refused; ``None`` must be written out).
+UNSET: Any = _Unset()
+
+
+def protects(privacy_unit: str | None) -> str:
+    """What a session's releases protect, in words (shown in results and summaries)."""
+    if privacy_unit is None:
+        return "each row (privacy_unit=None: every row is taken to be a different person)"
+    return f"each person: all rows with the same {privacy_unit!r}"
+
+
+def check_privacy_unit(privacy_unit: Any) -> str | None:
+    """``privacy_unit`` as given: a column name, or ``None`` written out (each row is a person).
+
+    Omitting it raises :class:`~dpkit.errors.PrivacyParameterError`: with several rows per
+    person, protecting rows does not protect people, so the choice is never made silently.
+    """
+    if privacy_unit is UNSET:
+        raise PrivacyParameterError(
+            "Say who the data protects: give privacy_unit='<column>' naming the column that "
+            "identifies a person (all of a person's rows are then protected together), or "
+            "privacy_unit=None if every row is a different person (then only rows are "
+            "protected)."
+        )
+    if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
+        raise PrivacyParameterError(
+            f"privacy_unit must be a column name or None, got {privacy_unit!r}"
+        )
+    return privacy_unit
 
 _PARQUET = (".parquet", ".parq", ".pq")
 _CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
@@ -227,8 +275,9 @@ class Session:
         ``Object``) is text, each value written so that values Python holds equal are one text
         (:mod:`dpkit.analytics._object_text`; an object of another type is refused here).
     privacy_unit:
-        The column identifying a person (every row of a person is bounded together);
-        ``None``: each row is a different person.
+        Required. The column identifying a person (every row of a person is bounded
+        together), or ``None`` written out: each row is a different person (only rows are
+        protected). Omitting it raises :class:`~dpkit.errors.PrivacyParameterError`.
     budget:
         The session's privacy budget (charged before every release), under the add/remove
         relation (a ``neighbouring="replace"`` budget is refused).
@@ -253,22 +302,19 @@ class Session:
         Passed to the DuckDB engine (e.g. ``memory_limit="1GB"``).
     """
 
-    def __init__(self, source: Any, *, privacy_unit: str | None = None, budget: Any,
+    def __init__(self, source: Any, *, privacy_unit: str | None = UNSET, budget: Any,
                  table: str | None = None, engine: Any = "duckdb", alpha: float = 0.05,
                  source_of_randomness: RandomSource | None = None,
                  memory_limit: str | None = None, threads: int | None = None,
                  bounding_hash: str = "native") -> None:
+        privacy_unit = check_privacy_unit(privacy_unit)
         self.alpha = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         if not self.alpha <= 0.5:
             raise PrivacyParameterError(f"alpha must be at most 0.5, got {alpha!r}")
         self.source_of_randomness = resolve_source(source_of_randomness)
         self.mode: Mode = _budget_mode(budget)
         self.budget = budget
-        if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
-            raise PrivacyParameterError(
-                f"privacy_unit must be a column name or None, got {privacy_unit!r}"
-            )
-        self.privacy_unit = privacy_unit
+        self.privacy_unit: str | None = privacy_unit
         if bounding_hash not in ("native", "md5"):
             raise PrivacyParameterError(
                 f"bounding_hash must be 'native' or 'md5', got {bounding_hash!r}")
@@ -560,6 +606,11 @@ class Session:
             or _under(pub_paths, priv_paths)
 
     @property
+    def protects(self) -> str:
+        """What this session's releases protect, in words (also in every result's attrs)."""
+        return protects(self.privacy_unit)
+
+    @property
     def remaining(self) -> Any:
         """What the budget has left (the budget's own ``remaining``)."""
         return getattr(self.budget, "remaining", None)
@@ -686,4 +737,5 @@ class Session:
 
     def __repr__(self) -> str:
         return (f"Session({self._source.kind}:{self._source.location!r}, privacy_unit="
-                f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha})")
+                f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha}; "
+                f"protects {self.protects})")

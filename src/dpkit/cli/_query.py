@@ -141,10 +141,10 @@ def render(frame: Any, group_by: list[str], console: Console, title: str) -> Non
     """
     table = Table(title=Text(title))
     for g in group_by:
-        table.add_column(Text(str(g)))
+        table.add_column(Text(str(g)), overflow="fold")
     stats = [c for c in frame.columns if c not in group_by and not c.endswith(("_low", "_high"))]
     for c in stats:
-        table.add_column(Text(str(c)), justify="right")
+        table.add_column(Text(str(c)), justify="right", overflow="fold")  # wrap, never "…"
     for _, row in frame.iterrows():
         cells = [Text(str(row[g])) for g in group_by]
         for c in stats:

@@ -206,7 +206,7 @@ class Laplace:
         return LaplaceEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
                             pmf_slack=LAPLACE_SLACK)
 
-    def confidence_interval(self, alpha: float) -> float:
+    def confidence_half_width(self, alpha: float) -> float:
         """Half-width h with ``P(|noise| > h) <= alpha``: ``scale ln(1/alpha) + granularity / 2``.
 
         From the Laplace tail ``P(|L| > x) = exp(-x / scale)``; rounding moves L by at most s/2.
@@ -214,6 +214,13 @@ class Laplace:
         """
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         return math.nextafter(self.scale * -math.log(a) + self.granularity / 2.0, math.inf)
+
+    def confidence_interval(self, value: float, *, alpha: float) -> tuple[float, float]:
+        """The interval ``(value - h, value + h)`` around a released ``value``, with ``h =``
+        :meth:`confidence_half_width` ``(alpha)``: it holds the true value with probability
+        at least ``1 - alpha`` (over the noise). ``alpha`` is keyword-only."""
+        h = self.confidence_half_width(alpha)
+        return value - h, value + h
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release every element of ``values`` with independent lattice Laplace noise.
@@ -369,12 +376,19 @@ class Gaussian:
         return GaussianEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
                              pmf_slack=GAUSSIAN_SLACK)
 
-    def confidence_interval(self, alpha: float) -> float:
+    def confidence_half_width(self, alpha: float) -> float:
         """Half-width h, ``P(|noise| > h) <= alpha``: ``sigma Phi^-1(1 - alpha/2) + s/2`` (up)."""
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         z = float(-ndtri(a / 2.0))
         return math.nextafter((self.sigma * z + self.granularity / 2.0) * (1 + 2.0**-40),
                               math.inf)
+
+    def confidence_interval(self, value: float, *, alpha: float) -> tuple[float, float]:
+        """The interval ``(value - h, value + h)`` around a released ``value``, with ``h =``
+        :meth:`confidence_half_width` ``(alpha)``: it holds the true value with probability
+        at least ``1 - alpha`` (over the noise). ``alpha`` is keyword-only."""
+        h = self.confidence_half_width(alpha)
+        return value - h, value + h
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release every element of ``values`` with independent lattice Gaussian noise.

@@ -148,7 +148,7 @@ class DiscreteLaplace:
         return DiscreteLaplaceEvent(scale=self.scale, sensitivity=self.sensitivity,
                                     neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
 
-    def confidence_interval(self, alpha: float) -> int:
+    def confidence_half_width(self, alpha: float) -> int:
         """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t).
 
         Since ``ln q = -1/t`` exactly: ``h = ceil(t ln(2 / (alpha (1 + q))) - 1)``, with the
@@ -160,6 +160,13 @@ class DiscreteLaplace:
         log_ratio = math.log(2.0) - math.log(a) - math.log1p(q)
         log_up = math.nextafter(log_ratio * (1.0 + 2.0**-50), math.inf)
         return max(math.ceil(Fraction(self.scale) * Fraction(log_up) - 1), 0)
+
+    def confidence_interval(self, value: float, *, alpha: float) -> tuple[float, float]:
+        """The interval ``(value - h, value + h)`` around a released ``value``, with ``h =``
+        :meth:`confidence_half_width` ``(alpha)``: it holds the true value with probability
+        at least ``1 - alpha`` (over the noise). ``alpha`` is keyword-only."""
+        h = self.confidence_half_width(alpha)
+        return value - h, value + h
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release integer ``values`` with discrete Laplace noise.
@@ -224,7 +231,7 @@ class DiscreteGaussian:
         return DiscreteGaussianEvent(sigma=self.sigma, sensitivity=self.sensitivity,
                                      neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
 
-    def confidence_interval(self, alpha: float) -> int:
+    def confidence_half_width(self, alpha: float) -> int:
         """h with ``P(|Z| > h) <= alpha``: ``ceil(sigma sqrt(2 ln(2 / alpha)))``.
 
         The discrete Gaussian is sigma^2-subgaussian (CKS 2020, Corollary 9), so
@@ -233,6 +240,13 @@ class DiscreteGaussian:
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         root = math.sqrt(2.0 * (math.log(2.0) - math.log(a))) * (1.0 + 2.0**-50)
         return math.ceil(Fraction(self.sigma) * Fraction(math.nextafter(root, math.inf)))
+
+    def confidence_interval(self, value: float, *, alpha: float) -> tuple[float, float]:
+        """The interval ``(value - h, value + h)`` around a released ``value``, with ``h =``
+        :meth:`confidence_half_width` ``(alpha)``: it holds the true value with probability
+        at least ``1 - alpha`` (over the noise). ``alpha`` is keyword-only."""
+        h = self.confidence_half_width(alpha)
+        return value - h, value + h
 
     def release(self, values: Any, *, source: RandomSource | None = None) -> Any:
         """Release integer ``values`` with discrete Gaussian noise.

@@ -15,6 +15,8 @@ import math
 import time
 from typing import Any
 
+from dpkit._numeric.display import fmt
+
 __all__ = ["bar_chart", "history_chart", "login_page", "render_page"]
 
 HISTORY_COLOUR = "#1f77b4"
@@ -41,11 +43,18 @@ def _e(x: Any) -> str:
 def _fmt(x: Any) -> str:
     if x is None:
         return "-"
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            return "-"
-        return f"{x:.6g}"
-    return str(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return "-"
+    return fmt(x)
+
+
+def _charged(q: dict[str, Any], key: str) -> Any:
+    """What an answered query charged (its release's ``epsilon``/``delta``); ``None`` when it
+    was not answered (a refused query charged nothing)."""
+    result = q.get("result")
+    if q.get("status") != "answered" or not isinstance(result, dict):
+        return None
+    return (result.get("release") or {}).get(key)
 
 
 def _when(t: Any) -> str:
@@ -188,8 +197,9 @@ def render_page(status: dict[str, Any]) -> str:
         f"<tr><td>{_e(q['analyst'])}</td><td>{_e(_when(q['started']))}</td>"
         f"<td>{_e(q['kind'])}</td>"
         f"<td><code>{_e(json.dumps(q['request'].get('builder', q['request']))[:300])}</code>"
-        f"</td><td class='num'>{_e(_fmt(q['epsilon']))}</td>"
-        f"<td class='num'>{_e(_fmt(q['delta']))}</td><td>{_e(q['status'])}</td></tr>"
+        f"</td><td class='num'>{_e(_fmt(q['epsilon']))}, {_e(_fmt(q['delta']))}</td>"
+        f"<td class='num'>{_e(_fmt(_charged(q, 'epsilon')))}, "
+        f"{_e(_fmt(_charged(q, 'delta')))}</td><td>{_e(q['status'])}</td></tr>"
         for q in queries)
     answered = [q for q in queries if q["status"] == "answered" and q.get("result")]
     results = "".join(_result_block(q) for q in answered[:100])
@@ -205,8 +215,9 @@ def render_page(status: dict[str, Any]) -> str:
 <table id="analysts"><tr><th>analyst</th><th>epsilon spent</th><th>delta spent</th>
 <th>epsilon cap</th><th>delta cap</th><th>token</th></tr>{a_rows}</table>{a_chart}</section>
 <section id="log-section"><h2>Query log ({len(queries)})</h2>
-<table id="query-log"><tr><th>who</th><th>when</th><th>kind</th><th>what</th><th>epsilon</th>
-<th>delta</th><th>status</th></tr>{q_rows}</table></section>
+<table id="query-log"><tr><th>who</th><th>when</th><th>kind</th><th>what</th>
+<th>asked (epsilon, delta)</th><th>charged (epsilon, delta)</th><th>status</th></tr>{q_rows}
+</table></section>
 <section id="results-section"><h2>Answered tables</h2>{results}</section>
 </body></html>"""
 

@@ -40,7 +40,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from dpkit._numeric.display import left, rounded
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
+from dpkit.analytics.session import UNSET
 from dpkit.errors import (
     BudgetExceededError,
     BudgetUnavailableError,
@@ -68,12 +70,14 @@ class ServiceConfig:
 
     ``state_url`` (tokens and the query log) defaults to ``ledger_url``. ``cache`` loads a
     Parquet source into memory once (later queries scan memory, not the file).
+    ``privacy_unit`` must be given: the column identifying a person, or ``None`` written out
+    when every row is a different person (left out, the service refuses to start).
     """
 
     data: str
     budget_epsilon: float
     budget_delta: float = 0.0
-    privacy_unit: str | None = None
+    privacy_unit: str | None = UNSET
     ledger_url: str = "sqlite:///budget.db"
     state_url: str | None = None
     budget_name: str = "budget"
@@ -220,9 +224,30 @@ class _RoutedBudget:
 
 
 def _pair(x: Any) -> Any:
+    """A pair as exact JSON numbers (non-finite values as null)."""
     if isinstance(x, tuple):
         return [None if (isinstance(v, float) and not math.isfinite(v)) else v for v in x]
     return x
+
+
+def _shown(x: Any, of: Any = None) -> Any:
+    """A pair for people: each number rounded to 6 significant digits, a remaining residue
+    at most 1e-9 of its total (``of``) as 0 (see :mod:`dpkit._numeric.display`)."""
+    exact = _pair(x)
+    if not isinstance(exact, list):
+        return exact
+    totals = list(of) if isinstance(of, (tuple, list)) else [None] * len(exact)
+    return [None if v is None else rounded(left(v, t) if of is not None else v)
+            for v, t in zip(exact, totals, strict=False)]
+
+
+def _amounts(**pairs: tuple[Any, Any]) -> dict[str, Any]:
+    """``name: rounded pair`` and ``name_exact: exact pair`` for each ``name=(pair, total)``."""
+    out: dict[str, Any] = {}
+    for name, (pair, of) in pairs.items():
+        out[name] = _shown(pair, of)
+        out[f"{name}_exact"] = _pair(pair)
+    return out
 
 
 class Curator:
@@ -276,8 +301,9 @@ class Curator:
     def analyst_status(self, token: Token) -> dict[str, Any]:
         sub = self.sub_budget(token)
         sub.refresh()
-        return {"analyst": token.name, "budget": _pair(sub.budget), "spent": _pair(sub.spent),
-                "remaining": _pair(sub.remaining)}
+        return {"analyst": token.name, **_amounts(
+            budget=(sub.budget, None), spent=(sub.spent, None),
+            remaining=(sub.remaining, sub.budget))}
 
     def status(self) -> dict[str, Any]:
         """Everything the curator's page shows (no data values beyond released ones)."""
@@ -296,9 +322,8 @@ class Curator:
         return {
             "data": Path(self.config.data).name,
             "privacy_unit": self.config.privacy_unit,
-            "budget": _pair(self.total.budget),
-            "spent": _pair(self.total.spent),
-            "remaining": _pair(self.total.remaining),
+            **_amounts(budget=(self.total.budget, None), spent=(self.total.spent, None),
+                       remaining=(self.total.remaining, self.total.budget)),
             "history": history,
             "analysts": analysts,
             "queries": self.state.queries(),
@@ -512,10 +537,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
             # Charged already (conservative); without its log entry the answer is withheld.
             raise HTTPException(status_code=503, detail=f"answer withheld: {exc}") from None
         sub.refresh()
-        return {"query_id": qid, "result": result,
-                "cost": {"epsilon": result["release"].get("epsilon"),
-                         "delta": result["release"].get("delta")},
-                "remaining": _pair(sub.remaining)}
+        release = result["release"]
+        charged = (release.get("epsilon"), release.get("delta"))
+        # what was charged (a delta the query was allowed but did not use is not charged),
+        # rounded for people, exact in *_exact, and what the query was allowed
+        cost = {"epsilon": rounded(charged[0]), "delta": rounded(charged[1]),
+                "epsilon_exact": charged[0], "delta_exact": charged[1],
+                "allowed": release.get("requested")}
+        return {"query_id": qid, "result": result, "cost": cost,
+                **_amounts(remaining=(sub.remaining, sub.budget))}
 
     @app.get("/v1/queries", tags=["analyst"], summary="Your queries and their results")
     def my_queries(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:

@@ -146,7 +146,8 @@ def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path,
 def test_importing_dpkit_does_not_import_pyspark() -> None:
     code = ("import sys, pandas as pd, dpkit, dpkit.analytics as dpa\n"
             "from dpkit.accounting import Budget\n"
-            "s = dpa.Session(pd.DataFrame({'x': [1.0]}), budget=Budget(epsilon=1.0))\n"
+            "s = dpa.Session(pd.DataFrame({'x': [1.0]}), privacy_unit=None,\n"
+            "                budget=Budget(epsilon=1.0))\n"
             "assert not any(m.startswith('pyspark') for m in sys.modules), 'pyspark'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 

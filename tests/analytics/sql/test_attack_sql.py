@@ -145,7 +145,7 @@ def test_case_insensitive_collation_does_not_copy_a_row() -> None:
     con.execute("CREATE TABLE people (user_id INTEGER, city VARCHAR COLLATE NOCASE)")
     con.execute("INSERT INTO people VALUES (1, 'paris')")
     cities = pd.DataFrame({"city": ["paris", "Paris", "PARIS", "pAris"], "country": ["FR"] * 4})
-    s = dpa.Session(con, table="people", budget=Budget(epsilon=1.0))
+    s = dpa.Session(con, table="people", privacy_unit=None, budget=Budget(epsilon=1.0))
     meta = {"tables": {"people": {}, "cities": {"public": True}}}
     try:
         p = s.sql_query("SELECT COUNT(*) AS n FROM people p JOIN cities c ON p.city = c.city",

@@ -55,7 +55,9 @@ def test_answered_query_releases_with_intervals_and_spends_what_it_asked(name: s
     delta = 1e-5 if entry.delta else None
     frame = s.sql(entry.sql, epsilon=0.5, delta=delta, metadata=META, public_tables=PUBLIC)
     info = frame.attrs["dpkit"]
-    assert info["epsilon"] == 0.5
+    assert info["requested"]["epsilon"] == 0.5
+    # what attrs report as charged is what the budget spent
+    assert (info["epsilon"], info["delta"]) == s.budget.spent
     # shares are rounded down: the charge is at most what was asked, and close to it
     assert Fraction(1, 2) * (1 - Fraction(1, 10**9)) <= s.budget.spent_epsilon_exact \
         <= Fraction(1, 2)

@@ -100,7 +100,7 @@ def test_degenerate_text_is_refused(text: str) -> None:
 
 
 def test_without_a_privacy_unit_each_row_is_a_person() -> None:
-    s = dpa.Session(people(), budget=Budget(epsilon=1.0))
+    s = dpa.Session(people(), privacy_unit=None, budget=Budget(epsilon=1.0))
     frame = s.sql("SELECT plan, COUNT(*) AS n FROM people GROUP BY plan", epsilon=1.0,
                   keys={"plan": ["free", "pro", "team"]})
     assert list(frame["plan"]) == ["free", "pro", "team"]

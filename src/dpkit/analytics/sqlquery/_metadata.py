@@ -4,7 +4,7 @@ A metadata file (YAML or TOML) or a dict of the same shape::
 
     tables:
       people:                       # the private table (the one not marked public)
-        privacy_unit: user_id       # omit or null: each row is a different person
+        privacy_unit: user_id       # null: each row is a different person (say which)
         max_partitions: 2           # groups kept per unit (default 1)
         max_rows_per_partition: 5   # rows kept per unit and group (default 1)
         columns:
@@ -60,6 +60,7 @@ class TableInfo:
     name: str
     public: bool = False
     privacy_unit: str | None = None
+    privacy_unit_given: bool = False  # the entry was written (a column, or null: rows)
     max_partitions: int | None = None
     max_rows_per_partition: int | None = None
     columns: dict[str, ColumnInfo] = field(default_factory=dict)
@@ -161,6 +162,7 @@ def _table(name: str, raw: Any) -> TableInfo:
     if path is not None and (not isinstance(path, str) or not path):
         raise _err(where, f"path must be a file path, got {path!r}")
     return TableInfo(name=name, public=public, privacy_unit=unit,
+                     privacy_unit_given="privacy_unit" in raw,
                      max_partitions=limits["max_partitions"],
                      max_rows_per_partition=limits["max_rows_per_partition"],
                      columns=cols, path=path)

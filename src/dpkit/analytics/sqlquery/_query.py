@@ -172,7 +172,9 @@ def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: A
     """A session over one file for a SQL query, its privacy unit taken from the metadata.
 
     ``privacy_unit`` (if given) must agree with the metadata's private table; ``engine`` is
-    passed to the session. Used by ``dpkit query --sql``.
+    passed to the session. Used by ``dpkit query --sql``. Without ``privacy_unit``, the
+    metadata's private table must say who is protected (``privacy_unit: <column>``, or
+    ``privacy_unit: null`` when every row is a different person): omitting it is refused.
     """
     from dpkit.analytics.session import Session
 
@@ -188,6 +190,12 @@ def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: A
         raise PrivacyParameterError(
             f"--privacy-unit {privacy_unit!r} disagrees with the metadata's {declared!r}"
         )
+    if privacy_unit is None and not (privates and privates[0].privacy_unit_given):
+        table = repr(privates[0].name) if privates else "private"
+        raise PrivacyParameterError(
+            f"Say who the data protects: the metadata's {table} table needs privacy_unit: "
+            "<column> (the column that identifies a person), or privacy_unit: null if every "
+            "row is a different person; or give the privacy unit with the query.")
     unit = privacy_unit if privacy_unit is not None else declared
     session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
                       memory_limit=memory_limit, engine=engine)
