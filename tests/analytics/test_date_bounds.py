@@ -187,3 +187,28 @@ def test_engine_refuses_edges_that_are_not_in_the_columns_reading(tmp_path: Path
         compile_plan(plan(Measure(name="s", kind="sum", column="d", lower=0.0, upper=1.0)),
                      schema)
     assert issubclass(PlanError, DPKitError)
+
+
+def test_sql_median_of_a_date_column_takes_date_bounds_from_the_metadata(
+        tmp_path: Path) -> None:
+    from dpkit.analytics.sqlquery import load_metadata
+
+    meta = tmp_path / "meta.yaml"
+    meta.write_text("tables:\n  t:\n    privacy_unit: uid\n    max_rows_per_partition: 10\n"
+                    "    columns:\n      d: {lower: 2024-01-01, upper: 2024-12-31}\n")
+    assert load_metadata(meta).tables["t"].columns["d"].bounds == (dt.date(2024, 1, 1),
+                                                                   dt.date(2024, 12, 31))
+    got = _session().sql_query("SELECT MEDIAN(d) AS m FROM t", metadata=meta).run(epsilon=5.0)
+    ref = _run(dpa.quantile("d", [0.5], bounds=("2024-01-01", "2024-12-31")))
+    assert got["m"].iloc[0] == ref["q_p50"].iloc[0]
+    assert type(got["m"].iloc[0]) is dt.date
+
+
+def test_sql_mean_of_a_date_column_is_refused_before_the_charge() -> None:
+    budget = Budget(epsilon=10.0)
+    s = _session(budget)
+    with pytest.raises(PrivacyParameterError, match="have no mean"):
+        s.sql_query("SELECT AVG(d) AS m FROM t", metadata={"tables": {"t": {
+            "privacy_unit": "uid", "columns": {"d": {"bounds": ["2024-01-01", "2024-12-31"]}},
+        }}}).run(epsilon=1.0)
+    assert budget.spent == (0.0, 0.0)

@@ -40,7 +40,9 @@ __all__ = [
     "count_distinct",
     "from_number",
     "histogram",
+    "is_date_bound",
     "mean",
+    "parse_date_bound",
     "quantile",
     "std",
     "sum",
@@ -166,11 +168,11 @@ _MICRO = datetime.timedelta(microseconds=1)
 MAX_TEMPORAL = 2**53
 
 
-def _is_temporal(value: Any) -> bool:
+def is_date_bound(value: Any) -> bool:
     return isinstance(value, (str, datetime.date))
 
 
-def _parse_temporal(value: Any, what: str) -> datetime.date:
+def parse_date_bound(value: Any, what: str) -> datetime.date:
     """A date bound as given: a :class:`datetime.date`/:class:`datetime.datetime`, or an ISO
     string (``YYYY-MM-DD``, or a date-time that :meth:`datetime.datetime.fromisoformat` reads,
     with or without an offset)."""
@@ -188,8 +190,8 @@ def _parse_temporal(value: Any, what: str) -> datetime.date:
         return datetime.datetime.fromisoformat(value)
     except ValueError:
         raise PrivacyParameterError(
-            f"{what}: {value!r} is not an ISO date or date-time; write e.g. '2024-01-01' or "
-            "'2024-01-01T12:00:00'") from None
+            f"{what}: {value!r} is not an ISO date or date-time (bounds are numbers, or dates "
+            "for a date column); write e.g. '2024-01-01' or '2024-01-01T12:00:00'") from None
 
 
 def to_number(value: datetime.date, time_kind: str, what: str = "date bound") -> float:
@@ -271,8 +273,8 @@ def _value_bounds(column: str, bounds: Any, auto_share: Any
 def _temporal_bounds(column: str, bounds: Any) -> tuple[datetime.date, ...]:
     """Bounds given as dates, parsed (empty when they are not dates)."""
     if isinstance(bounds, (tuple, list)) and len(bounds) == 2 \
-            and any(_is_temporal(b) for b in bounds):
-        return tuple(_parse_temporal(b, f"bounds of {column!r}") for b in bounds)
+            and any(is_date_bound(b) for b in bounds):
+        return tuple(parse_date_bound(b, f"bounds of {column!r}") for b in bounds)
     return ()
 
 
@@ -378,8 +380,8 @@ def histogram(column: str, *,
     if edges is not None:
         if isinstance(edges, (str, bytes)) or not isinstance(edges, (list, tuple)):
             raise PrivacyParameterError(f"edges must be a list of numbers, got {edges!r}")
-        if any(_is_temporal(e) for e in edges):
-            ts = tuple(_parse_temporal(e, f"edges of {col!r}") for e in edges)
+        if any(is_date_bound(e) for e in edges):
+            ts = tuple(parse_date_bound(e, f"edges of {col!r}") for e in edges)
             if len(ts) < 2:
                 raise PrivacyParameterError(f"edges must be at least two dates, got {edges!r}")
             return Statistic(kind="histogram", column=col, temporal=ts,
