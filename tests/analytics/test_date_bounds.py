@@ -212,3 +212,22 @@ def test_sql_mean_of_a_date_column_is_refused_before_the_charge() -> None:
             "privacy_unit": "uid", "columns": {"d": {"bounds": ["2024-01-01", "2024-12-31"]}},
         }}}).run(epsilon=1.0)
     assert budget.spent == (0.0, 0.0)
+
+
+def test_cli_prints_a_date_quantile_as_an_iso_date(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpkit.cli import app
+
+    pq.write_table(_table(), tmp_path / "t.parquet")
+    (tmp_path / "meta.yaml").write_text(
+        "tables:\n  t:\n    privacy_unit: uid\n    max_rows_per_partition: 10\n"
+        "    columns:\n      d: {lower: 2024-01-01, upper: 2024-12-31}\n")
+    res = CliRunner().invoke(app, [
+        "query", str(tmp_path / "t.parquet"), "--epsilon", "5", "--metadata",
+        str(tmp_path / "meta.yaml"), "--output", "json", "--sql", "SELECT MEDIAN(d) AS m FROM t"])
+    assert res.exit_code == 0, res.output
+    value = json.loads(res.stdout)[0]["m"]
+    assert dt.date.fromisoformat(value[:10]) and value.startswith("2024-")
