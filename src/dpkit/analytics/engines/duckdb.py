@@ -27,7 +27,7 @@ from dpkit.analytics.engines._compiler import (
     source_sql,
     type_family,
 )
-from dpkit.errors import EngineError, PrivacyParameterError
+from dpkit.errors import EngineError
 
 __all__ = ["DuckDBEngine", "EngineError"]
 
