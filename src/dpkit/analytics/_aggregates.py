@@ -10,14 +10,23 @@ upper)``: each value is clamped into them before aggregation, so one row moves a
 aggregate's budget on a private estimate of the bounds first (a private pair of quantiles over a
 wide, public, logarithmic grid) and uses them for the rest.
 
+Dates and timestamps. Quantiles and histograms of a ``DATE`` or ``TIMESTAMP`` column take their
+bounds or edges as dates: ISO strings (``"2024-01-01"``, ``"2024-01-01T12:00:00+01:00"``),
+:class:`datetime.date` or :class:`datetime.datetime`. The column is read as a whole number (see
+:func:`to_number`) and so are the bounds, exactly, once the query knows the column's type
+(before anything is charged); the released quantiles are dates or datetimes again (see
+:func:`from_number`), and histogram bins are labelled by their dates.
+
 Weights. The aggregates of one query split its budget in proportion to their ``weight``
 (default 1 each); partition selection, when used, takes a share too (see the builder).
 """
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from dpkit._numeric.validation import check_bounds, check_positive, check_probability
@@ -29,11 +38,15 @@ __all__ = [
     "StatisticKind",
     "count",
     "count_distinct",
+    "from_number",
     "histogram",
+    "is_date_bound",
     "mean",
+    "parse_date_bound",
     "quantile",
     "std",
     "sum",
+    "to_number",
     "variance",
 ]
 
@@ -68,6 +81,11 @@ class Statistic:
     weight: float = 1.0
     auto_share: float = 0.0
     estimated: bool = False  # bounds were estimated privately (bounds="auto")
+    # bounds (quantile) or edges (histogram) given as dates, as given: turned into numbers by
+    # :meth:`for_column` once the column's type is known
+    temporal: tuple[datetime.date, ...] = ()
+    # the column's date reading after :meth:`for_column`: "date", "local", "instant" or ""
+    time_kind: str = ""
 
     @property
     def needs_bounds(self) -> bool:
@@ -77,10 +95,54 @@ class Statistic:
     def auto(self) -> bool:
         return self.bounds == "auto"
 
+    def for_column(self, time_kind: str | None, name: str, sql_type: str | None = None
+                   ) -> Statistic:
+        """This statistic for a column whose date reading is ``time_kind`` (``"date"``,
+        ``"local"``, ``"instant"``, see :func:`to_number`; ``None``: not a date or timestamp;
+        ``sql_type`` names the type in messages).
+
+        Date bounds or edges become the column's numbers, exactly; a date or timestamp column
+        needs them (numbers there would be day or microsecond counts nobody means), and has no
+        sum, mean, variance or ``bounds="auto"``. Decided by the schema alone, before any
+        charge; refusals are :class:`~dpkit.errors.PrivacyParameterError`."""
+        col = self.column or ""
+        if time_kind is None:
+            if self.temporal:
+                typed = f" (its type is {sql_type})" if sql_type else ""
+                raise PrivacyParameterError(
+                    f"{name}: {col!r} is not a date or timestamp column{typed}, so its bounds or "
+                    f"edges must be numbers; to read it as dates, cast it to DATE or TIMESTAMP "
+                    "first (e.g. a DuckDB view or a typed Parquet file)")
+            return self
+        if self.kind in ("sum", "mean", "variance", "std"):
+            raise PrivacyParameterError(
+                f"{name}: {col!r} holds dates or timestamps, which have no {self.kind}; ask "
+                f"for quantile({col!r}, ...) or histogram({col!r}, edges=[dates]) instead")
+        if self.kind == "quantile" and self.auto:
+            raise PrivacyParameterError(
+                f"{name}: {col!r} holds dates or timestamps; give its bounds as dates, e.g. "
+                "bounds=('2024-01-01', '2024-12-31'), instead of 'auto'")
+        if self.kind == "histogram" and self.categories:
+            return self
+        if self.kind not in ("quantile", "histogram"):
+            return self
+        if not self.temporal:
+            raise PrivacyParameterError(
+                f"{name}: {col!r} holds dates or timestamps; give its "
+                f"{'bounds' if self.kind == 'quantile' else 'edges'} as dates ('2024-01-01', "
+                "datetime.date or datetime.datetime), not numbers")
+        nums = tuple(to_number(v, time_kind, f"{name}: {col!r}") for v in self.temporal)
+        if any(not a < b for a, b in itertools.pairwise(nums)):
+            raise PrivacyParameterError(
+                f"{name}: the {'bounds' if self.kind == 'quantile' else 'edges'} of {col!r} "
+                f"must be strictly increasing, got {[str(v) for v in self.temporal]}")
+        if self.kind == "quantile":
+            return replace(self, bounds=(nums[0], nums[1]),
+                           edges=_linspace(nums[0], nums[1], self.bins), time_kind=time_kind)
+        return replace(self, edges=nums, time_kind=time_kind)
+
     def with_bounds(self, lower: float, upper: float) -> Statistic:
         """A copy with concrete bounds (used after a private ``"auto"`` estimate)."""
-        from dataclasses import replace
-
         lo, hi = _check_value_bounds(self.column or "", (lower, upper))
         edges = self.edges
         if self.kind == "quantile":
@@ -96,6 +158,85 @@ def _check_column(column: Any) -> str:
 
 def _check_weight(weight: Any) -> float:
     return check_positive(weight, "weight")
+
+
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+_EPOCH_LOCAL = datetime.datetime(1970, 1, 1)
+_EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MICRO = datetime.timedelta(microseconds=1)
+#: Largest magnitude of a date's number (doubles hold every integer up to 2**53 exactly).
+MAX_TEMPORAL = 2**53
+
+
+def is_date_bound(value: Any) -> bool:
+    return isinstance(value, (str, datetime.date))
+
+
+def parse_date_bound(value: Any, what: str) -> datetime.date:
+    """A date bound as given: a :class:`datetime.date`/:class:`datetime.datetime`, or an ISO
+    string (``YYYY-MM-DD``, or a date-time that :meth:`datetime.datetime.fromisoformat` reads,
+    with or without an offset)."""
+    if isinstance(value, datetime.date):
+        return value
+    if not isinstance(value, str):
+        raise PrivacyParameterError(
+            f"{what} must all be dates (ISO strings, datetime.date or datetime.datetime) or "
+            f"all numbers, got {value!r}")
+    try:
+        return datetime.date.fromisoformat(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise PrivacyParameterError(
+            f"{what}: {value!r} is not an ISO date or date-time (bounds are numbers, or dates "
+            "for a date column); write e.g. '2024-01-01' or '2024-01-01T12:00:00'") from None
+
+
+def to_number(value: datetime.date, time_kind: str, what: str = "date bound") -> float:
+    """The number a column of date reading ``time_kind`` holds for ``value`` (exact integers):
+
+    ``"date"`` (a ``DATE`` column): days since 1970-01-01; a :class:`datetime.datetime` is
+    refused (a date column has no time of day). ``"local"`` (a wall-clock ``TIMESTAMP``):
+    microseconds from 1970-01-01 00:00 to the wall-clock time, a date meaning its midnight; a
+    timezone-aware datetime is refused (the column's times belong to no known zone).
+    ``"instant"`` (``TIMESTAMP WITH TIME ZONE``): microseconds since the epoch; an aware
+    datetime is that instant, a naive datetime or a date is read in UTC. Magnitudes above
+    2**53 (instants and wall-clock times outside the years 1685 to 2255) are refused."""
+    if time_kind == "date":
+        if isinstance(value, datetime.datetime):
+            raise PrivacyParameterError(
+                f"{what}: {value.isoformat()!r} has a time of day but the column holds dates; "
+                "give a date such as '2024-01-01'")
+        n = (value - _EPOCH_DATE).days
+    elif isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        if time_kind != "instant":
+            raise PrivacyParameterError(
+                f"{what}: {value.isoformat()!r} has a time zone but the column holds wall-clock "
+                "times without one; give a naive date-time such as '2024-01-01T12:00:00'")
+        n = (value - _EPOCH_UTC) // _MICRO
+    else:
+        if not isinstance(value, datetime.datetime):
+            value = datetime.datetime.combine(value, datetime.time())
+        n = (value - _EPOCH_LOCAL) // _MICRO  # wall clock, or UTC for an instant column
+    if abs(n) > MAX_TEMPORAL:
+        raise PrivacyParameterError(
+            f"{what}: {value.isoformat()!r} is too far from 1970 to be read exactly (microseconds "
+            "beyond 2**53, outside the years 1685 to 2255)")
+    return float(n)
+
+
+def from_number(x: float, time_kind: str) -> datetime.date:
+    """The date or datetime of the number ``x`` of a column of date reading ``time_kind`` (see
+    :func:`to_number`), rounded down: a quantile of a date column is the day it falls in, of a
+    timestamp column the microsecond. ``"instant"`` gives an aware UTC datetime, ``"local"`` a
+    naive one."""
+    n = math.floor(x)
+    if time_kind == "date":
+        return _EPOCH_DATE + datetime.timedelta(days=n)
+    base = _EPOCH_UTC if time_kind == "instant" else _EPOCH_LOCAL
+    return base + n * _MICRO
 
 
 def _check_value_bounds(column: str, bounds: Any) -> tuple[float, float]:
@@ -129,6 +270,14 @@ def _value_bounds(column: str, bounds: Any, auto_share: Any
     return _check_value_bounds(column, bounds), 0.0
 
 
+def _temporal_bounds(column: str, bounds: Any) -> tuple[datetime.date, ...]:
+    """Bounds given as dates, parsed (empty when they are not dates)."""
+    if isinstance(bounds, (tuple, list)) and len(bounds) == 2 \
+            and any(is_date_bound(b) for b in bounds):
+        return tuple(parse_date_bound(b, f"bounds of {column!r}") for b in bounds)
+    return ()
+
+
 def _linspace(lo: float, hi: float, bins: int) -> tuple[float, ...]:
     step = (hi - lo) / bins
     edges = [lo + i * step for i in range(bins)] + [hi]
@@ -148,6 +297,10 @@ def count_distinct(*, weight: float = 1.0) -> Statistic:
 def _value(kind: StatisticKind, column: Any, bounds: Any, weight: Any, auto_share: Any
            ) -> Statistic:
     col = _check_column(column)
+    if _temporal_bounds(col, bounds):
+        raise PrivacyParameterError(
+            f"{kind} of {col!r}: dates have no {kind}; ask for quantile({col!r}, ...) or "
+            f"histogram({col!r}, edges=[dates]) instead")
     b, share = _value_bounds(col, bounds, auto_share)
     return Statistic(kind=kind, column=col, bounds=b, weight=_check_weight(weight),
                      auto_share=share)
@@ -178,12 +331,16 @@ def std(column: str, *, bounds: tuple[float, float] | str | None = None,
 
 
 def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
-             bounds: tuple[float, float] | str | None = None, bins: int = DEFAULT_QUANTILE_BINS,
+             bounds: tuple[float | str | datetime.date, float | str | datetime.date] | str
+             | None = None, bins: int = DEFAULT_QUANTILE_BINS,
              weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
     """Quantiles of ``column`` by the exponential mechanism over ``bins`` equal bins of bounds.
 
     The engine returns per-group counts of the candidate bins (never sorted rows); the budget of
-    the aggregate is split evenly across the requested quantiles.
+    the aggregate is split evenly across the requested quantiles. For a date or timestamp column
+    give the bounds as dates (``("2024-01-01", "2024-12-31")``, :class:`datetime.date`,
+    :class:`datetime.datetime`); the quantiles come back as dates (rounded down to the day) or
+    datetimes (to the microsecond).
     """
     col = _check_column(column)
     qs_in = (quantiles,) if isinstance(quantiles, (int, float)) else quantiles
@@ -195,19 +352,27 @@ def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
         raise PrivacyParameterError(f"quantile levels must be distinct, got {quantiles!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= 1 << 16:
         raise PrivacyParameterError(f"bins must be an integer in [2, 65536], got {bins!r}")
+    temporal = _temporal_bounds(col, bounds)
+    if temporal:  # numbers once the column's type is known (Statistic.for_column)
+        return Statistic(kind="quantile", column=col, quantiles=qs, bins=bins,
+                         weight=_check_weight(weight), temporal=temporal)
     b, share = _value_bounds(col, bounds, auto_share)
     edges = () if b == "auto" else _linspace(b[0], b[1], bins)
     return Statistic(kind="quantile", column=col, bounds=b, quantiles=qs, edges=edges, bins=bins,
                      weight=_check_weight(weight), auto_share=share)
 
 
-def histogram(column: str, *, edges: list[float] | tuple[float, ...] | None = None,
+def histogram(column: str, *,
+              edges: list[float] | tuple[float, ...] | list[str | datetime.date]
+              | tuple[str | datetime.date, ...] | None = None,
               categories: list[object] | tuple[object, ...] | None = None,
               weight: float = 1.0) -> Statistic:
     """Counts of ``column`` per bin (``edges``, values clamped into the outer bins) or category.
 
     Bins are ``[e_i, e_{i+1})``, the last one closed; with ``categories`` values outside the list
-    are not counted. Give exactly one of ``edges`` and ``categories``.
+    are not counted. Give exactly one of ``edges`` and ``categories``. Edges of a date or
+    timestamp column are dates (ISO strings, :class:`datetime.date`, :class:`datetime.datetime`);
+    its bins are then labelled by them (``n[2024-01-01,2024-04-01)``).
     """
     col = _check_column(column)
     if (edges is None) == (categories is None):
@@ -215,6 +380,12 @@ def histogram(column: str, *, edges: list[float] | tuple[float, ...] | None = No
     if edges is not None:
         if isinstance(edges, (str, bytes)) or not isinstance(edges, (list, tuple)):
             raise PrivacyParameterError(f"edges must be a list of numbers, got {edges!r}")
+        if any(is_date_bound(e) for e in edges):
+            ts = tuple(parse_date_bound(e, f"edges of {col!r}") for e in edges)
+            if len(ts) < 2:
+                raise PrivacyParameterError(f"edges must be at least two dates, got {edges!r}")
+            return Statistic(kind="histogram", column=col, temporal=ts,
+                             weight=_check_weight(weight))
         es = tuple(_finite_edge(e) for e in edges)
         if len(es) < 2 or any(not es[i] < es[i + 1] for i in range(len(es) - 1)):
             raise PrivacyParameterError(

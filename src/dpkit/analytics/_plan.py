@@ -114,6 +114,11 @@ class Measure:
       ``[edges[0], edges[-1]]`` first, NaN/NULL skipped. Returned as a tuple of ints.
     * ``category_counts``: per given category the number of kept rows whose ``column`` equals it
       (other values ignored). Returned as a tuple of ints.
+
+    ``time_kind``: for ``bin_counts``, the date reading its edges are in (``"date"``: days since
+    1970-01-01, ``"local"``/``"instant"``: microseconds since the epoch, see
+    :func:`dpkit.analytics._aggregates.to_number`), ``""`` for numbers. It must match the
+    column's type: numeric edges on a date column (or date edges on a number) are refused.
     """
 
     name: str
@@ -127,6 +132,7 @@ class Measure:
     clamp_upper: float = 0.0
     edges: tuple[float, ...] = ()
     categories: tuple[object, ...] = ()
+    time_kind: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -381,7 +381,8 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
         sh = _Shares(mode, share, 1, p)
         if stat.edges:
             cells = len(stat.edges) - 1
-            m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges)
+            m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges,
+                        time_kind=stat.time_kind)
         else:
             cells = len(stat.categories)
             m = Measure(name=f"{name}:bins", kind="category_counts", column=col,
@@ -398,7 +399,8 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
             BinnedQuantile,
         )
 
-        m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges)
+        m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges,
+                        time_kind=stat.time_kind)
         if mode == "pure":
             total_eps = share
         else:

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._aggregates import Statistic, from_number
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.errors import PrivacyParameterError
@@ -106,10 +106,14 @@ class ReleaseInfo:
         }
 
 
-def _label(x: float) -> str:
+def _label(x: float, time_kind: str = "") -> str:
     """The exact text of an edge: an integral value without a fraction (``10``), any other
     the shortest decimal that reads back as the same double (``repr``). Distinct edges get
-    distinct labels (``f"{x:g}"`` kept 6 significant digits and merged close edges)."""
+    distinct labels (``f"{x:g}"`` kept 6 significant digits and merged close edges). An edge
+    of a date or timestamp column (``time_kind``, see :func:`from_number`) is its ISO text
+    (``2024-01-01``, ``2024-01-01T12:00:00``, ``2024-01-01T12:00:00+00:00``)."""
+    if time_kind:
+        return from_number(x, time_kind).isoformat()
     if x.is_integer() and abs(x) < 2.0**53:
         return str(int(x))
     return repr(x)
@@ -130,7 +134,9 @@ def statistic_columns(name: str, st: Statistic) -> list[str]:
     if st.kind == "histogram":
         if st.edges:
             e = st.edges
-            names = [f"{name}[{_label(e[i])},{_label(e[i + 1])})" for i in range(len(e) - 1)]
+            t = st.time_kind
+            names = [f"{name}[{_label(e[i], t)},{_label(e[i + 1], t)})"
+                     for i in range(len(e) - 1)]
             names[-1] = names[-1][:-1] + "]"
             return names
         return [f"{name}={c}" for c in st.categories]
@@ -457,7 +463,9 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         order = np.argsort(np.asarray(st.quantiles), kind="stable")
         vals[:, order] = np.sort(vals, axis=1)
         for j, name in enumerate(names):
-            data[name] = vals[:, j]
+            # a date or timestamp column: the date of each value, rounded down (from_number)
+            data[name] = vals[:, j] if not st.time_kind else np.array(
+                [from_number(float(v), st.time_kind) for v in vals[:, j]], dtype=object)
             info_cols[name] = {
                 "mechanism": "exponential mechanism",
                 "epsilon_per_group": sp.quantile_epsilon,

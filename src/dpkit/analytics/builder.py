@@ -38,6 +38,7 @@ from dpkit.analytics._report import layout as _layout
 from dpkit.analytics._report import query_refusal as _query_refusal
 from dpkit.analytics._report import summary_frame as _summary_frame
 from dpkit.analytics._report import unit_notes as _unit_notes
+from dpkit.analytics.engines._compiler import temporal_codec
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -328,10 +329,24 @@ class Query:
             return 0.0
         return delta
 
+    def _typed_stats(self) -> tuple[tuple[str, Statistic], ...]:
+        """The statistics with date bounds and edges turned into the numbers their column
+        holds (see :meth:`Statistic.for_column`), decided by the column's type before any
+        charge. A column whose type the session does not know (a public join's) is no date
+        column here; the engine refuses date edges for it, or numbers for a date column."""
+        out = []
+        for name, st in self.stats:
+            sql_type = self.session._types.get(st.column or "") \
+                if st.column not in self._extra_columns else None
+            kind = temporal_codec(sql_type) if sql_type is not None else None
+            out.append((name, st.for_column(kind, name, sql_type)))
+        return tuple(out)
+
     def _price(self, epsilon: Any, delta: Any) -> Pricing:
-        check_output_columns(self.group_columns, self.stats)
+        stats = self._typed_stats()
+        check_output_columns(self.group_columns, stats)
         p, r = self._bounds()
-        return price(dict(self.stats), mode=self.session.mode, epsilon=epsilon,
+        return price(dict(stats), mode=self.session.mode, epsilon=epsilon,
                      delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
                      select_partitions=bool(self.group_columns) and self.keys is None,
                      selection_weight=self.selection_weight,

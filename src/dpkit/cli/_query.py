@@ -170,7 +170,7 @@ def _emit(frame: Any, output: Path | None, to_stdout: bool, gb: list[str], conso
     """Print or write the released frame (after the charge: see :func:`query`)."""
     if to_stdout:
         text = (frame.to_csv(index=False) if str(output).lower() == "csv"
-                else frame.to_json(orient="records") + "\n")
+                else frame.to_json(orient="records", date_format="iso") + "\n")
         _plain(text)
         return
     if output is not None:
@@ -180,7 +180,7 @@ def _emit(frame: Any, output: Path | None, to_stdout: bool, gb: list[str], conso
         elif suffix == ".parquet":
             frame.to_parquet(output, index=False)
         else:
-            frame.to_json(output, orient="records", indent=1)
+            frame.to_json(output, orient="records", indent=1, date_format="iso")
         console.print(Text(f"wrote {len(frame)} rows to {output}"))
         return
     render(frame, gb, console, f"private result ({1 - alpha:.0%} intervals below each estimate)")

@@ -79,6 +79,8 @@ __all__ = [
     "compile_plan",
     "is_key_type",
     "is_nested",
+    "temporal_codec",
+    "temporal_number",
     "type_family",
 ]
 
@@ -536,6 +538,31 @@ def _float_text_steps(e: str, out: str, profile: DialectProfile) -> list[Step]:
     ]
 
 
+def _epoch_days(d: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """Days from 1970-01-01 to the date ``d`` (an integer, negative before), on either engine."""
+    if profile.dialect == "spark":
+        return _func("unix_date", d)
+    return _func("date_diff", exp.Literal.string("day"),
+                 _cast(exp.Literal.string("1970-01-01"), "DATE"), d)
+
+
+def _micros_of_day(col: exp.Expression, profile: DialectProfile) -> exp.Expression:
+    """Microseconds since midnight of a wall-clock timestamp (an integer below 86,400 * 10^6),
+    from its hour, minute and sub-minute microseconds: the same on DuckDB and Spark."""
+    sub_minute: exp.Expression
+    if profile.dialect == "spark":
+        sub_minute = _cast(exp.Mul(this=_func("date_part", exp.Literal.string("SECOND"),
+                                              col.copy()),
+                                   expression=_int(10**6)), profile.fixed_type)
+    else:
+        sub_minute = _func("microsecond", col.copy())
+    return exp.Add(this=exp.Add(
+        this=exp.Mul(this=_cast(_func("hour", col.copy()), profile.fixed_type),
+                     expression=_int(3_600_000_000)),
+        expression=exp.Mul(this=_cast(_func("minute", col.copy()), profile.fixed_type),
+                           expression=_int(60_000_000))), expression=sub_minute)
+
+
 def _date_time_text(col: exp.Expression, codec: str, profile: DialectProfile
                     ) -> exp.Expression:
     """The md5 text of a date (``codec == "date"``: days since 1970-01-01) or a wall-clock
@@ -544,31 +571,44 @@ def _date_time_text(col: exp.Expression, codec: str, profile: DialectProfile
     overflows (Spark's ``timestampdiff`` from the epoch overflows near its range's ends).
     DuckDB's infinities are NULL before this (see :func:`_normalized`); its error-to-NULL
     wrapper still guards the text."""
-    def days(d: exp.Expression) -> exp.Expression:
-        if profile.dialect == "spark":
-            return _func("unix_date", d)
-        return _func("date_diff", exp.Literal.string("day"),
-                     _cast(exp.Literal.string("1970-01-01"), "DATE"), d)
-
     if codec == "date":
-        out: exp.Expression = _cast(days(col), profile.text_type)
+        out: exp.Expression = _cast(_epoch_days(col, profile), profile.text_type)
     else:
-        sub_minute: exp.Expression
-        if profile.dialect == "spark":
-            sub_minute = _cast(exp.Mul(this=_func("date_part", exp.Literal.string("SECOND"),
-                                                  col.copy()),
-                                       expression=_int(10**6)), profile.fixed_type)
-        else:
-            sub_minute = _func("microsecond", col.copy())
-        micros = exp.Add(this=exp.Add(
-            this=exp.Mul(this=_cast(_func("hour", col.copy()), profile.fixed_type),
-                         expression=_int(3_600_000_000)),
-            expression=exp.Mul(this=_cast(_func("minute", col.copy()), profile.fixed_type),
-                               expression=_int(60_000_000))), expression=sub_minute)
         out = exp.DPipe(this=exp.DPipe(
-            this=_cast(days(_cast(col.copy(), "DATE")), profile.text_type),
-            expression=exp.Literal.string(":")), expression=_cast(micros, profile.text_type))
+            this=_cast(_epoch_days(_cast(col.copy(), "DATE"), profile), profile.text_type),
+            expression=exp.Literal.string(":")),
+            expression=_cast(_micros_of_day(col, profile), profile.text_type))
     return _func(profile.try_wrapper, out) if profile.try_wrapper else out
+
+
+#: Microseconds in one day.
+DAY_MICROS = 86_400_000_000
+
+
+def temporal_number(col: exp.Expression, codec: str, profile: DialectProfile
+                    ) -> exp.Expression:
+    """The number a quantile or a histogram reads from a date or timestamp column (a double):
+    a ``DATE`` (``codec == "date"``) as its day number since 1970-01-01; a wall-clock
+    ``TIMESTAMP`` (``"local"``) as ``days * 86,400 * 10^6 + microseconds of the day``, its
+    microseconds since 1970-01-01 00:00 read as if it were UTC; an instant (``"instant"``,
+    ``TIMESTAMP WITH TIME ZONE``) as its microseconds since the epoch, whatever the session's
+    time zone. Integers, exact in a double while below 2^53 in magnitude (every date; an
+    instant or a wall-clock time of the years 1685 to 2255), computed the same way on every
+    engine; sub-microsecond digits are cut (towards the past)."""
+    if codec == "date":
+        return _cast(_epoch_days(col, profile), profile.float_type)
+    if codec == "instant":
+        return _cast(_func(profile.instant_micros, col), profile.float_type)
+    days = _cast(_epoch_days(_cast(col.copy(), "DATE"), profile), profile.float_type)
+    return exp.Add(this=exp.Mul(this=days, expression=_double(float(DAY_MICROS), profile)),
+                   expression=_cast(_micros_of_day(col, profile), profile.float_type))
+
+
+def temporal_codec(sql_type: str) -> str | None:
+    """``"date"``, ``"local"`` or ``"instant"`` (see :func:`key_codec`) for a date or timestamp
+    type, ``None`` for any other: which of :func:`temporal_number`'s readings a column has."""
+    codec = key_codec(sql_type)
+    return codec if codec in ("date", "local", "instant") else None
 
 
 def _token_steps(columns: Sequence[tuple[str, Family, str]],
@@ -1310,6 +1350,9 @@ def compile_plan(
                 _ident(f"{_P}t{j}")))
             step0.append((f"{_P}x{j}", _case(_is_nan(_col(f"{_P}t{j}"), profile),
                                              exp.Null(), _col(f"{_P}t{j}"))))
+        elif temporal_codec(schema[c]) is not None:
+            kept_items.append(_alias(temporal_number(_col(c), temporal_codec(schema[c]) or "",
+                                                     profile), _ident(f"{_P}x{j}")))
         else:
             step0.append((f"{_P}x{j}", exp.Null()))  # never read: refused below by kind
         xcol[c] = f"{_P}x{j}"
@@ -1354,9 +1397,20 @@ def compile_plan(
                 e = cells(idx)
                 size = len(m.categories)
             else:
-                if fam == "other":
+                temporal = temporal_codec(schema[col]) is not None
+                if fam == "other" and not temporal:
                     raise PlanError(f"column {col!r} (type {schema[col]}) has no numeric "
                                     f"reading; measure {m.name!r} cannot use it")
+                if kind == "bin_counts" and m.time_kind != (temporal_codec(schema[col]) or ""):
+                    raise PlanError(
+                        f"{m.name}: column {col!r} has the type {schema[col]} but the measure's "
+                        f"edges are {m.time_kind or 'numbers'}; give dates as the bounds or "
+                        "edges of a date or timestamp column, numbers for any other")
+                if temporal and kind in ("sum", "sum_sq"):
+                    raise PlanError(
+                        f"{m.name}: column {col!r} holds dates or timestamps ({schema[col]}), "
+                        "which have no sum, mean or variance; ask for quantiles or a histogram "
+                        "of it instead")
                 x = _col(xcol[col])
                 if kind == "values":
                     e = exp.Count(this=x)

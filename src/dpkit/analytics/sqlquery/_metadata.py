@@ -9,6 +9,7 @@ A metadata file (YAML or TOML) or a dict of the same shape::
         max_rows_per_partition: 5   # rows kept per unit and group (default 1)
         columns:
           income: {lower: 0, upper: 500000}        # bounds for SUM/AVG/VAR/STDDEV/quantiles
+          signup_date: {lower: 2024-01-01, upper: 2024-12-31}  # a DATE/TIMESTAMP column
           region: {keys: [north, south, east, west]}  # public group keys
       regions:
         public: true                # a public table: may be joined, never bounded
@@ -16,10 +17,14 @@ A metadata file (YAML or TOML) or a dict of the same shape::
 
 Everything is validated when loaded (unknown fields, NaN or infinite bounds, lower >= upper,
 non-integer limits), so a typo is an error, never a silent default. Nothing here reads data.
+Bounds of a date or timestamp column are dates (YAML and TOML dates, ``datetime`` objects or
+ISO strings, see :func:`dpkit.analytics._aggregates.parse_date_bound`); whether they fit the
+column's type is decided when the query is priced, before anything is charged.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 from dataclasses import dataclass, field, replace
@@ -29,6 +34,7 @@ from typing import Any
 import tomllib
 
 from dpkit._numeric.validation import check_bounds, check_integer
+from dpkit.analytics._aggregates import is_date_bound, parse_date_bound
 from dpkit.errors import PrivacyParameterError
 
 __all__ = ["ColumnInfo", "Metadata", "TableInfo", "load_metadata"]
@@ -42,12 +48,12 @@ _COLUMN_FIELDS = {"lower", "upper", "keys", "bounds"}
 class ColumnInfo:
     """Public facts about one column: value bounds and/or the list of its group keys."""
 
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | datetime.date | None = None
+    upper: float | datetime.date | None = None
     keys: tuple[Any, ...] | None = None
 
     @property
-    def bounds(self) -> tuple[float, float] | None:
+    def bounds(self) -> tuple[float | datetime.date, float | datetime.date] | None:
         if self.lower is None or self.upper is None:
             return None
         return (self.lower, self.upper)
@@ -107,13 +113,18 @@ def _column(table: str, name: str, raw: Any) -> ColumnInfo:
         if not isinstance(b, (list, tuple)) or len(b) != 2:
             raise _err(where, f"bounds must be [lower, upper], got {b!r}")
         lower, upper = b
-    lo = hi = None
+    lo: float | datetime.date | None = None
+    hi: float | datetime.date | None = None
     if (lower is None) != (upper is None):
         raise _err(where, "give both lower and upper")
-    if lower is not None:
+    if lower is not None and (is_date_bound(lower) or is_date_bound(upper)):
+        lo = parse_date_bound(lower, f"{where} bounds")
+        hi = parse_date_bound(upper, f"{where} bounds")
+    elif lower is not None:
         for v in (lower, upper):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise _err(where, f"bounds must be numbers, got {lower!r}, {upper!r}")
+                raise _err(where, f"bounds must be numbers (or dates for a date column), got "
+                                  f"{lower!r}, {upper!r}")
         lo, hi = check_bounds(lower, upper, lower_name=f"{where}.lower",
                               upper_name=f"{where}.upper")
         if not lo < hi:

@@ -144,7 +144,8 @@ def _overrides(bounds: Any, keys: Any, max_partitions: Any, max_rows_per_partiti
     }}})
     info = meta.tables[""]
     for c in info.columns.values():
-        if c.lower is not None and not (math.isfinite(c.lower) and math.isfinite(c.upper or 0)):
+        if isinstance(c.lower, float) and isinstance(c.upper, float) \
+                and not (math.isfinite(c.lower) and math.isfinite(c.upper)):
             raise PrivacyParameterError("bounds must be finite")  # pragma: no cover
     return info
 

@@ -777,7 +777,7 @@ class _Translator:
             return self.private.columns.get(col)
         return None
 
-    def _bounds(self, col: str, clause: str) -> tuple[float, float]:
+    def _bounds(self, col: str, clause: str) -> tuple[Any, Any]:
         info = self._column_info(col)
         if info is None or info.bounds is None:
             raise SqlError(clause, f"column {col!r} has no bounds in the metadata: an "
