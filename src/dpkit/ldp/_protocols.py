@@ -38,7 +38,12 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit.errors import PrivacyParameterError
-from dpkit.events import DpEvent, PureDpEvent, RandomizedResponseEvent
+from dpkit.events import (
+    DpEvent,
+    PureDpEvent,
+    RandomizedResponseEvent,
+    randomized_response_epsilon,
+)
 from dpkit.ldp import client as _c
 from dpkit.ldp._sampling import bernoulli_bitsliced, bernoulli_threshold
 from dpkit.noise import RandomSource, resolve_source
@@ -451,6 +456,16 @@ class OLH(FrequencyOracle, _c.OLH):
             raise PrivacyParameterError(str(exc)) from None
         self._table: IntArray | None = None
         self._full: npt.NDArray[np.int32] | None = None
+
+    @property
+    def event(self) -> DpEvent:
+        """Pure DP at :attr:`run_epsilon` (see :attr:`FrequencyOracle.event`). At an epsilon so
+        small that ``p`` was raised to ``1/g`` (:func:`dpkit.ldp.client.at_least_uniform`), the
+        law's own loss, that of g-ary randomized response with ``p`` rounded up, if larger."""
+        if not self._keep_raised:
+            return super().event
+        p = up(self.support_probabilities()[0])
+        return PureDpEvent(epsilon=max(self.run_epsilon, randomized_response_epsilon(p, self._g)))
 
     _DENSE_LIMIT = 1 << 22  # (key, y) pairs kept as a dense histogram up to this many
 

@@ -83,13 +83,16 @@ def exp_bounds(x: float) -> tuple[Fraction, Fraction]:
     """Rational ``(lo, hi)`` with ``lo <= e^x <= hi`` (certified, relative width ~1e-55).
 
     ``Decimal.exp`` is correctly rounded at the working precision (60 digits), so the true value
-    lies within one unit in the last place of the result; widening by two units is safe.
+    lies within one unit in the last place of the result; widening by two units is safe. For
+    ``x >= 0`` the lower bound is at least 1 (``e^x >= 1``): below about ``1e-59`` the widened
+    value would fall under 1 and make a protocol's "likely" probability the less likely one.
     """
     with localcontext() as ctx:
         ctx.prec = 60
         val = Decimal(x).exp()
         ulp = Decimal(1).scaleb(val.adjusted() - 59)
-        return Fraction(val - 2 * ulp), Fraction(val + 2 * ulp)
+        lo = Fraction(val - 2 * ulp)
+        return (max(lo, Fraction(1)) if x >= 0 else lo), Fraction(val + 2 * ulp)
 
 
 def calibrated_epsilon(epsilon: float) -> float:
@@ -121,6 +124,22 @@ def floor_scaled_double(p: Fraction) -> int:
     t = floor_scaled(p)
     drop = max(0, t.bit_length() - 53)
     return (t >> drop) << drop
+
+
+def at_least_uniform(threshold: int, k: int) -> int:
+    """``threshold`` (over ``2**64``), raised if needed to the smallest multiple of ``2**-64``
+    that is a double and at least ``1/k``: the truth probability of k-ary randomized response
+    must not fall below the uniform ``1/k`` (the likelier report would become the other one).
+
+    Only at epsilons below about ``k 2**-52``, where ``e^eps / (e^eps + k - 1) - 1/k`` is under
+    the rounding grid, does this raise anything; the law then loses at most about
+    ``k 2**-52``, which the randomized-response event (stating this probability) charges.
+    """
+    if threshold * k >= SCALE:
+        return threshold
+    t = ceil_scaled(Fraction(1, k))
+    drop = max(0, t.bit_length() - 53)
+    return -((-t) >> drop) << drop
 
 
 def bernoulli_scaled(threshold: int) -> bool:
@@ -292,7 +311,7 @@ class RandomizedResponse(_Categorical):
         elif epsilon is not None:
             super().__init__(epsilon=epsilon, domain=2)
             e = self._exp_lo  # <= e^run_epsilon; rounded down: ratio <= e^run_epsilon
-            self._p = Fraction(floor_scaled_double(e / (e + 1)), SCALE)
+            self._p = Fraction(at_least_uniform(floor_scaled_double(e / (e + 1)), 2), SCALE)
 
     @property
     def p_truth(self) -> Fraction:
@@ -330,7 +349,7 @@ class GRR(_Categorical):
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         e = self._exp_lo  # <= e^run_epsilon, and p rounded down: ratio <= e^run_epsilon
-        self._keep = floor_scaled_double(e / (e + self._d - 1))
+        self._keep = at_least_uniform(floor_scaled_double(e / (e + self._d - 1)), self._d)
 
     def randomize(self, value: Any) -> int:
         x = self.encode(value)
@@ -483,7 +502,10 @@ class OLH(_Categorical):
             m += 1
         self._m = m
         e = self._exp_lo
-        self._keep = floor_scaled(e / (e + g - 1))
+        keep = floor_scaled(e / (e + g - 1))
+        self._keep = at_least_uniform(keep, g)
+        # raised to 1/g at a tiny epsilon: the server's event then charges the law's own loss
+        self._keep_raised = self._keep != keep
 
     def _best_g(self) -> int:
         """The prime g near ``e^eps + 1`` with the smallest variance ``q(1-q)/(p-q)^2``.
