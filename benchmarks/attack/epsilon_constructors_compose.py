@@ -4,7 +4,9 @@ constructor that takes an epsilon. ``Laplace.from_epsilon`` calibrates below
 as is made ten ``ExponentialMechanism(epsilon=0.1)`` cost ``10 * fl(0.1) > 1`` (the tenth was
 refused at 1.0000000000000002).
 
-Prints, per constructor, how many of 43 (e, k) cases (k up to 50) are refused.
+Prints, per constructor, how many of 43 (e, k) cases (k up to 50) are refused, how many times
+one mechanism alone is refused by a budget of its own epsilon, and how many times k + 1 of them
+are accepted (an overspend).
 
 Run: PYTHONPATH=src python benchmarks/attack/epsilon_constructors_compose.py
 """
@@ -67,8 +69,10 @@ def main() -> None:
         bad = sum(not fits(Budget(epsilon=e, neighbouring=nb), build(e / k), k)
                   for e, k in cases)
         one = sum(not fits(Budget(epsilon=e, neighbouring=nb), build(e), 1) for e, _ in cases)
-        print(f"{name:46s} refused {bad}/{len(cases)}; one at the budget's own epsilon "
-              f"refused {one}/{len(cases)}")
+        extra = sum(fits(Budget(epsilon=e, neighbouring=nb), build(e / k), k + 1)
+                    for e, k in cases)
+        print(f"{name:32s} refused {bad}/{len(cases)}; one at its own epsilon refused "
+              f"{one}/{len(cases)}; k + 1 accepted {extra}/{len(cases)}")
     for name, build2 in APPROX:
         bad = sum(not fits(Budget(epsilon=e, delta=1e-6), build2(e / k, 1e-6 / k), k)
                   for e, k in cases)
