@@ -4,7 +4,9 @@ constructor that takes an epsilon. ``Laplace.from_epsilon`` calibrates below
 as is made ten ``ExponentialMechanism(epsilon=0.1)`` cost ``10 * fl(0.1) > 1`` (the tenth was
 refused at 1.0000000000000002).
 
-Prints, per constructor, how many of 43 (e, k) cases (k up to 50) are refused.
+Prints, per constructor, how many of 43 (e, k) cases (k up to 50) are refused, how many times
+one mechanism alone is refused by a budget of its own epsilon, and how many times k + 1 of them
+are accepted (an overspend).
 
 Run: PYTHONPATH=src python benchmarks/attack/epsilon_constructors_compose.py
 """
@@ -32,8 +34,16 @@ PURE: list[tuple[str, Callable[[float], Any], str]] = [
         epsilon=e, quantiles=[0.1, 0.5, 0.9], edges=[0, 1, 2]), "add_remove"),
     ("RandomizedResponse.from_epsilon", lambda e: m.RandomizedResponse.from_epsilon(epsilon=e),
      "replace"),
-    ("ldp.OUE", lambda e: ldp.OUE(epsilon=e, domain=4), "add_remove"),
+    ("ldp.RandomizedResponse", lambda e: ldp.RandomizedResponse(epsilon=e), "replace"),
     ("ldp.GRR", lambda e: ldp.GRR(epsilon=e, domain=4), "replace"),
+    ("ldp.SUE", lambda e: ldp.SUE(epsilon=e, domain=4), "add_remove"),
+    ("ldp.OUE", lambda e: ldp.OUE(epsilon=e, domain=4), "add_remove"),
+    ("ldp.OLH", lambda e: ldp.OLH(epsilon=e, domain=4), "add_remove"),
+    ("ldp.BLH", lambda e: ldp.BLH(epsilon=e, domain=4), "add_remove"),
+    ("ldp.HadamardResponse", lambda e: ldp.HadamardResponse(epsilon=e, domain=4), "add_remove"),
+    ("ldp.Duchi", lambda e: ldp.Duchi(epsilon=e), "add_remove"),
+    ("ldp.Piecewise", lambda e: ldp.Piecewise(epsilon=e, resolution=16), "add_remove"),
+    ("ldp.Hybrid", lambda e: ldp.Hybrid(epsilon=e, resolution=16), "add_remove"),
 ]
 APPROX: list[tuple[str, Callable[[float, float], Any]]] = [
     ("PartitionSelection", lambda e, d: m.PartitionSelection(epsilon=e, delta=d)),
@@ -58,7 +68,11 @@ def main() -> None:
     for name, build, nb in PURE:
         bad = sum(not fits(Budget(epsilon=e, neighbouring=nb), build(e / k), k)
                   for e, k in cases)
-        print(f"{name:46s} refused {bad}/{len(cases)}")
+        one = sum(not fits(Budget(epsilon=e, neighbouring=nb), build(e), 1) for e, _ in cases)
+        extra = sum(fits(Budget(epsilon=e, neighbouring=nb), build(e / k), k + 1)
+                    for e, k in cases)
+        print(f"{name:32s} refused {bad}/{len(cases)}; one at its own epsilon refused "
+              f"{one}/{len(cases)}; k + 1 accepted {extra}/{len(cases)}")
     for name, build2 in APPROX:
         bad = sum(not fits(Budget(epsilon=e, delta=1e-6), build2(e / k, 1e-6 / k), k)
                   for e, k in cases)

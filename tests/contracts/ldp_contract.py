@@ -11,8 +11,9 @@ its own with the same support; ``randomize_many`` reports are all well-formed; `
 one count per domain item (frequency oracles) or one mean; ``variance`` is positive and finite;
 epsilon refuses NaN, infinities, negatives, bools and strings with ``PrivacyParameterError``;
 ``event`` is accepted by the pure-DP accountant at a cost never below the exact epsilon of the
-implemented law (computed from ``report_distribution``) and at most ``epsilon`` (up to rounding
-of the report probabilities to doubles, which the event rounds up).
+implemented law (computed from ``report_distribution``) and at most ``epsilon``, with no slack:
+the law runs at ``run_epsilon``, ``epsilon (1 - 2**-40)`` rounded down, which the device-side
+class computes as the server does.
 """
 
 from __future__ import annotations
@@ -75,9 +76,12 @@ class LdpContract(abc.ABC):
         assert device_cls in type(proto).__mro__
         device = device_cls(epsilon=1.0, **self.client_kwargs())
         assert type(device).__module__ == "dpkit.ldp.client"
+        # the device runs the very law the server's event describes (same run_epsilon)
+        assert device.run_epsilon == proto.run_epsilon < proto.epsilon
         for value in self.inputs():
             support = {_key(r) for r in proto.report_distribution(value)}
             assert {_key(r) for r in device.report_distribution(value)} == support
+            assert device.report_distribution(value) == proto.report_distribution(value)
             for _ in range(10):
                 assert _key(device.randomize(value)) in support
 
@@ -134,5 +138,7 @@ class LdpContract(abc.ABC):
         assert isinstance(proto.event, DpEvent)
         charged = PureDpAccountant().compose(proto.event).get_epsilon(0.0)
         assert charged >= exact
-        assert exact <= proto.epsilon
-        assert charged <= proto.epsilon * (1.0 + 2.0**-40) + (2e-3 if epsilon > 12 else 0.0)
+        assert exact <= proto.run_epsilon <= proto.epsilon
+        assert proto.run_epsilon == client.calibrated_epsilon(proto.epsilon)
+        # one protocol always fits a budget of its own epsilon (no rounding pushes it over)
+        assert charged <= proto.epsilon

@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 from dpkit import ldp
 from dpkit.accounting.events import PureDpEvent, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource
 
 PROTOCOLS = [ldp.GRR, ldp.SUE, ldp.OUE, ldp.OLH, ldp.BLH, ldp.HadamardResponse]
@@ -183,10 +184,11 @@ def test_randomized_response_warner_estimate() -> None:
 def test_events() -> None:
     grr = ldp.GRR(epsilon=1.0, domain=10)
     assert isinstance(grr.event, RandomizedResponseEvent)
+    # calibrated to epsilon (1 - 2**-40) (dpkit.ldp.client, Calibration), never above 1.0
     assert grr.event.epsilon == pytest.approx(1.0, rel=1e-12)
-    assert grr.event.epsilon >= 1.0 - 1e-15
+    assert 1.0 - 2.0**-39 <= grr.event.epsilon <= 1.0
     for proto in (ldp.OUE(epsilon=1.0, domain=10), ldp.Piecewise(epsilon=1.0)):
-        assert proto.event == PureDpEvent(epsilon=1.0)
+        assert proto.event == PureDpEvent(epsilon=calibrated_epsilon(1.0))
 
 
 def test_best_protocol_follows_the_variances() -> None:

@@ -191,7 +191,8 @@ def test_server_raises_privacy_parameter_errors() -> None:
 @settings(max_examples=60, deadline=None)
 @given(eps=st.floats(0.01, 30.0), d=st.integers(2, 300))
 def test_dyadic_probabilities_never_exceed_the_budget(eps: float, d: int) -> None:
-    lo = client.exp_bounds(eps)[0]
+    run = client.calibrated_epsilon(eps)  # what the probabilities are calibrated to
+    lo = client.exp_bounds(run)[0]
     for proto in (ldp.GRR(epsilon=eps, domain=d), ldp.OUE(epsilon=eps, domain=d),
                   ldp.SUE(epsilon=eps, domain=d), ldp.HadamardResponse(epsilon=eps, domain=d)):
         p, q = proto.support_probabilities()
@@ -202,7 +203,8 @@ def test_dyadic_probabilities_never_exceed_the_budget(eps: float, d: int) -> Non
         else:
             assert p * (1 - q) / ((1 - p) * q) <= lo
         # and within 2**-62 of the textbook probabilities
-        assert abs(float(p) - _ideal(proto, eps)[0]) < 2**-50
+        assert proto.run_epsilon == run
+        assert abs(float(p) - _ideal(proto, run)[0]) < 2**-50
     assert isinstance(lo, Fraction)
 
 

@@ -47,8 +47,10 @@ def test_every_frequency_oracle_is_exactly_eps_ldp(eps: float, d: int) -> None:
         assert res.holds, (proto, res)
         assert res.laws_sum_to_one
         assert res.max_ratio is not None
-        # tight: the protocol spends (nearly) all of its budget (dyadic rounding costs < 1e-12)
-        assert float(res.max_ratio) >= math.exp(eps) * (1 - 1e-12), proto
+        # tight: the protocol spends (nearly) all of its calibrated epsilon, epsilon (1 - 2**-40)
+        # (dyadic rounding costs < 1e-12)
+        assert res.epsilon == proto.run_epsilon < eps
+        assert float(res.max_ratio) >= math.exp(proto.run_epsilon) * (1 - 1e-12), proto
 
 
 @pytest.mark.parametrize("eps", EPSILONS)
@@ -150,10 +152,12 @@ def test_variance_formula_matches_the_exact_law() -> None:
 
 
 def test_closed_forms_of_wang_et_al() -> None:
-    e, n, d = math.e, 1000, 64
+    # the protocols run at epsilon (1 - 2**-40) (dpkit.ldp.client, Calibration)
+    run = client.calibrated_epsilon(1.0)
+    e, n, d = math.exp(run), 1000, 64
     assert ldp.GRR(epsilon=1, domain=d).variance(n) == pytest.approx(
         n * (d - 2 + e) / (e - 1) ** 2, rel=1e-12)
-    h = math.exp(0.5)
+    h = math.exp(run / 2)
     assert ldp.SUE(epsilon=1, domain=d).variance(n) == pytest.approx(
         n * h / (h - 1) ** 2, rel=1e-12)
     assert ldp.OUE(epsilon=1, domain=d).variance(n) == pytest.approx(
@@ -191,10 +195,11 @@ def test_mean_mechanisms_unbiased_with_stated_variance(eps: float) -> None:
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 2.0, 4.0])
 def test_piecewise_grid_tends_to_the_continuous_variance(eps: float) -> None:
-    h = math.exp(eps / 2)
+    run = client.calibrated_epsilon(eps)  # what the probabilities are calibrated to
+    h = math.exp(run / 2)
     pm = ldp.Piecewise(epsilon=eps)
     for t in (0.0, 0.5, 1.0):
         cont = t * t / (h - 1) + (h + 3) / (3 * (h - 1) ** 2)
         assert pm.variance(1, mean_square=t * t) == pytest.approx(cont, rel=1e-3)
-    b = (math.exp(eps) + 1) / (math.exp(eps) - 1)
+    b = (math.exp(run) + 1) / (math.exp(run) - 1)
     assert ldp.Duchi(epsilon=eps).variance(1, 0.25) == pytest.approx(b * b - 0.25, rel=1e-12)

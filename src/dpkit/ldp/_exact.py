@@ -6,6 +6,8 @@ A protocol is epsilon-LDP when, for every report ``y`` and inputs ``x, x'``,
 ``max_x P(y|x) / min_x P(y|x)`` is computed exactly for every report, and the largest one is
 compared with a certified lower bound of ``e^eps`` (so "holds" is a proof, not an estimate). A
 report that is possible under one input and impossible under another has an infinite ratio.
+``eps`` is the protocol's ``run_epsilon`` when it has one (the epsilon its event states, just
+below the ``epsilon`` asked for), else its ``epsilon``.
 
 For the mean mechanisms the inputs are the grid inputs returned by ``exact_inputs()``: every
 other input's report law is a convex combination of two of them, and a ratio bound that holds for
@@ -57,9 +59,12 @@ def check_ldp(protocol: Any, inputs: list[Any] | None = None) -> LdpCheck:
         ratio = hi / lo
         if worst is not None and ratio > worst:
             worst, worst_report = ratio, y
-    bound = exp_bounds(protocol.epsilon)[0]
+    # the epsilon the protocol's event states (run_epsilon, below the one asked for) when it
+    # has one: the law must hold at what is charged
+    eps = getattr(protocol, "run_epsilon", protocol.epsilon)
+    bound = exp_bounds(eps)[0]
     holds = worst is not None and worst <= bound and sums_ok
     return LdpCheck(
-        epsilon=protocol.epsilon, max_ratio=worst, holds=holds, worst_report=worst_report,
+        epsilon=eps, max_ratio=worst, holds=holds, worst_report=worst_report,
         laws_sum_to_one=sums_ok, inputs=len(inputs), reports=len(reports),
     )

@@ -38,7 +38,12 @@ from dpkit._numeric.validation import (
     check_probability,
 )
 from dpkit.errors import PrivacyParameterError
-from dpkit.events import DpEvent, PureDpEvent, RandomizedResponseEvent
+from dpkit.events import (
+    DpEvent,
+    PureDpEvent,
+    RandomizedResponseEvent,
+    randomized_response_epsilon,
+)
 from dpkit.ldp import client as _c
 from dpkit.ldp._sampling import bernoulli_bitsliced, bernoulli_threshold
 from dpkit.noise import RandomSource, resolve_source
@@ -113,8 +118,12 @@ class FrequencyOracle(_c._Categorical):
 
     @property
     def event(self) -> DpEvent:
-        """The release as an accounting event (one report per user, replace-one neighbours)."""
-        return PureDpEvent(epsilon=self.epsilon)
+        """The release as an accounting event (one report per user, replace-one neighbours):
+        pure DP at :attr:`run_epsilon`, ``epsilon (1 - 2**-40)`` rounded down, the epsilon the
+        probabilities were calibrated to (each rounded in the direction that keeps every ratio at
+        most ``e^run_epsilon``; :mod:`dpkit.ldp.client`, Calibration): ``k`` protocols built
+        with ``fl(e / k)`` fit a budget of ``e``."""
+        return PureDpEvent(epsilon=self.run_epsilon)
 
     def variance(self, n: int, frequency: float = 0.0) -> float:
         """Exact variance of the estimated count of an item with true relative frequency
@@ -245,8 +254,12 @@ class RandomizedResponse(FrequencyOracle, _c.RandomizedResponse):
     def event(self) -> DpEvent:
         """Randomized response with the implemented ``p_truth`` rounded *up* to a double.
 
-        ``p_truth`` is a multiple of ``2**-64``; rounding it to the nearest double could lower it
-        and understate epsilon (by about ``1e-4`` at epsilon 30). Rounding up only overstates.
+        Built from ``epsilon``, ``p_truth`` is a double already (a multiple of ``2**-64`` rounded
+        down to 53 bits, calibrated to :attr:`run_epsilon`), so the event states it exactly and
+        costs at most the double just above ``run_epsilon``: ``k`` of them built with ``fl(e /
+        k)`` fit a budget of ``e``. A ``p_truth`` given as a rational need not be a double;
+        rounding it to the nearest could lower it and understate epsilon (by about ``1e-4`` at
+        epsilon 30). Rounding up only overstates.
         """
         return RandomizedResponseEvent(p_truth=up(self.p_truth), categories=2)
 
@@ -306,8 +319,10 @@ class GRR(FrequencyOracle, _c.GRR):
 
     @property
     def event(self) -> DpEvent:
-        """k-ary randomized response with ``p`` rounded *up* to a double (see
-        :attr:`RandomizedResponse.event`: never understates epsilon)."""
+        """k-ary randomized response with the implemented ``p``, a double calibrated to
+        :attr:`run_epsilon` and rounded down (:mod:`dpkit.ldp.client`, Calibration), so the
+        rounding up below is exact; it would only overstate otherwise (see
+        :attr:`RandomizedResponse.event`)."""
         return RandomizedResponseEvent(p_truth=up(self.support_probabilities()[0]),
                                        categories=self.d)
 
@@ -441,6 +456,16 @@ class OLH(FrequencyOracle, _c.OLH):
             raise PrivacyParameterError(str(exc)) from None
         self._table: IntArray | None = None
         self._full: npt.NDArray[np.int32] | None = None
+
+    @property
+    def event(self) -> DpEvent:
+        """Pure DP at :attr:`run_epsilon` (see :attr:`FrequencyOracle.event`). At an epsilon so
+        small that ``p`` was raised to ``1/g`` (:func:`dpkit.ldp.client.at_least_uniform`), the
+        law's own loss, that of g-ary randomized response with ``p`` rounded up, if larger."""
+        if not self._keep_raised:
+            return super().event
+        p = up(self.support_probabilities()[0])
+        return PureDpEvent(epsilon=max(self.run_epsilon, randomized_response_epsilon(p, self._g)))
 
     _DENSE_LIMIT = 1 << 22  # (key, y) pairs kept as a dense histogram up to this many
 
@@ -609,8 +634,9 @@ class MeanMechanism(_c._Numeric, abc.ABC):
 
     @property
     def event(self) -> DpEvent:
-        """The release as an accounting event."""
-        return PureDpEvent(epsilon=self.epsilon)
+        """The release as an accounting event: pure DP at :attr:`run_epsilon` (see
+        :attr:`FrequencyOracle.event`)."""
+        return PureDpEvent(epsilon=self.run_epsilon)
 
     @abc.abstractmethod
     def _ab(self) -> tuple[float, float]:
@@ -773,12 +799,14 @@ class Hybrid(MeanMechanism, _c.Hybrid):
         eps = _epsilon(epsilon)
         res = check_integer(resolution, name="resolution", minimum=1, maximum=1 << 24)
         self._epsilon = eps
-        self._exp_lo = _c.exp_bounds(eps)[0]
+        run = self._run_epsilon = _c.calibrated_epsilon(eps)
+        self._exp_lo = _c.exp_bounds(run)[0]
+        # each part calibrates the asked epsilon itself, to the same run_epsilon
         self._pm = Piecewise(epsilon=eps, resolution=res)
         self._duchi = Duchi(epsilon=eps)
         self.piecewise, self.duchi = self._pm, self._duchi
-        if eps > _c.HYBRID_EPSILON_STAR:
-            self._alpha = _c.floor_scaled(1 - 1 / _c.exp_bounds(eps / 2)[1])
+        if run > _c.HYBRID_EPSILON_STAR:
+            self._alpha = _c.floor_scaled(1 - 1 / _c.exp_bounds(run / 2)[1])
         else:
             self._alpha = 0
 

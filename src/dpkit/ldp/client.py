@@ -15,9 +15,27 @@ irrational, so each protocol stores a dyadic rational with denominator ``2**64``
 direction that keeps the privacy ratio at or below ``e^eps`` (the "likely" probability is rounded
 down, computed from a certified lower bound of ``e^eps``). The implemented mechanism is therefore
 exactly ``eps``-LDP (its true epsilon may be a hair smaller) and each probability is within
-``2**-63`` of the textbook value. The server estimators use the implemented probabilities, so they
-are exactly unbiased for the mechanism that actually runs. :meth:`report_distribution` returns the
-exact law of the report (as :class:`fractions.Fraction`), which dpkit's exact privacy check uses.
+``2**-63`` of the textbook value (relative ``2**-52`` for the truth probability of
+``RandomizedResponse`` and ``GRR``, which is also a double: see Calibration below). The server
+estimators use the implemented probabilities, so they are exactly unbiased for the mechanism
+that actually runs. :meth:`report_distribution` returns the exact law of the report (as
+:class:`fractions.Fraction`), which dpkit's exact privacy check uses.
+
+Calibration
+-----------
+A protocol built with ``epsilon`` runs at ``run_epsilon = calibrated_epsilon(epsilon)``, the
+largest double at most ``epsilon (1 - 2**-40)``, and every ``eps`` above is that value: the
+probabilities use a certified lower bound of ``e^run_epsilon``. The server describes the release
+to dpkit's accountants at ``run_epsilon`` (a pure-DP event), so ``k`` protocols built with
+``epsilon = fl(e / k)`` cost at most ``k fl(e / k) (1 - 2**-40) <= e (1 + 2**-53)(1 - 2**-40) <
+e`` together and fit a budget of ``e``, for every ``k``; the price is a relative ``2**-40`` of
+epsilon. ``RandomizedResponse`` and ``GRR`` are described by their truth probability instead
+(a randomized-response event, whose cost is ``ln(p (k - 1) / (1 - p))`` rounded up): there the
+probability is rounded down to a multiple of ``2**-64`` that is also a double, so the event
+states it exactly, its ratio is at most ``e^run_epsilon`` and its cost at most the double just
+above ``run_epsilon``, still below ``fl(e / k) (1 - 2**-40) (1 + 2**-52)``. The server and the
+stand-alone client compute the same ``run_epsilon`` from the same ``epsilon`` (a test keeps this
+function equal to :func:`dpkit.mechanisms._calibration.calibrated_epsilon`).
 
 Reports
 -------
@@ -55,6 +73,7 @@ SCALE_BITS = 64
 SCALE = 1 << SCALE_BITS
 MAX_EPSILON = 30.0  # keeps every probability far above the 2**-64 grid
 MAX_DOMAIN = 1 << 24
+CALIBRATION_MARGIN = Fraction(1, 1 << 40)
 
 
 # ------------------------------------------------------------------------------------------
@@ -64,13 +83,28 @@ def exp_bounds(x: float) -> tuple[Fraction, Fraction]:
     """Rational ``(lo, hi)`` with ``lo <= e^x <= hi`` (certified, relative width ~1e-55).
 
     ``Decimal.exp`` is correctly rounded at the working precision (60 digits), so the true value
-    lies within one unit in the last place of the result; widening by two units is safe.
+    lies within one unit in the last place of the result; widening by two units is safe. For
+    ``x >= 0`` the lower bound is at least 1 (``e^x >= 1``): below about ``1e-59`` the widened
+    value would fall under 1 and make a protocol's "likely" probability the less likely one.
     """
     with localcontext() as ctx:
         ctx.prec = 60
         val = Decimal(x).exp()
         ulp = Decimal(1).scaleb(val.adjusted() - 59)
-        return Fraction(val - 2 * ulp), Fraction(val + 2 * ulp)
+        lo = Fraction(val - 2 * ulp)
+        return (max(lo, Fraction(1)) if x >= 0 else lo), Fraction(val + 2 * ulp)
+
+
+def calibrated_epsilon(epsilon: float) -> float:
+    """The largest double at most ``epsilon (1 - 2**-40)``: the epsilon a protocol built with
+    ``epsilon`` runs at (module docstring, Calibration).
+
+    ``float`` of a ``Fraction`` is correctly rounded (an integer true division); when it rounds
+    up, the next double towards zero is below the target, so the result is rounded down.
+    """
+    target = Fraction(epsilon) * (1 - CALIBRATION_MARGIN)
+    x = float(target)
+    return math.nextafter(x, 0.0) if Fraction(x) > target else x
 
 
 def floor_scaled(p: Fraction) -> int:
@@ -81,6 +115,31 @@ def floor_scaled(p: Fraction) -> int:
 def ceil_scaled(p: Fraction) -> int:
     """``ceil(p * 2**64)``: the dyadic rounding (up) of a probability."""
     return math.ceil(p * SCALE)
+
+
+def floor_scaled_double(p: Fraction) -> int:
+    """``floor(p * 2**64)`` with its bits beyond the 53 most significant cleared: the largest
+    multiple of ``2**-64`` at most ``p`` (for ``p < 1``) that is also a double, so an event can
+    state it exactly. Rounded down, like :func:`floor_scaled`."""
+    t = floor_scaled(p)
+    drop = max(0, t.bit_length() - 53)
+    return (t >> drop) << drop
+
+
+def at_least_uniform(threshold: int, k: int) -> int:
+    """``threshold`` (over ``2**64``), raised if needed to the smallest multiple of ``2**-64``
+    that is a double and at least ``1/k``: the truth probability of k-ary randomized response
+    must not fall below the uniform ``1/k`` (the likelier report would become the other one).
+
+    Only at epsilons below about ``k 2**-52``, where ``e^eps / (e^eps + k - 1) - 1/k`` is under
+    the rounding grid, does this raise anything; the law then loses at most about
+    ``k 2**-52``, which the randomized-response event (stating this probability) charges.
+    """
+    if threshold * k >= SCALE:
+        return threshold
+    t = ceil_scaled(Fraction(1, k))
+    drop = max(0, t.bit_length() - 53)
+    return -((-t) >> drop) << drop
 
 
 def bernoulli_scaled(threshold: int) -> bool:
@@ -150,15 +209,22 @@ class _Categorical(abc.ABC):
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         self._epsilon = _check_epsilon(epsilon)
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
         self._d, self._labels = _domain(domain)
         self._index = None if self._labels is None else {v: i for i, v in enumerate(self._labels)}
-        self._exp_lo = exp_bounds(self._epsilon)[0]
+        self._exp_lo = exp_bounds(self._run_epsilon)[0]
 
     @property
     def epsilon(self) -> float:
-        """The privacy parameter: every report is at most ``e^epsilon`` times likelier under one
-        input than under any other."""
+        """The privacy parameter asked for: every report is at most ``e^epsilon`` times likelier
+        under one input than under any other (the law runs at :attr:`run_epsilon` below it)."""
         return self._epsilon
+
+    @property
+    def run_epsilon(self) -> float:
+        """The epsilon the probabilities are calibrated to and the server's event states:
+        ``calibrated_epsilon(epsilon)`` (module docstring, Calibration)."""
+        return self._run_epsilon
 
     @property
     def d(self) -> int:
@@ -211,8 +277,10 @@ class RandomizedResponse(_Categorical):
 
     The user answers truthfully with probability ``p`` and lies otherwise, so
     ``epsilon = ln(p / (1 - p))``. Inputs are ``0``/``1`` (or ``False``/``True``); the report is
-    ``0`` or ``1``. Give either ``epsilon`` (then ``p = e^eps / (1 + e^eps)``, rounded down to a
-    multiple of ``2**-64``) or ``p_truth`` in ``(1/2, 1)`` (used exactly).
+    ``0`` or ``1``. Give either ``epsilon`` (then ``p = e^eps / (1 + e^eps)`` at ``eps =
+    run_epsilon``, rounded down to a multiple of ``2**-64`` that is a double) or ``p_truth`` in
+    ``(1/2, 1)`` (used exactly; ``run_epsilon`` is then ``epsilon``, the smallest double whose
+    exponential is certified at least ``p / (1 - p)``).
     """
 
     name = "RandomizedResponse"
@@ -238,11 +306,12 @@ class RandomizedResponse(_Categorical):
             while exp_bounds(below := math.nextafter(eps, 0.0))[0] >= ratio:
                 eps = below
             super().__init__(epsilon=eps, domain=2)
+            self._run_epsilon = eps  # the law is given: eps certifies it, no calibration
             self._p = p
         elif epsilon is not None:
             super().__init__(epsilon=epsilon, domain=2)
-            e = self._exp_lo
-            self._p = Fraction(floor_scaled(e / (e + 1)), SCALE)
+            e = self._exp_lo  # <= e^run_epsilon; rounded down: ratio <= e^run_epsilon
+            self._p = Fraction(at_least_uniform(floor_scaled_double(e / (e + 1)), 2), SCALE)
 
     @property
     def p_truth(self) -> Fraction:
@@ -271,15 +340,16 @@ class GRR(_Categorical):
     """Generalized randomized response (k-RR, direct encoding; Wang et al., USENIX Sec 2017).
 
     Keep the true value with probability ``p = e^eps / (e^eps + d - 1)``, otherwise report one of
-    the other ``d - 1`` values uniformly (``q = (1 - p) / (d - 1)`` each). Report: an index.
+    the other ``d - 1`` values uniformly (``q = (1 - p) / (d - 1)`` each), ``eps = run_epsilon``
+    and ``p`` rounded down to a multiple of ``2**-64`` that is a double. Report: an index.
     """
 
     name = "GRR"
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        e = self._exp_lo
-        self._keep = floor_scaled(e / (e + self._d - 1))
+        e = self._exp_lo  # <= e^run_epsilon, and p rounded down: ratio <= e^run_epsilon
+        self._keep = at_least_uniform(floor_scaled_double(e / (e + self._d - 1)), self._d)
 
     def randomize(self, value: Any) -> int:
         x = self.encode(value)
@@ -372,7 +442,7 @@ class SUE(_UnaryEncoding):
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        e = exp_bounds(self._epsilon / 2)[0]
+        e = exp_bounds(self._run_epsilon / 2)[0]
         self._tp = floor_scaled(e / (e + 1))
 
     def _probabilities(self) -> tuple[Fraction, Fraction]:
@@ -432,7 +502,10 @@ class OLH(_Categorical):
             m += 1
         self._m = m
         e = self._exp_lo
-        self._keep = floor_scaled(e / (e + g - 1))
+        keep = floor_scaled(e / (e + g - 1))
+        self._keep = at_least_uniform(keep, g)
+        # raised to 1/g at a tiny epsilon: the server's event then charges the law's own loss
+        self._keep_raised = self._keep != keep
 
     def _best_g(self) -> int:
         """The prime g near ``e^eps + 1`` with the smallest variance ``q(1-q)/(p-q)^2``.
@@ -443,7 +516,7 @@ class OLH(_Categorical):
         ``2 (eps + log1p((g - 1) e^-eps)) - log(g - 1)``, which neither overflows for large
         epsilons nor divides by ``p - q = 0`` when ``e^eps`` rounds to 1 (tiny epsilons).
         """
-        eps = self._epsilon
+        eps = self._run_epsilon
         target = float(1 << 20) if eps > 14.6 else min(math.exp(eps) + 1.0, float(1 << 20))
         cands = {2, 3}
         for t in (math.floor(target), math.ceil(target)):
@@ -588,12 +661,19 @@ class _Numeric:
 
     def __init__(self, *, epsilon: float) -> None:
         self._epsilon = _check_epsilon(epsilon)
-        self._exp_lo = exp_bounds(self._epsilon)[0]
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
+        self._exp_lo = exp_bounds(self._run_epsilon)[0]
 
     @property
     def epsilon(self) -> float:
-        """The privacy parameter."""
+        """The privacy parameter asked for (the law runs at :attr:`run_epsilon` below it)."""
         return self._epsilon
+
+    @property
+    def run_epsilon(self) -> float:
+        """The epsilon the probabilities are calibrated to and the server's event states:
+        ``calibrated_epsilon(epsilon)`` (module docstring, Calibration)."""
+        return self._run_epsilon
 
     def encode(self, value: Any) -> Fraction:
         """Check that ``value`` is a real number in ``[-1, 1]`` and return it exactly."""
@@ -665,7 +745,7 @@ class Piecewise(_Numeric):
     def __init__(self, *, epsilon: float, resolution: int = 1 << 16) -> None:
         super().__init__(epsilon=epsilon)
         self._L = _check_int("resolution", resolution, 1, 1 << 24)
-        half = exp_bounds(self._epsilon / 2)
+        half = exp_bounds(self._run_epsilon / 2)
         self._N = max(1, round(self._L * float(half[0])))
         e = self._exp_lo
         self._high = floor_scaled(e * self._L / (e * self._L + self._N))
@@ -743,10 +823,11 @@ class Hybrid(_Numeric):
 
     def __init__(self, *, epsilon: float, resolution: int = 1 << 16) -> None:
         super().__init__(epsilon=epsilon)
+        # each part calibrates the asked epsilon itself, to the same run_epsilon
         self.piecewise = Piecewise(epsilon=self._epsilon, resolution=resolution)
         self.duchi = Duchi(epsilon=self._epsilon)
-        if self._epsilon > HYBRID_EPSILON_STAR:
-            self._alpha = floor_scaled(1 - 1 / exp_bounds(self._epsilon / 2)[1])
+        if self._run_epsilon > HYBRID_EPSILON_STAR:
+            self._alpha = floor_scaled(1 - 1 / exp_bounds(self._run_epsilon / 2)[1])
         else:
             self._alpha = 0
 
