@@ -8,7 +8,10 @@ text, so one person's unit spelled several equal ways is one unit. Two families 
   one element; the rule reads the UTC instant, which differs by the DST shift
   (``05:30:00+00:00`` vs ``06:30:00+00:00``);
 * ``numpy.timedelta64(1, 'Y')`` and ``numpy.timedelta64(12, 'M')``: equal, same hash; the
-  rule writes ``1Y`` and ``12M``.
+  rule writes ``1Y`` and ``12M``;
+* ``numpy.longdouble(1 + 2**-60)`` and the ``numpy.clongdouble`` of it (x86-64: 64-bit
+  mantissa): equal, same hash; the rule reads the complex through ``complex()``, a double,
+  and writes ``1`` for it, the exact digits for the real.
 
 D: 100 people with distinct ids of the same type, one row each. D' = D plus one person whose two
 rows hold the two spellings of one id. Figure: exact (pre-noise) ``count_distinct()`` (units)
@@ -42,6 +45,10 @@ CASES: dict[str, tuple[list[Any], list[Any]]] = {
     "timedelta64 1Y / 12M": (
         [np.timedelta64(i, "D") for i in range(100)],
         [np.timedelta64(1, "Y"), np.timedelta64(12, "M")]),
+    "clongdouble / longdouble": (
+        [np.longdouble(i) for i in range(2, 102)],
+        [np.longdouble(1) + np.longdouble(2) ** -60,
+         np.clongdouble(np.longdouble(1) + np.longdouble(2) ** -60)]),
 }
 
 

@@ -32,6 +32,11 @@ CASES: dict[str, tuple[list[Any], list[Any]]] = {
     "timedelta64 years and months": (
         [np.timedelta64(i, "D") for i in range(100)],
         [np.timedelta64(1, "Y"), np.timedelta64(12, "M")]),
+    # numpy extended precision: complex() of a clongdouble drops the bits beyond a double
+    "clongdouble / longdouble": (
+        [np.longdouble(i) for i in range(2, 102)],
+        [np.longdouble(1) + np.longdouble(2) ** -60,
+         np.clongdouble(np.longdouble(1) + np.longdouble(2) ** -60)]),
 }
 
 
@@ -45,7 +50,8 @@ def _units(ids: list[Any]) -> tuple[int, int]:
 
 
 @pytest.mark.xfail(strict=True, reason="object_text reads an aware datetime's instant (fold "
-                   "changes it) and writes numpy Y/M spans as given: two texts for one value")
+                   "changes it), writes numpy Y/M spans as given, reads a clongdouble as a "
+                   "complex of doubles: two texts for one value")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_python_equal_unit_spellings_are_one_person(case: str) -> None:
     others, person = CASES[case]
