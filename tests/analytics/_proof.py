@@ -97,7 +97,9 @@ def batched_release(prepared: PreparedQuery, result: EngineResult, size: int,
 
 
 def key_of(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    """Normalised key tuples of a released frame (NaN and None are the NULL key)."""
+    """Normalised key tuples of a released frame (NaN, None and ``pd.NA``, the NULL key of a
+    nullable column, are the NULL key)."""
     sub = frame[list(columns)].astype(object)
-    return [tuple(None if (v is None or (isinstance(v, float) and v != v)) else v for v in row)
+    return [tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and v != v)) else v
+                  for v in row)
             for row in sub.itertuples(index=False, name=None)]

@@ -381,7 +381,7 @@ def test_close_histogram_edges_and_quantile_levels_get_distinct_exact_columns() 
     assert [c for c in out.columns if c.startswith("m_")] == ["m_p50", "m_p50_00001",
                                                                "m_p50_00002"]
     wide = q.agg(h=dpa.histogram("age", edges=[0, 1e6, 1.5e7])).summarize(epsilon=1.0)
-    assert wide["column"].iloc[0] == "h[0,1000000), h[1000000,15000000]"
+    assert wide.attrs["dpkit"]["output_columns"]["h"] == ["h[0,1000000)", "h[1000000,15000000]"]
 
 
 def test_duplicate_output_columns_are_refused_before_the_charge() -> None:

@@ -190,7 +190,7 @@ def test_one_query_spends_the_whole_session_budget(private_keys: bool, eps: floa
     assert acct.delta_exact <= Fraction(budget.approx_delta_allowance)
     assert acct.slack_exact <= Fraction(budget.pmf_slack_allowance)
     assert budget.spent[0] <= eps and budget.spent[1] <= dl
-    with pytest.raises(BudgetExceededError, match="nothing spent"):  # no more room
+    with pytest.raises(BudgetExceededError, match="Nothing was spent"):  # no more room
         _keyed_query(_session(budget), private_keys).run(epsilon=eps / 10, delta=dl / 10)
 
 
@@ -210,8 +210,8 @@ def test_k_queries_of_one_kth_fit_the_session_budget(private_keys: bool, k: int)
 
 def test_a_query_larger_than_the_session_budget_is_refused() -> None:
     budget = Budget(epsilon=1.0, delta=1e-6, method="zcdp")
-    with pytest.raises(BudgetExceededError, match="nothing spent"):
+    with pytest.raises(BudgetExceededError, match="Nothing was spent"):
         _keyed_query(_session(budget), True).run(epsilon=1.0 + 1e-9, delta=1e-6)
-    with pytest.raises(BudgetExceededError, match="nothing spent"):
+    with pytest.raises(BudgetExceededError, match="Nothing was spent"):
         _keyed_query(_session(budget), False).run(epsilon=1.0 + 1e-9, delta=1e-6)
     assert budget.ledger == ()
