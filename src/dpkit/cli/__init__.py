@@ -35,7 +35,17 @@ from typer.models import CommandInfo, DefaultPlaceholder, ParameterInfo
 from dpkit import __version__
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-__all__ = ["CliError", "PlainCommand", "PlainGroup", "app", "main", "plain_help"]
+__all__ = ["PRIVACY_UNIT_OPTION", "ROWS_ARE_PEOPLE_OPTION", "CliError", "PlainCommand",
+           "PlainGroup", "app", "main", "plain_help"]
+
+# The privacy-unit choice, the same on every command that reads a table: one of the two is
+# required, so whether people or rows are protected is always written out.
+PRIVACY_UNIT_OPTION = typer.Option(
+    "--privacy-unit", metavar="COL",
+    help="column identifying a person: all of a person's rows are protected together")
+ROWS_ARE_PEOPLE_OPTION = typer.Option(
+    "--rows-are-people",
+    help="each row is a different person (no such column); give this or --privacy-unit")
 
 
 class CliError(typer.BadParameter):

@@ -39,6 +39,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from dpkit.cli import PRIVACY_UNIT_OPTION, ROWS_ARE_PEOPLE_OPTION
 from dpkit.errors import DPKitError
 
 __all__ = ["parse_keys", "parse_value_spec", "query"]
@@ -269,14 +270,8 @@ def query(
     path: Annotated[str, typer.Argument(metavar="DATA", help="Parquet or CSV file (or glob)")],
     epsilon: Annotated[float, typer.Option(
         "--epsilon", metavar="E", help="epsilon this query spends")],
-    privacy_unit: Annotated[str | None, typer.Option(
-        "--privacy-unit", metavar="COL",
-        help="column identifying a person: all of a person's rows are protected together")
-    ] = None,
-    rows_are_people: Annotated[bool, typer.Option(
-        "--rows-are-people",
-        help="each row is a different person (no such column); give this or --privacy-unit")
-    ] = False,
+    privacy_unit: Annotated[str | None, PRIVACY_UNIT_OPTION] = None,
+    rows_are_people: Annotated[bool, ROWS_ARE_PEOPLE_OPTION] = False,
     delta: Annotated[float | None, typer.Option(
         "--delta", metavar="D",
         help="delta this query spends (Gaussian noise; groups chosen privately)")] = None,

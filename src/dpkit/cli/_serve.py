@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dpkit.cli import PlainGroup
+from dpkit.cli import PRIVACY_UNIT_OPTION, ROWS_ARE_PEOPLE_OPTION, PlainGroup
 from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["app", "parse_budget"]
@@ -63,14 +63,8 @@ def parse_budget(text: str) -> dict[str, float]:
 def run(
     data: Annotated[str, typer.Argument(help="Parquet or CSV file (or glob)")],
     budget: Annotated[str, typer.Option("--budget", help="the data's total: epsilon=E,delta=D")],
-    privacy_unit: Annotated[str | None, typer.Option(
-        "--privacy-unit", metavar="COL",
-        help="column identifying a person: all of a person's rows are protected together")
-    ] = None,
-    rows_are_people: Annotated[bool, typer.Option(
-        "--rows-are-people",
-        help="each row is a different person (no such column); give this or --privacy-unit")
-    ] = False,
+    privacy_unit: Annotated[str | None, PRIVACY_UNIT_OPTION] = None,
+    rows_are_people: Annotated[bool, ROWS_ARE_PEOPLE_OPTION] = False,
     ledger: Annotated[str, _LEDGER] = "sqlite:///budget.db",
     state: Annotated[str | None, _STATE] = None,
     name: Annotated[str, typer.Option("--name", help="the budget's name in the ledger")
