@@ -49,9 +49,6 @@ def _units(ids: list[Any]) -> tuple[int, int]:
     return int(v["u:n"][0]), int(v["n:n"][0])
 
 
-@pytest.mark.xfail(strict=True, reason="object_text reads an aware datetime's instant (fold "
-                   "changes it), writes numpy Y/M spans as given, reads a clongdouble as a "
-                   "complex of doubles: two texts for one value")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_python_equal_unit_spellings_are_one_person(case: str) -> None:
     others, person = CASES[case]

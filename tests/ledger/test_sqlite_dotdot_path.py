@@ -15,8 +15,6 @@ from dpkit.errors import BudgetExceededError, LedgerError
 from dpkit.ledger import SqliteLedger
 
 
-@pytest.mark.xfail(strict=True, reason="SqliteLedger keeps os.path.abspath(path): '..' after a "
-                   "symlinked directory opens another file than the OS names")
 def test_dotdot_after_symlinked_dir_reaches_the_same_ledger(tmp_path: Path) -> None:
     (tmp_path / "y" / "sub").mkdir(parents=True)
     (tmp_path / "x").mkdir()
@@ -39,3 +37,49 @@ def test_dotdot_after_symlinked_dir_reaches_the_same_ledger(tmp_path: Path) -> N
                 pass
     assert accepted <= 1
     assert not (tmp_path / "x" / "ledger.db").exists()
+
+
+def test_path_spellings_of_one_file_give_one_path(tmp_path: Path) -> None:
+    """Repeated and trailing slashes, ``.``, ``..`` after a link and an open descriptor's
+    ``/proc/self/fd/N`` name one file: the ledger keeps one resolved path for all of them."""
+    from dpkit.ledger import open_ledger, sqlite_url_path
+
+    (tmp_path / "y" / "sub").mkdir(parents=True)
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "link").symlink_to(tmp_path / "y" / "sub")
+    real = os.path.realpath(tmp_path / "y" / "ledger.db")
+    SqliteLedger(real).close()
+    spellings = [real, real.replace("/", "//"), os.path.join(str(tmp_path), "y", ".", "ledger.db"),
+                 os.path.join(str(tmp_path), "x", "link", "..", "ledger.db"),
+                 os.path.join(str(tmp_path), "x", "link", "..", "sub", "..", "ledger.db")]
+    with open(real, "rb") as f:
+        spellings.append(f"/proc/self/fd/{f.fileno()}")
+        for spelling in spellings:
+            ledger = SqliteLedger(spelling)
+            assert ledger.path == real, spelling
+            ledger.close()
+            if not spelling.startswith("/proc"):
+                assert sqlite_url_path("sqlite:///" + spelling) == real
+        store = open_ledger("sqlite:///" + spellings[3])
+        assert store.path == real  # type: ignore[attr-defined]
+        store.close()  # type: ignore[attr-defined]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x", "y"]
+    assert not (tmp_path / "x" / "ledger.db").exists()
+
+
+def test_descriptor_paths_that_name_no_file_are_refused(tmp_path: Path) -> None:
+    """A pipe's or a deleted file's ``/proc/self/fd/N`` names no file another process could
+    reach: refused, and nothing is created."""
+    r, w = os.pipe()
+    gone = tmp_path / "gone.db"
+    gone.write_bytes(b"")
+    with open(gone, "rb") as f:
+        gone.unlink()
+        try:
+            for fd in (r, f.fileno()):
+                with pytest.raises(LedgerError, match="not a file path"):
+                    SqliteLedger(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(r)
+            os.close(w)
+    assert list(tmp_path.iterdir()) == []

@@ -6,7 +6,15 @@ rows would let one person change it (and with it how every row is read, or wheth
 refused). So such a column is always read as **text** (decided by its dtype alone), and each
 value is written by :func:`object_text`, whose rule is chosen so that *values Python holds equal
 get the same text*: one person's unit or key spelled in several equal ways is one unit, one key.
+"Equal" is in the sense of a ``set`` or ``dict`` key: ``a == b`` and ``hash(a) == hash(b)``.
 Values Python holds unequal may share a text (``1`` and ``'1'``); that merges, never splits.
+Where ``==`` is not transitive (``a == b`` and ``b == c`` while ``a != c``, as with aware
+datetimes around a clock change: pandas holds the two ``Timestamp`` values of New York's two 01:30s
+unequal but each equal to the ``datetime`` of 01:30 there), the rule gives ``a``, ``b`` and
+``c`` one text: it merges.
+(Pairs that are ``==`` with different hashes, which a ``set`` keeps apart, are not covered:
+``numpy.timedelta64(5, 'D') == 5`` and a pandas ``Timestamp`` at the second 01:30 of a
+clock change equal to the same instant in another zone; they may get two texts.)
 
 The rule, by the value's Python type (a subclass is read as its base type):
 
@@ -19,15 +27,25 @@ The rule, by the value's Python type (a subclass is read as its base type):
   an integer in decimal digits (``True``, ``1.0``, ``Decimal('1.00')`` -> ``"1"``); a value
   that is exactly a double, its shortest round-trip text (``repr``: ``0.5``, ``1e-07``); any
   other value with a finite decimal expansion, its exact positional digits; otherwise
-  ``"p/q"`` in lowest terms; a complex with a non-zero imaginary part ``"(re+imj)"``;
+  ``"p/q"`` in lowest terms; a complex with a non-zero imaginary part ``"(re+imj)"``, each
+  part read at its own precision (a ``numpy.clongdouble`` part is a ``longdouble``);
 * ``bytes``/``bytearray``/``memoryview`` -> ``repr(bytes(v))`` (``b'a'``; ``b'a' != 'a'``);
 * dates and times: a naive ``datetime`` (also ``pandas.Timestamp``, ``numpy.datetime64``)
   ``YYYY-MM-DD HH:MM:SS[.ffffff[nnn]]``, only ``YYYY-MM-DD`` at midnight (so it is the text of
-  the equal ``date`` and ``numpy.datetime64`` day); an aware one the same fields of the same
-  instant in UTC followed by ``+00:00`` (aware values are equal when their instants are); a
-  ``timedelta`` (also ``pandas.Timedelta``, ``numpy.timedelta64``) ``str`` of
-  ``datetime.timedelta`` plus ``+Nns`` for nanoseconds; a ``time`` ``HH:MM:SS[.ffffff]`` (an
-  aware one shifted to UTC, then ``+00:00``); values beyond the calendar ``@<n>ns``;
+  the equal ``date`` and ``numpy.datetime64`` day; a ``numpy.datetime64`` of any unit is
+  read as its instant); an aware one the same fields of its instant in UTC, read with
+  ``fold=0``, followed by ``+00:00``. Python compares two aware datetimes of the same
+  ``tzinfo`` by wall clock, ignoring ``fold`` (the two 01:30s of a clock change are equal),
+  and of different ``tzinfo`` by instant, and its hash reads the offset with ``fold=0``; the
+  ``fold=0`` instant is therefore equal for equal values under both comparisons (a wall time in
+  a gap shares its text with the instant it names with ``fold=0``: a merge). A
+  ``timedelta`` (also ``pandas.Timedelta``, ``numpy.timedelta64`` of a fixed unit) ``str`` of
+  ``datetime.timedelta`` plus ``+Nns`` for nanoseconds; a ``numpy.timedelta64`` in years or
+  months (nominal lengths, equal to each other as 1 year = 12 months, never to a fixed span)
+  its number of months as an integer (``timedelta64(1, 'Y')`` and ``timedelta64(12, 'M')`` ->
+  ``"12"``, the text of the int ``12`` they equal and hash like); a ``time``
+  ``HH:MM:SS[.ffffff]`` (an aware one shifted to UTC, then ``+00:00``); values beyond the
+  calendar ``@<n>ns``;
 * ``uuid.UUID``, ``ipaddress`` objects -> their canonical ``str``; an ``Enum`` member
   ``Class.NAME`` (one with an ``int``/``str``/``float`` base is read as that base, to which it
   is equal);
@@ -166,11 +184,11 @@ def _number_text(v: Any) -> str:
     if type(v) is int and -_HUGE < v < _HUGE:
         return str(v)
     if isinstance(v, (complex, np.complexfloating)):
-        c = complex(v)
-        if c.imag == 0.0:
-            return _number_text(c.real)
-        im = _number_text(abs(c.imag))
-        return f"({_number_text(c.real)}{'+' if c.imag > 0 else '-'}{im}j)"
+        re, imag = v.real, v.imag  # numpy parts keep their precision (complex() would not)
+        if imag == 0:
+            return _number_text(re)
+        im = _number_text(abs(imag))
+        return f"({_number_text(re)}{'+' if imag > 0 else '-'}{im}j)"
     x = _exact(v)
     if isinstance(x, float):  # +-inf
         return "inf" if x > 0 else "-inf"
@@ -222,6 +240,8 @@ def _datetime_text(v: datetime.datetime) -> str:
     ns = int(getattr(v, "nanosecond", 0) or 0)
     us = ((v.toordinal() - 1) * 86_400 + (v.hour * 60 + v.minute) * 60 + v.second) * 10**6 \
         + v.microsecond
+    if getattr(v, "fold", 0):  # equal to its fold=0 twin (same tzinfo): one text, as hash()
+        v = v.replace(fold=0)
     offset = v.utcoffset()
     if offset is None:
         return _wall_text(us, ns, "")
@@ -254,8 +274,9 @@ def _span_text(total_ns: int) -> str:
 def _timedelta_text(v: Any) -> str:
     if isinstance(v, np.timedelta64):
         unit, count = np.datetime_data(v.dtype)
-        if unit in ("Y", "M"):  # nominal lengths: equal only to the same spelling
-            return f"{int(v.astype(np.int64)) * int(count)}{unit}"
+        if unit in ("Y", "M"):  # nominal lengths: 1Y == 12M == 12 (same hash), never a span
+            months = int(v.astype(np.int64)) * int(count) * (12 if unit == "Y" else 1)
+            return _digits(months)
         n = int(v.astype(np.int64)) * int(count)
         return _span_text(n // _SUB_NS[unit] if unit in _SUB_NS else n * _NS[unit])
     ns = int(getattr(v, "nanoseconds", 0) or 0)

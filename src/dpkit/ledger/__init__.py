@@ -27,7 +27,7 @@ import threading
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError
 from dpkit.ledger._postgres import PostgresLedger
-from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file
+from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file, resolve_sqlite_path
 
 __all__ = [
     "Ledger",
@@ -74,8 +74,10 @@ def _memory(url: str) -> MemoryLedger:
 
 
 def sqlite_url_path(url: str) -> str:
-    """The absolute file path named by a ``sqlite:///`` URL (see :func:`open_ledger` for the
-    spellings refused), read the same way by the ledger and by the service's own tables."""
+    """The file path named by a ``sqlite:///`` URL, resolved as the operating system resolves it
+    (:func:`~dpkit.ledger._sqlite.resolve_sqlite_path`: symbolic links followed, ``..`` applied
+    after them), read the same way by the ledger and by the service's own tables; see
+    :func:`open_ledger` for the spellings refused."""
     path = url[len("sqlite:///"):]
     if not path or path == ":memory:" or path.startswith("file:"):
         raise LedgerError(
@@ -95,7 +97,7 @@ def sqlite_url_path(url: str) -> str:
             f"{', '.join(bad)}. Query strings, fragments, '%' escapes and '~' are not "
             "interpreted, so they would name another file than the same URL without them"
         )
-    return os.path.abspath(path)
+    return resolve_sqlite_path(path)
 
 
 def open_ledger(url: str) -> Ledger:
@@ -108,7 +110,8 @@ def open_ledger(url: str) -> Ledger:
       read its copy but not charge it);
     * ``sqlite:///budget.db`` (relative to the working directory when the URL is opened) or
       ``sqlite:////var/lib/dpkit/budget.db`` (absolute): a :class:`SqliteLedger` on that file,
-      its path resolved to an absolute one at once. The path is taken literally, so URL syntax
+      its path resolved at once as the operating system resolves it (symbolic links
+      followed, ``..`` applied after them). The path is taken literally, so URL syntax
       that would make two spellings name two files is refused: ``?`` (no query parameters),
       ``#``, ``%`` escapes, ``\\``, a leading ``~`` (not expanded), a trailing ``/``. The file
       must have one name: every process reaches it through the same directory (see

@@ -14,7 +14,7 @@ from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_recor
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
-__all__ = ["SqliteLedger", "check_sqlite_file"]
+__all__ = ["SqliteLedger", "check_sqlite_file", "resolve_sqlite_path"]
 
 _T = TypeVar("_T")
 
@@ -90,6 +90,29 @@ def check_sqlite_file(path: str, *, mounts: bool = True) -> tuple[int, int] | No
     return st.st_dev, st.st_ino
 
 
+def resolve_sqlite_path(path: str) -> str:
+    """The one path of the SQLite file ``path``, as the operating system resolves it:
+    ``os.path.realpath`` (relative to the working directory now; every symbolic link followed,
+    and ``..`` applied *after* the link it follows, so ``x/link/../ledger.db`` with
+    ``x/link -> y/sub`` is ``y/ledger.db``; repeated and trailing ``/`` dropped). A lexical
+    ``abspath`` would drop ``link/..`` as text and name another file than every other process.
+
+    A path that reaches no file of its own through ``/proc`` or ``/dev/fd`` (a pipe, a socket,
+    a deleted file's descriptor) raises :class:`~dpkit.errors.LedgerError`; a descriptor of an
+    existing file (``/proc/self/fd/3``) is that file's path."""
+    real = os.path.realpath(path)
+    lexical = os.path.abspath(path)
+    magic = ("/proc/", "/dev/fd/", "/dev/std")
+    if real.startswith(magic) or (
+        not os.path.lexists(real) and (lexical.startswith(magic) or real.endswith(" (deleted)"))
+    ):
+        raise LedgerError(
+            f"the SQLite ledger path {path!r} resolves to {real!r}, which is not a file path "
+            "another process could reach; give the database file's own path"
+        )
+    return real
+
+
 class SqliteLedger:
     """A ledger kept in the SQLite file ``path`` (created if missing).
 
@@ -102,8 +125,10 @@ class SqliteLedger:
     seconds. Not for network file systems (their file locks are unreliable): use
     :class:`~dpkit.ledger.PostgresLedger` across hosts.
 
-    ``path`` is resolved once, when the store is made: a relative path is relative to the
-    working directory at that moment, and :attr:`path` is the absolute path used from then on.
+    ``path`` is resolved once, when the store is made (:func:`resolve_sqlite_path`: relative
+    to the working directory at that moment, symbolic links followed, ``..`` applied as the
+    operating system does), and :attr:`path`, that resolved path, is used from then on for
+    opening, for the one-name checks and (by SQLite) for the ``-wal``/``-shm`` files beside it.
 
     Any exception between ``BEGIN`` and ``COMMIT`` (an SQLite failure such as a full disk, a
     lock timeout or a damaged file, but also ``KeyboardInterrupt`` or a signal handler's
@@ -131,7 +156,7 @@ class SqliteLedger:
             0 < timeout < 1e6
         ):
             raise LedgerError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self._path = os.path.abspath(raw)
+        self._path = resolve_sqlite_path(raw)
         self._timeout = float(timeout)
         self._lock = threading.Lock()
         self._closed = False
