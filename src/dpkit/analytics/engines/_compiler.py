@@ -64,7 +64,7 @@ from sqlglot import exp
 from dpkit._numeric.validation import check_integer
 from dpkit.analytics._plan import Measure, Plan, Source, did_you_mean
 from dpkit.analytics._sql import parse_predicate
-from dpkit.errors import PlanError
+from dpkit.errors import EngineError, PlanError
 
 __all__ = [
     "DUCKDB",
@@ -982,6 +982,38 @@ def csv_raw_lines(loc: exp.Expression, *, filename: bool = False) -> exp.Table:
     if filename:
         raw_opts.append(exp.EQ(this=exp.column("filename"), expression=exp.Boolean(this=True)))
     return exp.Table(this=_func("read_csv", loc, *raw_opts))
+
+
+def refuse_mixed_file_types(location: str,
+                            schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """Refuse the files of one Parquet ``location`` unless they all have the same top-level
+    columns with the same types; ``schemas`` maps each file to its column -> type (read from
+    the file's footer, never from its rows; nested types compared whole).
+
+    Rule: every file has the columns of the first file (in sorted order), each with the same
+    type, and no other column; the order of the columns does not matter. Engines take a
+    glob's schema from one file and cast or convert the other files' columns while they scan:
+    a text column holding ``'200'`` casts to a number and one holding ``'x7'`` fails the
+    statement, or a file of another type fails as soon as one of its rows is read, after the
+    charge and because of one person's row. One type per column is the simple rule (it also
+    refuses a widening that could not fail, such as ``INTEGER`` beside ``BIGINT``)."""
+    if len(schemas) < 2:
+        return
+    first, *others = sorted(schemas)
+    want = schemas[first]
+    for other in others:
+        got = schemas[other]
+        for name in [*want, *(n for n in got if n not in want)]:
+            if want.get(name) != got.get(name):
+                raise EngineError(
+                    f"the Parquet files of {location!r} disagree on column {name!r}: "
+                    f"{want.get(name, 'no such column')} in {first!r}, "
+                    f"{got.get(name, 'no such column')} in {other!r}. The engine would convert "
+                    "one file's values to the other's type while it reads the rows, and a row "
+                    "that does not convert would fail the query after the budget is spent. "
+                    "Rewrite the files with one type per column, or read them yourself with "
+                    "explicit casts into a table (e.g. DuckDB's read_parquet(..., "
+                    "union_by_name=true)). Nothing was spent.")
 
 
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),
