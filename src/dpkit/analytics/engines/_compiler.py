@@ -196,7 +196,9 @@ def key_codec(sql_type: str) -> str:
     ``local``: a wall-clock ``TIMESTAMP`` as text ``YYYY-MM-DD HH:MM:SS[.f]``, decoded as a naive
     datetime; ``date``: days since the epoch; ``text``: the UTF-8 bytes, decoded with
     ``surrogateescape`` (invalid bytes stay distinct); ``bytes``: as bytes; ``plain``: as is.
-    A value outside Python's datetime range stays its integer or text: never an error."""
+    Values outside Python's datetime range are NULL before grouping (see
+    :func:`_normalized`); were one to arrive, it would stay its integer or text, never an
+    error."""
     t = sql_type.upper().strip()
     if is_instant(t):
         return "instant"
