@@ -49,9 +49,10 @@ def make(extra: tuple[str, str, str] | None) -> str:
 
 def outcome(glob: str) -> str:
     budget = Budget(epsilon=10.0)
-    s = dpa.Session(glob, privacy_unit="uid", budget=budget)
-    q = s.query().group_by("g", keys=[0, 1, 2]).bound(max_partitions=1, max_rows_per_partition=1)
-    try:
+    try:  # a refusal when the source is opened (by its files' schemas) spends nothing
+        s = dpa.Session(glob, privacy_unit="uid", budget=budget)
+        q = s.query().group_by("g", keys=[0, 1, 2]).bound(max_partitions=1,
+                                                          max_rows_per_partition=1)
         q.agg(n=dpa.count(), x=dpa.sum("x", bounds=(0.0, 10.0))).run(epsilon=1.0)
         return f"answered (charged {budget.spent[0]:g})"
     except Exception as exc:  # the finding is any failure after the charge

@@ -64,7 +64,7 @@ from sqlglot import exp
 from dpkit._numeric.validation import check_integer
 from dpkit.analytics._plan import Measure, Plan, Source, did_you_mean
 from dpkit.analytics._sql import parse_predicate
-from dpkit.errors import PlanError
+from dpkit.errors import EngineError, PlanError
 
 __all__ = [
     "DUCKDB",
@@ -196,7 +196,9 @@ def key_codec(sql_type: str) -> str:
     ``local``: a wall-clock ``TIMESTAMP`` as text ``YYYY-MM-DD HH:MM:SS[.f]``, decoded as a naive
     datetime; ``date``: days since the epoch; ``text``: the UTF-8 bytes, decoded with
     ``surrogateescape`` (invalid bytes stay distinct); ``bytes``: as bytes; ``plain``: as is.
-    A value outside Python's datetime range stays its integer or text: never an error."""
+    Values outside Python's datetime range are NULL before grouping (see
+    :func:`_normalized`); were one to arrive, it would stay its integer or text, never an
+    error."""
     t = sql_type.upper().strip()
     if is_instant(t):
         return "instant"
@@ -375,10 +377,47 @@ def _resolve(name: object, schema: Mapping[str, str], what: str) -> str:
                     f"{did_you_mean(name, schema)} (columns: {list(schema)})")
 
 
+#: The first and last instants read as such (UTC): one day inside Python's datetime range,
+#: so the value converts in every session time zone (offsets stay below a day).
+_FIRST_INSTANT = "0001-01-02 00:00:00+00:00"
+_LAST_INSTANT = "9999-12-30 23:59:59.999999+00:00"
+
+
+def _outside_python_range(c: exp.Expression, sql_type: str, dialect: str
+                          ) -> exp.Expression | None:
+    """The test that a date or time value has no Python value, or ``None`` for a type whose
+    values all have one; decided by the type (DuckDB spelling), the same on every engine.
+
+    ``DATE``: before 0001-01-01 or after 9999-12-31; a wall-clock ``TIMESTAMP`` (any unit):
+    before 0001-01-01 00:00 or after 9999-12-31 23:59:59.999999; an instant
+    (``TIMESTAMP WITH TIME ZONE``): before 0001-01-02 00:00 UTC or after
+    9999-12-30 23:59:59.999999 UTC (so that it converts in any session time zone); ``TIME``:
+    ``24:00:00`` (DuckDB's end of day). Engines hold such values (a Parquet file may store year
+    20000) but return them as text or integers beside the column's ``date``/``datetime``/``time``
+    objects, so one column of keys would mix types."""
+    t = sql_type.upper().strip()
+
+    def outside(lo: str, hi: str, typ: str) -> exp.Expression:
+        return exp.Or(this=exp.LT(this=c.copy(), expression=_cast(exp.Literal.string(lo), typ)),
+                      expression=exp.GT(this=c.copy(),
+                                        expression=_cast(exp.Literal.string(hi), typ)))
+
+    if t == "DATE":
+        return outside("0001-01-01", "9999-12-31", "DATE")
+    if is_instant(t):
+        return outside(_FIRST_INSTANT, _LAST_INSTANT, "TIMESTAMPTZ")
+    if t == "TIMESTAMP" or t.startswith(("TIMESTAMP_", "TIMESTAMP(")):
+        return outside("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999", "TIMESTAMP")
+    if t == "TIME" and dialect == "duckdb":  # Spark's TIME stops at 23:59:59.999999
+        return exp.EQ(this=c.copy(), expression=_cast(exp.Literal.string("24:00:00"), "TIME"))
+    return None
+
+
 def _normalized(name: str, family: Family, profile: DialectProfile,
                 sql_type: str = "") -> exp.Expression:
-    """A column with NaN turned into NULL and -0.0 into 0.0 (floats), and on DuckDB the
-    infinite dates and timestamps (``infinity``, ``-infinity``) into NULL: DuckDB's client
+    """A column with NaN turned into NULL and -0.0 into 0.0 (floats), dates, timestamps and
+    times that Python cannot hold into NULL (see :func:`_outside_python_range`), and on DuckDB
+    the infinite dates and timestamps (``infinity``, ``-infinity``) into NULL: DuckDB's client
     returns them as ``date.max``/``datetime.max`` (and the minimums), equal to real values, so
     as keys they would merge two groups in the driver; NULL is what a missing value is
     everywhere else. On DuckDB, text gets the byte-wise collation ``C`` (a ``NOCASE`` column
@@ -387,8 +426,11 @@ def _normalized(name: str, family: Family, profile: DialectProfile,
     Other types unchanged."""
     c = _col(name)
     t = sql_type.upper().strip()
-    if profile.dialect == "duckdb" and (t == "DATE" or t.startswith("TIMESTAMP")):
-        return _case(_func("isinf", c), exp.Null(), c.copy())
+    outside = _outside_python_range(c, t, profile.dialect)
+    if outside is not None:
+        if profile.dialect == "duckdb" and t != "TIME":
+            outside = exp.Or(this=_func("isinf", c.copy()), expression=outside)
+        return _case(outside, exp.Null(), c.copy())
     if profile.dialect == "duckdb" and family == "string":
         # byte-wise comparison whatever the column's collation or the connection's
         # default_collation (neither shows in DuckDB's schema): grouping, the unit's window and
@@ -942,6 +984,38 @@ def csv_raw_lines(loc: exp.Expression, *, filename: bool = False) -> exp.Table:
     if filename:
         raw_opts.append(exp.EQ(this=exp.column("filename"), expression=exp.Boolean(this=True)))
     return exp.Table(this=_func("read_csv", loc, *raw_opts))
+
+
+def refuse_mixed_file_types(location: str,
+                            schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """Refuse the files of one Parquet ``location`` unless they all have the same top-level
+    columns with the same types; ``schemas`` maps each file to its column -> type (read from
+    the file's footer, never from its rows; nested types compared whole).
+
+    Rule: every file has the columns of the first file (in sorted order), each with the same
+    type, and no other column; the order of the columns does not matter. Engines take a
+    glob's schema from one file and cast or convert the other files' columns while they scan:
+    a text column holding ``'200'`` casts to a number and one holding ``'x7'`` fails the
+    statement, or a file of another type fails as soon as one of its rows is read, after the
+    charge and because of one person's row. One type per column is the simple rule (it also
+    refuses a widening that could not fail, such as ``INTEGER`` beside ``BIGINT``)."""
+    if len(schemas) < 2:
+        return
+    first, *others = sorted(schemas)
+    want = schemas[first]
+    for other in others:
+        got = schemas[other]
+        for name in [*want, *(n for n in got if n not in want)]:
+            if want.get(name) != got.get(name):
+                raise EngineError(
+                    f"the Parquet files of {location!r} disagree on column {name!r}: "
+                    f"{want.get(name, 'no such column')} in {first!r}, "
+                    f"{got.get(name, 'no such column')} in {other!r}. The engine would convert "
+                    "one file's values to the other's type while it reads the rows, and a row "
+                    "that does not convert would fail the query after the budget is spent. "
+                    "Rewrite the files with one type per column, or read them yourself with "
+                    "explicit casts into a table (e.g. DuckDB's read_parquet(..., "
+                    "union_by_name=true)). Nothing was spent.")
 
 
 def source_sql(source: Source, *, registered: frozenset[str] = frozenset(),

@@ -24,6 +24,7 @@ from dpkit.analytics.engines._compiler import (
     DialectProfile,
     PlanError,
     compile_plan,
+    refuse_mixed_file_types,
     source_sql,
     type_family,
 )
@@ -255,6 +256,8 @@ class DuckDBEngine:
                 raise EngineError(f"no CSV file matches {source.location!r}")
             names = _csv_header(files[0])
             return dict.fromkeys(names, "VARCHAR")
+        if source.kind == "parquet":
+            self._refuse_mixed_file_types(source)
         from_sql = source_sql(source, registered=frozenset(self._registered),
                               dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
         sql = f"DESCRIBE SELECT * FROM {from_sql}"
@@ -264,6 +267,27 @@ class DuckDBEngine:
             raise EngineError(f"cannot read the schema of {source.kind} "
                               f"{source.location!r}: {exc}") from None
         return {str(r[0]): _text_if_null(str(r[1])) for r in rows}
+
+    def _refuse_mixed_file_types(self, source: Source) -> None:
+        """Refuse a Parquet source whose files differ in their columns or the columns' DuckDB
+        types (see :func:`refuse_mixed_file_types`), read from the footers
+        (``parquet_schema``): DuckDB casts every file's columns to one file's types while it
+        scans, and a value that does not cast fails the statement."""
+        try:
+            rows = self.connection.execute(
+                "SELECT file_name, name, num_children, duckdb_type FROM parquet_schema(?) "
+                "ORDER BY file_name, column_id", [source.location]).fetchall()
+        except Exception as exc:
+            if "no files found" in str(exc).lower():
+                return  # DESCRIBE reports the missing files
+            raise EngineError(f"cannot read the Parquet schemas of {source.location!r}: "
+                              f"{exc}") from None
+        by_file: dict[str, list[tuple[str, int, str]]] = {}
+        for file_name, name, children, typ in rows:
+            by_file.setdefault(str(file_name), []).append(
+                (str(name), int(children or 0), str(typ)))
+        refuse_mixed_file_types(source.location,
+                                {f: _top_level_types(r) for f, r in by_file.items()})
 
     # ------------------------------------------------------------------ execution
 
@@ -327,6 +351,28 @@ class DuckDBEngine:
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
             raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
         return decode(compiled, rows)
+
+
+def _top_level_types(rows: list[tuple[str, int, str]]) -> dict[str, str]:
+    """Top-level column name -> DuckDB type, from one file's ``parquet_schema`` rows
+    ``(name, num_children, duckdb_type)`` in column order: the first row is the schema's root,
+    whose children are the columns; each column is followed by the rows of its nested
+    fields, which are skipped (the column's type already spells them)."""
+    out: dict[str, str] = {}
+    if not rows:
+        return out
+    i = 1
+    for _ in range(rows[0][1]):
+        if i >= len(rows):
+            break
+        name, _children, typ = rows[i]
+        out[name] = typ
+        pending = rows[i][1]
+        i += 1
+        while pending and i < len(rows):  # skip the column's subtree
+            pending += rows[i][1] - 1
+            i += 1
+    return out
 
 
 def _csv_header(path: str) -> list[str]:

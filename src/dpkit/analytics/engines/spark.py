@@ -47,6 +47,7 @@ from dpkit.analytics.engines._compiler import (
     DialectProfile,
     PlanError,
     compile_plan,
+    refuse_mixed_file_types,
 )
 from dpkit.analytics.engines.duckdb import EngineError
 
@@ -223,6 +224,7 @@ class SparkEngine:
             reader = self.spark.read
             if kind == "parquet":
                 df = reader.parquet(location)
+                self._refuse_mixed_file_types(location, df)
             else:
                 df = (reader.option("header", "true").option("inferSchema", "false")
                       .option("multiLine", "false").option("mode", "DROPMALFORMED")
@@ -231,6 +233,21 @@ class SparkEngine:
             self.register(name, df)
             self._files[key] = name
         return self._files[key]
+
+    def _refuse_mixed_file_types(self, location: str, frame: Any) -> None:
+        """Refuse a Parquet location whose files differ in their columns or the columns' types
+        (see :func:`refuse_mixed_file_types`), each file's schema read from its footer: Spark
+        reads every file with one file's schema (``mergeSchema`` off) and fails the scan when
+        a row of a file of another type is read. One schema read per file."""
+        try:
+            files = sorted(str(f) for f in frame.inputFiles())
+            schemas = {f: {fld.name: fld.dataType.simpleString()
+                           for fld in self.spark.read.parquet(f).schema.fields}
+                       for f in files} if len(files) > 1 else {}
+        except Exception as exc:
+            raise EngineError(f"cannot read the Parquet schemas of {location!r}: {exc}"
+                              ) from None
+        refuse_mixed_file_types(location, schemas)
 
     def _table_source(self, source: Source) -> Source:
         """``source`` as a table the SQL can name (files become temporary views)."""
@@ -450,6 +467,8 @@ class SparkEngine:
         """Column name -> type (DuckDB spelling) of ``source``, from its schema only."""
         try:
             schema = self.frame(source).schema
+        except EngineError:
+            raise
         except Exception as exc:
             raise EngineError(f"cannot read the schema of {source.kind} "
                               f"{source.location!r}: {exc}") from None
