@@ -27,7 +27,8 @@ import threading
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError
 from dpkit.ledger._postgres import PostgresLedger
-from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file, resolve_sqlite_path
+from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file
+from dpkit.ledger._sqlite import resolve_sqlite_path as _resolve_sqlite_path
 
 __all__ = [
     "Ledger",
@@ -97,7 +98,7 @@ def sqlite_url_path(url: str) -> str:
             f"{', '.join(bad)}. Query strings, fragments, '%' escapes and '~' are not "
             "interpreted, so they would name another file than the same URL without them"
         )
-    return resolve_sqlite_path(path)
+    return _resolve_sqlite_path(path)
 
 
 def open_ledger(url: str) -> Ledger:
