@@ -39,6 +39,12 @@ from dpkit.errors import DPKitError
 # ------------------------------------------------------------ shared D / D' helpers
 
 
+def _rounded(spent: tuple[float, float]) -> tuple[float, ...]:
+    """The spent (epsilon, delta) to 9 significant digits: selection runs at delta (1 - 2^-40),
+    so the exact delta spent is a hair under the one asked for."""
+    return tuple(float(f"{v:.9g}") for v in spent)
+
+
 def _outcome(source: Any, *, key: str = "k", where: str = "age > 50",
              unit: str = "uid") -> tuple[str, tuple[float, float]]:
     """``run()``'s outcome (released, or the exception's class) and the budget spent."""
@@ -48,7 +54,7 @@ def _outcome(source: Any, *, key: str = "k", where: str = "age > 50",
         (s.query().where(where).group_by(key)
          .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
          .run(epsilon=1.0, delta=1e-6))
-        return "released", budget.spent
+        return "released", _rounded(budget.spent)
     except Exception as exc:  # the outcome itself is what is compared
         return type(exc).__name__, budget.spent
 
