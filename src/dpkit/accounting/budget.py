@@ -939,8 +939,9 @@ class Budget:
         return not self._within(self._state)
 
     # ------------------------------------------------------------------ charging
-    @staticmethod
-    def _to_event(event: Any, epsilon: float | None, delta: float | None) -> DpEvent:
+    def _to_event(self, event: Any, epsilon: float | None, delta: float | None) -> DpEvent:
+        """The event a charge stands for (see :meth:`_calibrated_pair` for a Gaussian mechanism
+        calibrated to an (epsilon, delta) pair, charged to a basic budget)."""
         if event is not None:
             if isinstance(event, (numbers.Number, str)) or type(event).__module__ == "numpy":
                 raise PrivacyParameterError(
@@ -953,7 +954,7 @@ class Budget:
                 return event
             inner = getattr(event, "event", None)
             if isinstance(inner, DpEvent):  # a mechanism: charge what it declares
-                return inner
+                return self._calibrated_pair(event, inner)
             raise UnsupportedEventError(
                 f"not a DpEvent or a mechanism with an .event: {event!r}"
             )
@@ -964,6 +965,24 @@ class Budget:
         if d == 0.0:
             return PureDpEvent(epsilon=eps)
         return ApproxDpEvent(epsilon=eps, delta=d)
+
+    def _calibrated_pair(self, mechanism: Any, inner: DpEvent) -> DpEvent:
+        """A Gaussian mechanism calibrated to ``(epsilon, delta)``, charged to a basic budget,
+        is charged as its ``(epsilon', delta')`` pair at ``delta' = delta (1 - 2**-45)``
+        (:func:`~dpkit.accounting.approx.gaussian_pair`: the smallest certified epsilon', at
+        most the epsilon it was calibrated to, whose headroom is 2**-40 of delta). A bare
+        Gaussian event (or one from ``from_mu``/``from_sigma``) is read at the delta the budget
+        has left instead (:meth:`_interpretable`), so the first Gaussian would take all of it.
+
+        The pair is what the ledger records, so a replay charges the same. The 2**-45 keeps k
+        pairs of ``delta / k`` (each rounded to a double) within ``delta`` for k up to 2**7
+        and more, as the epsilon constructors' 2**-40 does for epsilon."""
+        target = getattr(mechanism, "calibrated_delta", None)
+        if (self._kind != "basic" or not isinstance(inner, GaussianEvent)
+                or not isinstance(target, float) or inner.neighbouring != self._neighbouring):
+            return inner
+        pair = gaussian_pair(inner, target * (1.0 - 2.0**-45))
+        return inner if pair is None else pair
 
     def _interpretable(self, ev: DpEvent, n: int, state: _State) -> DpEvent:
         """The event the interpreter composes for ``ev`` (``n`` times) in this state."""

@@ -254,9 +254,15 @@ class Gaussian:
     sensitivity: float
     granularity: float
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    #: the delta :meth:`from_epsilon_delta` calibrated to (None otherwise): a basic
+    #: (epsilon, delta) budget charges the mechanism at this delta, so k mechanisms of
+    #: (epsilon/k, delta/k) fit a budget of (epsilon, delta)
+    calibrated_delta: float | None = None
 
     def __post_init__(self) -> None:
         check_positive(self.sigma, "sigma")
+        if self.calibrated_delta is not None:
+            check_delta(self.calibrated_delta, allow_zero=False)
         check_sensitivity(self.sensitivity)
         g = check_positive(self.granularity, "granularity")
         if math.frexp(g)[0] != 0.5:
@@ -339,7 +345,7 @@ class Gaussian:
         s, sigma = _fit_granularity(Fraction(math.nextafter(factor, math.inf)), delta_2,
                                     _GAUSSIAN_MAX_T)
         return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
-                   neighbouring=as_neighbouring(neighbouring))
+                   neighbouring=as_neighbouring(neighbouring), calibrated_delta=dlt)
 
     @property
     def mu(self) -> float:
