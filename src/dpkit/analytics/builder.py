@@ -336,7 +336,7 @@ class Query:
         column here; the engine refuses date edges for it, or numbers for a date column."""
         out = []
         for name, st in self.stats:
-            sql_type = self.session._types.get(st.column or "") \
+            sql_type = self.session.column_type(st.column or "") \
                 if st.column not in self._extra_columns else None
             kind = temporal_codec(sql_type) if sql_type is not None else None
             out.append((name, st.for_column(kind, name, sql_type)))

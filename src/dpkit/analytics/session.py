@@ -441,6 +441,11 @@ class Session:
         """The source's column names (schema only; no rows are read)."""
         return self._columns
 
+    def column_type(self, column: str) -> str | None:
+        """The engine's type name of a source column (``"DATE"``, ``"BIGINT"``, ...), or None
+        when the column is unknown or the engine reports no types (schema only)."""
+        return self._types.get(column)
+
     def _check_column(self, column: str, what: str) -> None:
         if column not in self._columns:
             raise PrivacyParameterError(
