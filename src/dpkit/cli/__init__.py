@@ -217,6 +217,10 @@ _SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
                 "Privacy accounting: epsilon of a schedule by every applicable accountant."),
     "serve": ("_serve", "app",
               "Run the curator service (dpkit serve DATA ...) or manage its tokens."),
+    "risk": ("_risk", "risk",
+             "What a guarantee lets an attacker do: attack rates, posterior, reconstruction."),
+    "report": ("_risk", "report",
+               "Write the privacy report of a budget (HTML or Markdown, with a JSON twin)."),
 }
 
 

@@ -18,7 +18,7 @@ JSON twin).
 
 from dpkit.risk._curve import Guarantee, curve_of_events, guarantee_of
 from dpkit.risk._report import PrivacyReport, report
-from dpkit.risk._risk import LOW_FPRS, Posterior, Risk, of
+from dpkit.risk._risk import LOW_FPRS, Posterior, Risk, of, percent
 
 __all__ = [
     "LOW_FPRS",
@@ -29,5 +29,6 @@ __all__ = [
     "curve_of_events",
     "guarantee_of",
     "of",
+    "percent",
     "report",
 ]

@@ -25,9 +25,10 @@ is an *upper* bound on the true-positive rate of any membership test at false-po
 
 Floating-point pmf slack (see :mod:`dpkit.events`): when the actual output laws are within
 ``e^{+-A}`` of the ideal ones, a test of type I error ``alpha`` under the actual laws has type I
-error at most ``e^A alpha`` under the ideal ones and its type II error shrinks by at most
-``e^{-A}``, so ``e^{-A} f(min(1, e^A alpha))`` (convex, non-increasing) is below the actual
-curve; :class:`SlackedTradeOff` is that function.
+error at most ``e^A alpha`` under the ideal ones, its type II error shrinks by at most a factor
+``e^{-A}`` and its power grows by at most ``e^A``, so with ``g = f(min(1, e^A alpha))`` the
+maximum of ``e^{-A} g`` and ``1 - e^A (1 - g)`` (both convex and non-increasing) is below the
+actual curve; :class:`SlackedTradeOff` is that function.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
 
 class SlackedTradeOff(TradeOffFunction):
-    """``e^{-A} f(min(1, e^A alpha))``: the curve of a mechanism whose output pmf is within
-    ``e^{+-A}`` of one with curve ``f`` (see the module docstring); below the actual curve."""
+    """``max(e^{-A} g, 1 - e^A (1 - g))`` with ``g = f(min(1, e^A alpha))``: below the curve of
+    a mechanism whose output pmf is within ``e^{+-A}`` of one with curve ``f`` (see the module
+    docstring)."""
 
     def __init__(self, base: TradeOffFunction, slack: float) -> None:
         self.base = base
@@ -81,8 +83,10 @@ class SlackedTradeOff(TradeOffFunction):
 
     def _eval(self, alpha: FloatArray) -> FloatArray:
         grow = math.exp(self.slack) * (1.0 + 2.0**-50)  # e^A rounded up
-        inner = np.minimum(1.0, alpha * grow)
-        out: FloatArray = np.asarray(self.base(inner) / grow, dtype=np.float64)
+        f = self.base(np.minimum(1.0, alpha * grow))
+        # Q'(S^c) >= e^-A Q(S^c) and Q'(S) <= e^A Q(S): both lower bounds, both convex
+        out: FloatArray = np.asarray(np.maximum(f / grow, 1.0 - grow * (1.0 - f)),
+                                     dtype=np.float64)
         return out
 
 
@@ -292,7 +296,8 @@ def _budget_guarantee(budget: Any) -> Guarantee:
     kind = budget.kind
     rel = budget.neighbouring
     eps, delta = (float(x) for x in budget.spent)
-    if math.isinf(eps):
+    native = budget.spent_native if kind in ("gdp", "zcdp") else eps
+    if math.isinf(native):
         return Guarantee(ZeroTradeOff(), exact=True, neighbouring=rel,
                          source="the budget's spent privacy (a release was not private)")
     if kind == "gdp":

@@ -81,6 +81,11 @@ def percent(x: float) -> str:
         return "100%"
     if x <= 0.0:
         return "0%"
+    if x > 0.99:  # show the distance to certainty: 99.92%, never a rounded-up 100%
+        gap = 100.0 - x * 100.0
+        digits = max(0, -math.floor(math.log10(gap)))
+        down = math.floor(gap * 10**digits * (1 + 1e-15)) / 10**digits  # gap rounded down
+        return f"{100.0 - down:.{digits}f}%"
     return f"{round_up(x * 100.0):.{max(0, 1 - math.floor(math.log10(x * 100.0)))}f}%"
 
 
@@ -110,6 +115,7 @@ class Risk:
     def __init__(self, guarantee: Guarantee, *, group_size: int = 1) -> None:
         self.guarantee = guarantee
         self.group_size = group_size
+        self._quantiles: dict[float, float] = {}
 
     # ----------------------------------------------------------------- basics
     @property
@@ -183,10 +189,19 @@ class Risk:
         else:
             lr = math.exp(min(eps, 700.0)) * (1.0 + 2.0**-50)
             bound = min(1.0, pi * lr / (pi * lr + (1.0 - pi)) * (1.0 + 2.0**-50))
-        return Posterior(prior=pi, bound=bound, failure=fail if eps > 0 else 0.0, epsilon=eps)
+        # delta(eps) = 0: the loss never exceeds eps, the bound holds with certainty
+        certain = math.isfinite(eps) and _profile(self.curve)(eps) == 0.0
+        return Posterior(prior=pi, bound=bound, failure=0.0 if certain else fail, epsilon=eps)
 
     def _loss_quantile(self, fail: float) -> float:
-        """Smallest ``eps`` on a grid with ``Q(L > eps) <= fail`` (see the module docstring)."""
+        """Smallest ``eps`` on a grid with ``Q(L > eps) <= fail`` (see the module docstring),
+        remembered per failure probability."""
+        hit = self._quantiles.get(fail)
+        if hit is None:
+            hit = self._quantiles[fail] = self._compute_loss_quantile(fail)
+        return hit
+
+    def _compute_loss_quantile(self, fail: float) -> float:
         if isinstance(self.curve, ZeroTradeOff):
             return math.inf
         prof = _profile(self.curve)
@@ -203,8 +218,8 @@ class Risk:
             if not math.isfinite(top):
                 return math.inf
             top = 2.0 * top + 1.0
-        grid = np.unique(np.concatenate([np.linspace(0.0, top, 600),
-                                         np.geomspace(1e-6, top, 200)]))
+        grid = np.unique(np.concatenate([np.linspace(0.0, top, 300),
+                                         np.geomspace(1e-6, top, 100)]))
         d = np.asarray([prof(float(e)) for e in grid])
         best = math.inf
         if math.isfinite(e0):
