@@ -52,7 +52,7 @@ from dpkit.events import (
     ZCdpEvent,
     event_to_dict,
 )
-from dpkit.risk._curve import _is_budget, guarantee_of
+from dpkit.risk._curve import _is_budget, curve_of_events, guarantee_of
 from dpkit.risk._risk import LOW_FPRS, Risk, percent
 
 __all__ = ["PrivacyReport", "describe_event", "report"]
@@ -149,6 +149,7 @@ def _figure(risk: Risk, group: Risk | None) -> str | None:
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
     lin = np.linspace(0.0, 1.0, 401)
     logx = np.geomspace(1e-6, 1.0, 241)
@@ -172,10 +173,17 @@ def _figure(risk: Risk, group: Risk | None) -> str | None:
         ax2.set_yscale("log")
         ax2.set_xlim(1e-6, 1.0)
         ax2.set_ylim(1e-6, 1.5)
+        # plain tick labels (log axes otherwise typeset every label as mathtext, slowly)
+        ticks = [1e-6, 1e-4, 1e-2, 1.0]
+        labels = ["1e-6", "1e-4", "0.01", "1"]
+        for axis in (ax2.xaxis, ax2.yaxis):
+            axis.set_minor_locator(NullLocator())
+            axis.set_major_locator(FixedLocator(ticks))
+            axis.set_major_formatter(FixedFormatter(labels))
         ax1.set_title("membership attacks: best possible")
         ax2.set_title("at low false-positive rates")
         ax1.legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.91, wspace=0.22)
         buf = io.StringIO()
         fig.savefig(buf, format="svg")
     finally:
@@ -217,6 +225,14 @@ class PrivacyReport:
         for r in d["costs"]:
             v = "n/a" if r["value"] is None else f"{r['value']:.4g}"
             out.append(f"| {cell(r['language'])} | {r['unit']} | {v} | {cell(r['note'])} |")
+        if d["analysts"]:
+            out += ["", "## By analyst", "", "Each analyst's releases composed exactly, as if "
+                    "fixed in advance.", "",
+                    "| analyst | releases | epsilon | at delta | largest TPR at FPR 1e-3 |",
+                    "| --- | --- | --- | --- | --- |"]
+            out += [f"| {cell(a['analyst'])} | {a['releases']} | {a['epsilon']:.4g} | "
+                    f"{a['delta']:.3g} | {percent(a['max_tpr_at_1e-3'])} |"
+                    for a in d["analysts"]]
         out += ["", "## What was released", "", "| # | when | analyst | what | count | query |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for r in d["ledger"]:
@@ -273,8 +289,10 @@ class PrivacyReport:
             f'<table id="costs"><tr><th>accounting</th><th>unit</th><th>value</th><th>how</th>'
             f"</tr>{costs}</table>"
             + ("" if not d["analysts"] else
-               '<h2>By analyst</h2><table id="analysts"><tr><th>analyst</th><th>releases</th>'
-               "<th>epsilon</th><th>delta</th><th>largest TPR at FPR 1e-3</th></tr>"
+               '<h2>By analyst</h2><p>Each analyst\'s releases composed exactly, as if '
+               "fixed in advance.</p>"
+               '<table id="analysts"><tr><th>analyst</th><th>releases</th>'
+               "<th>epsilon</th><th>at delta</th><th>largest TPR at FPR 1e-3</th></tr>"
                f"{analysts}</table>")
             + '<h2>What was released</h2><table id="ledger"><tr><th>#</th><th>when</th>'
             f"<th>analyst</th><th>what</th><th>count</th><th>query</th></tr>{ledger}</table>"
@@ -387,18 +405,16 @@ def report(obj: Any, *, title: str | None = None, privacy_unit: str | None = Non
     analysts: list[dict[str, Any]] = []
     for name in budget.sub_budgets():
         mine = [(r.event, r.count) for r in records if r.analyst == name]
-        acct = ApproxDpAccountant()
         try:
+            acct = PldAccountant()
             for ev, k in mine:
                 acct.compose(ev, k)
-            e, dl = acct.spent()
-            dl = acct.get_delta(e)
-        except DPKitError:
-            e, dl = math.inf, 1.0
-        who = Risk(guarantee_of(epsilon=e, delta=dl)) if math.isfinite(e) else None
+            e = acct.get_epsilon(at)
+            tpr = Risk(curve_of_events(mine)).max_tpr(1e-3)
+        except DPKitError:  # pragma: no cover - the budget accepted them, so they compose
+            e, tpr = math.inf, 1.0
         analysts.append({"analyst": name, "releases": sum(k for _, k in mine), "epsilon": e,
-                         "delta": dl, "max_tpr_at_1e-3": 1.0 if who is None
-                         else who.max_tpr(1e-3)})
+                         "delta": at, "max_tpr_at_1e-3": tpr})
     statements = risk.statements(prior=prior, baseline=baseline, failure=failure)
     if group is not None:
         statements.append(
