@@ -417,9 +417,10 @@ def report(obj: Any, *, title: str | None = None, privacy_unit: str | None = Non
                          "delta": at, "max_tpr_at_1e-3": tpr})
     statements = risk.statements(prior=prior, baseline=baseline, failure=failure)
     if group is not None:
+        times = "twice" if group_size == 2 else f"{group_size} times"
         statements.append(
             f"Groups: for {group_size} people together (a household, or one person counted "
-            f"twice) the membership rate at 1 in 1,000 false accusations is at most "
+            f"{times}) the membership rate at 1 in 1,000 false accusations is at most "
             f"{percent(group.max_tpr(1e-3))}.")
     budget_words = ("no limit" if b_eps is None and budget.native_budget is None else
                     f"epsilon {b_eps:.4g}, delta {b_delta:.3g}" if b_eps is not None else

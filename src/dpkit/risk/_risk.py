@@ -58,13 +58,19 @@ def _closed(curve: TradeOffFunction) -> bool:
                               fdp.PiecewiseLinearTradeOff, ZeroTradeOff))
 
 
+def _computable(curve: TradeOffFunction) -> TradeOffFunction:
+    """``curve`` itself when its profile has a closed form, else its piecewise-linear lower
+    bound (built once: still below the exact curve, so every bound read from it holds)."""
+    return curve if _closed(curve) else curve.lower_piecewise_linear()
+
+
 def _profile(curve: TradeOffFunction) -> Callable[[float], float]:
-    """``eps -> max(delta_f(eps), delta_{f^-1}(eps))``, rounded up (both orderings)."""
-    base = curve if _closed(curve) else curve.lower_piecewise_linear()
-    other = base if base.symmetric else base.inverse()
-    if other is base:
-        return base.delta
-    return lambda e: max(base.delta(e), other.delta(e))
+    """``eps -> max(delta_f(eps), delta_{f^-1}(eps))``, rounded up (both orderings); ``curve``
+    from :func:`_computable`."""
+    other = curve if curve.symmetric else curve.inverse()
+    if other is curve:
+        return curve.delta
+    return lambda e: max(curve.delta(e), other.delta(e))
 
 
 def round_up(x: float, digits: int = 2) -> float:
@@ -116,6 +122,12 @@ class Risk:
         self.guarantee = guarantee
         self.group_size = group_size
         self._quantiles: dict[float, float] = {}
+        self._fast: TradeOffFunction | None = None
+
+    def _computable(self) -> TradeOffFunction:
+        if self._fast is None:
+            self._fast = _computable(self.curve)
+        return self._fast
 
     # ----------------------------------------------------------------- basics
     @property
@@ -157,7 +169,7 @@ class Risk:
     def advantage(self) -> float:
         """``max_a TPR(a) - a = delta_f(0)`` (rounded up): the attacker's largest edge over
         guessing; a coin-flip prior is guessed right with probability ``(1 + it) / 2``."""
-        return min(1.0, _profile(self.curve)(0.0) + _RATE_SLACK)
+        return min(1.0, _profile(self._computable())(0.0) + _RATE_SLACK)
 
     def low_fpr_rates(self, fprs: Sequence[float] = LOW_FPRS) -> dict[float, float]:
         """``{fpr: max TPR}`` at the false-positive rates that matter in practice."""
@@ -190,7 +202,7 @@ class Risk:
             lr = math.exp(min(eps, 700.0)) * (1.0 + 2.0**-50)
             bound = min(1.0, pi * lr / (pi * lr + (1.0 - pi)) * (1.0 + 2.0**-50))
         # delta(eps) = 0: the loss never exceeds eps, the bound holds with certainty
-        certain = math.isfinite(eps) and _profile(self.curve)(eps) == 0.0
+        certain = math.isfinite(eps) and _profile(self._computable())(eps) == 0.0
         return Posterior(prior=pi, bound=bound, failure=0.0 if certain else fail, epsilon=eps)
 
     def _loss_quantile(self, fail: float) -> float:
@@ -204,17 +216,18 @@ class Risk:
     def _compute_loss_quantile(self, fail: float) -> float:
         if isinstance(self.curve, ZeroTradeOff):
             return math.inf
-        prof = _profile(self.curve)
+        fast = self._computable()
+        prof = _profile(fast)
         if prof(0.0) == 0.0:
             return 0.0
         floor = self.floor()
         if floor >= fail:
             return math.inf
-        e0 = self.curve.epsilon(0.0)  # delta(e0) = 0: L <= e0 always (inf if never)
+        e0 = fast.epsilon(0.0)  # delta(e0) = 0: L <= e0 always (inf if never)
         if math.isfinite(e0):
             top = e0
         else:
-            top = self.curve.epsilon(floor + (fail - floor) * 1e-3)
+            top = fast.epsilon(floor + (fail - floor) * 1e-3)
             if not math.isfinite(top):
                 return math.inf
             top = 2.0 * top + 1.0
