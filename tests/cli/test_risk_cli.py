@@ -68,3 +68,16 @@ def test_report_writes_a_page_and_its_twin(tmp_path: Path) -> None:
     data = json.loads(out.with_suffix(".json").read_text())
     assert any("'pid'" in a for a in data["assumptions"])
     assert len(data["ledger"]) == 1
+
+
+def test_report_reads_a_durable_ledger(tmp_path: Path) -> None:
+    from dpkit.ledger import open_ledger
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    b = Budget(epsilon=1.0, ledger=open_ledger(url), name="census")
+    b.charge(LaplaceEvent(noise_multiplier=4.0), metadata={"query": "counts by area"})
+    out = tmp_path / "report.json"
+    res = runner.invoke(app, ["report", url, "--name", "census", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert [r["query"] for r in data["ledger"]] == ["counts by area"]

@@ -14,6 +14,7 @@ claim (the companion showing the check has power).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -77,3 +78,16 @@ def test_every_broken_mechanism_beats_the_bound_of_its_claim(entry: Any) -> None
     result = audit(entry.mechanism, entry.pair, samples=50_000, claim=entry.claim,
                    testers=entry.testers, confidence=1.0 - ALPHA, source=_src(3))
     assert _beats_the_bound(result, _risk_of_claim(entry.claim)), result.summary()
+
+
+def test_local_randomized_response_never_beats_its_bound() -> None:
+    from dpkit import ldp
+    from dpkit.audit import audit_ldp
+
+    rr = ldp.RandomizedResponse(p_truth=0.75)
+    r = risk.of(rr)
+    assert r.neighbouring.value == "replace"  # a local report: one person's value replaced
+    result = audit_ldp(rr, samples=40_000, confidence=1.0 - ALPHA, source=_src(4))
+    assert not _beats_the_bound(result, r), result.summary()
+    # companion: the same outputs beat the bound of a smaller epsilon (ln 2 < ln 3)
+    assert _beats_the_bound(result, risk.of(epsilon=math.log(2.0), neighbouring="replace"))
