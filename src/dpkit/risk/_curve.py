@@ -276,11 +276,12 @@ def _zcdp_curve(rho: float, slack: float, approx_delta: float) -> TradeOffFuncti
         return fdp.approx_dp(epsilon=2.0 * slack, delta=approx_delta) if (
             slack or approx_delta) else base
     top = rho + 2.0 * math.sqrt(rho * math.log(1e12)) + 2.0 * slack
-    eps = _profile_grid(top)
+    grid = _profile_grid(top)
+    # only eps >= 2A: fewer (eps, delta) pairs certify a lower curve, never a higher one
+    eps = np.unique(np.concatenate([[2.0 * slack], grid[grid >= 2.0 * slack]]))
     grow = math.exp(slack) * (1.0 + 2.0**-50)
     deltas = [min(1.0, grow * zcdp_delta(rho, max(e - 2.0 * slack, 0.0)) + approx_delta)
               for e in eps.tolist()]
-    # zcdp_delta is non-increasing: at eps - 2A < 0 the value at 0 is an upper bound
     return fdp.from_privacy_profile(epsilons=eps, deltas=np.minimum(deltas, 1.0) * (1 + 1e-12))
 
 
