@@ -32,7 +32,7 @@ def budget() -> Budget:
         GaussianEvent(noise_multiplier=2.0), metadata={"query": "SELECT region, count(*) | x"})
     b.sub_budget(HOSTILE, epsilon=3.0, delta=1e-6).charge(
         GaussianEvent(noise_multiplier=3.0), count=2)
-    b.charge(GaussianEvent(noise_multiplier=4.0))
+    b.charge(GaussianEvent(noise_multiplier=4.0), metadata={"query_id": "q-17"})
     return b
 
 
@@ -47,6 +47,8 @@ def test_json_twin_holds_what_the_page_says(budget: Budget, page: risk.PrivacyRe
     assert [r["analyst"] for r in data["ledger"]] == ["alice", HOSTILE, None]
     assert data["ledger"][0]["query"] == "SELECT region, count(*) | x"
     assert data["ledger"][1]["count"] == 2
+    assert data["ledger"][1]["query"] is None  # nothing attached
+    assert data["ledger"][2]["query"] == '{"query_id": "q-17"}'  # the service's query id
     assert all(r["when"].endswith("UTC") for r in data["ledger"])
     assert [r.seq for r in budget.history()] == [r["seq"] for r in data["ledger"]]
     # the risk: the gdp budget's spent mu, exactly

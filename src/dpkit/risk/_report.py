@@ -320,11 +320,17 @@ class PrivacyReport:
 
 
 def _query_text(metadata: dict[str, Any]) -> str | None:
+    """What the caller attached to a charge: its query text if it names one, else the whole
+    metadata as compact JSON (e.g. the service's query id); at most 200 characters."""
+    if not metadata:
+        return None
     for key in ("query", "sql", "summary", "description"):
         if key in metadata:
             text = str(metadata[key])
-            return text if len(text) <= 200 else text[:197] + "..."
-    return None
+            break
+    else:
+        text = json.dumps(metadata, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _limitations(budget: Any, risk: Risk, events: Sequence[tuple[DpEvent, int]],
