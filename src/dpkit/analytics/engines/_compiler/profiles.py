@@ -21,8 +21,9 @@ class DialectProfile:
     """What differs between engines, for the constructs the compiler emits.
 
     ``hash``: ``"native"`` uses the engine's fast 64-bit hash of its arguments with the salt as
-    first argument; ``"md5"`` hashes a canonical string (see :func:`canonical_token`) with MD5,
-    which another engine (or Python's :mod:`hashlib`) reproduces bit for bit.
+    first argument; ``"md5"`` hashes a canonical string (see
+    :func:`.hashing.canonical_token`) with MD5, which another engine (or Python's
+    :mod:`hashlib`) reproduces bit for bit.
     """
 
     dialect: str = "duckdb"
@@ -50,8 +51,9 @@ class DialectProfile:
     # an instant, the same on every engine whatever its session time zone
     instant_micros: str = "epoch_us"
     # group keys leave the statement in a form the driver decodes one to one (see
-    # :func:`key_codec`): engines whose client library converts values lossily (Spark turns
-    # instants into local wall-clock times and invalid UTF-8 into U+FFFD) set this
+    # dpkit.analytics._column_types.key_codec): engines whose client library converts
+    # values lossily (Spark turns instants into local wall-clock times and invalid UTF-8
+    # into U+FFFD) set this
     exact_keys: bool = False
 
 
