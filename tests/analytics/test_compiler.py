@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
+from dpkit.analytics._column_types import type_family
 from dpkit.analytics._plan import Aggregate, Bound, Filter, Measure, Plan, Source
 from dpkit.analytics._sql import PredicateError, parse_predicate
 from dpkit.analytics.engines._compiler import (
@@ -25,7 +26,6 @@ from dpkit.analytics.engines._compiler import (
     PlanError,
     canonical_token,
     compile_plan,
-    type_family,
 )
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.errors import PrivacyParameterError
@@ -239,7 +239,7 @@ def test_canonical_tokens() -> None:
 
 
 def test_key_types_are_an_allow_list() -> None:
-    from dpkit.analytics.engines._compiler import is_key_type
+    from dpkit.analytics._column_types import is_key_type
 
     for ok in ("DOUBLE", "BIGINT", "DECIMAL(38, 10)", "VARCHAR", "BOOLEAN", "DATE", "TIMESTAMP",
                "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_MS", "TIME", "BLOB", "UUID", "NULL",

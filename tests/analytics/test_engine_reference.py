@@ -169,15 +169,17 @@ def test_bin_index_equals_the_comparison_defined_bin(name: str) -> None:
 def test_bin_index_test_catches_an_off_by_one_correction(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     """Companion: without the correction step the floor guess misplaces some edge values."""
-    from dpkit.analytics.engines import _compiler
+    from sqlglot import exp
 
-    monkeypatch.setattr(_compiler, "_bin_correct", lambda c, g, *a: g.copy())
-    monkeypatch.setattr(_compiler, "_bin_guess", lambda c, edges, w, profile: _compiler._cast(
-        _compiler._clamp(_compiler.exp.Floor(this=_compiler.exp.Mul(
-            this=_compiler.exp.Sub(this=c.copy(), expression=_compiler._double(edges[0],
-                                                                              profile)),
-            expression=_compiler._double(1.0 / w, profile))),
-            _compiler._double(0.0, profile), _compiler._double(len(edges) - 2.0, profile)),
+    from dpkit.analytics.engines._compiler import measures
+    from dpkit.analytics.engines._compiler.nodes import cast_to, clamp, double
+
+    monkeypatch.setattr(measures, "_bin_correct", lambda c, g, *a: g.copy())
+    monkeypatch.setattr(measures, "_bin_guess", lambda c, edges, w, profile: cast_to(
+        clamp(exp.Floor(this=exp.Mul(
+            this=exp.Sub(this=c.copy(), expression=double(edges[0], profile)),
+            expression=double(1.0 / w, profile))),
+            double(0.0, profile), double(len(edges) - 2.0, profile)),
         profile.fixed_type))
     with pytest.raises(AssertionError):
         for name in ("-1..1 x1000", "0.1..0.7 x3", "0..100 x1024"):

@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dpkit.analytics._column_types import collation, key_codec
 from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 from dpkit.analytics.engines._compiler import (
     SPARK,
     PlanError,
     canonical_token,
-    collation,
     compile_plan,
-    key_codec,
 )
 from dpkit.analytics.engines.spark import _key
 

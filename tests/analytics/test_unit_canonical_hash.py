@@ -19,6 +19,7 @@ import pytest
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
+from dpkit.analytics._column_types import check_unit_type, is_key_type, is_nested
 from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 from dpkit.analytics.engines import DuckDBEngine
 from dpkit.analytics.engines._compiler import (
@@ -27,10 +28,7 @@ from dpkit.analytics.engines._compiler import (
     SPARK,
     SPARK_MD5,
     PlanError,
-    check_unit_type,
     compile_plan,
-    is_key_type,
-    is_nested,
 )
 from dpkit.errors import DPKitError
 

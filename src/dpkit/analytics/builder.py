@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpkit._numeric.validation import check_integer, check_positive
 from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._column_types import temporal_codec
 from dpkit.analytics._plan import (
     Aggregate,
     Bound,
@@ -38,7 +39,6 @@ from dpkit.analytics._report import layout as _layout
 from dpkit.analytics._report import query_refusal as _query_refusal
 from dpkit.analytics._report import summary_frame as _summary_frame
 from dpkit.analytics._report import unit_notes as _unit_notes
-from dpkit.analytics.engines._compiler import temporal_codec
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 

@@ -655,9 +655,9 @@ class Session:
         """Raise, with the cast to write, when a filter compares a text column with a number
         (the usual reason the engine refuses to bind a filter: ``name > 5`` for a text
         ``name``, every column of a CSV file). Returns if no filter does."""
+        from dpkit.analytics._column_types import type_family
         from dpkit.analytics._sql import parse_predicate, text_compared_with_number
         from dpkit.analytics.builder import quote_ident
-        from dpkit.analytics.engines._compiler import type_family
 
         for f in plan.filters:
             try:

@@ -255,7 +255,8 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
 
     import duckdb
 
-    from dpkit.analytics.engines._compiler import DUCKDB, _float_text_steps, _staged, float_text
+    from dpkit.analytics.engines._compiler import DUCKDB, float_text
+    from dpkit.analytics.engines._compiler.hashing import float_text_steps, staged
 
     rng = random.Random(4)
     xs = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(2000)]
@@ -265,7 +266,7 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
     want = [float_text(x) for x in xs]
     def text_sql(table: str, profile: Any, dialect: str) -> str:
         inner = sqlglot.select("i", "x").from_(table)
-        q = _staged(inner, _float_text_steps("x", "txt", profile), "st")
+        q = staged(inner, float_text_steps("x", "txt", profile), "st")
         return sqlglot.select("txt").from_(q.subquery("q")).order_by("i").sql(dialect)
 
     con = duckdb.connect()

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dpkit.analytics.engines._compiler import PlanError
     from dpkit.analytics.engines.duckdb import DuckDBEngine, EngineError
     from dpkit.analytics.engines.spark import SparkEngine
+    from dpkit.errors import PlanError
 
 __all__ = ["DuckDBEngine", "EngineError", "PlanError", "SparkEngine"]
 
@@ -27,9 +27,9 @@ def __getattr__(name: str) -> Any:
 
         return _spark.SparkEngine
     if name == "PlanError":
-        from dpkit.analytics.engines import _compiler
+        from dpkit.errors import PlanError
 
-        return _compiler.PlanError
+        return PlanError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

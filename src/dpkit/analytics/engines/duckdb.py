@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
+from dpkit.analytics._column_types import type_family
 from dpkit.analytics._object_text import pandas_objects_as_text, polars_objects_as_text
 from dpkit.analytics._plan import EngineResult, Plan, Source
 from dpkit.analytics.engines._compiler import (
@@ -26,7 +27,6 @@ from dpkit.analytics.engines._compiler import (
     compile_plan,
     refuse_mixed_file_types,
     source_sql,
-    type_family,
 )
 from dpkit.errors import EngineError
 

@@ -599,7 +599,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     """Rows of a Spark statement -> :class:`EngineResult` with Python ints (tuples for cells).
 
     Without cell measures a row is ``keys..., measures...``. With them (grouping sets, see
-    ``_compiler._grouping_sets``) a row is ``keys..., measures..., cell indexes..., count``:
+    ``_compiler.measures.grouping_sets``) a row is ``keys..., measures..., cell indexes..., count``:
     the group's scalar row has every cell measure's ``GROUPING`` flag at 1; a row with flag
     ``j`` at 0 is the count of cell ``idx_j`` of that group (a NULL index, the rows the
     measure skips, is ignored). DECIMAL sums arrive as :class:`decimal.Decimal` and are
@@ -649,7 +649,7 @@ _EPOCH_DAY = datetime.date(1970, 1, 1)
 
 
 def _key(v: Any, codec: str) -> object:
-    """One group key as the statement sent it (see ``_compiler.key_codec``) -> Python, one to
+    """One group key as the statement sent it (see ``_column_types.key_codec``) -> Python, one to
     one: distinct keys in Spark stay distinct in the driver, whatever the driver's time zone,
     and no value raises (one outside Python's datetime range stays its integer or text)."""
     if v is None:

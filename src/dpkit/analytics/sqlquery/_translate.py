@@ -656,7 +656,7 @@ class _Translator:
         """What each released column holds, from the schema only (no data is read): ``num``
         (a noisy statistic, an integer or float key), ``text`` (a text key), ``list`` (a
         quantile over several levels: one released column per level) or ``any``."""
-        from dpkit.analytics.engines._compiler import type_family
+        from dpkit.analytics._column_types import type_family
 
         types: dict[str, str] = {}
         if any(o.kind == "key" for o in outputs):
