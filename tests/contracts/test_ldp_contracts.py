@@ -58,6 +58,31 @@ class TestHadamardResponseContract(_Oracle):
     cls = ldp.HadamardResponse
 
 
+class _Sketch(LdpContract):
+    """Tiny sketches so that the report law can be enumerated (k 2**m or 2 k m reports)."""
+
+    cls: Any = None
+    kwargs: ClassVar[dict[str, Any]] = {"width": 4, "hashes": 3, "hash_seed": 7}
+    event_epsilons = (0.75, 4.0, 30.0)
+
+    def build(self, epsilon: Any) -> Any:
+        return self.cls(epsilon=epsilon, domain=DOMAIN, **self.kwargs)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {"domain": DOMAIN, **self.kwargs}
+
+    def inputs(self) -> list[Any]:
+        return list(range(DOMAIN))
+
+
+class TestCMSContract(_Sketch):
+    cls = ldp.CMS
+
+
+class TestHCMSContract(_Sketch):
+    cls = ldp.HCMS
+
+
 class _Mean(LdpContract):
     is_frequency_oracle = False
     event_epsilons = (0.75, 4.0)  # the number of output cells grows with epsilon
@@ -96,6 +121,8 @@ ENROLLED = {
     ldp.OLH: TestOLHContract,
     ldp.BLH: TestBLHContract,
     ldp.HadamardResponse: TestHadamardResponseContract,
+    ldp.CMS: TestCMSContract,
+    ldp.HCMS: TestHCMSContract,
     ldp.Duchi: TestDuchiContract,
     ldp.Piecewise: TestPiecewiseContract,
     ldp.Hybrid: TestHybridContract,

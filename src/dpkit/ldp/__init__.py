@@ -8,7 +8,8 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 (Warner 1965), :class:`GRR`, :class:`SUE`, :class:`OUE`, :class:`OLH`, :class:`BLH`,
 :class:`HadamardResponse` (Acharya, Sun and Zhang 2019). Mean estimation on [-1, 1]:
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
-(Wang et al., ICDE 2019).
+(Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
+:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017).
 """
 
 from dpkit.ldp._aggregate import (
@@ -40,11 +41,14 @@ from dpkit.ldp._select import (
     compare_protocols,
     make_protocol,
 )
+from dpkit.ldp._sketch import CMS, HCMS, SketchAggregator
 
 __all__ = [
     "BLH",
+    "CMS",
     "FREQUENCY_ORACLES",
     "GRR",
+    "HCMS",
     "OLH",
     "OUE",
     "PROTOCOLS",
@@ -61,6 +65,7 @@ __all__ = [
     "MeanMechanism",
     "Piecewise",
     "RandomizedResponse",
+    "SketchAggregator",
     "best_protocol",
     "check_ldp",
     "compare_protocols",

@@ -49,6 +49,7 @@ report.
 from __future__ import annotations
 
 import abc
+import hashlib
 import math
 import secrets
 from collections.abc import Hashable, Iterable, Sequence
@@ -58,7 +59,9 @@ from typing import Any
 
 __all__ = [
     "BLH",
+    "CMS",
     "GRR",
+    "HCMS",
     "OLH",
     "OUE",
     "SUE",
@@ -67,12 +70,16 @@ __all__ = [
     "Hybrid",
     "Piecewise",
     "RandomizedResponse",
+    "sketch_table",
+    "tabulation_hash",
 ]
 
 SCALE_BITS = 64
 SCALE = 1 << SCALE_BITS
 MAX_EPSILON = 30.0  # keeps every probability far above the 2**-64 grid
 MAX_DOMAIN = 1 << 24
+MAX_SKETCH_DOMAIN = 1 << 62  # sketches hash their items: a domain may be far too large to list
+SKETCH_TAG = b"dpkit.ldp.sketch.v1"
 CALIBRATION_MARGIN = Fraction(1, 1 << 40)
 
 
@@ -855,3 +862,180 @@ class Hybrid(_Numeric):
 
     def __repr__(self) -> str:
         return f"Hybrid(epsilon={self._epsilon!r}, resolution={self.piecewise.L})"
+
+
+# ------------------------------------------------------------------------------------------
+# Sketches for large domains (Apple's count-mean sketch and its Hadamard variant)
+# ------------------------------------------------------------------------------------------
+def sketch_table(hash_seed: int, row: int) -> list[list[int]]:
+    """The 8 tables of 256 words of hash function ``row``: simple tabulation hashing.
+
+    Table ``i`` is the 2048 bytes of ``SHAKE-256(tag, hash_seed, row, i)`` read as 256
+    little-endian 64-bit words. The tables are public (they are derived from a public seed,
+    never from anyone's data); privacy never depends on them, only the variance does.
+    """
+    prefix = SKETCH_TAG + hash_seed.to_bytes(8, "little") + row.to_bytes(4, "little")
+    out = []
+    for i in range(8):
+        data = hashlib.shake_256(prefix + bytes([i])).digest(2048)
+        out.append([int.from_bytes(data[8 * b:8 * b + 8], "little") for b in range(256)])
+    return out
+
+
+def tabulation_hash(table: list[list[int]], x: int) -> int:
+    """``T_0[x_0] xor ... xor T_7[x_7]`` over the 8 bytes ``x_i`` of ``x < 2**64``.
+
+    Simple tabulation is 3-wise independent when the tables are uniformly random (Thorup and
+    Zhang, SODA 2004; Patrascu and Thorup, JACM 2012), and so are its low bits.
+    """
+    h = 0
+    for i in range(8):
+        h ^= table[i][(x >> (8 * i)) & 0xFF]
+    return h
+
+
+def _sketch_domain(domain: Any) -> tuple[int, tuple[Hashable, ...] | None]:
+    if isinstance(domain, int) and not isinstance(domain, bool):
+        return _check_int("domain", domain, 2, MAX_SKETCH_DOMAIN), None
+    return _domain(domain)
+
+
+class _Sketch(_Categorical):
+    """Shared pieces of the sketches: ``hashes`` public hash functions into ``width`` cells.
+
+    Each user picks one hash function ``j`` uniformly and randomizes only the cell (CMS) or one
+    Hadamard coefficient (HCMS) of ``h_j(value)``. The server keeps a ``hashes x width`` table
+    and estimates any item from ``hashes`` look-ups, so the domain can be as large as
+    ``2**62`` items and need never be listed.
+    """
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
+        self._d, self._labels = _sketch_domain(domain)
+        self._index = None if self._labels is None else {v: i for i, v in enumerate(self._labels)}
+        self._exp_lo = exp_bounds(self._run_epsilon)[0]
+        self._m = _check_int("width", width, 2, 1 << 20)
+        if self._m & (self._m - 1):
+            raise ValueError(f"width must be a power of two, got {width!r}")
+        self._k = _check_int("hashes", hashes, 1, 1 << 16)
+        self._seed = _check_int("hash_seed", hash_seed, 0, (1 << 63) - 1)
+        self._tables: dict[int, list[list[int]]] = {}
+
+    @property
+    def width(self) -> int:
+        """Cells per hash function (``m``, a power of two)."""
+        return self._m
+
+    @property
+    def hashes(self) -> int:
+        """Number of hash functions (``k``)."""
+        return self._k
+
+    @property
+    def hash_seed(self) -> int:
+        """The public seed of the hash functions (server and devices must agree on it)."""
+        return self._seed
+
+    def cell(self, row: int, index: int) -> int:
+        """``h_row(index)``: the cell of domain index ``index`` under hash function ``row``."""
+        table = self._tables.get(row)
+        if table is None:
+            table = self._tables[row] = sketch_table(self._seed, row)
+        return tabulation_hash(table, index) & (self._m - 1)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d}, "
+                f"width={self._m}, hashes={self._k}, hash_seed={self._seed})")
+
+
+class CMS(_Sketch):
+    """Apple's count-mean sketch (Apple Differential Privacy Team 2017, "Learning with Privacy
+    at Scale", Algorithms 1-2).
+
+    The device picks ``j`` uniformly in ``[k]``, encodes ``h_j(value)`` one-hot over ``m`` cells
+    and flips every bit with probability ``1/(e^(eps/2) + 1)``: symmetric unary encoding (basic
+    RAPPOR) of the cell, so the report is eps-LDP whatever the hash (two inputs differ in at most
+    two bits of the vector for the same ``j``). Report: ``[j, hex]``, the hex of ``m/8`` bytes
+    (bit ``c % 8`` of byte ``c // 8`` for cell ``c``; ``m >= 8`` for whole bytes, else one byte).
+
+    A report supports item ``v`` when bit ``h_j(v)`` is set: probability ``p = e^(eps/2) /
+    (e^(eps/2) + 1)`` for the user's own value and, over the draw of random hash functions,
+    ``q = p/m + (1 - p)(1 - 1/m)`` for any other. The estimator ``(S_v - n q)/(p - q)`` is
+    Apple's ``m/(m-1) (sum_j M[j, h_j(v)] / k ... - n/m)`` written with support counts.
+    """
+
+    name = "CMS"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
+                         hash_seed=hash_seed)
+        self._cells = SUE(epsilon=self._epsilon, domain=self._m)  # the same run_epsilon
+
+    def randomize(self, value: Any) -> list[Any]:
+        j = secrets.randbelow(self._k)
+        return [j, self._cells.randomize(self.cell(j, self.encode(value)))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self._k * (1 << self._m) > 1 << 14:
+            raise ValueError("report_distribution enumerates k 2**m reports: use tiny sketches")
+        x = self.encode(value)
+        dist: dict[Any, Fraction] = {}
+        for j in range(self._k):
+            for bits, pr in self._cells.report_distribution(self.cell(j, x)).items():
+                dist[(j, bits)] = pr / self._k
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        p = self._cells.support_probabilities()[0]
+        return p, p / self._m + (1 - p) * (1 - Fraction(1, self._m))
+
+
+class HCMS(_Sketch):
+    """Apple's Hadamard count-mean sketch (Apple 2017, Algorithms 3-4): one bit per report.
+
+    The device picks ``j`` uniformly in ``[k]`` and ``l`` uniformly in ``[m]``, takes the
+    Hadamard entry ``H[h_j(value), l] = (-1)^popcount(h_j(value) & l)`` and keeps its sign with
+    probability ``p = e^eps / (e^eps + 1)``, flips it otherwise: eps-LDP. Report: ``[j, l, b]``
+    with ``b = 1`` for ``+1``.
+
+    A report supports ``v`` when ``b`` is the sign of ``H[h_j(v), l]``: probability ``p`` for
+    the user's own value and, since two distinct Hadamard rows agree on exactly half the columns,
+    ``q = p/m + (1 - 1/m)/2`` for any other over the draw of the hash functions.
+    """
+
+    name = "HCMS"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
+                         hash_seed=hash_seed)
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + 1))
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        j, col = secrets.randbelow(self._k), secrets.randbelow(self._m)
+        plus = bin(self.cell(j, x) & col).count("1") % 2 == 0
+        return [j, col, int(plus == bernoulli_scaled(self._keep))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self._k * self._m > 1 << 14:
+            raise ValueError("report_distribution enumerates 2 k m reports: use tiny sketches")
+        x = self.encode(value)
+        p = Fraction(self._keep, SCALE)
+        each = Fraction(1, self._k * self._m)
+        dist: dict[Any, Fraction] = {}
+        for j in range(self._k):
+            h = self.cell(j, x)
+            for col in range(self._m):
+                plus = int(bin(h & col).count("1") % 2 == 0)
+                dist[(j, col, plus)] = each * p
+                dist[(j, col, 1 - plus)] = each * (1 - p)
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        p = Fraction(self._keep, SCALE)
+        return p, p / self._m + (1 - Fraction(1, self._m)) / 2
