@@ -41,6 +41,7 @@ from dpkit.ldp._select import (
     compare_protocols,
     make_protocol,
 )
+from dpkit.ldp._shuffle import ShuffleBound, shuffle, shuffle_delta, shuffled_epsilon
 from dpkit.ldp._sketch import CMS, HCMS, SketchAggregator
 
 __all__ = [
@@ -65,10 +66,14 @@ __all__ = [
     "MeanMechanism",
     "Piecewise",
     "RandomizedResponse",
+    "ShuffleBound",
     "SketchAggregator",
     "best_protocol",
     "check_ldp",
     "compare_protocols",
     "make_protocol",
     "project_simplex",
+    "shuffle",
+    "shuffle_delta",
+    "shuffled_epsilon",
 ]

@@ -70,6 +70,7 @@ __all__ = [
     "Hybrid",
     "Piecewise",
     "RandomizedResponse",
+    "shuffle_reports",
     "sketch_table",
     "tabulation_hash",
 ]
@@ -1039,3 +1040,16 @@ class HCMS(_Sketch):
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         p = Fraction(self._keep, SCALE)
         return p, p / self._m + (1 - Fraction(1, self._m)) / 2
+
+
+# ------------------------------------------------------------------------------------------
+# Reference shuffler
+# ------------------------------------------------------------------------------------------
+def shuffle_reports(reports: Iterable[Any]) -> list[Any]:
+    """A uniformly random order of ``reports``: Fisher-Yates with ``secrets.randbelow`` (the OS
+    CSPRNG, exactly uniform at every step), as a new list."""
+    items = list(reports)
+    for i in range(len(items) - 1, 0, -1):
+        j = secrets.randbelow(i + 1)
+        items[i], items[j] = items[j], items[i]
+    return items
