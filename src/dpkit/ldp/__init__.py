@@ -9,7 +9,9 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 :class:`HadamardResponse` (Acharya, Sun and Zhang 2019). Mean estimation on [-1, 1]:
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
 (Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
-:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017).
+:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017). Heavy hitters over such
+domains: :class:`PEM` (Wang et al., TDSC 2019). Shuffle-model accounting:
+:class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
 
 from dpkit.ldp._aggregate import (
@@ -20,6 +22,7 @@ from dpkit.ldp._aggregate import (
     project_simplex,
 )
 from dpkit.ldp._exact import LdpCheck, check_ldp
+from dpkit.ldp._heavy import PEM, HeavyHitters, PemAggregator
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
@@ -52,6 +55,7 @@ __all__ = [
     "HCMS",
     "OLH",
     "OUE",
+    "PEM",
     "PROTOCOLS",
     "SUE",
     "Duchi",
@@ -59,11 +63,13 @@ __all__ = [
     "FrequencyEstimate",
     "FrequencyOracle",
     "HadamardResponse",
+    "HeavyHitters",
     "Hybrid",
     "LdpCheck",
     "MeanAggregator",
     "MeanEstimate",
     "MeanMechanism",
+    "PemAggregator",
     "Piecewise",
     "RandomizedResponse",
     "ShuffleBound",

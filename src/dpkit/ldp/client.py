@@ -64,6 +64,7 @@ __all__ = [
     "HCMS",
     "OLH",
     "OUE",
+    "PEM",
     "SUE",
     "Duchi",
     "HadamardResponse",
@@ -1040,6 +1041,112 @@ class HCMS(_Sketch):
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         p = Fraction(self._keep, SCALE)
         return p, p / self._m + (1 - Fraction(1, self._m)) / 2
+
+
+# ------------------------------------------------------------------------------------------
+# Heavy hitters over a domain too large to list: prefix extension
+# ------------------------------------------------------------------------------------------
+def prefix_lengths(bits: int, first: int = 12, step: int = 6) -> tuple[int, ...]:
+    """The prefix lengths of the groups: ``first``, ``first + step``, ... up to ``bits``."""
+    out = [min(first, bits)]
+    while out[-1] < bits:
+        out.append(min(out[-1] + step, bits))
+    return tuple(out)
+
+
+class PEM:
+    """Prefix extending method for heavy hitters (Wang, Li, Lin, Li and Jha, "Locally
+    differentially private heavy hitter identification", IEEE TDSC 2019), each group reporting
+    through Apple's Hadamard count-mean sketch.
+
+    Items are integers of ``bits`` bits (hash or encode strings first). Group ``g`` (of
+    ``len(lengths)``) learns the frequencies of the prefixes of length ``lengths[g]``; the device
+    picks its group uniformly (independently of its value) and reports the top ``lengths[g]``
+    bits of its item through :class:`HCMS` over ``2**lengths[g]`` prefixes at the full epsilon:
+    the report is eps-LDP. Report: ``[group, j, l, b]`` (the group, then the HCMS report).
+
+    Defaults: prefix lengths 12, 18, 24, ... (:func:`prefix_lengths`), sketches of 128 hash
+    functions into 1024 cells (the server queries ``keep 2**6`` candidates per round in
+    ``O(hashes)`` each; more functions shrink the collision term of the variance).
+    """
+
+    name = "PEM"
+
+    def __init__(self, *, epsilon: float, bits: int, lengths: Sequence[int] | None = None,
+                 width: int = 1024, hashes: int = 128, hash_seed: int = 0) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
+        self._bits = _check_int("bits", bits, 2, 62)
+        if lengths is None:
+            lengths = prefix_lengths(self._bits)
+        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+            raise TypeError(f"lengths must be a sequence of ints, got {lengths!r}")
+        lens = tuple(_check_int("lengths[i]", v, 1, self._bits) for v in lengths)
+        rising = all(lens[i] < lens[i + 1] for i in range(len(lens) - 1))
+        if not lens or lens[-1] != self._bits or not rising:
+            raise ValueError(f"lengths must increase strictly up to bits={self._bits}, got {lens}")
+        if lens[0] > 24:
+            raise ValueError(f"the first prefix length is enumerated: at most 24, got {lens[0]}")
+        self._lengths = lens
+        self._groups = [
+            HCMS(epsilon=self._epsilon, domain=max(2, 1 << n), width=width, hashes=hashes,
+                 hash_seed=_check_int("hash_seed", hash_seed, 0, (1 << 63) - 1 - len(lens)) + g)
+            for g, n in enumerate(lens)
+        ]
+
+    @property
+    def epsilon(self) -> float:
+        """The privacy parameter asked for (the law runs at :attr:`run_epsilon`)."""
+        return self._epsilon
+
+    @property
+    def run_epsilon(self) -> float:
+        """The epsilon every group's sketch is calibrated to (module docstring, Calibration)."""
+        return self._run_epsilon
+
+    @property
+    def bits(self) -> int:
+        """Bits per item."""
+        return self._bits
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """Prefix length of each group."""
+        return self._lengths
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        """Every item (small ``bits`` only: for the exact checks)."""
+        if self._bits > 12:
+            raise ValueError("labels enumerates 2**bits items: use bits <= 12")
+        return tuple(range(1 << self._bits))
+
+    def encode(self, value: Any) -> int:
+        """Check that ``value`` is an int of at most ``bits`` bits."""
+        if isinstance(value, bool) or not isinstance(value, int) or not \
+                0 <= value < 1 << self._bits:
+            raise ValueError(f"PEM: value must be an int in [0, 2**{self._bits}), got {value!r}")
+        return value
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        g = secrets.randbelow(len(self._lengths))
+        return [g, *self._groups[g].randomize(x >> (self._bits - self._lengths[g]))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        x = self.encode(value)
+        share = Fraction(1, len(self._lengths))
+        dist: dict[Any, Fraction] = {}
+        for g, sketch in enumerate(self._groups):
+            prefix = x >> (self._bits - self._lengths[g])
+            for report, pr in sketch.report_distribution(prefix).items():
+                dist[(g, *report)] = share * pr
+        return dist
+
+    def __repr__(self) -> str:
+        s = self._groups[0]
+        return (f"PEM(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
+                f"width={s.width}, hashes={s.hashes}, hash_seed={s.hash_seed})")
 
 
 # ------------------------------------------------------------------------------------------
