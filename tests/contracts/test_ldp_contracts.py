@@ -45,6 +45,10 @@ class TestOUEContract(_Oracle):
     cls = ldp.OUE
 
 
+class TestRAPPORContract(_Oracle):
+    cls = ldp.RAPPOR
+
+
 class TestOLHContract(_Oracle):
     cls = ldp.OLH
     event_epsilons = (0.75, 4.0)  # the hash range e^eps + 1 grows with epsilon
@@ -118,6 +122,7 @@ ENROLLED = {
     ldp.GRR: TestGRRContract,
     ldp.SUE: TestSUEContract,
     ldp.OUE: TestOUEContract,
+    ldp.RAPPOR: TestRAPPORContract,
     ldp.OLH: TestOLHContract,
     ldp.BLH: TestBLHContract,
     ldp.HadamardResponse: TestHadamardResponseContract,

@@ -16,6 +16,7 @@ from dpkit.ldp._protocols import (
     GRR,
     OLH,
     OUE,
+    RAPPOR,
     SUE,
     Duchi,
     FrequencyOracle,
@@ -41,6 +42,7 @@ PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingPr
     "olh": OLH,
     "blh": BLH,
     "hr": HadamardResponse,
+    "rappor": RAPPOR,
     "cms": CMS,
     "hcms": HCMS,
     "duchi": Duchi,
@@ -54,7 +56,7 @@ PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingPr
 FREQUENCY_ORACLES: tuple[type[FrequencyOracle], ...] = tuple(
     cls for cls in PROTOCOLS.values()
     if issubclass(cls, FrequencyOracle) and cls is not RandomizedResponse
-    and not issubclass(cls, SketchOracle)
+    and not issubclass(cls, (SketchOracle, RAPPOR))
 )
 
 

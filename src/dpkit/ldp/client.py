@@ -65,6 +65,7 @@ __all__ = [
     "OLH",
     "OUE",
     "PEM",
+    "RAPPOR",
     "SUE",
     "Duchi",
     "HadamardResponse",
@@ -864,6 +865,104 @@ class Hybrid(_Numeric):
 
     def __repr__(self) -> str:
         return f"Hybrid(epsilon={self._epsilon!r}, resolution={self.piecewise.L})"
+
+
+class RAPPOR(_UnaryEncoding):
+    """Memoised randomized response for repeated collection: basic RAPPOR's permanent and
+    instantaneous randomization (Erlingsson, Pihur and Korolova, CCS 2014), over symmetric unary
+    encoding (L-SUE in Arcolezi et al., "Frequency estimation of evolving data under local
+    differential privacy", EDBT 2023).
+
+    Permanent: the first time a device reports a value, it draws a one-hot SUE vector of it at
+    ``lifetime_epsilon`` (each bit kept with probability ``p1 = e^(eps_inf/2)/(e^(eps_inf/2)+1)``)
+    and memoises it. Instantaneous: every report redraws each memoised bit, keeping it with
+    probability ``p2``, chosen so that one report is ``epsilon``-LDP: bit ``i`` of a report is 1
+    with probability ``p* = p1 p2 + (1-p1)(1-p2)`` when ``i`` is the value and ``1 - p*``
+    otherwise, independently, with ``p* <= e^(eps/2)/(e^(eps/2)+1)``. Spend: ``epsilon`` for the
+    first report; any number of reports of the same value never reveal more than the permanent
+    vector, an ``lifetime_epsilon``-LDP release: at most ``lifetime_epsilon`` over a device's
+    lifetime while its value stays the same (``k`` distinct values: ``k lifetime_epsilon``).
+    Requires ``epsilon <= lifetime_epsilon`` (default: ``2 epsilon``, at most 30). Report: hex as
+    for :class:`SUE`.
+
+    Exact probabilities: ``p1`` is rounded down (from certified bounds, at the calibrated
+    lifetime epsilon), then ``p2`` rounded down on the ``2**-64`` grid so ``p*`` never exceeds
+    its target; the server uses the implemented ``p*``.
+    """
+
+    name = "RAPPOR"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
+                 lifetime_epsilon: float | None = None) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        if lifetime_epsilon is None:
+            lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
+        self._lifetime = _check_epsilon(lifetime_epsilon)
+        if self._lifetime < self._epsilon:
+            raise ValueError(f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                             f"({epsilon!r}): the first report already spends epsilon")
+        self._lifetime_run = calibrated_epsilon(self._lifetime)
+        e_inf = exp_bounds(self._lifetime_run / 2)[0]
+        p1 = Fraction(floor_scaled(e_inf / (e_inf + 1)), SCALE)
+        e1 = exp_bounds(self._run_epsilon / 2)[0]
+        target = e1 / (e1 + 1)
+        if 2 * p1 - 1 > 0:
+            p2 = Fraction(min(SCALE, floor_scaled((target - (1 - p1)) / (2 * p1 - 1))), SCALE)
+        else:  # a lifetime epsilon so small that p1 is 1/2: every report is pure noise
+            p2 = Fraction(1)
+        self._p1, self._p2 = p1, p2
+        self._memo: dict[int, int] = {}
+
+    @property
+    def lifetime_epsilon(self) -> float:
+        """The most a device spends over any number of reports of the same value."""
+        return self._lifetime
+
+    @property
+    def lifetime_run_epsilon(self) -> float:
+        """``calibrated_epsilon(lifetime_epsilon)``: what the permanent vector runs at."""
+        return self._lifetime_run
+
+    @property
+    def permanent_probability(self) -> Fraction:
+        """``p1``: probability that a permanent bit equals the one-hot bit."""
+        return self._p1
+
+    @property
+    def instantaneous_probability(self) -> Fraction:
+        """``p2``: probability that a report keeps a memoised bit."""
+        return self._p2
+
+    def _probabilities(self) -> tuple[Fraction, Fraction]:
+        p1, p2 = self._p1, self._p2
+        p = p1 * p2 + (1 - p1) * (1 - p2)
+        return p, 1 - p
+
+    def _flip_all(self, bits: int, keep: Fraction) -> int:
+        """Each of the ``d`` bits of ``bits`` kept with probability ``keep``, else flipped."""
+        flips = 0
+        t = keep.numerator * (SCALE // keep.denominator)
+        for i in range(self._d):
+            if not bernoulli_scaled(t):
+                flips |= 1 << i
+        return bits ^ flips
+
+    def permanent(self, value: Any) -> int:
+        """The memoised permanent vector of ``value`` (drawn on first use), as an int."""
+        x = self.encode(value)
+        memo = self._memo.get(x)
+        if memo is None:
+            memo = self._memo[x] = self._flip_all(1 << x, self._p1)
+        return memo
+
+    def randomize(self, value: Any) -> str:
+        """An instantaneous report of the memoised permanent vector of ``value``."""
+        bits = self._flip_all(self.permanent(value), self._p2)
+        return bits.to_bytes(self.nbytes, "little").hex()
+
+    def __repr__(self) -> str:
+        return (f"RAPPOR(epsilon={self._epsilon!r}, lifetime_epsilon={self._lifetime!r}, "
+                f"domain={self._d})")
 
 
 # ------------------------------------------------------------------------------------------
