@@ -531,8 +531,8 @@ PEER_NOTE = (
     'PEM (one report at a time, every candidate against every report with OLH) did not '
     'finish 2,000 users within the limit, so the recall and speed targets against it could '
     'not be measured on this machine. At 2,000 users no protocol reaches the top 10 of '
-    'this population at epsilon 4 (the 10th item has about 24 users, the noise of one PEM '
-    'group a standard deviation near 30).'
+    'this population at epsilon 4 (the 10th item has about 22 users; its estimate, scaled '
+    'from one of the three groups, has a standard deviation near 80).'
 )
 SKETCH_NOTE = (
     'One hash draw per row: the MSE over the 100 items of one run varies around the exact '
