@@ -22,7 +22,6 @@ user holds a distinct item (``F = n - n_v``) the last term vanishes and this is 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -68,26 +67,14 @@ class SketchOracle(FrequencyOracle):
     _seed: int
     _np_tables: npt.NDArray[np.uint64] | None = None
 
-    @property
-    def width(self) -> int:
-        """Cells per hash function (``m``, a power of two)."""
-        return self._m
-
-    @property
-    def hashes(self) -> int:
-        """Number of hash functions (``k``)."""
-        return self._k
-
     # -- hashing -------------------------------------------------------------------------------
     def _tables_np(self) -> npt.NDArray[np.uint64]:
         """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes)."""
         if self._np_tables is None:
             out = np.empty((self._k, 8, 256), dtype=np.uint64)
             for j in range(self._k):
-                prefix = _c.SKETCH_TAG + self._seed.to_bytes(8, "little") + j.to_bytes(4, "little")
                 for i in range(8):
-                    data = hashlib.shake_256(prefix + bytes([i])).digest(2048)
-                    out[j, i] = np.frombuffer(data, dtype="<u8")
+                    out[j, i] = np.frombuffer(_c.sketch_table_bytes(self._seed, j, i), dtype="<u8")
             self._np_tables = out
         return self._np_tables
 
@@ -365,7 +352,7 @@ class SketchAggregator(FrequencyAggregator):
             else:
                 sq = np.full(x.size, check_nonnegative(other_squares, "other_squares"))
             var = proto._count_variance(n, f) + (sq - n * (1.0 - f)) / (
-                proto.hashes * (proto.width - 1))
+                proto._k * (proto._m - 1))
             se = np.sqrt(np.maximum(var, 0.0))
         else:
             se = np.full(x.size, np.inf)

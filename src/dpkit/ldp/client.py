@@ -74,6 +74,7 @@ __all__ = [
     "RandomizedResponse",
     "shuffle_reports",
     "sketch_table",
+    "sketch_table_bytes",
     "tabulation_hash",
 ]
 
@@ -975,12 +976,17 @@ def sketch_table(hash_seed: int, row: int) -> list[list[int]]:
     little-endian 64-bit words. The tables are public (they are derived from a public seed,
     never from anyone's data); privacy never depends on them, only the variance does.
     """
-    prefix = SKETCH_TAG + hash_seed.to_bytes(8, "little") + row.to_bytes(4, "little")
     out = []
     for i in range(8):
-        data = hashlib.shake_256(prefix + bytes([i])).digest(2048)
+        data = sketch_table_bytes(hash_seed, row, i)
         out.append([int.from_bytes(data[8 * b:8 * b + 8], "little") for b in range(256)])
     return out
+
+
+def sketch_table_bytes(hash_seed: int, row: int, i: int) -> bytes:
+    """The 2048 bytes of table ``i`` of hash function ``row`` (see :func:`sketch_table`)."""
+    prefix = SKETCH_TAG + hash_seed.to_bytes(8, "little") + row.to_bytes(4, "little")
+    return hashlib.shake_256(prefix + bytes([i])).digest(2048)
 
 
 def tabulation_hash(table: list[list[int]], x: int) -> int:
