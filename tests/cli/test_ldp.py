@@ -32,7 +32,8 @@ def test_simulate_oue_prints_estimates_mse_and_theory() -> None:
     assert 0.6 < ratio < 1.5  # one run over 64 items: a loose sanity band, not a test of fit
 
 
-@pytest.mark.parametrize("protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best"])
+@pytest.mark.parametrize("protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best", "rappor",
+                                      "cms", "hcms"])
 def test_simulate_every_frequency_protocol(protocol: str) -> None:
     out = _run("--protocol", protocol, "--domain", "16", "--users", "2000", "--seed", "2",
                "--top", "3")
@@ -64,3 +65,20 @@ def test_zipf_population_is_decreasing() -> None:
     counts = [int((vals == k).sum()) for k in range(10)]
     assert counts[0] > counts[1] > counts[3] > counts[9] > 0
     assert vals.min() >= 0 and vals.max() <= 9
+
+
+def test_heavy_hitters_finds_the_top_items() -> None:
+    res = runner.invoke(root_app, ["ldp", "heavy-hitters", "--users", "100000", "--top", "3",
+                                   "--epsilon", "4", "--seed", "1", "--zipf", "1.5"])
+    assert res.exit_code == 0, res.output
+    out = re.sub(r"\s+", " ", res.output)
+    assert "recall of the true top 3: 1.00" in out and "rejected reports 0" in out
+
+
+def test_shuffle_prints_the_central_epsilon() -> None:
+    res = runner.invoke(root_app, ["ldp", "shuffle", "--epsilon", "2", "--users", "100000"])
+    assert res.exit_code == 0, res.output
+    m = re.search(r"central epsilon ([\d.]+)", re.sub(r"\s+", " ", res.output))
+    assert m is not None and 0.0 < float(m.group(1)) < 0.2
+    bad = runner.invoke(root_app, ["ldp", "shuffle", "--epsilon", "2", "--users", "0"])
+    assert bad.exit_code != 0

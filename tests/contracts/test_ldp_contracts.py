@@ -45,6 +45,10 @@ class TestOUEContract(_Oracle):
     cls = ldp.OUE
 
 
+class TestRAPPORContract(_Oracle):
+    cls = ldp.RAPPOR
+
+
 class TestOLHContract(_Oracle):
     cls = ldp.OLH
     event_epsilons = (0.75, 4.0)  # the hash range e^eps + 1 grows with epsilon
@@ -56,6 +60,31 @@ class TestBLHContract(_Oracle):
 
 class TestHadamardResponseContract(_Oracle):
     cls = ldp.HadamardResponse
+
+
+class _Sketch(LdpContract):
+    """Tiny sketches so that the report law can be enumerated (k 2**m or 2 k m reports)."""
+
+    cls: Any = None
+    kwargs: ClassVar[dict[str, Any]] = {"width": 4, "hashes": 3, "hash_seed": 7}
+    event_epsilons = (0.75, 4.0, 30.0)
+
+    def build(self, epsilon: Any) -> Any:
+        return self.cls(epsilon=epsilon, domain=DOMAIN, **self.kwargs)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {"domain": DOMAIN, **self.kwargs}
+
+    def inputs(self) -> list[Any]:
+        return list(range(DOMAIN))
+
+
+class TestCMSContract(_Sketch):
+    cls = ldp.CMS
+
+
+class TestHCMSContract(_Sketch):
+    cls = ldp.HCMS
 
 
 class _Mean(LdpContract):
@@ -93,9 +122,12 @@ ENROLLED = {
     ldp.GRR: TestGRRContract,
     ldp.SUE: TestSUEContract,
     ldp.OUE: TestOUEContract,
+    ldp.RAPPOR: TestRAPPORContract,
     ldp.OLH: TestOLHContract,
     ldp.BLH: TestBLHContract,
     ldp.HadamardResponse: TestHadamardResponseContract,
+    ldp.CMS: TestCMSContract,
+    ldp.HCMS: TestHCMSContract,
     ldp.Duchi: TestDuchiContract,
     ldp.Piecewise: TestPiecewiseContract,
     ldp.Hybrid: TestHybridContract,

@@ -19,7 +19,7 @@ from rich.text import Text
 from dpkit import ldp
 from dpkit.noise import RandomSource
 
-__all__ = ["app", "make_protocol", "simulate", "zipf_population"]
+__all__ = ["app", "heavy_hitters", "make_protocol", "shuffle", "simulate", "zipf_population"]
 
 app = typer.Typer(
     help="Local differential privacy: simulate clients and server.", no_args_is_help=True
@@ -85,6 +85,69 @@ def simulate(
         return
     _report_frequency(console, proto, agg, values, users, top, elapsed,
                       None if plot is None else Path(plot))
+
+
+@app.command("heavy-hitters")
+def heavy_hitters(
+    epsilon: float = typer.Option(2.0, "--epsilon", help="epsilon of each user's report"),
+    bits: int = typer.Option(32, "--bits", help="items are integers of this many bits"),
+    users: int = typer.Option(1_000_000, "--users", help="number of simulated users"),
+    distinct: int = typer.Option(1 << 16, "--distinct", help="distinct items in the population"),
+    zipf: float = typer.Option(1.1, "--zipf", help="Zipf exponent of the population"),
+    top: int = typer.Option(20, "--top", help="how many heavy hitters to find"),
+    hashes: int = typer.Option(128, "--hashes", help="hash functions per sketch"),
+    seed: int | None = typer.Option(None, "--seed", help="seed the simulation (insecure: "
+                                    "reproducible runs only); default: secure randomness"),
+) -> None:
+    """Find the most frequent items of a Zipf population over a 2^bits domain with PEM."""
+    console = Console()
+    if users < 1 or distinct < 1 or not 2 <= bits <= 62:
+        raise typer.BadParameter("--users and --distinct must be positive, --bits in [2, 62]")
+    proto = ldp.PEM(epsilon=epsilon, bits=bits, hashes=hashes)
+    src = RandomSource(seed=seed, insecure=True) if seed is not None else RandomSource()
+    ranks = zipf_population(src, users=users, domain=distinct, exponent=zipf)
+    items = src.integers(1 << bits, distinct)  # the population's items, spread over the domain
+    values = items[ranks]
+    start = time.perf_counter()
+    agg = proto.aggregator()
+    for lo in range(0, users, BATCH):
+        agg.add(proto.randomize_many(values[lo:lo + BATCH], source=src))
+    found = agg.heavy_hitters(top=top)
+    elapsed = time.perf_counter() - start
+    truth = np.bincount(ranks, minlength=distinct)
+    true_count = {int(items[r]): int(truth[r]) for r in np.argsort(-truth)[: 4 * top]}
+    true_top = {int(items[r]) for r in np.argsort(-truth)[:top]}
+    table = Table(title=Text(f"{proto!r}: {users:,} users, top {top}"))
+    for col in ("item", "estimate", "95% interval", "true count", "truly top?"):
+        table.add_column(col, justify="right")
+    for item, c, lo, hi in zip(found.items.tolist(), found.counts, found.ci_low, found.ci_high,
+                               strict=True):
+        table.add_row(str(item), f"{c:,.0f}", f"[{lo:,.0f}, {hi:,.0f}]",
+                      f"{true_count.get(item, 0):,}", "yes" if item in true_top else "no")
+    console.print(table)
+    recall = len(true_top & set(found.items.tolist())) / top
+    console.print(f"recall of the true top {top}: {recall:.2f}   groups {found.group_sizes}   "
+                  f"rejected reports {found.rejected}   clients+server {elapsed:.2f} s")
+
+
+@app.command("shuffle")
+def shuffle(
+    epsilon: float = typer.Option(..., "--epsilon", help="local epsilon of each report"),
+    users: int = typer.Option(..., "--users", help="number of shuffled reports"),
+    delta: float = typer.Option(1e-8, "--delta", help="delta of the central guarantee"),
+    randomized_response: bool = typer.Option(
+        False, "--randomized-response", help="the reports are binary randomized response"),
+) -> None:
+    """The central (epsilon, delta) of shuffled local reports (Feldman, McMillan, Talwar)."""
+    from dpkit.errors import PrivacyParameterError
+
+    method = "randomized_response" if randomized_response else "clones"
+    try:
+        bound = ldp.ShuffleBound.compute(epsilon0=epsilon, n=users, delta=delta, method=method)
+    except PrivacyParameterError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    Console().print(f"{users:,} shuffled reports at local epsilon {epsilon:g}: central "
+                    f"epsilon {bound.epsilon:.4g} at delta {delta:g} ({method} bound)")
 
 
 def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64],

@@ -8,7 +8,10 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 (Warner 1965), :class:`GRR`, :class:`SUE`, :class:`OUE`, :class:`OLH`, :class:`BLH`,
 :class:`HadamardResponse` (Acharya, Sun and Zhang 2019). Mean estimation on [-1, 1]:
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
-(Wang et al., ICDE 2019).
+(Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
+:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017). Heavy hitters over such
+domains: :class:`PEM` (Wang et al., TDSC 2019). Shuffle-model accounting:
+:class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
 
 from dpkit.ldp._aggregate import (
@@ -19,11 +22,13 @@ from dpkit.ldp._aggregate import (
     project_simplex,
 )
 from dpkit.ldp._exact import LdpCheck, check_ldp
+from dpkit.ldp._heavy import PEM, HeavyHitters, PemAggregator
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
     OLH,
     OUE,
+    RAPPOR,
     SUE,
     Duchi,
     FrequencyOracle,
@@ -40,30 +45,43 @@ from dpkit.ldp._select import (
     compare_protocols,
     make_protocol,
 )
+from dpkit.ldp._shuffle import ShuffleBound, shuffle, shuffle_delta, shuffled_epsilon
+from dpkit.ldp._sketch import CMS, HCMS, SketchAggregator
 
 __all__ = [
     "BLH",
+    "CMS",
     "FREQUENCY_ORACLES",
     "GRR",
+    "HCMS",
     "OLH",
     "OUE",
+    "PEM",
     "PROTOCOLS",
+    "RAPPOR",
     "SUE",
     "Duchi",
     "FrequencyAggregator",
     "FrequencyEstimate",
     "FrequencyOracle",
     "HadamardResponse",
+    "HeavyHitters",
     "Hybrid",
     "LdpCheck",
     "MeanAggregator",
     "MeanEstimate",
     "MeanMechanism",
+    "PemAggregator",
     "Piecewise",
     "RandomizedResponse",
+    "ShuffleBound",
+    "SketchAggregator",
     "best_protocol",
     "check_ldp",
     "compare_protocols",
     "make_protocol",
     "project_simplex",
+    "shuffle",
+    "shuffle_delta",
+    "shuffled_epsilon",
 ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "GRR",
     "OLH",
     "OUE",
+    "RAPPOR",
     "SUE",
     "Duchi",
     "FrequencyOracle",
@@ -435,6 +437,68 @@ class OUE(_UnaryServer, _c.OUE):
 
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> npt.NDArray[np.uint8]:
         return self._bits(x, source, flip_true=False)
+
+
+class RAPPOR(_UnaryServer, _c.RAPPOR):
+    """Memoised randomized response (basic RAPPOR, L-SUE): see :class:`dpkit.ldp.client.RAPPOR`.
+
+    One report per user is a "pure" protocol with ``p = p*``, ``q = 1 - p*``; the estimator and
+    its exact variance are those of :class:`FrequencyOracle` at those probabilities. The
+    simulation keeps the two stages apart (:meth:`permanent_many`, :meth:`instantaneous_many`)
+    so that repeated collections from the same simulated devices reuse their permanent vectors.
+    """
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
+                 lifetime_epsilon: float | None = None) -> None:
+        eps = _epsilon(epsilon)
+        life = min(2.0 * eps, _c.MAX_EPSILON) if lifetime_epsilon is None \
+            else _epsilon(lifetime_epsilon)
+        if life < eps:
+            raise PrivacyParameterError(
+                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                f"({epsilon!r}): the first report already spends epsilon")
+        _c.RAPPOR.__init__(self, epsilon=eps, lifetime_epsilon=life, domain=_domain(domain))
+
+    @property
+    def lifetime_event(self) -> DpEvent:
+        """Every report of one unchanged value together: pure DP at
+        :attr:`lifetime_run_epsilon` (the permanent vector, post-processed)."""
+        return PureDpEvent(epsilon=self.lifetime_run_epsilon)
+
+    def _noisy_rows(self, x: IntArray | None, rows: npt.NDArray[np.uint8] | None,
+                    keep: Fraction, source: RandomSource) -> npt.NDArray[np.uint8]:
+        n = x.size if x is not None else (0 if rows is None else rows.shape[0])
+        nb = self.nbytes
+        flip = (_c.SCALE - keep.numerator * (_c.SCALE // keep.denominator))
+        words = bernoulli_bitsliced(source, flip, (n * nb + 7) // 8)
+        noise = words.view(np.uint8)[: n * nb].reshape(n, nb).copy()
+        noise[:, -1] &= np.uint8(self._pad_mask)
+        if x is not None:
+            users = np.arange(n)
+            bit = (np.uint8(1) << (x & 7).astype(np.uint8)).astype(np.uint8)
+            noise[users, x >> 3] ^= bit
+            return noise
+        assert rows is not None
+        return np.asarray(np.bitwise_xor(noise, rows), dtype=np.uint8)
+
+    def permanent_many(self, values: Any, source: RandomSource | None = None
+                       ) -> npt.NDArray[np.uint8]:
+        """Fresh permanent vectors of many devices (the law of :meth:`permanent`)."""
+        src = resolve_source(source)
+        return self._noisy_rows(self.encode_many(values), None, self.permanent_probability, src)
+
+    def instantaneous_many(self, permanent: npt.NDArray[np.uint8],
+                           source: RandomSource | None = None) -> npt.NDArray[np.uint8]:
+        """One report from each memoised permanent vector (the law of :meth:`randomize`)."""
+        src = resolve_source(source)
+        rows, bad = self.coerce_reports(permanent)
+        if bad:
+            raise ValueError("permanent vectors must come from permanent_many")
+        return self._noisy_rows(None, rows, self.instantaneous_probability, src)
+
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> npt.NDArray[np.uint8]:
+        perm = self._noisy_rows(x, None, self.permanent_probability, source)
+        return self._noisy_rows(None, perm, self.instantaneous_probability, source)
 
 
 class OLH(FrequencyOracle, _c.OLH):

@@ -16,6 +16,7 @@ from dpkit.ldp._protocols import (
     GRR,
     OLH,
     OUE,
+    RAPPOR,
     SUE,
     Duchi,
     FrequencyOracle,
@@ -27,6 +28,7 @@ from dpkit.ldp._protocols import (
     _domain,
     _epsilon,
 )
+from dpkit.ldp._sketch import CMS, HCMS, SketchOracle
 
 __all__ = ["FREQUENCY_ORACLES", "PROTOCOLS", "best_protocol", "compare_protocols",
            "make_protocol"]
@@ -40,16 +42,21 @@ PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingPr
     "olh": OLH,
     "blh": BLH,
     "hr": HadamardResponse,
+    "rappor": RAPPOR,
+    "cms": CMS,
+    "hcms": HCMS,
     "duchi": Duchi,
     "piecewise": Piecewise,
     "hybrid": Hybrid,
 })
 
-#: The frequency oracles over a domain of any size (binary randomized response excluded), in
-#: the order :func:`best_protocol` breaks ties.
+#: The frequency oracles over a domain of any size (binary randomized response and the
+#: sketches for domains too large to list excluded), in the order :func:`best_protocol` breaks
+#: ties.
 FREQUENCY_ORACLES: tuple[type[FrequencyOracle], ...] = tuple(
     cls for cls in PROTOCOLS.values()
     if issubclass(cls, FrequencyOracle) and cls is not RandomizedResponse
+    and not issubclass(cls, (SketchOracle, RAPPOR))
 )
 
 

@@ -49,6 +49,7 @@ report.
 from __future__ import annotations
 
 import abc
+import hashlib
 import math
 import secrets
 from collections.abc import Hashable, Iterable, Sequence
@@ -58,21 +59,31 @@ from typing import Any
 
 __all__ = [
     "BLH",
+    "CMS",
     "GRR",
+    "HCMS",
     "OLH",
     "OUE",
+    "PEM",
+    "RAPPOR",
     "SUE",
     "Duchi",
     "HadamardResponse",
     "Hybrid",
     "Piecewise",
     "RandomizedResponse",
+    "shuffle_reports",
+    "sketch_table",
+    "sketch_table_bytes",
+    "tabulation_hash",
 ]
 
 SCALE_BITS = 64
 SCALE = 1 << SCALE_BITS
 MAX_EPSILON = 30.0  # keeps every probability far above the 2**-64 grid
 MAX_DOMAIN = 1 << 24
+MAX_SKETCH_DOMAIN = 1 << 62  # sketches hash their items: a domain may be far too large to list
+SKETCH_TAG = b"dpkit.ldp.sketch.v1"
 CALIBRATION_MARGIN = Fraction(1, 1 << 40)
 
 
@@ -855,3 +866,402 @@ class Hybrid(_Numeric):
 
     def __repr__(self) -> str:
         return f"Hybrid(epsilon={self._epsilon!r}, resolution={self.piecewise.L})"
+
+
+class RAPPOR(_UnaryEncoding):
+    """Memoised randomized response for repeated collection: basic RAPPOR's permanent and
+    instantaneous randomization (Erlingsson, Pihur and Korolova, CCS 2014), over symmetric unary
+    encoding (L-SUE in Arcolezi et al., "Frequency estimation of evolving data under local
+    differential privacy", EDBT 2023).
+
+    Permanent: the first time a device reports a value, it draws a one-hot SUE vector of it at
+    ``lifetime_epsilon`` (each bit kept with probability ``p1 = e^(eps_inf/2)/(e^(eps_inf/2)+1)``)
+    and memoises it. Instantaneous: every report redraws each memoised bit, keeping it with
+    probability ``p2``, chosen so that one report is ``epsilon``-LDP: bit ``i`` of a report is 1
+    with probability ``p* = p1 p2 + (1-p1)(1-p2)`` when ``i`` is the value and ``1 - p*``
+    otherwise, independently, with ``p* <= e^(eps/2)/(e^(eps/2)+1)``. Spend: ``epsilon`` for the
+    first report; any number of reports of the same value never reveal more than the permanent
+    vector, an ``lifetime_epsilon``-LDP release: at most ``lifetime_epsilon`` over a device's
+    lifetime while its value stays the same (``k`` distinct values: ``k lifetime_epsilon``).
+    Requires ``epsilon <= lifetime_epsilon`` (default: ``2 epsilon``, at most 30). Report: hex as
+    for :class:`SUE`.
+
+    Exact probabilities: ``p1`` is rounded down (from certified bounds, at the calibrated
+    lifetime epsilon), then ``p2`` rounded down on the ``2**-64`` grid so ``p*`` never exceeds
+    its target; the server uses the implemented ``p*``.
+    """
+
+    name = "RAPPOR"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
+                 lifetime_epsilon: float | None = None) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        if lifetime_epsilon is None:
+            lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
+        self._lifetime = _check_epsilon(lifetime_epsilon)
+        if self._lifetime < self._epsilon:
+            raise ValueError(f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                             f"({epsilon!r}): the first report already spends epsilon")
+        self._lifetime_run = calibrated_epsilon(self._lifetime)
+        e_inf = exp_bounds(self._lifetime_run / 2)[0]
+        p1 = Fraction(floor_scaled(e_inf / (e_inf + 1)), SCALE)
+        e1 = exp_bounds(self._run_epsilon / 2)[0]
+        target = e1 / (e1 + 1)
+        if 2 * p1 - 1 > 0:
+            p2 = Fraction(min(SCALE, floor_scaled((target - (1 - p1)) / (2 * p1 - 1))), SCALE)
+        else:  # a lifetime epsilon so small that p1 is 1/2: every report is pure noise
+            p2 = Fraction(1)
+        self._p1, self._p2 = p1, p2
+        self._memo: dict[int, int] = {}
+
+    @property
+    def lifetime_epsilon(self) -> float:
+        """The most a device spends over any number of reports of the same value."""
+        return self._lifetime
+
+    @property
+    def lifetime_run_epsilon(self) -> float:
+        """``calibrated_epsilon(lifetime_epsilon)``: what the permanent vector runs at."""
+        return self._lifetime_run
+
+    @property
+    def permanent_probability(self) -> Fraction:
+        """``p1``: probability that a permanent bit equals the one-hot bit."""
+        return self._p1
+
+    @property
+    def instantaneous_probability(self) -> Fraction:
+        """``p2``: probability that a report keeps a memoised bit."""
+        return self._p2
+
+    def _probabilities(self) -> tuple[Fraction, Fraction]:
+        p1, p2 = self._p1, self._p2
+        p = p1 * p2 + (1 - p1) * (1 - p2)
+        return p, 1 - p
+
+    def _flip_all(self, bits: int, keep: Fraction) -> int:
+        """Each of the ``d`` bits of ``bits`` kept with probability ``keep``, else flipped."""
+        flips = 0
+        t = keep.numerator * (SCALE // keep.denominator)
+        for i in range(self._d):
+            if not bernoulli_scaled(t):
+                flips |= 1 << i
+        return bits ^ flips
+
+    def permanent(self, value: Any) -> int:
+        """The memoised permanent vector of ``value`` (drawn on first use), as an int."""
+        x = self.encode(value)
+        memo = self._memo.get(x)
+        if memo is None:
+            memo = self._memo[x] = self._flip_all(1 << x, self._p1)
+        return memo
+
+    def randomize(self, value: Any) -> str:
+        """An instantaneous report of the memoised permanent vector of ``value``."""
+        bits = self._flip_all(self.permanent(value), self._p2)
+        return bits.to_bytes(self.nbytes, "little").hex()
+
+    def __repr__(self) -> str:
+        return (f"RAPPOR(epsilon={self._epsilon!r}, lifetime_epsilon={self._lifetime!r}, "
+                f"domain={self._d})")
+
+
+# ------------------------------------------------------------------------------------------
+# Sketches for large domains (Apple's count-mean sketch and its Hadamard variant)
+# ------------------------------------------------------------------------------------------
+def sketch_table(hash_seed: int, row: int) -> list[list[int]]:
+    """The 8 tables of 256 words of hash function ``row``: simple tabulation hashing.
+
+    Table ``i`` is the 2048 bytes of ``SHAKE-256(tag, hash_seed, row, i)`` read as 256
+    little-endian 64-bit words. The tables are public (they are derived from a public seed,
+    never from anyone's data); privacy never depends on them, only the variance does.
+    """
+    out = []
+    for i in range(8):
+        data = sketch_table_bytes(hash_seed, row, i)
+        out.append([int.from_bytes(data[8 * b:8 * b + 8], "little") for b in range(256)])
+    return out
+
+
+def sketch_table_bytes(hash_seed: int, row: int, i: int) -> bytes:
+    """The 2048 bytes of table ``i`` of hash function ``row`` (see :func:`sketch_table`)."""
+    prefix = SKETCH_TAG + hash_seed.to_bytes(8, "little") + row.to_bytes(4, "little")
+    return hashlib.shake_256(prefix + bytes([i])).digest(2048)
+
+
+def tabulation_hash(table: list[list[int]], x: int) -> int:
+    """``T_0[x_0] xor ... xor T_7[x_7]`` over the 8 bytes ``x_i`` of ``x < 2**64``.
+
+    Simple tabulation is 3-wise independent when the tables are uniformly random (Thorup and
+    Zhang, SODA 2004; Patrascu and Thorup, JACM 2012), and so are its low bits.
+    """
+    h = 0
+    for i in range(8):
+        h ^= table[i][(x >> (8 * i)) & 0xFF]
+    return h
+
+
+def _sketch_domain(domain: Any) -> tuple[int, tuple[Hashable, ...] | None]:
+    if isinstance(domain, int) and not isinstance(domain, bool):
+        return _check_int("domain", domain, 2, MAX_SKETCH_DOMAIN), None
+    return _domain(domain)
+
+
+class _Sketch(_Categorical):
+    """Shared pieces of the sketches: ``hashes`` public hash functions into ``width`` cells.
+
+    Each user picks one hash function ``j`` uniformly and randomizes only the cell (CMS) or one
+    Hadamard coefficient (HCMS) of ``h_j(value)``. The server keeps a ``hashes x width`` table
+    and estimates any item from ``hashes`` look-ups, so the domain can be as large as
+    ``2**62`` items and need never be listed.
+    """
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
+        self._d, self._labels = _sketch_domain(domain)
+        self._index = None if self._labels is None else {v: i for i, v in enumerate(self._labels)}
+        self._exp_lo = exp_bounds(self._run_epsilon)[0]
+        self._m = _check_int("width", width, 2, 1 << 20)
+        if self._m & (self._m - 1):
+            raise ValueError(f"width must be a power of two, got {width!r}")
+        self._k = _check_int("hashes", hashes, 1, 1 << 16)
+        self._seed = _check_int("hash_seed", hash_seed, 0, (1 << 63) - 1)
+        self._tables: dict[int, list[list[int]]] = {}
+
+    @property
+    def width(self) -> int:
+        """Cells per hash function (``m``, a power of two)."""
+        return self._m
+
+    @property
+    def hashes(self) -> int:
+        """Number of hash functions (``k``)."""
+        return self._k
+
+    @property
+    def hash_seed(self) -> int:
+        """The public seed of the hash functions (server and devices must agree on it)."""
+        return self._seed
+
+    def cell(self, row: int, index: int) -> int:
+        """``h_row(index)``: the cell of domain index ``index`` under hash function ``row``."""
+        table = self._tables.get(row)
+        if table is None:
+            table = self._tables[row] = sketch_table(self._seed, row)
+        return tabulation_hash(table, index) & (self._m - 1)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d}, "
+                f"width={self._m}, hashes={self._k}, hash_seed={self._seed})")
+
+
+class CMS(_Sketch):
+    """Apple's count-mean sketch (Apple Differential Privacy Team 2017, "Learning with Privacy
+    at Scale", Algorithms 1-2).
+
+    The device picks ``j`` uniformly in ``[k]``, encodes ``h_j(value)`` one-hot over ``m`` cells
+    and flips every bit with probability ``1/(e^(eps/2) + 1)``: symmetric unary encoding (basic
+    RAPPOR) of the cell, so the report is eps-LDP whatever the hash (two inputs differ in at most
+    two bits of the vector for the same ``j``). Report: ``[j, hex]``, the hex of ``m/8`` bytes
+    (bit ``c % 8`` of byte ``c // 8`` for cell ``c``; ``m >= 8`` for whole bytes, else one byte).
+
+    A report supports item ``v`` when bit ``h_j(v)`` is set: probability ``p = e^(eps/2) /
+    (e^(eps/2) + 1)`` for the user's own value and, over the draw of random hash functions,
+    ``q = p/m + (1 - p)(1 - 1/m)`` for any other. The estimator ``(S_v - n q)/(p - q)`` is
+    Apple's ``m/(m-1) (sum_j M[j, h_j(v)] / k ... - n/m)`` written with support counts.
+    """
+
+    name = "CMS"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
+                         hash_seed=hash_seed)
+        self._cells = SUE(epsilon=self._epsilon, domain=self._m)  # the same run_epsilon
+
+    def randomize(self, value: Any) -> list[Any]:
+        j = secrets.randbelow(self._k)
+        return [j, self._cells.randomize(self.cell(j, self.encode(value)))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self._k * (1 << self._m) > 1 << 14:
+            raise ValueError("report_distribution enumerates k 2**m reports: use tiny sketches")
+        x = self.encode(value)
+        dist: dict[Any, Fraction] = {}
+        for j in range(self._k):
+            for bits, pr in self._cells.report_distribution(self.cell(j, x)).items():
+                dist[(j, bits)] = pr / self._k
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        p = self._cells.support_probabilities()[0]
+        return p, p / self._m + (1 - p) * (1 - Fraction(1, self._m))
+
+
+class HCMS(_Sketch):
+    """Apple's Hadamard count-mean sketch (Apple 2017, Algorithms 3-4): one bit per report.
+
+    The device picks ``j`` uniformly in ``[k]`` and ``l`` uniformly in ``[m]``, takes the
+    Hadamard entry ``H[h_j(value), l] = (-1)^popcount(h_j(value) & l)`` and keeps its sign with
+    probability ``p = e^eps / (e^eps + 1)``, flips it otherwise: eps-LDP. Report: ``[j, l, b]``
+    with ``b = 1`` for ``+1``.
+
+    A report supports ``v`` when ``b`` is the sign of ``H[h_j(v), l]``: probability ``p`` for
+    the user's own value and, since two distinct Hadamard rows agree on exactly half the columns,
+    ``q = p/m + (1 - 1/m)/2`` for any other over the draw of the hash functions.
+    """
+
+    name = "HCMS"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
+                         hash_seed=hash_seed)
+        e = self._exp_lo
+        self._keep = floor_scaled(e / (e + 1))
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        j, col = secrets.randbelow(self._k), secrets.randbelow(self._m)
+        plus = bin(self.cell(j, x) & col).count("1") % 2 == 0
+        return [j, col, int(plus == bernoulli_scaled(self._keep))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        if self._k * self._m > 1 << 14:
+            raise ValueError("report_distribution enumerates 2 k m reports: use tiny sketches")
+        x = self.encode(value)
+        p = Fraction(self._keep, SCALE)
+        each = Fraction(1, self._k * self._m)
+        dist: dict[Any, Fraction] = {}
+        for j in range(self._k):
+            h = self.cell(j, x)
+            for col in range(self._m):
+                plus = int(bin(h & col).count("1") % 2 == 0)
+                dist[(j, col, plus)] = each * p
+                dist[(j, col, 1 - plus)] = each * (1 - p)
+        return dist
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        p = Fraction(self._keep, SCALE)
+        return p, p / self._m + (1 - Fraction(1, self._m)) / 2
+
+
+# ------------------------------------------------------------------------------------------
+# Heavy hitters over a domain too large to list: prefix extension
+# ------------------------------------------------------------------------------------------
+def prefix_lengths(bits: int, first: int = 12, step: int = 6) -> tuple[int, ...]:
+    """The prefix lengths of the groups: ``first``, ``first + step``, ... up to ``bits``."""
+    out = [min(first, bits)]
+    while out[-1] < bits:
+        out.append(min(out[-1] + step, bits))
+    return tuple(out)
+
+
+class PEM:
+    """Prefix extending method for heavy hitters (Wang, Li, Lin, Li and Jha, "Locally
+    differentially private heavy hitter identification", IEEE TDSC 2019), each group reporting
+    through Apple's Hadamard count-mean sketch.
+
+    Items are integers of ``bits`` bits (hash or encode strings first). Group ``g`` (of
+    ``len(lengths)``) learns the frequencies of the prefixes of length ``lengths[g]``; the device
+    picks its group uniformly (independently of its value) and reports the top ``lengths[g]``
+    bits of its item through :class:`HCMS` over ``2**lengths[g]`` prefixes at the full epsilon:
+    the report is eps-LDP. Report: ``[group, j, l, b]`` (the group, then the HCMS report).
+
+    Defaults: prefix lengths 12, 18, 24, ... (:func:`prefix_lengths`), sketches of 128 hash
+    functions into 1024 cells (the server queries ``keep 2**6`` candidates per round in
+    ``O(hashes)`` each; more functions shrink the collision term of the variance).
+    """
+
+    name = "PEM"
+
+    def __init__(self, *, epsilon: float, bits: int, lengths: Sequence[int] | None = None,
+                 width: int = 1024, hashes: int = 128, hash_seed: int = 0) -> None:
+        self._epsilon = _check_epsilon(epsilon)
+        self._run_epsilon = calibrated_epsilon(self._epsilon)
+        self._bits = _check_int("bits", bits, 2, 62)
+        if lengths is None:
+            lengths = prefix_lengths(self._bits)
+        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+            raise TypeError(f"lengths must be a sequence of ints, got {lengths!r}")
+        lens = tuple(_check_int("lengths[i]", v, 1, self._bits) for v in lengths)
+        rising = all(lens[i] < lens[i + 1] for i in range(len(lens) - 1))
+        if not lens or lens[-1] != self._bits or not rising:
+            raise ValueError(f"lengths must increase strictly up to bits={self._bits}, got {lens}")
+        if lens[0] > 24:
+            raise ValueError(f"the first prefix length is enumerated: at most 24, got {lens[0]}")
+        self._lengths = lens
+        self._groups = [
+            HCMS(epsilon=self._epsilon, domain=max(2, 1 << n), width=width, hashes=hashes,
+                 hash_seed=_check_int("hash_seed", hash_seed, 0, (1 << 63) - 1 - len(lens)) + g)
+            for g, n in enumerate(lens)
+        ]
+
+    @property
+    def epsilon(self) -> float:
+        """The privacy parameter asked for (the law runs at :attr:`run_epsilon`)."""
+        return self._epsilon
+
+    @property
+    def run_epsilon(self) -> float:
+        """The epsilon every group's sketch is calibrated to (module docstring, Calibration)."""
+        return self._run_epsilon
+
+    @property
+    def bits(self) -> int:
+        """Bits per item."""
+        return self._bits
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """Prefix length of each group."""
+        return self._lengths
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        """Every item (small ``bits`` only: for the exact checks)."""
+        if self._bits > 12:
+            raise ValueError("labels enumerates 2**bits items: use bits <= 12")
+        return tuple(range(1 << self._bits))
+
+    def encode(self, value: Any) -> int:
+        """Check that ``value`` is an int of at most ``bits`` bits."""
+        if isinstance(value, bool) or not isinstance(value, int) or not \
+                0 <= value < 1 << self._bits:
+            raise ValueError(f"PEM: value must be an int in [0, 2**{self._bits}), got {value!r}")
+        return value
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        g = secrets.randbelow(len(self._lengths))
+        return [g, *self._groups[g].randomize(x >> (self._bits - self._lengths[g]))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        x = self.encode(value)
+        share = Fraction(1, len(self._lengths))
+        dist: dict[Any, Fraction] = {}
+        for g, sketch in enumerate(self._groups):
+            prefix = x >> (self._bits - self._lengths[g])
+            for report, pr in sketch.report_distribution(prefix).items():
+                dist[(g, *report)] = share * pr
+        return dist
+
+    def __repr__(self) -> str:
+        s = self._groups[0]
+        return (f"PEM(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
+                f"width={s.width}, hashes={s.hashes}, hash_seed={s.hash_seed})")
+
+
+# ------------------------------------------------------------------------------------------
+# Reference shuffler
+# ------------------------------------------------------------------------------------------
+def shuffle_reports(reports: Iterable[Any]) -> list[Any]:
+    """A uniformly random order of ``reports``: Fisher-Yates with ``secrets.randbelow`` (the OS
+    CSPRNG, exactly uniform at every step), as a new list."""
+    items = list(reports)
+    for i in range(len(items) - 1, 0, -1):
+        j = secrets.randbelow(i + 1)
+        items[i], items[j] = items[j], items[i]
+    return items

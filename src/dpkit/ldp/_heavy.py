@@ -1,0 +1,239 @@
+"""Server side of heavy-hitter discovery over a domain too large to list (PEM).
+
+Prefix extending method (Wang, Li, Lin, Li and Jha, IEEE TDSC 2019): the users are split into
+groups; group ``g`` reports the ``lengths[g]``-bit prefix of its item through a frequency oracle
+(here Apple's Hadamard count-mean sketch, :class:`~dpkit.ldp.HCMS`, so that the server can query
+any candidate in ``O(hashes)`` without listing the domain). The server estimates every prefix of
+the first length, keeps the ``keep`` largest, extends each by every possible next
+``lengths[g] - lengths[g-1]`` bits, estimates those candidates in group ``g``, keeps the
+``keep`` largest again, and so on to full items; the ``top`` largest of the last round are
+returned with their estimated counts.
+
+Counts and intervals: group ``g`` holds ``n_g`` of the ``n`` users, each assigned uniformly
+at random, so an item's count ``c`` is estimated by ``(n / n_g) c_g`` with ``c_g`` the sketch's
+unbiased estimate in the last group. Its variance is ``(n / n_g)^2 (Var_sketch +
+n_g (c/n)(1 - c/n)(n - n_g)/(n - 1))``: the sketch's exact variance (with the plug-in collision
+term of :meth:`~dpkit.ldp.SketchAggregator.estimate_items`) plus the hypergeometric variance of
+how many of the item's holders fell in the group. Intervals are normal at ``confidence``; they
+describe the estimate of a discovered item, not the chance of discovering it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.validation import check_integer
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, PureDpEvent
+from dpkit.ldp import client as _c
+from dpkit.ldp._aggregate import _z
+from dpkit.ldp._protocols import _epsilon
+from dpkit.ldp._sketch import HCMS, SketchAggregator
+from dpkit.noise import RandomSource, resolve_source
+
+__all__ = ["PEM", "HeavyHitters", "PemAggregator"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclasses.dataclass(frozen=True)
+class HeavyHitters:
+    """Discovered items, largest estimate first, with estimated counts and normal intervals."""
+
+    items: IntArray
+    counts: FloatArray
+    std_errors: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    n: int
+    rejected: int
+    group_sizes: tuple[int, ...]
+    confidence: float
+
+    def as_dict(self) -> dict[int, float]:
+        """``{item: estimated count}``."""
+        return {int(i): float(c) for i, c in zip(self.items, self.counts, strict=True)}
+
+
+class PEM(_c.PEM):
+    """Prefix extending method with Hadamard count-mean sketches: see
+    :class:`dpkit.ldp.client.PEM` and the module docstring.
+
+    Array form of reports: ``int64`` rows ``(group, j, l, b)``.
+    """
+
+    _groups: list[HCMS]  # type: ignore[assignment]
+
+    def __init__(self, *, epsilon: float, bits: int, lengths: Sequence[int] | None = None,
+                 width: int = 1024, hashes: int = 128, hash_seed: int = 0) -> None:
+        eps = _epsilon(epsilon)
+        b = check_integer(bits, name="bits", minimum=2, maximum=62)
+        try:
+            _c.PEM.__init__(self, epsilon=eps, bits=b, lengths=lengths, width=width,
+                            hashes=hashes, hash_seed=hash_seed)
+        except (TypeError, ValueError) as exc:
+            raise PrivacyParameterError(str(exc)) from None
+        self._groups = [  # the server sketches (same laws, vectorised)
+            HCMS(epsilon=eps, domain=max(2, 1 << n), width=width, hashes=hashes,
+                 hash_seed=hash_seed + g)
+            for g, n in enumerate(self._lengths)
+        ]
+
+    @property
+    def event(self) -> DpEvent:
+        """One report per user: pure DP at :attr:`run_epsilon` (each user reports in one group,
+        chosen independently of the data, through an eps-LDP sketch)."""
+        return PureDpEvent(epsilon=self.run_epsilon)
+
+    @property
+    def groups(self) -> tuple[HCMS, ...]:
+        """The sketch of each group."""
+        return tuple(self._groups)
+
+    def encode_many(self, values: Any) -> IntArray:
+        """Items as int64; refuses anything outside ``[0, 2**bits)`` (``ValueError``)."""
+        arr = np.asarray(values)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ValueError(f"PEM: values must be ints in [0, 2**{self._bits})")
+        arr = arr.astype(np.int64).reshape(-1)
+        bad = (arr < 0) | (arr >= 1 << self._bits)
+        if bad.any():
+            raise ValueError(f"PEM: value {int(arr[np.argmax(bad)])} is outside "
+                             f"[0, 2**{self._bits})")
+        return arr
+
+    def randomize_many(self, values: Any, source: RandomSource | None = None) -> IntArray:
+        """Reports of many users at once (the law of :meth:`randomize`)."""
+        src = resolve_source(source)
+        x = self.encode_many(values)
+        g = src.integers(len(self._lengths), x.size)
+        out = np.empty((x.size, 4), dtype=np.int64)
+        out[:, 0] = g
+        for k, sketch in enumerate(self._groups):
+            idx = np.flatnonzero(g == k)
+            if idx.size:
+                prefix = x[idx] >> (self._bits - self._lengths[k])
+                out[idx, 1:] = sketch._randomize_indices(prefix, src)
+        return out
+
+    def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
+        """Well-formed reports as rows ``(group, j, l, b)`` and the number rejected."""
+        k, m = self._groups[0].hashes, self._groups[0].width
+        if isinstance(reports, np.ndarray) and reports.dtype.kind in "iu" and reports.ndim == 2 \
+                and reports.shape[1] == 4:
+            arr = reports.astype(np.int64, copy=False)
+            ok = (arr[:, 0] >= 0) & (arr[:, 0] < len(self._lengths)) & (arr[:, 1] >= 0) \
+                & (arr[:, 1] < k) & (arr[:, 2] >= 0) & (arr[:, 2] < m) \
+                & ((arr[:, 3] == 0) | (arr[:, 3] == 1))
+            return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
+        seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
+        good = [
+            tuple(r) for r in seq
+            if isinstance(r, (list, tuple)) and len(r) == 4 and all(type(v) is int for v in r)
+            and 0 <= r[0] < len(self._lengths) and 0 <= r[1] < k and 0 <= r[2] < m
+            and r[3] in (0, 1)
+        ]
+        return np.asarray(good, dtype=np.int64).reshape(-1, 4), len(seq) - len(good)
+
+    def aggregator(self) -> PemAggregator:
+        """A fresh :class:`PemAggregator`."""
+        return PemAggregator(self)
+
+    def heavy_hitters(self, reports: Any, **kwargs: Any) -> HeavyHitters:
+        """Aggregate one batch and discover the heavy hitters (see
+        :meth:`PemAggregator.heavy_hitters`)."""
+        agg = self.aggregator()
+        agg.add(reports)
+        return agg.heavy_hitters(**kwargs)
+
+
+class PemAggregator:
+    """Accumulates PEM reports (one sketch aggregator per group); malformed reports are
+    dropped and counted, never raised."""
+
+    def __init__(self, protocol: PEM) -> None:
+        if not isinstance(protocol, PEM):
+            raise PrivacyParameterError(f"protocol must be a dpkit.ldp.PEM, got {protocol!r}")
+        self.protocol = protocol
+        self._aggs: list[SketchAggregator] = [s.aggregator() for s in protocol.groups]
+        self._rejected = 0
+
+    @property
+    def n(self) -> int:
+        """Accepted reports."""
+        return sum(a.n for a in self._aggs)
+
+    @property
+    def rejected(self) -> int:
+        """Malformed reports dropped."""
+        return self._rejected
+
+    def add(self, reports: Any) -> int:
+        """Add a batch; returns the number accepted."""
+        try:
+            arr, bad = self.protocol.coerce_reports(reports)
+        except TypeError:
+            self._rejected += 1
+            return 0
+        order = np.argsort(arr[:, 0], kind="stable")
+        arr = arr[order]
+        bounds = np.searchsorted(arr[:, 0], np.arange(len(self._aggs) + 1))
+        for g, agg in enumerate(self._aggs):
+            part = arr[bounds[g]:bounds[g + 1], 1:]
+            if part.shape[0]:
+                agg.add(np.ascontiguousarray(part))
+        self._rejected += bad
+        return int(arr.shape[0])
+
+    def merge(self, other: PemAggregator) -> PemAggregator:
+        """Add another shard's aggregator (identical protocol)."""
+        if not isinstance(other, PemAggregator) or repr(other.protocol) != repr(self.protocol):
+            raise PrivacyParameterError("can only merge aggregators of identical PEM protocols")
+        for mine, theirs in zip(self._aggs, other._aggs, strict=True):
+            mine.merge(theirs)
+        self._rejected += other._rejected
+        return self
+
+    def heavy_hitters(self, *, top: int = 100, keep: int | None = None,
+                      confidence: float = 0.95) -> HeavyHitters:
+        """The ``top`` items of largest estimated count (module docstring); ``keep`` prefixes
+        survive each round (default ``2 top``)."""
+        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
+        keep = 2 * top if keep is None else check_integer(keep, name="keep", minimum=top,
+                                                          maximum=1 << 20)
+        z = _z(confidence)
+        lens = self.protocol.lengths
+        n = self.n
+        sizes = tuple(a.n for a in self._aggs)
+        cand = np.arange(1 << lens[0], dtype=np.int64)
+        raw = se_last = np.zeros(0)
+        est = None
+        for g, agg in enumerate(self._aggs):
+            if g:
+                step = lens[g] - lens[g - 1]
+                cand = ((cand[:, None] << step) | np.arange(1 << step, dtype=np.int64)).reshape(-1)
+            est = agg.estimate_items(cand, confidence=confidence)
+            raw = est.raw_counts
+            order = np.argsort(-raw, kind="stable")[:keep if g < len(lens) - 1 else top]
+            cand, raw = cand[order], raw[order]
+            se_last = est.std_errors[order]
+        if est is None or n == 0:
+            empty = np.zeros(0)
+            return HeavyHitters(np.zeros(0, dtype=np.int64), empty, empty, empty, empty, n,
+                                self._rejected, sizes, float(confidence))
+        ng = sizes[-1]
+        scale = n / ng if ng else math.inf
+        counts = raw * scale
+        frac = np.clip(counts / n, 0.0, 1.0)
+        sampling = ng * frac * (1.0 - frac) * (n - ng) / max(n - 1, 1)
+        se = scale * np.sqrt(se_last**2 + sampling)
+        return HeavyHitters(items=cand, counts=counts, std_errors=se, ci_low=counts - z * se,
+                            ci_high=counts + z * se, n=n, rejected=self._rejected,
+                            group_sizes=sizes, confidence=float(confidence))

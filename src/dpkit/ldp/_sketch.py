@@ -1,0 +1,379 @@
+"""Server side of Apple's sketches (CMS, HCMS): vectorised hashing, simulation, decoding.
+
+Both sketches are frequency oracles (a report supports item ``v`` with probability ``p`` when the
+user holds ``v`` and ``q`` otherwise) whose ``q`` holds over the draw of the public hash
+functions. With ``k`` hash functions drawn from a 3-wise independent family (simple tabulation)
+and each user choosing one uniformly, the estimate ``c_v = (S_v - n q)/(p - q)`` is unbiased and
+its variance over the coins, the users' choices of function and the draw of the functions is
+exactly
+
+``Var[c_v] = (n_v p(1-p) + (n - n_v) q(1-q)) / (p-q)^2 + (F - (n - n_v)) / (k (m - 1))``
+
+where ``F = sum_{u != v} n_u^2`` is the sum of the squared counts of the other items. Derivation:
+given the functions, a user holding ``u != v`` supports ``v`` with probability
+``pi_u = (1 - p') + a c_u`` (CMS: ``p' = p``, ``a = 2p - 1``; HCMS: ``pi_u = 1/2 + a c_u``,
+``a = p - 1/2``) where ``c_u`` is the fraction of functions on which ``u`` and ``v`` collide;
+``E c_u = 1/m``, ``Var c_u = (1/m)(1 - 1/m)/k`` and, by 3-wise independence, the ``c_u`` are
+uncorrelated. The law of total variance gives ``sum n_u (q(1-q) - a^2 Var c) + a^2 Var c F``,
+and ``a^2 Var c / (p - q)^2 = 1/(k (m - 1))`` because ``p - q = a (1 - 1/m)``. When every other
+user holds a distinct item (``F = n - n_v``) the last term vanishes and this is the variance of a
+"pure" protocol (Wang et al., USENIX Security 2017).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.validation import check_integer, check_nonnegative, check_probability
+from dpkit.errors import PrivacyParameterError
+from dpkit.ldp import client as _c
+from dpkit.ldp._aggregate import FrequencyAggregator, FrequencyEstimate, _z
+from dpkit.ldp._protocols import SUE, FrequencyOracle, _epsilon, _users
+from dpkit.ldp._sampling import bernoulli_threshold
+from dpkit.noise import RandomSource
+
+__all__ = ["CMS", "HCMS", "SketchAggregator", "SketchOracle"]
+
+IntArray = npt.NDArray[np.int64]
+_LIST_LIMIT = _c.MAX_DOMAIN  # estimate every item only up to this many
+
+
+def _sketch_args(domain: Any, width: Any, hashes: Any, hash_seed: Any
+                 ) -> tuple[int | Sequence[Hashable], int, int, int]:
+    if isinstance(domain, (int, np.integer)) and not isinstance(domain, (bool, np.bool_)):
+        dom: int | Sequence[Hashable] = check_integer(domain, name="domain", minimum=2,
+                                                      maximum=_c.MAX_SKETCH_DOMAIN)
+    else:
+        from dpkit.ldp._protocols import _domain
+
+        dom = _domain(domain)
+    m = check_integer(width, name="width", minimum=2, maximum=1 << 20)
+    if m & (m - 1):
+        raise PrivacyParameterError(f"width must be a power of two (Apple's sketches), got {m}")
+    k = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
+    seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 1)
+    return dom, m, k, seed
+
+
+class SketchOracle(FrequencyOracle):
+    """Server-side pieces shared by :class:`CMS` and :class:`HCMS` (see the module docstring)."""
+
+    _k: int
+    _m: int
+    _seed: int
+    _np_tables: npt.NDArray[np.uint64] | None = None
+
+    # -- hashing -------------------------------------------------------------------------------
+    def _tables_np(self) -> npt.NDArray[np.uint64]:
+        """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes)."""
+        if self._np_tables is None:
+            out = np.empty((self._k, 8, 256), dtype=np.uint64)
+            for j in range(self._k):
+                for i in range(8):
+                    out[j, i] = np.frombuffer(_c.sketch_table_bytes(self._seed, j, i), dtype="<u8")
+            self._np_tables = out
+        return self._np_tables
+
+    def cells(self, rows: Any, items: Any) -> IntArray:
+        """``h_rows(items)`` elementwise (broadcast), the vectorised :meth:`cell`."""
+        flat = self._tables_np().reshape(-1)
+        r = np.asarray(rows, dtype=np.int64)
+        x = np.asarray(items, dtype=np.int64)
+        r, x = np.broadcast_arrays(r, x)
+        base = r * 2048
+        h = np.zeros(r.shape, dtype=np.uint64)
+        for i in range(8):
+            byte = (x >> (8 * i)) & 0xFF
+            if i and not byte.any():
+                h ^= flat[base + i * 256]  # every item has this byte 0: one look-up per row
+            else:
+                h ^= np.take(flat, base + (i * 256 + byte))
+        return (h & np.uint64(self._m - 1)).astype(np.int64)
+
+    def all_cells(self, items: Any) -> IntArray:
+        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (row by row, so
+        each row's 16 KiB of tables stays in cache)."""
+        tables = self._tables_np()
+        x = np.asarray(items, dtype=np.int64).reshape(-1)
+        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
+        idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
+        out = np.empty((self._k, x.size), dtype=np.int64)
+        mask = np.uint64(self._m - 1)
+        for j in range(self._k):
+            t = tables[j]
+            zero = np.uint64(0)
+            for i in range(nbytes, 8):
+                zero ^= t[i, 0]
+            h = t[0][idx[0]] ^ zero
+            for i in range(1, nbytes):
+                h ^= t[i][idx[i]]
+            out[j] = (h & mask).astype(np.int64)
+        return out
+
+    # -- variance ------------------------------------------------------------------------------
+    def variance(self, n: int, frequency: float = 0.0, *,
+                 other_squares: float | None = None) -> float:
+        """Exact variance of an item's estimated count (module docstring): ``n`` users, the
+        item's relative frequency ``frequency``, and ``other_squares`` the sum of the squared
+        counts of the other items (default ``n (1 - frequency)``: every other user holds a
+        distinct item, which removes the collision term)."""
+        n = _users(n)
+        f = check_probability(frequency, name="frequency")
+        base = float(self._count_variance(n, np.float64(f)))
+        if other_squares is None:
+            return base
+        sq = check_nonnegative(other_squares, "other_squares")
+        return base + (sq - n * (1.0 - f)) / (self._k * (self._m - 1))
+
+    # -- values --------------------------------------------------------------------------------
+    def encode_many(self, values: Any) -> IntArray:
+        if self._labels is None and self._d > _LIST_LIMIT:
+            arr = np.asarray(values)
+            if arr.size and arr.dtype.kind not in "iu":
+                raise ValueError(f"{self.name}: values must be ints in [0, {self._d})")
+            arr = arr.astype(np.int64).reshape(-1)
+            bad = (arr < 0) | (arr >= self._d)
+            if bad.any():
+                raise ValueError(f"{self.name}: value {int(arr[np.argmax(bad)])} is outside "
+                                 f"the domain [0, {self._d})")
+            return arr
+        return super().encode_many(values)
+
+    # -- server --------------------------------------------------------------------------------
+    def query(self, stat: IntArray, items: Any) -> IntArray:
+        """Support counts ``S_v`` of domain indices ``items`` from an accumulated statistic."""
+        x = np.asarray(items, dtype=np.int64).reshape(-1)
+        table = self._cell_table(stat)
+        offsets = (np.arange(self._k, dtype=np.int64) * self._m)[:, None]
+        flat = table.reshape(-1)
+        out = np.zeros(x.size, dtype=np.int64)
+        step = max(1, (1 << 22) // self._k)
+        for lo in range(0, x.size, step):
+            cells = self.all_cells(x[lo:lo + step])
+            out[lo:lo + step] = np.take(flat, cells + offsets).sum(axis=0)
+        return self._support_from_cells(stat, out)
+
+    def _cell_table(self, stat: IntArray) -> IntArray:
+        raise NotImplementedError
+
+    def _support_from_cells(self, stat: IntArray, summed: IntArray) -> IntArray:
+        return summed
+
+    def support_from_statistic(self, stat: IntArray) -> IntArray:
+        if self._d > _LIST_LIMIT:
+            raise PrivacyParameterError(
+                f"the domain has {self._d:,} items, too many to list; estimate chosen items "
+                "with aggregator().estimate_items(items)"
+            )
+        return self.query(stat, np.arange(self._d, dtype=np.int64))
+
+    def support_counts(self, reports: Any) -> IntArray:
+        return self.support_from_statistic(self.statistic(reports))
+
+    def aggregator(self) -> SketchAggregator:
+        """A fresh :class:`SketchAggregator` (a frequency aggregator that also answers items of
+        a domain too large to list)."""
+        return SketchAggregator(self)
+
+
+class CMS(SketchOracle, _c.CMS):
+    """Apple's count-mean sketch: see :class:`dpkit.ldp.client.CMS` and the module docstring.
+
+    Array form of reports: ``uint8`` rows of ``2 + ceil(m/8)`` bytes, the function index ``j``
+    (little-endian, two bytes) then the cell bits. The statistic is the ``k x m`` table of bit
+    counts, ``S_v = sum_j M[j, h_j(v)]``. Variance at frequency 0 (no heavy collisions):
+    ``n q(1-q)/(p-q)^2``, about ``n e^(eps/2)/(e^(eps/2) - 1)^2`` for large ``m``.
+    """
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        dom, m, k, seed = _sketch_args(domain, width, hashes, hash_seed)
+        _c.CMS.__init__(self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k,
+                        hash_seed=seed)
+        self._sue = SUE(epsilon=self._epsilon, domain=m)  # same law as the client's cells
+        self._cells = self._sue
+
+    @property
+    def _nb(self) -> int:
+        return (self._m + 7) // 8
+
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> npt.NDArray[np.uint8]:
+        j = source.integers(self._k, x.size)
+        bits = self._sue._randomize_indices(self.cells(j, x), source)
+        out = np.empty((x.size, 2 + self._nb), dtype=np.uint8)
+        out[:, 0] = j & 0xFF
+        out[:, 1] = j >> 8
+        out[:, 2:] = bits
+        return out
+
+    def coerce_reports(self, reports: Any) -> tuple[npt.NDArray[np.uint8], int]:
+        nb = self._nb
+        if isinstance(reports, np.ndarray) and reports.dtype == np.uint8 and reports.ndim == 2 \
+                and reports.shape[1] == 2 + nb:
+            j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
+            pad = np.uint8(0xFF ^ self._sue._pad_mask)
+            ok = ((reports[:, -1] & pad) == 0) & (j < self._k)
+            return reports[ok], int(reports.shape[0] - np.count_nonzero(ok))
+        seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
+        good_j: list[int] = []
+        good_bits: list[str] = []
+        for r in seq:
+            if isinstance(r, (list, tuple)) and len(r) == 2 and type(r[0]) is int \
+                    and 0 <= r[0] < self._k:
+                bad = self._sue.coerce_reports([r[1]])[1]
+                if not bad:
+                    good_j.append(r[0])
+                    good_bits.append(r[1])
+        out = np.empty((len(good_j), 2 + nb), dtype=np.uint8)
+        if good_j:
+            jj = np.asarray(good_j, dtype=np.int64)
+            out[:, 0], out[:, 1] = jj & 0xFF, jj >> 8
+            out[:, 2:] = self._sue.coerce_reports(good_bits)[0]
+        return out, len(seq) - len(good_j)
+
+    def statistic(self, reports: npt.NDArray[np.uint8]) -> IntArray:
+        """The ``k x m`` table of bit counts, flattened (additive across batches)."""
+        j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
+        table = np.zeros((self._k, self._m), dtype=np.int64)
+        order = np.argsort(j, kind="stable")
+        step = 1 << 15
+        for lo in range(0, order.size, step):
+            idx = order[lo:lo + step]
+            jj = j[idx]
+            bits = np.unpackbits(reports[idx, 2:], axis=1, bitorder="little")[:, :self._m]
+            starts = np.flatnonzero(np.r_[True, jj[1:] != jj[:-1]])
+            table[jj[starts]] += np.add.reduceat(bits, starts, axis=0, dtype=np.int64)
+        return table.reshape(-1)
+
+    def _cell_table(self, stat: IntArray) -> IntArray:
+        return stat.reshape(self._k, self._m)
+
+
+def _fwht_rows(a: IntArray) -> IntArray:
+    """Unnormalised fast Walsh-Hadamard transform of every row (exact, integers)."""
+    a = a.copy()
+    rows, size = a.shape
+    h = 1
+    while h < size:
+        v = a.reshape(rows, -1, 2, h)
+        x, y = v[:, :, 0, :].copy(), v[:, :, 1, :]
+        v[:, :, 0, :] += y
+        v[:, :, 1, :] = x - y
+        h *= 2
+    return a
+
+
+class HCMS(SketchOracle, _c.HCMS):
+    """Apple's Hadamard count-mean sketch: see :class:`dpkit.ldp.client.HCMS`.
+
+    Array form of reports: ``int64`` rows ``(j, l, b)``. The statistic is the histogram of
+    ``(j, l, b)``; with ``D_j`` the row of ``#(b = 1) - #(b = 0)`` over ``l`` and ``W_j`` its
+    Walsh-Hadamard transform, ``S_v = sum_j (n_j + W_j[h_j(v)]) / 2`` (``n_j`` reports used
+    function ``j``). Variance at frequency 0 (no heavy collisions): ``n q(1-q)/(p-q)^2``, about
+    ``n ((e^eps + 1)/(e^eps - 1))^2`` for large ``m``.
+    """
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
+                 hashes: int = 1024, hash_seed: int = 0) -> None:
+        dom, m, k, seed = _sketch_args(domain, width, hashes, hash_seed)
+        _c.HCMS.__init__(self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k,
+                         hash_seed=seed)
+
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
+        j = source.integers(self._k, x.size)
+        col = source.integers(self._m, x.size)
+        plus = (np.bitwise_count(self.cells(j, x) & col) & 1) == 0
+        keep = bernoulli_threshold(source, self._keep, x.size)
+        return np.stack([j, col, (plus == keep).astype(np.int64)], axis=1)
+
+    def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
+        if isinstance(reports, np.ndarray) and reports.dtype.kind in "iu" and reports.ndim == 2 \
+                and reports.shape[1] == 3:
+            arr = reports.astype(np.int64, copy=False)
+            ok = (arr[:, 0] >= 0) & (arr[:, 0] < self._k) & (arr[:, 1] >= 0) \
+                & (arr[:, 1] < self._m) & ((arr[:, 2] == 0) | (arr[:, 2] == 1))
+            return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
+        seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
+        good = [
+            (r[0], r[1], r[2]) for r in seq
+            if isinstance(r, (list, tuple)) and len(r) == 3 and all(type(v) is int for v in r)
+            and 0 <= r[0] < self._k and 0 <= r[1] < self._m and r[2] in (0, 1)
+        ]
+        return np.asarray(good, dtype=np.int64).reshape(-1, 3), len(seq) - len(good)
+
+    def statistic(self, reports: IntArray) -> IntArray:
+        """Histogram of ``(j, l, b)``, flattened (additive across batches)."""
+        flat = (reports[:, 0] * self._m + reports[:, 1]) * 2 + reports[:, 2]
+        return np.bincount(flat, minlength=2 * self._k * self._m).astype(np.int64)
+
+    def _cell_table(self, stat: IntArray) -> IntArray:
+        h = stat.reshape(self._k, self._m, 2)
+        return _fwht_rows(h[:, :, 1] - h[:, :, 0])
+
+    def _support_from_cells(self, stat: IntArray, summed: IntArray) -> IntArray:
+        n = int(stat.sum())
+        return (n + summed) // 2
+
+
+class SketchAggregator(FrequencyAggregator):
+    """A :class:`~dpkit.ldp.FrequencyAggregator` for a sketch, which can also estimate chosen
+    items of a domain too large to list (:meth:`estimate_items`)."""
+
+    protocol: SketchOracle
+
+    def estimate_items(self, items: Any, *, confidence: float = 0.95,
+                       other_squares: float | None = None) -> FrequencyEstimate:
+        """Unbiased counts of the domain indices ``items`` with standard errors and intervals.
+
+        The standard error is the exact variance (module docstring) at the clipped estimate,
+        with the collision term's ``F`` taken from ``other_squares`` when given, else plugged in
+        from these items' own clipped estimates (the rest of the users counted as distinct
+        items): right when ``items`` include the heavy items, as a heavy-hitter search's do.
+        """
+        z = _z(confidence)
+        proto, n = self.protocol, self.n
+        x = np.asarray(items, dtype=np.int64).reshape(-1)
+        if x.size and (x.min() < 0 or x.max() >= proto.d):
+            raise PrivacyParameterError(f"items must be domain indices in [0, {proto.d})")
+        p, q = proto.p, proto.q
+        support = np.zeros(x.size) if self._stat is None else proto.query(self._stat, x)
+        raw = (support - n * q) / (p - q)
+        raw = np.asarray(raw, dtype=np.float64).reshape(-1)
+        if n:
+            f = np.clip(raw / n, 0.0, 1.0)
+            clipped = f * n
+            if other_squares is None:
+                heavy = float(np.sum(clipped**2)) + max(n - float(clipped.sum()), 0.0)
+                sq = np.maximum(heavy - clipped**2, n * (1.0 - f))
+            else:
+                sq = np.full(x.size, check_nonnegative(other_squares, "other_squares"))
+            var = proto._count_variance(n, f) + (sq - n * (1.0 - f)) / (
+                proto._k * (proto._m - 1))
+            se = np.sqrt(np.maximum(var, 0.0))
+        else:
+            se = np.full(x.size, np.inf)
+        labels = tuple(int(v) for v in x) if proto._labels is None else tuple(
+            proto.labels[int(v)] for v in x)
+        return FrequencyEstimate(
+            labels=labels, counts=raw, raw_counts=raw, std_errors=se, ci_low=raw - z * se,
+            ci_high=raw + z * se, n=n, rejected=self.rejected, confidence=float(confidence),
+            postprocess=None,
+        )
+
+    def merge(self, other: FrequencyAggregator) -> FrequencyAggregator:
+        """Add another shard's aggregator (same sketch: parameters and hash seed)."""
+        same = (isinstance(other, SketchAggregator)
+                and type(other.protocol) is type(self.protocol)
+                and repr(other.protocol) == repr(self.protocol)
+                and other.protocol._labels == self.protocol._labels)
+        if not same:
+            raise PrivacyParameterError("can only merge aggregators of identical sketches")
+        if other._stat is not None:
+            self._stat = other._stat.copy() if self._stat is None else self._stat + other._stat
+        self._n += other._n
+        self._rejected += other._rejected
+        return self

@@ -1,0 +1,146 @@
+"""Apple's sketches (CMS, HCMS): exact privacy, client/server agreement, the exact variance
+(collision term included) against simulation, malformed reports, domains too large to list."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpkit import ldp
+from dpkit.audit import audit_ldp
+from dpkit.errors import PrivacyParameterError
+from dpkit.ldp import client
+from dpkit.noise import RandomSource
+
+ALPHA = 1e-6
+Z = 5.33  # two-sided normal quantile at 1e-7 (below ALPHA)
+SKETCHES = (ldp.CMS, ldp.HCMS)
+
+
+def _src(seed: int) -> RandomSource:
+    return RandomSource(seed=seed, insecure=True)
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+def test_exact_ldp_ratio(cls: Any, epsilon: float) -> None:
+    proto = cls(epsilon=epsilon, domain=6, width=4, hashes=3, hash_seed=11)
+    check = ldp.check_ldp(proto)
+    assert check.holds and check.laws_sum_to_one
+    # the bound is attained (two inputs hashed apart by some function): not a loose claim
+    assert check.max_ratio is not None
+    assert float(check.max_ratio) == pytest.approx(math.exp(proto.run_epsilon), rel=1e-9)
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+def test_client_and_server_hash_alike(cls: Any) -> None:
+    kw = {"epsilon": 1.0, "domain": 1 << 40, "width": 256, "hashes": 64, "hash_seed": 5}
+    server, device = cls(**kw), getattr(client, cls.__name__)(**kw)
+    rows = np.array([0, 1, 17, 63] * 3)
+    items = np.array([0, 1, 2, 255, 256, 65_535, 1 << 32, (1 << 40) - 1, 12_345_678_901,
+                      7, 8, 9])
+    assert server.cells(rows, items).tolist() == [device.cell(int(j), int(x))
+                                                  for j, x in zip(rows, items, strict=True)]
+
+
+def _collision_trials(cls: Any, trials: int, seed: int) -> tuple[np.ndarray, Any, np.ndarray]:
+    """Estimates of item 0 under fresh hash functions per trial: 600 users, item 0 held by 60,
+    a heavy item 1 by 300 (heavy collisions) and the rest distinct."""
+    counts = np.array([60, 300] + [1] * 240)
+    values = np.repeat(np.arange(counts.size), counts)
+    src = _src(seed)
+    out = np.empty(trials)
+    proto = None
+    for t in range(trials):
+        proto = cls(epsilon=2.0, domain=1 << 20, width=8, hashes=4, hash_seed=seed * 10_000 + t)
+        agg = proto.aggregator()
+        agg.add(proto.randomize_many(values, source=src))
+        out[t] = agg.estimate_items([0]).raw_counts[0]
+    return out, proto, counts
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+def test_variance_with_collisions_matches_simulation(cls: Any) -> None:
+    est, proto, counts = _collision_trials(cls, 800, seed=3 + (cls is ldp.HCMS))
+    n = int(counts.sum())
+    others = float(np.sum(counts[1:] ** 2))
+    var = proto.variance(n, counts[0] / n, other_squares=others)
+    pure = proto.variance(n, counts[0] / n)
+    assert var > 2.0 * pure  # the collision term matters here
+    r = est.size
+    # unbiased over the draw of the functions
+    assert abs(est.mean() - counts[0]) <= Z * math.sqrt(var / r)
+    # sample variance vs the exact one, with the standard error of a sample variance
+    dev = est - est.mean()
+    s2 = float(np.mean(dev**2)) * r / (r - 1)
+    se_s2 = math.sqrt(max(float(np.mean(dev**4)) - s2 * s2, 0.0) / r)
+    assert abs(s2 - var) <= Z * se_s2
+    # companion: the same test rejects the variance without the collision term
+    assert abs(s2 - pure) > Z * se_s2
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+def test_estimates_on_a_huge_domain_and_malformed_reports(cls: Any) -> None:
+    proto = cls(epsilon=3.0, domain=1 << 32, width=256, hashes=128, hash_seed=1)
+    src = _src(9)
+    values = np.concatenate([np.full(3000, 4_000_000_000), np.full(1500, 17),
+                             src.integers(1 << 32, 5500)])
+    agg = proto.aggregator()
+    agg.add(proto.randomize_many(values, source=src))
+    device = getattr(client, cls.__name__)(epsilon=3.0, domain=1 << 32, width=256, hashes=128,
+                                          hash_seed=1)
+    good = [device.randomize(17) for _ in range(50)]
+    junk: list[Any] = [None, "x", [1], [-1, 0, 0], [0, 0, 2], [1 << 20, "00"], [0, "zz"],
+                       [True, 0, 1], 3.5]
+    assert agg.add(good + junk) == 50
+    assert agg.rejected == len(junk) and agg.n == 10_050
+    assert agg.add(5) == 0 and agg.rejected == len(junk) + 1  # not even a batch
+    est = agg.estimate_items([4_000_000_000, 17, 5], confidence=0.999)
+    assert est.labels == (4_000_000_000, 17, 5)
+    lo, hi = est.ci_low, est.ci_high
+    assert lo[0] < 3000 < hi[0] and lo[1] < 1550 < hi[1]
+    assert np.all(est.std_errors > 0)
+    with pytest.raises(PrivacyParameterError, match="too many to list"):
+        agg.estimate()
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+def test_shards_merge_and_parameters_are_validated(cls: Any) -> None:
+    a = cls(epsilon=1.0, domain=100, width=64, hashes=8)
+    src = _src(2)
+    x = src.integers(100, 4000)
+    one, two, whole = a.aggregator(), a.aggregator(), a.aggregator()
+    r1, r2 = a.randomize_many(x[:1500], source=src), a.randomize_many(x[1500:], source=src)
+    one.add(r1)
+    two.add(r2)
+    whole.add(r1)
+    whole.add(r2)
+    assert np.array_equal(one.merge(two).support, whole.support)
+    other = cls(epsilon=1.0, domain=100, width=64, hashes=8, hash_seed=1)
+    with pytest.raises(PrivacyParameterError):
+        a.aggregator().merge(other.aggregator())
+    for bad in ({"width": 3}, {"width": 0}, {"hashes": 0}, {"hash_seed": -1},
+                {"domain": 1}, {"domain": 1 << 63}, {"width": True}):
+        with pytest.raises(PrivacyParameterError):
+            cls(epsilon=1.0, **{"domain": 100, **bad})
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+def test_auditor_on_the_client(cls: Any) -> None:
+    conf = 1.0 - ALPHA
+    good = audit_ldp(cls(epsilon=1.0, domain=4, width=4, hashes=2, hash_seed=3),
+                     samples=20_000, confidence=conf, source=_src(4))
+    assert not good.violated
+
+    class Broken(cls):  # type: ignore[misc,valid-type]
+        """Keeps the true cell as if epsilon were 3 while claiming 1."""
+
+        def __init__(self) -> None:
+            super().__init__(epsilon=3.0, domain=4, width=4, hashes=2, hash_seed=3)
+            self._epsilon = 1.0
+
+    bad = audit_ldp(Broken(), samples=20_000, confidence=conf, source=_src(5))
+    assert bad.violated
