@@ -62,10 +62,10 @@ from dpkit.events import (
     NonPrivateEvent,
     NoOpEvent,
     PoissonSampledEvent,
-    SampledWithoutReplacementEvent,
     PureDpEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCdpEvent,
 )
