@@ -53,7 +53,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.events", "dpkit.noise", "dpkit.fdp"}),
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),
-    frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger"}),
+    frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger", "dpkit.training"}),
     frozenset({"dpkit.service"}),
     frozenset({"dpkit"}),
     frozenset({"dpkit.cli"}),

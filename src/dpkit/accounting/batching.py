@@ -252,7 +252,7 @@ def _truncated_upper(acct: PldAccountant, eta: float, delta: float) -> float:
         return 0.0
     try:
         return search(ok, 0.0, max(start, 1e-6), holds="above", expand="up", limit=700.0,
-                      rtol=1e-9, what="truncated Poisson epsilon")
+                      rtol=1e-6, what="truncated Poisson epsilon")
     except SearchError:
         return math.inf
 
