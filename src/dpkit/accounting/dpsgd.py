@@ -205,7 +205,7 @@ def dpsgd_epsilon(
                   sampling_rate)
     if sch is not None:
         return dpsgd_bounds(sch, noise_multiplier=noise_multiplier, delta=delta,
-                            steps=_scheme_steps(sch, steps, epochs)).upper
+                            steps=_scheme_steps(sch, steps, epochs), with_lower=False).upper
     q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
     sigma = check_positive(noise_multiplier, "noise_multiplier")
@@ -258,7 +258,8 @@ def dpsgd_noise_multiplier(
 
         def eps_of(s: float) -> float:
             try:
-                return dpsgd_bounds(sch, noise_multiplier=s, delta=d, steps=n).upper
+                return dpsgd_bounds(sch, noise_multiplier=s, delta=d, steps=n,
+                                    with_lower=False).upper
             except (PrivacyParameterError, OverflowError, MemoryError):
                 return math.inf
     else:

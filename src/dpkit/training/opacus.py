@@ -83,7 +83,7 @@ class DpkitOpacusAccountant:
         if self.sampler is not None:
             sigma = min(s for s, _, _ in self.history)
             return dpsgd_bounds(self.sampler.scheme, noise_multiplier=sigma, delta=d,
-                                steps=len(self)).upper
+                                steps=len(self), with_lower=False).upper
         acct = PldAccountant()
         for s, q, k in self.history:
             acct.compose(PoissonSampledEvent(sampling_rate=q,
