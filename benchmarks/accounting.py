@@ -407,7 +407,10 @@ def schemes() -> str:
         "and the lower bound (Chua et al. 2024's construction, the largest batch sum per "
         "epoch) shows how much of the gap is real. dp-accounting's truncated-Poisson event "
         "models a different step (the sum normalised by the truncated batch), so its figure "
-        "is shown for reference only. Truncated Poisson reads inf at 100 epochs: the chance that some batch of the run is cut (23,440 steps) exceeds delta / 2 at this maximum batch size; a larger maximum brings it back. Times were taken on a machine shared with other jobs: compare them within a row only.",
+        "is shown for reference only. Truncated Poisson reads inf at 100 epochs: the chance "
+        "that some batch of the run is cut (23,440 steps) exceeds delta / 2 at this "
+        "maximum batch size; a larger maximum brings it back. Times were taken on a "
+        "machine shared with other jobs: compare them within a row only.",
     ]
     return "\n".join(lines)
 
