@@ -60,6 +60,7 @@ __all__ = [
     "PureDpEvent",
     "RandomizedResponseEvent",
     "ReportNoisyMaxEvent",
+    "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ZCdpEvent",
     "as_neighbouring",
@@ -358,6 +359,36 @@ class PoissonSampledEvent(DpEvent):
             raise PrivacyParameterError(f"event must be a DpEvent, got {self.event!r}")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SampledWithoutReplacementEvent(DpEvent):
+    """``event`` applied to a batch of exactly ``sample_size`` of ``dataset_size`` records, drawn
+    uniformly without replacement (a fixed-size batch).
+
+    Analysed under replace-one neighbours only (the batch size reveals the dataset size, so
+    add/remove is not meaningful for a fixed size): the inner event must state
+    ``neighbouring="replace"``. The PLD accountant reads a Gaussian inner event through the
+    dominating pair of sampling without replacement of Zhu, Dong and Wang (2022); other
+    accountants refuse it.
+    """
+
+    sample_size: int
+    dataset_size: int
+    event: DpEvent
+    type_name: ClassVar[str] = "sampled_without_replacement"
+
+    def __post_init__(self) -> None:
+        n = check_integer(self.dataset_size, name="dataset_size", minimum=1)
+        b = check_integer(self.sample_size, name="sample_size", minimum=0)
+        if b > n:
+            raise PrivacyParameterError(
+                f"sample_size ({b}) must not exceed dataset_size ({n}); lower the batch size"
+            )
+        object.__setattr__(self, "dataset_size", n)
+        object.__setattr__(self, "sample_size", b)
+        if not isinstance(self.event, DpEvent):
+            raise PrivacyParameterError(f"event must be a DpEvent, got {self.event!r}")
+
+
 EVENT_TYPES: dict[str, type[DpEvent]] = {
     cls.type_name: cls
     for cls in (
@@ -375,6 +406,7 @@ EVENT_TYPES: dict[str, type[DpEvent]] = {
         ComposedEvent,
         SelfComposedEvent,
         PoissonSampledEvent,
+        SampledWithoutReplacementEvent,
     )
 }
 

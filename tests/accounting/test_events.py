@@ -29,6 +29,7 @@ from dpkit.accounting.events import (
     PureDpEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCdpEvent,
     event_from_dict,
@@ -56,6 +57,8 @@ EXAMPLES: list[DpEvent] = [
         event=PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.1)),
         count=1000),
     ZCdpEvent(rho=0.125),
+    SampledWithoutReplacementEvent(sample_size=4, dataset_size=10, event=GaussianEvent(
+        noise_multiplier=0.5, neighbouring="replace")),
     ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23),
 ]
 

@@ -29,6 +29,15 @@ Pairs:
   ``(|y| - |y - 1|) / b``): remove ``L = log(1 - q + q e^g)``, add ``L = -log(1 - q + q e^g)``
   (the subsampled Gaussian pairs of Koskela, Jalko and Honkela 2020 and of the dominating-pair
   analysis of Poisson subsampling by Zhu, Dong and Wang 2022).
+* :class:`ReplacePair`: ``P = (1 - q) N(0, s^2) + q N(-1, s^2)`` against
+  ``Q = (1 - q) N(0, s^2) + q N(1, s^2)``: the Gaussian sum query on a batch drawn *without
+  replacement* (a fixed-size batch holding each record with probability ``q``) under replace-one
+  neighbours, where the replaced record's contribution moves from ``-1`` to ``+1`` (Zhu, Dong
+  and Wang 2022, dominating pairs of sampling without replacement under the replace-one
+  relation; attained when all other records contribute 0). The pair is symmetric
+  (``y -> -y`` swaps ``P`` and ``Q``), so one direction serves both. With ``g = y / s^2`` and
+  ``c = 1 / (2 s^2)`` the loss ``L = log(1 - q + q e^{-g-c}) - log(1 - q + q e^{g-c})``
+  decreases in ``y``.
 * :class:`AtomPair`: a pair whose loss takes finitely many values (randomized response,
   discrete Laplace/Gaussian, the worst-case pair of (epsilon, delta)-DP), given as
   ``(loss, P-mass)`` atoms plus a mass at ``+inf``; ``Q(loss = l) = P(loss = l) e^-l``.
@@ -54,6 +63,7 @@ __all__ = [
     "FloatArray",
     "MixturePair",
     "Pair",
+    "ReplacePair",
     "Tails",
     "atom_pair",
     "discrete_gaussian_pair",
@@ -192,6 +202,65 @@ class MixturePair:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplacePair:
+    """The symmetric replace-one pair of sampling without replacement; see the module docstring."""
+
+    scale: float  # s: noise standard deviation in units of a contribution's largest norm
+    rate: float  # q in (0, 1]: the probability that the replaced record is in the batch
+
+    def _log_threshold(self, e: FloatArray) -> FloatArray:
+        """``log z*`` with ``{L > e} = {e^g < z*}``, ``z*`` the positive root of
+        ``E a z^2 + (E - 1) r z - a = 0`` (``E = e^e``, ``a = q e^{-c}``, ``r = 1 - q``),
+        written without overflow for ``e >= 0`` and by the symmetry ``z*(-e) = 1 / z*(e)``."""
+        s, q = self.scale, self.rate
+        r = 1.0 - q
+        log_a = math.log(q) - 0.5 / s / s
+        ae = np.abs(np.asarray(e, dtype=np.float64))
+        with np.errstate(over="ignore", under="ignore"):
+            d = -np.expm1(-ae) * r  # (E - 1) r / E
+            root = np.sqrt(d * d + 4.0 * np.exp(2.0 * log_a - ae))
+            out = math.log(2.0) + log_a - ae - np.log(d + root)
+        return np.where(np.asarray(e) >= 0.0, out, -out)
+
+    def tails(self, e: FloatArray) -> Tails:
+        """``(P(L > e), Q(L > e), P(L <= e), Q(L <= e))`` on the array ``e``."""
+        s, q = self.scale, self.rate
+        y = s * s * self._log_threshold(e)  # L > e  <=>  Y < y
+        with np.errstate(invalid="ignore"):
+            m0, mp, mq = special.ndtr(y / s), special.ndtr((y + 1.0) / s), special.ndtr(
+                (y - 1.0) / s)
+            c0, cp, cq = special.ndtr(-y / s), special.ndtr(-(y + 1.0) / s), special.ndtr(
+                -(y - 1.0) / s)
+        r = 1.0 - q
+        return (np.asarray(r * m0 + q * mp, dtype=np.float64),
+                np.asarray(r * m0 + q * mq, dtype=np.float64),
+                np.asarray(r * c0 + q * cp, dtype=np.float64),
+                np.asarray(r * c0 + q * cq, dtype=np.float64))
+
+    def _loss(self, y: float) -> float:
+        s, q = self.scale, self.rate
+        g = y / s / s
+        c = 0.5 / s / s
+        lr = math.log1p(-q) if q < 1.0 else -math.inf
+        lq = math.log(q)
+        return float(np.logaddexp(lr, lq - g - c) - np.logaddexp(lr, lq + g - c))
+
+    def unbounded(self) -> bool:
+        """The loss grows without bound as ``y -> -inf``."""
+        return True
+
+    def atom(self) -> float | None:
+        """No atoms (continuous loss)."""
+        return None
+
+    def bounds(self, tail: float) -> tuple[float, float]:
+        """A loss interval holding all but ``tail`` of the P-mass on each side."""
+        z = float(-special.ndtri(tail))
+        s = self.scale
+        return self._loss(z * s), self._loss(-1.0 - z * s)
+
+
+@dataclasses.dataclass(frozen=True)
 class AtomPair:
     """A pair whose privacy loss takes finitely many values (plus possibly ``+inf``)."""
 
@@ -244,7 +313,7 @@ def worst_case_pair(epsilon: float, delta: float) -> AtomPair:
     return AtomPair((-epsilon, epsilon), (lo, hi), delta)
 
 
-Pair = MixturePair | AtomPair
+Pair = MixturePair | ReplacePair | AtomPair
 
 
 def _scale_for(mu: float) -> float:

@@ -26,6 +26,7 @@ from dpkit.events import (
     DpEvent,
     Neighbouring,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -36,7 +37,8 @@ def stated_relations(event: DpEvent) -> frozenset[Neighbouring]:
     """The neighbouring relations stated by the leaves of ``event`` (composites walked)."""
     if isinstance(event, ComposedEvent):
         return frozenset().union(*(stated_relations(e) for e in event.events))
-    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent)):
+    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent,
+                          SampledWithoutReplacementEvent)):
         return stated_relations(event.event)
     relation = getattr(event, "neighbouring", None)
     return frozenset((relation,)) if isinstance(relation, Neighbouring) else frozenset()

@@ -65,6 +65,7 @@ from dpkit.events import (
     PureDpEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCdpEvent,
 )
@@ -112,6 +113,8 @@ def _to_add_remove(event: DpEvent) -> DpEvent:
     if isinstance(event, PoissonSampledEvent):
         return PoissonSampledEvent(sampling_rate=event.sampling_rate,
                                    event=_to_add_remove(event.event))
+    if isinstance(event, SampledWithoutReplacementEvent):
+        raise _refuse_replace(event)
     relation = getattr(event, "neighbouring", _ADD_REMOVE)
     if relation is not _ADD_REMOVE:
         raise _refuse_replace(event)
@@ -124,6 +127,8 @@ def _to_replace(event: DpEvent) -> DpEvent:
     if isinstance(event, SelfComposedEvent):
         return SelfComposedEvent(event=_to_replace(event.event), count=event.count)
     if isinstance(event, (NoOpEvent, NonPrivateEvent)):
+        return event
+    if isinstance(event, SampledWithoutReplacementEvent):  # replace-one by construction
         return event
     if getattr(event, "neighbouring", None) is _REPLACE:
         return event

@@ -29,6 +29,13 @@ is ``1/q`` steps in expectation, and the number of steps is rounded **up**,
 ``sampling_rate`` with a relative ``1e-9`` forgiven so that the representation error of ``q``
 does not add a step (``epochs = 7``, ``q = 0.7`` gives 10). The command line
 ``dpkit account dpsgd`` uses the same rule (:func:`dpsgd_schedule`).
+
+Batching schemes: ``scheme="poisson"`` (the default) is the analysis above. Other values
+(``"truncated_poisson"``, ``"fixed_size"``, ``"shuffle"``, ``"cyclic"``, ``"user_poisson"``) are
+accounted by :mod:`dpkit.accounting.batching` with the PLD method only; they need
+``batch_size`` and ``dataset_size`` (and ``max_batch_size`` / ``examples_per_user`` where the
+scheme has one), return the proven *upper* bound for the scheme's neighbouring relation, and
+:func:`dpkit.accounting.batching.dpsgd_bounds` gives the lower bound beside it.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from dpkit._numeric.validation import (
     check_positive,
     check_probability,
 )
+from dpkit.accounting.batching import BatchScheme, dpsgd_bounds
 from dpkit.accounting.pld import PldAccountant
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import GaussianEvent, PoissonSampledEvent
@@ -116,6 +124,32 @@ def dpsgd_schedule(
     return q, max(1, count)
 
 
+def _scheme(scheme: str, method: str, batch_size: int | None, dataset_size: int | None,
+            max_batch_size: int | None, examples_per_user: int | None,
+            sampling_rate: float | None) -> BatchScheme | None:
+    """The :class:`BatchScheme` for a non-Poisson scheme (None for plain Poisson)."""
+    if scheme == "poisson" and max_batch_size is None and examples_per_user is None:
+        return None
+    if method != "pld":
+        raise PrivacyParameterError(
+            f"scheme {scheme!r} is accounted with method 'pld' only, got {method!r}"
+        )
+    if sampling_rate is not None or batch_size is None or dataset_size is None:
+        raise PrivacyParameterError(
+            f"scheme {scheme!r} needs batch_size and dataset_size (not sampling_rate)"
+        )
+    return BatchScheme(name=scheme, dataset_size=dataset_size, batch_size=batch_size,
+                       max_batch_size=max_batch_size, examples_per_user=examples_per_user)
+
+
+def _scheme_steps(sch: BatchScheme, steps: int | None, epochs: float | None) -> int:
+    if (steps is None) == (epochs is None):
+        raise PrivacyParameterError("give exactly one of steps and epochs")
+    if epochs is not None:
+        return sch.steps(epochs)
+    return check_integer(steps, name="steps", minimum=0)
+
+
 def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> float:
     if steps == 0 or q == 0.0:
         return 0.0
@@ -151,8 +185,14 @@ def dpsgd_epsilon(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     method: Method = "pld",
+    scheme: str = "poisson",
+    max_batch_size: int | None = None,
+    examples_per_user: int | None = None,
 ) -> float:
     """Epsilon at ``delta`` after a run of Poisson-sampled Gaussian steps (add/remove).
+
+    With another ``scheme`` (module docstring), the proven upper bound of
+    :func:`dpkit.accounting.batching.dpsgd_bounds` for that scheme and its relation.
 
     The schedule is ``sampling_rate`` or ``batch_size``/``dataset_size``, and ``steps`` or
     ``epochs`` (:func:`dpsgd_schedule`: ``steps = ceil(epochs / q)``). ``"pld"`` and ``"rdp"``
@@ -161,6 +201,11 @@ def dpsgd_epsilon(
     ``epochs=60`` is ``ceil(14062.5) = 14063`` steps at ``q = 256/60000``; with ``sigma = 1.1``
     and ``delta = 1e-5`` it gives about 2.38 by PLD.
     """
+    sch = _scheme(scheme, method, batch_size, dataset_size, max_batch_size, examples_per_user,
+                  sampling_rate)
+    if sch is not None:
+        return dpsgd_bounds(sch, noise_multiplier=noise_multiplier, delta=delta,
+                            steps=_scheme_steps(sch, steps, epochs), with_lower=False).upper
     q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
                           dataset_size=dataset_size, steps=steps, epochs=epochs)
     sigma = check_positive(noise_multiplier, "noise_multiplier")
@@ -187,6 +232,9 @@ def dpsgd_noise_multiplier(
     dataset_size: int | None = None,
     method: Method = "pld",
     rtol: float = 1e-3,
+    scheme: str = "poisson",
+    max_batch_size: int | None = None,
+    examples_per_user: int | None = None,
 ) -> float:
     """The smallest noise multiplier (to relative precision ``rtol``) with epsilon <= target.
 
@@ -196,14 +244,30 @@ def dpsgd_noise_multiplier(
     always ``hi``, the *safe* end: ``eps(hi) <= epsilon`` was evaluated there. With
     ``method="gdp-clt"`` the result inherits the CLT's possible optimism. Raises
     ``PrivacyParameterError`` when no noise multiplier up to 1e4 reaches the target (e.g.
-    ``delta = 0``). The schedule is given as in :func:`dpsgd_epsilon`.
+    ``delta = 0``). The schedule and ``scheme`` are given as in :func:`dpsgd_epsilon`.
     """
-    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
-                          dataset_size=dataset_size, steps=steps, epochs=epochs)
     target = check_epsilon(epsilon)
     d = check_delta(delta)
     tol = check_positive(rtol, "rtol")
     m = _check_method(method)
+    sch = _scheme(scheme, m, batch_size, dataset_size, max_batch_size, examples_per_user,
+                  sampling_rate)
+    if sch is not None:
+        n = _scheme_steps(sch, steps, epochs)
+        q = sch.sampling_rate
+
+        def eps_of(s: float) -> float:
+            try:
+                return dpsgd_bounds(sch, noise_multiplier=s, delta=d, steps=n,
+                                    with_lower=False).upper
+            except (PrivacyParameterError, OverflowError, MemoryError):
+                return math.inf
+    else:
+        q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
+                              dataset_size=dataset_size, steps=steps, epochs=epochs)
+
+        def eps_of(s: float) -> float:
+            return _safe_eps(q, s, n, d, m)
     if n == 0 or q == 0.0:
         return _SIGMA_MIN
     if d == 0.0:
@@ -213,7 +277,7 @@ def dpsgd_noise_multiplier(
 
     @functools.lru_cache(maxsize=8)  # each evaluation is a whole accounting run
     def ok(s: float) -> bool:
-        return _safe_eps(q, s, n, d, m) <= target
+        return eps_of(s) <= target
 
     what = "DP-SGD noise search"
     if ok(1.0):  # halve lo until it fails; once a lo <= _SIGMA_MIN holds, return it

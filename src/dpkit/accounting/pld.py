@@ -53,6 +53,7 @@ from dpkit._loss.grid import (
 from dpkit._loss.pairs import (
     FloatArray,
     MixturePair,
+    ReplacePair,
     discrete_gaussian_pair,
     discrete_laplace_pair,
     laplace_profile,
@@ -82,6 +83,7 @@ from dpkit.events import (
     PureDpEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -103,7 +105,8 @@ class PldAccountant(PrivacyAccountant):
     Supported: Gaussian, Laplace, discrete Laplace, discrete Gaussian, randomized response,
     pure and approximate DP (as the worst-case pair of ``f_{eps,delta}``), the exponential
     mechanism and report-noisy-max (as epsilon-DP), Poisson-subsampled Gaussian and Laplace under
-    add/remove neighbouring (both directions), compositions, no-op and non-private events.
+    add/remove neighbouring (both directions), Gaussian batches sampled without replacement
+    under replace-one, compositions, no-op and non-private events.
     """
 
     is_upper_bound = True
@@ -192,6 +195,8 @@ class PldAccountant(PrivacyAccountant):
                 Factor(MixturePair(noise, s, q, "remove"), MixturePair(noise, s, q, "add")),
                 inner.pmf_slack,
             )
+        if isinstance(event, SampledWithoutReplacementEvent):
+            return PldAccountant._without_replacement_leaf(event)
         if isinstance(event, (PureDpEvent, ExponentialMechanismEvent, ReportNoisyMaxEvent)):
             p2 = worst_case_pair(event.epsilon, 0.0)
             slack = getattr(event, "pmf_slack", 0.0)
@@ -212,6 +217,30 @@ class PldAccountant(PrivacyAccountant):
             p2 = discrete_gaussian_pair(event.sigma, event.sensitivity)
             return Factor(p2, p2), event.pmf_slack
         return None
+
+    @staticmethod
+    def _without_replacement_leaf(
+        event: SampledWithoutReplacementEvent,
+    ) -> tuple[Factor | None, float] | None:
+        """A Gaussian (replace-one) on a fixed-size batch without replacement.
+
+        The inner ``GaussianEvent(m, replace)`` has noise ``m`` times the replace-one
+        sensitivity, i.e. ``2m`` in units of one record's largest contribution, so the pair is
+        :class:`~dpkit._loss.pairs.ReplacePair` with ``s = 2m`` and ``q = b / n`` rounded up
+        (more privacy spent). ``b = n`` is the plain Gaussian of multiplier ``m``.
+        """
+        inner = event.event
+        if isinstance(inner, NoOpEvent) or event.sample_size == 0:
+            return None, 0.0
+        if not isinstance(inner, GaussianEvent) or inner.neighbouring is not Neighbouring.REPLACE:
+            return None
+        m = inner.noise_multiplier
+        if event.sample_size == event.dataset_size:
+            plain = MixturePair("gaussian", m, 1.0, "remove")
+            return Factor(plain, plain, ("gaussian", m)), inner.pmf_slack
+        q = rounding.up(Fraction(event.sample_size, event.dataset_size))
+        pair = ReplacePair(2.0 * m, q)
+        return Factor(pair, pair, ("wor", m, q)), inner.pmf_slack
 
     # ---------------------------------------------------------------- composition
     def _choose_h(self, mode: Mode) -> float:

@@ -97,11 +97,26 @@ def dpsgd(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="save the privacy profiles here")
     ] = None,
+    scheme: str = typer.Option(
+        "poisson", "--scheme",
+        help="batching: poisson, truncated_poisson, fixed_size, shuffle, cyclic, user_poisson"),
+    max_batch_size: int | None = typer.Option(
+        None, "--max-batch-size", help="truncated_poisson: the largest batch"),
+    examples_per_user: int | None = typer.Option(
+        None, "--examples-per-user", help="user_poisson: examples taken from one person"),
 ) -> None:
     """Epsilon of DP-SGD (Poisson-subsampled Gaussian, add/remove neighbours), or with
-    --target-epsilon the noise multiplier that reaches it."""
+    --target-epsilon the noise multiplier that reaches it. Other batching schemes with
+    --scheme: the proven upper bound and a lower bound, with the neighbouring relation."""
     from dpkit.accounting import dpsgd_rows
     from dpkit.accounting.dpsgd import dpsgd_noise_multiplier, dpsgd_schedule
+
+    if scheme != "poisson" or max_batch_size is not None or examples_per_user is not None:
+        _dpsgd_scheme(delta=delta, batch_size=batch_size, dataset_size=dataset_size,
+                      noise_multiplier=noise_multiplier, target_epsilon=target_epsilon,
+                      epochs=epochs, steps=steps, scheme=scheme, max_batch_size=max_batch_size,
+                      examples_per_user=examples_per_user)
+        return
 
     if (noise_multiplier is None) == (target_epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
@@ -121,6 +136,44 @@ def dpsgd(
     if plot is not None:
         _plot(rows, plot, title)
         Console().print(Text(f"privacy profiles saved to {plot}"))
+
+
+def _dpsgd_scheme(*, delta: float, batch_size: int | None, dataset_size: int | None,
+                  noise_multiplier: float | None, target_epsilon: float | None,
+                  epochs: float | None, steps: int | None, scheme: str,
+                  max_batch_size: int | None, examples_per_user: int | None) -> None:
+    """``dpkit account dpsgd --scheme ...``: bounds of :mod:`dpkit.accounting.batching`."""
+    from dpkit.accounting.batching import BatchScheme, dpsgd_bounds
+    from dpkit.accounting.dpsgd import dpsgd_noise_multiplier
+
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
+    if batch_size is None or dataset_size is None:
+        raise typer.BadParameter(f"--scheme {scheme} needs --batch-size and --dataset-size")
+    sch = BatchScheme(name=scheme, dataset_size=dataset_size, batch_size=batch_size,
+                      max_batch_size=max_batch_size, examples_per_user=examples_per_user)
+    if target_epsilon is not None:
+        noise_multiplier = dpsgd_noise_multiplier(
+            epsilon=target_epsilon, delta=delta, batch_size=batch_size,
+            dataset_size=dataset_size, epochs=epochs, steps=steps, scheme=scheme,
+            max_batch_size=max_batch_size, examples_per_user=examples_per_user)
+        Console().print(Text(f"noise multiplier: {noise_multiplier:.6g} (upper bound on "
+                             f"epsilon <= {target_epsilon:g} at delta={delta:g})"))
+    assert noise_multiplier is not None
+    b = dpsgd_bounds(sch, noise_multiplier=noise_multiplier, delta=delta, steps=steps,
+                     epochs=epochs)
+    relation = "add/remove" if b.relation.value == "add_remove" else "replace-one"
+    if scheme == "user_poisson":
+        relation += " of one person"
+    Console().print(Text(
+        f"DP-SGD, scheme {scheme} ({relation} neighbours): sigma={noise_multiplier:g}, "
+        f"steps={b.steps}, delta={delta:g}\n"
+        f"  epsilon upper bound (proven): {b.upper:.4g}\n"
+        f"  epsilon lower bound:          {b.lower:.4g}"
+        + ("  (the pair is attained: the gap is numerical)" if b.upper_is_tight else "")
+        + (f"\n  truncation mass in delta:     {b.truncation_mass:.3g}"
+           if scheme == "truncated_poisson" else "")
+    ))
 
 
 @app.command("laplace")
