@@ -10,7 +10,7 @@ STAMP_SYS := $(VENV)/.stamp-sys
 STAMP_DOCS := $(VENV)/.stamp-docs
 STAMP_JAVA := $(VENV)/.stamp-java
 
-.PHONY: demo test lint bench bench-quick clean docs
+.PHONY: demo test test-fast lint format-check bench bench-quick clean docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,18 +39,29 @@ $(STAMP_BENCH): $(STAMP_TEST)
 demo: $(STAMP_PLOT)
 	$(BIN)/dpkit demo --plot dpkit-demo.png
 
-lint: $(STAMP_TEST)
+lint: $(STAMP_TEST) format-check
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy --strict src/dpkit
+
+# The tree is laid out by `ruff format` (settings in pyproject.toml); this only checks.
+format-check: $(STAMP_TEST)
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 # PostgreSQL and Chromium for the ledger and web-page tests (apt, only when missing).
 $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
 	bash .ci/system-deps.sh
 	touch $@
 
-# The whole suite includes tests/test_docs_site.py, which builds this site in strict mode.
+# The whole suite includes tests/test_docs_site.py, which builds this site in strict mode. It
+# measures line coverage of src/dpkit and fails below the floor in pyproject.toml.
 test: lint $(STAMP_SYS)
-	$(BIN)/pytest
+	$(BIN)/pytest --cov=dpkit --cov-report=term:skip-covered
+
+# The inner loop: no JVM, PostgreSQL or Chromium, nothing marked slow, no lint (markers in
+# pyproject.toml; tests/conftest.py adds spark/postgres/browser from the fixtures a test uses).
+FAST := not slow and not spark and not postgres and not browser
+test-fast: $(STAMP_TEST)
+	$(BIN)/pytest -m "$(FAST)"
 
 # Java for the Spark tutorial of the documentation (apt, only when missing).
 $(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh
