@@ -14,10 +14,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import _child
 import httpx
 import pytest
-from _support import COUNT_QUERY, HTTP, bearer, client
+import service_process as _child
+from service_harness import COUNT_QUERY, HTTP, bearer, client
 
 from dpkit.service._state import ServiceState
 
