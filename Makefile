@@ -70,7 +70,7 @@ $(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh
 
 # The documentation site, into site/: runs every tutorial block and draws the plots.
 docs: $(STAMP_DOCS) $(STAMP_JAVA)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	PYTHONPATH=src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
 PEERS := .venv-peers

@@ -102,11 +102,10 @@ def load(tmp: Path, people: Path, analysts: int, queries: int) -> dict[str, obje
 
 
 def kills(tmp: Path, people: Path, trials: int) -> dict[str, object]:
-    import _child
-    from test_faults import _hammer
-
     from dpkit.service._state import ServiceState
+    from shared import service_process as _child
     from shared.service_harness import COUNT_QUERY
+    from shared.service_harness import hammer as _hammer
 
     url = f"sqlite:///{tmp / 'kill.db'}"
     st = ServiceState(url)

@@ -90,3 +90,23 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def hammer(base: str, token: str, query: dict[str, Any], stop: threading.Event,
+           answered: list[str], codes: list[int], max_queries: int = 10**9) -> None:
+    """Post ``query`` with ``token`` until ``stop``, a 403 (budget spent), ``max_queries`` or
+    the service dies; appends each status to ``codes`` and each answered query id to
+    ``answered``."""
+    with client(base, token) as c:
+        for _ in range(max_queries):
+            if stop.is_set():
+                return
+            try:
+                r = c.post("/v1/query", json=query)
+            except httpx.HTTPError:
+                return  # the service died
+            codes.append(r.status_code)
+            if r.status_code == 200:
+                answered.append(r.json()["query_id"])
+            elif r.status_code == 403:
+                return  # budget spent

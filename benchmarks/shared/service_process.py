@@ -11,7 +11,16 @@ from typing import Any
 
 # "pytest": a forkserver child re-imports the parent's __main__ (pytest's, under the test
 # runner), which costs a second and a half unless the forkserver has imported it already.
-PRELOAD = ["service_process", "pytest"]
+PRELOAD = [__name__, "pytest"]
+
+
+def _harness() -> Any:
+    """The sibling module ``service_harness``: top-level for the tests, ``shared.service_harness``
+    for the benchmarks (this module is ``service_process`` or ``shared.service_process``)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.service_harness" if __package__
+                                   else "service_harness")
 
 
 def _warm() -> None:
@@ -57,7 +66,7 @@ _warm()
 def serve(config: dict[str, Any], conn: Any, fsize: int | None = None) -> None:
     """Build the app, listen on a free loopback port, send the port to ``conn``, serve."""
     import uvicorn
-    from service_harness import loopback_socket
+    loopback_socket = _harness().loopback_socket
 
     from dpkit.service.app import ServiceConfig, create_app
 
@@ -88,7 +97,7 @@ def start(config: dict[str, Any], fsize: int | None = None, timeout: float = 60.
           wait: bool = True) -> tuple[Any, str]:
     """Start a service process; return it and its base URL once it answers /healthz (with
     ``wait=False`` as soon as its socket listens: requests queue in the kernel's backlog)."""
-    from service_harness import wait_healthy
+    wait_healthy = _harness().wait_healthy
 
     ctx = context()
     parent, child = ctx.Pipe()
