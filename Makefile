@@ -66,7 +66,7 @@ test-fast: $(STAMP_TEST)
 # pyproject.toml (the whole suite covers at least as much). Not part of `make test`, which the
 # tracer would slow down several times on the numeric tests.
 coverage: $(STAMP_TEST)
-	$(BIN)/pytest -m "$(FAST)" --cov=dpkit --cov-report=term:skip-covered
+	HYPOTHESIS_PROFILE=coverage $(BIN)/pytest -m "$(FAST)" --cov=dpkit --cov-report=term:skip-covered
 
 # `make test-fast` against the oldest versions of the dependencies pyproject.toml declares, in
 # .venv-oldest (see .ci/oldest-deps.sh).

@@ -17,11 +17,19 @@ test is marked by using the fixture, with nothing to remember:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from pgserver import temporary_postgres
+
+# Hypothesis's per-example deadline is a timing check, which no test here means to make: under
+# the coverage tracer (``make coverage`` sets HYPOTHESIS_PROFILE=coverage) examples run several
+# times slower and would fail it.
+settings.register_profile("coverage", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 _SPARK_DIR = Path(__file__).resolve().parent / "analytics" / "spark"
 _SPARK_FIXTURES = frozenset({"spark", "classic_spark", "connect_spark", "connect_server",
