@@ -54,6 +54,8 @@ DELTA = 1e-5
 # (no bounding: one count moves by ~200 rows against a noise scale of ~6 rows) is caught by a
 # wide margin.
 SAMPLES = 4000
+# Each corpus query is audited on 2 x 4,000 releases: 20-50 s a query on a busy machine.
+pytestmark = pytest.mark.slow
 META = yaml.safe_load(METADATA_YAML)
 
 
