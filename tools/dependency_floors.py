@@ -4,6 +4,11 @@
 Each ``name>=X`` of ``[project] dependencies`` gives ``name==X``; a dependency with no lower
 bound is an error (the floor is what ``make test-oldest`` tests). Extras' own pins are left to
 pip. Run from the repository root: ``python tools/dependency_floors.py > floors.txt``.
+
+``--extra NAME --skip PKG ...`` prints instead the requirements of an extra, less the named
+packages (one a line, a pip requirements file): the oldest-versions job installs the test
+extra without pyspark, whose Spark Connect client needs newer pandas and pyarrow than the core
+floors (the Spark tests are not part of that job).
 """
 
 from __future__ import annotations
@@ -40,9 +45,28 @@ def floors(requirements: list[str]) -> list[str]:
     return out
 
 
-def main() -> int:
+def extra(text: str, name: str) -> list[str]:
+    """The requirement strings of the optional dependency group ``name`` (Python 3.11+)."""
+    import tomllib
+
+    return list(tomllib.loads(text)["project"]["optional-dependencies"][name])
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extra", help="print this extra's requirements instead of the floors")
+    parser.add_argument("--skip", nargs="*", default=[], help="packages left out of --extra")
+    args = parser.parse_args(argv)
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    print("\n".join(floors(dependencies(text))))
+    if args.extra:
+        skip = {s.lower() for s in args.skip}
+        reqs = [r for r in extra(text, args.extra)
+                if (m := REQUIREMENT.match(r)) is None or m.group(1).lower() not in skip]
+        print("\n".join(reqs))
+    else:
+        print("\n".join(floors(dependencies(text))))
     return 0
 
 
