@@ -10,7 +10,7 @@ STAMP_SYS := $(VENV)/.stamp-sys
 STAMP_DOCS := $(VENV)/.stamp-docs
 STAMP_JAVA := $(VENV)/.stamp-java
 
-.PHONY: demo test lint bench bench-quick clean docs
+.PHONY: demo test test-fast coverage test-oldest lint format-check bench bench-quick clean docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,9 +39,13 @@ $(STAMP_BENCH): $(STAMP_TEST)
 demo: $(STAMP_PLOT)
 	$(BIN)/dpkit demo --plot dpkit-demo.png
 
-lint: $(STAMP_TEST)
+lint: $(STAMP_TEST) format-check
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy --strict src/dpkit
+
+# The tree is laid out by `ruff format` (settings in pyproject.toml); this only checks.
+format-check: $(STAMP_TEST)
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 # PostgreSQL and Chromium for the ledger and web-page tests (apt, only when missing).
 $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
@@ -52,6 +56,23 @@ $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
 test: lint $(STAMP_SYS)
 	$(BIN)/pytest
 
+# The inner loop: no JVM, PostgreSQL or Chromium, nothing marked slow, no lint (markers in
+# pyproject.toml; tests/conftest.py adds spark/postgres/browser from the fixtures a test uses).
+FAST := not slow and not spark and not postgres and not browser
+test-fast: $(STAMP_TEST)
+	$(BIN)/pytest -m "$(FAST)"
+
+# Line coverage of src/dpkit by the test-fast selection; fails below fail_under in
+# pyproject.toml (the whole suite covers at least as much). Not part of `make test`, which the
+# tracer would slow down several times on the numeric tests.
+coverage: $(STAMP_TEST)
+	HYPOTHESIS_PROFILE=coverage $(BIN)/pytest -m "$(FAST)" --cov=dpkit --cov-report=term:skip-covered
+
+# `make test-fast` against the oldest versions of the dependencies pyproject.toml declares, in
+# .venv-oldest (see .ci/oldest-deps.sh).
+test-oldest:
+	PY=$(PY) bash .ci/oldest-deps.sh .venv-oldest
+
 # Java for the Spark tutorial of the documentation (apt, only when missing).
 $(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh
 	bash .ci/system-deps.sh java
@@ -59,7 +80,7 @@ $(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh
 
 # The documentation site, into site/: runs every tutorial block and draws the plots.
 docs: $(STAMP_DOCS) $(STAMP_JAVA)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	PYTHONPATH=src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
 PEERS := .venv-peers
@@ -110,4 +131,4 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 		--write --peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) .pytest_cache .mypy_cache .ruff_cache site bench-quick.md
+	rm -rf $(VENV) $(PEERS) $(TUMULT) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md

@@ -26,10 +26,8 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _report import machine, write_section
 from dpkit.accounting.composition import (
     advanced_composition,

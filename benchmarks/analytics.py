@@ -48,8 +48,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 QUICK = "--quick" in sys.argv
 ROWS = 1_000_000 if QUICK else 10_000_000
 BIG_ROWS = 5_000_000 if QUICK else 100_000_000

@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 PATH = "/tmp/dpkit-bench-analytics/rows1000000.parquet"
 BINS = (2, 128, 1024, 4096)
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _report import machine, write_section
 from dpkit import mechanisms as mech
 from dpkit.audit import (

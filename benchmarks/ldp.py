@@ -30,12 +30,10 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _report import machine, write_section
 from dpkit import ldp
 from dpkit.cli._ldp import zipf_population

@@ -6,7 +6,7 @@ once, on the total and on per-analyst sub-budgets. Then SIGKILL trials: a forked
 in a loop and writes a marker after each accepted charge (its "release"); it is killed at a random
 moment; a fresh process replays the ledger and counts overspend (spent above the total) and lost
 records (a marker without its record). PostgreSQL runs in a throw-away server started here
-(``tests/support/pgserver.py``), with the default ``fsync=on``.
+(``benchmarks/shared/pgserver.py``), with the default ``fsync=on``.
 
 Usage: ``python benchmarks/ledger.py [--quick]``
 """
@@ -18,7 +18,6 @@ import os
 import random
 import signal
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -27,13 +26,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from _report import machine, write_section
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
-from pgserver import temporary_postgres
-
 from dpkit.accounting import Budget, Ledger, MemoryLedger
 from dpkit.errors import BudgetExceededError
 from dpkit.ledger import PostgresLedger, SqliteLedger
+from shared.pgserver import temporary_postgres
 
 Factory = Callable[[], Ledger]
 STEP = 2.0**-20  # tiny charges: the budget never runs out while timing

@@ -8,7 +8,7 @@ Workloads
 (a) Tightness: 1000 Laplace mechanisms of ``mu = 1/sqrt(1000)`` (scale ``sqrt(1000)`` at
     sensitivity 1), ``delta(1)`` from ``fdp.self_tensor`` at its default grid, from the PLD
     accountant and from an independent mpmath Fourier inversion of the closed-form moment
-    generating function (``tests/references/laplace_exact.py``).
+    generating function (``benchmarks/shared/laplace_exact.py``).
 (b) Speed: 1000 Gaussian mechanisms of ``mu = 1/sqrt(1000)`` composed numerically (the closed
     form ``G_1`` is the reference): ``fdp.tensor`` of 1000 copies of the Gaussian trade-off
     curve sampled to a piecewise-linear lower bound (``lower_piecewise_linear``, so that the
@@ -22,20 +22,15 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "references"))
-from laplace_exact import laplace_composition_delta
 
 from _report import machine, write_section
 from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.fdp import gdp, laplace, self_tensor, tensor
+from shared.laplace_exact import laplace_composition_delta
 
 REPEATS = 3
 N = 1000

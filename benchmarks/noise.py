@@ -31,12 +31,10 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _report import machine, write_section
 
 N = 10_000_000

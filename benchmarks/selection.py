@@ -19,13 +19,10 @@ step per 8 draws). It is timed in the same run by setting the block size of the 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _report import machine, write_section
 from dpkit.mechanisms import ExponentialMechanism, ReportNoisyMax, selection
 

@@ -30,9 +30,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "service"))
-
 from _report import machine, write_section
 
 TOTAL = 3.0
@@ -47,9 +44,8 @@ def _reopen(url: str) -> tuple[object, list[object]]:
 
 
 def load(tmp: Path, people: Path, analysts: int, queries: int) -> dict[str, object]:
-    from _support import COUNT_QUERY, client, loopback_socket, wait_healthy
-
     from dpkit.service._state import ServiceState
+    from shared.service_harness import COUNT_QUERY, client, loopback_socket, wait_healthy
 
     url = f"sqlite:///{tmp / 'load.db'}"
     cap = 0.1
@@ -106,11 +102,10 @@ def load(tmp: Path, people: Path, analysts: int, queries: int) -> dict[str, obje
 
 
 def kills(tmp: Path, people: Path, trials: int) -> dict[str, object]:
-    import _child
-    from _support import COUNT_QUERY
-    from test_faults import _hammer
-
     from dpkit.service._state import ServiceState
+    from shared import service_process as _child
+    from shared.service_harness import COUNT_QUERY
+    from shared.service_harness import hammer as _hammer
 
     url = f"sqlite:///{tmp / 'kill.db'}"
     st = ServiceState(url)
@@ -155,7 +150,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--trials", type=int, default=100)
     args = ap.parse_args()
-    from _support import write_people
+    from shared.service_harness import write_people
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

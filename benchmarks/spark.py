@@ -67,8 +67,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 
 def _arg(name: str, default: str) -> str:
     if name in sys.argv:
@@ -407,7 +405,6 @@ def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
     log = worker_log(mode)
     if mode == "classic":
         return _run([*cmd, "--url", ""], sys.executable, log=log)
-    sys.path.insert(0, SRC)
     from dpkit.analytics.engines.spark import LocalConnectServer
 
     server = LocalConnectServer(master=MASTER, driver_memory=SPARK_CONF["spark.driver.memory"],

@@ -10,11 +10,7 @@ Run: ``.venv/bin/python benchmarks/spark_sums.py [--rows 10000000] [--rounds 5]`
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import spark as bench  # the benchmark module next to this file
 

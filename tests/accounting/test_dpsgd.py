@@ -108,6 +108,7 @@ def test_noise_multiplier_refuses_impossible_target() -> None:
         dpsgd_noise_multiplier(sampling_rate=Q, steps=STEPS, epsilon=-1.0, delta=DELTA)
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(steps=st.integers(min_value=1, max_value=120))
 def test_pld_epsilon_monotone_in_steps(steps: int) -> None:
@@ -116,6 +117,7 @@ def test_pld_epsilon_monotone_in_steps(steps: int) -> None:
     assert b >= a * (1 - 1e-4)
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(sigma=st.floats(min_value=0.7, max_value=5.0), factor=st.floats(1.05, 2.0))
 def test_pld_epsilon_monotone_in_inverse_noise(sigma: float, factor: float) -> None:
@@ -125,6 +127,7 @@ def test_pld_epsilon_monotone_in_inverse_noise(sigma: float, factor: float) -> N
 
 
 # ----------------------------------------------------------------------------- schedules
+@pytest.mark.slow
 def test_epochs_and_sizes_give_the_same_run_as_steps() -> None:
     # Regression: dpsgd_epsilon took steps only. Epochs are rounded UP: 60 epochs of batch 256
     # over 60000 records is ceil(14062.5) = 14063 steps (exactly, from the integer sizes).

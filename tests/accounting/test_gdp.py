@@ -82,6 +82,7 @@ def test_gaussian_composition_is_exact(sigmas: list[float], counts: list[int]) -
         assert acct.get_delta(1.0) == pytest.approx(gdp(exact).delta(1.0), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_gaussian_matches_dp_accounting_pld() -> None:
     acct = GdpAccountant().compose(GaussianEvent(noise_multiplier=3.0), 10)
     ref = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)

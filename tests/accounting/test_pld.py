@@ -92,6 +92,7 @@ def test_gaussian_composition_is_gaussian_with_root_sum_mu() -> None:
 
 
 # ------------------------------------------------------------------ peers
+@pytest.mark.slow
 def test_cross_check_subsampled_gaussian_against_peers() -> None:
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant
@@ -123,6 +124,7 @@ def test_cross_check_subsampled_gaussian_against_peers() -> None:
     assert lo <= est <= up
 
 
+@pytest.mark.slow
 def test_cross_check_gaussian_and_laplace_against_dp_accounting() -> None:
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant
@@ -275,6 +277,7 @@ def test_pmf_slack_is_charged() -> None:
     assert real.get_delta(1.0) >= math.exp(big_a) * ideal.get_delta(1.0 - 2 * big_a)
 
 
+@pytest.mark.slow
 def test_bounds_ordered_and_round_up_mode_is_looser() -> None:
     ev = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.0))
     acct = PldAccountant().compose(ev, 100)
@@ -313,6 +316,7 @@ def test_constructor_validation() -> None:
 
 
 # ------------------------------------------------------------------ properties
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     sigma=st.floats(min_value=0.6, max_value=3.0),

@@ -66,6 +66,7 @@ def test_laplace_matches_dp_accounting(scale: float) -> None:
     _assert_upper_and_close(ours.rdp, ref.rdp, 1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("q", "sigma", "steps"), [(256 / 60000, 1.1, 1000), (0.01, 1.0, 500), (0.2, 2.0, 50)]
 )
@@ -92,6 +93,7 @@ def _mp_sampled_gaussian_rdp(q: float, sigma: float, alpha: float) -> float:
     return float(mpmath.log(val) / (am - 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("q", [256 / 60000, 0.01, 0.1, 0.5, 0.9])
 def test_subsampled_gaussian_fractional_orders_are_exact_upper_bounds(q: float) -> None:
     # Regression: fractional orders were a chord between integer orders (looser; 1 < alpha < 2
@@ -128,6 +130,7 @@ def test_fractional_orders_never_above_dp_accounting() -> None:
                     assert r == pytest.approx(ref, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_dpsgd_fractional_orders_close_the_gap_to_dp_accounting() -> None:
     # Regression: q = 256/60000, sigma 0.7, 3516 steps, delta 1e-5 gave 4.183 (chords) against
     # dp_accounting's 4.065 (its default orders). Now exact fractional orders and a tenth-step
@@ -302,6 +305,7 @@ def test_single_bound_mode() -> None:
         RdpAccountant(combine_bounds=1)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     q=st.floats(min_value=1e-4, max_value=1.0),

@@ -73,6 +73,7 @@ def test_rows_match_what_the_command_line_printed(rows, old) -> None:  # type: i
         assert g[2] == pytest.approx(o[2], rel=1e-6), g
 
 
+@pytest.mark.slow
 def test_dpsgd_rows_are_the_accountants_own_answers() -> None:
     q, s, n, d = 0.02, 1.1, 80, 1e-6
     rows = {(r.name, r.kind): r for r in dpsgd_rows(sampling_rate=q, noise_multiplier=s,

@@ -164,6 +164,7 @@ def _mp_renyi_gaussian(alpha: float, s: float) -> mpmath.mpf:
     return mpmath.log(val) / (a - 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("s", (0.7, 3.7306383288183813))
 def test_gaussian_rho_matches_renyi_divergence(s: float) -> None:
     cost = zcdp_cost_of(GaussianEvent(noise_multiplier=s))

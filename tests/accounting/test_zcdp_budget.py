@@ -239,6 +239,7 @@ _POOL: list[DpEvent] = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     method=st.sampled_from(["zcdp", "gdp"]),

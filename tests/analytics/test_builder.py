@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from _pandas_engine import PandasEngine
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult, Plan
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource
-
-_spec = importlib.util.spec_from_file_location(
-    "_pandas_engine", Path(__file__).with_name("_pandas_engine.py"))
-assert _spec is not None and _spec.loader is not None
-_mod = importlib.util.module_from_spec(_spec)
-sys.modules["_pandas_engine"] = _mod
-_spec.loader.exec_module(_mod)
-PandasEngine = _mod.PandasEngine
 
 
 def _people(n: int = 600, seed: int = 3) -> pd.DataFrame:

@@ -26,21 +26,17 @@ narrowed interval covers with probability about 1 - e^(-1.5) = 0.78; the power a
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from _proof import GROUPS, base_table, batched_release, key_of
 from scipy import stats
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.noise import RandomSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _proof import GROUPS, base_table, batched_release, key_of
 
 ALPHA_TEST = 1e-6
 LEVEL = 0.95

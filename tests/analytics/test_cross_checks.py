@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from _proof import adversary_rows, base_table, batched_release, key_of
 from scipy import stats
 
 import dpkit.analytics as dpa
@@ -35,9 +34,6 @@ from dpkit.analytics.engines._compiler import canonical_token
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.mechanisms.partition_selection import PartitionSelection
 from dpkit.noise import RandomSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _proof import adversary_rows, base_table, batched_release, key_of
 
 # ------------------------------------------------------------------ 1. pre-noise aggregates
 

@@ -26,22 +26,17 @@ claim with probability at most ``1e-6`` each.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _proof import GROUPS, audit_testers, batched_release, key_of, neighbours
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import Bound, EngineResult, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.audit import Claim, audit
-from dpkit.audit._testers import ClassifierTester, ThresholdTester
 from dpkit.noise import RandomSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _proof import GROUPS, batched_release, key_of, neighbours
 
 CONFIDENCE = 1.0 - 1e-6
 EPSILON = 1.0
@@ -121,25 +116,6 @@ def _vectors(prepared: Any, result: EngineResult, size: int, src: RandomSource,
     return out.reshape(size, -1)
 
 
-def _testers(coords: list[int], scales: np.ndarray) -> list[Any]:
-    """Thresholds on each coordinate that can change, on their scaled sum, and a classifier.
-
-    The coordinates are chosen from the exact results (public to the auditor, independent of
-    the samples), so any choice keeps the audit valid.
-    """
-    def coord(j: int) -> Any:
-        def f(a: np.ndarray) -> np.ndarray:
-            return np.asarray(a)[:, j]
-        f.__name__ = f"coordinate_{j}"
-        return f
-
-    def pooled(a: np.ndarray) -> np.ndarray:
-        return np.asarray(a)[:, coords] @ (1.0 / scales)
-
-    return [*(ThresholdTester(feature=coord(j)) for j in coords),
-            ThresholdTester(feature=pooled), ClassifierTester()]
-
-
 def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int,
            groups: int = P) -> Any:
     src = RandomSource(seed=seed, insecure=True)
@@ -158,7 +134,7 @@ def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed
         return got
 
     return audit(mechanism, ("D", "D'"), samples=SAMPLES, claim=claim, confidence=CONFIDENCE,
-                 vectorized=True, testers=_testers(coords, scales), source=src)
+                 vectorized=True, testers=audit_testers(coords, scales), source=src)
 
 
 # ------------------------------------------------------------------ bounding is as claimed

@@ -308,7 +308,7 @@ def test_audit_ldp_over_every_pair() -> None:
 
 def test_significand_bit_20_leak_is_caught_by_the_default_testers() -> None:
     # Only bit 20 of the significand carries x (known_bad.SignificandBitLeak); float_structure
-    # and float_low_bits do not see it (benchmarks/attack/float_structure_leakers.py: 0.00).
+    # and float_low_bits do not see it (tools/reproducers/float_structure_leakers.py: 0.00).
     # The per-bit event {bit 20 = 1} has probability 0 on one side and 1 on the other: with
     # 10,000 evaluation draws per side, Clopper-Pearson at level 1 - 5e-7 bounds the miss rate
     # by -ln(5e-7) / 10000 = 1.5e-3 on each side, so epsilon >= ln((1 - 1.5e-3) / 1.5e-3) = 6.5.

@@ -1,7 +1,7 @@
 """The privacy-loss engine shared by ``fdp.tensor`` and the PLD accountant.
 
 References: an mpmath Fourier inversion of the closed-form Laplace loss (no grid,
-``tests/references/laplace_exact.py``), the exact Gaussian composition ``G_{mu sqrt(n)}``
+``benchmarks/shared/laplace_exact.py``), the exact Gaussian composition ``G_{mu sqrt(n)}``
 (DRS Corollary 3.3) and dp_accounting's PLD (pessimistic and optimistic discretisations).
 """
 

@@ -1,4 +1,5 @@
-"""The ledger's answers to the attack in test_attack_ledger.py, checked beyond its reproducers:
+"""The ledger's answers to the attack in test_ledger_charges_stay_durable_and_replayable.py,
+checked beyond its reproducers:
 URL forms, in-memory stores across fork, connections across fork, interrupted appends on
 PostgreSQL, conflicts that resolve, records checked before they are written, and the replay's
 check of the stored ``spent_after``.
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fork import in_child
 
 from dpkit.accounting import Budget, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError, UnsupportedEventError
@@ -22,23 +24,6 @@ from dpkit.ledger import PostgresLedger, SqliteLedger, open_ledger
 STEP = 2.0**-6  # dyadic: sums are exact
 
 
-def _in_child(body: Any) -> int:
-    """Run ``body()`` in a forked child; return the byte it reports (255: it raised)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 255
-        try:
-            os.close(read)
-            code = int(body())
-        finally:
-            os.write(write, bytes([code]))
-            os._exit(0)
-    os.close(write)
-    data = os.read(read, 1)
-    os.close(read)
-    os.waitpid(pid, 0)
-    return data[0]
 
 
 # ------------------------------------------------------------------ URLs
@@ -76,7 +61,7 @@ def test_a_relative_sqlite_url_keeps_naming_its_file_after_chdir(
     assert isinstance(store, SqliteLedger) and store.path == str(here / "rel.db")
     budget = Budget(epsilon=1.0, ledger=store, name="people")
     monkeypatch.chdir(elsewhere)
-    assert _in_child(lambda: 0) == 0  # a fork closes the parent's connection ...
+    assert in_child(lambda: 0) == 0  # a fork closes the parent's connection ...
     assert store._conn is None
     budget.charge(epsilon=0.5)  # ... which reopens the resolved path, not ./rel.db
     assert list(elsewhere.iterdir()) == []
@@ -105,7 +90,7 @@ def test_a_forked_copy_of_a_memory_ledger_reads_but_never_charges() -> None:
             return 0
         return 5
 
-    assert _in_child(child) == 0
+    assert in_child(child) == 0
     budget.charge(epsilon=0.75)
     assert budget.spent == (1.0, 0.0)
 

@@ -3,7 +3,7 @@
 ``np.asarray`` turns a nullable integer column into int64 when no value is missing and into
 float64 (rounding integers beyond 2**53) or object when one is: a path, or an exception, that
 depends on the data. Every release reads such columns by their declared dtype instead
-(``dpkit._numeric.values.read_column``). Regressions for benchmarks/attack/
+(``dpkit._numeric.values.read_column``). Regressions for tools/reproducers/
 selection_arrow_nulls.py and nullable_counts_exception.py.
 """
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _support import COUNT_QUERY, HTTP, bearer, client, serve_in_thread
-
-from conftest import Running, start_service
+from service_fixtures import Running, start_service
+from service_harness import COUNT_QUERY, HTTP, bearer, client, serve_in_thread
 
 GROUPED = {
     "builder": {

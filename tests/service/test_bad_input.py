@@ -7,9 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from _support import HTTP, bearer
-
-from conftest import Running
+from service_fixtures import Running
+from service_harness import HTTP, bearer
 
 _BASE: dict[str, Any] = {
     "builder": {"bound": {"max_partitions": 1, "max_rows_per_partition": 2},

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _support import COUNT_QUERY, HTTP, bearer, loopback_socket, wait_healthy
+from service_harness import COUNT_QUERY, HTTP, bearer, loopback_socket, wait_healthy
 from typer.testing import CliRunner
 
 from dpkit.cli import app

@@ -14,12 +14,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import _child
-import httpx
 import pytest
-from _support import COUNT_QUERY, HTTP, bearer, client
+import service_process as _child
+from service_harness import COUNT_QUERY, HTTP, bearer, client
+from service_harness import hammer as _hammer
 
 from dpkit.service._state import ServiceState
+
+# Each test starts service processes and kills them: over a minute on a busy machine.
+pytestmark = pytest.mark.slow
 
 TOTAL_EPSILON = 2.0
 
@@ -34,23 +37,6 @@ def _setup(tmp: Path, people: Path, analysts: dict[str, float]
     config = {"data": str(people), "budget_epsilon": TOTAL_EPSILON, "budget_delta": 1e-6,
               "privacy_unit": "user_id", "ledger_url": url, "rate": 1e6, "burst": 10**6}
     return config, tokens
-
-
-def _hammer(base: str, token: str, query: dict[str, Any], stop: threading.Event,
-            answered: list[str], codes: list[int], max_queries: int = 10**9) -> None:
-    with client(base, token) as c:
-        for _ in range(max_queries):
-            if stop.is_set():
-                return
-            try:
-                r = c.post("/v1/query", json=query)
-            except httpx.HTTPError:
-                return  # the service died
-            codes.append(r.status_code)
-            if r.status_code == 200:
-                answered.append(r.json()["query_id"])
-            elif r.status_code == 403:
-                return  # budget spent
 
 
 def _ledger_state(url: str) -> tuple[Any, list[Any]]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _support import COUNT_QUERY, client, serve_in_thread
-
-from conftest import Running, start_service
+from service_fixtures import Running, start_service
+from service_harness import COUNT_QUERY, client, serve_in_thread
 
 ANALYSTS, QUERIES = 32, 8
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _support import COUNT_QUERY, HTTP, bearer, serve_in_thread
 from PIL import Image
+from service_fixtures import Running, start_service
+from service_harness import COUNT_QUERY, HTTP, bearer, serve_in_thread
 
-from conftest import Running, start_service
 from dpkit.service._page import ANALYST_COLOUR, HISTORY_COLOUR, RESULT_COLOUR
 
 WIDTH, HEIGHT = 1200, 2400

@@ -5,7 +5,7 @@ script) or anything the parser does not recognise is refused before the charge, 
 Spark and Spark Connect; ordinary public frames (file reads with selects, filters, built-in
 expressions, joins, aggregations, distinct, unions) still join and give the true count.
 
-Attack (benchmarks/attack/spark2_udf_reads_private.py): a "public" frame reading a decoy file
+Attack (tools/reproducers/spark2_udf_reads_private.py): a "public" frame reading a decoy file
 whose Python code returns the private file's rows passed the file check; the exact count
 (sensitivity 1) was 40 on D and 0 on D'. It is now refused on both.
 """

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from _engine_reference import as_dict
+from _sql_corpus import METADATA_YAML, people, regions
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics.engines.spark import SparkEngine
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sql"))
-from _sql_corpus import METADATA_YAML, people, regions
 
 QUERIES = {
     "join": "SELECT r.country, COUNT(*) AS n, SUM(p.visits) AS total FROM people p "

@@ -30,28 +30,20 @@ contribution bounds are removed (the adversary's 216 rows all kept while the noi
 from __future__ import annotations
 
 import dataclasses
-import sys
 import zlib
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import yaml
+from _proof import audit_pair, sensitivity_usage
+from _sql_corpus import METADATA_YAML, answered, neighbours, public_tables
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.analytics._plan import Bound, EngineResult, Source
-from dpkit.analytics._release import UNITS_MEASURE
+from dpkit.analytics._plan import Bound, Source
 from dpkit.analytics.engines.duckdb import DuckDBEngine
-from dpkit.audit import Claim, audit
+from dpkit.audit import Claim
 from dpkit.noise import RandomSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _proof import batched_release, key_of
-from _sql_corpus import METADATA_YAML, answered, neighbours, public_tables
-from test_e2e_audit import _testers
 
 CONFIDENCE = 1.0 - 1e-6
 EPSILON = 1.0
@@ -62,6 +54,8 @@ DELTA = 1e-5
 # (no bounding: one count moves by ~200 rows against a noise scale of ~6 rows) is caught by a
 # wide margin.
 SAMPLES = 4000
+# Each corpus query is audited on 2 x 4,000 releases: 20-50 s a query on a busy machine.
+pytestmark = pytest.mark.slow
 META = yaml.safe_load(METADATA_YAML)
 
 
@@ -84,97 +78,6 @@ def _prepared(world: dict[str, Any], sql: str, delta: bool, seed: int = 5) -> An
     return sq.prepare(epsilon=EPSILON, delta=DELTA if delta else None)
 
 
-def _value(res: EngineResult, name: str, key: Any, cells: int) -> list[int]:
-    index = {k: i for i, k in enumerate(res.keys)}
-    if key not in index or name not in res.values:
-        return [0] * cells
-    v = res.values[name][index[key]]
-    return [int(x) for x in v] if isinstance(v, tuple) else [int(v)]
-
-
-def changed_keys(ra: EngineResult, rb: EngineResult) -> list[Any]:
-    """Group keys whose exact aggregates differ between the tables (absent counts as zero)."""
-    index_a = {k: i for i, k in enumerate(ra.keys)}
-    index_b = {k: i for i, k in enumerate(rb.keys)}
-    out = []
-    for k in sorted(set(index_a) | set(index_b), key=repr):
-        if (k in index_a) != (k in index_b) or any(
-                ra.values[n][index_a[k]] != rb.values[n][index_b[k]] for n in ra.values):
-            out.append(k)
-    return out
-
-
-def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> float:
-    """max over noisy measures of (neighbour's L1 or L2^2 shift) / (calibrated sensitivity)."""
-    pricing = prepared.pricing
-    changed = changed_keys(ra, rb)
-    p, r = pricing.max_partitions, pricing.max_rows_per_partition
-    worst = len(changed) / p  # more changed groups than max_partitions: above 1
-    for sp in pricing.stats:
-        for mp in sp.measures:
-            m = mp.measure
-            cells = len(m.edges) - 1 if m.kind == "bin_counts" else (
-                len(m.categories) if m.kind == "category_counts" else 1)
-            diffs: list[int] = []
-            for k in changed:
-                a, b = _value(ra, m.name, k, cells), _value(rb, m.name, k, cells)
-                if mp.count_of is not None:  # centred sums: T = S - c N
-                    na = _value(ra, mp.count_of, k, 1)[0]
-                    nb = _value(rb, mp.count_of, k, 1)[0]
-                    a, b = [a[0] - mp.center * na], [b[0] - mp.center * nb]
-                diffs.extend(y - x for x, y in zip(a, b, strict=True))
-            if mp.noise is None:  # quantile bins: the exponential mechanism's rank sensitivity
-                worst = max(worst, sum(abs(x) for x in diffs) / (p * r))
-            elif mp.noise.kind == "discrete_laplace":
-                worst = max(worst, sum(abs(x) for x in diffs) / mp.l1)
-            else:
-                worst = max(worst, sum(x * x for x in diffs) / mp.l2_sq)
-    if UNITS_MEASURE in ra.values:
-        for k in changed:
-            assert abs(_value(ra, UNITS_MEASURE, k, 1)[0]
-                       - _value(rb, UNITS_MEASURE, k, 1)[0]) <= 1
-    return worst
-
-
-def _vectors(prepared: Any, result: EngineResult, src: RandomSource, groups: list[Any]
-             ) -> np.ndarray:
-    """Per release, for each group of ``groups``: [released, estimates...] (0 if withheld)."""
-    if not prepared.group_by:  # one global row: every release has it (a public "key")
-        prepared = dataclasses.replace(prepared, public_keys=[()])
-    frame = batched_release(prepared, result, SAMPLES, src, groups)
-    gb = tuple(prepared.group_by)
-    cols = [c for c in frame.columns if c not in (*gb, "__rep")
-            and not c.endswith(("_low", "_high"))]
-    out = np.zeros((SAMPLES, len(groups), 1 + len(cols)))
-    pos = {g: i for i, g in enumerate(groups)}
-    reps = frame["__rep"].to_numpy(dtype=np.int64)
-    ks = key_of(frame, gb) if gb else [()] * len(frame)
-    vals = frame[cols].to_numpy(dtype=np.float64)
-    for row, (k, rep) in enumerate(zip(ks, reps, strict=True)):
-        out[rep, pos[tuple(k)], 0] = 1.0
-        out[rep, pos[tuple(k)], 1:] = vals[row]
-    return np.nan_to_num(out.reshape(SAMPLES, -1), nan=-1.0)
-
-
-def audit_pair(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int
-               ) -> Any:
-    src = RandomSource(seed=seed, insecure=True)
-    groups = changed_keys(ra, rb) or sorted(set(ra.keys), key=repr)[:1]
-    va = _vectors(prepared, ra, src, groups)
-    vb = _vectors(prepared, rb, src, groups)
-    coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
-    scales = np.concatenate([va, vb])[:, coords].std(axis=0)
-    table = {"D": va, "D'": vb}
-
-    def mechanism(x: str, size: int) -> np.ndarray:
-        got = table[x][:size]
-        table[x] = table[x][size:]
-        return got
-
-    return audit(mechanism, ("D", "D'"), samples=SAMPLES, claim=claim, confidence=CONFIDENCE,
-                 vectorized=True, testers=_testers(coords, scales), source=src)
-
-
 @pytest.mark.parametrize("name", sorted(answered()))
 def test_answered_query_stays_within_its_claim_on_neighbouring_tables(
         world: dict[str, Any], name: str) -> None:
@@ -187,7 +90,8 @@ def test_answered_query_stays_within_its_claim_on_neighbouring_tables(
     assert usage <= 1.0
     claim = Claim.approx(epsilon=EPSILON, delta=DELTA) if entry.delta \
         else Claim.pure(epsilon=EPSILON)
-    res = audit_pair(p, ra, rb, claim, seed=zlib.crc32(name.encode()))
+    res = audit_pair(p, ra, rb, claim, seed=zlib.crc32(name.encode()), samples=SAMPLES,
+                     confidence=CONFIDENCE)
     print(f"{name}: sensitivity usage {usage:.3f}, certified epsilon "
           f"{res.epsilon_lower_bound:.3f} (claim {EPSILON})")
     assert not res.violated
@@ -217,7 +121,8 @@ def test_audit_catches_the_corpus_query_without_contribution_bounding(
     ra = broken.exact(engine, Source(kind="table", location="d"))
     rb = broken.exact(engine, Source(kind="table", location="d_prime"))
     assert sensitivity_usage(p, ra, rb) > 1.0  # the exact check sees it too
-    res = audit_pair(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=99)
+    res = audit_pair(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=99, samples=SAMPLES,
+                     confidence=CONFIDENCE)
     print("broken (no bounding):", res.summary())
     assert res.violated
     assert res.epsilon_lower_bound > EPSILON

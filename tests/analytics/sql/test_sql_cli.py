@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from _sql_corpus import METADATA_TOML, METADATA_YAML, people, regions
 from typer.testing import CliRunner
 
 from dpkit.cli import app
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sql_corpus import METADATA_TOML, METADATA_YAML, people, regions
 
 runner = CliRunner()
 

@@ -7,20 +7,11 @@ the reason, and leave the budget untouched (checked on the budget's exact spent 
 
 from __future__ import annotations
 
-import sys
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-import dpkit.analytics as dpa
-from dpkit.accounting import Budget
-from dpkit.analytics.sqlquery import SqlError
-from dpkit.errors import DPKitError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sql_corpus import (
     CORPUS,
     METADATA_YAML,
@@ -30,6 +21,11 @@ from _sql_corpus import (
     public_tables,
     refused,
 )
+
+import dpkit.analytics as dpa
+from dpkit.accounting import Budget
+from dpkit.analytics.sqlquery import SqlError
+from dpkit.errors import DPKitError
 
 META = yaml.safe_load(METADATA_YAML)
 PUBLIC = public_tables()

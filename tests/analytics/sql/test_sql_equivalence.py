@@ -4,13 +4,13 @@ written by hand; and what public joins and buckets do inside the engine."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 import yaml
+from _sql_corpus import METADATA_YAML, people, regions, regions_dup
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
@@ -18,9 +18,6 @@ from dpkit.analytics._plan import Plan
 from dpkit.analytics.sqlquery import SqlError
 from dpkit.errors import DPKitError
 from dpkit.noise import RandomSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sql_corpus import METADATA_YAML, people, regions, regions_dup
 
 META = yaml.safe_load(METADATA_YAML)
 INCOME = (0.0, 200000.0)

@@ -3,20 +3,16 @@ refused query never spends (hypothesis)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
+from _sql_corpus import CORPUS, METADATA_YAML, people, public_tables
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.errors import DPKitError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sql_corpus import CORPUS, METADATA_YAML, people, public_tables
 
 META = yaml.safe_load(METADATA_YAML)
 DATA = people(n_units=30)

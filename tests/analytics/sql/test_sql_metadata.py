@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from _sql_corpus import METADATA_TOML, METADATA_YAML, people
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics.sqlquery import SqlError, load_metadata
 from dpkit.errors import PrivacyParameterError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sql_corpus import METADATA_TOML, METADATA_YAML, people
 
 
 def test_yaml_and_toml_metadata_are_the_same(tmp_path: Path) -> None:
