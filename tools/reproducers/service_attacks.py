@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from service_fixtures import start_service
 from service_harness import COUNT_QUERY, bearer, serve_in_thread, write_people
-
-from conftest import start_service
 
 BOUND = {"max_partitions": 1, "max_rows_per_partition": 2}
 
