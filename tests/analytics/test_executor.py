@@ -3,8 +3,6 @@ several threads may run queries on one session at once; the Engine seam the sess
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from _pandas_engine import PandasEngine  # tests/analytics is on pythonpath (pyproject)
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
@@ -19,14 +18,6 @@ from dpkit.analytics._plan import EngineResult, Plan
 from dpkit.analytics.engines import Engine, EngineError, as_engine
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource
-
-_spec = importlib.util.spec_from_file_location(
-    "_pandas_engine", Path(__file__).with_name("_pandas_engine.py"))
-assert _spec is not None and _spec.loader is not None
-_mod = importlib.util.module_from_spec(_spec)
-sys.modules["_pandas_engine"] = _mod
-_spec.loader.exec_module(_mod)
-PandasEngine = _mod.PandasEngine
 
 
 def _frame(n: int = 400, seed: int = 1) -> pd.DataFrame:

@@ -430,7 +430,8 @@ def _make_engine(source: object, engine: str | object, hash_kind: Literal["nativ
 
         spark: Any = source if kind == "session" else None
         if kind == "dataframe":
-            spark = getattr(source, "sparkSession")  # noqa: B009 - a Spark DataFrame
+            frame: Any = source  # a Spark DataFrame (pyspark is imported by the engine)
+            spark = frame.sparkSession
         return SparkEngine(spark, hash=hash_kind)
     from dpkit.analytics.engines.duckdb import DuckDBEngine
 
