@@ -234,6 +234,56 @@ def private_crossings(imports: Iterable[Import]) -> list[tuple[str, str, str]]:
     return bad
 
 
+#: The sub-layers of ``dpkit.analytics``, bottom first (names relative to the package; ``""``
+#: is the package's ``__init__``, the facade). A module may import its own sub-layer or lower
+#: ones only, with ANY kind of import (a lazy or type-only import upward is how the builder,
+#: the session and the SQL front end used to form a cycle that rule (b) cannot see).
+ANALYTICS = "dpkit.analytics"
+ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
+    # the plan and what is computed from public parameters: no engine, no builder, no session
+    frozenset({"_plan", "_sql", "_aggregates", "_object_text", "_pricing", "_release",
+               "_report", "_table", "_sources"}),
+    frozenset({"engines"}),   # engines: the Engine protocol and DuckDB, Spark behind it
+    frozenset({"builder"}),   # the query description (validated against the table description)
+    frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
+    frozenset({"session"}),   # the executor: validates, charges, executes, releases
+    frozenset({""}),          # the facade
+)
+#: What an engine module may import from the rest of analytics: the plan, the predicates, the
+#: rules of where rows come from, the object-text rule, and other engine modules.
+ENGINE_IMPORTS = frozenset({"_plan", "_sql", "_sources", "_object_text", "engines"})
+
+
+def analytics_part(module: str) -> str | None:
+    """``dpkit.analytics.engines.duckdb`` -> ``engines``; None outside dpkit.analytics."""
+    if module == ANALYTICS:
+        return ""
+    if not module.startswith(ANALYTICS + "."):
+        return None
+    return module[len(ANALYTICS) + 1:].split(".")[0]
+
+
+def analytics_violations(imports: Iterable[Import],
+                         layers: Sequence[frozenset[str]] = ANALYTICS_LAYERS,
+                         engine_imports: frozenset[str] = ENGINE_IMPORTS) -> list[str]:
+    """Imports (of any kind) from an analytics sub-layer to a higher one, or from an engine
+    module to anything but :data:`ENGINE_IMPORTS`."""
+    level = layer_of(layers)
+    bad = []
+    for imp in imports:
+        src, dst = analytics_part(imp.importer), analytics_part(imp.target)
+        if src is None or dst is None or src == dst:
+            continue
+        where = f"{imp.importer}:{imp.line} ({imp.kind}) imports {imp.target}"
+        if src not in level or dst not in level:
+            bad.append(f"{where}: {src or dst!r} is in no analytics sub-layer")
+        elif level[dst] > level[src]:
+            bad.append(f"{where} (sub-layer {level[src]} -> {level[dst]})")
+        elif src == "engines" and dst not in engine_imports:
+            bad.append(f"{where}: an engine imports only the plan, predicates and protocol")
+    return bad
+
+
 # --- the real tree ---------------------------------------------------------------------------
 
 IMPORTS = scan(SRC)
@@ -268,6 +318,20 @@ def test_no_private_name_crosses_a_package() -> None:
     assert sorted(set(crossings) - _PENDING) == []
     # The pending list is exact: an entry that no longer occurs must be deleted.
     assert sorted(_PENDING - set(crossings)) == []
+
+
+def test_analytics_sub_layers() -> None:
+    parts = {analytics_part(m) for m in module_names(SRC)} - {None}
+    assert parts == {m for layer in ANALYTICS_LAYERS for m in layer}
+    assert analytics_violations(IMPORTS) == []
+
+
+def test_no_analytics_cycle_even_through_lazy_imports() -> None:
+    # Rule (b) ignores lazy and type-only imports; inside analytics none may close a cycle.
+    inside = [Import(i.importer, i.target, i.name, "module", i.line) for i in IMPORTS
+              if analytics_part(i.importer) is not None
+              and analytics_part(i.target) is not None]
+    assert import_cycles(inside) == []
 
 
 def test_mechanisms_and_local_dp_do_not_import_accounting() -> None:
@@ -364,6 +428,33 @@ def test_checker_catches_private_crossings(tmp_path: pathlib.Path) -> None:
         ("pkg.high.b", "pkg.low.pub", "_mine"),
         ("pkg.high.c", "pkg.low._impl", ""),
     ]
+
+
+def test_checker_catches_the_builder_session_cycle(tmp_path: pathlib.Path) -> None:
+    # The shape the analytics package had: the session imports the builder at import time,
+    # the builder names the session for its annotations only, and the session reaches the SQL
+    # front end lazily, which reaches the session lazily. Rule (b) sees no cycle in it.
+    imports = _tree(tmp_path, {
+        "analytics/builder.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                "    from pkg.analytics.session import Session\n",
+        "analytics/session.py": "from pkg.analytics.builder import Query\n"
+                                "def sql():\n    from pkg.analytics.sqlquery import q\n",
+        "analytics/sqlquery/__init__.py": "def q():\n"
+                                          "    from pkg.analytics.session import Session\n",
+        "analytics/engines/duckdb.py": "from pkg.analytics._plan import Plan\n"
+                                       "from pkg.analytics._pricing import price\n",
+        "analytics/_plan.py": "", "analytics/_pricing.py": "",
+    })
+    assert import_cycles(imports) == []  # what the package-level rule saw
+    toy = [Import(i.importer.replace("pkg.", "dpkit.", 1), i.target.replace("pkg.", "dpkit.", 1),
+                  i.name, i.kind, i.line) for i in imports]
+    bad = analytics_violations(toy)
+    assert any("builder" in b and "imports dpkit.analytics.session" in b for b in bad)
+    assert any("sqlquery" in b and "imports dpkit.analytics.session" in b for b in bad)
+    assert any("engines.duckdb" in b and "_pricing" in b for b in bad)
+    assert len(bad) == 3
+    everything = [Import(i.importer, i.target, i.name, "module", i.line) for i in toy]
+    assert import_cycles(everything) != []
 
 
 def test_layer_table_matches_the_architecture_document() -> None:

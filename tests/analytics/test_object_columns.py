@@ -110,7 +110,7 @@ def test_object_column_type_does_not_depend_on_the_rows() -> None:
                        "k": pd.Series([*ints, "x"], dtype=object)})
     for frame in (d, d2):
         s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
-        assert s.engine.columns(s._source) == {"uid": "VARCHAR", "k": "VARCHAR"}
+        assert s.engine.columns(s.table.source) == {"uid": "VARCHAR", "k": "VARCHAR"}
     keys_d = set(_groups(list(d["k"]), ints, 1))
     keys_d2 = set(_groups(list(d2["k"]), [*ints, 1000], 1))
     assert keys_d == {str(i) for i in ints}

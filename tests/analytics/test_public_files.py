@@ -63,10 +63,10 @@ def _sql_count(session: Any, public: Any) -> int | str:
     tables = None if isinstance(public, str) else {"pub": public}
     try:
         p = session.sql_query(SQL, metadata=meta, public_tables=tables).prepare(epsilon=1.0)
-        session._validate_plan(p.plan)
+        session.validate(p)
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
-    return int(p.exact(session.engine, session._source).values["n:n"][0])
+    return int(p.exact(session.engine).values["n:n"][0])
 
 
 def _outcomes(tmp_path: Path, private: str, public: str) -> list[int | str]:

@@ -142,7 +142,7 @@ def test_audit_hook_reuses_one_engine_result_per_table() -> None:
     prepared = q.prepare(epsilon=1.0)
     s2 = dpa.Session(pd.concat([df, extra]), privacy_unit="uid", budget=Budget(epsilon=1.0))
     r1 = prepared.exact(s.engine)
-    r2 = prepared.exact(s2.engine, source=s2._source)
+    r2 = prepared.exact(s2.engine, source=s2.table.source)
     n1 = dict(zip([k[0] for k in r1.keys], r1.values["n:n"], strict=True))
     n2 = dict(zip([k[0] for k in r2.keys], r2.values["n:n"], strict=True))
     # the added unit moves at most max_partitions = 2 groups by at most 3 rows each

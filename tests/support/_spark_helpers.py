@@ -24,7 +24,7 @@ def join_count(session: Any, public: Any) -> int | str:
                                          columns={"secret": "pub_secret"})
              .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
+        session.validate(p)
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
     return int(p.exact(session.engine).values["n:n"][0])

@@ -68,7 +68,7 @@ def duck_counts(base: str, adversary: str | None, setup: list[str], hash_kind: s
     try:
         p = (s.query().group_by("k").bound(max_partitions=1000, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except DPKitError as exc:
         return f"refused before the charge: {str(exc)[:90]}..."
     r = p.exact(s.engine)
@@ -94,7 +94,7 @@ def spark_counts(spark: Any, folder: str, kind: str, adversary: bool, hash_kind:
     try:
         p = (s.query().group_by("k").bound(max_partitions=1000, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except DPKitError as exc:
         return f"refused before the charge: {str(exc)[:90]}..."
     r = p.exact(s.engine)

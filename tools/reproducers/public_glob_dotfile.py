@@ -43,10 +43,10 @@ def exact_sql_count(session: Any, public: Any) -> int | str:
     tables = None if isinstance(public, str) else {"pub": public}
     try:
         p = session.sql_query(SQL, metadata=meta, public_tables=tables).prepare(epsilon=1.0)
-        session._validate_plan(p.plan)
+        session.validate(p)
     except Exception as exc:  # refused before the charge
         return f"refused ({type(exc).__name__})"  # same form as exact_join_count
-    return int(p.exact(session.engine, session._source).values["n:n"][0])
+    return int(p.exact(session.engine).values["n:n"][0])
 
 
 CASES = [  # (private path, public path), relative to a directory holding data/

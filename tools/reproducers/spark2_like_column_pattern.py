@@ -34,7 +34,7 @@ def exact_count(spark: Any, frame: pd.DataFrame, tag: str) -> int | str:
     p = (session.query().where("s LIKE pat")
          .bound(max_partitions=1, max_rows_per_partition=1)
          .agg(n=dpa.count()).prepare(epsilon=1.0))
-    session._validate_plan(p.plan)  # accepted: raises nothing before the charge
+    session.validate(p)  # accepted: raises nothing before the charge
     try:
         return int(p.exact(session.engine).values["n:n"][0])
     except DPKitError as exc:

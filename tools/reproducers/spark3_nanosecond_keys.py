@@ -53,7 +53,7 @@ def released_count(source: Any) -> str:
     try:
         p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except Exception as exc:
         return f"refused before the charge ({type(exc).__name__})"
     r = p.exact(s.engine)

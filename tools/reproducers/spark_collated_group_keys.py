@@ -41,7 +41,7 @@ def paris(spark: Any, values: str, hash_kind: str) -> tuple[int, int]:
     p = (s.query().group_by("city").bound(max_partitions=MAX_PARTITIONS,
                                           max_rows_per_partition=1)
          .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-    s._validate_plan(p.plan)
+    s.validate(p)
     r = p.exact(s.engine)
     i = [str(k[0]).lower() for k in r.keys].index("paris")
     return int(r.values["n:n"][i]), int(r.values["__units"][i])

@@ -46,7 +46,7 @@ def groups(spark: Any, values: str, text: bool = False) -> list[tuple[Any, int, 
     s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     p = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
          .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-    s._validate_plan(p.plan)
+    s.validate(p)
     r = p.exact(s.engine)
     return [(k[0], int(n), int(u)) for k, n, u in
             zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)]

@@ -1,6 +1,7 @@
 """Finding: on Spark, the private table joined to itself as a "public" table under another name.
 
-``Session._same_rows`` compares table names as text and local files by ``(st_dev, st_ino)``;
+``Session.public_table`` (then ``Session._same_rows``) compared table names as text and local
+files by ``(st_dev, st_ino)``;
 it asks the engine ``is_user_view`` to refuse views, but ``SparkEngine`` has no such method,
 and Spark has spellings of the same rows that are neither the same text nor a local file:
 
@@ -121,7 +122,7 @@ def sql_front_end(spark: Any, frame: Any) -> int | str:
     s = dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget())
     try:
         p = s.sql_query(SQL, metadata=META).query.prepare(epsilon=1.0)
-        s._validate_plan(p.plan)
+        s.validate(p)
     except Exception as exc:
         return f"refused ({type(exc).__name__})"
     return int(p.exact(s.engine).values["n:n"][0])

@@ -42,12 +42,12 @@ def session(rows: list[str]) -> Any:
 
 def main() -> None:
     sa, sb = session([]), session(["paris"])
-    print("schema seen by the type check:", sb._engine.columns(sb._source))
+    print("schema seen by the type check:", sb.engine.columns(sb.table.source))
     pa = sa.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(
         epsilon=EPSILON)
     pb = sb.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(
         epsilon=EPSILON)
-    ra, rb = pa.exact(sa._engine, sa._source), pb.exact(sb._engine, sb._source)
+    ra, rb = pa.exact(sa.engine), pb.exact(sb.engine)
     l1 = [m.l1 for st in pa.pricing.stats for m in st.measures]
     usage = sensitivity_usage(pa, ra, rb)
     res = audit_pair(pa, ra, rb, Claim.pure(epsilon=EPSILON), seed=12)

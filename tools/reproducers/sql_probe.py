@@ -224,7 +224,7 @@ def probe(w: dict[str, Any], sql: str) -> tuple[str, str]:
     try:
         sq = session.sql_query(sql, metadata=META, public_tables=public_tables())
         p = sq.prepare(epsilon=1.0, delta=1e-5)
-        session._validate_plan(p.plan) if hasattr(p, "plan") else None
+        session.validate(p) if hasattr(p, "plan") else None
     except DPKitError as exc:
         spent = session.spent
         ok = not any(float(x) for x in (spent if isinstance(spent, tuple) else (spent or 0,)))

@@ -1,6 +1,6 @@
 """Finding: the private table joined to itself as a "public" table under another name.
 
-``Session._public_source`` refuses the private source only when the public table is the
+``Session.public_table`` refuses the private source only when the public table is the
 identical ``Source`` or (for files) the same ``realpath``. Two spellings get through:
 
 * a DuckDB-connection session over table ``people`` with ``public_tables={"pub": "PEOPLE"}``
@@ -75,7 +75,7 @@ def run(pairs: list[tuple[Any, Any]], label: str) -> float:
     (sa, alias_a), (sb, alias_b) = pairs
     pa = sa.sql_query(SQL, metadata=META, public_tables={"pub": alias_a}).prepare(epsilon=EPSILON)
     pb = sb.sql_query(SQL, metadata=META, public_tables={"pub": alias_b}).prepare(epsilon=EPSILON)
-    ra, rb = pa.exact(sa._engine, sa._source), pb.exact(sb._engine, sb._source)
+    ra, rb = pa.exact(sa.engine), pb.exact(sb.engine)
     l1 = [m.l1 for st in pa.pricing.stats for m in st.measures]
     usage = sensitivity_usage(pa, ra, rb)
     res = audit_pair(pa, ra, rb, Claim.pure(epsilon=EPSILON), seed=11)

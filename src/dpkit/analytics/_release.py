@@ -300,7 +300,7 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
     if group_by and ngroups == 0:
         note = empty_release_note(group_by, selection_info)
         if warn_empty:
-            warnings.warn(note, EmptyReleaseWarning, stacklevel=4)
+            warnings.warn(note, EmptyReleaseWarning, stacklevel=_user_stacklevel())
     charged = pricing.charged()
     extra: dict[str, Any] = {"requested": {"epsilon": pricing.epsilon, "delta": pricing.delta}}
     if "rho" in charged:
@@ -580,3 +580,20 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         "sum": _noise_desc(m_s), "count": _noise_desc(m_n), "sum_sq": _noise_desc(m_q),
         "ci": "union bound over the three intervals at alpha/3 each",
     }
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised in :func:`assemble` at the first
+    caller outside the dpkit package (``q.run``, ``session.run``, ``session.sql``: the
+    user's line, however many dpkit frames are between)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = sys._getframe(1)  # assemble's frame: stacklevel 1
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            package + os.sep):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

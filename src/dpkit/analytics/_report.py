@@ -10,22 +10,20 @@ import math
 from typing import Any
 
 from dpkit.analytics._pricing import Pricing
+from dpkit.analytics._table import protects
 from dpkit.errors import BudgetExceededError
 
 __all__ = ["layout", "long_form", "query_refusal", "summary_frame", "unit_notes"]
 
 
-def unit_notes(session: Any) -> dict[str, Any]:
-    """The ``attrs["dpkit"]`` entries saying what a session's releases protect."""
-    from dpkit.analytics.session import protects
-
-    unit = session.privacy_unit
-    return {"privacy_unit": unit, "protects": protects(unit)}
+def unit_notes(privacy_unit: str | None) -> dict[str, Any]:
+    """The ``attrs["dpkit"]`` entries saying what releases protect."""
+    return {"privacy_unit": privacy_unit, "protects": protects(privacy_unit)}
 
 
-def query_refusal(pricing: Pricing, session: Any, exc: BudgetExceededError
+def query_refusal(pricing: Pricing, budget: Any, exc: BudgetExceededError
                   ) -> BudgetExceededError:
-    """The refusal of a query the budget cannot afford.
+    """The refusal of a query ``budget`` (the one charged) cannot afford.
 
     First sentence: what the query needs (what it would charge: :meth:`Pricing.charged`, in
     the budget's unit), what is left and the budget, rounded (:mod:`dpkit._numeric.display`),
@@ -39,9 +37,9 @@ def query_refusal(pricing: Pricing, session: Any, exc: BudgetExceededError
     if isinstance(exc, BudgetUnavailableError):
         # not a lack of budget: the ledger cannot be charged (full disk, lost connection)
         return type(exc)(f"query refused, nothing spent: {exc}")
-    budget = session.budget
     charged = pricing.charged()
-    remaining = exc.remaining if exc.remaining is not None else session.remaining
+    remaining = exc.remaining if exc.remaining is not None \
+        else getattr(budget, "remaining", None)
     total = exc.budget if exc.budget is not None else getattr(budget, "budget", None)
     analyst = getattr(budget, "analyst", None)
     need: list[tuple[str, float]]
@@ -167,7 +165,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         "share": "fraction of the query's budget",
         "charged": pricing.charged(),
         "output_columns": outputs,
-        **unit_notes(query.session),
+        **unit_notes(query.session.table.privacy_unit),
     }
     return out
 

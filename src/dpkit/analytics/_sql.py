@@ -23,15 +23,18 @@ tree holds arithmetic or a function call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
-from dpkit.errors import PredicateError
+from dpkit.errors import DPKitError, PredicateError
 
-__all__ = ["PredicateError", "ValidPredicate", "parse_predicate"]
+__all__ = ["PredicateError", "ValidPredicate", "parse_predicate", "quote_ident", "sql_literal",
+           "text_comparison_refusal"]
 
 
 # Functions a predicate may call: scalar, total on their domain (no error for any row value
@@ -196,4 +199,48 @@ def text_compared_with_number(vp: ValidPredicate, is_text: Callable[[str], bool]
         for col, other in pairs:
             if isinstance(col, exp.Column) and is_text(col.name) and _is_number(other):
                 return col.name, other.sql()
+    return None
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (embedded quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sql_literal(v: Any) -> str | None:
+    """A SQL literal for a public key value, or None if it has no safe literal form."""
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return None
+
+
+def text_comparison_refusal(predicates: Iterable[str], is_text: Callable[[str], bool], *,
+                            csv: bool = False) -> str | None:
+    """The refusal, with the cast to write, of the first predicate that compares a text column
+    with a number (the usual reason an engine refuses to bind a filter: ``name > 5`` for a text
+    ``name``, every column of a CSV file, ``csv``); None if no predicate does. The caller
+    raises it as a :class:`~dpkit.errors.PrivacyParameterError`."""
+    for text in predicates:
+        try:
+            vp = parse_predicate(text)
+        except DPKitError:
+            continue
+        hit = text_compared_with_number(vp, is_text)
+        if hit is None:
+            continue
+        col, number = hit
+        ident = col if col.isidentifier() else quote_ident(col)
+        why = " (every column of a CSV file is read as text)" if csv else ""
+        return (
+            f"column {col!r} is text{why}, so it cannot be compared with the number "
+            f"{number}: read it as a number with TRY_CAST({ident} AS DOUBLE) (text that is "
+            f"not a number becomes NULL and its row does not match), e.g. "
+            f"where('TRY_CAST({ident} AS DOUBLE) > {number}'), or compare it with text, "
+            f"e.g. {ident} = '{number}' (nothing was charged)")
     return None

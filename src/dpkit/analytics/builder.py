@@ -1,9 +1,15 @@
 """The query builder: ``session.query().where(...).group_by(...).bound(...).agg(...)``.
 
 Every builder method returns a new immutable :class:`Query` and validates its arguments at once
-(unknown columns, bad contribution bounds, bad keys) so that mistakes surface before anything is
-charged. :meth:`Query.summarize` prices the query without touching data; :meth:`Query.run`
-charges the session's budget with the query's whole cost and only then executes and releases.
+(unknown columns, bad contribution bounds, bad keys) against the table's description
+(:class:`~dpkit.analytics._table.TableDescription`) so that mistakes surface before anything is
+charged. :meth:`Query.summarize` prices the query without touching data; :meth:`Query.prepare`
+prices it and builds its plan; :meth:`Query.run` hands the prepared query to the session
+(:meth:`~dpkit.analytics.Session.run`), which charges the budget with the query's whole cost and
+only then executes and releases.
+
+A query knows its session only through :class:`QueryHost` (the table, how the budget prices,
+the source of randomness, public tables, and ``run``): this module never imports the session.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dpkit._numeric.validation import check_integer, check_positive
 from dpkit.analytics._aggregates import Statistic
@@ -28,44 +34,75 @@ from dpkit.analytics._plan import (
     PublicJoin,
     Source,
 )
-from dpkit.analytics._pricing import AUTO_EDGES, Pricing, price, resolve_auto
+from dpkit.analytics._pricing import (
+    AUTO_EDGES,
+    Mode,
+    Pricing,
+    ZcdpShare,
+    price,
+    resolve_auto,
+)
 from dpkit.analytics._release import (
     UNITS_MEASURE,
     assemble,
     check_output_columns,
     normalize_key,
 )
-from dpkit.analytics._report import layout as _layout
-from dpkit.analytics._report import query_refusal as _query_refusal
 from dpkit.analytics._report import summary_frame as _summary_frame
-from dpkit.analytics._report import unit_notes as _unit_notes
-from dpkit.errors import BudgetExceededError, PrivacyParameterError
+from dpkit.analytics._sql import quote_ident, sql_literal
+from dpkit.analytics._table import TableDescription
+from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
-if TYPE_CHECKING:
-    from dpkit.analytics.session import Session
-
-__all__ = ["PreparedQuery", "Query", "quote_ident", "sql_literal"]
+__all__ = ["PreparedQuery", "PublicTable", "Query", "QueryHost", "quote_ident", "sql_literal"]
 
 _OUTPUTS = ("pandas", "polars", "arrow")
 _SQL_SCALARS = (str, int, float, bool)
 
 
-def sql_literal(v: Any) -> str | None:
-    """A SQL literal for a public key value, or None if it has no safe literal form."""
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else None
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    return None
+@dataclass(frozen=True)
+class PublicTable:
+    """A table declared public, as a query joins it: its source and its schema (column ->
+    type name). Made by the host (:meth:`QueryHost.public_table`), which refuses the private
+    table under any spelling it can detect."""
+
+    source: Source
+    schema: dict[str, str]
 
 
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+class _Executes(Protocol):
+    def execute(self, plan: Plan) -> EngineResult: ...
+
+
+class QueryHost(Protocol):
+    """What a :class:`Query` needs of the session it is built on (a
+    :class:`~dpkit.analytics.Session` is one)."""
+
+    @property
+    def table(self) -> TableDescription: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def source_of_randomness(self) -> RandomSource: ...
+
+    @property
+    def zcdp_share(self) -> ZcdpShare | None:
+        """How the budget converts an ``(epsilon, delta)`` share to zCDP (None: defaults)."""
+        ...
+
+    def public_table(self, table: object) -> PublicTable:
+        """The source and schema of a public table (the private table refused)."""
+        ...
+
+    def run(self, prepared: PreparedQuery, *, budget: Any = None, output: str = "pandas",
+            metadata: dict[str, Any] | None = None) -> Any:
+        """Validate, charge, execute and release ``prepared``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -73,8 +110,14 @@ class PreparedQuery:
     """A priced query with its plan (fresh secret salt): everything except the data.
 
     :meth:`release_from` adds the noise to an engine result of :attr:`plan` and assembles the
-    frame. It does not charge any budget: :meth:`Query.run` charges before calling it, and
-    audits use it to re-run the release many times on one engine result.
+    frame. It does not charge any budget: :meth:`~dpkit.analytics.Session.run` charges before
+    calling it, and audits use it to re-run the release many times on one engine result.
+
+    A query with ``bounds="auto"`` runs in two steps (:attr:`two_step`): :attr:`bounds_plan`
+    computes the bin counts the bounds are estimated from, then :meth:`with_bounds` gives the
+    release with the estimated bounds (and a fresh salt). Until then :attr:`plan` is the
+    release's shape with placeholder bounds: checked before the charge (key types, value
+    columns and filters do not depend on the bounds), never run.
     """
 
     pricing: Pricing
@@ -82,16 +125,55 @@ class PreparedQuery:
     group_by: tuple[str, ...]
     public_keys: list[tuple[Any, ...]] | None
     alpha: float
+    bounds_plan: Plan | None = None
+    _query: Query | None = field(default=None, repr=False, compare=False)
 
-    def exact(self, engine: Any, source: Source | None = None) -> EngineResult:
+    @property
+    def two_step(self) -> bool:
+        """Whether the bounds of some statistic are estimated first (``bounds="auto"``)."""
+        return self.bounds_plan is not None
+
+    def _refuse_two_step(self) -> None:
+        if self.two_step:
+            raise PrivacyParameterError(
+                "this query estimates its bounds first (bounds='auto'): run it with "
+                "session.run(prepared), or give public bounds to release it by hand")
+
+    def estimate_bounds(self, result: EngineResult, *, source: RandomSource | None = None
+                        ) -> dict[str, tuple[float, float]]:
+        """Private bounds of each ``"auto"`` statistic from the engine result of
+        :attr:`bounds_plan` (its bin counts, released by the statistic's bins mechanism; the
+        cost is part of the query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`).
+        """
+        src = resolve_source(source)
+        out: dict[str, tuple[float, float]] = {}
+        for ab in self.pricing.auto:
+            bins = len(AUTO_EDGES) - 1
+            col = result.values.get(ab.measure.name, ())
+            first: Any = col[0] if col else (0,) * bins
+            counts = [int(v) for v in first]
+            idx = ab.mechanism.release_bins([counts], source=src)[0]
+            i, j = int(min(idx)), int(max(idx))
+            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
+        return out
+
+    def with_bounds(self, bounds: dict[str, tuple[float, float]]) -> PreparedQuery:
+        """The release step of a two-step query, with the estimated ``bounds`` (a new plan,
+        with a fresh salt)."""
+        if self._query is None or not self.two_step:
+            raise PrivacyParameterError("with_bounds() is for a query with bounds='auto'")
+        return self._query._prepared(resolve_auto(self.pricing, bounds))
+
+    def exact(self, engine: _Executes, source: Source | None = None) -> EngineResult:
         """Run :attr:`plan` (optionally on another ``source``) and return the exact aggregates.
 
         For audits and tests that compare neighbouring tables under one salt: nothing is
-        charged and the integers are not private. Releases go through :meth:`Query.run`.
+        charged and the integers are not private. Releases go through
+        :meth:`~dpkit.analytics.Session.run`.
         """
+        self._refuse_two_step()
         plan = self.plan if source is None else dataclasses.replace(self.plan, source=source)
-        result: EngineResult = engine.execute(plan)
-        return result
+        return engine.execute(plan)
 
     def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
                      output: str = "pandas", warn_empty: bool = False,
@@ -103,6 +185,7 @@ class PreparedQuery:
         result's ``attrs["dpkit"]``."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        self._refuse_two_step()
         return assemble(self.pricing, result, group_by=self.group_by,
                         public_keys=self.public_keys, alpha=self.alpha,
                         source=resolve_source(source), output=output, warn_empty=warn_empty,
@@ -111,9 +194,11 @@ class PreparedQuery:
 
 @dataclass(frozen=True)
 class Query:
-    """An immutable private query over a :class:`~dpkit.analytics.Session` (see module doc)."""
+    """An immutable private query over a :class:`~dpkit.analytics.Session` (see module doc).
 
-    session: Session
+    ``session`` is what the query is built on and run through (a :class:`QueryHost`)."""
+
+    session: QueryHost
     filters: tuple[str, ...] = ()
     group_columns: tuple[str, ...] = ()
     keys: tuple[tuple[Any, ...], ...] | None = None
@@ -131,7 +216,7 @@ class Query:
         """A column of the source, of a public join, or a bucket."""
         if column in self._extra_columns:
             return
-        self.session._check_column(column, what)
+        self.session.table.check_column(column, what)
 
     def join_public(self, table: Any, *, on: str | dict[str, str] | list[tuple[str, str]],
                     columns: list[str] | dict[str, str], how: str = "inner") -> Query:
@@ -147,7 +232,8 @@ class Query:
         """
         if how not in ("inner", "left"):
             raise PrivacyParameterError(f"how must be 'inner' or 'left', got {how!r}")
-        source, public_cols = self.session._public_source(table)
+        public = self.session.public_table(table)
+        source, public_cols = public.source, public.schema
         if isinstance(on, str):
             pairs = [(on, on)]
         elif isinstance(on, dict):
@@ -172,7 +258,7 @@ class Query:
             cols = [(c, c) for c in columns]
         else:
             raise PrivacyParameterError(f"columns must be a list or a dict, got {columns!r}")
-        taken = set(self.session.columns) | set(self._extra_columns)
+        taken = set(self.session.table.columns) | set(self._extra_columns)
         for pub, name in cols:
             if pub not in public_cols:
                 raise PrivacyParameterError(
@@ -205,7 +291,7 @@ class Query:
 
         if not isinstance(name, str) or not name:
             raise PrivacyParameterError(f"a bucket needs a name, got {name!r}")
-        if name in self.session.columns or name in self._extra_columns:
+        if name in self.session.table.columns or name in self._extra_columns:
             raise PrivacyParameterError(f"bucket name {name!r} is already a column")
         items = list(cases.items()) if isinstance(cases, dict) else list(cases)
         if not items:
@@ -217,7 +303,7 @@ class Query:
             vp = parse_predicate(case[0])
             for c in vp.columns:
                 self._check_column(c, "bucket condition column")
-                if c == self.session.privacy_unit:
+                if c == self.session.table.privacy_unit:
                     raise PrivacyParameterError("a bucket cannot read the privacy unit")
             checked.append((case[0], _bucket_value(case[1])))
         bucket = Bucket(name=name, cases=tuple(checked), default=_bucket_value(default))
@@ -255,9 +341,10 @@ class Query:
             self._check_column(c, "group-by column")
         if len(set(cols)) != len(cols):
             raise PrivacyParameterError(f"group-by columns repeat: {cols!r}")
-        if self.session.privacy_unit in cols:
+        unit = self.session.table.privacy_unit
+        if unit in cols:
             raise PrivacyParameterError(
-                f"the privacy unit {self.session.privacy_unit!r} cannot be a group-by column: "
+                f"the privacy unit {unit!r} cannot be a group-by column: "
                 "each group would be one person, and no private answer describes one person. "
                 "Group by a column people share (a region, an age band made with bucket()), "
                 "and count people per group with count_distinct()")
@@ -272,7 +359,7 @@ class Query:
         p = check_integer(max_partitions, name="max_partitions", minimum=1, maximum=1 << 20)
         r = check_integer(max_rows_per_partition, name="max_rows_per_partition", minimum=1,
                           maximum=1 << 20)
-        if self.session.privacy_unit is None and (p, r) != (1, 1):
+        if self.session.table.privacy_unit is None and (p, r) != (1, 1):
             raise PrivacyParameterError(
                 "without a privacy unit each row is one person: contribution bounds are 1; "
                 "give Session(privacy_unit=...) to bound units with several rows"
@@ -295,11 +382,11 @@ class Query:
                 raise PrivacyParameterError(f"aggregate name {name!r} is a group-by column")
             if st.column is not None:
                 self._check_column(st.column, f"column of {name}")
-                if st.column == self.session.privacy_unit:
+                if st.column == self.session.table.privacy_unit:
                     raise PrivacyParameterError(
                         f"{name}: aggregating the privacy unit column is not supported"
                     )
-            if st.kind == "count_distinct" and self.session.privacy_unit is None:
+            if st.kind == "count_distinct" and self.session.table.privacy_unit is None:
                 raise PrivacyParameterError(
                     f"{name}: count_distinct counts privacy units; without a privacy unit use "
                     "count()"
@@ -309,7 +396,7 @@ class Query:
 
     # ------------------------------------------------------------------ pricing
     def _bounds(self) -> tuple[int, int]:
-        if self.session.privacy_unit is None:
+        if self.session.table.privacy_unit is None:
             return 1, 1
         if self.max_partitions is None or self.max_rows_per_partition is None:
             raise PrivacyParameterError(
@@ -336,7 +423,7 @@ class Query:
         column here; the engine refuses date edges for it, or numbers for a date column."""
         out = []
         for name, st in self.stats:
-            sql_type = self.session.column_type(st.column or "") \
+            sql_type = self.session.table.column_type(st.column or "") \
                 if st.column not in self._extra_columns else None
             kind = temporal_codec(sql_type) if sql_type is not None else None
             out.append((name, st.for_column(kind, name, sql_type)))
@@ -350,7 +437,7 @@ class Query:
                      delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
                      select_partitions=bool(self.group_columns) and self.keys is None,
                      selection_weight=self.selection_weight,
-                     zcdp_share=getattr(self.session.budget, "zcdp_share", None)
+                     zcdp_share=self.session.zcdp_share
                      if self.session.mode == "zcdp" else None)
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
@@ -361,9 +448,9 @@ class Query:
         filters = [Filter(predicate=f) for f in self.filters]
         filters.extend(self._key_filters())
         return Plan(
-            source=self.session._source,
+            source=self.session.table.source,
             filters=tuple(filters),
-            bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=p,
+            bound=Bound(privacy_unit=self.session.table.privacy_unit, max_partitions=p,
                         max_rows_per_partition=r, salt=salt),
             aggregate=Aggregate(group_by=self.group_columns, measures=tuple(measures)),
             joins=self.joins,
@@ -398,17 +485,32 @@ class Query:
                                   else parts[0]))
         return out
 
-    def prepare(self, *, epsilon: float, delta: float | None = None) -> PreparedQuery:
-        """Price the query and build its plan with a fresh secret salt (touches no data)."""
+    def prepare(self, *, epsilon: float, delta: float | None = None,
+                two_step: bool = False) -> PreparedQuery:
+        """Price the query and build its plan with a fresh secret salt (touches no data).
+
+        A query with ``bounds="auto"`` runs in two steps (a private bounds estimate, then the
+        release): it is prepared only with ``two_step=True``, for
+        :meth:`~dpkit.analytics.Session.run` (see :class:`PreparedQuery`); without it, it is
+        refused, since a prepared query is otherwise released by hand with
+        :meth:`PreparedQuery.release_from`, which needs public bounds."""
         if not self.stats:
             raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
         pricing = self._price(epsilon, delta)
-        if pricing.auto:
+        if not pricing.auto:
+            return self._prepared(pricing)
+        if not two_step:
             raise PrivacyParameterError(
                 "a query with bounds='auto' runs in two steps (a private bounds estimate, then "
-                "the release): use run(), or give public bounds to prepare() it"
-            )
-        return self._prepared(pricing)
+                "the release): use run(), or session.run(query.prepare(..., two_step=True)), "
+                "or give public bounds")
+        # The release waits for the estimated bounds, but everything the schema decides about
+        # it (key types, value columns, filters) does not: its shape, with placeholder bounds,
+        # is checked with the bounds plan before the charge.
+        shape = self._prepared(resolve_auto(pricing, dict.fromkeys(
+            (ab.name for ab in pricing.auto), (0.0, 1.0))))
+        return dataclasses.replace(shape, pricing=pricing, bounds_plan=self._auto_plan(pricing),
+                                   _query=self)
 
     def _salt(self) -> int:
         return int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
@@ -436,70 +538,31 @@ class Query:
     # ------------------------------------------------------------------ running
     def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas"
             ) -> Any:
-        """Charge the session's budget with this query's cost, then execute and release.
+        """Charge the session's budget with this query's cost, then execute and release
+        (:meth:`prepare`, then :meth:`~dpkit.analytics.Session.run`).
 
         A refused charge raises :class:`~dpkit.errors.BudgetExceededError` (saying what the
         query would have cost); nothing is spent and the data is not read.
         """
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        pricing = self._price(epsilon, delta)
-        prepared = self._prepared(pricing)
-        auto_plan = self._auto_plan(pricing)
-        if auto_plan is not None:
-            self.session._validate_plan(auto_plan)
-            # The release plan waits for the estimated bounds, but everything the schema
-            # decides about it (key types, value columns, filters) does not: check its shape
-            # now, with placeholder bounds, so that a refusal comes before the charge.
-            shape = self._prepared(resolve_auto(pricing, dict.fromkeys(
-                (ab.name for ab in pricing.auto), (0.0, 1.0))))
-            self.session._validate_plan(shape.plan)
-        else:
-            self.session._validate_plan(prepared.plan)
-        try:
-            self.session.budget.charge(pricing.event)
-        except BudgetExceededError as exc:
-            raise _query_refusal(pricing, self.session, exc) from exc
-        if auto_plan is not None:
-            bounds = self._estimate_bounds(pricing, auto_plan)
-            prepared = self._prepared(resolve_auto(pricing, bounds))
-        result = self.session._execute(prepared.plan)
-        return prepared.release_from(result, source=self.session.source_of_randomness,
-                                     output=output, warn_empty=True,
-                                     notes={**_unit_notes(self.session),
-                                            "statistics": _layout(prepared.pricing)})
+        return self.session.run(self.prepare(epsilon=epsilon, delta=delta, two_step=True),
+                                output=output)
 
-    def _auto_plan(self, pricing: Pricing) -> Plan | None:
+    def _auto_plan(self, pricing: Pricing) -> Plan:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""
-        if not pricing.auto:
-            return None
         filters = [Filter(predicate=f) for f in self.filters]
         filters.extend(self._key_filters())
         return Plan(
-            source=self.session._source,
+            source=self.session.table.source,
             filters=tuple(filters),
-            bound=Bound(privacy_unit=self.session.privacy_unit, max_partitions=1,
+            bound=Bound(privacy_unit=self.session.table.privacy_unit, max_partitions=1,
                         max_rows_per_partition=pricing.max_rows_per_partition,
                         salt=self._salt()),
             aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
             joins=self.joins,
             buckets=self.buckets,
         )
-
-    def _estimate_bounds(self, pricing: Pricing, plan: Plan) -> dict[str, tuple[float, float]]:
-        """Private bounds of each ``"auto"`` statistic (charged already, see AutoBounds)."""
-        result = self.session._execute(plan)
-        src = self.session.source_of_randomness
-        out: dict[str, tuple[float, float]] = {}
-        for ab in pricing.auto:
-            bins = len(AUTO_EDGES) - 1
-            col = result.values.get(ab.measure.name, ())
-            first: Any = col[0] if col else (0,) * bins
-            counts = [int(v) for v in first]
-            idx = ab.mechanism.release_bins([counts], source=src)[0]
-            i, j = int(min(idx)), int(max(idx))
-            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
-        return out
 
 
 def _bucket_value(v: Any) -> object:

@@ -20,21 +20,34 @@ unit is bounded to ``max_partitions`` groups, and the sensitivities account for 
 
 from __future__ import annotations
 
-import glob
-import os
-import uuid
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 from dpkit._numeric.validation import check_probability
-from dpkit.analytics._plan import EngineResult, Plan, Source, did_you_mean
-from dpkit.analytics._pricing import Mode
-from dpkit.analytics.builder import Query
-from dpkit.errors import DPKitError, PrivacyParameterError
+from dpkit.accounting import SubBudget
+from dpkit.analytics._plan import EngineResult, Source
+from dpkit.analytics._pricing import Mode, ZcdpShare
+from dpkit.analytics._report import layout, query_refusal, unit_notes
+from dpkit.analytics._sources import (
+    Origin,
+    file_kind,
+    frame_kind,
+    is_duckdb_connection,
+    resolve,
+    same_rows,
+    spark_kind,
+)
+from dpkit.analytics._table import TableDescription, protects
+from dpkit.analytics.builder import PreparedQuery, PublicTable, Query
+from dpkit.analytics.engines._protocol import Engine, EngineError, as_engine, column_types
+from dpkit.analytics.sqlquery import Metadata, SqlQuery, load_metadata, sql_query
+from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.events import Neighbouring
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["UNSET", "Session"]
+__all__ = ["UNSET", "Session", "protects", "sql_session"]
+
+_OUTPUTS = ("pandas", "polars", "arrow")
 
 
 class _Unset:
@@ -58,13 +71,6 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-def protects(privacy_unit: str | None) -> str:
-    """What a session's releases protect, in words (shown in results and summaries)."""
-    if privacy_unit is None:
-        return "each row (privacy_unit=None: every row is taken to be a different person)"
-    return f"each person: all rows with the same {privacy_unit!r}"
-
-
 def check_privacy_unit(privacy_unit: Any) -> str | None:
     """``privacy_unit`` as given: a column name, or ``None`` written out (each row is a person).
 
@@ -83,148 +89,6 @@ def check_privacy_unit(privacy_unit: Any) -> str | None:
             f"privacy_unit must be a column name or None, got {privacy_unit!r}"
         )
     return privacy_unit
-
-_PARQUET = (".parquet", ".parq", ".pq")
-_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
-
-
-def _table_key(name: str) -> str:
-    """A table name's last dotted part, unquoted and lower-cased."""
-    return name.rsplit(".", 1)[-1].strip().strip('"`').lower()
-
-
-def _local_path(name: str) -> str | None:
-    """The local path an engine's file name stands for (``file://`` and ``file:`` URLs
-    unwrapped), or None for a name under another URL scheme (``s3://``, ``https://``)."""
-    from urllib.parse import unquote
-
-    if name[:5].lower() == "file:":
-        rest = name[5:]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            if not rest.startswith("/"):  # file://host/path
-                rest = "/" + rest.split("/", 1)[-1] if "/" in rest else ""
-        return unquote(rest) or None
-    if "://" in name:
-        return None
-    return name
-
-
-def _file_identities(names: list[str], what: str) -> set[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of every file of ``names`` (an engine's own list of the files it
-    reads), symbolic links followed: two spellings of one file (a hard link, a symbolic link,
-    ``./``, ``//``, a ``file://`` URL, another case on a case-insensitive file system) have
-    the same identity. Refuses (:class:`PrivacyParameterError`, before anything is charged)
-    an empty list and a name that is not a local file this process can ``stat``: such a
-    source cannot be compared, so it cannot be shown not to hold the private rows."""
-    if not names:
-        raise PrivacyParameterError(
-            f"{what} matches no file the engine would read, so it cannot be checked against "
-            "the private table: give a path or glob that names the public files")
-    out: set[tuple[int, int]] = set()
-    for name in names:
-        path = _local_path(name)
-        try:
-            if path is None:
-                raise OSError(name)
-            st = os.stat(path)
-        except (OSError, ValueError):
-            raise PrivacyParameterError(
-                f"{what} reads a file that dpkit cannot identify on this machine ({name!r}), "
-                "so it cannot be checked against the private table: use local files, or "
-                "pass the public table as a pandas DataFrame or Arrow table") from None
-        out.add((st.st_dev, st.st_ino))
-    return out
-
-
-def _dataset_files(obj: Any) -> list[str] | None:
-    """The files a pyarrow ``FileSystemDataset`` reads (it reads them lazily, at each scan),
-    as local paths, or under a ``<filesystem>://`` prefix for another file system (such a
-    name cannot be compared: :func:`_file_identities` refuses it); None for any other object
-    (an in-memory frame holds its rows)."""
-    if not type(obj).__module__.startswith("pyarrow") \
-            or type(obj).__name__ != "FileSystemDataset":
-        return None
-    fs = obj.filesystem
-    base = ""
-    if type(fs).__name__ == "SubTreeFileSystem":
-        base, fs = str(fs.base_path), fs.base_fs
-    files = [str(f) for f in obj.files]
-    if type(fs).__name__ != "LocalFileSystem":
-        return [f"{fs.type_name}://{f}" for f in files]
-    return [os.path.join(base, f) if base else f for f in files]
-
-
-def _spark_file_keys(uris: frozenset[str]) -> tuple[set[object], set[str]]:
-    """Identities of the files Spark reports (``DataFrame.inputFiles()``): each URI as given,
-    and for a local one (``file:`` scheme or none) its resolved path and, when the file exists
-    here, its ``(st_dev, st_ino)``. Returns ``(keys, local paths)``; the paths also serve to
-    catch a file under a reported directory (a Hive table reports its location)."""
-    from urllib.parse import unquote
-
-    keys: set[object] = set()
-    paths: set[str] = set()
-    for uri in uris:
-        keys.add(uri)
-        if uri[:5].lower() == "file:":
-            rest = uri[5:]
-            if rest.startswith("//"):
-                rest = rest[2:]
-                if not rest.startswith("/"):  # file://host/path
-                    rest = "/" + rest.split("/", 1)[-1] if "/" in rest else ""
-        elif "://" in uri or not uri:
-            paths.add(uri.rstrip("/"))  # a remote file or directory, compared as text
-            continue
-        else:
-            rest = uri
-        for candidate in {rest, unquote(rest)}:
-            if not candidate:
-                continue
-            path = os.path.realpath(candidate)
-            keys.add("file:" + path)
-            paths.add(path.rstrip("/") or "/")
-            try:
-                st = os.stat(candidate)
-            except OSError:
-                continue
-            keys.add((st.st_dev, st.st_ino))
-    return keys, paths
-
-
-def _under(paths: set[str], dirs: set[str]) -> bool:
-    """Whether some path of ``paths`` lies inside some directory of ``dirs``."""
-    return any(p.startswith(d.rstrip("/") + "/") for p in paths for d in dirs)
-
-
-def _frame_kind(obj: Any) -> str | None:
-    mod = type(obj).__module__
-    name = type(obj).__name__
-    if mod.startswith("pandas") and name == "DataFrame":
-        return "pandas"
-    if mod.startswith("polars") and name in ("DataFrame", "LazyFrame"):
-        return "polars"
-    if mod.startswith("pyarrow") and name in ("Table", "RecordBatch", "Dataset",
-                                               "FileSystemDataset", "RecordBatchReader"):
-        return "arrow"
-    return None
-
-
-def _spark_kind(obj: Any) -> str | None:
-    """``"dataframe"`` for a classic or Spark Connect DataFrame, ``"session"`` for a classic or
-    Connect SparkSession, else None. By type and module name: pyspark is not imported."""
-    for cls in type(obj).__mro__:
-        if cls.__module__.startswith("pyspark.sql"):
-            if cls.__name__ == "DataFrame":
-                return "dataframe"
-            if cls.__name__ == "SparkSession":
-                return "session"
-    return None
-
-
-def _is_duckdb_connection(obj: Any) -> bool:
-    mod = type(obj).__module__
-    return mod.lstrip("_").startswith("duckdb") and "Connection" in type(obj).__name__
-
 
 def _budget_mode(budget: Any) -> Mode:
     """How the session noises and charges, read from the budget's kind.
@@ -287,8 +151,10 @@ class Session:
         URL scheme such as ``s3://``).
     engine:
         ``"duckdb"`` (default), ``"spark"`` (paths read by the active SparkSession, or a new
-        local one), or an engine object with ``columns``/``execute``/``register`` such as
-        :class:`~dpkit.analytics.engines.spark.SparkEngine`.
+        local one), or an engine object: an :class:`~dpkit.analytics.engines.Engine` such as
+        :class:`~dpkit.analytics.engines.spark.SparkEngine`, or an object with
+        ``columns``/``register``/``execute`` (completed by
+        :func:`~dpkit.analytics.engines.as_engine`).
     bounding_hash:
         The hash that picks each unit's kept groups and rows in the built-in engines:
         ``"native"`` (default; the engine's fast 64-bit hash) or ``"md5"`` (MD5 of a canonical
@@ -302,8 +168,9 @@ class Session:
         Passed to the DuckDB engine (e.g. ``memory_limit="1GB"``).
     """
 
-    def __init__(self, source: Any, *, privacy_unit: str | None = UNSET, budget: Any,
-                 table: str | None = None, engine: Any = "duckdb", alpha: float = 0.05,
+    def __init__(self, source: object, *, privacy_unit: str | None = UNSET, budget: Any,
+                 table: str | None = None, engine: str | object = "duckdb",
+                 alpha: float = 0.05,
                  source_of_randomness: RandomSource | None = None,
                  memory_limit: str | None = None, threads: int | None = None,
                  bounding_hash: str = "native") -> None:
@@ -319,296 +186,35 @@ class Session:
             raise PrivacyParameterError(
                 f"bounding_hash must be 'native' or 'md5', got {bounding_hash!r}")
         hash_kind: Literal["native", "md5"] = "md5" if bounding_hash == "md5" else "native"
-        connection = source if _is_duckdb_connection(source) else None
-        spark_kind = _spark_kind(source)
-        if spark_kind is not None and engine == "duckdb":
-            engine = "spark"  # a Spark source runs where its data lives
-        if isinstance(engine, str):
-            if engine not in ("duckdb", "spark"):
-                raise PrivacyParameterError(f"engine must be 'duckdb', 'spark' or an engine, "
-                                            f"got {engine!r}")
-            if engine == "spark":
-                if memory_limit is not None or threads is not None:
-                    raise PrivacyParameterError("memory_limit and threads are DuckDB settings; "
-                                                "configure Spark through its session")
-                from dpkit.analytics.engines.spark import SparkEngine
-
-                spark = None
-                if spark_kind == "session":
-                    spark = source
-                elif spark_kind == "dataframe":
-                    spark = source.sparkSession
-                self._engine: Any = SparkEngine(spark, hash=hash_kind)
-            else:
-                from dpkit.analytics.engines import DuckDBEngine  # type: ignore[import-not-found,attr-defined,unused-ignore]
-
-                self._engine = DuckDBEngine(connection=connection, memory_limit=memory_limit,
-                                            threads=threads, hash=hash_kind)
-        else:
-            for attr in ("execute", "columns"):
-                if not callable(getattr(engine, attr, None)):
-                    raise PrivacyParameterError(f"engine lacks a {attr}() method: {engine!r}")
-            self._engine = engine
-        self._compiled: dict[int, tuple[Plan, Any]] = {}
-        self._source = self._resolve_source(source, table)
-        # the object the private rows came from: passed again as a public table, it is refused
-        self._source_object_id = id(source)
-        self._source_object = source  # kept alive so that its id() is never reused
-        cols = self._engine.columns(self._source)
-        self._columns: tuple[str, ...] = tuple(
-            c[0] if isinstance(c, tuple) else str(c) for c in cols
-        )
-        # column -> engine type name, when the engine reports types (for messages)
-        self._types: dict[str, str] = (
-            {str(k): str(v) for k, v in cols.items()} if isinstance(cols, dict)
-            else {str(c[0]): str(c[1]) for c in cols if isinstance(c, tuple) and len(c) > 1})
+        self._engine: Engine = _make_engine(source, engine, hash_kind, memory_limit, threads)
+        located = resolve(source, table, locate=self._engine.locate,
+                          register=self._engine.register)
+        # the object the private rows came from, kept alive: passed again as a public table,
+        # it is refused by identity
+        self._origin = Origin(located, obj=source, frame=frame_kind(source) is not None)
+        types = column_types(self._engine.columns(located))
+        #: The private table as queries see it (schema only; no row is read).
+        self.table = TableDescription(source=located, columns=tuple(types),
+                                      types={c: t for c, t in types.items() if t},
+                                      privacy_unit=privacy_unit)
         if privacy_unit is not None:
-            self._check_column(privacy_unit, "privacy_unit")
+            self.table.check_column(privacy_unit, "privacy_unit")
 
-    # ------------------------------------------------------------------ sources
-    def _resolve_source(self, source: Any, table: str | None) -> Source:
-        spark_kind = _spark_kind(source)
-        if spark_kind == "session":
-            if not isinstance(table, str) or not table:
-                raise PrivacyParameterError(
-                    "with a SparkSession, give table='db.table' or table='path/to/data.parquet'")
-            return self._spark_path_or_table(table)
-        if spark_kind == "dataframe":
-            if table is not None:
-                raise PrivacyParameterError("table= is not used with a DataFrame source")
-            name = f"dpkit_source_{uuid.uuid4().hex[:12]}"
-            self._engine.register(name, source)
-            return Source(kind="table", location=name)
-        if isinstance(source, (str, os.PathLike)) and hasattr(self._engine, "spark"):
-            if table is not None:
-                raise PrivacyParameterError("table= is only for DuckDB connections and "
-                                            "SparkSessions")
-            # the cluster reads the path (s3://, hdfs://, ...): no local existence check
-            return self._spark_path_or_table(os.fspath(source), path=True)
-        if isinstance(source, (str, os.PathLike)):
-            if table is not None:
-                raise PrivacyParameterError("table= is only for DuckDB connections")
-            path = os.fspath(source)
-            lower = path.lower()
-            if lower.endswith(_PARQUET):
-                kind = "parquet"
-            elif lower.endswith(_CSV):
-                kind = "csv"
-            else:
-                raise PrivacyParameterError(
-                    f"cannot tell the format of {path!r}: use a .parquet or .csv path (or glob)"
-                )
-            found = Source(kind=kind, location=path)  # type: ignore[arg-type]
-            if glob.has_magic(path):
-                lister = getattr(self._engine, "source_files", None)
-                if not (lister(found) if callable(lister)
-                        else glob.glob(path, recursive=True, include_hidden=True)):
-                    raise FileNotFoundError(f"no file matches {path!r}")
-            elif not Path(path).is_file():
-                raise FileNotFoundError(f"no such file: {path!r}")
-            return found
-        if _is_duckdb_connection(source):
-            if not isinstance(table, str) or not table:
-                raise PrivacyParameterError("with a DuckDB connection, give table='name'")
-            return Source(kind="table", location=table)
-        if table is not None:
-            raise PrivacyParameterError("table= is only for DuckDB connections")
-        if _frame_kind(source) is None:
-            raise PrivacyParameterError(
-                "source must be a Parquet/CSV path, a pandas/polars/arrow frame or a DuckDB "
-                f"connection, got {type(source).__name__}"
-            )
-        register = getattr(self._engine, "register", None)
-        if register is None:
-            raise PrivacyParameterError("this engine cannot register in-memory frames")
-        name = f"dpkit_source_{uuid.uuid4().hex[:12]}"
-        register(name, source)
-        return Source(kind="table", location=name)
-
-    def _spark_path_or_table(self, text: str, *, path: bool = False) -> Source:
-        from dpkit.analytics.engines.spark import looks_like_path
-
-        if not path and not looks_like_path(text):
-            return Source(kind="table", location=text)
-        if text.lower().rstrip("/").endswith(_CSV):
-            return Source(kind="csv", location=text)
-        # Parquet, also a directory of part files (Spark's own output has no suffix)
-        return Source(kind="parquet", location=text)
-
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ the table
     @property
     def columns(self) -> tuple[str, ...]:
         """The source's column names (schema only; no rows are read)."""
-        return self._columns
+        return self.table.columns
 
     def column_type(self, column: str) -> str | None:
         """The engine's type name of a source column (``"DATE"``, ``"BIGINT"``, ...), or None
         when the column is unknown or the engine reports no types (schema only)."""
-        return self._types.get(column)
+        return self.table.column_type(column)
 
-    def _check_column(self, column: str, what: str) -> None:
-        if column not in self._columns:
-            raise PrivacyParameterError(
-                f"unknown {what} {column!r}{did_you_mean(column, self._columns)}; the source "
-                f"has columns {list(self._columns)}"
-            )
-
-    def _public_source(self, table: Any) -> tuple[Source, dict[str, str]]:
-        """A public table for :meth:`Query.join_public`: its source and its schema.
-
-        A path or frame is opened like the session's own source; a string that is neither a
-        Parquet nor a CSV path names a table of the session's DuckDB connection. The private
-        source itself is refused (declaring it public would release it without noise).
-        """
-        if isinstance(table, Source):
-            source = table
-        elif isinstance(table, str) and not table.lower().endswith((*_PARQUET, *_CSV)):
-            source = Source(kind="table", location=table)
-        else:
-            try:
-                source = self._resolve_source(table, None)
-            except FileNotFoundError as exc:
-                raise PrivacyParameterError(
-                    f"the public table matches no file ({exc}): give the path or glob of the "
-                    "public files") from None
-        if table is self._source_object or id(table) == self._source_object_id \
-                or self._same_rows(source, local_frame=_frame_kind(table) is not None,
-                                   public_object=table):
-            raise PrivacyParameterError(
-                "the private table cannot be joined as a public table: its rows would enter "
-                "the query without contribution bounds"
-            )
-        cols = self._engine.columns(source)
-        schema = {str(c[0]): str(c[1]) for c in cols} if not isinstance(cols, dict) \
-            else {str(k): str(v) for k, v in cols.items()}
-        return source, schema
-
-    def _same_rows(self, source: Source, *, local_frame: bool = False,
-                   public_object: Any = None) -> bool:
-        """Whether ``source`` may name the private rows under another spelling.
-
-        Table names are compared by their last dotted part, case-insensitively and unquoted
-        (DuckDB and Spark resolve identifiers without regard to case). A pandas, polars or
-        Arrow frame (``local_frame``) holds its rows and is sent to the engine by the session
-        itself: it is not compared further (the session's own frame was refused by identity),
-        except, on DuckDB, a pyarrow ``FileSystemDataset`` (``public_object``), which reads
-        its files at each scan and is compared by them like a path.
-
-        DuckDB: views the session did not register are refused outright (a view may select
-        the private table), and so is a name that is not a base table of the connection (DuckDB
-        would resolve it by a replacement scan: a quoted file path, a Python variable); a
-        public path is refused when the private table is such a view or name.
-        A public path is compared with a private path by the files DuckDB itself reads for
-        each (the engine's ``source_files``: its own glob, with names starting with a dot,
-        ``**``, directories, ``file://`` URLs and ``file_search_path``), file by file by
-        ``(st_dev, st_ino)`` with symbolic links followed; one shared file means the same
-        rows. This catches hard links, symbolic links, other spellings of a path and globs
-        that match the private file. A private ``FileSystemDataset`` is compared by its files
-        too. A location that matches no file, a file that is not local, or an engine that
-        cannot list its files is refused: it cannot be compared.
-
-        Spark (an engine with ``input_files``): a name, path or DataFrame that Spark reads
-        may reach the private rows through any view, ``spark.table``, ``parquet.`path```,
-        ``file://`` URL, derived frame or part file, so it is judged by what Spark reads: it
-        is accepted only when the private source and the public one both read files and
-        nothing else (their plans pass the engine's allow-list: no cached, checkpointed,
-        RDD-based or driver-sent rows, no user code such as a Python UDF or ``mapInPandas``)
-        and no file is shared. Files are compared as reported, by resolved local path and by
-        ``(st_dev, st_ino)`` when the file is visible here, and a file under a reported
-        directory counts as shared. Anything else raises :class:`PrivacyParameterError`
-        telling the analyst to pass the public table as a pandas or Arrow frame.
-
-        A *copy* of the private data (another file, a frame built from its rows) cannot be
-        detected on either engine: public tables must be declared by whoever owns the session.
-        """
-        if source == self._source:
-            return True
-        if source.kind == "table" and self._source.kind == "table" and (
-                _table_key(source.location) == _table_key(self._source.location)):
-            return True
-        public_dataset = _dataset_files(public_object) if local_frame else None
-        if local_frame and public_dataset is None:
-            return False
-        if callable(getattr(self._engine, "input_files", None)):
-            return False if local_frame else self._spark_shares_files(source)
-        is_view = getattr(self._engine, "is_user_view", None)
-        is_table = getattr(self._engine, "is_base_table", None)
-        if source.kind == "table" and not local_frame:
-            if is_view is not None and is_view(source.location):
-                raise PrivacyParameterError(
-                    f"public table {source.location!r} is a view: a view may read the private "
-                    "table, so only tables and frames can be joined as public tables")
-            if is_table is not None and not is_table(source.location):
-                raise PrivacyParameterError(
-                    f"public table {source.location!r} is not a table of the DuckDB connection "
-                    "(DuckDB reads such a name as a file or a Python variable, which may hold "
-                    "the private rows): give the public file's path, or pass the table as a "
-                    "pandas DataFrame or Arrow table")
-            return False
-        # the public rows are read from files: a path, a glob or an Arrow dataset
-        what = "public Arrow dataset" if local_frame else f"public table {source.location!r}"
-        if self._source.kind == "table":
-            private_dataset = _dataset_files(self._source_object)
-            if private_dataset is None:
-                if (is_view is not None and is_view(self._source.location)) or (
-                        is_table is not None and not is_table(self._source.location)):
-                    raise PrivacyParameterError(
-                        f"the {what} is read from files, and the private table is a view (or "
-                        "a frame registered on the connection) whose files dpkit cannot list: "
-                        "pass the public table as a pandas DataFrame or Arrow table instead")
-                return False  # a table or an in-memory frame: no file to share
-            private = _file_identities(private_dataset, "the private table")
-        else:
-            private = _file_identities(self._listed_files(self._source, what),
-                                       "the private table")
-        public = _file_identities(public_dataset if public_dataset is not None
-                                  else self._listed_files(source, what), what)
-        return bool(public & private)
-
-    def _listed_files(self, source: Source, what: str) -> list[str]:
-        """The engine's own list of the files it reads for ``source`` (its ``source_files``);
-        refused when the engine cannot list them."""
-        lister = getattr(self._engine, "source_files", None)
-        if not callable(lister):
-            raise PrivacyParameterError(
-                f"this engine cannot list the files it reads, so the {what} cannot be checked "
-                "against the private table: pass it as a pandas DataFrame or Arrow table")
-        files: list[str] = lister(source)
-        return files
-
-    def _spark_shares_files(self, source: Source) -> bool:
-        """The Spark rule of :meth:`_same_rows`: True when a file is shared, an error when
-        either side may run or read anything but its files.
-
-        Each side must read files (``inputFiles()`` not empty) and pass the engine's plan
-        allow-list (``SparkEngine.plan_violation``: relational operators over file relations
-        and deterministic built-in functions only, so no cache, RDD or driver-made rows, no
-        Python/pandas/Arrow UDF, no ``reflect``, no script transform, nothing unknown). Both
-        checks read plans only and come before anything is charged. The messages name no
-        private value (the public side's names the offending operator or function of the
-        public frame's own plan)."""
-        private_files, private_violation = self._engine.input_files(self._source)
-        if not private_files or private_violation:
-            raise PrivacyParameterError(
-                "on Spark, a public table read by Spark (a table or view name, a path or a "
-                "Spark DataFrame) can only be joined when the private table is read from "
-                "files alone by operations dpkit can check, and this one is not (in-memory, "
-                "cached or non-file rows, user code or an unknown operation): pass the public "
-                "table as a pandas DataFrame or Arrow table instead")
-        public_files, public_violation = self._engine.input_files(source)
-        if not public_files or public_violation:
-            what = (f"it runs {public_violation}, which is not on dpkit's allow-list of "
-                    "relational operations and built-in functions" if public_violation
-                    else "it reads no file")
-            raise PrivacyParameterError(
-                f"public table {source.location!r} may hold rows that Spark does not read "
-                f"from its own files ({what}; a Python UDF, mapInPandas, a cached or "
-                "in-memory frame could return the private rows): pass it as a pandas "
-                "DataFrame or Arrow table instead")
-        pub_keys, pub_paths = _spark_file_keys(public_files)
-        priv_keys, priv_paths = _spark_file_keys(private_files)
-        return bool(pub_keys & priv_keys) or _under(priv_paths, pub_paths) \
-            or _under(pub_paths, priv_paths)
+    @property
+    def engine(self) -> Engine:
+        """The engine the session's queries run on."""
+        return self._engine
 
     @property
     def protects(self) -> str:
@@ -625,85 +231,133 @@ class Session:
         """What the budget has spent (the budget's own ``spent``)."""
         return getattr(self.budget, "spent", None)
 
-    def _validate_plan(self, plan: Plan) -> None:
-        """Let the engine check the plan (SQL allow-list, columns) before anything is charged."""
-        check = getattr(self._engine, "validate", None) or getattr(self._engine, "compile", None)
-        if check is None:
-            return
-        compiled = check(plan)
-        # Kept so that running this very plan does not compile it a second time.
-        self._compiled[id(plan)] = (plan, compiled)
-        while len(self._compiled) > 4:  # plans checked but never run (refused queries)
-            del self._compiled[next(iter(self._compiled))]
-        sql = getattr(compiled, "sql", None)
-        connection = getattr(self._engine, "connection", None)
-        if isinstance(sql, str) and connection is not None:
-            # EXPLAIN parses and binds the statement against the schema without reading rows,
-            # so an engine that cannot run it fails here, before anything is charged.
-            try:
-                connection.execute("EXPLAIN " + sql).fetchall()
-            except Exception as exc:
-                self._explain_text_comparison(plan)
-                # The engine's first line says what it refused; the lines after it quote the
-                # generated statement, which means nothing to the analyst.
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise DPKitError(
-                    f"the engine cannot run this query (nothing was charged): {reason}"
-                ) from None
-
-    def _explain_text_comparison(self, plan: Plan) -> None:
-        """Raise, with the cast to write, when a filter compares a text column with a number
-        (the usual reason the engine refuses to bind a filter: ``name > 5`` for a text
-        ``name``, every column of a CSV file). Returns if no filter does."""
-        from dpkit.analytics._column_types import type_family
-        from dpkit.analytics._sql import parse_predicate, text_compared_with_number
-        from dpkit.analytics.builder import quote_ident
-
-        for f in plan.filters:
-            try:
-                vp = parse_predicate(f.predicate)
-            except DPKitError:
-                continue
-            hit = text_compared_with_number(
-                vp, lambda c: type_family(self._types.get(c, "")) == "string")
-            if hit is None:
-                continue
-            col, number = hit
-            ident = col if col.isidentifier() else quote_ident(col)
-            csv = " (every column of a CSV file is read as text)" \
-                if self._source.kind == "csv" else ""
-            raise PrivacyParameterError(
-                f"column {col!r} is text{csv}, so it cannot be compared with the number "
-                f"{number}: read it as a number with TRY_CAST({ident} AS DOUBLE) (text that is "
-                f"not a number becomes NULL and its row does not match), e.g. "
-                f"where('TRY_CAST({ident} AS DOUBLE) > {number}'), or compare it with text, "
-                f"e.g. {ident} = '{number}' (nothing was charged)")
-
-    def _execute(self, plan: Plan) -> EngineResult:
-        """Run ``plan`` (called after the charge).
-
-        An engine failure here may have been raised by a private value (an overflow, a cast),
-        and its text may quote that value: it is replaced by a generic error, without the
-        engine's message or traceback chain.
-        """
-        cached = self._compiled.pop(id(plan), None)
-        run = getattr(self._engine, "execute_compiled", None)
-        try:
-            if cached is not None and cached[0] is plan and run is not None:
-                done: EngineResult = run(cached[1])
-                return done
-            result: EngineResult = self._engine.execute(plan)
-        except Exception:
-            from dpkit.analytics.engines.duckdb import EngineError
-
-            raise EngineError(
-                "the engine failed after the charge; nothing released (the engine's message "
-                "is withheld: it may quote a private value)") from None
-        return result
-
     @property
-    def engine(self) -> Any:
-        return self._engine
+    def zcdp_share(self) -> ZcdpShare | None:
+        """How the budget converts a query's ``(epsilon, delta)`` to zCDP (its
+        :meth:`~dpkit.accounting.Budget.zcdp_share`), for a zCDP session; else None."""
+        if self.mode != "zcdp":
+            return None
+        share: ZcdpShare | None = getattr(self.budget, "zcdp_share", None)
+        return share
+
+    def public_table(self, table: object) -> PublicTable:
+        """A public table for :meth:`Query.join_public`: its source and its schema.
+
+        A path or frame is opened like the session's own source; a string that is neither a
+        Parquet nor a CSV path names a table of the session's engine. The private source
+        itself is refused (declaring it public would release it without noise), under every
+        spelling :func:`~dpkit.analytics._sources.same_rows` and the engine's ``shares_rows``
+        detect: the same object or table name, a path to one of its files, on DuckDB a view,
+        on Spark anything but plain files. A *copy* of the private data (another file, a
+        frame built from its rows) cannot be detected on any engine: public tables must be
+        declared by whoever owns the session.
+        """
+        if isinstance(table, Source):
+            source = table
+        elif isinstance(table, str) and file_kind(table) is None:
+            source = Source(kind="table", location=table)
+        else:
+            try:
+                source = resolve(table, None, locate=self._engine.locate,
+                                 register=self._engine.register)
+            except FileNotFoundError as exc:
+                raise PrivacyParameterError(
+                    f"the public table matches no file ({exc}): give the path or glob of the "
+                    "public files") from None
+        public = Origin(source, obj=table, frame=frame_kind(table) is not None)
+        if same_rows(self._origin, public, self._engine.shares_rows):
+            raise PrivacyParameterError(
+                "the private table cannot be joined as a public table: its rows would enter "
+                "the query without contribution bounds"
+            )
+        return PublicTable(source=source, schema=column_types(self._engine.columns(source)))
+
+    # ------------------------------------------------------------------ running
+    def validate(self, prepared: PreparedQuery) -> None:
+        """Everything :meth:`run` checks before it charges, without charging: the engine
+        checks each plan of ``prepared`` against the schema (reads no row). Raises what
+        :meth:`run` would raise."""
+        self._check_prepared(prepared)
+        self._checked(prepared)
+
+    def run(self, prepared: PreparedQuery, *, budget: Any = None, output: str = "pandas",
+            metadata: dict[str, Any] | None = None) -> Any:
+        """Validate ``prepared``, charge its whole cost, then execute and release it.
+
+        The one place a query is charged and run. In order: the engine checks every plan the
+        query will run against the schema (nothing read; a refusal spends nothing); the budget
+        is charged with the query's event (``budget``: this session's budget by default, or a
+        sub-budget of it, or another budget of the same kind; ``metadata`` goes into the
+        ledger's record of the charge); a refused charge raises
+        :class:`~dpkit.errors.BudgetExceededError` saying what the query would have cost, with
+        nothing spent and no row read. Then, for a query with ``bounds="auto"``, the bounds
+        are estimated privately (part of the charge) and the release plan is built with
+        them; the release runs and is noised, with confidence intervals.
+
+        After the charge an engine failure may have been caused by a private value, and its
+        text may quote it: it is replaced by a generic :class:`~dpkit.errors.EngineError`.
+
+        Safe to call from several threads at once: charging is serialised by the budget,
+        and each call keeps its checked statements to itself (the session holds no
+        per-query state); the engine must allow concurrent statements (DuckDB: a cursor per
+        thread).
+        """
+        if output not in _OUTPUTS:
+            raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        self._check_prepared(prepared)
+        charged = self._charged_budget(budget)
+        checked = self._checked(prepared)
+        try:
+            if metadata is None:
+                charged.charge(prepared.pricing.event)
+            else:
+                charged.charge(prepared.pricing.event, metadata=metadata)
+        except BudgetExceededError as exc:
+            raise query_refusal(prepared.pricing, charged, exc) from exc
+        if prepared.two_step:
+            counts = _after_charge(checked[0])
+            bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
+            prepared = prepared.with_bounds(bounds)
+            release = prepared.plan
+            result = _after_charge(lambda: self._engine.execute(release))
+        else:
+            result = _after_charge(checked[0])
+        return prepared.release_from(result, source=self.source_of_randomness, output=output,
+                                     warn_empty=True,
+                                     notes={**unit_notes(self.privacy_unit),
+                                            "statistics": layout(prepared.pricing)})
+
+    def _check_prepared(self, prepared: PreparedQuery) -> None:
+        if not isinstance(prepared, PreparedQuery):
+            raise PrivacyParameterError(
+                f"run() takes a prepared query (query.prepare(epsilon=...)), got "
+                f"{type(prepared).__name__}")
+        plan = prepared.plan
+        if plan.source != self.table.source or plan.bound.privacy_unit != self.privacy_unit \
+                or prepared.pricing.mode != self.mode:
+            raise PrivacyParameterError(
+                "this prepared query was made by another session (its table, privacy unit or "
+                "accounting differ): prepare it from this session's query()")
+
+    def _checked(self, prepared: PreparedQuery) -> list[Callable[[], EngineResult]]:
+        """The engine's check of each plan ``prepared`` runs (bounds plan first), before the
+        charge; the runs of the checked statements, in order."""
+        plans = [p for p in (prepared.bounds_plan, prepared.plan) if p is not None]
+        return [self._engine.validate(p).run for p in plans]
+
+    def _charged_budget(self, budget: Any) -> Any:
+        """The budget a query charges: the session's, a sub-budget of it, or a budget of the
+        same kind (the query was priced for the session's kind of accounting)."""
+        if budget is None or budget is self.budget:
+            return self.budget
+        if isinstance(budget, SubBudget) and budget.parent is self.budget:
+            return budget
+        if _budget_mode(budget) != self.mode:
+            raise PrivacyParameterError(
+                "the budget to charge keeps a different kind of accounting than the session's "
+                f"({self.mode!r}): charge the session's budget, a sub-budget of it, or a "
+                "budget of the same kind")
+        return budget
 
     # ------------------------------------------------------------------ queries
     def query(self) -> Query:
@@ -713,7 +367,7 @@ class Session:
     def sql_query(self, query: str, *, metadata: Any = None, bounds: Any = None,
                   keys: Any = None, max_partitions: int | None = None,
                   max_rows_per_partition: int | None = None,
-                  public_tables: dict[str, Any] | None = None) -> Any:
+                  public_tables: dict[str, Any] | None = None) -> SqlQuery:
         """Check a SQL ``SELECT`` against the private fragment; reads no data, spends nothing.
 
         Returns a :class:`~dpkit.analytics.sqlquery.SqlQuery` (its ``.query`` is the
@@ -723,8 +377,6 @@ class Session:
         the private table; ``public_tables={"name": frame_or_path}`` gives public tables' data.
         A query outside the fragment raises :class:`~dpkit.analytics.sqlquery.SqlError`.
         """
-        from dpkit.analytics.sqlquery import sql_query
-
         return sql_query(self, query, metadata=metadata, bounds=bounds, keys=keys,
                          max_partitions=max_partitions,
                          max_rows_per_partition=max_rows_per_partition,
@@ -741,6 +393,82 @@ class Session:
             epsilon=epsilon, delta=delta, output=output)
 
     def __repr__(self) -> str:
-        return (f"Session({self._source.kind}:{self._source.location!r}, privacy_unit="
+        source = self.table.source
+        return (f"Session({source.kind}:{source.location!r}, privacy_unit="
                 f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha}; "
                 f"protects {self.protects})")
+
+
+def _after_charge(run: Callable[[], EngineResult]) -> EngineResult:
+    """``run()`` after the charge: a failure may have been raised by a private value (an
+    overflow, a cast), and its text may quote that value, so it is replaced by a generic
+    error, without the engine's message or traceback chain."""
+    try:
+        return run()
+    except Exception:
+        raise EngineError(
+            "the engine failed after the charge; nothing released (the engine's message "
+            "is withheld: it may quote a private value)") from None
+
+
+def _make_engine(source: object, engine: str | object, hash_kind: Literal["native", "md5"],
+                 memory_limit: str | None, threads: int | None) -> Engine:
+    """The engine a session runs on: a Spark source runs on Spark, where its data lives."""
+    kind = spark_kind(source)
+    if kind is not None and engine == "duckdb":
+        engine = "spark"
+    if not isinstance(engine, str):
+        return as_engine(engine)
+    if engine not in ("duckdb", "spark"):
+        raise PrivacyParameterError(f"engine must be 'duckdb', 'spark' or an engine, "
+                                    f"got {engine!r}")
+    if engine == "spark":
+        if memory_limit is not None or threads is not None:
+            raise PrivacyParameterError("memory_limit and threads are DuckDB settings; "
+                                        "configure Spark through its session")
+        from dpkit.analytics.engines.spark import SparkEngine
+
+        spark: Any = source if kind == "session" else None
+        if kind == "dataframe":
+            frame: Any = source  # a Spark DataFrame (pyspark is imported by the engine)
+            spark = frame.sparkSession
+        return SparkEngine(spark, hash=hash_kind)
+    from dpkit.analytics.engines.duckdb import DuckDBEngine
+
+    connection = source if is_duckdb_connection(source) else None
+    return DuckDBEngine(connection=connection, memory_limit=memory_limit, threads=threads,
+                        hash=hash_kind)
+
+
+def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: Any,
+                alpha: float = 0.05, memory_limit: str | None = None,
+                engine: str | object = "duckdb") -> tuple[Session, Metadata]:
+    """A session over one file for a SQL query, its privacy unit taken from the metadata.
+
+    ``privacy_unit`` (if given) must agree with the metadata's private table; ``engine`` is
+    passed to the session. Used by ``dpkit query --sql``. Without ``privacy_unit``, the
+    metadata's private table must say who is protected (``privacy_unit: <column>``, or
+    ``privacy_unit: null`` when every row is a different person): omitting it is refused.
+    """
+    meta = load_metadata(metadata)
+    privates = meta.private_tables
+    if len(privates) > 1:
+        raise PrivacyParameterError(
+            f"the metadata declares several private tables ({[t.name for t in privates]}); "
+            "a query reads one private file"
+        )
+    declared = privates[0].privacy_unit if privates else None
+    if privacy_unit is not None and declared is not None and declared != privacy_unit:
+        raise PrivacyParameterError(
+            f"--privacy-unit {privacy_unit!r} disagrees with the metadata's {declared!r}"
+        )
+    if privacy_unit is None and not (privates and privates[0].privacy_unit_given):
+        table = repr(privates[0].name) if privates else "private"
+        raise PrivacyParameterError(
+            f"Say who the data protects: the metadata's {table} table needs privacy_unit: "
+            "<column> (the column that identifies a person), or privacy_unit: null if every "
+            "row is a different person; or give the privacy unit with the query.")
+    unit = privacy_unit if privacy_unit is not None else declared
+    session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
+                      memory_limit=memory_limit, engine=engine)
+    return session, meta

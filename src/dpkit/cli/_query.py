@@ -366,7 +366,7 @@ def query(
         spark_engine = _spark_engine(engine, remote)
         run_engine: Any = "duckdb" if spark_engine is None else spark_engine
         if sql is not None:
-            from dpkit.analytics.sqlquery import sql_session
+            from dpkit.analytics.session import sql_session
 
             session, meta = sql_session(path, meta, privacy_unit=unit,
                                         budget=Budget(epsilon=epsilon, delta=delta or 0.0),

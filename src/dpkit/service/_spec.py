@@ -140,7 +140,7 @@ def _literal(column: str, v: Any) -> str:
 def _predicate(session: Session, cond: Condition) -> str:
     from dpkit.analytics.builder import quote_ident
 
-    session._check_column(cond.column, "where column")
+    session.table.check_column(cond.column, "where column")
     ident = quote_ident(cond.column)
     if cond.op in ("is_null", "not_null"):
         if cond.value is not None:
@@ -238,7 +238,7 @@ def build_query(session: Session, request: QueryRequest) -> Query:
     stats = {}
     for name, agg in spec.agg.items():
         if agg.column is not None:
-            session._check_column(agg.column, f"column of {name}")
+            session.table.check_column(agg.column, f"column of {name}")
         stats[name] = _aggregate(name, agg)
     return q.agg(**stats)
 

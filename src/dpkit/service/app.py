@@ -25,7 +25,6 @@ A missing or unknown token gets 401 and spends nothing.
 
 import asyncio
 import contextlib
-import contextvars
 import math
 import threading
 import time
@@ -179,50 +178,6 @@ class RateLimiter:
             return True
 
 
-# ---------------------------------------------------------------------- budget routing
-# The analyst (sub-budget) and the ledger metadata of the query being run in this context.
-_CURRENT: contextvars.ContextVar[tuple[Any, dict[str, Any]] | None] = contextvars.ContextVar(
-    "dpkit_service_charge_target", default=None)
-
-
-class _RoutedBudget:
-    """The session's budget: charges go to the current request's analyst sub-budget.
-
-    The session reads the total's kind and relation (to choose noise and accounting); every
-    charge is forwarded to the sub-budget set for the running request, with the query's id as
-    ledger metadata. Outside a request nothing can be charged.
-    """
-
-    def __init__(self, total: Any) -> None:
-        self._total = total
-
-    @property
-    def kind(self) -> Any:
-        return self._total.kind
-
-    @property
-    def neighbouring(self) -> Any:
-        return self._total.neighbouring
-
-    def _target(self) -> tuple[Any, dict[str, Any]]:
-        cur = _CURRENT.get()
-        if cur is None:
-            raise BudgetUnavailableError("no analyst is charging: refused")
-        return cur
-
-    def charge(self, event: Any = None, **kwargs: Any) -> None:
-        sub, meta = self._target()
-        sub.charge(event, metadata=meta, **kwargs)
-
-    @property
-    def remaining(self) -> Any:
-        return self._target()[0].remaining
-
-    @property
-    def spent(self) -> Any:
-        return self._target()[0].spent
-
-
 def _pair(x: Any) -> Any:
     """A pair as exact JSON numbers (non-finite values as null)."""
     if isinstance(x, tuple):
@@ -273,10 +228,11 @@ class Curator:
             import pyarrow.parquet as pq
 
             source = pq.read_table(config.data)
-        self.session = Session(source, privacy_unit=config.privacy_unit,
-                               budget=_RoutedBudget(self.total), alpha=config.alpha)
-        self.schema = {str(k): str(v) for k, v in
-                       self.session.engine.columns(self.session._source).items()}
+        # Queries are priced by the total's kind of accounting and charged, by Session.run,
+        # to the analyst's sub-budget of it.
+        self.session = Session(source, privacy_unit=config.privacy_unit, budget=self.total,
+                               alpha=config.alpha)
+        self.schema = dict(self.session.table.types)
         self.limiter = RateLimiter(config.rate, config.burst)
 
     def sub_budget(self, token: Token) -> Any:
@@ -491,9 +447,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
         q, eps, delta = _prepare(body)
         try:
-            # Price first (what run() does before it charges, without building the summary
-            # frame): an overflow there is the analyst's parameters, refused unspent.
-            q._price(eps, delta)
+            # Priced and planned before anything is logged or charged: an overflow there is
+            # the analyst's parameters, refused unspent.
+            prepared = q.prepare(epsilon=eps, delta=delta, two_step=True)
         except (OverflowError, ZeroDivisionError) as exc:
             raise _overflow(exc) from None
         except DPKitError as exc:
@@ -507,13 +463,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
         except StateError as exc:
             raise HTTPException(status_code=503, detail=f"query refused, nothing spent: {exc}"
                                 ) from None
-        token = _CURRENT.set((sub, {"query_id": qid}))
         try:
             with cur.engine_lock:
-                frame = q.run(epsilon=eps, delta=delta)
+                frame = cur.session.run(prepared, budget=sub, metadata={"query_id": qid})
         except BudgetExceededError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
-            # The builder re-raises a refused charge with the budget's own error as cause: a
+            # Session.run re-raises a refused charge with the budget's own error as cause: a
             # ledger that cannot be written (full disk, lost database) is 503, not "spent".
             unavailable = isinstance(exc, BudgetUnavailableError) or isinstance(
                 exc.__cause__, BudgetUnavailableError)
@@ -528,8 +483,6 @@ def create_app(config: ServiceConfig) -> FastAPI:
         except DPKitError as exc:
             _log_quietly(cur, qid, "failed", str(exc))
             raise HTTPException(status_code=422, detail=f"query failed: {exc}") from None
-        finally:
-            _CURRENT.reset(token)
         result = frame_to_json(frame)
         try:
             cur.state.log_done(qid, "answered", result=result)

@@ -187,7 +187,7 @@ def _exact_keys(path: str) -> list[tuple[Any, int]] | None:
     try:
         p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except DPKitError:
         return None
     r = p.exact(s.engine)

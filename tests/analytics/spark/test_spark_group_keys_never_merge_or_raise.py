@@ -132,7 +132,7 @@ def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: An
         try:
             p = (s.query().group_by("city").bound(max_partitions=4, max_rows_per_partition=1)
                  .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-            s._validate_plan(p.plan)
+            s.validate(p)
         except DPKitError:
             return None
         r = p.exact(s.engine)
@@ -168,7 +168,7 @@ def test_timestamp_keys_in_a_dst_fold_keep_their_own_aggregates(
         try:
             p = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
                  .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-            s._validate_plan(p.plan)
+            s.validate(p)
         except DPKitError:
             return None
         r = p.exact(s.engine)
@@ -204,7 +204,7 @@ def test_invalid_utf8_text_keys_keep_their_own_aggregates(classic_spark: Any) ->
         try:
             p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
                  .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-            s._validate_plan(p.plan)
+            s.validate(p)
         except DPKitError:
             return None
         return sorted(int(n) for n in p.exact(s.engine).values["n:n"])

@@ -68,7 +68,7 @@ def _exact(spark: Any, frame: Any, *, key: str = "k", max_partitions: int = 1,
         p = (s.query().group_by(key)
              .bound(max_partitions=max_partitions, max_rows_per_partition=max_rows)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except DPKitError:
         return None
     r = p.exact(s.engine)
@@ -164,7 +164,7 @@ def test_nanosecond_keys_keep_their_own_aggregates(tmp_path: Path, typ: pa.DataT
     try:
         p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-        s._validate_plan(p.plan)
+        s.validate(p)
     except DPKitError:
         return  # refused before the charge
     r = p.exact(s.engine)

@@ -33,7 +33,7 @@ def _like_count(spark: Any, frame: pd.DataFrame) -> int | str:
         p = (session.query().where("s LIKE pat")
              .bound(max_partitions=1, max_rows_per_partition=1)
              .agg(n=dpa.count()).prepare(epsilon=1.0))
-        session._validate_plan(p.plan)
+        session.validate(p)
     except DPKitError as exc:  # refused before the charge: a fix
         return f"refused: {type(exc).__name__}"
     try:

@@ -42,4 +42,4 @@ def test_spark_object_column_type_does_not_depend_on_the_rows(spark: Any) -> Non
     missing = [None] * 5
     for ids in (missing, [*missing, "x"], [*missing, 1]):
         s = _session(spark, ids)
-        assert s.engine.columns(s._source)["uid"] == "VARCHAR"
+        assert s.engine.columns(s.table.source)["uid"] == "VARCHAR"

@@ -168,7 +168,7 @@ def test_string_join_keys_compare_bytes_on_spark(classic_spark: Any) -> None:
         try:
             p = (s.query().join_public(cities, on="city", columns=["pop"])
                  .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
-            s._validate_plan(p.plan)  # what run() does before the charge
+            s.validate(p)  # what run() does before the charge
         except DPKitError:
             assert frame is df  # only the collated key may be refused
             continue

@@ -45,7 +45,7 @@ def _count_or_refusal(session: Any, public: Any) -> int | None:
                               public_tables={"pub": public}).prepare(epsilon=1.0)
     except DPKitError:
         return None
-    return int(p.exact(session._engine, session._source).values["n:n"][0])
+    return int(p.exact(session.engine).values["n:n"][0])
 
 
 def test_private_duckdb_table_is_not_joinable_under_another_case() -> None:
@@ -86,7 +86,7 @@ def test_private_frame_is_not_joinable_as_a_public_table() -> None:
     """The session's own frame passed again, or its registered name in upper case."""
     d = _alias_table()
     s = dpa.Session(d, privacy_unit="user_id", budget=Budget(epsilon=1.0))
-    for alias in (d, s._source.location.upper()):
+    for alias in (d, s.table.source.location.upper()):
         count = _count_or_refusal(s, alias)
         assert count is None or count <= 1, count
 
@@ -152,7 +152,7 @@ def test_case_insensitive_collation_does_not_copy_a_row() -> None:
                         metadata=meta, public_tables={"cities": cities}).prepare(epsilon=1.0)
     except DPKitError:
         return
-    assert int(p.exact(s._engine, s._source).values["n:n"][0]) <= 1
+    assert int(p.exact(s.engine).values["n:n"][0]) <= 1
 
 
 # --------------------------------------------------------------- post-processing after the charge

@@ -18,6 +18,8 @@ from sqlglot import exp
 from dpkit.analytics._column_types import type_family
 from dpkit.analytics._object_text import pandas_objects_as_text, polars_objects_as_text
 from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._sources import Origin, file_source, shares_files
+from dpkit.analytics._sql import text_comparison_refusal
 from dpkit.analytics.engines._compiler import (
     DUCKDB,
     DUCKDB_MD5,
@@ -28,7 +30,8 @@ from dpkit.analytics.engines._compiler import (
     refuse_mixed_file_types,
     source_sql,
 )
-from dpkit.errors import EngineError
+from dpkit.analytics.engines._protocol import Checked, EngineError
+from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["DuckDBEngine", "EngineError"]
 
@@ -243,6 +246,22 @@ class DuckDBEngine:
                               f"{source.location!r}") from None
         return sorted({str(r[0]) for r in rows})
 
+    def locate(self, name: str, path: bool) -> Source:
+        """The source a name means on DuckDB: with ``path``, a Parquet or CSV path or glob
+        (by its suffix; a glob as DuckDB itself expands it, :meth:`source_files`), refused with
+        :class:`FileNotFoundError` when it names no file; else a table of the connection."""
+        if not path:
+            return Source(kind="table", location=name)
+        return file_source(name, self.source_files)
+
+    def shares_rows(self, private: Origin, public: Origin) -> bool:
+        """Whether ``public`` may read the private rows (see
+        :func:`~dpkit.analytics._sources.shares_files`): files compared by the list DuckDB
+        itself reads, views this engine did not register and names that are not base tables
+        refused."""
+        return shares_files(private, public, list_files=self.source_files,
+                            is_view=self.is_user_view, is_table=self.is_base_table)
+
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> DuckDB type of ``source``, in source order (no data row is read).
 
@@ -338,6 +357,32 @@ class DuckDBEngine:
                 "byte, so one person's 'bob' and 'BOB' would count as two: store one spelling "
                 "per person (e.g. lower(id)) in a column without a collation, or reset "
                 "default_collation")
+
+    def validate(self, plan: Plan) -> Checked:
+        """Compile ``plan`` and let DuckDB bind the statement (``EXPLAIN`` parses and binds it
+        against the schema without reading rows), so a plan DuckDB cannot run fails here,
+        before anything is charged; returns the compiled statement ready to run.
+
+        A filter that compares a text column with a number (the usual reason the binder
+        refuses one) is refused with the cast to write; otherwise the binder's first line is
+        the reason (the lines after it quote the generated statement, which means nothing to
+        the analyst)."""
+        schema = self.columns(plan.source)
+        compiled = self.compile(plan, schema)
+        try:
+            self.connection.execute("EXPLAIN " + compiled.sql).fetchall()
+        except Exception as exc:
+            hint = text_comparison_refusal(
+                (f.predicate for f in plan.filters),
+                lambda c: type_family(schema.get(c, "")) == "string",
+                csv=plan.source.kind == "csv")
+            if hint is not None:
+                raise PrivacyParameterError(hint) from None
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise DPKitError(
+                f"the engine cannot run this query (nothing was charged): {reason}"
+            ) from None
+        return Checked(plan=plan, run=lambda: self.execute_compiled(compiled))
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from dpkit.analytics._object_text import pandas_objects_as_text
 from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._sources import CSV_SUFFIXES, PARQUET_SUFFIXES, Origin, spark_shares_files
 from dpkit.analytics.engines._compiler import (
     EPOCH_UTC,
     SPARK,
@@ -49,7 +50,7 @@ from dpkit.analytics.engines._compiler import (
     compile_plan,
     refuse_mixed_file_types,
 )
-from dpkit.analytics.engines.duckdb import EngineError
+from dpkit.analytics.engines._protocol import Checked, EngineError
 
 __all__ = [
     "LocalConnectServer",
@@ -126,8 +127,8 @@ def spark_type(data_type: Any) -> str:
     return s.upper()
 
 
-_PARQUET = (".parquet", ".parq", ".pq")
-_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
+_PARQUET = PARQUET_SUFFIXES
+_CSV = CSV_SUFFIXES
 
 
 def looks_like_path(text: str) -> bool:
@@ -170,11 +171,6 @@ class SparkEngine:
         self.profile: DialectProfile = SPARK if hash == "native" else SPARK_MD5
         self._views: dict[str, Any] = {}  # registered name -> DataFrame
         self._files: dict[tuple[str, str], str] = {}  # (kind, path) -> view name
-        self._lock = threading.Lock()
-        # Statements analysed by validate(), kept for the execute_compiled() that follows the
-        # charge: Spark analyses a statement once when it is created, so reusing the frame
-        # saves a second analysis (classic) or a second round trip to the server (Connect).
-        self._analysed: dict[int, tuple[CompiledQuery, Any]] = {}
         self.progress: Progress | None = None  # default progress callback of every release
 
     def close(self) -> None:
@@ -463,6 +459,26 @@ class SparkEngine:
                               f"{_short(exc)}") from None
         return files, self.plan_violation(text.getvalue(), user_functions)
 
+    def locate(self, name: str, path: bool) -> Source:
+        """The source a name means on Spark: a catalog table (``db.table``) unless it looks
+        like a path (``path``, or a Parquet/CSV suffix, a ``/`` or a URL scheme); a path is
+        CSV by its suffix, else Parquet (also a directory of part files). The cluster reads
+        the path (``s3://``, ``hdfs://``, ...): it is not checked here."""
+        if not path and not looks_like_path(name):
+            return Source(kind="table", location=name)
+        if name.lower().rstrip("/").endswith(_CSV):
+            return Source(kind="csv", location=name)
+        return Source(kind="parquet", location=name)
+
+    def shares_rows(self, private: Origin, public: Origin) -> bool:
+        """Whether ``public`` may read the private rows, judged by what Spark reads (see
+        :func:`~dpkit.analytics._sources.spark_shares_files`): a frame held by this process
+        (sent to Spark by the session) shares none."""
+        if public.frame:
+            return False
+        return spark_shares_files(self.input_files(private.source),
+                                  self.input_files(public.source), public.source.location)
+
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> type (DuckDB spelling) of ``source``, from its schema only."""
         try:
@@ -488,13 +504,14 @@ class SparkEngine:
         return compile_plan(table_plan, schema, self.profile,
                             registered=frozenset(self._views), join_schemas=join_schemas)
 
-    def validate(self, plan: Plan) -> CompiledQuery:
+    def validate(self, plan: Plan) -> Checked:
         """Compile ``plan`` and let Spark analyse the statement (binds names and types, reads
         no row), so a plan Spark cannot run fails before anything is charged.
 
         ``spark.sql`` analyses eagerly on both session kinds (Spark Connect sends the
         statement to the server, which analyses it before answering), so creating the frame is
-        the check; the frame is kept and collected by :meth:`execute_compiled`."""
+        the check; the returned :class:`Checked` collects that very frame (no second analysis
+        on classic Spark, no second round trip on Connect)."""
         compiled = self.compile(plan)
         try:
             with self._ansi(compiled):
@@ -502,28 +519,20 @@ class SparkEngine:
         except Exception as exc:
             raise EngineError(f"Spark cannot run this query (nothing was charged): "
                               f"{_short(exc)}") from None
-        with self._lock:
-            self._analysed[id(compiled)] = (compiled, frame)
-            while len(self._analysed) > 4:  # validated, never run (e.g. refused by the budget)
-                del self._analysed[next(iter(self._analysed))]
-        return compiled
+        return Checked(plan=plan, run=lambda: self.execute_compiled(compiled, frame=frame))
 
     def execute(self, plan: Plan, *, progress: Progress | None = None) -> EngineResult:
         """Run ``plan`` as one Spark SQL query; return per-group exact integer aggregates."""
         return self.execute_compiled(self.compile(plan), progress=progress)
 
-    def execute_compiled(self, compiled: CompiledQuery, *,
-                         progress: Progress | None = None) -> EngineResult:
-        """Run a statement :meth:`compile` returned: one ``collect()`` of small rows (of the
-        frame :meth:`validate` analysed, when it was this very statement)."""
+    def execute_compiled(self, compiled: CompiledQuery, *, progress: Progress | None = None,
+                         frame: Any = None) -> EngineResult:
+        """Run a statement :meth:`compile` returned: one ``collect()`` of small rows (of
+        ``frame``, the frame Spark analysed for this very statement, when given)."""
         progress = progress if progress is not None else self.progress
-        with self._lock:
-            kept = self._analysed.pop(id(compiled), None)
         try:
             with self._ansi(compiled), self._progress(progress):
-                if kept is not None and kept[0] is compiled:
-                    frame = kept[1]
-                else:
+                if frame is None:
                     frame = self.spark.sql(compiled.sql)
                 rows = frame.collect()
         except Exception as exc:  # analysis / IO errors: decided by plan and schema only

@@ -15,17 +15,17 @@ from dpkit.analytics.sqlquery._metadata import (
     load_metadata,
     parse_metadata,
 )
-from dpkit.analytics.sqlquery._query import SqlQuery, sql_query, sql_session
-from dpkit.analytics.sqlquery._translate import SqlError
+from dpkit.analytics.sqlquery._query import SqlQuery, sql_query
+from dpkit.analytics.sqlquery._translate import SqlError, SqlHost
 
 __all__ = [
     "ColumnInfo",
     "Metadata",
     "SqlError",
+    "SqlHost",
     "SqlQuery",
     "TableInfo",
     "load_metadata",
     "parse_metadata",
     "sql_query",
-    "sql_session",
 ]

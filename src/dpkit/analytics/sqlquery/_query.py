@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpkit._numeric.validation import check_integer
+from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.sqlquery._metadata import Metadata, TableInfo, load_metadata
-from dpkit.analytics.sqlquery._translate import Translation, having_mask, translate
+from dpkit.analytics.sqlquery._translate import SqlHost, Translation, having_mask, translate
 from dpkit.errors import PrivacyParameterError
-
-if TYPE_CHECKING:
-    from dpkit.analytics.builder import PreparedQuery, Query
-    from dpkit.analytics.session import Session
 
 __all__ = ["SqlQuery", "sql_query"]
 
@@ -150,7 +147,7 @@ def _overrides(bounds: Any, keys: Any, max_partitions: Any, max_rows_per_partiti
     return info
 
 
-def sql_query(session: Session, text: str, *, metadata: Any = None, bounds: Any = None,
+def sql_query(session: SqlHost, text: str, *, metadata: Any = None, bounds: Any = None,
               keys: Any = None, max_partitions: int | None = None,
               max_rows_per_partition: int | None = None,
               public_tables: dict[str, Any] | None = None) -> SqlQuery:
@@ -165,39 +162,3 @@ def sql_query(session: Session, text: str, *, metadata: Any = None, bounds: Any 
         raise PrivacyParameterError("public_tables must be a dict name -> table")
     ov = _overrides(bounds, keys, max_partitions, max_rows_per_partition)
     return SqlQuery(translate(session, text, meta, public_tables, ov))
-
-
-def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: Any,
-                alpha: float = 0.05, memory_limit: str | None = None, engine: Any = "duckdb"
-                ) -> tuple[Session, Metadata]:
-    """A session over one file for a SQL query, its privacy unit taken from the metadata.
-
-    ``privacy_unit`` (if given) must agree with the metadata's private table; ``engine`` is
-    passed to the session. Used by ``dpkit query --sql``. Without ``privacy_unit``, the
-    metadata's private table must say who is protected (``privacy_unit: <column>``, or
-    ``privacy_unit: null`` when every row is a different person): omitting it is refused.
-    """
-    from dpkit.analytics.session import Session
-
-    meta = load_metadata(metadata)
-    privates = meta.private_tables
-    if len(privates) > 1:
-        raise PrivacyParameterError(
-            f"the metadata declares several private tables ({[t.name for t in privates]}); "
-            "a query reads one private file"
-        )
-    declared = privates[0].privacy_unit if privates else None
-    if privacy_unit is not None and declared is not None and declared != privacy_unit:
-        raise PrivacyParameterError(
-            f"--privacy-unit {privacy_unit!r} disagrees with the metadata's {declared!r}"
-        )
-    if privacy_unit is None and not (privates and privates[0].privacy_unit_given):
-        table = repr(privates[0].name) if privates else "private"
-        raise PrivacyParameterError(
-            f"Say who the data protects: the metadata's {table} table needs privacy_unit: "
-            "<column> (the column that identifies a person), or privacy_unit: null if every "
-            "row is a different person; or give the privacy unit with the query.")
-    unit = privacy_unit if privacy_unit is not None else declared
-    session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
-                      memory_limit=memory_limit, engine=engine)
-    return session, meta

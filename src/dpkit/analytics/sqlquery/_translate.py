@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import sqlglot
 from sqlglot import exp
@@ -39,14 +39,20 @@ from sqlglot import exp
 import dpkit.analytics._aggregates as agg
 from dpkit.analytics._plan import did_you_mean
 from dpkit.analytics._sql import PredicateError, parse_predicate
+from dpkit.analytics.builder import Query, QueryHost
 from dpkit.analytics.sqlquery._metadata import ColumnInfo, Metadata, TableInfo
 from dpkit.errors import DPKitError
 
-if TYPE_CHECKING:
-    from dpkit.analytics.builder import Query
-    from dpkit.analytics.session import Session
+__all__ = ["SqlError", "SqlHost", "Translation", "translate"]
 
-__all__ = ["SqlError", "Translation", "translate"]
+
+class SqlHost(QueryHost, Protocol):
+    """What the SQL front end needs of a session: a :class:`QueryHost` (the table's
+    description, public tables) that starts builder queries."""
+
+    def query(self) -> Query:
+        """A new, empty builder query over the private table."""
+        ...
 
 MAX_SQL_LENGTH = 100_000
 _KEYWORDS = frozenset(k.upper() for k in sqlglot.tokens.Tokenizer.KEYWORDS) | frozenset(
@@ -148,7 +154,7 @@ def _literal_value(e: exp.Expression, clause: str) -> object:
 
 
 class _Translator:
-    def __init__(self, session: Session, metadata: Metadata, public_tables: dict[str, Any],
+    def __init__(self, session: SqlHost, metadata: Metadata, public_tables: dict[str, Any],
                  overrides: TableInfo | None = None) -> None:
         self.session = session
         self.overrides = overrides
@@ -159,7 +165,7 @@ class _Translator:
         self.filters: list[str] = []
         self.buckets: list[tuple[str, list[tuple[str, object]], object]] = []
         self.bucket_by_sql: dict[str, str] = {}
-        self.taken: set[str] = set(session.columns)
+        self.taken: set[str] = set(session.table.columns)
 
     # ------------------------------------------------------------------ tables
     def _public_info(self, name: str) -> TableInfo | None:
@@ -194,9 +200,9 @@ class _Translator:
         self.private = _merge(info if info is not None else TableInfo(name=name),
                               self.overrides)
         declared = self.private.privacy_unit
-        if declared is not None and declared != self.session.privacy_unit:
+        if declared is not None and declared != self.session.table.privacy_unit:
             raise SqlError(clause, f"the metadata's privacy unit of {name!r} is {declared!r} "
-                             f"but the session's is {self.session.privacy_unit!r}")
+                             f"but the session's is {self.session.table.privacy_unit!r}")
         alias = table.alias_or_name
         tab_alias = table.args.get("alias")
         if isinstance(tab_alias, exp.TableAlias) and tab_alias.columns:
@@ -255,7 +261,8 @@ class _Translator:
                 target = obj
         if target is None:
             target = info.path if info.path is not None else info.name
-        source, schema = self.session._public_source(target)
+        public = self.session.public_table(target)
+        source, schema = public.source, public.schema
         del source
         join = _Join(table=info.name, alias=table.alias_or_name, target=target, schema=schema,
                      info=info, how="left" if side == "LEFT" else "inner")
@@ -277,7 +284,8 @@ class _Translator:
                                  f"{table.name!r} with one column of the private table")
             priv = sides[1] if pub[0] is sides[0] else sides[0]
             resolved = self._resolve_column(priv, scope, clause)
-            if not isinstance(resolved, exp.Column) or resolved.name not in self.session.columns:
+            if not isinstance(resolved, exp.Column) \
+                    or resolved.name not in self.session.table.columns:
                 raise SqlError(clause, f"ON {c.sql()!r}: the key must be a column of the "
                                  "private table")
             join.on.append((resolved.name, self._public_col(pub[0].name, join, clause)))
@@ -289,7 +297,7 @@ class _Translator:
     def _unit_alias(self, name: str) -> bool:
         """Whether ``name`` is a public join key joined on the privacy unit (the unit under
         another name)."""
-        unit = self.session.privacy_unit
+        unit = self.session.table.privacy_unit
         return unit is not None and any(
             left == unit and j.exposed.get(right) == name for j in self.joins
             for left, right in j.on)
@@ -297,7 +305,7 @@ class _Translator:
     def _is_public_ref(self, col: exp.Column, join: _Join) -> bool:
         if col.table:
             return col.table in (join.alias, join.table)
-        return col.name in join.schema and col.name not in self.session.columns
+        return col.name in join.schema and col.name not in self.session.table.columns
 
     def _public_col(self, name: str, join: _Join, clause: str) -> str:
         if name in join.schema:
@@ -322,7 +330,7 @@ class _Translator:
 
     # ------------------------------------------------------------------ columns
     def _private_column(self, name: str) -> str | None:
-        cols = self.session.columns
+        cols = self.session.table.columns
         if name in cols:
             return name
         folded = [c for c in cols if c.casefold() == name.casefold()]
@@ -355,8 +363,8 @@ class _Translator:
                 return _column(found)
             if qual:
                 raise SqlError(clause, f"unknown column {name!r}"
-                               f"{did_you_mean(name, self.session.columns)}; the private "
-                               f"table has columns {list(self.session.columns)}")
+                               f"{did_you_mean(name, self.session.table.columns)}; the private "
+                               f"table has columns {list(self.session.table.columns)}")
         hits = {id(j): j for j in scope.joins.values()
                 if any(c.casefold() == name.casefold() for c in j.schema)}
         if len(hits) == 1:
@@ -365,8 +373,8 @@ class _Translator:
         if len(hits) > 1:
             raise SqlError(clause, f"column {name!r} is ambiguous: qualify it")
         raise SqlError(clause, f"unknown column {name!r}"
-                       f"{did_you_mean(name, self.session.columns)}; the private table has "
-                       f"columns {list(self.session.columns)}")
+                       f"{did_you_mean(name, self.session.table.columns)}; the private table has "
+                       f"columns {list(self.session.table.columns)}")
 
     def _resolve(self, e: exp.Expression, scope: _Scope, clause: str) -> exp.Expression:
         """``e`` with every column resolved; CASE expressions become buckets."""
@@ -418,7 +426,7 @@ class _Translator:
             resolved = self._resolve(cond, scope, f"{clause} (CASE)")
             text = self._check_row_expression(resolved, f"{clause} (CASE)")
             for c in resolved.find_all(exp.Column):
-                if c.name == self.session.privacy_unit:
+                if c.name == self.session.table.privacy_unit:
                     raise SqlError(f"{clause} (CASE)", "a CASE on the privacy unit would "
                                      "group by (a function of) the person")
             cases.append((text, _literal_value(branch.args["true"], f"{clause} (CASE)")))
@@ -499,7 +507,7 @@ class _Translator:
                     for k, v in scope.projection.items():
                         out.setdefault(k, v)
                 else:
-                    for c in self.session.columns:
+                    for c in self.session.table.columns:
                         out.setdefault(c.casefold(), _column(c))
                 continue
             name = item.alias_or_name
@@ -566,7 +574,7 @@ class _Translator:
                                      "buckets with literal values (other expressions are not "
                                      "supported)")
                 name = resolved.name
-                if name == self.session.privacy_unit or self._unit_alias(name):
+                if name == self.session.table.privacy_unit or self._unit_alias(name):
                     raise SqlError("GROUP BY", f"grouping by the privacy unit {name!r} "
                                      "would release one row per person")
                 if name in group_cols:
@@ -660,9 +668,7 @@ class _Translator:
 
         types: dict[str, str] = {}
         if any(o.kind == "key" for o in outputs):
-            cols = self.session._engine.columns(self.session._source)
-            types = ({str(k): str(v) for k, v in cols.items()} if isinstance(cols, dict)
-                     else {str(c[0]): str(c[1]) for c in cols})
+            types = dict(self.session.table.types)
         out: dict[str, str] = {}
         for o in outputs:
             if o.kind == "stat":
@@ -687,11 +693,11 @@ class _Translator:
                 cols = arg.expressions
                 if len(cols) == 1 and isinstance(cols[0], exp.Column):
                     r = self._resolve_column(cols[0], scope, clause)
-                    unit = self.session.privacy_unit
+                    unit = self.session.table.privacy_unit
                     if isinstance(r, exp.Column) and unit is not None and r.name == unit:
                         return agg.count_distinct(), None, False
                 raise SqlError(clause, "COUNT(DISTINCT ...) is supported for the privacy unit "
-                                 f"only ({self.session.privacy_unit!r}): distinct values of "
+                                 f"only ({self.session.table.privacy_unit!r}): distinct values of "
                                  "another column are not bounded per person here")
             if isinstance(arg, exp.Literal) and not arg.is_string:
                 return agg.count(), None, False
@@ -764,7 +770,7 @@ class _Translator:
         if not isinstance(resolved, exp.Column):
             raise SqlError(clause, f"{arg.sql()!r}: aggregates read a column (derived values "
                              "would need bounds of their own; aggregate the column itself)")
-        if resolved.name == self.session.privacy_unit:
+        if resolved.name == self.session.table.privacy_unit:
             raise SqlError(clause, "aggregating the privacy unit column is not supported")
         return resolved.name
 
@@ -812,7 +818,7 @@ class _Translator:
                 keys = {c: list(k) for c, k in zip(group_cols, key_lists, strict=True)
                         if k is not None}
             q = q.group_by(*group_cols, keys=keys)
-        if self.session.privacy_unit is not None:
+        if self.session.table.privacy_unit is not None:
             info = self.private or TableInfo(name="")
             q = q.bound(max_partitions=info.max_partitions or 1,
                         max_rows_per_partition=info.max_rows_per_partition or 1)
@@ -960,7 +966,7 @@ def _merge(info: TableInfo, overrides: TableInfo | None) -> TableInfo:
         max_rows_per_partition=overrides.max_rows_per_partition or info.max_rows_per_partition)
 
 
-def translate(session: Session, text: str, metadata: Metadata,
+def translate(session: SqlHost, text: str, metadata: Metadata,
               public_tables: dict[str, Any] | None = None,
               overrides: TableInfo | None = None) -> Translation:
     """Check ``text`` against the private fragment and build its builder query.
