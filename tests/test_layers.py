@@ -242,7 +242,7 @@ ANALYTICS = "dpkit.analytics"
 ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
     # the plan and what is computed from public parameters: no engine, no builder, no session
     frozenset({"_plan", "_sql", "_aggregates", "_object_text", "_pricing", "_release",
-               "_report", "_table", "_sources"}),
+               "_report", "_table", "_sources", "_column_types"}),
     frozenset({"engines"}),   # engines: the Engine protocol and DuckDB, Spark behind it
     frozenset({"builder"}),   # the query description (validated against the table description)
     frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
@@ -250,8 +250,10 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({""}),          # the facade
 )
 #: What an engine module may import from the rest of analytics: the plan, the predicates, the
-#: rules of where rows come from, the object-text rule, and other engine modules.
-ENGINE_IMPORTS = frozenset({"_plan", "_sql", "_sources", "_object_text", "engines"})
+#: rules of where rows come from, the object-text rule, the column-type rules, and other
+#: engine modules.
+ENGINE_IMPORTS = frozenset({"_plan", "_sql", "_sources", "_object_text", "_column_types",
+                            "engines"})
 
 
 def analytics_part(module: str) -> str | None:

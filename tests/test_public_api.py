@@ -24,7 +24,6 @@ def _modules_after(code: str) -> set[str]:
     "import dpkit",
     "import dpkit.noise",
     "import dpkit.mechanisms",
-    "import dpkit.analytics",  # sqlglot and the engines load when a query first runs
     "from dpkit.mechanisms import Laplace; Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)"
     ".release([1.0, 2.0])",
     "from dpkit import Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, "
