@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "references"))
 from laplace_exact import laplace_composition_delta
 
 from _report import machine, write_section
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
+from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.fdp import gdp, laplace, self_tensor, tensor
 
 REPEATS = 3

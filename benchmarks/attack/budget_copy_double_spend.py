@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting.budget import Budget
-from dpkit.accounting.events import ZCdpEvent
 from dpkit.accounting.filters import ZCdpFilter
 from dpkit.audit import Claim, audit
+from dpkit.events import ZCdpEvent
 from dpkit.mechanisms import RandomizedResponse
 
 

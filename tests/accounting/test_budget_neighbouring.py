@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 from dpkit.accounting import Budget
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.composition import parallel_composition
-from dpkit.accounting.events import (
+from dpkit.accounting.filters import GdpFilter, ZCdpFilter
+from dpkit.accounting.pure import pure_epsilon_of
+from dpkit.errors import (
+    BudgetExceededError,
+    PrivacyParameterError,
+    SerializationError,
+    UnsupportedEventError,
+)
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -36,14 +44,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
     ZCdpEvent,
-)
-from dpkit.accounting.filters import GdpFilter, ZCdpFilter
-from dpkit.accounting.pure import pure_epsilon_of
-from dpkit.errors import (
-    BudgetExceededError,
-    PrivacyParameterError,
-    SerializationError,
-    UnsupportedEventError,
 )
 from dpkit.mechanisms import Laplace, RandomizedResponse
 

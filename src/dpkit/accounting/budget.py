@@ -1,6 +1,6 @@
 """A privacy budget that is charged *before* each release: a privacy filter or an odometer.
 
-:class:`Budget` (also available as ``Accountant``, its former name, for one release) holds a
+:class:`Budget` holds a
 budget and an interpreter accountant that turns events into privacy spent. How an
 ``(epsilon, delta)`` budget reads events is its ``method``:
 
@@ -87,7 +87,7 @@ when the budget is built; they never depend on what was charged.
 Safety rules kept here: every check runs on a *copy* of the state; the state changes in one
 assignment after every check has passed, so a refused or failing charge leaves the budget
 exactly as it was; a lock makes check-and-update atomic across threads; state is saved and
-restored as JSON through the event allow-list (:func:`~dpkit.accounting.events.event_to_dict`),
+restored as JSON through the event allow-list (:func:`~dpkit.events.event_to_dict`),
 never by importing names found in the data.
 
 Storage. The state is the replay of the records in the budget's ledger
@@ -158,7 +158,7 @@ from dpkit.events import (
     event_to_dict,
 )
 
-__all__ = ["Accountant", "Budget", "ChargeCost", "ChargeRecord", "Share", "SubBudget"]
+__all__ = ["Budget", "ChargeCost", "ChargeRecord", "Share", "SubBudget"]
 
 _FORMAT = "dpkit.budget"
 
@@ -1709,9 +1709,6 @@ class Budget:
             f"neighbouring={self._neighbouring.value!r}, spent=({fmt(e)}, {fmt(d)}))"
         )
 
-
-#: The former name of :class:`Budget`, kept for one release.
-Accountant = Budget
 
 
 class SubBudget:
