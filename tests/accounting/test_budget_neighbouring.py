@@ -368,7 +368,7 @@ def test_a_session_refuses_a_replace_budget_and_keeps_add_remove_working() -> No
 
 def test_the_invariant_check_catches_a_budget_that_mixes_relations(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpkit.accounting.budget as budget_module
+    import dpkit.accounting._budget.filter as budget_module
 
     # the budget as it was before relations were enforced: events read as given
     monkeypatch.setattr(budget_module, "restate", lambda ev, relation: ev)
