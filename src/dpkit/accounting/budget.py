@@ -1,8 +1,7 @@
 """A privacy budget that is charged *before* each release: a privacy filter or an odometer.
 
-:class:`Budget` holds a
-budget and an interpreter accountant that turns events into privacy spent. How an
-``(epsilon, delta)`` budget reads events is its ``method``:
+:class:`Budget` holds a budget and an interpreter accountant that turns events into privacy
+spent. How an ``(epsilon, delta)`` budget reads events is its ``method``:
 
 * ``delta == 0``: pure budget, :class:`~dpkit.accounting.pure.PureDpAccountant`; the spent
   epsilon is an exact :class:`fractions.Fraction` (the sum of the doubles charged), compared
@@ -100,6 +99,11 @@ analyst's cap and the total. Every record is read back through the replay's own 
 it is written (a charge whose record would not replay is refused), and the replay checks each
 record's stored ``spent_after`` against the state it recomputes (a consistency check that
 detects edited costs; whoever can write to the store is still trusted).
+
+Parts. :class:`Budget` composes the modules of :mod:`dpkit.accounting._budget`: the definition
+(``terms``), the reading of each accounting kind (``kinds``), what may be charged (``filter``),
+the ledger-backed book and its replay (``replay``), the JSON forms (``saved``) and
+:class:`SubBudget` (``subs``).
 
 A note on exactness: ``0.1`` as a double is slightly *more* than 1/10, so ten charges of
 ``epsilon=0.1`` add up to more than the budget ``1.0`` and the tenth is refused. This is the
