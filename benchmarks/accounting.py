@@ -34,9 +34,9 @@ from dpkit.accounting.composition import (
     basic_composition,
     optimal_composition,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.accounting.rdp import RdpAccountant
+from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 
 REPEATS = 5
 Q, SIGMA, STEPS, DELTA_A = 256 / 60000, 1.1, 60 * 60000 // 256, 1e-5
@@ -242,8 +242,8 @@ def extremes() -> str:
     """(c) Extreme parameters: answer, time and peak traced memory of one query each."""
     import tracemalloc
 
-    from dpkit.accounting.events import PureDpEvent
     from dpkit.accounting.rdp import dpsgd_rdp_epsilon
+    from dpkit.events import PureDpEvent
 
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("PLD, Laplace(b=1e-6), epsilon at 1e-6",

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from _report import machine, write_section
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
+from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.fdp import gdp, laplace, self_tensor, tensor
 from shared.laplace_exact import laplace_composition_delta
 

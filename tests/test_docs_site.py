@@ -230,7 +230,7 @@ def test_bench_plots_read_the_tables_back() -> None:
 
 
 _REFERENCE = {"mechanisms": "dpkit.mechanisms", "accounting": "dpkit.accounting",
-              "events": "dpkit.accounting.events", "fdp": "dpkit.fdp", "ldp": "dpkit.ldp",
+              "events": "dpkit.events", "fdp": "dpkit.fdp", "ldp": "dpkit.ldp",
               "audit": "dpkit.audit", "known-bad": "dpkit.audit.known_bad",
               "analytics": "dpkit.analytics", "noise": "dpkit.noise",
               "divergence": "dpkit.divergence", "errors": "dpkit.errors"}

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpkit import events as ev
 from dpkit import ldp, noise
 from dpkit.accounting import composition as comp
-from dpkit.accounting import events as ev
 from dpkit.errors import DPKitError
 from dpkit.mechanisms import (
     DiscreteGaussian,

@@ -27,7 +27,7 @@ def _modules_after(code: str) -> set[str]:
     "from dpkit.mechanisms import Laplace; Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)"
     ".release([1.0, 2.0])",
     "from dpkit import Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, "
-    "ExponentialMechanism, ReportNoisyMax, RandomizedResponse, Accountant",
+    "ExponentialMechanism, ReportNoisyMax, RandomizedResponse, Budget",
 ])
 def test_core_import_does_not_pull_heavy_dependencies(code: str) -> None:
     loaded = _modules_after(code)
@@ -77,7 +77,7 @@ def test_top_level_random_source_is_the_noise_one() -> None:
     assert dpkit.RandomSource is dpkit.noise.RandomSource
 
 
-@pytest.mark.parametrize("name", ["Accountant", "dpsgd_epsilon", "dpsgd_noise_multiplier"])
+@pytest.mark.parametrize("name", ["Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"])
 def test_top_level_accounting_names(name: str) -> None:
     import dpkit
     import dpkit.accounting

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (
     from dpkit import ldp as ldp
     from dpkit import mechanisms as mechanisms
     from dpkit import noise as noise
-    from dpkit.accounting import Accountant, Budget, dpsgd_epsilon, dpsgd_noise_multiplier
+    from dpkit.accounting import Budget, dpsgd_epsilon, dpsgd_noise_multiplier
     from dpkit.mechanisms import (
         DiscreteGaussian,
         DiscreteLaplace,
@@ -63,7 +63,7 @@ _LAZY_NAMES: dict[str, str] = {
          "bounded_mean_sensitivity"),
         "dpkit.mechanisms"),
     **dict.fromkeys(
-        ("Budget", "Accountant", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
+        ("Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
     # Aggregates keep their SQL names (count, sum, ...): use them qualified, as ``dpkit.sum``.
     **dict.fromkeys(
         ("Session", "count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
@@ -78,7 +78,6 @@ _SUBMODULES = frozenset(
 # Every top-level name, eager or lazy, except the aggregate functions: ``from dpkit import *``
 # must not shadow the built-in sum.
 __all__ = [
-    "Accountant",
     "Budget",
     "BudgetExceededError",
     "DPKitError",

@@ -8,12 +8,12 @@ import warnings
 import mpmath
 import pytest
 
-from dpkit.accounting.budget import Accountant
+from dpkit.accounting.budget import Budget
 from dpkit.accounting.composition import optimal_composition_delta, parallel_composition
-from dpkit.accounting.events import GaussianEvent, PureDpEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.accounting.rdp import RdpAccountant
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
+from dpkit.events import GaussianEvent, PureDpEvent
 
 
 def test_parallel_composition_under_replace_uses_group_privacy() -> None:
@@ -45,7 +45,7 @@ def test_rdp_never_reports_zero_for_overflowing_orders() -> None:
     assert eps >= 1.8e305
     with pytest.raises(PrivacyParameterError):
         RdpAccountant(orders=(2.0, 1e308))
-    budget = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    budget = Budget(epsilon=1.0, delta=1e-5, method="rdp")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(BudgetExceededError):

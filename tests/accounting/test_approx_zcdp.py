@@ -13,18 +13,6 @@ from hypothesis import strategies as st
 
 from dpkit.accounting import Budget, ZCdpFilter
 from dpkit.accounting.approx import ApproxDpAccountant
-from dpkit.accounting.events import (
-    ApproxDpEvent,
-    ApproxZCdpEvent,
-    ComposedEvent,
-    DiscreteGaussianEvent,
-    DpEvent,
-    SelfComposedEvent,
-    ZCdpEvent,
-    event_from_dict,
-    event_from_json,
-    event_to_json,
-)
 from dpkit.accounting.gdp import ExactGdpAccountant
 from dpkit.accounting.pure import PureDpAccountant
 from dpkit.accounting.rdp import RdpAccountant
@@ -41,6 +29,18 @@ from dpkit.errors import (
     PrivacyParameterError,
     SerializationError,
     UnsupportedEventError,
+)
+from dpkit.events import (
+    ApproxDpEvent,
+    ApproxZCdpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DpEvent,
+    SelfComposedEvent,
+    ZCdpEvent,
+    event_from_dict,
+    event_from_json,
+    event_to_json,
 )
 
 mpmath.mp.dps = 50

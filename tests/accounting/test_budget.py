@@ -1,4 +1,4 @@
-"""The budget Accountant: charge-before-release, atomic refusal, threads, save/restore."""
+"""The Budget: charge-before-release, atomic refusal, threads, save/restore."""
 
 from __future__ import annotations
 
@@ -12,8 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit._numeric.rounding import down
-from dpkit.accounting.budget import Accountant
-from dpkit.accounting.events import (
+from dpkit.accounting.budget import Budget
+from dpkit.accounting.rdp import RdpAccountant
+from dpkit.errors import (
+    BudgetExceededError,
+    PrivacyParameterError,
+    SerializationError,
+    UnsupportedEventError,
+)
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     GaussianEvent,
@@ -23,21 +30,14 @@ from dpkit.accounting.events import (
     PureDpEvent,
     event_to_dict,
 )
-from dpkit.accounting.rdp import RdpAccountant
-from dpkit.errors import (
-    BudgetExceededError,
-    PrivacyParameterError,
-    SerializationError,
-    UnsupportedEventError,
-)
 
 
-def _snapshot(acct: Accountant) -> tuple[object, ...]:
+def _snapshot(acct: Budget) -> tuple[object, ...]:
     return (acct.spent, acct.remaining, acct.ledger, acct.to_json(), acct.spent_epsilon_exact)
 
 
 def test_pure_filter_charges_exactly_and_refuses_overspending() -> None:
-    acct = Accountant(epsilon=1.0)
+    acct = Budget(epsilon=1.0)
     assert acct.kind == "pure"
     acct.charge(epsilon=0.25)
     acct.charge(LaplaceEvent(noise_multiplier=4.0), count=2)
@@ -56,7 +56,7 @@ def test_pure_filter_charges_exactly_and_refuses_overspending() -> None:
 
 def test_doubles_are_charged_exactly() -> None:
     # The double 0.1 is slightly more than 1/10: ten of them exceed 1.0 (safe side).
-    acct = Accountant(epsilon=1.0)
+    acct = Budget(epsilon=1.0)
     for _ in range(9):
         acct.charge(epsilon=0.1)
     with pytest.raises(BudgetExceededError):
@@ -65,7 +65,7 @@ def test_doubles_are_charged_exactly() -> None:
 
 
 def test_refused_and_unsupported_charges_leave_state_untouched() -> None:
-    acct = Accountant(epsilon=2.0)
+    acct = Budget(epsilon=2.0)
     acct.charge(epsilon=0.5)
     before = _snapshot(acct)
     with pytest.raises(UnsupportedEventError):
@@ -92,7 +92,7 @@ def test_refused_and_unsupported_charges_leave_state_untouched() -> None:
 
 
 def test_approx_filter_checks_both_parameters() -> None:
-    acct = Accountant(epsilon=1.0, delta=1e-5)
+    acct = Budget(epsilon=1.0, delta=1e-5)
     assert acct.kind == "basic"
     acct.charge(epsilon=0.5, delta=4e-6)
     acct.charge(epsilon=0.25, delta=4e-6)
@@ -108,7 +108,7 @@ def test_approx_filter_checks_both_parameters() -> None:
 
 
 def test_rdp_filter_accepts_gaussian_and_stays_within_budget() -> None:
-    acct = Accountant(epsilon=2.0, delta=1e-5, method="rdp")
+    acct = Budget(epsilon=2.0, delta=1e-5, method="rdp")
     assert acct.kind == "rdp"
     event = PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.0))
     accepted = 0
@@ -126,17 +126,17 @@ def test_rdp_filter_accepts_gaussian_and_stays_within_budget() -> None:
     # A budget in basic mode reads the Gaussian through its privacy profile instead; it still
     # refuses a subsampled Gaussian (no exact (epsilon, delta) reading).
     with pytest.raises(UnsupportedEventError):
-        Accountant(epsilon=2.0, delta=1e-5).charge(event)
+        Budget(epsilon=2.0, delta=1e-5).charge(event)
 
 
 def test_odometer_records_without_refusing() -> None:
-    odo = Accountant(mode="odometer")
+    odo = Budget(mode="odometer")
     odo.charge(epsilon=3.0)
     odo.charge(LaplaceEvent(noise_multiplier=0.5), count=2)
     assert odo.spent == (7.0, 0.0)
     assert odo.remaining[0] == math.inf
     assert not odo.exceeded
-    capped = Accountant(epsilon=1.0, mode="odometer")
+    capped = Budget(epsilon=1.0, mode="odometer")
     capped.charge(epsilon=3.0)
     assert capped.exceeded
     assert capped.remaining == (0.0, 0.0)
@@ -147,7 +147,7 @@ def test_odometer_records_without_refusing() -> None:
 
 
 def test_can_charge_and_reserve() -> None:
-    acct = Accountant(epsilon=1.0)
+    acct = Budget(epsilon=1.0)
     assert acct.can_charge(epsilon=1.0)
     assert not acct.can_charge(epsilon=1.5)
     assert not acct.can_charge(GaussianEvent(noise_multiplier=1.0))
@@ -176,27 +176,27 @@ def test_constructor_validation() -> None:
         {"epsilon": True},
     ):
         with pytest.raises(PrivacyParameterError):
-            Accountant(**kwargs)  # type: ignore[arg-type]
+            Budget(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        Accountant(1.0)  # type: ignore[misc]
+        Budget(1.0)  # type: ignore[misc]
 
 
 def test_json_round_trip() -> None:
-    acct = Accountant(epsilon=3.0, delta=1e-6, method="rdp")
+    acct = Budget(epsilon=3.0, delta=1e-6, method="rdp")
     acct.charge(GaussianEvent(noise_multiplier=4.0), count=3)
     acct.charge(LaplaceEvent(noise_multiplier=10.0))
-    restored = Accountant.from_json(acct.to_json())
+    restored = Budget.from_json(acct.to_json())
     assert restored.spent == acct.spent
     assert restored.ledger == acct.ledger
     assert restored.budget == acct.budget and restored.kind == "rdp"
-    pure = Accountant(epsilon=1.0)
+    pure = Budget(epsilon=1.0)
     pure.charge(epsilon=0.3)
-    again = Accountant.from_json(pure.to_json())
+    again = Budget.from_json(pure.to_json())
     assert again.spent_epsilon_exact == Fraction(0.3)
 
 
 def test_json_restore_refuses_bad_data() -> None:
-    good = Accountant(epsilon=1.0)
+    good = Budget(epsilon=1.0)
     good.charge(epsilon=0.5)
     data = json.loads(good.to_json())
 
@@ -222,12 +222,12 @@ def test_json_restore_refuses_bad_data() -> None:
     ]
     for text in bad_texts:
         with pytest.raises(SerializationError):
-            Accountant.from_json(text)
+            Budget.from_json(text)
 
 
 def test_concurrent_charges_never_overspend() -> None:
     budget = 10.0
-    acct = Accountant(epsilon=budget)
+    acct = Budget(epsilon=budget)
     eps = 1 / 64  # exact in binary: exactly 640 charges fit
     accepted = []
     refused = []
@@ -259,7 +259,7 @@ def test_concurrent_charges_never_overspend() -> None:
 
 
 def test_concurrent_rdp_charges_never_overspend() -> None:
-    acct = Accountant(epsilon=1.0, delta=1e-6, method="rdp")
+    acct = Budget(epsilon=1.0, delta=1e-6, method="rdp")
     event = GaussianEvent(noise_multiplier=8.0)
     results: list[bool] = []
     lock = threading.Lock()
@@ -283,7 +283,7 @@ def test_concurrent_rdp_charges_never_overspend() -> None:
     assert acct.spent[0] <= 1.0
     assert len(acct.ledger) == n
     # Exactly as many as a sequential filter accepts.
-    seq = Accountant(epsilon=1.0, delta=1e-6, method="rdp")
+    seq = Budget(epsilon=1.0, delta=1e-6, method="rdp")
     count = 0
     while seq.can_charge(event):
         seq.charge(event)
@@ -292,7 +292,7 @@ def test_concurrent_rdp_charges_never_overspend() -> None:
 
 
 def test_single_order_rdp_filter() -> None:
-    acct = Accountant(epsilon=1.0, delta=1e-6, method="rdp", rdp_order=16.0)
+    acct = Budget(epsilon=1.0, delta=1e-6, method="rdp", rdp_order=16.0)
     event = GaussianEvent(noise_multiplier=10.0)
     n = 0
     while acct.can_charge(event):
@@ -303,7 +303,7 @@ def test_single_order_rdp_filter() -> None:
     a, s = 16.0, 10.0
     budget_rdp = 1.0 - math.log1p(-1 / a) + (math.log(1e-6) + math.log(a)) / (a - 1)
     assert n == math.floor(budget_rdp / (a / (2 * s * s)))
-    restored = Accountant.from_json(acct.to_json())
+    restored = Budget.from_json(acct.to_json())
     assert restored.spent == acct.spent
     for kwargs in (
         {"epsilon": 1.0, "delta": 1e-6, "rdp_order": 8.0},  # basic method
@@ -312,15 +312,15 @@ def test_single_order_rdp_filter() -> None:
         {"epsilon": 1.0, "delta": 1e-6, "method": "rdp", "rdp_order": math.nan},
     ):
         with pytest.raises(PrivacyParameterError):
-            Accountant(**kwargs)  # type: ignore[arg-type]
+            Budget(**kwargs)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------- budgets and mechanisms
 def test_budget_is_the_public_name() -> None:
-    from dpkit.accounting import Accountant as ReExported
-    from dpkit.accounting import Budget
+    import dpkit
+    from dpkit.accounting import Budget as ReExported
 
-    assert ReExported is Budget is Accountant
+    assert ReExported is Budget is dpkit.Budget
     assert repr(Budget(epsilon=1.0)).startswith("Budget(")
 
 
@@ -328,7 +328,7 @@ def test_charge_takes_a_mechanism_directly() -> None:
     from dpkit.mechanisms import Gaussian, Laplace
 
     lap = Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0)
-    budget = Accountant(epsilon=2.0)
+    budget = Budget(epsilon=2.0)
     assert budget.can_charge(lap)
     budget.charge(lap)
     with budget.reserve(lap):
@@ -345,7 +345,7 @@ def test_charge_takes_a_mechanism_directly() -> None:
 def test_bare_number_is_refused_with_a_hint() -> None:
     import numpy as np
 
-    budget = Accountant(epsilon=1.0)
+    budget = Budget(epsilon=1.0)
     for bare in (0.5, 1, np.float64(0.5), Fraction(1, 2), True, "0.5"):
         with pytest.raises(PrivacyParameterError, match="epsilon="):
             budget.charge(bare)
@@ -360,7 +360,7 @@ def test_bare_number_is_refused_with_a_hint() -> None:
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
 def test_k_parts_of_e_over_k_fit(k: int, delta: float) -> None:
     # The double e/k (0.5, 0.333...) times k is at most e, compared exactly.
-    budget = Accountant(epsilon=1.0, delta=delta)
+    budget = Budget(epsilon=1.0, delta=delta)
     for _ in range(k):
         budget.charge(PureDpEvent(epsilon=1.0 / k))
     assert budget.spent_epsilon_exact <= 1
@@ -374,7 +374,7 @@ def test_k_parts_of_e_over_k_fit(k: int, delta: float) -> None:
     k=st.integers(1, 50),
 )
 def test_split_parts_always_fit(e: float, d: float, k: int) -> None:
-    budget = Accountant(epsilon=e, delta=d)
+    budget = Budget(epsilon=e, delta=d)
     share = budget.split(k)
     assert share.epsilon is not None and share.delta is not None
     assert k * Fraction(share.epsilon) <= Fraction(e)
@@ -387,12 +387,12 @@ def test_split_parts_always_fit(e: float, d: float, k: int) -> None:
 
 def test_split_validation_and_rdp() -> None:
     with pytest.raises(PrivacyParameterError):
-        Accountant(epsilon=1.0).split(0)
+        Budget(epsilon=1.0).split(0)
     with pytest.raises(PrivacyParameterError):
-        Accountant(epsilon=1.0).split(2.0)  # type: ignore[arg-type]
+        Budget(epsilon=1.0).split(2.0)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError):
-        Accountant(epsilon=1.0, delta=1e-6, method="rdp").split(2)
-    half = Accountant(epsilon=1.0)
+        Budget(epsilon=1.0, delta=1e-6, method="rdp").split(2)
+    half = Budget(epsilon=1.0)
     half.charge(epsilon=0.5)
     assert half.split(2).epsilon == 0.25  # of what remains
 
@@ -402,7 +402,7 @@ def test_basic_budget_reads_a_gaussian_through_its_profile() -> None:
     from dpkit.accounting.gdp import gdp_delta
 
     ev = GaussianEvent(noise_multiplier=4.0, pmf_slack=2.0**-20)
-    budget = Accountant(epsilon=3.0, delta=1e-6)
+    budget = Budget(epsilon=3.0, delta=1e-6)
     budget.charge(epsilon=0.5, delta=4e-7)
     cost = budget.cost_of(ev)
     pair = gaussian_pair(ev, 6e-7)  # the delta still available
@@ -416,20 +416,20 @@ def test_basic_budget_reads_a_gaussian_through_its_profile() -> None:
     with pytest.raises(BudgetExceededError):
         budget.charge(ev)  # no delta left: no finite epsilon
     budget.charge(epsilon=0.25)  # pure charges still fit
-    restored = Accountant.from_json(budget.to_json())
+    restored = Budget.from_json(budget.to_json())
     assert restored.spent == budget.spent
 
 
 def test_rdp_budget_reports_a_positive_delta() -> None:
     # Very little noise-free information: epsilon 0 is certified at the budget's delta (total
     # variation bound); the spent delta used to be reported as 0 although delta(0) > 0.
-    tiny = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    tiny = Budget(epsilon=1.0, delta=1e-5, method="rdp")
     tiny.charge(GaussianEvent(noise_multiplier=1e6), count=3)
     interp0 = RdpAccountant().compose(GaussianEvent(noise_multiplier=1e6), 3)
     assert interp0.get_epsilon(1e-5) == 0.0
     assert tiny.spent == (0.0, interp0.get_delta(0.0))
     assert 1e-6 < tiny.spent[1] <= 1e-5
-    budget = Accountant(epsilon=1.0, delta=1e-5, method="rdp")
+    budget = Budget(epsilon=1.0, delta=1e-5, method="rdp")
     budget.charge(GaussianEvent(noise_multiplier=2000.0), count=3)
     eps, dlt = budget.spent
     # previously (0.0, 0.0); now the certificate at the budget's delta
@@ -437,13 +437,13 @@ def test_rdp_budget_reports_a_positive_delta() -> None:
     interp = RdpAccountant().compose(GaussianEvent(noise_multiplier=2000.0), 3)
     assert eps == interp.get_epsilon(1e-5)
     assert dlt == min(interp.get_delta(eps), 1e-5)
-    big = Accountant(epsilon=5.0, delta=1e-5, method="rdp")
+    big = Budget(epsilon=5.0, delta=1e-5, method="rdp")
     big.charge(GaussianEvent(noise_multiplier=1.0))
     assert 0.0 < big.spent[1] <= 1e-5 and big.spent[0] > 1.0
 
 
 def test_refused_charge_says_what_it_would_have_cost() -> None:
-    budget = Accountant(epsilon=1.0)
+    budget = Budget(epsilon=1.0)
     budget.charge(epsilon=0.75)
     with pytest.raises(BudgetExceededError, match=r"^This charge needs epsilon 0\.5 but "
                                                  r"only epsilon 0\.25 is left"):
@@ -460,4 +460,4 @@ def test_version_one_json_is_still_read() -> None:
         "mode": "filter", "method": "basic", "rdp_order": None,
         "ledger": [{"event": event_to_dict(PureDpEvent(epsilon=0.5)), "count": 1}],
     })
-    assert Accountant.from_json(old).spent == (0.5, 0.0)
+    assert Budget.from_json(old).spent == (0.5, 0.0)

@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 from dpkit.accounting import Budget
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.composition import parallel_composition
-from dpkit.accounting.events import (
+from dpkit.accounting.filters import GdpFilter, ZCdpFilter
+from dpkit.accounting.pure import pure_epsilon_of
+from dpkit.errors import (
+    BudgetExceededError,
+    PrivacyParameterError,
+    SerializationError,
+    UnsupportedEventError,
+)
+from dpkit.events import (
     ApproxDpEvent,
     ApproxZCdpEvent,
     ComposedEvent,
@@ -36,14 +44,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
     ZCdpEvent,
-)
-from dpkit.accounting.filters import GdpFilter, ZCdpFilter
-from dpkit.accounting.pure import pure_epsilon_of
-from dpkit.errors import (
-    BudgetExceededError,
-    PrivacyParameterError,
-    SerializationError,
-    UnsupportedEventError,
 )
 from dpkit.mechanisms import Laplace, RandomizedResponse
 
@@ -368,7 +368,7 @@ def test_a_session_refuses_a_replace_budget_and_keeps_add_remove_working() -> No
 
 def test_the_invariant_check_catches_a_budget_that_mixes_relations(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpkit.accounting.budget as budget_module
+    import dpkit.accounting._budget.filter as budget_module
 
     # the budget as it was before relations were enforced: events read as given
     monkeypatch.setattr(budget_module, "restate", lambda ev, relation: ev)

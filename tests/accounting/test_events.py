@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError, SerializationError
+from dpkit.events import (
     EVENT_TYPES,
     ApproxDpEvent,
     ApproxZCdpEvent,
@@ -37,7 +38,6 @@ from dpkit.accounting.events import (
     event_to_dict,
     event_to_json,
 )
-from dpkit.errors import PrivacyParameterError, SerializationError
 
 EXAMPLES: list[DpEvent] = [
     NoOpEvent(),

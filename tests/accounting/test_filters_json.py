@@ -7,9 +7,9 @@ import json
 import pytest
 
 from dpkit.accounting.budget import Budget
-from dpkit.accounting.events import GaussianEvent, event_to_dict
 from dpkit.accounting.filters import GdpFilter, ZCdpFilter
 from dpkit.errors import BudgetExceededError, SerializationError
+from dpkit.events import GaussianEvent, event_to_dict
 
 
 def _gauss(noise_multiplier: float) -> GaussianEvent:

@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.accounting.gdp import GdpAccountant, dpsgd_gdp_epsilon, dpsgd_gdp_mu
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -31,8 +33,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.gdp import GdpAccountant, dpsgd_gdp_epsilon, dpsgd_gdp_mu
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 from dpkit.fdp import approx_dp, berry_esseen, clt_mu, gdp, laplace, self_tensor
 
 

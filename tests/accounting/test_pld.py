@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.accounting.pld import PldAccountant
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -31,8 +33,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pld import PldAccountant
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
 mpmath.mp.dps = 40
 

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting.approx import ApproxDpAccountant
-from dpkit.accounting.events import (
+from dpkit.accounting.pure import PureDpAccountant, delta_at, subsampled_epsilon
+from dpkit.errors import UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -26,8 +28,6 @@ from dpkit.accounting.events import (
     ReportNoisyMaxEvent,
     SelfComposedEvent,
 )
-from dpkit.accounting.pure import PureDpAccountant, delta_at, subsampled_epsilon
-from dpkit.errors import UnsupportedEventError
 
 mpmath.mp.dps = 40
 

@@ -12,7 +12,9 @@ from dp_accounting.rdp import RdpAccountant as RefRdp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.accounting.events import (
+from dpkit.accounting.rdp import DEFAULT_ORDERS, RdpAccountant, dpsgd_rdp_epsilon
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -25,8 +27,6 @@ from dpkit.accounting.events import (
     PureDpEvent,
     RandomizedResponseEvent,
 )
-from dpkit.accounting.rdp import DEFAULT_ORDERS, RdpAccountant, dpsgd_rdp_epsilon
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
 mpmath.mp.dps = 40
 

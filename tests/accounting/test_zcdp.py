@@ -8,7 +8,17 @@ from fractions import Fraction
 import mpmath
 import pytest
 
-from dpkit.accounting.events import (
+from dpkit.accounting.gdp import gdp_epsilon
+from dpkit.accounting.pure import pure_epsilon_of
+from dpkit.accounting.zcdp import (
+    ZCdpAccountant,
+    zcdp_cost_of,
+    zcdp_delta,
+    zcdp_epsilon,
+    zcdp_rho_for,
+)
+from dpkit.errors import PrivacyParameterError, SerializationError, UnsupportedEventError
+from dpkit.events import (
     ApproxDpEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -24,16 +34,6 @@ from dpkit.accounting.events import (
     event_from_json,
     event_to_json,
 )
-from dpkit.accounting.gdp import gdp_epsilon
-from dpkit.accounting.pure import pure_epsilon_of
-from dpkit.accounting.zcdp import (
-    ZCdpAccountant,
-    zcdp_cost_of,
-    zcdp_delta,
-    zcdp_epsilon,
-    zcdp_rho_for,
-)
-from dpkit.errors import PrivacyParameterError, SerializationError, UnsupportedEventError
 
 mpmath.mp.dps = 40
 

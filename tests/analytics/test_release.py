@@ -11,10 +11,10 @@ import pytest
 from scipy.stats import binom
 
 import dpkit.analytics as dpa
-from dpkit.accounting.events import ApproxDpEvent, DiscreteLaplaceEvent
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import Noise, _frac_bits, price
 from dpkit.analytics._release import assemble
+from dpkit.events import ApproxDpEvent, DiscreteLaplaceEvent
 from dpkit.noise import RandomSource
 
 

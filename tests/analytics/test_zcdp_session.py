@@ -11,10 +11,10 @@ import pytest
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.accounting.events import ApproxZCdpEvent, ComposedEvent
 from dpkit.accounting.zcdp import ZCdpAccountant, approx_delta, approx_epsilon
 from dpkit.analytics._pricing import price
 from dpkit.errors import BudgetExceededError
+from dpkit.events import ApproxZCdpEvent, ComposedEvent
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
 

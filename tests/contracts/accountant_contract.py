@@ -34,14 +34,14 @@ from typing import ClassVar
 import pytest
 
 from dpkit.accounting._base import PrivacyAccountant
-from dpkit.accounting.events import (
+from dpkit.errors import PrivacyParameterError, UnsupportedEventError
+from dpkit.events import (
     ComposedEvent,
     DpEvent,
     NonPrivateEvent,
     NoOpEvent,
     SelfComposedEvent,
 )
-from dpkit.errors import PrivacyParameterError, UnsupportedEventError
 
 __all__ = ["AccountantContract", "UnknownEvent"]
 

@@ -22,8 +22,8 @@ import pytest
 from accountant_contract import UnknownEvent
 
 from dpkit.accounting import Budget
-from dpkit.accounting.events import DpEvent
 from dpkit.errors import BudgetExceededError, PrivacyParameterError, UnsupportedEventError
+from dpkit.events import DpEvent
 
 __all__ = ["BudgetContract"]
 

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from dpkit.accounting import PureDpAccountant
-from dpkit.accounting.events import DpEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent
 from dpkit.ldp import client
 from dpkit.noise import RandomSource
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from dpkit.accounting import Budget, Ledger, LedgerRecord
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PureDpEvent
 from dpkit.errors import BudgetExceededError, LedgerError, PrivacyParameterError
+from dpkit.events import GaussianEvent, LaplaceEvent, PureDpEvent
 
 __all__ = ["LedgerContract"]
 

@@ -38,8 +38,8 @@ from dpkit.accounting import (
     RdpAccountant,
     ZCdpAccountant,
 )
-from dpkit.accounting.events import DpEvent
 from dpkit.errors import InsecureRandomnessError, PrivacyParameterError
+from dpkit.events import DpEvent
 from dpkit.mechanisms import Mechanism
 from dpkit.noise import RandomSource
 

@@ -8,7 +8,11 @@ from accountant_contract import AccountantContract
 
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.approx import ApproxDpAccountant
-from dpkit.accounting.events import (
+from dpkit.accounting.gdp import ExactGdpAccountant
+from dpkit.accounting.pure import PureDpAccountant
+from dpkit.accounting.rdp import RdpAccountant
+from dpkit.accounting.zcdp import ZCdpAccountant
+from dpkit.events import (
     ApproxDpEvent,
     DpEvent,
     GaussianEvent,
@@ -16,10 +20,6 @@ from dpkit.accounting.events import (
     PoissonSampledEvent,
     ZCdpEvent,
 )
-from dpkit.accounting.gdp import ExactGdpAccountant
-from dpkit.accounting.pure import PureDpAccountant
-from dpkit.accounting.rdp import RdpAccountant
-from dpkit.accounting.zcdp import ZCdpAccountant
 
 
 class TestPureDpContract(AccountantContract):

@@ -10,7 +10,7 @@ from budget_contract import BudgetContract
 import dpkit.accounting as accounting
 from dpkit.accounting import Budget, GdpFilter, ZCdpFilter
 from dpkit.accounting.budget import _METHODS
-from dpkit.accounting.events import (
+from dpkit.events import (
     ApproxDpEvent,
     DpEvent,
     GaussianEvent,

@@ -22,9 +22,9 @@ from dpkit._loss.pairs import (
     pair_profile,
     randomized_response_pair,
 )
-from dpkit.accounting.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PldAccountant
 from dpkit.divergence import GaussianPair, LaplacePair, RandomizedResponsePair
+from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 from dpkit.fdp import gdp, laplace, self_tensor, tensor
 
 X = np.linspace(0.0, 1.0, 4001)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from dpkit import ldp
-from dpkit.accounting.events import PureDpEvent, RandomizedResponseEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import PureDpEvent, RandomizedResponseEvent
 from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dpkit import ldp, mechanisms
 from dpkit.accounting import PureDpAccountant
-from dpkit.accounting.events import RandomizedResponseEvent, randomized_response_epsilon
+from dpkit.events import RandomizedResponseEvent, randomized_response_epsilon
 from dpkit.ldp import client
 
 

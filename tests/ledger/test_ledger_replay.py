@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import Budget, LedgerRecord, MemoryLedger, SubBudget
-from dpkit.accounting.events import GaussianEvent, PureDpEvent, ZCdpEvent, event_to_dict
 from dpkit.errors import (
     BudgetExceededError,
     BudgetUnavailableError,
@@ -19,6 +18,7 @@ from dpkit.errors import (
     PrivacyParameterError,
     UnsupportedEventError,
 )
+from dpkit.events import GaussianEvent, PureDpEvent, ZCdpEvent, event_to_dict
 from dpkit.ledger import SqliteLedger, open_ledger
 
 _EVENTS = st.one_of(

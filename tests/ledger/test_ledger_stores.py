@@ -11,7 +11,7 @@ from budget_contract import BudgetContract
 from ledger_contract import LedgerContract
 
 from dpkit.accounting import Budget, Ledger, MemoryLedger
-from dpkit.accounting.events import DpEvent, LaplaceEvent, ZCdpEvent
+from dpkit.events import DpEvent, LaplaceEvent, ZCdpEvent
 from dpkit.ledger import PostgresLedger, SqliteLedger
 
 

@@ -1,7 +1,7 @@
 """A mechanism calibrated to e is accepted by a budget of e; k calibrated to e / k, by a budget
-of e. Checked with the real :class:`dpkit.accounting.budget.Accountant` (exact rational sums).
+of e. Checked with the real :class:`dpkit.accounting.budget.Budget` (exact rational sums).
 
-Before: ``Accountant(epsilon=1.0).charge(Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)
+Before: ``Budget(epsilon=1.0).charge(Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)
 .event)`` raised (it charged 1.0000000000000002), two at 0.5 did not fit 1.0, three at 1/3
 neither, and ``RandomizedResponse.from_epsilon(epsilon=1.0).epsilon`` was 1.0000000000000027.
 """
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.accounting.budget import Accountant
+from dpkit.accounting.budget import Budget
 from dpkit.accounting.pure import pure_epsilon_of
 from dpkit.mechanisms import DiscreteLaplace, Gaussian, Laplace, RandomizedResponse
 
@@ -41,7 +41,7 @@ def _relation(build: Callable[[float], Any]) -> Any:
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 10])
 def test_k_mechanisms_at_one_kth_fit_a_budget_of_one(name: str, build: Callable[[float], Any],
                                                      k: int) -> None:
-    acct = Accountant(epsilon=1.0, neighbouring=_relation(build))
+    acct = Budget(epsilon=1.0, neighbouring=_relation(build))
     for _ in range(k):
         acct.charge(build(1.0 / k).event)  # raises BudgetExceededError if it does not fit
     assert acct.spent[0] <= 1.0
@@ -56,13 +56,13 @@ def test_the_reported_epsilon_is_what_the_budget_charges(name: str,
         assert isinstance(charged, Fraction)
         assert mech.epsilon >= charged  # rounded up from the same number ...
         assert mech.epsilon <= eps  # ... and within the target
-        acct = Accountant(epsilon=eps, neighbouring=mech.event.neighbouring)
+        acct = Budget(epsilon=eps, neighbouring=mech.event.neighbouring)
         acct.charge(mech.event)
         assert acct.spent[0] == mech.epsilon
 
 
 def test_the_issue_repros() -> None:
-    Accountant(epsilon=1.0).charge(Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0).event)
+    Budget(epsilon=1.0).charge(Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0).event)
     assert RandomizedResponse.from_epsilon(epsilon=1.0).epsilon <= 1.0
 
 
@@ -72,7 +72,7 @@ def test_the_issue_repros() -> None:
 def test_any_split_of_any_budget_fits(e: float, k: int, which: int) -> None:
     build = BUILDERS[which][1]
     mech = build(e / k)
-    acct = Accountant(epsilon=e, neighbouring=mech.event.neighbouring)
+    acct = Budget(epsilon=e, neighbouring=mech.event.neighbouring)
     acct.charge(mech.event, count=k)  # k identical mechanisms, exact sum of k costs
 
 
@@ -81,7 +81,7 @@ def test_any_split_of_any_budget_fits(e: float, k: int, which: int) -> None:
 def test_uneven_splits_fit_too(e: float, parts: list[float]) -> None:
     total = sum(parts)
     shares = [e * p / total for p in parts]  # floating-point shares that sum to about e
-    acct = Accountant(epsilon=e)
+    acct = Budget(epsilon=e)
     for share in shares:
         acct.charge(Laplace.from_epsilon(epsilon=share, sensitivity=1.0).event)
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.accounting.events import ApproxDpEvent, DiscreteGaussianEvent, SelfComposedEvent
 from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import ApproxDpEvent, DiscreteGaussianEvent, SelfComposedEvent
 from dpkit.mechanisms import GaussianPartitionSelection, PartitionSelection
 from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
 from dpkit.noise import RandomSource

@@ -16,8 +16,8 @@ from _stats import ALPHA, chi2_categorical, chi2_power
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.accounting.events import ExponentialMechanismEvent, SelfComposedEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import ExponentialMechanismEvent, SelfComposedEvent
 from dpkit.mechanisms import BinnedQuantile
 from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource

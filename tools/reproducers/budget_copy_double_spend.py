@@ -4,7 +4,7 @@ The fork handler of budget.py exists because a copied budget lets "parent and ch
 the whole remaining budget". ``copy.copy`` (and ``copy.replace``/``__reduce_ex__``-based
 helpers that stop at a shallow copy) does the same inside one process: the copy shares the
 lock and the immutable state snapshot, each object then swaps in its own state, and each accepts
-charges up to the full budget. It is also missing from the fork registry (``_LIVE_BUDGETS``).
+charges up to the full budget. It was also missing from the fork registry of live budgets.
 
 Certificate: a filter ``Budget(epsilon=1.001)`` and its shallow copy each accept one charge of a
 randomized response at epsilon = 1 (``RandomizedResponse.from_epsilon``); the two releases
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting.budget import Budget
-from dpkit.accounting.events import ZCdpEvent
 from dpkit.accounting.filters import ZCdpFilter
 from dpkit.audit import Claim, audit
+from dpkit.events import ZCdpEvent
 from dpkit.mechanisms import RandomizedResponse
 
 

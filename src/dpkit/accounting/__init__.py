@@ -1,6 +1,6 @@
 """Privacy accounting: events (what was released) and accountants (what it cost).
 
-* :mod:`~dpkit.events` (also reachable as ``dpkit.accounting.events``): frozen records of
+* :mod:`~dpkit.events` (the vocabulary, one layer below): frozen records of
   releases, serialised through an allow-list.
 * Interpreters (each with ``supports``/``compose``/``get_epsilon``/``get_delta``):
   :class:`PureDpAccountant`, :class:`ApproxDpAccountant`, :class:`RdpAccountant`,
@@ -11,8 +11,8 @@
 * Side-by-side tables (every applicable accountant for one schedule, as
   :class:`AccountingRow` data): :func:`dpsgd_rows`, :func:`laplace_rows`.
 * zCDP: :class:`ZCdpAccountant`, :func:`zcdp_epsilon`, :func:`zcdp_delta`, :func:`zcdp_rho_for`.
-* Budgets: :class:`Budget` (filter or odometer; charge before you release; ``Accountant`` is its
-  former name), :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu),
+* Budgets: :class:`Budget` (filter or odometer; charge before you release),
+  :class:`ZCdpFilter` and :class:`GdpFilter` (fully adaptive filters in rho / mu),
   :class:`SubBudget` (an analyst's cap under a budget's total).
 * The budget's storage seam: :class:`Ledger` (compare-and-append records, replayed to rebuild a
   budget), :class:`MemoryLedger` (the default); durable stores are in :mod:`dpkit.ledger`.
@@ -20,10 +20,9 @@
 
 from __future__ import annotations
 
-from dpkit.accounting import events
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.approx import ApproxDpAccountant
-from dpkit.accounting.budget import Accountant, Budget, ChargeRecord, SubBudget
+from dpkit.accounting.budget import Budget, ChargeRecord, SubBudget
 from dpkit.accounting.composition import (
     advanced_composition,
     basic_composition,
@@ -48,7 +47,6 @@ from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta, zcdp_epsilon, zcdp
 from dpkit.events import Neighbouring
 
 __all__ = [
-    "Accountant",
     "AccountingRow",
     "ApproxDpAccountant",
     "Budget",
@@ -74,7 +72,6 @@ __all__ = [
     "dpsgd_gdp_mu",
     "dpsgd_noise_multiplier",
     "dpsgd_rows",
-    "events",
     "laplace_rows",
     "optimal_composition",
     "optimal_composition_delta",

@@ -73,7 +73,7 @@ def gaussian_pair(event: GaussianEvent, delta: float) -> ApproxDpEvent | None:
     Su 2022, Theorem 2.7), so it is ``(eps, delta_mu(eps))``-DP for every eps with the exact
     privacy profile ``delta_mu(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (DRS
     Corollary 2.13; Balle and Wang 2018, Theorem 8). With pmf slack a the profile becomes
-    ``e^a delta_mu(eps - 2a)`` (see :mod:`dpkit.accounting.events`). The pair returned has the
+    ``e^a delta_mu(eps - 2a)`` (see :mod:`dpkit.events`). The pair returned has the
     smallest epsilon (found by bisection on the rounded-up profile, so the safe end) whose
     profile value is at most ``delta``; mu is rounded up. ``None`` when no finite epsilon
     qualifies (``delta`` 0 or too small). Basic composition then adds the pair like any other

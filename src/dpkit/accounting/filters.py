@@ -22,7 +22,7 @@ analyst may choose every mechanism and its parameters after seeing all earlier o
 
 Both also cap the total floating-point pmf slack ``A`` of the samplers at a fixed
 ``pmf_slack_allowance`` ``A_max``; the actual interaction then satisfies
-``delta(eps) <= e^{A_max} delta_ideal(eps - 2 A_max)`` (see :mod:`dpkit.accounting.events`).
+``delta(eps) <= e^{A_max} delta_ideal(eps - 2 A_max)`` (see :mod:`dpkit.events`).
 :meth:`epsilon` / :meth:`delta` give the (epsilon, delta) guarantee of the *whole budget*
 (``rho_max`` or ``mu_max`` with ``A_max``); ``spent`` reports what was used so far at the
 ``delta`` given to the constructor (``inf`` epsilon when none was given).

@@ -22,7 +22,7 @@ The parts are combined as ``G_mu_exact (x) G_mu_clt (x) G_mu_sgd = G_sqrt(sum of
 few steps or large sampling rates it is known to under-state epsilon compared with tight PLD
 accounting. Use the PLD or RDP accountants when you need a guarantee.
 
-**pmf slack** (see :mod:`dpkit.accounting.events`): an actual pmf within ``e^{+-a}`` of the ideal
+**pmf slack** (see :mod:`dpkit.events`): an actual pmf within ``e^{+-a}`` of the ideal
 one is ``(eps + 2a)``-DP when the ideal is eps-DP, so epsilon-DP-type events with slack use
 ``f_{eps + 2a, 0}`` in the CLT. A Gaussian with slack is not mu-GDP for any mu we could certify
 (its trade-off curve is ``e^{-a} G_mu(e^a alpha)``-like, outside the family), so such events are
@@ -322,7 +322,7 @@ def gdp_delta(mu: float, slack: float, epsilon: float) -> float:
 
     ``delta_mu`` is the exact Gaussian privacy profile (DRS Corollary 2.13; valid for every
     real argument), rounded up by :func:`~dpkit._numeric.gaussian.gaussian_delta_up`; the
-    slack bound is the one of :mod:`dpkit.accounting.events`.
+    slack bound is the one of :mod:`dpkit.events`.
     """
     if math.isinf(mu):
         return 1.0

@@ -23,7 +23,7 @@ mechanisms in :mod:`dpkit._loss.pairs`. The accountant adds:
 4. *pmf slack.* Events with ``pmf_slack = a`` describe samplers whose pmf is within
    ``exp(+-a)`` of the ideal one; with ``A = sum_j k_j a_j`` the answers are
    ``delta(eps) = e^A delta_ideal(eps - 2A)`` and ``eps(delta) = eps_ideal(delta e^-A) + 2A``
-   (see :mod:`dpkit.accounting.events`).
+   (see :mod:`dpkit.events`).
 
 Closed forms (no grid, exact up to the final rounding): Gaussian mechanisms alone compose to
 ``mu``-GDP, ``mu^2 = sum k_j / sigma_j^2`` (Dong, Roth and Su 2022, Corollary 3.3); ``k`` copies

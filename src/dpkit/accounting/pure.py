@@ -7,7 +7,7 @@ mechanisms that are ``eps_i``-DP (independent randomness, possibly chosen adapti
 answers.
 
 How each event is read (per release; the ideal mechanism's epsilon, plus ``2 * pmf_slack``, see
-:mod:`dpkit.accounting.events`):
+:mod:`dpkit.events`):
 
 * ``LaplaceEvent``: ``1 / noise_multiplier`` (Dwork and Roth, Theorem 3.6);
 * ``DiscreteLaplaceEvent``: ``sensitivity / scale`` (the ratio of neighbouring pmfs is at most

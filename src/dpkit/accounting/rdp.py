@@ -31,7 +31,7 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   ``E[(P/Q)^alpha]`` to about 1e-9 relative.
 * NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
 
-``pmf_slack`` ``a`` of each event (see :mod:`dpkit.accounting.events`) is summed to ``A`` and
+``pmf_slack`` ``a`` of each event (see :mod:`dpkit.events`) is summed to ``A`` and
 applied at conversion: ``delta_actual(eps) <= e^A delta_ideal(eps - 2A)``, hence
 ``eps_actual(delta) = 2A + eps_ideal(delta e^{-A})``.
 

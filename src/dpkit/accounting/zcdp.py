@@ -53,7 +53,7 @@ accountant reports ``delta(eps) = e^A delta_rho(eps - 2A) + delta_total`` and
 delta_total``), both rounded up.
 
 pmf slack. The Gaussian and discrete Gaussian samplers state a slack ``a`` (their pmf is within
-``exp(+-a)`` of the ideal one, see :mod:`dpkit.accounting.events`). It is *not* folded into rho
+``exp(+-a)`` of the ideal one, see :mod:`dpkit.events`). It is *not* folded into rho
 (that would cost far more); the slacks are summed to ``A`` and applied at conversion,
 ``delta_actual(eps) <= e^A delta_rho(eps - 2A)``. Pure events carry their slack inside their
 epsilon already (``+ 2a``), so they add nothing to ``A``.

@@ -82,8 +82,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-import numpy as np
-
 from dpkit._numeric.rounding import down, sqrt_up, up
 from dpkit._numeric.validation import check_delta, check_epsilon
 from dpkit.accounting.budget import zcdp_share_default
@@ -99,7 +97,12 @@ from dpkit.events import (
     DpEvent,
     PureDpEvent,
 )
-from dpkit.mechanisms import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
+from dpkit.mechanisms import (
+    DISCRETE_GAUSSIAN_SLACK,
+    DISCRETE_LAPLACE_SLACK,
+    DiscreteGaussian,
+    DiscreteLaplace,
+)
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
 
@@ -148,43 +151,13 @@ class Noise:
         return [discrete_gaussian_exact(source, s2) for _ in range(n)]
 
     def halfwidth(self, alpha: float) -> int:
-        """Smallest integer ``h`` with ``P(|Z| > h) <= alpha`` (conservative when rounded)."""
+        """Smallest integer ``h`` with ``P(|Z| > h) <= alpha``, certified (never too narrow):
+        the mechanism's own :meth:`~dpkit.mechanisms.DiscreteLaplace.confidence_half_width`
+        (:meth:`~dpkit.mechanisms.DiscreteGaussian.confidence_half_width`), the one home of
+        these intervals. The noise alone decides it; the sensitivity given is a placeholder."""
         if self.kind == "discrete_laplace":
-            # P(|Z| > h) = 2 q^(h+1) / (1 + q), q = exp(-1/t): exact closed form. The candidate
-            # from the inverse is checked in the log domain with a relative margin of 1e-12,
-            # so the interval errs on the wide side by at most one step.
-            log_q = -1.0 / self.scale
-            log_norm = math.log(2.0) - math.log1p(math.exp(log_q))
-            target = math.log(alpha) + math.log1p(-1e-12)
-            h = max(math.ceil((target - log_norm) / log_q - 1.0) - 1, 0)
-            while log_norm + (h + 1) * log_q > target:
-                h += 1
-            return h
-        return _gaussian_halfwidth(self.scale, alpha)
-
-
-def _gaussian_halfwidth(sigma: float, alpha: float) -> int:
-    """Smallest ``h`` with ``P(|Z| > h) <= alpha`` for the discrete Gaussian of parameter sigma.
-
-    For ``sigma < 1000`` the tail is summed exactly in floating point (terms below 1e-300 are
-    dropped) and one extra step is added for rounding. Beyond, the bound ``P(Z > h) <=
-    Q(h / sigma) / (1 - 1 / (sqrt(2 pi) sigma))`` is used: the numerator is the integral of the
-    decreasing density from ``h`` and the normaliser is at least ``sqrt(2 pi) sigma - 1``.
-    """
-    from scipy.special import ndtri
-
-    if sigma < 1000.0:
-        m = math.ceil(40.0 * sigma) + 2
-        k = np.arange(0, m + 1, dtype=np.float64)
-        w = np.exp(-(k * k) / (2.0 * sigma * sigma))
-        norm = w[0] + 2.0 * float(w[1:].sum())
-        # tail[h] = P(|Z| > h) = 2 * sum_{j > h} w_j / norm
-        rev = np.cumsum(w[::-1])[::-1]  # rev[h] = sum_{j >= h} w_j
-        tail = 2.0 * np.append(rev[1:], 0.0) / norm
-        return int(np.argmax(tail <= alpha * (1.0 - 1e-9)))
-    shrink = 1.0 - 1.0 / (math.sqrt(2.0 * math.pi) * sigma)
-    z = float(ndtri(1.0 - alpha * shrink / 2.0))
-    return math.ceil(sigma * z * (1.0 + 1e-12)) + 1
+            return DiscreteLaplace(scale=self.scale, sensitivity=1).confidence_half_width(alpha)
+        return DiscreteGaussian(sigma=self.scale, sensitivity=1).confidence_half_width(alpha)
 
 
 @dataclass(frozen=True)
