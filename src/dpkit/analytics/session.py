@@ -641,7 +641,11 @@ class Session:
             # EXPLAIN parses and binds the statement against the schema without reading rows,
             # so an engine that cannot run it fails here, before anything is charged.
             try:
-                connection.execute("EXPLAIN " + sql).fetchall()
+                explain = getattr(self._engine, "explain", None)
+                if explain is not None:  # the engine binds each statement shape once
+                    explain(plan, compiled)
+                else:
+                    connection.execute("EXPLAIN " + sql).fetchall()
             except Exception as exc:
                 self._explain_text_comparison(plan)
                 # The engine's first line says what it refused; the lines after it quote the

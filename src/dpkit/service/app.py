@@ -267,7 +267,6 @@ class Curator:
                             name=config.budget_name)
         self._subs: dict[str, Any] = {}
         self._subs_lock = threading.Lock()
-        self.engine_lock = threading.Lock()
         source: Any = config.data
         if config.cache and str(config.data).lower().endswith((".parquet", ".parq", ".pq")):
             import pyarrow.parquet as pq
@@ -509,8 +508,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
                                 ) from None
         token = _CURRENT.set((sub, {"query_id": qid}))
         try:
-            with cur.engine_lock:
-                frame = q.run(epsilon=eps, delta=delta)
+            # No lock: requests run in parallel threads (the engine gives each thread a DuckDB
+            # cursor of its own); the budget serialises its check-then-commit itself.
+            frame = q.run(epsilon=eps, delta=delta)
         except BudgetExceededError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
             # The builder re-raises a refused charge with the budget's own error as cause: a
