@@ -364,7 +364,8 @@ ledger:
 Charges without an answer (`charges - answers`) are the conservative side of a crash: the
 charge is written before the release is computed.
 
-Reproduce: `PYTHONPATH=src python benchmarks/service.py`.
+Reproduce: `PYTHONPATH=src python benchmarks/service.py --analysts {analysts} --queries {queries}
+--trials {ki['trials']}`.
 """
 
 
