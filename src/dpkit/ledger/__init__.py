@@ -16,7 +16,11 @@ test suite.
   (hard links, a file mounted on its own); :func:`sqlite_url_path` ``(url)``: the file a
   ``sqlite:///`` URL names.
 * :func:`open_ledger` ``(url)``: ``memory://`` (or ``memory://name``), ``sqlite:///relative.db``,
-  ``sqlite:////absolute/path.db``, ``postgresql://user@host/db`` (or ``postgres://``).
+  ``sqlite:////absolute/path.db``, ``postgresql://user@host/db`` (or ``postgres://``);
+  :func:`parse_url` ``(url)``: which of these a URL names, read by the same rules (for other
+  stores kept beside a ledger, such as the curator service's tables).
+* :func:`close_owned` ``(connection, pid)`` and :func:`abandon` ``(connection)``: how a store
+  with connections of its own treats one that another process opened (see ``_fork``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import threading
 
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
 from dpkit.errors import LedgerError
+from dpkit.ledger._fork import abandon, close_owned
 from dpkit.ledger._postgres import PostgresLedger
 from dpkit.ledger._sqlite import SqliteLedger, check_sqlite_file
 from dpkit.ledger._sqlite import resolve_sqlite_path as _resolve_sqlite_path
@@ -36,8 +41,11 @@ __all__ = [
     "MemoryLedger",
     "PostgresLedger",
     "SqliteLedger",
+    "abandon",
     "check_sqlite_file",
+    "close_owned",
     "open_ledger",
+    "parse_url",
     "sqlite_url_path",
 ]
 
@@ -60,18 +68,40 @@ if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
     os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
-def _memory(url: str) -> MemoryLedger:
+def _memory_name(url: str) -> str:
     name = url[len("memory://"):]
     if name and (not name.isprintable() or any(c in name for c in "/?#%\\")):
         raise LedgerError(
             f"{url!r}: a memory ledger's name is printable text without '/', '?', '#', '%' "
             "or '\\' (or nothing: memory:// is the default store)"
         )
+    return name
+
+
+def _memory(url: str) -> MemoryLedger:
+    _memory_name(url)
     with _MEMORY_LOCK:
         store = _MEMORY_STORES.get(url)
         if store is None:
             store = _MEMORY_STORES[url] = MemoryLedger()
         return store
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """``(kind, target)`` of a ledger URL, by the rules of :func:`open_ledger`: ``("memory",
+    name)``, ``("sqlite", resolved file path)`` (see :func:`sqlite_url_path`) or
+    ``("postgres", url)``; anything else raises :class:`~dpkit.errors.LedgerError`."""
+    if not isinstance(url, str):
+        raise LedgerError(f"a ledger URL is a str, got {url!r}")
+    if url.startswith("memory://"):
+        return "memory", _memory_name(url)
+    if url.startswith("sqlite:///"):
+        return "sqlite", sqlite_url_path(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgres", url
+    raise LedgerError(
+        f"unknown ledger URL {url!r}: use memory://, sqlite:///path.db or postgresql://..."
+    )
 
 
 def sqlite_url_path(url: str) -> str:
@@ -122,14 +152,9 @@ def open_ledger(url: str) -> Ledger:
 
     Anything else raises :class:`~dpkit.errors.LedgerError`.
     """
-    if not isinstance(url, str):
-        raise LedgerError(f"a ledger URL is a str, got {url!r}")
-    if url.startswith("memory://"):
+    kind, target = parse_url(url)
+    if kind == "memory":
         return _memory(url)
-    if url.startswith("sqlite:///"):
-        return SqliteLedger(sqlite_url_path(url))
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresLedger(url)
-    raise LedgerError(
-        f"unknown ledger URL {url!r}: use memory://, sqlite:///path.db or postgresql://..."
-    )
+    if kind == "sqlite":
+        return SqliteLedger(target)
+    return PostgresLedger(target)

@@ -8,6 +8,18 @@ every stored hash by :func:`hmac.compare_digest` (constant time per comparison).
 A query is logged as ``pending`` *before* its charge and updated when it is answered, refused or
 failed: a full disk refuses the query before anything is spent, and a crash after the charge
 leaves a pending row beside the charge in the ledger.
+
+The URL is read by the ledger layer's rules (:func:`dpkit.ledger.parse_url`: one spelling, one
+file), and connections follow its fork rules: each thread of a process opens its own, and one
+inherited from another process by ``fork`` is set aside, never used nor closed
+(:func:`dpkit.ledger.abandon`).
+
+Durability: SQLite commits of these tables are written to the write-ahead log without waiting
+for the disk (``synchronous=NORMAL``): a commit survives the process being killed, and the
+ledger's own commit of a charge (``synchronous=FULL``, in the same file unless ``state_url``
+names another) flushes the log up to it, so a query's ``pending`` row is on disk whenever its
+charge is. A power cut can lose an ``answered`` status written after the last charge: the row
+then reads ``pending`` beside its charge, the conservative reading of any crash.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -73,28 +86,20 @@ class ServiceState:
     """Tokens and the query log in SQLite (``sqlite:///path``, ``memory://``) or PostgreSQL."""
 
     def __init__(self, url: str) -> None:
+        from dpkit.errors import LedgerError
+        from dpkit.ledger import parse_url
+
         self._lock = threading.Lock()
         self._local = threading.local()
         self.url = url
-        if url.startswith(("postgresql://", "postgres://")):
-            self._kind = "postgres"
-            self._path = ""
-        elif url.startswith("sqlite:///"):
-            from dpkit.errors import LedgerError
-            from dpkit.ledger import sqlite_url_path
-
-            self._kind = "sqlite"
-            try:  # the ledger's own reading of the URL: one URL, one file, one name
-                self._path = sqlite_url_path(url)
-            except LedgerError as exc:
-                raise StateError(str(exc)) from exc
-        elif url == "memory://":
-            self._kind = "memory"
-            self._path = ""
+        try:  # the ledger's own reading of the URL: one URL, one file, one name
+            kind, target = parse_url(url)
+        except LedgerError as exc:
+            raise StateError(str(exc)) from exc
+        self._kind = kind
+        self._path = target if kind == "sqlite" else ""
+        if kind == "memory":
             self._shared = sqlite3.connect(":memory:", check_same_thread=False)
-        else:
-            raise StateError(f"unknown database URL {url!r} (sqlite:///, postgresql://, "
-                             "memory://)")
         self._tokens: dict[str, Token] = {}
         self._tokens_read = 0.0
         with self._tx() as cur:
@@ -103,9 +108,16 @@ class ServiceState:
 
     # ------------------------------------------------------------------ connections
     def _connection(self) -> Any:
+        """This thread's connection in this process (opened if needed; one inherited by
+        ``fork`` from another process is set aside, never used nor closed)."""
         if self._kind == "memory":
             return self._shared
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid != os.getpid():
+            from dpkit.ledger import abandon
+
+            abandon(conn)
+            conn = None
         if conn is None:
             if self._kind == "sqlite":
                 conn = self._connect_sqlite()
@@ -114,6 +126,7 @@ class ServiceState:
 
                 conn = psycopg.connect(self.url, autocommit=True)
             self._local.conn = conn
+            self._local.pid = os.getpid()
         return conn
 
     def _connect_sqlite(self) -> sqlite3.Connection:
@@ -127,7 +140,7 @@ class ServiceState:
             conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # see the module doc: Durability
             check_sqlite_file(self._path)
         except LedgerError as exc:
             raise StateError(str(exc)) from exc
@@ -190,9 +203,11 @@ class ServiceState:
             raise StateError(f"the service database refused the operation: {exc}") from None
 
     def close(self) -> None:
+        from dpkit.ledger import close_owned
+
         conn = getattr(self._local, "conn", None)
         if conn is not None:
-            conn.close()
+            close_owned(conn, self._local.pid)
             self._local.conn = None
         if self._kind == "memory":
             self._shared.close()

@@ -222,7 +222,6 @@ class Curator:
                             name=config.budget_name)
         self._subs: dict[str, Any] = {}
         self._subs_lock = threading.Lock()
-        self.engine_lock = threading.Lock()
         source: Any = config.data
         if config.cache and str(config.data).lower().endswith((".parquet", ".parq", ".pq")):
             import pyarrow.parquet as pq
@@ -464,8 +463,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(status_code=503, detail=f"query refused, nothing spent: {exc}"
                                 ) from None
         try:
-            with cur.engine_lock:
-                frame = cur.session.run(prepared, budget=sub, metadata={"query_id": qid})
+            # No lock: requests run in parallel threads (the engine gives each thread a DuckDB
+            # cursor of its own); the budget serialises its check-then-commit itself.
+            frame = cur.session.run(prepared, budget=sub, metadata={"query_id": qid})
         except BudgetExceededError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
             # Session.run re-raises a refused charge with the budget's own error as cause: a

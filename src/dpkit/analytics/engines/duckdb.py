@@ -5,11 +5,27 @@
 Memory: the engine's own connection sets ``preserve_insertion_order=false`` (a scan need not
 keep file order; the plan's result never depends on it) and a spill directory, so a file larger
 than ``memory_limit`` is processed out of core (DuckDB's window and aggregate operators spill).
+
+Threads: one engine may be used by many threads at once (the curator service runs one request
+per thread). On the engine's own connection each thread runs its statements on a cursor of its
+own (``connection.cursor()``: the same database, a separate DuckDB client context), so
+statements of different threads run in parallel and never interleave on one result. A frame
+is registered (under a lock) on the connection and on every cursor made after it: a thread's
+cursor is replaced at its next statement after a registration, the new one with every frame.
+A connection passed in by the caller is used as it is, one engine statement at a time (its
+temporary tables and frames belong to it alone).
+
+Compiled statements are cached by the plan's shape: the plan with its salt left out, the
+source's columns and types, and the registered names. The salt, a fresh secret per release, is
+written into the cached statement's text when it is run (see :meth:`DuckDBEngine.compile`);
+on the own connection a shape is bound by DuckDB once (:meth:`DuckDBEngine.explain`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -137,6 +153,15 @@ class DuckDBEngine:
         self.profile: DialectProfile = DUCKDB if hash == "native" else DUCKDB_MD5
         self._registered: dict[str, Any] = {}
         self._own = connection is None
+        # Registrations, the caches and (for a connection passed in) every statement run
+        # under this lock; on the own connection statements run on per-thread cursors.
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._generation = 0  # bumped by every (un)registration: older cursors are replaced
+        self._schemas: dict[str, dict[str, str]] = {}  # columns of registered frames
+        self._templates: dict[Any, _Template | None] = {}
+        self._bound: set[Any] = set()  # shapes whose statement DuckDB has bound (explain)
+        self._salts: tuple[int, int] | None = None  # stand-in salts (see compile)
         if connection is None:
             connection = duckdb.connect(":memory:")
             connection.execute("SET enable_progress_bar = false")
@@ -154,7 +179,37 @@ class DuckDBEngine:
         elif memory_limit is not None or threads is not None:
             raise ValueError("memory_limit and threads apply only to the engine's own "
                              "connection; configure a connection you pass yourself")
-        self.connection = connection
+        self._base = connection
+
+    @property
+    def connection(self) -> Any:
+        """The connection to run statements on from this thread: on the engine's own
+        connection a cursor of this thread's (made after the latest registration, with every
+        registered frame registered on it); a connection passed in is returned as it is."""
+        if not self._own:
+            return self._base
+        local = self._local
+        cursor = getattr(local, "cursor", None)
+        if cursor is None or local.generation != self._generation:
+            with self._lock:
+                if cursor is not None:
+                    cursor.close()
+                cursor = self._base.cursor()
+                for name, obj in self._registered.items():
+                    cursor.register(name, obj)
+                local.generation = self._generation
+                local.cursor = cursor
+        return cursor
+
+    def _fetch(self, sql: str, params: list[Any] | None = None) -> list[Any]:
+        """All rows of ``sql`` (with ``params``), run on this thread's cursor, or under the
+        engine's lock on a connection passed in (one statement, one result at a time)."""
+        if self._own:
+            rows: list[Any] = self.connection.execute(sql, params).fetchall()
+            return rows
+        with self._lock:
+            rows = self._base.execute(sql, params).fetchall()
+            return rows
 
     # ------------------------------------------------------------------ sources
 
@@ -163,22 +218,32 @@ class DuckDBEngine:
         if not isinstance(name, str) or not name or "\x00" in name:
             raise ValueError(f"a table name must be a non-empty string, got {name!r}")
         obj = _frame_to_scannable(frame)
-        try:
-            self.connection.register(name, obj)
-        except Exception as exc:  # a dtype DuckDB cannot scan: decided by the schema
-            raise EngineError(
-                f"DuckDB cannot read a column of this frame ({exc}); cast that column to a "
-                "number, text or date dtype first") from None
-        self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
+        with self._lock:
+            try:
+                self._base.register(name, obj)
+            except Exception as exc:  # a dtype DuckDB cannot scan: decided by the schema
+                raise EngineError(
+                    f"DuckDB cannot read a column of this frame ({exc}); cast that column to "
+                    "a number, text or date dtype first") from None
+            self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
+            self._changed()
+
+    def _changed(self) -> None:
+        """After a (un)registration (lock held): threads take new cursors, cached schemas and
+        statements are dropped (a name may now read another frame or none)."""
+        self._generation += 1
+        self._schemas.clear()
+        self._templates.clear()
+        self._bound.clear()
 
     def is_user_view(self, name: str) -> bool:
         """Whether ``name`` (its last dotted part, any case) is a view of the connection that
         this engine did not register itself: a view may read any table, so a public table that
         is a view cannot be told apart from the private rows it might select."""
         last = name.rsplit(".", 1)[-1].strip('"').lower()
-        rows = self.connection.execute(
+        rows = self._fetch(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND lower(view_name) = ?",
-            [last]).fetchall()
+            [last])
         own = {n.lower() for n in self._registered}
         return any(str(r[0]).lower() not in own for r in rows)
 
@@ -198,16 +263,17 @@ class DuckDBEngine:
             return False
         if not isinstance(last, str) or not last:
             return False
-        rows = self.connection.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)",
-            [last]).fetchall()
+        rows = self._fetch(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)", [last])
         return bool(rows and rows[0][0])
 
     def unregister(self, name: str) -> None:
         """Forget a frame registered with :meth:`register`."""
-        if name in self._registered:
-            self.connection.unregister(name)
-            del self._registered[name]
+        with self._lock:
+            if name in self._registered:
+                self._base.unregister(name)
+                del self._registered[name]
+                self._changed()
 
     def source_files(self, source: Source) -> list[str]:
         """The names of the files DuckDB reads for a Parquet or CSV ``source``, as DuckDB itself
@@ -227,20 +293,18 @@ class DuckDBEngine:
         try:
             if source.kind == "parquet":
                 try:
-                    rows = self.connection.execute(
+                    rows = self._fetch(
                         "SELECT DISTINCT file_name FROM parquet_file_metadata(?)",
-                        [source.location]).fetchall()
+                        [source.location])
                 except Exception as exc:
                     if "no files found" not in str(exc).lower():
                         raise
                     rows = []
             else:
-                rows = self.connection.execute("SELECT file FROM glob(?)",
-                                               [source.location]).fetchall()
+                rows = self._fetch("SELECT file FROM glob(?)", [source.location])
                 if not rows:
-                    rows = self.connection.execute(
-                        "SELECT file FROM glob(?)",
-                        [source.location.rstrip("/") + "/**"]).fetchall()
+                    rows = self._fetch("SELECT file FROM glob(?)",
+                                       [source.location.rstrip("/") + "/**"])
         except Exception:
             raise EngineError(f"cannot list the files of {source.kind} "
                               f"{source.location!r}") from None
@@ -277,15 +341,26 @@ class DuckDBEngine:
             return dict.fromkeys(names, "VARCHAR")
         if source.kind == "parquet":
             self._refuse_mixed_file_types(source)
+        registered = source.kind == "table" and source.location in self._registered
+        if registered:  # a registered frame's columns change only with a new registration
+            known = self._schemas.get(source.location)
+            if known is not None:
+                return dict(known)
+            generation = self._generation
         from_sql = source_sql(source, registered=frozenset(self._registered),
                               dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
         sql = f"DESCRIBE SELECT * FROM {from_sql}"
         try:
-            rows = self.connection.execute(sql).fetchall()
+            rows = self._fetch(sql)
         except Exception as exc:
             raise EngineError(f"cannot read the schema of {source.kind} "
                               f"{source.location!r}: {exc}") from None
-        return {str(r[0]): _text_if_null(str(r[1])) for r in rows}
+        out = {str(r[0]): _text_if_null(str(r[1])) for r in rows}
+        if registered:
+            with self._lock:
+                if generation == self._generation:
+                    self._schemas[source.location] = dict(out)
+        return out
 
     def _refuse_mixed_file_types(self, source: Source) -> None:
         """Refuse a Parquet source whose files differ in their columns or the columns' DuckDB
@@ -293,9 +368,9 @@ class DuckDBEngine:
         (``parquet_schema``): DuckDB casts every file's columns to one file's types while it
         scans, and a value that does not cast fails the statement."""
         try:
-            rows = self.connection.execute(
+            rows = self._fetch(
                 "SELECT file_name, name, num_children, duckdb_type FROM parquet_schema(?) "
-                "ORDER BY file_name, column_id", [source.location]).fetchall()
+                "ORDER BY file_name, column_id", [source.location])
         except Exception as exc:
             if "no files found" in str(exc).lower():
                 return  # DESCRIBE reports the missing files
@@ -311,16 +386,90 @@ class DuckDBEngine:
     # ------------------------------------------------------------------ execution
 
     def compile(self, plan: Plan, schema: Mapping[str, str] | None = None) -> CompiledQuery:
-        """The statement :meth:`execute` would run (for inspection and tests)."""
+        """The statement :meth:`execute` would run (for inspection and tests).
+
+        Compiling is pure Python and costs far more than running a small statement, so the
+        statement is cached by the plan's shape (the plan with its salt left out, the columns
+        and types of its sources, the registered names). A shape is cached only once two
+        compilations of it, with two random stand-in salts (one below ``2**63``, one above),
+        give texts that differ only where those salts' decimal digits stand; the real salt's
+        digits (``salt mod 2**64``, as the compiler writes it) are then put in those places. The
+        stand-ins are drawn per engine from dpkit's secure source, so no analyst can write
+        them into a filter. Anything else (another integer type, a salt out of range, a shape
+        that fails the check) is compiled afresh, as is every plan on a connection passed in
+        when the privacy unit's collation has to be probed (the probe runs every time).
+        """
         if schema is None:
             schema = self.columns(plan.source)
         joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
-        compiled = compile_plan(plan, schema, self.profile,
-                                registered=frozenset(self._registered), join_schemas=joins)
+        registered = frozenset(self._registered)
+        compiled = self._from_template(plan, schema, joins, registered)
+        if compiled is None:
+            compiled = compile_plan(plan, schema, self.profile, registered=registered,
+                                    join_schemas=joins)
         unit = plan.bound.privacy_unit
         if unit is not None and not self._own and plan.source.kind != "csv":
             self._refuse_collated_unit(plan.source, unit, schema)
         return compiled
+
+    def _from_template(self, plan: Plan, schema: Mapping[str, str],
+                       joins: tuple[Mapping[str, str], ...], registered: frozenset[str]
+                       ) -> CompiledQuery | None:
+        """``plan``'s statement from the cache of shapes (see :meth:`compile`), or None."""
+        salt = plan.bound.salt
+        if type(salt) is not int or not -(2**63) <= salt < 2**64 or self.profile.signed_salt:
+            return None
+        key = _shape_key(plan, schema, joins, registered)
+        if key is None:
+            return None
+        with self._lock:
+            generation = self._generation
+            known = self._templates.get(key, _MISSING)
+        if known is _MISSING:
+            known = _template(plan, schema, joins, registered, self.profile, self._stand_ins())
+            with self._lock:
+                if generation == self._generation:
+                    while len(self._templates) >= _TEMPLATES:
+                        del self._templates[next(iter(self._templates))]
+                    self._templates[key] = known
+        if not isinstance(known, _Template):
+            return None
+        return dataclasses.replace(known.compiled, sql=str(salt % 2**64).join(known.parts))
+
+    def explain(self, plan: Plan, compiled: CompiledQuery) -> None:
+        """Let DuckDB parse and bind ``compiled`` (``plan``'s statement) without reading a row
+        (``EXPLAIN``), raising what DuckDB raises. On the engine's own connection a shape
+        (see :meth:`compile`) that bound once is not bound again: the binder reads the text
+        and the schema, and a statement of that shape differs only in the salt's digits, a
+        constant that is always a valid ``UBIGINT``."""
+        key = None
+        if self._own and compiled.sql:
+            joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
+            key = _shape_key(plan, self.columns(plan.source), joins,
+                             frozenset(self._registered))
+            with self._lock:
+                generation = self._generation
+                if key is not None and key in self._bound:
+                    return
+        self._fetch("EXPLAIN " + compiled.sql)
+        if key is not None:
+            with self._lock:
+                if generation == self._generation:
+                    if len(self._bound) >= _TEMPLATES:
+                        self._bound.clear()
+                    self._bound.add(key)
+
+    def _stand_ins(self) -> tuple[int, int]:
+        """Two secret stand-in salts of this engine: one below ``2**63``, one above."""
+        found = self._salts
+        if found is None:
+            from dpkit.noise import resolve_source
+
+            raw = int.from_bytes(resolve_source(None).bytes(16), "big")
+            low = (raw & (2**62 - 1)) | 2**62  # 19 digits, below 2**63
+            high = ((raw >> 64) & (2**63 - 1)) | 2**63
+            found = self._salts = (low, high)
+        return found
 
     def _refuse_collated_unit(self, source: Source, unit: str, schema: Mapping[str, str]
                               ) -> None:
@@ -346,7 +495,8 @@ class DuckDBEngine:
         sql = (f"SELECT count(DISTINCT x) FROM (SELECT {col} AS x FROM {from_sql} WHERE false "
                f"UNION ALL SELECT * FROM (VALUES {values}))")
         try:
-            row = self.connection.execute(sql, list(probe)).fetchone()
+            found = self._fetch(sql, list(probe))
+            row = found[0] if found else None
         except Exception as exc:
             raise EngineError(f"cannot read the collation of the privacy unit {column!r}: "
                               f"{exc}") from None
@@ -370,7 +520,7 @@ class DuckDBEngine:
         schema = self.columns(plan.source)
         compiled = self.compile(plan, schema)
         try:
-            self.connection.execute("EXPLAIN " + compiled.sql).fetchall()
+            self.explain(plan, compiled)
         except Exception as exc:
             hint = text_comparison_refusal(
                 (f.predicate for f in plan.filters),
@@ -392,10 +542,59 @@ class DuckDBEngine:
         """Run a statement :meth:`compile` returned (a caller that has compiled and checked
         the plan already need not compile it again)."""
         try:
-            rows = self.connection.execute(compiled.sql).fetchall()
+            rows = self._fetch(compiled.sql)
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
             raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
         return decode(compiled, rows)
+
+
+#: Shapes of statements kept per engine (the oldest is dropped first).
+_TEMPLATES = 256
+_MISSING: Any = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Template:
+    """A compiled statement without its salt: its text is the salt's digits joined by
+    ``parts``; ``compiled`` holds everything else (its ``sql`` is empty)."""
+
+    parts: tuple[str, ...]
+    compiled: CompiledQuery
+
+
+def _shape_key(plan: Plan, schema: Mapping[str, str], joins: tuple[Mapping[str, str], ...],
+               registered: frozenset[str]) -> Any:
+    """What decides a statement apart from its salt: the plan with salt 0, as text and as a
+    value (two plans share a shape only if both agree), the columns and types of the source
+    and of each joined table, and the registered names. None if a literal is unhashable."""
+    try:
+        shape = dataclasses.replace(plan, bound=dataclasses.replace(plan.bound, salt=0))
+        key = (repr(shape), shape, tuple(schema.items()),
+               tuple(tuple(j.items()) for j in joins), registered)
+        hash(key)
+    except Exception:
+        return None
+    return key
+
+
+def _template(plan: Plan, schema: Mapping[str, str], joins: tuple[Mapping[str, str], ...],
+              registered: frozenset[str], profile: DialectProfile, salts: tuple[int, int]
+              ) -> _Template | None:
+    """The template of ``plan``'s shape, or None when its statement does not depend on the salt
+    through the salt's decimal digits alone: compiled under the two stand-in ``salts``, the
+    texts must split at those digits into the same pieces (at least two), and the rest of
+    the compiled query must be equal. A plan the compiler refuses raises here as it would
+    when compiled with its own salt (the salt never decides a refusal)."""
+    out = []
+    for salt in salts:
+        variant = dataclasses.replace(plan, bound=dataclasses.replace(plan.bound, salt=salt))
+        compiled = compile_plan(variant, schema, profile, registered=registered,
+                                join_schemas=joins)
+        out.append((tuple(compiled.sql.split(str(salt))), dataclasses.replace(compiled, sql="")))
+    (parts_a, rest_a), (parts_b, rest_b) = out
+    if len(parts_a) < 2 or parts_a != parts_b or rest_a != rest_b:
+        return None
+    return _Template(parts=parts_a, compiled=rest_a)
 
 
 def _top_level_types(rows: list[tuple[str, int, str]]) -> dict[str, str]:
