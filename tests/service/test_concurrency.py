@@ -13,9 +13,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
-from _support import COUNT_QUERY, client, serve_in_thread
+from service_fixtures import Running, start_service
+from service_harness import COUNT_QUERY, client, serve_in_thread
 
-from conftest import Running, start_service
 from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 from dpkit.analytics.engines import DuckDBEngine
 from dpkit.analytics.engines._compiler import compile_plan

@@ -103,7 +103,7 @@ def _gaussian_tail_bound(sigma: float, h: int) -> float:
     1e-12 for the library functions' rounding (rounded up)."""
     if h <= 0:
         return 0.0
-    z = h / sigma
+    z = float(Fraction(h) / Fraction(sigma))  # exact ratio, one rounding (h may exceed floats)
     tail = math.erfc(z / math.sqrt(2.0))
     if tail > 1e-290:
         return math.log(tail) + _LIBM_MARGIN * (1.0 + abs(math.log(tail)))
