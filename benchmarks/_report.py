@@ -9,8 +9,10 @@ from pathlib import Path
 
 # ``DPKIT_BENCH_DOC`` sends the sections elsewhere (``make bench-quick`` writes a scratch page,
 # so quick figures never replace the measured ones).
-DOC = Path(os.environ.get("DPKIT_BENCH_DOC")
-           or Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md")
+DOC = Path(
+    os.environ.get("DPKIT_BENCH_DOC")
+    or Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+)
 HEADER = (
     "# Benchmarks\n\n"
     "Each section is written by one script in `benchmarks/` (run them all with `make bench`),\n"

@@ -63,8 +63,15 @@ def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[Any, float]:
     return value, statistics.median(times)
 
 
-def _run(out: list[Result], library: str, method: str, kind: str, fn: Callable[[], Any],
-         repeats: int = REPEATS, note: str = "") -> Any:
+def _run(
+    out: list[Result],
+    library: str,
+    method: str,
+    kind: str,
+    fn: Callable[[], Any],
+    repeats: int = REPEATS,
+    note: str = "",
+) -> Any:
     try:
         value, sec = _median_time(fn, repeats)
     except Exception as exc:  # a peer failing must not stop the benchmark
@@ -73,8 +80,7 @@ def _run(out: list[Result], library: str, method: str, kind: str, fn: Callable[[
         return None
     eps = value[2] if isinstance(value, tuple) else value
     if isinstance(value, tuple):
-        note = (note + " " if note else "") + (
-            f"(lower {value[0]:.5f}, estimate {value[1]:.5f})")
+        note = (note + " " if note else "") + (f"(lower {value[0]:.5f}, estimate {value[1]:.5f})")
     out.append(Result(library, method, kind, float(eps), sec, note))
     return value
 
@@ -94,8 +100,13 @@ def dpsgd() -> tuple[list[Result], dict[str, Any]]:
 
     ours = _run(out, "dpkit", "PLD (get_epsilon)", "upper bound", pld)
     _run(out, "dpkit", "PLD (get_epsilon_bounds)", "upper bound", pld_bounds)
-    _run(out, "dpkit", "RDP", "upper bound",
-         lambda: RdpAccountant().compose(ev, STEPS).get_epsilon(DELTA_A))
+    _run(
+        out,
+        "dpkit",
+        "RDP",
+        "upper bound",
+        lambda: RdpAccountant().compose(ev, STEPS).get_epsilon(DELTA_A),
+    )
 
     def gdp() -> float:
         from dpkit import fdp
@@ -111,7 +122,8 @@ def dpsgd() -> tuple[list[Result], dict[str, Any]]:
     from dp_accounting import rdp as dpa_rdp
 
     dev = dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(Q, dp_event.GaussianDpEvent(SIGMA)), STEPS)
+        dp_event.PoissonSampledDpEvent(Q, dp_event.GaussianDpEvent(SIGMA)), STEPS
+    )
 
     def dpa_p() -> float:
         a = dpa_pld.PLDAccountant()
@@ -130,14 +142,17 @@ def dpsgd() -> tuple[list[Result], dict[str, Any]]:
 
     def prv() -> tuple[float, float, float]:
         acc = PRVAccountant(
-            prvs=PoissonSubsampledGaussianMechanism(noise_multiplier=SIGMA,
-                                                    sampling_probability=Q),
-            max_self_compositions=STEPS, eps_error=0.01, delta_error=DELTA_A / 1000)
+            prvs=PoissonSubsampledGaussianMechanism(noise_multiplier=SIGMA, sampling_probability=Q),
+            max_self_compositions=STEPS,
+            eps_error=0.01,
+            delta_error=DELTA_A / 1000,
+        )
         lo, est, up = acc.compute_epsilon(delta=DELTA_A, num_self_compositions=STEPS)
         return (float(lo), float(est), float(up))
 
-    prv_val = _run(out, "prv-accountant 0.2.0", "PRV (eps_error 0.01)", "upper bound", prv,
-                   repeats=3)
+    prv_val = _run(
+        out, "prv-accountant 0.2.0", "PRV (eps_error 0.01)", "upper bound", prv, repeats=3
+    )
 
     try:
         import opacus
@@ -159,8 +174,7 @@ def dpsgd() -> tuple[list[Result], dict[str, Any]]:
             return float(a.get_epsilon(DELTA_A))
 
         _run(out, f"Opacus {ver}", "RDP", "upper bound", o_rdp)
-        _run(out, f"Opacus {ver}", "PRV (default eps_error 0.01)", "upper bound", o_prv,
-             repeats=3)
+        _run(out, f"Opacus {ver}", "PRV (default eps_error 0.01)", "upper bound", o_prv, repeats=3)
 
     facts = {"ours": ours, "dpa_pld": theirs, "prv": prv_val}
     return out, facts
@@ -176,11 +190,21 @@ def laplace() -> list[Result]:
         acct.compose(ev, COUNT_L)
         return acct.get_epsilon_bounds(DELTA_B)
 
-    _run(out, "dpkit", "PLD (get_epsilon)", "upper bound",
-         lambda: PldAccountant().compose(ev, COUNT_L).get_epsilon(DELTA_B))
+    _run(
+        out,
+        "dpkit",
+        "PLD (get_epsilon)",
+        "upper bound",
+        lambda: PldAccountant().compose(ev, COUNT_L).get_epsilon(DELTA_B),
+    )
     _run(out, "dpkit", "PLD (get_epsilon_bounds)", "upper bound", pld_bounds)
-    _run(out, "dpkit", "RDP", "upper bound",
-         lambda: RdpAccountant().compose(ev, COUNT_L).get_epsilon(DELTA_B))
+    _run(
+        out,
+        "dpkit",
+        "RDP",
+        "upper bound",
+        lambda: RdpAccountant().compose(ev, COUNT_L).get_epsilon(DELTA_B),
+    )
 
     def gdp() -> float:
         from dpkit.accounting.gdp import GdpAccountant
@@ -188,12 +212,27 @@ def laplace() -> list[Result]:
         return GdpAccountant().compose(ev, COUNT_L).get_epsilon(DELTA_B)
 
     _run(out, "dpkit", "GDP CLT", "estimate", gdp)
-    _run(out, "dpkit", "basic composition", "upper bound",
-         lambda: basic_composition(epsilons=[EPS_L] * COUNT_L)[0])
-    _run(out, "dpkit", "advanced composition (delta_slack = delta)", "upper bound",
-         lambda: advanced_composition(epsilon=EPS_L, count=COUNT_L, delta_slack=DELTA_B))
-    _run(out, "dpkit", "optimal composition (KOV, any eps-DP)", "upper bound",
-         lambda: optimal_composition(epsilon=EPS_L, count=COUNT_L, delta=DELTA_B))
+    _run(
+        out,
+        "dpkit",
+        "basic composition",
+        "upper bound",
+        lambda: basic_composition(epsilons=[EPS_L] * COUNT_L)[0],
+    )
+    _run(
+        out,
+        "dpkit",
+        "advanced composition (delta_slack = delta)",
+        "upper bound",
+        lambda: advanced_composition(epsilon=EPS_L, count=COUNT_L, delta_slack=DELTA_B),
+    )
+    _run(
+        out,
+        "dpkit",
+        "optimal composition (KOV, any eps-DP)",
+        "upper bound",
+        lambda: optimal_composition(epsilon=EPS_L, count=COUNT_L, delta=DELTA_B),
+    )
 
     from dp_accounting import dp_event
     from dp_accounting import pld as dpa_pld
@@ -218,8 +257,12 @@ def laplace() -> list[Result]:
     from prv_accountant.privacy_random_variables import LaplaceMechanism
 
     def prv() -> tuple[float, float, float]:
-        acc = PRVAccountant(prvs=LaplaceMechanism(mu=EPS_L), max_self_compositions=COUNT_L,
-                            eps_error=0.01, delta_error=DELTA_B / 1000)
+        acc = PRVAccountant(
+            prvs=LaplaceMechanism(mu=EPS_L),
+            max_self_compositions=COUNT_L,
+            eps_error=0.01,
+            delta_error=DELTA_B / 1000,
+        )
         lo, est, up = acc.compute_epsilon(delta=DELTA_B, num_self_compositions=COUNT_L)
         return (float(lo), float(est), float(up))
 
@@ -229,8 +272,10 @@ def laplace() -> list[Result]:
 
 
 def _table(rows: list[Result]) -> str:
-    lines = ["| library | method | kind | epsilon | time (ms) | note |",
-             "| --- | --- | --- | ---: | ---: | --- |"]
+    lines = [
+        "| library | method | kind | epsilon | time (ms) | note |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
     for r in rows:
         eps = f"{r.epsilon:.5f}" if isinstance(r.epsilon, float) else r.epsilon
         sec = f"{1000 * r.seconds:.1f}" if r.seconds is not None else "-"
@@ -246,23 +291,45 @@ def extremes() -> str:
     from dpkit.events import PureDpEvent
 
     cases: list[tuple[str, Callable[[], Any]]] = [
-        ("PLD, Laplace(b=1e-6), epsilon at 1e-6",
-         lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6)).get_epsilon(1e-6)),
-        ("PLD, Gaussian(sigma=1e-3), epsilon at 1e-6",
-         lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3)).get_epsilon(1e-6)),
-        ("PLD, Laplace(1e-6) + Gaussian(1) (grid), epsilon at 1e-6",
-         lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6))
-         .compose(GaussianEvent(noise_multiplier=1.0))
-         .get_epsilon(1e-6)),
-        ("PLD, 10^6 x PureDp(700), epsilon at 0.999999",
-         lambda: PldAccountant().compose(PureDpEvent(epsilon=700.0), 10**6).get_epsilon(0.999999)),
-        ("PLD, 1000 x Gaussian(0.8), delta at 0",
-         lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=0.8), 1000).get_delta(0.0)),
-        ("optimal_composition(0.01, count=10^6, delta=1e-6)",
-         lambda: optimal_composition(epsilon=0.01, count=10**6, delta=1e-6)),
-        ("RDP DP-SGD q=256/60000, sigma 0.7, 3516 steps, delta 1e-5",
-         lambda: dpsgd_rdp_epsilon(sampling_rate=256 / 60000, noise_multiplier=0.7,
-                                   steps=3516, delta=1e-5)),
+        (
+            "PLD, Laplace(b=1e-6), epsilon at 1e-6",
+            lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6)).get_epsilon(1e-6),
+        ),
+        (
+            "PLD, Gaussian(sigma=1e-3), epsilon at 1e-6",
+            lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3)).get_epsilon(1e-6),
+        ),
+        (
+            "PLD, Laplace(1e-6) + Gaussian(1) (grid), epsilon at 1e-6",
+            lambda: (
+                PldAccountant()
+                .compose(LaplaceEvent(noise_multiplier=1e-6))
+                .compose(GaussianEvent(noise_multiplier=1.0))
+                .get_epsilon(1e-6)
+            ),
+        ),
+        (
+            "PLD, 10^6 x PureDp(700), epsilon at 0.999999",
+            lambda: (
+                PldAccountant().compose(PureDpEvent(epsilon=700.0), 10**6).get_epsilon(0.999999)
+            ),
+        ),
+        (
+            "PLD, 1000 x Gaussian(0.8), delta at 0",
+            lambda: (
+                PldAccountant().compose(GaussianEvent(noise_multiplier=0.8), 1000).get_delta(0.0)
+            ),
+        ),
+        (
+            "optimal_composition(0.01, count=10^6, delta=1e-6)",
+            lambda: optimal_composition(epsilon=0.01, count=10**6, delta=1e-6),
+        ),
+        (
+            "RDP DP-SGD q=256/60000, sigma 0.7, 3516 steps, delta 1e-5",
+            lambda: dpsgd_rdp_epsilon(
+                sampling_rate=256 / 60000, noise_multiplier=0.7, steps=3516, delta=1e-5
+            ),
+        ),
     ]
     lines = ["| case | answer | time (ms) | peak memory (MB) |", "| --- | --- | --- | --- |"]
     from dpkit.accounting import rdp
@@ -318,42 +385,57 @@ def _peer_rows(name: str, sigma: float, epochs: int, steps: int) -> list[tuple[s
             acct = dpa.pld.PLDAccountant()
             acct.compose(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(s)), steps)
             return float(acct.get_epsilon(SCHEME_DELTA))
+
         rows.append(("dp-accounting PLD", *_timed(dpa_pld)))
         try:
             from opacus.accountants import PRVAccountant, RDPAccountant
         except ImportError:
             return rows
         for label, cls in (("Opacus PRV", PRVAccountant), ("Opacus RDP", RDPAccountant)):
+
             def run(cls: Any = cls) -> float:
                 acct = cls()
                 acct.history = [(s, q, steps)]
                 return float(acct.get_epsilon(SCHEME_DELTA))
+
             rows.append((label, *_timed(run)))
     elif name == "truncated_poisson":
+
         def dpa_trunc() -> float:
             acct = dpa.pld.PLDAccountant()
-            acct.compose(dpa.TruncatedSubsampledGaussianDpEvent(
-                SCHEME_N, q, SCHEME_MAX_BATCH, sigma), steps)
+            acct.compose(
+                dpa.TruncatedSubsampledGaussianDpEvent(SCHEME_N, q, SCHEME_MAX_BATCH, sigma), steps
+            )
             return float(acct.get_epsilon(SCHEME_DELTA))
+
         rows.append(("dp-accounting PLD (truncated event, its own model)", *_timed(dpa_trunc)))
     elif name == "fixed_size":
+
         def dpa_wor() -> float:
-            one = pld.from_gaussian_mechanism(sigma, sampling_prob=q,
-                                              neighboring_relation=rel.REPLACE_ONE)
+            one = pld.from_gaussian_mechanism(
+                sigma, sampling_prob=q, neighboring_relation=rel.REPLACE_ONE
+            )
             return float(one.self_compose(steps).get_epsilon_for_delta(SCHEME_DELTA))
 
         def dpa_rdp() -> float:
             acct = dpa.rdp.RdpAccountant(neighboring_relation=rel.REPLACE_ONE)
-            acct.compose(dpa.SampledWithoutReplacementDpEvent(
-                SCHEME_N, SCHEME_B, dpa.GaussianDpEvent(sigma)), steps)
+            acct.compose(
+                dpa.SampledWithoutReplacementDpEvent(
+                    SCHEME_N, SCHEME_B, dpa.GaussianDpEvent(sigma)
+                ),
+                steps,
+            )
             return float(acct.get_epsilon(SCHEME_DELTA))
+
         rows.append(("dp-accounting PLD (replace-one pair)", *_timed(dpa_wor)))
         rows.append(("dp-accounting RDP", *_timed(dpa_rdp)))
     else:  # shuffle / cyclic: no amplification; the same E Gaussian releases
+
         def dpa_epochs() -> float:
             acct = dpa.pld.PLDAccountant(rel.REPLACE_ONE)
             acct.compose(dpa.GaussianDpEvent(sigma), epochs)
             return float(acct.get_epsilon(SCHEME_DELTA))
+
         rows.append(("dp-accounting PLD (E Gaussians, no amplification)", *_timed(dpa_epochs)))
     return rows
 
@@ -377,8 +459,7 @@ def schemes() -> str:
         "| peer | peer epsilon | peer s |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
-    for name in ("poisson", "truncated_poisson", "fixed_size", "shuffle", "cyclic",
-                 "user_poisson"):
+    for name in ("poisson", "truncated_poisson", "fixed_size", "shuffle", "cyclic", "user_poisson"):
         kw: dict[str, int] = {}
         if name == "truncated_poisson":
             kw["max_batch_size"] = SCHEME_MAX_BATCH
@@ -387,14 +468,22 @@ def schemes() -> str:
         sch = BatchScheme(name=name, dataset_size=SCHEME_N, batch_size=SCHEME_B, **kw)
         for sigma in SCHEME_SIGMAS:
             for epochs in SCHEME_EPOCHS:
-                b, sec = _timed(lambda sch=sch, sigma=sigma, epochs=epochs: dpsgd_bounds(
-                    sch, noise_multiplier=sigma, delta=SCHEME_DELTA, epochs=epochs))
+                b, sec = _timed(
+                    lambda sch=sch, sigma=sigma, epochs=epochs: dpsgd_bounds(
+                        sch, noise_multiplier=sigma, delta=SCHEME_DELTA, epochs=epochs
+                    )
+                )
                 peers = _peer_rows(name, sigma, epochs, b.steps) or [("-", "n/a", None)]
                 rel = "add/remove" if b.relation.value == "add_remove" else "replace-one"
                 for i, (label, val, psec) in enumerate(peers):
-                    head = (f"| {name} | {rel} | {sigma:g} | {epochs} | {b.upper:.4g} | "
-                            f"{b.lower:.4g} | {b.upper - b.lower:.3g} | {sec:.2f} ") if i == 0 \
+                    head = (
+                        (
+                            f"| {name} | {rel} | {sigma:g} | {epochs} | {b.upper:.4g} | "
+                            f"{b.lower:.4g} | {b.upper - b.lower:.3g} | {sec:.2f} "
+                        )
+                        if i == 0
                         else "| | | | | | | | "
+                    )
                     pv = f"{val:.4g}" if isinstance(val, float) else str(val)
                     ps = "-" if psec is None else f"{psec:.2f}"
                     lines.append(f"{head}| {label} | {pv} | {ps} |")
@@ -421,47 +510,58 @@ def main() -> None:
     a_rows, facts = dpsgd()
     b_rows = laplace()
     ours, dpa, prv = facts["ours"], facts["dpa_pld"], facts["prv"]
-    dpa_time = next(r.seconds for r in a_rows if r.library.startswith("dp-accounting")
-                    and r.method.startswith("PLD"))
+    dpa_time = next(
+        r.seconds
+        for r in a_rows
+        if r.library.startswith("dp-accounting") and r.method.startswith("PLD")
+    )
     our_time = next(r.seconds for r in a_rows if r.method == "PLD (get_epsilon)")
     checks = []
     if ours is not None and prv is not None:
-        checks.append(f"dpkit PLD upper bound {ours:.5f} >= prv-accountant lower bound "
-                      f"{prv[0]:.5f}: {'yes' if ours >= prv[0] else 'NO'}")
-        checks.append(f"|dpkit PLD - prv-accountant estimate| = {abs(ours - prv[1]):.5f} "
-                      f"(target < 0.005): {'yes' if abs(ours - prv[1]) < 0.005 else 'NO'}")
+        checks.append(
+            f"dpkit PLD upper bound {ours:.5f} >= prv-accountant lower bound "
+            f"{prv[0]:.5f}: {'yes' if ours >= prv[0] else 'NO'}"
+        )
+        checks.append(
+            f"|dpkit PLD - prv-accountant estimate| = {abs(ours - prv[1]):.5f} "
+            f"(target < 0.005): {'yes' if abs(ours - prv[1]) < 0.005 else 'NO'}"
+        )
     if our_time is not None and dpa_time is not None and dpa is not None:
-        checks.append(f"time: dpkit PLD {1000 * our_time:.1f} ms vs dp-accounting PLD "
-                      f"{1000 * dpa_time:.1f} ms: "
-                      f"{'faster' if our_time < dpa_time else 'NOT faster'}")
-    md = "\n".join([
-        "## Accounting",
-        "",
-        f"Machine: {machine()}. Medians of {REPEATS} runs (3 for prv-accountant / Opacus PRV);"
-        " every run builds the accountant, composes and queries. `kind` is what the library"
-        " guarantees; the GDP central limit theorem is an estimate that can be optimistic.",
-        "",
-        f"### (a) DP-SGD: q = 256/60000, sigma = {SIGMA}, 60 epochs = {STEPS} steps "
-        f"(60 * 60000 // 256), delta = {DELTA_A:g}",
-        "",
-        _table(a_rows),
-        "",
-        *[f"- {c}" for c in checks],
-        "",
-        f"### (b) {COUNT_L} Laplace releases, epsilon = {EPS_L} each, delta = {DELTA_B:g}",
-        "",
-        _table(b_rows),
-        "",
-        "The optimal composition theorem (Kairouz, Oh and Viswanath) is exact for the worst "
-        "eps-DP mechanism, so it sits slightly above the Laplace mechanism's own PLD.",
-        "",
-        "### (c) Extreme parameters (closed forms, bounded grids)",
-        "",
-        "Time of one query each (single cold run) and its peak traced memory (tracemalloc, a "
-        "second run).",
-        "",
-        extremes(),
-    ])
+        checks.append(
+            f"time: dpkit PLD {1000 * our_time:.1f} ms vs dp-accounting PLD "
+            f"{1000 * dpa_time:.1f} ms: "
+            f"{'faster' if our_time < dpa_time else 'NOT faster'}"
+        )
+    md = "\n".join(
+        [
+            "## Accounting",
+            "",
+            f"Machine: {machine()}. Medians of {REPEATS} runs (3 for prv-accountant / Opacus PRV);"
+            " every run builds the accountant, composes and queries. `kind` is what the library"
+            " guarantees; the GDP central limit theorem is an estimate that can be optimistic.",
+            "",
+            f"### (a) DP-SGD: q = 256/60000, sigma = {SIGMA}, 60 epochs = {STEPS} steps "
+            f"(60 * 60000 // 256), delta = {DELTA_A:g}",
+            "",
+            _table(a_rows),
+            "",
+            *[f"- {c}" for c in checks],
+            "",
+            f"### (b) {COUNT_L} Laplace releases, epsilon = {EPS_L} each, delta = {DELTA_B:g}",
+            "",
+            _table(b_rows),
+            "",
+            "The optimal composition theorem (Kairouz, Oh and Viswanath) is exact for the worst "
+            "eps-DP mechanism, so it sits slightly above the Laplace mechanism's own PLD.",
+            "",
+            "### (c) Extreme parameters (closed forms, bounded grids)",
+            "",
+            "Time of one query each (single cold run) and its peak traced memory (tracemalloc, a "
+            "second run).",
+            "",
+            extremes(),
+        ]
+    )
     print(md)
     write_section("accounting", md)
     if not math.isfinite(ours if ours is not None else math.nan):

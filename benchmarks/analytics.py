@@ -113,16 +113,26 @@ def dpkit_plan(path: str) -> Any:
     from dpkit.analytics._plan import Aggregate, Bound, Measure, Plan, Source
 
     return Plan(
-        source=Source(kind="parquet", location=path), filters=(),
-        bound=Bound(privacy_unit="user_id", max_partitions=1,
-                    max_rows_per_partition=ROWS_PER_USER, salt=SALT),
-        aggregate=Aggregate(group_by=("category",), measures=(
-            Measure(name="count", kind="rows"),
-            Measure(name="units", kind="units"),
-            Measure(name="values", kind="values", column="value"),
-            Measure(name="sum", kind="sum", column="value", lower=LOWER, upper=UPPER,
-                    frac_bits=32),
-        )))
+        source=Source(kind="parquet", location=path),
+        filters=(),
+        bound=Bound(
+            privacy_unit="user_id",
+            max_partitions=1,
+            max_rows_per_partition=ROWS_PER_USER,
+            salt=SALT,
+        ),
+        aggregate=Aggregate(
+            group_by=("category",),
+            measures=(
+                Measure(name="count", kind="rows"),
+                Measure(name="units", kind="units"),
+                Measure(name="values", kind="values", column="value"),
+                Measure(
+                    name="sum", kind="sum", column="value", lower=LOWER, upper=UPPER, frac_bits=32
+                ),
+            ),
+        ),
+    )
 
 
 def run_dpkit(path: str, memory_limit: str | None = None) -> dict[str, Any]:
@@ -145,15 +155,27 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
         from dpkit.analytics import sum as dp_sum  # type: ignore[attr-defined]
     except ImportError:
         return None
-    s = Session(path, privacy_unit="user_id",
-                budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"), threads=THREADS)
-    q = (s.query().group_by("category")
-         .bound(max_partitions=1, max_rows_per_partition=ROWS_PER_USER)
-         .agg(n=count(), s=dp_sum("value", bounds=(LOWER, UPPER)),
-              m=mean("value", bounds=(LOWER, UPPER))))
+    s = Session(
+        path,
+        privacy_unit="user_id",
+        budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"),
+        threads=THREADS,
+    )
+    q = (
+        s.query()
+        .group_by("category")
+        .bound(max_partitions=1, max_rows_per_partition=ROWS_PER_USER)
+        .agg(
+            n=count(),
+            s=dp_sum("value", bounds=(LOWER, UPPER)),
+            m=mean("value", bounds=(LOWER, UPPER)),
+        )
+    )
     df = q.run(epsilon=EPSILON, delta=DELTA)
-    release = {str(row["category"]): (float(row["n"]), float(row["s"]), float(row["m"]))
-               for _, row in df.iterrows()}
+    release = {
+        str(row["category"]): (float(row["n"]), float(row["s"]), float(row["m"]))
+        for _, row in df.iterrows()
+    }
     return {"groups": len(release), "release": release}
 
 
@@ -191,8 +213,9 @@ def run_floor(path: str, memory_limit: str | None = None) -> dict[str, Any]:
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
         con.execute(f"SET temp_directory = '{tempfile.mkdtemp(prefix='floor-')}'")
-    rows = con.execute(FLOOR_SQL.format(salt=SALT % 2**63, path=path, lo=LOWER, hi=UPPER,
-                                        rows=ROWS_PER_USER)).fetchall()
+    rows = con.execute(
+        FLOOR_SQL.format(salt=SALT % 2**63, path=path, lo=LOWER, hi=UPPER, rows=ROWS_PER_USER)
+    ).fetchall()
     return {"groups": len(rows)}
 
 
@@ -209,29 +232,43 @@ def run_opendp(path: str) -> dict[str, Any]:
     import polars as pl
 
     dp.enable_features("contrib")
-    lf = (pl.scan_parquet(path)
-          .with_columns(hk=pl.struct("user_id", "category").hash(SALT % 2**63),
-                        hr=pl.struct("user_id", "category", "value").hash(SALT % 2**63))
-          .filter(pl.col("hk") == pl.col("hk").min().over("user_id"))
-          .filter(pl.col("hr").rank("ordinal").over(["user_id", "category"]) <= ROWS_PER_USER)
-          .select("category", "value"))
+    lf = (
+        pl.scan_parquet(path)
+        .with_columns(
+            hk=pl.struct("user_id", "category").hash(SALT % 2**63),
+            hr=pl.struct("user_id", "category", "value").hash(SALT % 2**63),
+        )
+        .filter(pl.col("hk") == pl.col("hk").min().over("user_id"))
+        .filter(pl.col("hr").rank("ordinal").over(["user_id", "category"]) <= ROWS_PER_USER)
+        .select("category", "value")
+    )
     context = dp.Context.compositor(
         data=lf,
-        privacy_unit=dp.unit_of(contributions=[
-            dp.polars.Bound(per_group=ROWS_PER_USER),
-            dp.polars.Bound(by=["category"], num_groups=1)]),
+        privacy_unit=dp.unit_of(
+            contributions=[
+                dp.polars.Bound(per_group=ROWS_PER_USER),
+                dp.polars.Bound(by=["category"], num_groups=1),
+            ]
+        ),
         privacy_loss=dp.loss_of(epsilon=EPSILON, delta=DELTA),
         split_evenly_over=1,
         # public facts OpenDP needs: the table size bounds every group's length, and the number
         # of categories bounds the number of groups
         margins=[dp.polars.Margin(by=["category"], max_length=ROWS, max_groups=CATEGORIES)],
     )
-    query = (context.query().group_by("category")
-             .agg(dp.len(signed=False),
-                  pl.col("value").fill_nan(0.0).fill_null(0.0).dp.sum((LOWER, UPPER))))
+    query = (
+        context.query()
+        .group_by("category")
+        .agg(
+            dp.len(signed=False),
+            pl.col("value").fill_nan(0.0).fill_null(0.0).dp.sum((LOWER, UPPER)),
+        )
+    )
     df = query.release().collect()
-    release = {str(c): (float(n), float(s), float(s) / max(float(n), 1.0))
-               for c, n, s in df.select("category", "len", "value").iter_rows()}
+    release = {
+        str(c): (float(n), float(s), float(s) / max(float(n), 1.0))
+        for c, n, s in df.select("category", "len", "value").iter_rows()
+    }
     return {"groups": len(release), "release": release}
 
 
@@ -241,18 +278,29 @@ def run_pipelinedp(path: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    rows = list(zip(table.column("user_id").to_pylist(), table.column("category").to_pylist(),
-                    table.column("value").to_pylist(), strict=True))
+    rows = list(
+        zip(
+            table.column("user_id").to_pylist(),
+            table.column("category").to_pylist(),
+            table.column("value").to_pylist(),
+            strict=True,
+        )
+    )
     accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=DELTA)
     engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
     params = pipeline_dp.AggregateParams(
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
         metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM, pipeline_dp.Metrics.MEAN],
-        max_partitions_contributed=1, max_contributions_per_partition=ROWS_PER_USER,
-        min_value=LOWER, max_value=UPPER)
-    extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0],
-                                            partition_extractor=lambda r: r[1],
-                                            value_extractor=lambda r: r[2])
+        max_partitions_contributed=1,
+        max_contributions_per_partition=ROWS_PER_USER,
+        min_value=LOWER,
+        max_value=UPPER,
+    )
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda r: r[0],
+        partition_extractor=lambda r: r[1],
+        value_extractor=lambda r: r[2],
+    )
     result = engine.aggregate(rows, params, extractors)
     accountant.compute_budgets()
     release = {str(k): (float(v.count), float(v.sum), float(v.mean)) for k, v in result}
@@ -302,46 +350,61 @@ def run_tumult(path: str) -> dict[str, Any]:
         Session,
     )
 
-    spark = (SparkSession.builder.master(f"local[{THREADS}]")
-             .config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", str(4 * THREADS))
-             .config("spark.ui.enabled", "false")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master(f"local[{THREADS}]")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", str(4 * THREADS))
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         df = spark.read.parquet(path)
         session = Session.from_dataframe(
-            privacy_budget=ApproxDPBudget(EPSILON, DELTA), source_id="rows", dataframe=df,
-            protected_change=AddRowsWithID(id_column="user_id"))
+            privacy_budget=ApproxDPBudget(EPSILON, DELTA),
+            source_id="rows",
+            dataframe=df,
+            protected_change=AddRowsWithID(id_column="user_id"),
+        )
 
         def bounded() -> Any:
-            return (QueryBuilder("rows")
-                    .enforce(MaxGroupsPerID("category", 1))
-                    .enforce(MaxRowsPerGroupPerID("category", ROWS_PER_USER)))
+            return (
+                QueryBuilder("rows")
+                .enforce(MaxGroupsPerID("category", 1))
+                .enforce(MaxRowsPerGroupPerID("category", ROWS_PER_USER))
+            )
 
         share = EPSILON / 4
-        groups = session.evaluate(bounded().get_groups(["category"]),
-                                  ApproxDPBudget(share, DELTA))
+        groups = session.evaluate(bounded().get_groups(["category"]), ApproxDPBudget(share, DELTA))
         keys = KeySet.from_dataframe(groups)
         pure = ApproxDPBudget(share, 0)
         counts = session.evaluate(bounded().groupby(keys).count(name="n"), pure).toPandas()
-        sums = session.evaluate(bounded().groupby(keys).sum("value", LOWER, UPPER, name="s"),
-                                pure).toPandas()
+        sums = session.evaluate(
+            bounded().groupby(keys).sum("value", LOWER, UPPER, name="s"), pure
+        ).toPandas()
         means = session.evaluate(
             bounded().groupby(keys).average("value", LOWER, UPPER, name="m"),
-            session.remaining_privacy_budget).toPandas()
+            session.remaining_privacy_budget,
+        ).toPandas()
         s_by = dict(zip(sums["category"], sums["s"], strict=True))
         m_by = dict(zip(means["category"], means["m"], strict=True))
-        release = {str(c): (float(n), float(s_by[c]), float(m_by[c]))
-                   for c, n in zip(counts["category"], counts["n"], strict=True)}
+        release = {
+            str(c): (float(n), float(s_by[c]), float(m_by[c]))
+            for c, n in zip(counts["category"], counts["n"], strict=True)
+        }
         return {"groups": len(release), "release": release, "jvm_rss_mib": _jvm_peak_mib(spark)}
     finally:
         spark.stop()
 
 
-WORKERS = {"dpkit": run_dpkit, "floor": run_floor, "opendp": run_opendp,
-           "pipelinedp": run_pipelinedp, "dpkit_release": run_dpkit_release,
-           "tumult": run_tumult}
+WORKERS = {
+    "dpkit": run_dpkit,
+    "floor": run_floor,
+    "opendp": run_opendp,
+    "pipelinedp": run_pipelinedp,
+    "dpkit_release": run_dpkit_release,
+    "tumult": run_tumult,
+}
 
 
 def worker(name: str, path: str, repeats: int, memory_limit: str | None) -> None:
@@ -359,8 +422,14 @@ def worker(name: str, path: str, repeats: int, memory_limit: str | None) -> None
 # ------------------------------------------------------------------ the parent
 
 
-def measure(name: str, path: Path, *, python: str = sys.executable, repeats: int = REPEATS,
-            memory_limit: str | None = None) -> dict[str, Any]:
+def measure(
+    name: str,
+    path: Path,
+    *,
+    python: str = sys.executable,
+    repeats: int = REPEATS,
+    memory_limit: str | None = None,
+) -> dict[str, Any]:
     """Run one worker in a fresh process; its best time, output and peak RSS (MiB)."""
     import tempfile
 
@@ -381,15 +450,18 @@ def measure(name: str, path: Path, *, python: str = sys.executable, repeats: int
         stdout, stderr = out.read(), err.read()
     peak = usage.ru_maxrss / 1024.0  # Linux reports KiB
     if proc.returncode != 0 or not stdout.strip():
-        return {"error": (stderr or stdout).strip().splitlines()[-1:] or ["failed"],
-                "rss_mib": peak}
+        return {
+            "error": (stderr or stdout).strip().splitlines()[-1:] or ["failed"],
+            "rss_mib": peak,
+        }
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     result["rss_mib"] = peak
     return result
 
 
-def _small_first(name: str, path: Path, peer_path: Path, *, limit_s: float,
-                 python: str = PEERS_PYTHON) -> dict[str, Any]:
+def _small_first(
+    name: str, path: Path, peer_path: Path, *, limit_s: float, python: str = PEERS_PYTHON
+) -> dict[str, Any]:
     """A slow peer: run on ``PEER_ROWS``; rerun on ``ROWS`` if that would take under ``limit_s``.
 
     Otherwise the time is extrapolated linearly to ``ROWS`` (``seconds_measured`` keeps the
@@ -413,15 +485,19 @@ def truth(path: Path) -> dict[str, tuple[float, float, float]]:
     """Exact per-category count, clamped sum and clamped mean of the unbounded table."""
     import duckdb
 
-    rows = duckdb.connect().execute(
-        f"SELECT category, count(*), sum(least(greatest(value, {LOWER}), {UPPER})), "
-        f"avg(least(greatest(value, {LOWER}), {UPPER})) FROM read_parquet('{path}') "
-        "GROUP BY category").fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT category, count(*), sum(least(greatest(value, {LOWER}), {UPPER})), "
+            f"avg(least(greatest(value, {LOWER}), {UPPER})) FROM read_parquet('{path}') "
+            "GROUP BY category"
+        )
+        .fetchall()
+    )
     return {str(c): (float(n), float(s), float(m)) for c, n, s, m in rows}
 
 
-def utility(release: dict[str, Any] | None, true: dict[str, tuple[float, float, float]]
-            ) -> str:
+def utility(release: dict[str, Any] | None, true: dict[str, tuple[float, float, float]]) -> str:
     """Mean absolute error per released cell (count, sum, mean) and groups released."""
     if not release:
         return "n/a"
@@ -446,9 +522,12 @@ def _previous_big_paragraph() -> str:
     if start < 0:
         return f"{BIG_ROWS:,} rows: not measured in this run (`--no-big`)."
     end = text.find("\n", start)
-    para = text[start:end if end >= 0 else len(text)].strip()
-    return para + " (These 100M-row figures are from the previous full run of this script.)" \
-        if "previous full run" not in para else para
+    para = text[start : end if end >= 0 else len(text)].strip()
+    return (
+        para + " (These 100M-row figures are from the previous full run of this script.)"
+        if "previous full run" not in para
+        else para
+    )
 
 
 def main() -> None:
@@ -468,13 +547,13 @@ def main() -> None:
         ok = sorted((r for r in rs if "seconds" in r), key=lambda r: float(r["seconds"]))
         results[name] = ok[(len(ok) - 1) // 2] if ok else rs[0]
         if ok:
-            results[name]["all_seconds"] = [round(float(r["seconds"]), 2) for r in rs
-                                            if "seconds" in r]
+            results[name]["all_seconds"] = [
+                round(float(r["seconds"]), 2) for r in rs if "seconds" in r
+            ]
     results["opendp"] = measure("opendp", path, python=PEERS_PYTHON, repeats=1)
     # PipelineDP and Tumult: on PEER_ROWS first; the full size too if it would fit the limit
     results["pipelinedp"] = _small_first("pipelinedp", path, peer_path, limit_s=300)
-    results["tumult"] = _small_first("tumult", path, peer_path, limit_s=600,
-                                     python=TUMULT_PYTHON)
+    results["tumult"] = _small_first("tumult", path, peer_path, limit_s=600, python=TUMULT_PYTHON)
     big = DATA / f"rows{BIG_ROWS}.parquet"
     if not NO_BIG:
         big = generate(big, BIG_ROWS)
@@ -491,17 +570,22 @@ def main() -> None:
     def cell(r: dict[str, Any]) -> str:
         if "seconds" not in r:
             return f"failed: {' '.join(r.get('error', []))[:80]} | | "
-        return (f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | "
-                f"{r['rss_mib']:,.0f}" if r.get("rss_mib") else
-                f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | ?")
+        return (
+            f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | {r['rss_mib']:,.0f}"
+            if r.get("rss_mib")
+            else f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | ?"
+        )
 
     def rel(r: dict[str, Any], t: dict[str, tuple[float, float, float]]) -> str:
         return utility(r.get("release"), t)
 
     def note(r: dict[str, Any]) -> str:
         rows = r.get("rows", PEER_ROWS)
-        return ("" if rows == ROWS else
-                f" (run on {rows:,} rows, time x {ROWS // rows}; RSS at that size)")
+        return (
+            ""
+            if rows == ROWS
+            else f" (run on {rows:,} rows, time x {ROWS // rows}; RSS at that size)"
+        )
 
     pdp_rows = results["pipelinedp"].get("rows", PEER_ROWS)
     pdp_note = note(results["pipelinedp"])
@@ -528,8 +612,10 @@ def main() -> None:
         f"| dpkit engine (bounding, clamping, exact sums; no noise) | {cell(results['dpkit'])} |",
     ]
     if "seconds" in results["dpkit_release"]:
-        lines.append("| dpkit session query (noise, partition selection) | "
-                     f"{cell(results['dpkit_release'])} |")
+        lines.append(
+            "| dpkit session query (noise, partition selection) | "
+            f"{cell(results['dpkit_release'])} |"
+        )
     lines += [
         f"| OpenDP 0.16 Polars API | {cell(results['opendp'])} |",
         f"| PipelineDP 0.3.1 local backend{pdp_note} | {cell(results['pipelinedp'])} |",
@@ -548,8 +634,12 @@ def main() -> None:
             f"same limit just before: {mid_r['seconds']:.1f} s, so "
             f"{big_r['seconds'] / mid_r['seconds'] / (BIG_ROWS / ROWS):.2f}x the per-row time "
             f"at {BIG_ROWS // ROWS}x the rows. The floor on {BIG_ROWS:,} rows under the same "
-            + (f"limit: {fb['seconds']:.1f} s, peak RSS {fb.get('rss_mib') or 0:,.0f} MiB."
-               if "seconds" in fb else f"limit failed: {fb.get('error')}"))
+            + (
+                f"limit: {fb['seconds']:.1f} s, peak RSS {fb.get('rss_mib') or 0:,.0f} MiB."
+                if "seconds" in fb
+                else f"limit failed: {fb.get('error')}"
+            )
+        )
     else:
         lines.append(f"{BIG_ROWS:,} rows under a 1 GB memory limit: {big_r.get('error')}")
     lines += [
@@ -571,15 +661,24 @@ def main() -> None:
         lines += ["", "dpkit's utility row needs the session query (`run_dpkit_release`)."]
     text = "\n".join(lines)
     print(text)
-    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "release"}
-                      for k, v in results.items()}, indent=1), file=sys.stderr)
+    print(
+        json.dumps(
+            {k: {kk: vv for kk, vv in v.items() if kk != "release"} for k, v in results.items()},
+            indent=1,
+        ),
+        file=sys.stderr,
+    )
     if not QUICK:
         write_section("analytics", text)
 
 
 if __name__ == "__main__":
     if "--worker" in sys.argv:
-        worker(_arg("--worker", ""), _arg("--path", ""), int(_arg("--repeats", "1")),
-               _arg("--memory-limit", "") or None)
+        worker(
+            _arg("--worker", ""),
+            _arg("--path", ""),
+            int(_arg("--repeats", "1")),
+            _arg("--memory-limit", "") or None,
+        )
     else:
         main()

@@ -28,11 +28,15 @@ def one(bins: int, uneven: bool) -> dict[str, float]:
     edges = list(_linspace(0.0, 100.0, bins))
     if uneven:
         edges[1:-1] = [e + 1e-9 * (i % 2) for i, e in enumerate(edges[1:-1])]
-    plan = Plan(source=Source(kind="parquet", location=PATH), filters=(),
-                bound=Bound(privacy_unit="user_id", max_partitions=1, max_rows_per_partition=5,
-                            salt=7),
-                aggregate=Aggregate(group_by=("category",), measures=(
-                    Measure(name="q", kind="bin_counts", column="value", edges=tuple(edges)),)))
+    plan = Plan(
+        source=Source(kind="parquet", location=PATH),
+        filters=(),
+        bound=Bound(privacy_unit="user_id", max_partitions=1, max_rows_per_partition=5, salt=7),
+        aggregate=Aggregate(
+            group_by=("category",),
+            measures=(Measure(name="q", kind="bin_counts", column="value", edges=tuple(edges)),),
+        ),
+    )
     engine = DuckDBEngine(threads=2)
     t0 = time.perf_counter()
     compiled = engine.compile(plan)
@@ -44,8 +48,7 @@ def one(bins: int, uneven: bool) -> dict[str, float]:
 
 def main() -> None:
     if "--one" in sys.argv:
-        print(json.dumps(one(int(sys.argv[sys.argv.index("--one") + 1]),
-                             "--uneven" in sys.argv)))
+        print(json.dumps(one(int(sys.argv[sys.argv.index("--one") + 1]), "--uneven" in sys.argv)))
         return
     import analytics
 
@@ -53,9 +56,13 @@ def main() -> None:
     print("| bins | compile (s) | run (s) |\n| ---: | ---: | ---: |")
     for b in BINS:
         cmd = [sys.executable, __file__, "--one", str(b)] + (
-            ["--uneven"] if "--uneven" in sys.argv else [])
-        r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True)
-                       .stdout.strip().splitlines()[-1])
+            ["--uneven"] if "--uneven" in sys.argv else []
+        )
+        r = json.loads(
+            subprocess.run(cmd, capture_output=True, text=True, check=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         print(f"| {b} | {r['compile']:.2f} | {r['run']:.2f} |")
 
 

@@ -53,6 +53,7 @@ def tester_throughput(n: int, repeats: int) -> list[tuple[str, int, float]]:
     ]
     rows = []
     for name, tester, x, y in cases:
+
         def run(t: Any = tester, x: Any = x, y: Any = y) -> None:
             fitted = t.fit(x, y)
             fitted.counts(x)
@@ -86,10 +87,13 @@ def power_curve(sizes: list[int], repeats: int) -> list[tuple[str, int, float, f
         reps = repeats if n <= 1_000_000 else 1
         for name, m, claim, kind in (
             ("Laplace eps=1 (epsilon bound)", lap, Claim.pure(epsilon=lap.epsilon), "eps"),
-            ("Gaussian (1, 1e-5) (epsilon bound at 1e-5)", gau,
-             Claim.approx(epsilon=1.0, delta=1e-5), "eps"),
-            (f"Gaussian (1, 1e-5) (mu bound, mu = {gau.mu:.4f})", gau, Claim.gdp(mu=gau.mu),
-             "mu"),
+            (
+                "Gaussian (1, 1e-5) (epsilon bound at 1e-5)",
+                gau,
+                Claim.approx(epsilon=1.0, delta=1e-5),
+                "eps",
+            ),
+            (f"Gaussian (1, 1e-5) (mu bound, mu = {gau.mu:.4f})", gau, Claim.gdp(mu=gau.mu), "mu"),
         ):
             bounds, secs = [], []
             for _ in range(reps):
@@ -110,11 +114,15 @@ def detection(runs: int, samples: int, confidence: float) -> list[tuple[str, int
         hits = 0
         bounds = []
         for _ in range(runs):
-            r = audit(entry.mechanism, entry.pair, samples=samples, claim=entry.claim,
-                      confidence=confidence)
+            r = audit(
+                entry.mechanism,
+                entry.pair,
+                samples=samples,
+                claim=entry.claim,
+                confidence=confidence,
+            )
             hits += int(r.violated)
-            bounds.append(r.mu_lower_bound if entry.claim.kind == "gdp"
-                          else r.epsilon_lower_bound)
+            bounds.append(r.mu_lower_bound if entry.claim.kind == "gdp" else r.epsilon_lower_bound)
         rows.append((entry.name, hits, runs, statistics.median(bounds)))
     return rows
 
@@ -128,34 +136,65 @@ def self_audit() -> list[tuple[str, str, int, float, float]]:
     v = np.array([1.0] + [0.0] * 9)
     rows = []
     cases: list[tuple[str, Any, Any, int]] = [
-        ("Laplace", mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), (0.0, 1.0),
-         1_000_000),
-        ("DiscreteLaplace", mech.DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
-         (0, 1), 1_000_000),
-        ("RandomizedResponse", mech.RandomizedResponse.from_epsilon(epsilon=1.0), (0, 1),
-         1_000_000),
-        ("ExponentialMechanism (10 candidates)",
-         mech.ExponentialMechanism(epsilon=1.0, sensitivity=1.0), (u, v), 200_000),
-        ("ReportNoisyMax laplace (10)", mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
-         (u, v), 200_000),
+        ("Laplace", mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), (0.0, 1.0), 1_000_000),
+        (
+            "DiscreteLaplace",
+            mech.DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
+            (0, 1),
+            1_000_000,
+        ),
+        (
+            "RandomizedResponse",
+            mech.RandomizedResponse.from_epsilon(epsilon=1.0),
+            (0, 1),
+            1_000_000,
+        ),
+        (
+            "ExponentialMechanism (10 candidates)",
+            mech.ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+            (u, v),
+            200_000,
+        ),
+        (
+            "ReportNoisyMax laplace (10)",
+            mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
+            (u, v),
+            200_000,
+        ),
     ]
     for name, m, pair, n in cases:
         r = audit(m, pair, samples=n, claim=Claim.pure(epsilon=m.epsilon))
-        rows.append((name, r.claim.label if r.claim else "", n, r.epsilon_lower_bound,
-                     r.ratio or 0.0))
+        rows.append(
+            (name, r.claim.label if r.claim else "", n, r.epsilon_lower_bound, r.ratio or 0.0)
+        )
     g = mech.Gaussian.from_mu(mu=1.0, sensitivity=1.0)
     r = audit(g, (0.0, 1.0), samples=1_000_000, claim=Claim.gdp(mu=g.mu))
-    rows.append(("Gaussian (mu bound)", f"{g.mu:.4g}-GDP", 1_000_000, r.mu_lower_bound,
-                 r.ratio or 0.0))
-    protocols = [ldp.RandomizedResponse(epsilon=1.0), ldp.GRR(epsilon=1.0, domain=4),
-                 ldp.SUE(epsilon=1.0, domain=4), ldp.OUE(epsilon=1.0, domain=4),
-                 ldp.OLH(epsilon=1.0, domain=4), ldp.BLH(epsilon=1.0, domain=4),
-                 ldp.HadamardResponse(epsilon=1.0, domain=4), ldp.Duchi(epsilon=1.0),
-                 ldp.Piecewise(epsilon=1.0), ldp.Hybrid(epsilon=1.0)]
+    rows.append(
+        ("Gaussian (mu bound)", f"{g.mu:.4g}-GDP", 1_000_000, r.mu_lower_bound, r.ratio or 0.0)
+    )
+    protocols = [
+        ldp.RandomizedResponse(epsilon=1.0),
+        ldp.GRR(epsilon=1.0, domain=4),
+        ldp.SUE(epsilon=1.0, domain=4),
+        ldp.OUE(epsilon=1.0, domain=4),
+        ldp.OLH(epsilon=1.0, domain=4),
+        ldp.BLH(epsilon=1.0, domain=4),
+        ldp.HadamardResponse(epsilon=1.0, domain=4),
+        ldp.Duchi(epsilon=1.0),
+        ldp.Piecewise(epsilon=1.0),
+        ldp.Hybrid(epsilon=1.0),
+    ]
     for p in protocols:
         r = audit_ldp(p, samples=500_000)
-        rows.append((f"ldp.{type(p).__name__} (all pairs)", r.claim.label if r.claim else "",
-                     500_000, r.epsilon_lower_bound, r.ratio or 0.0))
+        rows.append(
+            (
+                f"ldp.{type(p).__name__} (all pairs)",
+                r.claim.label if r.claim else "",
+                500_000,
+                r.epsilon_lower_bound,
+                r.ratio or 0.0,
+            )
+        )
     return rows
 
 
@@ -175,39 +214,63 @@ def main() -> None:
     det_strict = detection(max(runs // 5, 5), 100_000, 1 - 1e-6)
     selfa = self_audit()
 
-    out = ["## Audit (`benchmarks/audit.py`)", "",
-           f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/audit.py`"
-           f"{' --quick' if quick else ''}. Secure (OS-keyed) randomness; bounds at 95% "
-           "confidence unless stated. No in-process peer: Google's dp-auditorium is not on "
-           "PyPI and needs TensorFlow and JAX.", "",
-           "### Throughput of the testers (fit on both sides, then count every candidate event)",
-           "", "| tester | outputs | outputs/s |", "| --- | ---: | ---: |"]
+    out = [
+        "## Audit (`benchmarks/audit.py`)",
+        "",
+        f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/audit.py`"
+        f"{' --quick' if quick else ''}. Secure (OS-keyed) randomness; bounds at 95% "
+        "confidence unless stated. No in-process peer: Google's dp-auditorium is not on "
+        "PyPI and needs TensorFlow and JAX.",
+        "",
+        "### Throughput of the testers (fit on both sides, then count every candidate event)",
+        "",
+        "| tester | outputs | outputs/s |",
+        "| --- | ---: | ---: |",
+    ]
     for name, n, rate in thr:
         out.append(f"| {name} | {n:,} | {rate:,.0f} |")
-    out += ["", f"End to end, dpkit Laplace at epsilon 1 with 10^6 samples per side (sampling, "
-            f"split, selection, evaluation): **{e2e_t:.2f} s**, epsilon lower bound "
-            f"**{e2e_b:.4f}** (median of {reps}; target: >= 0.95 in < 10 s).", "",
-            "### Power curve (median over repeats; 10^7: one run)", "",
-            "| mechanism | samples per side | lower bound | bound / truth | seconds |",
-            "| --- | ---: | ---: | ---: | ---: |"]
+    out += [
+        "",
+        f"End to end, dpkit Laplace at epsilon 1 with 10^6 samples per side (sampling, "
+        f"split, selection, evaluation): **{e2e_t:.2f} s**, epsilon lower bound "
+        f"**{e2e_b:.4f}** (median of {reps}; target: >= 0.95 in < 10 s).",
+        "",
+        "### Power curve (median over repeats; 10^7: one run)",
+        "",
+        "| mechanism | samples per side | lower bound | bound / truth | seconds |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for name, n, med, ratio, sec in curve:
         out.append(f"| {name} | {n:,} | {med:.4f} | {ratio:.3f} | {sec:.2f} |")
-    out += ["", "The Gaussian's epsilon at delta = 1e-5 lives in the far tail (events of "
-            "probability ~1e-5), which 10^7 samples only start to reach; its mu bound shows "
-            "the same audit is close to tight in the f-DP view.", "",
-            "### Known-bad corpus: detection rate (100,000 samples per side)", "",
-            "| mechanism | detected (95%) | detected (1 - 1e-6) | median lower bound |",
-            "| --- | ---: | ---: | ---: |"]
+    out += [
+        "",
+        "The Gaussian's epsilon at delta = 1e-5 lives in the far tail (events of "
+        "probability ~1e-5), which 10^7 samples only start to reach; its mu bound shows "
+        "the same audit is close to tight in the f-DP view.",
+        "",
+        "### Known-bad corpus: detection rate (100,000 samples per side)",
+        "",
+        "| mechanism | detected (95%) | detected (1 - 1e-6) | median lower bound |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     for (name, hits, n_runs, med), (_, hits2, runs2, _) in zip(det, det_strict, strict=True):
         out.append(f"| {name} | {hits}/{n_runs} | {hits2}/{runs2} | {med:.3f} |")
-    out += ["", "Bounds are epsilon lower bounds (mu for the GDP entry); every claim is 1.", "",
-            "### Self-audit: how close the audit gets to dpkit's own claims (95%)", "",
-            "| mechanism | claim | samples per input | lower bound | bound / claim |",
-            "| --- | --- | ---: | ---: | ---: |"]
+    out += [
+        "",
+        "Bounds are epsilon lower bounds (mu for the GDP entry); every claim is 1.",
+        "",
+        "### Self-audit: how close the audit gets to dpkit's own claims (95%)",
+        "",
+        "| mechanism | claim | samples per input | lower bound | bound / claim |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for name, label, n, bound, ratio in selfa:
         out.append(f"| {name} | {label} | {n:,} | {bound:.4f} | {ratio:.3f} |")
-    out += ["", "The pass/fail version (alpha = 1e-6, no audit above its claim) is "
-            "`tests/statistical/test_self_audit.py`."]
+    out += [
+        "",
+        "The pass/fail version (alpha = 1e-6, no audit above its claim) is "
+        "`tests/statistical/test_self_audit.py`.",
+    ]
     text = "\n".join(out)
     print(text)
     write_section("audit", text)

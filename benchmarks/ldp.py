@@ -52,8 +52,7 @@ MEAN_RUNS = 10 if QUICK else 100
 
 
 def _population(n: int, seed: int) -> np.ndarray:
-    return zipf_population(RandomSource(seed=seed, insecure=True), users=n, domain=D,
-                           exponent=ZIPF)
+    return zipf_population(RandomSource(seed=seed, insecure=True), users=n, domain=D, exponent=ZIPF)
 
 
 def _theory(proto: Any, truth: np.ndarray) -> float:
@@ -69,7 +68,7 @@ def run_dpkit(cls: type, x: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
         agg = proto.aggregator()
         for lo in range(0, x.size, BATCH):
-            agg.add(proto.randomize_many(x[lo:lo + BATCH], source=src))
+            agg.add(proto.randomize_many(x[lo : lo + BATCH], source=src))
         est = agg.estimate()
         times.append(time.perf_counter() - start)
         mses.append(float(np.mean((est.raw_counts - truth) ** 2)))
@@ -80,8 +79,13 @@ def run_dpkit(cls: type, x: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
     client_us = (time.perf_counter() - start) / 2000 * 1e6
     assert len(one) == 2000
     theory = _theory(proto, truth)
-    return {"name": repr(proto), "time": statistics.median(times), "mse": float(np.mean(mses)),
-            "theory": theory, "client_us": client_us}
+    return {
+        "name": repr(proto),
+        "time": statistics.median(times),
+        "mse": float(np.mean(mses)),
+        "theory": theory,
+        "client_us": client_us,
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -93,6 +97,7 @@ def _pure_ldp(client: Any, server: Any) -> Callable[[np.ndarray], np.ndarray]:
             server.aggregate(client.privatise(int(v) + 1))  # pure-ldp items are 1..d
         est = server.estimate_all(range(1, D + 1), suppress_warnings=True)
         return np.asarray(est, dtype=np.float64)
+
     return run
 
 
@@ -113,13 +118,16 @@ def _peers() -> dict[str, list[tuple[str, Callable[[], Callable[[np.ndarray], np
     )
     from pure_ldp.frequency_oracles.unary_encoding import UEClient, UEServer
 
-    def mfl(client: Callable[[int], Any], agg: Callable[[list[Any]], Any]
-            ) -> Callable[[], Callable[[np.ndarray], np.ndarray]]:
+    def mfl(
+        client: Callable[[int], Any], agg: Callable[[list[Any]], Any]
+    ) -> Callable[[], Callable[[np.ndarray], np.ndarray]]:
         def make() -> Callable[[np.ndarray], np.ndarray]:
             def run(x: np.ndarray) -> np.ndarray:
                 reports = [client(int(v)) for v in x]
                 return np.asarray(agg(reports), dtype=np.float64) * x.size
+
             return run
+
         return make
 
     def hr() -> Callable[[np.ndarray], np.ndarray]:
@@ -130,44 +138,66 @@ def _peers() -> dict[str, list[tuple[str, Callable[[], Callable[[np.ndarray], np
         def make() -> Callable[[np.ndarray], np.ndarray]:
             server = FastLHServer(EPS, D, 1000, use_olh=olh)
             return _pure_ldp(FastLHClient(EPS, D, 1000, use_olh=olh), server)
+
         return make
 
     return {
         "GRR": [
             ("pure-ldp DE", lambda: _pure_ldp(DEClient(EPS, D), DEServer(EPS, D))),
-            ("multi-freq-ldpy GRR", mfl(lambda v: GRR_Client(v, D, EPS),
-                                        lambda r: GRR_Aggregator_MI(r, D, EPS))),
+            (
+                "multi-freq-ldpy GRR",
+                mfl(lambda v: GRR_Client(v, D, EPS), lambda r: GRR_Aggregator_MI(r, D, EPS)),
+            ),
         ],
         "SUE": [
             ("pure-ldp UE", lambda: _pure_ldp(UEClient(EPS, D), UEServer(EPS, D))),
-            ("multi-freq-ldpy SUE", mfl(lambda v: UE_Client(v, D, EPS, False),
-                                        lambda r: UE_Aggregator_MI(r, EPS, False))),
+            (
+                "multi-freq-ldpy SUE",
+                mfl(
+                    lambda v: UE_Client(v, D, EPS, False), lambda r: UE_Aggregator_MI(r, EPS, False)
+                ),
+            ),
         ],
         "OUE": [
-            ("pure-ldp UE(oue)", lambda: _pure_ldp(UEClient(EPS, D, use_oue=True),
-                                                   UEServer(EPS, D, use_oue=True))),
-            ("multi-freq-ldpy OUE", mfl(lambda v: UE_Client(v, D, EPS, True),
-                                        lambda r: UE_Aggregator_MI(r, EPS, True))),
+            (
+                "pure-ldp UE(oue)",
+                lambda: _pure_ldp(UEClient(EPS, D, use_oue=True), UEServer(EPS, D, use_oue=True)),
+            ),
+            (
+                "multi-freq-ldpy OUE",
+                mfl(lambda v: UE_Client(v, D, EPS, True), lambda r: UE_Aggregator_MI(r, EPS, True)),
+            ),
         ],
         "OLH": [
-            ("pure-ldp LH(olh)", lambda: _pure_ldp(LHClient(EPS, D, use_olh=True),
-                                                   LHServer(EPS, D, use_olh=True))),
+            (
+                "pure-ldp LH(olh)",
+                lambda: _pure_ldp(LHClient(EPS, D, use_olh=True), LHServer(EPS, D, use_olh=True)),
+            ),
             ("pure-ldp FastLH(olh, 1000 hashes)", fast_lh(True)),
-            ("multi-freq-ldpy OLH", mfl(lambda v: LH_Client(v, D, EPS, True),
-                                        lambda r: LH_Aggregator_MI(r, D, EPS, True))),
+            (
+                "multi-freq-ldpy OLH",
+                mfl(
+                    lambda v: LH_Client(v, D, EPS, True),
+                    lambda r: LH_Aggregator_MI(r, D, EPS, True),
+                ),
+            ),
         ],
         "BLH": [
             ("pure-ldp LH", lambda: _pure_ldp(LHClient(EPS, D), LHServer(EPS, D))),
             ("pure-ldp FastLH(1000 hashes)", fast_lh(False)),
-            ("multi-freq-ldpy BLH", mfl(lambda v: LH_Client(v, D, EPS, False),
-                                        lambda r: LH_Aggregator_MI(r, D, EPS, False))),
+            (
+                "multi-freq-ldpy BLH",
+                mfl(
+                    lambda v: LH_Client(v, D, EPS, False),
+                    lambda r: LH_Aggregator_MI(r, D, EPS, False),
+                ),
+            ),
         ],
         "HadamardResponse": [("pure-ldp HR", hr)],
     }
 
 
-def run_peer(make: Callable[[], Callable[[np.ndarray], np.ndarray]], cls: type
-             ) -> dict[str, Any]:
+def run_peer(make: Callable[[], Callable[[np.ndarray], np.ndarray]], cls: type) -> dict[str, Any]:
     """Pilot on 3,000 users, then the largest population that fits the budget.
 
     Also returns MSE / theory at the n that ran, and dpkit's MSE / theory on the same population
@@ -194,8 +224,13 @@ def run_peer(make: Callable[[], Callable[[np.ndarray], np.ndarray]], cls: type
         agg = proto.aggregator()
         agg.add(proto.randomize_many(x, source=src))
         norm.append(float(np.mean((agg.estimate(postprocess="normalise").counts - truth) ** 2)))
-    return {"n": n, "time": elapsed * USERS / n, "ratio": mse / theory,
-            "dpkit_norm_ratio": float(np.mean(norm)) / theory, "extrapolated": n < USERS}
+    return {
+        "n": n,
+        "time": elapsed * USERS / n,
+        "ratio": mse / theory,
+        "dpkit_norm_ratio": float(np.mean(norm)) / theory,
+        "extrapolated": n < USERS,
+    }
 
 
 def run_mean(cls: type, t: np.ndarray) -> dict[str, Any]:
@@ -206,13 +241,17 @@ def run_mean(cls: type, t: np.ndarray) -> dict[str, Any]:
         start = time.perf_counter()
         agg = mech.aggregator()
         for lo in range(0, t.size, BATCH):
-            agg.add(mech.randomize_many(t[lo:lo + BATCH], source=src))
+            agg.add(mech.randomize_many(t[lo : lo + BATCH], source=src))
         est = agg.estimate()
         times.append(time.perf_counter() - start)
         errs.append((est.mean - float(t.mean())) ** 2)
     theory = mech.variance(t.size, float(np.mean(t * t)))
-    return {"name": repr(mech), "time": statistics.median(times), "mse": float(np.mean(errs)),
-            "theory": theory}
+    return {
+        "name": repr(mech),
+        "time": statistics.median(times),
+        "mse": float(np.mean(errs)),
+        "theory": theory,
+    }
 
 
 LOAD: list[float] = []
@@ -226,13 +265,19 @@ def main() -> None:
     rows = []
     for cls in (ldp.GRR, ldp.SUE, ldp.OUE, ldp.OLH, ldp.BLH, ldp.HadamardResponse):
         res = run_dpkit(cls, x, truth)
-        print(f"dpkit {res['name']}: {res['time']:.2f} s, MSE/theory "
-              f"{res['mse'] / res['theory']:.3f}", flush=True)
+        print(
+            f"dpkit {res['name']}: {res['time']:.2f} s, MSE/theory "
+            f"{res['mse'] / res['theory']:.3f}",
+            flush=True,
+        )
         peers = []
         for label, make in _peers()[cls.__name__]:
             pres = run_peer(make, cls)
-            print(f"  {label}: {pres['time']:.1f} s (n={pres['n']:,}), MSE/theory "
-                  f"{pres['ratio']:.3f}", flush=True)
+            print(
+                f"  {label}: {pres['time']:.1f} s (n={pres['n']:,}), MSE/theory "
+                f"{pres['ratio']:.3f}",
+                flush=True,
+            )
             peers.append((label, pres))
         rows.append((cls.__name__, res, peers))
 
@@ -251,7 +296,8 @@ def _write(rows: list[Any], means: list[dict[str, Any]]) -> None:
         "## Local DP (`benchmarks/ldp.py`)",
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/ldp.py`"
-        + (" --quick" if QUICK else "") + f". {USERS:,} users, domain {D}, epsilon {EPS:g}, "
+        + (" --quick" if QUICK else "")
+        + f". {USERS:,} users, domain {D}, epsilon {EPS:g}, "
         f"Zipf({ZIPF}) values. dpkit: secure (AES-CTR, OS-keyed) randomness, clients simulated "
         f"with `randomize_many`, server fed in batches of {BATCH:,}; time = clients + server, "
         f"median of {REPEATS}; MSE = mean over the {D} items of (estimate - true count)^2, "
@@ -280,8 +326,10 @@ def _write(rows: list[Any], means: list[dict[str, Any]]) -> None:
             star = "*" if p["extrapolated"] else ""
             note = ""
             if label.startswith("multi-freq-ldpy"):
-                note = (f" (clipped + renormalised; dpkit with `postprocess=\"normalise\"` "
-                        f"on the same users: {p['dpkit_norm_ratio']:.3f})")
+                note = (
+                    f' (clipped + renormalised; dpkit with `postprocess="normalise"` '
+                    f"on the same users: {p['dpkit_norm_ratio']:.3f})"
+                )
             lines.append(
                 f"| {name} | {label} | {p['n']:,}{star} | {_fmt_time(p['time'])}{star} | "
                 f"{p['time'] / res['time']:,.0f}x | {p['ratio']:.3f}{note} |"
@@ -308,8 +356,7 @@ def _write(rows: list[Any], means: list[dict[str, Any]]) -> None:
         "taken from the head); pure-ldp's are raw and unbiased like dpkit's.",
         "",
         "Client side (`randomize`, standard library and `secrets` only), microseconds per "
-        "report: "
-        + ", ".join(f"{name} {res['client_us']:.1f}" for name, res, _ in rows) + ".",
+        "report: " + ", ".join(f"{name} {res['client_us']:.1f}" for name, res, _ in rows) + ".",
         "",
         "### Mean estimation (values = Zipf ranks mapped to [-1, 1]; no peer implements these)",
         "",
@@ -357,18 +404,32 @@ def run_pem(n: int, bits: int, eps: float, top: int = HH_TOP) -> dict[str, Any]:
     agg = proto.aggregator()
     step = 1 << 20
     for lo in range(0, n, step):
-        agg.add(proto.randomize_many(x[lo:lo + step], source=src))
+        agg.add(proto.randomize_many(x[lo : lo + step], source=src))
     hh = agg.heavy_hitters(top=top)
     elapsed = time.perf_counter() - start
     found = hh.as_dict()
     hits = [i for i in found if i in true_top]
     rel = [abs(found[i] - true_top[i]) / true_top[i] for i in hits]
-    return {"n": n, "bits": bits, "eps": eps, "time": elapsed,
-            "precision": len(hits) / max(len(found), 1), "recall": len(hits) / top,
-            "rel_err": float(np.median(rel)) if rel else float("nan"),
-            "covered": float(np.mean([hh.ci_low[k] <= true_top[i] <= hh.ci_high[k]
-                                      for k, i in enumerate(hh.items.tolist())
-                                      if i in true_top])) if hits else float("nan")}
+    return {
+        "n": n,
+        "bits": bits,
+        "eps": eps,
+        "time": elapsed,
+        "precision": len(hits) / max(len(found), 1),
+        "recall": len(hits) / top,
+        "rel_err": float(np.median(rel)) if rel else float("nan"),
+        "covered": float(
+            np.mean(
+                [
+                    hh.ci_low[k] <= true_top[i] <= hh.ci_high[k]
+                    for k, i in enumerate(hh.items.tolist())
+                    if i in true_top
+                ]
+            )
+        )
+        if hits
+        else float("nan"),
+    }
 
 
 def run_sketch(cls: type, n: int, eps: float) -> dict[str, Any]:
@@ -378,16 +439,20 @@ def run_sketch(cls: type, n: int, eps: float) -> dict[str, Any]:
     start = time.perf_counter()
     agg = proto.aggregator()
     for lo in range(0, n, BATCH):
-        agg.add(proto.randomize_many(x[lo:lo + BATCH], source=src))
+        agg.add(proto.randomize_many(x[lo : lo + BATCH], source=src))
     order = np.argsort(-counts)[:HH_TOP]
     est = agg.estimate_items(items[order])
     elapsed = time.perf_counter() - start
     truth = counts[order].astype(np.float64)
     others = float(np.sum(counts.astype(np.float64) ** 2))
-    theory = float(np.mean([proto.variance(n, c / n, other_squares=others - c * c)
-                            for c in truth]))
-    return {"name": repr(proto), "time": elapsed, "n": n,
-            "mse": float(np.mean((est.raw_counts - truth) ** 2)), "theory": theory}
+    theory = float(np.mean([proto.variance(n, c / n, other_squares=others - c * c) for c in truth]))
+    return {
+        "name": repr(proto),
+        "time": elapsed,
+        "n": n,
+        "mse": float(np.mean((est.raw_counts - truth) ** 2)),
+        "theory": theory,
+    }
 
 
 def _peer_job(kind: str, eps: float, bits: int, n: int, top: int, queue: Any) -> None:
@@ -399,11 +464,13 @@ def _peer_job(kind: str, eps: float, bits: int, n: int, top: int, queue: Any) ->
         if kind == "pure-ldp PEM":
             from pure_ldp.heavy_hitters.prefix_extending.pem_client import PEMClient
             from pure_ldp.heavy_hitters.prefix_extending.pem_server import PEMServer
+
             server: Any = PEMServer(eps, 4, bits, 4)
             client: Any = PEMClient(eps, 4, bits, 4)
         else:
             from pure_ldp.heavy_hitters.treehistogram.treehist_client import TreeHistClient
             from pure_ldp.heavy_hitters.treehistogram.treehist_server import TreeHistServer
+
             server = TreeHistServer(eps, bits, 4)
             client = TreeHistClient(eps, 4, bits)
         for v in x:
@@ -413,6 +480,7 @@ def _peer_job(kind: str, eps: float, bits: int, n: int, top: int, queue: Any) ->
         return
     if kind in ("pure-ldp CMS", "pure-ldp HCMS"):
         from pure_ldp.frequency_oracles.apple_cms import CMSClient, CMSServer
+
         had = kind.endswith("HCMS")
         server = CMSServer(eps, 1024, 1024, is_hadamard=had)
         client = CMSClient(eps, server.get_hash_funcs(), 1024, is_hadamard=had)
@@ -437,11 +505,21 @@ def run_peer_hh(kind: str, eps: float, bits: int, n: int, top: int) -> dict[str,
     if proc.is_alive():
         proc.terminate()
         proc.join()
-        return {"kind": kind, "n": n, "time": None, "waited": time.perf_counter() - start,
-                "why": "did not finish in"}
+        return {
+            "kind": kind,
+            "n": n,
+            "time": None,
+            "waited": time.perf_counter() - start,
+            "why": "did not finish in",
+        }
     if proc.exitcode != 0 or queue.empty():
-        return {"kind": kind, "n": n, "time": None, "waited": time.perf_counter() - start,
-                "why": "failed (an exception in the peer) after"}
+        return {
+            "kind": kind,
+            "n": n,
+            "time": None,
+            "waited": time.perf_counter() - start,
+            "why": "failed (an exception in the peer) after",
+        }
     seconds, result = queue.get(timeout=5)
     return {"kind": kind, "n": n, "time": seconds, "result": result}
 
@@ -460,17 +538,23 @@ def main_heavy() -> None:
         for bits in (20, 32):
             for eps in HH_EPS:
                 res = run_pem(n, bits, eps)
-                print(f"PEM n={n:,} bits={bits} eps={eps:g}: recall {res['recall']:.2f} "
-                      f"precision {res['precision']:.2f} rel err {res['rel_err']:.3f} "
-                      f"{res['time']:.1f} s", flush=True)
+                print(
+                    f"PEM n={n:,} bits={bits} eps={eps:g}: recall {res['recall']:.2f} "
+                    f"precision {res['precision']:.2f} rel err {res['rel_err']:.3f} "
+                    f"{res['time']:.1f} s",
+                    flush=True,
+                )
                 pem.append(res)
     sketches = []
     for cls in (ldp.CMS, ldp.HCMS):
         for eps in (1.0, 4.0):
-            res = run_sketch(cls, min(CMS_USERS, HH_USERS[0]) if cls is ldp.CMS
-                             else HH_USERS[0], eps)
-            print(f"{res['name']}: {res['time']:.1f} s MSE/theory "
-                  f"{res['mse'] / res['theory']:.3f}", flush=True)
+            res = run_sketch(
+                cls, min(CMS_USERS, HH_USERS[0]) if cls is ldp.CMS else HH_USERS[0], eps
+            )
+            print(
+                f"{res['name']}: {res['time']:.1f} s MSE/theory {res['mse'] / res['theory']:.3f}",
+                flush=True,
+            )
             sketches.append((eps, res))
     # peers at a small population, dpkit beside them on the same users (top 10: at 2,000
     # users only the head of the distribution is within reach of any protocol)
@@ -518,33 +602,47 @@ def run_longitudinal() -> dict[str, Any]:
     est = proto.estimate(proto.randomize_many(x, source=RandomSource()), postprocess="normalise")
     t_mine = time.perf_counter() - start
     theory = float(np.mean([proto.variance(n_peer, f) for f in truth])) / n_peer**2
-    return {"n": n_peer, "d": d, "t_peer": t_peer, "t_mine": t_mine,
-            "mse_peer": float(np.mean((est_peer - truth) ** 2)),
-            "mse_mine": float(np.mean((est.frequencies - truth) ** 2)), "theory": theory}
+    return {
+        "n": n_peer,
+        "d": d,
+        "t_peer": t_peer,
+        "t_mine": t_mine,
+        "mse_peer": float(np.mean((est_peer - truth) ** 2)),
+        "mse_mine": float(np.mean((est.frequencies - truth) ** 2)),
+        "theory": theory,
+    }
 
 
 PEER_NOTE = (
     "pure-ldp 1.2.0's TreeHistogram and Apple CMS/HCMS servers fail at construction with "
-    'numpy 2 (`np.zeros(None)` in its base frequency-oracle server, a TypeError), and its '
-    'PEM (one report at a time, every candidate against every report with OLH) did not '
-    'finish 2,000 users within the limit, so the recall and speed targets against it could '
-    'not be measured on this machine. At 2,000 users no protocol reaches the top 10 of '
-    'this population at epsilon 4 (the 10th item has about 22 users; its estimate, scaled '
-    'from one of the three groups, has a standard deviation near 80).'
+    "numpy 2 (`np.zeros(None)` in its base frequency-oracle server, a TypeError), and its "
+    "PEM (one report at a time, every candidate against every report with OLH) did not "
+    "finish 2,000 users within the limit, so the recall and speed targets against it could "
+    "not be measured on this machine. At 2,000 users no protocol reaches the top 10 of "
+    "this population at epsilon 4 (the 10th item has about 22 users; its estimate, scaled "
+    "from one of the three groups, has a standard deviation near 80)."
 )
 SKETCH_NOTE = (
-    'One hash draw per row: the MSE over the 100 items of one run varies around the exact '
-    'variance, which is taken over the draw of the hash functions.'
+    "One hash draw per row: the MSE over the 100 items of one run varies around the exact "
+    "variance, which is taken over the draw of the hash functions."
 )
 
 
-def _write_heavy(pem: list[dict[str, Any]], sketches: list[Any], peers: list[Any],
-                 cms_peers: list[Any], long: dict[str, Any], load0: float, load1: float) -> None:
+def _write_heavy(
+    pem: list[dict[str, Any]],
+    sketches: list[Any],
+    peers: list[Any],
+    cms_peers: list[Any],
+    long: dict[str, Any],
+    load0: float,
+    load1: float,
+) -> None:
     lines = [
         "## Local DP: heavy hitters, sketches, repeated collection (`benchmarks/ldp.py --heavy`)",
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/ldp.py --heavy`"
-        + (" --quick" if QUICK else "") + f". Zipf({ZIPF}) over {HH_DISTINCT:,} distinct items "
+        + (" --quick" if QUICK else "")
+        + f". Zipf({ZIPF}) over {HH_DISTINCT:,} distinct items "
         "placed at random in the domain; dpkit uses secure (AES-CTR, OS-keyed) randomness, "
         "clients simulated with `randomize_many`; time = clients + server (one run). "
         f"Load average (1 min) at start / end: {load0:.1f} / {load1:.1f} on "
@@ -557,14 +655,15 @@ def _write_heavy(pem: list[dict[str, Any]], sketches: list[Any], peers: list[Any
         "hitters found of |estimate - count| / count; coverage = share of those whose 95% "
         "interval holds the true count.",
         "",
-        "| users | domain | epsilon | recall | precision | relative error | coverage | "
-        "time (s) |",
+        "| users | domain | epsilon | recall | precision | relative error | coverage | time (s) |",
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in pem:
-        lines.append(f"| {r['n']:,} | 2^{r['bits']} | {r['eps']:g} | {r['recall']:.2f} | "
-                     f"{r['precision']:.2f} | {r['rel_err']:.3f} | {r['covered']:.2f} | "
-                     f"{r['time']:.1f} |")
+        lines.append(
+            f"| {r['n']:,} | 2^{r['bits']} | {r['eps']:g} | {r['recall']:.2f} | "
+            f"{r['precision']:.2f} | {r['rel_err']:.3f} | {r['covered']:.2f} | "
+            f"{r['time']:.1f} |"
+        )
     lines += [
         "",
         f"### Peers at {PEER_N:,} users (2^20 domain, epsilon 4, top 10)",
@@ -577,19 +676,23 @@ def _write_heavy(pem: list[dict[str, Any]], sketches: list[Any], peers: list[Any
         "| --- | --- | ---: | ---: |",
     ]
     for pr, mine in peers:
-        lines.append(f"| {pr['kind'].split()[-1]} | **dpkit** PEM | **{mine['time']:.2f}** | "
-                     f"**{mine['recall']:.2f}** |")
+        lines.append(
+            f"| {pr['kind'].split()[-1]} | **dpkit** PEM | **{mine['time']:.2f}** | "
+            f"**{mine['recall']:.2f}** |"
+        )
         if pr["time"] is None:
-            lines.append(f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['why']} "
-                         f"{pr['waited']:.0f} | - |")
+            lines.append(
+                f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['why']} {pr['waited']:.0f} | - |"
+            )
         else:
-            lines.append(f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['time']:.1f} | "
-                         f"{pr['recall']:.2f} |")
+            lines.append(
+                f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['time']:.1f} | "
+                f"{pr['recall']:.2f} |"
+            )
     lines += ["", PEER_NOTE]
     lines += [
         "",
-        f"### Apple's sketches: counts of the true top {HH_TOP} (2^20 domain, "
-        "1024 x 1024 sketch)",
+        f"### Apple's sketches: counts of the true top {HH_TOP} (2^20 domain, 1024 x 1024 sketch)",
         "",
         "Theory = the exact variance including the hash-collision term, averaged over the "
         "100 items.",
@@ -598,11 +701,12 @@ def _write_heavy(pem: list[dict[str, Any]], sketches: list[Any], peers: list[Any
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for eps, r in sketches:
-        lines.append(f"| `{r['name']}` | {eps:g} | {r['n']:,} | {r['time']:.1f} | "
-                     f"{r['mse'] / r['theory']:.3f} |")
+        lines.append(
+            f"| `{r['name']}` | {eps:g} | {r['n']:,} | {r['time']:.1f} | "
+            f"{r['mse'] / r['theory']:.3f} |"
+        )
     for pr in cms_peers:
-        t = f"{pr['why']} {pr['waited']:.0f} s" if pr["time"] is None \
-            else f"{pr['time']:.1f} s"
+        t = f"{pr['why']} {pr['waited']:.0f} s" if pr["time"] is None else f"{pr['time']:.1f} s"
         lines.append(f"| {pr['kind']} | 4 | {pr['n']:,} | {t} | - |")
     lines += ["", SKETCH_NOTE]
     lines += [

@@ -179,8 +179,10 @@ def main() -> None:
                 total = _contended(factory, 4, n_each, analysts=False)
                 subs = _contended(factory, 4, n_each, analysts=True)
                 how = "4 processes, one connection each"
-            rows.append(f"| {label} | {single:,.0f} | {total:,.0f} | "
-                        f"{'-' if subs != subs else f'{subs:,.0f}'} | {how} |")
+            rows.append(
+                f"| {label} | {single:,.0f} | {total:,.0f} | "
+                f"{'-' if subs != subs else f'{subs:,.0f}'} | {how} |"
+            )
             print(rows[-1], flush=True)
         for label in ("sqlite", "postgres"):
             counts = _kill_trials(stores[label], trials, Path(tmp) / f"{label}.markers")

@@ -63,8 +63,7 @@ def main() -> None:
     rows_a = [
         ("exact (mpmath Fourier inversion)", exact, f"truncation <= {tail:.1e}", None),
         ("`fdp.self_tensor` (default grid)", lap, f"{lap / exact - 1:+.1e} relative", t_lap),
-        ("`PldAccountant.get_delta`", pld_lap, f"{pld_lap / exact - 1:+.1e} relative",
-         t_pld_lap),
+        ("`PldAccountant.get_delta`", pld_lap, f"{pld_lap / exact - 1:+.1e} relative", t_pld_lap),
     ]
 
     g_pl = gdp(MU).lower_piecewise_linear()
@@ -73,8 +72,10 @@ def main() -> None:
 
     def pld_gauss() -> float:
         acc = PldAccountant()
-        acc.compose(PoissonSampledEvent(event=GaussianEvent(noise_multiplier=1.0 / MU),
-                                        sampling_rate=1.0), count=N)
+        acc.compose(
+            PoissonSampledEvent(event=GaussianEvent(noise_multiplier=1.0 / MU), sampling_rate=1.0),
+            count=N,
+        )
         return acc.get_delta(1.0)
 
     t_pld_g, d_pld_g = _time(pld_gauss)

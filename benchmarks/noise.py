@@ -96,9 +96,16 @@ def paired_median_times(fns: list[Callable[[], Any]], repeats: int) -> list[floa
     return [statistics.median(t) for t in times]
 
 
-def attempt(task: str, impl: str, target: int, measured: int,
-            build: Callable[[], Callable[[], Any]], repeats: int, per_unit: int = 1,
-            note: str = "") -> Row:
+def attempt(
+    task: str,
+    impl: str,
+    target: int,
+    measured: int,
+    build: Callable[[], Callable[[], Any]],
+    repeats: int,
+    per_unit: int = 1,
+    note: str = "",
+) -> Row:
     """Time ``build()()``; a peer that fails to import or run is reported as unavailable."""
     try:
         with warnings.catch_warnings():
@@ -128,15 +135,33 @@ def noise_rows() -> list[Row]:
     rng = np.random.default_rng()
     floor = "insecure, not floating-point safe (floor)"
     t_np_l, t_dp_l, t_np_g, t_dp_g = paired_median_times(
-        [lambda: x + rng.laplace(0.0, b, N), lambda: lap.release(x),
-         lambda: x + rng.normal(0.0, sigma, N), lambda: gau.release(x)], REPEATS)
+        [
+            lambda: x + rng.laplace(0.0, b, N),
+            lambda: lap.release(x),
+            lambda: x + rng.normal(0.0, sigma, N),
+            lambda: gau.release(x),
+        ],
+        REPEATS,
+    )
     rows += [
         Row("Laplace", "numpy default_rng().laplace", N, t_np_l, N, note=floor),
         Row("Gaussian", "numpy default_rng().normal", N, t_np_g, N, note=floor),
-        Row("Laplace", "dpkit Laplace.release", N, t_dp_l, N,
-            note=f"AES-CTR CSPRNG, lattice 2^{int(np.log2(lap.granularity))}"),
-        Row("Gaussian", "dpkit Gaussian.release", N, t_dp_g, N,
-            note=f"AES-CTR CSPRNG, lattice 2^{int(np.log2(gau.granularity))}"),
+        Row(
+            "Laplace",
+            "dpkit Laplace.release",
+            N,
+            t_dp_l,
+            N,
+            note=f"AES-CTR CSPRNG, lattice 2^{int(np.log2(lap.granularity))}",
+        ),
+        Row(
+            "Gaussian",
+            "dpkit Gaussian.release",
+            N,
+            t_dp_g,
+            N,
+            note=f"AES-CTR CSPRNG, lattice 2^{int(np.log2(gau.granularity))}",
+        ),
     ]
 
     # OpenDP: vector measurements (slow: measured on a smaller n)
@@ -153,42 +178,96 @@ def noise_rows() -> list[Row]:
         return lambda: meas(data)
 
     n_odp = 50_000
-    rows.append(attempt("Laplace", "OpenDP make_laplace (vector)", N, n_odp,
-                        lambda: opendp("laplace", n_odp), SLOW_REPEATS))
+    rows.append(
+        attempt(
+            "Laplace",
+            "OpenDP make_laplace (vector)",
+            N,
+            n_odp,
+            lambda: opendp("laplace", n_odp),
+            SLOW_REPEATS,
+        )
+    )
     n_odp_g = 20_000
-    rows.append(attempt("Gaussian", "OpenDP make_gaussian (vector)", N, n_odp_g,
-                        lambda: opendp("gaussian", n_odp_g), SLOW_REPEATS))
+    rows.append(
+        attempt(
+            "Gaussian",
+            "OpenDP make_gaussian (vector)",
+            N,
+            n_odp_g,
+            lambda: opendp("gaussian", n_odp_g),
+            SLOW_REPEATS,
+        )
+    )
 
     # diffprivlib: one value per randomise call
     def diffprivlib(kind: str, n: int) -> Callable[[], Any]:
         from diffprivlib.mechanisms import GaussianAnalytic
         from diffprivlib.mechanisms import Laplace as DLaplace
 
-        mech: Any = (DLaplace(epsilon=EPSILON, sensitivity=1.0) if kind == "laplace"
-                     else GaussianAnalytic(epsilon=EPSILON, delta=DELTA, sensitivity=1.0))
+        mech: Any = (
+            DLaplace(epsilon=EPSILON, sensitivity=1.0)
+            if kind == "laplace"
+            else GaussianAnalytic(epsilon=EPSILON, delta=DELTA, sensitivity=1.0)
+        )
         data = x[:n].tolist()
         return lambda: [mech.randomise(v) for v in data]
 
     n_loop = 50_000
-    rows.append(attempt("Laplace", "diffprivlib Laplace.randomise (loop)", N, n_loop,
-                        lambda: diffprivlib("laplace", n_loop), SLOW_REPEATS))
-    rows.append(attempt("Gaussian", "diffprivlib GaussianAnalytic.randomise (loop)", N, n_loop,
-                        lambda: diffprivlib("gaussian", n_loop), SLOW_REPEATS))
+    rows.append(
+        attempt(
+            "Laplace",
+            "diffprivlib Laplace.randomise (loop)",
+            N,
+            n_loop,
+            lambda: diffprivlib("laplace", n_loop),
+            SLOW_REPEATS,
+        )
+    )
+    rows.append(
+        attempt(
+            "Gaussian",
+            "diffprivlib GaussianAnalytic.randomise (loop)",
+            N,
+            n_loop,
+            lambda: diffprivlib("gaussian", n_loop),
+            SLOW_REPEATS,
+        )
+    )
 
     # python-dp (PyDP): one value per add_noise call
     def pydp(kind: str, n: int) -> Callable[[], Any]:
         from pydp.algorithms.numerical_mechanisms import GaussianMechanism, LaplaceMechanism
 
-        mech: Any = (LaplaceMechanism(EPSILON, 1.0) if kind == "laplace"
-                     else GaussianMechanism(EPSILON, DELTA, 1.0))
+        mech: Any = (
+            LaplaceMechanism(EPSILON, 1.0)
+            if kind == "laplace"
+            else GaussianMechanism(EPSILON, DELTA, 1.0)
+        )
         data = x[:n].tolist()
         return lambda: [mech.add_noise(v) for v in data]
 
     n_pydp = 100_000
-    rows.append(attempt("Laplace", "python-dp LaplaceMechanism.add_noise (loop)", N, n_pydp,
-                        lambda: pydp("laplace", n_pydp), SLOW_REPEATS))
-    rows.append(attempt("Gaussian", "python-dp GaussianMechanism.add_noise (loop)", N, n_pydp,
-                        lambda: pydp("gaussian", n_pydp), SLOW_REPEATS))
+    rows.append(
+        attempt(
+            "Laplace",
+            "python-dp LaplaceMechanism.add_noise (loop)",
+            N,
+            n_pydp,
+            lambda: pydp("laplace", n_pydp),
+            SLOW_REPEATS,
+        )
+    )
+    rows.append(
+        attempt(
+            "Gaussian",
+            "python-dp GaussianMechanism.add_noise (loop)",
+            N,
+            n_pydp,
+            lambda: pydp("gaussian", n_pydp),
+            SLOW_REPEATS,
+        )
+    )
     return rows
 
 
@@ -211,32 +290,58 @@ def selection_rows() -> list[Row]:
             rows_ = min(8, N_DRAWS - start)
             noisy = rng.gumbel(size=(rows_, N_CANDIDATES))
             noisy += z
-            out[start:start + rows_] = np.argmax(noisy, axis=1)
+            out[start : start + rows_] = np.argmax(noisy, axis=1)
         return out
 
     t_np, t_dp = paired_median_times(
-        [numpy_gumbel, lambda: em.release_many(scores, count=N_DRAWS)], SLOW_REPEATS)
+        [numpy_gumbel, lambda: em.release_many(scores, count=N_DRAWS)], SLOW_REPEATS
+    )
     rows += [
-        Row("Exponential mechanism", "numpy Gumbel arg-max", N_DRAWS, t_np, N_DRAWS,
-            N_CANDIDATES, note="insecure (floor)"),
-        Row("Exponential mechanism", "dpkit ExponentialMechanism.release_many", N_DRAWS, t_dp,
-            N_DRAWS, N_CANDIDATES, note="AES-CTR CSPRNG, Gumbel-max"),
+        Row(
+            "Exponential mechanism",
+            "numpy Gumbel arg-max",
+            N_DRAWS,
+            t_np,
+            N_DRAWS,
+            N_CANDIDATES,
+            note="insecure (floor)",
+        ),
+        Row(
+            "Exponential mechanism",
+            "dpkit ExponentialMechanism.release_many",
+            N_DRAWS,
+            t_dp,
+            N_DRAWS,
+            N_CANDIDATES,
+            note="AES-CTR CSPRNG, Gumbel-max",
+        ),
     ]
 
     def opendp_noisy_max(draws: int) -> Callable[[], Any]:
         import opendp.prelude as dp
 
         dp.enable_features("contrib")
-        meas = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                   dp.linf_distance(T=float), dp.zero_concentrated_divergence(),
-                                   scale=1.0 / factor)
+        meas = dp.m.make_noisy_max(
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+            dp.linf_distance(T=float),
+            dp.zero_concentrated_divergence(),
+            scale=1.0 / factor,
+        )
         data = scores.tolist()
         return lambda: [meas(data) for _ in range(draws)]
 
     n_odp = 20
-    rows.append(attempt("Exponential mechanism", "OpenDP make_noisy_max (Gumbel, zCDP measure)",
-                        N_DRAWS, n_odp, lambda: opendp_noisy_max(n_odp), SLOW_REPEATS,
-                        N_CANDIDATES))
+    rows.append(
+        attempt(
+            "Exponential mechanism",
+            "OpenDP make_noisy_max (Gumbel, zCDP measure)",
+            N_DRAWS,
+            n_odp,
+            lambda: opendp_noisy_max(n_odp),
+            SLOW_REPEATS,
+            N_CANDIDATES,
+        )
+    )
 
     def diffprivlib_exponential(draws: int) -> Callable[[], Any]:
         from diffprivlib.mechanisms import Exponential
@@ -245,9 +350,18 @@ def selection_rows() -> list[Row]:
         return lambda: [mech.randomise() for _ in range(draws)]
 
     n_dpl = 50
-    rows.append(attempt("Exponential mechanism", "diffprivlib Exponential.randomise",
-                        N_DRAWS, n_dpl, lambda: diffprivlib_exponential(n_dpl), SLOW_REPEATS,
-                        N_CANDIDATES, note="constructed once, outside the timing"))
+    rows.append(
+        attempt(
+            "Exponential mechanism",
+            "diffprivlib Exponential.randomise",
+            N_DRAWS,
+            n_dpl,
+            lambda: diffprivlib_exponential(n_dpl),
+            SLOW_REPEATS,
+            N_CANDIDATES,
+            note="constructed once, outside the timing",
+        )
+    )
     return rows
 
 
@@ -276,7 +390,8 @@ def table(rows: list[Row]) -> tuple[str, dict[str, float]]:
         note = r.note
         if r.extrapolated and r.seconds is not None:
             note = (f"{note}; " if note else "") + (
-                f"measured on {r.measured:,} and extrapolated linearly to {r.target:,}")
+                f"measured on {r.measured:,} and extrapolated linearly to {r.target:,}"
+            )
         lines.append(
             f"| {r.task} | {r.impl} | {r.measured:,} | {_fmt_seconds(r.seconds)} | "
             f"{_fmt_seconds(r.total)}{' (extrap.)' if r.extrapolated and r.total else ''} | "
@@ -299,8 +414,11 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = noise_rows() + selection_rows()
     body, ratios = table(rows)
-    lap, gau, em = (ratios.get("Laplace"), ratios.get("Gaussian"),
-                    ratios.get("Exponential mechanism"))
+    lap, gau, em = (
+        ratios.get("Laplace"),
+        ratios.get("Gaussian"),
+        ratios.get("Exponential mechanism"),
+    )
 
     def verdict(value: float | None, need: float) -> str:
         if value is None:
@@ -315,31 +433,34 @@ def main() -> None:
             versions.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{dist} not installed")
-    md = "\n".join([
-        "## Noise and selection (`benchmarks/noise.py`)",
-        "",
-        f"Machine: {machine()}. Versions: {', '.join(versions)}. "
-        f"Medians of {REPEATS} runs (3 for the exponential mechanism and the slow peers); dpkit "
-        "and numpy are timed round-robin so that load changes hit both alike. "
-        "Laplace: epsilon = 1, sensitivity 1; Gaussian: (1, 1e-6)-DP, analytic calibration "
-        "(diffprivlib `GaussianAnalytic`; python-dp's own calibration). Throughput is millions "
-        "of released values per second (noise) or millions of candidate scores per second "
-        f"(exponential mechanism, {N_CANDIDATES:,} candidates x {N_DRAWS:,} draws). "
-        "dpkit splits large releases over two threads (numpy releases the GIL); numpy's "
-        "generator calls and the peers run on one. The machine is shared: see the load average "
-        "at the end.",
-        "",
-        body,
-        "",
-        "Targets: dpkit secure Laplace and Gaussian at >= 0.5x numpy's throughput; the "
-        "exponential mechanism within 2x of numpy's arg-max (>= 0.5x its throughput).",
-        f"- Laplace: {verdict(lap, 0.5)}",
-        f"- Gaussian: {verdict(gau, 0.5)}",
-        f"- Exponential mechanism: {verdict(em, 0.5)}",
-        "",
-        f"Whole benchmark run: {time.perf_counter() - t0:.0f} s; load average at the end: "
-        f"{_load()}.",
-    ])
+    md = "\n".join(
+        [
+            "## Noise and selection (`benchmarks/noise.py`)",
+            "",
+            f"Machine: {machine()}. Versions: {', '.join(versions)}. "
+            f"Medians of {REPEATS} runs (3 for the exponential mechanism and the slow peers); "
+            "dpkit "
+            "and numpy are timed round-robin so that load changes hit both alike. "
+            "Laplace: epsilon = 1, sensitivity 1; Gaussian: (1, 1e-6)-DP, analytic calibration "
+            "(diffprivlib `GaussianAnalytic`; python-dp's own calibration). Throughput is millions "
+            "of released values per second (noise) or millions of candidate scores per second "
+            f"(exponential mechanism, {N_CANDIDATES:,} candidates x {N_DRAWS:,} draws). "
+            "dpkit splits large releases over two threads (numpy releases the GIL); numpy's "
+            "generator calls and the peers run on one. The machine is shared: see the load average "
+            "at the end.",
+            "",
+            body,
+            "",
+            "Targets: dpkit secure Laplace and Gaussian at >= 0.5x numpy's throughput; the "
+            "exponential mechanism within 2x of numpy's arg-max (>= 0.5x its throughput).",
+            f"- Laplace: {verdict(lap, 0.5)}",
+            f"- Gaussian: {verdict(gau, 0.5)}",
+            f"- Exponential mechanism: {verdict(em, 0.5)}",
+            "",
+            f"Whole benchmark run: {time.perf_counter() - t0:.0f} s; load average at the end: "
+            f"{_load()}.",
+        ]
+    )
     write_section("noise", md)
     print(md)
 

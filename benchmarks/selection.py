@@ -55,9 +55,10 @@ def _median_seconds(fn: object, repeats: int = REPEATS) -> float:
 
 def main() -> None:
     rows = []
-    mechanisms = [(f"ReportNoisyMax({noise})",
-                   ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise=noise))
-                  for noise in ("exponential", "laplace", "gumbel")]
+    mechanisms = [
+        (f"ReportNoisyMax({noise})", ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise=noise))
+        for noise in ("exponential", "laplace", "gumbel")
+    ]
     mechanisms.append(("ExponentialMechanism", ExponentialMechanism(epsilon=1.0, sensitivity=1.0)))
     for name, m in mechanisms:
         for n in CANDIDATES:
@@ -89,7 +90,7 @@ def main() -> None:
         "With few candidates the old cost was one Python-level step per 8 draws; with 1,000",
         "candidates drawing the noise dominates both columns (differences there are load noise).",
         "",
-        "### Exact permute-and-flip law (`ReportNoisyMax(noise=\"exponential\").probabilities`)",
+        '### Exact permute-and-flip law (`ReportNoisyMax(noise="exponential").probabilities`)',
         "",
         "Gauss-Legendre quadrature of a polynomial of degree n - 1 (exact), O(n^2) time.",
         "",

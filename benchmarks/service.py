@@ -54,8 +54,9 @@ def _reopen(url: str) -> tuple[object, list[object]]:
     return b, list(b.history())
 
 
-def _drive(base: str, tokens: dict[str, str], query: dict[str, Any], queries: int
-           ) -> tuple[list[tuple[int, str | None, float, float]], float]:
+def _drive(
+    base: str, tokens: dict[str, str], query: dict[str, Any], queries: int
+) -> tuple[list[tuple[int, str | None, float, float]], float]:
     """Each analyst (a thread) sends ``queries`` requests one after another; returns rows
     ``(status, query id, latency, finish time)`` and the start time."""
     from shared.service_harness import client
@@ -78,13 +79,16 @@ def _drive(base: str, tokens: dict[str, str], query: dict[str, Any], queries: in
     return rows, t_start
 
 
-def _latency(rows: list[tuple[int, str | None, float, float]], t_start: float
-             ) -> dict[str, float]:
+def _latency(rows: list[tuple[int, str | None, float, float]], t_start: float) -> dict[str, float]:
     ok = sorted(dt for code, _, dt, _ in rows if code == 200)
     last_ok = max(t for code, _, _, t in rows if code == 200)
     wall = max(t for *_, t in rows) - t_start
-    return {"p50_ms": 1e3 * statistics.median(ok), "p99_ms": 1e3 * ok[int(0.99 * (len(ok) - 1))],
-            "throughput": len(rows) / wall, "answered_per_s": len(ok) / (last_ok - t_start)}
+    return {
+        "p50_ms": 1e3 * statistics.median(ok),
+        "p99_ms": 1e3 * ok[int(0.99 * (len(ok) - 1))],
+        "throughput": len(rows) / wall,
+        "answered_per_s": len(ok) / (last_ok - t_start),
+    }
 
 
 def _start(argv: list[str]) -> subprocess.Popen[bytes]:
@@ -99,16 +103,36 @@ def load(tmp: Path, people: Path, analysts: int, queries: int) -> dict[str, obje
     cap = 0.1
     cost = TOTAL * 1.1 / (analysts * queries)  # 10% more asked than the total holds
     st = ServiceState(url)
-    tokens = {f"a{i:02d}": st.add_token(f"a{i:02d}", role="analyst", epsilon=cap, delta=1e-7)
-              for i in range(analysts)}
+    tokens = {
+        f"a{i:02d}": st.add_token(f"a{i:02d}", role="analyst", epsilon=cap, delta=1e-7)
+        for i in range(analysts)
+    }
     st.close()
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()
-    proc = _start(["-c", "from dpkit.cli import main; main()", "serve", str(people),
-                   "--privacy-unit", "user_id", "--budget", f"epsilon={TOTAL},delta=1e-6",
-                   "--ledger", url, "--host", "127.0.0.1", "--port", str(port), "--rate",
-                   "100000", "--burst", "100000"])
+    proc = _start(
+        [
+            "-c",
+            "from dpkit.cli import main; main()",
+            "serve",
+            str(people),
+            "--privacy-unit",
+            "user_id",
+            "--budget",
+            f"epsilon={TOTAL},delta=1e-6",
+            "--ledger",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--rate",
+            "100000",
+            "--burst",
+            "100000",
+        ]
+    )
     base = f"http://127.0.0.1:{port}"
     query = dict(COUNT_QUERY, epsilon=cost)
     try:
@@ -121,14 +145,24 @@ def load(tmp: Path, people: Path, analysts: int, queries: int) -> dict[str, obje
     answered = {q for code, q, *_ in rows if code == 200}
     charged = {h.metadata.get("query_id") for h in hist}  # type: ignore[attr-defined]
     over = max(0.0, float(Fraction(budget.spent_epsilon_exact) - Fraction(TOTAL)))  # type: ignore[attr-defined]
-    sub_over = max(0.0, *(budget.sub_budget(a).spent[0] - cap  # type: ignore[attr-defined]
-                          for a in budget.sub_budgets()))  # type: ignore[attr-defined]
-    return {"requests": len(rows), "answered": len(answered),
-            "refused": sum(code == 403 for code, *_ in rows),
-            "other": sum(code not in (200, 403) for code, *_ in rows),
-            "overspend": over, "sub_overspend": sub_over,
-            "lost": len(answered - charged), "stray": len(charged - answered),
-            **_latency(rows, t_start)}
+    sub_over = max(
+        0.0,
+        *(
+            budget.sub_budget(a).spent[0] - cap  # type: ignore[attr-defined]
+            for a in budget.sub_budgets()
+        ),
+    )  # type: ignore[attr-defined]
+    return {
+        "requests": len(rows),
+        "answered": len(answered),
+        "refused": sum(code == 403 for code, *_ in rows),
+        "other": sum(code not in (200, 403) for code, *_ in rows),
+        "overspend": over,
+        "sub_overspend": sub_over,
+        "lost": len(answered - charged),
+        "stray": len(charged - answered),
+        **_latency(rows, t_start),
+    }
 
 
 # ---------------------------------------------------------------------- the floor
@@ -140,8 +174,7 @@ def _bounded_count_sql(table: Any) -> tuple[str, str]:
     from shared.service_harness import COUNT_QUERY
 
     bound = COUNT_QUERY["builder"]["bound"]
-    session = dpa.Session(table, privacy_unit="user_id",
-                          budget=Budget(epsilon=1.0, delta=1e-6))
+    session = dpa.Session(table, privacy_unit="user_id", budget=Budget(epsilon=1.0, delta=1e-6))
     q = session.query().bound(**bound).agg(n=dpa.count())
     plan = q.prepare(epsilon=0.01, delta=1e-9).plan
     return session.engine.compile(plan).sql, plan.source.location
@@ -199,8 +232,7 @@ def floor_app(people: Path, ledger: Path, tokens: list[str], plain: bool) -> Any
     return app
 
 
-def floor(tmp: Path, people: Path, analysts: int, queries: int, plain: bool
-          ) -> dict[str, object]:
+def floor(tmp: Path, people: Path, analysts: int, queries: int, plain: bool) -> dict[str, object]:
     from shared.service_harness import COUNT_QUERY, loopback_socket, wait_healthy
 
     tokens = {f"f{i:02d}": f"floor-token-{i}" for i in range(analysts)}
@@ -208,8 +240,17 @@ def floor(tmp: Path, people: Path, analysts: int, queries: int, plain: bool
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()
-    proc = _start([__file__, "--serve-floor", str(people), str(ledger), str(port),
-                   "plain" if plain else "bounded", ",".join(tokens.values())])
+    proc = _start(
+        [
+            __file__,
+            "--serve-floor",
+            str(people),
+            str(ledger),
+            str(port),
+            "plain" if plain else "bounded",
+            ",".join(tokens.values()),
+        ]
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, 120)
@@ -220,8 +261,12 @@ def floor(tmp: Path, people: Path, analysts: int, queries: int, plain: bool
     with sqlite3.connect(ledger) as db:
         stored = {r[0] for r in db.execute("SELECT id FROM answers")}
     answered = {q for code, q, *_ in rows if code == 200}
-    return {"requests": len(rows), "answered": len(answered),
-            "lost": len(answered - stored), **_latency(rows, t_start)}
+    return {
+        "requests": len(rows),
+        "answered": len(answered),
+        "lost": len(answered - stored),
+        **_latency(rows, t_start),
+    }
 
 
 def _serve_floor(argv: list[str]) -> None:
@@ -242,8 +287,15 @@ def kills(tmp: Path, people: Path, trials: int) -> dict[str, object]:
     st = ServiceState(url)
     tokens = [st.add_token(f"k{i}", role="analyst", epsilon=1.0, delta=1e-7) for i in range(4)]
     st.close()
-    config = {"data": str(people), "budget_epsilon": TOTAL, "budget_delta": 1e-6,
-              "privacy_unit": "user_id", "ledger_url": url, "rate": 1e6, "burst": 10**6}
+    config = {
+        "data": str(people),
+        "budget_epsilon": TOTAL,
+        "budget_delta": 1e-6,
+        "privacy_unit": "user_id",
+        "ledger_url": url,
+        "rate": 1e6,
+        "burst": 10**6,
+    }
     query = dict(COUNT_QUERY, epsilon=TOTAL / (trials * 1.5))
     rng = random.Random(1)
     answered: list[str] = []
@@ -253,8 +305,10 @@ def kills(tmp: Path, people: Path, trials: int) -> dict[str, object]:
         proc, base = _child.start(config, wait=False)
         stop = threading.Event()
         first = len(answered)
-        ts = [threading.Thread(target=_hammer, args=(base, t, query, stop, answered, codes))
-              for t in tokens]
+        ts = [
+            threading.Thread(target=_hammer, args=(base, t, query, stop, answered, codes))
+            for t in tokens
+        ]
         for t in ts:
             t.start()
         deadline = time.monotonic() + 30
@@ -270,9 +324,15 @@ def kills(tmp: Path, people: Path, trials: int) -> dict[str, object]:
     budget, hist = _reopen(url)
     charged = {h.metadata.get("query_id") for h in hist}  # type: ignore[attr-defined]
     over = max(0.0, float(Fraction(budget.spent_epsilon_exact) - Fraction(TOTAL)))  # type: ignore[attr-defined]
-    return {"trials": trials, "answered": len(answered), "charges": len(hist),
-            "lost": len(set(answered) - charged), "overspend": over,
-            "refused": codes.count(403), "per_trial_s": per_trial}
+    return {
+        "trials": trials,
+        "answered": len(answered),
+        "charges": len(hist),
+        "lost": len(set(answered) - charged),
+        "overspend": over,
+        "refused": codes.count(403),
+        "per_trial_s": per_trial,
+    }
 
 
 def main() -> None:
@@ -299,18 +359,27 @@ def main() -> None:
         load_after = os.getloadavg()[0]
         ki = kills(tmp, people, args.trials)
         print(ki)
-    write_section("service", render(lo, fl, pl, ki, args.analysts, args.queries,
-                                    (load_before, load_after)))
+    write_section(
+        "service", render(lo, fl, pl, ki, args.analysts, args.queries, (load_before, load_after))
+    )
 
 
-def render(lo: dict[str, Any], fl: dict[str, Any], pl: dict[str, Any], ki: dict[str, Any],
-           analysts: int, queries: int, load_average: tuple[float, float]) -> str:
+def render(
+    lo: dict[str, Any],
+    fl: dict[str, Any],
+    pl: dict[str, Any],
+    ki: dict[str, Any],
+    analysts: int,
+    queries: int,
+    load_average: tuple[float, float],
+) -> str:
     """The markdown section from the result dicts."""
     counts = f"{lo['requests']} / {lo['answered']} / {lo['refused']} / {lo['other']}"
     ratio = fl["answered_per_s"] / lo["answered_per_s"]
 
     def row(label: str, key: str, fmt: str) -> str:
         return f"| {label} | " + " | ".join(fmt.format(r[key]) for r in (lo, fl, pl)) + " |"
+
     return f"""## Curator service
 
 Machine: {machine()}. `dpkit serve` on a 20,000-row Parquet table cached in memory, SQLite
@@ -340,26 +409,26 @@ Floor / service answers per second: {ratio:.2f}.
 | service under load | value |
 |---|---:|
 | requests / answered / refused (budget) / other | {counts} |
-| overspend: total / worst analyst | {lo['overspend']} / {lo['sub_overspend']} |
-| ledger records lost / stray | {lo['lost']} / {lo['stray']} |
+| overspend: total / worst analyst | {lo["overspend"]} / {lo["sub_overspend"]} |
+| ledger records lost / stray | {lo["lost"]} / {lo["stray"]} |
 
 kill -9 of the service process while 4 analysts' charges are in flight, restart, reopen the
 ledger:
 
 | measure | value |
 |---|---:|
-| trials | {ki['trials']} |
-| answers received / charges in the ledger | {ki['answered']} / {ki['charges']} |
-| answers without a charge | {ki['lost']} |
-| overspend | {ki['overspend']} |
-| refused (budget) | {ki['refused']} |
-| time per trial | {ki['per_trial_s']:.2f} s |
+| trials | {ki["trials"]} |
+| answers received / charges in the ledger | {ki["answered"]} / {ki["charges"]} |
+| answers without a charge | {ki["lost"]} |
+| overspend | {ki["overspend"]} |
+| refused (budget) | {ki["refused"]} |
+| time per trial | {ki["per_trial_s"]:.2f} s |
 
 Charges without an answer (`charges - answers`) are the conservative side of a crash: the
 charge is written before the release is computed.
 
 Reproduce: `PYTHONPATH=src python benchmarks/service.py --analysts {analysts} --queries {queries}
---trials {ki['trials']}`.
+--trials {ki["trials"]}`.
 """
 
 

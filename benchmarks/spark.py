@@ -168,8 +168,13 @@ def _plan_shape(df: Any) -> dict[str, int]:
 def run_floor(spark: Any, path: str) -> dict[str, Any]:
     view = "bench_floor_src"
     spark.read.parquet(path).createOrReplaceTempView(view)
-    sql = FLOOR_SQL.format(salt=SALT - 2**64 if SALT >= 2**63 else SALT, view=view, lo=LOWER,
-                           hi=UPPER, rows=ROWS_PER_USER)
+    sql = FLOOR_SQL.format(
+        salt=SALT - 2**64 if SALT >= 2**63 else SALT,
+        view=view,
+        lo=LOWER,
+        hi=UPPER,
+        rows=ROWS_PER_USER,
+    )
     rows = spark.sql(sql).collect()
     return {"groups": len(rows), "sql": sql}
 
@@ -190,12 +195,21 @@ def run_dpkit_release(spark: Any, path: str) -> dict[str, Any]:
     from dpkit.analytics import Session, count, mean
     from dpkit.analytics import sum as dp_sum
 
-    s = Session(spark.read.parquet(path), privacy_unit="user_id",
-                budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"))
-    q = (s.query().group_by("category")
-         .bound(max_partitions=1, max_rows_per_partition=ROWS_PER_USER)
-         .agg(n=count(), s=dp_sum("value", bounds=(LOWER, UPPER)),
-              m=mean("value", bounds=(LOWER, UPPER))))
+    s = Session(
+        spark.read.parquet(path),
+        privacy_unit="user_id",
+        budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"),
+    )
+    q = (
+        s.query()
+        .group_by("category")
+        .bound(max_partitions=1, max_rows_per_partition=ROWS_PER_USER)
+        .agg(
+            n=count(),
+            s=dp_sum("value", bounds=(LOWER, UPPER)),
+            m=mean("value", bounds=(LOWER, UPPER)),
+        )
+    )
     df = q.run(epsilon=EPSILON, delta=DELTA)
     return {"groups": len(df)}
 
@@ -238,21 +252,34 @@ def spark_worker(mode: str, url: str, paths: list[str], repeats: int) -> None:
             # listing and footer caches), whichever system comes first
             for round_ in range(-1, repeats if rows < REPEAT_BELOW else 1):
                 # the order rotates each round, so no system always runs first (cold) or last
-                for name in order[round_ % 3:] + order[:round_ % 3]:
+                for name in order[round_ % 3 :] + order[: round_ % 3]:
                     fn = SYSTEMS[name]
                     start = time.perf_counter()
                     try:
                         out = fn(spark, path)
                     except Exception as exc:
-                        _emit({"system": name, "path": path,
-                               "error": f"{type(exc).__name__}: {exc}"[:300]})
+                        _emit(
+                            {
+                                "system": name,
+                                "path": path,
+                                "error": f"{type(exc).__name__}: {exc}"[:300],
+                            }
+                        )
                         continue
                     if round_ < 0:
                         continue
-                    _emit({"system": name, "path": path, "round": round_,
-                           "seconds": time.perf_counter() - start, "groups": out["groups"],
-                           "load": os.getloadavg()[0], "at": time.time(),
-                           "nice": os.nice(0)})
+                    _emit(
+                        {
+                            "system": name,
+                            "path": path,
+                            "round": round_,
+                            "seconds": time.perf_counter() - start,
+                            "groups": out["groups"],
+                            "load": os.getloadavg()[0],
+                            "at": time.time(),
+                            "nice": os.nice(0),
+                        }
+                    )
     finally:
         spark.stop()
 
@@ -268,11 +295,16 @@ def run_pipelinedp(spark: Any, path: str) -> dict[str, Any]:
     params = pipeline_dp.AggregateParams(
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
         metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM, pipeline_dp.Metrics.MEAN],
-        max_partitions_contributed=1, max_contributions_per_partition=ROWS_PER_USER,
-        min_value=LOWER, max_value=UPPER)
-    extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0],
-                                            partition_extractor=lambda r: r[1],
-                                            value_extractor=lambda r: r[2])
+        max_partitions_contributed=1,
+        max_contributions_per_partition=ROWS_PER_USER,
+        min_value=LOWER,
+        max_value=UPPER,
+    )
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda r: r[0],
+        partition_extractor=lambda r: r[1],
+        value_extractor=lambda r: r[2],
+    )
     result = engine.aggregate(rdd, params, extractors)
     accountant.compute_budgets()
     return {"groups": len(result.collect())}
@@ -294,22 +326,30 @@ def run_tumult(spark: Any, path: str) -> dict[str, Any]:
     )
 
     session = Session.from_dataframe(
-        privacy_budget=ApproxDPBudget(EPSILON, DELTA), source_id="rows",
-        dataframe=spark.read.parquet(path), protected_change=AddRowsWithID(id_column="user_id"))
+        privacy_budget=ApproxDPBudget(EPSILON, DELTA),
+        source_id="rows",
+        dataframe=spark.read.parquet(path),
+        protected_change=AddRowsWithID(id_column="user_id"),
+    )
 
     def bounded() -> Any:
-        return (QueryBuilder("rows").enforce(MaxGroupsPerID("category", 1))
-                .enforce(MaxRowsPerGroupPerID("category", ROWS_PER_USER)))
+        return (
+            QueryBuilder("rows")
+            .enforce(MaxGroupsPerID("category", 1))
+            .enforce(MaxRowsPerGroupPerID("category", ROWS_PER_USER))
+        )
 
     share = EPSILON / 4
-    keys = KeySet.from_dataframe(session.evaluate(bounded().get_groups(["category"]),
-                                                  ApproxDPBudget(share, DELTA)))
+    keys = KeySet.from_dataframe(
+        session.evaluate(bounded().get_groups(["category"]), ApproxDPBudget(share, DELTA))
+    )
     pure = ApproxDPBudget(share, 0)
     n = session.evaluate(bounded().groupby(keys).count(name="n"), pure).collect()
-    session.evaluate(bounded().groupby(keys).sum("value", LOWER, UPPER, name="s"),
-                     pure).collect()
-    session.evaluate(bounded().groupby(keys).average("value", LOWER, UPPER, name="m"),
-                     session.remaining_privacy_budget).collect()
+    session.evaluate(bounded().groupby(keys).sum("value", LOWER, UPPER, name="s"), pure).collect()
+    session.evaluate(
+        bounded().groupby(keys).average("value", LOWER, UPPER, name="m"),
+        session.remaining_privacy_budget,
+    ).collect()
     return {"groups": len(n)}
 
 
@@ -330,8 +370,9 @@ def peer_worker(name: str, path: str) -> None:
 # ------------------------------------------------------------------ the parent
 
 
-def _run(cmd: list[str], python: str, timeout: float | None = None,
-         log: Path | None = None) -> list[dict[str, Any]]:
+def _run(
+    cmd: list[str], python: str, timeout: float | None = None, log: Path | None = None
+) -> list[dict[str, Any]]:
     """Run a worker; its JSON lines (and an error record if it failed). With ``log`` its
     output goes to that file as it comes (kept for ``--report-only`` if the run is cut short)."""
     if not Path(python).exists():
@@ -340,10 +381,13 @@ def _run(cmd: list[str], python: str, timeout: float | None = None,
     env.pop("SPARK_REMOTE", None)
     if python == sys.executable:
         env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    with (log.open("w+") if log else tempfile.TemporaryFile("w+")) as out, \
-            tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([python, __file__, *cmd], stdout=out, stderr=err, env=env,
-                                text=True)
+    with (
+        log.open("w+") if log else tempfile.TemporaryFile("w+") as out,
+        tempfile.TemporaryFile("w+") as err,
+    ):
+        proc = subprocess.Popen(
+            [python, __file__, *cmd], stdout=out, stderr=err, env=env, text=True
+        )
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -399,17 +443,34 @@ def read_log(mode: str) -> list[dict[str, Any]]:
 
 
 def run_spark_mode(mode: str, paths: list[str]) -> list[dict[str, Any]]:
-    cmd = ["--worker", "spark", "--mode", mode, "--paths", ",".join(paths),
-           "--repeats", str(REPEATS), "--sizes", ",".join(map(str, SIZES)),
-           "--repeat-below", str(REPEAT_BELOW)]
+    cmd = [
+        "--worker",
+        "spark",
+        "--mode",
+        mode,
+        "--paths",
+        ",".join(paths),
+        "--repeats",
+        str(REPEATS),
+        "--sizes",
+        ",".join(map(str, SIZES)),
+        "--repeat-below",
+        str(REPEAT_BELOW),
+    ]
     log = worker_log(mode)
     if mode == "classic":
         return _run([*cmd, "--url", ""], sys.executable, log=log)
     from dpkit.analytics.engines.spark import LocalConnectServer
 
-    server = LocalConnectServer(master=MASTER, driver_memory=SPARK_CONF["spark.driver.memory"],
-                                conf={k: v for k, v in SPARK_CONF.items()
-                                      if k not in ("spark.driver.memory", "spark.ui.enabled")})
+    server = LocalConnectServer(
+        master=MASTER,
+        driver_memory=SPARK_CONF["spark.driver.memory"],
+        conf={
+            k: v
+            for k, v in SPARK_CONF.items()
+            if k not in ("spark.driver.memory", "spark.ui.enabled")
+        },
+    )
     try:
         server.start()
         return _run([*cmd, "--url", server.url], sys.executable, log=log)
@@ -436,15 +497,23 @@ def run_peer(name: str, python: str) -> dict[int, dict[str, Any]]:
             out[rows] = {}  # shown as "not run"
             break
         if key not in cache:
-            recs = _run(["--worker", name, "--path", str(data_path(rows)),
-                         "--sizes", ",".join(map(str, SIZES))], python,
-                        timeout=max(3 * PEER_LIMIT, 900))
+            recs = _run(
+                [
+                    "--worker",
+                    name,
+                    "--path",
+                    str(data_path(rows)),
+                    "--sizes",
+                    ",".join(map(str, SIZES)),
+                ],
+                python,
+                timeout=max(3 * PEER_LIMIT, 900),
+            )
             ok = [r for r in recs if "seconds" in r]
             if not ok:
                 out[rows] = {"error": "; ".join(str(r.get("error")) for r in recs)[:300]}
                 break
-            cache[key] = {**ok[-1], "measured": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                             time.gmtime())}
+            cache[key] = {**ok[-1], "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
             PEER_CACHE.write_text(json.dumps(cache, indent=1))
         out[rows] = cache[key]
         last = (rows, float(cache[key]["seconds"]))
@@ -481,8 +550,9 @@ LABELS = {
 
 
 def _peer_dates(peers: dict[str, dict[int, dict[str, Any]]]) -> str:
-    dates = sorted({str(r["measured"]) for per in peers.values() for r in per.values()
-                    if "measured" in r})
+    dates = sorted(
+        {str(r["measured"]) for per in peers.values() for r in per.values() if "measured" in r}
+    )
     return ", ".join(dates) if dates else "in this run"
 
 
@@ -507,8 +577,9 @@ def main() -> None:
     for mode in ("classic", "connect"):
         failed: list[dict[str, Any]] = []
         if not REPORT_ONLY and mode in MODES:  # keep the worker's own failure, if any
-            failed = [r for r in run_spark_mode(mode, paths) if "path" not in r
-                      and "shape" not in r]
+            failed = [
+                r for r in run_spark_mode(mode, paths) if "path" not in r and "shape" not in r
+            ]
         # every size from the latest run that measured it (this run's, when it did)
         for rec in read_log(mode) + failed:
             if "shape" in rec:
@@ -518,10 +589,12 @@ def main() -> None:
                     stamps.append((float(rec["at"]), float(rec["load"])))
                     nices.append(int(rec.get("nice", 0)))
                 times.setdefault((mode, rec["system"]), {}).setdefault(
-                    by_path[rec["path"]], []).append(float(rec["seconds"]))
+                    by_path[rec["path"]], []
+                ).append(float(rec["seconds"]))
                 if "round" in rec:
                     by_round.setdefault((mode, rec["system"], by_path[rec["path"]]), {})[
-                        int(rec["round"])] = float(rec["seconds"])
+                        int(rec["round"])
+                    ] = float(rec["seconds"])
             else:
                 errors[(mode, rec.get("system", "worker"))] = str(rec.get("error"))
         print(f"{mode} done after {time.time() - started:.0f} s", file=sys.stderr, flush=True)
@@ -530,16 +603,21 @@ def main() -> None:
         peers["pipelinedp"] = run_peer("pipelinedp", PEERS_PYTHON)
         peers["tumult"] = run_peer("tumult", TUMULT_PYTHON)
     loads = [ld for _, ld in stamps] or [load_before]
-    span = (time.strftime("%Y-%m-%d %H:%M", time.gmtime(min(t for t, _ in stamps))) + "-"
-            + time.strftime("%H:%M UTC", time.gmtime(max(t for t, _ in stamps)))
-            if stamps else "not measured")
+    span = (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime(min(t for t, _ in stamps)))
+        + "-"
+        + time.strftime("%H:%M UTC", time.gmtime(max(t for t, _ in stamps)))
+        if stamps
+        else "not measured"
+    )
 
     med: dict[tuple[str, str], dict[int, float]] = {
-        key: {rows: statistics.median(ts) for rows, ts in per.items()}
-        for key, per in times.items()}
+        key: {rows: statistics.median(ts) for rows, ts in per.items()} for key, per in times.items()
+    }
     for name, per in peers.items():
-        med[("peer", name)] = {rows: float(r["seconds"]) for rows, r in per.items()
-                               if "seconds" in r}
+        med[("peer", name)] = {
+            rows: float(r["seconds"]) for rows, r in per.items() if "seconds" in r
+        }
 
     def fmt(s: float) -> str:
         return f"{s:,.1f}" if s >= 10 else f"{s:.2f}"
@@ -547,16 +625,23 @@ def main() -> None:
     def floor_of(key: tuple[str, str]) -> dict[int, float]:
         return med.get(("connect" if key[0] == "connect" else "classic", "floor"), {})
 
-    runs_small = max((len(ts) for per in times.values() for rows, ts in per.items()
-                      if rows < REPEAT_BELOW), default=REPEATS)
+    runs_small = max(
+        (len(ts) for per in times.values() for rows, ts in per.items() if rows < REPEAT_BELOW),
+        default=REPEATS,
+    )
     counts = sorted({len(ts) for per in times.values() for ts in per.values()})
     if len(counts) == 1:
-        runs_text = (f"median of {counts[0]} interleaved runs (order rotating) at every size"
-                     if counts[0] > 1 else "one run per size")
+        runs_text = (
+            f"median of {counts[0]} interleaved runs (order rotating) at every size"
+            if counts[0] > 1
+            else "one run per size"
+        )
     else:
-        runs_text = (f"median of {runs_small} interleaved runs for the floor and dpkit below "
-                     f"{REPEAT_BELOW / 1e6:g}M rows and one run from there on (each large "
-                     "query takes minutes)")
+        runs_text = (
+            f"median of {runs_small} interleaved runs for the floor and dpkit below "
+            f"{REPEAT_BELOW / 1e6:g}M rows and one run from there on (each large "
+            "query takes minutes)"
+        )
     size_head = " | ".join(f"{r / 1e6:g}M rows" for r in SIZES)
     lines = [
         "## Private analytics on Spark (`benchmarks/spark.py`)",
@@ -574,13 +659,20 @@ def main() -> None:
         f"Machine: {machine()}, shared with other jobs (measured {span}; the 1-minute load "
         f"average was {min(loads):.1f} to {max(loads):.1f} on {CORES} cores), so absolute times "
         "are noisy and pessimistic; the floor and dpkit alternate to share the noise."
-        + (f" The benchmark ran at CPU niceness {max(nices)} and every other process at "
-           "niceness 10, so the other jobs took little CPU time from it (they still share "
-           "caches, memory bandwidth and the disk)." if nices and max(nices) < 0 else ""),
+        + (
+            f" The benchmark ran at CPU niceness {max(nices)} and every other process at "
+            "niceness 10, so the other jobs took little CPU time from it (they still share "
+            "caches, memory bandwidth and the disk)."
+            if nices and max(nices) < 0
+            else ""
+        ),
     ]
     if not set(DEFAULT_SIZES) <= set(SIZES):
-        lines += ["", f"**Reduced run**: sizes {', '.join(f'{r:,}' for r in SIZES)} only (the "
-                  f"full run uses {', '.join(f'{r:,}' for r in DEFAULT_SIZES)})."]
+        lines += [
+            "",
+            f"**Reduced run**: sizes {', '.join(f'{r:,}' for r in SIZES)} only (the "
+            f"full run uses {', '.join(f'{r:,}' for r in DEFAULT_SIZES)}).",
+        ]
     lines += [
         "",
         f"| system | {size_head} | s per M rows (fit) | fixed s (fit) |",
@@ -607,21 +699,28 @@ def main() -> None:
             if "from_rows" in src:
                 cell += f" [extrapolated from {src['from_rows'] / 1e6:g}M]"
             cells.append(cell)
-        measured = [(r, t) for r, t in per.items()
-                    if not (key[0] == "peer" and "from_rows" in peers[key[1]].get(r, {}))]
+        measured = [
+            (r, t)
+            for r, t in per.items()
+            if not (key[0] == "peer" and "from_rows" in peers[key[1]].get(r, {}))
+        ]
         f = fits[key] = fit(measured)
-        fit_cells = (f"{f[1] * 1e6:.2f} | {f[0]:.1f}" if f else " | ")
+        fit_cells = f"{f[1] * 1e6:.2f} | {f[0]:.1f}" if f else " | "
         lines.append(f"| {label} | {' | '.join(cells)} | {fit_cells} |")
-    lines += ["", "In brackets: the time over the floor of the same session kind (classic or "
-              "Connect) at that size (target: within 1.3x). The fit is least squares of the "
-              "measured sizes, seconds = a + b * rows (b per million rows, a the fixed part)."]
-    spread = [max(ts) / min(ts) for per in times.values() for ts in per.values()
-              if len(ts) > 1]
+    lines += [
+        "",
+        "In brackets: the time over the floor of the same session kind (classic or "
+        "Connect) at that size (target: within 1.3x). The fit is least squares of the "
+        "measured sizes, seconds = a + b * rows (b per million rows, a the fixed part).",
+    ]
+    spread = [max(ts) / min(ts) for per in times.values() for ts in per.values() if len(ts) > 1]
     if spread:
-        lines[-1] += (f" How noisy one run is here: two runs of the same query at the same size "
-                      f"differed by up to {100 * (max(spread) - 1):.0f}% (median "
-                      f"{100 * (statistics.median(spread) - 1):.0f}%), so a ratio from single runs "
-                      "is uncertain by about that much.")
+        lines[-1] += (
+            f" How noisy one run is here: two runs of the same query at the same size "
+            f"differed by up to {100 * (max(spread) - 1):.0f}% (median "
+            f"{100 * (statistics.median(spread) - 1):.0f}%), so a ratio from single runs "
+            "is uncertain by about that much."
+        )
 
     paired = []
     for mode in ("classic", "connect"):
@@ -632,16 +731,24 @@ def main() -> None:
                 base = by_round.get((mode, "floor", rows), {})
                 ratios = [mine[r] / base[r] for r in sorted(mine) if r in base and base[r] > 0]
                 if ratios:
-                    cells.append(f"{rows / 1e6:g}M {statistics.median(ratios):.2f}x"
-                                 + (f" ({min(ratios):.2f}-{max(ratios):.2f}, "
-                                    f"{len(ratios)} rounds)" if len(ratios) > 1 else ""))
+                    cells.append(
+                        f"{rows / 1e6:g}M {statistics.median(ratios):.2f}x"
+                        + (
+                            f" ({min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} rounds)"
+                            if len(ratios) > 1
+                            else ""
+                        )
+                    )
             if cells:
                 paired.append(f"{LABELS[(mode, system)].split(' (')[0]}: {', '.join(cells)}")
     if paired:
-        lines += ["", "Paired ratios (each round's dpkit time over the floor's time in the same "
-                  "round, median and range over the rounds; the rounds interleave the systems, "
-                  "so a ratio within a round is not moved by the machine's drift between "
-                  "rounds): " + "; ".join(paired) + "."]
+        lines += [
+            "",
+            "Paired ratios (each round's dpkit time over the floor's time in the same "
+            "round, median and range over the rounds; the rounds interleave the systems, "
+            "so a ratio within a round is not moved by the machine's drift between "
+            "rounds): " + "; ".join(paired) + ".",
+        ]
 
     # linearity: seconds per million rows at each size, and the ratio between sizes
     lin = []
@@ -651,21 +758,33 @@ def main() -> None:
             rs = sorted(per)
             steps = ", ".join(
                 f"{b / 1e6:g}M/{a / 1e6:g}M rows: {per[b] / per[a]:.2f}x the time for "
-                f"{b / a:.3g}x the rows" for a, b in itertools.pairwise(rs))
+                f"{b / a:.3g}x the rows"
+                for a, b in itertools.pairwise(rs)
+            )
             lin.append(f"{LABELS[key].split(' (')[0]}: {steps}")
     if lin:
-        lines += ["", "Growth with rows (linear when the time ratio matches the row ratio): "
-                  + "; ".join(lin) + "."]
+        lines += [
+            "",
+            "Growth with rows (linear when the time ratio matches the row ratio): "
+            + "; ".join(lin)
+            + ".",
+        ]
 
     if shapes:
+
         def shape(k: tuple[str, str]) -> str:
             s = shapes[k]
-            return (f"{s['Exchange']} exchanges, {s['Sort ']} sorts, {s['Window']} windows, "
-                    f"{s['HashAggregate']} hash aggregates")
-        parts = [f"{name}: {shape(('classic', name))}" for name in ("floor", "dpkit")
-                 if ("classic", name) in shapes]
-        lines += ["", "Physical plans Spark chose (classic, `explain`): " + "; ".join(parts)
-                  + "."]
+            return (
+                f"{s['Exchange']} exchanges, {s['Sort ']} sorts, {s['Window']} windows, "
+                f"{s['HashAggregate']} hash aggregates"
+            )
+
+        parts = [
+            f"{name}: {shape(('classic', name))}"
+            for name in ("floor", "dpkit")
+            if ("classic", name) in shapes
+        ]
+        lines += ["", "Physical plans Spark chose (classic, `explain`): " + "; ".join(parts) + "."]
 
     f = fits.get(("classic", "dpkit"))
     if f and f[1] > 0:
@@ -697,19 +816,23 @@ def main() -> None:
             "sort in memory. A per-core throughput measured on a dedicated machine would be "
             "higher than this one, so the estimate errs on the expensive side.",
         ]
-    lines += ["", "Reproduce: "
-              "`.venv/bin/python benchmarks/spark.py"
-              + ("" if SIZES == DEFAULT_SIZES else f" --sizes {','.join(map(str, SIZES))}")
-              + " --fresh-peers` (the peers measured again; without the flag their kept times "
-              "are reused), or `--report-only` to rebuild this section from the kept "
-              "measurements."]
+    lines += [
+        "",
+        "Reproduce: "
+        "`.venv/bin/python benchmarks/spark.py"
+        + ("" if SIZES == DEFAULT_SIZES else f" --sizes {','.join(map(str, SIZES))}")
+        + " --fresh-peers` (the peers measured again; without the flag their kept times "
+        "are reused), or `--report-only` to rebuild this section from the kept "
+        "measurements.",
+    ]
     if errors:
-        lines += ["", "Failures: " + "; ".join(f"{k[0]} {k[1]}: {v[:200]}"
-                                               for k, v in errors.items())]
+        lines += [
+            "",
+            "Failures: " + "; ".join(f"{k[0]} {k[1]}: {v[:200]}" for k, v in errors.items()),
+        ]
     text = "\n".join(lines)
     print(text)
-    print(json.dumps({f"{k[0]}/{k[1]}": v for k, v in times.items()}, indent=1),
-          file=sys.stderr)
+    print(json.dumps({f"{k[0]}/{k[1]}": v for k, v in times.items()}, indent=1), file=sys.stderr)
     if WRITE:
         write_section("spark", text)
 
@@ -718,8 +841,12 @@ if __name__ == "__main__":
     if "--worker" in sys.argv:
         kind = _arg("--worker", "")
         if kind == "spark":
-            spark_worker(_arg("--mode", "classic"), _arg("--url", ""),
-                         _arg("--paths", "").split(","), int(_arg("--repeats", "1")))
+            spark_worker(
+                _arg("--mode", "classic"),
+                _arg("--url", ""),
+                _arg("--paths", "").split(","),
+                int(_arg("--repeats", "1")),
+            )
         else:
             peer_worker(kind, _arg("--path", ""))
     else:

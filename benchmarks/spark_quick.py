@@ -28,17 +28,25 @@ REGIONS = [f"r{i}" for i in range(8)]
 
 def table(n: int, path: Path) -> None:
     rng = np.random.default_rng(1)
-    pq.write_table(pa.table({
-        "uid": rng.integers(0, max(n // 5, 1), n),
-        "region": np.array(REGIONS)[rng.integers(0, len(REGIONS), n)],
-        "x": rng.uniform(0, 100, n),
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "uid": rng.integers(0, max(n // 5, 1), n),
+                "region": np.array(REGIONS)[rng.integers(0, len(REGIONS), n)],
+                "x": rng.uniform(0, 100, n),
+            }
+        ),
+        path,
+    )
 
 
 def release(session: dpa.Session) -> float:
-    q = (session.query().group_by("region", keys=REGIONS)
-         .bound(max_partitions=1, max_rows_per_partition=5)
-         .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 100))))
+    q = (
+        session.query()
+        .group_by("region", keys=REGIONS)
+        .bound(max_partitions=1, max_rows_per_partition=5)
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 100)))
+    )
     t = time.perf_counter()
     q.run(epsilon=0.1)
     return time.perf_counter() - t
@@ -55,8 +63,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.parquet"
         table(n, path)
-        out = {"duckdb": best(dpa.Session(str(path), privacy_unit="uid",
-                                          budget=Budget(epsilon=100.0)))}
+        out = {
+            "duckdb": best(dpa.Session(str(path), privacy_unit="uid", budget=Budget(epsilon=100.0)))
+        }
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master("local[2]").config("spark.driver.memory", "1g")
@@ -64,14 +73,17 @@ def main() -> None:
             builder = builder.config(k, v)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        out["spark classic"] = best(dpa.Session(spark, table=str(path), privacy_unit="uid",
-                                                budget=Budget(epsilon=100.0)))
+        out["spark classic"] = best(
+            dpa.Session(spark, table=str(path), privacy_unit="uid", budget=Budget(epsilon=100.0))
+        )
         spark.stop()
         with LocalConnectServer(conf=conf) as server:
             engine = SparkEngine(remote=server.url)
-            out["spark connect"] = best(dpa.Session(str(path), engine=engine,
-                                                    privacy_unit="uid",
-                                                    budget=Budget(epsilon=100.0)))
+            out["spark connect"] = best(
+                dpa.Session(
+                    str(path), engine=engine, privacy_unit="uid", budget=Budget(epsilon=100.0)
+                )
+            )
             engine.spark.stop()
     for name, t in out.items():
         print(f"{name:14s} {n:>11,d} rows  {t:6.2f} s")

@@ -21,15 +21,17 @@ def main() -> None:
     spark = bench._classic_session()
     try:
         spark.read.parquet(str(bench.generate(rows))).createOrReplaceTempView("sums_src")
-        base = bench.FLOOR_SQL.format(salt=12345, view="sums_src", lo=bench.LOWER,
-                                      hi=bench.UPPER, rows=bench.ROWS_PER_USER)
+        base = bench.FLOOR_SQL.format(
+            salt=12345, view="sums_src", lo=bench.LOWER, hi=bench.UPPER, rows=bench.ROWS_PER_USER
+        )
         clamped = f"least(greatest(value, {bench.LOWER}), {bench.UPPER})"
         fixed = f"CAST(FLOOR({clamped} * 4294967296.0) AS BIGINT)"
         old = f"sum({clamped}) AS s"
-        statements = {"double sum (the floor)": base,
-                      "DECIMAL(38, 0) sum": base.replace(
-                          old, f"sum(CAST({fixed} AS DECIMAL(38, 0))) AS s"),
-                      "BIGINT sum": base.replace(old, f"sum({fixed}) AS s")}
+        statements = {
+            "double sum (the floor)": base,
+            "DECIMAL(38, 0) sum": base.replace(old, f"sum(CAST({fixed} AS DECIMAL(38, 0))) AS s"),
+            "BIGINT sum": base.replace(old, f"sum({fixed}) AS s"),
+        }
         if len(set(statements.values())) != 3:
             raise SystemExit("the floor statement changed: update this script")
         for sql in statements.values():  # warm-up: code generation, file listing
@@ -37,13 +39,12 @@ def main() -> None:
         names = list(statements)
         times: dict[str, list[float]] = {n: [] for n in names}
         for r in range(rounds):
-            for name in names[r % 3:] + names[:r % 3]:
+            for name in names[r % 3 :] + names[: r % 3]:
                 start = time.perf_counter()
                 spark.sql(statements[name]).collect()
                 times[name].append(time.perf_counter() - start)
         for name, ts in times.items():
-            print(f"{name}: median {statistics.median(ts):.2f} s of "
-                  f"{[round(t, 2) for t in ts]}")
+            print(f"{name}: median {statistics.median(ts):.2f} s of {[round(t, 2) for t in ts]}")
     finally:
         spark.stop()
 

@@ -32,8 +32,9 @@ settings.register_profile("coverage", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 _SPARK_DIR = Path(__file__).resolve().parent / "analytics" / "spark"
-_SPARK_FIXTURES = frozenset({"spark", "classic_spark", "connect_spark", "connect_server",
-                             "_connect_boot"})
+_SPARK_FIXTURES = frozenset(
+    {"spark", "classic_spark", "connect_spark", "connect_server", "_connect_boot"}
+)
 
 
 @pytest.fixture(scope="session")

@@ -42,8 +42,9 @@ def test_the_pages_have_python_examples() -> None:
     assert names.count("getting-started.md") >= 6
 
 
-@pytest.mark.parametrize(("page", "index", "code"), BLOCKS,
-                         ids=[f"{name}-{i}" for name, i, _ in BLOCKS])
+@pytest.mark.parametrize(
+    ("page", "index", "code"), BLOCKS, ids=[f"{name}-{i}" for name, i, _ in BLOCKS]
+)
 def test_python_block_runs(page: str, index: int, code: str) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -56,8 +57,16 @@ def test_getting_started_has_a_path_for_each_kind_of_user() -> None:
     text = (DOCS / "getting-started.md").read_text()
     for heading in ("Analyst", "ML engineer", "Telemetry engineer", "Privacy engineer"):
         assert re.search(rf"^### {heading}\b", text, re.M), heading
-    for name in ("dpkit.Session", "dpkit query", "analytics.md", "dpsgd_epsilon", "dpkit.ldp",
-                 "dpkit.fdp", "dpkit.audit", "dpkit audit code"):
+    for name in (
+        "dpkit.Session",
+        "dpkit query",
+        "analytics.md",
+        "dpsgd_epsilon",
+        "dpkit.ldp",
+        "dpkit.fdp",
+        "dpkit.audit",
+        "dpkit audit code",
+    ):
         assert name in text, name
 
 
@@ -83,28 +92,46 @@ def test_the_drawn_image_rule_sees_a_saved_figure() -> None:
     assert "analyst-report.png" not in _drawn_by_the_page(DOCS / "mechanisms.md")
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page",
+    [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_relative_links_resolve(page: Path) -> None:
     drawn = _drawn_by_the_page(page)
-    missing = [link for link in _links(page)
-               if not (page.parent / link).exists() and link not in drawn]
+    missing = [
+        link for link in _links(page) if not (page.parent / link).exists() and link not in drawn
+    ]
     assert missing == []
 
 
 # Notes that exist only for dpkit's developers must not leak into what users read.
-_INTERNAL = re.compile(r"\b[Ss]eed (?:\d{3}|notes?|texts?)\b|DESIGN\.md|STYLE\.md|shared/|"
-                       r"\b[Ii]ssue #?\d+\b")
+_INTERNAL = re.compile(
+    r"\b[Ss]eed (?:\d{3}|notes?|texts?)\b|DESIGN\.md|STYLE\.md|shared/|"
+    r"\b[Ii]ssue #?\d+\b"
+)
 
 
 def _user_facing_files() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "mkdocs.yml", *sorted(DOCS.rglob("*.md")),
-            *sorted((ROOT / "src").rglob("*.py")), *sorted((ROOT / "tools").rglob("*.py"))]
+    return [
+        ROOT / "README.md",
+        ROOT / "mkdocs.yml",
+        *sorted(DOCS.rglob("*.md")),
+        *sorted((ROOT / "src").rglob("*.py")),
+        *sorted((ROOT / "tools").rglob("*.py")),
+    ]
 
 
 def test_the_internal_note_pattern_catches_what_it_should() -> None:
-    for text in ("see Seed 002", "(seed 000)", "per STYLE.md item 1", "shared/DESIGN.md",
-                 "Targets (issue 2)", "The seed notes (blog translations)", "the seed text"):
+    for text in (
+        "see Seed 002",
+        "(seed 000)",
+        "per STYLE.md item 1",
+        "shared/DESIGN.md",
+        "Targets (issue 2)",
+        "The seed notes (blog translations)",
+        "the seed text",
+    ):
         assert _INTERNAL.search(text), text
     for text in ("seed=1", "a seeded source", "--seed 3", "RandomSource(seed=7, insecure=True)"):
         assert not _INTERNAL.search(text), text

@@ -26,8 +26,9 @@ DPKIT_EXTRAS = {"dpkit.service": "service", "dpkit.analytics.engines.spark": "sp
 
 
 def _hooks():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("dpkit_docs_hooks_extra",
-                                                  ROOT / "tools" / "mkdocs_hooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "dpkit_docs_hooks_extra", ROOT / "tools" / "mkdocs_hooks.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -69,9 +70,13 @@ def _imports() -> dict[str, set[str]]:
             continue
         for block in hooks.PYTHON_BLOCK.finditer(page.read_text(encoding="utf-8")):
             for node in ast.walk(ast.parse(block.group(1))):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module] if isinstance(node, ast.ImportFrom) and node.module
-                         and node.level == 0 else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                    else []
+                )
                 for name in names:
                     out.setdefault(name, set()).add(uri)
     return out
@@ -86,8 +91,10 @@ def test_the_docs_extra_installs_every_module_the_executed_pages_import() -> Non
         if top in sys.stdlib_module_names:
             continue
         if top == "dpkit":
-            need = next((e for m, e in DPKIT_EXTRAS.items()
-                         if module == m or module.startswith(m + ".")), None)
+            need = next(
+                (e for m, e in DPKIT_EXTRAS.items() if module == m or module.startswith(m + ".")),
+                None,
+            )
             if need is not None and need not in extras:
                 missing.append(f"{module} (extra {need!r}) in {sorted(pages)}")
             continue

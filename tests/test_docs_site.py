@@ -30,8 +30,9 @@ DOCS = ROOT / "docs"
 
 
 def _hooks() -> Any:
-    spec = importlib.util.spec_from_file_location("dpkit_docs_hooks",
-                                                  ROOT / "tools" / "mkdocs_hooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "dpkit_docs_hooks", ROOT / "tools" / "mkdocs_hooks.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -42,16 +43,26 @@ HOOKS = _hooks()
 
 
 def _mkdocs(*args: str, cwd: Path, report: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        NO_MKDOCS_2_WARNING="1",
+        MPLBACKEND="Agg",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    )
     if report is not None:
         env["DPKIT_DOCS_REPORT"] = str(report)
     # A Spark Connect session made earlier in this process (the Spark tests) marks the
     # environment as Connect mode; the build's own classic session must not inherit that.
     for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_API_MODE"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "mkdocs", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 Site = tuple[Path, dict[str, list[dict[str, Any]]]]
@@ -67,19 +78,30 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
 
 
 def _executed_pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md")
-                  if HOOKS.is_executed(p.relative_to(DOCS).as_posix()))
+    return sorted(
+        p for p in DOCS.rglob("*.md") if HOOKS.is_executed(p.relative_to(DOCS).as_posix())
+    )
 
 
 def test_the_executed_pages_are_the_tutorials_examples_and_concepts() -> None:
     names = {p.relative_to(DOCS).as_posix() for p in _executed_pages()}
-    for page in ("getting-started.md", "tutorials/analyst.md", "tutorials/analyst-spark.md",
-                 "tutorials/analyst-service.md", "tutorials/ml-engineer.md",
-                 "tutorials/telemetry-engineer.md", "tutorials/privacy-engineer.md",
-                 "examples/composition.md", "examples/exponential-mechanism.md",
-                 "examples/permute-and-flip.md", "examples/randomized-response.md",
-                 "concepts/neighbouring.md", "concepts/choosing-epsilon.md",
-                 "concepts/floating-point.md", "concepts/known-limitations.md"):
+    for page in (
+        "getting-started.md",
+        "tutorials/analyst.md",
+        "tutorials/analyst-spark.md",
+        "tutorials/analyst-service.md",
+        "tutorials/ml-engineer.md",
+        "tutorials/telemetry-engineer.md",
+        "tutorials/privacy-engineer.md",
+        "examples/composition.md",
+        "examples/exponential-mechanism.md",
+        "examples/permute-and-flip.md",
+        "examples/randomized-response.md",
+        "concepts/neighbouring.md",
+        "concepts/choosing-epsilon.md",
+        "concepts/floating-point.md",
+        "concepts/known-limitations.md",
+    ):
         assert page in names, page
     assert not HOOKS.is_executed("accounting.md")
 
@@ -163,11 +185,13 @@ def test_no_spark_process_of_the_spark_tutorial_survives_the_build(site: Site) -
 
 
 def _stopping_page(failing: bool) -> str:
-    return ("```python\nfrom contextlib import ExitStack\nfrom pathlib import Path\n"
-            "stack = ExitStack()\n"
-            "stack.callback(Path('stopped.txt').write_text, 'stopped')\n```\n\n"
-            + ("```python\nraise RuntimeError('a block fails')\n```\n" if failing else "")
-            + "```python\nprint('last block')\n```\n")
+    return (
+        "```python\nfrom contextlib import ExitStack\nfrom pathlib import Path\n"
+        "stack = ExitStack()\n"
+        "stack.callback(Path('stopped.txt').write_text, 'stopped')\n```\n\n"
+        + ("```python\nraise RuntimeError('a block fails')\n```\n" if failing else "")
+        + "```python\nprint('last block')\n```\n"
+    )
 
 
 def test_a_failing_block_still_stops_what_its_page_started(tmp_path: Path) -> None:
@@ -188,8 +212,10 @@ def test_a_failing_block_still_stops_what_its_page_started(tmp_path: Path) -> No
 def test_an_error_while_stopping_fails_a_page_that_ran_through(tmp_path: Path) -> None:
     from mkdocs.exceptions import PluginError
 
-    page = ("```python\nfrom contextlib import ExitStack\nstack = ExitStack()\n"
-            "def stop():\n    raise OSError('cannot stop')\nstack.callback(stop)\n```\n")
+    page = (
+        "```python\nfrom contextlib import ExitStack\nstack = ExitStack()\n"
+        "def stop():\n    raise OSError('cannot stop')\nstack.callback(stop)\n```\n"
+    )
     with pytest.raises(PluginError, match="cannot stop"):
         HOOKS.run_page("tutorials/x.md", page, tmp_path)
     # after a failing block, the block's error is the one reported
@@ -212,14 +238,21 @@ def test_images_of_executed_pages_are_in_the_site(site: Site) -> None:
 def test_benchmarks_page_shows_its_plots(site: Site) -> None:
     root, _ = site
     html = (root / "benchmarks" / "index.html").read_text()
-    for name in ("bench-noise.png", "bench-ldp.png", "bench-accounting.png",
-                 "bench-time-vs-size.png", "bench-analytics.png", "bench-time-vs-rows.png"):
+    for name in (
+        "bench-noise.png",
+        "bench-ldp.png",
+        "bench-accounting.png",
+        "bench-time-vs-size.png",
+        "bench-analytics.png",
+        "bench-time-vs-rows.png",
+    ):
         assert f'src="../{name}"' in html, name
         assert (root / name).stat().st_size > 5_000, name
 
 
 def test_bench_plots_read_the_tables_back() -> None:
     import bench_plots  # tools/ is on the test path (pyproject.toml)
+
     text = (DOCS / "benchmarks.md").read_text()
     rows = bench_plots.table_after(bench_plots.section(text, "analytics"), "| system | seconds")
     assert rows[0]["system"].startswith("floor")
@@ -229,16 +262,25 @@ def test_bench_plots_read_the_tables_back() -> None:
     assert bench_plots.figures("no tables here") == []
 
 
-_REFERENCE = {"mechanisms": "dpkit.mechanisms", "accounting": "dpkit.accounting",
-              "events": "dpkit.events", "fdp": "dpkit.fdp", "ldp": "dpkit.ldp",
-              "audit": "dpkit.audit", "known-bad": "dpkit.audit.known_bad",
-              "analytics": "dpkit.analytics", "noise": "dpkit.noise",
-              "divergence": "dpkit.divergence", "errors": "dpkit.errors"}
+_REFERENCE = {
+    "mechanisms": "dpkit.mechanisms",
+    "accounting": "dpkit.accounting",
+    "events": "dpkit.events",
+    "fdp": "dpkit.fdp",
+    "ldp": "dpkit.ldp",
+    "audit": "dpkit.audit",
+    "known-bad": "dpkit.audit.known_bad",
+    "analytics": "dpkit.analytics",
+    "noise": "dpkit.noise",
+    "divergence": "dpkit.divergence",
+    "errors": "dpkit.errors",
+}
 
 
 @pytest.mark.parametrize(("page", "module_name"), sorted(_REFERENCE.items()))
 def test_api_reference_documents_every_public_class_and_function(
-        site: Site, page: str, module_name: str) -> None:
+    site: Site, page: str, module_name: str
+) -> None:
     root, _ = site
     html = (root / "reference" / page / "index.html").read_text()
     module = importlib.import_module(module_name)
@@ -259,15 +301,18 @@ def test_api_reference_documents_every_public_class_and_function(
 def test_a_broken_cross_reference_fails_the_strict_build(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text(
-        "# x\n\n[a name that does not exist][dpkit.mechanisms.NoSuchMechanism]\n")
+        "# x\n\n[a name that does not exist][dpkit.mechanisms.NoSuchMechanism]\n"
+    )
     (tmp_path / "mkdocs.yml").write_text(
         "site_name: x\nplugins:\n  - autorefs\n  - mkdocstrings:\n      handlers:\n"
-        f"        python:\n          paths: [{ROOT / 'src'}]\n")
+        f"        python:\n          paths: [{ROOT / 'src'}]\n"
+    )
     broken = _mkdocs("build", "--strict", "--site-dir", str(tmp_path / "site"), cwd=tmp_path)
     assert broken.returncode != 0
     assert "NoSuchMechanism" in broken.stderr + broken.stdout
     # the same project with a real target builds
-    (tmp_path / "docs" / "index.md").write_text("# x\n\n[Laplace][dpkit.mechanisms.Laplace]\n\n"
-                                                "::: dpkit.mechanisms.Laplace\n")
+    (tmp_path / "docs" / "index.md").write_text(
+        "# x\n\n[Laplace][dpkit.mechanisms.Laplace]\n\n::: dpkit.mechanisms.Laplace\n"
+    )
     fixed = _mkdocs("build", "--strict", "--site-dir", str(tmp_path / "site"), cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr[-3000:]

@@ -53,8 +53,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.events", "dpkit.noise", "dpkit.fdp"}),
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),
-    frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger", "dpkit.risk",
-               "dpkit.training"}),
+    frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger", "dpkit.risk", "dpkit.training"}),
     frozenset({"dpkit.service"}),
     frozenset({"dpkit"}),
     frozenset({"dpkit.cli"}),
@@ -90,7 +89,8 @@ def module_names(root: pathlib.Path) -> dict[str, pathlib.Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -163,8 +163,10 @@ def upward_imports(imports: Iterable[Import], layers: Sequence[frozenset[str]]) 
         if src not in level or dst not in level:
             bad.append(f"{imp.importer}:{imp.line}: {src} or {dst} is in no layer")
         elif level[dst] >= level[src]:
-            bad.append(f"{imp.importer}:{imp.line} ({imp.kind}) imports {imp.target} "
-                       f"(layer {level[src]} -> {level[dst]})")
+            bad.append(
+                f"{imp.importer}:{imp.line} ({imp.kind}) imports {imp.target} "
+                f"(layer {level[src]} -> {level[dst]})"
+            )
     return bad
 
 
@@ -241,19 +243,32 @@ def private_crossings(imports: Iterable[Import]) -> list[tuple[str, str, str]]:
 ANALYTICS = "dpkit.analytics"
 ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
     # the plan and what is computed from public parameters: no engine, no builder, no session
-    frozenset({"_plan", "_sql", "_aggregates", "_object_text", "_pricing", "_release",
-               "_report", "_table", "_sources", "_column_types"}),
-    frozenset({"engines"}),   # engines: the Engine protocol and DuckDB, Spark behind it
-    frozenset({"builder"}),   # the query description (validated against the table description)
+    frozenset(
+        {
+            "_plan",
+            "_sql",
+            "_aggregates",
+            "_object_text",
+            "_pricing",
+            "_release",
+            "_report",
+            "_table",
+            "_sources",
+            "_column_types",
+        }
+    ),
+    frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it
+    frozenset({"builder"}),  # the query description (validated against the table description)
     frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
-    frozenset({"session"}),   # the executor: validates, charges, executes, releases
-    frozenset({""}),          # the facade
+    frozenset({"session"}),  # the executor: validates, charges, executes, releases
+    frozenset({""}),  # the facade
 )
 #: What an engine module may import from the rest of analytics: the plan, the predicates, the
 #: rules of where rows come from, the object-text rule, the column-type rules, and other
 #: engine modules.
-ENGINE_IMPORTS = frozenset({"_plan", "_sql", "_sources", "_object_text", "_column_types",
-                            "engines"})
+ENGINE_IMPORTS = frozenset(
+    {"_plan", "_sql", "_sources", "_object_text", "_column_types", "engines"}
+)
 
 
 def analytics_part(module: str) -> str | None:
@@ -262,12 +277,14 @@ def analytics_part(module: str) -> str | None:
         return ""
     if not module.startswith(ANALYTICS + "."):
         return None
-    return module[len(ANALYTICS) + 1:].split(".")[0]
+    return module[len(ANALYTICS) + 1 :].split(".")[0]
 
 
-def analytics_violations(imports: Iterable[Import],
-                         layers: Sequence[frozenset[str]] = ANALYTICS_LAYERS,
-                         engine_imports: frozenset[str] = ENGINE_IMPORTS) -> list[str]:
+def analytics_violations(
+    imports: Iterable[Import],
+    layers: Sequence[frozenset[str]] = ANALYTICS_LAYERS,
+    engine_imports: frozenset[str] = ENGINE_IMPORTS,
+) -> list[str]:
     """Imports (of any kind) from an analytics sub-layer to a higher one, or from an engine
     module to anything but :data:`ENGINE_IMPORTS`."""
     level = layer_of(layers)
@@ -330,9 +347,11 @@ def test_analytics_sub_layers() -> None:
 
 def test_no_analytics_cycle_even_through_lazy_imports() -> None:
     # Rule (b) ignores lazy and type-only imports; inside analytics none may close a cycle.
-    inside = [Import(i.importer, i.target, i.name, "module", i.line) for i in IMPORTS
-              if analytics_part(i.importer) is not None
-              and analytics_part(i.target) is not None]
+    inside = [
+        Import(i.importer, i.target, i.name, "module", i.line)
+        for i in IMPORTS
+        if analytics_part(i.importer) is not None and analytics_part(i.target) is not None
+    ]
     assert import_cycles(inside) == []
 
 
@@ -375,10 +394,13 @@ _TOY_LAYERS = (frozenset({"pkg.low"}), frozenset({"pkg.high"}))
 
 
 def test_checker_catches_an_upward_import(tmp_path: pathlib.Path) -> None:
-    imports = _tree(tmp_path, {
-        "low/a.py": "def f():\n    from pkg.high.b import g\n",  # lazy, still upward
-        "high/b.py": "from pkg.low.a import f\n\ndef g():\n    pass\n",
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "low/a.py": "def f():\n    from pkg.high.b import g\n",  # lazy, still upward
+            "high/b.py": "from pkg.low.a import f\n\ndef g():\n    pass\n",
+        },
+    )
     bad = upward_imports(imports, _TOY_LAYERS)
     assert len(bad) == 1 and "pkg.low.a:2 (function) imports pkg.high.b" in bad[0]
     # Same-layer peers are independent too, and an unlisted package is refused.
@@ -387,23 +409,29 @@ def test_checker_catches_an_upward_import(tmp_path: pathlib.Path) -> None:
 
 
 def test_checker_catches_a_type_only_upward_import(tmp_path: pathlib.Path) -> None:
-    imports = _tree(tmp_path, {
-        "low/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                    "    from pkg.high import b\n",
-        "high/b.py": "",
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "low/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.high import b\n",
+            "high/b.py": "",
+        },
+    )
     assert [i.kind for i in imports] == ["type"]
     assert len(upward_imports(imports, _TOY_LAYERS)) == 1
     assert import_cycles(imports) == []
 
 
 def test_checker_catches_a_cycle(tmp_path: pathlib.Path) -> None:
-    imports = _tree(tmp_path, {
-        "low/a.py": "from pkg.low import b\n",
-        "low/b.py": "try:\n    from .c import x\nexcept ImportError:\n    pass\n",
-        "low/c.py": "import pkg.low.a\nx = 1\n",
-        "low/d.py": "def f():\n    from pkg.low.a import b\n",  # lazy: not an edge
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "low/a.py": "from pkg.low import b\n",
+            "low/b.py": "try:\n    from .c import x\nexcept ImportError:\n    pass\n",
+            "low/c.py": "import pkg.low.a\nx = 1\n",
+            "low/d.py": "def f():\n    from pkg.low.a import b\n",  # lazy: not an edge
+        },
+    )
     assert import_cycles(imports) == [["pkg.low.a", "pkg.low.b", "pkg.low.c"]]
     assert upward_imports(imports, _TOY_LAYERS) == []
     # The same imports made lazily form no import-time cycle.
@@ -412,22 +440,28 @@ def test_checker_catches_a_cycle(tmp_path: pathlib.Path) -> None:
 
 
 def test_checker_catches_a_self_import_and_package_init_cycle(tmp_path: pathlib.Path) -> None:
-    imports = _tree(tmp_path, {
-        "low/__init__.py": "from pkg.low.a import f\n",
-        "low/a.py": "from pkg.low import g\n\ndef f():\n    pass\n",  # the package's own name
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "low/__init__.py": "from pkg.low.a import f\n",
+            "low/a.py": "from pkg.low import g\n\ndef f():\n    pass\n",  # the package's own name
+        },
+    )
     assert import_cycles(imports) == [["pkg.low", "pkg.low.a"]]
 
 
 def test_checker_catches_private_crossings(tmp_path: pathlib.Path) -> None:
-    imports = _tree(tmp_path, {
-        "low/_impl.py": "def helper():\n    pass\n\ndef _hidden():\n    pass\n",
-        "low/pub.py": "from ._impl import _hidden\n\ndef _mine():\n    pass\n",  # same package
-        "high/a.py": "from pkg.low._impl import helper\n",  # private module
-        "high/b.py": "from pkg.low.pub import _mine\n",  # private name
-        "high/c.py": "import pkg.low._impl\n",
-        "high/d.py": "from pkg.low import pub, __name__\n",  # public module, dunder: fine
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "low/_impl.py": "def helper():\n    pass\n\ndef _hidden():\n    pass\n",
+            "low/pub.py": "from ._impl import _hidden\n\ndef _mine():\n    pass\n",  # same package
+            "high/a.py": "from pkg.low._impl import helper\n",  # private module
+            "high/b.py": "from pkg.low.pub import _mine\n",  # private name
+            "high/c.py": "import pkg.low._impl\n",
+            "high/d.py": "from pkg.low import pub, __name__\n",  # public module, dunder: fine
+        },
+    )
     assert sorted(private_crossings(imports)) == [
         ("pkg.high.a", "pkg.low._impl", "helper"),
         ("pkg.high.b", "pkg.low.pub", "_mine"),
@@ -439,20 +473,32 @@ def test_checker_catches_the_builder_session_cycle(tmp_path: pathlib.Path) -> No
     # The shape the analytics package had: the session imports the builder at import time,
     # the builder names the session for its annotations only, and the session reaches the SQL
     # front end lazily, which reaches the session lazily. Rule (b) sees no cycle in it.
-    imports = _tree(tmp_path, {
-        "analytics/builder.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                "    from pkg.analytics.session import Session\n",
-        "analytics/session.py": "from pkg.analytics.builder import Query\n"
-                                "def sql():\n    from pkg.analytics.sqlquery import q\n",
-        "analytics/sqlquery/__init__.py": "def q():\n"
-                                          "    from pkg.analytics.session import Session\n",
-        "analytics/engines/duckdb.py": "from pkg.analytics._plan import Plan\n"
-                                       "from pkg.analytics._pricing import price\n",
-        "analytics/_plan.py": "", "analytics/_pricing.py": "",
-    })
+    imports = _tree(
+        tmp_path,
+        {
+            "analytics/builder.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.analytics.session import Session\n",
+            "analytics/session.py": "from pkg.analytics.builder import Query\n"
+            "def sql():\n    from pkg.analytics.sqlquery import q\n",
+            "analytics/sqlquery/__init__.py": "def q():\n"
+            "    from pkg.analytics.session import Session\n",
+            "analytics/engines/duckdb.py": "from pkg.analytics._plan import Plan\n"
+            "from pkg.analytics._pricing import price\n",
+            "analytics/_plan.py": "",
+            "analytics/_pricing.py": "",
+        },
+    )
     assert import_cycles(imports) == []  # what the package-level rule saw
-    toy = [Import(i.importer.replace("pkg.", "dpkit.", 1), i.target.replace("pkg.", "dpkit.", 1),
-                  i.name, i.kind, i.line) for i in imports]
+    toy = [
+        Import(
+            i.importer.replace("pkg.", "dpkit.", 1),
+            i.target.replace("pkg.", "dpkit.", 1),
+            i.name,
+            i.kind,
+            i.line,
+        )
+        for i in imports
+    ]
     bad = analytics_violations(toy)
     assert any("builder" in b and "imports dpkit.analytics.session" in b for b in bad)
     assert any("sqlquery" in b and "imports dpkit.analytics.session" in b for b in bad)
@@ -467,11 +513,15 @@ def test_layer_table_matches_the_architecture_document() -> None:
     # members separated by single spaces, then two or more spaces and a description.
     doc = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     start = doc.index("<!-- layers -->")
-    block = doc[start: doc.index("<!-- /layers -->")]
+    block = doc[start : doc.index("<!-- /layers -->")]
     rows = [line for line in block.splitlines() if line.startswith("L")]
-    drawn = [frozenset("dpkit" if n == "dpkit" else f"dpkit.{n}"
-                       for n in re.split(r"\s{2,}", row.split(":", 1)[1].strip())[0].split())
-             for row in reversed(rows)]
+    drawn = [
+        frozenset(
+            "dpkit" if n == "dpkit" else f"dpkit.{n}"
+            for n in re.split(r"\s{2,}", row.split(":", 1)[1].strip())[0].split()
+        )
+        for row in reversed(rows)
+    ]
     assert drawn == list(LAYERS)
 
 

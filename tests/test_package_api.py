@@ -21,17 +21,33 @@ PACKAGES = sorted(
     info.name for info in pkgutil.walk_packages(dpkit.__path__, "dpkit.") if info.ispkg
 )
 PUBLIC_MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(dpkit.__path__, "dpkit.")
+    info.name
+    for info in pkgutil.walk_packages(dpkit.__path__, "dpkit.")
     if not info.ispkg and not any(part.startswith("_") for part in info.name.split("."))
 )
 
 
 def test_every_package_is_covered() -> None:
-    expected = {"dpkit._loss", "dpkit._numeric", "dpkit.accounting", "dpkit.analytics",
-                "dpkit.analytics.engines", "dpkit.analytics.engines._compiler",
-                "dpkit.analytics.sqlquery", "dpkit.audit", "dpkit.cli",
-                "dpkit.divergence", "dpkit.fdp", "dpkit.ldp", "dpkit.ledger", "dpkit.mechanisms",
-                "dpkit.noise", "dpkit.risk", "dpkit.service", "dpkit.training"}
+    expected = {
+        "dpkit._loss",
+        "dpkit._numeric",
+        "dpkit.accounting",
+        "dpkit.analytics",
+        "dpkit.analytics.engines",
+        "dpkit.analytics.engines._compiler",
+        "dpkit.analytics.sqlquery",
+        "dpkit.audit",
+        "dpkit.cli",
+        "dpkit.divergence",
+        "dpkit.fdp",
+        "dpkit.ldp",
+        "dpkit.ledger",
+        "dpkit.mechanisms",
+        "dpkit.noise",
+        "dpkit.risk",
+        "dpkit.service",
+        "dpkit.training",
+    }
     assert set(PACKAGES) == expected
 
 
@@ -49,8 +65,10 @@ def test_package_all_is_exactly_its_public_names(package: str) -> None:
     for name in exported:
         assert hasattr(mod, name), name
     bound = {
-        name for name, value in vars(mod).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        name
+        for name, value in vars(mod).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
         and name != "TYPE_CHECKING"
         and (_defined_inside(value, package) or name.isupper())
     }

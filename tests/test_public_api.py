@@ -8,27 +8,45 @@ import sys
 
 import pytest
 
-HEAVY = ("duckdb", "pyspark", "matplotlib", "pandas", "polars", "sqlglot", "torch", "opendp",
-         "diffprivlib", "pydp", "typer", "rich")
+HEAVY = (
+    "duckdb",
+    "pyspark",
+    "matplotlib",
+    "pandas",
+    "polars",
+    "sqlglot",
+    "torch",
+    "opendp",
+    "diffprivlib",
+    "pydp",
+    "typer",
+    "rich",
+)
 
 
 def _modules_after(code: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
-        check=True, capture_output=True, text=True, timeout=120,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("code", [
-    "import dpkit",
-    "import dpkit.noise",
-    "import dpkit.mechanisms",
-    "from dpkit.mechanisms import Laplace; Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)"
-    ".release([1.0, 2.0])",
-    "from dpkit import Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, "
-    "ExponentialMechanism, ReportNoisyMax, RandomizedResponse, Budget",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import dpkit",
+        "import dpkit.noise",
+        "import dpkit.mechanisms",
+        "from dpkit.mechanisms import Laplace; Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)"
+        ".release([1.0, 2.0])",
+        "from dpkit import Laplace, Gaussian, DiscreteLaplace, DiscreteGaussian, "
+        "ExponentialMechanism, ReportNoisyMax, RandomizedResponse, Budget",
+    ],
+)
 def test_core_import_does_not_pull_heavy_dependencies(code: str) -> None:
     loaded = _modules_after(code)
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
@@ -47,21 +65,33 @@ def test_plain_import_loads_only_the_errors() -> None:
 
 
 def test_subpackages_are_attributes_after_a_plain_import() -> None:
-    code = ("import dpkit, types\n"
-            "for name in ('mechanisms', 'accounting', 'fdp', 'ldp', 'audit', 'divergence'):\n"
-            "    mod = getattr(dpkit, name)\n"
-            "    assert isinstance(mod, types.ModuleType) and mod.__name__ == 'dpkit.' + name\n"
-            "assert dpkit.mechanisms.Laplace is dpkit.Laplace\n"
-            "assert callable(dpkit.fdp.gdp) and callable(dpkit.audit.audit)\n")
+    code = (
+        "import dpkit, types\n"
+        "for name in ('mechanisms', 'accounting', 'fdp', 'ldp', 'audit', 'divergence'):\n"
+        "    mod = getattr(dpkit, name)\n"
+        "    assert isinstance(mod, types.ModuleType) and mod.__name__ == 'dpkit.' + name\n"
+        "assert dpkit.mechanisms.Laplace is dpkit.Laplace\n"
+        "assert callable(dpkit.fdp.gdp) and callable(dpkit.audit.audit)\n"
+    )
     loaded = _modules_after(code)
     assert {"dpkit.mechanisms", "dpkit.fdp", "dpkit.ldp", "dpkit.audit"} <= loaded
 
 
-@pytest.mark.parametrize("name", [
-    "Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian", "ExponentialMechanism",
-    "ReportNoisyMax", "RandomizedResponse", "count_sensitivity", "bounded_sum_sensitivity",
-    "bounded_mean_sensitivity",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Laplace",
+        "Gaussian",
+        "DiscreteLaplace",
+        "DiscreteGaussian",
+        "ExponentialMechanism",
+        "ReportNoisyMax",
+        "RandomizedResponse",
+        "count_sensitivity",
+        "bounded_sum_sensitivity",
+        "bounded_mean_sensitivity",
+    ],
+)
 def test_top_level_mechanisms_are_the_mechanisms_classes(name: str) -> None:
     import dpkit
     import dpkit.mechanisms
@@ -94,8 +124,20 @@ def test_top_level_budget_is_the_accounting_budget() -> None:
     assert "Budget" in dpkit.__all__
 
 
-@pytest.mark.parametrize("name", ["Session", "count", "count_distinct", "sum", "mean",
-                                  "variance", "std", "quantile", "histogram"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Session",
+        "count",
+        "count_distinct",
+        "sum",
+        "mean",
+        "variance",
+        "std",
+        "quantile",
+        "histogram",
+    ],
+)
 def test_top_level_analytics_names(name: str) -> None:
     # Session and the aggregate functions live in dpkit.analytics (the analytics work).
     import dpkit
@@ -127,16 +169,36 @@ def test_top_level_all_is_exactly_the_public_names() -> None:
     import dpkit
 
     public = {n for n in dir(dpkit) if not n.startswith("_")}
-    submodules = {"accounting", "analytics", "audit", "divergence", "fdp", "ldp",
-                  "mechanisms", "noise"}
-    aggregates = {"count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
-                  "histogram"}
+    submodules = {
+        "accounting",
+        "analytics",
+        "audit",
+        "divergence",
+        "fdp",
+        "ldp",
+        "mechanisms",
+        "noise",
+    }
+    aggregates = {
+        "count",
+        "count_distinct",
+        "sum",
+        "mean",
+        "variance",
+        "std",
+        "quantile",
+        "histogram",
+    }
     assert set(dpkit.__all__) - {"__version__"} == public - submodules - aggregates
     assert submodules <= public and aggregates <= public
     # every eagerly bound public attribute is listed (lazy ones are checked above)
-    eager = {n for n, v in vars(dpkit).items()
-             if not n.startswith("_") and not isinstance(v, types.ModuleType)
-             and n not in {"annotations", "importlib", "TYPE_CHECKING", "Any"} | aggregates}
+    eager = {
+        n
+        for n, v in vars(dpkit).items()
+        if not n.startswith("_")
+        and not isinstance(v, types.ModuleType)
+        and n not in {"annotations", "importlib", "TYPE_CHECKING", "Any"} | aggregates
+    }
     assert eager <= set(dpkit.__all__), eager - set(dpkit.__all__)
 
 
@@ -152,14 +214,20 @@ def test_subpackage_all_names_resolve(module: str) -> None:
 def test_mechanisms_api_names_users_rely_on() -> None:
     from dpkit import mechanisms as m
 
-    for name in ("Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian",
-                 "ExponentialMechanism", "ReportNoisyMax", "RandomizedResponse"):
+    for name in (
+        "Laplace",
+        "Gaussian",
+        "DiscreteLaplace",
+        "DiscreteGaussian",
+        "ExponentialMechanism",
+        "ReportNoisyMax",
+        "RandomizedResponse",
+    ):
         assert name in m.__all__, name
     lap = m.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)
     for attr in ("scale", "sensitivity", "granularity", "epsilon", "event"):
         assert hasattr(lap, attr), attr
-    gau = m.Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0,
-                                        method="analytic")
+    gau = m.Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0, method="analytic")
     assert gau.sigma > 0
 
 

@@ -33,16 +33,22 @@ def _path_edits(tree: ast.AST) -> list[int]:
     """Lines that call ``sys.path.insert/append/extend`` or assign to ``sys.path``."""
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("insert", "append", "extend") and \
-                ast.unparse(node.func.value) == "sys.path":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("insert", "append", "extend")
+            and ast.unparse(node.func.value) == "sys.path"
+        ):
             lines.append(node.lineno)
     return lines
 
 
 def test_nothing_edits_sys_path() -> None:
-    found = [f"{p.relative_to(ROOT)}:{line}" for p in _python_files(*SCRIPTS)
-             for line in _path_edits(ast.parse(p.read_text(encoding="utf-8")))]
+    found = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in _python_files(*SCRIPTS)
+        for line in _path_edits(ast.parse(p.read_text(encoding="utf-8")))
+    ]
     assert found == []
 
 
@@ -67,19 +73,23 @@ def test_benchmarks_import_nothing_from_tests() -> None:
     for p in _python_files("benchmarks"):
         text = p.read_text(encoding="utf-8")
         names = _imported_modules(ast.parse(text))
-        clash = sorted(n for n in names if n.split(".")[0] in test_modules or
-                       n.startswith("tests"))
+        clash = sorted(n for n in names if n.split(".")[0] in test_modules or n.startswith("tests"))
         if clash or re.search(r"[\"'/]tests[/\"']", text):
             found.append(f"{p.relative_to(ROOT)}: {clash or 'a path into tests/'}")
     assert found == []
 
 
-@pytest.mark.parametrize("name, bad", [("test_spark_attack3.py", True),
-                                       ("test_attack_ledger.py", True),
-                                       ("test_round2_csv.py", True),
-                                       ("test_fix_2.py", True),
-                                       ("test_utf8_keys.py", False),
-                                       ("test_ledger_charges_stay_durable.py", False)])
+@pytest.mark.parametrize(
+    "name, bad",
+    [
+        ("test_spark_attack3.py", True),
+        ("test_attack_ledger.py", True),
+        ("test_round2_csv.py", True),
+        ("test_fix_2.py", True),
+        ("test_utf8_keys.py", False),
+        ("test_ledger_charges_stay_durable.py", False),
+    ],
+)
 def test_the_name_rule(name: str, bad: bool) -> None:
     assert _badly_named(name) is bad
 
@@ -90,8 +100,11 @@ def _badly_named(name: str) -> bool:
 
 
 def test_test_files_are_named_by_what_they_protect() -> None:
-    found = [str(p.relative_to(ROOT)) for p in _python_files("tests")
-             if p.name.startswith("test_") and _badly_named(p.name)]
+    found = [
+        str(p.relative_to(ROOT))
+        for p in _python_files("tests")
+        if p.name.startswith("test_") and _badly_named(p.name)
+    ]
     assert found == []
 
 
@@ -113,14 +126,14 @@ def test_one_version_source() -> None:
 
 
 def test_markers_are_registered_and_the_fast_loop_leaves_out_the_heavy_ones() -> None:
-    registered = {m.split(":")[0] for m in
-                  _pyproject()["tool"]["pytest"]["ini_options"]["markers"]}
+    registered = {m.split(":")[0] for m in _pyproject()["tool"]["pytest"]["ini_options"]["markers"]}
     assert {"slow", "spark", "postgres", "browser"} <= registered
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     fast = re.search(r"^FAST := (.*)$", makefile, re.M)
     assert fast is not None
     assert {f"not {m}" for m in ("slow", "spark", "postgres", "browser")} <= {
-        part.strip() for part in fast.group(1).split(" and ")}
+        part.strip() for part in fast.group(1).split(" and ")
+    }
 
 
 def _metrics() -> object:
@@ -142,10 +155,12 @@ def test_code_metrics_catches_a_cycle_a_private_reach_and_any(tmp_path: Path) ->
     (pkg / "analytics" / "__init__.py").write_text("")
     (pkg / "analytics" / "a.py").write_text(
         "from typing import Any\n\ndef f(x: Any) -> int:\n"
-        "    from pkg.analytics import b\n    return b.Thing()._secret\n")
+        "    from pkg.analytics import b\n    return b.Thing()._secret\n"
+    )
     (pkg / "analytics" / "b.py").write_text(
         "from pkg.analytics import a\n\nclass Thing:\n    def __init__(self) -> None:\n"
-        "        self._secret = 1\n")
+        "        self._secret = 1\n"
+    )
     fig = _metrics().measure(pkg)  # type: ignore[attr-defined]
     assert fig["cycles"]["load"] == []
     assert fig["cycles"]["load+lazy"] == [["pkg.analytics.a", "pkg.analytics.b"]]

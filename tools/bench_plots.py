@@ -85,9 +85,12 @@ def _noise(text: str) -> Figure | None:
         ax.set_title(f"{task} noise")
         ax.set_xlabel("millions of values per second (log)")
     fig.suptitle("Throughput: dpkit vs numpy (insecure floor) and peers")
-    return Figure("bench-noise.png", "noise",
-                  "Noise throughput from the table above (log scale; higher is better).",
-                  _png(fig))
+    return Figure(
+        "bench-noise.png",
+        "noise",
+        "Noise throughput from the table above (log scale; higher is better).",
+        _png(fig),
+    )
 
 
 def _ldp(text: str) -> Figure | None:
@@ -113,9 +116,12 @@ def _ldp(text: str) -> Figure | None:
     ax.set_ylabel("seconds for 10^6 users (log)")
     ax.legend()
     ax.set_title("Local DP: clients + server, one million users, epsilon 1")
-    return Figure("bench-ldp.png", "ldp",
-                  "Time for a million users, dpkit against the fastest peer per protocol.",
-                  _png(fig))
+    return Figure(
+        "bench-ldp.png",
+        "ldp",
+        "Time for a million users, dpkit against the fastest peer per protocol.",
+        _png(fig),
+    )
 
 
 def _accounting(text: str) -> Figure | None:
@@ -127,13 +133,19 @@ def _accounting(text: str) -> Figure | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, rows, title in ((axes[0], a, "DP-SGD (60 epochs)"),
-                            (axes[1], b, "1000 Laplace releases")):
+    for ax, rows, title in (
+        (axes[0], a, "DP-SGD (60 epochs)"),
+        (axes[1], b, "1000 Laplace releases"),
+    ):
         rows = [r for r in rows if r["epsilon"] not in ("n/a", "")]
         labels = [f"{r['library'].split(' ')[0]} {r['method']}" for r in rows]
         eps = [number(r["epsilon"]) for r in rows]
-        colors = ["tab:orange" if r["kind"] == "estimate" else
-                  ("tab:blue" if r["library"] == "dpkit" else "tab:gray") for r in rows]
+        colors = [
+            "tab:orange"
+            if r["kind"] == "estimate"
+            else ("tab:blue" if r["library"] == "dpkit" else "tab:gray")
+            for r in rows
+        ]
         ax.barh(labels, eps, color=colors)
         ax.invert_yaxis()
         ax.set_xlabel("epsilon at the stated delta (lower is tighter)")
@@ -143,9 +155,12 @@ def _accounting(text: str) -> Figure | None:
             ax.text(e, y, f" {e:.4g}", va="center", fontsize=8)
     fig.suptitle("Accounting: blue dpkit upper bounds, grey peers, orange CLT estimates")
     fig.tight_layout()
-    return Figure("bench-accounting.png", "accounting",
-                  "Epsilon reported by each accountant (the value is printed at each bar).",
-                  _png(fig))
+    return Figure(
+        "bench-accounting.png",
+        "accounting",
+        "Epsilon reported by each accountant (the value is printed at each bar).",
+        _png(fig),
+    )
 
 
 def _time_vs_size(text: str) -> Figure | None:
@@ -158,21 +173,29 @@ def _time_vs_size(text: str) -> Figure | None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for label in dict.fromkeys(r["mechanism"] for r in audit):
         rows = [r for r in audit if r["mechanism"] == label]
-        axes[0].loglog([number(r["samples per side"]) for r in rows],
-                       [number(r["seconds"]) for r in rows], "o-", label=label)
+        axes[0].loglog(
+            [number(r["samples per side"]) for r in rows],
+            [number(r["seconds"]) for r in rows],
+            "o-",
+            label=label,
+        )
     axes[0].set_xlabel("samples per side")
     axes[0].set_ylabel("seconds")
     axes[0].set_title("Audit: time vs samples")
     axes[0].legend(fontsize=7)
-    axes[1].loglog([number(r["candidates"]) for r in sel],
-                   [number(r["seconds per call"]) for r in sel], "o-")
+    axes[1].loglog(
+        [number(r["candidates"]) for r in sel], [number(r["seconds per call"]) for r in sel], "o-"
+    )
     axes[1].set_xlabel("candidates")
     axes[1].set_ylabel("seconds per call")
     axes[1].set_title("Exact permute-and-flip law: time vs candidates")
     fig.tight_layout()
-    return Figure("bench-time-vs-size.png", "selection",
-                  "Time against input size: the audit (left) and the exact selection law "
-                  "(right), log-log.", _png(fig))
+    return Figure(
+        "bench-time-vs-size.png",
+        "selection",
+        "Time against input size: the audit (left) and the exact selection law (right), log-log.",
+        _png(fig),
+    )
 
 
 def _analytics(text: str) -> Figure | None:
@@ -204,9 +227,12 @@ def _analytics(text: str) -> Figure | None:
     axes[2].set_xlabel("mean absolute error of the mean (log)")
     axes[2].set_title("Error of the per-group mean")
     fig.tight_layout()
-    return Figure("bench-analytics.png", "analytics",
-                  "Private analytics at equal budget: time, groups released and error.",
-                  _png(fig))
+    return Figure(
+        "bench-analytics.png",
+        "analytics",
+        "Private analytics at equal budget: time, groups released and error.",
+        _png(fig),
+    )
 
 
 def _time_vs_rows(text: str) -> Figure | None:
@@ -224,16 +250,20 @@ def _time_vs_rows(text: str) -> Figure | None:
     fig, ax = plt.subplots(figsize=(6, 3.8))
     ax.loglog(rows, engine, "o-", color="tab:blue", label="dpkit engine")
     ax.loglog(rows, [engine[0], engine[0] * 10], ":", color="gray", label="linear in rows")
-    ax.loglog([1e8], [float(floor.group(1))], "s", color="tab:gray",
-              label="floor: plain DuckDB SQL")
+    ax.loglog(
+        [1e8], [float(floor.group(1))], "s", color="tab:gray", label="floor: plain DuckDB SQL"
+    )
     ax.set_xlabel("rows of Parquet")
     ax.set_ylabel("seconds")
     ax.set_title("Analytics under a 1 GB memory limit: time vs rows")
     ax.legend()
     fig.tight_layout()
-    return Figure("bench-time-vs-rows.png", "analytics",
-                  "Time against rows under a 1 GB DuckDB memory limit, from the paragraph above "
-                  "(log-log).", _png(fig))
+    return Figure(
+        "bench-time-vs-rows.png",
+        "analytics",
+        "Time against rows under a 1 GB DuckDB memory limit, from the paragraph above (log-log).",
+        _png(fig),
+    )
 
 
 def figures(text: str) -> list[Figure]:
@@ -246,9 +276,11 @@ def figures(text: str) -> list[Figure]:
     return out
 
 
-NOTE = ("The plots on this page are drawn from its tables when the site is built. Error against "
-        "epsilon, for each mechanism, is plotted in [Choosing epsilon]"
-        "(concepts/choosing-epsilon.md#what-epsilon-costs-error).\n\n")
+NOTE = (
+    "The plots on this page are drawn from its tables when the site is built. Error against "
+    "epsilon, for each mechanism, is plotted in [Choosing epsilon]"
+    "(concepts/choosing-epsilon.md#what-epsilon-costs-error).\n\n"
+)
 
 
 def insert(markdown: str, figs: list[Figure]) -> str:

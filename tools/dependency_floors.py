@@ -62,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     if args.extra:
         skip = {s.lower() for s in args.skip}
-        reqs = [r for r in extra(text, args.extra)
-                if (m := REQUIREMENT.match(r)) is None or m.group(1).lower() not in skip]
+        reqs = [
+            r
+            for r in extra(text, args.extra)
+            if (m := REQUIREMENT.match(r)) is None or m.group(1).lower() not in skip
+        ]
         print("\n".join(reqs))
     else:
         print("\n".join(floors(dependencies(text))))

@@ -31,6 +31,7 @@ def _outside_code(text: str) -> str:
 
 def convert(text: str) -> str:
     """The Markdown reading of one docstring."""
+
     def role(m: re.Match[str]) -> str:
         target = m.group(2).strip()
         if m.group(1) == "~":

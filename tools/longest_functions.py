@@ -45,12 +45,14 @@ def main() -> None:
     rows = [row for f in files for row in functions(f, root)]
     rows.sort(key=lambda r: (-r[0], r[1]))
     print(f"longest functions under {root} ({len(rows)} functions):")
-    for length, where in rows[:args.most]:
+    for length, where in rows[: args.most]:
         print(f"{length:6d}  {where}")
-    sizes = sorted(((len(f.read_text(encoding="utf-8").splitlines()), f) for f in files),
-                   key=lambda r: (-r[0], str(r[1])))
+    sizes = sorted(
+        ((len(f.read_text(encoding="utf-8").splitlines()), f) for f in files),
+        key=lambda r: (-r[0], str(r[1])),
+    )
     print(f"longest modules under {root}:")
-    for n, f in sizes[:args.most]:
+    for n, f in sizes[: args.most]:
         print(f"{n:6d}  {f.relative_to(root)}")
 
 

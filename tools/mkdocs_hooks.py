@@ -88,9 +88,11 @@ def run_page(src_uri: str, text: str, workdir: Path) -> tuple[list[str], list[di
             except Exception as exc:
                 raise PluginError(
                     f"{src_uri}: python block {index} (line {line}) raised:\n"
-                    + "".join(traceback.format_exception(exc))) from exc
-            timings.append({"block": index, "line": line,
-                            "seconds": round(time.perf_counter() - start, 3)})
+                    + "".join(traceback.format_exception(exc))
+                ) from exc
+            timings.append(
+                {"block": index, "line": line, "seconds": round(time.perf_counter() - start, 3)}
+            )
             outputs.append(out.getvalue())
         finished = True
     finally:
@@ -120,8 +122,7 @@ def _close_stacks(src_uri: str, namespace: dict[str, Any], *, failed: bool) -> N
         return
     text = "".join("".join(traceback.format_exception(e)) for e in errors)
     if failed:
-        print(f"{src_uri}: stopping what the page started also raised:\n{text}",
-              file=sys.stderr)
+        print(f"{src_uri}: stopping what the page started also raised:\n{text}", file=sys.stderr)
         return
     raise PluginError(f"{src_uri}: stopping what the page started raised:\n{text}")
 

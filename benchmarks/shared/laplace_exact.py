@@ -29,8 +29,9 @@ from __future__ import annotations
 import mpmath as mp
 
 
-def laplace_composition_delta(mu: float, n: int, eps: float, *, peaks: int = 16,
-                              dps: int = 20) -> tuple[float, float]:
+def laplace_composition_delta(
+    mu: float, n: int, eps: float, *, peaks: int = 16, dps: int = 20
+) -> tuple[float, float]:
     """``(delta, error_bound)`` for ``n`` Laplace mechanisms of parameter ``mu`` at ``eps``.
 
     ``error_bound`` bounds the truncation of the integral (the quadrature itself runs at

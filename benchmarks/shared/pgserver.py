@@ -22,8 +22,9 @@ __all__ = ["temporary_postgres"]
 
 
 def _pg_bin() -> str:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(p.split("/")[4]))
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
+    )
     if found:
         return os.path.dirname(found[-1])
     initdb = shutil.which("initdb")
@@ -53,21 +54,63 @@ def temporary_postgres(max_connections: int = 60) -> Iterator[str]:
         pw = pwd.getpwnam("postgres")
         for path in (base, sock):
             os.chown(path, pw.pw_uid, pw.pw_gid)
-        prefix = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups",
-                  "--reset-env"]
+        prefix = [
+            "setpriv",
+            f"--reuid={pw.pw_uid}",
+            f"--regid={pw.pw_gid}",
+            "--init-groups",
+            "--reset-env",
+        ]
     port = _free_port()
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
     try:
-        subprocess.run([*prefix, f"{bindir}/initdb", "-D", data, "-U", "postgres", "-A",
-                        "trust", "-E", "UTF8", "--no-sync"], check=True, capture_output=True,
-                       env=env)
-        options = (f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 "
-                   f"-c max_connections={max_connections:d} -c shared_buffers=16MB")
-        subprocess.run([*prefix, f"{bindir}/pg_ctl", "-D", data, "-l", log, "-o", options,
-                        "-w", "-t", "60", "start"], check=True, capture_output=True, env=env)
+        subprocess.run(
+            [
+                *prefix,
+                f"{bindir}/initdb",
+                "-D",
+                data,
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        options = (
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 "
+            f"-c max_connections={max_connections:d} -c shared_buffers=16MB"
+        )
+        subprocess.run(
+            [
+                *prefix,
+                f"{bindir}/pg_ctl",
+                "-D",
+                data,
+                "-l",
+                log,
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         if os.path.exists(os.path.join(data, "postmaster.pid")):
-            subprocess.run([*prefix, f"{bindir}/pg_ctl", "-D", data, "-m", "fast", "-w",
-                            "stop"], capture_output=True, env=env)
+            subprocess.run(
+                [*prefix, f"{bindir}/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"],
+                capture_output=True,
+                env=env,
+            )
         shutil.rmtree(base, ignore_errors=True)

@@ -22,26 +22,32 @@ HTTP = httpx.Client(verify=False, timeout=30)
 
 def client(base: str, token: str | None = None) -> httpx.Client:
     """A client of ``base`` (with ``token`` as bearer)."""
-    return httpx.Client(base_url=base, verify=False, timeout=30,
-                        headers=bearer(token) if token else {})
+    return httpx.Client(
+        base_url=base, verify=False, timeout=30, headers=bearer(token) if token else {}
+    )
 
 
 COUNT_QUERY: dict[str, Any] = {
-    "builder": {"bound": {"max_partitions": 1, "max_rows_per_partition": 2},
-                "agg": {"n": {"kind": "count"}}},
-    "epsilon": 0.01, "delta": 1e-9,
+    "builder": {
+        "bound": {"max_partitions": 1, "max_rows_per_partition": 2},
+        "agg": {"n": {"kind": "count"}},
+    },
+    "epsilon": 0.01,
+    "delta": 1e-9,
 }
 
 
 def write_people(path: Path, rows: int = 2000, seed: int = 7) -> Path:
     """A small table: user_id (privacy unit), region, age, income."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "user_id": rng.integers(0, rows // 4, rows),
-        "region": rng.choice(["north", "south", "east", "west"], rows),
-        "age": rng.integers(18, 90, rows),
-        "income": rng.uniform(0, 100_000, rows),
-    })
+    frame = pd.DataFrame(
+        {
+            "user_id": rng.integers(0, rows // 4, rows),
+            "region": rng.choice(["north", "south", "east", "west"], rows),
+            "age": rng.integers(18, 90, rows),
+            "income": rng.uniform(0, 100_000, rows),
+        }
+    )
     frame.to_parquet(path, index=False)
     return path
 
@@ -92,8 +98,15 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def hammer(base: str, token: str, query: dict[str, Any], stop: threading.Event,
-           answered: list[str], codes: list[int], max_queries: int = 10**9) -> None:
+def hammer(
+    base: str,
+    token: str,
+    query: dict[str, Any],
+    stop: threading.Event,
+    answered: list[str],
+    codes: list[int],
+    max_queries: int = 10**9,
+) -> None:
     """Post ``query`` with ``token`` until ``stop``, a 403 (budget spent), ``max_queries`` or
     the service dies; appends each status to ``codes`` and each answered query id to
     ``answered``."""

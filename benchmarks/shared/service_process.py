@@ -19,8 +19,9 @@ def _harness() -> Any:
     for the benchmarks (this module is ``service_process`` or ``shared.service_process``)."""
     import importlib
 
-    return importlib.import_module(f"{__package__}.service_harness" if __package__
-                                   else "service_harness")
+    return importlib.import_module(
+        f"{__package__}.service_harness" if __package__ else "service_harness"
+    )
 
 
 def _warm() -> None:
@@ -51,13 +52,19 @@ def _warm() -> None:
         def execute(self, plan: Any) -> Any:
             raise AssertionError("not run in the forkserver")
 
-    session = dpa.Session(pd.DataFrame({"u": [1], "x": [1.0]}), privacy_unit="u",
-                          budget=Budget(epsilon=1.0, delta=1e-6), engine=_SchemaOnly())
-    q = session.query().bound(max_partitions=1, max_rows_per_partition=2).agg(
-        n=dpa.count(), m=dpa.mean("x", bounds=(0, 1)))
+    session = dpa.Session(
+        pd.DataFrame({"u": [1], "x": [1.0]}),
+        privacy_unit="u",
+        budget=Budget(epsilon=1.0, delta=1e-6),
+        engine=_SchemaOnly(),
+    )
+    q = (
+        session.query()
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 1)))
+    )
     q.summarize(epsilon=0.1, delta=1e-9)
-    compile_plan(q.prepare(epsilon=0.1, delta=1e-9).plan, {"u": "BIGINT", "x": "DOUBLE"},
-                 DUCKDB)
+    compile_plan(q.prepare(epsilon=0.1, delta=1e-9).plan, {"u": "BIGINT", "x": "DOUBLE"}, DUCKDB)
 
 
 _warm()
@@ -66,6 +73,7 @@ _warm()
 def serve(config: dict[str, Any], conn: Any, fsize: int | None = None) -> None:
     """Build the app, listen on a free loopback port, send the port to ``conn``, serve."""
     import uvicorn
+
     loopback_socket = _harness().loopback_socket
 
     from dpkit.service.app import ServiceConfig, create_app
@@ -78,8 +86,7 @@ def serve(config: dict[str, Any], conn: Any, fsize: int | None = None) -> None:
     app = create_app(ServiceConfig(**config))
     sock = loopback_socket()
     conn.send(sock.getsockname()[1])
-    uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off")).run(
-        sockets=[sock])
+    uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off")).run(sockets=[sock])
 
 
 _CTX: Any = None
@@ -93,8 +100,9 @@ def context() -> Any:
     return _CTX
 
 
-def start(config: dict[str, Any], fsize: int | None = None, timeout: float = 60.0,
-          wait: bool = True) -> tuple[Any, str]:
+def start(
+    config: dict[str, Any], fsize: int | None = None, timeout: float = 60.0, wait: bool = True
+) -> tuple[Any, str]:
     """Start a service process; return it and its base URL once it answers /healthz (with
     ``wait=False`` as soon as its socket listens: requests queue in the kernel's backlog)."""
     wait_healthy = _harness().wait_healthy
@@ -117,4 +125,3 @@ def stop(proc: Any) -> None:
     if proc.is_alive():
         proc.kill()
     proc.join(timeout=10)
-

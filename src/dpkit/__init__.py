@@ -58,22 +58,43 @@ __version__ = "0.1.0"
 _LAZY_NAMES: dict[str, str] = {
     "RandomSource": "dpkit.noise",
     **dict.fromkeys(
-        ("Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian", "ExponentialMechanism",
-         "ReportNoisyMax", "RandomizedResponse", "count_sensitivity", "bounded_sum_sensitivity",
-         "bounded_mean_sensitivity"),
-        "dpkit.mechanisms"),
-    **dict.fromkeys(
-        ("Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
+        (
+            "Laplace",
+            "Gaussian",
+            "DiscreteLaplace",
+            "DiscreteGaussian",
+            "ExponentialMechanism",
+            "ReportNoisyMax",
+            "RandomizedResponse",
+            "count_sensitivity",
+            "bounded_sum_sensitivity",
+            "bounded_mean_sensitivity",
+        ),
+        "dpkit.mechanisms",
+    ),
+    **dict.fromkeys(("Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
     # Aggregates keep their SQL names (count, sum, ...): use them qualified, as ``dpkit.sum``.
     **dict.fromkeys(
-        ("Session", "count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
-         "histogram", "long_form"),
-        "dpkit.analytics"),
+        (
+            "Session",
+            "count",
+            "count_distinct",
+            "sum",
+            "mean",
+            "variance",
+            "std",
+            "quantile",
+            "histogram",
+            "long_form",
+        ),
+        "dpkit.analytics",
+    ),
 }
 
 # Subpackages reachable as ``dpkit.<name>`` after a plain ``import dpkit``.
 _SUBMODULES = frozenset(
-    ("accounting", "analytics", "audit", "divergence", "fdp", "ldp", "mechanisms", "noise"))
+    ("accounting", "analytics", "audit", "divergence", "fdp", "ldp", "mechanisms", "noise")
+)
 
 # Every top-level name, eager or lazy, except the aggregate functions: ``from dpkit import *``
 # must not shadow the built-in sum.

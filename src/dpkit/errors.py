@@ -49,9 +49,19 @@ class BudgetExceededError(DPKitError):
     delta)`` it was given).
     """
 
-    def __init__(self, message: str = "", *, event: Any = None, count: int | None = None,
-                 requested: Any = None, remaining: Any = None, spent: Any = None,
-                 budget: Any = None, details: str | None = None, allowed: Any = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        event: Any = None,
+        count: int | None = None,
+        requested: Any = None,
+        remaining: Any = None,
+        spent: Any = None,
+        budget: Any = None,
+        details: str | None = None,
+        allowed: Any = None,
+    ) -> None:
         super().__init__(message)
         self.event = event
         self.count = count
@@ -105,9 +115,11 @@ class PredicateError(DPKitError, ValueError):
     """A row predicate uses a construct outside the allow-list, or does not parse."""
 
 
-_EXTREME = ("the {w} value is one person's own value and has no private answer. Ask for a "
-            "quantile instead, e.g. quantile(col, {q}, bounds=(lower, upper)); quantile(col, "
-            "{e}, bounds=...) estimates the {x} within the public bounds")
+_EXTREME = (
+    "the {w} value is one person's own value and has no private answer. Ask for a "
+    "quantile instead, e.g. quantile(col, {q}, bounds=(lower, upper)); quantile(col, "
+    "{e}, bounds=...) estimates the {x} within the public bounds"
+)
 
 
 #: Aggregates dpkit does not offer on purpose, with what to use instead.

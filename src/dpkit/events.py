@@ -301,6 +301,7 @@ def randomized_response_epsilon(p_truth: float, categories: int) -> float:
     above the exact value unless that value lies within about ``1e-57`` of a double.
     """
     from decimal import Decimal, localcontext
+
     p = Fraction(p_truth)
     if p == 1:
         return math.inf

@@ -7,8 +7,18 @@ import pytest
 
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
 
-CASES = [(1e-4, 1e-300), (3.8e-6, 1e-20), (0.01, 1e-200), (1.0, 1e-5), (1e-3, 1e-300),
-         (10.0, 1e-10), (0.1, 1e-6), (1e-5, 1e-50), (50.0, 1e-12), (0.5, 0.3)]
+CASES = [
+    (1e-4, 1e-300),
+    (3.8e-6, 1e-20),
+    (0.01, 1e-200),
+    (1.0, 1e-5),
+    (1e-3, 1e-300),
+    (10.0, 1e-10),
+    (0.1, 1e-6),
+    (1e-5, 1e-50),
+    (50.0, 1e-12),
+    (0.5, 0.3),
+]
 
 
 def _exact_delta(eps: float, mu: float) -> mpmath.mpf:

@@ -93,8 +93,10 @@ def test_float_up_and_down_bracket_libm_chains(x: float) -> None:
         (math.log(x), mpmath.log(mpmath.mpf(x))),
         (math.log1p(x), mpmath.log1p(mpmath.mpf(x))),
         (math.exp(-x) if x < 700 else 0.0, mpmath.exp(-mpmath.mpf(x))),
-        (math.log(math.expm1(1.0 / x)) if x > 1e-2 else 1.0 / x,
-         mpmath.log(mpmath.expm1(1 / mpmath.mpf(x))) if x > 1e-2 else 1 / mpmath.mpf(x)),
+        (
+            math.log(math.expm1(1.0 / x)) if x > 1e-2 else 1.0 / x,
+            mpmath.log(mpmath.expm1(1 / mpmath.mpf(x))) if x > 1e-2 else 1 / mpmath.mpf(x),
+        ),
     ):
         if computed == 0.0:  # exp underflow: 0 is a lower bound, float_up(0) is 0
             assert float_down(computed) <= exact

@@ -53,7 +53,8 @@ gaps = st.floats(min_value=0.0, max_value=1e300)
 
 @given(inner, gaps, gaps)
 def test_holds_above_returns_the_smallest_double_at_or_above_the_threshold(
-        t: float, gap_lo: float, gap_hi: float) -> None:
+    t: float, gap_lo: float, gap_hi: float
+) -> None:
     lo, hi = _bracket(t, gap_lo, gap_hi)
     calls: list[float] = []
 
@@ -70,22 +71,24 @@ def test_holds_above_returns_the_smallest_double_at_or_above_the_threshold(
 
 @given(inner, gaps, gaps)
 def test_holds_below_returns_the_largest_double_at_or_below_the_threshold(
-        t: float, gap_lo: float, gap_hi: float) -> None:
+    t: float, gap_lo: float, gap_hi: float
+) -> None:
     hi, lo = (-x for x in _bracket(-t, gap_hi, gap_lo))  # lo <= t < hi
     got = search(lambda x: x <= t, lo, hi, holds="below")
     assert got == t
     assert not math.nextafter(got, math.inf) <= t
 
 
-@given(st.integers(-10**30, 10**30), st.integers(1, 10**30), st.integers(1, 10**30))
+@given(st.integers(-(10**30), 10**30), st.integers(1, 10**30), st.integers(1, 10**30))
 def test_search_int_is_exact(t: int, below: int, above: int) -> None:
     assert search_int(lambda j: j >= t, t - below, t + above, holds="above") == t
     assert search_int(lambda j: j <= t, t - above, t + below, holds="below") == t
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=400), positive)
-def test_a_non_monotone_predicate_still_gets_a_certified_end(bits: list[bool],
-                                                             scale: float) -> None:
+def test_a_non_monotone_predicate_still_gets_a_certified_end(
+    bits: list[bool], scale: float
+) -> None:
     # Numerical noise can break monotonicity: the returned end is still one where ok held.
     def ok(x: float) -> bool:
         return x >= 1.0 or bits[float_key(x) % len(bits)]
@@ -139,8 +142,9 @@ def test_expand_down_holds_above_and_the_mirror() -> None:
     assert search(lambda x: x >= 0.003, 0.5, 1.0, holds="above", expand="down") == 0.003
     # every point down to the limit holds: the last evaluated one is returned
     assert search(lambda x: True, 0.5, 1.0, holds="above", expand="down", limit=0.1) == 0.125
-    assert search(lambda x: x <= -3.0 or x < 0.01, 0.5, 1.0, holds="below",
-                  expand="down") == math.nextafter(0.01, 0.0)
+    assert search(
+        lambda x: x <= -3.0 or x < 0.01, 0.5, 1.0, holds="below", expand="down"
+    ) == math.nextafter(0.01, 0.0)
     with pytest.raises(SearchError, match="nothing down to"):
         search(lambda x: False, 0.5, 1.0, holds="below", expand="down", limit=0.1)
 
@@ -162,12 +166,20 @@ def test_the_iteration_cap_raises_instead_of_looping() -> None:
         search_int(lambda j: False, 0, 1, holds="above", expand="up")
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"lo": 1.0, "hi": 1.0}, {"lo": 2.0, "hi": 1.0}, {"lo": math.nan, "hi": 1.0},
-    {"lo": 0.0, "hi": math.inf}, {"lo": 0.0, "hi": 1.0, "holds": "left"},
-    {"lo": 0.0, "hi": 1.0, "factor": 1.0}, {"lo": 0.0, "hi": 1.0, "rtol": -1.0},
-    {"lo": 0.0, "hi": 1.0, "expand": "down"}, {"lo": -2.0, "hi": 0.0, "expand": "up"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lo": 1.0, "hi": 1.0},
+        {"lo": 2.0, "hi": 1.0},
+        {"lo": math.nan, "hi": 1.0},
+        {"lo": 0.0, "hi": math.inf},
+        {"lo": 0.0, "hi": 1.0, "holds": "left"},
+        {"lo": 0.0, "hi": 1.0, "factor": 1.0},
+        {"lo": 0.0, "hi": 1.0, "rtol": -1.0},
+        {"lo": 0.0, "hi": 1.0, "expand": "down"},
+        {"lo": -2.0, "hi": 0.0, "expand": "up"},
+    ],
+)
 def test_bad_brackets_and_options_are_refused(kwargs: dict[str, object]) -> None:
     args: dict[str, object] = {"holds": "above"}
     args.update(kwargs)

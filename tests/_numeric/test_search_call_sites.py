@@ -27,8 +27,10 @@ def above(x: float) -> float:
 DELTAS = [1e-12, 1e-6, 1e-3, 0.2]
 
 
-@pytest.mark.parametrize("f", [fdp.gdp(mu=0.7), fdp.gdp(mu=3.0), fdp.laplace(mu=1.5),
-                               fdp.approx_dp(epsilon=1.0, delta=1e-4)])
+@pytest.mark.parametrize(
+    "f",
+    [fdp.gdp(mu=0.7), fdp.gdp(mu=3.0), fdp.laplace(mu=1.5), fdp.approx_dp(epsilon=1.0, delta=1e-4)],
+)
 @pytest.mark.parametrize("d", DELTAS)
 def test_tradeoff_epsilon(f: fdp.TradeOffFunction, d: float) -> None:
     e = f.epsilon(d)
@@ -111,8 +113,7 @@ def test_partition_selection_sigma_and_threshold(eps: float, delta: float, k: in
         _threshold_delta,
     )
 
-    m = GaussianPartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta,
-                                                      max_partitions=k)
+    m = GaussianPartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta, max_partitions=k)
     eps, delta = m.epsilon, m.delta  # calibrated to the pair it states (and is charged)
     assert eps is not None and delta is not None
     d_thr = down(Fraction(delta) * Fraction(0.5))

@@ -21,8 +21,19 @@ from dpkit._numeric.validation import (
 )
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-BAD_TYPES = [True, False, np.bool_(True), "1.0", 1 + 0j, None, [1.0], (1.0,), {"e": 1},
-             np.array([1.0, 2.0]), object()]
+BAD_TYPES = [
+    True,
+    False,
+    np.bool_(True),
+    "1.0",
+    1 + 0j,
+    None,
+    [1.0],
+    (1.0,),
+    {"e": 1},
+    np.array([1.0, 2.0]),
+    object(),
+]
 NON_FINITE = [math.nan, math.inf, -math.inf, np.float64("nan"), np.float32("inf")]
 
 
@@ -58,8 +69,12 @@ def test_accepts_numeric_types_and_returns_float() -> None:
 
 def test_probability_bounds_and_open_ends() -> None:
     assert check_probability(0.0) == 0.0 and check_probability(1.0) == 1.0
-    for bad, kw in ((0.0, {"open_low": True}), (1.0, {"open_high": True}), (1.0000001, {}),
-                    (math.nan, {})):
+    for bad, kw in (
+        (0.0, {"open_low": True}),
+        (1.0, {"open_high": True}),
+        (1.0000001, {}),
+        (math.nan, {}),
+    ):
         with pytest.raises(PrivacyParameterError):
             check_probability(bad, **kw)
 
@@ -102,8 +117,11 @@ def test_delta_accepts_exactly_unit_interval(x: float) -> None:
 def _scalar_checks() -> list[object]:
     from dpkit._numeric import validation
 
-    return [getattr(validation, n) for n in validation.__all__
-            if n.startswith("check_") and n != "check_bounds"]
+    return [
+        getattr(validation, n)
+        for n in validation.__all__
+        if n.startswith("check_") and n != "check_bounds"
+    ]
 
 
 def test_every_check_takes_value_then_name() -> None:
@@ -122,18 +140,37 @@ def test_every_check_takes_value_then_name() -> None:
 def test_the_name_given_second_appears_in_the_message() -> None:
     from dpkit._numeric.validation import check_finite, check_nonnegative, check_positive
 
-    for fn in (check_finite, check_positive, check_nonnegative, check_epsilon, check_delta,
-               check_mu, check_sensitivity, check_probability):
+    for fn in (
+        check_finite,
+        check_positive,
+        check_nonnegative,
+        check_epsilon,
+        check_delta,
+        check_mu,
+        check_sensitivity,
+        check_probability,
+    ):
         with pytest.raises(PrivacyParameterError, match="my_param"):
             fn(math.nan, "my_param")
     with pytest.raises(PrivacyParameterError, match="my_count"):
         check_integer(1.5, "my_count")
 
 
-@pytest.mark.parametrize("fn_name", ["check_finite", "check_positive", "check_nonnegative",
-                                     "check_epsilon", "check_delta", "check_mu",
-                                     "check_sensitivity", "check_probability", "check_integer",
-                                     "check_real_array"])
+@pytest.mark.parametrize(
+    "fn_name",
+    [
+        "check_finite",
+        "check_positive",
+        "check_nonnegative",
+        "check_epsilon",
+        "check_delta",
+        "check_mu",
+        "check_sensitivity",
+        "check_probability",
+        "check_integer",
+        "check_real_array",
+    ],
+)
 def test_a_call_in_the_old_order_fails_loudly(fn_name: str) -> None:
     from dpkit._numeric import validation
 
@@ -156,15 +193,22 @@ def test_real_array_accepts_and_copies() -> None:
     assert check_real_array([0.0, 1.0], "d", low=0.0, high=1.0).tolist() == [0.0, 1.0]
 
 
-@pytest.mark.parametrize(("values", "kwargs", "match"), [
-    ([], {}, "non-empty 1-d"), ([[1.0]], {}, "non-empty 1-d"), (1.0, {}, "non-empty 1-d"),
-    ([True, False], {}, "real numbers"), (["1"], {}, "real numbers"),
-    ([1 + 0j], {}, "real numbers"),
-    ([0.5, math.nan], {}, r"xs\[1\] must be finite"),
-    ([math.inf], {}, r"xs\[0\] must be finite"),
-    ([-1e-300], {"low": 0.0}, "out of range"), ([1.0 + 2**-52], {"high": 1.0}, "out of range"),
-    ([1.0], {"high": 1.0, "high_open": True}, "out of range"),
-])
+@pytest.mark.parametrize(
+    ("values", "kwargs", "match"),
+    [
+        ([], {}, "non-empty 1-d"),
+        ([[1.0]], {}, "non-empty 1-d"),
+        (1.0, {}, "non-empty 1-d"),
+        ([True, False], {}, "real numbers"),
+        (["1"], {}, "real numbers"),
+        ([1 + 0j], {}, "real numbers"),
+        ([0.5, math.nan], {}, r"xs\[1\] must be finite"),
+        ([math.inf], {}, r"xs\[0\] must be finite"),
+        ([-1e-300], {"low": 0.0}, "out of range"),
+        ([1.0 + 2**-52], {"high": 1.0}, "out of range"),
+        ([1.0], {"high": 1.0, "high_open": True}, "out of range"),
+    ],
+)
 def test_real_array_refuses(values: object, kwargs: dict[str, object], match: str) -> None:
     from dpkit._numeric.validation import check_real_array
 

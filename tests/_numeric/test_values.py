@@ -62,11 +62,24 @@ def test_python_ints_of_any_size_are_released(mech: Any, values: list[int]) -> N
     assert np.all(np.isfinite(out))
 
 
-@pytest.mark.parametrize("value", [Fraction(10**400), Fraction(-(10**400), 3), Fraction(1, 3),
-                                   Decimal("sNaN"), Decimal("NaN"), Decimal("-Infinity"),
-                                   Decimal("1e999999999"), Decimal("-1e-999999999"),
-                                   Decimal("0.1"), np.longdouble(2) ** 70, 2**2000, 0.5],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [
+        Fraction(10**400),
+        Fraction(-(10**400), 3),
+        Fraction(1, 3),
+        Decimal("sNaN"),
+        Decimal("NaN"),
+        Decimal("-Infinity"),
+        Decimal("1e999999999"),
+        Decimal("-1e-999999999"),
+        Decimal("0.1"),
+        np.longdouble(2) ** 70,
+        2**2000,
+        0.5,
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("mech", REAL, ids=lambda m: type(m).__name__)
 def test_rational_scalars_are_released_as_floats(mech: Any, value: Any) -> None:
     out = mech.release(value, source=src())
@@ -87,15 +100,32 @@ def test_decimal_and_fraction_special_values_follow_the_rules() -> None:
     assert same(Decimal("0.5"), 0.5) and same(Fraction(1, 2), 0.5)
 
 
-REFUSED_SCALARS: list[Any] = ["1.5", "abc", "", b"1", 1 + 2j, complex(1, 0), [1, "a"],
-                              np.datetime64("2020-01-01"), np.timedelta64(3, "D"),
-                              datetime.date(2020, 1, 1), {1, 2}, {"a": 1}, object()]
+REFUSED_SCALARS: list[Any] = [
+    "1.5",
+    "abc",
+    "",
+    b"1",
+    1 + 2j,
+    complex(1, 0),
+    [1, "a"],
+    np.datetime64("2020-01-01"),
+    np.timedelta64(3, "D"),
+    datetime.date(2020, 1, 1),
+    {1, 2},
+    {"a": 1},
+    object(),
+]
 REFUSED_ARRAYS: list[Any] = [
-    np.array(["1.5"], dtype=object), np.array(["abc"], dtype=object),
+    np.array(["1.5"], dtype=object),
+    np.array(["abc"], dtype=object),
     np.array(["1.5", "abc"]),
-    np.array([1 + 0j, 2 + 0j]), np.array(["2020-01-01"], dtype="datetime64[D]"),
-    np.array([1, 2], dtype="timedelta64[s]"), np.zeros(2, dtype=[("a", "f8")]),
-    [[1, 2], [3]], [1.0, "2"], [[1.0], [2.0, 3.0]],
+    np.array([1 + 0j, 2 + 0j]),
+    np.array(["2020-01-01"], dtype="datetime64[D]"),
+    np.array([1, 2], dtype="timedelta64[s]"),
+    np.zeros(2, dtype=[("a", "f8")]),
+    [[1, 2], [3]],
+    [1.0, "2"],
+    [[1.0], [2.0, 3.0]],
 ]
 
 
@@ -106,10 +136,21 @@ def test_refused_types_raise_a_dpkit_error_naming_values(mech: Any, values: Any)
         mech.release(values, source=src())
 
 
-@pytest.mark.parametrize("values", [np.array([0.5, 1.5]), np.array([1.0, 2.0]),
-                                    np.array([np.nan]), np.float32(1.0), 1.0, [1, 2.0],
-                                    [Fraction(1)], [Decimal(1)], np.array([1.0], np.longdouble)],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([0.5, 1.5]),
+        np.array([1.0, 2.0]),
+        np.array([np.nan]),
+        np.float32(1.0),
+        1.0,
+        [1, 2.0],
+        [Fraction(1)],
+        [Decimal(1)],
+        np.array([1.0], np.longdouble),
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("mech", [*INTEGER, RR], ids=lambda m: type(m).__name__)
 def test_integer_mechanisms_refuse_floats_by_type(mech: Any, values: Any) -> None:
     # 0.5 and 1.5 would round (half to even) to 0 and 2: two apart for neighbours one apart.
@@ -134,8 +175,11 @@ _reals = st.one_of(
     st.builds(Fraction, _big_ints, st.integers(1, 2**1100)),
     st.decimals(allow_nan=True, allow_infinity=True),
     # built from a string: exact, beyond any decimal context's exponent range
-    st.builds(lambda m, e: Decimal(f"{m}E{e}"), st.integers(-(10**30), 10**30),
-              st.integers(-(10**9), 10**9)),
+    st.builds(
+        lambda m, e: Decimal(f"{m}E{e}"),
+        st.integers(-(10**30), 10**30),
+        st.integers(-(10**9), 10**9),
+    ),
     st.just(Decimal("sNaN")),
     st.booleans(),
 )
@@ -158,10 +202,26 @@ def test_any_list_of_integers_is_released_by_the_integer_mechanisms(values: list
 
 
 @settings(max_examples=100, deadline=None)
-@given(dtype=st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
-                              np.uint32, np.uint64, np.float16, np.float32, np.float64,
-                              np.longdouble, np.bool_]),
-       data=st.data())
+@given(
+    dtype=st.sampled_from(
+        [
+            np.int8,
+            np.int16,
+            np.int32,
+            np.int64,
+            np.uint8,
+            np.uint16,
+            np.uint32,
+            np.uint64,
+            np.float16,
+            np.float32,
+            np.float64,
+            np.longdouble,
+            np.bool_,
+        ]
+    ),
+    data=st.data(),
+)
 def test_every_numeric_dtype_is_released_whatever_its_values(dtype: Any, data: Any) -> None:
     from hypothesis.extra import numpy as hnp
 
@@ -228,7 +288,9 @@ def test_scalars_give_scalars() -> None:
 
 
 def test_importing_and_releasing_does_not_import_pandas() -> None:
-    code = ("import sys, numpy as np\nfrom dpkit.mechanisms import Laplace\n"
-            "Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0).release([1.0, 2])\n"
-            "assert 'pandas' not in sys.modules, 'pandas imported'\n")
+    code = (
+        "import sys, numpy as np\nfrom dpkit.mechanisms import Laplace\n"
+        "Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0).release([1.0, 2])\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

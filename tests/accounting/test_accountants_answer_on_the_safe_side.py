@@ -20,8 +20,9 @@ def test_parallel_composition_under_replace_uses_group_privacy() -> None:
     # A replacement inside one part is a removal plus an addition: 2 eps, (1 + e^eps) delta.
     eps, delta = parallel_composition(epsilons=[1.0, 0.0], neighbouring="replace")
     assert eps >= 2.0
-    eps, delta = parallel_composition(epsilons=[1.0, 1.0], deltas=[1e-6, 0.0],
-                                      neighbouring="replace")
+    eps, delta = parallel_composition(
+        epsilons=[1.0, 1.0], deltas=[1e-6, 0.0], neighbouring="replace"
+    )
     assert eps >= 2.0 and delta >= (1 + math.e) * 1e-6
     assert parallel_composition(epsilons=[1.0, 0.5], neighbouring="add_remove") == (1.0, 0.0)
 
@@ -31,10 +32,14 @@ def test_optimal_composition_delta_compares_exactly() -> None:
     got = optimal_composition_delta(epsilon=0.1, count=10, target_epsilon=1.0)
     mpmath.mp.dps = 60
     eps, k, t = mpmath.mpf(0.1), 10, mpmath.mpf(1.0)
-    exact = sum(
-        mpmath.binomial(k, j) * (mpmath.e ** ((k - j) * eps) - mpmath.e ** (t + j * eps))
-        for j in range(k + 1) if (k - 2 * j) * eps > t
-    ) / (1 + mpmath.e ** eps) ** k
+    exact = (
+        sum(
+            mpmath.binomial(k, j) * (mpmath.e ** ((k - j) * eps) - mpmath.e ** (t + j * eps))
+            for j in range(k + 1)
+            if (k - 2 * j) * eps > t
+        )
+        / (1 + mpmath.e**eps) ** k
+    )
     assert exact > 0 and got >= exact
 
 

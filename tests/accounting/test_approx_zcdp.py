@@ -69,12 +69,22 @@ def _snapshot(b: Budget) -> tuple[object, ...]:
 def test_event_validates_and_round_trips() -> None:
     ev = ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23)
     assert event_from_json(event_to_json(ev)) == ev
-    assert json.loads(event_to_json(ev)) == {"type": "approx_zcdp", "rho": 0.125,
-                                              "delta": 1e-7, "pmf_slack": 2.0**-23}
-    for bad in ({"rho": math.nan, "delta": 1e-7}, {"rho": -1.0, "delta": 1e-7},
-                {"rho": math.inf, "delta": 1e-7}, {"rho": 0.1, "delta": 1.0},
-                {"rho": 0.1, "delta": -1e-9}, {"rho": 0.1, "delta": math.nan},
-                {"rho": 0.1, "delta": 1e-7, "pmf_slack": -1.0}, {"rho": "0.1", "delta": 1e-7}):
+    assert json.loads(event_to_json(ev)) == {
+        "type": "approx_zcdp",
+        "rho": 0.125,
+        "delta": 1e-7,
+        "pmf_slack": 2.0**-23,
+    }
+    for bad in (
+        {"rho": math.nan, "delta": 1e-7},
+        {"rho": -1.0, "delta": 1e-7},
+        {"rho": math.inf, "delta": 1e-7},
+        {"rho": 0.1, "delta": 1.0},
+        {"rho": 0.1, "delta": -1e-9},
+        {"rho": 0.1, "delta": math.nan},
+        {"rho": 0.1, "delta": 1e-7, "pmf_slack": -1.0},
+        {"rho": "0.1", "delta": 1e-7},
+    ):
         with pytest.raises(PrivacyParameterError):
             ApproxZCdpEvent(**bad)  # type: ignore[arg-type]
         with pytest.raises(SerializationError):
@@ -83,8 +93,7 @@ def test_event_validates_and_round_trips() -> None:
 
 def test_other_accountants_refuse_approximate_zcdp() -> None:
     ev = ApproxZCdpEvent(rho=0.1, delta=1e-9)
-    for acct in (PureDpAccountant(), ApproxDpAccountant(), RdpAccountant(),
-                 ExactGdpAccountant()):
+    for acct in (PureDpAccountant(), ApproxDpAccountant(), RdpAccountant(), ExactGdpAccountant()):
         with pytest.raises(UnsupportedEventError):
             acct.compose(ev)
     for method in ("basic", "rdp", "gdp"):
@@ -97,16 +106,28 @@ def test_other_accountants_refuse_approximate_zcdp() -> None:
 # --------------------------------------------------------------------------- accountant
 def test_costs_are_exact() -> None:
     assert approx_zcdp_cost_of(ApproxZCdpEvent(rho=0.25, delta=1e-7, pmf_slack=2.0**-23)) == (
-        Fraction(1, 4), Fraction(2.0**-23), Fraction(1e-7))
+        Fraction(1, 4),
+        Fraction(2.0**-23),
+        Fraction(1e-7),
+    )
     # (eps, delta)-DP is delta-approximately eps^2/2-zCDP
     assert approx_zcdp_cost_of(ApproxDpEvent(epsilon=0.5, delta=1e-9)) == (
-        Fraction(1, 8), Fraction(0), Fraction(1e-9))
+        Fraction(1, 8),
+        Fraction(0),
+        Fraction(1e-9),
+    )
     assert approx_zcdp_cost_of(ZCdpEvent(rho=0.5)) == (Fraction(1, 2), Fraction(0), Fraction(0))
-    both = ComposedEvent(events=(ApproxZCdpEvent(rho=0.1, delta=1e-8),
-                                 SelfComposedEvent(event=ApproxDpEvent(epsilon=0.1, delta=3e-9),
-                                                   count=7)))
-    assert approx_zcdp_cost_of(both) == (Fraction(0.1) + 7 * Fraction(0.1) ** 2 / 2, Fraction(0),
-                                         Fraction(1e-8) + 7 * Fraction(3e-9))
+    both = ComposedEvent(
+        events=(
+            ApproxZCdpEvent(rho=0.1, delta=1e-8),
+            SelfComposedEvent(event=ApproxDpEvent(epsilon=0.1, delta=3e-9), count=7),
+        )
+    )
+    assert approx_zcdp_cost_of(both) == (
+        Fraction(0.1) + 7 * Fraction(0.1) ** 2 / 2,
+        Fraction(0),
+        Fraction(1e-8) + 7 * Fraction(3e-9),
+    )
 
 
 def test_accountant_adds_rho_and_delta_exactly() -> None:
@@ -121,11 +142,18 @@ def test_accountant_adds_rho_and_delta_exactly() -> None:
     assert pure.get_epsilon(1e-6) == zcdp_epsilon(0.3, 1e-6)
 
 
-@pytest.mark.parametrize(("rho", "d_spent", "eps"), [
-    (0.05, 1e-8, 1.0), (0.5, 1e-7, 3.0), (2.0, 3e-9, 8.0), (0.01, 2e-6, 0.5),
-])
-def test_delta_matches_mpmath_plus_the_approximate_delta(rho: float, d_spent: float,
-                                                         eps: float) -> None:
+@pytest.mark.parametrize(
+    ("rho", "d_spent", "eps"),
+    [
+        (0.05, 1e-8, 1.0),
+        (0.5, 1e-7, 3.0),
+        (2.0, 3e-9, 8.0),
+        (0.01, 2e-6, 0.5),
+    ],
+)
+def test_delta_matches_mpmath_plus_the_approximate_delta(
+    rho: float, d_spent: float, eps: float
+) -> None:
     acct = ZCdpAccountant().compose(ApproxZCdpEvent(rho=rho, delta=d_spent))
     got = acct.get_delta(eps)
     ref = _mp_delta(rho, eps) + mpmath.mpf(d_spent)
@@ -133,11 +161,17 @@ def test_delta_matches_mpmath_plus_the_approximate_delta(rho: float, d_spent: fl
     assert got <= ref * (1 + 1e-6)  # and tight
 
 
-@pytest.mark.parametrize(("rho", "d_spent", "delta"), [
-    (0.05, 1e-8, 1e-6), (0.5, 4e-7, 1e-6), (2.0, 3e-9, 1e-5),
-])
-def test_epsilon_is_the_conversion_at_the_remaining_delta(rho: float, d_spent: float,
-                                                         delta: float) -> None:
+@pytest.mark.parametrize(
+    ("rho", "d_spent", "delta"),
+    [
+        (0.05, 1e-8, 1e-6),
+        (0.5, 4e-7, 1e-6),
+        (2.0, 3e-9, 1e-5),
+    ],
+)
+def test_epsilon_is_the_conversion_at_the_remaining_delta(
+    rho: float, d_spent: float, delta: float
+) -> None:
     acct = ZCdpAccountant().compose(ApproxZCdpEvent(rho=rho, delta=d_spent))
     eps = acct.get_epsilon(delta)
     # the epsilon certifies delta: exact delta_rho(eps) + d_spent <= delta (mpmath)
@@ -163,8 +197,9 @@ def test_default_allowance_is_half_of_delta_and_the_whole_budget_is_certified() 
     a_max = b.pmf_slack_allowance
     assert b.native_budget is not None and a_max is not None
     # e^A delta_rho_max(eps - 2A) + delta_max <= delta, in high precision
-    total = (mpmath.exp(a_max) * _mp_delta(b.native_budget, 3.0 - 2 * a_max)
-             + mpmath.mpf(b.approx_delta_allowance))
+    total = mpmath.exp(a_max) * _mp_delta(b.native_budget, 3.0 - 2 * a_max) + mpmath.mpf(
+        b.approx_delta_allowance
+    )
     assert total <= mpmath.mpf(1e-6)
     assert Budget(rho=0.5).approx_delta_allowance == 0.0
     assert Budget(epsilon=3.0, delta=1e-6).approx_delta_allowance is None
@@ -198,8 +233,9 @@ def test_spent_is_the_conversion_at_the_remaining_delta() -> None:
     assert b.spent_native == pytest.approx(0.15, rel=1e-12)
     assert b.spent_delta_exact == 5 * Fraction(5e-8)
     eps, dlt = b.spent
-    assert eps == approx_epsilon(5 * Fraction(0.01) + 5 * Fraction(0.02), Fraction(0),
-                                 5 * Fraction(5e-8), 1e-6)
+    assert eps == approx_epsilon(
+        5 * Fraction(0.01) + 5 * Fraction(0.02), Fraction(0), 5 * Fraction(5e-8), 1e-6
+    )
     assert eps == pytest.approx(zcdp_epsilon(0.15, 1e-6 - 2.5e-7), rel=1e-9)
     assert dlt <= 1e-6
     share = b.split(5)
@@ -216,9 +252,15 @@ def test_black_box_pairs_are_charged_as_approximate_zcdp() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["z", "az", "pair", "dg"]),
-                          st.floats(1e-4, 0.3), st.floats(0.0, 3e-7)),
-                min_size=1, max_size=25))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["z", "az", "pair", "dg"]), st.floats(1e-4, 0.3), st.floats(0.0, 3e-7)
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
 def test_filter_never_overspends(charges: list[tuple[str, float, float]]) -> None:
     b = Budget(epsilon=2.0, delta=1e-6, method="zcdp")
     assert b.native_budget is not None and b.approx_delta_allowance is not None
@@ -267,8 +309,10 @@ def test_json_round_trip_and_version_2_data() -> None:
     del old["neighbouring"]  # (version 4 field)
     v2 = Budget.from_json(json.dumps(old))
     assert v2.approx_delta_allowance == 0.0
-    assert v2.native_budget == Budget(epsilon=3.0, delta=1e-6, method="zcdp",
-                                      approx_delta_allowance=0.0).native_budget
+    assert (
+        v2.native_budget
+        == Budget(epsilon=3.0, delta=1e-6, method="zcdp", approx_delta_allowance=0.0).native_budget
+    )
     # a ledger over the allowance is refused on load
     data = json.loads(b.to_json())
     data["approx_delta_allowance"] = 1e-8

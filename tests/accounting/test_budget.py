@@ -445,8 +445,11 @@ def test_rdp_budget_reports_a_positive_delta() -> None:
 def test_refused_charge_says_what_it_would_have_cost() -> None:
     budget = Budget(epsilon=1.0)
     budget.charge(epsilon=0.75)
-    with pytest.raises(BudgetExceededError, match=r"^This charge needs epsilon 0\.5 but "
-                                                 r"only epsilon 0\.25 is left"):
+    with pytest.raises(
+        BudgetExceededError,
+        match=r"^This charge needs epsilon 0\.5 but "
+        r"only epsilon 0\.25 is left",
+    ):
         budget.charge(LaplaceEvent(noise_multiplier=2.0))
     assert budget.spent == (0.75, 0.0)
     cost = budget.cost_of(LaplaceEvent(noise_multiplier=2.0), count=2)
@@ -455,9 +458,16 @@ def test_refused_charge_says_what_it_would_have_cost() -> None:
 
 
 def test_version_one_json_is_still_read() -> None:
-    old = json.dumps({
-        "format": "dpkit.budget", "version": 1, "epsilon": 1.0, "delta": 0.0,
-        "mode": "filter", "method": "basic", "rdp_order": None,
-        "ledger": [{"event": event_to_dict(PureDpEvent(epsilon=0.5)), "count": 1}],
-    })
+    old = json.dumps(
+        {
+            "format": "dpkit.budget",
+            "version": 1,
+            "epsilon": 1.0,
+            "delta": 0.0,
+            "mode": "filter",
+            "method": "basic",
+            "rdp_order": None,
+            "ledger": [{"event": event_to_dict(PureDpEvent(epsilon=0.5)), "count": 1}],
+        }
+    )
     assert Budget.from_json(old).spent == (0.5, 0.0)

@@ -106,8 +106,9 @@ def _spent(event: DpEvent, **kwargs: Any) -> Budget:
         (ApproxDpEvent(epsilon=0.25, delta=0.0), Fraction(0.25)),
     ],
 )
-def test_pure_group_privacy_doubles_epsilon_exactly(event: DpEvent,
-                                                    add_remove_eps: Fraction) -> None:
+def test_pure_group_privacy_doubles_epsilon_exactly(
+    event: DpEvent, add_remove_eps: Fraction
+) -> None:
     ar = _spent(event, epsilon=10.0)
     re = _spent(event, epsilon=10.0, neighbouring="replace")
     assert ar.spent_epsilon_exact == add_remove_eps
@@ -123,16 +124,16 @@ def test_a_replace_one_event_keeps_its_epsilon_under_replace() -> None:
     assert _spent(lap, epsilon=10.0, neighbouring="replace").spent_epsilon_exact == Fraction(1, 2)
     # randomized response declared add/remove is charged 2 eps under replace (group privacy)
     rr_ar = RandomizedResponseEvent(p_truth=0.75, neighbouring=AR)
-    assert _spent(rr_ar, epsilon=10.0, neighbouring="replace").spent_epsilon_exact == (
-        2 * rr_eps)
+    assert _spent(rr_ar, epsilon=10.0, neighbouring="replace").spent_epsilon_exact == (2 * rr_eps)
     assert _spent(rr_ar, epsilon=10.0).spent_epsilon_exact == rr_eps
 
 
 @pytest.mark.parametrize("eps", [0.01, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3])
 def test_approx_group_privacy_matches_mpmath(eps: float, delta: float) -> None:
-    b = _spent(ApproxDpEvent(epsilon=eps, delta=delta), epsilon=20.0, delta=0.5,
-               neighbouring="replace")
+    b = _spent(
+        ApproxDpEvent(epsilon=eps, delta=delta), epsilon=20.0, delta=0.5, neighbouring="replace"
+    )
     assert b.spent_epsilon_exact == 2 * Fraction(eps)
     mpmath.mp.dps = 50
     exact = (1 + mpmath.exp(mpmath.mpf(eps))) * mpmath.mpf(delta)
@@ -141,12 +142,15 @@ def test_approx_group_privacy_matches_mpmath(eps: float, delta: float) -> None:
     assert mpmath.mpf(got) <= exact * (1 + mpmath.mpf(2) ** -45)  # and within a few ulps
     # one home for the formula: parallel composition of one part under replace agrees
     assert parallel_composition(epsilons=[eps], deltas=[delta], neighbouring="replace") == (
-        b.spent[0], got)
+        b.spent[0],
+        got,
+    )
 
 
 def test_approx_group_privacy_with_a_vacuous_delta_is_non_private() -> None:
-    b = _spent(ApproxDpEvent(epsilon=5.0, delta=0.01), epsilon=20.0, delta=0.5,
-               neighbouring="replace")
+    b = _spent(
+        ApproxDpEvent(epsilon=5.0, delta=0.01), epsilon=20.0, delta=0.5, neighbouring="replace"
+    )
     assert b.spent[0] == math.inf  # (1 + e^5) * 0.01 > 1: no guarantee left
     f = Budget(epsilon=20.0, delta=0.5, neighbouring="replace")
     with pytest.raises(BudgetExceededError):
@@ -154,9 +158,11 @@ def test_approx_group_privacy_with_a_vacuous_delta_is_non_private() -> None:
 
 
 def test_zcdp_group_privacy_is_four_rho() -> None:
-    for ev, rho in [(ZCdpEvent(rho=0.01), Fraction(0.01)),
-                    (GaussianEvent(noise_multiplier=2.0), Fraction(1, 8)),
-                    (DiscreteGaussianEvent(sigma=3.0, sensitivity=1), Fraction(1, 18))]:
+    for ev, rho in [
+        (ZCdpEvent(rho=0.01), Fraction(0.01)),
+        (GaussianEvent(noise_multiplier=2.0), Fraction(1, 8)),
+        (DiscreteGaussianEvent(sigma=3.0, sensitivity=1), Fraction(1, 18)),
+    ]:
         ar = Budget(rho=1.0, mode="odometer")
         re = Budget(rho=1.0, mode="odometer", neighbouring="replace")
         ar.charge(ev)
@@ -195,13 +201,18 @@ def test_approx_zcdp_and_poisson_sampling_are_refused_under_replace() -> None:
 def test_composite_events_are_restated_leaf_by_leaf() -> None:
     lap = LaplaceEvent(noise_multiplier=4.0)  # 0.25 add/remove
     rr = RandomizedResponseEvent(p_truth=0.75)  # ln 3, replace-one
-    for ev in (ComposedEvent(events=(lap, rr)),
-               SelfComposedEvent(event=ComposedEvent(events=(rr,)), count=2),
-               PoissonSampledEvent(sampling_rate=0.5, event=rr)):
+    for ev in (
+        ComposedEvent(events=(lap, rr)),
+        SelfComposedEvent(event=ComposedEvent(events=(rr,)), count=2),
+        PoissonSampledEvent(sampling_rate=0.5, event=rr),
+    ):
         with pytest.raises(UnsupportedEventError, match="replace-one"):
             Budget(epsilon=10.0).charge(ev)
-    b = _spent(SelfComposedEvent(event=ComposedEvent(events=(lap, rr)), count=3),
-               epsilon=10.0, neighbouring="replace")
+    b = _spent(
+        SelfComposedEvent(event=ComposedEvent(events=(lap, rr)), count=3),
+        epsilon=10.0,
+        neighbouring="replace",
+    )
     rr_eps = pure_epsilon_of(rr)
     assert isinstance(rr_eps, Fraction)
     assert b.spent_epsilon_exact == 3 * (Fraction(1, 2) + rr_eps)
@@ -219,14 +230,25 @@ def test_basic_budgets_read_gaussians_after_restating() -> None:
 
 # ---------------------------------------------------------------- the invariant
 _EVENTS = st.one_of(
-    st.builds(LaplaceEvent, noise_multiplier=st.floats(0.5, 20.0),
-              neighbouring=st.sampled_from([AR, RE])),
-    st.builds(DiscreteLaplaceEvent, scale=st.floats(0.5, 20.0),
-              sensitivity=st.integers(1, 4), neighbouring=st.sampled_from([AR, RE])),
-    st.builds(ExponentialMechanismEvent, epsilon=st.floats(0.01, 2.0),
-              neighbouring=st.sampled_from([AR, RE])),
-    st.builds(RandomizedResponseEvent, p_truth=st.floats(0.5, 0.95),
-              neighbouring=st.sampled_from([AR, RE])),
+    st.builds(
+        LaplaceEvent, noise_multiplier=st.floats(0.5, 20.0), neighbouring=st.sampled_from([AR, RE])
+    ),
+    st.builds(
+        DiscreteLaplaceEvent,
+        scale=st.floats(0.5, 20.0),
+        sensitivity=st.integers(1, 4),
+        neighbouring=st.sampled_from([AR, RE]),
+    ),
+    st.builds(
+        ExponentialMechanismEvent,
+        epsilon=st.floats(0.01, 2.0),
+        neighbouring=st.sampled_from([AR, RE]),
+    ),
+    st.builds(
+        RandomizedResponseEvent,
+        p_truth=st.floats(0.5, 0.95),
+        neighbouring=st.sampled_from([AR, RE]),
+    ),
     st.builds(PureDpEvent, epsilon=st.floats(0.0, 2.0)),
 )
 
@@ -247,10 +269,14 @@ def _reference(ev: DpEvent) -> tuple[Any, Neighbouring]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(events=st.lists(_EVENTS, max_size=12), total=st.floats(0.1, 6.0),
-       relation=st.sampled_from(["add_remove", "replace"]))
+@given(
+    events=st.lists(_EVENTS, max_size=12),
+    total=st.floats(0.1, 6.0),
+    relation=st.sampled_from(["add_remove", "replace"]),
+)
 def test_a_budget_never_accepts_more_than_its_total_under_its_relation(
-        events: list[DpEvent], total: float, relation: str) -> None:
+    events: list[DpEvent], total: float, relation: str
+) -> None:
     mpmath.mp.dps = 60
     budget = Budget(epsilon=total, neighbouring=relation)
     spent = mpmath.mpf(0)
@@ -269,10 +295,14 @@ def test_a_budget_never_accepts_more_than_its_total_under_its_relation(
 
 
 @settings(max_examples=100, deadline=None)
-@given(pairs=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1e-3)), max_size=8),
-       total_eps=st.floats(0.5, 5.0), total_delta=st.floats(1e-6, 1e-2))
+@given(
+    pairs=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1e-3)), max_size=8),
+    total_eps=st.floats(0.5, 5.0),
+    total_delta=st.floats(1e-6, 1e-2),
+)
 def test_a_replace_budget_never_accepts_more_delta_than_group_privacy_allows(
-        pairs: list[tuple[float, float]], total_eps: float, total_delta: float) -> None:
+    pairs: list[tuple[float, float]], total_eps: float, total_delta: float
+) -> None:
     mpmath.mp.dps = 60
     budget = Budget(epsilon=total_eps, delta=total_delta, neighbouring="replace")
     e_sum, d_sum = mpmath.mpf(0), mpmath.mpf(0)
@@ -310,12 +340,19 @@ def test_the_relation_is_keyword_only_and_defaults_to_add_remove() -> None:
 
 
 def test_json_round_trip_keeps_the_relation() -> None:
-    for kwargs in ({"epsilon": 3.0}, {"epsilon": 3.0, "delta": 1e-6},
-                   {"epsilon": 3.0, "delta": 1e-6, "method": "zcdp"}, {"mu": 2.0}):
+    for kwargs in (
+        {"epsilon": 3.0},
+        {"epsilon": 3.0, "delta": 1e-6},
+        {"epsilon": 3.0, "delta": 1e-6, "method": "zcdp"},
+        {"mu": 2.0},
+    ):
         for relation in ("add_remove", "replace"):
             b = Budget(neighbouring=relation, **kwargs)
-            b.charge(LaplaceEvent(noise_multiplier=8.0) if b.kind != "gdp"
-                     else GaussianEvent(noise_multiplier=8.0))
+            b.charge(
+                LaplaceEvent(noise_multiplier=8.0)
+                if b.kind != "gdp"
+                else GaussianEvent(noise_multiplier=8.0)
+            )
             data = json.loads(b.to_json())
             assert data["version"] == 4 and data["neighbouring"] == relation
             back = Budget.from_json(b.to_json())
@@ -335,13 +372,31 @@ def test_version_3_data_loads_as_add_remove() -> None:
     data = json.loads(Budget(epsilon=2.0, delta=1e-6).to_json())
     data["version"] = 3
     del data["neighbouring"]
-    data["ledger"] = [{"event": {"type": "laplace", "noise_multiplier": 2.0,
-                                 "neighbouring": "add_remove", "pmf_slack": 0.0}, "count": 2}]
+    data["ledger"] = [
+        {
+            "event": {
+                "type": "laplace",
+                "noise_multiplier": 2.0,
+                "neighbouring": "add_remove",
+                "pmf_slack": 0.0,
+            },
+            "count": 2,
+        }
+    ]
     old = Budget.from_json(json.dumps(data))
     assert old.neighbouring is AR and old.spent == (1.0, 0.0)
     # a version-3 ledger that mixed relations no longer replays
-    data["ledger"].append({"event": {"type": "randomized_response", "p_truth": 0.6,
-                                     "categories": 2, "neighbouring": "replace"}, "count": 1})
+    data["ledger"].append(
+        {
+            "event": {
+                "type": "randomized_response",
+                "p_truth": 0.6,
+                "categories": 2,
+                "neighbouring": "replace",
+            },
+            "count": 1,
+        }
+    )
     with pytest.raises(SerializationError, match="replayed"):
         Budget.from_json(json.dumps(data))
 
@@ -359,15 +414,22 @@ def test_a_session_refuses_a_replace_budget_and_keeps_add_remove_working() -> No
         dpa.Session(df, privacy_unit="uid", budget=budget)
     assert budget.ledger == ()
     ok = Budget(epsilon=1.0)
-    session = dpa.Session(df, privacy_unit="uid", budget=ok,
-                          source_of_randomness=RandomSource(seed=1, insecure=True))
-    (session.query().group_by("region", keys=["a", "b"])
-     .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()).run(epsilon=0.5))
+    session = dpa.Session(
+        df, privacy_unit="uid", budget=ok, source_of_randomness=RandomSource(seed=1, insecure=True)
+    )
+    (
+        session.query()
+        .group_by("region", keys=["a", "b"])
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+        .run(epsilon=0.5)
+    )
     assert 0.0 < ok.spent[0] <= 0.5
 
 
 def test_the_invariant_check_catches_a_budget_that_mixes_relations(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import dpkit.accounting._budget.filter as budget_module
 
     # the budget as it was before relations were enforced: events read as given

@@ -251,8 +251,9 @@ def _scipy_rr_delta(eps: float, k: int, t: float) -> float:
     return float(np.sum(np.exp(log_p) * -np.expm1(t - loss[keep])))
 
 
-@pytest.mark.parametrize(("eps", "k", "delta"), [(0.01, 10**6, 1e-6), (1.0, 10**6, 1e-9),
-                                                 (0.001, 3 * 10**6, 1e-5)])
+@pytest.mark.parametrize(
+    ("eps", "k", "delta"), [(0.01, 10**6, 1e-6), (1.0, 10**6, 1e-9), (0.001, 3 * 10**6, 1e-5)]
+)
 def test_optimal_composition_large_counts_against_scipy(eps: float, k: int, delta: float) -> None:
     # Regression: the sum over i visited every term from 0 (18 s at 10^6); now only the window
     # where the binomial mass is not negligible, with the skipped mass bounded and added.

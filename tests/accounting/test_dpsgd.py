@@ -69,7 +69,10 @@ def test_zero_steps_and_zero_rate() -> None:
 )
 def test_validation(kwargs: dict[str, object]) -> None:
     args: dict[str, object] = {
-        "sampling_rate": Q, "noise_multiplier": SIGMA, "steps": STEPS, "delta": DELTA,
+        "sampling_rate": Q,
+        "noise_multiplier": SIGMA,
+        "steps": STEPS,
+        "delta": DELTA,
     }
     args.update(kwargs)
     with pytest.raises(PrivacyParameterError):
@@ -78,26 +81,21 @@ def test_validation(kwargs: dict[str, object]) -> None:
 
 def test_noise_multiplier_is_safe_and_tight() -> None:
     target = 2.0
-    s = dpsgd_noise_multiplier(
-        sampling_rate=Q, steps=STEPS, epsilon=target, delta=DELTA, rtol=5e-3
-    )
+    s = dpsgd_noise_multiplier(sampling_rate=Q, steps=STEPS, epsilon=target, delta=DELTA, rtol=5e-3)
     assert dpsgd_epsilon(sampling_rate=Q, noise_multiplier=s, steps=STEPS, delta=DELTA) <= target
     below = s / 1.006
-    assert dpsgd_epsilon(
-        sampling_rate=Q, noise_multiplier=below, steps=STEPS, delta=DELTA
-    ) > target
+    assert dpsgd_epsilon(sampling_rate=Q, noise_multiplier=below, steps=STEPS, delta=DELTA) > target
 
 
 def test_noise_multiplier_rdp() -> None:
     s = dpsgd_noise_multiplier(
         sampling_rate=Q, steps=STEPS, epsilon=2.0, delta=DELTA, method="rdp", rtol=1e-2
     )
-    eps = dpsgd_epsilon(
-        sampling_rate=Q, noise_multiplier=s, steps=STEPS, delta=DELTA, method="rdp"
-    )
+    eps = dpsgd_epsilon(sampling_rate=Q, noise_multiplier=s, steps=STEPS, delta=DELTA, method="rdp")
     assert eps <= 2.0
-    s_pld = dpsgd_noise_multiplier(sampling_rate=Q, steps=STEPS, epsilon=2.0, delta=DELTA,
-                                   rtol=1e-2)
+    s_pld = dpsgd_noise_multiplier(
+        sampling_rate=Q, steps=STEPS, epsilon=2.0, delta=DELTA, rtol=1e-2
+    )
     assert s_pld <= s * 1.02
 
 
@@ -138,15 +136,30 @@ def test_epochs_and_sizes_give_the_same_run_as_steps() -> None:
     assert n == 4 and q == math.nextafter(0.3, 1.0)  # 3/10 rounded up (the double 0.3 is below)
     assert dpsgd_schedule(sampling_rate=0.7, epochs=7) == (0.7, 10)  # 0.7 is not exact
     assert dpsgd_schedule(sampling_rate=0.05, steps=17) == (0.05, 17)
-    a = dpsgd_epsilon(batch_size=256, dataset_size=60000, epochs=60, noise_multiplier=1.1,
-                      delta=DELTA, method="rdp")
-    b = dpsgd_epsilon(sampling_rate=256 / 60000, steps=14063, noise_multiplier=1.1,
-                      delta=DELTA, method="rdp")
+    a = dpsgd_epsilon(
+        batch_size=256,
+        dataset_size=60000,
+        epochs=60,
+        noise_multiplier=1.1,
+        delta=DELTA,
+        method="rdp",
+    )
+    b = dpsgd_epsilon(
+        sampling_rate=256 / 60000, steps=14063, noise_multiplier=1.1, delta=DELTA, method="rdp"
+    )
     assert a == b
-    s = dpsgd_noise_multiplier(batch_size=256, dataset_size=60000, epochs=2, epsilon=2.0,
-                               delta=DELTA, method="rdp", rtol=1e-2)
-    assert s == dpsgd_noise_multiplier(sampling_rate=256 / 60000, steps=469, epsilon=2.0,
-                                       delta=DELTA, method="rdp", rtol=1e-2)
+    s = dpsgd_noise_multiplier(
+        batch_size=256,
+        dataset_size=60000,
+        epochs=2,
+        epsilon=2.0,
+        delta=DELTA,
+        method="rdp",
+        rtol=1e-2,
+    )
+    assert s == dpsgd_noise_multiplier(
+        sampling_rate=256 / 60000, steps=469, epsilon=2.0, delta=DELTA, method="rdp", rtol=1e-2
+    )
 
 
 def test_cli_and_library_agree_on_steps() -> None:

@@ -55,10 +55,14 @@ EXAMPLES: list[DpEvent] = [
     PoissonSampledEvent(sampling_rate=0.5, event=LaplaceEvent(noise_multiplier=1.0)),
     SelfComposedEvent(
         event=PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.1)),
-        count=1000),
+        count=1000,
+    ),
     ZCdpEvent(rho=0.125),
-    SampledWithoutReplacementEvent(sample_size=4, dataset_size=10, event=GaussianEvent(
-        noise_multiplier=0.5, neighbouring="replace")),
+    SampledWithoutReplacementEvent(
+        sample_size=4,
+        dataset_size=10,
+        event=GaussianEvent(noise_multiplier=0.5, neighbouring="replace"),
+    ),
     ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23),
 ]
 
@@ -82,10 +86,16 @@ def test_frozen(event: DpEvent) -> None:
 
 
 def test_allow_list_refuses_unknown_types_and_module_paths() -> None:
-    for data in ({"type": "os.system"}, {"type": "dpkit.noise.RandomSource"}, {"no": "type"},
-                 [1, 2], "laplace", {"type": "laplace", "noise_multiplier": 1.0, "extra": 1},
-                 {"type": "laplace", "noise_multiplier": -1.0},
-                 {"type": "composed", "events": {"type": "noop"}}):
+    for data in (
+        {"type": "os.system"},
+        {"type": "dpkit.noise.RandomSource"},
+        {"no": "type"},
+        [1, 2],
+        "laplace",
+        {"type": "laplace", "noise_multiplier": 1.0, "extra": 1},
+        {"type": "laplace", "noise_multiplier": -1.0},
+        {"type": "composed", "events": {"type": "noop"}},
+    ):
         with pytest.raises(SerializationError):
             event_from_dict(data)
     with pytest.raises(SerializationError):

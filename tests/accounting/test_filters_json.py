@@ -16,8 +16,9 @@ def _gauss(noise_multiplier: float) -> GaussianEvent:
     return GaussianEvent(noise_multiplier=noise_multiplier)
 
 
-@pytest.mark.parametrize("make", [lambda: ZCdpFilter(rho=0.5, delta=1e-6),
-                                  lambda: GdpFilter(mu=1.0, delta=1e-6)])
+@pytest.mark.parametrize(
+    "make", [lambda: ZCdpFilter(rho=0.5, delta=1e-6), lambda: GdpFilter(mu=1.0, delta=1e-6)]
+)
 def test_round_trip_keeps_type_budget_and_ledger(make: object) -> None:
     f = make()  # type: ignore[operator]
     f.charge(_gauss(2.0), count=2)

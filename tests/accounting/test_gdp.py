@@ -61,13 +61,14 @@ class TestGdpDpsgdContract(AccountantContract):
         return GdpAccountant()
 
     def supported_event(self) -> DpEvent:
-        return PoissonSampledEvent(sampling_rate=0.01,
-                                   event=GaussianEvent(noise_multiplier=1.0))
+        return PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.0))
 
 
 @settings(max_examples=40, deadline=None)
-@given(sigmas=st.lists(st.floats(0.2, 20.0), min_size=1, max_size=6),
-       counts=st.lists(st.integers(0, 50), min_size=6, max_size=6))
+@given(
+    sigmas=st.lists(st.floats(0.2, 20.0), min_size=1, max_size=6),
+    counts=st.lists(st.integers(0, 50), min_size=6, max_size=6),
+)
 def test_gaussian_composition_is_exact(sigmas: list[float], counts: list[int]) -> None:
     acct = GdpAccountant()
     for s, c in zip(sigmas, counts, strict=False):
@@ -121,8 +122,9 @@ def test_berry_esseen_bound_from_accountant() -> None:
     num = self_tensor(approx_dp(epsilon=0.1), 200, loss_step=1e-3).tensor(gdp(1 / math.sqrt(2)))
     xs = np.linspace(0, 1, 2001)
     assert np.all(res.bound(xs) <= num(xs) + 2e-3)
-    sgd = GdpAccountant().compose(PoissonSampledEvent(sampling_rate=0.01,
-                                                      event=GaussianEvent(noise_multiplier=1.0)))
+    sgd = GdpAccountant().compose(
+        PoissonSampledEvent(sampling_rate=0.01, event=GaussianEvent(noise_multiplier=1.0))
+    )
     assert sgd.berry_esseen() is None
 
 
@@ -130,9 +132,12 @@ def test_pure_dp_like_events_use_f_eps_0() -> None:
     ref = GdpAccountant().compose(PureDpEvent(epsilon=0.2), 10)
     mu = clt_mu(approx_dp(epsilon=0.2), counts=[10])
     assert ref.mu == pytest.approx(mu, rel=1e-12)
-    for ev in (ExponentialMechanismEvent(epsilon=0.2), ReportNoisyMaxEvent(epsilon=0.2),
-               ApproxDpEvent(epsilon=0.2, delta=0.0),
-               DiscreteLaplaceEvent(scale=5.0, sensitivity=1)):
+    for ev in (
+        ExponentialMechanismEvent(epsilon=0.2),
+        ReportNoisyMaxEvent(epsilon=0.2),
+        ApproxDpEvent(epsilon=0.2, delta=0.0),
+        DiscreteLaplaceEvent(scale=5.0, sensitivity=1),
+    ):
         acct = GdpAccountant().compose(ev, 10)
         assert acct.mu == pytest.approx(mu, rel=1e-12)
         assert not acct.is_upper_bound
@@ -145,9 +150,12 @@ def test_pmf_slack_handling() -> None:
     assert a.mu == pytest.approx(b.mu, rel=1e-12)
     # Gaussians with slack are not GDP: refused, state untouched
     acct = GdpAccountant()
-    for ev in (GaussianEvent(noise_multiplier=1.0, pmf_slack=1e-9),
-               PoissonSampledEvent(sampling_rate=0.1,
-                                   event=GaussianEvent(noise_multiplier=1.0, pmf_slack=1e-9))):
+    for ev in (
+        GaussianEvent(noise_multiplier=1.0, pmf_slack=1e-9),
+        PoissonSampledEvent(
+            sampling_rate=0.1, event=GaussianEvent(noise_multiplier=1.0, pmf_slack=1e-9)
+        ),
+    ):
         assert not acct.supports(ev)
         with pytest.raises(UnsupportedEventError):
             acct.compose(ev)
@@ -156,11 +164,15 @@ def test_pmf_slack_handling() -> None:
 
 def test_refused_events() -> None:
     acct = GdpAccountant()
-    for ev in (ApproxDpEvent(epsilon=1.0, delta=1e-6),
-               DiscreteGaussianEvent(sigma=2.0, sensitivity=1),
-               PoissonSampledEvent(sampling_rate=0.1, event=LaplaceEvent(noise_multiplier=1.0)),
-               PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(
-                   noise_multiplier=1.0, neighbouring=Neighbouring.REPLACE))):
+    for ev in (
+        ApproxDpEvent(epsilon=1.0, delta=1e-6),
+        DiscreteGaussianEvent(sigma=2.0, sensitivity=1),
+        PoissonSampledEvent(sampling_rate=0.1, event=LaplaceEvent(noise_multiplier=1.0)),
+        PoissonSampledEvent(
+            sampling_rate=0.1,
+            event=GaussianEvent(noise_multiplier=1.0, neighbouring=Neighbouring.REPLACE),
+        ),
+    ):
         assert not acct.supports(ev)
         with pytest.raises(UnsupportedEventError):
             acct.compose(ComposedEvent(events=(GaussianEvent(noise_multiplier=1.0), ev)))
@@ -188,9 +200,11 @@ def test_dpsgd_mu_formula_and_accountant() -> None:
     mu = dpsgd_gdp_mu(sampling_rate=q, noise_multiplier=sigma, steps=steps)
     assert mu == pytest.approx(q * math.sqrt(steps * (math.exp(1 / sigma**2) - 1)), rel=1e-14)
     acct = GdpAccountant().compose(
-        SelfComposedEvent(event=PoissonSampledEvent(sampling_rate=q,
-                                                    event=GaussianEvent(noise_multiplier=sigma)),
-                          count=steps))
+        SelfComposedEvent(
+            event=PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)),
+            count=steps,
+        )
+    )
     assert not acct.is_upper_bound
     assert acct.mu == pytest.approx(mu, rel=1e-12)
     eps = dpsgd_gdp_epsilon(sampling_rate=q, noise_multiplier=sigma, steps=steps, delta=1e-5)
@@ -208,13 +222,16 @@ def test_dpsgd_edge_cases_and_validation() -> None:
     assert math.isinf(dpsgd_gdp_mu(sampling_rate=0.1, noise_multiplier=0.01, steps=1))
     assert dpsgd_gdp_mu(sampling_rate=1e-3, noise_multiplier=1e4, steps=10**6) > 0.0
     full = GdpAccountant().compose(
-        PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(noise_multiplier=2.0)), 4)
+        PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(noise_multiplier=2.0)), 4
+    )
     assert full.is_upper_bound and full.mu == pytest.approx(1.0)
-    for kwargs in ({"sampling_rate": 1.5, "noise_multiplier": 1.0, "steps": 1},
-                   {"sampling_rate": 0.1, "noise_multiplier": 0.0, "steps": 1},
-                   {"sampling_rate": 0.1, "noise_multiplier": 1.0, "steps": -1},
-                   {"sampling_rate": 0.1, "noise_multiplier": float("nan"), "steps": 1},
-                   {"sampling_rate": 0.1, "noise_multiplier": 1.0, "steps": 1.5}):
+    for kwargs in (
+        {"sampling_rate": 1.5, "noise_multiplier": 1.0, "steps": 1},
+        {"sampling_rate": 0.1, "noise_multiplier": 0.0, "steps": 1},
+        {"sampling_rate": 0.1, "noise_multiplier": 1.0, "steps": -1},
+        {"sampling_rate": 0.1, "noise_multiplier": float("nan"), "steps": 1},
+        {"sampling_rate": 0.1, "noise_multiplier": 1.0, "steps": 1.5},
+    ):
         with pytest.raises(PrivacyParameterError):
             dpsgd_gdp_mu(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(TypeError):

@@ -100,8 +100,9 @@ def test_cross_check_subsampled_gaussian_against_peers() -> None:
 
     q, sigma, steps, delta = 0.01, 1.0, 300, 1e-5
     ours = PldAccountant()
-    ours.compose(PoissonSampledEvent(sampling_rate=q,
-                                     event=GaussianEvent(noise_multiplier=sigma)), steps)
+    ours.compose(
+        PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)), steps
+    )
     lo, est, up = ours.get_epsilon_bounds(delta)
 
     theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
@@ -147,10 +148,14 @@ def test_subsampled_laplace_against_dp_accounting() -> None:
 
     q, b, k, delta = 0.3, 2.0, 20, 1e-5
     ours = PldAccountant().compose(
-        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=b)), k)
+        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=b)), k
+    )
     theirs = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
-    theirs.compose(dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(q, dp_event.LaplaceDpEvent(b)), k))
+    theirs.compose(
+        dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(q, dp_event.LaplaceDpEvent(b)), k
+        )
+    )
     lo, _, up = ours.get_epsilon_bounds(delta)
     ref = theirs.get_epsilon(delta)  # also an upper bound, on a coarser grid
     assert lo <= ref
@@ -162,7 +167,8 @@ def test_add_direction_matters_for_subsampling() -> None:
     # both are computed and the worse one is reported
     q = 0.5
     acct = PldAccountant().compose(
-        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=0.5)))
+        PoissonSampledEvent(sampling_rate=q, event=LaplaceEvent(noise_multiplier=0.5))
+    )
     eps_pure = math.log1p(q * math.expm1(2.0))  # amplification by subsampling, exact here
     assert acct.get_epsilon(0.0) == pytest.approx(eps_pure, rel=1e-6)
     assert acct.get_epsilon(0.0) >= eps_pure
@@ -224,9 +230,12 @@ def test_discrete_gaussian_close_to_continuous() -> None:
 
 def test_composed_heterogeneous_and_noop() -> None:
     ev = ComposedEvent(
-        events=(GaussianEvent(noise_multiplier=2.0), NoOpEvent(),
-                LaplaceEvent(noise_multiplier=3.0),
-                SelfComposedEvent(event=GaussianEvent(noise_multiplier=4.0), count=3))
+        events=(
+            GaussianEvent(noise_multiplier=2.0),
+            NoOpEvent(),
+            LaplaceEvent(noise_multiplier=3.0),
+            SelfComposedEvent(event=GaussianEvent(noise_multiplier=4.0), count=3),
+        )
     )
     acct = PldAccountant().compose(ev)
     parts = PldAccountant()
@@ -257,10 +266,12 @@ def test_unsupported_refused(event: DpEvent) -> None:
 
 def test_poisson_sampling_edge_rates() -> None:
     zero = PldAccountant().compose(
-        PoissonSampledEvent(sampling_rate=0.0, event=GaussianEvent(noise_multiplier=1.0)))
+        PoissonSampledEvent(sampling_rate=0.0, event=GaussianEvent(noise_multiplier=1.0))
+    )
     assert zero.get_epsilon(1e-5) == 0.0
     one = PldAccountant().compose(
-        PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(noise_multiplier=1.0)))
+        PoissonSampledEvent(sampling_rate=1.0, event=GaussianEvent(noise_multiplier=1.0))
+    )
     plain = PldAccountant().compose(GaussianEvent(noise_multiplier=1.0))
     assert one.get_epsilon(1e-5) == pytest.approx(plain.get_epsilon(1e-5), rel=1e-6)
 
@@ -392,7 +403,8 @@ def test_extreme_laplace_and_gaussian_answer_exactly_in_bounded_memory() -> None
     # Regression: Laplace(1e-6) took 73 s and 19.9 GB, Gaussian(1e-3) 39 s and 10 GB; both
     # have closed forms (one Laplace; Gaussians compose to mu-GDP).
     got, peak = _peak_mb(
-        lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6)).get_epsilon(1e-6))
+        lambda: PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6)).get_epsilon(1e-6)
+    )
     exact = 1e6 + 2 * float(mpmath.log1p(-mpmath.mpf(1e-6)))
     assert exact <= got <= exact * (1 + 1e-14) and peak < 100  # type: ignore[operator]
     mpmath.mp.dps = 60
@@ -401,7 +413,8 @@ def test_extreme_laplace_and_gaussian_answer_exactly_in_bounded_memory() -> None
     finally:
         mpmath.mp.dps = 40
     got, peak = _peak_mb(
-        lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3)).get_epsilon(1e-6))
+        lambda: PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3)).get_epsilon(1e-6)
+    )
     assert exact <= got <= exact * (1 + 1e-9) and peak < 100  # type: ignore[operator]
     # 10 Gaussians of sigma 0.01 are one of sigma 0.01/sqrt(10)
     acct = PldAccountant().compose(GaussianEvent(noise_multiplier=0.01), 10)
@@ -417,12 +430,18 @@ def test_extreme_laplace_and_gaussian_answer_exactly_in_bounded_memory() -> None
 def test_extreme_mixtures_use_a_coarser_grid_in_bounded_memory() -> None:
     # No closed form: the grid step grows with the loss range so that a single PLD has at most
     # 2e5 points; the answer stays an upper bound (the Laplace part alone needs 1e6 - 2e-6).
-    acct = (PldAccountant().compose(LaplaceEvent(noise_multiplier=1e-6))
-            .compose(GaussianEvent(noise_multiplier=1.0)))
+    acct = (
+        PldAccountant()
+        .compose(LaplaceEvent(noise_multiplier=1e-6))
+        .compose(GaussianEvent(noise_multiplier=1.0))
+    )
     got, peak = _peak_mb(lambda: acct.get_epsilon(1e-6))
     assert 1e6 <= got <= 1e6 + 50 and peak < 400  # type: ignore[operator]
-    acct = (PldAccountant().compose(GaussianEvent(noise_multiplier=1e-3))
-            .compose(LaplaceEvent(noise_multiplier=1.0)))
+    acct = (
+        PldAccountant()
+        .compose(GaussianEvent(noise_multiplier=1e-3))
+        .compose(LaplaceEvent(noise_multiplier=1.0))
+    )
     assert _mp_gauss_epsilon(1000.0, 1e-6) <= acct.get_epsilon(1e-6) < 5.1e5
     # a fixed step that cannot hold the range is refused clearly
     tiny = PldAccountant(value_discretization_interval=1e-7)
@@ -449,8 +468,11 @@ def test_extreme_pure_dp_is_never_minus_infinity() -> None:
     assert acct.supports(PureDpEvent(epsilon=1e6))
     got = acct.compose(PureDpEvent(epsilon=1e6)).get_epsilon(1e-6)
     assert 1e6 - 1e-5 <= got <= 1e6
-    mixed = (PldAccountant().compose(PureDpEvent(epsilon=1e6))
-             .compose(GaussianEvent(noise_multiplier=1.0)))
+    mixed = (
+        PldAccountant()
+        .compose(PureDpEvent(epsilon=1e6))
+        .compose(GaussianEvent(noise_multiplier=1.0))
+    )
     assert 1e6 <= mixed.get_epsilon(1e-6) <= 1e6 + 50
 
 

@@ -103,7 +103,8 @@ def test_subsampled_gaussian_fractional_orders_are_exact_upper_bounds(q: float) 
     for sigma in (0.7, 2.0):
         ours = _ours(
             PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)),
-            1, orders,
+            1,
+            orders,
         ).rdp
         for a, r in zip(orders, ours, strict=True):
             exact = _mp_sampled_gaussian_rdp(q, sigma, a)
@@ -121,7 +122,8 @@ def test_fractional_orders_never_above_dp_accounting() -> None:
             orders = (1.5, 2.5, 4.4, 7.75, 19.5)
             ours = _ours(
                 PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)),
-                1, orders,
+                1,
+                orders,
             ).rdp
             for a, r in zip(orders, ours, strict=True):
                 ref = ref_rdp._compute_log_a(q, sigma, a) / (a - 1)

@@ -59,12 +59,18 @@ def _summary(rows: list[AccountingRow]) -> list[tuple[str, str, float, bool]]:
     return [(r.name, r.kind, r.epsilon, r.profile is not None) for r in rows]
 
 
-@pytest.mark.parametrize(("rows", "old"), [
-    (lambda: dpsgd_rows(sampling_rate=0.01, noise_multiplier=1.0, steps=50, delta=1e-5),
-     OLD_DPSGD),
-    (lambda: laplace_rows(epsilon=0.1, count=50, delta=1e-6), OLD_LAPLACE),
-    (lambda: laplace_rows(epsilon=0.5, count=3, delta=0.0), OLD_LAPLACE_DELTA_0),
-], ids=["dpsgd", "laplace", "laplace-delta0"])
+@pytest.mark.parametrize(
+    ("rows", "old"),
+    [
+        (
+            lambda: dpsgd_rows(sampling_rate=0.01, noise_multiplier=1.0, steps=50, delta=1e-5),
+            OLD_DPSGD,
+        ),
+        (lambda: laplace_rows(epsilon=0.1, count=50, delta=1e-6), OLD_LAPLACE),
+        (lambda: laplace_rows(epsilon=0.5, count=3, delta=0.0), OLD_LAPLACE_DELTA_0),
+    ],
+    ids=["dpsgd", "laplace", "laplace-delta0"],
+)
 def test_rows_match_what_the_command_line_printed(rows, old) -> None:  # type: ignore[no-untyped-def]
     got = _summary(rows())
     assert [g[:2] for g in got] == [o[:2] for o in old]
@@ -76,8 +82,10 @@ def test_rows_match_what_the_command_line_printed(rows, old) -> None:  # type: i
 @pytest.mark.slow
 def test_dpsgd_rows_are_the_accountants_own_answers() -> None:
     q, s, n, d = 0.02, 1.1, 80, 1e-6
-    rows = {(r.name, r.kind): r for r in dpsgd_rows(sampling_rate=q, noise_multiplier=s,
-                                                     steps=n, delta=d)}
+    rows = {
+        (r.name, r.kind): r
+        for r in dpsgd_rows(sampling_rate=q, noise_multiplier=s, steps=n, delta=d)
+    }
     ev = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=s))
     low, _, high = PldAccountant().compose(ev, n).get_epsilon_bounds(d)
     assert rows[("PLD (dpkit)", UPPER_BOUND)].epsilon == high
@@ -95,8 +103,7 @@ def test_dpsgd_rows_are_the_accountants_own_answers() -> None:
 
 def test_laplace_rows_are_the_theorems_answers() -> None:
     e, k, d = 0.3, 20, 1e-7
-    rows = {r.name: r for r in laplace_rows(epsilon=e, count=k, delta=d)
-            if r.kind != LOWER_BOUND}
+    rows = {r.name: r for r in laplace_rows(epsilon=e, count=k, delta=d) if r.kind != LOWER_BOUND}
     ev = LaplaceEvent(noise_multiplier=1.0 / e)
     assert rows["PLD (dpkit)"].epsilon == PldAccountant().compose(ev, k).get_epsilon_bounds(d)[2]
     assert rows["RDP (dpkit)"].epsilon == RdpAccountant().compose(ev, k).get_epsilon(d)
@@ -104,7 +111,8 @@ def test_laplace_rows_are_the_theorems_answers() -> None:
     assert rows["basic composition"].epsilon == pytest.approx(e * k, rel=1e-15)
     assert rows["basic composition"].epsilon >= e * k  # rounded up
     assert rows["advanced composition"].epsilon == advanced_composition(
-        epsilon=e, count=k, delta_slack=d)
+        epsilon=e, count=k, delta_slack=d
+    )
     opt = rows["optimal composition (KOV)"]
     assert opt.epsilon == optimal_composition(epsilon=e, count=k, delta=d)
     assert opt.profile is not None
@@ -113,15 +121,19 @@ def test_laplace_rows_are_the_theorems_answers() -> None:
     assert basic.profile is not None
     assert basic.profile(basic.epsilon) == 0.0 and basic.profile(basic.epsilon * 0.99) == 1.0
     # the tight accountants are never above the general theorems
-    assert rows["PLD (dpkit)"].epsilon <= opt.epsilon + 1e-9 <= rows["advanced composition"
-                                                                      ].epsilon + 1e-9
+    assert (
+        rows["PLD (dpkit)"].epsilon
+        <= opt.epsilon + 1e-9
+        <= rows["advanced composition"].epsilon + 1e-9
+    )
 
 
 def test_advanced_composition_only_with_positive_delta() -> None:
     names = [r.name for r in laplace_rows(epsilon=0.5, count=4, delta=0.0)]
     assert "advanced composition" not in names
-    assert "advanced composition" in [r.name for r in laplace_rows(epsilon=0.5, count=4,
-                                                                  delta=1e-6)]
+    assert "advanced composition" in [
+        r.name for r in laplace_rows(epsilon=0.5, count=4, delta=1e-6)
+    ]
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "1", True])
@@ -131,11 +143,19 @@ def test_tables_refuse_bad_privacy_parameters(bad: object) -> None:
     with pytest.raises(PrivacyParameterError):
         laplace_rows(epsilon=1.0, count=3, delta=bad)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError):
-        dpsgd_rows(sampling_rate=bad, noise_multiplier=1.0, steps=3,  # type: ignore[arg-type]
-                   delta=1e-6)
+        dpsgd_rows(
+            sampling_rate=bad,
+            noise_multiplier=1.0,
+            steps=3,  # type: ignore[arg-type]
+            delta=1e-6,
+        )
     with pytest.raises(PrivacyParameterError):
-        dpsgd_rows(sampling_rate=0.1, noise_multiplier=bad, steps=3,  # type: ignore[arg-type]
-                   delta=1e-6)
+        dpsgd_rows(
+            sampling_rate=0.1,
+            noise_multiplier=bad,
+            steps=3,  # type: ignore[arg-type]
+            delta=1e-6,
+        )
     with pytest.raises(PrivacyParameterError):
         laplace_rows(epsilon=1.0, count=-1, delta=1e-6)
 
@@ -151,8 +171,11 @@ def test_the_command_line_prints_exactly_the_library_rows() -> None:
     from dpkit.cli import app
 
     rows = laplace_rows(epsilon=0.2, count=10, delta=1e-6)
-    res = CliRunner().invoke(app, ["account", "laplace", "--epsilon", "0.2", "--count", "10",
-                                   "--delta", "1e-6"], terminal_width=200)
+    res = CliRunner().invoke(
+        app,
+        ["account", "laplace", "--epsilon", "0.2", "--count", "10", "--delta", "1e-6"],
+        terminal_width=200,
+    )
     assert res.exit_code == 0, res.output
     lines = [line for line in res.output.splitlines() if "dpkit" in line or "composition" in line]
     assert len(lines) == len(rows)

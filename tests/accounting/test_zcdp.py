@@ -210,7 +210,8 @@ def test_event_table() -> None:
     ZCdpAccountant().compose(ApproxDpEvent(epsilon=0.5, delta=1e-9))
     with pytest.raises(UnsupportedEventError):
         ZCdpAccountant().compose(
-            PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(noise_multiplier=1.0)))
+            PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(noise_multiplier=1.0))
+        )
 
 
 def test_accountant_adds_rho_exactly_and_applies_slack_at_conversion() -> None:

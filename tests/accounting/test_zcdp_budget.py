@@ -50,7 +50,8 @@ def test_native_budget_is_the_rounded_down_conversion() -> None:
     assert math.exp(a_max) * zcdp_delta(rho_max, 1.0 - 2 * a_max) + 5e-7 <= 1e-6
     full = Budget(epsilon=1.0, delta=1e-6, method="zcdp", approx_delta_allowance=0.0)
     assert full.native_budget == zcdp_rho_for(
-        1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50))
+        1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50)
+    )
     g = Budget(epsilon=1.0, delta=1e-6, method="gdp")
     mu_max = g.native_budget
     assert mu_max == gdp_mu_for(1.0 - 2 * a_max, 1e-6 * math.exp(-a_max) * (1 - 2.0**-50))
@@ -60,8 +61,9 @@ def test_native_budget_is_the_rounded_down_conversion() -> None:
 
 
 def test_zcdp_budget_charges_rho_exactly() -> None:
-    b = Budget(epsilon=1.0, delta=1e-6, method="zcdp", pmf_slack_allowance=0.0,
-               approx_delta_allowance=0.0)
+    b = Budget(
+        epsilon=1.0, delta=1e-6, method="zcdp", pmf_slack_allowance=0.0, approx_delta_allowance=0.0
+    )
     rho_max = b.native_budget
     assert rho_max is not None
     b.charge(ZCdpEvent(rho=rho_max / 4))
@@ -75,11 +77,17 @@ def test_zcdp_budget_charges_rho_exactly() -> None:
     with pytest.raises(BudgetExceededError, match="needs rho "):
         b.charge(ZCdpEvent(rho=float(rest) * 2))
     assert _snapshot(b) == before
-    with pytest.raises(BudgetExceededError, match=r"needs approximate delta 1e-09 but only "
-                                                 r"approximate delta 0 is left"):
+    with pytest.raises(
+        BudgetExceededError,
+        match=r"needs approximate delta 1e-09 but only "
+        r"approximate delta 0 is left",
+    ):
         b.charge(epsilon=0.1, delta=1e-9)  # no approximate delta allowed in this budget
-    with pytest.raises(BudgetExceededError, match=r"needs pmf slack 9\.5\d*e-07 but only pmf "
-                                                 r"slack 0 is left"):
+    with pytest.raises(
+        BudgetExceededError,
+        match=r"needs pmf slack 9\.5\d*e-07 but only pmf "
+        r"slack 0 is left",
+    ):
         b.charge(GaussianEvent(noise_multiplier=50.0, pmf_slack=2.0**-20))  # no slack allowed
     assert _snapshot(b) == before
 
@@ -157,8 +165,9 @@ def test_filters_report_their_own_guarantee() -> None:
     z = ZCdpFilter(rho=0.5, delta=1e-6)
     assert z.kind == "zcdp" and z.native_budget == 0.5
     a = 2.0**-12
-    assert z.epsilon(1e-6) == pytest.approx(2 * a + zcdp_epsilon(0.5, 1e-6 * math.exp(-a)),
-                                            rel=1e-9)
+    assert z.epsilon(1e-6) == pytest.approx(
+        2 * a + zcdp_epsilon(0.5, 1e-6 * math.exp(-a)), rel=1e-9
+    )
     assert z.delta(z.epsilon(1e-6)) <= 1e-6 * (1 + 1e-9)
     z.charge(GaussianEvent(noise_multiplier=1.0, pmf_slack=2.0**-20))  # rho = 1/2: all of it
     assert z.remaining_native == 0.0
@@ -320,10 +329,12 @@ def test_gdp_filter_json_round_trip() -> None:
 
 @pytest.mark.parametrize(("eps", "dl"), [(1.0, 1e-6), (0.1, 1e-9), (3.0, 1e-5), (12.0, 0.01)])
 @pytest.mark.parametrize("custom", [False, True])
-def test_a_share_at_the_budgets_own_parameters_is_exactly_its_rho(eps: float, dl: float,
-                                                                  custom: bool) -> None:
-    kw: dict[str, float] = {"approx_delta_allowance": dl / 3,
-                            "pmf_slack_allowance": eps / 100} if custom else {}
+def test_a_share_at_the_budgets_own_parameters_is_exactly_its_rho(
+    eps: float, dl: float, custom: bool
+) -> None:
+    kw: dict[str, float] = (
+        {"approx_delta_allowance": dl / 3, "pmf_slack_allowance": eps / 100} if custom else {}
+    )
     b = Budget(epsilon=eps, delta=dl, method="zcdp", **kw)
     rho, approx, a = b.zcdp_share(eps, dl)
     assert rho == b.native_budget and a == b.pmf_slack_allowance

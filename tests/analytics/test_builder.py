@@ -19,26 +19,35 @@ from dpkit.noise import RandomSource
 
 def _people(n: int = 600, seed: int = 3) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "uid": rng.integers(0, n // 3, n),
-        "region": rng.choice(["north", "south", "east"], n),
-        "age": rng.integers(0, 100, n).astype(float),
-        "income": rng.uniform(0, 1e5, n),
-    })
+    return pd.DataFrame(
+        {
+            "uid": rng.integers(0, n // 3, n),
+            "region": rng.choice(["north", "south", "east"], n),
+            "age": rng.integers(0, 100, n).astype(float),
+            "income": rng.uniform(0, 1e5, n),
+        }
+    )
 
 
-def _session(budget: Any = None, engine: Any = None, unit: str | None = "uid",
-             df: pd.DataFrame | None = None) -> Any:
-    return dpa.Session(df if df is not None else _people(), privacy_unit=unit,
-                       budget=budget if budget is not None else Budget(epsilon=5.0),
-                       engine=engine if engine is not None else PandasEngine(),
-                       source_of_randomness=RandomSource(seed=11, insecure=True))
+def _session(
+    budget: Any = None, engine: Any = None, unit: str | None = "uid", df: pd.DataFrame | None = None
+) -> Any:
+    return dpa.Session(
+        df if df is not None else _people(),
+        privacy_unit=unit,
+        budget=budget if budget is not None else Budget(epsilon=5.0),
+        engine=engine if engine is not None else PandasEngine(),
+        source_of_randomness=RandomSource(seed=11, insecure=True),
+    )
 
 
 def _query(s: Any) -> Any:
-    return (s.query().group_by("region", keys=["north", "south", "east", "west"])
-            .bound(max_partitions=1, max_rows_per_partition=2)
-            .agg(n=dpa.count(), income=dpa.mean("income", bounds=(0, 1e5))))
+    return (
+        s.query()
+        .group_by("region", keys=["north", "south", "east", "west"])
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(n=dpa.count(), income=dpa.mean("income", bounds=(0, 1e5)))
+    )
 
 
 BAD_REALS = [math.nan, math.inf, -1.0, 0.0, True, "1", None, [1.0]]
@@ -75,14 +84,17 @@ def test_pure_session_refuses_delta_and_gaussian_session_needs_delta() -> None:
         _query(s).run(epsilon=1.0)
 
 
-@pytest.mark.parametrize("kw", [
-    {"max_partitions": 0, "max_rows_per_partition": 1},
-    {"max_partitions": 1, "max_rows_per_partition": 0},
-    {"max_partitions": 1.5, "max_rows_per_partition": 1},
-    {"max_partitions": True, "max_rows_per_partition": 1},
-    {"max_partitions": 1, "max_rows_per_partition": math.nan},
-    {"max_partitions": -3, "max_rows_per_partition": 2},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"max_partitions": 0, "max_rows_per_partition": 1},
+        {"max_partitions": 1, "max_rows_per_partition": 0},
+        {"max_partitions": 1.5, "max_rows_per_partition": 1},
+        {"max_partitions": True, "max_rows_per_partition": 1},
+        {"max_partitions": 1, "max_rows_per_partition": math.nan},
+        {"max_partitions": -3, "max_rows_per_partition": 2},
+    ],
+)
 def test_bad_contribution_bounds(kw: dict[str, Any]) -> None:
     with pytest.raises(PrivacyParameterError):
         _session().query().bound(**kw)
@@ -104,10 +116,20 @@ def test_no_privacy_unit_means_bounds_of_one() -> None:
     assert 1.0 <= summary["noise_scale"].iloc[0] < 1.0 + 1e-5
 
 
-@pytest.mark.parametrize("bounds", [
-    (math.nan, 1.0), (0.0, math.inf), (2.0, 1.0), (1.0, 1.0), ("0", 1), (0, 2.0**51), None,
-    (0,), "zero",
-])
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        (math.nan, 1.0),
+        (0.0, math.inf),
+        (2.0, 1.0),
+        (1.0, 1.0),
+        ("0", 1),
+        (0, 2.0**51),
+        None,
+        (0,),
+        "zero",
+    ],
+)
 def test_bad_value_bounds(bounds: Any) -> None:
     with pytest.raises(PrivacyParameterError):
         dpa.mean("income", bounds=bounds)
@@ -141,28 +163,43 @@ def test_unknown_columns_are_clear_errors() -> None:
     with pytest.raises(PrivacyParameterError, match="unknown column of x 'incme'"):
         s.query().agg(x=dpa.mean("incme", bounds=(0, 1)))
     with pytest.raises(PrivacyParameterError, match="privacy_unit"):
-        dpa.Session(_people(), privacy_unit="user", budget=Budget(epsilon=1.0),
-                    engine=PandasEngine())
+        dpa.Session(
+            _people(), privacy_unit="user", budget=Budget(epsilon=1.0), engine=PandasEngine()
+        )
 
 
 def test_session_validation() -> None:
     for alpha in (0.0, 1.0, math.nan, 0.7, "0.05"):
         with pytest.raises(PrivacyParameterError):
-            dpa.Session(_people(), privacy_unit="uid", budget=Budget(epsilon=1.0),
-                        engine=PandasEngine(), alpha=alpha)
+            dpa.Session(
+                _people(),
+                privacy_unit="uid",
+                budget=Budget(epsilon=1.0),
+                engine=PandasEngine(),
+                alpha=alpha,
+            )
     with pytest.raises(PrivacyParameterError, match="budget"):
         dpa.Session(_people(), privacy_unit="uid", budget=1.0, engine=PandasEngine())
     with pytest.raises(PrivacyParameterError, match="method"):
-        dpa.Session(_people(), privacy_unit="uid",
-                    budget=Budget(epsilon=1.0, delta=1e-6, method="rdp"), engine=PandasEngine())
+        dpa.Session(
+            _people(),
+            privacy_unit="uid",
+            budget=Budget(epsilon=1.0, delta=1e-6, method="rdp"),
+            engine=PandasEngine(),
+        )
     with pytest.raises(PrivacyParameterError, match="source"):
         dpa.Session(42, privacy_unit=None, budget=Budget(epsilon=1.0), engine=PandasEngine())
     with pytest.raises(PrivacyParameterError, match="format"):
-        dpa.Session("people.xlsx", privacy_unit=None, budget=Budget(epsilon=1.0),
-                    engine=PandasEngine())
+        dpa.Session(
+            "people.xlsx", privacy_unit=None, budget=Budget(epsilon=1.0), engine=PandasEngine()
+        )
     with pytest.raises(FileNotFoundError):
-        dpa.Session("/nonexistent/people.parquet", privacy_unit=None,
-                    budget=Budget(epsilon=1.0), engine=PandasEngine())
+        dpa.Session(
+            "/nonexistent/people.parquet",
+            privacy_unit=None,
+            budget=Budget(epsilon=1.0),
+            engine=PandasEngine(),
+        )
 
 
 def test_summarize_touches_no_data_and_charges_nothing() -> None:
@@ -185,8 +222,9 @@ def test_refused_query_spends_nothing_and_says_what_it_would_cost() -> None:
     q = _query(_session(budget, eng))
     q.run(epsilon=0.75)
     spent = budget.spent
-    with pytest.raises(BudgetExceededError,
-                       match=r"^This query needs epsilon 0\.5 but only epsilon 0\.25 is left"):
+    with pytest.raises(
+        BudgetExceededError, match=r"^This query needs epsilon 0\.5 but only epsilon 0\.25 is left"
+    ):
         q.run(epsilon=0.5)
     assert budget.spent == spent
     assert eng.executed == 1
@@ -208,8 +246,15 @@ def test_budget_is_charged_before_the_engine_runs() -> None:
 def test_result_shape_public_keys_and_absent_key() -> None:
     out = _query(_session()).run(epsilon=2.0)
     assert list(out["region"]) == ["north", "south", "east", "west"]
-    assert list(out.columns) == ["region", "n", "n_low", "n_high", "income", "income_low",
-                                 "income_high"]
+    assert list(out.columns) == [
+        "region",
+        "n",
+        "n_low",
+        "n_high",
+        "income",
+        "income_low",
+        "income_high",
+    ]
     info = out.attrs["dpkit"]
     assert info["requested"] == {"epsilon": 2.0, "delta": 0.0}
     assert 2.0 * (1 - 1e-12) <= info["epsilon"] <= 2.0 and info["delta"] == 0.0
@@ -221,9 +266,12 @@ def test_result_shape_public_keys_and_absent_key() -> None:
 
 def test_absent_key_is_noised_zero() -> None:
     s = _session()
-    q = (s.query().group_by("region", keys=["west"]).bound(max_partitions=1,
-                                                         max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    q = (
+        s.query()
+        .group_by("region", keys=["west"])
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     prep = q.prepare(epsilon=1.0)
     empty = EngineResult(keys=(), values={m.name: () for m in prep.plan.aggregate.measures})
     src = RandomSource(seed=5, insecure=True)
@@ -248,14 +296,23 @@ def test_key_formats() -> None:
 
 
 def test_partition_selection_needs_delta_and_an_approximate_delta_allowance() -> None:
-    q = (_session().query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    q = (
+        _session()
+        .query()
+        .group_by("region")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     with pytest.raises(PrivacyParameterError, match="delta"):
         q.summarize(epsilon=1.0)
     # a zCDP budget that keeps no delta for approximate-zCDP charges refuses the selection
     zs = _session(Budget(epsilon=5.0, delta=1e-5, method="zcdp", approx_delta_allowance=0.0))
-    qz = (zs.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
-          .agg(n=dpa.count()))
+    qz = (
+        zs.query()
+        .group_by("region")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     with pytest.raises(BudgetExceededError, match="Nothing was spent"):
         qz.run(epsilon=1.0, delta=1e-6)
     assert zs.budget.spent == (0.0, 0.0)
@@ -265,8 +322,12 @@ def test_partition_selection_releases_large_groups_only() -> None:
     budget = Budget(epsilon=10.0, delta=1e-5)
     df = pd.DataFrame({"uid": range(2001), "region": ["big"] * 2000 + ["tiny"]})
     s = _session(budget, df=df)
-    q = (s.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    q = (
+        s.query()
+        .group_by("region")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     out = q.run(epsilon=1.0, delta=1e-6)
     # "big" has 2000 units, far above the threshold (about 30 here): released with
     # probability 1. "tiny" has 1 unit: released with probability at most delta' = 5e-7.
@@ -303,10 +364,15 @@ def test_outputs() -> None:
 
 def test_histogram_and_quantile_columns() -> None:
     s = _session(Budget(epsilon=20.0))
-    q = (s.query().bound(max_partitions=1, max_rows_per_partition=3)
-         .agg(h=dpa.histogram("age", edges=[0, 50, 100]),
-              c=dpa.histogram("region", categories=["north", "south"]),
-              a=dpa.quantile("age", [0.75, 0.25], bounds=(0, 100))))
+    q = (
+        s.query()
+        .bound(max_partitions=1, max_rows_per_partition=3)
+        .agg(
+            h=dpa.histogram("age", edges=[0, 50, 100]),
+            c=dpa.histogram("region", categories=["north", "south"]),
+            a=dpa.quantile("age", [0.75, 0.25], bounds=(0, 100)),
+        )
+    )
     out = q.run(epsilon=10.0)
     assert len(out) == 1
     assert {"h[0,50)", "h[50,100]", "c=north", "c=south", "a_p75", "a_p25"} <= set(out.columns)
@@ -333,14 +399,22 @@ def test_agg_validation() -> None:
 def test_auto_bounds_charge_once_and_are_recorded() -> None:
     rng = np.random.default_rng(5)
     n = 40_000
-    df = pd.DataFrame({"uid": np.arange(n), "g": rng.choice(["a", "b"], n),
-                       "x": rng.uniform(1000.0, 3000.0, n)})
+    df = pd.DataFrame(
+        {"uid": np.arange(n), "g": rng.choice(["a", "b"], n), "x": rng.uniform(1000.0, 3000.0, n)}
+    )
     budget = Budget(epsilon=4.0)
-    s = dpa.Session(df, privacy_unit="uid", budget=budget,
-                    source_of_randomness=RandomSource(seed=8, insecure=True))
-    q = (s.query().group_by("g", keys=["a", "b"]).bound(max_partitions=1,
-                                                        max_rows_per_partition=1)
-         .agg(m=dpa.mean("x", bounds="auto"), n=dpa.count()))
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=8, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=["a", "b"])
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(m=dpa.mean("x", bounds="auto"), n=dpa.count())
+    )
     with pytest.raises(PrivacyParameterError, match="auto"):
         q.prepare(epsilon=1.0)
     summary = q.summarize(epsilon=2.0)
@@ -364,12 +438,15 @@ def test_close_histogram_edges_and_quantile_levels_get_distinct_exact_columns() 
     q = _session().query().bound(max_partitions=1, max_rows_per_partition=2)
     edges = [0.1, 0.1000001, 0.1000002, 0.1000003]
     levels = [0.5, 0.5000001, 0.5000002]
-    out = q.agg(h=dpa.histogram("age", edges=edges),
-                m=dpa.quantile("age", levels, bounds=(0, 100))).run(epsilon=1.0)
-    assert [c for c in out.columns if c.startswith("h[") and not c.endswith(("_low", "_high"))
-            ] == ["h[0.1,0.1000001)", "h[0.1000001,0.1000002)", "h[0.1000002,0.1000003]"]
-    assert [c for c in out.columns if c.startswith("m_")] == ["m_p50", "m_p50_00001",
-                                                               "m_p50_00002"]
+    out = q.agg(
+        h=dpa.histogram("age", edges=edges), m=dpa.quantile("age", levels, bounds=(0, 100))
+    ).run(epsilon=1.0)
+    assert [c for c in out.columns if c.startswith("h[") and not c.endswith(("_low", "_high"))] == [
+        "h[0.1,0.1000001)",
+        "h[0.1000001,0.1000002)",
+        "h[0.1000002,0.1000003]",
+    ]
+    assert [c for c in out.columns if c.startswith("m_")] == ["m_p50", "m_p50_00001", "m_p50_00002"]
     wide = q.agg(h=dpa.histogram("age", edges=[0, 1e6, 1.5e7])).summarize(epsilon=1.0)
     assert wide.attrs["dpkit"]["output_columns"]["h"] == ["h[0,1000000)", "h[1000000,15000000]"]
 
@@ -379,14 +456,21 @@ def test_duplicate_output_columns_are_refused_before_the_charge() -> None:
     q = _session(budget=budget).query().bound(max_partitions=1, max_rows_per_partition=2)
     with pytest.raises(PrivacyParameterError, match="levels must be distinct"):
         dpa.quantile("age", [0.5, 0.5], bounds=(0, 100))
-    for stats in ({"h": dpa.histogram("region", categories=[1, "1"])},
-                  {"n": dpa.count(), "n_low": dpa.count()},
-                  {"a": dpa.quantile("age", 0.5, bounds=(0, 100)), "a_p50": dpa.count()}):
+    for stats in (
+        {"h": dpa.histogram("region", categories=[1, "1"])},
+        {"n": dpa.count(), "n_low": dpa.count()},
+        {"a": dpa.quantile("age", 0.5, bounds=(0, 100)), "a_p50": dpa.count()},
+    ):
         with pytest.raises(PrivacyParameterError, match="both be named"):
             q.agg(**stats).run(epsilon=1.0)
     df = _people().rename(columns={"region": "n_low"})
     with pytest.raises(PrivacyParameterError, match="both be named"):
-        (_session(budget=budget, df=df).query().group_by("n_low", keys=["north"])
-         .bound(max_partitions=1, max_rows_per_partition=2)
-         .agg(n=dpa.count()).run(epsilon=1.0))
+        (
+            _session(budget=budget, df=df)
+            .query()
+            .group_by("n_low", keys=["north"])
+            .bound(max_partitions=1, max_rows_per_partition=2)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0)
+        )
     assert budget.spent[0] == 0.0

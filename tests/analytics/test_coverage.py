@@ -71,55 +71,85 @@ def truth(df: pd.DataFrame) -> dict[Any, dict[str, float]]:
         var = float(((x - mean) ** 2).mean()) if x.size else math.nan
         cells = np.histogram(x, bins=EDGES)[0]  # numpy's last bin is closed, like dpkit's
         out[None if g == "__null__" else g] = {
-            "n": float(len(sub)), "u": float(sub["uid"].nunique(dropna=False)),
-            "t": float(x.sum()), "m": mean, "v": var, "s": math.sqrt(var),
-            "h[2,4)": float(cells[0]), "h[4,8]": float(cells[1]), "rows_x": float(x.size),
+            "n": float(len(sub)),
+            "u": float(sub["uid"].nunique(dropna=False)),
+            "t": float(x.sum()),
+            "m": mean,
+            "v": var,
+            "s": math.sqrt(var),
+            "h[2,4)": float(cells[0]),
+            "h[4,8]": float(cells[1]),
+            "rows_x": float(x.size),
         }
     return out
 
 
 def _prepared(mode: str) -> tuple[Any, Any, pd.DataFrame]:
     df = base_table()
-    budget = (Budget(epsilon=100.0) if mode == "pure"
-              else Budget(epsilon=100.0, delta=1e-3, method="basic"))
-    s = dpa.Session(df, privacy_unit="uid", budget=budget,
-                    source_of_randomness=RandomSource(seed=5, insecure=True))
-    q = (s.query().group_by("g", keys=list(GROUPS))
-         .bound(max_partitions=2, max_rows_per_partition=3)
-         .agg(n=dpa.count(), u=dpa.count_distinct(), t=dpa.sum("x", bounds=(LO, HI)),
-              m=dpa.mean("x", bounds=(LO, HI)), v=dpa.variance("x", bounds=(LO, HI)),
-              s=dpa.std("x", bounds=(LO, HI)), h=dpa.histogram("x", edges=EDGES)))
+    budget = (
+        Budget(epsilon=100.0)
+        if mode == "pure"
+        else Budget(epsilon=100.0, delta=1e-3, method="basic")
+    )
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=5, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(GROUPS))
+        .bound(max_partitions=2, max_rows_per_partition=3)
+        .agg(
+            n=dpa.count(),
+            u=dpa.count_distinct(),
+            t=dpa.sum("x", bounds=(LO, HI)),
+            m=dpa.mean("x", bounds=(LO, HI)),
+            v=dpa.variance("x", bounds=(LO, HI)),
+            s=dpa.std("x", bounds=(LO, HI)),
+            h=dpa.histogram("x", edges=EDGES),
+        )
+    )
     p = q.prepare(epsilon=2.0, delta=None if mode == "pure" else 1e-6)
     return p, s.engine, df
 
 
 @pytest.fixture(scope="module", params=["pure", "approx"])
-def released(request: pytest.FixtureRequest) -> tuple[pd.DataFrame, dict[Any, dict[str, float]],
-                                                        Any]:
+def released(
+    request: pytest.FixtureRequest,
+) -> tuple[pd.DataFrame, dict[Any, dict[str, float]], Any]:
     p, engine, df = _prepared(request.param)
     exact = p.exact(engine)
     want = truth(df)
     # sums: the fixed-point sum is the interval's target; it is within one step per row of
     # the pandas sum of the clamped doubles (and never above it)
     # (a sum may share the fixed-point sum measure of a mean on the same column and bounds)
-    t_sum = next(mp for sp in p.pricing.stats if sp.name == "t" for mp in sp.measures
-                 if mp.measure.kind == "sum")
+    t_sum = next(
+        mp
+        for sp in p.pricing.stats
+        if sp.name == "t"
+        for mp in sp.measures
+        if mp.measure.kind == "sum"
+    )
     step = t_sum.step
     for i, k in enumerate(exact.keys):
         fixed = int(exact.values[t_sum.measure.name][i]) * step
         pandas_sum = want[k[0]]["t"]
         assert fixed <= pandas_sum < fixed + (want[k[0]]["rows_x"] + 1) * step
         want[k[0]]["t"] = fixed
-    frame = batched_release(p, exact, REPS, RandomSource(seed=17, insecure=True),
-                            [(g,) for g in GROUPS])
+    frame = batched_release(
+        p, exact, REPS, RandomSource(seed=17, insecure=True), [(g,) for g in GROUPS]
+    )
     return frame, want, p
 
 
 KINDS = ["n", "u", "t", "m", "v", "s", "h[2,4)", "h[4,8]"]
 
 
-def _hits(frame: pd.DataFrame, want: dict[Any, dict[str, float]], col: str,
-          scale: float = 1.0) -> tuple[int, int]:
+def _hits(
+    frame: pd.DataFrame, want: dict[Any, dict[str, float]], col: str, scale: float = 1.0
+) -> tuple[int, int]:
     keys = [k[0] for k in key_of(frame, ("g",))]
     est = frame[col].to_numpy(dtype=float)
     lo = frame[f"{col}_low"].to_numpy(dtype=float)

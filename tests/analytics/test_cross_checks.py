@@ -43,9 +43,14 @@ def _table() -> pd.DataFrame:
     rng = np.random.default_rng(4)
     d["age"] = rng.choice([0, 5, 17, 99, 42], size=len(d))
     # a NULL unit with rows in several groups is one unit
-    extra = pd.DataFrame({"uid": [None] * 6, "g": ["a", "b", "c", None, "a", "b"],
-                          "x": [1e308, float("nan"), -0.0, 3.0, 3.0, -float("inf")],
-                          "age": [5, 5, 0, 99, 17, 5]})
+    extra = pd.DataFrame(
+        {
+            "uid": [None] * 6,
+            "g": ["a", "b", "c", None, "a", "b"],
+            "x": [1e308, float("nan"), -0.0, 3.0, 3.0, -float("inf")],
+            "age": [5, 5, 0, 99, 17, 5],
+        }
+    )
     return pd.concat([d, extra], ignore_index=True)
 
 
@@ -85,15 +90,18 @@ def pandas_bounded(df: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     g = list(agg.group_by)
     d = df.copy()
     d["_unit"] = [("u", _plain(u)) for u in d[b.privacy_unit].astype(object)]
-    d["_key"] = [tuple(_plain(v) for v in row)
-                 for row in d[g].astype(object).itertuples(index=False, name=None)]
+    d["_key"] = [
+        tuple(_plain(v) for v in row)
+        for row in d[g].astype(object).itertuples(index=False, name=None)
+    ]
     d["_hk"] = _md5(b.salt, d, [b.privacy_unit, *g])
     d["_hr"] = _md5(b.salt, d, [b.privacy_unit, *g, *value_cols])
     groups = d.drop_duplicates(["_unit", "_key"])[["_unit", "_key", "_hk"]].copy()
     groups["_knull"] = groups["_key"].map(lambda k: tuple(v is None for v in k))
     groups["_kstr"] = groups["_key"].map(repr)
-    groups = groups.sort_values(["_unit", "_hk", "_knull", "_kstr"],
-                                key=lambda s: s.map(repr) if s.name == "_unit" else s)
+    groups = groups.sort_values(
+        ["_unit", "_hk", "_knull", "_kstr"], key=lambda s: s.map(repr) if s.name == "_unit" else s
+    )
     groups["_grank"] = groups.groupby("_unit", sort=False).cumcount()
     kept_groups = groups[groups["_grank"] < b.max_partitions][["_unit", "_key"]]
     d = d.merge(kept_groups, on=["_unit", "_key"])
@@ -145,25 +153,37 @@ def _as_dict(res: EngineResult) -> dict[tuple[Any, ...], dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("max_partitions", "max_rows", "seed"), [(1, 1, 1), (2, 2, 2), (3, 5, 3)])
-def test_every_aggregate_kind_equals_plain_pandas(max_partitions: int, max_rows: int,
-                                                  seed: int) -> None:
+def test_every_aggregate_kind_equals_plain_pandas(
+    max_partitions: int, max_rows: int, seed: int
+) -> None:
     df = _table()
     engine = DuckDBEngine(hash="md5", threads=1)
-    s = dpa.Session(df, privacy_unit="uid", engine=engine,
-                    budget=Budget(epsilon=100.0, delta=1e-3, method="basic"),
-                    source_of_randomness=RandomSource(seed=seed, insecure=True))
-    q = (s.query().group_by("g").bound(max_partitions=max_partitions,
-                                       max_rows_per_partition=max_rows)
-         .agg(n=dpa.count(), u=dpa.count_distinct(), t=dpa.sum("x", bounds=(-1.0, 9.0)),
-              m=dpa.mean("x", bounds=(0.0, 10.0)), v=dpa.variance("x", bounds=(2.0, 8.0)),
-              sd=dpa.std("x", bounds=(-5.0, 5.0)),
-              h=dpa.histogram("x", edges=[0.0, 2.5, 5.0, 10.0]),
-              hc=dpa.histogram("age", categories=[0, 5, 17, 99]),
-              qq=dpa.quantile("x", [0.5], bounds=(0.0, 10.0))))
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        engine=engine,
+        budget=Budget(epsilon=100.0, delta=1e-3, method="basic"),
+        source_of_randomness=RandomSource(seed=seed, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g")
+        .bound(max_partitions=max_partitions, max_rows_per_partition=max_rows)
+        .agg(
+            n=dpa.count(),
+            u=dpa.count_distinct(),
+            t=dpa.sum("x", bounds=(-1.0, 9.0)),
+            m=dpa.mean("x", bounds=(0.0, 10.0)),
+            v=dpa.variance("x", bounds=(2.0, 8.0)),
+            sd=dpa.std("x", bounds=(-5.0, 5.0)),
+            h=dpa.histogram("x", edges=[0.0, 2.5, 5.0, 10.0]),
+            hc=dpa.histogram("age", categories=[0, 5, 17, 99]),
+            qq=dpa.quantile("x", [0.5], bounds=(0.0, 10.0)),
+        )
+    )
     p = q.prepare(epsilon=10.0, delta=1e-5)
     kinds = {m.kind for m in p.plan.aggregate.measures}
-    assert kinds == {"rows", "units", "values", "sum", "sum_sq", "bin_counts",
-                     "category_counts"}
+    assert kinds == {"rows", "units", "values", "sum", "sum_sq", "bin_counts", "category_counts"}
     got = _as_dict(p.exact(engine))
     kept = pandas_bounded(df, p.plan)
     want = pandas_measures(kept, p.plan)
@@ -200,16 +220,22 @@ def _selection_table(threshold: int) -> tuple[pd.DataFrame, dict[str, int]]:
 
 def _released_counts(epsilon: float, delta: float) -> tuple[dict[str, int], dict[str, int], Any]:
     budget = Budget(epsilon=100.0, delta=1e-2, method="basic")
-    probe = dpa.Session(pd.DataFrame({"uid": ["a"], "g": ["x"]}), privacy_unit="uid",
-                        budget=budget)
-    pq = (probe.query().group_by("g").bound(max_partitions=1, max_rows_per_partition=1)
-          .agg(n=dpa.count()))
+    probe = dpa.Session(pd.DataFrame({"uid": ["a"], "g": ["x"]}), privacy_unit="uid", budget=budget)
+    pq = (
+        probe.query()
+        .group_by("g")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     threshold = pq.prepare(epsilon=epsilon, delta=delta).pricing.selection.threshold
     df, units = _selection_table(threshold)
-    s = dpa.Session(df, privacy_unit="uid", budget=budget,
-                    source_of_randomness=RandomSource(seed=8, insecure=True))
-    q = (s.query().group_by("g").bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=8, insecure=True),
+    )
+    q = s.query().group_by("g").bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
     p = q.prepare(epsilon=epsilon, delta=delta)
     exact = p.exact(s.engine)
     got_units = {k[0]: int(v) for k, v in zip(exact.keys, exact.values["__units"], strict=True)}
@@ -220,8 +246,9 @@ def _released_counts(epsilon: float, delta: float) -> tuple[dict[str, int], dict
     # as the keys' coins are independent).
     sel = p.pricing.selection
     tested = {k: n for k, n in units.items() if n <= 14 or n >= sel.threshold - 1}
-    frame = batched_release(p, exact, REPS, RandomSource(seed=9, insecure=True),
-                            [(k,) for k in tested])
+    frame = batched_release(
+        p, exact, REPS, RandomSource(seed=9, insecure=True), [(k,) for k in tested]
+    )
     released = pd.Series([k[0] for k in key_of(frame, ("g",))]).value_counts()
     return {k: int(released.get(k, 0)) for k in tested}, tested, sel
 
@@ -267,15 +294,17 @@ def test_companion_rejects_a_miscalibrated_selection(selection_run: Any) -> None
     """
     counts, units, sel = selection_run
     wrong = PartitionSelection.from_epsilon_delta(
-        epsilon=2.0 * sel.epsilon, delta=sel.delta, max_partitions=sel.max_partitions)
+        epsilon=2.0 * sel.epsilon, delta=sel.delta, max_partitions=sel.max_partitions
+    )
     z = stats.norm.isf(FAMILY_ALPHA / len(units) / 2)
     best = 0.0
     for n in units.values():
         p1, p2 = float(wrong.probability(n)), float(sel.probability(n))  # H0 p1, truth p2
         if 0.0 < p1 < 1.0 and 0.0 < p2 < 1.0:
             d = abs(p1 - p2)
-            power = stats.norm.cdf((d * math.sqrt(REPS) - z * math.sqrt(p1 * (1 - p1)))
-                                   / math.sqrt(p2 * (1 - p2)))
+            power = stats.norm.cdf(
+                (d * math.sqrt(REPS) - z * math.sqrt(p1 * (1 - p1))) / math.sqrt(p2 * (1 - p2))
+            )
             best = max(best, float(power))
     assert best > 1 - 1e-6
     assert _rejects(counts, units, lambda n: wrong.probability(n)[()]) != []

@@ -40,17 +40,29 @@ def test_unterminated_quote_swallows_no_other_line(tmp_path: Path) -> None:
 
 def test_quoted_fields_on_a_normal_file(tmp_path: Path) -> None:
     p = tmp_path / "q.csv"
-    p.write_bytes(b'u,name,v\r\n1,"Smith, J.",3\r\n2,"say ""hi""",4\r\n3,"",\r\n4,a"b,5\r\n'
-                  b'5,x,y,extra\r\n6\r\n')
+    p.write_bytes(
+        b'u,name,v\r\n1,"Smith, J.",3\r\n2,"say ""hi""",4\r\n3,"",\r\n4,a"b,5\r\n'
+        b"5,x,y,extra\r\n6\r\n"
+    )
     assert _read(p, ("u", "name", "v")) == [
-        ("1", "Smith, J.", "3"), ("2", 'say "hi"', "4"), ("3", "", None), ("4", 'a"b', "5"),
-        ("5", "x", "y")]
+        ("1", "Smith, J.", "3"),
+        ("2", 'say "hi"', "4"),
+        ("3", "", None),
+        ("4", 'a"b', "5"),
+        ("5", "x", "y"),
+    ]
     s = dpa.Session(str(p), privacy_unit="u", budget=Budget(epsilon=10.0))
-    q = (s.query().group_by("name", keys=["Smith, J.", 'say "hi"'])
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    q = (
+        s.query()
+        .group_by("name", keys=["Smith, J.", 'say "hi"'])
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     res = s.engine.execute(q.prepare(epsilon=1.0).plan)
     assert dict(zip(res.keys, res.values["n:n"], strict=True)) == {
-        ("Smith, J.",): 1, ('say "hi"',): 1}
+        ("Smith, J.",): 1,
+        ('say "hi"',): 1,
+    }
 
 
 _FIELD = st.text(alphabet=st.sampled_from('ab ,"x1'), max_size=6)
@@ -58,8 +70,9 @@ _FIELD = st.text(alphabet=st.sampled_from('ab ,"x1'), max_size=6)
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(_FIELD, min_size=3, max_size=3), min_size=1, max_size=8))
-def test_lines_written_by_python_csv_read_back_exactly(tmp_path_factory: object,
-                                                       rows: list[list[str]]) -> None:
+def test_lines_written_by_python_csv_read_back_exactly(
+    tmp_path_factory: object, rows: list[list[str]]
+) -> None:
     # reference: Python's csv module writes RFC 4180 lines (quoting what needs quoting)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -76,8 +89,15 @@ def test_lines_written_by_python_csv_read_back_exactly(tmp_path_factory: object,
 def test_wide_header(tmp_path: Path) -> None:
     n = 1500
     p = tmp_path / "w.csv"
-    p.write_text(",".join(f"c{i}" for i in range(n)) + "\n" + ",".join(map(str, range(n)))
-                 + "\n" + '"1,' + ",".join(map(str, range(n))) + "\n")
+    p.write_text(
+        ",".join(f"c{i}" for i in range(n))
+        + "\n"
+        + ",".join(map(str, range(n)))
+        + "\n"
+        + '"1,'
+        + ",".join(map(str, range(n)))
+        + "\n"
+    )
     got = _read(p, tuple(f"c{i}" for i in range(n)))
     assert got == [tuple(str(i) for i in range(n))]
 
@@ -97,5 +117,6 @@ def test_a_bare_carriage_return_changes_no_other_line(tmp_path: Path) -> None:
     assert ids == {str(i) for i in range(1, 31)} | {"101"}
     # the same on "\n" files, and a bare "\r" inside a line splits only that line
     d1.write_text("u,v\n" + "".join(f"{r}\n101,1\r999,1\n{r}\n" for r in victims))
-    assert {row[0] for row in _read(d1, ("u", "v"))} - {"101", "999"} == \
-        {str(i) for i in range(1, 31)}
+    assert {row[0] for row in _read(d1, ("u", "v"))} - {"101", "999"} == {
+        str(i) for i in range(1, 31)
+    }

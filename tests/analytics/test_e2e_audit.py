@@ -65,24 +65,37 @@ def _tables() -> tuple[DuckDBEngine, Source, Source]:
     return engine, Source(kind="table", location="d"), Source(kind="table", location="d_prime")
 
 
-def _session_query(budget: Any, keys: Any, *, p: int = P, r: int = R,
-                   aggs: dict[str, Any] | None = None
-                   ) -> tuple[Any, DuckDBEngine, Source, Source]:
+def _session_query(
+    budget: Any, keys: Any, *, p: int = P, r: int = R, aggs: dict[str, Any] | None = None
+) -> tuple[Any, DuckDBEngine, Source, Source]:
     engine, d, d_prime = _tables()
-    session = dpa.Session(neighbours()[0], privacy_unit="uid", budget=budget, engine=engine,
-                          source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True))
+    session = dpa.Session(
+        neighbours()[0],
+        privacy_unit="uid",
+        budget=budget,
+        engine=engine,
+        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
+    )
     if aggs is None:
-        aggs = {"n": dpa.count(), "t": dpa.sum("x", bounds=(0.0, 10.0)),
-                "m": dpa.mean("x", bounds=(0.0, 10.0)),
-                "h": dpa.histogram("x", edges=[0.0, 2.5, 10.0])}
-    q = (session.query().group_by("g", keys=keys)
-         .bound(max_partitions=p, max_rows_per_partition=r).agg(**aggs))
+        aggs = {
+            "n": dpa.count(),
+            "t": dpa.sum("x", bounds=(0.0, 10.0)),
+            "m": dpa.mean("x", bounds=(0.0, 10.0)),
+            "h": dpa.histogram("x", edges=[0.0, 2.5, 10.0]),
+        }
+    q = (
+        session.query()
+        .group_by("g", keys=keys)
+        .bound(max_partitions=p, max_rows_per_partition=r)
+        .agg(**aggs)
+    )
     return q, engine, d, d_prime
 
 
 def _estimate_columns(frame: Any) -> list[str]:
-    return [c for c in frame.columns
-            if c not in ("g", "__rep") and not c.endswith(("_low", "_high"))]
+    return [
+        c for c in frame.columns if c not in ("g", "__rep") and not c.endswith(("_low", "_high"))
+    ]
 
 
 def _as_dict(res: EngineResult) -> dict[Any, dict[str, Any]]:
@@ -98,8 +111,9 @@ def _changed_groups(a: EngineResult, b: EngineResult) -> dict[Any, dict[str, Any
     return out
 
 
-def _vectors(prepared: Any, result: EngineResult, size: int, src: RandomSource,
-             groups: list[Any]) -> np.ndarray:
+def _vectors(
+    prepared: Any, result: EngineResult, size: int, src: RandomSource, groups: list[Any]
+) -> np.ndarray:
     """Per release: for every key of ``groups`` in order, [released, estimates...] (0 if
     withheld). The other groups' releases are independent of these and identical in law on
     both tables, so leaving them out is a post-processing (and saves time)."""
@@ -116,8 +130,9 @@ def _vectors(prepared: Any, result: EngineResult, size: int, src: RandomSource,
     return out.reshape(size, -1)
 
 
-def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int,
-           groups: int = P) -> Any:
+def _audit(
+    prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int, groups: int = P
+) -> Any:
     src = RandomSource(seed=seed, insecure=True)
     # the groups whose exact values differ (chosen from the exact results only), in GROUPS order
     changed = [g for g in GROUPS if (g,) in _changed_groups(ra, rb)][:groups]
@@ -133,8 +148,16 @@ def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed
         table[x] = table[x][size:]
         return got
 
-    return audit(mechanism, ("D", "D'"), samples=SAMPLES, claim=claim, confidence=CONFIDENCE,
-                 vectorized=True, testers=audit_testers(coords, scales), source=src)
+    return audit(
+        mechanism,
+        ("D", "D'"),
+        samples=SAMPLES,
+        claim=claim,
+        confidence=CONFIDENCE,
+        vectorized=True,
+        testers=audit_testers(coords, scales),
+        source=src,
+    )
 
 
 # ------------------------------------------------------------------ bounding is as claimed
@@ -190,8 +213,9 @@ def test_tight_query_audit_comes_close_to_its_epsilon_without_exceeding_it() -> 
     """A count-only query whose bound the adversary saturates: one group, 50 rows kept, the
     sensitivity (P R = 50) used in full, so the true privacy loss equals the claim. The audit
     must certify a good part of epsilon (else it could not see anything) and never more."""
-    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS],
-                                           p=1, r=50, aggs={"n": dpa.count()})
+    q, engine, d, d_prime = _session_query(
+        Budget(epsilon=10.0), [(g,) for g in GROUPS], p=1, r=50, aggs={"n": dpa.count()}
+    )
     p = q.prepare(epsilon=EPSILON)
     ra, rb = p.exact(engine, d), p.exact(engine, d_prime)
     changed = _changed_groups(ra, rb)
@@ -211,9 +235,15 @@ def test_audit_catches_a_query_without_contribution_bounding() -> None:
     """The engine keeps every row (no bounding) while the noise assumes P = R = 2."""
     q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS])
     p = q.prepare(epsilon=EPSILON)
-    unbounded = dataclasses.replace(p.plan, bound=Bound(
-        privacy_unit="uid", max_partitions=1 << 20, max_rows_per_partition=1 << 20,
-        salt=p.plan.bound.salt))
+    unbounded = dataclasses.replace(
+        p.plan,
+        bound=Bound(
+            privacy_unit="uid",
+            max_partitions=1 << 20,
+            max_rows_per_partition=1 << 20,
+            salt=p.plan.bound.salt,
+        ),
+    )
     broken = dataclasses.replace(p, plan=unbounded)
     ra, rb = broken.exact(engine, d), broken.exact(engine, d_prime)
     assert len(_changed_groups(ra, rb)) == len(GROUPS)  # the unit moves every group by 50 rows
@@ -228,12 +258,15 @@ def test_audit_catches_noise_priced_for_one_partition_while_the_unit_keeps_five(
     (50 rows each): every one of the 5 counts moves by a full sensitivity. The pooled threshold
     (sum of the 5 scaled counts) sees a shift of 5 scales against a spread of sqrt(10). Power:
     the certified bound was 1.36 to 1.74 over 8 other audit seeds (always above the claim 1)."""
-    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS],
-                                           p=1, r=50, aggs={"n": dpa.count()})
+    q, engine, d, d_prime = _session_query(
+        Budget(epsilon=10.0), [(g,) for g in GROUPS], p=1, r=50, aggs={"n": dpa.count()}
+    )
     p = q.prepare(epsilon=EPSILON)
     five = dataclasses.replace(p.plan, bound=dataclasses.replace(p.plan.bound, max_partitions=5))
-    ra, rb = dataclasses.replace(p, plan=five).exact(engine, d), \
-        dataclasses.replace(p, plan=five).exact(engine, d_prime)
+    ra, rb = (
+        dataclasses.replace(p, plan=five).exact(engine, d),
+        dataclasses.replace(p, plan=five).exact(engine, d_prime),
+    )
     assert len(_changed_groups(ra, rb)) == 5
     res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=16, groups=5)
     print("broken (priced for 1 partition, 5 kept):", res.summary())
@@ -246,16 +279,24 @@ def test_audit_catches_float_sums_that_escape_the_bounds() -> None:
     of unclamped values would): the adversary's inf/1e308 rows move a sum by 2,000."""
     q, engine, d, _ = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS])
     p = q.prepare(epsilon=EPSILON)
-    wide = tuple(dataclasses.replace(m, lower=-1000.0, upper=1000.0) if m.kind == "sum" else m
-                 for m in p.plan.aggregate.measures)
-    plan = dataclasses.replace(p.plan, aggregate=dataclasses.replace(p.plan.aggregate,
-                                                                     measures=wide))
+    wide = tuple(
+        dataclasses.replace(m, lower=-1000.0, upper=1000.0) if m.kind == "sum" else m
+        for m in p.plan.aggregate.measures
+    )
+    plan = dataclasses.replace(
+        p.plan, aggregate=dataclasses.replace(p.plan.aggregate, measures=wide)
+    )
     broken = dataclasses.replace(p, plan=plan)
     d_huge = Source(kind="table", location="d_huge")
     ra, rb = broken.exact(engine, d), broken.exact(engine, d_huge)
     # the sum "t" may share the fixed-point sum measure of the mean on the same column/bounds
-    t_sum = next(mp for sp in p.pricing.stats if sp.name == "t" for mp in sp.measures
-                 if mp.measure.kind == "sum")
+    t_sum = next(
+        mp
+        for sp in p.pricing.stats
+        if sp.name == "t"
+        for mp in sp.measures
+        if mp.measure.kind == "sum"
+    )
     key = t_sum.measure.name
     for ch in _changed_groups(ra, rb).values():  # each kept group's sum moves by 2 x 1000
         before = ch["before"] or {key: 0}

@@ -24,16 +24,27 @@ from dpkit.analytics.engines.duckdb import DuckDBEngine
 
 @pytest.mark.parametrize(
     ("group_by", "max_partitions", "max_rows", "salt"),
-    [(("region",), 1, 1, 1), (("region",), 2, 3, 2**64 - 1), (("region", "kind"), 3, 2, 7),
-     ((), 1, 4, 12345), (("kind",), 10, 10, 99)],
+    [
+        (("region",), 1, 1, 1),
+        (("region",), 2, 3, 2**64 - 1),
+        (("region", "kind"), 3, 2, 7),
+        ((), 1, 4, 12345),
+        (("kind",), 10, 10, 99),
+    ],
 )
-def test_md5_engine_equals_python_reference(group_by: tuple[str, ...], max_partitions: int,
-                                            max_rows: int, salt: int) -> None:
+def test_md5_engine_equals_python_reference(
+    group_by: tuple[str, ...], max_partitions: int, max_rows: int, salt: int
+) -> None:
     df = people(300, seed=salt % 1000)
     engine = DuckDBEngine(hash="md5", threads=1)
     engine.register("people", df)
-    plan = plan_for(Source(kind="table", location="people"), group_by=group_by,
-                    max_partitions=max_partitions, max_rows=max_rows, salt=salt)
+    plan = plan_for(
+        Source(kind="table", location="people"),
+        group_by=group_by,
+        max_partitions=max_partitions,
+        max_rows=max_rows,
+        salt=salt,
+    )
     got = as_dict(engine.execute(plan))
     want = reference(df, plan)
     assert got == want
@@ -43,14 +54,21 @@ def test_md5_reference_with_a_predicate() -> None:
     df = people(200, seed=3)
     engine = DuckDBEngine(hash="md5", threads=1)
     engine.register("people", df)
-    plan = plan_for(Source(kind="table", location="people"),
-                    filters=(Filter(predicate="age >= 18 AND kind IN (1, 3)"),
-                             Filter(predicate="x > 5 OR x IS NULL")))
+    plan = plan_for(
+        Source(kind="table", location="people"),
+        filters=(
+            Filter(predicate="age >= 18 AND kind IN (1, 3)"),
+            Filter(predicate="x > 5 OR x IS NULL"),
+        ),
+    )
     # NaN behaves as NULL in predicates: `x > 5` is not true for NaN (NaN sorts above every
     # number in DuckDB, so without normalization it would be).
     got = as_dict(engine.execute(plan))
-    want = reference(df, plan, keep=lambda r: r["age"] >= 18 and r["kind"] in (1, 3)
-                     and (r["x"] is None or r["x"] > 5))
+    want = reference(
+        df,
+        plan,
+        keep=lambda r: r["age"] >= 18 and r["kind"] in (1, 3) and (r["x"] is None or r["x"] > 5),
+    )
     assert got == want
 
 
@@ -58,8 +76,9 @@ def test_md5_reference_without_privacy_unit() -> None:
     df = people(150, seed=5)
     engine = DuckDBEngine(hash="md5", threads=1)
     engine.register("people", df)
-    plan = plan_for(Source(kind="table", location="people"), unit=None, max_partitions=1,
-                    max_rows=1)
+    plan = plan_for(
+        Source(kind="table", location="people"), unit=None, max_partitions=1, max_rows=1
+    )
     got = as_dict(engine.execute(plan))
     assert got == reference(df, plan)
     assert sum(v["n"] for v in got.values()) == len(df)  # every row kept: each is its own unit
@@ -79,10 +98,12 @@ def test_md5_profile_is_a_salted_choice() -> None:
 
 @pytest.mark.parametrize("unit", ["uid", None])
 @pytest.mark.parametrize("group_by", [("region",), ()])
-@pytest.mark.parametrize("kind", ["rows", "units", "values", "sum", "sum_sq", "bin_counts",
-                                  "category_counts"])
+@pytest.mark.parametrize(
+    "kind", ["rows", "units", "values", "sum", "sum_sq", "bin_counts", "category_counts"]
+)
 def test_every_measure_alone_with_and_without_unit_and_keys(
-        unit: str | None, group_by: tuple[str, ...], kind: str) -> None:
+    unit: str | None, group_by: tuple[str, ...], kind: str
+) -> None:
     """Each measure kind alone compiles and runs for (unit / none) x (group_by / none).
 
     The case without unit, keys or value columns reads no column at all (it used to compile
@@ -92,8 +113,14 @@ def test_every_measure_alone_with_and_without_unit_and_keys(
     engine = DuckDBEngine(hash="md5", threads=1)
     engine.register("people", df)
     measure = next(m for m in MEASURES_ALL if m.kind == kind)
-    plan = plan_for(Source(kind="table", location="people"), unit=unit, group_by=group_by,
-                    max_partitions=1, max_rows=2, measures=(measure,))
+    plan = plan_for(
+        Source(kind="table", location="people"),
+        unit=unit,
+        group_by=group_by,
+        max_partitions=1,
+        max_rows=2,
+        measures=(measure,),
+    )
     got = as_dict(engine.execute(plan))
     assert got == reference(df, plan)
     if unit is None and kind == "rows":
@@ -104,9 +131,13 @@ def test_count_alone_with_a_predicate_and_no_unit_or_keys() -> None:
     df = people(80, seed=19)
     engine = DuckDBEngine(hash="md5", threads=1)
     engine.register("people", df)
-    plan = plan_for(Source(kind="table", location="people"), unit=None, group_by=(),
-                    filters=(Filter(predicate="age >= 18"),),
-                    measures=(next(m for m in MEASURES_ALL if m.kind == "rows"),))
+    plan = plan_for(
+        Source(kind="table", location="people"),
+        unit=None,
+        group_by=(),
+        filters=(Filter(predicate="age >= 18"),),
+        measures=(next(m for m in MEASURES_ALL if m.kind == "rows"),),
+    )
     got = as_dict(engine.execute(plan))
     assert got == reference(df, plan, keep=lambda r: r["age"] >= 18)
     assert got[()]["n"] == int((df["age"] >= 18).sum())
@@ -122,11 +153,26 @@ def _exact_bin(x: float | None, edges: tuple[float, ...]) -> int | None:
 
 
 def _adversarial(edges: tuple[float, ...]) -> list[float | None]:
-    vals: list[float | None] = [None, math.nan, math.inf, -math.inf, 1e308, -1e308, 0.0, -0.0,
-                                5e-324, -5e-324, 2.2250738585072014e-308]
+    vals: list[float | None] = [
+        None,
+        math.nan,
+        math.inf,
+        -math.inf,
+        1e308,
+        -1e308,
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+    ]
     for e in edges:
-        vals += [e, math.nextafter(e, math.inf), math.nextafter(e, -math.inf),
-                 math.nextafter(math.nextafter(e, math.inf), math.inf)]
+        vals += [
+            e,
+            math.nextafter(e, math.inf),
+            math.nextafter(e, -math.inf),
+            math.nextafter(math.nextafter(e, math.inf), math.inf),
+        ]
     for a, b in itertools.pairwise(edges):
         vals.append(a + (b - a) / 2)
     return vals
@@ -150,9 +196,14 @@ def test_bin_index_equals_the_comparison_defined_bin(name: str) -> None:
     df = pd.DataFrame({"id": range(len(vals)), "x": pd.Series(vals, dtype="float64")})
     engine = DuckDBEngine(threads=1)
     engine.register("v", df)
-    plan = plan_for(Source(kind="table", location="v"), unit=None, group_by=("id",),
-                    max_partitions=1, max_rows=1,
-                    measures=(Measure(name="h", kind="bin_counts", column="x", edges=edges),))
+    plan = plan_for(
+        Source(kind="table", location="v"),
+        unit=None,
+        group_by=("id",),
+        max_partitions=1,
+        max_rows=1,
+        measures=(Measure(name="h", kind="bin_counts", column="x", edges=edges),),
+    )
     sql = engine.compile(plan).sql
     arithmetic = "(tree)" not in name
     assert ("floor(" in sql.lower()) == arithmetic  # the arithmetic path is the one tested
@@ -166,8 +217,7 @@ def test_bin_index_equals_the_comparison_defined_bin(name: str) -> None:
             assert counts[want] == 1 and sum(counts) == 1, (x, want, counts)
 
 
-def test_bin_index_test_catches_an_off_by_one_correction(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+def test_bin_index_test_catches_an_off_by_one_correction(monkeypatch: pytest.MonkeyPatch) -> None:
     """Companion: without the correction step the floor guess misplaces some edge values."""
     from sqlglot import exp
 
@@ -175,12 +225,23 @@ def test_bin_index_test_catches_an_off_by_one_correction(monkeypatch: pytest.Mon
     from dpkit.analytics.engines._compiler.nodes import cast_to, clamp, double
 
     monkeypatch.setattr(measures, "_bin_correct", lambda c, g, *a: g.copy())
-    monkeypatch.setattr(measures, "_bin_guess", lambda c, edges, w, profile: cast_to(
-        clamp(exp.Floor(this=exp.Mul(
-            this=exp.Sub(this=c.copy(), expression=double(edges[0], profile)),
-            expression=double(1.0 / w, profile))),
-            double(0.0, profile), double(len(edges) - 2.0, profile)),
-        profile.fixed_type))
+    monkeypatch.setattr(
+        measures,
+        "_bin_guess",
+        lambda c, edges, w, profile: cast_to(
+            clamp(
+                exp.Floor(
+                    this=exp.Mul(
+                        this=exp.Sub(this=c.copy(), expression=double(edges[0], profile)),
+                        expression=double(1.0 / w, profile),
+                    )
+                ),
+                double(0.0, profile),
+                double(len(edges) - 2.0, profile),
+            ),
+            profile.fixed_type,
+        ),
+    )
     with pytest.raises(AssertionError):
         for name in ("-1..1 x1000", "0.1..0.7 x3", "0..100 x1024"):
             test_bin_index_equals_the_comparison_defined_bin(name)

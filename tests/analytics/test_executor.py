@@ -22,20 +22,28 @@ from dpkit.noise import RandomSource
 
 def _frame(n: int = 400, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"uid": np.arange(n), "g": rng.choice(["a", "b"], n),
-                         "x": rng.uniform(0.0, 10.0, n)})
+    return pd.DataFrame(
+        {"uid": np.arange(n), "g": rng.choice(["a", "b"], n), "x": rng.uniform(0.0, 10.0, n)}
+    )
 
 
 def _query(s: dpa.Session) -> dpa.Query:
-    return (s.query().group_by("g", keys=["a", "b"])
-            .bound(max_partitions=1, max_rows_per_partition=1)
-            .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 10))))
+    return (
+        s.query()
+        .group_by("g", keys=["a", "b"])
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0, 10)))
+    )
 
 
 def _session(budget: Any, engine: Any = None) -> dpa.Session:
-    return dpa.Session(_frame(), privacy_unit="uid", budget=budget,
-                       engine=engine if engine is not None else "duckdb",
-                       source_of_randomness=RandomSource(seed=4, insecure=True))
+    return dpa.Session(
+        _frame(),
+        privacy_unit="uid",
+        budget=budget,
+        engine=engine if engine is not None else "duckdb",
+        source_of_randomness=RandomSource(seed=4, insecure=True),
+    )
 
 
 def test_run_charges_the_given_sub_budget_with_the_metadata() -> None:
@@ -59,8 +67,7 @@ def test_run_refuses_a_foreign_query_or_budget_before_the_charge() -> None:
     with pytest.raises(PrivacyParameterError, match="another session"):
         s.run(_query(other).prepare(epsilon=0.5))
     with pytest.raises(PrivacyParameterError, match="different kind"):
-        s.run(_query(s).prepare(epsilon=0.5),
-              budget=Budget(epsilon=2.0, delta=1e-6, method="zcdp"))
+        s.run(_query(s).prepare(epsilon=0.5), budget=Budget(epsilon=2.0, delta=1e-6, method="zcdp"))
     with pytest.raises(PrivacyParameterError, match="prepared query"):
         s.run(_query(s))  # type: ignore[arg-type]
     assert budget.spent == (0.0, 0.0)
@@ -69,8 +76,11 @@ def test_run_refuses_a_foreign_query_or_budget_before_the_charge() -> None:
 def test_two_step_prepared_query_runs_through_the_session_and_charges_once() -> None:
     budget = Budget(epsilon=4.0)
     s = _session(budget)
-    q = s.query().bound(max_partitions=1, max_rows_per_partition=1).agg(
-        m=dpa.mean("x", bounds="auto"))
+    q = (
+        s.query()
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(m=dpa.mean("x", bounds="auto"))
+    )
     with pytest.raises(PrivacyParameterError, match="auto"):
         q.prepare(epsilon=1.0)
     prepared = q.prepare(epsilon=2.0, two_step=True)
@@ -117,8 +127,7 @@ def test_engines_are_seen_through_the_protocol(tmp_path: Path) -> None:
     assert isinstance(completed, Engine) and completed is not minimal
     private = tmp_path / "people.parquet"
     _frame().to_parquet(private)
-    ms = dpa.Session(str(private), privacy_unit="uid", budget=Budget(epsilon=1.0),
-                     engine=minimal)
+    ms = dpa.Session(str(private), privacy_unit="uid", budget=Budget(epsilon=1.0), engine=minimal)
     public = tmp_path / "regions.parquet"
     pd.DataFrame({"g": ["a", "b"], "name": ["A", "B"]}).to_parquet(public)
     with pytest.raises(PrivacyParameterError, match="cannot list the files"):

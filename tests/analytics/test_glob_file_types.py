@@ -23,8 +23,10 @@ from dpkit.errors import EngineError
 
 def _glob(folder: Path, extra: bool) -> str:
     con = duckdb.connect()
-    con.execute("COPY (SELECT i AS uid, i % 3 AS g, 1.5::DOUBLE AS x FROM range(100) r(i)) "
-                f"TO '{folder}/a.parquet' (FORMAT parquet)")
+    con.execute(
+        "COPY (SELECT i AS uid, i % 3 AS g, 1.5::DOUBLE AS x FROM range(100) r(i)) "
+        f"TO '{folder}/a.parquet' (FORMAT parquet)"
+    )
     rows = "SELECT '200' AS uid, '1' AS g, '2.0' AS x"
     if extra:
         rows += " UNION ALL SELECT 'x7', '1', '2.0'"
@@ -37,8 +39,11 @@ def _outcome(glob: str) -> tuple[str, float]:
     budget = Budget(epsilon=10.0)
     try:
         s = dpa.Session(glob, privacy_unit="uid", budget=budget)
-        q = s.query().group_by("g", keys=[0, 1, 2]).bound(max_partitions=1,
-                                                          max_rows_per_partition=1)
+        q = (
+            s.query()
+            .group_by("g", keys=[0, 1, 2])
+            .bound(max_partitions=1, max_rows_per_partition=1)
+        )
         q.agg(n=dpa.count()).run(epsilon=1.0)
         return "answered", budget.spent[0]
     except Exception as exc:  # what matters: the same outcome on D and D', or nothing spent
@@ -81,6 +86,7 @@ def test_glob_refusal_names_the_column_and_both_files_before_the_charge(tmp_path
     _write(tmp_path / "b.parquet", "SELECT 50 + i AS uid FROM range(50) r(i)")
     budget = Budget(epsilon=10.0)
     with pytest.raises(EngineError, match=r"column 'g'.*a\.parquet.*b\.parquet.*one type"):
-        dpa.Session(f"{tmp_path}/*.parquet", privacy_unit="uid", budget=budget).query(
-            ).group_by("g", keys=[0, 1, 2]).agg(n=dpa.count()).run(epsilon=1.0)
+        dpa.Session(f"{tmp_path}/*.parquet", privacy_unit="uid", budget=budget).query().group_by(
+            "g", keys=[0, 1, 2]
+        ).agg(n=dpa.count()).run(epsilon=1.0)
     assert budget.spent[0] == 0.0

@@ -22,10 +22,20 @@ from dpkit.analytics.engines.spark import _key
 UTC = dt.timezone.utc
 
 
-@pytest.mark.parametrize(("sql_type", "codec"), [
-    ("TIMESTAMP WITH TIME ZONE", "instant"), ("TIMESTAMP", "local"), ("DATE", "date"),
-    ("VARCHAR", "text"), ("BLOB", "bytes"), ("BIGINT", "plain"), ("DOUBLE", "plain"),
-    ("DECIMAL(10,2)", "plain"), ("BOOLEAN", "plain")])
+@pytest.mark.parametrize(
+    ("sql_type", "codec"),
+    [
+        ("TIMESTAMP WITH TIME ZONE", "instant"),
+        ("TIMESTAMP", "local"),
+        ("DATE", "date"),
+        ("VARCHAR", "text"),
+        ("BLOB", "bytes"),
+        ("BIGINT", "plain"),
+        ("DOUBLE", "plain"),
+        ("DECIMAL(10,2)", "plain"),
+        ("BOOLEAN", "plain"),
+    ],
+)
 def test_key_codec_by_type(sql_type: str, codec: str) -> None:
     assert key_codec(sql_type) == codec
 
@@ -67,11 +77,12 @@ def test_instants_decode_one_to_one(us: int) -> None:
 
 
 def _plan(**cols: str) -> Plan:
-    return Plan(source=Source(kind="table", location="t"), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=1),
-                aggregate=Aggregate(group_by=tuple(cols), measures=(
-                    Measure(name="n", kind="rows"),)))
+    return Plan(
+        source=Source(kind="table", location="t"),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=1),
+        aggregate=Aggregate(group_by=tuple(cols), measures=(Measure(name="n", kind="rows"),)),
+    )
 
 
 def test_collated_key_or_unit_is_refused_before_anything_runs() -> None:
@@ -81,13 +92,13 @@ def test_collated_key_or_unit_is_refused_before_anything_runs() -> None:
     with pytest.raises(PlanError, match="UTF8_LCASE"):
         compile_plan(plan, {"uid": "STRING COLLATE UTF8_LCASE", "city": "VARCHAR"}, SPARK)
     # the default collation spelled out is the byte-wise one: accepted
-    compiled = compile_plan(plan, {"uid": "BIGINT", "city": "STRING COLLATE UTF8_BINARY"},
-                            SPARK)
+    compiled = compile_plan(plan, {"uid": "BIGINT", "city": "STRING COLLATE UTF8_BINARY"}, SPARK)
     assert compiled.key_codecs == ("text",)
 
 
 def test_spark_statement_sends_instants_as_microseconds() -> None:
-    compiled = compile_plan(_plan(ts="x"), {"uid": "BIGINT", "ts": "TIMESTAMP WITH TIME ZONE"},
-                            SPARK)
+    compiled = compile_plan(
+        _plan(ts="x"), {"uid": "BIGINT", "ts": "TIMESTAMP WITH TIME ZONE"}, SPARK
+    )
     assert compiled.key_codecs == ("instant",)
     assert "UNIX_MICROS(" in compiled.sql.upper()

@@ -12,7 +12,8 @@ from dpkit.errors import PrivacyParameterError
 
 
 def test_key_product_above_the_limit_is_refused_before_it_is_built(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import dpkit.analytics.builder as builder
 
     def no_product(*lists: Any) -> Any:

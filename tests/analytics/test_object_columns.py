@@ -34,10 +34,17 @@ SPELLINGS: dict[str, list[Any]] = {
     "one": [1, 1.0, True, Decimal("1.00"), Fraction(1), np.int8(1), np.float16(1), 1 + 0j],
     "half": [0.5, Decimal("0.50"), Fraction(1, 2), np.float32(0.5), np.longdouble(0.5)],
     "big int": [2**53 + 1, Decimal(2**53 + 1), Fraction(2**53 + 1)],
-    "instant": [dt.datetime(2024, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 1, 1, tzinfo=PLUS1),
-                pd.Timestamp("2024-01-01 01:00", tz="Europe/Paris")],
-    "day": [dt.date(2024, 1, 1), dt.datetime(2024, 1, 1), pd.Timestamp("2024-01-01"),
-            np.datetime64("2024-01-01")],
+    "instant": [
+        dt.datetime(2024, 1, 1, tzinfo=UTC),
+        dt.datetime(2024, 1, 1, 1, tzinfo=PLUS1),
+        pd.Timestamp("2024-01-01 01:00", tz="Europe/Paris"),
+    ],
+    "day": [
+        dt.date(2024, 1, 1),
+        dt.datetime(2024, 1, 1),
+        pd.Timestamp("2024-01-01"),
+        np.datetime64("2024-01-01"),
+    ],
     "duration": [dt.timedelta(days=1), pd.Timedelta("1 day"), np.timedelta64(24, "h")],
     "bytes": [b"ab", bytearray(b"ab"), memoryview(b"ab")],
     "tuple": [(1, "a"), (1.0, "a"), (True, "a")],
@@ -51,7 +58,8 @@ def _exact(frame: Any, *, group: bool, max_partitions: int = 1) -> Any:
     if group:
         q = q.group_by("k")
     q = q.bound(max_partitions=max_partitions, max_rows_per_partition=1).agg(
-        n=dpa.count(), u=dpa.count_distinct())
+        n=dpa.count(), u=dpa.count_distinct()
+    )
     return q.prepare(epsilon=1.0, delta=1e-6).exact(s.engine)
 
 
@@ -76,8 +84,9 @@ def test_spellings_of_one_person_are_one_unit(name: str) -> None:
 def _groups(keys: list[Any], uids: list[Any], max_partitions: int) -> dict[Any, tuple[int, int]]:
     frame = pd.DataFrame({"uid": uids, "k": pd.Series(keys, dtype=object)})
     r = _exact(frame, group=True, max_partitions=max_partitions)
-    return {k[0]: (n, u) for k, n, u in zip(r.keys, r.values["n:n"], r.values["__units"],
-                                              strict=True)}
+    return {
+        k[0]: (n, u) for k, n, u in zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)
+    }
 
 
 @pytest.mark.parametrize("name", sorted(SPELLINGS))
@@ -106,8 +115,9 @@ def test_object_column_type_does_not_depend_on_the_rows() -> None:
     other people's units and keys keep their text."""
     ints = list(range(100))
     d = pd.DataFrame({"uid": pd.Series(ints, dtype=object), "k": pd.Series(ints, dtype=object)})
-    d2 = pd.DataFrame({"uid": pd.Series([*ints, "x"], dtype=object),
-                       "k": pd.Series([*ints, "x"], dtype=object)})
+    d2 = pd.DataFrame(
+        {"uid": pd.Series([*ints, "x"], dtype=object), "k": pd.Series([*ints, "x"], dtype=object)}
+    )
     for frame in (d, d2):
         s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
         assert s.engine.columns(s.table.source) == {"uid": "VARCHAR", "k": "VARCHAR"}
@@ -148,8 +158,11 @@ def test_unsupported_object_is_refused_when_the_session_is_created() -> None:
 
     frame = pd.DataFrame({"uid": pd.Series([1, Opaque()], dtype=object), "k": ["a", "b"]})
     budget = Budget(epsilon=1.0)
-    with pytest.raises(PrivacyParameterError, match=r"column 'uid' holds Python objects of "
-                                                    r"type Opaque.*cast the column"):
+    with pytest.raises(
+        PrivacyParameterError,
+        match=r"column 'uid' holds Python objects of "
+        r"type Opaque.*cast the column",
+    ):
         dpa.Session(frame, privacy_unit="uid", budget=budget)
     assert budget.spent == (0.0, 0.0)
 
@@ -172,13 +185,17 @@ def test_lone_surrogate_in_an_object_column_never_raises() -> None:
         assert _units(ids) == (2, 2)
 
 
-@pytest.mark.parametrize("series", [
-    pd.Series([0.0, -0.0, np.nan]),
-    pd.Series([0.0, -0.0, pd.NA, np.nan], dtype="Float64"),
-    pd.Series([0.0, -0.0], dtype="double[pyarrow]"),
-    pd.Series(pd.Categorical([0.0, -0.0])),
-    pd.Series([uuid.UUID(int=1), uuid.UUID(int=1)], dtype=object),
-], ids=["float64", "Float64", "arrow", "categorical", "uuid"])
+@pytest.mark.parametrize(
+    "series",
+    [
+        pd.Series([0.0, -0.0, np.nan]),
+        pd.Series([0.0, -0.0, pd.NA, np.nan], dtype="Float64"),
+        pd.Series([0.0, -0.0], dtype="double[pyarrow]"),
+        pd.Series(pd.Categorical([0.0, -0.0])),
+        pd.Series([uuid.UUID(int=1), uuid.UUID(int=1)], dtype=object),
+    ],
+    ids=["float64", "Float64", "arrow", "categorical", "uuid"],
+)
 def test_typed_columns_keep_negative_zero_one_unit(series: pd.Series) -> None:
     frame = pd.DataFrame({"uid": series, "k": ["a"] * len(series)})
     units = _exact(frame, group=False).values["u:n"][0]
@@ -203,5 +220,10 @@ def test_equal_numbers_of_every_type_have_one_text() -> None:
     zones = [dt.timezone(dt.timedelta(minutes=m)) for m in (-600, -90, 0, 45, 330, 840)]
     for us in map(int, rng.integers(0, 10**17, 50)):
         instant = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=us)
-        assert len({object_text(instant.astimezone(z)) for z in zones}
-                   | {object_text(pd.Timestamp(instant).tz_convert("Asia/Kolkata"))}) == 1
+        assert (
+            len(
+                {object_text(instant.astimezone(z)) for z in zones}
+                | {object_text(pd.Timestamp(instant).tz_convert("Asia/Kolkata"))}
+            )
+            == 1
+        )

@@ -30,9 +30,14 @@ class Small(enum.IntEnum):
 
 
 def _numbers(q: Fraction) -> list[Any]:
-    out: list[Any] = [q, float(q), np.float64(q), np.longdouble(q.numerator) / q.denominator,
-                      complex(float(q), 0), np.clongdouble(np.longdouble(q.numerator)
-                                                       / q.denominator)]
+    out: list[Any] = [
+        q,
+        float(q),
+        np.float64(q),
+        np.longdouble(q.numerator) / q.denominator,
+        complex(float(q), 0),
+        np.clongdouble(np.longdouble(q.numerator) / q.denominator),
+    ]
     out.append(Decimal(q.numerator) / Decimal(q.denominator))
     if q.denominator == 1:
         n = int(q)
@@ -51,11 +56,17 @@ def _extended() -> list[Any]:
 
 
 def _spans(seconds: int) -> list[Any]:
-    return [dt.timedelta(seconds=seconds), pd.Timedelta(seconds=seconds),
-            np.timedelta64(seconds, "s"), np.timedelta64(seconds * 1000, "ms"),
-            np.timedelta64(seconds * 10**9, "ns")] + (
-        [np.timedelta64(seconds // 3600, "h")] if seconds % 3600 == 0 else []) + (
-        [np.timedelta64(seconds // 86400, "D")] if seconds % 86400 == 0 else [])
+    return (
+        [
+            dt.timedelta(seconds=seconds),
+            pd.Timedelta(seconds=seconds),
+            np.timedelta64(seconds, "s"),
+            np.timedelta64(seconds * 1000, "ms"),
+            np.timedelta64(seconds * 10**9, "ns"),
+        ]
+        + ([np.timedelta64(seconds // 3600, "h")] if seconds % 3600 == 0 else [])
+        + ([np.timedelta64(seconds // 86400, "D")] if seconds % 86400 == 0 else [])
+    )
 
 
 NY, LON, UTC = ZoneInfo("America/New_York"), ZoneInfo("Europe/London"), dt.timezone.utc
@@ -64,8 +75,13 @@ FIXED = dt.timezone(dt.timedelta(hours=-5))
 
 def _naive(day: int, hour: int) -> list[Any]:
     d = dt.datetime(2021, 11, 1) + dt.timedelta(days=day, hours=hour)
-    out: list[Any] = [d, pd.Timestamp(d), np.datetime64(d, "s"), np.datetime64(d, "ns"),
-                      np.datetime64(d, "h")]
+    out: list[Any] = [
+        d,
+        pd.Timestamp(d),
+        np.datetime64(d, "s"),
+        np.datetime64(d, "ns"),
+        np.datetime64(d, "h"),
+    ]
     if hour == 0:
         out += [d.date(), np.datetime64(d.date(), "D")]
         if d.day == 1:
@@ -78,8 +94,9 @@ def _aware(hour: int, fold: int) -> list[Any]:
     out: list[Any] = []
     for zone in (NY, LON):
         for day in (6, 7):
-            wall = dt.datetime(2021, 11 if zone is NY else 10, day if zone is NY else day + 24,
-                               hour, 30, fold=fold)
+            wall = dt.datetime(
+                2021, 11 if zone is NY else 10, day if zone is NY else day + 24, hour, 30, fold=fold
+            )
             aware = wall.replace(tzinfo=zone)
             out += [aware, pd.Timestamp(aware)]
     instant = dt.datetime(2021, 11, 7, hour, 30, tzinfo=UTC)
@@ -88,8 +105,9 @@ def _aware(hour: int, fold: int) -> list[Any]:
 
 
 KINDS = st.one_of(
-    st.builds(lambda n, d: _numbers(Fraction(n, d)), st.integers(-2, 14),
-              st.sampled_from([1, 2, 4])),
+    st.builds(
+        lambda n, d: _numbers(Fraction(n, d)), st.integers(-2, 14), st.sampled_from([1, 2, 4])
+    ),
     st.just(_extended()),
     st.builds(_spans, st.sampled_from([0, 1, 60, 3600, 86400, 2 * 86400])),
     st.builds(_naive, st.integers(0, 2), st.sampled_from([0, 1, 5])),
@@ -116,8 +134,12 @@ def test_python_equal_values_get_one_text(values: list[Any]) -> None:
 def test_the_generator_meets_the_known_spellings() -> None:
     """The pairs the rule once split are among the generated values."""
     fold0 = dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY)
-    pairs = [(fold0, fold0.replace(fold=1)), (np.timedelta64(1, "Y"), np.timedelta64(12, "M")),
-             (np.timedelta64(12, "M"), 12), tuple(_extended()[:2])]
+    pairs = [
+        (fold0, fold0.replace(fold=1)),
+        (np.timedelta64(1, "Y"), np.timedelta64(12, "M")),
+        (np.timedelta64(12, "M"), 12),
+        tuple(_extended()[:2]),
+    ]
     for a, b in pairs:
         assert _same(a, b)
         assert object_text(a) == object_text(b), (a, b)

@@ -24,27 +24,39 @@ NY = ZoneInfo("America/New_York")
 CASES: dict[str, tuple[list[Any], list[Any]]] = {
     # same zoneinfo: compared as wall times, fold ignored; the instants differ by one hour
     "aware datetime fold": (
-        [dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=i)
-         for i in range(100)],
-        [dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY, fold=0),
-         dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY, fold=1)]),
+        [
+            dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=i)
+            for i in range(100)
+        ],
+        [
+            dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY, fold=0),
+            dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY, fold=1),
+        ],
+    ),
     # nominal numpy spans: one year is twelve months to numpy
     "timedelta64 years and months": (
         [np.timedelta64(i, "D") for i in range(100)],
-        [np.timedelta64(1, "Y"), np.timedelta64(12, "M")]),
+        [np.timedelta64(1, "Y"), np.timedelta64(12, "M")],
+    ),
     # numpy extended precision: complex() of a clongdouble drops the bits beyond a double
     "clongdouble / longdouble": (
         [np.longdouble(i) for i in range(2, 102)],
-        [np.longdouble(1) + np.longdouble(2) ** -60,
-         np.clongdouble(np.longdouble(1) + np.longdouble(2) ** -60)]),
+        [
+            np.longdouble(1) + np.longdouble(2) ** -60,
+            np.clongdouble(np.longdouble(1) + np.longdouble(2) ** -60),
+        ],
+    ),
 }
 
 
 def _units(ids: list[Any]) -> tuple[int, int]:
     frame = pd.DataFrame({"uid": pd.Series(ids, dtype=object), "k": ["a"] * len(ids)})
     s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
-    q = s.query().bound(max_partitions=1, max_rows_per_partition=1).agg(
-        u=dpa.count_distinct(), n=dpa.count())
+    q = (
+        s.query()
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(u=dpa.count_distinct(), n=dpa.count())
+    )
     v = q.prepare(epsilon=1.0, delta=1e-6).exact(s.engine).values
     return int(v["u:n"][0]), int(v["n:n"][0])
 

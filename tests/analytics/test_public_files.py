@@ -84,28 +84,33 @@ def _outcomes(tmp_path: Path, private: str, public: str) -> list[int | str]:
     return out
 
 
-@pytest.mark.parametrize(("private", "public"), [
-    ("data/.people.parquet", "data/*.parquet"),
-    ("data/*.parquet", "data/.people.parquet"),
-    ("data/.people.parquet", "data/**/*.parquet"),
-    ("data/.people.parquet", "**/*.parquet"),
-    ("data/.people.parquet", "data/[.]people.parquet"),
-    ("data/.people.parquet", "data/[!r]*.parquet"),
-    ("data/.people.parquet", "data/./*.parquet"),
-    ("data/.people.parquet", "file://{root}/data/*.parquet"),
-    ("data/.people.parquet", "alias/*.parquet"),
-    ("data/.people.parquet", "hard/*.parquet"),
-    ("data/.people.parquet", "hive/year=*/*.parquet"),
-    ("data/*.parquet", "hard/.copy.parquet"),
-    ("hard/*.parquet", "data/.people.parquet"),
-])
-def test_dot_file_private_table_is_not_public_under_a_glob(tmp_path: Path, private: str,
-                                                           public: str) -> None:
+@pytest.mark.parametrize(
+    ("private", "public"),
+    [
+        ("data/.people.parquet", "data/*.parquet"),
+        ("data/*.parquet", "data/.people.parquet"),
+        ("data/.people.parquet", "data/**/*.parquet"),
+        ("data/.people.parquet", "**/*.parquet"),
+        ("data/.people.parquet", "data/[.]people.parquet"),
+        ("data/.people.parquet", "data/[!r]*.parquet"),
+        ("data/.people.parquet", "data/./*.parquet"),
+        ("data/.people.parquet", "file://{root}/data/*.parquet"),
+        ("data/.people.parquet", "alias/*.parquet"),
+        ("data/.people.parquet", "hard/*.parquet"),
+        ("data/.people.parquet", "hive/year=*/*.parquet"),
+        ("data/*.parquet", "hard/.copy.parquet"),
+        ("hard/*.parquet", "data/.people.parquet"),
+    ],
+)
+def test_dot_file_private_table_is_not_public_under_a_glob(
+    tmp_path: Path, private: str, public: str
+) -> None:
     """Every spelling that makes DuckDB read the private file is refused before the charge,
     on D and on D' alike (it used to be answered: 0 on D, 40 on D')."""
     outcomes = _outcomes(tmp_path, private, public)
-    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), (
         outcomes
+    )
 
 
 def test_public_glob_over_other_files_is_still_joined(tmp_path: Path) -> None:
@@ -118,28 +123,36 @@ def test_public_glob_over_other_files_is_still_joined(tmp_path: Path) -> None:
         _layout(root, rows)
         (root / "pub").mkdir()
         public.to_parquet(root / "pub" / ".one.parquet")
-        s = dpa.Session(str(root / "data" / ".people.parquet"), privacy_unit="user_id",
-                        budget=Budget(epsilon=10.0))
-        counts.append((join_count(s, str(root / "pub" / "*.parquet")),
-                       _sql_count(s, str(root / "pub" / "*.parquet"))))
+        s = dpa.Session(
+            str(root / "data" / ".people.parquet"),
+            privacy_unit="user_id",
+            budget=Budget(epsilon=10.0),
+        )
+        counts.append(
+            (
+                join_count(s, str(root / "pub" / "*.parquet")),
+                _sql_count(s, str(root / "pub" / "*.parquet")),
+            )
+        )
     assert counts == [(40, 40), (40, 40)]
 
 
 def test_public_path_matching_no_file_is_refused_with_a_dpkit_error(tmp_path: Path) -> None:
     _layout(tmp_path, _neighbours()[1])
     budget = Budget(epsilon=10.0)
-    s = dpa.Session(str(tmp_path / "data" / ".people.parquet"), privacy_unit="user_id",
-                    budget=budget)
+    s = dpa.Session(
+        str(tmp_path / "data" / ".people.parquet"), privacy_unit="user_id", budget=budget
+    )
     for public in ("nothing/*.parquet", "data/none*.parquet"):
         with pytest.raises(PrivacyParameterError, match="matches no file"):
-            s.query().join_public(str(tmp_path / public), on={"ref": "user_id"},
-                                  columns={"secret": "pub_secret"})
+            s.query().join_public(
+                str(tmp_path / public), on={"ref": "user_id"}, columns={"secret": "pub_secret"}
+            )
         assert _sql_count(s, str(tmp_path / public)).startswith("PrivacyParameterError")
     assert budget.spent == (0.0, 0.0)
 
 
-def test_public_path_is_refused_when_the_private_table_is_a_view_over_files(
-        tmp_path: Path) -> None:
+def test_public_path_is_refused_when_the_private_table_is_a_view_over_files(tmp_path: Path) -> None:
     """A private view (or a frame registered on the connection) may read any file: a public
     path cannot be shown to hold other rows, so it is refused (it used to give 0 vs 40)."""
     outcomes = []
@@ -151,11 +164,14 @@ def test_public_path_is_refused_when_the_private_table_is_a_view_over_files(
         con.execute(f"CREATE VIEW people AS SELECT * FROM read_parquet('{private}')")
         budget = Budget(epsilon=10.0)
         s = dpa.Session(con, table="people", privacy_unit="user_id", budget=budget)
-        outcomes += [join_count(s, str(root / "data" / "*.parquet")),
-                     _sql_count(s, str(root / "data" / "*.parquet"))]
+        outcomes += [
+            join_count(s, str(root / "data" / "*.parquet")),
+            _sql_count(s, str(root / "data" / "*.parquet")),
+        ]
         assert budget.spent == (0.0, 0.0)
-    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), (
         outcomes
+    )
 
 
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
@@ -173,13 +189,26 @@ def test_engine_file_list_is_what_the_reader_reads(tmp_path: Path, kind: str) ->
             frame.to_csv(path, index=False)
     engine = DuckDBEngine()
     reader = "read_parquet" if kind == "parquet" else "read_csv"
-    for loc in (f"{tmp_path}/*.{kind}", f"{tmp_path}/**/*.{kind}", f"{tmp_path}",
-                f"{tmp_path}/", f"{tmp_path}/year=*/*.{kind}", f"file://{tmp_path}/*.{kind}",
-                f"{tmp_path}/[.]h.{kind}", f"{tmp_path}/{{x,h}}.{kind}"):
+    for loc in (
+        f"{tmp_path}/*.{kind}",
+        f"{tmp_path}/**/*.{kind}",
+        f"{tmp_path}",
+        f"{tmp_path}/",
+        f"{tmp_path}/year=*/*.{kind}",
+        f"file://{tmp_path}/*.{kind}",
+        f"{tmp_path}/[.]h.{kind}",
+        f"{tmp_path}/{{x,h}}.{kind}",
+    ):
         listed = engine.source_files(Source(kind=kind, location=loc))  # type: ignore[arg-type]
         try:
-            read = sorted({str(r[0]) for r in engine.connection.execute(
-                f"SELECT filename FROM {reader}(?, filename = true)", [loc]).fetchall()})
+            read = sorted(
+                {
+                    str(r[0])
+                    for r in engine.connection.execute(
+                        f"SELECT filename FROM {reader}(?, filename = true)", [loc]
+                    ).fetchall()
+                }
+            )
         except duckdb.Error:
             read = []
         assert listed == read, loc
@@ -202,11 +231,14 @@ def test_arrow_dataset_over_the_private_file_is_not_public(tmp_path: Path) -> No
         outcomes.append(join_count(s, pads.dataset(str(root / "alias" / ".people.parquet"))))
         outcomes.append(_sql_count(s, pads.dataset(str(root / "hard" / ".copy.parquet"))))
         s2 = dpa.Session(pads.dataset(private), privacy_unit="user_id", budget=budget)
-        outcomes += [join_count(s2, str(root / "data" / "*.parquet")),
-                     _sql_count(s2, str(root / "hard" / "*.parquet"))]
+        outcomes += [
+            join_count(s2, str(root / "data" / "*.parquet")),
+            _sql_count(s2, str(root / "hard" / "*.parquet")),
+        ]
         assert budget.spent == (0.0, 0.0)
-    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), (
         outcomes
+    )
 
 
 def test_table_name_that_duckdb_reads_as_a_file_is_not_public(tmp_path: Path) -> None:
@@ -220,12 +252,16 @@ def test_table_name_that_duckdb_reads_as_a_file_is_not_public(tmp_path: Path) ->
         _layout(root, rows)
         quoted = f'"{root / "data" / ".people.parquet"}"'
         budget = Budget(epsilon=10.0)
-        s = dpa.Session(str(root / "data" / ".people.parquet"), privacy_unit="user_id",
-                        budget=budget)
+        s = dpa.Session(
+            str(root / "data" / ".people.parquet"), privacy_unit="user_id", budget=budget
+        )
         outcomes += [join_count(s, quoted), join_count(s, "'" + quoted[1:-1] + "'")]
         s2 = dpa.Session(duckdb.connect(), table=quoted, privacy_unit="user_id", budget=budget)
-        outcomes += [join_count(s2, str(root / "hard" / "*.parquet")),
-                     _sql_count(s2, str(root / "data" / "*.parquet"))]
+        outcomes += [
+            join_count(s2, str(root / "hard" / "*.parquet")),
+            _sql_count(s2, str(root / "data" / "*.parquet")),
+        ]
         assert budget.spent == (0.0, 0.0)
-    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), \
+    assert all(isinstance(o, str) and o.startswith("PrivacyParameterError") for o in outcomes), (
         outcomes
+    )

@@ -40,11 +40,11 @@ def test_gaussian_halfwidth_is_the_exact_smallest(sigma: float, alpha: float) ->
     mpmath.mp.dps = 40
     s2 = 2 * mpmath.mpf(sigma) ** 2
     m = int(40 * sigma) + 10  # the tail beyond 40 sigma is below e^-800
-    w = [mpmath.exp(-mpmath.mpf(k) ** 2 / s2) for k in range(m)]
+    w = [mpmath.exp(-(mpmath.mpf(k) ** 2) / s2) for k in range(m)]
     norm = w[0] + 2 * mpmath.fsum(w[1:])
 
     def tail(k: int) -> mpmath.mpf:
-        return 2 * mpmath.fsum(w[k + 1:]) / norm
+        return 2 * mpmath.fsum(w[k + 1 :]) / norm
 
     assert tail(h) <= alpha
     assert h == 0 or tail(h - 1) > alpha * (1 - 1e-6)
@@ -75,8 +75,13 @@ def test_laplace_interval_coverage_and_companion() -> None:
 
 
 def test_frac_bits_keep_rows_and_noise_in_range() -> None:
-    for noise_real, maxabs in [(1.0, 1.0), (1e6, 5e5), (1e-9, 1e-3), (1e12, 2.0**50),
-                               (3.0, 2.0**50)]:
+    for noise_real, maxabs in [
+        (1.0, 1.0),
+        (1e6, 5e5),
+        (1e-9, 1e-3),
+        (1e12, 2.0**50),
+        (3.0, 2.0**50),
+    ]:
         k = _frac_bits(noise_real, maxabs)
         assert k >= 0
         assert maxabs * 2.0**k < 2.0**62  # one row's integer fits a BIGINT
@@ -84,10 +89,21 @@ def test_frac_bits_keep_rows_and_noise_in_range() -> None:
 
 
 def test_sensitivities_follow_bounding() -> None:
-    stats = {"n": dpa.count(), "u": dpa.count_distinct(),
-             "s": dpa.sum("x", bounds=(-2.0, 3.0)), "h": dpa.histogram("x", edges=[0, 1, 2])}
-    pr = price(stats, mode="pure", epsilon=4.0, delta=0.0, max_partitions=3,
-               max_rows_per_partition=5, select_partitions=False)
+    stats = {
+        "n": dpa.count(),
+        "u": dpa.count_distinct(),
+        "s": dpa.sum("x", bounds=(-2.0, 3.0)),
+        "h": dpa.histogram("x", edges=[0, 1, 2]),
+    }
+    pr = price(
+        stats,
+        mode="pure",
+        epsilon=4.0,
+        delta=0.0,
+        max_partitions=3,
+        max_rows_per_partition=5,
+        select_partitions=False,
+    )
     by = {sp.name: sp.measures[0] for sp in pr.stats}
     assert by["n"].l1 == 15 and by["u"].l1 == 3 and by["h"].l1 == 15
     k = by["s"].measure.frac_bits
@@ -114,8 +130,16 @@ def _spent(evs: tuple[object, ...]) -> tuple[Fraction, float]:
 
 def test_budget_split_with_selection_and_gaussian_pair() -> None:
     # 100 partitions per unit: the Gaussian (L2 = L1 / 10) wins; selection takes half of delta
-    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=100,
-               max_rows_per_partition=1, select_partitions=True, selection_weight=1.0)
+    pr = price(
+        {"n": dpa.count()},
+        mode="approx",
+        epsilon=1.0,
+        delta=1e-6,
+        max_partitions=100,
+        max_rows_per_partition=1,
+        select_partitions=True,
+        selection_weight=1.0,
+    )
     assert pr.selection_epsilon == 0.5 and pr.selection_delta == 5e-7
     assert pr.stats[0].measures[0].noise.kind == "discrete_gaussian"  # type: ignore[union-attr]
     evs = pr.events
@@ -125,18 +149,35 @@ def test_budget_split_with_selection_and_gaussian_pair() -> None:
 
 
 def test_approx_session_with_one_partition_uses_laplace_and_gives_selection_all_delta() -> None:
-    stats = {"n": dpa.count(), "s": dpa.sum("x", bounds=(0.0, 100.0)),
-             "m": dpa.mean("x", bounds=(0.0, 100.0))}
-    pr = price(stats, mode="approx", epsilon=1.0, delta=1e-6, max_partitions=1,
-               max_rows_per_partition=5, select_partitions=True)
+    stats = {
+        "n": dpa.count(),
+        "s": dpa.sum("x", bounds=(0.0, 100.0)),
+        "m": dpa.mean("x", bounds=(0.0, 100.0)),
+    }
+    pr = price(
+        stats,
+        mode="approx",
+        epsilon=1.0,
+        delta=1e-6,
+        max_partitions=1,
+        max_rows_per_partition=5,
+        select_partitions=True,
+    )
     kinds = {mp.noise.kind for sp in pr.stats for mp in sp.measures}  # type: ignore[union-attr]
     assert kinds == {"discrete_laplace"}
     assert pr.selection_delta == 1e-6  # the statistics spend no delta
     eps, delta = _spent(pr.events)
     assert eps <= 1 and delta <= 1e-6
     # the count's noise is the pure session's at the same epsilon share
-    pure = price({"n": dpa.count()}, mode="pure", epsilon=0.25, delta=0.0, max_partitions=1,
-                 max_rows_per_partition=5, select_partitions=False)
+    pure = price(
+        {"n": dpa.count()},
+        mode="pure",
+        epsilon=0.25,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=5,
+        select_partitions=False,
+    )
     assert pr.stats[0].measures[0].noise == pure.stats[0].measures[0].noise
 
 
@@ -152,8 +193,15 @@ def test_approx_noise_choice_has_the_smaller_variance(p: int, eps: float, delta:
     """
     from dpkit.analytics._pricing import rho_for
 
-    pr = price({"n": dpa.count()}, mode="approx", epsilon=eps, delta=delta, max_partitions=p,
-               max_rows_per_partition=3, select_partitions=False)
+    pr = price(
+        {"n": dpa.count()},
+        mode="approx",
+        epsilon=eps,
+        delta=delta,
+        max_partitions=p,
+        max_rows_per_partition=3,
+        select_partitions=False,
+    )
     l1, l2_sq = 3 * p, 9 * p
     t = l1 / eps
     q = math.exp(-1.0 / t)
@@ -178,8 +226,15 @@ def test_noise_choice_test_catches_a_wrong_choice(monkeypatch: pytest.MonkeyPatc
 
 def _mean_pricing() -> tuple[object, EngineResult]:
     stats = {"m": dpa.mean("x", bounds=(0.0, 10.0)), "v": dpa.variance("x", bounds=(0.0, 10.0))}
-    pr = price(stats, mode="pure", epsilon=2000.0, delta=0.0, max_partitions=1,
-               max_rows_per_partition=1, select_partitions=False)
+    pr = price(
+        stats,
+        mode="pure",
+        epsilon=2000.0,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=False,
+    )
     vals = [1.0, 2.0, 3.0, 9.0] * 250  # mean 3.75, variance 9.6875
     res: dict[str, tuple[object, ...]] = {}
     for sp in pr.stats:
@@ -190,16 +245,21 @@ def _mean_pricing() -> tuple[object, EngineResult]:
             elif m.kind == "sum":
                 res[m.name] = (sum(math.floor(x * 2**m.frac_bits) for x in vals),)
             else:
-                res[m.name] = (sum(math.floor((x - m.center) ** 2 * 2**m.frac_bits)
-                                   for x in vals),)
+                res[m.name] = (sum(math.floor((x - m.center) ** 2 * 2**m.frac_bits) for x in vals),)
     return pr, EngineResult(keys=((),), values=res)
 
 
 def test_mean_and_variance_post_processing() -> None:
     pr, res = _mean_pricing()
     src = RandomSource(seed=3, insecure=True)
-    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
-                   source=src)
+    out = assemble(
+        pr,
+        res,
+        group_by=(),
+        public_keys=None,
+        alpha=0.05,  # type: ignore[arg-type]
+        source=src,
+    )
     # epsilon 500 per measure: the noise is tiny; the estimates are the truth up to ~1e-2
     assert abs(out["m"].iloc[0] - 3.75) < 1e-2
     assert abs(out["v"].iloc[0] - 9.6875) < 5e-2
@@ -208,8 +268,15 @@ def test_mean_and_variance_post_processing() -> None:
 
 
 def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
-    pr = price({"n": dpa.count()}, mode="approx", epsilon=1.0, delta=1e-12, max_partitions=1,
-               max_rows_per_partition=1, select_partitions=True)
+    pr = price(
+        {"n": dpa.count()},
+        mode="approx",
+        epsilon=1.0,
+        delta=1e-12,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=True,
+    )
     res = EngineResult(keys=(("a",), ("b",)), values={"n:n": (1, 0), "__units": (1, 0)})
     src = RandomSource(seed=4, insecure=True)
     for _ in range(200):
@@ -218,10 +285,20 @@ def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
 
 
 def _shared_query(eps: float) -> tuple[object, EngineResult, float]:
-    stats = {"n": dpa.count(), "s": dpa.sum("x", bounds=(0.0, 100.0)),
-             "m": dpa.mean("x", bounds=(0.0, 100.0))}
-    pr = price(stats, mode="pure", epsilon=eps, delta=0.0, max_partitions=1,
-               max_rows_per_partition=1, select_partitions=False)
+    stats = {
+        "n": dpa.count(),
+        "s": dpa.sum("x", bounds=(0.0, 100.0)),
+        "m": dpa.mean("x", bounds=(0.0, 100.0)),
+    }
+    pr = price(
+        stats,
+        mode="pure",
+        epsilon=eps,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=False,
+    )
     vals = [3.0, 70.0, 99.5, 12.25] * 25
     res: dict[str, tuple[object, ...]] = {}
     for m in pr.measures:
@@ -247,21 +324,39 @@ def test_sum_shares_the_means_count_and_centred_sum() -> None:
     assert 0.99 < lap <= 1
     # at a huge epsilon the shared sum is the true sum up to the fixed-point floor
     pr, res, true_sum = _shared_query(1e6)
-    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
-                   source=RandomSource(seed=8, insecure=True))
+    out = assemble(
+        pr,
+        res,
+        group_by=(),
+        public_keys=None,
+        alpha=0.05,  # type: ignore[arg-type]
+        source=RandomSource(seed=8, insecure=True),
+    )
     assert abs(out["s"].iloc[0] - true_sum) < 1e-3
     assert out["s_low"].iloc[0] <= true_sum <= out["s_high"].iloc[0] + 1e-6
 
 
 def test_sum_is_not_shared_when_that_would_be_worse_for_it() -> None:
     base = {"m": dpa.mean("x", bounds=(0.0, 100.0))}
-    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 100.0), weight=10.0)}, mode="pure",
-               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
-               select_partitions=False)
+    pr = price(
+        {**base, "s": dpa.sum("x", bounds=(0.0, 100.0), weight=10.0)},
+        mode="pure",
+        epsilon=1.0,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=False,
+    )
     assert all(sp.shared_with is None for sp in pr.stats)
-    pr = price({**base, "s": dpa.sum("x", bounds=(0.0, 50.0))}, mode="pure",  # other bounds
-               epsilon=1.0, delta=0.0, max_partitions=1, max_rows_per_partition=1,
-               select_partitions=False)
+    pr = price(
+        {**base, "s": dpa.sum("x", bounds=(0.0, 50.0))},
+        mode="pure",  # other bounds
+        epsilon=1.0,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=False,
+    )
     assert all(sp.shared_with is None for sp in pr.stats)
 
 
@@ -276,8 +371,17 @@ def _shared_misses(shrink: float) -> int:
     src = RandomSource(seed=21, insecure=True)
     misses = 0
     for _ in range(_TRIALS // 100):
-        outs = [assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
-                         source=src) for _ in range(100)]
+        outs = [
+            assemble(
+                pr,
+                res,
+                group_by=(),
+                public_keys=None,
+                alpha=0.05,  # type: ignore[arg-type]
+                source=src,
+            )
+            for _ in range(100)
+        ]
         for out in outs:
             e = out["s"].iloc[0]
             lo = e - (e - out["s_low"].iloc[0]) * shrink
@@ -306,7 +410,13 @@ def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyP
         return real(self, n, source)
 
     monkeypatch.setattr(Noise, "sample", counting)
-    out = assemble(pr, res, group_by=(), public_keys=None, alpha=0.05,  # type: ignore[arg-type]
-                   source=RandomSource(seed=2, insecure=True))
+    out = assemble(
+        pr,
+        res,
+        group_by=(),
+        public_keys=None,
+        alpha=0.05,  # type: ignore[arg-type]
+        source=RandomSource(seed=2, insecure=True),
+    )
     assert len(calls) == 3  # rows count, the mean's N and T: once each
     assert list(out.columns[:3]) == ["n", "n_low", "n_high"]

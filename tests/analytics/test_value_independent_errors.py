@@ -20,8 +20,9 @@ _INT_EMPTY = pd.DataFrame({"u": pd.Series([], dtype="int64"), "s": pd.Series([],
 _INT_ONE = pd.DataFrame({"u": [1], "s": [7]})
 
 
-def _run(frame: pd.DataFrame, pred: str | None = None, keys: Any = None,
-         stat: Any = None) -> dict[str, Any]:
+def _run(
+    frame: pd.DataFrame, pred: str | None = None, keys: Any = None, stat: Any = None
+) -> dict[str, Any]:
     s = dpa.Session(frame, privacy_unit="u", budget=Budget(epsilon=100.0))
     q = s.query()
     if pred is not None:
@@ -29,7 +30,8 @@ def _run(frame: pd.DataFrame, pred: str | None = None, keys: Any = None,
     if keys is not None:
         q = q.group_by("s", keys=keys)
     q = q.bound(max_partitions=1, max_rows_per_partition=1).agg(
-        n=dpa.count() if stat is None else stat)
+        n=dpa.count() if stat is None else stat
+    )
     prepared = q.prepare(epsilon=1.0)
     return {"exact": s.engine.execute(prepared.plan), "released": q.run(epsilon=1.0)}
 
@@ -53,8 +55,11 @@ def test_implicit_cast_of_a_literal_never_raises() -> None:
         assert out["exact"].values["n:n"] in ((0,), ())
 
 
-@pytest.mark.parametrize("cat", [2**200, -(2**200), 2**64, 2.0**80, 2**2000],
-                         ids=["2^200", "-2^200", "2^64", "2.0^80", "2^2000"])
+@pytest.mark.parametrize(
+    "cat",
+    [2**200, -(2**200), 2**64, 2.0**80, 2**2000],
+    ids=["2^200", "-2^200", "2^64", "2.0^80", "2^2000"],
+)
 def test_integer_category_beyond_the_column_type_counts_zero(cat: Any) -> None:
     for frame in (_INT_EMPTY, _INT_ONE):
         st = dpa.histogram("s", categories=[cat, 7])
@@ -77,10 +82,12 @@ def test_nested_group_key_is_refused_by_type_before_any_charge(kind: str, keys: 
 
     from dpkit.analytics.engines._compiler import PlanError
 
-    typ, val = {"list": (pa.list_(pa.int64()), [1]),
-                "struct": (pa.struct([("a", pa.int64())]), {"a": 1}),
-                "map": (pa.map_(pa.string(), pa.int64()), [("a", 1)]),
-                "array": (pa.list_(pa.int64(), 1), [1])}[kind]
+    typ, val = {
+        "list": (pa.list_(pa.int64()), [1]),
+        "struct": (pa.struct([("a", pa.int64())]), {"a": 1}),
+        "map": (pa.map_(pa.string(), pa.int64()), [("a", 1)]),
+        "array": (pa.list_(pa.int64(), 1), [1]),
+    }[kind]
     # D = all keys NULL, D' = one more unit with a non-NULL key: both refused the same way
     for g in ([None, None], [None, None, val]):
         table = pa.table({"u": list(range(len(g))), "g": pa.array(g, type=typ)})

@@ -28,13 +28,21 @@ def _table() -> pd.DataFrame:
 
 
 def _session(budget: Budget, seed: int = 7) -> Any:
-    return dpa.Session(_table(), privacy_unit="uid", budget=budget,
-                       source_of_randomness=RandomSource(seed=seed, insecure=True))
+    return dpa.Session(
+        _table(),
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=seed, insecure=True),
+    )
 
 
 def _query(s: Any) -> Any:
-    return (s.query().group_by("region").bound(max_partitions=1, max_rows_per_partition=2)
-            .agg(n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0))))
+    return (
+        s.query()
+        .group_by("region")
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0)))
+    )
 
 
 def _replay(budget: Budget) -> ZCdpAccountant:
@@ -58,8 +66,11 @@ def test_end_to_end_selection_in_a_zcdp_session() -> None:
     assert count == 1 and isinstance(charged, ComposedEvent)
     sel_ev = charged.events[0]
     assert isinstance(sel_ev, ApproxZCdpEvent)
-    assert (sel_ev.rho, sel_ev.delta, sel_ev.pmf_slack) == (info["rho"], info["delta"],
-                                                            info["pmf_slack"])
+    assert (sel_ev.rho, sel_ev.delta, sel_ev.pmf_slack) == (
+        info["rho"],
+        info["delta"],
+        info["pmf_slack"],
+    )
     assert budget.spent_delta_exact == Fraction(info["delta"])
     acct = _replay(budget)
     spent_rho = Fraction(budget.spent_native or 0.0)
@@ -77,9 +88,16 @@ def test_spent_after_several_queries_is_the_approximate_zcdp_conversion() -> Non
     for _ in range(4):
         _query(s).run(epsilon=0.5, delta=1e-7)
     acct = _replay(budget)
-    one = price({"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))}, mode="zcdp",
-                epsilon=0.5, delta=1e-7, max_partitions=1, max_rows_per_partition=2,
-                select_partitions=True, zcdp_share=budget.zcdp_share)
+    one = price(
+        {"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))},
+        mode="zcdp",
+        epsilon=0.5,
+        delta=1e-7,
+        max_partitions=1,
+        max_rows_per_partition=2,
+        select_partitions=True,
+        zcdp_share=budget.zcdp_share,
+    )
     sel = one.selection
     assert budget.spent_delta_exact == 4 * Fraction(sel.threshold_delta)
     assert acct.rho_exact == 4 * ZCdpAccountant().compose(one.event).rho_exact
@@ -97,25 +115,42 @@ def test_refused_query_spends_nothing() -> None:
     ran = 0
     with pytest.raises(BudgetExceededError, match="Nothing was spent"):
         for _ in range(50):
-            before = (budget.spent, budget.ledger, budget.spent_native,
-                      budget.spent_approx_delta, budget.to_json())
+            before = (
+                budget.spent,
+                budget.ledger,
+                budget.spent_native,
+                budget.spent_approx_delta,
+                budget.to_json(),
+            )
             _query(s).run(epsilon=0.5, delta=1e-7)
             ran += 1
     assert 1 <= ran < 50
-    assert (budget.spent, budget.ledger, budget.spent_native, budget.spent_approx_delta,
-            budget.to_json()) == before
+    assert (
+        budget.spent,
+        budget.ledger,
+        budget.spent_native,
+        budget.spent_approx_delta,
+        budget.to_json(),
+    ) == before
     assert budget.spent[0] <= 1.0 and budget.spent[1] <= 1e-6
 
 
 def test_no_approximate_delta_allowance_refuses_selection_but_not_public_keys() -> None:
     budget = Budget(epsilon=3.0, delta=1e-6, method="zcdp", approx_delta_allowance=0.0)
     s = _session(budget)
-    with pytest.raises(BudgetExceededError, match=r"^This query needs approximate delta "
-                                                  r"[0-9.e-]+ but only approximate delta 0 is"):
+    with pytest.raises(
+        BudgetExceededError,
+        match=r"^This query needs approximate delta "
+        r"[0-9.e-]+ but only approximate delta 0 is",
+    ):
         _query(s).run(epsilon=0.5, delta=1e-7)
     assert budget.spent == (0.0, 0.0) and budget.ledger == ()
-    keyed = (s.query().group_by("region", keys=["big", "mid"])
-             .bound(max_partitions=1, max_rows_per_partition=2).agg(n=dpa.count()))
+    keyed = (
+        s.query()
+        .group_by("region", keys=["big", "mid"])
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(n=dpa.count())
+    )
     out = keyed.run(epsilon=0.5, delta=1e-7)
     assert list(out["region"]) == ["big", "mid"] and budget.spent_approx_delta == 0.0
 
@@ -125,9 +160,16 @@ def test_summarize_shows_the_selection_share() -> None:
     summary = _query(_session(budget)).summarize(epsilon=0.5, delta=1e-7)
     row = summary[summary["aggregate"] == "(partition selection)"].iloc[0]
     assert row["mechanism"] == "GaussianPartitionSelection"
-    one = price({"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))}, mode="zcdp",
-                epsilon=0.5, delta=1e-7, max_partitions=1, max_rows_per_partition=2,
-                select_partitions=True, zcdp_share=budget.zcdp_share)
+    one = price(
+        {"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))},
+        mode="zcdp",
+        epsilon=0.5,
+        delta=1e-7,
+        max_partitions=1,
+        max_rows_per_partition=2,
+        select_partitions=True,
+        zcdp_share=budget.zcdp_share,
+    )
     # a fraction of the query's budget: selection, count and mean have weight 1 each
     assert row["share"] == pytest.approx(1 / 3) and summary["share"].sum() == pytest.approx(1)
     assert row["noise_std"] == one.selection.sigma
@@ -138,8 +180,15 @@ def test_summarize_shows_the_selection_share() -> None:
 @pytest.mark.parametrize("p", [1, 3, 40])
 def test_each_query_alone_is_within_its_epsilon_delta(p: int) -> None:
     for eps, dl in ((0.5, 1e-7), (2.0, 1e-9), (0.1, 1e-6)):
-        pr = price({"n": dpa.count()}, mode="zcdp", epsilon=eps, delta=dl, max_partitions=p,
-                   max_rows_per_partition=1, select_partitions=True)
+        pr = price(
+            {"n": dpa.count()},
+            mode="zcdp",
+            epsilon=eps,
+            delta=dl,
+            max_partitions=p,
+            max_rows_per_partition=1,
+            select_partitions=True,
+        )
         acct = ZCdpAccountant().compose(pr.event)
         assert acct.delta_exact <= Fraction(dl) / 2
         assert acct.get_delta(eps) <= dl
@@ -153,8 +202,15 @@ def test_twenty_grouped_counts_cost_less_under_zcdp_than_basic() -> None:
     sigma = {}
     kind = {}
     for mode, method in (("approx", "basic"), ("zcdp", "zcdp")):
-        pr = price({"n": dpa.count()}, mode=mode, epsilon=0.5, delta=2e-8, max_partitions=1,
-                   max_rows_per_partition=5, select_partitions=True)
+        pr = price(
+            {"n": dpa.count()},
+            mode=mode,
+            epsilon=0.5,
+            delta=2e-8,
+            max_partitions=1,
+            max_rows_per_partition=5,
+            select_partitions=True,
+        )
         b = Budget(delta=1e-6, mode="odometer", method=method)
         b.charge(pr.event, count=20)
         spent[method] = b
@@ -175,13 +231,15 @@ def test_twenty_grouped_counts_cost_less_under_zcdp_than_basic() -> None:
 def _keyed_query(s: Any, private_keys: bool) -> Any:
     q = s.query().group_by("region", keys=None if private_keys else ["big", "mid", "tiny"])
     return q.bound(max_partitions=1, max_rows_per_partition=2).agg(
-        n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0)))
+        n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0))
+    )
 
 
 @pytest.mark.parametrize("private_keys", [True, False])
 @pytest.mark.parametrize(("eps", "dl"), [(1.0, 1e-6), (0.3, 1e-9), (4.0, 1e-5), (0.05, 1e-8)])
-def test_one_query_spends_the_whole_session_budget(private_keys: bool, eps: float,
-                                                   dl: float) -> None:
+def test_one_query_spends_the_whole_session_budget(
+    private_keys: bool, eps: float, dl: float
+) -> None:
     budget = Budget(epsilon=eps, delta=dl, method="zcdp")
     _keyed_query(_session(budget), private_keys).run(epsilon=eps, delta=dl)
     # certified: the composed rho, delta and slack are within the budget's own, exactly

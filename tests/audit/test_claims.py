@@ -25,8 +25,7 @@ def test_f_eps_delta_values() -> None:
 def test_g_mu_values() -> None:
     c = Claim.gdp(mu=0.8)
     a = np.array([1e-9, 0.1, 0.5, 0.9])
-    np.testing.assert_allclose(c.beta(a), stats.norm.cdf(stats.norm.ppf(1 - a) - 0.8),
-                               rtol=1e-10)
+    np.testing.assert_allclose(c.beta(a), stats.norm.cdf(stats.norm.ppf(1 - a) - 0.8), rtol=1e-10)
 
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
@@ -77,8 +76,7 @@ def test_fdp_objects_are_claims() -> None:
     from dpkit import fdp
 
     assert as_claim(fdp.gdp(0.7)) == Claim.gdp(mu=0.7)
-    assert as_claim(fdp.approx_dp(epsilon=1.0, delta=1e-3)) == Claim.approx(epsilon=1.0,
-                                                                             delta=1e-3)
+    assert as_claim(fdp.approx_dp(epsilon=1.0, delta=1e-3)) == Claim.approx(epsilon=1.0, delta=1e-3)
     lap = as_claim(fdp.laplace(mu=1.0))
     assert lap is not None and lap.kind == "tradeoff"
     a = np.linspace(0, 1, 11)

@@ -18,10 +18,10 @@ def test_all_is_exactly_the_public_names() -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import dpkit.audit, sys, json; "
-            "print(json.dumps(sorted(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True, timeout=120)
+    code = "import dpkit.audit, sys, json; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     heavy = {m for m in loaded if m.split(".")[0] in ("matplotlib", "typer", "rich")}
     assert heavy == set()
@@ -29,8 +29,14 @@ def test_import_is_light() -> None:
 
 
 def test_privacy_parameters_are_keyword_only() -> None:
-    for fn in (audit_pkg.audit, audit_pkg.audit_ldp, audit_pkg.Claim.pure,
-               audit_pkg.Claim.approx, audit_pkg.Claim.gdp, audit_pkg.epsilon_lower_bound):
+    for fn in (
+        audit_pkg.audit,
+        audit_pkg.audit_ldp,
+        audit_pkg.Claim.pure,
+        audit_pkg.Claim.approx,
+        audit_pkg.Claim.gdp,
+        audit_pkg.epsilon_lower_bound,
+    ):
         params = inspect.signature(fn).parameters
         for name in ("epsilon", "delta", "mu", "samples", "confidence", "claim"):
             if name in params:

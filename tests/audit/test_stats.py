@@ -32,10 +32,12 @@ def test_one_sided_bounds_closed_forms() -> None:
     # k = 0: upper bound solves (1 - p)^n = 1 - level, so p = 1 - (1 - level)^(1/n).
     n, level = 1000, 0.99
     assert float(clopper_pearson_upper(0, n, level=level)) == pytest.approx(
-        1.0 - (1.0 - level) ** (1.0 / n), rel=1e-10)
+        1.0 - (1.0 - level) ** (1.0 / n), rel=1e-10
+    )
     # k = n: lower bound solves p^n = 1 - level.
     assert float(clopper_pearson_lower(n, n, level=level)) == pytest.approx(
-        (1.0 - level) ** (1.0 / n), rel=1e-10)
+        (1.0 - level) ** (1.0 / n), rel=1e-10
+    )
     assert float(clopper_pearson_upper(n, n, level=level)) == 1.0
     assert float(clopper_pearson_lower(0, n, level=level)) == 0.0
 
@@ -68,7 +70,8 @@ def test_epsilon_lower_bound_formula() -> None:
     expected = max(math.log(0.9 / 0.3), math.log(0.7 / 0.1))
     assert float(epsilon_lower_bound(a, b)) == pytest.approx(expected)
     assert float(epsilon_lower_bound(a, b, delta=0.05)) == pytest.approx(
-        max(math.log(0.85 / 0.3), math.log(0.65 / 0.1)))
+        max(math.log(0.85 / 0.3), math.log(0.65 / 0.1))
+    )
     # symmetric, zero for a random guess, infinite for a perfect test
     assert float(epsilon_lower_bound(b, a)) == pytest.approx(expected)
     assert float(epsilon_lower_bound(0.4, 0.6)) == 0.0

@@ -86,8 +86,9 @@ def test_float_structure_separates_lattices() -> None:
 def test_float_structure_sees_every_structural_bit() -> None:
     # Regression: the sign came from ``y < 0``, so -0.0 and +0.0 shared a category, as did
     # every NaN. Each of these doubles must get its own category.
-    payload = np.array([0x7FF8000000000001, 0xFFF8000000000000, 0x7FF4000000000000],
-                       dtype=np.uint64).view(np.float64)
+    payload = np.array(
+        [0x7FF8000000000001, 0xFFF8000000000000, 0x7FF4000000000000], dtype=np.uint64
+    ).view(np.float64)
     special = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan], payload])
     codes = float_structure(special)
     assert len(set(codes.tolist())) == special.size

@@ -26,8 +26,20 @@ def test_dpsgd_command(tmp_path: Path) -> None:
     out = tmp_path / "profiles.png"
     res = runner.invoke(
         app,
-        ["account", "dpsgd", "--sampling-rate", "0.01", "--noise-multiplier", "1.0",
-         "--steps", "100", "--delta", "1e-5", "--plot", str(out)],
+        [
+            "account",
+            "dpsgd",
+            "--sampling-rate",
+            "0.01",
+            "--noise-multiplier",
+            "1.0",
+            "--steps",
+            "100",
+            "--delta",
+            "1e-5",
+            "--plot",
+            str(out),
+        ],
     )
     assert res.exit_code == 0, res.output
     for word in ("PLD", "RDP", "GDP", "upper bound", "estimate"):
@@ -40,8 +52,18 @@ def test_dpsgd_command(tmp_path: Path) -> None:
 def test_dpsgd_command_epochs() -> None:
     res = runner.invoke(
         app,
-        ["account", "dpsgd", "--sampling-rate", "0.05", "--noise-multiplier", "1.0",
-         "--epochs", "2", "--delta", "1e-5"],
+        [
+            "account",
+            "dpsgd",
+            "--sampling-rate",
+            "0.05",
+            "--noise-multiplier",
+            "1.0",
+            "--epochs",
+            "2",
+            "--delta",
+            "1e-5",
+        ],
     )
     assert res.exit_code == 0, res.output
     assert "steps=40" in res.output
@@ -67,8 +89,18 @@ def test_laplace_command(tmp_path: Path) -> None:
     out = tmp_path / "lap.svg"
     res = runner.invoke(
         app,
-        ["account", "laplace", "--epsilon", "0.1", "--count", "50", "--delta", "1e-6",
-         "--plot", str(out)],
+        [
+            "account",
+            "laplace",
+            "--epsilon",
+            "0.1",
+            "--count",
+            "50",
+            "--delta",
+            "1e-6",
+            "--plot",
+            str(out),
+        ],
     )
     assert res.exit_code == 0, res.output
     for word in ("PLD", "RDP", "GDP", "basic", "advanced", "optimal"):
@@ -81,8 +113,10 @@ def test_laplace_rows_consistent() -> None:
     pld = rows[("PLD (dpkit)", "upper bound")]
     assert rows[("PLD (dpkit)", "lower bound")] <= pld
     assert pld <= rows[("optimal composition (KOV)", "upper bound")] + 1e-9
-    assert rows[("optimal composition (KOV)", "upper bound")] <= rows[
-        ("advanced composition", "upper bound")]
+    assert (
+        rows[("optimal composition (KOV)", "upper bound")]
+        <= rows[("advanced composition", "upper bound")]
+    )
     assert rows[("basic composition", "upper bound")] == pytest.approx(5.0)
 
 
@@ -106,12 +140,25 @@ def test_dpsgd_target_epsilon_with_sizes_and_epochs() -> None:
 
     res = runner.invoke(
         app,
-        ["account", "dpsgd", "--batch-size", "600", "--dataset-size", "60000", "--epochs", "3",
-         "--target-epsilon", "2", "--delta", "1e-5"],
+        [
+            "account",
+            "dpsgd",
+            "--batch-size",
+            "600",
+            "--dataset-size",
+            "60000",
+            "--epochs",
+            "3",
+            "--target-epsilon",
+            "2",
+            "--delta",
+            "1e-5",
+        ],
     )
     assert res.exit_code == 0, res.output
-    expected = dpsgd_noise_multiplier(batch_size=600, dataset_size=60000, epochs=3, epsilon=2.0,
-                                      delta=1e-5)
+    expected = dpsgd_noise_multiplier(
+        batch_size=600, dataset_size=60000, epochs=3, epsilon=2.0, delta=1e-5
+    )
     assert f"noise multiplier: {expected:.6g}" in res.output
     assert "steps=300" in res.output
 
@@ -120,11 +167,18 @@ def test_dpsgd_target_epsilon_with_sizes_and_epochs() -> None:
     "args",
     [
         ["--steps", "10", "--sampling-rate", "0.01"],  # neither sigma nor target
-        ["--steps", "10", "--sampling-rate", "0.01", "--noise-multiplier", "1",
-         "--target-epsilon", "1"],  # both
+        [
+            "--steps",
+            "10",
+            "--sampling-rate",
+            "0.01",
+            "--noise-multiplier",
+            "1",
+            "--target-epsilon",
+            "1",
+        ],  # both
         ["--epochs", "1", "--batch-size", "10", "--noise-multiplier", "1"],  # no dataset size
-        ["--epochs", "1", "--batch-size", "20", "--dataset-size", "10",
-         "--noise-multiplier", "1"],
+        ["--epochs", "1", "--batch-size", "20", "--dataset-size", "10", "--noise-multiplier", "1"],
         ["--steps", "10", "--sampling-rate", "0.01", "--target-epsilon", "nan"],
     ],
 )

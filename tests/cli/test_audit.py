@@ -17,8 +17,21 @@ runner = CliRunner()
 
 def test_laplace_audit_prints_bound_verdict_confidence(tmp_path: Path) -> None:
     out = tmp_path / "laplace.png"
-    res = runner.invoke(app, ["audit", "laplace", "--epsilon", "1", "--samples", "50000",
-                              "--seed", "1", "--plot", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "laplace",
+            "--epsilon",
+            "1",
+            "--samples",
+            "50000",
+            "--seed",
+            "1",
+            "--plot",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "epsilon lower bound" in res.output
     assert "no violation found" in res.output
@@ -27,8 +40,20 @@ def test_laplace_audit_prints_bound_verdict_confidence(tmp_path: Path) -> None:
 
 
 def test_known_bad_is_reported_violated_with_exit_code_1() -> None:
-    res = runner.invoke(app, ["audit", "known-bad", "textbook-float-laplace", "--samples",
-                              "20000", "--seed", "2", "--confidence", "0.999999"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "known-bad",
+            "textbook-float-laplace",
+            "--samples",
+            "20000",
+            "--seed",
+            "2",
+            "--confidence",
+            "0.999999",
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "violated" in res.output
     listed = runner.invoke(app, ["audit", "known-bad", "list"])
@@ -36,15 +61,18 @@ def test_known_bad_is_reported_violated_with_exit_code_1() -> None:
 
 
 def test_other_mechanisms_and_protocols() -> None:
-    for args in (["gaussian", "--mu", "1"], ["gaussian", "--epsilon", "1", "--delta", "1e-5"],
-                 ["discrete-laplace", "--epsilon", "1"],
-                 ["randomized-response", "--epsilon", "1"],
-                 ["exponential", "--epsilon", "1", "--candidates", "4"],
-                 ["noisy-max", "--epsilon", "1", "--noise", "gumbel"],
-                 ["ldp", "oue", "--epsilon", "1", "--domain", "3"],
-                 ["ldp", "piecewise", "--epsilon", "1"],
-                 ["ldp", "grr", "--epsilon", "1", "--client"],
-                 ["discrete-gaussian", "--sigma", "2"]):
+    for args in (
+        ["gaussian", "--mu", "1"],
+        ["gaussian", "--epsilon", "1", "--delta", "1e-5"],
+        ["discrete-laplace", "--epsilon", "1"],
+        ["randomized-response", "--epsilon", "1"],
+        ["exponential", "--epsilon", "1", "--candidates", "4"],
+        ["noisy-max", "--epsilon", "1", "--noise", "gumbel"],
+        ["ldp", "oue", "--epsilon", "1", "--domain", "3"],
+        ["ldp", "piecewise", "--epsilon", "1"],
+        ["ldp", "grr", "--epsilon", "1", "--client"],
+        ["discrete-gaussian", "--sigma", "2"],
+    ):
         res = runner.invoke(app, ["audit", *args, "--samples", "5000", "--seed", "3"])
         assert res.exit_code == 0, (args, res.output)
         assert "no violation found" in res.output, args
@@ -111,19 +139,52 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 
 
 def test_code_audit_of_a_correct_function(user_module: str) -> None:
-    res = runner.invoke(app, ["audit", "code", f"{user_module}:noisy_sum", "--pair", "[0, 1]",
-                              "[0, 0]", "--epsilon", "1", "--samples", "4000", "--seed", "1"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "code",
+            f"{user_module}:noisy_sum",
+            "--pair",
+            "[0, 1]",
+            "[0, 0]",
+            "--epsilon",
+            "1",
+            "--samples",
+            "4000",
+            "--seed",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "no violation found" in res.output and "1-DP" in res.output
     assert "[0, 1] vs [0, 0]" in res.output
 
 
-def test_code_audit_vectorized_file_path_and_python_literals(user_module: str,
-                                                             tmp_path: Path) -> None:
+def test_code_audit_vectorized_file_path_and_python_literals(
+    user_module: str, tmp_path: Path
+) -> None:
     path = tmp_path / f"{user_module}.py"
-    res = runner.invoke(app, ["audit", "code", f"{path}:noisy_sum_batch", "--vectorized",
-                              "--pair", "(0, 1)", "[0, 0]", "--epsilon", "1", "--delta", "1e-6",
-                              "--samples", "50000", "--seed", "2"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "code",
+            f"{path}:noisy_sum_batch",
+            "--vectorized",
+            "--pair",
+            "(0, 1)",
+            "[0, 0]",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--samples",
+            "50000",
+            "--seed",
+            "2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "(1, 1e-06)-DP" in res.output and "no violation found" in res.output
 
@@ -132,39 +193,92 @@ def test_code_audit_catches_a_broken_function(user_module: str) -> None:
     # exact_sum is deterministic: its two output sets are disjoint, so every confidence proves
     # a violation; too_little_noise is 4-DP claimed as 1-DP: with 50k samples its certified
     # lower bound at confidence 1 - 1e-6 was 3.61 to 3.73 in four trial runs, far above 1.
-    res = runner.invoke(app, ["audit", "code", f"{user_module}:exact_sum", "--pair", "[0, 1]",
-                              "[0, 0]", "--epsilon", "1", "--samples", "2000", "--seed", "3"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "code",
+            f"{user_module}:exact_sum",
+            "--pair",
+            "[0, 1]",
+            "[0, 0]",
+            "--epsilon",
+            "1",
+            "--samples",
+            "2000",
+            "--seed",
+            "3",
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "violated" in res.output
-    res = runner.invoke(app, ["audit", "code", f"{user_module}:too_little_noise", "--vectorized",
-                              "--pair", "[1]", "[0]", "--epsilon", "1", "--samples", "50000",
-                              "--seed", "4", "--confidence", "0.999999"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "code",
+            f"{user_module}:too_little_noise",
+            "--vectorized",
+            "--pair",
+            "[1]",
+            "[0]",
+            "--epsilon",
+            "1",
+            "--samples",
+            "50000",
+            "--seed",
+            "4",
+            "--confidence",
+            "0.999999",
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "violated" in res.output
 
 
 def test_code_audit_with_a_mu_claim_and_a_mechanism_object(user_module: str) -> None:
-    res = runner.invoke(app, ["audit", "code", f"{user_module}:MECHANISM", "--pair", "0.0",
-                              "1.0", "--mu", "3", "--samples", "20000", "--seed", "5"])
+    res = runner.invoke(
+        app,
+        [
+            "audit",
+            "code",
+            f"{user_module}:MECHANISM",
+            "--pair",
+            "0.0",
+            "1.0",
+            "--mu",
+            "3",
+            "--samples",
+            "20000",
+            "--seed",
+            "5",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "3-GDP" in res.output
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["{m}"], "module:function"),
-    (["{m}:missing"], "no attribute 'missing'"),
-    (["{m}:NOT_A_FUNCTION"], "not a function"),
-    (["no_such_module_xyz:f"], "no module named 'no_such_module_xyz'"),
-    (["./no/such/file.py:f"], "no such file"),
-    (["{m}:noisy_sum", "--pair", "[0, 1]", "abc", "--epsilon", "1"], "JSON"),
-    (["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]"], "--epsilon"),
-    (["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]", "--epsilon", "1", "--mu", "1"],
-     "--epsilon"),
-    (["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]", "--epsilon", "1", "--delta", "2"],
-     "delta"),
-])
-def test_code_audit_usage_errors_are_clean(user_module: str, args: list[str],
-                                           message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{m}"], "module:function"),
+        (["{m}:missing"], "no attribute 'missing'"),
+        (["{m}:NOT_A_FUNCTION"], "not a function"),
+        (["no_such_module_xyz:f"], "no module named 'no_such_module_xyz'"),
+        (["./no/such/file.py:f"], "no such file"),
+        (["{m}:noisy_sum", "--pair", "[0, 1]", "abc", "--epsilon", "1"], "JSON"),
+        (["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]"], "--epsilon"),
+        (
+            ["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]", "--epsilon", "1", "--mu", "1"],
+            "--epsilon",
+        ),
+        (
+            ["{m}:noisy_sum", "--pair", "[0, 1]", "[0, 0]", "--epsilon", "1", "--delta", "2"],
+            "delta",
+        ),
+    ],
+)
+def test_code_audit_usage_errors_are_clean(user_module: str, args: list[str], message: str) -> None:
     argv = [a.format(m=user_module) for a in args]
     if "--pair" not in argv:
         argv += ["--pair", "1", "2", "--epsilon", "1"]
@@ -174,10 +288,19 @@ def test_code_audit_usage_errors_are_clean(user_module: str, args: list[str],
     assert message in _flat(res.output), res.output
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("[1, 2.5]", [1, 2.5]), ('{"a": 1}', {"a": 1}), ('"abc"', "abc"), ("(1, 2)", (1, 2)),
-    ("None", None), ("'x'", "x"), ("true", True), ("-0.0", -0.0),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("[1, 2.5]", [1, 2.5]),
+        ('{"a": 1}', {"a": 1}),
+        ('"abc"', "abc"),
+        ("(1, 2)", (1, 2)),
+        ("None", None),
+        ("'x'", "x"),
+        ("true", True),
+        ("-0.0", -0.0),
+    ],
+)
 def test_parse_input(text: str, value: object) -> None:
     from dpkit.cli._audit import parse_input
 

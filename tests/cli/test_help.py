@@ -40,17 +40,24 @@ def test_help_at_80_columns_is_whole(path: list[str]) -> None:
 def test_query_help_shows_each_spec_whole() -> None:
     res = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert res.exit_code == 0, res.output
-    for text in ("COL:QS:LO:HI", "age:0.25,0.5:0:120", "COL:EDGES", "income:0,1e4,1e5",
-                 "--max-rows-per-partition", "--rows-are-people", "distinct_COL"):
+    for text in (
+        "COL:QS:LO:HI",
+        "age:0.25,0.5:0:120",
+        "COL:EDGES",
+        "income:0,1e4,1e5",
+        "--max-rows-per-partition",
+        "--rows-are-people",
+        "distinct_COL",
+    ):
         assert text in res.output
 
 
 def test_docstring_paragraphs_are_joined() -> None:
     assert plain_help("one two\n    three four\n\n    five\n") == "one two three four\n\nfive"
-    assert plain_help("Example::\n\n    dpkit a \\\n        --b") == \
-        "Example::\n\ndpkit a \\\n    --b"
-    res = runner.invoke(app, ["audit", "code", "--help"], env={"COLUMNS": "80"},
-                        terminal_width=80)
+    assert (
+        plain_help("Example::\n\n    dpkit a \\\n        --b") == "Example::\n\ndpkit a \\\n    --b"
+    )
+    res = runner.invoke(app, ["audit", "code", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert "batches with --vectorized" in " ".join(res.output.split())
     lines = [line.strip() for line in res.output.splitlines()]
     assert "batches with" not in lines  # a source line break kept as a terminal line

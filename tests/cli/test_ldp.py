@@ -22,21 +22,23 @@ def _run(*args: str) -> str:
 
 
 def test_simulate_oue_prints_estimates_mse_and_theory() -> None:
-    out = _run("--protocol", "oue", "--epsilon", "1", "--domain", "64", "--users", "30000",
-               "--seed", "1")
+    out = _run(
+        "--protocol", "oue", "--epsilon", "1", "--domain", "64", "--users", "30000", "--seed", "1"
+    )
     assert "OUE(epsilon=1.0, domain=64)" in out and "true count" in out
-    m = re.search(r"MSE per item ([\d,.]+)\s+theoretical variance ([\d,.]+)\s+ratio ([\d.]+)",
-                  out)
+    m = re.search(r"MSE per item ([\d,.]+)\s+theoretical variance ([\d,.]+)\s+ratio ([\d.]+)", out)
     assert m is not None
     ratio = float(m.group(3))
     assert 0.6 < ratio < 1.5  # one run over 64 items: a loose sanity band, not a test of fit
 
 
-@pytest.mark.parametrize("protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best", "rappor",
-                                      "cms", "hcms"])
+@pytest.mark.parametrize(
+    "protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best", "rappor", "cms", "hcms"]
+)
 def test_simulate_every_frequency_protocol(protocol: str) -> None:
-    out = _run("--protocol", protocol, "--domain", "16", "--users", "2000", "--seed", "2",
-               "--top", "3")
+    out = _run(
+        "--protocol", protocol, "--domain", "16", "--users", "2000", "--seed", "2", "--top", "3"
+    )
     assert "theoretical variance" in out and "rejected reports 0" in out
 
 
@@ -53,23 +55,44 @@ def test_plot_is_written(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_refused() -> None:
-    for args in (["--protocol", "nope"], ["--epsilon", "-1"], ["--epsilon", "nan"],
-                 ["--domain", "1"], ["--users", "0"]):
+    for args in (
+        ["--protocol", "nope"],
+        ["--epsilon", "-1"],
+        ["--epsilon", "nan"],
+        ["--domain", "1"],
+        ["--users", "0"],
+    ):
         res = runner.invoke(root_app, ["ldp", "simulate", *args])
         assert res.exit_code != 0
 
 
 def test_zipf_population_is_decreasing() -> None:
-    vals = _ldp.zipf_population(RandomSource(seed=4, insecure=True), users=50_000, domain=10,
-                                exponent=1.0)
+    vals = _ldp.zipf_population(
+        RandomSource(seed=4, insecure=True), users=50_000, domain=10, exponent=1.0
+    )
     counts = [int((vals == k).sum()) for k in range(10)]
     assert counts[0] > counts[1] > counts[3] > counts[9] > 0
     assert vals.min() >= 0 and vals.max() <= 9
 
 
 def test_heavy_hitters_finds_the_top_items() -> None:
-    res = runner.invoke(root_app, ["ldp", "heavy-hitters", "--users", "100000", "--top", "3",
-                                   "--epsilon", "4", "--seed", "1", "--zipf", "1.5"])
+    res = runner.invoke(
+        root_app,
+        [
+            "ldp",
+            "heavy-hitters",
+            "--users",
+            "100000",
+            "--top",
+            "3",
+            "--epsilon",
+            "4",
+            "--seed",
+            "1",
+            "--zipf",
+            "1.5",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = re.sub(r"\s+", " ", res.output)
     assert "recall of the true top 3: 1.00" in out and "rejected reports 0" in out

@@ -36,14 +36,25 @@ def _command_paths() -> list[list[str]]:
 
 PATHS = _command_paths()
 # reStructuredText and rich markup that must never reach the terminal
-RAW_MARKUP = re.compile(r"``|:(?:func|class|meth|mod|attr|data):`|\*\*|\[/?(?:bold|red|green|"
-                        r"dim|italic)\]|\\\[")
+RAW_MARKUP = re.compile(
+    r"``|:(?:func|class|meth|mod|attr|data):`|\*\*|\[/?(?:bold|red|green|"
+    r"dim|italic)\]|\\\["
+)
 
 
 def test_the_walk_sees_every_subcommand() -> None:
     names = {" ".join(p) for p in PATHS}
-    assert {"", "audit", "audit laplace", "audit code", "account", "account laplace", "ldp",
-            "ldp simulate", "demo"} <= names
+    assert {
+        "",
+        "audit",
+        "audit laplace",
+        "audit code",
+        "account",
+        "account laplace",
+        "ldp",
+        "ldp simulate",
+        "demo",
+    } <= names
     assert len(PATHS) >= 18
 
 
@@ -55,8 +66,12 @@ def test_version() -> None:
 
 def test_version_from_a_real_process() -> None:
     # the same through a real process (python -c calls the console entry point)
-    out = subprocess.run([sys.executable, "-c", "from dpkit.cli import main; main()",
-                          "--version"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "from dpkit.cli import main; main()", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"dpkit {__version__}"
 
@@ -74,13 +89,18 @@ def test_short_and_long_help_everywhere_without_raw_markup(path: list[str]) -> N
     assert hit is None, (hit.group(0) if hit else "", long.output)
 
 
-@pytest.mark.parametrize(("text", "plain"), [
-    ("Epsilon of ``count`` releases", "Epsilon of count releases"),
-    ("see :func:`dpkit.fdp.gdp` and :class:`~dpkit.accounting.Budget`",
-     "see dpkit.fdp.gdp and Budget"),
-    ("an **upper bound**", "an upper bound"),
-    ("values in [0, 1] and [bold]x[/bold]", r"values in [0, 1] and \[bold]x\[/bold]"),
-])
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("Epsilon of ``count`` releases", "Epsilon of count releases"),
+        (
+            "see :func:`dpkit.fdp.gdp` and :class:`~dpkit.accounting.Budget`",
+            "see dpkit.fdp.gdp and Budget",
+        ),
+        ("an **upper bound**", "an upper bound"),
+        ("values in [0, 1] and [bold]x[/bold]", r"values in [0, 1] and \[bold]x\[/bold]"),
+    ],
+)
 def test_plain_help(text: str, plain: str) -> None:
     assert plain_help(text) == plain
 
@@ -119,16 +139,30 @@ def test_error_handler_turns_dpkit_errors_into_clean_exit_2() -> None:
     assert issubclass(CliError, typer.BadParameter)
 
 
-@pytest.mark.parametrize("args", [
-    ["demo", "--epsilon", "-1"],
-    ["account", "laplace", "--epsilon", "nan", "--count", "1", "--delta", "1e-5"],
-    ["account", "dpsgd", "--sampling-rate", "2", "--noise-multiplier", "1", "--delta", "1e-5",
-     "--steps", "10"],
-    ["ldp", "simulate", "--epsilon", "-1"],
-    ["audit", "laplace", "--epsilon", "nan", "--samples", "100"],
-    ["audit", "ldp", "grr", "--epsilon", "inf", "--samples", "100"],
-    ["audit", "code", "json:dumps", "--pair", "1", "2", "--epsilon", "-1"],
-], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["demo", "--epsilon", "-1"],
+        ["account", "laplace", "--epsilon", "nan", "--count", "1", "--delta", "1e-5"],
+        [
+            "account",
+            "dpsgd",
+            "--sampling-rate",
+            "2",
+            "--noise-multiplier",
+            "1",
+            "--delta",
+            "1e-5",
+            "--steps",
+            "10",
+        ],
+        ["ldp", "simulate", "--epsilon", "-1"],
+        ["audit", "laplace", "--epsilon", "nan", "--samples", "100"],
+        ["audit", "ldp", "grr", "--epsilon", "inf", "--samples", "100"],
+        ["audit", "code", "json:dumps", "--pair", "1", "2", "--epsilon", "-1"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
 def test_every_subcommand_reports_bad_privacy_parameters_cleanly(args: list[str]) -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 2, res.output
@@ -149,26 +183,40 @@ _IMPORTS_AFTER = (
 )
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--help"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
-    (["--version"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
-])
-def test_root_help_and_version_import_no_subcommand(args: list[str], expected: list[str]
-                                                    ) -> None:
-    out = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER, *args], capture_output=True,
-                         text=True, timeout=120)
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--help"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
+        (["--version"], ["dpkit", "dpkit.cli", "dpkit.errors"]),
+    ],
+)
+def test_root_help_and_version_import_no_subcommand(args: list[str], expected: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, *args], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == repr(expected)
 
 
 def test_a_subcommand_imports_only_what_it_needs() -> None:
-    out = subprocess.run([sys.executable, "-c", _IMPORTS_AFTER, "ldp", "--help"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, "ldp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     loaded = out.stdout.strip().splitlines()[-1]
     assert "'dpkit.cli._ldp'" in loaded
-    for other in ("dpkit.cli._account", "dpkit.cli._audit", "dpkit.cli._demo",
-                  "dpkit.cli._query", "dpkit.accounting", "dpkit.audit", "dpkit.analytics"):
+    for other in (
+        "dpkit.cli._account",
+        "dpkit.cli._audit",
+        "dpkit.cli._demo",
+        "dpkit.cli._query",
+        "dpkit.accounting",
+        "dpkit.audit",
+        "dpkit.analytics",
+    ):
         assert f"'{other}'" not in loaded, other
 
 

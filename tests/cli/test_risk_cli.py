@@ -28,8 +28,7 @@ def test_risk_json_and_group() -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert data["group_size"] == 2
-    assert data["max_tpr_at_fpr"]["0.001"] == pytest.approx(norm.cdf(norm.ppf(1e-3) + 2),
-                                                            rel=1e-9)
+    assert data["max_tpr_at_fpr"]["0.001"] == pytest.approx(norm.cdf(norm.ppf(1e-3) + 2), rel=1e-9)
 
 
 def test_risk_of_an_event_file_and_a_budget_file(tmp_path: Path) -> None:
@@ -38,7 +37,8 @@ def test_risk_of_an_event_file_and_a_budget_file(tmp_path: Path) -> None:
     res = runner.invoke(app, ["risk", "--event", str(ev), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["max_tpr_at_fpr"]["0.001"] == pytest.approx(
-        2.718281828e-3, rel=1e-8)
+        2.718281828e-3, rel=1e-8
+    )
     b = Budget(epsilon=1.0)
     b.charge(epsilon=0.25)
     bf = tmp_path / "budget.json"
@@ -48,8 +48,10 @@ def test_risk_of_an_event_file_and_a_budget_file(tmp_path: Path) -> None:
     assert "epsilon = 0.25" in res.output
 
 
-@pytest.mark.parametrize("args", [[], ["--mu", "1", "--epsilon", "1"], ["--mu", "nan"],
-                                  ["--epsilon", "1", "--delta", "2"]])
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--mu", "1", "--epsilon", "1"], ["--mu", "nan"], ["--epsilon", "1", "--delta", "2"]],
+)
 def test_risk_refuses_bad_guarantees_cleanly(args: list[str]) -> None:
     res = runner.invoke(app, ["risk", *args])
     assert res.exit_code == 2

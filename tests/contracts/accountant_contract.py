@@ -201,9 +201,13 @@ class AccountantContract(abc.ABC):
         assert acct.spent() == (0.0, 0.0)
         acct.compose(self.supported_event())
         assert acct.spent(delta=self.query_delta) == (
-            acct.get_epsilon(self.query_delta), self.query_delta)
+            acct.get_epsilon(self.query_delta),
+            self.query_delta,
+        )
         assert acct.spent(epsilon=self.query_epsilon) == (
-            self.query_epsilon, acct.get_delta(self.query_epsilon))
+            self.query_epsilon,
+            acct.get_delta(self.query_epsilon),
+        )
         with pytest.raises(PrivacyParameterError):
             acct.spent(delta=self.query_delta, epsilon=self.query_epsilon)
         for bad in (math.nan, -1.0, True, "0.1"):

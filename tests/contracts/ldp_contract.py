@@ -88,16 +88,18 @@ class LdpContract(abc.ABC):
     def test_randomize_many_reports_are_well_formed(self) -> None:
         proto = self.build(1.0)
         values = self.inputs() * 50
-        reports = proto.randomize_many(np.asarray(values),
-                                       source=RandomSource(seed=5, insecure=True))
+        reports = proto.randomize_many(
+            np.asarray(values), source=RandomSource(seed=5, insecure=True)
+        )
         _, rejected = proto.coerce_reports(reports)
         assert rejected == 0
 
     def test_estimate_shape(self) -> None:
         proto = self.build(1.0)
         values = self.inputs() * 50
-        reports = proto.randomize_many(np.asarray(values),
-                                       source=RandomSource(seed=6, insecure=True))
+        reports = proto.randomize_many(
+            np.asarray(values), source=RandomSource(seed=6, insecure=True)
+        )
         est = proto.estimate(reports)
         assert est.n == len(values)
         assert est.rejected == 0
@@ -132,8 +134,9 @@ class LdpContract(abc.ABC):
         mpmath.mp.dps = 40
         proto = self.build(epsilon)
         laws = [proto.report_distribution(v) for v in self.inputs()]
-        worst = max(a[r] / b.get(r, 0) if b.get(r, 0) else math.inf
-                    for a in laws for b in laws for r in a)
+        worst = max(
+            a[r] / b.get(r, 0) if b.get(r, 0) else math.inf for a in laws for b in laws for r in a
+        )
         exact = mpmath.log(mpmath.mpf(worst.numerator) / worst.denominator)
         assert isinstance(proto.event, DpEvent)
         charged = PureDpAccountant().compose(proto.event).get_epsilon(0.0)

@@ -37,8 +37,13 @@ def _name() -> str:
 
 
 def _record(seq: int, **kw: Any) -> LedgerRecord:
-    base: dict[str, Any] = {"seq": seq, "time": 1.5 + seq, "kind": "charge", "analyst": None,
-                            "payload": '{"x": 1}'}
+    base: dict[str, Any] = {
+        "seq": seq,
+        "time": 1.5 + seq,
+        "kind": "charge",
+        "analyst": None,
+        "payload": '{"x": 1}',
+    }
     return LedgerRecord(**{**base, **kw})
 
 
@@ -78,8 +83,12 @@ class LedgerContract(abc.ABC):
     def test_records_round_trip_exactly(self) -> None:
         store, name = self.make_store(), _name()
         store.define(name, "{}")
-        rec = _record(1, time=1795476129.1174953, analyst="Zoë 'x\" --",
-                      payload='{"q": "SELECT \\"a\\" -- \u00e9\u4e2d"}')
+        rec = _record(
+            1,
+            time=1795476129.1174953,
+            analyst="Zoë 'x\" --",
+            payload='{"q": "SELECT \\"a\\" -- \u00e9\u4e2d"}',
+        )
         assert store.append(name, rec)
         assert self.other_handle(store).read(name) == [rec]
 
@@ -88,8 +97,12 @@ class LedgerContract(abc.ABC):
         with pytest.raises(LedgerError):
             store.append(name, _record(1))  # not defined
         store.define(name, "{}")
-        for bad in (_record(0), _record(1, kind="refund"), _record(1, analyst=""),
-                    _record(1, time=3)):
+        for bad in (
+            _record(0),
+            _record(1, kind="refund"),
+            _record(1, analyst=""),
+            _record(1, time=3),
+        ):
             with pytest.raises(LedgerError):
                 store.append(name, bad)
         assert store.read(name) == []
@@ -130,7 +143,10 @@ class LedgerContract(abc.ABC):
         assert again.spent == budget.spent
         assert again.sub_budget("alice").spent == alice.spent
         assert [(h.seq, h.analyst, h.metadata) for h in again.history()] == [
-            (2, "alice", {"query": "count"}), (3, None, {}), (4, "alice", {})]
+            (2, "alice", {"query": "count"}),
+            (3, None, {}),
+            (4, "alice", {}),
+        ]
         assert [h.seq for h in again.history(analyst="alice")] == [2, 4]
         assert [h.seq for h in again.history(analyst=None)] == [3]
         assert again.history() == budget.history()
@@ -142,9 +158,12 @@ class LedgerContract(abc.ABC):
     def test_definition_mismatch_is_refused(self) -> None:
         store, name = self.make_store(), _name()
         Budget(epsilon=1.0, ledger=store, name=name).charge(epsilon=0.5)
-        for other in ({"epsilon": 2.0}, {"epsilon": 1.0, "delta": 1e-6},
-                      {"epsilon": 1.0, "neighbouring": "replace"},
-                      {"epsilon": 1.0, "mode": "odometer"}):
+        for other in (
+            {"epsilon": 2.0},
+            {"epsilon": 1.0, "delta": 1e-6},
+            {"epsilon": 1.0, "neighbouring": "replace"},
+            {"epsilon": 1.0, "mode": "odometer"},
+        ):
             with pytest.raises(LedgerError, match="another definition"):
                 Budget(**other, ledger=self.other_handle(store), name=name)
         same = Budget(epsilon=1.0, ledger=self.other_handle(store), name=name)

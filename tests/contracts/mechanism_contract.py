@@ -50,8 +50,13 @@ BAD_PARAMETERS: tuple[Any, ...] = (math.nan, math.inf, -math.inf, -1.0, True, Fa
 
 
 def _accountants() -> tuple[Any, ...]:
-    return (PureDpAccountant(), ApproxDpAccountant(), ZCdpAccountant(), RdpAccountant(),
-            PldAccountant())
+    return (
+        PureDpAccountant(),
+        ApproxDpAccountant(),
+        ZCdpAccountant(),
+        RdpAccountant(),
+        PldAccountant(),
+    )
 
 
 class MechanismContract(abc.ABC):

@@ -61,9 +61,7 @@ class TestRdpSubsampledContract(AccountantContract):
         return RdpAccountant(orders=(1.5, 2.0, 2.5, 4.0, 8.0, 32.0, 64.0))
 
     def supported_event(self) -> DpEvent:
-        return PoissonSampledEvent(
-            sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.0)
-        )
+        return PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.0))
 
 
 class TestRdpLaplaceContract(AccountantContract):
@@ -114,8 +112,11 @@ def test_events_and_trade_off_records_are_keyword_only() -> None:
     from dpkit.audit import TradeoffPoint
     from dpkit.fdp import PropertyReport
 
-    classes = [cls for _, cls in inspect.getmembers(events, inspect.isclass)
-               if issubclass(cls, DpEvent) and cls.__module__ == events.__name__]
+    classes = [
+        cls
+        for _, cls in inspect.getmembers(events, inspect.isclass)
+        if issubclass(cls, DpEvent) and cls.__module__ == events.__name__
+    ]
     assert len(classes) >= 15
     for cls in [*classes, TradeoffPoint, PropertyReport]:
         assert all(f.kw_only for f in dataclasses.fields(cls)), cls

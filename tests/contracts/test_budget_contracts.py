@@ -99,7 +99,8 @@ KINDS = {
 
 def test_every_budget_class_and_kind_is_enrolled() -> None:
     classes = {
-        obj for name in accounting.__all__
+        obj
+        for name in accounting.__all__
         if inspect.isclass(obj := getattr(accounting, name)) and issubclass(obj, Budget)
     }
     assert classes == set(ENROLLED)

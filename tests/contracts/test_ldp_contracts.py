@@ -136,7 +136,8 @@ ENROLLED = {
 
 def test_every_protocol_is_enrolled() -> None:
     protocols = {
-        obj for name in ldp.__all__
+        obj
+        for name in ldp.__all__
         if inspect.isclass(obj := getattr(ldp, name))
         and issubclass(obj, (ldp.FrequencyOracle, ldp.MeanMechanism))
         and not inspect.isabstract(obj)

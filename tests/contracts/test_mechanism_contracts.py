@@ -85,10 +85,10 @@ class TestGaussianContract(MechanismContract):
 
     def builders(self) -> dict[str, Callable[[Any], Any]]:
         return {
-            "epsilon": lambda v: Gaussian.from_epsilon_delta(epsilon=v, delta=1e-6,
-                                                             sensitivity=1.0),
-            "delta": lambda v: Gaussian.from_epsilon_delta(epsilon=1.0, delta=v,
-                                                           sensitivity=1.0),
+            "epsilon": lambda v: Gaussian.from_epsilon_delta(
+                epsilon=v, delta=1e-6, sensitivity=1.0
+            ),
+            "delta": lambda v: Gaussian.from_epsilon_delta(epsilon=1.0, delta=v, sensitivity=1.0),
             "sigma": lambda v: Gaussian.from_sigma(sigma=v, sensitivity=1.0),
             "mu": lambda v: Gaussian.from_mu(mu=v, sensitivity=1.0),
         }
@@ -220,7 +220,8 @@ class TestGaussianPartitionSelectionContract(_UnitCountInputs):
             "delta": lambda v: build(epsilon=1.0, delta=v),
             "rho": lambda v: GaussianPartitionSelection.from_rho(rho=v, threshold_delta=1e-6),
             "threshold_delta": lambda v: GaussianPartitionSelection.from_rho(
-                rho=0.5, threshold_delta=v),
+                rho=0.5, threshold_delta=v
+            ),
         }
 
 
@@ -241,12 +242,15 @@ class TestBinnedQuantileContract(MechanismContract):
         return (2,)
 
     def special_inputs(self) -> list[Any]:
-        return [np.array([0, 0, 0, 0], dtype=np.int64),
-                np.array([INT_MAX // 8, 0, 2**53 + 1, 1], dtype=np.int64)]
+        return [
+            np.array([0, 0, 0, 0], dtype=np.int64),
+            np.array([INT_MAX // 8, 0, 2**53 + 1, 1], dtype=np.int64),
+        ]
 
     def builders(self) -> dict[str, Callable[[Any], Any]]:
-        return {"epsilon": lambda v: BinnedQuantile.from_epsilon(epsilon=v, quantiles=0.5,
-                                                                 edges=EDGES)}
+        return {
+            "epsilon": lambda v: BinnedQuantile.from_epsilon(epsilon=v, quantiles=0.5, edges=EDGES)
+        }
 
 
 ENROLLED = {
@@ -267,10 +271,12 @@ def test_every_mechanism_is_enrolled() -> None:
     # Every concrete class exported by dpkit.mechanisms that has release() and event is a
     # mechanism, and must run the contract; the protocols themselves are not.
     exported = {
-        obj for name in mechanisms.__all__
+        obj
+        for name in mechanisms.__all__
         if inspect.isclass(obj := getattr(mechanisms, name))
-        and hasattr(obj, "release") and hasattr(obj, "event") and obj.__module__ != (
-            "dpkit.mechanisms._protocol")
+        and hasattr(obj, "release")
+        and hasattr(obj, "event")
+        and obj.__module__ != ("dpkit.mechanisms._protocol")
     }
     assert exported == set(ENROLLED)
     for cls, suite in ENROLLED.items():

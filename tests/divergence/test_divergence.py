@@ -30,8 +30,9 @@ from dpkit.fdp import gdp, laplace
 
 
 @st.composite
-def pmf_pair(draw: st.DrawFn, min_size: int = 2, max_size: int = 6,
-             zeros: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def pmf_pair(
+    draw: st.DrawFn, min_size: int = 2, max_size: int = 6, zeros: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     n = draw(st.integers(min_size, max_size))
     p = np.asarray(draw(st.lists(st.floats(0.01, 1.0), min_size=n, max_size=n)))
     q = np.asarray(draw(st.lists(st.floats(0.01, 1.0), min_size=n, max_size=n)))
@@ -48,8 +49,9 @@ def _subsets(n: int) -> list[np.ndarray]:
 
 @settings(max_examples=80, deadline=None)
 @given(pair=pmf_pair(), delta=st.floats(0.0, 0.9), eps=st.floats(-3.0, 3.0))
-def test_discrete_against_brute_force(pair: tuple[np.ndarray, np.ndarray], delta: float,
-                                      eps: float) -> None:
+def test_discrete_against_brute_force(
+    pair: tuple[np.ndarray, np.ndarray], delta: float, eps: float
+) -> None:
     p, q = pair
     subsets = _subsets(p.size)
     supp = p > 0
@@ -83,9 +85,11 @@ def test_discrete_against_brute_force(pair: tuple[np.ndarray, np.ndarray], delta
         assert got == pytest.approx(best, rel=1e-9, abs=1e-9)
     # statistical distance and hockey stick: sup over all events
     assert statistical_distance(p=p, q=q) == pytest.approx(
-        max(abs(p[s].sum() - q[s].sum()) for s in subsets), abs=1e-15)
+        max(abs(p[s].sum() - q[s].sum()) for s in subsets), abs=1e-15
+    )
     assert hockey_stick_divergence(p=p, q=q, epsilon=eps) == pytest.approx(
-        max(p[s].sum() - math.exp(eps) * q[s].sum() for s in subsets), abs=1e-14)
+        max(p[s].sum() - math.exp(eps) * q[s].sum() for s in subsets), abs=1e-14
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -121,10 +125,12 @@ def test_lemma_3_17_part1_only_if(pair: tuple[np.ndarray, np.ndarray], delta: fl
 
 
 @settings(max_examples=80, deadline=None)
-@given(a=pmf_pair(zeros=False, min_size=3, max_size=3), b=pmf_pair(zeros=False, min_size=3,
-                                                                   max_size=3))
-def test_lemma_3_17_part1_if(a: tuple[np.ndarray, np.ndarray],
-                             b: tuple[np.ndarray, np.ndarray]) -> None:
+@given(
+    a=pmf_pair(zeros=False, min_size=3, max_size=3), b=pmf_pair(zeros=False, min_size=3, max_size=3)
+)
+def test_lemma_3_17_part1_if(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+) -> None:
     # exists Y' with Delta(Y, Y') <= delta and D_inf(Y'||Z) <= eps  =>  D^delta(Y||Z) <= eps
     yprime, z = a
     y = b[0]
@@ -145,7 +151,7 @@ def _exists_pair(y: np.ndarray, z: np.ndarray, eps: float, tv: float) -> bool:
         return np.zeros(4 * n)
 
     for i in range(n):
-        for (u, v) in ((i, n + i), (n + i, i)):  # y'_i <= e z'_i and z'_i <= e y'_i
+        for u, v in ((i, n + i), (n + i, i)):  # y'_i <= e z'_i and z'_i <= e y'_i
             r = row()
             r[u], r[v] = 1.0, -e
             rows.append(r)
@@ -161,14 +167,21 @@ def _exists_pair(y: np.ndarray, z: np.ndarray, eps: float, tv: float) -> bool:
             rhs.append(-target[i])
     for aux in (2 * n, 3 * n):
         r = row()
-        r[aux:aux + n] = 0.5
+        r[aux : aux + n] = 0.5
         rows.append(r)
         rhs.append(tv)
     eq = np.zeros((2, 4 * n))
     eq[0, :n] = 1.0
-    eq[1, n:2 * n] = 1.0
-    res = linprog(np.zeros(4 * n), A_ub=np.asarray(rows), b_ub=rhs, A_eq=eq, b_eq=[1.0, 1.0],
-                  bounds=[(0, None)] * (4 * n), method="highs")
+    eq[1, n : 2 * n] = 1.0
+    res = linprog(
+        np.zeros(4 * n),
+        A_ub=np.asarray(rows),
+        b_ub=rhs,
+        A_eq=eq,
+        b_eq=[1.0, 1.0],
+        bounds=[(0, None)] * (4 * n),
+        method="highs",
+    )
     return bool(res.status == 0)
 
 
@@ -179,8 +192,9 @@ def test_lemma_3_17_part2(pair: tuple[np.ndarray, np.ndarray], delta: float) -> 
     # distances <= delta/(e^eps + 1) and D_inf(Y'||Z') <= eps AND D_inf(Z'||Y') <= eps. (The seed
     # text states only one direction of D_inf; the 'if' direction needs both.)
     y, z = pair
-    eps = max(approx_max_divergence(p=y, q=z, delta=delta),
-              approx_max_divergence(p=z, q=y, delta=delta))
+    eps = max(
+        approx_max_divergence(p=y, q=z, delta=delta), approx_max_divergence(p=z, q=y, delta=delta)
+    )
     if eps < 0:
         return
     tv = delta / (math.exp(eps) + 1.0)
@@ -188,10 +202,14 @@ def test_lemma_3_17_part2(pair: tuple[np.ndarray, np.ndarray], delta: float) -> 
 
 
 @settings(max_examples=80, deadline=None)
-@given(a=pmf_pair(zeros=False, min_size=4, max_size=4),
-       b=pmf_pair(zeros=False, min_size=4, max_size=4), t=st.floats(0.0, 0.5))
-def test_lemma_3_17_part2_if(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
-                             t: float) -> None:
+@given(
+    a=pmf_pair(zeros=False, min_size=4, max_size=4),
+    b=pmf_pair(zeros=False, min_size=4, max_size=4),
+    t=st.floats(0.0, 0.5),
+)
+def test_lemma_3_17_part2_if(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], t: float
+) -> None:
     yp, zp = a
     y = (1 - t) * yp + t * b[0]
     z = (1 - t) * zp + t * b[1]
@@ -227,8 +245,15 @@ def test_lemma_3_18_randomized_response(eps: float) -> None:
 # ----------------------------------------------------------------- closed forms vs quadrature
 def _quad(fn: object, mu: float) -> float:
     pts = [0.0, mu / 2, mu] if mu > 0 else [0.0]
-    val, _ = integrate.quad(fn, -60.0, 60.0 + mu, points=pts, limit=400,  # type: ignore[arg-type]
-                            epsabs=1e-14, epsrel=1e-12)
+    val, _ = integrate.quad(
+        fn,
+        -60.0,
+        60.0 + mu,
+        points=pts,
+        limit=400,  # type: ignore[arg-type]
+        epsabs=1e-14,
+        epsrel=1e-12,
+    )
     return float(val)
 
 
@@ -237,10 +262,12 @@ def test_gaussian_pair_against_quadrature(mu: float) -> None:
     g = GaussianPair(mu=mu)
     p = norm(0, 1).pdf
     q = norm(mu, 1).pdf
-    assert g.kl() == pytest.approx(_quad(lambda x: p(x) * (norm.logpdf(x) - norm.logpdf(x, mu)),
-                                         mu), abs=1e-10)
+    assert g.kl() == pytest.approx(
+        _quad(lambda x: p(x) * (norm.logpdf(x) - norm.logpdf(x, mu)), mu), abs=1e-10
+    )
     assert g.statistical_distance() == pytest.approx(
-        _quad(lambda x: 0.5 * abs(p(x) - q(x)), mu), abs=1e-10)
+        _quad(lambda x: 0.5 * abs(p(x) - q(x)), mu), abs=1e-10
+    )
     for eps in (-0.5, 0.0, 0.7):
         ref = _quad(lambda x, e=eps: max(0.0, p(x) - math.exp(e) * q(x)), mu)
         assert g.hockey_stick(epsilon=eps) == pytest.approx(ref, abs=1e-10)
@@ -262,7 +289,8 @@ def test_laplace_pair_against_quadrature(mu: float) -> None:
     q = lap_dist(mu, 1).pdf
     assert lp.kl() == pytest.approx(_quad(lambda x: p(x) * (abs(x - mu) - abs(x)), mu), abs=1e-10)
     assert lp.statistical_distance() == pytest.approx(
-        _quad(lambda x: 0.5 * abs(p(x) - q(x)), mu), abs=1e-10)
+        _quad(lambda x: 0.5 * abs(p(x) - q(x)), mu), abs=1e-10
+    )
     assert lp.max_divergence() == mu
     for eps in (-3.0, -0.2, 0.0, 0.2, 3.0):
         ref = _quad(lambda x, e=eps: max(0.0, p(x) - math.exp(e) * q(x)), mu)
@@ -270,7 +298,8 @@ def test_laplace_pair_against_quadrature(mu: float) -> None:
         assert lp.hockey_stick(epsilon=eps) == pytest.approx(laplace(mu=mu).delta(eps), abs=1e-15)
     for a in (0.25, 0.5, 0.75, 2.0, 5.0):
         integrand = lambda x, a=a: math.exp(  # noqa: E731
-            a * lap_dist.logpdf(x) + (1 - a) * lap_dist.logpdf(x, mu))
+            a * lap_dist.logpdf(x) + (1 - a) * lap_dist.logpdf(x, mu)
+        )
         ref = math.log(_quad(integrand, mu)) / (a - 1)
         assert lp.renyi(alpha=a) == pytest.approx(ref, abs=1e-9)
     for d in (0.0, 0.01, 0.3, 0.9):

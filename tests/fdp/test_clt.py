@@ -47,12 +47,18 @@ def _laplace_ref(mu: float) -> tuple[float, float, float, float]:
         atoms = g(-m) / 2 + mp.e ** (-m) / 2 * g(m)  # type: ignore[operator]
         if mu == 0:
             return atoms
-        return atoms + mp.quad(lambda x: g(2 * x - m) * mp.e ** (-x) / 2,  # type: ignore[operator]
-                               [0, m / 2, m])
+        return atoms + mp.quad(
+            lambda x: g(2 * x - m) * mp.e ** (-x) / 2,  # type: ignore[operator]
+            [0, m / 2, m],
+        )
 
     kl = -moment(lambda v: v)
-    return (float(kl), float(moment(lambda v: v**2)), float(moment(lambda v: abs(v) ** 3)),
-            float(moment(lambda v: abs(v + kl) ** 3)))
+    return (
+        float(kl),
+        float(moment(lambda v: v**2)),
+        float(moment(lambda v: abs(v) ** 3)),
+        float(moment(lambda v: abs(v + kl) ** 3)),
+    )
 
 
 @pytest.mark.parametrize("mu", [1e-4, 0.01, 0.3, 1.0, 5.0])
@@ -82,8 +88,12 @@ def test_gaussian_functionals_and_numeric_path(mu: float) -> None:
     fn = functionals(gdp(mu))
     num = functionals(_Opaque(gdp(mu)))  # forces the generic numeric path
     assert not num.exact
-    for a, b in ((fn.kl, num.kl), (fn.kappa2, num.kappa2), (fn.kappa3, num.kappa3),
-                 (fn.kappa3_centred, num.kappa3_centred)):
+    for a, b in (
+        (fn.kl, num.kl),
+        (fn.kappa2, num.kappa2),
+        (fn.kappa3, num.kappa3),
+        (fn.kappa3_centred, num.kappa3_centred),
+    ):
         assert b == pytest.approx(a, rel=1e-4)
     ref = mp.quad(lambda z: abs(mu * z - mu * mu / 2) ** 3 * mp.npdf(z), [-mp.inf, mu / 2, mp.inf])
     assert fn.kappa3 == pytest.approx(float(ref), rel=1e-12)
@@ -93,18 +103,20 @@ def test_gaussian_functionals_and_numeric_path(mu: float) -> None:
 @given(mus=st.lists(st.floats(0.01, 3.0), min_size=1, max_size=5))
 def test_clt_mu_is_exact_for_gaussians(mus: list[float]) -> None:
     assert clt_mu(*[gdp(m) for m in mus]) == pytest.approx(
-        math.sqrt(sum(m * m for m in mus)), rel=1e-12)
+        math.sqrt(sum(m * m for m in mus)), rel=1e-12
+    )
 
 
 def test_clt_limit_for_pure_dp_and_laplace() -> None:
     # DRS Theorem 3.4: f_{mu/sqrt(n), 0}^{(x) n} -> G_mu and Laplace(mu/sqrt(n))^{(x) n} -> G_mu
     mu = 1.5
-    errs = [abs(clt_mu(approx_dp(epsilon=mu / math.sqrt(n)), counts=[n]) - mu)
-            for n in (10, 100, 10_000)]
+    errs = [
+        abs(clt_mu(approx_dp(epsilon=mu / math.sqrt(n)), counts=[n]) - mu)
+        for n in (10, 100, 10_000)
+    ]
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 1e-3
-    lap = [abs(clt_mu(laplace(mu=mu / math.sqrt(n)), counts=[n]) - mu)
-           for n in (10, 100, 10_000)]
+    lap = [abs(clt_mu(laplace(mu=mu / math.sqrt(n)), counts=[n]) - mu) for n in (10, 100, 10_000)]
     assert lap[0] > lap[1] > lap[2]
     assert lap[2] < 1e-2
 
@@ -134,7 +146,8 @@ def test_berry_esseen_mixture_and_trivial_bound() -> None:
     res = berry_esseen(laplace(mu=0.1), approx_dp(epsilon=0.1), counts=[50, 50])
     assert 0 < res.gamma < 0.5
     num = self_tensor(laplace(mu=0.1), 50, loss_step=1e-4).tensor(
-        self_tensor(approx_dp(epsilon=0.1), 50, loss_step=1e-4), loss_step=1e-4)
+        self_tensor(approx_dp(epsilon=0.1), 50, loss_step=1e-4), loss_step=1e-4
+    )
     # num is a lower bound of the exact composition; the bound must stay below exact, which is
     # at least num - (discretisation error); compare with a small margin
     assert np.all(res.bound(X) <= num(X) + 2e-3)
@@ -148,10 +161,12 @@ def test_approx_dp_composition_limit() -> None:
     mu, delta = 1.0, 0.01
     errs = []
     for n in (16, 256):
-        lim = approx_dp_composition_limit(epsilons=[mu / math.sqrt(n)] * n,
-                                          deltas=[delta / n] * n)
-        comp = self_tensor(approx_dp(epsilon=mu / math.sqrt(n), delta=delta / n), n,
-                           loss_step=mu / math.sqrt(n) / 8)
+        lim = approx_dp_composition_limit(epsilons=[mu / math.sqrt(n)] * n, deltas=[delta / n] * n)
+        comp = self_tensor(
+            approx_dp(epsilon=mu / math.sqrt(n), delta=delta / n),
+            n,
+            loss_step=mu / math.sqrt(n) / 8,
+        )
         errs.append(float(np.max(np.abs(lim(X) - comp(X)))))
     assert errs[1] < errs[0]
     assert errs[1] < 5e-3

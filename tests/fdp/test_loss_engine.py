@@ -49,10 +49,12 @@ def test_reference_is_bracketed_by_dp_accounting() -> None:
     for eps in (0.5, 1.0, 2.0):
         ref, tail = laplace_composition_delta(mu, n, eps)
         assert tail < 1e-8
-        hi = pld.from_laplace_mechanism(1.0 / mu, value_discretization_interval=1e-4,
-                                        pessimistic_estimate=True).self_compose(n)
-        lo = pld.from_laplace_mechanism(1.0 / mu, value_discretization_interval=1e-4,
-                                        pessimistic_estimate=False).self_compose(n)
+        hi = pld.from_laplace_mechanism(
+            1.0 / mu, value_discretization_interval=1e-4, pessimistic_estimate=True
+        ).self_compose(n)
+        lo = pld.from_laplace_mechanism(
+            1.0 / mu, value_discretization_interval=1e-4, pessimistic_estimate=False
+        ).self_compose(n)
         assert lo.get_delta_for_epsilon(eps) - tail <= ref <= hi.get_delta_for_epsilon(eps) + tail
 
 
@@ -83,9 +85,10 @@ def test_gaussian_composition_through_the_engine(mu: float, n: int) -> None:
     # a lower bound of the exact G_{mu sqrt(n)} curve, and close to it
     assert np.all(num(X) <= exact(X) + 1e-15)  # type: ignore[operator]
     assert np.max(exact(X) - num(X)) < 1e-5  # type: ignore[operator]
-    event = PoissonSampledEvent(event=GaussianEvent(noise_multiplier=1.0 / mu),
-                                sampling_rate=math.nextafter(1.0, 0.0))
-        # (a rate just below 1 keeps the accountant on its grid: rate 1 uses the closed form)
+    event = PoissonSampledEvent(
+        event=GaussianEvent(noise_multiplier=1.0 / mu), sampling_rate=math.nextafter(1.0, 0.0)
+    )
+    # (a rate just below 1 keeps the accountant on its grid: rate 1 uses the closed form)
     for eps in (0.0, 1.0, 3.0):
         d = num.delta(eps)  # type: ignore[attr-defined]
         assert d >= exact.delta(eps) * (1 - 1e-12)
@@ -115,8 +118,12 @@ def test_never_below_exact_laplace(n: int, total: float, eps: float) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(n=st.integers(1, 300), extra=st.integers(1, 300), mu=st.floats(0.01, 0.5),
-       eps=st.floats(0.0, 3.0))
+@given(
+    n=st.integers(1, 300),
+    extra=st.integers(1, 300),
+    mu=st.floats(0.01, 0.5),
+    eps=st.floats(0.0, 3.0),
+)
 def test_monotone_in_the_number_of_factors(n: int, extra: int, mu: float, eps: float) -> None:
     d_n = self_tensor(laplace(mu=mu), n).delta(eps)
     d_m = self_tensor(laplace(mu=mu), n + extra).delta(eps)
@@ -129,11 +136,9 @@ def test_monotone_in_the_number_of_factors(n: int, extra: int, mu: float, eps: f
 def test_divergence_pairs_are_the_engine_pairs(mu: float, eps: float) -> None:
     # the closed forms of dpkit.divergence describe the very pairs the engine composes
     g = pair_profile(gaussian_pair(mu), eps)
-    assert g == pytest.approx(GaussianPair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9,
-                              abs=1e-15)
+    assert g == pytest.approx(GaussianPair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9, abs=1e-15)
     lap = pair_profile(laplace_pair(mu), eps)
-    assert lap == pytest.approx(LaplacePair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9,
-                                abs=1e-15)
+    assert lap == pytest.approx(LaplacePair(mu=mu).hockey_stick(epsilon=eps), rel=1e-9, abs=1e-15)
     assert lap == pytest.approx(laplace(mu=mu).delta(eps), rel=1e-9, abs=1e-15)
 
 
@@ -143,5 +148,6 @@ def test_randomized_response_pair_matches_divergence(p: float, k: int) -> None:
     assert pair is not None
     ref = RandomizedResponsePair(p_truth=p, categories=k)
     for eps in (-1.0, 0.0, 0.3, 1.0, 5.0):
-        assert pair_profile(pair, eps) == pytest.approx(ref.hockey_stick(epsilon=eps),
-                                                        rel=1e-12, abs=1e-15)
+        assert pair_profile(pair, eps) == pytest.approx(
+            ref.hockey_stick(epsilon=eps), rel=1e-12, abs=1e-15
+        )

@@ -49,12 +49,15 @@ def test_randomized_response_merged_outcomes_match_full_pmfs(k: int) -> None:
     pp, qq = _full_rr(0.6, k)
     assert pair.kl() == pytest.approx(dd.kl_divergence(p=pp, q=qq), rel=1e-13)
     assert pair.hockey_stick(epsilon=0.3) == pytest.approx(
-        dd.hockey_stick_divergence(p=pp, q=qq, epsilon=0.3), rel=1e-13, abs=1e-16)
+        dd.hockey_stick_divergence(p=pp, q=qq, epsilon=0.3), rel=1e-13, abs=1e-16
+    )
     assert pair.statistical_distance() == pytest.approx(
-        dd.statistical_distance(p=pp, q=qq), rel=1e-13)
+        dd.statistical_distance(p=pp, q=qq), rel=1e-13
+    )
     for a in (0.5, 2.0, 10.0):
-        assert pair.renyi(alpha=a) == pytest.approx(dd.renyi_divergence(p=pp, q=qq, alpha=a),
-                                                    rel=1e-12)
+        assert pair.renyi(alpha=a) == pytest.approx(
+            dd.renyi_divergence(p=pp, q=qq, alpha=a), rel=1e-12
+        )
 
 
 @pytest.mark.parametrize("a", [0.3, 0.9, 1 - 1e-9, 1 + 1e-12, 1.5, 3.0, 40.0])
@@ -69,12 +72,14 @@ def test_discrete_renyi_not_below_mpmath_and_tight(a: float) -> None:
     assert v <= truth * (1 + 1e-9)
 
 
-@pytest.mark.parametrize(("mu", "a"), [(0.5, 0.2), (0.5, 0.7), (2.0, 1.3), (2.0, 7.0),
-                                       (30.0, 0.45), (1e-6, 1 + 1e-14)])
+@pytest.mark.parametrize(
+    ("mu", "a"), [(0.5, 0.2), (0.5, 0.7), (2.0, 1.3), (2.0, 7.0), (30.0, 0.45), (1e-6, 1 + 1e-14)]
+)
 def test_laplace_renyi_not_below_mpmath_and_tight(mu: float, a: float) -> None:
     m, al = mp.mpf(mu), mp.mpf(a)
-    truth = mp.log(al / (2 * al - 1) * mp.exp((al - 1) * m)
-                   + (al - 1) / (2 * al - 1) * mp.exp(-al * m)) / (al - 1)
+    truth = mp.log(
+        al / (2 * al - 1) * mp.exp((al - 1) * m) + (al - 1) / (2 * al - 1) * mp.exp(-al * m)
+    ) / (al - 1)
     v = LaplacePair(mu=mu).renyi(alpha=a)
     assert v >= truth
     assert v <= truth * (1 + 1e-6)
@@ -82,8 +87,7 @@ def test_laplace_renyi_not_below_mpmath_and_tight(mu: float, a: float) -> None:
 
 def test_discrete_gaussian_too_large_is_a_clear_error() -> None:
     with pytest.raises(PrivacyParameterError, match="support points"):
-        PldAccountant().compose(DiscreteGaussianEvent(sigma=1e9, sensitivity=1)).get_epsilon(
-            1e-6)
+        PldAccountant().compose(DiscreteGaussianEvent(sigma=1e9, sensitivity=1)).get_epsilon(1e-6)
 
 
 def test_discrete_laplace_huge_sensitivity_pure_dp_bound() -> None:

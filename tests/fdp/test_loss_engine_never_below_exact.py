@@ -44,18 +44,22 @@ def _gdp_delta(eps: float, mu: mp.mpf) -> mp.mpf:
 
 def _sampled(q: float, sigma: float, k: int) -> PldAccountant:
     acc = PldAccountant()
-    acc.compose(PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)),
-                k)
+    acc.compose(
+        PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)), k
+    )
     return acc
 
 
 # -- A: grid Gaussian with tiny losses: delta below the exact GDP profile --------------------
-@pytest.mark.parametrize(("sigma", "k", "eps"), [
-    (1e12, 1, 0.0),  # dpkit 3.98892e-13, truth 3.98942e-13
-    (3e15, 1, 0.0),  # dpkit 9.99e-17, truth 1.33e-16
-    (1e16, 10**8, 0.0),  # dpkit 0, truth 3.99e-13
-    (1e16, 10**8, 5e-13),  # dpkit 0, truth 1.98e-13
-])
+@pytest.mark.parametrize(
+    ("sigma", "k", "eps"),
+    [
+        (1e12, 1, 0.0),  # dpkit 3.98892e-13, truth 3.98942e-13
+        (3e15, 1, 0.0),  # dpkit 9.99e-17, truth 1.33e-16
+        (1e16, 10**8, 0.0),  # dpkit 0, truth 3.99e-13
+        (1e16, 10**8, 5e-13),  # dpkit 0, truth 1.98e-13
+    ],
+)
 def test_grid_gaussian_delta_not_below_exact_gdp(sigma: float, k: int, eps: float) -> None:
     # q = 1: the Poisson-sampled event is the plain Gaussian mechanism, composed on the grid;
     # the true profile is exactly mu-GDP with mu = sqrt(k) / sigma.
@@ -64,15 +68,13 @@ def test_grid_gaussian_delta_not_below_exact_gdp(sigma: float, k: int, eps: floa
 
 
 # -- B: epsilon at delta = 0 of an unbounded loss must be infinite --------------------------
-@pytest.mark.parametrize(("q", "sigma", "k"), [(1e-8, 100.0, 1000), (1e-6, 1e4, 1),
-                                               (1.0, 1e10, 1)])
+@pytest.mark.parametrize(("q", "sigma", "k"), [(1e-8, 100.0, 1000), (1e-6, 1e4, 1), (1.0, 1e10, 1)])
 def test_subsampled_gaussian_is_never_pure_dp(q: float, sigma: float, k: int) -> None:
     acc = _sampled(q, sigma, k)
     eps = acc.get_epsilon(0.0)
     # certified: the true delta at any finite eps is >= q^k delta_GDP(eps - k log q) > 0
     if math.isfinite(eps):
-        lb = mp.mpf(q) ** k * _gdp_delta(mp.mpf(eps) - k * mp.log(mp.mpf(q)),
-                                         mp.sqrt(k) / sigma)
+        lb = mp.mpf(q) ** k * _gdp_delta(mp.mpf(eps) - k * mp.log(mp.mpf(q)), mp.sqrt(k) / sigma)
         assert lb > 0
     assert eps == math.inf
 
@@ -93,17 +95,25 @@ def _kov_delta(eps0: float, d0: float, k: int, eps: float) -> mp.mpf:
     for j in range(k + 1):
         loss = (2 * j - k) * e0
         if loss > eps:
-            tot += mp.binomial(k, j) * p**j * (1 - p) ** (k - j) * fin * (
-                1 - mp.exp(mp.mpf(eps) - loss))
+            tot += (
+                mp.binomial(k, j)
+                * p**j
+                * (1 - p) ** (k - j)
+                * fin
+                * (1 - mp.exp(mp.mpf(eps) - loss))
+            )
     return tot
 
 
-@pytest.mark.parametrize(("eps0", "d0", "k", "eps"), [
-    (40.0, 0.1, 1, 39.0),  # dpkit 0.6689085029445765, truth 0.66890850294570
-    (100.0, 0.0, 1, 99.97),  # gap 4.6e-12
-    (40.0, 0.1, 5, 199.95),  # gap 9.6e-12
-    (650.0, 0.0, 1, 649.999),  # dpkit 0.000999500155367658, truth 0.000999500166601385
-])
+@pytest.mark.parametrize(
+    ("eps0", "d0", "k", "eps"),
+    [
+        (40.0, 0.1, 1, 39.0),  # dpkit 0.6689085029445765, truth 0.66890850294570
+        (100.0, 0.0, 1, 99.97),  # gap 4.6e-12
+        (40.0, 0.1, 5, 199.95),  # gap 9.6e-12
+        (650.0, 0.0, 1, 649.999),  # dpkit 0.000999500155367658, truth 0.000999500166601385
+    ],
+)
 def test_tensor_profile_not_below_exact(eps0: float, d0: float, k: int, eps: float) -> None:
     f = fdp.approx_dp(epsilon=eps0, delta=d0)
     curve = fdp.tensor(f) if k == 1 else fdp.self_tensor(f, k)
@@ -120,12 +130,14 @@ def test_tensor_epsilon_not_below_exact() -> None:
 # -- D: Renyi divergences near alpha = 1 ---------------------------------------------------
 def _laplace_renyi(mu: float, a: float) -> mp.mpf:
     m, al = mp.mpf(mu), mp.mpf(a)
-    return mp.log(al / (2 * al - 1) * mp.exp((al - 1) * m)
-                  + (al - 1) / (2 * al - 1) * mp.exp(-al * m)) / (al - 1)
+    return mp.log(
+        al / (2 * al - 1) * mp.exp((al - 1) * m) + (al - 1) / (2 * al - 1) * mp.exp(-al * m)
+    ) / (al - 1)
 
 
-@pytest.mark.parametrize(("mu", "a"), [(0.01, 1 + 1e-15), (1.0, 1 - 1e-15), (5.0, 1 - 1e-15),
-                                       (1.0, 1 + 1e-10)])
+@pytest.mark.parametrize(
+    ("mu", "a"), [(0.01, 1 + 1e-15), (1.0, 1 - 1e-15), (5.0, 1 - 1e-15), (1.0, 1 + 1e-10)]
+)
 def test_laplace_renyi_near_one_not_below_truth(mu: float, a: float) -> None:
     assert LaplacePair(mu=mu).renyi(alpha=a) >= _laplace_renyi(mu, a)
 

@@ -70,8 +70,11 @@ def test_exact_loss_laws_give_close_lower_bounds(mu: float) -> None:
     assert np.all(lap(X) <= laplace(mu=mu)(X) + 1e-15)
     assert np.max(laplace(mu=mu)(X) - lap(X)) < 2e-4
     mixed = tensor(gdp(mu), laplace(mu=mu), loss_step=1e-4)
-    ref = tensor(gdp(mu).lower_piecewise_linear(grid_size=20000),
-                 laplace(mu=mu).lower_piecewise_linear(grid_size=20000), loss_step=1e-4)
+    ref = tensor(
+        gdp(mu).lower_piecewise_linear(grid_size=20000),
+        laplace(mu=mu).lower_piecewise_linear(grid_size=20000),
+        loss_step=1e-4,
+    )
     assert np.max(np.abs(mixed(X) - ref(X))) < 2e-3
     assert mixed.check_properties().ok
 
@@ -96,8 +99,7 @@ def test_pure_dp_composition_matches_binomial(eps: float, k: int) -> None:
 def test_approx_dp_factorises() -> None:
     # f_{eps,delta} = f_{eps,0} (x) f_{0,delta}
     for eps, d in ((1.0, 0.1), (0.3, 0.01), (2.0, 0.5)):
-        num = tensor(approx_dp(epsilon=eps), approx_dp(epsilon=0.0, delta=d),
-                     loss_step=eps / 64)
+        num = tensor(approx_dp(epsilon=eps), approx_dp(epsilon=0.0, delta=d), loss_step=eps / 64)
         assert np.max(np.abs(num(X) - approx_dp(epsilon=eps, delta=d)(X))) < 1e-9
 
 
@@ -117,11 +119,9 @@ def test_discrete_tensor_against_product(n: int, seed: int) -> None:
     assert np.all(num(X) <= exact(X) + 1e-12)
     assert np.max(exact(X) - num(X)) < 2e-3
     # commutativity and (f (x) g)^-1 = f^-1 (x) g^-1 (DRS Proposition 3.1), up to the grid
-    other = tensor(from_distributions(p=p2, q=q2), from_distributions(p=p1, q=q1),
-                   loss_step=1e-4)
+    other = tensor(from_distributions(p=p2, q=q2), from_distributions(p=p1, q=q1), loss_step=1e-4)
     assert np.max(np.abs(other(X) - num(X))) < 2e-3
-    inv = tensor(from_distributions(p=q1, q=p1), from_distributions(p=q2, q=p2),
-                 loss_step=1e-4)
+    inv = tensor(from_distributions(p=q1, q=p1), from_distributions(p=q2, q=p2), loss_step=1e-4)
     exact_inv = exact.inverse()
     assert np.all(inv(X) <= exact_inv(X) + 1e-12)
     assert np.max(exact_inv(X) - inv(X)) < 2e-3

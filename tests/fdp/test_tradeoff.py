@@ -75,8 +75,9 @@ def test_gaussian_is_tradeoff_and_symmetric(mu: float) -> None:
 def test_approx_dp_closed_form_and_properties(eps: float, delta: float) -> None:
     f = approx_dp(epsilon=eps, delta=delta)
     _is_tradeoff(f)
-    ref = np.maximum.reduce([np.zeros_like(GRID), 1 - delta - math.exp(eps) * GRID,
-                             math.exp(-eps) * (1 - delta - GRID)])
+    ref = np.maximum.reduce(
+        [np.zeros_like(GRID), 1 - delta - math.exp(eps) * GRID, math.exp(-eps) * (1 - delta - GRID)]
+    )
     assert np.allclose(f(GRID), ref, atol=1e-15)
     assert f.delta(eps) == delta
     assert f.delta(eps + 1.0) == delta
@@ -180,8 +181,10 @@ def test_group_privacy_laplace_is_laplace_k_mu(mu: float, k: int) -> None:
 def test_group_privacy_pure_dp_approaches_laplace() -> None:
     # DRS: 1 - (1 - f_{eps,0})^{o k} -> T(Lap(0,1), Lap(mu,1)) with eps = mu / k
     mu = 1.0
-    errs = [np.max(np.abs(approx_dp(epsilon=mu / k).group(k)(GRID) - laplace(mu=mu)(GRID)))
-            for k in (1, 4, 64)]
+    errs = [
+        np.max(np.abs(approx_dp(epsilon=mu / k).group(k)(GRID) - laplace(mu=mu)(GRID)))
+        for k in (1, 4, 64)
+    ]
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 5e-3
 

@@ -67,8 +67,7 @@ def _budget(e: float, proto: Any) -> Budget:
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
 @settings(max_examples=40, deadline=None)
 @given(k=st.integers(1, 50), e=st.floats(0.05, 20.0))
-def test_k_protocols_of_epsilon_over_k_fit_a_budget_of_epsilon(name: str, k: int,
-                                                               e: float) -> None:
+def test_k_protocols_of_epsilon_over_k_fit_a_budget_of_epsilon(name: str, k: int, e: float) -> None:
     proto = PROTOCOLS[name](e / k)
     assert _charges(_budget(e, proto), proto, k + 1) == k  # k fit, the (k+1)-th is refused
 

@@ -26,8 +26,14 @@ def _src(seed: int) -> RandomSource:
 
 @pytest.mark.parametrize("epsilon", [0.5, 3.0])
 def test_exact_ldp_and_the_device_runs_the_server_law(epsilon: float) -> None:
-    kw: dict[str, Any] = {"epsilon": epsilon, "bits": 3, "lengths": (1, 3), "width": 2,
-                          "hashes": 2, "hash_seed": 4}
+    kw: dict[str, Any] = {
+        "epsilon": epsilon,
+        "bits": 3,
+        "lengths": (1, 3),
+        "width": 2,
+        "hashes": 2,
+        "hash_seed": 4,
+    }
     server, device = ldp.PEM(**kw), client.PEM(**kw)
     check = ldp.check_ldp(server)
     assert check.holds and check.laws_sum_to_one and check.inputs == 8
@@ -38,8 +44,10 @@ def test_exact_ldp_and_the_device_runs_the_server_law(epsilon: float) -> None:
             assert tuple(device.randomize(v)) in law
     assert PureDpAccountant().compose(server.event).get_epsilon(0.0) <= epsilon
     reports = server.randomize_many(np.arange(8).repeat(20), source=_src(1))
-    assert all(tuple(r) in server.report_distribution(int(v))
-               for r, v in zip(reports.tolist(), np.arange(8).repeat(20), strict=True))
+    assert all(
+        tuple(r) in server.report_distribution(int(v))
+        for r, v in zip(reports.tolist(), np.arange(8).repeat(20), strict=True)
+    )
 
 
 def test_discovers_heavy_items_on_a_2_32_domain_with_covering_intervals() -> None:
@@ -53,7 +61,7 @@ def test_discovers_heavy_items_on_a_2_32_domain_with_covering_intervals() -> Non
     pem = ldp.PEM(epsilon=4.0, bits=32, hashes=128)
     agg = pem.aggregator()
     for lo in range(0, n, 50_000):
-        agg.add(pem.randomize_many(values[lo:lo + 50_000], source=src))
+        agg.add(pem.randomize_many(values[lo : lo + 50_000], source=src))
     hh = agg.heavy_hitters(top=5, confidence=1 - ALPHA)
     assert sorted(hh.items.tolist()) == sorted(heavy.tolist())
     truth = dict(zip(heavy.tolist(), counts.tolist(), strict=True))
@@ -62,9 +70,10 @@ def test_discovers_heavy_items_on_a_2_32_domain_with_covering_intervals() -> Non
     assert hh.n == n and sum(hh.group_sizes) == n and hh.rejected == 0
     # companion: the same check rejects the last group's estimates left unscaled to n
     scale = n / hh.group_sizes[-1]
-    assert not any(lo / scale <= truth[item] <= hi / scale
-                   for item, lo, hi in zip(hh.items.tolist(), hh.ci_low, hh.ci_high,
-                                           strict=True))
+    assert not any(
+        lo / scale <= truth[item] <= hi / scale
+        for item, lo, hi in zip(hh.items.tolist(), hh.ci_low, hh.ci_high, strict=True)
+    )
 
 
 def test_malformed_reports_are_counted_and_dropped() -> None:
@@ -72,8 +81,17 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
     device = client.PEM(epsilon=1.0, bits=20, hashes=16, width=64)
     agg = pem.aggregator()
     good = [device.randomize(12345) for _ in range(30)]
-    junk: list[Any] = [None, [0, 0, 0], [9, 0, 0, 1], [0, 16, 0, 1], [0, 0, 64, 1],
-                       [0, 0, 0, 2], ["0", 0, 0, 1], 7, [True, 0, 0, 1]]
+    junk: list[Any] = [
+        None,
+        [0, 0, 0],
+        [9, 0, 0, 1],
+        [0, 16, 0, 1],
+        [0, 0, 64, 1],
+        [0, 0, 0, 2],
+        ["0", 0, 0, 1],
+        7,
+        [True, 0, 0, 1],
+    ]
     assert agg.add(good + junk) == 30
     assert agg.rejected == len(junk) and agg.n == 30
     assert agg.add(3.5) == 0 and agg.rejected == len(junk) + 1
@@ -81,8 +99,15 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
     assert hh.items.size == 3
     with pytest.raises(PrivacyParameterError):
         agg.merge(ldp.PEM(epsilon=1.0, bits=20, hashes=8, width=64).aggregator())
-    for bad in ({"bits": 1}, {"bits": 63}, {"lengths": (4, 3, 20)}, {"lengths": (30,)},
-                {"lengths": (8, 12)}, {"epsilon": float("nan")}, {"hashes": 0}):
+    for bad in (
+        {"bits": 1},
+        {"bits": 63},
+        {"lengths": (4, 3, 20)},
+        {"lengths": (30,)},
+        {"lengths": (8, 12)},
+        {"epsilon": float("nan")},
+        {"hashes": 0},
+    ):
         with pytest.raises(PrivacyParameterError):
             ldp.PEM(**{"epsilon": 1.0, "bits": 20, **bad})
 

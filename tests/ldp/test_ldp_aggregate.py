@@ -24,12 +24,27 @@ def _src(seed: int = 0) -> RandomSource:
 
 
 def test_public_names() -> None:
-    for name in ("RandomizedResponse", "GRR", "SUE", "OUE", "OLH", "BLH", "HadamardResponse",
-                 "Duchi", "Piecewise", "Hybrid", "best_protocol", "check_ldp"):
+    for name in (
+        "RandomizedResponse",
+        "GRR",
+        "SUE",
+        "OUE",
+        "OLH",
+        "BLH",
+        "HadamardResponse",
+        "Duchi",
+        "Piecewise",
+        "Hybrid",
+        "best_protocol",
+        "check_ldp",
+    ):
         assert name in ldp.__all__
     assert sorted(ldp.__all__) == sorted(
-        n for n in dir(ldp) if not n.startswith("_") and n not in {
-            "client", "annotations"} and not isinstance(getattr(ldp, n), type(ldp))
+        n
+        for n in dir(ldp)
+        if not n.startswith("_")
+        and n not in {"client", "annotations"}
+        and not isinstance(getattr(ldp, n), type(ldp))
     )
 
 
@@ -102,8 +117,11 @@ def test_malformed_array_reports_are_counted() -> None:
 
 def test_merge_refuses_different_protocols() -> None:
     a = ldp.OUE(epsilon=1.0, domain=8).aggregator()
-    for other in (ldp.OUE(epsilon=2.0, domain=8), ldp.OUE(epsilon=1.0, domain=9),
-                  ldp.SUE(epsilon=1.0, domain=8)):
+    for other in (
+        ldp.OUE(epsilon=2.0, domain=8),
+        ldp.OUE(epsilon=1.0, domain=9),
+        ldp.SUE(epsilon=1.0, domain=8),
+    ):
         with pytest.raises(PrivacyParameterError):
             a.merge(other.aggregator())
     labelled = ldp.GRR(epsilon=1.0, domain=["a", "b"]).aggregator()
@@ -175,7 +193,8 @@ def test_randomized_response_warner_estimate() -> None:
     assert rr.variance(100, 0.2) == pytest.approx(100 * 0.75 * 0.25 / 0.25)
     assert rr.proportion_variance(100, 0.2) == pytest.approx(rr.variance(100, 0.2) / 100**2)
     assert rr.proportion_variance(100, 0.2, sampled=True) == pytest.approx(
-        0.2 * 0.8 / 100 + 0.75 * 0.25 / (100 * 0.25))
+        0.2 * 0.8 / 100 + 0.75 * 0.25 / (100 * 0.25)
+    )
     assert isinstance(rr.event, RandomizedResponseEvent)
     assert rr.event.epsilon == pytest.approx(math.log(3))
     assert rr.randomize_many([True, False]).tolist() in ([0, 0], [0, 1], [1, 0], [1, 1])
@@ -227,12 +246,17 @@ _JSON = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(junk=st.lists(_JSON, max_size=12))
 def test_any_junk_is_counted_and_never_raises(junk: list[object]) -> None:
-    for proto in (ldp.GRR(epsilon=1.0, domain=9), ldp.OUE(epsilon=1.0, domain=9),
-                  ldp.OLH(epsilon=1.0, domain=9), ldp.HadamardResponse(epsilon=1.0, domain=9),
-                  ldp.Piecewise(epsilon=1.0, resolution=4)):
+    for proto in (
+        ldp.GRR(epsilon=1.0, domain=9),
+        ldp.OUE(epsilon=1.0, domain=9),
+        ldp.OLH(epsilon=1.0, domain=9),
+        ldp.HadamardResponse(epsilon=1.0, domain=9),
+        ldp.Piecewise(epsilon=1.0, resolution=4),
+    ):
         agg = proto.aggregator()
-        good = [proto.randomize(3 if isinstance(proto, ldp.FrequencyOracle) else 0.5)
-                for _ in range(3)]
+        good = [
+            proto.randomize(3 if isinstance(proto, ldp.FrequencyOracle) else 0.5) for _ in range(3)
+        ]
         accepted = agg.add(good + junk)
         assert accepted + agg.rejected == len(good) + len(junk)
         assert accepted >= 3

@@ -53,7 +53,10 @@ print(json.dumps({"reports": out, "loaded": loaded}))
 def test_client_file_runs_alone_with_numpy_blocked() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _STANDALONE, str(CLIENT_FILE)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -81,9 +84,12 @@ def test_client_imports_only_the_standard_library() -> None:
 
 def test_reports_are_json_and_accepted_by_the_server() -> None:
     protos = [
-        ldp.RandomizedResponse(epsilon=1.0), ldp.GRR(epsilon=1.0, domain=["x", "y", "z"]),
-        ldp.SUE(epsilon=1.0, domain=13), ldp.OUE(epsilon=1.0, domain=13),
-        ldp.OLH(epsilon=1.0, domain=50), ldp.BLH(epsilon=1.0, domain=50),
+        ldp.RandomizedResponse(epsilon=1.0),
+        ldp.GRR(epsilon=1.0, domain=["x", "y", "z"]),
+        ldp.SUE(epsilon=1.0, domain=13),
+        ldp.OUE(epsilon=1.0, domain=13),
+        ldp.OLH(epsilon=1.0, domain=50),
+        ldp.BLH(epsilon=1.0, domain=50),
         ldp.HadamardResponse(epsilon=1.0, domain=50),
     ]
     for proto in protos:
@@ -99,16 +105,23 @@ def test_reports_are_json_and_accepted_by_the_server() -> None:
 
 @pytest.mark.parametrize("bad", [-1, 10, 2.0, "3", None, True, 10**30])
 def test_client_refuses_values_outside_the_domain(bad: object) -> None:
-    for proto in (client.GRR(epsilon=1.0, domain=10), client.OUE(epsilon=1.0, domain=10),
-                  client.OLH(epsilon=1.0, domain=10), ldp.HadamardResponse(epsilon=1, domain=10)):
+    for proto in (
+        client.GRR(epsilon=1.0, domain=10),
+        client.OUE(epsilon=1.0, domain=10),
+        client.OLH(epsilon=1.0, domain=10),
+        ldp.HadamardResponse(epsilon=1, domain=10),
+    ):
         with pytest.raises(ValueError, match=r"domain|int"):
             proto.randomize(bad)
 
 
 @pytest.mark.parametrize("bad", [1.5, -1.0000001, math.nan, math.inf, "0.1", None, True])
 def test_mean_clients_refuse_values_outside_unit_interval(bad: object) -> None:
-    for mech in (client.Duchi(epsilon=1.0), client.Piecewise(epsilon=1.0),
-                 client.Hybrid(epsilon=1.0)):
+    for mech in (
+        client.Duchi(epsilon=1.0),
+        client.Piecewise(epsilon=1.0),
+        client.Hybrid(epsilon=1.0),
+    ):
         with pytest.raises(ValueError, match=r"\[-1, 1\]"):
             mech.randomize(bad)
 
@@ -136,8 +149,12 @@ def test_labelled_domain_refuses_unknown_labels() -> None:
 # the client's stand-alone parameter rules agree with dpkit's shared validator
 # ------------------------------------------------------------------------------------------
 _EPS = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 50),
-    st.fractions(), st.booleans(), st.none(), st.text(max_size=2),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-5, 50),
+    st.fractions(),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=2),
 )
 
 
@@ -193,8 +210,12 @@ def test_server_raises_privacy_parameter_errors() -> None:
 def test_dyadic_probabilities_never_exceed_the_budget(eps: float, d: int) -> None:
     run = client.calibrated_epsilon(eps)  # what the probabilities are calibrated to
     lo = client.exp_bounds(run)[0]
-    for proto in (ldp.GRR(epsilon=eps, domain=d), ldp.OUE(epsilon=eps, domain=d),
-                  ldp.SUE(epsilon=eps, domain=d), ldp.HadamardResponse(epsilon=eps, domain=d)):
+    for proto in (
+        ldp.GRR(epsilon=eps, domain=d),
+        ldp.OUE(epsilon=eps, domain=d),
+        ldp.SUE(epsilon=eps, domain=d),
+        ldp.HadamardResponse(epsilon=eps, domain=d),
+    ):
         p, q = proto.support_probabilities()
         if isinstance(proto, ldp.GRR):
             assert p / q <= lo
@@ -221,9 +242,12 @@ def _ideal(proto: object, eps: float) -> tuple[float, float]:
 
 
 def test_server_import_stays_light() -> None:
-    code = ("import sys, dpkit.ldp; print(sorted(m for m in ('matplotlib', 'typer', 'rich', "
-            "'duckdb', 'pyspark') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+    code = (
+        "import sys, dpkit.ldp; print(sorted(m for m in ('matplotlib', 'typer', 'rich', "
+        "'duckdb', 'pyspark') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

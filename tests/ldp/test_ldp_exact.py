@@ -64,8 +64,11 @@ def test_olh_with_larger_g_and_randomized_response(eps: float) -> None:
 
 @pytest.mark.parametrize("eps", EPSILONS)
 def test_mean_mechanisms_are_exactly_eps_ldp(eps: float) -> None:
-    for proto in (ldp.Duchi(epsilon=eps), ldp.Piecewise(epsilon=eps, resolution=3),
-                  ldp.Hybrid(epsilon=eps, resolution=2)):
+    for proto in (
+        ldp.Duchi(epsilon=eps),
+        ldp.Piecewise(epsilon=eps, resolution=3),
+        ldp.Hybrid(epsilon=eps, resolution=2),
+    ):
         res = ldp.check_ldp(proto)
         assert res.holds, (proto, res)
         # off-grid inputs are mixtures of grid inputs: check a few explicitly as well
@@ -156,21 +159,27 @@ def test_closed_forms_of_wang_et_al() -> None:
     run = client.calibrated_epsilon(1.0)
     e, n, d = math.exp(run), 1000, 64
     assert ldp.GRR(epsilon=1, domain=d).variance(n) == pytest.approx(
-        n * (d - 2 + e) / (e - 1) ** 2, rel=1e-12)
+        n * (d - 2 + e) / (e - 1) ** 2, rel=1e-12
+    )
     h = math.exp(run / 2)
     assert ldp.SUE(epsilon=1, domain=d).variance(n) == pytest.approx(
-        n * h / (h - 1) ** 2, rel=1e-12)
+        n * h / (h - 1) ** 2, rel=1e-12
+    )
     assert ldp.OUE(epsilon=1, domain=d).variance(n) == pytest.approx(
-        n * 4 * e / (e - 1) ** 2, rel=1e-12)
+        n * 4 * e / (e - 1) ** 2, rel=1e-12
+    )
     assert ldp.HadamardResponse(epsilon=1, domain=d).variance(n) == pytest.approx(
-        n * (e + 1) ** 2 / (e - 1) ** 2, rel=1e-12)
+        n * (e + 1) ** 2 / (e - 1) ** 2, rel=1e-12
+    )
     g = ldp.OLH(epsilon=1, domain=d).g
     p, q = e / (e + g - 1), 1 / g
     assert ldp.OLH(epsilon=1, domain=d).variance(n) == pytest.approx(
-        n * q * (1 - q) / (p - q) ** 2, rel=1e-12)
+        n * q * (1 - q) / (p - q) ** 2, rel=1e-12
+    )
     # binary RR = GRR on two values
     assert ldp.RandomizedResponse(epsilon=1).variance(n, 0.3) == pytest.approx(
-        ldp.GRR(epsilon=1, domain=2).variance(n, 0.3), rel=1e-15)
+        ldp.GRR(epsilon=1, domain=2).variance(n, 0.3), rel=1e-15
+    )
 
 
 def _moments(proto: ldp.MeanMechanism, t: Fraction) -> tuple[float, float]:
@@ -184,10 +193,13 @@ def _moments(proto: ldp.MeanMechanism, t: Fraction) -> tuple[float, float]:
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 3.0])
 def test_mean_mechanisms_unbiased_with_stated_variance(eps: float) -> None:
-    for proto in (ldp.Duchi(epsilon=eps), ldp.Piecewise(epsilon=eps, resolution=4),
-                  ldp.Hybrid(epsilon=eps, resolution=4)):
+    for proto in (
+        ldp.Duchi(epsilon=eps),
+        ldp.Piecewise(epsilon=eps, resolution=4),
+        ldp.Hybrid(epsilon=eps, resolution=4),
+    ):
         inputs = proto.exact_inputs()
-        for t in [*inputs[::max(1, len(inputs) // 7)], Fraction(1)]:
+        for t in [*inputs[:: max(1, len(inputs) // 7)], Fraction(1)]:
             mean, var = _moments(proto, t)
             assert mean == pytest.approx(float(t), abs=1e-9), proto
             assert var == pytest.approx(proto.variance(1, mean_square=float(t) ** 2), rel=1e-9)

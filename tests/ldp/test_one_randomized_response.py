@@ -28,8 +28,9 @@ def _exact(p: float, k: int) -> mpmath.mpf:
 
 
 @settings(max_examples=300)
-@given(st.floats(min_value=0.5, max_value=1.0, exclude_min=True, exclude_max=True),
-       st.integers(2, 64))
+@given(
+    st.floats(min_value=0.5, max_value=1.0, exclude_min=True, exclude_max=True), st.integers(2, 64)
+)
 def test_one_formula_is_the_smallest_double_above_the_exact_value(p: float, k: int) -> None:
     p = max(p, 1.0 / k)
     exact = _exact(p, k)

@@ -80,8 +80,9 @@ def test_estimates_over_repeated_days_match_the_exact_variance() -> None:
     # companion: the truth is not what repeated reports converge to (memoisation works)
     assert np.any(np.abs(day_mean - truth) > Z * math.sqrt(var_inst / days))
     # fresh devices every round: exact variance of a pure protocol at (p*, q*)
-    one = np.array([proto.estimate(proto.randomize_many(values, source=src)).raw_counts
-                    for _ in range(400)])
+    one = np.array(
+        [proto.estimate(proto.randomize_many(values, source=src)).raw_counts for _ in range(400)]
+    )
     var = np.array([proto.variance(n, f) for f in truth / n])
     assert np.all(np.abs(one.mean(axis=0) - truth) <= Z * np.sqrt(var / 400))
     ratio = one.var(axis=0, ddof=1) / var
@@ -94,8 +95,12 @@ def test_parameters_and_auditor() -> None:
     with pytest.raises(PrivacyParameterError):
         ldp.RAPPOR(epsilon=1.0, lifetime_epsilon=math.nan, domain=4)
     assert ldp.RAPPOR(epsilon=1.0, domain=4).lifetime_epsilon == 2.0
-    good = audit_ldp(ldp.RAPPOR(epsilon=1.0, lifetime_epsilon=3.0, domain=3), samples=20_000,
-                     confidence=1 - 1e-6, source=_src(5))
+    good = audit_ldp(
+        ldp.RAPPOR(epsilon=1.0, lifetime_epsilon=3.0, domain=3),
+        samples=20_000,
+        confidence=1 - 1e-6,
+        source=_src(5),
+    )
     assert not good.violated
 
     class Broken(ldp.RAPPOR):

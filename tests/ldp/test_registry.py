@@ -15,10 +15,15 @@ from dpkit.errors import PrivacyParameterError
 def test_registry_lists_every_protocol_once() -> None:
     classes = list(ldp.PROTOCOLS.values())
     assert len(classes) == len(set(classes))
-    exported = {getattr(ldp, n) for n in ldp.__all__ if isinstance(getattr(ldp, n), type)
-                and issubclass(getattr(ldp, n), (ldp.FrequencyOracle, ldp.MeanMechanism))}
-    assert set(classes) == {c for c in exported if c not in (ldp.FrequencyOracle,
-                                                             ldp.MeanMechanism)}
+    exported = {
+        getattr(ldp, n)
+        for n in ldp.__all__
+        if isinstance(getattr(ldp, n), type)
+        and issubclass(getattr(ldp, n), (ldp.FrequencyOracle, ldp.MeanMechanism))
+    }
+    assert set(classes) == {
+        c for c in exported if c not in (ldp.FrequencyOracle, ldp.MeanMechanism)
+    }
     with pytest.raises(TypeError):
         ldp.PROTOCOLS["new"] = ldp.GRR  # type: ignore[index]
 

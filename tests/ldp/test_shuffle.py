@@ -29,24 +29,32 @@ def _exact_rr_delta(eps: float, eps0: float, n: int) -> float:
     for m in range(n):
         # law of the other users' count of ones
         ones = [mpmath.binomial(m, i) * p**i * (1 - p) ** (m - i) for i in range(m + 1)]
-        zeros = [mpmath.binomial(n - 1 - m, i) * (1 - p) ** i * p ** (n - 1 - m - i)
-                 for i in range(n - m)]
-        other = [mpmath.fsum(ones[i] * zeros[k - i] for i in range(max(0, k - (n - 1 - m)),
-                                                                min(m, k) + 1))
-                 for k in range(n)]
+        zeros = [
+            mpmath.binomial(n - 1 - m, i) * (1 - p) ** i * p ** (n - 1 - m - i)
+            for i in range(n - m)
+        ]
+        other = [
+            mpmath.fsum(
+                ones[i] * zeros[k - i] for i in range(max(0, k - (n - 1 - m)), min(m, k) + 1)
+            )
+            for k in range(n)
+        ]
         # the first user holds 0 (reports 1 with probability 1 - p) or 1
-        law0 = [(1 - p) * (other[k - 1] if k else 0) + p * (other[k] if k < n else 0)
-                for k in range(n + 1)]
-        law1 = [p * (other[k - 1] if k else 0) + (1 - p) * (other[k] if k < n else 0)
-                for k in range(n + 1)]
+        law0 = [
+            (1 - p) * (other[k - 1] if k else 0) + p * (other[k] if k < n else 0)
+            for k in range(n + 1)
+        ]
+        law1 = [
+            p * (other[k - 1] if k else 0) + (1 - p) * (other[k] if k < n else 0)
+            for k in range(n + 1)
+        ]
         for a, b in ((law0, law1), (law1, law0)):
             worst = max(worst, mpmath.fsum(max(0, x - e * y) for x, y in zip(a, b, strict=True)))
     return float(worst)
 
 
 @pytest.mark.parametrize(("eps0", "n"), [(1.0, 5), (2.0, 12), (0.5, 20), (3.0, 30)])
-def test_bounds_hold_against_the_exact_shuffled_randomized_response(eps0: float, n: int
-                                                                    ) -> None:
+def test_bounds_hold_against_the_exact_shuffled_randomized_response(eps0: float, n: int) -> None:
     for eps in (0.05, 0.2, 0.5 * eps0, 0.9 * eps0):
         exact = _exact_rr_delta(eps, eps0, n)
         rr = ldp.shuffle_delta(eps, epsilon0=eps0, n=n, method="randomized_response")
@@ -60,8 +68,9 @@ def test_exact_check_catches_a_wrong_bound() -> None:
     # clone (r = 1), which understates delta
     eps0, n, eps = 1.0, 12, 0.3
     exact = _exact_rr_delta(eps, eps0, n)
-    wrong = float(sum(stats.binom.pmf(c, n - 1, 1.0) * max(
-        0.0, _pair_delta(eps, eps0, c)) for c in range(n)))
+    wrong = float(
+        sum(stats.binom.pmf(c, n - 1, 1.0) * max(0.0, _pair_delta(eps, eps0, c)) for c in range(n))
+    )
     assert wrong < exact
 
 
@@ -80,8 +89,11 @@ def test_closed_form_is_looser_than_the_numerical_bound() -> None:
     #                                           + 8 e^eps0 / n))
     delta = 1e-6
     for eps0, n in ((1.0, 10_000), (2.0, 100_000), (4.0, 300_000), (0.5, 1_000)):
-        closed = math.log1p((math.exp(eps0) - 1) / (math.exp(eps0) + 1) * (
-            8 * math.sqrt(math.exp(eps0) * math.log(4 / delta) / n) + 8 * math.exp(eps0) / n))
+        closed = math.log1p(
+            (math.exp(eps0) - 1)
+            / (math.exp(eps0) + 1)
+            * (8 * math.sqrt(math.exp(eps0) * math.log(4 / delta) / n) + 8 * math.exp(eps0) / n)
+        )
         num = ldp.shuffled_epsilon(epsilon0=eps0, n=n, delta=delta)
         assert num < closed
         assert ldp.shuffle_delta(num, epsilon0=eps0, n=n) <= delta
@@ -113,8 +125,13 @@ def test_bound_is_an_event_that_composes() -> None:
     acc = ApproxDpAccountant().compose(ComposedEvent(events=(bound.event, rr.event)))
     assert acc.get_epsilon(2e-7) == pytest.approx(bound.epsilon + rr.epsilon, rel=1e-12)
     assert acc.get_epsilon(2e-7) >= bound.epsilon + rr.epsilon
-    for bad in ({"n": 0}, {"delta": 0.0}, {"delta": math.nan}, {"epsilon0": -1.0},
-                {"method": "magic"}):
+    for bad in (
+        {"n": 0},
+        {"delta": 0.0},
+        {"delta": math.nan},
+        {"epsilon0": -1.0},
+        {"method": "magic"},
+    ):
         kw = {"epsilon0": 1.0, "n": 100, "delta": 1e-6, **bad}
         with pytest.raises(PrivacyParameterError):
             ldp.ShuffleBound.compute(**kw)  # type: ignore[arg-type]

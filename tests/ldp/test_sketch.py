@@ -40,10 +40,10 @@ def test_client_and_server_hash_alike(cls: Any) -> None:
     kw = {"epsilon": 1.0, "domain": 1 << 40, "width": 256, "hashes": 64, "hash_seed": 5}
     server, device = cls(**kw), getattr(client, cls.__name__)(**kw)
     rows = np.array([0, 1, 17, 63] * 3)
-    items = np.array([0, 1, 2, 255, 256, 65_535, 1 << 32, (1 << 40) - 1, 12_345_678_901,
-                      7, 8, 9])
-    assert server.cells(rows, items).tolist() == [device.cell(int(j), int(x))
-                                                  for j, x in zip(rows, items, strict=True)]
+    items = np.array([0, 1, 2, 255, 256, 65_535, 1 << 32, (1 << 40) - 1, 12_345_678_901, 7, 8, 9])
+    assert server.cells(rows, items).tolist() == [
+        device.cell(int(j), int(x)) for j, x in zip(rows, items, strict=True)
+    ]
 
 
 def _collision_trials(cls: Any, trials: int, seed: int) -> tuple[np.ndarray, Any, np.ndarray]:
@@ -86,15 +86,26 @@ def test_variance_with_collisions_matches_simulation(cls: Any) -> None:
 def test_estimates_on_a_huge_domain_and_malformed_reports(cls: Any) -> None:
     proto = cls(epsilon=3.0, domain=1 << 32, width=256, hashes=128, hash_seed=1)
     src = _src(9)
-    values = np.concatenate([np.full(3000, 4_000_000_000), np.full(1500, 17),
-                             src.integers(1 << 32, 5500)])
+    values = np.concatenate(
+        [np.full(3000, 4_000_000_000), np.full(1500, 17), src.integers(1 << 32, 5500)]
+    )
     agg = proto.aggregator()
     agg.add(proto.randomize_many(values, source=src))
-    device = getattr(client, cls.__name__)(epsilon=3.0, domain=1 << 32, width=256, hashes=128,
-                                          hash_seed=1)
+    device = getattr(client, cls.__name__)(
+        epsilon=3.0, domain=1 << 32, width=256, hashes=128, hash_seed=1
+    )
     good = [device.randomize(17) for _ in range(50)]
-    junk: list[Any] = [None, "x", [1], [-1, 0, 0], [0, 0, 2], [1 << 20, "00"], [0, "zz"],
-                       [True, 0, 1], 3.5]
+    junk: list[Any] = [
+        None,
+        "x",
+        [1],
+        [-1, 0, 0],
+        [0, 0, 2],
+        [1 << 20, "00"],
+        [0, "zz"],
+        [True, 0, 1],
+        3.5,
+    ]
     assert agg.add(good + junk) == 50
     assert agg.rejected == len(junk) and agg.n == 10_050
     assert agg.add(5) == 0 and agg.rejected == len(junk) + 1  # not even a batch
@@ -122,8 +133,15 @@ def test_shards_merge_and_parameters_are_validated(cls: Any) -> None:
     other = cls(epsilon=1.0, domain=100, width=64, hashes=8, hash_seed=1)
     with pytest.raises(PrivacyParameterError):
         a.aggregator().merge(other.aggregator())
-    for bad in ({"width": 3}, {"width": 0}, {"hashes": 0}, {"hash_seed": -1},
-                {"domain": 1}, {"domain": 1 << 63}, {"width": True}):
+    for bad in (
+        {"width": 3},
+        {"width": 0},
+        {"hashes": 0},
+        {"hash_seed": -1},
+        {"domain": 1},
+        {"domain": 1 << 63},
+        {"width": True},
+    ):
         with pytest.raises(PrivacyParameterError):
             cls(epsilon=1.0, **{"domain": 100, **bad})
 
@@ -131,8 +149,12 @@ def test_shards_merge_and_parameters_are_validated(cls: Any) -> None:
 @pytest.mark.parametrize("cls", SKETCHES)
 def test_auditor_on_the_client(cls: Any) -> None:
     conf = 1.0 - ALPHA
-    good = audit_ldp(cls(epsilon=1.0, domain=4, width=4, hashes=2, hash_seed=3),
-                     samples=20_000, confidence=conf, source=_src(4))
+    good = audit_ldp(
+        cls(epsilon=1.0, domain=4, width=4, hashes=2, hash_seed=3),
+        samples=20_000,
+        confidence=conf,
+        source=_src(4),
+    )
     assert not good.violated
 
     class Broken(cls):  # type: ignore[misc,valid-type]

@@ -129,8 +129,9 @@ def test_an_accepted_charge_can_always_be_replayed(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ URLs
-def test_a_sqlite_url_with_a_query_names_no_other_file(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sqlite_url_with_a_query_names_no_other_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``sqlite:///b.db?mode=rwc`` opened the file literally named ``b.db?mode=rwc``: two
     services configured with and without the query each spent the whole budget."""
     monkeypatch.chdir(tmp_path)
@@ -151,8 +152,7 @@ def test_memory_urls_in_one_process_share_one_store() -> None:
     spent = 0
     for _ in range(3):
         try:
-            Budget(epsilon=1.0, ledger=open_ledger("memory://"), name="people").charge(
-                epsilon=1.0)
+            Budget(epsilon=1.0, ledger=open_ledger("memory://"), name="people").charge(epsilon=1.0)
         except (LedgerError, BudgetExceededError):
             continue
         spent += 1

@@ -105,8 +105,12 @@ def _kill_trials(factory: StoreFactory, name: str, markers: Path, trials: int) -
     alice = budget.sub_budget("alice")
     assert Fraction(alice.spent[0]) <= Fraction(1, 2)  # nor over the analyst's cap
     assert [h.seq for h in history] == list(range(2, len(history) + 2))
-    return {"trials": trials, "charges": len(tags), "released": len(released),
-            "charged_not_released": len(tags) - len(released)}
+    return {
+        "trials": trials,
+        "charges": len(tags),
+        "released": len(released),
+        "charged_not_released": len(tags) - len(released),
+    }
 
 
 def _setup(factory: StoreFactory, name: str) -> None:
@@ -164,10 +168,12 @@ def _kill_at(factory: StoreFactory, name: str, stop_at: str) -> tuple[int, int]:
             store = factory()
             budget = Budget.open(store, name)
             if isinstance(store, SqliteLedger):
+
                 def trace(sql: str) -> None:
                     if sql.startswith(stop_at):
                         os.write(write, b"p")
                         time.sleep(60)
+
                 store._conn.set_trace_callback(trace)
             else:
                 assert isinstance(store, PostgresLedger)
@@ -257,6 +263,7 @@ def _race(factory: StoreFactory, name: str, processes: int, analysts: bool) -> l
                 except BudgetExceededError:
                     return accepted
                 accepted += 1
+
         return run
 
     children = [_fork(spender(i)) for i in range(processes)]

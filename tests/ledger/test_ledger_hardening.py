@@ -24,8 +24,6 @@ from dpkit.ledger import PostgresLedger, SqliteLedger, open_ledger
 STEP = 2.0**-6  # dyadic: sums are exact
 
 
-
-
 # ------------------------------------------------------------------ URLs
 def test_memory_urls_name_one_store_each() -> None:
     assert open_ledger("memory://") is open_ledger("memory://")
@@ -41,18 +39,28 @@ def test_memory_urls_name_one_store_each() -> None:
 
 
 def test_ambiguous_sqlite_urls_are_refused_and_create_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    for bad in ("sqlite:///b.db?mode=rwc", "sqlite:///b.db#x", "sqlite:///b%2Edb",
-                "sqlite:///~/b.db", "sqlite:///dir/", "sqlite:///a\\b.db", "sqlite:///file:b.db",
-                "sqlite:///b\x01.db", "sqlite:///b.db "):
+    for bad in (
+        "sqlite:///b.db?mode=rwc",
+        "sqlite:///b.db#x",
+        "sqlite:///b%2Edb",
+        "sqlite:///~/b.db",
+        "sqlite:///dir/",
+        "sqlite:///a\\b.db",
+        "sqlite:///file:b.db",
+        "sqlite:///b\x01.db",
+        "sqlite:///b.db ",
+    ):
         with pytest.raises(LedgerError):
             open_ledger(bad)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_relative_sqlite_url_keeps_naming_its_file_after_chdir(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
@@ -215,8 +223,8 @@ def _edit(store: MemoryLedger, seq: int, change: Any) -> None:
     body = json.loads(old.payload)
     change(body)
     store._records["people"][seq - 1] = LedgerRecord(
-        seq=old.seq, time=old.time, kind=old.kind, analyst=old.analyst,
-        payload=json.dumps(body))
+        seq=old.seq, time=old.time, kind=old.kind, analyst=old.analyst, payload=json.dumps(body)
+    )
 
 
 @pytest.mark.parametrize("field", ["event", "spent_after", "analyst_spent_after", "count"])

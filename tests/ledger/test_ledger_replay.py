@@ -26,8 +26,9 @@ _EVENTS = st.one_of(
     st.builds(ZCdpEvent, rho=st.sampled_from([0.001, 0.004, 0.01])),
     st.builds(GaussianEvent, noise_multiplier=st.sampled_from([5.0, 12.0, 30.0])),
 )
-_OPS = st.lists(st.tuples(st.sampled_from([None, "a", "b"]), _EVENTS, st.integers(1, 3)),
-                max_size=15)
+_OPS = st.lists(
+    st.tuples(st.sampled_from([None, "a", "b"]), _EVENTS, st.integers(1, 3)), max_size=15
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,7 +47,8 @@ def test_sub_budgets_and_replay_match_plain_budgets(ops: list, method: str) -> N
         target: Budget | SubBudget = total if who is None else subs[who]
         try:
             expected = ref_total.can_charge(event, count=count) and (
-                who is None or refs[who].can_charge(event, count=count))
+                who is None or refs[who].can_charge(event, count=count)
+            )
         except UnsupportedEventError:  # pragma: no cover - can_charge returns False instead
             expected = False
         try:
@@ -74,23 +76,30 @@ def test_memory_default_is_private_and_unchanged() -> None:
     assert two.spent == (0.0, 0.0)  # each default budget has its own store
     assert one.name == "budget" and isinstance(one.store, MemoryLedger)
     assert [(h.seq, h.metadata, h.spent_after) for h in one.history()] == [
-        (1, {"q": "x"}, (0.5, 0.0))]
+        (1, {"q": "x"}, (0.5, 0.0))
+    ]
     assert Budget.from_json(one.to_json()).spent == (0.5, 0.0)
 
 
 def test_a_damaged_ledger_over_the_budget_stays_counted() -> None:
     store = MemoryLedger()
     Budget(epsilon=1.0, ledger=store, name="t")
-    body = {"event": event_to_dict(PureDpEvent(epsilon=5.0)), "count": 1, "metadata": {},
-            "spent_after": [5.0, 0.0]}
-    store.append("t", LedgerRecord(seq=1, time=0.0, kind="charge", analyst=None,
-                                   payload=json.dumps(body)))
+    body = {
+        "event": event_to_dict(PureDpEvent(epsilon=5.0)),
+        "count": 1,
+        "metadata": {},
+        "spent_after": [5.0, 0.0],
+    }
+    store.append(
+        "t", LedgerRecord(seq=1, time=0.0, kind="charge", analyst=None, payload=json.dumps(body))
+    )
     budget = Budget.open(store, "t")
     assert budget.spent == (5.0, 0.0) and budget.exceeded  # counted, conservatively
     with pytest.raises(BudgetExceededError):
         budget.charge(epsilon=0.0)
-    store.append("t", LedgerRecord(seq=2, time=0.0, kind="charge", analyst="ghost",
-                                   payload=json.dumps(body)))
+    store.append(
+        "t", LedgerRecord(seq=2, time=0.0, kind="charge", analyst="ghost", payload=json.dumps(body))
+    )
     with pytest.raises(LedgerError, match="cannot be replayed"):
         Budget.open(store, "t")
 

@@ -82,8 +82,9 @@ class TestZCdpBudgetOnSqlite(_OnSqlite, BudgetContract):
     max_charges = 40
 
     def make_budget(self) -> Budget:
-        return Budget(epsilon=1.0, delta=1e-6, method="zcdp", ledger=self.store,
-                      name=uuid.uuid4().hex)
+        return Budget(
+            epsilon=1.0, delta=1e-6, method="zcdp", ledger=self.store, name=uuid.uuid4().hex
+        )
 
     def supported_event(self) -> DpEvent:
         return ZCdpEvent(rho=0.003)
@@ -103,8 +104,9 @@ class TestZCdpBudgetOnPostgres(_OnPostgres, BudgetContract):
     max_charges = 40
 
     def make_budget(self) -> Budget:
-        return Budget(epsilon=1.0, delta=1e-6, method="zcdp", ledger=self.store,
-                      name=uuid.uuid4().hex)
+        return Budget(
+            epsilon=1.0, delta=1e-6, method="zcdp", ledger=self.store, name=uuid.uuid4().hex
+        )
 
     def supported_event(self) -> DpEvent:
         return ZCdpEvent(rho=0.003)

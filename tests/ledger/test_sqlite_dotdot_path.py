@@ -49,9 +49,13 @@ def test_path_spellings_of_one_file_give_one_path(tmp_path: Path) -> None:
     (tmp_path / "x" / "link").symlink_to(tmp_path / "y" / "sub")
     real = os.path.realpath(tmp_path / "y" / "ledger.db")
     SqliteLedger(real).close()
-    spellings = [real, real.replace("/", "//"), os.path.join(str(tmp_path), "y", ".", "ledger.db"),
-                 os.path.join(str(tmp_path), "x", "link", "..", "ledger.db"),
-                 os.path.join(str(tmp_path), "x", "link", "..", "sub", "..", "ledger.db")]
+    spellings = [
+        real,
+        real.replace("/", "//"),
+        os.path.join(str(tmp_path), "y", ".", "ledger.db"),
+        os.path.join(str(tmp_path), "x", "link", "..", "ledger.db"),
+        os.path.join(str(tmp_path), "x", "link", "..", "sub", "..", "ledger.db"),
+    ]
     with open(real, "rb") as f:
         spellings.append(f"/proc/self/fd/{f.fileno()}")
         for spelling in spellings:

@@ -51,8 +51,10 @@ def test_two_processes_through_two_hard_links_never_overspend(tmp_path: Path) ->
     ctx = multiprocessing.get_context("fork")
     go, out = ctx.Event(), ctx.Queue()
     readies = [ctx.Event(), ctx.Event()]
-    procs = [ctx.Process(target=_charge, args=(str(p), r, go, out))
-             for p, r in zip((first, second), readies, strict=True)]
+    procs = [
+        ctx.Process(target=_charge, args=(str(p), r, go, out))
+        for p, r in zip((first, second), readies, strict=True)
+    ]
     for p in procs:
         p.start()
     for r in readies:
@@ -104,8 +106,9 @@ def test_a_symbolic_link_is_one_name(tmp_path: Path) -> None:
     via_link.charge(epsilon=0.4)
 
 
-def test_a_file_listed_as_a_mount_point_is_refused(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_listed_as_a_mount_point_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "ledger.db"
     SqliteLedger(path).close()
     monkeypatch.setattr(_sqlite, "_mount_points", lambda: frozenset({str(path)}))
@@ -140,10 +143,17 @@ def test_a_single_file_bind_mount_is_refused_in_a_real_mount_namespace(tmp_path:
     inside.parent.mkdir()
     inside.touch()
     src = str(Path(_sqlite.__file__).resolve().parents[2])
-    script = (f"mount --bind {host} {inside} && "
-              f"PYTHONPATH={src} {sys.executable} -c '{_BIND_CHILD}' {inside}")
-    done = subprocess.run([unshare, "-m", "sh", "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
+    script = (
+        f"mount --bind {host} {inside} && "
+        f"PYTHONPATH={src} {sys.executable} -c '{_BIND_CHILD}' {inside}"
+    )
+    done = subprocess.run(
+        [unshare, "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if "mount:" in done.stderr or "unshare:" in done.stderr:
         pytest.skip(f"bind mounts are not permitted here: {done.stderr.strip()}")
     assert done.stdout.startswith("refused:"), done.stdout + done.stderr
@@ -152,7 +162,8 @@ def test_a_single_file_bind_mount_is_refused_in_a_real_mount_namespace(tmp_path:
 
 
 def test_the_service_tables_read_the_url_like_the_ledger_and_refuse_two_names(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from dpkit.service import ServiceState
     from dpkit.service._state import StateError
 

@@ -23,8 +23,10 @@ from dpkit.mechanisms import DiscreteLaplace, Gaussian, Laplace, RandomizedRespo
 BUILDERS: list[tuple[str, Callable[[float], Any]]] = [
     ("Laplace", lambda e: Laplace.from_epsilon(epsilon=e, sensitivity=1.0)),
     ("Laplace_sens_3.7", lambda e: Laplace.from_epsilon(epsilon=e, sensitivity=3.7)),
-    ("Laplace_replace", lambda e: Laplace.from_epsilon(epsilon=e, sensitivity=0.1,
-                                                       neighbouring="replace")),
+    (
+        "Laplace_replace",
+        lambda e: Laplace.from_epsilon(epsilon=e, sensitivity=0.1, neighbouring="replace"),
+    ),
     ("DiscreteLaplace", lambda e: DiscreteLaplace.from_epsilon(epsilon=e, sensitivity=1)),
     ("DiscreteLaplace_sens_7", lambda e: DiscreteLaplace.from_epsilon(epsilon=e, sensitivity=7)),
     ("RandomizedResponse", lambda e: RandomizedResponse.from_epsilon(epsilon=e)),
@@ -39,8 +41,9 @@ def _relation(build: Callable[[float], Any]) -> Any:
 
 @pytest.mark.parametrize(("name", "build"), BUILDERS, ids=IDS)
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 10])
-def test_k_mechanisms_at_one_kth_fit_a_budget_of_one(name: str, build: Callable[[float], Any],
-                                                     k: int) -> None:
+def test_k_mechanisms_at_one_kth_fit_a_budget_of_one(
+    name: str, build: Callable[[float], Any], k: int
+) -> None:
     acct = Budget(epsilon=1.0, neighbouring=_relation(build))
     for _ in range(k):
         acct.charge(build(1.0 / k).event)  # raises BudgetExceededError if it does not fit
@@ -48,8 +51,9 @@ def test_k_mechanisms_at_one_kth_fit_a_budget_of_one(name: str, build: Callable[
 
 
 @pytest.mark.parametrize(("name", "build"), BUILDERS, ids=IDS)
-def test_the_reported_epsilon_is_what_the_budget_charges(name: str,
-                                                         build: Callable[[float], Any]) -> None:
+def test_the_reported_epsilon_is_what_the_budget_charges(
+    name: str, build: Callable[[float], Any]
+) -> None:
     for eps in (1.0, 0.5, 1 / 3, 0.1, 2.0, 7.3, 1e-3):
         mech = build(eps)
         charged = pure_epsilon_of(mech.event)
@@ -67,8 +71,7 @@ def test_the_issue_repros() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(e=st.floats(1e-3, 30.0), k=st.integers(1, 50),
-       which=st.sampled_from(range(len(BUILDERS))))
+@given(e=st.floats(1e-3, 30.0), k=st.integers(1, 50), which=st.sampled_from(range(len(BUILDERS))))
 def test_any_split_of_any_budget_fits(e: float, k: int, which: int) -> None:
     build = BUILDERS[which][1]
     mech = build(e / k)
@@ -96,8 +99,9 @@ def test_gaussian_from_mu_is_read_as_at_most_mu(mu: float, sens: float) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(eps=st.floats(0.05, 5.0), delta=st.floats(1e-10, 1e-3))
-def test_gaussian_from_epsilon_delta_certificate_is_within_the_target(eps: float,
-                                                                      delta: float) -> None:
+def test_gaussian_from_epsilon_delta_certificate_is_within_the_target(
+    eps: float, delta: float
+) -> None:
     mech = Gaussian.from_epsilon_delta(epsilon=eps, delta=delta, sensitivity=1.0)
     assert mech.delta_for(epsilon=eps) <= delta
 

@@ -28,16 +28,20 @@ def src(seed: int) -> RandomSource:
 def test_the_large_epsilon_repro_is_released_unclamped() -> None:
     mech = Laplace.from_epsilon(epsilon=1e4, sensitivity=1.0)
     out = mech.release(np.full(1000, 3e12), source=src(1))
-    print(f"eps 1e4: clamp {clamp_bound(mech.granularity):.3g} (before: 6.87e10); "
-          f"release of 3e12 -> {out[0]:.6g}")
+    print(
+        f"eps 1e4: clamp {clamp_bound(mech.granularity):.3g} (before: 6.87e10); "
+        f"release of 3e12 -> {out[0]:.6g}"
+    )
     assert np.all(np.abs(out - 3e12) < 1.0)  # noise scale 1e-4, 1000 draws below 1e4 scales
 
 
 @settings(max_examples=200, deadline=None)
 @given(eps=st.floats(1e-3, 1e12), sens=st.floats(1e-200, 1e200))
 def test_the_clamp_is_at_least_2_pow_43_sensitivities(eps: float, sens: float) -> None:
-    for mech in (Laplace.from_epsilon(epsilon=eps, sensitivity=sens),
-                 Gaussian.from_mu(mu=eps, sensitivity=sens)):
+    for mech in (
+        Laplace.from_epsilon(epsilon=eps, sensitivity=sens),
+        Gaussian.from_mu(mu=eps, sensitivity=sens),
+    ):
         bound = clamp_bound(mech.granularity)
         assert bound == 2.0**62 * mech.granularity or math.isinf(bound)
         assert bound >= 2.0**43 * sens

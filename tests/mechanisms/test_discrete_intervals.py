@@ -24,12 +24,13 @@ def _gauss_tail(sigma: float, h: int) -> mpmath.mpf:
     sg = mpmath.mpf(sigma)
     s2 = 2 * sg**2
     # normaliser by Poisson summation: sigma sqrt(2 pi) theta_3(0, e^(-2 pi^2 sigma^2))
-    norm = sg * mpmath.sqrt(2 * mpmath.pi) * mpmath.jtheta(
-        3, 0, mpmath.exp(-2 * mpmath.pi**2 * sg**2))
+    norm = (
+        sg * mpmath.sqrt(2 * mpmath.pi) * mpmath.jtheta(3, 0, mpmath.exp(-2 * mpmath.pi**2 * sg**2))
+    )
     a = h + 1
     if sigma < 1000:
         m = int(40 * sigma) + 10
-        num = mpmath.fsum(mpmath.exp(-mpmath.mpf(j) ** 2 / s2) for j in range(a, max(m, a + 1)))
+        num = mpmath.fsum(mpmath.exp(-(mpmath.mpf(j) ** 2) / s2) for j in range(a, max(m, a + 1)))
     else:
         c = 1 / (sg * mpmath.sqrt(2))
         x = a * c
@@ -37,8 +38,13 @@ def _gauss_tail(sigma: float, h: int) -> mpmath.mpf:
         num = sg * mpmath.sqrt(mpmath.pi / 2) * mpmath.erfc(x) + f / 2
         for k in range(1, 4):
             n = 2 * k - 1
-            num -= (mpmath.bernoulli(2 * k) / mpmath.factorial(2 * k)
-                    * (-c) ** n * mpmath.hermite(n, x) * f)
+            num -= (
+                mpmath.bernoulli(2 * k)
+                / mpmath.factorial(2 * k)
+                * (-c) ** n
+                * mpmath.hermite(n, x)
+                * f
+            )
     return 2 * num / norm
 
 
@@ -53,7 +59,8 @@ def test_gaussian_half_width_is_the_exact_smallest(sigma: float, alpha: float) -
 @pytest.mark.parametrize("sigma", [1000.0, 12345.0, 1e6, 2.0**40])
 @pytest.mark.parametrize("alpha", [0.05, 1e-4])
 def test_gaussian_half_width_large_sigma_is_certified_and_within_one_step(
-        sigma: float, alpha: float) -> None:
+    sigma: float, alpha: float
+) -> None:
     h = DiscreteGaussian(sigma=sigma, sensitivity=1).confidence_half_width(alpha)
     assert _gauss_tail(sigma, h) <= alpha
     # at most one step wider than the exact smallest, plus the libm margin (a relative 1e-12
@@ -91,10 +98,12 @@ def test_laplace_half_width_is_the_exact_smallest(scale: float, alpha: float) ->
 @pytest.mark.parametrize("scale", [0.3, 1.0, 3.7, 50.0, 999.0, 1000.0, 12345.0, 1e6, 2.0**45])
 @pytest.mark.parametrize("alpha", [0.2, 0.05, 1e-3, 1e-9])
 def test_pricing_noise_and_mechanisms_give_the_same_intervals(scale: float, alpha: float) -> None:
-    assert (Noise("discrete_gaussian", scale).halfwidth(alpha)
-            == DiscreteGaussian(sigma=scale, sensitivity=1).confidence_half_width(alpha))
-    assert (Noise("discrete_laplace", scale).halfwidth(alpha)
-            == DiscreteLaplace(scale=scale, sensitivity=1).confidence_half_width(alpha))
+    assert Noise("discrete_gaussian", scale).halfwidth(alpha) == DiscreteGaussian(
+        sigma=scale, sensitivity=1
+    ).confidence_half_width(alpha)
+    assert Noise("discrete_laplace", scale).halfwidth(alpha) == DiscreteLaplace(
+        scale=scale, sensitivity=1
+    ).confidence_half_width(alpha)
 
 
 def test_gaussian_half_width_extremes() -> None:

@@ -31,11 +31,15 @@ def test_docstrings_state_the_distributions() -> None:
     assert "∝ exp(epsilon u(r) / (2 Delta))" in _doc(ExponentialMechanism)
 
 
-@pytest.mark.parametrize("mech", [
-    Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
-    Laplace.from_epsilon(epsilon=0.01, sensitivity=3.0),
-    Laplace.from_scale(scale=1e-6, sensitivity=1e-6),
-], ids=["eps1", "eps0.01", "tiny"])
+@pytest.mark.parametrize(
+    "mech",
+    [
+        Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        Laplace.from_epsilon(epsilon=0.01, sensitivity=3.0),
+        Laplace.from_scale(scale=1e-6, sensitivity=1e-6),
+    ],
+    ids=["eps1", "eps0.01", "tiny"],
+)
 def test_laplace_lattice_pmf_sums_to_one_and_is_the_rounded_laplace(mech: Laplace) -> None:
     b, s = mech.scale, mech.granularity
     r = s / b  # P(0) = 1 - exp(-r/2), P(ks) = sinh(r/2) exp(-|k| r)
@@ -46,8 +50,10 @@ def test_laplace_lattice_pmf_sums_to_one_and_is_the_rounded_laplace(mech: Laplac
         assert mpmath.almosteq(total, 1, 1e-30)
         # P(ks) is the Laplace(0, b) mass of the rounding cell [(k - 1/2)s, (k + 1/2)s].
         for k in (1, 5, -3):
-            cell = (mpmath.exp(-(abs(k) - mpmath.mpf(1) / 2) * rr)
-                    - mpmath.exp(-(abs(k) + mpmath.mpf(1) / 2) * rr)) / 2
+            cell = (
+                mpmath.exp(-(abs(k) - mpmath.mpf(1) / 2) * rr)
+                - mpmath.exp(-(abs(k) + mpmath.mpf(1) / 2) * rr)
+            ) / 2
             stated = mpmath.sinh(rr / 2) * mpmath.exp(-abs(k) * rr)
             assert mpmath.almosteq(cell, stated, 1e-30)
 

@@ -33,20 +33,32 @@ def reference(x: Any, s: float) -> int:
 
 
 def index_of(values: Any, s: float) -> list[int]:
-    return [int(v) for v in np.asarray(lattice_index(parse_values(values, accept="real"), s))
-            .reshape(-1)]
+    return [
+        int(v)
+        for v in np.asarray(lattice_index(parse_values(values, accept="real"), s)).reshape(-1)
+    ]
 
 
 A, B = 4611686018427388415, 4611686018427396609  # 8194 apart
 
 
-@pytest.mark.parametrize("convert", [
-    lambda v: np.array(v, dtype=np.int64), lambda v: np.array(v, dtype=np.uint64),
-    lambda v: list(v), lambda v: np.array(v, dtype=np.longdouble) if np.finfo(
-        np.longdouble).nmant >= 63 else np.array(v, dtype=np.int64),
-    lambda v: [Fraction(x) for x in v], lambda v: [Decimal(x) for x in v],
-    lambda v: np.array(list(v), dtype=object),
-], ids=["int64", "uint64", "pyint", "longdouble", "Fraction", "Decimal", "object"])
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda v: np.array(v, dtype=np.int64),
+        lambda v: np.array(v, dtype=np.uint64),
+        lambda v: list(v),
+        lambda v: (
+            np.array(v, dtype=np.longdouble)
+            if np.finfo(np.longdouble).nmant >= 63
+            else np.array(v, dtype=np.int64)
+        ),
+        lambda v: [Fraction(x) for x in v],
+        lambda v: [Decimal(x) for x in v],
+        lambda v: np.array(list(v), dtype=object),
+    ],
+    ids=["int64", "uint64", "pyint", "longdouble", "Fraction", "Decimal", "object"],
+)
 def test_the_big_integer_repro_is_within_the_charge(convert: Any) -> None:
     mech = Laplace.from_epsilon(epsilon=1.0, sensitivity=8194)
     s = mech.granularity
@@ -58,8 +70,10 @@ def test_the_big_integer_repro_is_within_the_charge(convert: Any) -> None:
     assert abs(ib - ia) <= charged
 
 
-S_VALUES = [2.0**e for e in (-1074, -1000, -80, -63, -62, -61, -12, -1, 0, 1, 2, 11, 52, 62, 63,
-                             64, 65, 100, 1000)]
+S_VALUES = [
+    2.0**e
+    for e in (-1074, -1000, -80, -63, -62, -61, -12, -1, 0, 1, 2, 11, 52, 62, 63, 64, 65, 100, 1000)
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -76,8 +90,7 @@ def test_uint64_index_is_exact(x: int, s: float) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(x=st.one_of(st.integers(-(2**1100), 2**1100), st.fractions()),
-       s=st.sampled_from(S_VALUES))
+@given(x=st.one_of(st.integers(-(2**1100), 2**1100), st.fractions()), s=st.sampled_from(S_VALUES))
 def test_python_int_and_fraction_index_is_exact(x: Any, s: float) -> None:
     assert index_of([x], s) == [reference(x, s)]
 
@@ -99,7 +112,9 @@ def test_float_index_is_exact_too(x: float, s: float) -> None:
 
 def test_special_floats_in_every_path() -> None:
     s = 2.0**-12
-    for values in (np.array([math.nan, math.inf, -math.inf]),
-                   np.array([math.nan, math.inf, -math.inf], dtype=np.longdouble),
-                   [math.nan, math.inf, -math.inf, Fraction(0)]):
+    for values in (
+        np.array([math.nan, math.inf, -math.inf]),
+        np.array([math.nan, math.inf, -math.inf], dtype=np.longdouble),
+        [math.nan, math.inf, -math.inf, Fraction(0)],
+    ):
         assert index_of(values, s)[:3] == [0, LIMIT, -LIMIT]

@@ -39,11 +39,31 @@ N_ATTACK = 200_000
 CLAMP_INDEX = 2.0**62  # docs: lattice indices are clamped to [-2**62, 2**62]
 
 TINY = 2.0**-1074
-ADVERSARIAL = np.array([
-    0.0, TINY, -TINY, -0.0, 1.0, -1.0, 0.1, 1e308, -1e308, np.finfo(np.float64).max,
-    -np.finfo(np.float64).max, np.finfo(np.float64).tiny, 2.0**53 + 2, 2.0**53, 2.0**52 + 1,
-    2.0**52, 2.0**-30, 1e-300, 123456.789, 2.0**62, 2.0**63,
-])
+ADVERSARIAL = np.array(
+    [
+        0.0,
+        TINY,
+        -TINY,
+        -0.0,
+        1.0,
+        -1.0,
+        0.1,
+        1e308,
+        -1e308,
+        np.finfo(np.float64).max,
+        -np.finfo(np.float64).max,
+        np.finfo(np.float64).tiny,
+        2.0**53 + 2,
+        2.0**53,
+        2.0**52 + 1,
+        2.0**52,
+        2.0**-30,
+        1e-300,
+        123456.789,
+        2.0**62,
+        2.0**63,
+    ]
+)
 # 2**53 + 1 is not a double; as an integer it arrives as float(2**53 + 1) == 2**53 (checked).
 assert float(2**53 + 1) == 2.0**53
 
@@ -58,11 +78,15 @@ MECHANISMS: list[tuple[str, Callable[[], Laplace | Gaussian]]] = [
     # subnormal sensitivity: granularity below 2**-1024, where 1 / granularity overflows
     ("laplace_subnormal", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1e-310)),
     ("laplace_large_scale", lambda: Laplace.from_epsilon(epsilon=0.01, sensitivity=1e12)),
-    ("laplace_replace", lambda: Laplace.from_epsilon(epsilon=2.0, sensitivity=3.0,
-                                                     neighbouring="replace")),
+    (
+        "laplace_replace",
+        lambda: Laplace.from_epsilon(epsilon=2.0, sensitivity=3.0, neighbouring="replace"),
+    ),
     ("gaussian_mu", lambda: Gaussian.from_mu(mu=1.0, sensitivity=1.0)),
-    ("gaussian_eps_delta", lambda: Gaussian.from_epsilon_delta(epsilon=0.5, delta=1e-9,
-                                                               sensitivity=1e-3)),
+    (
+        "gaussian_eps_delta",
+        lambda: Gaussian.from_epsilon_delta(epsilon=0.5, delta=1e-9, sensitivity=1e-3),
+    ),
     ("gaussian_huge", lambda: Gaussian.from_sigma(sigma=1e300, sensitivity=1e299)),
 ]
 
@@ -73,14 +97,20 @@ def _is_lattice(out: np.ndarray, g: float) -> bool:
 
 
 @pytest.mark.parametrize(("name", "build"), MECHANISMS, ids=[m[0] for m in MECHANISMS])
-def test_adversarial_inputs_land_on_the_lattice(name: str, build: Callable[[], Laplace | Gaussian]
-                                                ) -> None:
+def test_adversarial_inputs_land_on_the_lattice(
+    name: str, build: Callable[[], Laplace | Gaussian]
+) -> None:
     mech = build()
     g = mech.granularity
     assert math.frexp(g)[0] == 0.5  # a power of two
     bound = CLAMP_INDEX * g
-    values = np.concatenate([ADVERSARIAL, -ADVERSARIAL, [bound, -bound, bound * 2, -bound * 2,
-                                                         math.nextafter(bound, math.inf)]])
+    values = np.concatenate(
+        [
+            ADVERSARIAL,
+            -ADVERSARIAL,
+            [bound, -bound, bound * 2, -bound * 2, math.nextafter(bound, math.inf)],
+        ]
+    )
     for seed in range(5):
         out = mech.release(values, source=src(seed))
         assert out.dtype == np.float64 and out.shape == values.shape
@@ -95,9 +125,9 @@ def test_adversarial_inputs_land_on_the_lattice(name: str, build: Callable[[], L
 
 
 @pytest.mark.parametrize(("name", "build"), MECHANISMS, ids=[m[0] for m in MECHANISMS])
-def test_special_values_follow_the_documented_rule(name: str,
-                                                   build: Callable[[], Laplace | Gaussian]
-                                                   ) -> None:
+def test_special_values_follow_the_documented_rule(
+    name: str, build: Callable[[], Laplace | Gaussian]
+) -> None:
     mech = build()
     bound = CLAMP_INDEX * mech.granularity
     n = 64
@@ -116,11 +146,15 @@ def test_special_values_follow_the_documented_rule(name: str,
 
 @pytest.mark.parametrize(("name", "build"), MECHANISMS, ids=[m[0] for m in MECHANISMS])
 @settings(max_examples=30, deadline=None)
-@given(values=hnp.arrays(np.float64, st.integers(0, 40),
-                         elements=st.floats(allow_nan=True, allow_infinity=True)),
-       seed=st.integers(0, 2**30))
-def test_any_float_input_lands_on_the_lattice(name: str, build: Callable[[], Laplace | Gaussian],
-                                              values: np.ndarray, seed: int) -> None:
+@given(
+    values=hnp.arrays(
+        np.float64, st.integers(0, 40), elements=st.floats(allow_nan=True, allow_infinity=True)
+    ),
+    seed=st.integers(0, 2**30),
+)
+def test_any_float_input_lands_on_the_lattice(
+    name: str, build: Callable[[], Laplace | Gaussian], values: np.ndarray, seed: int
+) -> None:
     mech = build()
     g = mech.granularity
     out = mech.release(values, source=src(seed))
@@ -129,13 +163,20 @@ def test_any_float_input_lands_on_the_lattice(name: str, build: Callable[[], Lap
     assert mech.granularity == g
 
 
-@pytest.mark.parametrize("mech", [DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
-                                  DiscreteGaussian.from_sigma(sigma=2.0, sensitivity=1)],
-                         ids=["discrete_laplace", "discrete_gaussian"])
-def test_discrete_mechanisms_on_adversarial_inputs(mech: DiscreteLaplace | DiscreteGaussian
-                                                   ) -> None:
-    values = np.array([0, 1, -1, 2**53 + 1, 2**62, 2**62 + 1, 2**63 - 1, -(2**63), 17],
-                      dtype=np.int64)
+@pytest.mark.parametrize(
+    "mech",
+    [
+        DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
+        DiscreteGaussian.from_sigma(sigma=2.0, sensitivity=1),
+    ],
+    ids=["discrete_laplace", "discrete_gaussian"],
+)
+def test_discrete_mechanisms_on_adversarial_inputs(
+    mech: DiscreteLaplace | DiscreteGaussian,
+) -> None:
+    values = np.array(
+        [0, 1, -1, 2**53 + 1, 2**62, 2**62 + 1, 2**63 - 1, -(2**63), 17], dtype=np.int64
+    )
     out = mech.release(values, source=src(3))
     assert out.dtype == np.int64 and out.shape == values.shape
     z = mech.release(np.zeros(values.size, dtype=np.int64), source=src(3))
@@ -161,8 +202,9 @@ def _events(x0: float, unit: float) -> dict[str, Callable[[np.ndarray], np.ndarr
     return {
         # Mironov 2012: the set of doubles reachable from x0 + 1 in (x0, x0 + 1) is the
         # multiples of 2**-53 (for x0 = 0); from x0 it is the noise values themselves.
-        "mironov_low_bits": lambda y: (y > x0) & (y < x0 + 1) & ((y - x0) * 2.0**53
-                                                                 != np.floor((y - x0) * 2.0**53)),
+        "mironov_low_bits": lambda y: (
+            (y > x0) & (y < x0 + 1) & ((y - x0) * 2.0**53 != np.floor((y - x0) * 2.0**53))
+        ),
         "odd_integer": lambda y: (y == np.floor(y)) & (np.mod(y, 2.0) == 1.0),
         "half_integer": lambda y: (y * 2 == np.floor(y * 2)) & (y != np.floor(y)),
         "fine_bits": lambda y: (y * 2.0**40) != np.floor(y * 2.0**40),
@@ -174,8 +216,9 @@ def _events(x0: float, unit: float) -> dict[str, Callable[[np.ndarray], np.ndarr
     }
 
 
-def certified_epsilon(y0: np.ndarray, y1: np.ndarray, x0: float, unit: float = 1.0,
-                      delta: float = 0.0) -> tuple[float, str]:
+def certified_epsilon(
+    y0: np.ndarray, y1: np.ndarray, x0: float, unit: float = 1.0, delta: float = 0.0
+) -> tuple[float, str]:
     """Largest epsilon certified by any event, at joint confidence 1 - ALPHA.
 
     For m events there are 2m probabilities (each event under each input); each Clopper-Pearson
@@ -189,8 +232,12 @@ def certified_epsilon(y0: np.ndarray, y1: np.ndarray, x0: float, unit: float = 1
     for name, event in events.items():
         k0, k1 = int(np.sum(event(y0))), int(np.sum(event(y1)))
         n0, n1 = y0.size, y1.size
-        for a, na, b, nb in ((k0, n0, k1, n1), (k1, n1, k0, n0),
-                             (n0 - k0, n0, n1 - k1, n1), (n1 - k1, n1, n0 - k0, n0)):
+        for a, na, b, nb in (
+            (k0, n0, k1, n1),
+            (k1, n1, k0, n0),
+            (n0 - k0, n0, n1 - k1, n1),
+            (n1 - k1, n1, n0 - k0, n0),
+        ):
             lo_a, _ = clopper_pearson(a, na, level)
             _, hi_b = clopper_pearson(b, nb, level)
             if lo_a - delta > 0:
@@ -206,8 +253,12 @@ def certified_epsilon(y0: np.ndarray, y1: np.ndarray, x0: float, unit: float = 1
 # granularity 2**-8 and clamp bound 2**54, so 2**52 and 2**52 + 1 are distinct lattice points.
 # -1e-12 vs 0.0: the same lattice point (index -0.0 vs 0.0); before the sign of zero was fixed,
 # only the negative side could output -0.0 (the "negative_zero" event).
-PAIRS = [(0.0, 1.0, 1.0), (2.0**52, 2.0**52 + 1, 1.0), (2.0**52, 2.0**52 + 1, 16.0),
-         (-1e-12, 0.0, 1.0)]
+PAIRS = [
+    (0.0, 1.0, 1.0),
+    (2.0**52, 2.0**52 + 1, 1.0),
+    (2.0**52, 2.0**52 + 1, 16.0),
+    (-1e-12, 0.0, 1.0),
+]
 PAIR_IDS = ["0_vs_1", "2^52_vs_2^52+1_clamped", "2^52_vs_2^52+1_in_range", "-1e-12_vs_0"]
 
 
@@ -218,9 +269,9 @@ def _textbook(x: float, b: float, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("x0", "x1", "sensitivity"), PAIRS, ids=PAIR_IDS)
 @pytest.mark.parametrize("epsilon", [1.0, 0.1])
-def test_attack_never_certifies_more_than_dpkit_laplace_claims(x0: float, x1: float,
-                                                               sensitivity: float,
-                                                               epsilon: float) -> None:
+def test_attack_never_certifies_more_than_dpkit_laplace_claims(
+    x0: float, x1: float, sensitivity: float, epsilon: float
+) -> None:
     mech = Laplace.from_epsilon(epsilon=epsilon, sensitivity=sensitivity)
     if sensitivity > 1:
         assert abs(x0) < CLAMP_INDEX * mech.granularity  # really inside the clamp
@@ -228,14 +279,17 @@ def test_attack_never_certifies_more_than_dpkit_laplace_claims(x0: float, x1: fl
     y1 = mech.release(np.full(N_ATTACK, x1), source=src(22))
     assert not np.array_equal(y0, y1)
     eps, event = certified_epsilon(y0, y1, x0, unit=mech.scale)
-    print(f"dpkit Laplace eps={epsilon} {x0} vs {x1}: certified {eps:.4f} via {event}, "
-          f"claimed {mech.epsilon}")
+    print(
+        f"dpkit Laplace eps={epsilon} {x0} vs {x1}: certified {eps:.4f} via {event}, "
+        f"claimed {mech.epsilon}"
+    )
     assert eps <= mech.epsilon, (eps, event)
 
 
 @pytest.mark.parametrize(("x0", "x1", "sensitivity"), PAIRS, ids=PAIR_IDS)
-def test_attack_never_certifies_more_than_dpkit_gaussian_claims(x0: float, x1: float,
-                                                                sensitivity: float) -> None:
+def test_attack_never_certifies_more_than_dpkit_gaussian_claims(
+    x0: float, x1: float, sensitivity: float
+) -> None:
     delta = 1e-6
     mech = Gaussian.from_epsilon_delta(epsilon=1.0, delta=delta, sensitivity=sensitivity)
     y0 = mech.release(np.full(N_ATTACK, x0), source=src(23))
@@ -264,10 +318,13 @@ def test_same_attack_breaks_textbook_gaussian() -> None:
 
 
 def test_textbook_laplace_at_2_pow_52_is_reported() -> None:
-    eps, event = certified_epsilon(_textbook(2.0**52, 1.0, 35), _textbook(2.0**52 + 1, 1.0, 36),
-                                   2.0**52)
-    print(f"textbook x + numpy laplace, 2^52 vs 2^52+1: certified {eps:.4f} via {event}, "
-          "claimed 1.0 (no assertion: this event family does not break it there)")
+    eps, event = certified_epsilon(
+        _textbook(2.0**52, 1.0, 35), _textbook(2.0**52 + 1, 1.0, 36), 2.0**52
+    )
+    print(
+        f"textbook x + numpy laplace, 2^52 vs 2^52+1: certified {eps:.4f} via {event}, "
+        "claimed 1.0 (no assertion: this event family does not break it there)"
+    )
     assert eps >= 0.0
 
 

@@ -20,8 +20,9 @@ from dpkit.ledger import SqliteLedger
 
 @settings(max_examples=60, deadline=None)
 @given(eps=st.floats(0.01, 20.0), delta_exp=st.floats(-12.0, -3.0), k=st.integers(1, 50))
-def test_k_gaussians_of_a_kth_fit_and_one_more_does_not(eps: float, delta_exp: float,
-                                                        k: int) -> None:
+def test_k_gaussians_of_a_kth_fit_and_one_more_does_not(
+    eps: float, delta_exp: float, k: int
+) -> None:
     delta = 10.0**delta_exp
     budget = Budget(epsilon=eps, delta=delta)
     g = Gaussian.from_epsilon_delta(epsilon=eps / k, delta=delta / k, sensitivity=1.0)

@@ -52,8 +52,14 @@ def exp_lower(eps: float, k: int) -> Fraction:
     return Fraction(int(mpmath.floor(v * mpmath.mpf(2) ** 120)), 2**120)
 
 
-CASES = [(1.0, 1e-6, 1), (1.0, 1e-6, 3), (0.1, 1e-9, 1), (3.0, 1e-3, 2), (0.5, 1e-12, 5),
-         (10.0, 1e-10, 1)]
+CASES = [
+    (1.0, 1e-6, 1),
+    (1.0, 1e-6, 3),
+    (0.1, 1e-9, 1),
+    (3.0, 1e-3, 2),
+    (0.5, 1e-12, 5),
+    (10.0, 1e-10, 1),
+]
 
 
 @pytest.mark.parametrize(("eps", "delta", "L"), CASES)
@@ -94,12 +100,14 @@ def test_closed_form_of_the_first_phase(eps: float, delta: float, L: int) -> Non
 
 @pytest.mark.parametrize(("eps", "delta", "L"), [*CASES, (2.0, 1e-5, 1)])
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
-def test_dp_inequalities_hold_exactly_for_every_n(eps: float, delta: float, L: int,
-                                                  relation: str) -> None:
+def test_dp_inequalities_hold_exactly_for_every_n(
+    eps: float, delta: float, L: int, relation: str
+) -> None:
     """Both directions, both outcomes, every n (including n = 0 vs absent and past the
     threshold), in exact rational arithmetic with a rational lower bound of e^{eps/k}."""
-    ps = PartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta, max_partitions=L,
-                                               neighbouring=relation)
+    ps = PartitionSelection.from_epsilon_delta(
+        epsilon=eps, delta=delta, max_partitions=L, neighbouring=relation
+    )
     k = L if relation == "add_remove" else 2 * L
     a = exp_lower(eps, k)
     d = Fraction(delta) / k
@@ -117,16 +125,20 @@ def test_dp_inequalities_hold_exactly_for_every_n(eps: float, delta: float, L: i
 
 def test_replace_equals_twice_the_partitions() -> None:
     a = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=2)
-    b = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=1,
-                                              neighbouring="replace")
+    b = PartitionSelection.from_epsilon_delta(
+        epsilon=1.0, delta=1e-6, max_partitions=1, neighbouring="replace"
+    )
     assert a.threshold == b.threshold
-    assert all(a.probability_fraction(n) == b.probability_fraction(n)
-               for n in range(a.threshold + 1))
+    assert all(
+        a.probability_fraction(n) == b.probability_fraction(n) for n in range(a.threshold + 1)
+    )
 
 
 def test_thresholds_grow_with_max_partitions() -> None:
-    th = [PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=L)
-          .threshold for L in range(1, 6)]
+    th = [
+        PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=L).threshold
+        for L in range(1, 6)
+    ]
     assert th == sorted(th) and len(set(th)) == 5
     assert th[0] == len(ideal_pi(1.0, 1e-6, 1)) - 1
 
@@ -165,8 +177,7 @@ def test_release_shape_and_reproducibility() -> None:
 def test_event_and_parameters() -> None:
     ps = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=3)
     # the calibrated pair (k selections at fl(e / k), fl(d / k) fit a budget of (e, d))
-    assert ps.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0),
-                                     delta=calibrated_delta(1e-6))
+    assert ps.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0), delta=calibrated_delta(1e-6))
     assert (ps.epsilon, ps.delta) == (1.0, 1e-6)
     assert 1.0 * (1 - 2**-39) < ps.event.epsilon <= 1.0 * (1 - 2**-40)
 
@@ -190,19 +201,21 @@ def test_invalid_delta(bad: object) -> None:
 @pytest.mark.parametrize("bad", [0, -1, 1.0, True, "2"])
 def test_invalid_max_partitions(bad: object) -> None:
     with pytest.raises(PrivacyParameterError):
-        PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6,
-                                              max_partitions=bad)  # type: ignore[arg-type]
+        PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, max_partitions=bad)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError):
-        GaussianPartitionSelection.from_rho(rho=0.1, threshold_delta=1e-6,
-                                            max_partitions=bad)  # type: ignore[arg-type]
+        GaussianPartitionSelection.from_rho(rho=0.1, threshold_delta=1e-6, max_partitions=bad)  # type: ignore[arg-type]
 
 
 def test_invalid_neighbouring_and_counts() -> None:
     with pytest.raises(PrivacyParameterError):
         PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, neighbouring="swap")
     ps = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
-    for bad in (np.array([1.0, 2.0]), np.array([True]), np.array(["3"]),
-                np.array([1, 2.5], dtype=object)):
+    for bad in (
+        np.array([1.0, 2.0]),
+        np.array([True]),
+        np.array(["3"]),
+        np.array([1, 2.5], dtype=object),
+    ):
         with pytest.raises(PrivacyParameterError):
             ps.release(bad, source=seeded(0))
 
@@ -235,8 +248,8 @@ def dg_sf(sigma: float, s: int) -> mpmath.mpf:
     """P[Z >= s] for the discrete Gaussian, by direct 60-digit summation."""
     s2 = 2 * mpmath.mpf(sigma) ** 2
     J = int(60 * sigma) + 60
-    norm = mpmath.fsum(mpmath.exp(-mpmath.mpf(k) ** 2 / s2) for k in range(-J, J + 1))
-    tail = mpmath.fsum(mpmath.exp(-mpmath.mpf(k) ** 2 / s2) for k in range(s, J + 1))
+    norm = mpmath.fsum(mpmath.exp(-(mpmath.mpf(k) ** 2) / s2) for k in range(-J, J + 1))
+    tail = mpmath.fsum(mpmath.exp(-(mpmath.mpf(k) ** 2) / s2) for k in range(s, J + 1))
     return tail / norm
 
 
@@ -252,8 +265,7 @@ def test_gaussian_calibration_against_mpmath(L: int) -> None:
     assert L * dg_sf(g.sigma, g.tau - 1) > 0.5e-6
     # rho = L / (2 sigma^2), rounded up
     assert Fraction(g.rho) >= Fraction(L) / (2 * Fraction(g.sigma) ** 2)
-    assert g.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0),
-                                    delta=calibrated_delta(1e-6))
+    assert g.event == ApproxDpEvent(epsilon=calibrated_epsilon(1.0), delta=calibrated_delta(1e-6))
     # the noise part alone meets its share at eps = 1 (e^A delta_rho(eps - 2A))
     assert zcdp_delta(g.rho, 1.0 - 2 * g.pmf_slack) * np.exp(g.pmf_slack) <= 0.5e-6
     # the noise event is L composed unit-sensitivity discrete Gaussians; the zCDP accountant
@@ -276,8 +288,9 @@ def test_gaussian_from_rho_for_zcdp_sessions() -> None:
     with pytest.raises(PrivacyParameterError):
         _ = g.event
     assert g.delta_at(2.0) > g.threshold_delta
-    r = GaussianPartitionSelection.from_rho(rho=0.05, threshold_delta=1e-7, max_partitions=5,
-                                            neighbouring="replace")
+    r = GaussianPartitionSelection.from_rho(
+        rho=0.05, threshold_delta=1e-7, max_partitions=5, neighbouring="replace"
+    )
     assert (r.sigma, r.tau) == (g.sigma, g.tau)
 
 
@@ -303,17 +316,20 @@ def test_gaussian_boundary_strictly_above() -> None:
 
 
 def test_gaussian_validation() -> None:
-    for kw in ({"sigma": 0.0, "tau": 3}, {"sigma": float("nan"), "tau": 3},
-               {"sigma": 1.0, "tau": 0}, {"sigma": 1.0, "tau": 2.5},
-               {"sigma": 1.0, "tau": 3, "epsilon": 1.0}):
+    for kw in (
+        {"sigma": 0.0, "tau": 3},
+        {"sigma": float("nan"), "tau": 3},
+        {"sigma": 1.0, "tau": 0},
+        {"sigma": 1.0, "tau": 2.5},
+        {"sigma": 1.0, "tau": 3, "epsilon": 1.0},
+    ):
         with pytest.raises(PrivacyParameterError):
             GaussianPartitionSelection(**kw)  # type: ignore[arg-type]
     # a claimed (epsilon, delta) the parameters do not meet is refused
     with pytest.raises(PrivacyParameterError):
         GaussianPartitionSelection(sigma=1.0, tau=3, epsilon=1.0, delta=1e-6)
     with pytest.raises(PrivacyParameterError):
-        GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6,
-                                                      threshold_share=1.0)
+        GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6, threshold_share=1.0)
     with pytest.raises(PrivacyParameterError):
         GaussianPartitionSelection.from_rho(rho=-1.0, threshold_delta=1e-6)
 
@@ -335,7 +351,8 @@ def test_millions_of_keys_in_one_call() -> None:
 @pytest.mark.parametrize("sigma", [4097.0, 6000.0, 20000.0])
 @pytest.mark.parametrize("x", [0.5, 3.0, 6.0, 9.0])
 def test_large_sigma_tail_bound_is_an_upper_bound_and_tight(
-        sigma: float, x: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    sigma: float, x: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The closed-form (integral-test) bound used above 2**12 against the term-by-term sum (an
     # upper bound of the truth checked against mpmath above): never below it, and close: the
     # integral test adds f(t) to a sum of about sigma f(t) / (x + 1) (Mills ratio), i.e. less

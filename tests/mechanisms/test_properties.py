@@ -29,8 +29,7 @@ from dpkit.noise import RandomSource
 
 eps_st = st.floats(1e-3, 20.0)
 sens_st = st.floats(1e-6, 1e6)
-shape_st = st.one_of(st.just(()), st.lists(st.integers(0, 6), min_size=1, max_size=3)
-                     .map(tuple))
+shape_st = st.one_of(st.just(()), st.lists(st.integers(0, 6), min_size=1, max_size=3).map(tuple))
 seed_st = st.integers(0, 2**31)
 
 
@@ -85,21 +84,25 @@ def test_laplace_epsilon_is_monotone_in_scale(b1: float, b2: float, sens: float)
 @given(shape=shape_st, seed=seed_st, eps=eps_st)
 def test_additive_release_preserves_shape(shape: tuple[int, ...], seed: int, eps: float) -> None:
     x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
-    for mech in (Laplace.from_epsilon(epsilon=eps, sensitivity=1.0),
-                 Gaussian.from_mu(mu=eps, sensitivity=1.0)):
+    for mech in (
+        Laplace.from_epsilon(epsilon=eps, sensitivity=1.0),
+        Gaussian.from_mu(mu=eps, sensitivity=1.0),
+    ):
         out = mech.release(x, source=src(seed))
         assert out.shape == x.shape and out.dtype == np.float64
         q = out / mech.granularity
         assert np.array_equal(q, np.rint(q))
     if all(shape):  # nested lists lose empty trailing dimensions, so only non-empty ones
-        lst = Laplace.from_epsilon(epsilon=eps, sensitivity=1.0).release(x.tolist(),
-                                                                         source=src(seed))
+        lst = Laplace.from_epsilon(epsilon=eps, sensitivity=1.0).release(
+            x.tolist(), source=src(seed)
+        )
         assert lst.shape == x.shape
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=hnp.arrays(np.float64, st.integers(1, 30),
-                         elements=st.floats(-1e6, 1e6)), seed=seed_st)
+@given(
+    values=hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1e6, 1e6)), seed=seed_st
+)
 def test_release_is_reproducible_with_a_seeded_source(values: np.ndarray, seed: int) -> None:
     m = Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)
     assert np.array_equal(m.release(values, source=src(seed)), m.release(values, source=src(seed)))
@@ -129,8 +132,9 @@ def test_gaussian_analytic_calibration_is_safe(eps: float, delta: float, sens: f
     assert m.delta_for(epsilon=eps) <= delta
     assert m.sigma > 0
     if eps < 1.0:
-        c = Gaussian.from_epsilon_delta(epsilon=eps, delta=delta, sensitivity=sens,
-                                        method="classic")
+        c = Gaussian.from_epsilon_delta(
+            epsilon=eps, delta=delta, sensitivity=sens, method="classic"
+        )
         assert m.sigma <= c.sigma  # analytic is never worse than the classic bound
 
 
@@ -165,8 +169,9 @@ def test_gaussian_epsilon_for_inverts_delta_for() -> None:
 # ---------------------------------------------------------------------------------------------
 @settings(max_examples=80, deadline=None)
 @given(eps=eps_st, sens=st.integers(1, 1000), shape=shape_st, seed=seed_st)
-def test_discrete_laplace_is_safe_and_preserves_shape(eps: float, sens: int,
-                                                     shape: tuple[int, ...], seed: int) -> None:
+def test_discrete_laplace_is_safe_and_preserves_shape(
+    eps: float, sens: int, shape: tuple[int, ...], seed: int
+) -> None:
     m = DiscreteLaplace.from_epsilon(epsilon=eps, sensitivity=sens)
     assert m.epsilon <= eps
     assume(not m.exact or int(np.prod(shape)) <= 4)
@@ -177,8 +182,7 @@ def test_discrete_laplace_is_safe_and_preserves_shape(eps: float, sens: int,
 
 @settings(max_examples=40, deadline=None)
 @given(sigma=st.floats(0.1, 100.0), shape=shape_st, seed=seed_st)
-def test_discrete_gaussian_preserves_shape(sigma: float, shape: tuple[int, ...],
-                                           seed: int) -> None:
+def test_discrete_gaussian_preserves_shape(sigma: float, shape: tuple[int, ...], seed: int) -> None:
     m = DiscreteGaussian.from_sigma(sigma=sigma, sensitivity=1)
     out = m.release(np.ones(shape, dtype=np.int32), source=src(seed))
     assert out.shape == shape and out.dtype == np.int64
@@ -193,8 +197,9 @@ scores_st = hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1e3, 
 
 @settings(max_examples=100, deadline=None)
 @given(scores=scores_st, eps=eps_st, shift=st.floats(-1e6, 1e6), seed=seed_st)
-def test_exponential_mechanism_invariants(scores: np.ndarray, eps: float, shift: float,
-                                          seed: int) -> None:
+def test_exponential_mechanism_invariants(
+    scores: np.ndarray, eps: float, shift: float, seed: int
+) -> None:
     m = ExponentialMechanism(epsilon=eps, sensitivity=1.0)
     p = m.probabilities(scores)
     assert p.shape == scores.shape and np.all(p >= 0) and p.sum() == pytest.approx(1.0)
@@ -216,8 +221,9 @@ def test_utility_gap_monotone(n1: int, n2: int, eps: float) -> None:
     assume(n1 < n2)
     m = ExponentialMechanism(epsilon=eps, sensitivity=1.0)
     assert m.utility_gap(n_candidates=n1, t=1.0) <= m.utility_gap(n_candidates=n2, t=1.0)
-    assert m.utility_gap_at(n_candidates=n1, alpha=0.01) >= m.utility_gap_at(n_candidates=n1,
-                                                                             alpha=0.1)
+    assert m.utility_gap_at(n_candidates=n1, alpha=0.01) >= m.utility_gap_at(
+        n_candidates=n1, alpha=0.1
+    )
     mono = ExponentialMechanism(epsilon=eps, sensitivity=1.0, monotonic=True)
     assert mono.utility_gap(n_candidates=n1, t=1.0) <= m.utility_gap(n_candidates=n1, t=1.0)
 
@@ -245,10 +251,17 @@ def test_report_noisy_max_returns_an_index(kind: str, scores: np.ndarray, seed: 
 
 
 def test_selection_with_special_scores_never_fails() -> None:
-    for mech in (ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-                 ReportNoisyMax(epsilon=1.0, sensitivity=1.0)):
-        for scores in ([np.nan, np.nan], [-np.inf, -np.inf], [np.nan, 1.0], [1e308, -1e308],
-                       [-np.inf, 0.0]):
+    for mech in (
+        ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
+    ):
+        for scores in (
+            [np.nan, np.nan],
+            [-np.inf, -np.inf],
+            [np.nan, 1.0],
+            [1e308, -1e308],
+            [-np.inf, 0.0],
+        ):
             r = mech.release(scores, source=src(1))
             assert 0 <= r < len(scores)
         assert mech.release([np.nan, 1.0], source=src(2)) == 1
@@ -296,20 +309,24 @@ def test_sensitivities() -> None:
     assert count_sensitivity(neighbouring="replace") == 1.0
     assert bounded_sum_sensitivity(lower=-2.0, upper=5.0, neighbouring="add_remove") == 5.0
     assert bounded_sum_sensitivity(lower=-2.0, upper=5.0, neighbouring="replace") == 7.0
-    assert bounded_mean_sensitivity(lower=0.0, upper=1.0, n=9,
-                                    neighbouring="add_remove") == pytest.approx(0.1)
-    assert bounded_mean_sensitivity(lower=0.0, upper=1.0, n=10,
-                                    neighbouring="replace") == pytest.approx(0.1)
+    assert bounded_mean_sensitivity(
+        lower=0.0, upper=1.0, n=9, neighbouring="add_remove"
+    ) == pytest.approx(0.1)
+    assert bounded_mean_sensitivity(
+        lower=0.0, upper=1.0, n=10, neighbouring="replace"
+    ) == pytest.approx(0.1)
 
 
 def test_mechanisms_are_immutable() -> None:
-    mechs = [Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
-             Gaussian.from_mu(mu=1.0, sensitivity=1.0),
-             DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
-             DiscreteGaussian.from_sigma(sigma=1.0, sensitivity=1),
-             ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-             ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
-             RandomizedResponse(p=0.75)]
+    mechs = [
+        Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        Gaussian.from_mu(mu=1.0, sensitivity=1.0),
+        DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
+        DiscreteGaussian.from_sigma(sigma=1.0, sensitivity=1),
+        ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
+        RandomizedResponse(p=0.75),
+    ]
     for m in mechs:
         field = dataclasses.fields(m)[0].name
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -341,10 +358,12 @@ def test_sensitivity_rounding_repro() -> None:
 def test_confidence_interval_is_an_interval_around_a_release() -> None:
     from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace
 
-    for mech in (Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0),
-                 Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0),
-                 DiscreteLaplace(scale=3.0, sensitivity=1),
-                 DiscreteGaussian(sigma=3.0, sensitivity=1)):
+    for mech in (
+        Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0),
+        Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0),
+        DiscreteLaplace(scale=3.0, sensitivity=1),
+        DiscreteGaussian(sigma=3.0, sensitivity=1),
+    ):
         h = mech.confidence_half_width(0.05)
         assert mech.confidence_interval(100.0, alpha=0.05) == (100.0 - h, 100.0 + h)
         with pytest.raises(TypeError):  # the old one-argument call is not taken as a value

@@ -45,8 +45,9 @@ def brute_utilities(counts: list[int], q: float) -> list[mpmath.mpf]:
     return out
 
 
-def brute_probabilities(counts: list[int], q: float, eps_each: float, sens: float
-                        ) -> list[mpmath.mpf]:
+def brute_probabilities(
+    counts: list[int], q: float, eps_each: float, sens: float
+) -> list[mpmath.mpf]:
     u = brute_utilities(counts, q)
     w = [mpmath.exp(mpmath.mpf(eps_each) * x / (2 * mpmath.mpf(sens))) for x in u]
     s = mpmath.fsum(w)
@@ -56,12 +57,14 @@ def brute_probabilities(counts: list[int], q: float, eps_each: float, sens: floa
 EDGES = (0.0, 1.0, 2.0, 3.0, 4.0)
 
 
-@pytest.mark.parametrize("counts", [[2, 0, 3, 1], [0, 0, 0, 0], [5, 0, 0, 0], [1, 1, 1, 1],
-                                    [0, 7, 2, 0]])
+@pytest.mark.parametrize(
+    "counts", [[2, 0, 3, 1], [0, 0, 0, 0], [5, 0, 0, 0], [1, 1, 1, 1], [0, 7, 2, 0]]
+)
 @pytest.mark.parametrize("m", [1, 3])
 def test_exact_law_against_brute_force(counts: list[int], m: int) -> None:
-    bq = BinnedQuantile.from_epsilon(epsilon=2.0, quantiles=[0.1, 0.5, 0.75], edges=EDGES,
-                                     max_rows_per_partition=m)
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=2.0, quantiles=[0.1, 0.5, 0.75], edges=EDGES, max_rows_per_partition=m
+    )
     got = bq.bin_probabilities(np.array(counts))[0]
     for i, q0 in enumerate([0.1, 0.5, 0.75]):
         q = round(q0 * 2**20) / 2**20  # the documented grid of targeted quantiles
@@ -97,8 +100,9 @@ def test_privacy_ratio_on_all_neighbours(m: int) -> None:
     """For every small histogram and every neighbour (up to m rows added or removed), the exact
     probability of every bin changes by at most e^{eps'} (eps' per quantile)."""
     eps = 1.5
-    bq = BinnedQuantile.from_epsilon(epsilon=eps, quantiles=[0.3, 0.5], edges=EDGES,
-                                     max_rows_per_partition=m)
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=eps, quantiles=[0.3, 0.5], edges=EDGES, max_rows_per_partition=m
+    )
     bound = math.exp(bq.epsilon_each) * (1 + 1e-12)
     worst = 0.0
     for counts in itertools.product(range(3), repeat=4):
@@ -113,16 +117,25 @@ def test_privacy_ratio_on_all_neighbours(m: int) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(counts=st.lists(st.integers(0, 50), min_size=1, max_size=12),
-       q=st.floats(0.0, 1.0), m=st.integers(1, 5), replace=st.booleans(), data=st.data())
-def test_utility_sensitivity(counts: list[int], q: float, m: int, replace: bool,
-                             data: st.DataObject) -> None:
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=12),
+    q=st.floats(0.0, 1.0),
+    m=st.integers(1, 5),
+    replace=st.booleans(),
+    data=st.data(),
+)
+def test_utility_sensitivity(
+    counts: list[int], q: float, m: int, replace: bool, data: st.DataObject
+) -> None:
     """One unit adds or removes up to m rows (add/remove), or removes up to m and adds up to m
     (replace): every utility moves by at most the declared sensitivity."""
-    bq = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=[q],
-                                     edges=list(range(len(counts) + 1)),
-                                     max_rows_per_partition=m,
-                                     neighbouring="replace" if replace else "add_remove")
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=1.0,
+        quantiles=[q],
+        edges=list(range(len(counts) + 1)),
+        max_rows_per_partition=m,
+        neighbouring="replace" if replace else "add_remove",
+    )
     bins = st.integers(0, len(counts) - 1)
     nb = list(counts)
     if replace:
@@ -174,35 +187,50 @@ def test_accuracy_of_the_median_at_eps_1() -> None:
 
 
 def test_event_and_budget_split() -> None:
-    bq = BinnedQuantile.from_epsilon(epsilon=1.2, quantiles=[0.25, 0.5, 0.75], edges=EDGES,
-                                     max_partitions=2)
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=1.2, quantiles=[0.25, 0.5, 0.75], edges=EDGES, max_partitions=2
+    )
     assert bq.epsilon_each * 6 <= 1.2
     ev = bq.event
     assert isinstance(ev, SelfComposedEvent) and ev.count == 6
     assert ev.event == ExponentialMechanismEvent(epsilon=calibrated_epsilon(bq.epsilon_each))
     single = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=EDGES)
     assert single.event == ExponentialMechanismEvent(epsilon=calibrated_epsilon(1.0))
-    rep = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=EDGES,
-                                      max_rows_per_partition=3, neighbouring="replace")
+    rep = BinnedQuantile.from_epsilon(
+        epsilon=1.0, quantiles=0.5, edges=EDGES, max_rows_per_partition=3, neighbouring="replace"
+    )
     assert rep.sensitivity(0.5) == 3.0
 
 
 def test_validation() -> None:
     good = {"epsilon": 1.0, "quantiles": [0.5], "edges": EDGES}
     bad_values = [
-        {"epsilon": float("nan")}, {"epsilon": -1.0}, {"epsilon": True},
-        {"quantiles": [1.5]}, {"quantiles": [float("nan")]}, {"quantiles": []},
-        {"quantiles": "0.5"}, {"edges": [0.0]}, {"edges": [0.0, 0.0, 1.0]},
-        {"edges": [0.0, float("inf")]}, {"edges": [1.0, 0.0]}, {"edges": "abc"},
-        {"max_rows_per_partition": 0}, {"max_partitions": 1.5},
-        {"neighbouring": "other"}, {"points_per_bin": 0},
+        {"epsilon": float("nan")},
+        {"epsilon": -1.0},
+        {"epsilon": True},
+        {"quantiles": [1.5]},
+        {"quantiles": [float("nan")]},
+        {"quantiles": []},
+        {"quantiles": "0.5"},
+        {"edges": [0.0]},
+        {"edges": [0.0, 0.0, 1.0]},
+        {"edges": [0.0, float("inf")]},
+        {"edges": [1.0, 0.0]},
+        {"edges": "abc"},
+        {"max_rows_per_partition": 0},
+        {"max_partitions": 1.5},
+        {"neighbouring": "other"},
+        {"points_per_bin": 0},
     ]
     for bad in bad_values:
         with pytest.raises(PrivacyParameterError):
             BinnedQuantile.from_epsilon(**{**good, **bad})  # type: ignore[arg-type]
     bq = BinnedQuantile.from_epsilon(**good)  # type: ignore[arg-type]
-    for counts in (np.array([1.0, 2.0, 3.0, 4.0]), np.array([1, 2, 3]),
-                   np.zeros((2, 2, 4), dtype=np.int64)):
+    for counts in (
+        np.array([1.0, 2.0, 3.0, 4.0]),
+        np.array([1, 2, 3]),
+        np.zeros((2, 2, 4), dtype=np.int64),
+    ):
         with pytest.raises(PrivacyParameterError):
             bq.release(counts, source=seeded(0))
 
@@ -210,9 +238,13 @@ def test_validation() -> None:
 def test_adversarial_counts_do_not_raise() -> None:
     """Huge, negative and object-int counts are clamped, never turned into an exception."""
     bq = BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=[0.1, 0.9], edges=EDGES)
-    for counts in (np.array([2**62, 0, 0, 2**62]), np.array([-5, 3, 0, 0]),
-                   np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64),
-                   np.array([2**80, 1, 0, 0], dtype=object), np.zeros(4, dtype=np.int64)):
+    for counts in (
+        np.array([2**62, 0, 0, 2**62]),
+        np.array([-5, 3, 0, 0]),
+        np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64),
+        np.array([2**80, 1, 0, 0], dtype=object),
+        np.zeros(4, dtype=np.int64),
+    ):
         out = bq.release(counts, source=seeded(1))
         assert np.isfinite(out).all() and ((out >= 0.0) & (out <= 4.0)).all()
         assert np.isfinite(bq.bin_probabilities(counts)).all()

@@ -53,13 +53,14 @@ def _accepts(count: int, n: int, p: float) -> bool:
     return bool(lo <= count <= hi)
 
 
-def _mechanism(noise: str | None, epsilon: float, sensitivity: float,
-               monotonic: bool = False) -> Any:
+def _mechanism(
+    noise: str | None, epsilon: float, sensitivity: float, monotonic: bool = False
+) -> Any:
     if noise is None:
-        return ExponentialMechanism(epsilon=epsilon, sensitivity=sensitivity,
-                                    monotonic=monotonic)
-    return ReportNoisyMax(epsilon=epsilon, sensitivity=sensitivity, noise=noise,
-                          monotonic=monotonic)
+        return ExponentialMechanism(epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic)
+    return ReportNoisyMax(
+        epsilon=epsilon, sensitivity=sensitivity, noise=noise, monotonic=monotonic
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,26 +105,38 @@ finite = st.floats(min_value=-1.7e308, max_value=1.7e308, allow_nan=False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(scores=st.lists(finite, min_size=2, max_size=5),
-       moves=st.lists(st.floats(min_value=-1.0, max_value=1.0), min_size=5, max_size=5),
-       sensitivity=st.one_of(st.floats(min_value=1e-300, max_value=1.7e308),
-                             st.sampled_from([5e-324, 1e308, 1.7976931348623157e308])),
-       epsilon=st.floats(min_value=1e-3, max_value=30.0),
-       noise=st.sampled_from(["gumbel", "exponential"]),
-       monotonic=st.booleans())
-def test_neighbouring_scores_never_exceed_epsilon(scores: list[float], moves: list[float],
-                                                  sensitivity: float, epsilon: float,
-                                                  noise: str, monotonic: bool) -> None:
+@given(
+    scores=st.lists(finite, min_size=2, max_size=5),
+    moves=st.lists(st.floats(min_value=-1.0, max_value=1.0), min_size=5, max_size=5),
+    sensitivity=st.one_of(
+        st.floats(min_value=1e-300, max_value=1.7e308),
+        st.sampled_from([5e-324, 1e308, 1.7976931348623157e308]),
+    ),
+    epsilon=st.floats(min_value=1e-3, max_value=30.0),
+    noise=st.sampled_from(["gumbel", "exponential"]),
+    monotonic=st.booleans(),
+)
+def test_neighbouring_scores_never_exceed_epsilon(
+    scores: list[float],
+    moves: list[float],
+    sensitivity: float,
+    epsilon: float,
+    noise: str,
+    monotonic: bool,
+) -> None:
     # Every score moves by at most Delta (in the same direction when monotonic); the exact
     # laws of the released outputs must then be within e^epsilon of each other wherever they
     # are not both negligible (below 1e-300: the 2**-1000 event of the module docstring).
     if monotonic:
         moves = [abs(x) for x in moves]
-    other = [u + m * sensitivity for u, m in zip(scores, moves[:len(scores)], strict=True)]
-    assume(all(math.isfinite(v) and abs(Fraction(v) - Fraction(u)) <= Fraction(sensitivity)
-               for u, v in zip(scores, other, strict=True)))
-    m = ReportNoisyMax(epsilon=epsilon, sensitivity=sensitivity, noise=noise,
-                       monotonic=monotonic)
+    other = [u + m * sensitivity for u, m in zip(scores, moves[: len(scores)], strict=True)]
+    assume(
+        all(
+            math.isfinite(v) and abs(Fraction(v) - Fraction(u)) <= Fraction(sensitivity)
+            for u, v in zip(scores, other, strict=True)
+        )
+    )
+    m = ReportNoisyMax(epsilon=epsilon, sensitivity=sensitivity, noise=noise, monotonic=monotonic)
     p, q = m.probabilities(scores), m.probabilities(other)
     bound = math.exp(epsilon) * (1 + 1e-12)
     assert np.all(p <= bound * q + 1e-300), (p, q)
@@ -131,23 +144,26 @@ def test_neighbouring_scores_never_exceed_epsilon(scores: list[float], moves: li
 
 
 @settings(max_examples=300, deadline=None)
-@given(base=st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1),
-                     st.sampled_from([2**53, 2**54, -(2**53), 2**55 + 6])),
-       monotonic=st.booleans(),
-       offsets=st.lists(st.integers(min_value=-20, max_value=20), min_size=2, max_size=5),
-       moves=st.lists(st.integers(min_value=-3, max_value=3), min_size=5, max_size=5),
-       epsilon=st.floats(min_value=1e-3, max_value=30.0),
-       as_array=st.booleans())
-def test_neighbouring_integer_scores_never_exceed_epsilon(base: int, monotonic: bool,
-                                                          offsets: list[int],
-                                                          moves: list[int], epsilon: float,
-                                                          as_array: bool) -> None:
+@given(
+    base=st.one_of(
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        st.sampled_from([2**53, 2**54, -(2**53), 2**55 + 6]),
+    ),
+    monotonic=st.booleans(),
+    offsets=st.lists(st.integers(min_value=-20, max_value=20), min_size=2, max_size=5),
+    moves=st.lists(st.integers(min_value=-3, max_value=3), min_size=5, max_size=5),
+    epsilon=st.floats(min_value=1e-3, max_value=30.0),
+    as_array=st.booleans(),
+)
+def test_neighbouring_integer_scores_never_exceed_epsilon(
+    base: int, monotonic: bool, offsets: list[int], moves: list[int], epsilon: float, as_array: bool
+) -> None:
     # scores a few units apart anywhere in the int64 range (where doubles are 2**10 apart),
     # each moved by at most Delta = 3 (Python ints, or int64 arrays when they fit)
     scores = [base + o for o in offsets]
     if monotonic:
         moves = [abs(x) for x in moves]
-    other = [u + m for u, m in zip(scores, moves[:len(scores)], strict=True)]
+    other = [u + m for u, m in zip(scores, moves[: len(scores)], strict=True)]
     if as_array:
         assume(all(-(2**63) <= v < 2**63 for v in scores + other))
     pack = (lambda v: np.array(v, dtype=np.int64)) if as_array else list
@@ -174,14 +190,18 @@ def test_scale_and_factor_never_overflow_silently() -> None:
 BIG = 2**53
 
 
-@pytest.mark.parametrize("make", [
-    lambda v: np.array(v, dtype=np.int64),
-    lambda v: np.array(v, dtype=np.uint64),
-    lambda v: list(v),
-    lambda v: [Fraction(x) for x in v],
-    lambda v: np.array([np.longdouble(x) for x in v], dtype=np.longdouble),
-    lambda v: np.array(v, dtype=object),
-], ids=["int64", "uint64", "python-int", "fraction", "longdouble", "object"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: np.array(v, dtype=np.int64),
+        lambda v: np.array(v, dtype=np.uint64),
+        lambda v: list(v),
+        lambda v: [Fraction(x) for x in v],
+        lambda v: np.array([np.longdouble(x) for x in v], dtype=np.longdouble),
+        lambda v: np.array(v, dtype=object),
+    ],
+    ids=["int64", "uint64", "python-int", "fraction", "longdouble", "object"],
+)
 def test_integer_scores_beyond_2_53_are_exact(make: Any) -> None:
     # Regression: int64 [2**53 + 1, 2**53] was rounded to [2**53, 2**53] (a tie), while
     # [2**53 + 2, 2**53] kept its gap of 2: loss ln(0.5 / 0.119) = 1.43 > epsilon = 1.
@@ -196,8 +216,11 @@ def test_integer_scores_beyond_2_53_are_exact(make: Any) -> None:
 
 def test_integer_sampling_follows_the_exact_law() -> None:
     m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, monotonic=True)
-    draws = m.release_many(np.array([BIG + 1, BIG], dtype=np.int64), count=N,
-                           source=RandomSource(seed=13, insecure=True))
+    draws = m.release_many(
+        np.array([BIG + 1, BIG], dtype=np.int64),
+        count=N,
+        source=RandomSource(seed=13, insecure=True),
+    )
     p = 1 / (1 + math.exp(_gain(1.0, monotonic=True)))
     assert _accepts(int(draws.sum()), N, p)
     assert not _accepts(N // 2, N, p)  # companion: the rounded (tied) law is rejected
@@ -206,41 +229,72 @@ def test_integer_sampling_follows_the_exact_law() -> None:
 def test_extreme_integers_and_mixed_sequences() -> None:
     m = ExponentialMechanism(epsilon=2.0, sensitivity=1.0)
     g = _gain(2.0)
-    for scores in ([2**64 - 1, 2**64 - 2], [2**63 - 1, 2**63 - 2], [2**1000 + 1, 2**1000],
-                   [2**60 + 1, 2.0**60], [Fraction(2**70) + Fraction(1, 2), 2**70 - 0.5]):
+    for scores in (
+        [2**64 - 1, 2**64 - 2],
+        [2**63 - 1, 2**63 - 2],
+        [2**1000 + 1, 2**1000],
+        [2**60 + 1, 2.0**60],
+        [Fraction(2**70) + Fraction(1, 2), 2**70 - 0.5],
+    ):
         p = m.probabilities(scores)
         gap = float(Fraction(scores[0]) - Fraction(scores[1]))
         assert p[1] == pytest.approx(1 / (1 + math.exp(gap * g)), rel=1e-14), scores
     # int64 extremes: the difference 2**64 - 1 is exact in Python, rounded once here
     p = m.probabilities(np.array([2**63 - 1, -(2**63)], dtype=np.int64))
     assert p.tolist() == [1.0, 0.0]
-    np.testing.assert_array_equal(m.probabilities(np.array([7, 7, 5], dtype=np.int8)),
-                                  m.probabilities([7.0, 7.0, 5.0]))
+    np.testing.assert_array_equal(
+        m.probabilities(np.array([7, 7, 5], dtype=np.int8)), m.probabilities([7.0, 7.0, 5.0])
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # decided by type, never by value
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("values", [
-    [Decimal("1"), Decimal("2")], [Decimal("sNaN"), Decimal("1")], [1 + 0j, 2], [1j, 0],
-    ["1.5", "2"], ["abc", "2"],
-    np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
-    np.array([1 + 0j, 2]), np.array([b"1", b"2"]), [[1.0, 2.0], [3.0]],
-], ids=lambda v: type(v).__name__ + str(np.asarray(v, dtype=object).ravel()[:1]))
+@pytest.mark.parametrize(
+    "values",
+    [
+        [Decimal("1"), Decimal("2")],
+        [Decimal("sNaN"), Decimal("1")],
+        [1 + 0j, 2],
+        [1j, 0],
+        ["1.5", "2"],
+        ["abc", "2"],
+        np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]"),
+        np.array([1 + 0j, 2]),
+        np.array([b"1", b"2"]),
+        [[1.0, 2.0], [3.0]],
+    ],
+    ids=lambda v: type(v).__name__ + str(np.asarray(v, dtype=object).ravel()[:1]),
+)
 def test_unsupported_types_are_refused_by_type(values: Any) -> None:
-    for mech in (ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-                 ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace")):
+    for mech in (
+        ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace"),
+    ):
         with pytest.raises(PrivacyParameterError, match="scores"):
             mech.release(values, source=RandomSource(seed=1, insecure=True))
 
 
-@pytest.mark.parametrize("values", [
-    [0, 2**1024], [0, 2**1023], [Fraction(10**400), 0], [Fraction(-(10**400)), 0],
-    [float("nan"), 1.0], [float("nan"), float("nan")], [-math.inf, -math.inf],
-    [math.inf, 1.0, math.inf], [np.longdouble("1e4000"), 0.0], [np.longdouble("-1e4000"), 0.0],
-    [np.longdouble("nan"), 1], [True, False], np.array([np.nan, -np.inf, 5.0]),
-    [5e-324, -5e-324], np.array([1.5], dtype=np.float16),
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0, 2**1024],
+        [0, 2**1023],
+        [Fraction(10**400), 0],
+        [Fraction(-(10**400)), 0],
+        [float("nan"), 1.0],
+        [float("nan"), float("nan")],
+        [-math.inf, -math.inf],
+        [math.inf, 1.0, math.inf],
+        [np.longdouble("1e4000"), 0.0],
+        [np.longdouble("-1e4000"), 0.0],
+        [np.longdouble("nan"), 1],
+        [True, False],
+        np.array([np.nan, -np.inf, 5.0]),
+        [5e-324, -5e-324],
+        np.array([1.5], dtype=np.float16),
+    ],
+)
 def test_every_value_of_an_accepted_type_releases(values: Any) -> None:
     src = RandomSource(seed=2, insecure=True)
     for noise in NOISES:
@@ -268,6 +322,7 @@ def test_integer_paths_agree(values: list[int]) -> None:
 
 def test_pandas_columns_are_decided_by_dtype() -> None:
     import pandas as pd  # a test dependency (pyproject extra "test")
+
     m = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, monotonic=True)
     g = _gain(1.0, monotonic=True)
     # a nullable Int64 column converts to object arrays only when it holds a missing value:
@@ -280,7 +335,8 @@ def test_pandas_columns_are_decided_by_dtype() -> None:
     assert p_full[:2] == pytest.approx(p_holed[:2], rel=1e-14)
     assert m.probabilities(pd.Series([1.5, None], dtype="Float64")).tolist() == [1.0, 0.0]
     assert m.probabilities(pd.Series([3, 1])).tolist() == pytest.approx(
-        [1 / (1 + math.exp(-2 * g)), 1 / (1 + math.exp(2 * g))])
+        [1 / (1 + math.exp(-2 * g)), 1 / (1 + math.exp(2 * g))]
+    )
     m.release(holed, source=RandomSource(seed=4, insecure=True))
 
 
@@ -315,7 +371,9 @@ def test_release_many_refuses_counts_beyond_one_array(count: int) -> None:
     # Regression: MemoryError (2**53 + 1) and ValueError (10**400) from numpy before the fix.
     from dpkit.errors import PrivacyParameterError
 
-    for mech in (ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-                 ReportNoisyMax(epsilon=1.0, sensitivity=1.0)):
+    for mech in (
+        ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
+    ):
         with pytest.raises(PrivacyParameterError, match="count"):
             mech.release_many([1.0, 2.0], count=count)

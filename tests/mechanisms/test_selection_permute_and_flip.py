@@ -43,7 +43,7 @@ def _z(scores: list[float]) -> list[mp.mpf]:
 
 
 def _brute_force(scores: list[float]) -> list[mp.mpf]:
-    p = [mp.e ** z for z in _z(scores)]
+    p = [mp.e**z for z in _z(scores)]
     n = len(p)
     out = [mp.mpf(0)] * n
     for order in itertools.permutations(range(n)):
@@ -70,10 +70,18 @@ def _noise_integral(scores: list[float]) -> list[mp.mpf]:
     return [mp.quad(lambda x, j=j: density(j, x), [*cuts, mp.inf]) for j in range(len(z))]
 
 
-@pytest.mark.parametrize("scores", [
-    [0.0], [0.0, 1.0], [3.0, 3.0], [0.0, 0.5, 2.0], [1.0, -1.0, 0.25, 4.0],
-    [0.0, 0.0, 0.0, 0.0, 0.0], [10.0, 0.0, 9.5, 9.9, -3.0, 10.0],
-])
+@pytest.mark.parametrize(
+    "scores",
+    [
+        [0.0],
+        [0.0, 1.0],
+        [3.0, 3.0],
+        [0.0, 0.5, 2.0],
+        [1.0, -1.0, 0.25, 4.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+        [10.0, 0.0, 9.5, 9.9, -3.0, 10.0],
+    ],
+)
 def test_matches_brute_force_over_all_orders(scores: list[float]) -> None:
     got = _pf().probabilities(scores)
     want = np.array([float(x) for x in _brute_force(scores)])
@@ -91,7 +99,7 @@ def test_matches_the_noise_integral() -> None:
 def _expanded_polynomial(scores: list[float]) -> list[mp.mpf]:
     """``p_j int_0^1 prod_{k != j} (1 - p_k t) dt`` by expanding the product (60 digits)."""
     with mp.workdps(60):
-        p = [mp.e ** z for z in _z(scores)]
+        p = [mp.e**z for z in _z(scores)]
         out = []
         for j in range(len(p)):
             coef = [mp.mpf(1)]  # coefficients of prod (1 - p_k t), lowest degree first
@@ -128,8 +136,10 @@ def test_differs_from_the_exponential_mechanism() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(min_value=-50.0, max_value=50.0), min_size=1, max_size=40),
-       st.randoms(use_true_random=False))
+@given(
+    st.lists(st.floats(min_value=-50.0, max_value=50.0), min_size=1, max_size=40),
+    st.randoms(use_true_random=False),
+)
 def test_invariants(scores: list[float], rnd: object) -> None:
     m = _pf()
     p = m.probabilities(scores)

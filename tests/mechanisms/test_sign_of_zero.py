@@ -31,8 +31,10 @@ def _negative_zeros(y: np.ndarray) -> int:
 MECHANISMS = [
     ("laplace", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0)),
     ("gaussian_mu1", lambda: Gaussian.from_mu(mu=1.0, sensitivity=1.0)),
-    ("gaussian_eps_delta", lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6,
-                                                               sensitivity=1.0)),
+    (
+        "gaussian_eps_delta",
+        lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0),
+    ),
 ]
 
 
@@ -41,14 +43,19 @@ def _negative_zero_noise(k: int, out: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("values", [
-    np.array([-0.0, -1e-12, -2.0**-1074, -2.0**-14, 0.0]),  # float path, indices -0.0 and 0.0
-    # a chunk with an index beyond 2**52 takes the int64 path
-    np.array([-1e-12, -0.0, 2.0**60]),
-    np.array([0, 1, -1], dtype=np.int64),  # integer path
-    np.array([-0.0, 0.0], dtype=np.longdouble),
-    [-0.0, 0, 0.0],  # a list: exact path (mixed int and float)
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array(
+            [-0.0, -1e-12, -(2.0**-1074), -(2.0**-14), 0.0]
+        ),  # float path, indices -0.0 and 0.0
+        # a chunk with an index beyond 2**52 takes the int64 path
+        np.array([-1e-12, -0.0, 2.0**60]),
+        np.array([0, 1, -1], dtype=np.int64),  # integer path
+        np.array([-0.0, 0.0], dtype=np.longdouble),
+        [-0.0, 0, 0.0],  # a list: exact path (mixed int and float)
+    ],
+)
 def test_lattice_conversion_never_emits_negative_zero(values: object) -> None:
     out = np.asarray(lattice_release(values, 2.0**-12, _negative_zero_noise))
     assert out.flat[0] == 0.0  # index 0 plus noise -0.0: a zero output is produced ...

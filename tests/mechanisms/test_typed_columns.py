@@ -52,8 +52,9 @@ FLOAT_COLUMNS: dict[str, Make] = {
 OTHER_COLUMNS: dict[str, Make] = {
     "polars-str": lambda v: pl.Series([None if x is None else str(x) for x in v]),
     "pyarrow-str": lambda v: pa.array([None if x is None else str(x) for x in v]),
-    "pandas-string": lambda v: pd.Series([None if x is None else str(x) for x in v],
-                                         dtype="string"),
+    "pandas-string": lambda v: pd.Series(
+        [None if x is None else str(x) for x in v], dtype="string"
+    ),
 }
 
 
@@ -84,18 +85,23 @@ def test_selection_integer_columns_with_a_null_stay_exact(make: Make) -> None:
 @pytest.mark.parametrize("make", FLOAT_COLUMNS.values(), ids=FLOAT_COLUMNS.keys())
 def test_selection_float_columns_with_a_null(make: Make) -> None:
     em = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
-    np.testing.assert_array_equal(em.probabilities(make([1.5, None, 0.5])),
-                                  em.probabilities([1.5, math.nan, 0.5]))
+    np.testing.assert_array_equal(
+        em.probabilities(make([1.5, None, 0.5])), em.probabilities([1.5, math.nan, 0.5])
+    )
 
 
 def test_selection_none_in_a_list_is_a_nan_score() -> None:
-    for mech in (ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-                 ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential")):
-        np.testing.assert_array_equal(mech.probabilities([B + 1, None, B]),
-                                      mech.probabilities([B + 1, math.nan, B]))
+    for mech in (
+        ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"),
+    ):
+        np.testing.assert_array_equal(
+            mech.probabilities([B + 1, None, B]), mech.probabilities([B + 1, math.nan, B])
+        )
         assert mech.probabilities([2, None, 1])[1] == 0.0
-        np.testing.assert_array_equal(mech.probabilities([None, None]),
-                                      mech.probabilities([math.nan, math.nan]))
+        np.testing.assert_array_equal(
+            mech.probabilities([None, None]), mech.probabilities([math.nan, math.nan])
+        )
         assert mech.release_many([None, None], count=20, source=seeded()).tolist() == [0] * 20
         # exact integers next to None: B + 1 and B stay one apart
         p = mech.probabilities([B + 1, None, B])
@@ -117,10 +123,12 @@ def test_selection_release_matches_the_filled_integer_path(make: Make) -> None:
 # ---------------------------------------------------------------------------------------------
 COUNT_MECHS: dict[str, Any] = {
     "PartitionSelection": PartitionSelection(epsilon=1.0, delta=1e-6),
-    "GaussianPartitionSelection":
-        GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6),
-    "BinnedQuantile": BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5,
-                                                  edges=[0.0, 1.0, 2.0, 3.0]),
+    "GaussianPartitionSelection": GaussianPartitionSelection.from_epsilon_delta(
+        epsilon=1.0, delta=1e-6
+    ),
+    "BinnedQuantile": BinnedQuantile.from_epsilon(
+        epsilon=1.0, quantiles=0.5, edges=[0.0, 1.0, 2.0, 3.0]
+    ),
 }
 
 
@@ -138,8 +146,9 @@ def test_missing_counts_are_zero_units(name: str, make: Make) -> None:
 def test_frames_of_counts_with_nulls() -> None:
     mech = COUNT_MECHS["BinnedQuantile"]
     ref = mech.release(np.array([[3, 0, 1], [0, 5, 2]], dtype=np.int64), source=seeded())
-    pdf = pd.DataFrame({"a": pd.array([3, None], dtype="Int64"), "b": [0, 5],
-                        "c": pd.array([1, 2], dtype="Int64")})
+    pdf = pd.DataFrame(
+        {"a": pd.array([3, None], dtype="Int64"), "b": [0, 5], "c": pd.array([1, 2], dtype="Int64")}
+    )
     pldf = pl.DataFrame({"a": [3, None], "b": [0, 5], "c": [1, 2]})
     for frame in (pdf, pldf, [[3, None, 1], [None, 5, 2]]):
         np.testing.assert_array_equal(mech.release(frame, source=seeded()), ref)
@@ -179,16 +188,19 @@ def test_float_columns_with_nulls_release_nan_as_zero(make: Make) -> None:
 # ---------------------------------------------------------------------------------------------
 # the decision never depends on whether a value is missing
 # ---------------------------------------------------------------------------------------------
-ALL_MECHS: dict[str, Any] = {**VALUE_MECHS, **COUNT_MECHS,
-                             "ExponentialMechanism": ExponentialMechanism(epsilon=1.0,
-                                                                          sensitivity=1.0)}
-EVERY_COLUMN = {**{f"int-{k}": v for k, v in INT_COLUMNS.items()},
-                **{f"float-{k}": v for k, v in FLOAT_COLUMNS.items()},
-                **{f"other-{k}": v for k, v in OTHER_COLUMNS.items()},
-                "bool-polars": lambda v: pl.Series([None if x is None else x > 1 for x in v]),
-                "bool-pandas": lambda v: pd.Series([None if x is None else x > 1 for x in v],
-                                                   dtype="boolean"),
-                "list": lambda v: list(v)}
+ALL_MECHS: dict[str, Any] = {
+    **VALUE_MECHS,
+    **COUNT_MECHS,
+    "ExponentialMechanism": ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+}
+EVERY_COLUMN = {
+    **{f"int-{k}": v for k, v in INT_COLUMNS.items()},
+    **{f"float-{k}": v for k, v in FLOAT_COLUMNS.items()},
+    **{f"other-{k}": v for k, v in OTHER_COLUMNS.items()},
+    "bool-polars": lambda v: pl.Series([None if x is None else x > 1 for x in v]),
+    "bool-pandas": lambda v: pd.Series([None if x is None else x > 1 for x in v], dtype="boolean"),
+    "list": lambda v: list(v),
+}
 
 
 @pytest.mark.parametrize("make", EVERY_COLUMN.values(), ids=EVERY_COLUMN.keys())

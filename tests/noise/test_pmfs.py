@@ -24,20 +24,24 @@ from scipy import integrate
 from dpkit import noise
 
 
-@pytest.mark.parametrize(("sampler", "fragments"), [
-    (noise.laplace, ["exp(-|x| / b) / (2 b)"]),
-    (noise.gaussian, ["exp(-x^2 / (2 sigma^2)) / (sigma sqrt(2 pi))"]),
-    (noise.exponential, ["exp(-x / scale) / scale"]),
-    (noise.gumbel, ["exp(-exp(-x / scale))"]),
-    (noise.geometric, ["(1 - p)^k p"]),
-    (noise.discrete_laplace, ["tanh(1/(2t)) exp(-|k| / t)"]),
-    (noise.discrete_gaussian, ["exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))"]),
-    (noise.laplace_lattice_noise, ["P(0) = 1 - exp(-1/(2t))", "sinh(1/(2t)) exp(-|k|/t)"]),
-    (noise.gaussian_lattice_noise, ["Phi((k + 1/2)/sigma) - Phi((k - 1/2)/sigma)"]),
-    (noise.bernoulli, ["ceil(p 2**53) / 2**53"]),
-])
-def test_docstring_states_the_tested_formula(sampler: Callable[..., object],
-                                             fragments: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("sampler", "fragments"),
+    [
+        (noise.laplace, ["exp(-|x| / b) / (2 b)"]),
+        (noise.gaussian, ["exp(-x^2 / (2 sigma^2)) / (sigma sqrt(2 pi))"]),
+        (noise.exponential, ["exp(-x / scale) / scale"]),
+        (noise.gumbel, ["exp(-exp(-x / scale))"]),
+        (noise.geometric, ["(1 - p)^k p"]),
+        (noise.discrete_laplace, ["tanh(1/(2t)) exp(-|k| / t)"]),
+        (noise.discrete_gaussian, ["exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))"]),
+        (noise.laplace_lattice_noise, ["P(0) = 1 - exp(-1/(2t))", "sinh(1/(2t)) exp(-|k|/t)"]),
+        (noise.gaussian_lattice_noise, ["Phi((k + 1/2)/sigma) - Phi((k - 1/2)/sigma)"]),
+        (noise.bernoulli, ["ceil(p 2**53) / 2**53"]),
+    ],
+)
+def test_docstring_states_the_tested_formula(
+    sampler: Callable[..., object], fragments: list[str]
+) -> None:
     doc = " ".join((sampler.__doc__ or "").split())
     for fragment in fragments:
         assert fragment in doc, (sampler.__name__, fragment)
@@ -136,8 +140,10 @@ def test_discrete_gaussian_normaliser_matches_jacobi_theta(sigma: float) -> None
     # normalising constant that makes the stated pmf sum to 1.
     with mpmath.workdps(40):
         q = mpmath.exp(-1 / (2 * mpmath.mpf(sigma) ** 2))
-        direct = mpmath.fsum(mpmath.exp(-mpmath.mpf(j) ** 2 / (2 * mpmath.mpf(sigma) ** 2))
-                             for j in range(-int(40 * sigma) - 40, int(40 * sigma) + 41))
+        direct = mpmath.fsum(
+            mpmath.exp(-(mpmath.mpf(j) ** 2) / (2 * mpmath.mpf(sigma) ** 2))
+            for j in range(-int(40 * sigma) - 40, int(40 * sigma) + 41)
+        )
         assert mpmath.almosteq(direct, mpmath.jtheta(3, 0, q), 1e-25)
 
 
@@ -155,8 +161,9 @@ def test_laplace_lattice_pmf_is_the_rounded_laplace(t: float, k: int) -> None:
     with mpmath.workdps(50):
         lo, hi = mpmath.mpf(k) - mpmath.mpf(1) / 2, mpmath.mpf(k) + mpmath.mpf(1) / 2
         exact = mpmath.quad(density, [lo, 0, hi] if k == 0 else [lo, hi])
-    stated = (1 - math.exp(-1 / (2 * t))) if k == 0 else (
-        math.sinh(1 / (2 * t)) * math.exp(-abs(k) / t))
+    stated = (
+        (1 - math.exp(-1 / (2 * t))) if k == 0 else (math.sinh(1 / (2 * t)) * math.exp(-abs(k) / t))
+    )
     assert float(exact) == pytest.approx(stated, rel=1e-12)
 
 
@@ -184,8 +191,7 @@ def test_discrete_laplace_is_difference_of_geometrics(t: float) -> None:
     q = math.exp(-1 / t)
     width = int(60 * t) + 60
     for k in (0, 1, -1, 4, -13):
-        conv = math.fsum((1 - q) * q ** (g + k) * (1 - q) * q**g
-                         for g in range(max(0, -k), width))
+        conv = math.fsum((1 - q) * q ** (g + k) * (1 - q) * q**g for g in range(max(0, -k), width))
         stated = math.tanh(1 / (2 * t)) * math.exp(-abs(k) / t)
         assert conv == pytest.approx(stated, rel=1e-12)
 

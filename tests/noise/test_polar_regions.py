@@ -17,8 +17,9 @@ import dpkit.noise.samplers as samplers
 from dpkit.noise import RandomSource
 
 
-def test_deep_points_with_s_prime_near_one_keep_their_radius(monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+def test_deep_points_with_s_prime_near_one_keep_their_radius(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     forced: list[tuple[float, float]] = []
 
     def fake_deep(source: RandomSource, n: int):  # type: ignore[no-untyped-def]

@@ -24,31 +24,71 @@ probs = st.floats(0.0, 1.0, allow_nan=False)
 seeds = st.integers(0, 2**32)
 
 # name -> (call(source, param, size), parameter strategy, dtype, support check)
-SAMPLERS: dict[str, tuple[Callable[..., np.ndarray], st.SearchStrategy[float], type,
-                          Callable[[np.ndarray], bool]]] = {
-    "laplace": (lambda s, b, n: noise.laplace(s, scale=b, size=n), scales, np.float64,
-                lambda x: bool(np.all(np.isfinite(x)))),
-    "gaussian": (lambda s, b, n: noise.gaussian(s, sigma=b, size=n), scales, np.float64,
-                 lambda x: bool(np.all(np.isfinite(x)))),
-    "exponential": (lambda s, b, n: noise.exponential(s, scale=b, size=n), scales, np.float64,
-                    lambda x: bool(np.all((x >= 0) & np.isfinite(x)))),
-    "gumbel": (lambda s, b, n: noise.gumbel(s, scale=b, size=n), scales, np.float64,
-               lambda x: bool(np.all(np.isfinite(x)))),
-    "geometric": (lambda s, p, n: noise.geometric(s, p=p, size=n),
-                  st.floats(1e-9, 1.0, allow_nan=False), np.int64,
-                  lambda x: bool(np.all(x >= 0))),
-    "discrete_laplace": (lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n), scales,
-                         np.int64, lambda x: True),
-    "discrete_gaussian": (lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
-                          st.floats(1e-3, 1e4), np.int64, lambda x: True),
-    "laplace_lattice_noise": (lambda s, t, n: noise.laplace_lattice_noise(s, t=t, size=n),
-                              st.floats(1e-3, 2.0**14), np.int64, lambda x: True),
-    "gaussian_lattice_noise": (lambda s, g, n: noise.gaussian_lattice_noise(s, sigma=g, size=n),
-                               st.floats(1e-3, 2.0**14), np.int64, lambda x: True),
-    "bernoulli": (lambda s, p, n: noise.bernoulli(s, p=p, size=n), probs, np.bool_,
-                  lambda x: True),
-    "bernoulli_exp": (lambda s, g, n: noise.bernoulli_exp(s, gamma=g, size=n),
-                      st.floats(0.0, 800.0), np.bool_, lambda x: True),
+SAMPLERS: dict[
+    str,
+    tuple[Callable[..., np.ndarray], st.SearchStrategy[float], type, Callable[[np.ndarray], bool]],
+] = {
+    "laplace": (
+        lambda s, b, n: noise.laplace(s, scale=b, size=n),
+        scales,
+        np.float64,
+        lambda x: bool(np.all(np.isfinite(x))),
+    ),
+    "gaussian": (
+        lambda s, b, n: noise.gaussian(s, sigma=b, size=n),
+        scales,
+        np.float64,
+        lambda x: bool(np.all(np.isfinite(x))),
+    ),
+    "exponential": (
+        lambda s, b, n: noise.exponential(s, scale=b, size=n),
+        scales,
+        np.float64,
+        lambda x: bool(np.all((x >= 0) & np.isfinite(x))),
+    ),
+    "gumbel": (
+        lambda s, b, n: noise.gumbel(s, scale=b, size=n),
+        scales,
+        np.float64,
+        lambda x: bool(np.all(np.isfinite(x))),
+    ),
+    "geometric": (
+        lambda s, p, n: noise.geometric(s, p=p, size=n),
+        st.floats(1e-9, 1.0, allow_nan=False),
+        np.int64,
+        lambda x: bool(np.all(x >= 0)),
+    ),
+    "discrete_laplace": (
+        lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n),
+        scales,
+        np.int64,
+        lambda x: True,
+    ),
+    "discrete_gaussian": (
+        lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
+        st.floats(1e-3, 1e4),
+        np.int64,
+        lambda x: True,
+    ),
+    "laplace_lattice_noise": (
+        lambda s, t, n: noise.laplace_lattice_noise(s, t=t, size=n),
+        st.floats(1e-3, 2.0**14),
+        np.int64,
+        lambda x: True,
+    ),
+    "gaussian_lattice_noise": (
+        lambda s, g, n: noise.gaussian_lattice_noise(s, sigma=g, size=n),
+        st.floats(1e-3, 2.0**14),
+        np.int64,
+        lambda x: True,
+    ),
+    "bernoulli": (lambda s, p, n: noise.bernoulli(s, p=p, size=n), probs, np.bool_, lambda x: True),
+    "bernoulli_exp": (
+        lambda s, g, n: noise.bernoulli_exp(s, gamma=g, size=n),
+        st.floats(0.0, 800.0),
+        np.bool_,
+        lambda x: True,
+    ),
 }
 
 

@@ -223,8 +223,13 @@ print("hung", hung)
 
 def test_fork_while_another_thread_draws_does_not_deadlock() -> None:
     # Before the fork handler every child here deadlocked (20/20 in the draw-loop variant).
-    out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True,
-                         timeout=170, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-2:] == ["hung", "0"], out.stdout + out.stderr
 

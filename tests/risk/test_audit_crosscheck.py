@@ -55,8 +55,9 @@ GOOD: list[tuple[str, Any, tuple[Any, Any]]] = [
 
 
 @pytest.mark.parametrize(("name", "mechanism", "pair"), GOOD, ids=[g[0] for g in GOOD])
-def test_measured_attacks_never_beat_the_bound(name: str, mechanism: Any,
-                                               pair: tuple[Any, Any]) -> None:
+def test_measured_attacks_never_beat_the_bound(
+    name: str, mechanism: Any, pair: tuple[Any, Any]
+) -> None:
     r = risk.of(mechanism) if hasattr(mechanism, "event") else risk.of(epsilon=2.0)
     result = audit(mechanism, pair, samples=40_000, confidence=1.0 - ALPHA, source=_src(1))
     assert not _beats_the_bound(result, r), result.summary()
@@ -66,8 +67,14 @@ def test_measured_attacks_never_beat_the_bound(name: str, mechanism: Any,
 
 def test_a_broken_mechanism_beats_the_bound_of_its_claim() -> None:
     entry = next(e for e in known_bad.corpus() if e.name == "laplace-half-scale")
-    result = audit(entry.mechanism, entry.pair, samples=40_000, claim=entry.claim,
-                   confidence=1.0 - ALPHA, source=_src(2))
+    result = audit(
+        entry.mechanism,
+        entry.pair,
+        samples=40_000,
+        claim=entry.claim,
+        confidence=1.0 - ALPHA,
+        source=_src(2),
+    )
     assert _beats_the_bound(result, _risk_of_claim(entry.claim)), result.summary()
     # and not the bound of what it really is (epsilon 2)
     assert not _beats_the_bound(result, risk.of(epsilon=entry.true_value))
@@ -75,8 +82,15 @@ def test_a_broken_mechanism_beats_the_bound_of_its_claim() -> None:
 
 @pytest.mark.parametrize("entry", known_bad.corpus(), ids=lambda e: e.name)
 def test_every_broken_mechanism_beats_the_bound_of_its_claim(entry: Any) -> None:
-    result = audit(entry.mechanism, entry.pair, samples=50_000, claim=entry.claim,
-                   testers=entry.testers, confidence=1.0 - ALPHA, source=_src(3))
+    result = audit(
+        entry.mechanism,
+        entry.pair,
+        samples=50_000,
+        claim=entry.claim,
+        testers=entry.testers,
+        confidence=1.0 - ALPHA,
+        source=_src(3),
+    )
     assert _beats_the_bound(result, _risk_of_claim(entry.claim)), result.summary()
 
 

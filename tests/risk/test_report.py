@@ -29,9 +29,11 @@ HOSTILE = "eve<img src=x onerror=alert(1)>"
 def budget() -> Budget:
     b = Budget(mu=1.5, delta=1e-6)
     b.sub_budget("alice", epsilon=4.0, delta=1e-6).charge(
-        GaussianEvent(noise_multiplier=2.0), metadata={"query": "SELECT region, count(*) | x"})
+        GaussianEvent(noise_multiplier=2.0), metadata={"query": "SELECT region, count(*) | x"}
+    )
     b.sub_budget(HOSTILE, epsilon=3.0, delta=1e-6).charge(
-        GaussianEvent(noise_multiplier=3.0), count=2)
+        GaussianEvent(noise_multiplier=3.0), count=2
+    )
     b.charge(GaussianEvent(noise_multiplier=4.0), metadata={"query_id": "q-17"})
     return b
 
@@ -54,7 +56,8 @@ def test_json_twin_holds_what_the_page_says(budget: Budget, page: risk.PrivacyRe
     # the risk: the gdp budget's spent mu, exactly
     mu = math.sqrt(1 / 4 + 2 / 9 + 1 / 16)
     assert data["risk"]["max_tpr_at_fpr"]["0.001"] == pytest.approx(
-        norm.cdf(norm.ppf(1e-3) + mu), rel=1e-6)
+        norm.cdf(norm.ppf(1e-3) + mu), rel=1e-6
+    )
     assert data["risk"]["exact_curve"] is True
     assert data["group_risk"]["group_size"] == 2
     # the costs in every language dpkit speaks; Gaussian DP equals the budget's mu
@@ -75,16 +78,21 @@ def test_json_twin_holds_what_the_page_says(budget: Budget, page: risk.PrivacyRe
 
 def test_markdown_has_every_section(page: risk.PrivacyReport) -> None:
     md = page.to_markdown()
-    for heading in ("# Census 2026 release", "## What an attacker can do", "## What it cost",
-                    "## By analyst",
-                    "## What was released", "## Assumptions", "## Known limitations"):
+    for heading in (
+        "# Census 2026 release",
+        "## What an attacker can do",
+        "## What it cost",
+        "## By analyst",
+        "## What was released",
+        "## Assumptions",
+        "## Known limitations",
+    ):
         assert heading in md
     assert "count(*) \\| x" in md  # a pipe in a query does not break the table
     assert "data:image/svg+xml;base64," in md
 
 
-def test_write_puts_the_json_twin_beside_the_page(page: risk.PrivacyReport,
-                                                  tmp_path: Path) -> None:
+def test_write_puts_the_json_twin_beside_the_page(page: risk.PrivacyReport, tmp_path: Path) -> None:
     out = page.write(tmp_path / "report.md")
     assert out.read_text().startswith("# Census")
     assert json.loads((tmp_path / "report.json").read_text())["title"] == "Census 2026 release"
@@ -113,8 +121,15 @@ def browser() -> Iterator[Any]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1100,2600", "--hide-scrollbars", "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1100,2600",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
@@ -129,12 +144,13 @@ def _shot(element: Any) -> np.ndarray:
 
 
 def _share(img: np.ndarray, hex_colour: str, tol: int = 40) -> float:
-    rgb = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+    rgb = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
     return float(np.all(np.abs(img.astype(int) - rgb) <= tol, axis=2).mean())
 
 
-def test_the_html_page_renders_in_chromium(page: risk.PrivacyReport, browser: Any,
-                                           tmp_path: Path) -> None:
+def test_the_html_page_renders_in_chromium(
+    page: risk.PrivacyReport, browser: Any, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     path = page.write(tmp_path / "report.html")
@@ -144,8 +160,10 @@ def test_the_html_page_renders_in_chromium(page: risk.PrivacyReport, browser: An
     # the statements and the tables are there
     assert len(browser.find_elements(By.CSS_SELECTOR, "#statements li")) == 5
     assert len(browser.find_elements(By.CSS_SELECTOR, "#ledger tr")) == 4
-    analysts = [r.find_elements(By.TAG_NAME, "td")[0].text
-                for r in browser.find_elements(By.CSS_SELECTOR, "#analysts tr")[1:]]
+    analysts = [
+        r.find_elements(By.TAG_NAME, "td")[0].text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#analysts tr")[1:]
+    ]
     assert analysts == ["alice", HOSTILE]  # shown as text, never run as markup
     assert browser.find_elements(By.CSS_SELECTOR, "img[src='x']") == []
     # the figure: drawn, of a sensible size, with the curve and the marked attack rates
@@ -162,8 +180,9 @@ def test_the_html_page_renders_in_chromium(page: risk.PrivacyReport, browser: An
     assert errors == []
 
 
-def test_the_figure_checks_see_a_missing_figure(page: risk.PrivacyReport, browser: Any,
-                                                tmp_path: Path) -> None:
+def test_the_figure_checks_see_a_missing_figure(
+    page: risk.PrivacyReport, browser: Any, tmp_path: Path
+) -> None:
     # companion of the screenshot checks: the same page without its figure fails them
     from selenium.webdriver.common.by import By
 

@@ -34,8 +34,11 @@ FPRS = np.concatenate([np.geomspace(1e-7, 0.5, 60), np.linspace(0.5, 1.0, 21)])
 def laplace_tpr(alpha: np.ndarray, mu: float) -> np.ndarray:
     """1 - T(Lap(0,1), Lap(mu,1))(alpha) written out (DRS Section 2.3)."""
     em = math.exp(-mu)
-    return np.where(alpha < em / 2, alpha / em,
-                    np.where(alpha <= 0.5, 1 - em / (4 * alpha), 1 - em * (1 - alpha)))
+    return np.where(
+        alpha < em / 2,
+        alpha / em,
+        np.where(alpha <= 0.5, 1 - em / (4 * alpha), 1 - em * (1 - alpha)),
+    )
 
 
 # ------------------------------------------------------------------ closed forms
@@ -101,8 +104,9 @@ def test_pure_dp_closed_forms() -> None:
 def test_binary_randomized_response_is_exactly_its_epsilon_curve() -> None:
     r = risk.of(RandomizedResponseEvent(p_truth=0.75))
     assert r.neighbouring.value == "replace"
-    np.testing.assert_allclose(r.tpr(FPRS), risk.of(epsilon=math.log(3)).tpr(FPRS),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        r.tpr(FPRS), risk.of(epsilon=math.log(3)).tpr(FPRS), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_kary_randomized_response_curve() -> None:
@@ -115,7 +119,8 @@ def test_kary_randomized_response_curve() -> None:
 
 def test_group_privacy_gaussian_and_laplace_are_exact_shifts() -> None:
     assert risk.of(mu=0.5).group(3).max_tpr(1e-3) == pytest.approx(
-        norm.cdf(norm.ppf(1e-3) + 1.5), rel=1e-9)
+        norm.cdf(norm.ppf(1e-3) + 1.5), rel=1e-9
+    )
     got = risk.of(LaplaceEvent(noise_multiplier=2.0)).group(2).tpr(FPRS)
     np.testing.assert_allclose(got, laplace_tpr(FPRS, 1.0), rtol=1e-9, atol=1e-10)
 
@@ -162,8 +167,7 @@ def test_composed_laplace_against_dp_accounting() -> None:
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     k, b = 5, 2.0
-    theirs = pld_mod.from_laplace_mechanism(b, value_discretization_interval=1e-4
-                                            ).self_compose(k)
+    theirs = pld_mod.from_laplace_mechanism(b, value_discretization_interval=1e-4).self_compose(k)
     ours = risk.of([(LaplaceEvent(noise_multiplier=b), k)])
     t, o = _dpa_tpr(theirs, ALPHAS), ours.tpr(ALPHAS)
     np.testing.assert_allclose(o, t, rtol=0.02, atol=2e-4)
@@ -174,9 +178,11 @@ def test_subsampled_gaussian_against_dp_accounting() -> None:
 
     q, sigma, k = 0.05, 1.0, 20
     theirs = pld_mod.from_gaussian_mechanism(
-        sigma, sampling_prob=q, value_discretization_interval=1e-3).self_compose(k)
-    ours = risk.of([(PoissonSampledEvent(event=GaussianEvent(noise_multiplier=sigma),
-                                         sampling_rate=q), k)])
+        sigma, sampling_prob=q, value_discretization_interval=1e-3
+    ).self_compose(k)
+    ours = risk.of(
+        [(PoissonSampledEvent(event=GaussianEvent(noise_multiplier=sigma), sampling_rate=q), k)]
+    )
     assert not ours.exact
     t, o = _dpa_tpr(theirs, ALPHAS), ours.tpr(ALPHAS)
     np.testing.assert_allclose(o, t, rtol=0.03, atol=5e-4)
@@ -186,8 +192,9 @@ def test_gaussian_closed_form_against_dp_accounting() -> None:
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
     theirs = pld_mod.from_gaussian_mechanism(1.0, value_discretization_interval=1e-3)
-    np.testing.assert_allclose(risk.of(mu=1.0).tpr(ALPHAS), _dpa_tpr(theirs, ALPHAS),
-                               rtol=0.01, atol=1e-4)
+    np.testing.assert_allclose(
+        risk.of(mu=1.0).tpr(ALPHAS), _dpa_tpr(theirs, ALPHAS), rtol=0.01, atol=1e-4
+    )
 
 
 # ------------------------------------------------------------------ guarantees read from objects
@@ -229,10 +236,19 @@ def test_result_attrs_give_the_charged_pair() -> None:
     assert risk.of(frame).max_tpr(0.01) == pytest.approx(math.exp(0.5) * 0.01, rel=1e-9)
 
 
-@pytest.mark.parametrize("bad", [
-    {}, {"epsilon": float("nan")}, {"epsilon": -1.0}, {"mu": float("inf")}, {"rho": -0.1},
-    {"epsilon": 1.0, "delta": 1.5}, {"epsilon": 1.0, "mu": 1.0}, {"obj": object()},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"epsilon": float("nan")},
+        {"epsilon": -1.0},
+        {"mu": float("inf")},
+        {"rho": -0.1},
+        {"epsilon": 1.0, "delta": 1.5},
+        {"epsilon": 1.0, "mu": 1.0},
+        {"obj": object()},
+    ],
+)
 def test_bad_parameters_are_refused_clearly(bad: dict[str, object]) -> None:
     with pytest.raises(PrivacyParameterError):
         risk.of(**bad)  # type: ignore[arg-type]
@@ -240,8 +256,13 @@ def test_bad_parameters_are_refused_clearly(bad: dict[str, object]) -> None:
 
 def test_bad_attack_parameters_are_refused() -> None:
     r = risk.of(mu=1.0)
-    for call in (lambda: r.posterior(1.5), lambda: r.posterior(float("nan")),
-                 lambda: r.max_tpr(-0.1), lambda: r.reconstruction(2.0), lambda: r.group(0)):
+    for call in (
+        lambda: r.posterior(1.5),
+        lambda: r.posterior(float("nan")),
+        lambda: r.max_tpr(-0.1),
+        lambda: r.reconstruction(2.0),
+        lambda: r.group(0),
+    ):
         with pytest.raises(PrivacyParameterError):
             call()
 
@@ -259,7 +280,8 @@ def test_statements_are_plain_and_rounded_up() -> None:
 guarantees = st.one_of(
     st.floats(0.01, 8.0).map(lambda m: risk.of(mu=m)),
     st.tuples(st.floats(0.01, 5.0), st.sampled_from([0.0, 1e-8, 1e-5])).map(
-        lambda p: risk.of(epsilon=p[0], delta=p[1])),
+        lambda p: risk.of(epsilon=p[0], delta=p[1])
+    ),
     st.floats(0.2, 5.0).map(lambda b: risk.of(LaplaceEvent(noise_multiplier=b))),
 )
 
@@ -276,8 +298,9 @@ def test_tpr_is_monotone_and_never_below_fpr(r: risk.Risk, fprs: list[float]) ->
 
 @settings(max_examples=15, deadline=None)
 @given(st.floats(0.05, 4.0), st.floats(0.0, 2.0), st.floats(1e-4, 0.5), st.floats(0.0, 0.4))
-def test_posterior_is_monotone_in_prior_and_epsilon(eps: float, more: float, prior: float,
-                                                    more_prior: float) -> None:
+def test_posterior_is_monotone_in_prior_and_epsilon(
+    eps: float, more: float, prior: float, more_prior: float
+) -> None:
     low = risk.of(epsilon=eps)
     high = risk.of(epsilon=eps + more)
     p = low.posterior(prior).bound

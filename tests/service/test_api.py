@@ -16,10 +16,13 @@ GROUPED = {
         "where": [{"column": "age", "op": ">=", "value": 30}],
         "group_by": {"columns": ["region"], "keys": {"region": ["north", "south", "nowhere"]}},
         "bound": {"max_partitions": 1, "max_rows_per_partition": 5},
-        "agg": {"n": {"kind": "count"},
-                "income": {"kind": "mean", "column": "income", "bounds": [0, 100000]}},
+        "agg": {
+            "n": {"kind": "count"},
+            "income": {"kind": "mean", "column": "income", "bounds": [0, 100000]},
+        },
     },
-    "epsilon": 0.1, "delta": 1e-8,
+    "epsilon": 0.1,
+    "delta": 1e-8,
 }
 
 
@@ -34,15 +37,27 @@ def test_query_answers_with_intervals_and_charges_first(service: Running) -> Non
     assert r.status_code == 200, r.text
     body = r.json()
     res = body["result"]
-    assert res["columns"] == ["region", "n", "n_low", "n_high", "income", "income_low",
-                              "income_high"]
+    assert res["columns"] == [
+        "region",
+        "n",
+        "n_low",
+        "n_high",
+        "income",
+        "income_low",
+        "income_high",
+    ]
     # Public keys: one row per key, the absent one included (nothing data-dependent).
     assert [row[0] for row in res["rows"]] == ["north", "south", "nowhere"]
     for row in res["rows"]:  # the interval's lower end is clipped at 0, the estimate is not
         assert row[2] <= row[3] and row[1] <= row[3] and row[2] == max(0, row[2])
     # public keys and discrete Laplace: the delta allowed is not used, so not charged
-    assert body["cost"] == {"epsilon": 0.1, "delta": 0.0, "epsilon_exact": 0.1,
-                            "delta_exact": 0.0, "allowed": {"epsilon": 0.1, "delta": 1e-8}}
+    assert body["cost"] == {
+        "epsilon": 0.1,
+        "delta": 0.0,
+        "epsilon_exact": 0.1,
+        "delta_exact": 0.0,
+        "allowed": {"epsilon": 0.1, "delta": 1e-8},
+    }
     hist = service.history()
     assert len(hist) == before + 1
     assert hist[-1].analyst == "alice"
@@ -75,25 +90,37 @@ def test_analysts_see_only_their_own_queries(service: Running) -> None:
         assert a.get(f"/v1/queries/{qa}").json()["result"]["columns"][0] == "n"
 
 
-@pytest.mark.parametrize("headers", [
-    {}, {"Authorization": "Bearer dpk_wrong"}, {"Authorization": "Basic YWxpY2U6eA=="},
-    {"Authorization": "Bearer dpk_"},
-], ids=["missing", "wrong", "basic", "empty"])
-def test_missing_or_wrong_token_is_401_and_spends_nothing(service: Running,
-                                                           headers: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer dpk_wrong"},
+        {"Authorization": "Basic YWxpY2U6eA=="},
+        {"Authorization": "Bearer dpk_"},
+    ],
+    ids=["missing", "wrong", "basic", "empty"],
+)
+def test_missing_or_wrong_token_is_401_and_spends_nothing(
+    service: Running, headers: dict[str, str]
+) -> None:
     before = len(service.history())
-    for method, path, body in (("POST", "/v1/query", COUNT_QUERY),
-                               ("POST", "/v1/summarize", COUNT_QUERY),
-                               ("GET", "/v1/me", None), ("GET", "/v1/queries", None),
-                               ("GET", "/v1/schema", None), ("GET", "/curator/status", None)):
+    for method, path, body in (
+        ("POST", "/v1/query", COUNT_QUERY),
+        ("POST", "/v1/summarize", COUNT_QUERY),
+        ("GET", "/v1/me", None),
+        ("GET", "/v1/queries", None),
+        ("GET", "/v1/schema", None),
+        ("GET", "/curator/status", None),
+    ):
         r = HTTP.request(method, service.base + path, json=body, headers=headers)
         assert r.status_code == 401, (path, r.text)
     assert len(service.history()) == before
 
 
 def test_curator_token_is_not_an_analyst_token_and_back(service: Running) -> None:
-    r = HTTP.post(service.base + "/v1/query", json=COUNT_QUERY,
-                   headers=bearer(service.tokens["curator"]))
+    r = HTTP.post(
+        service.base + "/v1/query", json=COUNT_QUERY, headers=bearer(service.tokens["curator"])
+    )
     assert r.status_code == 401
     r = HTTP.get(service.base + "/curator/status", headers=bearer(service.tokens["alice"]))
     assert r.status_code == 401
@@ -105,9 +132,10 @@ def test_curator_token_is_not_an_analyst_token_and_back(service: Running) -> Non
 def test_tokens_are_stored_hashed(service: Running) -> None:
     import sqlite3
 
-    path = service.ledger_url[len("sqlite:///"):]
-    raw = Path(path).read_bytes() + (Path(path + "-wal").read_bytes()
-                                     if Path(path + "-wal").exists() else b"")
+    path = service.ledger_url[len("sqlite:///") :]
+    raw = Path(path).read_bytes() + (
+        Path(path + "-wal").read_bytes() if Path(path + "-wal").exists() else b""
+    )
     for tok in service.tokens.values():
         assert tok.encode() not in raw
     with sqlite3.connect(path) as conn:
@@ -131,9 +159,13 @@ def test_openapi_documents_every_endpoint(service: Running) -> None:
     spec = HTTP.get(service.base + "/openapi.json").json()
     documented = {(p, m.upper()) for p, ops in spec["paths"].items() for m in ops}
     app = service.app
-    routes = {(r.path, m) for r in app.routes for m in getattr(r, "methods", ())
-              if r.path not in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
-              and m != "HEAD"}
+    routes = {
+        (r.path, m)
+        for r in app.routes
+        for m in getattr(r, "methods", ())
+        if r.path not in ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+        and m != "HEAD"
+    }
     assert routes <= documented
     assert {"/v1/query", "/v1/summarize", "/v1/me", "/curator"} <= set(spec["paths"])
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
@@ -166,8 +198,7 @@ def test_no_endpoint_returns_rows_or_true_values(service: Running, people: Path)
 
 
 def test_rate_limit_per_token(tmp_path: Path, people: Path) -> None:
-    app, _url, tokens = start_service(tmp_path, people, analysts={"carol": 1.0}, rate=0.5,
-                                     burst=3)
+    app, _url, tokens = start_service(tmp_path, people, analysts={"carol": 1.0}, rate=0.5, burst=3)
     with serve_in_thread(app) as base:
         h = bearer(tokens["carol"])
         codes = [HTTP.get(base + "/v1/me", headers=h).status_code for _ in range(3)]
@@ -183,11 +214,18 @@ def test_rate_limit_per_token(tmp_path: Path, people: Path) -> None:
 def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
     before = len(service.history())
     h = bearer(service.tokens["alice"])
-    body = b'{"builder": {"agg": {"n": {"kind": "count"}}}, "epsilon": 0.01, "pad": "' + \
-        b"x" * (10 * 1024 * 1024) + b'"}'
+    body = (
+        b'{"builder": {"agg": {"n": {"kind": "count"}}}, "epsilon": 0.01, "pad": "'
+        + b"x" * (10 * 1024 * 1024)
+        + b'"}'
+    )
     t0 = time.monotonic()
-    r = HTTP.post(service.base + "/v1/query", content=body,
-                   headers={**h, "content-type": "application/json"}, timeout=30)
+    r = HTTP.post(
+        service.base + "/v1/query",
+        content=body,
+        headers={**h, "content-type": "application/json"},
+        timeout=30,
+    )
     assert r.status_code == 413
     assert "body" in r.json()["detail"]
 
@@ -195,8 +233,12 @@ def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
         for _ in range(11):
             yield b"x" * (1024 * 1024)
 
-    r = HTTP.post(service.base + "/v1/query", content=chunks(),
-                   headers={**h, "content-type": "application/json"}, timeout=30)
+    r = HTTP.post(
+        service.base + "/v1/query",
+        content=chunks(),
+        headers={**h, "content-type": "application/json"},
+        timeout=30,
+    )
     assert r.status_code == 413
     assert time.monotonic() - t0 < 60
     assert len(service.history()) == before

@@ -26,16 +26,23 @@ def test_parse_budget() -> None:
 def test_token_commands(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
     run = CliRunner().invoke
-    r = run(app, ["serve", "token", "add", "alice", "--epsilon", "1", "--delta", "1e-7",
-                  "--ledger", url])
+    r = run(
+        app,
+        ["serve", "token", "add", "alice", "--epsilon", "1", "--delta", "1e-7", "--ledger", url],
+    )
     assert r.exit_code == 0, r.output
     token = r.output.strip()
     assert token.startswith("dpk_") and len(token) > 40
     listed = run(app, ["serve", "token", "list", "--ledger", url]).output
     assert "alice\tanalyst\tepsilon=1.0" in listed and token not in listed
-    for args in (["alice", "--epsilon", "1"],  # names are never reused
-                 ["bob", "--epsilon", "-1"], ["bob", "--epsilon", "nan"], ["bob"],
-                 ["cur", "--curator", "--epsilon", "1"], ["bad name;", "--epsilon", "1"]):
+    for args in (
+        ["alice", "--epsilon", "1"],  # names are never reused
+        ["bob", "--epsilon", "-1"],
+        ["bob", "--epsilon", "nan"],
+        ["bob"],
+        ["cur", "--curator", "--epsilon", "1"],
+        ["bad name;", "--epsilon", "1"],
+    ):
         r = run(app, ["serve", "token", "add", *args, "--ledger", url])
         assert r.exit_code == 2, (args, r.output)
     assert run(app, ["serve", "token", "revoke", "alice", "--ledger", url]).exit_code == 0
@@ -46,16 +53,35 @@ def test_token_commands(tmp_path: Path) -> None:
 def test_dpkit_serve_runs_the_service(tmp_path: Path, people: Path) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
     run = CliRunner().invoke
-    alice = run(app, ["serve", "token", "add", "alice", "--epsilon", "1", "--delta", "1e-7",
-                      "--ledger", url]).output.strip()
+    alice = run(
+        app,
+        ["serve", "token", "add", "alice", "--epsilon", "1", "--delta", "1e-7", "--ledger", url],
+    ).output.strip()
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from dpkit.cli import main; main()", "serve", str(people),
-         "--privacy-unit", "user_id", "--budget", "epsilon=3,delta=1e-6", "--ledger", url,
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from dpkit.cli import main; main()",
+            "serve",
+            str(people),
+            "--privacy-unit",
+            "user_id",
+            "--budget",
+            "epsilon=3,delta=1e-6",
+            "--ledger",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, 120)

@@ -21,8 +21,9 @@ from dpkit.analytics.engines import DuckDBEngine
 from dpkit.analytics.engines._compiler import compile_plan
 
 
-def test_one_analyst_from_many_threads_spends_exactly_its_answers(tmp_path: Path,
-                                                                  people: Path) -> None:
+def test_one_analyst_from_many_threads_spends_exactly_its_answers(
+    tmp_path: Path, people: Path
+) -> None:
     # One analyst (cap 0.5) sends 16 requests at a time; 0.02 each: at most 25 fit.
     app, url, tokens = start_service(tmp_path, people, analysts={"solo": 0.5})
     query = dict(COUNT_QUERY, epsilon=0.02)
@@ -49,19 +50,24 @@ def test_one_analyst_from_many_threads_spends_exactly_its_answers(tmp_path: Path
 
 
 def _plan(salt: int, rows: int) -> Plan:
-    return Plan(source=Source(kind="table", location="t"), filters=(),
-                bound=Bound(privacy_unit="u", max_partitions=1, max_rows_per_partition=rows,
-                            salt=salt),
-                aggregate=Aggregate(group_by=("k",), measures=(
-                    Measure(name="n", kind="rows"), Measure(name="v", kind="units"))))
+    return Plan(
+        source=Source(kind="table", location="t"),
+        filters=(),
+        bound=Bound(privacy_unit="u", max_partitions=1, max_rows_per_partition=rows, salt=salt),
+        aggregate=Aggregate(
+            group_by=("k",),
+            measures=(Measure(name="n", kind="rows"), Measure(name="v", kind="units")),
+        ),
+    )
 
 
 def test_statements_from_many_threads_match_a_fresh_compile_and_run() -> None:
     """The cached shape with each salt written in is the statement compile_plan makes for that
     salt, and 8 threads running 200 plans on one engine get what one thread gets."""
     rng = random.Random(11)
-    df = pd.DataFrame({"u": [rng.randrange(40) for _ in range(500)],
-                       "k": [rng.choice("abc") for _ in range(500)]})
+    df = pd.DataFrame(
+        {"u": [rng.randrange(40) for _ in range(500)], "k": [rng.choice("abc") for _ in range(500)]}
+    )
     engine = DuckDBEngine(threads=1)
     engine.register("t", df)
     reference = DuckDBEngine(threads=1)

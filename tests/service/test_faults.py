@@ -27,15 +27,24 @@ pytestmark = pytest.mark.slow
 TOTAL_EPSILON = 2.0
 
 
-def _setup(tmp: Path, people: Path, analysts: dict[str, float]
-           ) -> tuple[dict[str, Any], dict[str, str]]:
+def _setup(
+    tmp: Path, people: Path, analysts: dict[str, float]
+) -> tuple[dict[str, Any], dict[str, str]]:
     url = f"sqlite:///{tmp / 'budget.db'}"
     st = ServiceState(url)
-    tokens = {a: st.add_token(a, role="analyst", epsilon=e, delta=1e-7)
-              for a, e in analysts.items()}
+    tokens = {
+        a: st.add_token(a, role="analyst", epsilon=e, delta=1e-7) for a, e in analysts.items()
+    }
     st.close()
-    config = {"data": str(people), "budget_epsilon": TOTAL_EPSILON, "budget_delta": 1e-6,
-              "privacy_unit": "user_id", "ledger_url": url, "rate": 1e6, "burst": 10**6}
+    config = {
+        "data": str(people),
+        "budget_epsilon": TOTAL_EPSILON,
+        "budget_delta": 1e-6,
+        "privacy_unit": "user_id",
+        "ledger_url": url,
+        "rate": 1e6,
+        "burst": 10**6,
+    }
     return config, tokens
 
 
@@ -79,9 +88,10 @@ def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
         proc, base = _child.start(config, wait=False)
         stop = threading.Event()
         first = len(answered)
-        threads = [threading.Thread(target=_hammer, args=(base, tokens[a], query, stop,
-                                                          answered, codes))
-                   for a in analysts]
+        threads = [
+            threading.Thread(target=_hammer, args=(base, tokens[a], query, stop, answered, codes))
+            for a in analysts
+        ]
         for t in threads:
             t.start()
         # Kill while charges are in flight: after this trial's first answer (or a refusal
@@ -108,8 +118,11 @@ def test_kill_9_during_charges(tmp_path: Path, people: Path) -> None:
         assert r.status_code in (200, 403)
     finally:
         _child.stop(proc)
-    _check_ledger(config["ledger_url"], answered + ([r.json()["query_id"]]
-                                                     if r.status_code == 200 else []), analysts)
+    _check_ledger(
+        config["ledger_url"],
+        answered + ([r.json()["query_id"]] if r.status_code == 200 else []),
+        analysts,
+    )
 
 
 def test_two_service_processes_on_one_sqlite_ledger(tmp_path: Path, people: Path) -> None:
@@ -121,9 +134,11 @@ def test_two_service_processes_on_one_sqlite_ledger(tmp_path: Path, people: Path
     codes: list[int] = []
     stop = threading.Event()
     try:
-        threads = [threading.Thread(target=_hammer, args=(base, tokens[a], query, stop,
-                                                          answered, codes))
-                   for _, base in procs for a in analysts]
+        threads = [
+            threading.Thread(target=_hammer, args=(base, tokens[a], query, stop, answered, codes))
+            for _, base in procs
+            for a in analysts
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -146,7 +161,7 @@ def test_full_disk_refuses_the_query_and_loses_nothing(tmp_path: Path, people: P
     codes: list[int] = []
     _hammer(base, tokens["c0"], query, threading.Event(), answered, codes, max_queries=5)
     _child.stop(proc)
-    db = Path(config["ledger_url"][len("sqlite:///"):])
+    db = Path(config["ledger_url"][len("sqlite:///") :])
     biggest = max(p.stat().st_size for p in db.parent.glob(db.name + "*"))
     # Files of the service may not grow past what they are now (plus a little): a disk
     # that fills up while the service runs.

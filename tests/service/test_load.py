@@ -15,8 +15,9 @@ from service_harness import COUNT_QUERY, client, serve_in_thread
 ANALYSTS, QUERIES = 32, 8
 
 
-def test_concurrent_analysts_never_overspend_and_lose_no_record(tmp_path: Path,
-                                                               people: Path) -> None:
+def test_concurrent_analysts_never_overspend_and_lose_no_record(
+    tmp_path: Path, people: Path
+) -> None:
     # 32 caps of 0.1 = 3.2 > the total 3.0; 32 x 8 queries of 0.0125 = 3.2: the total binds.
     names = {f"an{i:02d}": 0.1 for i in range(ANALYSTS)}
     app, url, tokens = start_service(tmp_path, people, analysts=names)
@@ -29,8 +30,9 @@ def test_concurrent_analysts_never_overspend_and_lose_no_record(tmp_path: Path,
             with client(base, tokens[name]) as c:
                 for _ in range(QUERIES):
                     r = c.post("/v1/query", json=query)
-                    out.append((r.status_code,
-                                r.json()["query_id"] if r.status_code == 200 else None))
+                    out.append(
+                        (r.status_code, r.json()["query_id"] if r.status_code == 200 else None)
+                    )
             return out
 
         with ThreadPoolExecutor(ANALYSTS) as pool:

@@ -25,9 +25,15 @@ def browser() -> Iterator[Any]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={WIDTH},{HEIGHT}", "--hide-scrollbars",
-                "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     try:
@@ -42,16 +48,25 @@ def busy(tmp_path_factory: pytest.TempPathFactory, people: Path) -> Iterator[Run
     tmp = tmp_path_factory.mktemp("page")
     app, url, tokens = start_service(tmp, people, analysts={"alice": 1.0, "bob<script>": 0.3})
     keys = {"region": ["north", "south", "east", "west"]}
-    grouped = {"builder": {"group_by": {"columns": ["region"], "keys": keys},
-                           "bound": {"max_partitions": 1, "max_rows_per_partition": 3},
-                           "agg": {"n": {"kind": "count"},
-                                   "age": {"kind": "mean", "column": "age",
-                                           "bounds": [0, 100]}}},
-               "epsilon": 0.3, "delta": 1e-8}
+    grouped = {
+        "builder": {
+            "group_by": {"columns": ["region"], "keys": keys},
+            "bound": {"max_partitions": 1, "max_rows_per_partition": 3},
+            "agg": {
+                "n": {"kind": "count"},
+                "age": {"kind": "mean", "column": "age", "bounds": [0, 100]},
+            },
+        },
+        "epsilon": 0.3,
+        "delta": 1e-8,
+    }
     with serve_in_thread(app) as base:
-        for who, body in (("alice", grouped), ("alice", COUNT_QUERY),
-                          ("bob<script>", dict(COUNT_QUERY, epsilon=0.2)),
-                          ("bob<script>", dict(COUNT_QUERY, epsilon=0.2))):
+        for who, body in (
+            ("alice", grouped),
+            ("alice", COUNT_QUERY),
+            ("bob<script>", dict(COUNT_QUERY, epsilon=0.2)),
+            ("bob<script>", dict(COUNT_QUERY, epsilon=0.2)),
+        ):
             HTTP.post(base + "/v1/query", json=body, headers=bearer(tokens[who]), timeout=30)
         yield Running(base=base, ledger_url=url, tokens=tokens, app=app)
 
@@ -70,14 +85,17 @@ def _login(browser: Any, token: str, expect: str) -> None:
 
 
 def _colour_share(img: np.ndarray, hex_colour: str, tol: int = 12) -> float:
-    rgb = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+    rgb = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
     close = np.all(np.abs(img[:, :, :3].astype(int) - rgb) <= tol, axis=2)
     return float(close.mean())
 
 
 def _shot(el_or_driver: Any) -> np.ndarray:
-    png = el_or_driver.screenshot_as_png if hasattr(el_or_driver, "screenshot_as_png") else \
-        el_or_driver.get_screenshot_as_png()
+    png = (
+        el_or_driver.screenshot_as_png
+        if hasattr(el_or_driver, "screenshot_as_png")
+        else el_or_driver.get_screenshot_as_png()
+    )
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
@@ -92,8 +110,9 @@ def test_login_is_required_and_wrong_token_refused(busy: Running, browser: Any) 
     assert browser.find_elements(By.ID, "history-chart") == []
 
 
-def test_page_shows_budget_history_spend_log_and_results(busy: Running, browser: Any,
-                                                          tmp_path: Path) -> None:
+def test_page_shows_budget_history_spend_log_and_results(
+    busy: Running, browser: Any, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     browser.delete_all_cookies()
@@ -110,7 +129,9 @@ def test_page_shows_budget_history_spend_log_and_results(busy: Running, browser:
     # Per-analyst spend; a hostile analyst name is shown as text, never run as markup.
     rows = browser.find_elements(By.CSS_SELECTOR, "#analysts tr")
     assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows[1:]] == [
-        "alice", "bob<script>"]
+        "alice",
+        "bob<script>",
+    ]
     # The log: who, when, what, cost, status, newest first.
     log = browser.find_elements(By.CSS_SELECTOR, "#query-log tr")[1:]
     assert len(log) == 4

@@ -20,13 +20,13 @@ _BOUND = {"max_partitions": 1, "max_rows_per_partition": 2}
 
 
 def _query(agg: dict[str, Any], **builder: Any) -> dict[str, Any]:
-    return {"builder": {"bound": _BOUND, "agg": agg, **builder}, "epsilon": 0.01,
-            "delta": 1e-9}
+    return {"builder": {"bound": _BOUND, "agg": agg, **builder}, "epsilon": 0.01, "delta": 1e-9}
 
 
 def _post(service: Running, path: str, body: Any) -> httpx.Response:
-    return HTTP.post(service.base + path, json=body,
-                     headers=bearer(service.tokens["alice"]), timeout=60)
+    return HTTP.post(
+        service.base + path, json=body, headers=bearer(service.tokens["alice"]), timeout=60
+    )
 
 
 class _ProductGuardError(RuntimeError):
@@ -52,15 +52,17 @@ def guarded_product(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
                 raise _ProductGuardError("the key product is being materialised")
             yield t
 
-    shim = types.SimpleNamespace(**{k: getattr(itertools, k) for k in dir(itertools)
-                                    if not k.startswith("__")})
+    shim = types.SimpleNamespace(
+        **{k: getattr(itertools, k) for k in dir(itertools) if not k.startswith("__")}
+    )
     shim.product = product
     monkeypatch.setattr(builder, "itertools", shim)
     yield pulled
 
 
-def test_public_key_product_is_refused_before_it_is_built(service: Running,
-                                                          guarded_product: list[int]) -> None:
+def test_public_key_product_is_refused_before_it_is_built(
+    service: Running, guarded_product: list[int]
+) -> None:
     """3 x 300 public keys (a 6 kB body) describe 27 million groups, above the 2**24 limit.
 
     Today the builder materialises the whole cartesian product before it checks the limit:
@@ -69,10 +71,14 @@ def test_public_key_product_is_refused_before_it_is_built(service: Running,
     lengths alone, before any tuple is built.
     """
     n = 300
-    keys = {"region": [f"r{i}" for i in range(n)], "age": list(range(n)),
-            "income": [float(i) for i in range(n)]}
-    body = _query({"n": {"kind": "count"}},
-                  group_by={"columns": ["region", "age", "income"], "keys": keys})
+    keys = {
+        "region": [f"r{i}" for i in range(n)],
+        "age": list(range(n)),
+        "income": [float(i) for i in range(n)],
+    }
+    body = _query(
+        {"n": {"kind": "count"}}, group_by={"columns": ["region", "age", "income"], "keys": keys}
+    )
     before = len(service.history())
     r = _post(service, "/v1/summarize", body)
     assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
@@ -81,13 +87,28 @@ def test_public_key_product_is_refused_before_it_is_built(service: Running,
     assert len(service.history()) == before
 
 
-@pytest.mark.parametrize("agg", [
-    {"h": {"kind": "histogram", "column": "income", "edges": list(range(50_000))}},
-    {"h": {"kind": "histogram", "column": "region",
-           "categories": [f"c{i}" for i in range(50_000)]}},
-    {"h": {"kind": "quantile", "column": "income", "bounds": [0, 1e5],
-           "quantiles": [i / 5_000 for i in range(5_000)]}},
-], ids=["edges", "categories", "quantiles"])
+@pytest.mark.parametrize(
+    "agg",
+    [
+        {"h": {"kind": "histogram", "column": "income", "edges": list(range(50_000))}},
+        {
+            "h": {
+                "kind": "histogram",
+                "column": "region",
+                "categories": [f"c{i}" for i in range(50_000)],
+            }
+        },
+        {
+            "h": {
+                "kind": "quantile",
+                "column": "income",
+                "bounds": [0, 1e5],
+                "quantiles": [i / 5_000 for i in range(5_000)],
+            }
+        },
+    ],
+    ids=["edges", "categories", "quantiles"],
+)
 def test_list_parameters_have_a_length_limit(service: Running, agg: dict[str, Any]) -> None:
     """A sub-megabyte list of edges, categories or quantiles is accepted today: 1000 edges
     (5 kB) keep /v1/query busy about 30 s, 20 000 edges (130 kB) for minutes, 20 000
@@ -127,13 +148,20 @@ def test_aggregate_names_do_not_overwrite_interval_columns(service: Running) -> 
         assert len(service.history()) == before
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    (("epsilon",), True), (("epsilon",), "0.01"), (("delta",), "1e-9"),
-    (("builder", "bound", "max_rows_per_partition"), "2"),
-    (("builder", "bound", "max_partitions"), True),
-], ids=["epsilon-bool", "epsilon-str", "delta-str", "rows-str", "partitions-bool"])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (("epsilon",), True),
+        (("epsilon",), "0.01"),
+        (("delta",), "1e-9"),
+        (("builder", "bound", "max_rows_per_partition"), "2"),
+        (("builder", "bound", "max_partitions"), True),
+    ],
+    ids=["epsilon-bool", "epsilon-str", "delta-str", "rows-str", "partitions-bool"],
+)
 def test_privacy_parameters_are_not_coerced_from_other_types(
-        service: Running, field: tuple[str, ...], value: Any) -> None:
+    service: Running, field: tuple[str, ...], value: Any
+) -> None:
     """The request models run in pydantic's lax mode: ``"epsilon": true`` is read as 1.0
     (a query sent with it spends 1.0), strings become numbers. Wrong types must be refused."""
     import copy
@@ -164,8 +192,9 @@ def test_curator_logout_ends_the_session(service: Running) -> None:
     assert r.status_code == 401
 
 
-def test_ledger_errors_outside_a_charge_are_503(service: Running,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ledger_errors_outside_a_charge_are_503(
+    service: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A ledger that cannot be read while opening a sub-budget or checking the curator's
     token is the service being unavailable (503), not an internal error (500)."""
     from dpkit.errors import LedgerError

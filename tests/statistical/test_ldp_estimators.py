@@ -57,7 +57,7 @@ def _runs(proto: Any, seed: int, randomizer: Any = None) -> np.ndarray:
     out = np.empty((R, D))
     for r in range(R):
         agg = proto.aggregator()
-        agg.add(reports[r * N:(r + 1) * N])
+        agg.add(reports[r * N : (r + 1) * N])
         out[r] = agg.estimate().raw_counts
     return out
 
@@ -149,8 +149,12 @@ def test_validity_wrong_variance_is_detected() -> None:
 T = np.linspace(-0.9, 1.0, N) ** 3  # fixed values, mean about 0.04, mean square about 0.15
 
 
-def _mean_runs(mech: Any, values: np.ndarray, seed: int,
-               decode: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+def _mean_runs(
+    mech: Any,
+    values: np.ndarray,
+    seed: int,
+    decode: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
     src = RandomSource(seed=seed, insecure=True)
     reports = mech.randomize_many(np.tile(values, R), source=src)
     if decode is not None:
@@ -158,7 +162,7 @@ def _mean_runs(mech: Any, values: np.ndarray, seed: int,
     out = np.empty(R)
     for r in range(R):
         agg = mech.aggregator()
-        agg.add(reports[r * values.size:(r + 1) * values.size])
+        agg.add(reports[r * values.size : (r + 1) * values.size])
         out[r] = agg.estimate().mean
     return out
 
@@ -171,11 +175,17 @@ def _mean_rejects(means: np.ndarray, truth: float, var: float) -> tuple[bool, bo
     return abs(z) > zc, not lo < q < hi
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ldp.Duchi(epsilon=1.0), lambda: ldp.Piecewise(epsilon=1.0),
-    lambda: ldp.Piecewise(epsilon=4.0), lambda: ldp.Hybrid(epsilon=1.0),
-    lambda: ldp.Hybrid(epsilon=0.3),
-], ids=lambda m: repr(m()))
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ldp.Duchi(epsilon=1.0),
+        lambda: ldp.Piecewise(epsilon=1.0),
+        lambda: ldp.Piecewise(epsilon=4.0),
+        lambda: ldp.Hybrid(epsilon=1.0),
+        lambda: ldp.Hybrid(epsilon=0.3),
+    ],
+    ids=lambda m: repr(m()),
+)
 def test_mean_estimates_unbiased_with_stated_variance(make: Callable[[], Any]) -> None:
     mech = make()
     means = _mean_runs(mech, T, seed=zlib.crc32(repr(mech).encode()))

@@ -78,8 +78,10 @@ def test_server_sampler_follows_the_exact_law(make: Any, value: Any) -> None:
     proto = make()
     n = 200_000
     law = proto.report_distribution(value)
-    arr = proto.randomize_many([float(value) if isinstance(value, Fraction) else value] * n,
-                               source=RandomSource(seed=31, insecure=True))
+    arr = proto.randomize_many(
+        [float(value) if isinstance(value, Fraction) else value] * n,
+        source=RandomSource(seed=31, insecure=True),
+    )
     counts = Counter(_array_reports_to_keys(proto, np.asarray(arr)))
     stat, df = _chi2(law, counts, n)
     assert stat < stats.chi2.isf(ALPHA, df), (stat, df)
@@ -119,8 +121,7 @@ def test_validity_a_wrong_unary_encoding_is_rejected() -> None:
 
 
 def _unary_counts(proto: Any, value: int, n: int) -> np.ndarray:
-    rows = [np.frombuffer(bytes.fromhex(proto.randomize(value)), dtype=np.uint8)
-            for _ in range(n)]
+    rows = [np.frombuffer(bytes.fromhex(proto.randomize(value)), dtype=np.uint8) for _ in range(n)]
     bits = np.unpackbits(np.stack(rows), axis=1, bitorder="little")[:, : proto.d]
     return bits.sum(axis=0)
 
@@ -138,8 +139,9 @@ def _unary_rejects(counts: np.ndarray, n: int, value: int, p: float, q: float) -
     z_true = (counts[value] - n * p) / np.sqrt(n * p * (1 - p))
     z_pool = (others.sum() - n * others.size * q) / np.sqrt(n * others.size * q * (1 - q))
     spread = float(((others - n * q) ** 2).sum() / (n * q * (1 - q)))
-    return bool(abs(z_true) > zc or abs(z_pool) > zc
-                or spread > stats.chi2.isf(ALPHA / 3, others.size))
+    return bool(
+        abs(z_true) > zc or abs(z_pool) > zc or spread > stats.chi2.isf(ALPHA / 3, others.size)
+    )
 
 
 @pytest.mark.parametrize("cls", [client.SUE, client.OUE])

@@ -79,35 +79,68 @@ def _lattice_noise(mech: Laplace | Gaussian, x: float, n: int, seed: int) -> np.
 N_LATTICE = 200_000
 
 LATTICE = [
-    ("laplace_eps1", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), stats.laplace,
-     "scale", 0.0),
-    ("laplace_offset", lambda: Laplace.from_epsilon(epsilon=0.3, sensitivity=7.5),
-     stats.laplace, "scale", 1234.567),
-    ("laplace_tiny", lambda: Laplace.from_scale(scale=3e-9, sensitivity=1e-9), stats.laplace,
-     "scale", -2.0**-30),
+    (
+        "laplace_eps1",
+        lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        stats.laplace,
+        "scale",
+        0.0,
+    ),
+    (
+        "laplace_offset",
+        lambda: Laplace.from_epsilon(epsilon=0.3, sensitivity=7.5),
+        stats.laplace,
+        "scale",
+        1234.567,
+    ),
+    (
+        "laplace_tiny",
+        lambda: Laplace.from_scale(scale=3e-9, sensitivity=1e-9),
+        stats.laplace,
+        "scale",
+        -(2.0**-30),
+    ),
     ("gaussian_mu", lambda: Gaussian.from_mu(mu=0.5, sensitivity=1.0), stats.norm, "sigma", 0.0),
-    ("gaussian_eps_delta", lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6,
-                                                               sensitivity=3.0),
-     stats.norm, "sigma", -55.25),
-    ("gaussian_classic", lambda: Gaussian.from_epsilon_delta(epsilon=0.5, delta=1e-5,
-                                                             sensitivity=1.0, method="classic"),
-     stats.norm, "sigma", 1e6 + 0.3),
+    (
+        "gaussian_eps_delta",
+        lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=3.0),
+        stats.norm,
+        "sigma",
+        -55.25,
+    ),
+    (
+        "gaussian_classic",
+        lambda: Gaussian.from_epsilon_delta(
+            epsilon=0.5, delta=1e-5, sensitivity=1.0, method="classic"
+        ),
+        stats.norm,
+        "sigma",
+        1e6 + 0.3,
+    ),
 ]
 
 
 def _with_scale(mech: Laplace | Gaussian, factor: float) -> Laplace | Gaussian:
     """The same mechanism with a noise scale ``factor`` times larger (same granularity)."""
     if isinstance(mech, Laplace):
-        return Laplace(scale=mech.scale * factor, sensitivity=mech.sensitivity,
-                       granularity=mech.granularity)
-    return Gaussian(sigma=mech.sigma * factor, sensitivity=mech.sensitivity,
-                    granularity=mech.granularity)
+        return Laplace(
+            scale=mech.scale * factor, sensitivity=mech.sensitivity, granularity=mech.granularity
+        )
+    return Gaussian(
+        sigma=mech.sigma * factor, sensitivity=mech.sensitivity, granularity=mech.granularity
+    )
 
 
-@pytest.mark.parametrize(("name", "build", "dist", "attr", "x"), LATTICE,
-                         ids=[c[0] for c in LATTICE])
-def test_lattice_mechanism_fits(name: str, build: Callable[[], Laplace | Gaussian],
-                                dist: stats.rv_continuous, attr: str, x: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "build", "dist", "attr", "x"), LATTICE, ids=[c[0] for c in LATTICE]
+)
+def test_lattice_mechanism_fits(
+    name: str,
+    build: Callable[[], Laplace | Gaussian],
+    dist: stats.rv_continuous,
+    attr: str,
+    x: float,
+) -> None:
     mech = build()
     t = getattr(mech, attr) / mech.granularity
     bins = lattice_bins(dist, t)(t)
@@ -117,10 +150,16 @@ def test_lattice_mechanism_fits(name: str, build: Callable[[], Laplace | Gaussia
     assert stat <= chi2_critical(bins.df), (name, stat)
 
 
-@pytest.mark.parametrize(("name", "build", "dist", "attr", "x"), LATTICE,
-                         ids=[c[0] for c in LATTICE])
-def test_lattice_mechanism_validity(name: str, build: Callable[[], Laplace | Gaussian],
-                                    dist: stats.rv_continuous, attr: str, x: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "build", "dist", "attr", "x"), LATTICE, ids=[c[0] for c in LATTICE]
+)
+def test_lattice_mechanism_validity(
+    name: str,
+    build: Callable[[], Laplace | Gaussian],
+    dist: stats.rv_continuous,
+    attr: str,
+    x: float,
+) -> None:
     mech = build()
     t = getattr(mech, attr) / mech.granularity
     make = lattice_bins(dist, t)
@@ -157,37 +196,68 @@ def discrete_gaussian_cdf(sigma: float) -> Callable[[np.ndarray], np.ndarray]:
 
 DISCRETE = [
     # (name, mechanism, mechanism with a 5% scale error, cdf factory, reference scale, ppf, n)
-    ("discrete_laplace", DiscreteLaplace.from_epsilon(epsilon=0.25, sensitivity=1),
-     lambda m: DiscreteLaplace(scale=m.scale * SCALE_ERROR, sensitivity=1),
-     discrete_laplace_cdf, lambda m: m.scale, stats.laplace.ppf, 200_000),
-    ("discrete_gaussian", DiscreteGaussian.from_sigma(sigma=4.5, sensitivity=2),
-     lambda m: DiscreteGaussian(sigma=m.sigma * SCALE_ERROR, sensitivity=2),
-     discrete_gaussian_cdf, lambda m: m.sigma, stats.norm.ppf, 200_000),
+    (
+        "discrete_laplace",
+        DiscreteLaplace.from_epsilon(epsilon=0.25, sensitivity=1),
+        lambda m: DiscreteLaplace(scale=m.scale * SCALE_ERROR, sensitivity=1),
+        discrete_laplace_cdf,
+        lambda m: m.scale,
+        stats.laplace.ppf,
+        200_000,
+    ),
+    (
+        "discrete_gaussian",
+        DiscreteGaussian.from_sigma(sigma=4.5, sensitivity=2),
+        lambda m: DiscreteGaussian(sigma=m.sigma * SCALE_ERROR, sensitivity=2),
+        discrete_gaussian_cdf,
+        lambda m: m.sigma,
+        stats.norm.ppf,
+        200_000,
+    ),
     # scale >= 2**13: the exact rational samplers (CKS 2020), slow (60-110 us a draw), so fewer
     # draws and 12 bins; n is the smallest multiple of 5,000 with power >= 1 - 1e-6.
-    ("discrete_laplace_exact", DiscreteLaplace.from_epsilon(epsilon=1 / 9000, sensitivity=1),
-     lambda m: DiscreteLaplace(scale=m.scale * SCALE_ERROR, sensitivity=1),
-     discrete_laplace_cdf, lambda m: m.scale, stats.laplace.ppf, 65_000),
-    ("discrete_gaussian_exact", DiscreteGaussian.from_sigma(sigma=9000.0, sensitivity=1),
-     lambda m: DiscreteGaussian(sigma=m.sigma * SCALE_ERROR, sensitivity=1),
-     discrete_gaussian_cdf, lambda m: m.sigma, stats.norm.ppf, 35_000),
+    (
+        "discrete_laplace_exact",
+        DiscreteLaplace.from_epsilon(epsilon=1 / 9000, sensitivity=1),
+        lambda m: DiscreteLaplace(scale=m.scale * SCALE_ERROR, sensitivity=1),
+        discrete_laplace_cdf,
+        lambda m: m.scale,
+        stats.laplace.ppf,
+        65_000,
+    ),
+    (
+        "discrete_gaussian_exact",
+        DiscreteGaussian.from_sigma(sigma=9000.0, sensitivity=1),
+        lambda m: DiscreteGaussian(sigma=m.sigma * SCALE_ERROR, sensitivity=1),
+        discrete_gaussian_cdf,
+        lambda m: m.sigma,
+        stats.norm.ppf,
+        35_000,
+    ),
 ]
 
 
-def _discrete_bins(scale: float, cdf: Callable[[float], Callable[[np.ndarray], np.ndarray]],
-                   ppf: Callable[[np.ndarray], np.ndarray], nbins: int) -> Bins:
+def _discrete_bins(
+    scale: float,
+    cdf: Callable[[float], Callable[[np.ndarray], np.ndarray]],
+    ppf: Callable[[np.ndarray], np.ndarray],
+    nbins: int,
+) -> Bins:
     return bins_from_cdf(quantile_edges(lambda q: scale * ppf(q), nbins), cdf(scale))
 
 
-@pytest.mark.parametrize(("name", "mech", "wrong", "cdf", "scale_of", "ppf", "n"), DISCRETE,
-                         ids=[d[0] for d in DISCRETE])
-def test_discrete_mechanism_fits_and_validity(name: str, mech: DiscreteLaplace | DiscreteGaussian,
-                                              wrong: Callable[..., DiscreteLaplace |
-                                                              DiscreteGaussian],
-                                              cdf: Callable[[float], Callable[..., np.ndarray]],
-                                              scale_of: Callable[..., float],
-                                              ppf: Callable[[np.ndarray], np.ndarray],
-                                              n: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "mech", "wrong", "cdf", "scale_of", "ppf", "n"), DISCRETE, ids=[d[0] for d in DISCRETE]
+)
+def test_discrete_mechanism_fits_and_validity(
+    name: str,
+    mech: DiscreteLaplace | DiscreteGaussian,
+    wrong: Callable[..., DiscreteLaplace | DiscreteGaussian],
+    cdf: Callable[[float], Callable[..., np.ndarray]],
+    scale_of: Callable[..., float],
+    ppf: Callable[[np.ndarray], np.ndarray],
+    n: int,
+) -> None:
     bad = wrong(mech)
     assert mech.exact == name.endswith("exact") == bad.exact
     scale = scale_of(mech)
@@ -219,8 +289,9 @@ def softmax(scores: np.ndarray, factor: float) -> np.ndarray:
     return w / math.fsum(w)
 
 
-def noisy_max_probabilities(scores: np.ndarray, dist: stats.rv_continuous,
-                            scale: float) -> np.ndarray:
+def noisy_max_probabilities(
+    scores: np.ndarray, dist: stats.rv_continuous, scale: float
+) -> np.ndarray:
     """P(argmax_j (u_j + X_j) = r) = integral of f(x - u_r) prod_{j != r} F(x - u_j) dx."""
     lo, _ = dist.support()
     out = np.empty(scores.size)
@@ -228,14 +299,14 @@ def noisy_max_probabilities(scores: np.ndarray, dist: stats.rv_continuous,
         others = np.delete(scores, r)
 
         def integrand(x: float, ur: float = ur, others: np.ndarray = others) -> float:
-            return float(dist.pdf(x - ur, scale=scale)
-                         * np.prod(dist.cdf(x - others, scale=scale)))
+            return float(dist.pdf(x - ur, scale=scale) * np.prod(dist.cdf(x - others, scale=scale)))
 
         a = ur + lo * scale if np.isfinite(lo) else ur - 60 * scale
         b = ur + 60 * scale
         pts = sorted({float(u) for u in scores if a < u < b})
-        val, _ = integrate.quad(integrand, a, b, points=pts or None, limit=400,
-                                epsabs=1e-13, epsrel=1e-11)
+        val, _ = integrate.quad(
+            integrand, a, b, points=pts or None, limit=400, epsabs=1e-13, epsrel=1e-11
+        )
         out[r] = val
     assert abs(out.sum() - 1.0) < 1e-7, out.sum()
     return out
@@ -251,12 +322,14 @@ def test_exponential_mechanism_fits_and_validity(monotonic: bool) -> None:
     wrong = ExponentialMechanism(epsilon=eps * SCALE_ERROR, sensitivity=1.5, monotonic=monotonic)
     p1 = softmax(SCORES, eps * SCALE_ERROR / (c * 1.5))
     assert chi2_power(N_SELECT, p0, p1) >= 1 - BETA
-    good = np.bincount(mech.release_many(SCORES, count=N_SELECT, source=src(901)),
-                       minlength=SCORES.size)
+    good = np.bincount(
+        mech.release_many(SCORES, count=N_SELECT, source=src(901)), minlength=SCORES.size
+    )
     stat, crit = chi2_categorical(good, p0)  # crit = chi2.isf(1e-6, df <= 6) <= 35.9
     assert stat <= crit, stat
-    bad = np.bincount(wrong.release_many(SCORES, count=N_SELECT, source=src(902)),
-                      minlength=SCORES.size)
+    bad = np.bincount(
+        wrong.release_many(SCORES, count=N_SELECT, source=src(902)), minlength=SCORES.size
+    )
     stat, crit = chi2_categorical(bad, p0)
     assert stat > crit, stat
 
@@ -270,8 +343,7 @@ def test_exponential_mechanism_huge_scores_never_nan() -> None:
     assert set(np.unique(picks).tolist()) <= {0, 1}
     # Single-candidate and all-equal cases.
     assert mech.release([3.0], source=src(904)) == 0
-    counts = np.bincount(mech.release_many([7.0] * 4, count=40_000, source=src(905)),
-                         minlength=4)
+    counts = np.bincount(mech.release_many([7.0] * 4, count=40_000, source=src(905)), minlength=4)
     stat, crit = chi2_categorical(counts, np.full(4, 0.25))
     assert stat <= crit
 
@@ -289,13 +361,15 @@ def test_report_noisy_max_fits_and_validity(noise: str, dist: stats.rv_continuou
     p0 = noisy_max_probabilities(SCORES, dist, mech.scale)
     p1 = noisy_max_probabilities(SCORES, dist, mech.scale / SCALE_ERROR)
     assert chi2_power(N_SELECT, p0, p1) >= 1 - BETA
-    good = np.bincount(mech.release_many(SCORES, count=N_SELECT, source=src(911)),
-                       minlength=SCORES.size)
+    good = np.bincount(
+        mech.release_many(SCORES, count=N_SELECT, source=src(911)), minlength=SCORES.size
+    )
     stat, crit = chi2_categorical(good, p0)
     assert stat <= crit, (noise, stat)
     wrong = ReportNoisyMax(epsilon=1.0 * SCALE_ERROR, sensitivity=1.0, noise=noise)
-    bad = np.bincount(wrong.release_many(SCORES, count=N_SELECT, source=src(912)),
-                      minlength=SCORES.size)
+    bad = np.bincount(
+        wrong.release_many(SCORES, count=N_SELECT, source=src(912)), minlength=SCORES.size
+    )
     stat, crit = chi2_categorical(bad, p0)
     assert stat > crit, (noise, stat)
 
@@ -304,8 +378,9 @@ def test_gumbel_noisy_max_is_the_exponential_mechanism() -> None:
     # Gumbel-max trick: arg-max of u/lambda + Gumbel(0,1) is softmax(u / lambda). The numerical
     # integral agrees with the closed form, so the Gumbel RNM test above is an EM test too.
     lam = ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="gumbel").scale
-    assert np.allclose(noisy_max_probabilities(SCORES, stats.gumbel_r, lam),
-                       softmax(SCORES, 1.0 / lam), atol=1e-9)
+    assert np.allclose(
+        noisy_max_probabilities(SCORES, stats.gumbel_r, lam), softmax(SCORES, 1.0 / lam), atol=1e-9
+    )
 
 
 def test_exponential_noisy_max_is_permute_and_flip_not_the_exponential_mechanism() -> None:
@@ -377,11 +452,20 @@ def test_randomized_response_fits_and_validity(epsilon: float) -> None:
 # ~120 for the Gaussian at n = 2e7 (mean 200); both missed with probability below 1e-9.
 SIGN_ALPHA = 1e-6
 SIGN = [
-    ("laplace_eps1", lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), 1.0, 0.0,
-     4_000_000),
-    ("gaussian_eps1_delta1e-6", lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6,
-                                                                   sensitivity=1.0),
-     1.0, 1e-6, 20_000_000),
+    (
+        "laplace_eps1",
+        lambda: Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        1.0,
+        0.0,
+        4_000_000,
+    ),
+    (
+        "gaussian_eps1_delta1e-6",
+        lambda: Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-6, sensitivity=1.0),
+        1.0,
+        1e-6,
+        20_000_000,
+    ),
 ]
 SIGN_IDS = [s[0] for s in SIGN]
 
@@ -390,8 +474,7 @@ def _negative_zeros(y: np.ndarray) -> int:
     return int(np.count_nonzero((y == 0.0) & np.signbit(y)))
 
 
-def _old_conversion(mech: Laplace | Gaussian, x: float, n: int, source: RandomSource
-                    ) -> np.ndarray:
+def _old_conversion(mech: Laplace | Gaussian, x: float, n: int, source: RandomSource) -> np.ndarray:
     """The conversion before the fix: the double sum ``rint(x / s) + z`` kept -0.0."""
     from dpkit.noise.samplers import gaussian_lattice_float, laplace_lattice_float
 
@@ -417,25 +500,30 @@ def _certify(k0: int, k1: int, n: int, delta: float) -> float:
 
 
 @pytest.mark.parametrize(("name", "build", "eps", "delta", "n"), SIGN, ids=SIGN_IDS)
-def test_sign_of_zero_certifies_nothing(name: str, build: Callable[[], Laplace | Gaussian],
-                                        eps: float, delta: float, n: int) -> None:
+def test_sign_of_zero_certifies_nothing(
+    name: str, build: Callable[[], Laplace | Gaussian], eps: float, delta: float, n: int
+) -> None:
     mech = build()
     k0 = _count(lambda m, s: mech.release(np.full(m, 0.0), source=s), n, 61)
     k1 = _count(lambda m, s: mech.release(np.full(m, -1e-12), source=s), n, 62)
     cert = _certify(k0, k1, n, delta)
-    print(f"{name}: -0.0 outputs {k0} (input 0.0) vs {k1} (input -1e-12) in {n}; "
-          f"certified epsilon {cert:.3f}, claimed ({eps}, {delta})")
+    print(
+        f"{name}: -0.0 outputs {k0} (input 0.0) vs {k1} (input -1e-12) in {n}; "
+        f"certified epsilon {cert:.3f}, claimed ({eps}, {delta})"
+    )
     assert k0 == 0 and k1 == 0 and cert == 0.0
 
 
 @pytest.mark.parametrize(("name", "build", "eps", "delta", "n"), SIGN, ids=SIGN_IDS)
-def test_sign_of_zero_test_catches_the_old_conversion(name: str,
-                                                      build: Callable[[], Laplace | Gaussian],
-                                                      eps: float, delta: float, n: int) -> None:
+def test_sign_of_zero_test_catches_the_old_conversion(
+    name: str, build: Callable[[], Laplace | Gaussian], eps: float, delta: float, n: int
+) -> None:
     mech = build()
     k0 = _count(lambda m, s: _old_conversion(mech, 0.0, m, s), n, 61)
     k1 = _count(lambda m, s: _old_conversion(mech, -1e-12, m, s), n, 62)
     cert = _certify(k0, k1, n, delta)
-    print(f"{name} (old conversion): -0.0 outputs {k0} vs {k1} in {n}; certified epsilon "
-          f"{cert:.3f} > claimed ({eps}, {delta})")
+    print(
+        f"{name} (old conversion): -0.0 outputs {k0} vs {k1} in {n}; certified epsilon "
+        f"{cert:.3f} > claimed ({eps}, {delta})"
+    )
     assert k0 == 0 and cert > eps

@@ -41,9 +41,18 @@ def _exponential_noise_law(u: np.ndarray, lam: float) -> np.ndarray:
         return val
 
     top = float(u.max())
-    probs = np.array([integrate.quad(lambda x, i=i: density(i, x), u[i], top + 60 * lam,
-                                     points=sorted(set(u.tolist())), limit=200)[0]
-                      for i in range(u.size)])
+    probs = np.array(
+        [
+            integrate.quad(
+                lambda x, i=i: density(i, x),
+                u[i],
+                top + 60 * lam,
+                points=sorted(set(u.tolist())),
+                limit=200,
+            )[0]
+            for i in range(u.size)
+        ]
+    )
     return probs
 
 
@@ -84,10 +93,13 @@ def test_exponential_noise_matches_permute_and_flip_not_the_exponential_mechanis
     assert _chi2(counts, em) > _critical(SCORES.size)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="gumbel"),
-    lambda: ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="gumbel"),
+        lambda: ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+    ],
+)
 def test_gumbel_noise_is_the_exponential_mechanism(make: object) -> None:
     mech = make()  # type: ignore[operator]
     lam = mech.scale if isinstance(mech, ReportNoisyMax) else 1.0 / mech.factor

@@ -80,12 +80,24 @@ def gumbel_cdf(b: float) -> Cdf:
 
 
 # (name, sampler(source, scale, n), cdf factory, scale, grid for the sup distance)
-CONTINUOUS: list[tuple[str, Callable[[RandomSource, float, int], np.ndarray],
-                       Callable[[float], Cdf], float, tuple[float, float]]] = [
+CONTINUOUS: list[
+    tuple[
+        str,
+        Callable[[RandomSource, float, int], np.ndarray],
+        Callable[[float], Cdf],
+        float,
+        tuple[float, float],
+    ]
+] = [
     ("laplace", lambda s, b, n: noise.laplace(s, scale=b, size=n), laplace_cdf, 2.5, (-60, 60)),
     ("gaussian", lambda s, b, n: noise.gaussian(s, sigma=b, size=n), normal_cdf, 0.7, (-10, 10)),
-    ("exponential", lambda s, b, n: noise.exponential(s, scale=b, size=n), exponential_cdf, 3.0,
-     (0, 100)),
+    (
+        "exponential",
+        lambda s, b, n: noise.exponential(s, scale=b, size=n),
+        exponential_cdf,
+        3.0,
+        (0, 100),
+    ),
     ("gumbel", lambda s, b, n: noise.gumbel(s, scale=b, size=n), gumbel_cdf, 1.5, (-10, 60)),
 ]
 # n = 400,000 for every continuous sampler: the largest n the power calculation asks for is
@@ -93,11 +105,16 @@ CONTINUOUS: list[tuple[str, Callable[[RandomSource, float, int], np.ndarray],
 N_CONTINUOUS = 400_000
 
 
-@pytest.mark.parametrize(("name", "draw", "cdf", "scale", "grid"), CONTINUOUS,
-                         ids=[c[0] for c in CONTINUOUS])
-def test_continuous_sampler_fits(name: str, draw: Callable[..., np.ndarray],
-                                 cdf: Callable[[float], Cdf], scale: float,
-                                 grid: tuple[float, float]) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "cdf", "scale", "grid"), CONTINUOUS, ids=[c[0] for c in CONTINUOUS]
+)
+def test_continuous_sampler_fits(
+    name: str,
+    draw: Callable[..., np.ndarray],
+    cdf: Callable[[float], Cdf],
+    scale: float,
+    grid: tuple[float, float],
+) -> None:
     x = draw(src(101), scale, N_CONTINUOUS)
     assert x.shape == (N_CONTINUOUS,)
     assert np.all(np.isfinite(x))
@@ -105,11 +122,16 @@ def test_continuous_sampler_fits(name: str, draw: Callable[..., np.ndarray],
     assert not ks_rejects(x, cdf(scale)), name
 
 
-@pytest.mark.parametrize(("name", "draw", "cdf", "scale", "grid"), CONTINUOUS,
-                         ids=[c[0] for c in CONTINUOUS])
-def test_continuous_validity_rejects_scale_error(name: str, draw: Callable[..., np.ndarray],
-                                                 cdf: Callable[[float], Cdf], scale: float,
-                                                 grid: tuple[float, float]) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "cdf", "scale", "grid"), CONTINUOUS, ids=[c[0] for c in CONTINUOUS]
+)
+def test_continuous_validity_rejects_scale_error(
+    name: str,
+    draw: Callable[..., np.ndarray],
+    cdf: Callable[[float], Cdf],
+    scale: float,
+    grid: tuple[float, float],
+) -> None:
     d = sup_distance(cdf(scale), cdf(scale * SCALE_ERROR), *grid)
     # Power: the companion is detected with probability >= 1 - BETA once n >= (5.39 / d)^2.
     assert ks_sample_size(d) <= N_CONTINUOUS, (name, d, ks_sample_size(d))
@@ -141,8 +163,9 @@ def pmf_discrete_gaussian(sigma: float) -> Pmf:
 
 def pmf_laplace_lattice(t: float) -> Pmf:
     # Docstring: P(0) = 1 - exp(-1/(2t)), P(k) = sinh(1/(2t)) exp(-|k|/t) for k != 0.
-    return lambda k: np.where(k == 0, -math.expm1(-1.0 / (2 * t)),
-                              math.sinh(1.0 / (2 * t)) * np.exp(-np.abs(k) / t))
+    return lambda k: np.where(
+        k == 0, -math.expm1(-1.0 / (2 * t)), math.sinh(1.0 / (2 * t)) * np.exp(-np.abs(k) / t)
+    )
 
 
 def pmf_gaussian_lattice(sigma: float) -> Pmf:
@@ -158,29 +181,95 @@ def pmf_geometric(p: float) -> Pmf:
 # (name, sampler(source, param, n), pmf factory, param, wrong param, support lo, hi, n)
 # n per row: the smallest of 50k/100k/200k for which chi2_power(...) >= 1 - 1e-6 (asserted below).
 DISCRETE = [
-    ("discrete_laplace", lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n),
-     pmf_discrete_laplace, 3.0, 3.0 * SCALE_ERROR, -250, 250, 100_000),
-    ("discrete_laplace_large", lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n),
-     pmf_discrete_laplace, 40.0, 40.0 * SCALE_ERROR, -2500, 2500, 200_000),
-    ("discrete_gaussian", lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
-     pmf_discrete_gaussian, 3.0, 3.0 * SCALE_ERROR, -80, 80, 50_000),
-    ("discrete_gaussian_small", lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
-     pmf_discrete_gaussian, 0.6, 0.6 * SCALE_ERROR, -30, 30, 100_000),
-    ("laplace_lattice_noise", lambda s, t, n: noise.laplace_lattice_noise(s, t=t, size=n),
-     pmf_laplace_lattice, 3.0, 3.0 * SCALE_ERROR, -250, 250, 100_000),
-    ("gaussian_lattice_noise", lambda s, g, n: noise.gaussian_lattice_noise(s, sigma=g, size=n),
-     pmf_gaussian_lattice, 3.0, 3.0 * SCALE_ERROR, -80, 80, 50_000),
+    (
+        "discrete_laplace",
+        lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n),
+        pmf_discrete_laplace,
+        3.0,
+        3.0 * SCALE_ERROR,
+        -250,
+        250,
+        100_000,
+    ),
+    (
+        "discrete_laplace_large",
+        lambda s, t, n: noise.discrete_laplace(s, scale=t, size=n),
+        pmf_discrete_laplace,
+        40.0,
+        40.0 * SCALE_ERROR,
+        -2500,
+        2500,
+        200_000,
+    ),
+    (
+        "discrete_gaussian",
+        lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
+        pmf_discrete_gaussian,
+        3.0,
+        3.0 * SCALE_ERROR,
+        -80,
+        80,
+        50_000,
+    ),
+    (
+        "discrete_gaussian_small",
+        lambda s, g, n: noise.discrete_gaussian(s, sigma=g, size=n),
+        pmf_discrete_gaussian,
+        0.6,
+        0.6 * SCALE_ERROR,
+        -30,
+        30,
+        100_000,
+    ),
+    (
+        "laplace_lattice_noise",
+        lambda s, t, n: noise.laplace_lattice_noise(s, t=t, size=n),
+        pmf_laplace_lattice,
+        3.0,
+        3.0 * SCALE_ERROR,
+        -250,
+        250,
+        100_000,
+    ),
+    (
+        "gaussian_lattice_noise",
+        lambda s, g, n: noise.gaussian_lattice_noise(s, sigma=g, size=n),
+        pmf_gaussian_lattice,
+        3.0,
+        3.0 * SCALE_ERROR,
+        -80,
+        80,
+        50_000,
+    ),
     # For the geometric the "scale error" is a 5% error in p.
-    ("geometric", lambda s, p, n: noise.geometric(s, p=p, size=n), pmf_geometric, 0.3,
-     0.3 * SCALE_ERROR, 0, 400, 50_000),
+    (
+        "geometric",
+        lambda s, p, n: noise.geometric(s, p=p, size=n),
+        pmf_geometric,
+        0.3,
+        0.3 * SCALE_ERROR,
+        0,
+        400,
+        50_000,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), DISCRETE,
-                         ids=[d[0] for d in DISCRETE])
-def test_discrete_sampler_fits(name: str, draw: Callable[..., np.ndarray],
-                               pmf: Callable[[float], Pmf], param: float, wrong: float,
-                               lo: int, hi: int, n: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"),
+    DISCRETE,
+    ids=[d[0] for d in DISCRETE],
+)
+def test_discrete_sampler_fits(
+    name: str,
+    draw: Callable[..., np.ndarray],
+    pmf: Callable[[float], Pmf],
+    param: float,
+    wrong: float,
+    lo: int,
+    hi: int,
+    n: int,
+) -> None:
     bins = make_bins(pmf(param), lo, hi, n)
     x = draw(src(201), param, n)
     assert x.dtype == np.int64 and x.shape == (n,)
@@ -189,11 +278,21 @@ def test_discrete_sampler_fits(name: str, draw: Callable[..., np.ndarray],
     assert stat <= chi2_critical(bins.df), (name, stat, bins.df)
 
 
-@pytest.mark.parametrize(("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), DISCRETE,
-                         ids=[d[0] for d in DISCRETE])
-def test_discrete_validity_rejects_scale_error(name: str, draw: Callable[..., np.ndarray],
-                                               pmf: Callable[[float], Pmf], param: float,
-                                               wrong: float, lo: int, hi: int, n: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"),
+    DISCRETE,
+    ids=[d[0] for d in DISCRETE],
+)
+def test_discrete_validity_rejects_scale_error(
+    name: str,
+    draw: Callable[..., np.ndarray],
+    pmf: Callable[[float], Pmf],
+    param: float,
+    wrong: float,
+    lo: int,
+    hi: int,
+    n: int,
+) -> None:
     bins = make_bins(pmf(param), lo, hi, n)
     power = chi2_power(n, bins.p0, bins.probabilities(pmf(wrong), lo, hi))
     assert power >= 1 - BETA, (name, power)
@@ -212,11 +311,12 @@ LARGE_LATTICE = [
 ]
 
 
-@pytest.mark.parametrize(("name", "sampler", "kw", "dist", "t"), LARGE_LATTICE,
-                         ids=[c[0] for c in LARGE_LATTICE])
-def test_large_lattice_noise_fits_and_validity(name: str, sampler: Callable[..., np.ndarray],
-                                               kw: str, dist: stats.rv_continuous,
-                                               t: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "sampler", "kw", "dist", "t"), LARGE_LATTICE, ids=[c[0] for c in LARGE_LATTICE]
+)
+def test_large_lattice_noise_fits_and_validity(
+    name: str, sampler: Callable[..., np.ndarray], kw: str, dist: stats.rv_continuous, t: float
+) -> None:
     n = 200_000
     edges = quantile_edges(lambda q: t * dist.ppf(q), 40)
     bins = bins_from_cdf(edges, lambda k: dist.cdf((k + 0.5) / t))
@@ -237,8 +337,12 @@ N_BERNOULLI = 100_000  # chi2_power(1e5, 0.3 vs 0.315) >= 1 - 1e-6 (asserted bel
 BERNOULLI = [
     ("bernoulli", lambda s, p, n: noise.bernoulli(s, p=p, size=n), 0.3, 0.3 * SCALE_ERROR),
     # Bernoulli(exp(-gamma)) with a 5% error in gamma.
-    ("bernoulli_exp", lambda s, g, n: noise.bernoulli_exp(s, gamma=g, size=n), 1.0,
-     1.0 * SCALE_ERROR),
+    (
+        "bernoulli_exp",
+        lambda s, g, n: noise.bernoulli_exp(s, gamma=g, size=n),
+        1.0,
+        1.0 * SCALE_ERROR,
+    ),
 ]
 
 
@@ -246,10 +350,12 @@ def _bernoulli_p(name: str, param: float) -> float:
     return math.exp(-param) if name.endswith("exp") else param
 
 
-@pytest.mark.parametrize(("name", "draw", "param", "wrong"), BERNOULLI,
-                         ids=[b[0] for b in BERNOULLI])
-def test_bernoulli_fits_and_validity(name: str, draw: Callable[..., np.ndarray], param: float,
-                                     wrong: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "param", "wrong"), BERNOULLI, ids=[b[0] for b in BERNOULLI]
+)
+def test_bernoulli_fits_and_validity(
+    name: str, draw: Callable[..., np.ndarray], param: float, wrong: float
+) -> None:
     p, q = _bernoulli_p(name, param), _bernoulli_p(name, wrong)
     p0 = np.array([p, 1 - p])
     assert chi2_power(N_BERNOULLI, p0, [q, 1 - q]) >= 1 - BETA
@@ -275,30 +381,62 @@ def _draw_exact(f: Callable[[RandomSource], int], seed: int, n: int) -> np.ndarr
 #  n). The discrete Laplace uses a non-integer rational scale 3/2 (t = 3, s = 2 in CKS
 #  Algorithm 2) to exercise the floor((U + tV) / s) step.
 EXACT = [
-    ("discrete_laplace_exact", lambda s, t: noise.discrete_laplace_exact(s, t),
-     pmf_discrete_laplace, Fraction(3, 2), Fraction(3, 2) * Fraction(21, 20), -150, 150, 60_000),
-    ("discrete_gaussian_exact", lambda s, v: noise.discrete_gaussian_exact(s, v),
-     # the parameter is sigma^2: a 5% error in sigma is a factor 1.05^2 in sigma^2
-     lambda v: pmf_discrete_gaussian(math.sqrt(v)), Fraction(9, 4),
-     Fraction(9, 4) * Fraction(21, 20) ** 2, -40, 40, 30_000),
+    (
+        "discrete_laplace_exact",
+        lambda s, t: noise.discrete_laplace_exact(s, t),
+        pmf_discrete_laplace,
+        Fraction(3, 2),
+        Fraction(3, 2) * Fraction(21, 20),
+        -150,
+        150,
+        60_000,
+    ),
+    (
+        "discrete_gaussian_exact",
+        lambda s, v: noise.discrete_gaussian_exact(s, v),
+        # the parameter is sigma^2: a 5% error in sigma is a factor 1.05^2 in sigma^2
+        lambda v: pmf_discrete_gaussian(math.sqrt(v)),
+        Fraction(9, 4),
+        Fraction(9, 4) * Fraction(21, 20) ** 2,
+        -40,
+        40,
+        30_000,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), EXACT,
-                         ids=[e[0] for e in EXACT])
-def test_exact_sampler_fits(name: str, draw: Callable[..., int], pmf: Callable[[float], Pmf],
-                            param: Fraction, wrong: Fraction, lo: int, hi: int, n: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), EXACT, ids=[e[0] for e in EXACT]
+)
+def test_exact_sampler_fits(
+    name: str,
+    draw: Callable[..., int],
+    pmf: Callable[[float], Pmf],
+    param: Fraction,
+    wrong: Fraction,
+    lo: int,
+    hi: int,
+    n: int,
+) -> None:
     bins = make_bins(pmf(float(param)), lo, hi, n)
     x = _draw_exact(lambda s: draw(s, param), 401, n)
     stat = chi2_statistic(bins.counts(x), bins.p0)
     assert stat <= chi2_critical(bins.df), (name, stat, bins.df)
 
 
-@pytest.mark.parametrize(("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), EXACT,
-                         ids=[e[0] for e in EXACT])
-def test_exact_validity_rejects_scale_error(name: str, draw: Callable[..., int],
-                                            pmf: Callable[[float], Pmf], param: Fraction,
-                                            wrong: Fraction, lo: int, hi: int, n: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "draw", "pmf", "param", "wrong", "lo", "hi", "n"), EXACT, ids=[e[0] for e in EXACT]
+)
+def test_exact_validity_rejects_scale_error(
+    name: str,
+    draw: Callable[..., int],
+    pmf: Callable[[float], Pmf],
+    param: Fraction,
+    wrong: Fraction,
+    lo: int,
+    hi: int,
+    n: int,
+) -> None:
     bins = make_bins(pmf(float(param)), lo, hi, n)
     power = chi2_power(n, bins.p0, bins.probabilities(pmf(float(wrong)), lo, hi))
     assert power >= 1 - BETA, (name, power)
@@ -309,13 +447,22 @@ def test_exact_validity_rejects_scale_error(name: str, draw: Callable[..., int],
 N_EXACT_BERNOULLI = 100_000
 
 
-@pytest.mark.parametrize(("name", "p_of", "param", "wrong"), [
-    ("bernoulli_exact", lambda p: p, Fraction(1, 3), Fraction(1, 3) * Fraction(21, 20)),
-    ("bernoulli_exp_exact", lambda g: math.exp(-g), Fraction(3, 2),
-     Fraction(3, 2) * Fraction(21, 20)),
-], ids=["bernoulli_exact", "bernoulli_exp_exact"])
-def test_exact_bernoulli_fits_and_validity(name: str, p_of: Callable[[float], float],
-                                           param: Fraction, wrong: Fraction) -> None:
+@pytest.mark.parametrize(
+    ("name", "p_of", "param", "wrong"),
+    [
+        ("bernoulli_exact", lambda p: p, Fraction(1, 3), Fraction(1, 3) * Fraction(21, 20)),
+        (
+            "bernoulli_exp_exact",
+            lambda g: math.exp(-g),
+            Fraction(3, 2),
+            Fraction(3, 2) * Fraction(21, 20),
+        ),
+    ],
+    ids=["bernoulli_exact", "bernoulli_exp_exact"],
+)
+def test_exact_bernoulli_fits_and_validity(
+    name: str, p_of: Callable[[float], float], param: Fraction, wrong: Fraction
+) -> None:
     f = getattr(noise, name)
     p, q = p_of(float(param)), p_of(float(wrong))
     p0 = np.array([p, 1 - p])
@@ -363,8 +510,9 @@ def test_uniform_full_binades_and_mantissa() -> None:
     # Binade j = floor(-log2 v) has P(j) = 2**-(j+1): chi-square with merged tail.
     _, e = np.frexp(v)  # v = m 2**e with m in [0.5, 1): binade j = -e
     j = -e
-    bins = make_bins(lambda k: np.where(np.asarray(k) >= 0, 0.5 ** (np.asarray(k) + 1.0), 0.0),
-                     0, 80, v.size)
+    bins = make_bins(
+        lambda k: np.where(np.asarray(k) >= 0, 0.5 ** (np.asarray(k) + 1.0), 0.0), 0, 80, v.size
+    )
     assert not chi2_rejects(j, bins)
     # The 52 significand bits are uniform inside the binade: the fractional position is U(0,1).
     m, _ = np.frexp(v)
@@ -405,8 +553,11 @@ def test_clopper_pearson_matches_scipy_and_covers() -> None:
         assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
     # Exact coverage >= 1 - alpha at p = 0.3, n = 50 (summed over every k).
     n, p, alpha = 50, 0.3, 0.1
-    cover = sum(stats.binom.pmf(k, n, p) for k in range(n + 1)
-                if clopper_pearson(k, n, alpha)[0] <= p <= clopper_pearson(k, n, alpha)[1])
+    cover = sum(
+        stats.binom.pmf(k, n, p)
+        for k in range(n + 1)
+        if clopper_pearson(k, n, alpha)[0] <= p <= clopper_pearson(k, n, alpha)[1]
+    )
     assert cover >= 1 - alpha
 
 
@@ -441,20 +592,39 @@ def _gaussian_tail_cdf(c: float) -> Cdf:
 
 TAILS = [
     # (name, draw(source, scale, n), tail extractor, cdf of the tail under the null, threshold)
-    ("gaussian_|N|>3", lambda s, b, n: noise.gaussian(s, sigma=b, size=n),
-     lambda x, c: np.abs(x[np.abs(x) > c]), _gaussian_tail_cdf, 3.0),
+    (
+        "gaussian_|N|>3",
+        lambda s, b, n: noise.gaussian(s, sigma=b, size=n),
+        lambda x, c: np.abs(x[np.abs(x) > c]),
+        _gaussian_tail_cdf,
+        3.0,
+    ),
     # Laplace and exponential are memoryless: the excess over c is again Exp(1).
-    ("laplace_|L|>4", lambda s, b, n: noise.laplace(s, scale=b, size=n),
-     lambda x, c: np.abs(x[np.abs(x) > c]) - c, lambda c: exponential_cdf(1.0), 4.0),
-    ("exponential_E>4.5", lambda s, b, n: noise.exponential(s, scale=b, size=n),
-     lambda x, c: x[x > c] - c, lambda c: exponential_cdf(1.0), 4.5),
+    (
+        "laplace_|L|>4",
+        lambda s, b, n: noise.laplace(s, scale=b, size=n),
+        lambda x, c: np.abs(x[np.abs(x) > c]) - c,
+        lambda c: exponential_cdf(1.0),
+        4.0,
+    ),
+    (
+        "exponential_E>4.5",
+        lambda s, b, n: noise.exponential(s, scale=b, size=n),
+        lambda x, c: x[x > c] - c,
+        lambda c: exponential_cdf(1.0),
+        4.5,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "draw", "tail", "cdf", "c"), TAILS, ids=[t[0] for t in TAILS])
-def test_tails_fit_and_validity(name: str, draw: Callable[..., np.ndarray],
-                                tail: Callable[[np.ndarray, float], np.ndarray],
-                                cdf: Callable[[float], Cdf], c: float) -> None:
+def test_tails_fit_and_validity(
+    name: str,
+    draw: Callable[..., np.ndarray],
+    tail: Callable[[np.ndarray, float], np.ndarray],
+    cdf: Callable[[float], Cdf],
+    c: float,
+) -> None:
     good = tail(draw(src(701), 1.0, N_TAIL), c)
     # critical value kstwo(m).isf(1e-6) for the m tail draws (m ~ 27,000 / 183,000 / 111,000)
     assert not ks_rejects(good, cdf(c)), (name, good.size)
@@ -462,6 +632,7 @@ def test_tails_fit_and_validity(name: str, draw: Callable[..., np.ndarray],
     # Power: the sup distance between the tail laws under scale 1 and 1.05 (for the memoryless
     # laws, Exp(1) vs Exp(1.05): 0.0179) must be detectable with the tail sample actually drawn.
     if name.startswith("gaussian"):
+
         def wrong_cdf(x: np.ndarray) -> np.ndarray:
             s = SCALE_ERROR
             return 1.0 - stats.norm.sf(np.maximum(x, c) / s) / stats.norm.sf(c / s)

@@ -70,39 +70,113 @@ def _discrete_gaussian_claim(m: mech.DiscreteGaussian) -> Claim:
 # Vector releases are elementwise: (0, 0, 0) vs (1, 0, 0) moves one coordinate by the
 # sensitivity (Laplace, L1); 0 vs (1, ..., 1) / sqrt(5) moves the vector by L2 distance 1
 # (Gaussian). Both are audited by the classifier tester.
-MECHANISMS: list[tuple[str, Callable[[], Any], tuple[Any, Any], Callable[[Any], Claim], int,
-                       float]] = [
-    ("Laplace", lambda: mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0), (0.0, 1.0),
-     lambda m: Claim.pure(epsilon=m.epsilon), 200_000, 0.85),
-    ("Laplace eps=0.3", lambda: mech.Laplace.from_epsilon(epsilon=0.3, sensitivity=2.0),
-     (5.0, 7.0), lambda m: Claim.pure(epsilon=m.epsilon), 200_000, 0.6),
-    ("Gaussian mu", lambda: mech.Gaussian.from_mu(mu=1.0, sensitivity=1.0), (0.0, 1.0),
-     _gaussian_claim, 200_000, 0.0),
-    ("Gaussian eps-delta",
-     lambda: mech.Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-5, sensitivity=1.0),
-     (0.0, 1.0), lambda m: Claim.approx(epsilon=1.0, delta=1e-5), 200_000, 0.2),
-    ("Laplace vector", lambda: mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
-     (np.zeros(3), np.array([1.0, 0.0, 0.0])), lambda m: Claim.pure(epsilon=m.epsilon),
-     100_000, 0.8),
-    ("Gaussian vector", lambda: mech.Gaussian.from_mu(mu=1.0, sensitivity=1.0),
-     (np.zeros(5), np.full(5, 5**-0.5)), _gaussian_claim, 100_000, 0.0),
-    ("DiscreteLaplace", lambda: mech.DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
-     (0, 1), lambda m: Claim.pure(epsilon=m.epsilon), 200_000, 0.85),
-    ("DiscreteGaussian", lambda: mech.DiscreteGaussian.from_sigma(sigma=1.0, sensitivity=1),
-     (0, 1), _discrete_gaussian_claim, 200_000, 0.2),
-    ("RandomizedResponse", lambda: mech.RandomizedResponse.from_epsilon(epsilon=1.0), (0, 1),
-     lambda m: Claim.pure(epsilon=m.epsilon), 200_000, 0.85),
-    ("ExponentialMechanism", lambda: mech.ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
-     (U, V), lambda m: Claim.pure(epsilon=m.epsilon), 40_000, 0.6),
-    ("ReportNoisyMax laplace",
-     lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace"), (U, V),
-     lambda m: Claim.pure(epsilon=m.epsilon), 40_000, 0.6),
-    ("ReportNoisyMax exponential",
-     lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"), (U, V),
-     lambda m: Claim.pure(epsilon=m.epsilon), 40_000, 0.6),
-    ("ReportNoisyMax gumbel",
-     lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="gumbel"), (U, V),
-     lambda m: Claim.pure(epsilon=m.epsilon), 40_000, 0.6),
+MECHANISMS: list[
+    tuple[str, Callable[[], Any], tuple[Any, Any], Callable[[Any], Claim], int, float]
+] = [
+    (
+        "Laplace",
+        lambda: mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        (0.0, 1.0),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        200_000,
+        0.85,
+    ),
+    (
+        "Laplace eps=0.3",
+        lambda: mech.Laplace.from_epsilon(epsilon=0.3, sensitivity=2.0),
+        (5.0, 7.0),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        200_000,
+        0.6,
+    ),
+    (
+        "Gaussian mu",
+        lambda: mech.Gaussian.from_mu(mu=1.0, sensitivity=1.0),
+        (0.0, 1.0),
+        _gaussian_claim,
+        200_000,
+        0.0,
+    ),
+    (
+        "Gaussian eps-delta",
+        lambda: mech.Gaussian.from_epsilon_delta(epsilon=1.0, delta=1e-5, sensitivity=1.0),
+        (0.0, 1.0),
+        lambda m: Claim.approx(epsilon=1.0, delta=1e-5),
+        200_000,
+        0.2,
+    ),
+    (
+        "Laplace vector",
+        lambda: mech.Laplace.from_epsilon(epsilon=1.0, sensitivity=1.0),
+        (np.zeros(3), np.array([1.0, 0.0, 0.0])),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        100_000,
+        0.8,
+    ),
+    (
+        "Gaussian vector",
+        lambda: mech.Gaussian.from_mu(mu=1.0, sensitivity=1.0),
+        (np.zeros(5), np.full(5, 5**-0.5)),
+        _gaussian_claim,
+        100_000,
+        0.0,
+    ),
+    (
+        "DiscreteLaplace",
+        lambda: mech.DiscreteLaplace.from_epsilon(epsilon=1.0, sensitivity=1),
+        (0, 1),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        200_000,
+        0.85,
+    ),
+    (
+        "DiscreteGaussian",
+        lambda: mech.DiscreteGaussian.from_sigma(sigma=1.0, sensitivity=1),
+        (0, 1),
+        _discrete_gaussian_claim,
+        200_000,
+        0.2,
+    ),
+    (
+        "RandomizedResponse",
+        lambda: mech.RandomizedResponse.from_epsilon(epsilon=1.0),
+        (0, 1),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        200_000,
+        0.85,
+    ),
+    (
+        "ExponentialMechanism",
+        lambda: mech.ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
+        (U, V),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        40_000,
+        0.6,
+    ),
+    (
+        "ReportNoisyMax laplace",
+        lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace"),
+        (U, V),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        40_000,
+        0.6,
+    ),
+    (
+        "ReportNoisyMax exponential",
+        lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="exponential"),
+        (U, V),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        40_000,
+        0.6,
+    ),
+    (
+        "ReportNoisyMax gumbel",
+        lambda: mech.ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="gumbel"),
+        (U, V),
+        lambda m: Claim.pure(epsilon=m.epsilon),
+        40_000,
+        0.6,
+    ),
 ]
 
 LDP: list[tuple[str, Callable[[], Any]]] = [
@@ -119,13 +193,16 @@ LDP: list[tuple[str, Callable[[], Any]]] = [
 ]
 
 
-def _check(result: AuditResult, name: str, min_ratio: float,
-           record_property: Callable[[str, object], None]) -> None:
+def _check(
+    result: AuditResult, name: str, min_ratio: float, record_property: Callable[[str, object], None]
+) -> None:
     ratio = result.ratio
     shown = "n/a" if ratio is None else f"{ratio:.3f}"
-    print(f"\n{name}: claim {result.claim.label if result.claim else '-'}, "
-          f"epsilon >= {result.epsilon_lower_bound:.4f}, mu >= {result.mu_lower_bound:.4f}, "
-          f"ratio {shown}, test {result.tester}")
+    print(
+        f"\n{name}: claim {result.claim.label if result.claim else '-'}, "
+        f"epsilon >= {result.epsilon_lower_bound:.4f}, mu >= {result.mu_lower_bound:.4f}, "
+        f"ratio {shown}, test {result.tester}"
+    )
     record_property("ratio", shown)
     record_property("epsilon_lower_bound", result.epsilon_lower_bound)
     assert not result.violated, result.summary()
@@ -134,15 +211,29 @@ def _check(result: AuditResult, name: str, min_ratio: float,
         assert ratio >= min_ratio, result.summary()
 
 
-@pytest.mark.parametrize(("name", "make", "pair", "claim", "samples", "min_ratio"), MECHANISMS,
-                         ids=[m[0] for m in MECHANISMS])
-def test_mechanism_meets_its_claim(name: str, make: Callable[[], Any], pair: tuple[Any, Any],
-                                   claim: Callable[[Any], Claim], samples: int,
-                                   min_ratio: float,
-                                   record_property: Callable[[str, object], None]) -> None:
+@pytest.mark.parametrize(
+    ("name", "make", "pair", "claim", "samples", "min_ratio"),
+    MECHANISMS,
+    ids=[m[0] for m in MECHANISMS],
+)
+def test_mechanism_meets_its_claim(
+    name: str,
+    make: Callable[[], Any],
+    pair: tuple[Any, Any],
+    claim: Callable[[Any], Claim],
+    samples: int,
+    min_ratio: float,
+    record_property: Callable[[str, object], None],
+) -> None:
     m = make()
-    result = audit(m, pair, samples=samples, claim=claim(m), confidence=CONFIDENCE,
-                   source=RandomSource(seed=f"self-audit {name}", insecure=True))
+    result = audit(
+        m,
+        pair,
+        samples=samples,
+        claim=claim(m),
+        confidence=CONFIDENCE,
+        source=RandomSource(seed=f"self-audit {name}", insecure=True),
+    )
     _check(result, name, min_ratio, record_property)
     if name in ("Gaussian mu", "Gaussian vector"):
         # the GDP claim is a trade-off callable; compare the mu bound by hand
@@ -151,25 +242,36 @@ def test_mechanism_meets_its_claim(name: str, make: Callable[[], Any], pair: tup
 
 
 @pytest.mark.parametrize(("name", "make"), LDP, ids=[p[0] for p in LDP])
-def test_ldp_protocol_meets_its_claim(name: str, make: Callable[[], Any],
-                                      record_property: Callable[[str, object], None]) -> None:
+def test_ldp_protocol_meets_its_claim(
+    name: str, make: Callable[[], Any], record_property: Callable[[str, object], None]
+) -> None:
     protocol = make()
-    result = audit_ldp(protocol, samples=50_000, confidence=CONFIDENCE,
-                       source=RandomSource(seed=f"self-audit ldp {name}", insecure=True))
+    result = audit_ldp(
+        protocol,
+        samples=50_000,
+        confidence=CONFIDENCE,
+        source=RandomSource(seed=f"self-audit ldp {name}", insecure=True),
+    )
     assert result.claim == Claim.pure(epsilon=protocol.epsilon)
     _check(result, f"ldp.{name}", 0.75, record_property)
 
 
 @pytest.mark.parametrize(("name", "make"), LDP, ids=[p[0] for p in LDP])
-def test_ldp_client_meets_its_claim(name: str, make: Callable[[], Any],
-                                    record_property: Callable[[str, object], None]) -> None:
+def test_ldp_client_meets_its_claim(
+    name: str, make: Callable[[], Any], record_property: Callable[[str, object], None]
+) -> None:
     # The device-side randomizer (standard library, its own CSPRNG, one report per call): the
     # same audit through the plain-callable path, with fewer samples (calls take 3-30 us).
     # Its randomness is not seedable, so the power floor is loose (observed ratios 0.7-0.9).
     protocol = make()
     labels = getattr(protocol, "labels", None)
     domain = list(labels) if isinstance(labels, tuple) else [-1.0, 0.0, 1.0]
-    result = audit_ldp(protocol.randomize, samples=12_000, domain=domain,
-                       claim=Claim.pure(epsilon=protocol.epsilon), confidence=CONFIDENCE,
-                       source=RandomSource(seed=f"self-audit client {name}", insecure=True))
+    result = audit_ldp(
+        protocol.randomize,
+        samples=12_000,
+        domain=domain,
+        claim=Claim.pure(epsilon=protocol.epsilon),
+        confidence=CONFIDENCE,
+        source=RandomSource(seed=f"self-audit client {name}", insecure=True),
+    )
     _check(result, f"ldp client {name}", 0.4, record_property)

@@ -57,8 +57,9 @@ def _fixed(x: float, lo: float, hi: float, k: int) -> int:
     return min(max(i, math.floor(Fraction(lo) * 2**k)), math.floor(Fraction(hi) * 2**k))
 
 
-def reference(df: pd.DataFrame, plan: Plan, *, keep: Any = None) -> dict[tuple[Any, ...],
-                                                                          dict[str, Any]]:
+def reference(
+    df: pd.DataFrame, plan: Plan, *, keep: Any = None
+) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Pure-Python md5 bounding + exact aggregation (``keep`` filters rows, like predicates)."""
     b, agg = plan.bound, plan.aggregate
     value_cols: list[str] = []
@@ -81,8 +82,10 @@ def reference(df: pd.DataFrame, plan: Plan, *, keep: Any = None) -> dict[tuple[A
                 groups[tuple(r[k] for k in agg.group_by)].append(r)
             ranked = sorted(groups, key=lambda k, u=u: _md5(b.salt, [u, *k]))
             for k in ranked[: b.max_partitions]:
-                rs = sorted(groups[k], key=lambda r, u=u, k=k: _md5(
-                    b.salt, [u, *k, *[r[c] for c in value_cols]]))
+                rs = sorted(
+                    groups[k],
+                    key=lambda r, u=u, k=k: _md5(b.salt, [u, *k, *[r[c] for c in value_cols]]),
+                )
                 kept += [(u, k, r) for r in rs[: b.max_rows_per_partition]]
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     grouped: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = defaultdict(list)
@@ -98,16 +101,21 @@ def reference(df: pd.DataFrame, plan: Plan, *, keep: Any = None) -> dict[tuple[A
             if m.kind == "rows":
                 res[m.name] = len(items)
             elif m.kind == "units":
-                res[m.name] = len({id(u) if b.privacy_unit is None else ("u", u)
-                                   for u, _ in items})
+                res[m.name] = len({id(u) if b.privacy_unit is None else ("u", u) for u, _ in items})
             elif m.kind == "values":
                 res[m.name] = len(nums)
             elif m.kind == "sum":
                 res[m.name] = sum(_fixed(x, m.lower, m.upper, m.frac_bits) for x in nums)
             elif m.kind == "sum_sq":
                 res[m.name] = sum(
-                    _fixed((min(max(x, m.clamp_lower), m.clamp_upper) - m.center) ** 2,
-                           m.lower, m.upper, m.frac_bits) for x in nums)
+                    _fixed(
+                        (min(max(x, m.clamp_lower), m.clamp_upper) - m.center) ** 2,
+                        m.lower,
+                        m.upper,
+                        m.frac_bits,
+                    )
+                    for x in nums
+                )
             elif m.kind == "bin_counts":
                 e = m.edges
                 counts = [0] * (len(e) - 1)
@@ -149,8 +157,15 @@ def people(n_units: int, seed: int) -> pd.DataFrame:
         unit: Any = None if u == 0 else f"u{u}"
         for _ in range(rng.randint(1, 8)):
             x: Any = rng.uniform(-20, 120) if rng.random() > 0.15 else rng.choice(specials)
-            rows.append({"uid": unit, "region": rng.choice(regions),
-                         "kind": rng.choice([1, 2, 3]), "x": x, "age": rng.randint(0, 99)})
+            rows.append(
+                {
+                    "uid": unit,
+                    "region": rng.choice(regions),
+                    "kind": rng.choice([1, 2, 3]),
+                    "x": x,
+                    "age": rng.randint(0, 99),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -159,19 +174,41 @@ MEASURES = (
     Measure(name="units", kind="units"),
     Measure(name="vals", kind="values", column="x"),
     Measure(name="s", kind="sum", column="x", lower=-10.0, upper=100.0, frac_bits=20),
-    Measure(name="ss", kind="sum_sq", column="x", lower=0.0, upper=3600.0, frac_bits=8,
-            center=40.0, clamp_lower=-10.0, clamp_upper=100.0),
+    Measure(
+        name="ss",
+        kind="sum_sq",
+        column="x",
+        lower=0.0,
+        upper=3600.0,
+        frac_bits=8,
+        center=40.0,
+        clamp_lower=-10.0,
+        clamp_upper=100.0,
+    ),
     Measure(name="h", kind="bin_counts", column="x", edges=(-10.0, 0.0, 0.5, 50.0, 100.0)),
     Measure(name="c", kind="category_counts", column="age", categories=(0, 5, 17, 99)),
 )
 
 
-def plan_for(source: Source, *, unit: str | None = "uid", group_by: tuple[str, ...] = ("region",),
-             max_partitions: int = 2, max_rows: int = 2, salt: int = 987654321,
-             filters: tuple[Filter, ...] = (), measures: tuple[Measure, ...] = MEASURES) -> Plan:
-    return Plan(source=source, filters=filters,
-                bound=Bound(privacy_unit=unit, max_partitions=max_partitions,
-                            max_rows_per_partition=max_rows, salt=salt),
-                aggregate=Aggregate(group_by=group_by, measures=measures))
-
-
+def plan_for(
+    source: Source,
+    *,
+    unit: str | None = "uid",
+    group_by: tuple[str, ...] = ("region",),
+    max_partitions: int = 2,
+    max_rows: int = 2,
+    salt: int = 987654321,
+    filters: tuple[Filter, ...] = (),
+    measures: tuple[Measure, ...] = MEASURES,
+) -> Plan:
+    return Plan(
+        source=source,
+        filters=filters,
+        bound=Bound(
+            privacy_unit=unit,
+            max_partitions=max_partitions,
+            max_rows_per_partition=max_rows,
+            salt=salt,
+        ),
+        aggregate=Aggregate(group_by=group_by, measures=measures),
+    )

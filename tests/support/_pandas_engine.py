@@ -71,8 +71,7 @@ class PandasEngine:
             for k in keys:
                 rows = kept[k]
                 vals = [_null(r[m.column]) if m.column else None for _, r in rows]
-                present = [float(v) for v in vals
-                           if v is not None and not isinstance(v, str)]
+                present = [float(v) for v in vals if v is not None and not isinstance(v, str)]
                 if m.kind == "rows":
                     out.append(len(rows))
                 elif m.kind == "units":

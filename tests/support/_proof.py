@@ -38,8 +38,15 @@ GROUPS: tuple[Any, ...] = ("a", "b", "c", "o'hara|\"x", None, "e\u0301;--", "ün
 ADVERSARY = "adv'|\"\\n\u0000-unit"
 #: The adversary's values cycle through these: NaN/NULL are skipped by value aggregates, the
 #: others clamp to the bounds.
-ADVERSARIAL_VALUES: tuple[Any, ...] = (float("nan"), float("inf"), 1e308, None, -float("inf"),
-                                       -1e308, 7.5)
+ADVERSARIAL_VALUES: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    1e308,
+    None,
+    -float("inf"),
+    -1e308,
+    7.5,
+)
 ROWS_PER_GROUP = 50
 #: Releases per table in :func:`audit_pair` (half select the test, half evaluate it) and the
 #: confidence of its certified lower bound.
@@ -61,15 +68,22 @@ def base_table(n_units: int = 60, seed: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["uid", "g", "x"])
 
 
-def adversary_rows(groups: tuple[Any, ...] = GROUPS, rows: int = ROWS_PER_GROUP,
-                   values: tuple[Any, ...] = ADVERSARIAL_VALUES) -> pd.DataFrame:
-    out = [{"uid": ADVERSARY, "g": g, "x": values[i % len(values)]}
-           for g in groups for i in range(rows)]
+def adversary_rows(
+    groups: tuple[Any, ...] = GROUPS,
+    rows: int = ROWS_PER_GROUP,
+    values: tuple[Any, ...] = ADVERSARIAL_VALUES,
+) -> pd.DataFrame:
+    out = [
+        {"uid": ADVERSARY, "g": g, "x": values[i % len(values)]}
+        for g in groups
+        for i in range(rows)
+    ]
     return pd.DataFrame(out, columns=["uid", "g", "x"])
 
 
-def neighbours(seed: int = 1, values: tuple[Any, ...] = ADVERSARIAL_VALUES
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def neighbours(
+    seed: int = 1, values: tuple[Any, ...] = ADVERSARIAL_VALUES
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(D, D'): D' is D plus the adversarial unit (rows in every group, NULL key included)."""
     d = base_table(seed=seed)
     return d, pd.concat([d, adversary_rows(values=values)], ignore_index=True)
@@ -90,8 +104,13 @@ def stack(result: EngineResult, keys: list[tuple[Any, ...]], size: int) -> Engin
     return EngineResult(keys=tuple(new_keys), values=values)
 
 
-def batched_release(prepared: PreparedQuery, result: EngineResult, size: int,
-                    source: RandomSource, keys: list[tuple[Any, ...]]) -> pd.DataFrame:
+def batched_release(
+    prepared: PreparedQuery,
+    result: EngineResult,
+    size: int,
+    source: RandomSource,
+    keys: list[tuple[Any, ...]],
+) -> pd.DataFrame:
     """``size`` independent releases of ``prepared`` on ``result`` (see the module doc).
 
     Only the groups ``keys`` are released (a post-processing of the full release, whose groups
@@ -99,10 +118,8 @@ def batched_release(prepared: PreparedQuery, result: EngineResult, size: int,
     rows only. The frame has the group-by columns plus ``__rep``.
     """
     stacked = stack(result, keys, size)
-    public = (None if prepared.public_keys is None
-              else [(*k, r) for r in range(size) for k in keys])
-    wide = dataclasses.replace(prepared, group_by=(*prepared.group_by, "__rep"),
-                               public_keys=public)
+    public = None if prepared.public_keys is None else [(*k, r) for r in range(size) for k in keys]
+    wide = dataclasses.replace(prepared, group_by=(*prepared.group_by, "__rep"), public_keys=public)
     frame: pd.DataFrame = wide.release_from(stacked, source=source)
     return frame
 
@@ -111,9 +128,13 @@ def key_of(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[tuple[Any, ...
     """Normalised key tuples of a released frame (NaN, None and ``pd.NA``, the NULL key of a
     nullable column, are the NULL key)."""
     sub = frame[list(columns)].astype(object)
-    return [tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and v != v)) else v
-                  for v in row)
-            for row in sub.itertuples(index=False, name=None)]
+    return [
+        tuple(
+            None if (v is None or v is pd.NA or (isinstance(v, float) and v != v)) else v
+            for v in row
+        )
+        for row in sub.itertuples(index=False, name=None)
+    ]
 
 
 def audit_testers(coords: list[int], scales: np.ndarray) -> list[Any]:
@@ -122,17 +143,22 @@ def audit_testers(coords: list[int], scales: np.ndarray) -> list[Any]:
     The coordinates are chosen from the exact results (public to the auditor, independent of
     the samples), so any choice keeps the audit valid.
     """
+
     def coord(j: int) -> Any:
         def f(a: np.ndarray) -> np.ndarray:
             return np.asarray(a)[:, j]
+
         f.__name__ = f"coordinate_{j}"
         return f
 
     def pooled(a: np.ndarray) -> np.ndarray:
         return np.asarray(a)[:, coords] @ (1.0 / scales)
 
-    return [*(ThresholdTester(feature=coord(j)) for j in coords),
-            ThresholdTester(feature=pooled), ClassifierTester()]
+    return [
+        *(ThresholdTester(feature=coord(j)) for j in coords),
+        ThresholdTester(feature=pooled),
+        ClassifierTester(),
+    ]
 
 
 def exact_cells(res: EngineResult, name: str, key: Any, cells: int) -> list[int]:
@@ -150,7 +176,8 @@ def changed_keys(ra: EngineResult, rb: EngineResult) -> list[Any]:
     out = []
     for k in sorted(set(index_a) | set(index_b), key=repr):
         if (k in index_a) != (k in index_b) or any(
-                ra.values[n][index_a[k]] != rb.values[n][index_b[k]] for n in ra.values):
+            ra.values[n][index_a[k]] != rb.values[n][index_b[k]] for n in ra.values
+        ):
             out.append(k)
     return out
 
@@ -164,8 +191,11 @@ def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> floa
     for sp in pricing.stats:
         for mp in sp.measures:
             m = mp.measure
-            cells = len(m.edges) - 1 if m.kind == "bin_counts" else (
-                len(m.categories) if m.kind == "category_counts" else 1)
+            cells = (
+                len(m.edges) - 1
+                if m.kind == "bin_counts"
+                else (len(m.categories) if m.kind == "category_counts" else 1)
+            )
             diffs: list[int] = []
             for k in changed:
                 a, b = exact_cells(ra, m.name, k, cells), exact_cells(rb, m.name, k, cells)
@@ -182,20 +212,31 @@ def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> floa
                 worst = max(worst, sum(x * x for x in diffs) / mp.l2_sq)
     if UNITS_MEASURE in ra.values:
         for k in changed:
-            assert abs(exact_cells(ra, UNITS_MEASURE, k, 1)[0]
-                       - exact_cells(rb, UNITS_MEASURE, k, 1)[0]) <= 1
+            assert (
+                abs(
+                    exact_cells(ra, UNITS_MEASURE, k, 1)[0]
+                    - exact_cells(rb, UNITS_MEASURE, k, 1)[0]
+                )
+                <= 1
+            )
     return worst
 
 
-def release_vectors(prepared: Any, result: EngineResult, src: RandomSource, groups: list[Any],
-                    samples: int = AUDIT_SAMPLES) -> np.ndarray:
+def release_vectors(
+    prepared: Any,
+    result: EngineResult,
+    src: RandomSource,
+    groups: list[Any],
+    samples: int = AUDIT_SAMPLES,
+) -> np.ndarray:
     """Per release, for each group of ``groups``: [released, estimates...] (0 if withheld)."""
     if not prepared.group_by:  # one global row: every release has it (a public "key")
         prepared = dataclasses.replace(prepared, public_keys=[()])
     frame = batched_release(prepared, result, samples, src, groups)
     gb = tuple(prepared.group_by)
-    cols = [c for c in frame.columns if c not in (*gb, "__rep")
-            and not c.endswith(("_low", "_high"))]
+    cols = [
+        c for c in frame.columns if c not in (*gb, "__rep") and not c.endswith(("_low", "_high"))
+    ]
     out = np.zeros((samples, len(groups), 1 + len(cols)))
     pos = {g: i for i, g in enumerate(groups)}
     reps = frame["__rep"].to_numpy(dtype=np.int64)
@@ -207,8 +248,15 @@ def release_vectors(prepared: Any, result: EngineResult, src: RandomSource, grou
     return np.nan_to_num(out.reshape(samples, -1), nan=-1.0)
 
 
-def audit_pair(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int,
-               samples: int = AUDIT_SAMPLES, confidence: float = AUDIT_CONFIDENCE) -> Any:
+def audit_pair(
+    prepared: Any,
+    ra: EngineResult,
+    rb: EngineResult,
+    claim: Claim,
+    seed: int,
+    samples: int = AUDIT_SAMPLES,
+    confidence: float = AUDIT_CONFIDENCE,
+) -> Any:
     """Audit ``claim`` on the releases of ``prepared`` over the exact results of D and D'
     (``samples`` releases each, half to select a test, half to evaluate it)."""
     src = RandomSource(seed=seed, insecure=True)
@@ -224,5 +272,13 @@ def audit_pair(prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, 
         table[x] = table[x][size:]
         return got
 
-    return audit(mechanism, ("D", "D'"), samples=samples, claim=claim, confidence=confidence,
-                 vectorized=True, testers=audit_testers(coords, scales), source=src)
+    return audit(
+        mechanism,
+        ("D", "D'"),
+        samples=samples,
+        claim=claim,
+        confidence=confidence,
+        vectorized=True,
+        testers=audit_testers(coords, scales),
+        source=src,
+    )

@@ -20,10 +20,14 @@ def join_count(session: Any, public: Any) -> int | str:
     (``ref`` = the public table's ``user_id``) has ``secret = 1``, or the refusal (type and
     message) when the join is refused before the charge (by the same checks ``run()`` does)."""
     try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
+        p = (
+            session.query()
+            .join_public(public, on={"ref": "user_id"}, columns={"secret": "pub_secret"})
+            .where("pub_secret = 1")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0)
+        )
         session.validate(p)
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -33,10 +37,12 @@ def join_count(session: Any, public: Any) -> int | str:
 def md5_counts(engine: Any, path: Path) -> list[int]:
     """Rows kept per group (sorted) of ``group_by("k")`` over the Parquet file ``path``, each
     person bounded to one row (salt fixed: with the md5 hash every engine keeps the same)."""
-    plan = Plan(source=Source(kind="parquet", location=str(path)), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
+    plan = Plan(
+        source=Source(kind="parquet", location=str(path)),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=12345),
+        aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)),
+    )
     return sorted(int(n) for n in engine.execute(plan).values["n"])
 
 

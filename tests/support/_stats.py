@@ -56,8 +56,9 @@ def ks_statistic(sample: npt.ArrayLike, cdf: Callable[[np.ndarray], np.ndarray])
     return float(stats.kstest(np.asarray(sample, dtype=np.float64), cdf).statistic)
 
 
-def ks_rejects(sample: npt.ArrayLike, cdf: Callable[[np.ndarray], np.ndarray],
-               alpha: float = ALPHA) -> bool:
+def ks_rejects(
+    sample: npt.ArrayLike, cdf: Callable[[np.ndarray], np.ndarray], alpha: float = ALPHA
+) -> bool:
     """``True`` when the KS test at level ``alpha`` rejects ``cdf`` for ``sample``."""
     x = np.asarray(sample)
     return ks_statistic(x, cdf) > ks_critical(x.size, alpha)
@@ -72,8 +73,12 @@ def ks_sample_size(d: float, alpha: float = ALPHA, beta: float = BETA) -> int:
     return math.ceil((root / d) ** 2)
 
 
-def sup_distance(cdf0: Callable[[np.ndarray], np.ndarray],
-                 cdf1: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> float:
+def sup_distance(
+    cdf0: Callable[[np.ndarray], np.ndarray],
+    cdf1: Callable[[np.ndarray], np.ndarray],
+    lo: float,
+    hi: float,
+) -> float:
     """``max |cdf0 - cdf1|`` on a fine grid of [lo, hi] (a lower bound of the sup distance)."""
     grid = np.linspace(lo, hi, 200_001)
     return float(np.max(np.abs(cdf0(grid) - cdf1(grid))))
@@ -94,8 +99,9 @@ class Bins:
     def df(self) -> int:
         return int(self.p0.size - 1)
 
-    def probabilities(self, pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int
-                      ) -> npt.NDArray[np.float64]:
+    def probabilities(
+        self, pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int
+    ) -> npt.NDArray[np.float64]:
         """Bin probabilities of another pmf (support truncated to [lo, hi], tails to the ends)."""
         return _bin_pmf(pmf, lo, hi, self.edges)
 
@@ -104,8 +110,9 @@ class Bins:
         return np.bincount(idx, minlength=self.p0.size).astype(np.int64)
 
 
-def _bin_pmf(pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int,
-             edges: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+def _bin_pmf(
+    pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int, edges: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
     """Probabilities of the bins ``k <= edges[0]``, ``edges[i-1] < k <= edges[i]``, ``k >
     edges[-1]`` under ``pmf`` evaluated on ``lo..hi``; any mass outside [lo, hi] (negligible by
     construction, see :func:`make_bins`) is given to the last bin so the bins sum to 1."""
@@ -115,8 +122,13 @@ def _bin_pmf(pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int,
     return np.concatenate([[at_edges[0]], np.diff(at_edges), [1.0 - at_edges[-1]]])
 
 
-def make_bins(pmf: Callable[[np.ndarray], np.ndarray], lo: int, hi: int, n: int,
-              min_expected: float = MIN_EXPECTED) -> Bins:
+def make_bins(
+    pmf: Callable[[np.ndarray], np.ndarray],
+    lo: int,
+    hi: int,
+    n: int,
+    min_expected: float = MIN_EXPECTED,
+) -> Bins:
     """Bins over the integers with every expected count ``n p0 >= min_expected``.
 
     ``pmf`` is evaluated on ``lo..hi``, which must hold all but a negligible mass (checked
@@ -174,8 +186,9 @@ def chi2_power(n: int, p0: npt.ArrayLike, p1: npt.ArrayLike, alpha: float = ALPH
     return float(stats.ncx2(df, lam).sf(chi2_critical(df, alpha)))
 
 
-def chi2_categorical(counts: Sequence[int] | npt.ArrayLike, p0: npt.ArrayLike,
-                     alpha: float = ALPHA) -> tuple[float, float]:
+def chi2_categorical(
+    counts: Sequence[int] | npt.ArrayLike, p0: npt.ArrayLike, alpha: float = ALPHA
+) -> tuple[float, float]:
     """(statistic, critical value) for categorical counts against probabilities ``p0``.
 
     Categories expected to hold fewer than ``MIN_EXPECTED`` counts are pooled into one.

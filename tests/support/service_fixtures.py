@@ -30,19 +30,27 @@ class Running:
         return out
 
 
-def start_service(tmp: Path, people: Path, *, analysts: dict[str, float],
-                  **config: Any) -> tuple[Any, str, dict[str, str]]:
+def start_service(
+    tmp: Path, people: Path, *, analysts: dict[str, float], **config: Any
+) -> tuple[Any, str, dict[str, str]]:
     from dpkit.service._state import ServiceState
     from dpkit.service.app import ServiceConfig, create_app
 
     url = f"sqlite:///{tmp / 'budget.db'}"
     st = ServiceState(url)
-    tokens = {name: st.add_token(name, role="analyst", epsilon=eps, delta=1e-7)
-              for name, eps in analysts.items()}
+    tokens = {
+        name: st.add_token(name, role="analyst", epsilon=eps, delta=1e-7)
+        for name, eps in analysts.items()
+    }
     tokens["curator"] = st.add_token("curator", role="curator")
     st.close()
-    defaults: dict[str, Any] = {"budget_epsilon": 3.0, "budget_delta": 1e-6,
-                                "privacy_unit": "user_id", "rate": 1000.0, "burst": 1000}
+    defaults: dict[str, Any] = {
+        "budget_epsilon": 3.0,
+        "budget_delta": 1e-6,
+        "privacy_unit": "user_id",
+        "rate": 1000.0,
+        "burst": 1000,
+    }
     defaults.update(config)
     app = create_app(ServiceConfig(data=str(people), ledger_url=url, **defaults))
     return app, url, tokens

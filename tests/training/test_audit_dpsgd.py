@@ -25,9 +25,14 @@ def toy_step(sch: BatchScheme, scale: float = 1.0) -> Callable[[int], float]:
     rng = np.random.default_rng(7)
     per = sch.steps_per_epoch if sch.name in ("shuffle", "cyclic") else 1
     users = list(range(N)) if sch.name == "user_poisson" else None
-    batches: Iterator[list[int]] = iter(BatchSampler(
-        sch, steps=per * 3 * SAMPLES, source=RandomSource(seed=11, insecure=True),
-        user_ids=users))
+    batches: Iterator[list[int]] = iter(
+        BatchSampler(
+            sch,
+            steps=per * 3 * SAMPLES,
+            source=RandomSource(seed=11, insecure=True),
+            user_ids=users,
+        )
+    )
     away = -scale if sch.relation.value == "replace" else 0.0
 
     def step(x: int) -> float:
@@ -41,16 +46,23 @@ def toy_step(sch: BatchScheme, scale: float = 1.0) -> Callable[[int], float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["poisson", "fixed_size", "shuffle", "cyclic", "user_poisson",
-                                  "truncated_poisson"])
+@pytest.mark.parametrize(
+    "name", ["poisson", "fixed_size", "shuffle", "cyclic", "user_poisson", "truncated_poisson"]
+)
 def test_audit_stays_below_the_upper_bound(name: str) -> None:
     kw = {"max_batch_size": 8} if name == "truncated_poisson" else {}
     kw |= {"examples_per_user": 1} if name == "user_poisson" else {}
     sch = BatchScheme(name=name, dataset_size=N, batch_size=B, **kw)
     steps = sch.steps_per_epoch if name in ("shuffle", "cyclic") else 1
     bounds = dpsgd_bounds(sch, noise_multiplier=SIGMA, delta=DELTA, steps=steps)
-    res = audit(toy_step(sch), (0, 1), samples=SAMPLES, delta=DELTA,
-                claim=Claim.approx(epsilon=bounds.upper, delta=DELTA), confidence=0.999999)
+    res = audit(
+        toy_step(sch),
+        (0, 1),
+        samples=SAMPLES,
+        delta=DELTA,
+        claim=Claim.approx(epsilon=bounds.upper, delta=DELTA),
+        confidence=0.999999,
+    )
     assert not res.violated
     assert res.epsilon_lower_bound <= bounds.upper
 
@@ -59,6 +71,12 @@ def test_audit_stays_below_the_upper_bound(name: str) -> None:
 def test_companion_broken_clipping_is_caught() -> None:
     sch = BatchScheme(name="fixed_size", dataset_size=N, batch_size=B)
     bounds = dpsgd_bounds(sch, noise_multiplier=SIGMA, delta=DELTA, steps=1)
-    res = audit(toy_step(sch, scale=4.0), (0, 1), samples=SAMPLES, delta=DELTA,
-                claim=Claim.approx(epsilon=bounds.upper, delta=DELTA), confidence=0.999999)
+    res = audit(
+        toy_step(sch, scale=4.0),
+        (0, 1),
+        samples=SAMPLES,
+        delta=DELTA,
+        claim=Claim.approx(epsilon=bounds.upper, delta=DELTA),
+        confidence=0.999999,
+    )
     assert res.violated

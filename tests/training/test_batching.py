@@ -30,10 +30,16 @@ def test_fixed_size_matches_dp_accounting_replace_one() -> None:
 
     steps = 500
     ours = dpsgd_bounds(scheme("fixed_size"), noise_multiplier=1.0, delta=1e-5, steps=steps)
-    theirs = pld.from_gaussian_mechanism(
-        1.0, sampling_prob=B / N, value_discretization_interval=1e-3,
-        neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE,
-    ).self_compose(steps).get_epsilon_for_delta(1e-5)
+    theirs = (
+        pld.from_gaussian_mechanism(
+            1.0,
+            sampling_prob=B / N,
+            value_discretization_interval=1e-3,
+            neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE,
+        )
+        .self_compose(steps)
+        .get_epsilon_for_delta(1e-5)
+    )
     assert ours.relation.value == "replace" and ours.upper_is_tight
     assert ours.lower <= theirs + 1e-6
     assert abs(ours.upper - theirs) < 2e-2
@@ -52,40 +58,48 @@ def test_cyclic_is_the_gaussian_closed_form_and_shuffle_sits_below() -> None:
 
 
 def test_shuffle_lower_bound_grows_with_epochs() -> None:
-    low = [dpsgd_bounds(scheme("shuffle"), noise_multiplier=0.4, delta=1e-5, epochs=e).lower
-           for e in (1, 4)]
+    low = [
+        dpsgd_bounds(scheme("shuffle"), noise_multiplier=0.4, delta=1e-5, epochs=e).lower
+        for e in (1, 4)
+    ]
     assert 0.0 < low[0] < low[1]
 
 
 @pytest.mark.slow
 def test_truncated_poisson() -> None:
     plain = dpsgd_bounds(scheme("poisson"), noise_multiplier=1.0, delta=1e-5, steps=300)
-    far = dpsgd_bounds(scheme("truncated_poisson", max_batch_size=N), noise_multiplier=1.0,
-                       delta=1e-5, steps=300)
+    far = dpsgd_bounds(
+        scheme("truncated_poisson", max_batch_size=N), noise_multiplier=1.0, delta=1e-5, steps=300
+    )
     assert far.truncation_mass < 1e-200
     assert far.upper == pytest.approx(plain.upper, rel=1e-6)
-    near = dpsgd_bounds(scheme("truncated_poisson", max_batch_size=130), noise_multiplier=1.0,
-                        delta=1e-5, steps=300)
+    near = dpsgd_bounds(
+        scheme("truncated_poisson", max_batch_size=130), noise_multiplier=1.0, delta=1e-5, steps=300
+    )
     assert 0.0 < near.truncation_mass < 5e-6
     assert near.lower <= plain.upper <= near.upper
-    tight = dpsgd_bounds(scheme("truncated_poisson", max_batch_size=70), noise_multiplier=1.0,
-                         delta=1e-5, steps=300)
+    tight = dpsgd_bounds(
+        scheme("truncated_poisson", max_batch_size=70), noise_multiplier=1.0, delta=1e-5, steps=300
+    )
     assert tight.upper == math.inf  # the truncation mass exceeds delta / 2
     # the TV term (1 + e^eps) eta grows with eps: the answer lies inside a bounded window
-    mid = dpsgd_bounds(scheme("truncated_poisson", max_batch_size=115), noise_multiplier=1.0,
-                       delta=1e-5, steps=300)
+    mid = dpsgd_bounds(
+        scheme("truncated_poisson", max_batch_size=115), noise_multiplier=1.0, delta=1e-5, steps=300
+    )
     assert plain.upper < mid.upper < math.inf
     assert mid.truncation_mass * (1 + math.exp(mid.upper)) < 1e-5
 
 
 @pytest.mark.slow
 def test_user_poisson_is_poisson_at_sigma_over_k() -> None:
-    one = dpsgd_bounds(scheme("user_poisson", examples_per_user=1), noise_multiplier=1.0,
-                       delta=1e-5, steps=200)
+    one = dpsgd_bounds(
+        scheme("user_poisson", examples_per_user=1), noise_multiplier=1.0, delta=1e-5, steps=200
+    )
     plain = dpsgd_bounds(scheme("poisson"), noise_multiplier=1.0, delta=1e-5, steps=200)
     assert one.upper == plain.upper
-    three = dpsgd_bounds(scheme("user_poisson", examples_per_user=3), noise_multiplier=3.0,
-                         delta=1e-5, steps=200)
+    three = dpsgd_bounds(
+        scheme("user_poisson", examples_per_user=3), noise_multiplier=3.0, delta=1e-5, steps=200
+    )
     assert three.upper == pytest.approx(plain.upper, rel=1e-9)
 
 
@@ -93,8 +107,9 @@ def test_user_poisson_is_poisson_at_sigma_over_k() -> None:
 def test_dpsgd_epsilon_and_noise_take_the_scheme() -> None:
     kw = dict(batch_size=B, dataset_size=N, delta=1e-5, epochs=2)
     eps = dpsgd_epsilon(noise_multiplier=1.2, scheme="fixed_size", **kw)
-    assert eps == dpsgd_bounds(scheme("fixed_size"), noise_multiplier=1.2, delta=1e-5,
-                               epochs=2).upper
+    assert (
+        eps == dpsgd_bounds(scheme("fixed_size"), noise_multiplier=1.2, delta=1e-5, epochs=2).upper
+    )
     sigma = dpsgd_noise_multiplier(epsilon=eps, scheme="fixed_size", **kw)
     assert dpsgd_epsilon(noise_multiplier=sigma, scheme="fixed_size", **kw) <= eps
     assert sigma == pytest.approx(1.2, rel=2e-3)
@@ -111,8 +126,10 @@ def test_events_compose_with_the_rest_of_accounting() -> None:
     acct = PldAccountant()
     acct.compose(sch.event(1.0, 100))
     alone = acct.get_epsilon(1e-5)
-    assert alone == dpsgd_bounds(sch, noise_multiplier=1.0, delta=1e-5, steps=100,
-                                 with_lower=False).upper
+    assert (
+        alone
+        == dpsgd_bounds(sch, noise_multiplier=1.0, delta=1e-5, steps=100, with_lower=False).upper
+    )
     acct.compose(GaussianEvent(noise_multiplier=4.0, neighbouring="replace"))
     assert acct.get_epsilon(1e-5) > alone
     # a budget under the scheme's relation takes the epoch schemes' events, and refuses them
@@ -121,18 +138,35 @@ def test_events_compose_with_the_rest_of_accounting() -> None:
     budget = Budget(epsilon=50.0, delta=1e-5, method="gdp", neighbouring="replace")
     budget.charge(cyc)
     assert budget.spent[0] == pytest.approx(
-        dpsgd_bounds(scheme("cyclic"), noise_multiplier=2.0, delta=1e-5, epochs=3).upper,
-        rel=1e-3)
+        dpsgd_bounds(scheme("cyclic"), noise_multiplier=2.0, delta=1e-5, epochs=3).upper, rel=1e-3
+    )
     with pytest.raises(UnsupportedEventError):
         Budget(epsilon=50.0, delta=1e-5, method="gdp").charge(cyc)
 
 
 def test_cli_scheme() -> None:
-    res = CliRunner().invoke(app, [
-        "account", "dpsgd", "--delta", "1e-5", "--batch-size", "64", "--dataset-size", "6000",
-        "--noise-multiplier", "1.0", "--epochs", "2", "--scheme", "shuffle"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "dpsgd",
+            "--delta",
+            "1e-5",
+            "--batch-size",
+            "64",
+            "--dataset-size",
+            "6000",
+            "--noise-multiplier",
+            "1.0",
+            "--epochs",
+            "2",
+            "--scheme",
+            "shuffle",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "replace-one" in res.output and "lower bound" in res.output
-    up = dpsgd_bounds(scheme("shuffle"), noise_multiplier=1.0, delta=1e-5, epochs=2,
-                      with_lower=False).upper
+    up = dpsgd_bounds(
+        scheme("shuffle"), noise_multiplier=1.0, delta=1e-5, epochs=2, with_lower=False
+    ).upper
     assert f"{up:.4g}" in res.output

@@ -27,8 +27,9 @@ def test_opacus_training_run_with_the_dpkit_accountant() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     loader = torch.utils.data.DataLoader(data, batch_size=64)
     engine = PrivacyEngine(accountant="dpkit")
-    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=loader,
-                                             noise_multiplier=1.0, max_grad_norm=1.0)
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=opt, data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0
+    )
     for _ in range(3):
         for xb, yb in loader:
             opt.zero_grad()

@@ -33,12 +33,20 @@ def test_replace_pair_tails_are_consistent(s: float, q: float, e: float) -> None
     assert pair_profile(pair, 0.0) == pytest.approx(tv, abs=1e-6)
 
 
-@pytest.mark.parametrize("bad", [
-    {"batch_size": 0}, {"batch_size": 7, "dataset_size": 5}, {"dataset_size": float("nan")},
-    {"batch_size": True}, {"name": "balls_in_bins"}, {"max_batch_size": 3},
-    {"name": "truncated_poisson"}, {"name": "user_poisson"},
-    {"name": "user_poisson", "examples_per_user": 0},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"batch_size": 0},
+        {"batch_size": 7, "dataset_size": 5},
+        {"dataset_size": float("nan")},
+        {"batch_size": True},
+        {"name": "balls_in_bins"},
+        {"max_batch_size": 3},
+        {"name": "truncated_poisson"},
+        {"name": "user_poisson"},
+        {"name": "user_poisson", "examples_per_user": 0},
+    ],
+)
 def test_scheme_validation(bad: dict[str, object]) -> None:
     kw: dict[str, object] = {"name": "poisson", "dataset_size": 100, "batch_size": 10}
     kw.update(bad)

@@ -77,7 +77,7 @@ def position_uniform(sampler: BatchSampler, epochs: int) -> bool:
     where = np.zeros(per)
     batches = list(sampler)
     for e in range(epochs):
-        epoch = batches[e * per:(e + 1) * per]
+        epoch = batches[e * per : (e + 1) * per]
         flat = [i for b in epoch for i in b]
         assert len(flat) == len(set(flat)) == per * sampler.scheme.batch_size  # a partition
         where[[j for j, b in enumerate(epoch) if 0 in b]] += 1

@@ -17,14 +17,16 @@ def local_spark() -> Iterator[Any]:
     """A classic ``local[1]`` SparkSession (no UI, 512 MB driver), always stopped."""
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[1]").appName("dpkit-spark-attack")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "512m")
-             .config("spark.sql.shuffle.partitions", "1")
-             .config("spark.driver.extraJavaOptions",
-                     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("dpkit-spark-attack")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "512m")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("OFF")
     try:
         yield spark
@@ -50,10 +52,14 @@ def exact_join_count(session: Any, public: Any) -> int | str:
     """The pre-noise count of rows whose "public" partner has ``secret = 1`` (one row per
     unit), after the checks ``run()`` does before the charge; or the refusal's class name."""
     try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
+        p = (
+            session.query()
+            .join_public(public, on={"ref": "user_id"}, columns={"secret": "pub_secret"})
+            .where("pub_secret = 1")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0)
+        )
         session.validate(p)
     except Exception as exc:  # refused before the charge: what a fix should do
         return f"refused ({type(exc).__name__}: {str(exc)[:60]})"

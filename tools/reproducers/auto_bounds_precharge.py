@@ -19,16 +19,21 @@ from dpkit.accounting import Budget
 
 def main() -> None:
     con = duckdb.connect()
-    con.execute("CREATE TABLE p AS SELECT i AS uid, i / 10.0 AS x, [i % 2] AS k_list, "
-                "CAST(TIMESTAMP '2024-01-01' AS TIMESTAMP_NS) AS k_ns FROM range(100) t(i)")
+    con.execute(
+        "CREATE TABLE p AS SELECT i AS uid, i / 10.0 AS x, [i % 2] AS k_list, "
+        "CAST(TIMESTAMP '2024-01-01' AS TIMESTAMP_NS) AS k_ns FROM range(100) t(i)"
+    )
     for key in ("k_list", "k_ns"):
         bounds_list: list[Any] = [(0.0, 10.0), "auto"]
         for bounds in bounds_list:
             budget = Budget(epsilon=10.0)
             s = dpa.Session(con, table="p", privacy_unit="uid", budget=budget)
-            q = (s.query().group_by(key, keys=[1, 2])
-                 .bound(max_partitions=1, max_rows_per_partition=1)
-                 .agg(m=dpa.sum("x", bounds=bounds)))
+            q = (
+                s.query()
+                .group_by(key, keys=[1, 2])
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(m=dpa.sum("x", bounds=bounds))
+            )
             try:
                 q.run(epsilon=1.0)
                 outcome = "released"

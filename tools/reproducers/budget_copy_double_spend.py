@@ -41,10 +41,18 @@ def main() -> None:
         b = np.asarray(rr.release(bits), dtype=np.int64)
         return np.stack([a, b], axis=1)
 
-    res = audit(two_releases, pair=(0, 1), samples=40_000, vectorized=True,
-                confidence=1 - 1e-6, claim=Claim.pure(epsilon=1.001))
-    print(f"copy.copy double spend: epsilon >= {res.epsilon_lower_bound:.3f} "
-          f"(budget 1.001, confidence 1-1e-6), violated={res.violated}")
+    res = audit(
+        two_releases,
+        pair=(0, 1),
+        samples=40_000,
+        vectorized=True,
+        confidence=1 - 1e-6,
+        claim=Claim.pure(epsilon=1.001),
+    )
+    print(
+        f"copy.copy double spend: epsilon >= {res.epsilon_lower_bound:.3f} "
+        f"(budget 1.001, confidence 1-1e-6), violated={res.violated}"
+    )
 
     f = ZCdpFilter(rho=0.5)
     f.charge(ZCdpEvent(rho=0.1))

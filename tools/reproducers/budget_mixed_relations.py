@@ -47,12 +47,15 @@ def main() -> None:
 
     add_remove = Budget(epsilon=1.001)  # the attacked budget (add/remove is the default)
     add_remove.charge(lap)
-    print(f"Budget(epsilon=1.001): Laplace accepted, randomized response "
-          f"{_refusal(add_remove, rr)}")
+    print(
+        f"Budget(epsilon=1.001): Laplace accepted, randomized response {_refusal(add_remove, rr)}"
+    )
 
     replace = Budget(epsilon=1.001, neighbouring="replace")
-    print(f"Budget(epsilon=1.001, neighbouring='replace'): Laplace costs "
-          f"{replace.cost_of(lap).epsilon} (group privacy)")
+    print(
+        f"Budget(epsilon=1.001, neighbouring='replace'): Laplace costs "
+        f"{replace.cost_of(lap).epsilon} (group privacy)"
+    )
     replace.charge(lap)
     print(f"  then randomized response {_refusal(replace, rr)}")
 
@@ -69,10 +72,18 @@ def main() -> None:
         band = np.where(s > 1.0, 2, np.where(s < -1.0, 0, 1))
         return band * 2 + b
 
-    res = audit(release, pair=(0, 1), samples=200_000, vectorized=True,
-                confidence=1 - 1e-6, claim=Claim.pure(epsilon=claimed))
-    print(f"mixed relations: epsilon >= {res.epsilon_lower_bound:.3f} under replace-one "
-          f"(charged {claimed}, confidence 1-1e-6), violated={res.violated}")
+    res = audit(
+        release,
+        pair=(0, 1),
+        samples=200_000,
+        vectorized=True,
+        confidence=1 - 1e-6,
+        claim=Claim.pure(epsilon=claimed),
+    )
+    print(
+        f"mixed relations: epsilon >= {res.epsilon_lower_bound:.3f} under replace-one "
+        f"(charged {claimed}, confidence 1-1e-6), violated={res.violated}"
+    )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def cks_delta(rho: float, eps: float) -> mp.mpf:
 
     out = mp.exp(min(_inf_over_orders(g), mp.mpf(0)))
     if e > r:
-        out = min(out, mp.exp(-(e - r) ** 2 / (4 * r)))
+        out = min(out, mp.exp(-((e - r) ** 2) / (4 * r)))
     return out
 
 

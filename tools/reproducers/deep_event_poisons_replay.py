@@ -25,8 +25,10 @@ def main() -> None:
         event = SelfComposedEvent(event=event, count=1)
     live.charge(event)
     print("charge of the deep event accepted; spent", live.spent)
-    for what, action in (("reopen", lambda: Budget.open(SqliteLedger(path), "shared")),
-                         ("other live writer", lambda: other.charge(epsilon=0.1))):
+    for what, action in (
+        ("reopen", lambda: Budget.open(SqliteLedger(path), "shared")),
+        ("other live writer", lambda: other.charge(epsilon=0.1)),
+    ):
         try:
             action()
             print(what, "worked")

@@ -27,8 +27,12 @@ def main() -> None:
     db.commit()
     db.close()
     fresh = Budget.open(SqliteLedger(path), "people")
-    print("replayed spent", fresh.spent, "; record 2 says spent_after",
-          fresh.history()[-1].spent_after)
+    print(
+        "replayed spent",
+        fresh.spent,
+        "; record 2 says spent_after",
+        fresh.history()[-1].spent_after,
+    )
     fresh.charge(epsilon=0.5)
     print("granted 0.5 more: 1.5 released under a budget of 1.0")
 

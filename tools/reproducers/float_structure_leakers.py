@@ -67,23 +67,44 @@ def _bit(k: int) -> Callable[[Any], Any]:
     def f(v: Any) -> Any:
         b = np.ascontiguousarray(v, dtype=np.float64).view(np.uint64)
         return ((b >> np.uint64(k)) & np.uint64(1)).astype(np.int64)
+
     return f
 
 
 def main() -> None:
     claim = Claim.pure(epsilon=1.0)
-    cases = [("textbook", textbook, None), ("sign_of_zero", sign_of_zero, None),
-             ("low_bit1", low_bit1, 1), ("mid_bit20", mid_bit20, 20)]
+    cases = [
+        ("textbook", textbook, None),
+        ("sign_of_zero", sign_of_zero, None),
+        ("low_bit1", low_bit1, 1),
+        ("mid_bit20", mid_bit20, 20),
+    ]
     for name, mech, bit in cases:
         row = [name]
-        for label, testers in [("default", None),
-                               ("float_low_bits", [HistogramTester(feature=float_low_bits)])]:
-            r = audit(mech, pair=(0, 1), samples=N, vectorized=True, confidence=1 - 1e-6,
-                      claim=claim, testers=testers)
+        for label, testers in [
+            ("default", None),
+            ("float_low_bits", [HistogramTester(feature=float_low_bits)]),
+        ]:
+            r = audit(
+                mech,
+                pair=(0, 1),
+                samples=N,
+                vectorized=True,
+                confidence=1 - 1e-6,
+                claim=claim,
+                testers=testers,
+            )
             row.append(f"{label}: eps>={r.epsilon_lower_bound:.2f}")
         if bit is not None:
-            r = audit(mech, pair=(0, 1), samples=N, vectorized=True, confidence=1 - 1e-6,
-                      claim=claim, testers=[HistogramTester(feature=_bit(bit))])
+            r = audit(
+                mech,
+                pair=(0, 1),
+                samples=N,
+                vectorized=True,
+                confidence=1 - 1e-6,
+                claim=claim,
+                testers=[HistogramTester(feature=_bit(bit))],
+            )
             row.append(f"bit{bit} feature: eps>={r.epsilon_lower_bound:.2f}")
         print(" | ".join(row))
 

@@ -13,8 +13,12 @@ from dpkit.accounting import Budget
 
 
 def main() -> None:
-    cases = [(e, d, k) for e in (0.1, 0.5, 1.0, 3.0, 10.0) for d in (1e-9, 1e-6, 1e-3)
-             for k in (1, 2, 3, 7, 10, 33, 50)]
+    cases = [
+        (e, d, k)
+        for e in (0.1, 0.5, 1.0, 3.0, 10.0)
+        for d in (1e-9, 1e-6, 1e-3)
+        for k in (1, 2, 3, 7, 10, 33, 50)
+    ]
     refused = extra = 0
     for eps, delta, k in cases:
         budget = Budget(epsilon=eps, delta=delta)
@@ -27,8 +31,9 @@ def main() -> None:
             budget.charge(g)
         refused += not fits
         extra += fits and budget.can_charge(g)
-    print(f"{len(cases)} cases: {refused} refused one of their k charges, "
-          f"{extra} accepted a (k+1)-th")
+    print(
+        f"{len(cases)} cases: {refused} refused one of their k charges, {extra} accepted a (k+1)-th"
+    )
 
 
 if __name__ == "__main__":

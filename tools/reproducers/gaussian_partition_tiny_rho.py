@@ -21,8 +21,10 @@ def main() -> None:
         try:
             g = GaussianPartitionSelection.from_rho(rho=rho, threshold_delta=1e-6)
             out = g.release([0, 10**12, 2**62])
-            msg = (f"sigma={g.sigma:.3g} tau={g.tau} threshold_delta={g.threshold_delta:.4g} "
-                   f"release={out.tolist()}")
+            msg = (
+                f"sigma={g.sigma:.3g} tau={g.tau} threshold_delta={g.threshold_delta:.4g} "
+                f"release={out.tolist()}"
+            )
         except Exception as exc:
             msg = f"{type(exc).__name__}: {str(exc)[:80]}"
         print(f"rho={rho:g}: {msg} ({time.perf_counter() - t:.2f} s)")

@@ -29,15 +29,20 @@ import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 
 # the column whose text the extra person holds, and that text (the other columns stay numbers)
-EXTRA = {"unit uid": ("'x7'", "'2.0'", "'1'"), "measure x": ("'201'", "'n/a'", "'1'"),
-         "key g": ("'201'", "'2.0'", "'b'")}
+EXTRA = {
+    "unit uid": ("'x7'", "'2.0'", "'1'"),
+    "measure x": ("'201'", "'n/a'", "'1'"),
+    "key g": ("'201'", "'2.0'", "'b'"),
+}
 
 
 def make(extra: tuple[str, str, str] | None) -> str:
     folder = tempfile.mkdtemp()
     con = duckdb.connect()
-    con.execute("COPY (SELECT i AS uid, i % 3 AS g, 1.5::DOUBLE AS x FROM range(100) r(i)) "
-                f"TO '{folder}/a.parquet' (FORMAT parquet)")
+    con.execute(
+        "COPY (SELECT i AS uid, i % 3 AS g, 1.5::DOUBLE AS x FROM range(100) r(i)) "
+        f"TO '{folder}/a.parquet' (FORMAT parquet)"
+    )
     rows = "SELECT '200' AS uid, '1' AS g, '2.0' AS x"
     if extra is not None:
         uid, x, g = extra
@@ -51,8 +56,11 @@ def outcome(glob: str) -> str:
     budget = Budget(epsilon=10.0)
     try:  # a refusal when the source is opened (by its files' schemas) spends nothing
         s = dpa.Session(glob, privacy_unit="uid", budget=budget)
-        q = s.query().group_by("g", keys=[0, 1, 2]).bound(max_partitions=1,
-                                                          max_rows_per_partition=1)
+        q = (
+            s.query()
+            .group_by("g", keys=[0, 1, 2])
+            .bound(max_partitions=1, max_rows_per_partition=1)
+        )
         q.agg(n=dpa.count(), x=dpa.sum("x", bounds=(0.0, 10.0))).run(epsilon=1.0)
         return f"answered (charged {budget.spent[0]:g})"
     except Exception as exc:  # the finding is any failure after the charge

@@ -24,11 +24,16 @@ EPSILONS = (5e-324, 1e-300, 3e-20, 1e-19, 1e-17, 1e-15)
 
 def protocols(e: float) -> list[Any]:
     return [ldp.GRR(epsilon=e, domain=d) for d in (2, 3, 7)] + [
-        ldp.RandomizedResponse(epsilon=e), ldp.SUE(epsilon=e, domain=3),
-        ldp.OUE(epsilon=e, domain=3), ldp.OLH(epsilon=e, domain=5, g=3),
-        ldp.OLH(epsilon=e, domain=5, g=5), ldp.HadamardResponse(epsilon=e, domain=3),
-        ldp.Duchi(epsilon=e), ldp.Piecewise(epsilon=e, resolution=8),
-        ldp.Hybrid(epsilon=e, resolution=8)]
+        ldp.RandomizedResponse(epsilon=e),
+        ldp.SUE(epsilon=e, domain=3),
+        ldp.OUE(epsilon=e, domain=3),
+        ldp.OLH(epsilon=e, domain=5, g=3),
+        ldp.OLH(epsilon=e, domain=5, g=5),
+        ldp.HadamardResponse(epsilon=e, domain=3),
+        ldp.Duchi(epsilon=e),
+        ldp.Piecewise(epsilon=e, resolution=8),
+        ldp.Hybrid(epsilon=e, resolution=8),
+    ]
 
 
 def exact_loss(proto: Any) -> Any:

@@ -28,10 +28,14 @@ from dpkit.mechanisms import BinnedQuantile, GaussianPartitionSelection, Partiti
 def main() -> None:
     mechs: list[tuple[str, Any]] = [
         ("PartitionSelection", PartitionSelection(epsilon=1.0, delta=1e-6)),
-        ("GaussianPartitionSelection",
-         GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)),
-        ("BinnedQuantile",
-         BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=[0.0, 1.0, 2.0])),
+        (
+            "GaussianPartitionSelection",
+            GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6),
+        ),
+        (
+            "BinnedQuantile",
+            BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5, edges=[0.0, 1.0, 2.0]),
+        ),
     ]
     d = pd.array([3, None], dtype="Int64")
     d_prime = pd.array([3, 1], dtype="Int64")
@@ -44,10 +48,17 @@ def main() -> None:
                 return 1
             return 0
 
-        res = audit(observe, pair=(d, d_prime), samples=20_000, confidence=1 - 1e-6,
-                    claim=Claim.approx(epsilon=1.0, delta=1e-6))
-        print(f"{name}: epsilon >= {res.epsilon_lower_bound:.3f} at delta 1e-6 "
-              f"(confidence 1-1e-6), violated={res.violated}")
+        res = audit(
+            observe,
+            pair=(d, d_prime),
+            samples=20_000,
+            confidence=1 - 1e-6,
+            claim=Claim.approx(epsilon=1.0, delta=1e-6),
+        )
+        print(
+            f"{name}: epsilon >= {res.epsilon_lower_bound:.3f} at delta 1e-6 "
+            f"(confidence 1-1e-6), violated={res.violated}"
+        )
 
 
 if __name__ == "__main__":

@@ -58,11 +58,16 @@ def table(folder: str, typ: str, far: bool) -> str:
 def lost(path: str, sql: str, output: str) -> str | None:
     """The error raised after the charge, or None when the answer came back."""
     budget = Budget(epsilon=100.0, delta=1e-5)
-    s = dpa.Session(path, privacy_unit="uid", budget=budget,
-                    source_of_randomness=RandomSource(seed=1, insecure=True))
+    s = dpa.Session(
+        path,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=1, insecure=True),
+    )
     try:
-        s.sql(sql, epsilon=5.0, delta=1e-6, max_partitions=1, max_rows_per_partition=1,
-              output=output)
+        s.sql(
+            sql, epsilon=5.0, delta=1e-6, max_partitions=1, max_rows_per_partition=1, output=output
+        )
         return None
     except Exception as exc:  # any failure after the charge is the finding
         if budget.spent[0] == 0:

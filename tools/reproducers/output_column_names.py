@@ -34,14 +34,23 @@ def main() -> None:
         cols = [c for c in out.columns if not c.endswith(("_low", "_high"))]
         print(f"{label}: {len(cols)} columns {cols}")
 
-    show("3 bins, edges 0.1 .. 0.1000003", lambda: q.agg(h=dpa.histogram(
-        "x", edges=[0.1, 0.1000001, 0.1000002, 0.1000003])).run(epsilon=1.0))
-    show("3 levels 0.5, 0.5000001, 0.5000002", lambda: q.agg(m=dpa.quantile(
-        "x", [0.5, 0.5000001, 0.5000002], bounds=(0, 1))).run(epsilon=1.0))
-    show("levels 0.5, 0.5", lambda: q.agg(m=dpa.quantile(
-        "x", [0.5, 0.5], bounds=(0, 1))).run(epsilon=1.0))
-    show("aggregates n and n_low", lambda: q.agg(n=dpa.count(), n_low=dpa.count()
-                                                  ).run(epsilon=1.0))
+    show(
+        "3 bins, edges 0.1 .. 0.1000003",
+        lambda: q.agg(h=dpa.histogram("x", edges=[0.1, 0.1000001, 0.1000002, 0.1000003])).run(
+            epsilon=1.0
+        ),
+    )
+    show(
+        "3 levels 0.5, 0.5000001, 0.5000002",
+        lambda: q.agg(m=dpa.quantile("x", [0.5, 0.5000001, 0.5000002], bounds=(0, 1))).run(
+            epsilon=1.0
+        ),
+    )
+    show(
+        "levels 0.5, 0.5",
+        lambda: q.agg(m=dpa.quantile("x", [0.5, 0.5], bounds=(0, 1))).run(epsilon=1.0),
+    )
+    show("aggregates n and n_low", lambda: q.agg(n=dpa.count(), n_low=dpa.count()).run(epsilon=1.0))
     print("spent", s.spent)
 
 

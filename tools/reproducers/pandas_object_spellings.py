@@ -44,8 +44,11 @@ def units(ids: list[Any], polars: bool = False) -> tuple[int, int]:
     else:
         frame = pd.DataFrame({"uid": pd.Series(ids, dtype=object), "k": ["a"] * len(ids)})
     s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
-    q = s.query().bound(max_partitions=1, max_rows_per_partition=1).agg(
-        u=dpa.count_distinct(), n=dpa.count())
+    q = (
+        s.query()
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(u=dpa.count_distinct(), n=dpa.count())
+    )
     v = q.prepare(epsilon=1.0, delta=1e-6).exact(s.engine).values
     return int(v["u:n"][0]), int(v["n:n"][0])
 
@@ -55,8 +58,9 @@ def groups(spellings: list[Any]) -> tuple[int, int]:
     out = []
     for extra in ([], spellings):
         keys = [spellings[0]] * 100 + extra
-        frame = pd.DataFrame({"uid": list(range(100)) + [1000] * len(extra),
-                              "k": pd.Series(keys, dtype=object)})
+        frame = pd.DataFrame(
+            {"uid": list(range(100)) + [1000] * len(extra), "k": pd.Series(keys, dtype=object)}
+        )
         out.append(len(exact(frame, True, len(spellings)).keys))
     return out[0], out[1]
 
@@ -68,8 +72,10 @@ def main() -> int:
         for name, spellings in SPELLINGS.items():
             (u0, n0), (u1, n1) = units(others, polars), units(others + spellings, polars)
             where = "Polars Object" if polars else "pandas object"
-            print(f"{where}, unit {name:34s} units {u0} -> {u1} (+{u1 - u0}), "
-                  f"rows {n0} -> {n1} (+{n1 - n0})")
+            print(
+                f"{where}, unit {name:34s} units {u0} -> {u1} (+{u1 - u0}), "
+                f"rows {n0} -> {n1} (+{n1 - n0})"
+            )
             worst = max(worst, u1 - u0, n1 - n0)
     # Polars: equal text ids held by distinct objects
     ids = ["".join(["p", "1"]) for _ in range(4)]

@@ -32,13 +32,15 @@ def check_table(eps: float, delta: float, L: int, rel: str) -> str:
         assert p1 >= p0
         worst = max(worst, p1 - (a * p0 + d), (1 - p0) - (a * (1 - p1) + d))
     assert tab[-1] == 1 and tab[0] == 0
-    return (f"eps={eps} delta={delta} L={L} {rel}: threshold={ps.threshold} "
-            f"max slack={mp.nstr(worst, 5)} (must be <= 0)")
+    return (
+        f"eps={eps} delta={delta} L={L} {rel}: threshold={ps.threshold} "
+        f"max slack={mp.nstr(worst, 5)} (must be <= 0)"
+    )
 
 
 def dg_pmf(sigma: float, lim: int) -> dict[int, mp.mpf]:
     s2 = 2 * mp.mpf(sigma) ** 2
-    w = {z: mp.exp(-mp.mpf(z) ** 2 / s2) for z in range(-lim, lim + 1)}
+    w = {z: mp.exp(-(mp.mpf(z) ** 2) / s2) for z in range(-lim, lim + 1)}
     tot = sum(w.values())
     return {z: v / tot for z, v in w.items()}
 
@@ -73,19 +75,26 @@ def exact_delta(g: GaussianPartitionSelection, eps: float, n: int) -> mp.mpf:
 
 
 def main() -> None:
-    for eps, delta, L, rel in [(1.0, 1e-6, 1, "add_remove"), (0.1, 1e-9, 1, "add_remove"),
-                               (2.0, 1e-5, 3, "add_remove"), (1.0, 1e-7, 2, "replace"),
-                               (5.0, 0.3, 1, "add_remove"), (1e-3, 1e-3, 1, "add_remove")]:
+    for eps, delta, L, rel in [
+        (1.0, 1e-6, 1, "add_remove"),
+        (0.1, 1e-9, 1, "add_remove"),
+        (2.0, 1e-5, 3, "add_remove"),
+        (1.0, 1e-7, 2, "replace"),
+        (5.0, 0.3, 1, "add_remove"),
+        (1e-3, 1e-3, 1, "add_remove"),
+    ]:
         print(check_table(eps, delta, L, rel))
     for eps, delta in [(1.0, 1e-6), (0.5, 1e-8), (3.0, 1e-4)]:
         g = GaussianPartitionSelection.from_epsilon_delta(epsilon=eps, delta=delta)
         pmf = dg_pmf(g.sigma, int(40 * g.sigma) + g.tau + 5)
         tail = sum(v for z, v in pmf.items() if z >= g.tau)
         worst = max(exact_delta(g, eps, n) for n in (0, g.tau - 3, g.tau, g.tau + 1, g.tau + 5))
-        print(f"Gaussian eps={eps} delta={delta}: sigma={g.sigma:.4f} tau={g.tau} "
-              f"threshold_delta={g.threshold_delta:.4e} >= exact tail {mp.nstr(tail, 6)}; "
-              f"delta_at={g.delta_at(eps):.4e} >= exact {mp.nstr(worst, 6)}: "
-              f"{g.threshold_delta >= tail and g.delta_at(eps) >= worst}")
+        print(
+            f"Gaussian eps={eps} delta={delta}: sigma={g.sigma:.4f} tau={g.tau} "
+            f"threshold_delta={g.threshold_delta:.4e} >= exact tail {mp.nstr(tail, 6)}; "
+            f"delta_at={g.delta_at(eps):.4e} >= exact {mp.nstr(worst, 6)}: "
+            f"{g.threshold_delta >= tail and g.delta_at(eps) >= worst}"
+        )
 
 
 if __name__ == "__main__":

@@ -81,9 +81,11 @@ def main() -> None:
             releases = len(fh.read().splitlines())
         os.unlink(markers)
         final = Budget.open(PostgresLedger(dsn), "people")
-        print(f"child exit {os.waitstatus_to_exitcode(status)}; releases {releases} "
-              f"(x{STEP}) = epsilon {releases * STEP}; records {len(final.history())}; "
-              f"stored spent {final.spent}")
+        print(
+            f"child exit {os.waitstatus_to_exitcode(status)}; releases {releases} "
+            f"(x{STEP}) = epsilon {releases * STEP}; records {len(final.history())}; "
+            f"stored spent {final.spent}"
+        )
 
 
 if __name__ == "__main__":

@@ -61,10 +61,12 @@ def main() -> None:
     d1 = pd.DataFrame({"u": [1, 2, 3], "s": ["1", "2", "abc"]})
     e = pd.DataFrame({"u": pd.Series([], dtype="int64"), "s": pd.Series([], dtype="int64")})
     e1 = pd.DataFrame({"u": [1], "s": [7]})
-    cases = [("where('s = 1'), VARCHAR s", d, d1, "s = 1", None),
-             ("where('s IN (1, 2)'), VARCHAR s", d, d1, "s IN (1, 2)", None),
-             ("group_by('s', keys=[1, 2]), VARCHAR s", d, d1, None, [1, 2]),
-             ("where(\"s = 'abc'\"), INTEGER s, empty vs one row", e, e1, "s = 'abc'", None)]
+    cases = [
+        ("where('s = 1'), VARCHAR s", d, d1, "s = 1", None),
+        ("where('s IN (1, 2)'), VARCHAR s", d, d1, "s IN (1, 2)", None),
+        ("group_by('s', keys=[1, 2]), VARCHAR s", d, d1, None, [1, 2]),
+        ("where(\"s = 'abc'\"), INTEGER s, empty vs one row", e, e1, "s = 'abc'", None),
+    ]
     for name, a, b, pred, keys in cases:
         k0 = raises(a, pred, keys, N)
         k1 = raises(b, pred, keys, N)
@@ -77,8 +79,10 @@ def main() -> None:
 
 
 def report(name: str, k0: int, k1: int) -> None:
-    print(f"{name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim epsilon = 1, certified "
-          f"epsilon >= {cp_bound(k1, k0, N):.2f} (confidence 1-1e-6; true: infinite)")
+    print(
+        f"{name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim epsilon = 1, certified "
+        f"epsilon >= {cp_bound(k1, k0, N):.2f} (confidence 1-1e-6; true: infinite)"
+    )
 
 
 if __name__ == "__main__":

@@ -96,16 +96,18 @@ def main() -> None:
                 df.head(0).to_parquet(os.path.join(tmp, "data", "regions.parquet"))
                 budget = Budget(epsilon=10.0)
                 s = open_session(tmp, private, budget)
-                where: Any = public.format(root=tmp) if "{root}" in public \
-                    else os.path.join(tmp, public)
+                where: Any = (
+                    public.format(root=tmp) if "{root}" in public else os.path.join(tmp, public)
+                )
                 if public.startswith("arrow "):
                     where = arrow_dataset(tmp)
                 counts["join_public"].append(exact_join_count(s, where))
                 counts["sql"].append(exact_sql_count(s, where))
                 assert budget.spent[0] == 0
         for how, (on_d, on_dp) in counts.items():
-            print(f"private {private[:30]:30} public {public[:30]:30} {how:11} D={on_d}  "
-                  f"D'={on_dp}")
+            print(
+                f"private {private[:30]:30} public {public[:30]:30} {how:11} D={on_d}  D'={on_dp}"
+            )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,7 @@ SIZES = (2.0**-5, 2.0**-6, 2.0**-7)  # dyadic: exact sums, so "total <= 1" is ch
 CAPS = {"a0": 0.25, "a1": 0.5, "a2": 0.75}
 
 
-def worker(factory: Callable[[], Ledger], name: str, seed: int, markers: str,
-           threads: int) -> None:
+def worker(factory: Callable[[], Ledger], name: str, seed: int, markers: str, threads: int) -> None:
     rng = random.Random(seed)  # schedules only
     shared = Budget.open(factory(), name)
     fd = os.open(markers, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -98,9 +97,11 @@ def race(factory: Callable[[], Ledger], name: str, processes: int, threads: int)
     for analyst, cap in CAPS.items():
         assert released[analyst] <= Fraction(cap), f"{analyst} over cap: {released[analyst]}"
         assert final.sub_budget(analyst).spent[0] == float(released[analyst])
-    return (f"{processes} processes x {threads} threads: {count} releases, released epsilon "
-            f"{float(overall)} (stored {float(final.spent_epsilon_exact)}), by analyst "
-            f"{ {k: float(v) for k, v in released.items()} }")
+    return (
+        f"{processes} processes x {threads} threads: {count} releases, released epsilon "
+        f"{float(overall)} (stored {float(final.spent_epsilon_exact)}), by analyst "
+        f"{ {k: float(v) for k, v in released.items()} }"
+    )
 
 
 def creation_race(factory: Callable[[], Ledger], name: str, processes: int) -> str:
@@ -147,6 +148,7 @@ def main() -> None:
         print("sqlite", creation_race(sqlite_factory, "created", 6), flush=True)
     if which in ("postgres", "both"):
         with temporary_postgres() as dsn:
+
             def pg_factory() -> Ledger:
                 return PostgresLedger(dsn)
 

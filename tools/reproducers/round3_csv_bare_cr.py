@@ -56,10 +56,14 @@ def main() -> None:
         q = s.query().bound(max_partitions=1, max_rows_per_partition=1).agg(n=count())
         exact = int(q.run(epsilon=1e9)["n"].iloc[0])  # noise scale 1e-9: the exact count
         hits[path] = sum(int(q.run(epsilon=1.0)["n"].iloc[0]) > 1.5 * K for _ in range(N))
-        print(f"{os.path.basename(path)}: exact count {exact}; noisy count > {1.5 * K} in "
-              f"{hits[path]}/{N} runs at epsilon = 1")
-    print(f"claim epsilon = 1, certified epsilon >= {cp_bound(hits[d1], hits[d], N):.2f} "
-          f"(confidence 1-1e-6); exact law: |c - c'| / t = {K + 1}")
+        print(
+            f"{os.path.basename(path)}: exact count {exact}; noisy count > {1.5 * K} in "
+            f"{hits[path]}/{N} runs at epsilon = 1"
+        )
+    print(
+        f"claim epsilon = 1, certified epsilon >= {cp_bound(hits[d1], hits[d], N):.2f} "
+        f"(confidence 1-1e-6); exact law: |c - c'| / t = {K + 1}"
+    )
 
 
 if __name__ == "__main__":

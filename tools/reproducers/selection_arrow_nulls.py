@@ -32,22 +32,34 @@ B = 2**60
 def main() -> None:
     em = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
     rnm = ReportNoisyMax(epsilon=1.0, sensitivity=1.0, noise="laplace")
-    for name, make in [("polars", lambda v: pl.Series(v, dtype=pl.Int64)),
-                       ("pyarrow", lambda v: pa.array(v, type=pa.int64()))]:
+    for name, make in [
+        ("polars", lambda v: pl.Series(v, dtype=pl.Int64)),
+        ("pyarrow", lambda v: pa.array(v, type=pa.int64())),
+    ]:
         d: Any = make([B + 128, B, None])
         d2: Any = make([B + 129, B, None])
         p, q = em.probabilities(d), em.probabilities(d2)
-        print(f"{name}: exact law P(candidate 1) = {p[1]:.3g} vs {q[1]:.3g}: "
-              f"epsilon = {float(np.log(p[1] / q[1])):.2f} (claimed 1)")
+        print(
+            f"{name}: exact law P(candidate 1) = {p[1]:.3g} vs {q[1]:.3g}: "
+            f"epsilon = {float(np.log(p[1] / q[1])):.2f} (claimed 1)"
+        )
         for label, mech in (("exponential mechanism", em), ("RNM laplace", rnm)):
 
             def draw(x: Any, size: int, mech: Any = mech) -> Any:
                 return mech.release_many(x, count=size)
 
-            r = audit(draw, pair=(d, d2), samples=40_000, vectorized=True,
-                      confidence=1 - 1e-6, claim=Claim.pure(epsilon=1.0))
-            print(f"  {label}: epsilon >= {r.epsilon_lower_bound:.2f} (confidence 1-1e-6), "
-                  f"violated={r.violated}")
+            r = audit(
+                draw,
+                pair=(d, d2),
+                samples=40_000,
+                vectorized=True,
+                confidence=1 - 1e-6,
+                claim=Claim.pure(epsilon=1.0),
+            )
+            print(
+                f"  {label}: epsilon >= {r.epsilon_lower_bound:.2f} (confidence 1-1e-6), "
+                f"violated={r.violated}"
+            )
 
 
 if __name__ == "__main__":

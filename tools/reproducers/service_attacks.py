@@ -44,8 +44,7 @@ def rss_mb() -> int:
 
 
 def query(agg: dict[str, Any], **builder: Any) -> dict[str, Any]:
-    return {"builder": {"bound": BOUND, "agg": agg, **builder}, "epsilon": 0.01,
-            "delta": 1e-9}
+    return {"builder": {"bound": BOUND, "agg": agg, **builder}, "epsilon": 0.01, "delta": 1e-9}
 
 
 def main() -> None:
@@ -58,20 +57,26 @@ def main() -> None:
 
         print("1. public-key product on /v1/summarize (free)")
         for n in (20, 50, 100, 300):
-            keys = {"region": [f"r{i}" for i in range(n)], "age": list(range(n)),
-                    "income": [float(i) for i in range(n)]}
-            body = query({"n": {"kind": "count"}},
-                         group_by={"columns": ["region", "age", "income"], "keys": keys})
+            keys = {
+                "region": [f"r{i}" for i in range(n)],
+                "age": list(range(n)),
+                "income": [float(i) for i in range(n)],
+            }
+            body = query(
+                {"n": {"kind": "count"}},
+                group_by={"columns": ["region", "age", "income"], "keys": keys},
+            )
             size = len(json.dumps(body))
             t = time.monotonic()
             r = alice.post("/v1/summarize", json=body)
-            print(f"   {n}^3 = {n ** 3:>9} keys, body {size:>5} B: {r.status_code} in "
-                  f"{time.monotonic() - t:5.2f} s, process max RSS {rss_mb()} MB")
+            print(
+                f"   {n}^3 = {n**3:>9} keys, body {size:>5} B: {r.status_code} in "
+                f"{time.monotonic() - t:5.2f} s, process max RSS {rss_mb()} MB"
+            )
 
         print("2. long lists: time of one histogram query (other analysts meanwhile)")
         for m in (250, 1_000):
-            body = query({"h": {"kind": "histogram", "column": "income",
-                                "edges": list(range(m))}})
+            body = query({"h": {"kind": "histogram", "column": "income", "edges": list(range(m))}})
             done: dict[str, Any] = {}
 
             def slow(body: dict[str, Any] = body, done: dict[str, Any] = done) -> None:
@@ -87,9 +92,11 @@ def main() -> None:
                 code = b.post("/v1/query", json=COUNT_QUERY).status_code
             waited = time.monotonic() - t
             th.join()
-            print(f"   {m} edges ({len(json.dumps(body))} B): {done['code']} in "
-                  f"{done['s']:.1f} s; bob's 1-row count meanwhile: {code} after "
-                  f"{waited:.1f} s")
+            print(
+                f"   {m} edges ({len(json.dumps(body))} B): {done['code']} in "
+                f"{done['s']:.1f} s; bob's 1-row count meanwhile: {code} after "
+                f"{waited:.1f} s"
+            )
 
         print("3. epsilon = 1e300")
         for path in ("/v1/summarize", "/v1/query"):
@@ -99,8 +106,9 @@ def main() -> None:
             print(f"   {path}: {r.status_code} {r.text[:40]!r}, charges {charges() - before}")
 
         print("4. aggregates n and n_low")
-        r = alice.post("/v1/query", json=query({"n": {"kind": "count"},
-                                                "n_low": {"kind": "count"}}))
+        r = alice.post(
+            "/v1/query", json=query({"n": {"kind": "count"}, "n_low": {"kind": "count"}})
+        )
         if r.status_code == 200:
             res = r.json()["result"]
             print(f"   {r.status_code}: columns {res['columns']} row {res['rows'][0]}")
@@ -108,9 +116,11 @@ def main() -> None:
             print(f"   {r.status_code}: {r.text[:90]!r}")
 
         print("5. lax types on /v1/summarize")
-        for name, patch in (("epsilon true", {"epsilon": True}),
-                            ("epsilon '0.01'", {"epsilon": "0.01"}),
-                            ("delta '1e-9'", {"delta": "1e-9"})):
+        for name, patch in (
+            ("epsilon true", {"epsilon": True}),
+            ("epsilon '0.01'", {"epsilon": "0.01"}),
+            ("delta '1e-9'", {"delta": "1e-9"}),
+        ):
             r = alice.post("/v1/summarize", json={**COUNT_QUERY, **patch})
             cost = r.json().get("summary", {}).get("release", {}).get("epsilon")
             print(f"   {name}: {r.status_code}, priced at epsilon {cost}")
@@ -121,8 +131,10 @@ def main() -> None:
             cookie = c.cookies.get("dpkit_curator")
             c.post("/curator/logout")
         r = httpx.get(base + "/curator/status", headers={"Cookie": f"dpkit_curator={cookie}"})
-        print(f"   cookie is the token: {cookie == tokens['curator']}; after logout "
-              f"/curator/status answers {r.status_code}")
+        print(
+            f"   cookie is the token: {cookie == tokens['curator']}; after logout "
+            f"/curator/status answers {r.status_code}"
+        )
         alice.close()
 
 

@@ -63,9 +63,11 @@ def main() -> None:
     recorded = {tuple(r.metadata["who"].split()) for r in records}
     assert released <= recorded, sorted(released - recorded)[:5]  # every release has its record
     assert final.spent_epsilon_exact == Fraction(STEP) * len(records) <= 1
-    print(f"{trials} kills: {len(released)} releases, {len(records)} records "
-          f"({len(records) - len(released)} charged but not released: the safe side); "
-          f"replay ok, spent {final.spent}, alice {final.sub_budget('alice').spent}")
+    print(
+        f"{trials} kills: {len(released)} releases, {len(records)} records "
+        f"({len(records) - len(released)} charged but not released: the safe side); "
+        f"replay ok, spent {final.spent}, alice {final.sub_budget('alice').spent}"
+    )
 
 
 if __name__ == "__main__":

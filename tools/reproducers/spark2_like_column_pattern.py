@@ -29,11 +29,16 @@ def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def exact_count(spark: Any, frame: pd.DataFrame, tag: str) -> int | str:
     spark.createDataFrame(frame).createOrReplaceTempView(f"people_{tag}")
-    session = dpa.Session(spark, table=f"people_{tag}", privacy_unit="user_id",
-                          budget=Budget(epsilon=10.0))
-    p = (session.query().where("s LIKE pat")
-         .bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()).prepare(epsilon=1.0))
+    session = dpa.Session(
+        spark, table=f"people_{tag}", privacy_unit="user_id", budget=Budget(epsilon=10.0)
+    )
+    p = (
+        session.query()
+        .where("s LIKE pat")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+        .prepare(epsilon=1.0)
+    )
     session.validate(p)  # accepted: raises nothing before the charge
     try:
         return int(p.exact(session.engine).values["n:n"][0])
@@ -43,8 +48,13 @@ def exact_count(spark: Any, frame: pd.DataFrame, tag: str) -> int | str:
 
 def main() -> int:
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     try:
         d, d_prime = tables()
         on_d = exact_count(spark, d, "d")

@@ -40,12 +40,16 @@ def udf_public(spark: Any, private_path: str, decoy_path: str) -> Any:
 
     def swap(batches: Any) -> Any:
         import pyarrow.parquet as pq
+
         for _ in batches:
             pass
         yield pq.read_table(private_path).to_pandas()
 
-    return spark.read.parquet(decoy_path).coalesce(1).mapInPandas(
-        swap, "user_id long, ref long, secret long")
+    return (
+        spark.read.parquet(decoy_path)
+        .coalesce(1)
+        .mapInPandas(swap, "user_id long, ref long, secret long")
+    )
 
 
 def python_udf_public(spark: Any, private_path: str, decoy_path: str) -> Any:
@@ -57,28 +61,35 @@ def python_udf_public(spark: Any, private_path: str, decoy_path: str) -> Any:
         return int(rows.secret[rows.user_id == uid].sum())
 
     secret_of = sf.udf(lambda uid: lookup(uid), "long")
-    return (spark.read.parquet(decoy_path).withColumn("user_id", sf.lit(1000).cast("long"))
-            .withColumn("secret", secret_of("user_id")))
+    return (
+        spark.read.parquet(decoy_path)
+        .withColumn("user_id", sf.lit(1000).cast("long"))
+        .withColumn("secret", secret_of("user_id"))
+    )
 
 
 PUBLICS = {"mapInPandas": udf_public, "python_udf": python_udf_public}
 
 
-def exact_count(spark: Any, frame: pd.DataFrame, folder: str, tag: str,
-                attack: str) -> int | str:
+def exact_count(spark: Any, frame: pd.DataFrame, folder: str, tag: str, attack: str) -> int | str:
     private_path = os.path.join(folder, f"private_{tag}.parquet")
     decoy_path = os.path.join(folder, f"decoy_{tag}.parquet")
     frame.to_parquet(private_path, index=False)
     pd.DataFrame({"user_id": [5], "ref": [5], "secret": [0]}).to_parquet(decoy_path, index=False)
     spark.read.parquet(private_path).createOrReplaceTempView(f"people_{tag}")
-    session = dpa.Session(spark, table=f"people_{tag}", privacy_unit="user_id",
-                          budget=Budget(epsilon=10.0))
+    session = dpa.Session(
+        spark, table=f"people_{tag}", privacy_unit="user_id", budget=Budget(epsilon=10.0)
+    )
     public = PUBLICS[attack](spark, private_path, decoy_path)
     try:
-        p = (session.query().join_public(public, on={"ref": "user_id"},
-                                         columns={"secret": "pub_secret"})
-             .where("pub_secret = 1").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
+        p = (
+            session.query()
+            .join_public(public, on={"ref": "user_id"}, columns={"secret": "pub_secret"})
+            .where("pub_secret = 1")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0)
+        )
         session.validate(p)
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -88,8 +99,13 @@ def exact_count(spark: Any, frame: pd.DataFrame, folder: str, tag: str,
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     try:
         d, d_prime = tables()
         moved = False
@@ -99,8 +115,9 @@ def main() -> int:
                 on_d_prime = exact_count(spark, d_prime, folder, f"dp_{attack}", attack)
                 print(f"{attack}: exact count on D  = {on_d}")
                 print(f"{attack}: exact count on D' = {on_d_prime}")
-                moved |= (isinstance(on_d, int) and isinstance(on_d_prime, int)
-                          and on_d - on_d_prime > 1)
+                moved |= (
+                    isinstance(on_d, int) and isinstance(on_d_prime, int) and on_d - on_d_prime > 1
+                )
         print("BROKEN: moved by more than the sensitivity 1" if moved else "held")
         return 1 if moved else 0
     finally:

@@ -31,11 +31,16 @@ from dpkit.analytics.engines.spark import SparkEngine
 CASES: dict[str, tuple[pa.DataType, pa.DataType, list[int]]] = {
     "date, year 10000": (pa.int32(), pa.date32(), [19723, 2932897, 2932898]),
     "date, BC": (pa.int32(), pa.date32(), [19723, -719163, -719528]),
-    "timestamp_ntz, year 10000": (pa.int64(), pa.timestamp("us"),
-                                  [1704067200000000, 253402300800000000,
-                                   253402300800000001]),
-    "timestamp_ntz, BC": (pa.int64(), pa.timestamp("us"),
-                          [1704067200000000, -62135596800000001, -62198755200000000]),
+    "timestamp_ntz, year 10000": (
+        pa.int64(),
+        pa.timestamp("us"),
+        [1704067200000000, 253402300800000000, 253402300800000001],
+    ),
+    "timestamp_ntz, BC": (
+        pa.int64(),
+        pa.timestamp("us"),
+        [1704067200000000, -62135596800000001, -62198755200000000],
+    ),
 }
 
 
@@ -48,10 +53,12 @@ def key_table(raw: pa.DataType, typ: pa.DataType, values: list[int]) -> pa.Table
 
 
 def plan(path: str) -> Plan:
-    return Plan(source=Source(kind="parquet", location=path), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
+    return Plan(
+        source=Source(kind="parquet", location=path),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=12345),
+        aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)),
+    )
 
 
 def main() -> bool:
@@ -65,8 +72,10 @@ def main() -> bool:
             duck = sorted(int(n) for n in duck_md5.execute(plan(path)).values["n"])
             spark_counts = sorted(int(n) for n in spark_md5.execute(plan(path)).values["n"])
             same &= duck == spark_counts
-            print(f"{name:27s} {duck!s:19s} {spark_counts!s:19s}"
-                  f"{'' if duck == spark_counts else 'DIFFERENT'}")
+            print(
+                f"{name:27s} {duck!s:19s} {spark_counts!s:19s}"
+                f"{'' if duck == spark_counts else 'DIFFERENT'}"
+            )
     return same
 
 

@@ -42,10 +42,12 @@ def nan_table(typ: pa.DataType) -> pa.Table:
 
 
 def plan(path: str) -> Plan:
-    return Plan(source=Source(kind="parquet", location=path), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
+    return Plan(
+        source=Source(kind="parquet", location=path),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=12345),
+        aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)),
+    )
 
 
 def as_dict(result: Any) -> dict[str, int]:
@@ -58,9 +60,11 @@ def main() -> bool:
         for name, typ in (("FLOAT", pa.float32()), ("DOUBLE", pa.float64())):
             path = os.path.join(tmp, f"nan_{name}.parquet")
             pq.write_table(nan_table(typ), path)
-            folded = duckdb.sql(f"SELECT count(*) FILTER (WHERE isnan(k)), "
-                                f"count(*) FILTER (WHERE CAST(k AS VARCHAR) = 'nan') "
-                                f"FROM read_parquet('{path}')").fetchall()[0]
+            folded = duckdb.sql(
+                f"SELECT count(*) FILTER (WHERE isnan(k)), "
+                f"count(*) FILTER (WHERE CAST(k AS VARCHAR) = 'nan') "
+                f"FROM read_parquet('{path}')"
+            ).fetchall()[0]
             duck = as_dict(DuckDBEngine(hash="md5", threads=1).execute(plan(path)))
             spark_r = as_dict(SparkEngine(spark, hash="md5").execute(plan(path)))
             same &= duck == spark_r

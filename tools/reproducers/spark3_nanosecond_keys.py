@@ -27,9 +27,11 @@ import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 
 BASE = 1704067200000000000  # 2024-01-01 00:00:00 in nanoseconds
-TYPES = {"timestamp[ns]": (pa.timestamp("ns"), BASE),
-         "timestamp[ns, UTC]": (pa.timestamp("ns", tz="UTC"), BASE),
-         "time64[ns]": (pa.time64("ns"), 12 * 3600 * 10**9)}
+TYPES = {
+    "timestamp[ns]": (pa.timestamp("ns"), BASE),
+    "timestamp[ns, UTC]": (pa.timestamp("ns", tz="UTC"), BASE),
+    "time64[ns]": (pa.time64("ns"), 12 * 3600 * 10**9),
+}
 
 
 def files(tmp: str, name: str) -> tuple[str, str]:
@@ -38,8 +40,10 @@ def files(tmp: str, name: str) -> tuple[str, str]:
     uid = [*range(100), 1000]
     keys = pa.array([t] * 100 + [t + 1], pa.int64()).cast(typ)
     d = pa.table({"uid": uid, "k": keys})
-    paths = (os.path.join(tmp, f"{len(os.listdir(tmp))}.parquet"),
-             os.path.join(tmp, f"{len(os.listdir(tmp)) + 1}.parquet"))
+    paths = (
+        os.path.join(tmp, f"{len(os.listdir(tmp))}.parquet"),
+        os.path.join(tmp, f"{len(os.listdir(tmp)) + 1}.parquet"),
+    )
     pq.write_table(d, paths[0])
     pq.write_table(d.slice(0, 100), paths[1])
     return paths
@@ -51,8 +55,13 @@ def released_count(source: Any) -> str:
     the number of engine groups; or the refusal before the charge."""
     s = dpa.Session(source, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except Exception as exc:
         return f"refused before the charge ({type(exc).__name__})"

@@ -34,8 +34,13 @@ def exact_counts(frame: Any) -> list[int] | str:
     """Exact per-group counts (one group and one row per person), or the refusal."""
     s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except Exception as exc:
         return f"refused before the charge ({type(exc).__name__})"
@@ -45,8 +50,13 @@ def exact_counts(frame: Any) -> list[int] | str:
 def run_outcome(frame: Any) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(frame, privacy_unit="uid", budget=budget)
-    q = (s.query().where("age > 50").group_by("k")
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    q = (
+        s.query()
+        .where("age > 50")
+        .group_by("k")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     try:
         q.run(epsilon=1.0, delta=1e-6)
         return "released", budget.spent
@@ -61,13 +71,16 @@ def main() -> bool:
         d_prime = spark.createDataFrame(rows, ["uid", "k"])
         vec_d, vec_d_prime = exact_counts(d), exact_counts(d_prime)
         mrows = [(i, 0, Matrices.dense(1, 1, [1.0])) for i in range(10)]
-        m_d = spark.createDataFrame([*mrows, (1000, 99, Matrices.dense(1, 1, [2.0]))],
-                                    ["uid", "age", "k"])
+        m_d = spark.createDataFrame(
+            [*mrows, (1000, 99, Matrices.dense(1, 1, [2.0]))], ["uid", "age", "k"]
+        )
         m_d_prime = spark.createDataFrame(mrows, ["uid", "age", "k"])
         mat_d, mat_d_prime = run_outcome(m_d), run_outcome(m_d_prime)
     print(f"vector keys, exact counts per group   D: {vec_d}   D': {vec_d_prime}")
-    print(f"matrix keys, run()   D: {mat_d[0]} (spent {mat_d[1]})   "
-          f"D': {mat_d_prime[0]} (spent {mat_d_prime[1]})")
+    print(
+        f"matrix keys, run()   D: {mat_d[0]} (spent {mat_d[1]})   "
+        f"D': {mat_d_prime[0]} (spent {mat_d_prime[1]})"
+    )
     return vec_d in ([1, 100], vec_d_prime) and mat_d[0] == mat_d_prime[0]
 
 

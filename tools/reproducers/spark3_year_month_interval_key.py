@@ -33,8 +33,13 @@ def outcome(spark: Any, sql: str) -> tuple[str, tuple[float, float]]:
     """``run()``'s outcome (released, or the exception's class) and the budget spent."""
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(spark.sql(sql), privacy_unit="uid", budget=budget)
-    q = (s.query().where("age > 50").group_by("k")
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    q = (
+        s.query()
+        .where("age > 50")
+        .group_by("k")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     try:
         q.run(epsilon=1.0, delta=1e-6)
         return "released", budget.spent

@@ -38,9 +38,14 @@ def outcome(path: str) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(path, privacy_unit="uid", budget=budget)
     try:
-        (s.query().where("age > 50").group_by("k")
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
-         .run(epsilon=1.0, delta=1e-6))
+        (
+            s.query()
+            .where("age > 50")
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
         return "released", budget.spent
     except Exception as exc:
         return type(exc).__name__, budget.spent
@@ -54,16 +59,25 @@ def main() -> int:
             for values in ([base] * 10 + [value], [base] * 10):
                 path = os.path.join(folder, f"t{len(got)}.parquet")
                 n = len(values)
-                pq.write_table(pa.table({
-                    "uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
-                    "k": pa.array(values, pa.int64()).cast(typ) if pa.types.is_timestamp(typ)
-                    else pa.array(values, pa.int32()).view(typ)}), path)
+                pq.write_table(
+                    pa.table(
+                        {
+                            "uid": list(range(n)),
+                            "age": [0] * 10 + [99] * (n - 10),
+                            "k": pa.array(values, pa.int64()).cast(typ)
+                            if pa.types.is_timestamp(typ)
+                            else pa.array(values, pa.int32()).view(typ),
+                        }
+                    ),
+                    path,
+                )
                 got.append(outcome(path))
             differ += got[0] != got[1]
-            print(f"{name:24s} D: {got[0][0]} (spent {got[0][1]})   "
-                  f"D': {got[1][0]} (spent {got[1][1]})")
-    print("OPEN: the outcome after the charge depends on one person's value" if differ
-          else "FIXED")
+            print(
+                f"{name:24s} D: {got[0][0]} (spent {got[0][1]})   "
+                f"D': {got[1][0]} (spent {got[1][1]})"
+            )
+    print("OPEN: the outcome after the charge depends on one person's value" if differ else "FIXED")
     return 1 if differ else 0
 
 

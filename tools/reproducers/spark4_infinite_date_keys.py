@@ -37,8 +37,13 @@ CASES = {
 def exact(path: str) -> list[tuple[Any, int]] | str:
     s = dpa.Session(path, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except DPKitError as exc:
         return f"refused ({type(exc).__name__})"

@@ -35,10 +35,12 @@ CASES = {
 
 
 def counts(engine: Any, path: str) -> list[int] | str:
-    plan = Plan(source=Source(kind="parquet", location=path), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
+    plan = Plan(
+        source=Source(kind="parquet", location=path),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=12345),
+        aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)),
+    )
     try:
         return sorted(int(n) for n in engine.execute(plan).values["n"])
     except Exception as exc:
@@ -53,8 +55,15 @@ def main() -> int:
             uid = [f"u{u}" for u in range(60) for _ in range(5)]
             keys = pa.array(values, raw).cast(typ)
             path = os.path.join(folder, f"{name}.parquet")
-            pq.write_table(pa.table({"uid": uid, "k": keys.take(
-                pa.array([rng.randrange(len(values)) for _ in uid]))}), path)
+            pq.write_table(
+                pa.table(
+                    {
+                        "uid": uid,
+                        "k": keys.take(pa.array([rng.randrange(len(values)) for _ in uid])),
+                    }
+                ),
+                path,
+            )
             duck = counts(DuckDBEngine(hash="md5", threads=1), path)
             sp = counts(SparkEngine(spark, hash="md5"), path)
             differ += duck != sp

@@ -25,17 +25,24 @@ import pyarrow.parquet as pq
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 
-QUERIES = {"group_by(k), where(age > 50)": ("k", "age > 50"),
-           "group_by(age), where(k <> 'zz')": ("age", "k <> 'zz'")}
+QUERIES = {
+    "group_by(k), where(age > 50)": ("k", "age > 50"),
+    "group_by(age), where(k <> 'zz')": ("age", "k <> 'zz'"),
+}
 
 
 def outcome(path: str, key: str, where: str) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(path, privacy_unit="uid", budget=budget)
     try:
-        (s.query().where(where).group_by(key)
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
-         .run(epsilon=1.0, delta=1e-6))
+        (
+            s.query()
+            .where(where)
+            .group_by(key)
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
         return "released", budget.spent
     except Exception as exc:
         return type(exc).__name__, budget.spent
@@ -48,17 +55,25 @@ def main() -> int:
         for i, raw in enumerate(([b"ok"] * 10 + [b"\xff\xfe"], [b"ok"] * 10)):
             path = os.path.join(folder, f"t{i}.parquet")
             n = len(raw)
-            pq.write_table(pa.table({
-                "uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
-                "k": pa.array(raw, pa.binary()).view(pa.string())}), path)
+            pq.write_table(
+                pa.table(
+                    {
+                        "uid": list(range(n)),
+                        "age": [0] * 10 + [99] * (n - 10),
+                        "k": pa.array(raw, pa.binary()).view(pa.string()),
+                    }
+                ),
+                path,
+            )
             paths.append(path)
         for name, (key, where) in QUERIES.items():
             got = [outcome(p, key, where) for p in paths]
             differ += got[0] != got[1]
-            print(f"{name:32s} D: {got[0][0]} (spent {got[0][1]})   "
-                  f"D': {got[1][0]} (spent {got[1][1]})")
-    print("OPEN: the outcome after the charge depends on one person's text" if differ
-          else "FIXED")
+            print(
+                f"{name:32s} D: {got[0][0]} (spent {got[0][1]})   "
+                f"D': {got[1][0]} (spent {got[1][1]})"
+            )
+    print("OPEN: the outcome after the charge depends on one person's text" if differ else "FIXED")
     return 1 if differ else 0
 
 

@@ -25,18 +25,18 @@ import dpkit.analytics as dpa
 
 VARIANTS = {
     "scalar subquery in SELECT": "SELECT user_id, ref, CAST((SELECT count(*) FROM "
-                                 "parquet.`{p}` WHERE user_id = 1000) AS BIGINT) AS secret "
-                                 "FROM parquet.`{dec}`",
+    "parquet.`{p}` WHERE user_id = 1000) AS BIGINT) AS secret "
+    "FROM parquet.`{dec}`",
     "scalar subquery in WHERE": "SELECT user_id, ref, CAST(1 AS BIGINT) AS secret FROM "
-                                "parquet.`{dec}` WHERE (SELECT count(*) FROM parquet.`{p}` "
-                                "WHERE user_id = 1000) > 0",
+    "parquet.`{dec}` WHERE (SELECT count(*) FROM parquet.`{p}` "
+    "WHERE user_id = 1000) > 0",
     "EXISTS in SELECT": "SELECT user_id, ref, CAST(EXISTS (SELECT 1 FROM parquet.`{p}` WHERE "
-                        "user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
+    "user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
     "EXISTS in WHERE": "SELECT user_id, ref, CAST(1 AS BIGINT) AS secret FROM parquet.`{dec}` "
-                       "WHERE EXISTS (SELECT 1 FROM parquet.`{p}` WHERE user_id = 1000)",
+    "WHERE EXISTS (SELECT 1 FROM parquet.`{p}` WHERE user_id = 1000)",
     "CTE as a scalar": "WITH s AS (SELECT count(*) AS c FROM parquet.`{p}` WHERE user_id = "
-                       "1000) SELECT user_id, ref, CAST((SELECT c FROM s) AS BIGINT) AS secret "
-                       "FROM parquet.`{dec}`",
+    "1000) SELECT user_id, ref, CAST((SELECT c FROM s) AS BIGINT) AS secret "
+    "FROM parquet.`{dec}`",
 }
 
 
@@ -44,8 +44,7 @@ def main() -> int:
     leaks = 0
     with local_spark() as spark, tempfile.TemporaryDirectory() as folder:
         decoy = os.path.join(folder, "decoy.parquet")
-        pd.DataFrame({"user_id": [1000], "ref": [5], "secret": [0]}).to_parquet(decoy,
-                                                                                 index=False)
+        pd.DataFrame({"user_id": [1000], "ref": [5], "secret": [0]}).to_parquet(decoy, index=False)
         privates = []
         for i, table in enumerate(referencing_tables()):
             path = os.path.join(folder, f"private{i}.parquet")
@@ -54,15 +53,16 @@ def main() -> int:
         for name, sql in VARIANTS.items():
             got = []
             for path in privates:
-                session = dpa.Session(spark, table=path, privacy_unit="user_id",
-                                      budget=budget())
+                session = dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget())
                 public = spark.sql(sql.format(p=path, dec=decoy))
                 got.append(exact_join_count(session, public))
             files = [os.path.basename(f) for f in public.inputFiles()]
             moved = all(isinstance(g, int) for g in got) and abs(got[0] - got[1]) > 1
             leaks += moved
-            print(f"{name:28s} inputFiles={files}  D={got[0]}  D'={got[1]}"
-                  f"{'  <- moves by more than the sensitivity 1' if moved else ''}")
+            print(
+                f"{name:28s} inputFiles={files}  D={got[0]}  D'={got[1]}"
+                f"{'  <- moves by more than the sensitivity 1' if moved else ''}"
+            )
     print("OPEN" if leaks else "FIXED: every variant refused or within the sensitivity")
     return 1 if leaks else 0
 

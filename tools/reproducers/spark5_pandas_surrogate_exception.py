@@ -27,17 +27,28 @@ from dpkit.accounting import Budget
 def frame(with_person: bool, dtype: str) -> pd.DataFrame:
     texts = ["ok"] * 10 + (["\udcff"] if with_person else [])
     n = len(texts)
-    return pd.DataFrame({"uid": range(n), "age": [0] * 10 + [99] * (n - 10),
-                         "k": pd.Series(texts, dtype=dtype), "kk": [0] * n})
+    return pd.DataFrame(
+        {
+            "uid": range(n),
+            "age": [0] * 10 + [99] * (n - 10),
+            "k": pd.Series(texts, dtype=dtype),
+            "kk": [0] * n,
+        }
+    )
 
 
 def outcome(df: pd.DataFrame, key: str, where: str) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(df, privacy_unit="uid", budget=budget)
     try:
-        (s.query().where(where).group_by(key)
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
-         .run(epsilon=1.0, delta=1e-6))
+        (
+            s.query()
+            .where(where)
+            .group_by(key)
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
         return "released", budget.spent
     except Exception as exc:  # the outcome itself is the figure
         return type(exc).__name__, budget.spent

@@ -38,8 +38,13 @@ def release(spark: Any, table: pd.DataFrame, condition: str) -> tuple[str, float
     """Run the bucketed count; return (outcome, epsilon spent)."""
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(spark.createDataFrame(table), privacy_unit="uid", budget=budget)
-    q = (s.query().bucket("b", [(condition, "one")], "other").group_by("b")
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+    q = (
+        s.query()
+        .bucket("b", [(condition, "one")], "other")
+        .group_by("b")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     try:
         q.run(epsilon=1.0, delta=1e-6)
         outcome = "released"

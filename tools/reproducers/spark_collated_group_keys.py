@@ -34,13 +34,19 @@ UNIT = ", (1000, 'paris'), (1000, 'Paris'), (1000, 'PARIS'), (1000, 'pAris')"
 
 def paris(spark: Any, values: str, hash_kind: str) -> tuple[int, int]:
     """(count, unit count) of group ``paris`` before noise."""
-    df = spark.sql(f"SELECT uid, city COLLATE UTF8_LCASE AS city FROM VALUES {values} "
-                   "AS t(uid, city)")
-    s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5),
-                    bounding_hash=hash_kind)
-    p = (s.query().group_by("city").bound(max_partitions=MAX_PARTITIONS,
-                                          max_rows_per_partition=1)
-         .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+    df = spark.sql(
+        f"SELECT uid, city COLLATE UTF8_LCASE AS city FROM VALUES {values} AS t(uid, city)"
+    )
+    s = dpa.Session(
+        df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5), bounding_hash=hash_kind
+    )
+    p = (
+        s.query()
+        .group_by("city")
+        .bound(max_partitions=MAX_PARTITIONS, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+        .prepare(epsilon=1.0, delta=1e-6)
+    )
     s.validate(p)
     r = p.exact(s.engine)
     i = [str(k[0]).lower() for k in r.keys].index("paris")
@@ -53,8 +59,10 @@ def main() -> dict[str, tuple[int, int]]:
         for h in ("native", "md5"):
             (n, u), (n1, u1) = paris(spark, ROWS + UNIT, h), paris(spark, ROWS, h)
             out[h] = (n - n1, u - u1)
-            print(f"{h:6s}: count of 'paris' moved by {n - n1} vs per-group sensitivity 1 "
-                  f"(L2 {math.sqrt(MAX_PARTITIONS):g}); unit count moved by {u - u1} vs 1")
+            print(
+                f"{h:6s}: count of 'paris' moved by {n - n1} vs per-group sensitivity 1 "
+                f"(L2 {math.sqrt(MAX_PARTITIONS):g}); unit count moved by {u - u1} vs 1"
+            )
     return out
 
 

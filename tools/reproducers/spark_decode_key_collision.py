@@ -44,12 +44,19 @@ def groups(spark: Any, values: str, text: bool = False) -> list[tuple[Any, int, 
     cols = "uid, CAST(ts AS STRING) AS ts" if text else "*"
     df = spark.sql(f"SELECT {cols} FROM VALUES {values} AS t(uid, ts)")
     s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
-    p = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+    p = (
+        s.query()
+        .group_by("ts")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+        .prepare(epsilon=1.0, delta=1e-6)
+    )
     s.validate(p)
     r = p.exact(s.engine)
-    return [(k[0], int(n), int(u)) for k, n, u in
-            zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)]
+    return [
+        (k[0], int(n), int(u))
+        for k, n, u in zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)
+    ]
 
 
 def main() -> tuple[list[tuple[Any, int, int]], list[tuple[Any, int, int]]]:
@@ -60,10 +67,13 @@ def main() -> tuple[list[tuple[Any, int, int]], list[tuple[Any, int, int]]]:
         d, d1 = groups(spark, BASE + UNIT), groups(spark, BASE)
         t, t1 = groups(spark, TEXT_BASE + TEXT_UNIT, True), groups(spark, TEXT_BASE, True)
     for what, a, b in (("DST fold", d, d1), ("invalid UTF-8", t, t1)):
-        print(f"{what}: D {[(str(k), n, u) for k, n, u in a]}  D' "
-              f"{[(str(k), n, u) for k, n, u in b]}")
-        print(f"  count of group {b[0][0]!r} moved by {b[0][1] - a[0][1]} vs sensitivity 1 "
-              f"(units {b[0][2]} -> {a[0][2]})")
+        print(
+            f"{what}: D {[(str(k), n, u) for k, n, u in a]}  D' {[(str(k), n, u) for k, n, u in b]}"
+        )
+        print(
+            f"  count of group {b[0][0]!r} moved by {b[0][1] - a[0][1]} vs sensitivity 1 "
+            f"(units {b[0][2]} -> {a[0][2]})"
+        )
     return d, d1
 
 

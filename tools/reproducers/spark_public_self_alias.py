@@ -45,14 +45,18 @@ def catalog_temp_view(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
 def catalog_global_view(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
     frame.createOrReplaceTempView("people")
     spark.sql("CREATE OR REPLACE GLOBAL TEMP VIEW gpub AS SELECT * FROM people")
-    return (dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget()),
-            "global_temp.gpub")
+    return (
+        dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget()),
+        "global_temp.gpub",
+    )
 
 
 def catalog_spark_table(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
     frame.createOrReplaceTempView("people")
-    return (dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget()),
-            spark.table("people"))
+    return (
+        dpa.Session(spark, table="people", privacy_unit="user_id", budget=budget()),
+        spark.table("people"),
+    )
 
 
 def frame_select_star(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
@@ -67,15 +71,19 @@ def frame_own_view(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
 def parquet_sql_on_file(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
     path = os.path.join(tmp, f"people{frame.count()}.parquet")
     frame.toPandas().to_parquet(path)
-    return (dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget()),
-            f"parquet.`{path}`")
+    return (
+        dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget()),
+        f"parquet.`{path}`",
+    )
 
 
 def parquet_file_url(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
     path = os.path.join(tmp, f"url{frame.count()}.parquet")
     frame.toPandas().to_parquet(path)
-    return (dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget()),
-            "file://" + path)
+    return (
+        dpa.Session(spark, table=path, privacy_unit="user_id", budget=budget()),
+        "file://" + path,
+    )
 
 
 def engine_file_view(spark: Any, frame: Any, tmp: str) -> tuple[Any, Any]:
@@ -110,8 +118,12 @@ CASES: dict[str, Case] = {
 }
 
 
-META = {"tables": {"people": {"privacy_unit": "user_id", "max_partitions": 1,
-                              "max_rows_per_partition": 1}, "pub": {"public": True}}}
+META = {
+    "tables": {
+        "people": {"privacy_unit": "user_id", "max_partitions": 1, "max_rows_per_partition": 1},
+        "pub": {"public": True},
+    }
+}
 SQL = "SELECT COUNT(*) AS n FROM people p JOIN pub ON p.ref = pub.user_id WHERE pub.secret = 1"
 
 
@@ -139,8 +151,11 @@ def main() -> dict[str, tuple[object, object]]:
                 got.append(exact_join_count(session, public))
             out[name] = (got[0], got[1])
             d, d1 = got
-            moved = (f"count moved by {d - d1} vs sensitivity 1"
-                     if isinstance(d, int) and isinstance(d1, int) else "")
+            moved = (
+                f"count moved by {d - d1} vs sensitivity 1"
+                if isinstance(d, int) and isinstance(d1, int)
+                else ""
+            )
             print(f"{name:36s} D: {d!s:10s} D': {d1!s:10s} {moved}")
         d, d1 = (sql_front_end(spark, f) for f in frames)
         out["session.sql, view declared public"] = (d, d1)

@@ -25,16 +25,22 @@ import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 
 BASE = ", ".join(f"({i}, TIMESTAMP'2024-01-01 00:00:00')" for i in range(10))
-CASES = {"America/New_York": ", (1000, TIMESTAMP'0001-01-01 00:00:00')",
-         "Asia/Tokyo": ", (1000, TIMESTAMP'9999-12-31 23:00:00')"}
+CASES = {
+    "America/New_York": ", (1000, TIMESTAMP'0001-01-01 00:00:00')",
+    "Asia/Tokyo": ", (1000, TIMESTAMP'9999-12-31 23:00:00')",
+}
 
 
 def release(spark: Any, values: str) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     df = spark.sql(f"SELECT * FROM VALUES {values} AS t(uid, ts)")
     s = dpa.Session(df, privacy_unit="uid", budget=budget)
-    q = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    q = (
+        s.query()
+        .group_by("ts")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     try:
         q.run(epsilon=1.0, delta=1e-6)
         return "released", budget.spent

@@ -36,24 +36,29 @@ def session(rows: list[str]) -> Any:
     con.execute("CREATE TABLE people (user_id INTEGER, city VARCHAR COLLATE NOCASE)")
     for i, c in enumerate(rows):
         con.execute("INSERT INTO people VALUES (?, ?)", [i, c])
-    return dpa.Session(con, table="people", privacy_unit=None, budget=Budget(epsilon=10.0),
-                       source_of_randomness=RandomSource(seed=3, insecure=True))
+    return dpa.Session(
+        con,
+        table="people",
+        privacy_unit=None,
+        budget=Budget(epsilon=10.0),
+        source_of_randomness=RandomSource(seed=3, insecure=True),
+    )
 
 
 def main() -> None:
     sa, sb = session([]), session(["paris"])
     print("schema seen by the type check:", sb.engine.columns(sb.table.source))
-    pa = sa.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(
-        epsilon=EPSILON)
-    pb = sb.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(
-        epsilon=EPSILON)
+    pa = sa.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(epsilon=EPSILON)
+    pb = sb.sql_query(SQL, metadata=META, public_tables={"cities": CITIES}).prepare(epsilon=EPSILON)
     ra, rb = pa.exact(sa.engine), pb.exact(sb.engine)
     l1 = [m.l1 for st in pa.pricing.stats for m in st.measures]
     usage = sensitivity_usage(pa, ra, rb)
     res = audit_pair(pa, ra, rb, Claim.pure(epsilon=EPSILON), seed=12)
-    print(f"exact count D={ra.values['n:n']} D'={rb.values['n:n']}, calibrated L1 {l1}, usage "
-          f"{usage:.1f}; certified epsilon >= {res.epsilon_lower_bound:.2f} at confidence "
-          f"1-1e-6 (claim {EPSILON}), violated={res.violated}")
+    print(
+        f"exact count D={ra.values['n:n']} D'={rb.values['n:n']}, calibrated L1 {l1}, usage "
+        f"{usage:.1f}; certified epsilon >= {res.epsilon_lower_bound:.2f} at confidence "
+        f"1-1e-6 (claim {EPSILON}), violated={res.violated}"
+    )
 
 
 if __name__ == "__main__":

@@ -30,15 +30,22 @@ SQL = "SELECT COUNT(*) AS n FROM people p JOIN accounts a ON p.acct = a.acct"
 
 
 def accounts() -> pa.Table:
-    return pa.table({"acct": pa.array([decimal.Decimal("1.0000000000"),
-                                       decimal.Decimal("2.0000000000")], pa.decimal128(38, 10)),
-                     "tier": ["gold", "silver"]})
+    return pa.table(
+        {
+            "acct": pa.array(
+                [decimal.Decimal("1.0000000000"), decimal.Decimal("2.0000000000")],
+                pa.decimal128(38, 10),
+            ),
+            "tier": ["gold", "silver"],
+        }
+    )
 
 
 def people(path: str, third_key: decimal.Decimal) -> str:
     keys = [decimal.Decimal(1), decimal.Decimal(2), third_key]
-    pq.write_table(pa.table({"user_id": [1, 2, 3],
-                             "acct": pa.array(keys, pa.decimal128(38, 0))}), path)
+    pq.write_table(
+        pa.table({"user_id": [1, 2, 3], "acct": pa.array(keys, pa.decimal128(38, 0))}), path
+    )
     return path
 
 
@@ -54,8 +61,9 @@ def attempt(path: str) -> tuple[str, object]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, key in (("D", decimal.Decimal(3)), ("D'", decimal.Decimal(10) ** 30)):
-            verdict, spent = attempt(people(os.path.join(tmp, f"{name[0]}{len(name)}.parquet"),
-                                            key))
+            verdict, spent = attempt(
+                people(os.path.join(tmp, f"{name[0]}{len(name)}.parquet"), key)
+            )
             print(f"{name}: {verdict} | budget spent {spent}")
 
 

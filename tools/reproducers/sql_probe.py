@@ -80,10 +80,8 @@ QUERIES = [
     "(SELECT COUNT(*) FROM people) > 5",
     "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING n > 5 AND "
     "region IN (SELECT region FROM people)",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region LIMIT (SELECT COUNT(*) FROM "
-    "people)",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region LIMIT 1 OFFSET "
-    "(SELECT 1)",
+    "SELECT region, COUNT(*) AS n FROM people GROUP BY region LIMIT (SELECT COUNT(*) FROM people)",
+    "SELECT region, COUNT(*) AS n FROM people GROUP BY region LIMIT 1 OFFSET (SELECT 1)",
     "SELECT region, COUNT(*) AS n FROM people GROUP BY region QUALIFY n > 1",
     # shadowing aliases
     "SELECT plan AS region, COUNT(*) AS n FROM people GROUP BY region",
@@ -98,8 +96,7 @@ QUERIES = [
     "SELECT COUNT(*) AS n FROM (SELECT * FROM people ORDER BY income DESC) t",
     "SELECT COUNT(*) AS n FROM (SELECT DISTINCT user_id, region FROM people) t",
     "SELECT COUNT(*) AS n FROM (SELECT region, COUNT(*) AS c FROM people GROUP BY region) t",
-    "SELECT COUNT(*) AS n FROM (SELECT *, ROW_NUMBER() OVER () AS r FROM people) t "
-    "WHERE r < 10",
+    "SELECT COUNT(*) AS n FROM (SELECT *, ROW_NUMBER() OVER () AS r FROM people) t WHERE r < 10",
     "SELECT COUNT(*) AS n FROM (SELECT *, SUM(income) OVER (PARTITION BY region) AS s "
     "FROM people) t",
     "SELECT COUNT(*) AS n FROM people TABLESAMPLE (10 PERCENT)",
@@ -143,8 +140,7 @@ QUERIES = [
     "SELECT r.country, SUM(r.population) AS s FROM people p JOIN regions r ON p.rid = r.id "
     "GROUP BY r.country",
     "SELECT COUNT(*) AS n FROM people p JOIN regions r ON p.region = r.id",
-    "SELECT COUNT(*) AS n FROM people p LEFT JOIN regions r ON p.rid = r.id "
-    "WHERE r.id IS NULL",
+    "SELECT COUNT(*) AS n FROM people p LEFT JOIN regions r ON p.rid = r.id WHERE r.id IS NULL",
     "SELECT COUNT(*) AS n FROM people p JOIN people_copy r ON p.rid = r.id",
     "SELECT COUNT(*) AS n FROM regions",
     "SELECT COUNT(*) AS n FROM regions r JOIN people p ON p.rid = r.id",
@@ -186,8 +182,7 @@ QUERIES = [
     # CASE buckets
     "SELECT CASE WHEN income > 1e5 THEN 'rich' ELSE 'x' END AS b, COUNT(*) AS n FROM people "
     "GROUP BY b",
-    "SELECT CASE WHEN age < 30 THEN 'young' ELSE 1 END AS b, COUNT(*) AS n FROM people "
-    "GROUP BY b",
+    "SELECT CASE WHEN age < 30 THEN 'young' ELSE 1 END AS b, COUNT(*) AS n FROM people GROUP BY b",
     "SELECT CASE WHEN age < 30 THEN user_id ELSE 'x' END AS b, COUNT(*) AS n FROM people "
     "GROUP BY b",
     "SELECT CASE WHEN age < 30 THEN age ELSE 0 END AS b, COUNT(*) AS n FROM people GROUP BY b",
@@ -200,8 +195,7 @@ QUERIES = [
     "SELECT CASE WHEN age < 30 THEN 'y' ELSE 'o' END AS b, SUM(CASE WHEN age < 30 THEN 1 "
     "ELSE 0 END) AS n FROM people GROUP BY b",
     "SELECT CASE WHEN age < 30 THEN 'y' END AS b, COUNT(*) AS n FROM people GROUP BY b",
-    "SELECT CASE WHEN age < 30 THEN 1e400 ELSE 0 END AS b, COUNT(*) AS n FROM people "
-    "GROUP BY b",
+    "SELECT CASE WHEN age < 30 THEN 1e400 ELSE 0 END AS b, COUNT(*) AS n FROM people GROUP BY b",
     "SELECT CASE WHEN age < 30 THEN 'y' ELSE 'o' END AS b, COUNT(*) AS n FROM people "
     "GROUP BY CASE WHEN age < 30 THEN 'y' ELSE 'o' END",
     "SELECT CASE WHEN r.id = 1 THEN 'one' ELSE 'other' END AS b, COUNT(*) AS n FROM people p "
@@ -219,8 +213,13 @@ def world() -> dict[str, Any]:
 
 def probe(w: dict[str, Any], sql: str) -> tuple[str, str]:
     budget = Budget(epsilon=10.0, delta=1e-3, method="basic")
-    session = dpa.Session(w["d"], privacy_unit="user_id", budget=budget, engine=w["engine"],
-                          source_of_randomness=RandomSource(seed=5, insecure=True))
+    session = dpa.Session(
+        w["d"],
+        privacy_unit="user_id",
+        budget=budget,
+        engine=w["engine"],
+        source_of_randomness=RandomSource(seed=5, insecure=True),
+    )
     try:
         sq = session.sql_query(sql, metadata=META, public_tables=public_tables())
         p = sq.prepare(epsilon=1.0, delta=1e-5)

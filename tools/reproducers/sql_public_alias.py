@@ -51,9 +51,13 @@ def table_sessions() -> list[tuple[Any, Any]]:
         con = duckdb.connect()
         con.register("frame", df)
         con.execute("CREATE TABLE people AS SELECT * FROM frame")
-        s = dpa.Session(con, table="people", privacy_unit="user_id",
-                        budget=Budget(epsilon=10.0),
-                        source_of_randomness=RandomSource(seed=3, insecure=True))
+        s = dpa.Session(
+            con,
+            table="people",
+            privacy_unit="user_id",
+            budget=Budget(epsilon=10.0),
+            source_of_randomness=RandomSource(seed=3, insecure=True),
+        )
         out.append((s, "PEOPLE"))
     return out
 
@@ -65,8 +69,12 @@ def glob_sessions(tmp: str) -> list[tuple[Any, Any]]:
         os.makedirs(os.path.join(tmp, name))
         path = os.path.join(tmp, name, "people.parquet")
         df.to_parquet(path)
-        s = dpa.Session(path, privacy_unit="user_id", budget=Budget(epsilon=10.0),
-                        source_of_randomness=RandomSource(seed=3, insecure=True))
+        s = dpa.Session(
+            path,
+            privacy_unit="user_id",
+            budget=Budget(epsilon=10.0),
+            source_of_randomness=RandomSource(seed=3, insecure=True),
+        )
         out.append((s, os.path.join(tmp, name, "people*.parquet")))
     return out
 
@@ -79,10 +87,12 @@ def run(pairs: list[tuple[Any, Any]], label: str) -> float:
     l1 = [m.l1 for st in pa.pricing.stats for m in st.measures]
     usage = sensitivity_usage(pa, ra, rb)
     res = audit_pair(pa, ra, rb, Claim.pure(epsilon=EPSILON), seed=11)
-    print(f"[{label}] exact count D={ra.values['n:n']} D'={rb.values['n:n']}, calibrated L1 "
-          f"sensitivity {l1}, usage {usage:.1f}; certified epsilon >= "
-          f"{res.epsilon_lower_bound:.2f} at confidence 1-1e-6 (claim {EPSILON}), "
-          f"violated={res.violated}")
+    print(
+        f"[{label}] exact count D={ra.values['n:n']} D'={rb.values['n:n']}, calibrated L1 "
+        f"sensitivity {l1}, usage {usage:.1f}; certified epsilon >= "
+        f"{res.epsilon_lower_bound:.2f} at confidence 1-1e-6 (claim {EPSILON}), "
+        f"violated={res.violated}"
+    )
     return float(res.epsilon_lower_bound)
 
 

@@ -50,9 +50,11 @@ def main() -> int:
             accepted += 1
         except BudgetExceededError:
             pass
-    print(f"charges of 0.6 accepted: {accepted}; released epsilon {0.6 * accepted:.1f} under "
-          f"1.0; files: {sorted(os.listdir(os.path.join(root, 'x')))}; real ledger spent "
-          f"{Budget.open(SqliteLedger(real), 'people').spent}")
+    print(
+        f"charges of 0.6 accepted: {accepted}; released epsilon {0.6 * accepted:.1f} under "
+        f"1.0; files: {sorted(os.listdir(os.path.join(root, 'x')))}; real ledger spent "
+        f"{Budget.open(SqliteLedger(real), 'people').spent}"
+    )
     return 1 if accepted > 1 else 0
 
 

@@ -58,8 +58,10 @@ def main() -> None:
     released = 0.6 * sum(r == "charged 0.6" for r in results)
     print("\n".join(results))
     os.unlink(second)
-    print(f"released epsilon {released:.1f} under a budget of 1.0; reopened ledger shows "
-          f"spent {Budget.open(SqliteLedger(first), 'people').spent}")
+    print(
+        f"released epsilon {released:.1f} under a budget of 1.0; reopened ledger shows "
+        f"spent {Budget.open(SqliteLedger(first), 'people').spent}"
+    )
 
 
 if __name__ == "__main__":

@@ -52,10 +52,12 @@ MECHS: dict[str, Any] = {
     "ExponentialMechanism": ExponentialMechanism(epsilon=1.0, sensitivity=1.0),
     "ReportNoisyMax": ReportNoisyMax(epsilon=1.0, sensitivity=1.0),
     "PartitionSelection": PartitionSelection(epsilon=1.0, delta=1e-6),
-    "GaussianPartitionSelection":
-        GaussianPartitionSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6),
-    "BinnedQuantile": BinnedQuantile.from_epsilon(epsilon=1.0, quantiles=0.5,
-                                                  edges=[0.0, 1.0, 2.0, 3.0]),
+    "GaussianPartitionSelection": GaussianPartitionSelection.from_epsilon_delta(
+        epsilon=1.0, delta=1e-6
+    ),
+    "BinnedQuantile": BinnedQuantile.from_epsilon(
+        epsilon=1.0, quantiles=0.5, edges=[0.0, 1.0, 2.0, 3.0]
+    ),
 }
 
 
@@ -82,15 +84,19 @@ def main() -> None:
     big = [2**62 + 1, None]
     for cname in ("polars Int64", "pyarrow int64", "pandas Int64"):
         try:
-            got = np.asarray(lap.release(COLUMNS[cname](big),
-                                         source=RandomSource(seed=2, insecure=True)))
+            got = np.asarray(
+                lap.release(COLUMNS[cname](big), source=RandomSource(seed=2, insecure=True))
+            )
         except PrivacyParameterError as exc:
             print(f"  Laplace / {cname} with a null: refused ({str(exc)[:50]}...)")
             continue
-        ref = lap.release(np.array([2**62 + 1, 0], dtype=np.int64),
-                          source=RandomSource(seed=2, insecure=True))
-        print(f"  Laplace / {cname} with a null: same as the exact int64 path: "
-              f"{bool(np.array_equal(got, ref))}")
+        ref = lap.release(
+            np.array([2**62 + 1, 0], dtype=np.int64), source=RandomSource(seed=2, insecure=True)
+        )
+        print(
+            f"  Laplace / {cname} with a null: same as the exact int64 path: "
+            f"{bool(np.array_equal(got, ref))}"
+        )
 
 
 if __name__ == "__main__":

@@ -58,9 +58,11 @@ def main() -> None:
     d1: list[Any] = [None, None, [1]]
     for name, keys in (("partition selection", None), ("public keys [((1,),)]", [((1,),)])):
         k0, k1 = raises(d, keys), raises(d1, keys)
-        print(f"group_by(list column), {name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim "
-              f"(1, 1e-6), certified epsilon >= {cp_bound(k1, k0, N, 1e-6):.2f} at delta 1e-6 "
-              "(confidence 1-1e-6; true: infinite)")
+        print(
+            f"group_by(list column), {name}: raised {k0}/{N} on D, {k1}/{N} on D'; claim "
+            f"(1, 1e-6), certified epsilon >= {cp_bound(k1, k0, N, 1e-6):.2f} at delta 1e-6 "
+            "(confidence 1-1e-6; true: infinite)"
+        )
 
 
 if __name__ == "__main__":

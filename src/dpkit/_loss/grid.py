@@ -392,9 +392,14 @@ class Composed:
         ptail = np.asarray(ptail_ext, dtype=np.float64)
         _, log_qtail = self._tail_sums()
         u_sum = float(np.finfo(ext).eps)
-        allowance = (self.wrap_high + self.deficit + self.tail_err + self.noise * float(n_pts)
-                     + (n_pts + 2) * u_sum * max(1.0, float(ptail[0]) if n_pts else 0.0)
-                     + 4.0 * float(n_pts) * 2.0**-53)  # logaddexp accumulation, relative
+        allowance = (
+            self.wrap_high
+            + self.deficit
+            + self.tail_err
+            + self.noise * float(n_pts)
+            + (n_pts + 2) * u_sum * max(1.0, float(ptail[0]) if n_pts else 0.0)
+            + 4.0 * float(n_pts) * 2.0**-53
+        )  # logaddexp accumulation, relative
         with np.errstate(over="ignore"):
             alphas = np.concatenate(([0.0], np.exp(log_qtail[::-1])))
         betas = np.concatenate(([0.0], ptail[::-1]))
@@ -410,12 +415,22 @@ class Composed:
         with np.errstate(over="ignore"):
             val = float(np.sum(p * -np.expm1(eps - self.losses[above])))
         if upper:
-            extra = (self.inf_mass + self.wrap_high + self.deficit + self.tail_err
-                     + self.noise * float(np.count_nonzero(above)))
+            extra = (
+                self.inf_mass
+                + self.wrap_high
+                + self.deficit
+                + self.tail_err
+                + self.noise * float(np.count_nonzero(above))
+            )
             return min(1.0, val + extra)
         return max(
-            0.0, val + self.inf_mass - self.wrap_low - self.excess - self.tail_err
-            - self.noise * float(p.size)
+            0.0,
+            val
+            + self.inf_mass
+            - self.wrap_low
+            - self.excess
+            - self.tail_err
+            - self.noise * float(p.size),
         )
 
     def epsilon(self, delta: float, *, upper: bool) -> float:
@@ -479,9 +494,7 @@ def _positive_part(alphas: FloatArray, betas: FloatArray) -> tuple[FloatArray, F
     return (np.concatenate((alphas[:j], [cross])), np.concatenate((betas[:j], [0.0])))
 
 
-def compose(
-    comps: Sequence[tuple[GridPld, int]], inf_factor_log: float, h: float
-) -> Composed:
+def compose(comps: Sequence[tuple[GridPld, int]], inf_factor_log: float, h: float) -> Composed:
     """Circular FFT composition of grid PLDs (each raised to its count) on a safe domain."""
     # composed inf mass: 1 - prod (1 - m_j)^k_j, with the non-private factor folded in
     log_fin = inf_factor_log
@@ -494,8 +507,29 @@ def compose(
         return Composed(np.zeros(1), np.zeros(1), inf_mass, 0.0, 0.0, 0.0, 0.0)
     # (inf_mass = 1 or no live factor: the profile is exactly inf_mass, nothing to allow for)
     # Chernoff bounds choose the domain [A, B]
-    ts = np.array([0.125, 0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0,
-                   128.0, 256.0, 512.0, 1024.0, 4096.0])
+    ts = np.array(
+        [
+            0.125,
+            0.25,
+            0.5,
+            1.0,
+            2.0,
+            3.0,
+            4.0,
+            6.0,
+            8.0,
+            12.0,
+            16.0,
+            24.0,
+            32.0,
+            64.0,
+            128.0,
+            256.0,
+            512.0,
+            1024.0,
+            4096.0,
+        ]
+    )
     signed = np.concatenate((ts, -ts))
     total = np.zeros(signed.size)
     for g, k in live:
@@ -551,10 +585,19 @@ def compose(
     deficit = max(0.0, 1.0 - inf_mass - float(np.sum(c)))
     tail_err = float(sum(k for _, k in live)) * PROFILE_ABS_ERR * (1.0 + 2.0**-50)
     unbounded = any(g.unbounded for g, _ in live)
-    return Composed(losses, c, inf_mass, wrap_high, wrap_low, noise, max_loss, excess, deficit,
-                    tail_err, unbounded)
-
-
+    return Composed(
+        losses,
+        c,
+        inf_mass,
+        wrap_high,
+        wrap_low,
+        noise,
+        max_loss,
+        excess,
+        deficit,
+        tail_err,
+        unbounded,
+    )
 
 
 # -------------------------------------------------------------------- grid step and composition
@@ -649,9 +692,7 @@ def compose_factors(
                 raise
             h *= 4.0
             if h > MAX_STEP:
-                raise NoFiniteBoundError(
-                    "the composed losses span beyond the PLD grid"
-                ) from None
+                raise NoFiniteBoundError("the composed losses span beyond the PLD grid") from None
     raise PrivacyParameterError(  # pragma: no cover - 4^40 coarser always fits
         "the PLD grid does not fit in memory at any step size"
     )

@@ -171,8 +171,11 @@ class MixturePair:
         """The privacy loss at observation ``y`` (this pair's direction)."""
         s = self.scale
         # divided step by step: 2 s^2 underflows to 0 for tiny s, the quotient is then +-inf
-        g = (2.0 * y - 1.0) / (2.0 * s) / s if self.noise == "gaussian" else (
-            abs(y) - abs(y - 1.0)) / s
+        g = (
+            (2.0 * y - 1.0) / (2.0 * s) / s
+            if self.noise == "gaussian"
+            else (abs(y) - abs(y - 1.0)) / s
+        )
         lo = math.log1p(-self.rate) if self.rate < 1.0 else -math.inf
         val = float(np.logaddexp(lo, math.log(self.rate) + g))
         return val if self.direction == "remove" else -val
@@ -227,15 +230,23 @@ class ReplacePair:
         s, q = self.scale, self.rate
         y = s * s * self._log_threshold(e)  # L > e  <=>  Y < y
         with np.errstate(invalid="ignore"):
-            m0, mp, mq = special.ndtr(y / s), special.ndtr((y + 1.0) / s), special.ndtr(
-                (y - 1.0) / s)
-            c0, cp, cq = special.ndtr(-y / s), special.ndtr(-(y + 1.0) / s), special.ndtr(
-                -(y - 1.0) / s)
+            m0, mp, mq = (
+                special.ndtr(y / s),
+                special.ndtr((y + 1.0) / s),
+                special.ndtr((y - 1.0) / s),
+            )
+            c0, cp, cq = (
+                special.ndtr(-y / s),
+                special.ndtr(-(y + 1.0) / s),
+                special.ndtr(-(y - 1.0) / s),
+            )
         r = 1.0 - q
-        return (np.asarray(r * m0 + q * mp, dtype=np.float64),
-                np.asarray(r * m0 + q * mq, dtype=np.float64),
-                np.asarray(r * c0 + q * cp, dtype=np.float64),
-                np.asarray(r * c0 + q * cq, dtype=np.float64))
+        return (
+            np.asarray(r * m0 + q * mp, dtype=np.float64),
+            np.asarray(r * m0 + q * mq, dtype=np.float64),
+            np.asarray(r * c0 + q * cp, dtype=np.float64),
+            np.asarray(r * c0 + q * cq, dtype=np.float64),
+        )
 
     def _loss(self, y: float) -> float:
         s, q = self.scale, self.rate
@@ -353,8 +364,9 @@ def atom_pair(losses: FloatArray, masses: FloatArray, inf_mass: float) -> AtomPa
     keep = tot > 0.0
     if not keep.any():
         return AtomPair((0.0,), (0.0,), inf_mass)
-    return AtomPair(tuple(float(v) for v in uniq[keep]), tuple(float(v) for v in tot[keep]),
-                    inf_mass)
+    return AtomPair(
+        tuple(float(v) for v in uniq[keep]), tuple(float(v) for v in tot[keep]), inf_mass
+    )
 
 
 def tradeoff_segments_pair(p_f: FloatArray, q_f: FloatArray, q_only: float) -> AtomPair:
@@ -409,8 +421,7 @@ def discrete_laplace_pair(scale: float, sens: int) -> AtomPair:
     rest = 0.0
     if k_max < n_mid:
         # exactly r^(K+1) (1 - r^(Delta - 1 - K)) / (1 + r), rounded up
-        rest = (r ** (k_max + 1) * -math.expm1(-(n_mid - k_max) / scale) / (1.0 + r)
-                * (1.0 + 1e-12))
+        rest = r ** (k_max + 1) * -math.expm1(-(n_mid - k_max) / scale) / (1.0 + r) * (1.0 + 1e-12)
     losses = [top, -top]
     masses = [1.0 / (1.0 + r) + rest, r**sens / (1.0 + r)]
     mid_l = (sens - 2.0 * ks) / scale
@@ -435,8 +446,10 @@ def discrete_gaussian_pair(sigma: float, sens: int) -> AtomPair:
     logw = -(ks**2) / (2.0 * sigma**2)
     # normaliser over Z: the sum over the window plus a geometric bound on the rest
     z_win = float(np.sum(np.exp(logw)))
-    out_bound = 2.0 * math.exp(-((half + 1) ** 2) / (2.0 * sigma**2)) / (
-        1.0 - math.exp(-(2 * half + 1) / (2.0 * sigma**2))
+    out_bound = (
+        2.0
+        * math.exp(-((half + 1) ** 2) / (2.0 * sigma**2))
+        / (1.0 - math.exp(-(2 * half + 1) / (2.0 * sigma**2)))
     )
     probs = np.exp(logw) / z_win  # slightly too large: the normaliser used is a lower bound
     inf_mass = out_bound / z_win

@@ -126,8 +126,15 @@ def gaussian_mu_for(epsilon: float, delta: float) -> float:
     ``sigma = sensitivity / mu`` is then (epsilon, delta)-DP (Balle and Wang 2018, Theorem 8:
     the analytic calibration). Beyond 1e6 the last certified mu (2**19) is returned.
     """
-    return search(lambda mu: gaussian_delta_up(epsilon, mu) <= delta, 0.0, 1.0, holds="below",
-                  expand="up", limit=1e6, what="Gaussian calibration")
+    return search(
+        lambda mu: gaussian_delta_up(epsilon, mu) <= delta,
+        0.0,
+        1.0,
+        holds="below",
+        expand="up",
+        limit=1e6,
+        what="Gaussian calibration",
+    )
 
 
 def gaussian_tradeoff(alpha: NDArray[np.float64], mu: float) -> NDArray[np.float64]:

@@ -79,9 +79,19 @@ def float_of_key(k: int) -> float:
     return float(x)
 
 
-def search(ok: Callable[[float], bool], lo: float, hi: float, *, holds: Side,
-           expand: Direction | None = None, limit: float | None = None, factor: float = 2.0,
-           rtol: float = 0.0, max_steps: int = MAX_STEPS, what: str = "search") -> float:
+def search(
+    ok: Callable[[float], bool],
+    lo: float,
+    hi: float,
+    *,
+    holds: Side,
+    expand: Direction | None = None,
+    limit: float | None = None,
+    factor: float = 2.0,
+    rtol: float = 0.0,
+    max_steps: int = MAX_STEPS,
+    what: str = "search",
+) -> float:
     """The certified end of a bracket ``[lo, hi]`` of doubles for the monotone predicate ``ok``.
 
     ``holds`` says on which side ``ok`` is true and so which end is returned (``"above"``:
@@ -104,14 +114,36 @@ def search(ok: Callable[[float], bool], lo: float, hi: float, *, holds: Side,
     def shrink(x: float) -> float:
         return x / factor
 
-    return _run(ok, lo, hi, holds=holds, expand=expand, limit=limit, grow=grow, shrink=shrink,
-                rtol=rtol, max_steps=max_steps, what=what, key=float_key, value=float_of_key,
-                factor=factor)
+    return _run(
+        ok,
+        lo,
+        hi,
+        holds=holds,
+        expand=expand,
+        limit=limit,
+        grow=grow,
+        shrink=shrink,
+        rtol=rtol,
+        max_steps=max_steps,
+        what=what,
+        key=float_key,
+        value=float_of_key,
+        factor=factor,
+    )
 
 
-def search_int(ok: Callable[[int], bool], lo: int, hi: int, *, holds: Side,
-               expand: Direction | None = None, limit: int | None = None, factor: int = 2,
-               max_steps: int = MAX_STEPS, what: str = "search") -> int:
+def search_int(
+    ok: Callable[[int], bool],
+    lo: int,
+    hi: int,
+    *,
+    holds: Side,
+    expand: Direction | None = None,
+    limit: int | None = None,
+    factor: int = 2,
+    max_steps: int = MAX_STEPS,
+    what: str = "search",
+) -> int:
     """:func:`search` on the integers: the certified end once ``hi - lo == 1``."""
     if not lo < hi:
         raise SearchError(f"{what}: the bracket needs lo < hi, got [{lo!r}, {hi!r}]")
@@ -126,15 +158,41 @@ def search_int(ok: Callable[[int], bool], lo: int, hi: int, *, holds: Side,
     def ident(k: int) -> int:
         return k
 
-    return _run(ok, lo, hi, holds=holds, expand=expand, limit=lim, grow=grow, shrink=shrink,
-                rtol=0.0, max_steps=max_steps, what=what, key=ident, value=ident,
-                factor=factor)
+    return _run(
+        ok,
+        lo,
+        hi,
+        holds=holds,
+        expand=expand,
+        limit=lim,
+        grow=grow,
+        shrink=shrink,
+        rtol=0.0,
+        max_steps=max_steps,
+        what=what,
+        key=ident,
+        value=ident,
+        factor=factor,
+    )
 
 
-def _run(ok: Callable[[_T], bool], lo: _T, hi: _T, *, holds: Side, expand: Direction | None,
-         limit: float, grow: Callable[[_T], _T], shrink: Callable[[_T], _T], rtol: float,
-         max_steps: int, what: str, key: Callable[[_T], int], value: Callable[[int], _T],
-         factor: float) -> _T:
+def _run(
+    ok: Callable[[_T], bool],
+    lo: _T,
+    hi: _T,
+    *,
+    holds: Side,
+    expand: Direction | None,
+    limit: float,
+    grow: Callable[[_T], _T],
+    shrink: Callable[[_T], _T],
+    rtol: float,
+    max_steps: int,
+    what: str,
+    key: Callable[[_T], int],
+    value: Callable[[int], _T],
+    factor: float,
+) -> _T:
     if holds not in ("above", "below") or expand not in (None, "up", "down"):
         raise SearchError(f"{what}: holds must be 'above' or 'below', expand 'up', 'down' or None")
     if not factor > 1 or not (rtol >= 0.0 and math.isfinite(rtol)):
@@ -157,8 +215,9 @@ def _run(ok: Callable[[_T], bool], lo: _T, hi: _T, *, holds: Side, expand: Direc
     # Phase 1: certify the end to be returned, expanding the bracket if asked.
     if expand is None:
         if not test(hi if above else lo):
-            raise SearchError(f"{what}: the predicate fails at the end to be certified "
-                              f"{hi if above else lo!r}")
+            raise SearchError(
+                f"{what}: the predicate fails at the end to be certified {hi if above else lo!r}"
+            )
     elif above and expand == "up":
         while not test(hi):
             lo, hi = hi, grow(hi)

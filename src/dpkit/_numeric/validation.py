@@ -106,8 +106,9 @@ def check_nonnegative(value: Any, name: str, *, allow_inf: bool = False) -> floa
     return x
 
 
-def check_epsilon(value: Any, name: str = "epsilon", *, allow_zero: bool = False,
-                  allow_inf: bool = False) -> float:
+def check_epsilon(
+    value: Any, name: str = "epsilon", *, allow_zero: bool = False, allow_inf: bool = False
+) -> float:
     """Validate a privacy-loss bound epsilon: finite and > 0 (or >= 0 with ``allow_zero``)."""
     if allow_zero:
         return check_nonnegative(value, name, allow_inf=allow_inf)
@@ -136,8 +137,9 @@ def check_sensitivity(value: Any, name: str = "sensitivity") -> float:
     return check_positive(value, name)
 
 
-def check_probability(value: Any, name: str = "p", *, open_low: bool = False,
-                      open_high: bool = False) -> float:
+def check_probability(
+    value: Any, name: str = "p", *, open_low: bool = False, open_high: bool = False
+) -> float:
     """Validate a probability in [0, 1]; ``open_low``/``open_high`` exclude the end points."""
     x = _as_real(value, name)
     low_ok = x > 0.0 if open_low else x >= 0.0
@@ -149,8 +151,9 @@ def check_probability(value: Any, name: str = "p", *, open_low: bool = False,
     return x
 
 
-def check_integer(value: Any, name: str, *, minimum: int | None = None,
-                  maximum: int | None = None) -> int:
+def check_integer(
+    value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """Validate an integer parameter (a count, a number of steps); bools are refused."""
     _check_name(name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral,)):
@@ -165,8 +168,9 @@ def check_integer(value: Any, name: str, *, minimum: int | None = None,
     return x
 
 
-def check_bounds(lower: Any, upper: Any, *, lower_name: str = "lower",
-                 upper_name: str = "upper") -> tuple[float, float]:
+def check_bounds(
+    lower: Any, upper: Any, *, lower_name: str = "lower", upper_name: str = "upper"
+) -> tuple[float, float]:
     """Validate a finite clamping interval with ``lower <= upper``."""
     lo = check_finite(lower, lower_name)
     hi = check_finite(upper, upper_name)
@@ -178,8 +182,14 @@ def check_bounds(lower: Any, upper: Any, *, lower_name: str = "lower",
     return lo, hi
 
 
-def check_real_array(values: ArrayLike, name: str, *, low: float | None = None,
-                     high: float | None = None, high_open: bool = False) -> NDArray[np.float64]:
+def check_real_array(
+    values: ArrayLike,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    high_open: bool = False,
+) -> NDArray[np.float64]:
     """Validate a non-empty 1-d array of privacy parameters element-wise (finite, in range).
 
     ``low <= x`` and ``x <= high`` (``x < high`` with ``high_open``) for every element; bools,

@@ -59,8 +59,14 @@ import numpy.typing as npt
 
 from dpkit.errors import PrivacyParameterError
 
-__all__ = ["Accept", "ParsedValues", "TypedColumn", "is_missing_type", "parse_values",
-           "read_column"]
+__all__ = [
+    "Accept",
+    "ParsedValues",
+    "TypedColumn",
+    "is_missing_type",
+    "parse_values",
+    "read_column",
+]
 
 Accept = Literal["real", "integer", "binary"]
 Kind = Literal["float", "longdouble", "int", "uint", "exact", "bool"]
@@ -72,7 +78,7 @@ _DECIMAL_HUGE = 400  # |x| >= 10**400 is beyond every clamp; |x| < 10**-400 roun
 _WHAT = {
     "real": "real numbers (float, integer or bool dtypes, Python int, Fraction or Decimal)",
     "integer": "integers (integer or bool dtypes, or Python int); round floats yourself and "
-               "charge the rounding in the sensitivity, e.g. np.rint(x).astype(np.int64)",
+    "charge the rounding in the sensitivity, e.g. np.rint(x).astype(np.int64)",
     "binary": "bits (a bool or integer dtype, or Python bool/int; non-zero counts as 1)",
 }
 
@@ -153,8 +159,9 @@ def _numpy_kind(dt: np.dtype[Any]) -> ColumnKind:
     return "other"
 
 
-def _finish(kind: ColumnKind, filled: Any, missing: Any, declared: str,
-            series: Any = None) -> TypedColumn:
+def _finish(
+    kind: ColumnKind, filled: Any, missing: Any, declared: str, series: Any = None
+) -> TypedColumn:
     miss = np.asarray(missing, dtype=np.bool_)
     if kind == "other":
         return TypedColumn("other", None, miss, declared, series)
@@ -186,8 +193,15 @@ def _pandas_column(values: Any, pd: Any) -> TypedColumn | None:
 
 def _polars_column(values: Any, pl: Any) -> TypedColumn:
     dt = values.dtype
-    kind: ColumnKind = ("int" if dt.is_integer() else "float" if dt.is_float()
-                        else "bool" if dt == pl.Boolean else "other")
+    kind: ColumnKind = (
+        "int"
+        if dt.is_integer()
+        else "float"
+        if dt.is_float()
+        else "bool"
+        if dt == pl.Boolean
+        else "other"
+    )
     missing = values.is_null().to_numpy()
     if kind == "other":
         return _finish(kind, None, missing, str(dt))
@@ -196,12 +210,18 @@ def _polars_column(values: Any, pl: Any) -> TypedColumn:
 
 def _arrow_column(values: Any, pa: Any) -> TypedColumn:
     t = values.type
-    kind: ColumnKind = ("int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t)
-                        else "bool" if pa.types.is_boolean(t) else "other")
+    kind: ColumnKind = (
+        "int"
+        if pa.types.is_integer(t)
+        else "float"
+        if pa.types.is_floating(t)
+        else "bool"
+        if pa.types.is_boolean(t)
+        else "other"
+    )
 
     def to_numpy(a: Any) -> Any:
-        return a.to_numpy() if isinstance(a, pa.ChunkedArray) else a.to_numpy(
-            zero_copy_only=False)
+        return a.to_numpy() if isinstance(a, pa.ChunkedArray) else a.to_numpy(zero_copy_only=False)
 
     missing = to_numpy(values.is_null())
     if kind == "other":
@@ -247,16 +267,18 @@ def read_column(values: Any) -> TypedColumn | None:
                 c = _pandas_column(col, pd)
                 if c is None:
                     arr = np.asarray(col.to_numpy())
-                    c = _finish(_numpy_kind(arr.dtype), arr, np.zeros(arr.shape, np.bool_),
-                                str(arr.dtype))
+                    c = _finish(
+                        _numpy_kind(arr.dtype), arr, np.zeros(arr.shape, np.bool_), str(arr.dtype)
+                    )
                 cols.append(c)
             return _frame(cols, values.shape)
         if isinstance(values, (pd.Series, pd.api.extensions.ExtensionArray)):
             return _pandas_column(values, pd)
     if pl is not None:
         if isinstance(values, pl.DataFrame):
-            return _frame([_polars_column(values.to_series(i), pl)
-                           for i in range(values.width)], values.shape)
+            return _frame(
+                [_polars_column(values.to_series(i), pl) for i in range(values.width)], values.shape
+            )
         if isinstance(values, pl.Series):
             return _polars_column(values, pl)
     if pa is not None and isinstance(values, (pa.Array, pa.ChunkedArray)):
@@ -348,8 +370,11 @@ def _from_objects(arr: npt.NDArray[Any], accept: Accept) -> tuple[Kind, npt.NDAr
         names = sorted(t.__name__ for t, c in classes.items() if c != _INT)
         raise _refuse(accept, "elements of type " + ", ".join(names))
     if not kinds:  # no elements: the empty array of the mode's representation
-        empty = {"real": ("float", np.float64), "integer": ("int", np.int64),
-                 "binary": ("bool", np.bool_)}[accept]
+        empty = {
+            "real": ("float", np.float64),
+            "integer": ("int", np.int64),
+            "binary": ("bool", np.bool_),
+        }[accept]
         return empty[0], np.zeros(arr.shape, dtype=empty[1])  # type: ignore[return-value]
     if kinds == {_FLOAT}:
         return "float", arr.astype(np.float64)  # every element is a double: exact
@@ -422,8 +447,7 @@ def parse_values(values: Any, *, accept: Accept) -> ParsedValues:
         try:
             obj = np.array(values, dtype=object)
         except (ValueError, TypeError) as exc:
-            raise _refuse(accept, f"a ragged or non-rectangular {type(values).__name__}"
-                          ) from exc
+            raise _refuse(accept, f"a ragged or non-rectangular {type(values).__name__}") from exc
         kind, arr = _from_objects(obj, accept)
         return ParsedValues(kind, arr)
     if _classify(type(values)) is not None:  # a Python scalar (int, float, Fraction, ...)

@@ -23,8 +23,9 @@ from dpkit.events import ComposedEvent, DpEvent, SelfComposedEvent
 __all__ = ["AdditiveAccountant", "sum_of_parts"]
 
 
-def sum_of_parts(event: ComposedEvent | SelfComposedEvent,
-                 cost_of: Callable[[DpEvent], Any], width: int) -> Any:
+def sum_of_parts(
+    event: ComposedEvent | SelfComposedEvent, cost_of: Callable[[DpEvent], Any], width: int
+) -> Any:
     """The exact sum of ``cost_of`` over the parts of ``event`` (a ``width``-tuple), or ``None``
     when ``cost_of`` cannot price one of them (the accountant refuses the whole event)."""
     parts: list[tuple[DpEvent, int]]
@@ -79,10 +80,12 @@ class AdditiveAccountant(PrivacyAccountant):
             return False
         if apply and count > 0:
             old = self._totals
-            first = (math.inf if isinstance(cost[0], float) or isinstance(old[0], float)
-                     else old[0] + count * cost[0])
-            self._totals = (first, *(t + count * c for t, c in zip(old[1:], cost[1:],
-                                                                   strict=True)))
+            first = (
+                math.inf
+                if isinstance(cost[0], float) or isinstance(old[0], float)
+                else old[0] + count * cost[0]
+            )
+            self._totals = (first, *(t + count * c for t, c in zip(old[1:], cost[1:], strict=True)))
         return True
 
     def clone(self) -> Any:

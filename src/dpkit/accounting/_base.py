@@ -37,11 +37,11 @@ def stated_relations(event: DpEvent) -> frozenset[Neighbouring]:
     """The neighbouring relations stated by the leaves of ``event`` (composites walked)."""
     if isinstance(event, ComposedEvent):
         return frozenset().union(*(stated_relations(e) for e in event.events))
-    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent,
-                          SampledWithoutReplacementEvent)):
+    if isinstance(event, (SelfComposedEvent, PoissonSampledEvent, SampledWithoutReplacementEvent)):
         return stated_relations(event.event)
     relation = getattr(event, "neighbouring", None)
     return frozenset((relation,)) if isinstance(relation, Neighbouring) else frozenset()
+
 
 _A = TypeVar("_A", bound="PrivacyAccountant")
 
@@ -77,8 +77,10 @@ class PrivacyAccountant(abc.ABC):
                 if known != relations:
                     (rel,) = relations
                     (was,) = known
-                    return (f"it states {rel.value!r} neighbours and the events composed so far "
-                            f"state {was.value!r}")
+                    return (
+                        f"it states {rel.value!r} neighbours and the events composed so far "
+                        f"state {was.value!r}"
+                    )
                 return None
         return None
 
@@ -129,8 +131,9 @@ class PrivacyAccountant(abc.ABC):
         new._lock = threading.RLock()
         return new
 
-    def spent(self, *, delta: float | None = None, epsilon: float | None = None
-              ) -> tuple[float, float]:
+    def spent(
+        self, *, delta: float | None = None, epsilon: float | None = None
+    ) -> tuple[float, float]:
         """The ``(epsilon, delta)`` pair spent so far, on this accountant's privacy profile.
 
         Give at most one coordinate: ``delta`` (default 0) returns ``(get_epsilon(delta),

@@ -111,8 +111,9 @@ def _to_add_remove(event: DpEvent) -> DpEvent:
     if isinstance(event, SelfComposedEvent):
         return SelfComposedEvent(event=_to_add_remove(event.event), count=event.count)
     if isinstance(event, PoissonSampledEvent):
-        return PoissonSampledEvent(sampling_rate=event.sampling_rate,
-                                   event=_to_add_remove(event.event))
+        return PoissonSampledEvent(
+            sampling_rate=event.sampling_rate, event=_to_add_remove(event.event)
+        )
     if isinstance(event, SampledWithoutReplacementEvent):
         raise _refuse_replace(event)
     relation = getattr(event, "neighbouring", _ADD_REMOVE)
@@ -136,26 +137,35 @@ def _to_replace(event: DpEvent) -> DpEvent:
         half = div_down(event.noise_multiplier, 2.0)
         if not half > 0.0:
             return NonPrivateEvent()
-        return type(event)(noise_multiplier=half, neighbouring=_REPLACE,
-                           pmf_slack=event.pmf_slack)
+        return type(event)(noise_multiplier=half, neighbouring=_REPLACE, pmf_slack=event.pmf_slack)
     if isinstance(event, DiscreteLaplaceEvent):
-        return DiscreteLaplaceEvent(scale=event.scale, sensitivity=2 * event.sensitivity,
-                                    neighbouring=_REPLACE, pmf_slack=event.pmf_slack)
+        return DiscreteLaplaceEvent(
+            scale=event.scale,
+            sensitivity=2 * event.sensitivity,
+            neighbouring=_REPLACE,
+            pmf_slack=event.pmf_slack,
+        )
     if isinstance(event, DiscreteGaussianEvent):
-        return DiscreteGaussianEvent(sigma=event.sigma, sensitivity=2 * event.sensitivity,
-                                     neighbouring=_REPLACE, pmf_slack=event.pmf_slack)
+        return DiscreteGaussianEvent(
+            sigma=event.sigma,
+            sensitivity=2 * event.sensitivity,
+            neighbouring=_REPLACE,
+            pmf_slack=event.pmf_slack,
+        )
     if isinstance(event, ExponentialMechanismEvent):
         eps = group_of_two_epsilon(event.epsilon)
         if math.isinf(eps):
             return NonPrivateEvent()
-        return ExponentialMechanismEvent(epsilon=eps, neighbouring=_REPLACE,
-                                         pmf_slack=event.pmf_slack)
+        return ExponentialMechanismEvent(
+            epsilon=eps, neighbouring=_REPLACE, pmf_slack=event.pmf_slack
+        )
     if isinstance(event, ReportNoisyMaxEvent):
         eps = group_of_two_epsilon(event.epsilon)
         if math.isinf(eps):
             return NonPrivateEvent()
-        return ReportNoisyMaxEvent(epsilon=eps, noise=event.noise, neighbouring=_REPLACE,
-                                   pmf_slack=event.pmf_slack)
+        return ReportNoisyMaxEvent(
+            epsilon=eps, noise=event.noise, neighbouring=_REPLACE, pmf_slack=event.pmf_slack
+        )
     if isinstance(event, RandomizedResponseEvent):  # stated under add/remove: group privacy
         from dpkit.accounting.pure import pure_epsilon_of  # its epsilon as the budgets read it
 

@@ -85,7 +85,12 @@ from dpkit.events import (
 __all__ = ["SCHEMES", "BatchScheme", "DpsgdBounds", "dpsgd_bounds"]
 
 SCHEMES: tuple[str, ...] = (
-    "poisson", "truncated_poisson", "fixed_size", "shuffle", "cyclic", "user_poisson",
+    "poisson",
+    "truncated_poisson",
+    "fixed_size",
+    "shuffle",
+    "cyclic",
+    "user_poisson",
 )
 _EPOCH_SCHEMES = ("shuffle", "cyclic")
 _BINS = 2000  # bins of the largest batch sum in the shuffle lower bound
@@ -109,9 +114,7 @@ class BatchScheme:
     def __post_init__(self) -> None:
         if self.name not in SCHEMES:
             hint = " (balls-in-bins is not accounted by dpkit)" if "bin" in str(self.name) else ""
-            raise PrivacyParameterError(
-                f"scheme must be one of {SCHEMES}, got {self.name!r}{hint}"
-            )
+            raise PrivacyParameterError(f"scheme must be one of {SCHEMES}, got {self.name!r}{hint}")
         n = check_integer(self.dataset_size, name="dataset_size", minimum=1)
         b = check_integer(self.batch_size, name="batch_size", minimum=1)
         if b > n:
@@ -126,16 +129,22 @@ class BatchScheme:
                 "give max_batch_size with scheme 'truncated_poisson', and only with it"
             )
         if self.max_batch_size is not None:
-            object.__setattr__(self, "max_batch_size", check_integer(
-                self.max_batch_size, name="max_batch_size", minimum=1))
+            object.__setattr__(
+                self,
+                "max_batch_size",
+                check_integer(self.max_batch_size, name="max_batch_size", minimum=1),
+            )
         needs_k = self.name == "user_poisson"
         if needs_k != (self.examples_per_user is not None):
             raise PrivacyParameterError(
                 "give examples_per_user with scheme 'user_poisson', and only with it"
             )
         if self.examples_per_user is not None:
-            object.__setattr__(self, "examples_per_user", check_integer(
-                self.examples_per_user, name="examples_per_user", minimum=1))
+            object.__setattr__(
+                self,
+                "examples_per_user",
+                check_integer(self.examples_per_user, name="examples_per_user", minimum=1),
+            )
 
     @property
     def relation(self) -> Neighbouring:
@@ -178,20 +187,24 @@ class BatchScheme:
         sigma = check_positive(noise_multiplier, "noise_multiplier")
         n = check_integer(steps, name="steps", minimum=0)
         if self.name in ("poisson", "truncated_poisson"):
-            one: DpEvent = PoissonSampledEvent(sampling_rate=self.sampling_rate,
-                                               event=GaussianEvent(noise_multiplier=sigma))
+            one: DpEvent = PoissonSampledEvent(
+                sampling_rate=self.sampling_rate, event=GaussianEvent(noise_multiplier=sigma)
+            )
             return SelfComposedEvent(event=one, count=n)
         if self.name == "user_poisson":
             assert self.examples_per_user is not None
             m = div_down(sigma, float(self.examples_per_user))
-            one = PoissonSampledEvent(sampling_rate=self.sampling_rate,
-                                      event=GaussianEvent(noise_multiplier=m))
+            one = PoissonSampledEvent(
+                sampling_rate=self.sampling_rate, event=GaussianEvent(noise_multiplier=m)
+            )
             return SelfComposedEvent(event=one, count=n)
         half = sigma / 2.0  # replace-one sensitivity 2C: multiplier sigma / 2 (exact)
         if self.name == "fixed_size":
             one = SampledWithoutReplacementEvent(
-                sample_size=self.batch_size, dataset_size=self.dataset_size,
-                event=GaussianEvent(noise_multiplier=half, neighbouring=Neighbouring.REPLACE))
+                sample_size=self.batch_size,
+                dataset_size=self.dataset_size,
+                event=GaussianEvent(noise_multiplier=half, neighbouring=Neighbouring.REPLACE),
+            )
             return SelfComposedEvent(event=one, count=n)
         _, charged = self.epochs_of(n)
         one = GaussianEvent(noise_multiplier=half, neighbouring=Neighbouring.REPLACE)
@@ -206,8 +219,7 @@ class BatchScheme:
         """
         if self.max_batch_size is None or steps == 0:
             return 0.0
-        tail = float(stats.binom.sf(self.max_batch_size, self.dataset_size + 1,
-                                    self.sampling_rate))
+        tail = float(stats.binom.sf(self.max_batch_size, self.dataset_size + 1, self.sampling_rate))
         tail = tail * (1.0 + 1e-9) + 2.0**-1022
         return min(1.0, up(Fraction(steps) * Fraction(tail)))
 
@@ -269,8 +281,9 @@ def _truncated_upper(acct: PldAccountant, eta: float, delta: float) -> float:
     return hi
 
 
-def _max_statistic_pair(scheme: BatchScheme, sigma: float, shift_p: float,
-                        shift_q: float) -> tuple[np.ndarray, np.ndarray]:
+def _max_statistic_pair(
+    scheme: BatchScheme, sigma: float, shift_p: float, shift_q: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Bin masses of the largest of the ``T`` batch sums of one epoch under two datasets.
 
     The record is in batch ``t`` with probability ``b / n`` each (absent with ``r / n``, the
@@ -349,22 +362,41 @@ def dpsgd_bounds(
     d = check_delta(delta)
     if (steps is None) == (epochs is None):
         raise PrivacyParameterError("give exactly one of steps and epochs")
-    n = scheme.steps(epochs) if epochs is not None else check_integer(
-        steps, name="steps", minimum=0)
+    n = (
+        scheme.steps(epochs)
+        if epochs is not None
+        else check_integer(steps, name="steps", minimum=0)
+    )
     acct = _pld(scheme.event(sigma, n))
     eta = scheme.truncation_mass(n)
     if not with_lower:
-        upper = (_truncated_upper(acct, eta, d) if scheme.name == "truncated_poisson"
-                 else acct.get_epsilon(d))
-        return DpsgdBounds(scheme=scheme.name, relation=scheme.relation, steps=n, delta=d,
-                           upper=upper, lower=0.0, upper_is_tight=False, truncation_mass=eta)
+        upper = (
+            _truncated_upper(acct, eta, d)
+            if scheme.name == "truncated_poisson"
+            else acct.get_epsilon(d)
+        )
+        return DpsgdBounds(
+            scheme=scheme.name,
+            relation=scheme.relation,
+            steps=n,
+            delta=d,
+            upper=upper,
+            lower=0.0,
+            upper_is_tight=False,
+            truncation_mass=eta,
+        )
     if scheme.name in ("shuffle", "cyclic"):
         upper = acct.get_epsilon(d)
         full, charged = scheme.epochs_of(n)
         if scheme.name == "cyclic":
-            lower_acct = _pld(SelfComposedEvent(
-                event=GaussianEvent(noise_multiplier=sigma / 2.0,
-                                    neighbouring=Neighbouring.REPLACE), count=full))
+            lower_acct = _pld(
+                SelfComposedEvent(
+                    event=GaussianEvent(
+                        noise_multiplier=sigma / 2.0, neighbouring=Neighbouring.REPLACE
+                    ),
+                    count=full,
+                )
+            )
             lower = lower_acct.get_epsilon_bounds(d)[0]
         else:
             lower = _shuffle_lower(scheme, sigma, full, d)
@@ -380,6 +412,13 @@ def dpsgd_bounds(
     else:
         lower, _, upper = acct.get_epsilon_bounds(d)
         tight = True
-    return DpsgdBounds(scheme=scheme.name, relation=scheme.relation, steps=n, delta=d,
-                       upper=upper, lower=min(lower, upper), upper_is_tight=tight,
-                       truncation_mass=eta)
+    return DpsgdBounds(
+        scheme=scheme.name,
+        relation=scheme.relation,
+        steps=n,
+        delta=d,
+        upper=upper,
+        lower=min(lower, upper),
+        upper_is_tight=tight,
+        truncation_mass=eta,
+    )

@@ -206,9 +206,17 @@ class Budget:
         name: str = "budget",
     ) -> None:
         self._terms = Terms.build(
-            epsilon=epsilon, delta=delta, mode=mode, method=method, rdp_order=rdp_order,
-            rho=rho, mu=mu, pmf_slack_allowance=pmf_slack_allowance,
-            approx_delta_allowance=approx_delta_allowance, neighbouring=neighbouring)
+            epsilon=epsilon,
+            delta=delta,
+            mode=mode,
+            method=method,
+            rdp_order=rdp_order,
+            rho=rho,
+            mu=mu,
+            pmf_slack_allowance=pmf_slack_allowance,
+            approx_delta_allowance=approx_delta_allowance,
+            neighbouring=neighbouring,
+        )
         self._book = Book(self._terms, ledger, name)
         self._book.attach()
 
@@ -259,8 +267,9 @@ class Budget:
             return self._terms.epsilon
         return self._terms.native_budget
 
-    def zcdp_share(self, epsilon: float, delta: float, *,
-                   slack: float = 0.0) -> tuple[float, float, float]:
+    def zcdp_share(
+        self, epsilon: float, delta: float, *, slack: float = 0.0
+    ) -> tuple[float, float, float]:
         """What an ``(epsilon, delta)`` share of this zcdp budget may spend, in the budget's own
         currency: ``(rho, approx_delta, pmf_slack)``.
 
@@ -424,8 +433,15 @@ class Budget:
         return Budget(**kwargs, ledger=ledger, name=name)
 
     # ------------------------------------------------------------------ sub-budgets
-    def sub_budget(self, analyst: str, *, epsilon: float | None = None, delta: float = 0.0,
-                   rho: float | None = None, mu: float | None = None) -> SubBudget:
+    def sub_budget(
+        self,
+        analyst: str,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        rho: float | None = None,
+        mu: float | None = None,
+    ) -> SubBudget:
         """A sub-budget of this budget for ``analyst``: its charges are checked against its own
         cap (``epsilon``/``delta``, or ``rho``/``mu``, read with this budget's method and
         neighbouring relation) AND against this budget's total, and written as one record, so
@@ -451,8 +467,14 @@ class Budget:
             self._book.sync()
             return sorted(self._book.caps)
 
-    def cost_of(self, event: Any = None, *, epsilon: float | None = None,
-                delta: float | None = None, count: int = 1) -> ChargeCost:
+    def cost_of(
+        self,
+        event: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        count: int = 1,
+    ) -> ChargeCost:
         """What :meth:`charge` with these arguments would cost now (changes nothing).
 
         Raises :class:`~dpkit.errors.UnsupportedEventError` when the budget cannot read the

@@ -157,8 +157,14 @@ _HALF_LOG_2PI = Decimal(
 # the error is smaller than the first omitted term, B_18 / (306 n^17) < 0.18 n^-17 (< 1e-41 for
 # n >= 256, DLMF 5.11.1 and 5.11.10).
 _STIRLING = (
-    Fraction(1, 12), Fraction(-1, 360), Fraction(1, 1260), Fraction(-1, 1680),
-    Fraction(1, 1188), Fraction(-691, 360360), Fraction(1, 156), Fraction(-3617, 122400),
+    Fraction(1, 12),
+    Fraction(-1, 360),
+    Fraction(1, 1260),
+    Fraction(-1, 1680),
+    Fraction(1, 1188),
+    Fraction(-691, 360360),
+    Fraction(1, 156),
+    Fraction(-3617, 122400),
 )
 _STIRLING_ERR = Decimal("1e-41")
 

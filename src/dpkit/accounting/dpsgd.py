@@ -100,15 +100,11 @@ def dpsgd_schedule(
         b = check_integer(batch_size, name="batch_size", minimum=1)
         n = check_integer(dataset_size, name="dataset_size", minimum=1)
         if b > n:
-            raise PrivacyParameterError(
-                f"batch_size ({b}) must not exceed dataset_size ({n})"
-            )
+            raise PrivacyParameterError(f"batch_size ({b}) must not exceed dataset_size ({n})")
         exact_q = Fraction(b, n)
         q = up(exact_q)
     else:
-        raise PrivacyParameterError(
-            "give sampling_rate, or both batch_size and dataset_size"
-        )
+        raise PrivacyParameterError("give sampling_rate, or both batch_size and dataset_size")
     if (steps is None) == (epochs is None):
         raise PrivacyParameterError("give exactly one of steps and epochs")
     if steps is not None:
@@ -124,9 +120,15 @@ def dpsgd_schedule(
     return q, max(1, count)
 
 
-def _scheme(scheme: str, method: str, batch_size: int | None, dataset_size: int | None,
-            max_batch_size: int | None, examples_per_user: int | None,
-            sampling_rate: float | None) -> BatchScheme | None:
+def _scheme(
+    scheme: str,
+    method: str,
+    batch_size: int | None,
+    dataset_size: int | None,
+    max_batch_size: int | None,
+    examples_per_user: int | None,
+    sampling_rate: float | None,
+) -> BatchScheme | None:
     """The :class:`BatchScheme` for a non-Poisson scheme (None for plain Poisson)."""
     if scheme == "poisson" and max_batch_size is None and examples_per_user is None:
         return None
@@ -138,8 +140,13 @@ def _scheme(scheme: str, method: str, batch_size: int | None, dataset_size: int 
         raise PrivacyParameterError(
             f"scheme {scheme!r} needs batch_size and dataset_size (not sampling_rate)"
         )
-    return BatchScheme(name=scheme, dataset_size=dataset_size, batch_size=batch_size,
-                       max_batch_size=max_batch_size, examples_per_user=examples_per_user)
+    return BatchScheme(
+        name=scheme,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        max_batch_size=max_batch_size,
+        examples_per_user=examples_per_user,
+    )
 
 
 def _scheme_steps(sch: BatchScheme, steps: int | None, epochs: float | None) -> int:
@@ -155,15 +162,14 @@ def _epsilon(q: float, sigma: float, steps: int, delta: float, method: str) -> f
         return 0.0
     if method == "pld":
         acct = PldAccountant()
-        acct.compose(PoissonSampledEvent(sampling_rate=q,
-                                         event=GaussianEvent(noise_multiplier=sigma)), steps)
+        acct.compose(
+            PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sigma)), steps
+        )
         return acct.get_epsilon(delta)
     if method == "rdp":
         from dpkit.accounting.rdp import dpsgd_rdp_epsilon
 
-        return dpsgd_rdp_epsilon(
-            sampling_rate=q, noise_multiplier=sigma, steps=steps, delta=delta
-        )
+        return dpsgd_rdp_epsilon(sampling_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
     from dpkit import fdp
     from dpkit.accounting.gdp import dpsgd_gdp_mu
 
@@ -201,13 +207,24 @@ def dpsgd_epsilon(
     ``epochs=60`` is ``ceil(14062.5) = 14063`` steps at ``q = 256/60000``; with ``sigma = 1.1``
     and ``delta = 1e-5`` it gives about 2.38 by PLD.
     """
-    sch = _scheme(scheme, method, batch_size, dataset_size, max_batch_size, examples_per_user,
-                  sampling_rate)
+    sch = _scheme(
+        scheme, method, batch_size, dataset_size, max_batch_size, examples_per_user, sampling_rate
+    )
     if sch is not None:
-        return dpsgd_bounds(sch, noise_multiplier=noise_multiplier, delta=delta,
-                            steps=_scheme_steps(sch, steps, epochs), with_lower=False).upper
-    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
-                          dataset_size=dataset_size, steps=steps, epochs=epochs)
+        return dpsgd_bounds(
+            sch,
+            noise_multiplier=noise_multiplier,
+            delta=delta,
+            steps=_scheme_steps(sch, steps, epochs),
+            with_lower=False,
+        ).upper
+    q, n = dpsgd_schedule(
+        sampling_rate=sampling_rate,
+        batch_size=batch_size,
+        dataset_size=dataset_size,
+        steps=steps,
+        epochs=epochs,
+    )
     sigma = check_positive(noise_multiplier, "noise_multiplier")
     d = check_delta(delta)
     return _epsilon(q, sigma, n, d, _check_method(method))
@@ -250,24 +267,32 @@ def dpsgd_noise_multiplier(
     d = check_delta(delta)
     tol = check_positive(rtol, "rtol")
     m = _check_method(method)
-    sch = _scheme(scheme, m, batch_size, dataset_size, max_batch_size, examples_per_user,
-                  sampling_rate)
+    sch = _scheme(
+        scheme, m, batch_size, dataset_size, max_batch_size, examples_per_user, sampling_rate
+    )
     if sch is not None:
         n = _scheme_steps(sch, steps, epochs)
         q = sch.sampling_rate
 
         def eps_of(s: float) -> float:
             try:
-                return dpsgd_bounds(sch, noise_multiplier=s, delta=d, steps=n,
-                                    with_lower=False).upper
+                return dpsgd_bounds(
+                    sch, noise_multiplier=s, delta=d, steps=n, with_lower=False
+                ).upper
             except (PrivacyParameterError, OverflowError, MemoryError):
                 return math.inf
     else:
-        q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
-                              dataset_size=dataset_size, steps=steps, epochs=epochs)
+        q, n = dpsgd_schedule(
+            sampling_rate=sampling_rate,
+            batch_size=batch_size,
+            dataset_size=dataset_size,
+            steps=steps,
+            epochs=epochs,
+        )
 
         def eps_of(s: float) -> float:
             return _safe_eps(q, s, n, d, m)
+
     if n == 0 or q == 0.0:
         return _SIGMA_MIN
     if d == 0.0:
@@ -281,11 +306,13 @@ def dpsgd_noise_multiplier(
 
     what = "DP-SGD noise search"
     if ok(1.0):  # halve lo until it fails; once a lo <= _SIGMA_MIN holds, return it
-        return search(ok, 0.5, 1.0, holds="above", expand="down", limit=_SIGMA_MIN / 2.0,
-                      rtol=tol, what=what)
+        return search(
+            ok, 0.5, 1.0, holds="above", expand="down", limit=_SIGMA_MIN / 2.0, rtol=tol, what=what
+        )
     try:
-        return search(ok, 1.0, 2.0, holds="above", expand="up", limit=_SIGMA_MAX, rtol=tol,
-                      what=what)
+        return search(
+            ok, 1.0, 2.0, holds="above", expand="up", limit=_SIGMA_MAX, rtol=tol, what=what
+        )
     except SearchError:
         raise PrivacyParameterError(
             f"no noise multiplier up to {_SIGMA_MAX} gives epsilon <= {target} at "

@@ -63,13 +63,21 @@ def _filter_from_json(cls: type[_F], text: str, method: str, native: str) -> _F:
     plain = Budget.from_json(text)
     data: dict[str, Any] = json.loads(text)
     other = "mu" if native == "rho" else "rho"
-    if (data.get("method") != method or data.get("epsilon") is not None
-            or data.get("rdp_order") is not None or data.get(other) is not None
-            or data.get(native) is None):
+    if (
+        data.get("method") != method
+        or data.get("epsilon") is not None
+        or data.get("rdp_order") is not None
+        or data.get(other) is not None
+        or data.get(native) is None
+    ):
         raise SerializationError(f"not a saved {cls.__name__} (method {method!r}, {native} only)")
     try:
-        budget = cls(**{native: data[native]}, delta=data["delta"], mode=data["mode"],
-                     pmf_slack_allowance=data["pmf_slack_allowance"])
+        budget = cls(
+            **{native: data[native]},
+            delta=data["delta"],
+            mode=data["mode"],
+            pmf_slack_allowance=data["pmf_slack_allowance"],
+        )
     except PrivacyParameterError as exc:
         raise SerializationError(f"invalid {cls.__name__}: {exc}") from exc
     for event, count in plain.ledger:
@@ -89,18 +97,32 @@ class ZCdpFilter(Budget):
     refused).
     """
 
-    def __init__(self, *, rho: float, delta: float = 0.0, mode: str = "filter",
-                 pmf_slack_allowance: float | None = None,
-                 approx_delta_allowance: float | None = None) -> None:
-        super().__init__(rho=rho, delta=delta, mode=mode, method="zcdp",
-                         pmf_slack_allowance=pmf_slack_allowance,
-                         approx_delta_allowance=approx_delta_allowance)
+    def __init__(
+        self,
+        *,
+        rho: float,
+        delta: float = 0.0,
+        mode: str = "filter",
+        pmf_slack_allowance: float | None = None,
+        approx_delta_allowance: float | None = None,
+    ) -> None:
+        super().__init__(
+            rho=rho,
+            delta=delta,
+            mode=mode,
+            method="zcdp",
+            pmf_slack_allowance=pmf_slack_allowance,
+            approx_delta_allowance=approx_delta_allowance,
+        )
 
     def _whole(self) -> tuple[Fraction, Fraction, Fraction]:
         assert self.native_budget is not None and self.pmf_slack_allowance is not None
         assert self.approx_delta_allowance is not None
-        return (Fraction(self.native_budget), Fraction(self.pmf_slack_allowance),
-                Fraction(self.approx_delta_allowance))
+        return (
+            Fraction(self.native_budget),
+            Fraction(self.pmf_slack_allowance),
+            Fraction(self.approx_delta_allowance),
+        )
 
     @classmethod
     def from_json(cls, text: str) -> ZCdpFilter:
@@ -131,10 +153,17 @@ class GdpFilter(Budget):
     default 0), ``mode``, ``pmf_slack_allowance`` (default ``2**-12``).
     """
 
-    def __init__(self, *, mu: float, delta: float = 0.0, mode: str = "filter",
-                 pmf_slack_allowance: float | None = None) -> None:
-        super().__init__(mu=mu, delta=delta, mode=mode, method="gdp",
-                         pmf_slack_allowance=pmf_slack_allowance)
+    def __init__(
+        self,
+        *,
+        mu: float,
+        delta: float = 0.0,
+        mode: str = "filter",
+        pmf_slack_allowance: float | None = None,
+    ) -> None:
+        super().__init__(
+            mu=mu, delta=delta, mode=mode, method="gdp", pmf_slack_allowance=pmf_slack_allowance
+        )
 
     @classmethod
     def from_json(cls, text: str) -> GdpFilter:

@@ -109,8 +109,9 @@ def dpsgd_gdp_mu(*, sampling_rate: float, noise_multiplier: float, steps: int) -
     return sqrt_up(Fraction(math.nextafter(mu_sq * (1.0 + 4e-16), math.inf)))
 
 
-def dpsgd_gdp_epsilon(*, sampling_rate: float, noise_multiplier: float, steps: int,
-                      delta: float) -> float:
+def dpsgd_gdp_epsilon(
+    *, sampling_rate: float, noise_multiplier: float, steps: int, delta: float
+) -> float:
     """epsilon at ``delta`` of the CLT estimate ``G_mu`` of DP-SGD (an estimate, see
     :func:`dpsgd_gdp_mu`); ``G_mu``'s epsilon is rounded up."""
     d = check_delta(delta)
@@ -214,8 +215,9 @@ class GdpAccountant(PrivacyAccountant):
         if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)):
             return _pure_functionals(up(Fraction(event.epsilon) + 2 * Fraction(event.pmf_slack)))
         if isinstance(event, DiscreteLaplaceEvent):
-            eps = up(Fraction(event.sensitivity) / Fraction(event.scale)
-                     + 2 * Fraction(event.pmf_slack))
+            eps = up(
+                Fraction(event.sensitivity) / Fraction(event.scale) + 2 * Fraction(event.pmf_slack)
+            )
             return _pure_functionals(eps)
         if isinstance(event, PureDpEvent):
             return _pure_functionals(event.epsilon)
@@ -267,8 +269,9 @@ class GdpAccountant(PrivacyAccountant):
             if self._mu_sq_sgd > 0.0 or self._non_private:
                 return None
             kl, k2, kl2, k3b = self._be
-        return berry_esseen_from_sums(sum_kl=kl, sum_kappa2=k2, sum_kl_squared=kl2,
-                                      sum_kappa3_centred=k3b)
+        return berry_esseen_from_sums(
+            sum_kl=kl, sum_kappa2=k2, sum_kl_squared=kl2, sum_kappa3_centred=k3b
+        )
 
     def tradeoff(self) -> GaussianTradeOff:
         """``G_mu`` of the composition (an estimate when ``is_upper_bound`` is False)."""
@@ -350,8 +353,15 @@ def gdp_epsilon(mu: float, slack: float, delta: float) -> float:
     if gdp_delta(mu, slack, 0.0) <= d:
         return 0.0
     try:
-        return search(lambda e: gdp_delta(mu, slack, e) <= d, 0.0, 1.0, holds="above",
-                      expand="up", limit=1e7, what="GDP epsilon")
+        return search(
+            lambda e: gdp_delta(mu, slack, e) <= d,
+            0.0,
+            1.0,
+            holds="above",
+            expand="up",
+            limit=1e7,
+            what="GDP epsilon",
+        )
     except SearchError:
         return math.inf
 

@@ -46,8 +46,7 @@ def check_budget_name(name: object, what: str = "name") -> str:
     """A budget or analyst name: a non-empty ``str`` of at most 200 printable characters."""
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise LedgerError(
-            f"{what} must be a non-empty printable string of at most 200 characters, "
-            f"got {name!r}"
+            f"{what} must be a non-empty printable string of at most 200 characters, got {name!r}"
         )
     return name
 
@@ -137,7 +136,7 @@ class MemoryLedger:
     def read(self, name: str, after: int = 0) -> list[LedgerRecord]:
         with self._lock:
             records = self._records.get(name, [])
-            return records[max(after, 0):]  # seq k sits at index k - 1
+            return records[max(after, 0) :]  # seq k sits at index k - 1
 
     def append(self, name: str, record: LedgerRecord) -> bool:
         check_record(record)

@@ -146,8 +146,10 @@ class PldAccountant(PrivacyAccountant):
                 self._cache_h.clear()
             return True
         if isinstance(event, ComposedEvent):
-            return all(self._walk(e, count, apply) for e in event.events) if not apply else all(
-                [self._walk(e, count, True) for e in event.events]
+            return (
+                all(self._walk(e, count, apply) for e in event.events)
+                if not apply
+                else all([self._walk(e, count, True) for e in event.events])
             )
         if isinstance(event, SelfComposedEvent):
             return self._walk(event.event, count * event.count, apply)
@@ -261,8 +263,9 @@ class PldAccountant(PrivacyAccountant):
         if hit is not None:
             return hit
         h = self._choose_h(mode)
-        r, ad, h_used = compose_factors(self._counts, mode, h, nonprivate=self._nonprivate,
-                                        fixed=self._h_fixed is not None)
+        r, ad, h_used = compose_factors(
+            self._counts, mode, h, nonprivate=self._nonprivate, fixed=self._h_fixed is not None
+        )
         self._cache_h[mode] = h_used
         if mode == self._mode:
             self._h_used = h_used
@@ -462,6 +465,7 @@ def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
     profile rounded down by the same relative margin, returning the last point where it still
     exceeds delta (a lower bound). The bracket grows from 1 by factors of ``2**16``.
     """
+
     def prof(e: float) -> float:
         if upper:
             return gaussian_delta_up(e, mu)
@@ -473,9 +477,25 @@ def _gaussian_epsilon(mu: float, delta: float, upper: bool) -> float:
         return math.inf  # a Gaussian profile is positive everywhere
     if upper:
         try:
-            return search(lambda e: prof(e) <= delta, 0.0, 1.0, holds="above", expand="up",
-                          limit=1e300, factor=65536.0, what="Gaussian epsilon")
+            return search(
+                lambda e: prof(e) <= delta,
+                0.0,
+                1.0,
+                holds="above",
+                expand="up",
+                limit=1e300,
+                factor=65536.0,
+                what="Gaussian epsilon",
+            )
         except SearchError:
             return math.inf
-    return search(lambda e: prof(e) > delta, 0.0, 1.0, holds="below", expand="up",
-                  limit=1e300, factor=65536.0, what="Gaussian epsilon")
+    return search(
+        lambda e: prof(e) > delta,
+        0.0,
+        1.0,
+        holds="below",
+        expand="up",
+        limit=1e300,
+        factor=65536.0,
+        what="Gaussian epsilon",
+    )

@@ -189,9 +189,7 @@ def _sampled_gaussian_int(q: float, s: float, alpha: int) -> float:
         quad = np.where(k > 1.0, (k * k - k) * inv, 0.0)
     terms = log_binom + (alpha - k) * log1mq + k * logq + quad
     magnitude = (
-        math.lgamma(alpha + 1) * 3.0
-        + alpha * (abs(log1mq) + abs(logq))
-        + alpha * alpha * inv
+        math.lgamma(alpha + 1) * 3.0 + alpha * (abs(log1mq) + abs(logq)) + alpha * alpha * inv
     )
     return max(_lse_up(terms, magnitude), 0.0) / (alpha - 1.0)
 
@@ -236,7 +234,7 @@ def _sampled_gaussian_frac(q: float, s: float, alpha: float) -> float:
         # integer orders, both exact, so the answer stays a valid (looser) upper bound.
         return math.inf
     lg_a1 = float(gammaln(alpha + 1.0))
-    log_c = (alpha * log1mq - z0 * z0 * inv + math.log(s) - 0.5 * math.log(2.0 * math.pi))
+    log_c = alpha * log1mq - z0 * z0 * inv + math.log(s) - 0.5 * math.log(2.0 * math.pi)
     n_terms = int(max(alpha, z0, alpha - z0, 0.0)) + 64
     while True:
         i = np.arange(n_terms, dtype=np.float64)
@@ -270,8 +268,12 @@ def _sampled_gaussian_frac(q: float, s: float, alpha: float) -> float:
         log_bn = lg_a1 - float(gammaln(big_n + 1.0)) - float(gammaln(alpha - big_n + 1.0))
         f1 = max(1.0, (big_n + 1.0) / (big_n - z0))
         f2 = max(1.0, (big_n + 1.0) / (big_n + z0 - alpha))
-        tail = math.exp(min(log_c + log_bn - m, 700.0)) * (f1 + f2) * (
-            1.0 / (big_n + 1.0) + 1.0 / (alpha + 1.0)) * 1.01
+        tail = (
+            math.exp(min(log_c + log_bn - m, 700.0))
+            * (f1 + f2)
+            * (1.0 / (big_n + 1.0) + 1.0 / (alpha + 1.0))
+            * 1.01
+        )
         total = pos - neg + err + tail  # A_alpha e^{-m}, rounded up
         excess = abs(m + math.log(max(pos - neg, 1e-300)))  # ~ ln A_alpha
         if tail <= _FRAC_REL_TAIL * max(excess, 1e-300) or n_terms >= _FRAC_MAX_TERMS:
@@ -321,10 +323,7 @@ def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
         return _pure(event.epsilon, orders) if event.delta == 0.0 else None
     if isinstance(event, PoissonSampledEvent):
         inner = event.event
-        if (
-            isinstance(inner, GaussianEvent)
-            and inner.neighbouring is Neighbouring.ADD_REMOVE
-        ):
+        if isinstance(inner, GaussianEvent) and inner.neighbouring is Neighbouring.ADD_REMOVE:
             return _sampled_gaussian(event.sampling_rate, inner.noise_multiplier, orders)
         if isinstance(inner, NoOpEvent) or event.sampling_rate == 0.0:
             return np.zeros_like(orders) if _rdp_supported(inner) else None
@@ -526,8 +525,10 @@ class RdpAccountant(PrivacyAccountant):
 
     def _delta(self, epsilon: float) -> float:
         pure = self._pure
-        from_pure = 1.0 if isinstance(pure, float) or not self._combine else delta_at(
-            total_epsilon=pure, total_delta=Fraction(0), epsilon=epsilon
+        from_pure = (
+            1.0
+            if isinstance(pure, float) or not self._combine
+            else delta_at(total_epsilon=pure, total_delta=Fraction(0), epsilon=epsilon)
         )
         if self._slack == 0:
             from_rdp = self._ideal_delta(epsilon)

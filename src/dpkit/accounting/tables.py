@@ -46,8 +46,7 @@ from dpkit.accounting.pld import PldAccountant
 from dpkit.accounting.rdp import RdpAccountant
 from dpkit.events import GaussianEvent, LaplaceEvent, PoissonSampledEvent
 
-__all__ = ["ESTIMATE", "LOWER_BOUND", "UPPER_BOUND", "AccountingRow", "dpsgd_rows",
-           "laplace_rows"]
+__all__ = ["ESTIMATE", "LOWER_BOUND", "UPPER_BOUND", "AccountingRow", "dpsgd_rows", "laplace_rows"]
 
 #: The number is certified: the true epsilon at this delta is at most it.
 UPPER_BOUND = "upper bound"
@@ -80,24 +79,32 @@ def _timed(fn: Callable[[], _T]) -> tuple[_T, float]:
     return value, time.perf_counter() - t0
 
 
-def _pld_and_rdp(event: PoissonSampledEvent | LaplaceEvent, count: int,
-                 delta: float) -> list[AccountingRow]:
+def _pld_and_rdp(
+    event: PoissonSampledEvent | LaplaceEvent, count: int, delta: float
+) -> list[AccountingRow]:
     pld = PldAccountant()
     pld.compose(event, count)
     (low, _, high), sec = _timed(lambda: pld.get_epsilon_bounds(delta))
     rdp = RdpAccountant()
     eps, sec_rdp = _timed(lambda: rdp.compose(event, count).get_epsilon(delta))
     return [
-        AccountingRow(name="PLD (dpkit)", epsilon=high, kind=UPPER_BOUND, seconds=sec,
-                      profile=pld.get_delta),
+        AccountingRow(
+            name="PLD (dpkit)", epsilon=high, kind=UPPER_BOUND, seconds=sec, profile=pld.get_delta
+        ),
         AccountingRow(name="PLD (dpkit)", epsilon=low, kind=LOWER_BOUND, seconds=sec),
-        AccountingRow(name="RDP (dpkit)", epsilon=eps, kind=UPPER_BOUND, seconds=sec_rdp,
-                      profile=rdp.get_delta),
+        AccountingRow(
+            name="RDP (dpkit)",
+            epsilon=eps,
+            kind=UPPER_BOUND,
+            seconds=sec_rdp,
+            profile=rdp.get_delta,
+        ),
     ]
 
 
-def dpsgd_rows(*, sampling_rate: float, noise_multiplier: float, steps: int,
-               delta: float) -> list[AccountingRow]:
+def dpsgd_rows(
+    *, sampling_rate: float, noise_multiplier: float, steps: int, delta: float
+) -> list[AccountingRow]:
     """PLD (upper and lower bound), RDP (upper bound) and GDP-CLT (estimate) for DP-SGD.
 
     The GDP row is named with its ``mu`` (:func:`dpkit.accounting.dpsgd_gdp_mu`,
@@ -113,8 +120,15 @@ def dpsgd_rows(*, sampling_rate: float, noise_multiplier: float, steps: int,
     mu, sec = _timed(lambda: dpsgd_gdp_mu(sampling_rate=q, noise_multiplier=s, steps=n))
     g = fdp.gdp(mu)
     eps, sec2 = _timed(lambda: g.epsilon(d))
-    rows.append(AccountingRow(name=f"GDP CLT (mu = {mu:.4g})", epsilon=eps, kind=ESTIMATE,
-                              seconds=sec + sec2, profile=g.delta))
+    rows.append(
+        AccountingRow(
+            name=f"GDP CLT (mu = {mu:.4g})",
+            epsilon=eps,
+            kind=ESTIMATE,
+            seconds=sec + sec2,
+            profile=g.delta,
+        )
+    )
     return rows
 
 
@@ -129,19 +143,39 @@ def laplace_rows(*, epsilon: float, count: int, delta: float) -> list[Accounting
 
     gdp = GdpAccountant()
     eps, sec = _timed(lambda: gdp.compose(event, k).get_epsilon(d))
-    rows.append(AccountingRow(name="GDP CLT (dpkit)", epsilon=eps,
-                              kind=UPPER_BOUND if gdp.is_upper_bound else ESTIMATE,
-                              seconds=sec, profile=gdp.get_delta))
+    rows.append(
+        AccountingRow(
+            name="GDP CLT (dpkit)",
+            epsilon=eps,
+            kind=UPPER_BOUND if gdp.is_upper_bound else ESTIMATE,
+            seconds=sec,
+            profile=gdp.get_delta,
+        )
+    )
 
     basic, sec = _timed(lambda: basic_composition(epsilons=[e] * k)[0])
-    rows.append(AccountingRow(name="basic composition", epsilon=basic, kind=UPPER_BOUND,
-                              seconds=sec, profile=lambda x: 0.0 if x >= basic else 1.0))
+    rows.append(
+        AccountingRow(
+            name="basic composition",
+            epsilon=basic,
+            kind=UPPER_BOUND,
+            seconds=sec,
+            profile=lambda x: 0.0 if x >= basic else 1.0,
+        )
+    )
     if d > 0.0:
         eps, sec = _timed(lambda: advanced_composition(epsilon=e, count=k, delta_slack=d))
-        rows.append(AccountingRow(name="advanced composition", epsilon=eps, kind=UPPER_BOUND,
-                                  seconds=sec))
+        rows.append(
+            AccountingRow(name="advanced composition", epsilon=eps, kind=UPPER_BOUND, seconds=sec)
+        )
     eps, sec = _timed(lambda: optimal_composition(epsilon=e, count=k, delta=d))
-    rows.append(AccountingRow(
-        name="optimal composition (KOV)", epsilon=eps, kind=UPPER_BOUND, seconds=sec,
-        profile=lambda x: optimal_composition_delta(epsilon=e, count=k, target_epsilon=x)))
+    rows.append(
+        AccountingRow(
+            name="optimal composition (KOV)",
+            epsilon=eps,
+            kind=UPPER_BOUND,
+            seconds=sec,
+            profile=lambda x: optimal_composition_delta(epsilon=e, count=k, target_epsilon=x),
+        )
+    )
     return rows

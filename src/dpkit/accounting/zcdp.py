@@ -133,8 +133,15 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _rho_for(e: float, d: float) -> float:
-    return search(lambda rho: zcdp_delta(rho, e) <= d, 0.0, 1.0, holds="below", expand="up",
-                  limit=2.0**60, what="zCDP calibration")
+    return search(
+        lambda rho: zcdp_delta(rho, e) <= d,
+        0.0,
+        1.0,
+        holds="below",
+        expand="up",
+        limit=2.0**60,
+        what="zCDP calibration",
+    )
 
 
 def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
@@ -186,8 +193,9 @@ def approx_zcdp_cost_of(event: DpEvent) -> ApproxZCdpCost | None:
     return pure[0], pure[1], Fraction(0)
 
 
-def approx_epsilon(rho: Fraction | float, slack: Fraction, delta_spent: Fraction,
-                   delta: float) -> float:
+def approx_epsilon(
+    rho: Fraction | float, slack: Fraction, delta_spent: Fraction, delta: float
+) -> float:
     """``2A + eps_rho((delta - delta_spent) e^-A)``, rounded up; inf if ``delta <= delta_spent``.
 
     The remaining delta is rounded down before the conversion (module docstring).
@@ -200,8 +208,9 @@ def approx_epsilon(rho: Fraction | float, slack: Fraction, delta_spent: Fraction
     return slack_epsilon(rho, slack, down(rest))
 
 
-def approx_delta(rho: Fraction | float, slack: Fraction, delta_spent: Fraction,
-                 epsilon: float) -> float:
+def approx_delta(
+    rho: Fraction | float, slack: Fraction, delta_spent: Fraction, epsilon: float
+) -> float:
     """``e^A delta_rho(eps - 2A) + delta_spent``, rounded up and capped at 1."""
     base = slack_delta(rho, slack, epsilon)
     if delta_spent == 0:

@@ -95,8 +95,9 @@ class Statistic:
     def auto(self) -> bool:
         return self.bounds == "auto"
 
-    def for_column(self, time_kind: str | None, name: str, sql_type: str | None = None
-                   ) -> Statistic:
+    def for_column(
+        self, time_kind: str | None, name: str, sql_type: str | None = None
+    ) -> Statistic:
         """This statistic for a column whose date reading is ``time_kind`` (``"date"``,
         ``"local"``, ``"instant"``, see :func:`to_number`; ``None``: not a date or timestamp;
         ``sql_type`` names the type in messages).
@@ -112,16 +113,19 @@ class Statistic:
                 raise PrivacyParameterError(
                     f"{name}: {col!r} is not a date or timestamp column{typed}, so its bounds or "
                     f"edges must be numbers; to read it as dates, cast it to DATE or TIMESTAMP "
-                    "first (e.g. a DuckDB view or a typed Parquet file)")
+                    "first (e.g. a DuckDB view or a typed Parquet file)"
+                )
             return self
         if self.kind in ("sum", "mean", "variance", "std"):
             raise PrivacyParameterError(
                 f"{name}: {col!r} holds dates or timestamps, which have no {self.kind}; ask "
-                f"for quantile({col!r}, ...) or histogram({col!r}, edges=[dates]) instead")
+                f"for quantile({col!r}, ...) or histogram({col!r}, edges=[dates]) instead"
+            )
         if self.kind == "quantile" and self.auto:
             raise PrivacyParameterError(
                 f"{name}: {col!r} holds dates or timestamps; give its bounds as dates, e.g. "
-                "bounds=('2024-01-01', '2024-12-31'), instead of 'auto'")
+                "bounds=('2024-01-01', '2024-12-31'), instead of 'auto'"
+            )
         if self.kind == "histogram" and self.categories:
             return self
         if self.kind not in ("quantile", "histogram"):
@@ -130,15 +134,21 @@ class Statistic:
             raise PrivacyParameterError(
                 f"{name}: {col!r} holds dates or timestamps; give its "
                 f"{'bounds' if self.kind == 'quantile' else 'edges'} as dates ('2024-01-01', "
-                "datetime.date or datetime.datetime), not numbers")
+                "datetime.date or datetime.datetime), not numbers"
+            )
         nums = tuple(to_number(v, time_kind, f"{name}: {col!r}") for v in self.temporal)
         if any(not a < b for a, b in itertools.pairwise(nums)):
             raise PrivacyParameterError(
                 f"{name}: the {'bounds' if self.kind == 'quantile' else 'edges'} of {col!r} "
-                f"must be strictly increasing, got {[str(v) for v in self.temporal]}")
+                f"must be strictly increasing, got {[str(v) for v in self.temporal]}"
+            )
         if self.kind == "quantile":
-            return replace(self, bounds=(nums[0], nums[1]),
-                           edges=_linspace(nums[0], nums[1], self.bins), time_kind=time_kind)
+            return replace(
+                self,
+                bounds=(nums[0], nums[1]),
+                edges=_linspace(nums[0], nums[1], self.bins),
+                time_kind=time_kind,
+            )
         return replace(self, edges=nums, time_kind=time_kind)
 
     def with_bounds(self, lower: float, upper: float) -> Statistic:
@@ -181,7 +191,8 @@ def parse_date_bound(value: Any, what: str) -> datetime.date:
     if not isinstance(value, str):
         raise PrivacyParameterError(
             f"{what} must all be dates (ISO strings, datetime.date or datetime.datetime) or "
-            f"all numbers, got {value!r}")
+            f"all numbers, got {value!r}"
+        )
     try:
         return datetime.date.fromisoformat(value)
     except ValueError:
@@ -191,7 +202,8 @@ def parse_date_bound(value: Any, what: str) -> datetime.date:
     except ValueError:
         raise PrivacyParameterError(
             f"{what}: {value!r} is not an ISO date or date-time (bounds are numbers, or dates "
-            "for a date column); write e.g. '2024-01-01' or '2024-01-01T12:00:00'") from None
+            "for a date column); write e.g. '2024-01-01' or '2024-01-01T12:00:00'"
+        ) from None
 
 
 def to_number(value: datetime.date, time_kind: str, what: str = "date bound") -> float:
@@ -208,13 +220,15 @@ def to_number(value: datetime.date, time_kind: str, what: str = "date bound") ->
         if isinstance(value, datetime.datetime):
             raise PrivacyParameterError(
                 f"{what}: {value.isoformat()!r} has a time of day but the column holds dates; "
-                "give a date such as '2024-01-01'")
+                "give a date such as '2024-01-01'"
+            )
         n = (value - _EPOCH_DATE).days
     elif isinstance(value, datetime.datetime) and value.tzinfo is not None:
         if time_kind != "instant":
             raise PrivacyParameterError(
                 f"{what}: {value.isoformat()!r} has a time zone but the column holds wall-clock "
-                "times without one; give a naive date-time such as '2024-01-01T12:00:00'")
+                "times without one; give a naive date-time such as '2024-01-01T12:00:00'"
+            )
         n = (value - _EPOCH_UTC) // _MICRO
     else:
         if not isinstance(value, datetime.datetime):
@@ -223,7 +237,8 @@ def to_number(value: datetime.date, time_kind: str, what: str = "date bound") ->
     if abs(n) > MAX_TEMPORAL:
         raise PrivacyParameterError(
             f"{what}: {value.isoformat()!r} is too far from 1970 to be read exactly (microseconds "
-            "beyond 2**53, outside the years 1685 to 2255)")
+            "beyond 2**53, outside the years 1685 to 2255)"
+        )
     return float(n)
 
 
@@ -244,8 +259,12 @@ def _check_value_bounds(column: str, bounds: Any) -> tuple[float, float]:
         raise PrivacyParameterError(
             f"bounds of {column!r} must be a pair (lower, upper) or 'auto', got {bounds!r}"
         )
-    lo, hi = check_bounds(bounds[0], bounds[1], lower_name=f"lower bound of {column!r}",
-                          upper_name=f"upper bound of {column!r}")
+    lo, hi = check_bounds(
+        bounds[0],
+        bounds[1],
+        lower_name=f"lower bound of {column!r}",
+        upper_name=f"upper bound of {column!r}",
+    )
     if not lo < hi:
         raise PrivacyParameterError(
             f"bounds of {column!r} must satisfy lower < upper, got {bounds!r}"
@@ -257,8 +276,9 @@ def _check_value_bounds(column: str, bounds: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def _value_bounds(column: str, bounds: Any, auto_share: Any
-                  ) -> tuple[tuple[float, float] | Literal["auto"], float]:
+def _value_bounds(
+    column: str, bounds: Any, auto_share: Any
+) -> tuple[tuple[float, float] | Literal["auto"], float]:
     if isinstance(bounds, str) and bounds == "auto":
         share = check_probability(auto_share, name="auto_share", open_low=True, open_high=True)
         return "auto", share
@@ -272,8 +292,11 @@ def _value_bounds(column: str, bounds: Any, auto_share: Any
 
 def _temporal_bounds(column: str, bounds: Any) -> tuple[datetime.date, ...]:
     """Bounds given as dates, parsed (empty when they are not dates)."""
-    if isinstance(bounds, (tuple, list)) and len(bounds) == 2 \
-            and any(is_date_bound(b) for b in bounds):
+    if (
+        isinstance(bounds, (tuple, list))
+        and len(bounds) == 2
+        and any(is_date_bound(b) for b in bounds)
+    ):
         return tuple(parse_date_bound(b, f"bounds of {column!r}") for b in bounds)
     return ()
 
@@ -294,46 +317,74 @@ def count_distinct(*, weight: float = 1.0) -> Statistic:
     return Statistic(kind="count_distinct", weight=_check_weight(weight))
 
 
-def _value(kind: StatisticKind, column: Any, bounds: Any, weight: Any, auto_share: Any
-           ) -> Statistic:
+def _value(
+    kind: StatisticKind, column: Any, bounds: Any, weight: Any, auto_share: Any
+) -> Statistic:
     col = _check_column(column)
     if _temporal_bounds(col, bounds):
         raise PrivacyParameterError(
             f"{kind} of {col!r}: dates have no {kind}; ask for quantile({col!r}, ...) or "
-            f"histogram({col!r}, edges=[dates]) instead")
+            f"histogram({col!r}, edges=[dates]) instead"
+        )
     b, share = _value_bounds(col, bounds, auto_share)
-    return Statistic(kind=kind, column=col, bounds=b, weight=_check_weight(weight),
-                     auto_share=share)
+    return Statistic(
+        kind=kind, column=col, bounds=b, weight=_check_weight(weight), auto_share=share
+    )
 
 
-def sum(column: str, *, bounds: tuple[float, float] | str | None = None,
-        weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
+def sum(
+    column: str,
+    *,
+    bounds: tuple[float, float] | str | None = None,
+    weight: float = 1.0,
+    auto_share: float = DEFAULT_AUTO_SHARE,
+) -> Statistic:
     """Sum of ``column`` clamped to ``bounds``; NaN/NULL values are skipped."""
     return _value("sum", column, bounds, weight, auto_share)
 
 
-def mean(column: str, *, bounds: tuple[float, float] | str | None = None,
-         weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
+def mean(
+    column: str,
+    *,
+    bounds: tuple[float, float] | str | None = None,
+    weight: float = 1.0,
+    auto_share: float = DEFAULT_AUTO_SHARE,
+) -> Statistic:
     """Mean of ``column`` clamped to ``bounds``: a noisy centred sum over a noisy count."""
     return _value("mean", column, bounds, weight, auto_share)
 
 
-def variance(column: str, *, bounds: tuple[float, float] | str | None = None,
-             weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
+def variance(
+    column: str,
+    *,
+    bounds: tuple[float, float] | str | None = None,
+    weight: float = 1.0,
+    auto_share: float = DEFAULT_AUTO_SHARE,
+) -> Statistic:
     """Population variance of ``column`` clamped to ``bounds`` (noisy count, sum and squares)."""
     return _value("variance", column, bounds, weight, auto_share)
 
 
-def std(column: str, *, bounds: tuple[float, float] | str | None = None,
-        weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
+def std(
+    column: str,
+    *,
+    bounds: tuple[float, float] | str | None = None,
+    weight: float = 1.0,
+    auto_share: float = DEFAULT_AUTO_SHARE,
+) -> Statistic:
     """Standard deviation: the square root of the private :func:`variance`."""
     return _value("std", column, bounds, weight, auto_share)
 
 
-def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
-             bounds: tuple[float | str | datetime.date, float | str | datetime.date] | str
-             | None = None, bins: int = DEFAULT_QUANTILE_BINS,
-             weight: float = 1.0, auto_share: float = DEFAULT_AUTO_SHARE) -> Statistic:
+def quantile(
+    column: str,
+    quantiles: float | list[float] | tuple[float, ...],
+    *,
+    bounds: tuple[float | str | datetime.date, float | str | datetime.date] | str | None = None,
+    bins: int = DEFAULT_QUANTILE_BINS,
+    weight: float = 1.0,
+    auto_share: float = DEFAULT_AUTO_SHARE,
+) -> Statistic:
     """Quantiles of ``column`` by the exponential mechanism over ``bins`` equal bins of bounds.
 
     The engine returns per-group counts of the candidate bins (never sorted rows); the budget of
@@ -345,8 +396,9 @@ def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
     col = _check_column(column)
     qs_in = (quantiles,) if isinstance(quantiles, (int, float)) else quantiles
     if isinstance(qs_in, (str, bytes)) or not isinstance(qs_in, (list, tuple)) or not qs_in:
-        raise PrivacyParameterError(f"quantiles must be a number or a non-empty list, got "
-                                    f"{quantiles!r}")
+        raise PrivacyParameterError(
+            f"quantiles must be a number or a non-empty list, got {quantiles!r}"
+        )
     qs = tuple(check_probability(q, name="quantile") for q in qs_in)
     if len(set(qs)) != len(qs):
         raise PrivacyParameterError(f"quantile levels must be distinct, got {quantiles!r}")
@@ -354,19 +406,39 @@ def quantile(column: str, quantiles: float | list[float] | tuple[float, ...], *,
         raise PrivacyParameterError(f"bins must be an integer in [2, 65536], got {bins!r}")
     temporal = _temporal_bounds(col, bounds)
     if temporal:  # numbers once the column's type is known (Statistic.for_column)
-        return Statistic(kind="quantile", column=col, quantiles=qs, bins=bins,
-                         weight=_check_weight(weight), temporal=temporal)
+        return Statistic(
+            kind="quantile",
+            column=col,
+            quantiles=qs,
+            bins=bins,
+            weight=_check_weight(weight),
+            temporal=temporal,
+        )
     b, share = _value_bounds(col, bounds, auto_share)
     edges = () if b == "auto" else _linspace(b[0], b[1], bins)
-    return Statistic(kind="quantile", column=col, bounds=b, quantiles=qs, edges=edges, bins=bins,
-                     weight=_check_weight(weight), auto_share=share)
+    return Statistic(
+        kind="quantile",
+        column=col,
+        bounds=b,
+        quantiles=qs,
+        edges=edges,
+        bins=bins,
+        weight=_check_weight(weight),
+        auto_share=share,
+    )
 
 
-def histogram(column: str, *,
-              edges: list[float] | tuple[float, ...] | list[str | datetime.date]
-              | tuple[str | datetime.date, ...] | None = None,
-              categories: list[object] | tuple[object, ...] | None = None,
-              weight: float = 1.0) -> Statistic:
+def histogram(
+    column: str,
+    *,
+    edges: list[float]
+    | tuple[float, ...]
+    | list[str | datetime.date]
+    | tuple[str | datetime.date, ...]
+    | None = None,
+    categories: list[object] | tuple[object, ...] | None = None,
+    weight: float = 1.0,
+) -> Statistic:
     """Counts of ``column`` per bin (``edges``, values clamped into the outer bins) or category.
 
     Bins are ``[e_i, e_{i+1})``, the last one closed; with ``categories`` values outside the list
@@ -384,8 +456,9 @@ def histogram(column: str, *,
             ts = tuple(parse_date_bound(e, f"edges of {col!r}") for e in edges)
             if len(ts) < 2:
                 raise PrivacyParameterError(f"edges must be at least two dates, got {edges!r}")
-            return Statistic(kind="histogram", column=col, temporal=ts,
-                             weight=_check_weight(weight))
+            return Statistic(
+                kind="histogram", column=col, temporal=ts, weight=_check_weight(weight)
+            )
         es = tuple(_finite_edge(e) for e in edges)
         if len(es) < 2 or any(not es[i] < es[i + 1] for i in range(len(es) - 1)):
             raise PrivacyParameterError(

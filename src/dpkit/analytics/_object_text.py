@@ -83,8 +83,16 @@ _DECIMAL_HUGE = 400
 _HUGE = 10**_DECIMAL_HUGE
 _MAX_DEPTH = 16
 _US_PER_DAY = 86_400 * 10**6
-_NS = {"W": 7 * 86_400 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9,
-       "s": 10**9, "ms": 10**6, "us": 1_000, "ns": 1}
+_NS = {
+    "W": 7 * 86_400 * 10**9,
+    "D": 86_400 * 10**9,
+    "h": 3_600 * 10**9,
+    "m": 60 * 10**9,
+    "s": 10**9,
+    "ms": 10**6,
+    "us": 1_000,
+    "ns": 1,
+}
 _SUB_NS = {"ps": 1_000, "fs": 10**6, "as": 10**9}
 
 
@@ -238,8 +246,9 @@ def _wall_text(us: int, ns: int, suffix: str) -> str:
 
 def _datetime_text(v: datetime.datetime) -> str:
     ns = int(getattr(v, "nanosecond", 0) or 0)
-    us = ((v.toordinal() - 1) * 86_400 + (v.hour * 60 + v.minute) * 60 + v.second) * 10**6 \
-        + v.microsecond
+    us = (
+        (v.toordinal() - 1) * 86_400 + (v.hour * 60 + v.minute) * 60 + v.second
+    ) * 10**6 + v.microsecond
     if getattr(v, "fold", 0):  # equal to its fold=0 twin (same tzinfo): one text, as hash()
         v = v.replace(fold=0)
     offset = v.utcoffset()
@@ -298,8 +307,14 @@ def _time_text(v: datetime.time) -> str:
 
 # ------------------------------------------------------------------------------ the rule
 
-_IP = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network,
-       ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
+_IP = (
+    ipaddress.IPv4Address,
+    ipaddress.IPv6Address,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+)
 
 
 def _text(v: Any, depth: int) -> str | None:
@@ -369,7 +384,8 @@ def object_texts(values: Iterable[Any], column: str) -> list[str | None]:
             f"column {column!r} holds Python objects of type {exc.type_name}, which dpkit "
             "cannot read as text with the equality Python gives them; cast the column to a "
             f"typed dtype first (e.g. df[{column!r}] = df[{column!r}].astype(str), or "
-            "astype('Int64') / astype(float) for numbers)") from None
+            "astype('Int64') / astype(float) for numbers)"
+        ) from None
     return out
 
 
@@ -416,11 +432,14 @@ def polars_objects_as_text(frame: Any) -> Any:
 
     for name, dtype in frame.schema.items():
         if dtype == pl.Object:
-            texts = [t if t is None or t.isascii() else t.encode("utf-8", "replace").decode()
-                     for t in object_texts(frame.get_column(name).to_list(), name)]
+            texts = [
+                t if t is None or t.isascii() else t.encode("utf-8", "replace").decode()
+                for t in object_texts(frame.get_column(name).to_list(), name)
+            ]
             frame = frame.with_columns(pl.Series(name, texts, dtype=pl.Utf8))
         elif dtype.is_nested() and "Object" in str(dtype):
             raise PrivacyParameterError(
                 f"column {name!r} holds Python objects inside a {dtype}; cast it to a typed "
-                "column first")
+                "column first"
+            )
     return frame

@@ -233,9 +233,12 @@ class Pricing:
             z = ZCdpAccountant()
             z.compose(self.event)
             rho = z.rho_exact
-            return {"epsilon": self.epsilon, "delta": self.delta,
-                    "rho": up(rho) if isinstance(rho, Fraction) else math.inf,
-                    "approx_delta": up(z.delta_exact)}
+            return {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "rho": up(rho) if isinstance(rho, Fraction) else math.inf,
+                "approx_delta": up(z.delta_exact),
+            }
         if self.mode == "pure":
             from dpkit.accounting.pure import PureDpAccountant
 
@@ -252,8 +255,7 @@ class Pricing:
     @property
     def measures(self) -> tuple[Measure, ...]:
         """The engine measures, each once (a shared sum reuses its partner's)."""
-        return tuple(m.measure for s in self.stats if s.shared_with is None
-                     for m in s.measures)
+        return tuple(m.measure for s in self.stats if s.shared_with is None for m in s.measures)
 
 
 def _frac_bits(noise_real: float, maxabs: float) -> int:
@@ -318,17 +320,21 @@ def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
     return ev
 
 
-def _value_measure(name: str, column: str, lower: float, upper: float, noise_real: float
-                   ) -> tuple[Measure, int, int, int]:
+def _value_measure(
+    name: str, column: str, lower: float, upper: float, noise_real: float
+) -> tuple[Measure, int, int, int]:
     maxabs = max(abs(lower), abs(upper))
     k = _frac_bits(noise_real, maxabs)
     lo, hi = _int_bounds(lower, upper, k)
-    return Measure(name=name, kind="sum", column=column, lower=lower, upper=upper,
-                   frac_bits=k), k, lo, hi
+    return (
+        Measure(name=name, kind="sum", column=column, lower=lower, upper=upper, frac_bits=k),
+        k,
+        lo,
+        hi,
+    )
 
 
-def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r: int
-                ) -> StatPrice:
+def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r: int) -> StatPrice:
     """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho)."""
     col = stat.column
     sqrt_p = math.sqrt(p)
@@ -346,20 +352,29 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
         kind: Any = "rows" if stat.kind == "count" else "units"
         rr = r if stat.kind == "count" else 1
         nz, ev = sh.noise(p * rr, p * rr * rr, p)
-        prices.append(MeasurePrice(Measure(name=f"{name}:n", kind=kind), nz, 1.0, p * rr,
-                                   p * rr * rr, 1, event=ev))
+        prices.append(
+            MeasurePrice(
+                Measure(name=f"{name}:n", kind=kind), nz, 1.0, p * rr, p * rr * rr, 1, event=ev
+            )
+        )
         return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
 
     if stat.kind == "histogram":
         sh = _Shares(mode, share, 1, p)
         if stat.edges:
             cells = len(stat.edges) - 1
-            m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges,
-                        time_kind=stat.time_kind)
+            m = Measure(
+                name=f"{name}:bins",
+                kind="bin_counts",
+                column=col,
+                edges=stat.edges,
+                time_kind=stat.time_kind,
+            )
         else:
             cells = len(stat.categories)
-            m = Measure(name=f"{name}:bins", kind="category_counts", column=col,
-                        categories=stat.categories)
+            m = Measure(
+                name=f"{name}:bins", kind="category_counts", column=col, categories=stat.categories
+            )
         nz, ev = sh.noise(p * r, p * r * r, p * min(r, cells))
         prices.append(MeasurePrice(m, nz, 1.0, p * r, p * r * r, cells, event=ev))
         return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
@@ -372,8 +387,13 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
             BinnedQuantile,
         )
 
-        m = Measure(name=f"{name}:bins", kind="bin_counts", column=col, edges=stat.edges,
-                        time_kind=stat.time_kind)
+        m = Measure(
+            name=f"{name}:bins",
+            kind="bin_counts",
+            column=col,
+            edges=stat.edges,
+            time_kind=stat.time_kind,
+        )
         if mode == "pure":
             total_eps = share
         else:
@@ -383,14 +403,25 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
             kl = len(stat.quantiles) * p
             each = math.sqrt(2.0 * share / kl) * (1.0 - 2.0**-40)
             total_eps = down(Fraction(each) * kl)
-        mech = BinnedQuantile.from_epsilon(epsilon=total_eps, quantiles=stat.quantiles,
-                                           edges=stat.edges, max_rows_per_partition=r,
-                                           max_partitions=p)
+        mech = BinnedQuantile.from_epsilon(
+            epsilon=total_eps,
+            quantiles=stat.quantiles,
+            edges=stat.edges,
+            max_rows_per_partition=r,
+            max_partitions=p,
+        )
         q_ev: DpEvent = mech.event
         eps_g = mech.epsilon_each
         prices.append(MeasurePrice(m, None, 1.0, 0, 0, len(stat.edges) - 1))
-        return StatPrice(name, stat, tuple(prices), quantile_mechanism=mech,
-                         quantile_epsilon=eps_g, events=(q_ev,), epsilon=share)
+        return StatPrice(
+            name,
+            stat,
+            tuple(prices),
+            quantile_mechanism=mech,
+            quantile_epsilon=eps_g,
+            events=(q_ev,),
+            epsilon=share,
+        )
 
     maxabs = max(abs(lower), abs(upper))
     if stat.kind == "sum":
@@ -412,8 +443,19 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
     c = (lo + hi) // 2
     s = max(c - lo, hi - c, 1)
     nz_s, ev_s = sh.noise(p * r * s, p * (r * s) ** 2, p)
-    prices.append(MeasurePrice(m, nz_s, 2.0**-k, p * r * s, p * (r * s) ** 2, 1, center=c,
-                               count_of=cnt.name, event=ev_s))
+    prices.append(
+        MeasurePrice(
+            m,
+            nz_s,
+            2.0**-k,
+            p * r * s,
+            p * (r * s) ** 2,
+            1,
+            center=c,
+            count_of=cnt.name,
+            event=ev_s,
+        )
+    )
     events = [ev_n, ev_s]
     if parts == 3:
         sq_hi = half * half
@@ -421,10 +463,18 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
         _, qhi = _int_bounds(0.0, sq_hi, k2)
         q = max(qhi, 1)
         nz_q, ev_q = sh.noise(p * r * q, p * (r * q) ** 2, p)
-        mq = Measure(name=f"{name}:sq", kind="sum_sq", column=col, lower=0.0, upper=sq_hi,
-                     frac_bits=k2, center=lower + half, clamp_lower=lower, clamp_upper=upper)
-        prices.append(MeasurePrice(mq, nz_q, 2.0**-k2, p * r * q, p * (r * q) ** 2, 1,
-                                   event=ev_q))
+        mq = Measure(
+            name=f"{name}:sq",
+            kind="sum_sq",
+            column=col,
+            lower=0.0,
+            upper=sq_hi,
+            frac_bits=k2,
+            center=lower + half,
+            clamp_lower=lower,
+            clamp_upper=upper,
+        )
+        prices.append(MeasurePrice(mq, nz_q, 2.0**-k2, p * r * q, p * (r * q) ** 2, 1, event=ev_q))
         events.append(ev_q)
     return StatPrice(name, stat, tuple(prices), events=tuple(events), epsilon=share)
 
@@ -444,8 +494,14 @@ def rho_for(epsilon: float, delta: float) -> float:
     return out
 
 
-def _laplace_stats(stats: dict[str, Statistic], weights: dict[str, Fraction], eps: float,
-                   delta: float, total_w: Fraction, p: int) -> set[str]:
+def _laplace_stats(
+    stats: dict[str, Statistic],
+    weights: dict[str, Fraction],
+    eps: float,
+    delta: float,
+    total_w: Fraction,
+    p: int,
+) -> set[str]:
     """Approx sessions: the statistics noised with discrete Laplace rather than Gaussian noise.
 
     A statistic with share ``(e, d)`` of ``(eps, delta)`` (by weight) and ``m`` integer
@@ -500,8 +556,12 @@ def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
         if s.kind != "sum" or s.auto or not isinstance(s.bounds, tuple):
             continue
         for pn, ps in stats.items():
-            if ps.kind in ("mean", "variance", "std") and not ps.auto \
-                    and ps.column == s.column and ps.bounds == s.bounds:
+            if (
+                ps.kind in ("mean", "variance", "std")
+                and not ps.auto
+                and ps.column == s.column
+                and ps.bounds == s.bounds
+            ):
                 lo, hi = s.bounds
                 c, h = abs(lo + hi) / 2.0, (hi - lo) / 2.0
                 m = 2 if ps.kind == "mean" else 3
@@ -518,10 +578,18 @@ def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
     return out
 
 
-def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
-          max_partitions: int, max_rows_per_partition: int, select_partitions: bool,
-          selection_weight: float = 1.0,
-          zcdp_share: ZcdpShare | None = None) -> Pricing:
+def price(
+    stats: dict[str, Statistic],
+    *,
+    mode: Mode,
+    epsilon: Any,
+    delta: Any,
+    max_partitions: int,
+    max_rows_per_partition: int,
+    select_partitions: bool,
+    selection_weight: float = 1.0,
+    zcdp_share: ZcdpShare | None = None,
+) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
@@ -589,15 +657,17 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
             )
         selection = _gaussian_selection(sel_rho, sel_delta, p)
         sel_eps = sel_rho  # zCDP sessions express shares in rho
-        events.append(ApproxZCdpEvent(rho=selection.rho, delta=selection.threshold_delta,
-                                      pmf_slack=selection.pmf_slack))
+        events.append(
+            ApproxZCdpEvent(
+                rho=selection.rho, delta=selection.threshold_delta, pmf_slack=selection.pmf_slack
+            )
+        )
         rho = down(Fraction(rho_all) - Fraction(sel_rho))
         total = rho
     elif select_partitions:
         sel_eps = down(Fraction(eps) * Fraction(selection_weight) / w_all)
         # Without any Gaussian statistic, the statistics spend no delta: selection takes it all.
-        gaussian = mode == "approx" and any(
-            weights[n] and n not in laplace for n in stats)
+        gaussian = mode == "approx" and any(weights[n] and n not in laplace for n in stats)
         sel_delta = down(Fraction(dl) / 2) if gaussian else dl
         selection = _selection(sel_eps, sel_delta, p)
         events.append(selection.event)
@@ -654,16 +724,29 @@ def price(stats: dict[str, Statistic], *, mode: Mode, epsilon: Any, delta: Any,
         # A basic (epsilon, delta) budget: the Gaussian statistics are certified
         # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
         events.append(ApproxDpEvent(epsilon=g_eps, delta=g_delta))
-    return Pricing(mode=mode, epsilon=eps, delta=dl, max_partitions=p,
-                   max_rows_per_partition=r, stats=tuple(priced), selection=selection,
-                   selection_epsilon=sel_eps, selection_delta=sel_delta, rho=rho,
-                   events=tuple(events), auto=tuple(autos), order=tuple(stats))
+    return Pricing(
+        mode=mode,
+        epsilon=eps,
+        delta=dl,
+        max_partitions=p,
+        max_rows_per_partition=r,
+        stats=tuple(priced),
+        selection=selection,
+        selection_epsilon=sel_eps,
+        selection_delta=sel_delta,
+        rho=rho,
+        events=tuple(events),
+        auto=tuple(autos),
+        order=tuple(stats),
+    )
 
 
 #: Public grid of ``bounds="auto"``: 0 and +-2^j for j = -10..50 (122 bins, value range
 #: +-2^50; values beyond are clamped into the outer bins).
 AUTO_EDGES: tuple[float, ...] = (
-    *(-(2.0**j) for j in range(50, -11, -1)), 0.0, *(2.0**j for j in range(-10, 51))
+    *(-(2.0**j) for j in range(50, -11, -1)),
+    0.0,
+    *(2.0**j for j in range(-10, 51)),
 )
 #: Quantile levels whose bins give the estimated lower and upper bounds.
 AUTO_LEVELS = (0.01, 0.99)
@@ -702,8 +785,13 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
     else:
         k = len(AUTO_LEVELS)
         eps = down(Fraction(math.sqrt(2.0 * est_share / k) * (1.0 - 2.0**-40)) * k)
-    mech = BinnedQuantile.from_epsilon(epsilon=eps, quantiles=AUTO_LEVELS, edges=AUTO_EDGES,
-                                       max_rows_per_partition=r, max_partitions=1)
+    mech = BinnedQuantile.from_epsilon(
+        epsilon=eps,
+        quantiles=AUTO_LEVELS,
+        edges=AUTO_EDGES,
+        max_rows_per_partition=r,
+        max_partitions=1,
+    )
     if mode == "pure":
         main_ev: DpEvent = PureDpEvent(epsilon=main_share)
     else:
@@ -712,8 +800,14 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
         main_ev = ZCdpEvent(rho=main_share)
     assert stat.column is not None
     m = Measure(name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES)
-    return AutoBounds(name=name, stat=stat, mechanism=mech, main_share=main_share,
-                      events=(mech.event, main_ev), measure=m)
+    return AutoBounds(
+        name=name,
+        stat=stat,
+        mechanism=mech,
+        main_share=main_share,
+        events=(mech.event, main_ev),
+        measure=m,
+    )
 
 
 def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pricing:
@@ -725,9 +819,14 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pr
         lo, hi = bounds[ab.name]
         for _ in range(120):
             try:
-                done[ab.name] = _price_stat(ab.name, ab.stat.with_bounds(lo, hi), pricing.mode,
-                                            ab.main_share, pricing.max_partitions,
-                                            pricing.max_rows_per_partition)
+                done[ab.name] = _price_stat(
+                    ab.name,
+                    ab.stat.with_bounds(lo, hi),
+                    pricing.mode,
+                    ab.main_share,
+                    pricing.max_partitions,
+                    pricing.max_rows_per_partition,
+                )
                 break
             except PrivacyParameterError:
                 # Too wide for the remaining share: halve both ends (a function of the
@@ -745,8 +844,9 @@ def _gaussian_selection(rho: float, threshold_delta: float, max_partitions: int)
         GaussianPartitionSelection,
     )
 
-    return GaussianPartitionSelection.from_rho(rho=rho, threshold_delta=threshold_delta,
-                                               max_partitions=max_partitions)
+    return GaussianPartitionSelection.from_rho(
+        rho=rho, threshold_delta=threshold_delta, max_partitions=max_partitions
+    )
 
 
 def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:
@@ -757,8 +857,10 @@ def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:
     )
 
     try:
-        return PartitionSelection.from_epsilon_delta(epsilon=epsilon, delta=delta,
-                                                     max_partitions=max_partitions)
+        return PartitionSelection.from_epsilon_delta(
+            epsilon=epsilon, delta=delta, max_partitions=max_partitions
+        )
     except PrivacyParameterError:
-        return GaussianPartitionSelection.from_epsilon_delta(epsilon=epsilon, delta=delta,
-                                                             max_partitions=max_partitions)
+        return GaussianPartitionSelection.from_epsilon_delta(
+            epsilon=epsilon, delta=delta, max_partitions=max_partitions
+        )

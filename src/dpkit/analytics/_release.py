@@ -135,16 +135,14 @@ def statistic_columns(name: str, st: Statistic) -> list[str]:
         if st.edges:
             e = st.edges
             t = st.time_kind
-            names = [f"{name}[{_label(e[i], t)},{_label(e[i + 1], t)})"
-                     for i in range(len(e) - 1)]
+            names = [f"{name}[{_label(e[i], t)},{_label(e[i + 1], t)})" for i in range(len(e) - 1)]
             names[-1] = names[-1][:-1] + "]"
             return names
         return [f"{name}={c}" for c in st.categories]
     return [name]
 
 
-def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
-                   ) -> list[str]:
+def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]) -> list[str]:
     """Every column of the released frame, in order: the group-by columns, then per
     statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles have none)."""
     out = list(group_by)
@@ -156,8 +154,7 @@ def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic
     return out
 
 
-def check_output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]
-                         ) -> None:
+def check_output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]) -> None:
     """Refuse a query whose released frame would hold two columns of one name (one would
     overwrite the other after the charge): decided by the query's names, levels, edges and
     categories alone, before anything is spent."""
@@ -166,7 +163,8 @@ def check_output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Sta
         if c in seen:
             raise PrivacyParameterError(
                 f"two output columns would both be named {c!r}: rename an aggregate or "
-                "make its levels, edges or categories distinct")
+                "make its levels, edges or categories distinct"
+            )
         seen.add(c)
 
 
@@ -186,8 +184,9 @@ def _noise_desc(mp: MeasurePrice) -> dict[str, Any]:
     }
 
 
-def _exact_vector(result: EngineResult, name: str, rows: Sequence[int | None], cells: int
-                  ) -> list[list[int]]:
+def _exact_vector(
+    result: EngineResult, name: str, rows: Sequence[int | None], cells: int
+) -> list[list[int]]:
     """Per output group the exact integers of measure ``name`` (zeros for absent groups)."""
     col = result.values.get(name)
     out: list[list[int]] = []
@@ -206,8 +205,12 @@ def _exact_vector(result: EngineResult, name: str, rows: Sequence[int | None], c
     return out
 
 
-def _noisy(mp: MeasurePrice, exact: list[list[int]], source: RandomSource,
-           cache: dict[str, list[list[int]]] | None = None) -> list[list[int]]:
+def _noisy(
+    mp: MeasurePrice,
+    exact: list[list[int]],
+    source: RandomSource,
+    cache: dict[str, list[list[int]]] | None = None,
+) -> list[list[int]]:
     """``exact`` plus fresh noise; with ``cache``, a measure is noised once per release (a
     shared sum reads its partner's noisy ``N`` and ``T``: post-processing, charged once)."""
     if cache is not None and mp.measure.name in cache:
@@ -218,8 +221,7 @@ def _noisy(mp: MeasurePrice, exact: list[list[int]], source: RandomSource,
     return out
 
 
-def _add_noise(mp: MeasurePrice, exact: list[list[int]], source: RandomSource
-               ) -> list[list[int]]:
+def _add_noise(mp: MeasurePrice, exact: list[list[int]], source: RandomSource) -> list[list[int]]:
     assert mp.noise is not None
     n = len(exact) * mp.cells
     z = mp.noise.sample(n, source)
@@ -235,10 +237,18 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
     return min(cands), max(cands)
 
 
-def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...],
-             public_keys: list[tuple[Any, ...]] | None, alpha: float, source: RandomSource,
-             output: str = "pandas", warn_empty: bool = False,
-             notes: dict[str, Any] | None = None) -> Any:
+def assemble(
+    pricing: Pricing,
+    result: EngineResult,
+    *,
+    group_by: tuple[str, ...],
+    public_keys: list[tuple[Any, ...]] | None,
+    alpha: float,
+    source: RandomSource,
+    output: str = "pandas",
+    warn_empty: bool = False,
+    notes: dict[str, Any] | None = None,
+) -> Any:
     """Turn an engine result into the released frame (noise, selection, CIs). No charging here:
     the caller has charged ``pricing.event`` already (or is an audit re-running the release).
 
@@ -263,10 +273,15 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
     else:
         all_keys = _sorted_keys(engine_index)
         units = result.values.get(UNITS_MEASURE, ())
-        counts = np.array([int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
-                          dtype=np.int64)
-        mask = (np.asarray(pricing.selection.release(counts, source=source), dtype=bool)
-                if counts.size else np.zeros(0, dtype=bool))
+        counts = np.array(
+            [int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
+            dtype=np.int64,
+        )
+        mask = (
+            np.asarray(pricing.selection.release(counts, source=source), dtype=bool)
+            if counts.size
+            else np.zeros(0, dtype=bool)
+        )
         keys = [k for k, keep in zip(all_keys, mask, strict=True) if keep]
         rows = [engine_index[k] for k in keys]
         sel = pricing.selection
@@ -282,8 +297,9 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
         if isinstance(sel, GaussianPartitionSelection):
             selection_info.update(sigma=sel.sigma, tau=sel.tau)
             if pricing.mode == "zcdp":  # charged as approximate zCDP (rho, threshold delta)
-                selection_info.update(epsilon=None, rho=sel.rho, delta=sel.threshold_delta,
-                                      pmf_slack=sel.pmf_slack)
+                selection_info.update(
+                    epsilon=None, rho=sel.rho, delta=sel.threshold_delta, pmf_slack=sel.pmf_slack
+                )
 
     data: dict[str, Any] = {}
     for j, col in enumerate(group_by):
@@ -306,10 +322,18 @@ def assemble(pricing: Pricing, result: EngineResult, *, group_by: tuple[str, ...
     if "rho" in charged:
         extra.update(rho=charged["rho"], approx_delta=charged["approx_delta"])
     extra.update(notes or {})
-    info = ReleaseInfo(columns=info_cols, epsilon=charged["epsilon"], delta=charged["delta"],
-                       mode=pricing.mode, alpha=alpha, groups_in_data=None,
-                       groups_released=ngroups, selection=selection_info, note=note,
-                       notes=extra)
+    info = ReleaseInfo(
+        columns=info_cols,
+        epsilon=charged["epsilon"],
+        delta=charged["delta"],
+        mode=pricing.mode,
+        alpha=alpha,
+        groups_in_data=None,
+        groups_released=ngroups,
+        selection=selection_info,
+        note=note,
+        notes=extra,
+    )
     return convert(frame, info, output)
 
 
@@ -326,8 +350,12 @@ def key_column(values: list[Any]) -> Any:
     if not any(v is None for v in values):
         return values
     present = {type(v) for v in values if v is not None}
-    dtype = {frozenset({str}): "string", frozenset({bool}): "boolean",
-             frozenset({int}): "Int64", frozenset({float}): "Float64"}.get(frozenset(present))
+    dtype = {
+        frozenset({str}): "string",
+        frozenset({bool}): "boolean",
+        frozenset({int}): "Int64",
+        frozenset({float}): "Float64",
+    }.get(frozenset(present))
     if dtype is not None:
         try:
             return pd.array(values, dtype=dtype)
@@ -347,11 +375,16 @@ def empty_release_note(group_by: Sequence[str], selection: dict[str, Any] | None
     if selection is None:
         return f"0 groups released (by {cols}): the query's public keys were empty"
     need = selection.get("threshold") or selection.get("tau")
-    bar = (f" (a group is sure to pass from {math.ceil(need)} people at this epsilon and delta)"
-           if need else "")
-    return (f"0 groups released (by {cols}): no group had enough people to pass private "
-            f"partition selection{bar}. Group by a coarser column (e.g. a month instead of a "
-            "date), spend more epsilon, or give public keys")
+    bar = (
+        f" (a group is sure to pass from {math.ceil(need)} people at this epsilon and delta)"
+        if need
+        else ""
+    )
+    return (
+        f"0 groups released (by {cols}): no group had enough people to pass private "
+        f"partition selection{bar}. Group by a coarser column (e.g. a month instead of a "
+        "date), spend more epsilon, or give public keys"
+    )
 
 
 def _sorted_keys(keys: Any) -> list[tuple[Any, ...]]:
@@ -393,10 +426,17 @@ def convert(frame: Any, info: ReleaseInfo, output: str) -> Any:
     raise ValueError(f"unknown output {output!r}")
 
 
-def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
-                  source: RandomSource, data: dict[str, Any],
-                  info_cols: dict[str, dict[str, Any]], ngroups: int,
-                  cache: dict[str, list[list[int]]]) -> None:
+def _release_stat(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    ngroups: int,
+    cache: dict[str, list[list[int]]],
+) -> None:
     if sp.shared_with is not None:
         _release_shared_sum(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
     else:
@@ -408,10 +448,17 @@ def _release_stat(sp: StatPrice, result: EngineResult, rows: list[int | None], a
             info_cols[name]["bounds_source"] = "private estimate" if st.estimated else "given"
 
 
-def _release_shared_sum(sp: StatPrice, result: EngineResult, rows: list[int | None],
-                        alpha: float, source: RandomSource, data: dict[str, Any],
-                        info_cols: dict[str, dict[str, Any]], ngroups: int,
-                        cache: dict[str, list[list[int]]]) -> None:
+def _release_shared_sum(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    ngroups: int,
+    cache: dict[str, list[list[int]]],
+) -> None:
     """A sum as ``S = T + c N`` from its partner's noisy centred sum ``T`` and count ``N``.
 
     Exactly ``S = T + c N`` before noise (``T = S - c N`` by definition), so the estimate is
@@ -438,16 +485,25 @@ def _release_shared_sum(sp: StatPrice, result: EngineResult, rows: list[int | No
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
         "mechanism": f"post-processing of {sp.shared_with}'s "
-                     + _noise_desc(m_s)["mechanism"] + " centred sum and count",
-        "sum": _noise_desc(m_s), "count": _noise_desc(m_n),
+        + _noise_desc(m_s)["mechanism"]
+        + " centred sum and count",
+        "sum": _noise_desc(m_s),
+        "count": _noise_desc(m_n),
         "ci": "union bound over the centred sum and count intervals at alpha/2 each",
     }
 
 
-def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None], alpha: float,
-                    source: RandomSource, data: dict[str, Any],
-                    info_cols: dict[str, dict[str, Any]], ngroups: int,
-                    cache: dict[str, list[list[int]]]) -> None:
+def _release_values(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    ngroups: int,
+    cache: dict[str, list[list[int]]],
+) -> None:
     st = sp.stat
     names = stat_columns(sp)
     if st.kind == "quantile":
@@ -455,8 +511,9 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
         mat = np.array(exact, dtype=np.int64).reshape(ngroups, mp.cells)
         if ngroups:
-            vals = np.asarray(sp.quantile_mechanism.release(mat, source=source),
-                              dtype=np.float64).reshape(ngroups, len(st.quantiles))
+            vals = np.asarray(
+                sp.quantile_mechanism.release(mat, source=source), dtype=np.float64
+            ).reshape(ngroups, len(st.quantiles))
         else:
             vals = np.zeros((0, len(st.quantiles)))
         # Post-processing: report the values in the order of the quantile levels.
@@ -464,14 +521,19 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         vals[:, order] = np.sort(vals, axis=1)
         for j, name in enumerate(names):
             # a date or timestamp column: the date of each value, rounded down (from_number)
-            data[name] = vals[:, j] if not st.time_kind else np.array(
-                [from_number(float(v), st.time_kind) for v in vals[:, j]], dtype=object)
+            data[name] = (
+                vals[:, j]
+                if not st.time_kind
+                else np.array(
+                    [from_number(float(v), st.time_kind) for v in vals[:, j]], dtype=object
+                )
+            )
             info_cols[name] = {
                 "mechanism": "exponential mechanism",
                 "epsilon_per_group": sp.quantile_epsilon,
                 "candidates": mp.cells,
                 "ci": "not given: the exponential mechanism's rank error is not converted "
-                      "to a value interval",
+                "to a value interval",
             }
         return
 
@@ -490,8 +552,9 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
             else:
                 est_c = [noisy[g][j] for g in range(ngroups)]
                 lo = [max(noisy[g][j] - h, 0) for g in range(ngroups)]
-                hi = [max(noisy[g][j] + h, 0) if nonneg else noisy[g][j] + h
-                      for g in range(ngroups)]
+                hi = [
+                    max(noisy[g][j] + h, 0) if nonneg else noisy[g][j] + h for g in range(ngroups)
+                ]
             data[name] = est_c
             data[f"{name}_low"] = lo
             data[f"{name}_high"] = hi
@@ -536,7 +599,8 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
         info_cols[name] = {
             "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
-            "sum": _noise_desc(m_s), "count": _noise_desc(m_n),
+            "sum": _noise_desc(m_s),
+            "count": _noise_desc(m_n),
             "ci": "union bound over the sum and count intervals at alpha/2 each",
         }
         return
@@ -575,9 +639,12 @@ def _release_values(sp: StatPrice, result: EngineResult, rows: list[int | None],
         hi_l = [math.sqrt(v) for v in hi_l]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
-        "mechanism": "post-processing of " + _noise_desc(m_s)["mechanism"]
+        "mechanism": "post-processing of "
+        + _noise_desc(m_s)["mechanism"]
         + " count, sum and sum of squares",
-        "sum": _noise_desc(m_s), "count": _noise_desc(m_n), "sum_sq": _noise_desc(m_q),
+        "sum": _noise_desc(m_s),
+        "count": _noise_desc(m_n),
+        "sum_sq": _noise_desc(m_q),
         "ci": "union bound over the three intervals at alpha/3 each",
     }
 
@@ -593,7 +660,8 @@ def _user_stacklevel() -> int:
     frame = sys._getframe(1)  # assemble's frame: stacklevel 1
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-            package + os.sep):
+        package + os.sep
+    ):
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level

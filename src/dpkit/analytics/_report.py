@@ -21,8 +21,7 @@ def unit_notes(privacy_unit: str | None) -> dict[str, Any]:
     return {"privacy_unit": privacy_unit, "protects": protects(privacy_unit)}
 
 
-def query_refusal(pricing: Pricing, budget: Any, exc: BudgetExceededError
-                  ) -> BudgetExceededError:
+def query_refusal(pricing: Pricing, budget: Any, exc: BudgetExceededError) -> BudgetExceededError:
     """The refusal of a query ``budget`` (the one charged) cannot afford.
 
     First sentence: what the query needs (what it would charge: :meth:`Pricing.charged`, in
@@ -38,8 +37,7 @@ def query_refusal(pricing: Pricing, budget: Any, exc: BudgetExceededError
         # not a lack of budget: the ledger cannot be charged (full disk, lost connection)
         return type(exc)(f"query refused, nothing spent: {exc}")
     charged = pricing.charged()
-    remaining = exc.remaining if exc.remaining is not None \
-        else getattr(budget, "remaining", None)
+    remaining = exc.remaining if exc.remaining is not None else getattr(budget, "remaining", None)
     total = exc.budget if exc.budget is not None else getattr(budget, "budget", None)
     analyst = getattr(budget, "analyst", None)
     need: list[tuple[str, float]]
@@ -70,13 +68,26 @@ def query_refusal(pricing: Pricing, budget: Any, exc: BudgetExceededError
         details: str | None = str(exc)
     else:
         details = exc.details
-    first = refusal_message("query", need, left_now, tot, "ask for less or use a larger budget",
-                            analyst if isinstance(analyst, str) else None, note)
+    first = refusal_message(
+        "query",
+        need,
+        left_now,
+        tot,
+        "ask for less or use a larger budget",
+        analyst if isinstance(analyst, str) else None,
+        note,
+    )
     out = BudgetExceededError(
-        f"{first} Nothing was spent.", event=pricing.event, count=1, requested=charged,
+        f"{first} Nothing was spent.",
+        event=pricing.event,
+        count=1,
+        requested=charged,
         remaining=remaining if remaining is not None else None,
         spent=exc.spent if exc.spent is not None else getattr(budget, "spent", None),
-        budget=total, details=details, allowed=(pricing.epsilon, pricing.delta))
+        budget=total,
+        details=details,
+        allowed=(pricing.epsilon, pricing.delta),
+    )
     return out
 
 
@@ -116,11 +127,26 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
     rows: list[dict[str, Any]] = []
     outputs: dict[str, list[str]] = {}
 
-    def row(aggregate: str, measure: str, mechanism: str, scale: float, std: float,
-            half: float, share: float) -> None:
-        rows.append({"aggregate": aggregate, "measure": measure, "mechanism": mechanism,
-                     "noise_scale": scale, "noise_std": std, "ci_halfwidth": half,
-                     "share": share})
+    def row(
+        aggregate: str,
+        measure: str,
+        mechanism: str,
+        scale: float,
+        std: float,
+        half: float,
+        share: float,
+    ) -> None:
+        rows.append(
+            {
+                "aggregate": aggregate,
+                "measure": measure,
+                "mechanism": mechanism,
+                "noise_scale": scale,
+                "noise_std": std,
+                "ci_halfwidth": half,
+                "share": share,
+            }
+        )
 
     for sp in pricing.stats:
         outputs[sp.name] = stat_columns(sp)
@@ -128,38 +154,69 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         noisy = [mp for mp in sp.measures if mp.noise is not None]
         if sp.shared_with is not None:
             for mp in noisy:
-                row(sp.name, f"{mp.measure.kind} (from {sp.shared_with})",
-                    _mechanism_name(mp), nan, nan, nan, 0.0)
+                row(
+                    sp.name,
+                    f"{mp.measure.kind} (from {sp.shared_with})",
+                    _mechanism_name(mp),
+                    nan,
+                    nan,
+                    nan,
+                    0.0,
+                )
             continue
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
             continue
         for mp in noisy:
             assert mp.noise is not None
-            row(sp.name, mp.measure.kind, _mechanism_name(mp), mp.noise.scale * mp.step,
-                mp.noise.std * mp.step, mp.noise.halfwidth(alpha) * mp.step,
-                part / len(noisy))
+            row(
+                sp.name,
+                mp.measure.kind,
+                _mechanism_name(mp),
+                mp.noise.scale * mp.step,
+                mp.noise.std * mp.step,
+                mp.noise.halfwidth(alpha) * mp.step,
+                part / len(noisy),
+            )
     for ab in pricing.auto:
         part = weights[ab.name] / total if total else 0.0
         est = part * float(ab.stat.auto_share)
         outputs[ab.name] = [ab.name]
         row(ab.name, "bounds estimate", "exponential mechanism", nan, nan, nan, est)
-        row(ab.name, "values at the estimated bounds", "priced after the estimate", nan, nan,
-            nan, part - est)
+        row(
+            ab.name,
+            "values at the estimated bounds",
+            "priced after the estimate",
+            nan,
+            nan,
+            nan,
+            part - est,
+        )
     if pricing.selection is not None:
         sel = pricing.selection
         sigma = getattr(sel, "sigma", None)
         threshold = getattr(sel, "tau", None)
         if threshold is None:
             threshold = getattr(sel, "threshold", None)
-        measure = "distinct units" if threshold is None else \
-            f"distinct units (kept from {int(threshold)})"
-        row("(partition selection)", measure, type(sel).__name__,
-            nan if sigma is None else float(sigma), nan if sigma is None else float(sigma),
-            nan, w_sel / total if total else 0.0)
+        measure = (
+            "distinct units"
+            if threshold is None
+            else f"distinct units (kept from {int(threshold)})"
+        )
+        row(
+            "(partition selection)",
+            measure,
+            type(sel).__name__,
+            nan if sigma is None else float(sigma),
+            nan if sigma is None else float(sigma),
+            nan,
+            w_sel / total if total else 0.0,
+        )
     out = pd.DataFrame(rows)
     out.attrs["dpkit"] = {
-        "epsilon": pricing.epsilon, "delta": pricing.delta, "accounting": pricing.mode,
+        "epsilon": pricing.epsilon,
+        "delta": pricing.delta,
+        "accounting": pricing.mode,
         "rho": pricing.rho if pricing.mode == "zcdp" else None,
         "alpha": alpha,
         "share": "fraction of the query's budget",
@@ -184,8 +241,11 @@ def layout(pricing: Pricing) -> dict[str, dict[str, Any]]:
         for i, c in enumerate(cols):
             part: dict[str, Any] = {"column": c}
             if st.kind == "histogram" and st.edges:
-                part.update(lower=st.edges[i], upper=st.edges[i + 1],
-                            closed="both" if i == len(cols) - 1 else "left")
+                part.update(
+                    lower=st.edges[i],
+                    upper=st.edges[i + 1],
+                    closed="both" if i == len(cols) - 1 else "left",
+                )
             elif st.kind == "histogram":
                 part["category"] = st.categories[i]
             elif st.kind == "quantile":
@@ -227,9 +287,14 @@ def long_form(frame: Any) -> Any:
     if not isinstance(stats, dict):
         raise PrivacyParameterError(
             "long_form needs a pandas frame returned by Query.run (its attrs['dpkit'] "
-            "describe the statistics)")
-    used = {c for st in stats.values() for p in st["outputs"]
-            for c in (p["column"], p["column"] + "_low", p["column"] + "_high")}
+            "describe the statistics)"
+        )
+    used = {
+        c
+        for st in stats.values()
+        for p in st["outputs"]
+        for c in (p["column"], p["column"] + "_low", p["column"] + "_high")
+    }
     groups = [c for c in frame.columns if c not in used]
     rows: list[dict[str, Any]] = []
     for i in range(len(frame)):
@@ -239,11 +304,16 @@ def long_form(frame: Any) -> Any:
                 c = part["column"]
                 if c not in frame:  # renamed or dropped (a SQL alias, a selection of columns)
                     continue
-                rows.append({**key, "statistic": name, "bin": _bin_label(part),
-                             "estimate": frame[c].iloc[i],
-                             "low": frame[c + "_low"].iloc[i] if c + "_low" in frame else None,
-                             "high": (frame[c + "_high"].iloc[i] if c + "_high" in frame
-                                      else None)})
+                rows.append(
+                    {
+                        **key,
+                        "statistic": name,
+                        "bin": _bin_label(part),
+                        "estimate": frame[c].iloc[i],
+                        "low": frame[c + "_low"].iloc[i] if c + "_low" in frame else None,
+                        "high": (frame[c + "_high"].iloc[i] if c + "_high" in frame else None),
+                    }
+                )
     out = pd.DataFrame(rows, columns=[*groups, "statistic", "bin", "estimate", "low", "high"])
     out.attrs["dpkit"] = info
     return out

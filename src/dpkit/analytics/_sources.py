@@ -73,8 +73,13 @@ def frame_kind(obj: object) -> str | None:
         return "pandas"
     if mod.startswith("polars") and name in ("DataFrame", "LazyFrame"):
         return "polars"
-    if mod.startswith("pyarrow") and name in ("Table", "RecordBatch", "Dataset",
-                                               "FileSystemDataset", "RecordBatchReader"):
+    if mod.startswith("pyarrow") and name in (
+        "Table",
+        "RecordBatch",
+        "Dataset",
+        "FileSystemDataset",
+        "RecordBatchReader",
+    ):
         return "arrow"
     return None
 
@@ -116,11 +121,15 @@ def file_source(path: str, list_files: Callable[[Source], list[str]] | None = No
     kind = file_kind(path)
     if kind is None:
         raise PrivacyParameterError(
-            f"cannot tell the format of {path!r}: use a .parquet or .csv path (or glob)")
+            f"cannot tell the format of {path!r}: use a .parquet or .csv path (or glob)"
+        )
     found = Source(kind="parquet" if kind == "parquet" else "csv", location=path)
     if glob.has_magic(path):
-        names = list_files(found) if list_files is not None \
+        names = (
+            list_files(found)
+            if list_files is not None
             else glob.glob(path, recursive=True, include_hidden=True)
+        )
         if not names:
             raise FileNotFoundError(f"no file matches {path!r}")
     elif not Path(path).is_file():
@@ -128,8 +137,14 @@ def file_source(path: str, list_files: Callable[[Source], list[str]] | None = No
     return found
 
 
-def resolve(obj: object, table: str | None, *, locate: Callable[[str, bool], Source],
-            register: Callable[[str, object], None], spark: bool = False) -> Source:
+def resolve(
+    obj: object,
+    table: str | None,
+    *,
+    locate: Callable[[str, bool], Source],
+    register: Callable[[str, object], None],
+    spark: bool = False,
+) -> Source:
     """The :class:`Source` of what the user passed, on an engine that reads a location with
     ``locate(name, path)`` (``path=True``: a file, directory or glob; ``False``: a table name,
     or a path if the engine reads it as one) and holds frames with ``register``. ``spark``:
@@ -141,7 +156,8 @@ def resolve(obj: object, table: str | None, *, locate: Callable[[str, bool], Sou
     if kind == "session":
         if not isinstance(table, str) or not table:
             raise PrivacyParameterError(
-                "with a SparkSession, give table='db.table' or table='path/to/data.parquet'")
+                "with a SparkSession, give table='db.table' or table='path/to/data.parquet'"
+            )
         return locate(table, False)
     if kind == "dataframe":
         if table is not None:
@@ -160,7 +176,8 @@ def resolve(obj: object, table: str | None, *, locate: Callable[[str, bool], Sou
     if frame_kind(obj) is None:
         raise PrivacyParameterError(
             "source must be a Parquet/CSV path, a pandas/polars/arrow frame or a DuckDB "
-            f"connection, got {type(obj).__name__}")
+            f"connection, got {type(obj).__name__}"
+        )
     return _registered(obj, register)
 
 
@@ -176,8 +193,9 @@ def table_key(name: str) -> str:
     return name.rsplit(".", 1)[-1].strip().strip('"`').lower()
 
 
-def same_rows(private: Origin, public: Origin,
-              engine_rule: Callable[[Origin, Origin], bool]) -> bool:
+def same_rows(
+    private: Origin, public: Origin, engine_rule: Callable[[Origin, Origin], bool]
+) -> bool:
     """Whether the ``public`` source may name the ``private`` rows under another spelling.
 
     Common to every engine: the same object, the same source, or table names equal by their
@@ -190,16 +208,23 @@ def same_rows(private: Origin, public: Origin,
         return True
     if public.source == private.source:
         return True
-    if public.source.kind == "table" and private.source.kind == "table" and (
-            table_key(public.source.location) == table_key(private.source.location)):
+    if (
+        public.source.kind == "table"
+        and private.source.kind == "table"
+        and (table_key(public.source.location) == table_key(private.source.location))
+    ):
         return True
     return engine_rule(private, public)
 
 
-def shares_files(private: Origin, public: Origin, *,
-                 list_files: Callable[[Source], list[str]] | None,
-                 is_view: Callable[[str], bool] | None = None,
-                 is_table: Callable[[str], bool] | None = None) -> bool:
+def shares_files(
+    private: Origin,
+    public: Origin,
+    *,
+    list_files: Callable[[Source], list[str]] | None,
+    is_view: Callable[[str], bool] | None = None,
+    is_table: Callable[[str], bool] | None = None,
+) -> bool:
     """The rule of an engine that reads local files (DuckDB's, and any engine's that cannot
     list them: ``list_files`` None, refused whenever files must be compared).
 
@@ -222,13 +247,15 @@ def shares_files(private: Origin, public: Origin, *,
         if is_view is not None and is_view(source.location):
             raise PrivacyParameterError(
                 f"public table {source.location!r} is a view: a view may read the private "
-                "table, so only tables and frames can be joined as public tables")
+                "table, so only tables and frames can be joined as public tables"
+            )
         if is_table is not None and not is_table(source.location):
             raise PrivacyParameterError(
                 f"public table {source.location!r} is not a table of the DuckDB connection "
                 "(DuckDB reads such a name as a file or a Python variable, which may hold "
                 "the private rows): give the public file's path, or pass the table as a "
-                "pandas DataFrame or Arrow table")
+                "pandas DataFrame or Arrow table"
+            )
         return False
     # the public rows are read from files: a path, a glob or an Arrow dataset
     what = "public Arrow dataset" if public.frame else f"public table {source.location!r}"
@@ -237,32 +264,41 @@ def shares_files(private: Origin, public: Origin, *,
         if private_dataset is None:
             location = private.source.location
             if (is_view is not None and is_view(location)) or (
-                    is_table is not None and not is_table(location)):
+                is_table is not None and not is_table(location)
+            ):
                 raise PrivacyParameterError(
                     f"the {what} is read from files, and the private table is a view (or "
                     "a frame registered on the connection) whose files dpkit cannot list: "
-                    "pass the public table as a pandas DataFrame or Arrow table instead")
+                    "pass the public table as a pandas DataFrame or Arrow table instead"
+                )
             return False  # a table or an in-memory frame: no file to share
         private_ids = file_identities(private_dataset, "the private table")
     else:
-        private_ids = file_identities(_listed(list_files, private.source, what),
-                                      "the private table")
-    public_ids = file_identities(public_dataset if public_dataset is not None
-                                 else _listed(list_files, source, what), what)
+        private_ids = file_identities(
+            _listed(list_files, private.source, what), "the private table"
+        )
+    public_ids = file_identities(
+        public_dataset if public_dataset is not None else _listed(list_files, source, what), what
+    )
     return bool(public_ids & private_ids)
 
 
-def _listed(list_files: Callable[[Source], list[str]] | None, source: Source,
-            what: str) -> list[str]:
+def _listed(
+    list_files: Callable[[Source], list[str]] | None, source: Source, what: str
+) -> list[str]:
     if list_files is None:
         raise PrivacyParameterError(
             f"this engine cannot list the files it reads, so the {what} cannot be checked "
-            "against the private table: pass it as a pandas DataFrame or Arrow table")
+            "against the private table: pass it as a pandas DataFrame or Arrow table"
+        )
     return list_files(source)
 
 
-def spark_shares_files(private: tuple[frozenset[str], str | None],
-                       public: tuple[frozenset[str], str | None], location: str) -> bool:
+def spark_shares_files(
+    private: tuple[frozenset[str], str | None],
+    public: tuple[frozenset[str], str | None],
+    location: str,
+) -> bool:
     """Spark's rule: True when a file is shared, an error when either side may run or read
     anything but its files.
 
@@ -280,21 +316,27 @@ def spark_shares_files(private: tuple[frozenset[str], str | None],
             "Spark DataFrame) can only be joined when the private table is read from "
             "files alone by operations dpkit can check, and this one is not (in-memory, "
             "cached or non-file rows, user code or an unknown operation): pass the public "
-            "table as a pandas DataFrame or Arrow table instead")
+            "table as a pandas DataFrame or Arrow table instead"
+        )
     public_files, public_violation = public
     if not public_files or public_violation:
-        what = (f"it runs {public_violation}, which is not on dpkit's allow-list of "
-                "relational operations and built-in functions" if public_violation
-                else "it reads no file")
+        what = (
+            f"it runs {public_violation}, which is not on dpkit's allow-list of "
+            "relational operations and built-in functions"
+            if public_violation
+            else "it reads no file"
+        )
         raise PrivacyParameterError(
             f"public table {location!r} may hold rows that Spark does not read "
             f"from its own files ({what}; a Python UDF, mapInPandas, a cached or "
             "in-memory frame could return the private rows): pass it as a pandas "
-            "DataFrame or Arrow table instead")
+            "DataFrame or Arrow table instead"
+        )
     pub_keys, pub_paths = _spark_file_keys(public_files)
     priv_keys, priv_paths = _spark_file_keys(private_files)
-    return bool(pub_keys & priv_keys) or _under(priv_paths, pub_paths) \
-        or _under(pub_paths, priv_paths)
+    return (
+        bool(pub_keys & priv_keys) or _under(priv_paths, pub_paths) or _under(pub_paths, priv_paths)
+    )
 
 
 # ---------------------------------------------------------------------- file identities
@@ -325,7 +367,8 @@ def file_identities(names: list[str], what: str) -> set[tuple[int, int]]:
     if not names:
         raise PrivacyParameterError(
             f"{what} matches no file the engine would read, so it cannot be checked against "
-            "the private table: give a path or glob that names the public files")
+            "the private table: give a path or glob that names the public files"
+        )
     out: set[tuple[int, int]] = set()
     for name in names:
         path = local_path(name)
@@ -337,7 +380,8 @@ def file_identities(names: list[str], what: str) -> set[tuple[int, int]]:
             raise PrivacyParameterError(
                 f"{what} reads a file that dpkit cannot identify on this machine ({name!r}), "
                 "so it cannot be checked against the private table: use local files, or "
-                "pass the public table as a pandas DataFrame or Arrow table") from None
+                "pass the public table as a pandas DataFrame or Arrow table"
+            ) from None
         out.add((st.st_dev, st.st_ino))
     return out
 
@@ -347,8 +391,7 @@ def dataset_files(obj: object) -> list[str] | None:
     as local paths, or under a ``<filesystem>://`` prefix for another file system (such a
     name cannot be compared: :func:`file_identities` refuses it); None for any other object
     (an in-memory frame holds its rows)."""
-    if not type(obj).__module__.startswith("pyarrow") \
-            or type(obj).__name__ != "FileSystemDataset":
+    if not type(obj).__module__.startswith("pyarrow") or type(obj).__name__ != "FileSystemDataset":
         return None
     dataset: Any = obj  # a pyarrow FileSystemDataset (pyarrow is not imported here)
     fs = dataset.filesystem

@@ -33,8 +33,14 @@ from sqlglot import exp
 
 from dpkit.errors import DPKitError, PredicateError
 
-__all__ = ["PredicateError", "ValidPredicate", "parse_predicate", "quote_ident", "sql_literal",
-           "text_comparison_refusal"]
+__all__ = [
+    "PredicateError",
+    "ValidPredicate",
+    "parse_predicate",
+    "quote_ident",
+    "sql_literal",
+    "text_comparison_refusal",
+]
 
 
 # Functions a predicate may call: scalar, total on their domain (no error for any row value
@@ -141,12 +147,15 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("unnest") is not None:
                 raise PredicateError("IN over a subquery is not allowed")
-            if not all(isinstance(e, (exp.Literal, exp.Null, exp.Boolean, exp.Neg))
-                       for e in node.expressions):
+            if not all(
+                isinstance(e, (exp.Literal, exp.Null, exp.Boolean, exp.Neg))
+                for e in node.expressions
+            ):
                 raise PredicateError(f"IN takes a list of literals only: {node.sql()!r}")
         if isinstance(node, (exp.Like, exp.ILike)) and not (
-                isinstance(node.expression, exp.Null) or (
-                    isinstance(node.expression, exp.Literal) and node.expression.is_string)):
+            isinstance(node.expression, exp.Null)
+            or (isinstance(node.expression, exp.Literal) and node.expression.is_string)
+        ):
             # A pattern read from a column is compiled row by row, and Spark raises on a
             # malformed one (a trailing escape) whatever the ANSI mode: an error that would
             # depend on a private value. Patterns are string literals, checked before the charge.
@@ -182,15 +191,18 @@ def _is_number(e: exp.Expression) -> bool:
     return isinstance(e, exp.Literal) and not e.is_string
 
 
-def text_compared_with_number(vp: ValidPredicate, is_text: Callable[[str], bool]
-                              ) -> tuple[str, str] | None:
+def text_compared_with_number(
+    vp: ValidPredicate, is_text: Callable[[str], bool]
+) -> tuple[str, str] | None:
     """The first ``(column, number)`` where a text column (``is_text``) is compared with a
     number literal (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``), which
     no engine binds without a cast; ``None`` if there is none. Reads the tree only."""
     for node in vp.tree.walk():
         pairs: list[tuple[exp.Expression, exp.Expression]] = []
-        if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
-                             exp.NullSafeEQ, exp.NullSafeNEQ)):
+        if isinstance(
+            node,
+            (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ),
+        ):
             pairs = [(node.this, node.expression), (node.expression, node.this)]
         elif isinstance(node, exp.Between):
             pairs = [(node.this, node.args["low"]), (node.this, node.args["high"])]
@@ -220,8 +232,9 @@ def sql_literal(v: Any) -> str | None:
     return None
 
 
-def text_comparison_refusal(predicates: Iterable[str], is_text: Callable[[str], bool], *,
-                            csv: bool = False) -> str | None:
+def text_comparison_refusal(
+    predicates: Iterable[str], is_text: Callable[[str], bool], *, csv: bool = False
+) -> str | None:
     """The refusal, with the cast to write, of the first predicate that compares a text column
     with a number (the usual reason an engine refuses to bind a filter: ``name > 5`` for a text
     ``name``, every column of a CSV file, ``csv``); None if no predicate does. The caller
@@ -242,5 +255,6 @@ def text_comparison_refusal(predicates: Iterable[str], is_text: Callable[[str], 
             f"{number}: read it as a number with TRY_CAST({ident} AS DOUBLE) (text that is "
             f"not a number becomes NULL and its row does not match), e.g. "
             f"where('TRY_CAST({ident} AS DOUBLE) > {number}'), or compare it with text, "
-            f"e.g. {ident} = '{number}' (nothing was charged)")
+            f"e.g. {ident} = '{number}' (nothing was charged)"
+        )
     return None

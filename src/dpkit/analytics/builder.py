@@ -99,8 +99,14 @@ class QueryHost(Protocol):
         """The source and schema of a public table (the private table refused)."""
         ...
 
-    def run(self, prepared: PreparedQuery, *, budget: Any = None, output: str = "pandas",
-            metadata: dict[str, Any] | None = None) -> Any:
+    def run(
+        self,
+        prepared: PreparedQuery,
+        *,
+        budget: Any = None,
+        output: str = "pandas",
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
         """Validate, charge, execute and release ``prepared``."""
         ...
 
@@ -137,10 +143,12 @@ class PreparedQuery:
         if self.two_step:
             raise PrivacyParameterError(
                 "this query estimates its bounds first (bounds='auto'): run it with "
-                "session.run(prepared), or give public bounds to release it by hand")
+                "session.run(prepared), or give public bounds to release it by hand"
+            )
 
-    def estimate_bounds(self, result: EngineResult, *, source: RandomSource | None = None
-                        ) -> dict[str, tuple[float, float]]:
+    def estimate_bounds(
+        self, result: EngineResult, *, source: RandomSource | None = None
+    ) -> dict[str, tuple[float, float]]:
         """Private bounds of each ``"auto"`` statistic from the engine result of
         :attr:`bounds_plan` (its bin counts, released by the statistic's bins mechanism; the
         cost is part of the query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`).
@@ -175,9 +183,15 @@ class PreparedQuery:
         plan = self.plan if source is None else dataclasses.replace(self.plan, source=source)
         return engine.execute(plan)
 
-    def release_from(self, result: EngineResult, *, source: RandomSource | None = None,
-                     output: str = "pandas", warn_empty: bool = False,
-                     notes: dict[str, Any] | None = None) -> Any:
+    def release_from(
+        self,
+        result: EngineResult,
+        *,
+        source: RandomSource | None = None,
+        output: str = "pandas",
+        warn_empty: bool = False,
+        notes: dict[str, Any] | None = None,
+    ) -> Any:
         """Noise, partition selection and confidence intervals on ``result`` (no charge).
 
         ``warn_empty``: warn (:class:`~dpkit.analytics.EmptyReleaseWarning`) when a grouped
@@ -186,10 +200,17 @@ class PreparedQuery:
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         self._refuse_two_step()
-        return assemble(self.pricing, result, group_by=self.group_by,
-                        public_keys=self.public_keys, alpha=self.alpha,
-                        source=resolve_source(source), output=output, warn_empty=warn_empty,
-                        notes=notes)
+        return assemble(
+            self.pricing,
+            result,
+            group_by=self.group_by,
+            public_keys=self.public_keys,
+            alpha=self.alpha,
+            source=resolve_source(source),
+            output=output,
+            warn_empty=warn_empty,
+            notes=notes,
+        )
 
 
 @dataclass(frozen=True)
@@ -218,8 +239,14 @@ class Query:
             return
         self.session.table.check_column(column, what)
 
-    def join_public(self, table: Any, *, on: str | dict[str, str] | list[tuple[str, str]],
-                    columns: list[str] | dict[str, str], how: str = "inner") -> Query:
+    def join_public(
+        self,
+        table: Any,
+        *,
+        on: str | dict[str, str] | list[tuple[str, str]],
+        columns: list[str] | dict[str, str],
+        how: str = "inner",
+    ) -> Query:
         """Join each row with at most one row of a public ``table`` (a path, a frame or a
         DuckDB table name known to the session's connection).
 
@@ -241,8 +268,7 @@ class Query:
         elif isinstance(on, (list, tuple)):
             pairs = [tuple(p) for p in on]  # type: ignore[misc]
         else:
-            raise PrivacyParameterError(f"on must be a name, a dict or a list of pairs, got "
-                                        f"{on!r}")
+            raise PrivacyParameterError(f"on must be a name, a dict or a list of pairs, got {on!r}")
         if not pairs or any(len(p) != 2 for p in pairs):
             raise PrivacyParameterError(f"on must name at least one column pair, got {on!r}")
         for left, right in pairs:
@@ -271,16 +297,22 @@ class Query:
                     f"{name!r}"
                 )
             taken.add(name)
-        join = PublicJoin(source=source, left_on=tuple(str(p[0]) for p in pairs),
-                          right_on=tuple(str(p[1]) for p in pairs),
-                          columns=tuple((str(p), str(n)) for p, n in cols),
-                          how="inner" if how == "inner" else "left")
-        return dataclasses.replace(self, joins=(*self.joins, join),
-                                   _extra_columns=(*self._extra_columns,
-                                                   *(n for _, n in cols)))
+        join = PublicJoin(
+            source=source,
+            left_on=tuple(str(p[0]) for p in pairs),
+            right_on=tuple(str(p[1]) for p in pairs),
+            columns=tuple((str(p), str(n)) for p, n in cols),
+            how="inner" if how == "inner" else "left",
+        )
+        return dataclasses.replace(
+            self,
+            joins=(*self.joins, join),
+            _extra_columns=(*self._extra_columns, *(n for _, n in cols)),
+        )
 
-    def bucket(self, name: str, cases: list[tuple[str, Any]] | dict[str, Any],
-               default: Any = None) -> Query:
+    def bucket(
+        self, name: str, cases: list[tuple[str, Any]] | dict[str, Any], default: Any = None
+    ) -> Query:
         """A public derived column: the value of the first ``(predicate, value)`` case that
         holds for the row, else ``default`` (values are literals: text, numbers, booleans).
 
@@ -307,8 +339,9 @@ class Query:
                     raise PrivacyParameterError("a bucket cannot read the privacy unit")
             checked.append((case[0], _bucket_value(case[1])))
         bucket = Bucket(name=name, cases=tuple(checked), default=_bucket_value(default))
-        return dataclasses.replace(self, buckets=(*self.buckets, bucket),
-                                   _extra_columns=(*self._extra_columns, name))
+        return dataclasses.replace(
+            self, buckets=(*self.buckets, bucket), _extra_columns=(*self._extra_columns, name)
+        )
 
     # ------------------------------------------------------------------ building
     def where(self, predicate: str) -> Query:
@@ -317,8 +350,12 @@ class Query:
             raise PrivacyParameterError(f"where() needs a SQL predicate string, got {predicate!r}")
         return dataclasses.replace(self, filters=(*self.filters, predicate))
 
-    def group_by(self, *columns: str | list[str] | tuple[str, ...], keys: Any = None,
-                 selection_weight: float = 1.0) -> Query:
+    def group_by(
+        self,
+        *columns: str | list[str] | tuple[str, ...],
+        keys: Any = None,
+        selection_weight: float = 1.0,
+    ) -> Query:
         """Group by ``columns``; ``keys`` public or ``None`` for private partition selection.
 
         ``keys``: a list of values (one column) or of tuples, a dict ``{column: values}`` (the
@@ -347,18 +384,21 @@ class Query:
                 f"the privacy unit {unit!r} cannot be a group-by column: "
                 "each group would be one person, and no private answer describes one person. "
                 "Group by a column people share (a region, an age band made with bucket()), "
-                "and count people per group with count_distinct()")
+                "and count people per group with count_distinct()"
+            )
         w = check_positive(selection_weight, "selection_weight")
         parsed = None if keys is None else _parse_keys(keys, tuple(cols))
-        return dataclasses.replace(self, group_columns=tuple(cols), keys=parsed,
-                                   selection_weight=w, _grouped=True)
+        return dataclasses.replace(
+            self, group_columns=tuple(cols), keys=parsed, selection_weight=w, _grouped=True
+        )
 
     def bound(self, *, max_partitions: int, max_rows_per_partition: int) -> Query:
         """Per privacy unit, keep at most ``max_partitions`` groups and
         ``max_rows_per_partition`` rows in each (chosen by a secret salted hash)."""
         p = check_integer(max_partitions, name="max_partitions", minimum=1, maximum=1 << 20)
-        r = check_integer(max_rows_per_partition, name="max_rows_per_partition", minimum=1,
-                          maximum=1 << 20)
+        r = check_integer(
+            max_rows_per_partition, name="max_rows_per_partition", minimum=1, maximum=1 << 20
+        )
         if self.session.table.privacy_unit is None and (p, r) != (1, 1):
             raise PrivacyParameterError(
                 "without a privacy unit each row is one person: contribution bounds are 1; "
@@ -423,8 +463,11 @@ class Query:
         column here; the engine refuses date edges for it, or numbers for a date column."""
         out = []
         for name, st in self.stats:
-            sql_type = self.session.table.column_type(st.column or "") \
-                if st.column not in self._extra_columns else None
+            sql_type = (
+                self.session.table.column_type(st.column or "")
+                if st.column not in self._extra_columns
+                else None
+            )
             kind = temporal_codec(sql_type) if sql_type is not None else None
             out.append((name, st.for_column(kind, name, sql_type)))
         return tuple(out)
@@ -433,12 +476,17 @@ class Query:
         stats = self._typed_stats()
         check_output_columns(self.group_columns, stats)
         p, r = self._bounds()
-        return price(dict(stats), mode=self.session.mode, epsilon=epsilon,
-                     delta=self._delta(delta), max_partitions=p, max_rows_per_partition=r,
-                     select_partitions=bool(self.group_columns) and self.keys is None,
-                     selection_weight=self.selection_weight,
-                     zcdp_share=self.session.zcdp_share
-                     if self.session.mode == "zcdp" else None)
+        return price(
+            dict(stats),
+            mode=self.session.mode,
+            epsilon=epsilon,
+            delta=self._delta(delta),
+            max_partitions=p,
+            max_rows_per_partition=r,
+            select_partitions=bool(self.group_columns) and self.keys is None,
+            selection_weight=self.selection_weight,
+            zcdp_share=self.session.zcdp_share if self.session.mode == "zcdp" else None,
+        )
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
         p, r = pricing.max_partitions, pricing.max_rows_per_partition
@@ -450,8 +498,12 @@ class Query:
         return Plan(
             source=self.session.table.source,
             filters=tuple(filters),
-            bound=Bound(privacy_unit=self.session.table.privacy_unit, max_partitions=p,
-                        max_rows_per_partition=r, salt=salt),
+            bound=Bound(
+                privacy_unit=self.session.table.privacy_unit,
+                max_partitions=p,
+                max_rows_per_partition=r,
+                salt=salt,
+            ),
             aggregate=Aggregate(group_by=self.group_columns, measures=tuple(measures)),
             joins=self.joins,
             buckets=self.buckets,
@@ -481,12 +533,12 @@ class Query:
                     parts.append(f"{ident} IN ({', '.join(sorted(lits))})")
                 if has_null:
                     parts.append(f"{ident} IS NULL")
-                out.append(Filter(predicate=" OR ".join(parts) if len(parts) > 1
-                                  else parts[0]))
+                out.append(Filter(predicate=" OR ".join(parts) if len(parts) > 1 else parts[0]))
         return out
 
-    def prepare(self, *, epsilon: float, delta: float | None = None,
-                two_step: bool = False) -> PreparedQuery:
+    def prepare(
+        self, *, epsilon: float, delta: float | None = None, two_step: bool = False
+    ) -> PreparedQuery:
         """Price the query and build its plan with a fresh secret salt (touches no data).
 
         A query with ``bounds="auto"`` runs in two steps (a private bounds estimate, then the
@@ -503,24 +555,30 @@ class Query:
             raise PrivacyParameterError(
                 "a query with bounds='auto' runs in two steps (a private bounds estimate, then "
                 "the release): use run(), or session.run(query.prepare(..., two_step=True)), "
-                "or give public bounds")
+                "or give public bounds"
+            )
         # The release waits for the estimated bounds, but everything the schema decides about
         # it (key types, value columns, filters) does not: its shape, with placeholder bounds,
         # is checked with the bounds plan before the charge.
-        shape = self._prepared(resolve_auto(pricing, dict.fromkeys(
-            (ab.name for ab in pricing.auto), (0.0, 1.0))))
-        return dataclasses.replace(shape, pricing=pricing, bounds_plan=self._auto_plan(pricing),
-                                   _query=self)
+        shape = self._prepared(
+            resolve_auto(pricing, dict.fromkeys((ab.name for ab in pricing.auto), (0.0, 1.0)))
+        )
+        return dataclasses.replace(
+            shape, pricing=pricing, bounds_plan=self._auto_plan(pricing), _query=self
+        )
 
     def _salt(self) -> int:
         return int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
 
     def _prepared(self, pricing: Pricing) -> PreparedQuery:
         salt = self._salt()
-        return PreparedQuery(pricing=pricing, plan=self._plan(pricing, salt),
-                             group_by=self.group_columns,
-                             public_keys=None if self.keys is None else list(self.keys),
-                             alpha=self.session.alpha)
+        return PreparedQuery(
+            pricing=pricing,
+            plan=self._plan(pricing, salt),
+            group_by=self.group_columns,
+            public_keys=None if self.keys is None else list(self.keys),
+            alpha=self.session.alpha,
+        )
 
     def summarize(self, *, epsilon: float, delta: float | None = None) -> Any:
         """Noise and confidence half-widths per noisy measure, and the cost (touches no data).
@@ -536,8 +594,7 @@ class Query:
         return _summary_frame(pricing, self)
 
     # ------------------------------------------------------------------ running
-    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas"
-            ) -> Any:
+    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas") -> Any:
         """Charge the session's budget with this query's cost, then execute and release
         (:meth:`prepare`, then :meth:`~dpkit.analytics.Session.run`).
 
@@ -546,8 +603,9 @@ class Query:
         """
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        return self.session.run(self.prepare(epsilon=epsilon, delta=delta, two_step=True),
-                                output=output)
+        return self.session.run(
+            self.prepare(epsilon=epsilon, delta=delta, two_step=True), output=output
+        )
 
     def _auto_plan(self, pricing: Pricing) -> Plan:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""
@@ -556,9 +614,12 @@ class Query:
         return Plan(
             source=self.session.table.source,
             filters=tuple(filters),
-            bound=Bound(privacy_unit=self.session.table.privacy_unit, max_partitions=1,
-                        max_rows_per_partition=pricing.max_rows_per_partition,
-                        salt=self._salt()),
+            bound=Bound(
+                privacy_unit=self.session.table.privacy_unit,
+                max_partitions=1,
+                max_rows_per_partition=pricing.max_rows_per_partition,
+                salt=self._salt(),
+            ),
             aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
             joins=self.joins,
             buckets=self.buckets,
@@ -583,8 +644,7 @@ def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]
     if isinstance(keys, dict):
         if set(keys) != set(cols):
             raise PrivacyParameterError(
-                f"keys dict must have exactly the group-by columns {list(cols)}, got "
-                f"{list(keys)}"
+                f"keys dict must have exactly the group-by columns {list(cols)}, got {list(keys)}"
             )
         lists = []
         for c in cols:
@@ -602,8 +662,9 @@ def _parse_keys(keys: Any, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...]
         rows = [tuple(t) for t in itertools.product(*lists)]
     elif hasattr(keys, "columns") or type(keys).__module__.startswith("pyarrow"):
         rows = _frame_keys(keys, cols)
-    elif isinstance(keys, (list, tuple)) or (hasattr(keys, "__iter__")
-                                             and not isinstance(keys, (str, bytes))):
+    elif isinstance(keys, (list, tuple)) or (
+        hasattr(keys, "__iter__") and not isinstance(keys, (str, bytes))
+    ):
         rows = []
         for k in keys:
             if len(cols) == 1 and not isinstance(k, tuple):
@@ -647,4 +708,3 @@ def _frame_keys(frame: Any, cols: tuple[str, ...]) -> list[tuple[Any, ...]]:
         return list(zip(*(d[c] for c in cols), strict=True))
     sub = frame[list(cols)]
     return [tuple(r) for r in sub.itertuples(index=False, name=None)]
-

@@ -90,6 +90,7 @@ def check_privacy_unit(privacy_unit: Any) -> str | None:
         )
     return privacy_unit
 
+
 def _budget_mode(budget: Any) -> Mode:
     """How the session noises and charges, read from the budget's kind.
 
@@ -168,12 +169,20 @@ class Session:
         Passed to the DuckDB engine (e.g. ``memory_limit="1GB"``).
     """
 
-    def __init__(self, source: object, *, privacy_unit: str | None = UNSET, budget: Any,
-                 table: str | None = None, engine: str | object = "duckdb",
-                 alpha: float = 0.05,
-                 source_of_randomness: RandomSource | None = None,
-                 memory_limit: str | None = None, threads: int | None = None,
-                 bounding_hash: str = "native") -> None:
+    def __init__(
+        self,
+        source: object,
+        *,
+        privacy_unit: str | None = UNSET,
+        budget: Any,
+        table: str | None = None,
+        engine: str | object = "duckdb",
+        alpha: float = 0.05,
+        source_of_randomness: RandomSource | None = None,
+        memory_limit: str | None = None,
+        threads: int | None = None,
+        bounding_hash: str = "native",
+    ) -> None:
         privacy_unit = check_privacy_unit(privacy_unit)
         self.alpha = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         if not self.alpha <= 0.5:
@@ -184,19 +193,22 @@ class Session:
         self.privacy_unit: str | None = privacy_unit
         if bounding_hash not in ("native", "md5"):
             raise PrivacyParameterError(
-                f"bounding_hash must be 'native' or 'md5', got {bounding_hash!r}")
+                f"bounding_hash must be 'native' or 'md5', got {bounding_hash!r}"
+            )
         hash_kind: Literal["native", "md5"] = "md5" if bounding_hash == "md5" else "native"
         self._engine: Engine = _make_engine(source, engine, hash_kind, memory_limit, threads)
-        located = resolve(source, table, locate=self._engine.locate,
-                          register=self._engine.register)
+        located = resolve(source, table, locate=self._engine.locate, register=self._engine.register)
         # the object the private rows came from, kept alive: passed again as a public table,
         # it is refused by identity
         self._origin = Origin(located, obj=source, frame=frame_kind(source) is not None)
         types = column_types(self._engine.columns(located))
         #: The private table as queries see it (schema only; no row is read).
-        self.table = TableDescription(source=located, columns=tuple(types),
-                                      types={c: t for c, t in types.items() if t},
-                                      privacy_unit=privacy_unit)
+        self.table = TableDescription(
+            source=located,
+            columns=tuple(types),
+            types={c: t for c, t in types.items() if t},
+            privacy_unit=privacy_unit,
+        )
         if privacy_unit is not None:
             self.table.check_column(privacy_unit, "privacy_unit")
 
@@ -258,12 +270,14 @@ class Session:
             source = Source(kind="table", location=table)
         else:
             try:
-                source = resolve(table, None, locate=self._engine.locate,
-                                 register=self._engine.register)
+                source = resolve(
+                    table, None, locate=self._engine.locate, register=self._engine.register
+                )
             except FileNotFoundError as exc:
                 raise PrivacyParameterError(
                     f"the public table matches no file ({exc}): give the path or glob of the "
-                    "public files") from None
+                    "public files"
+                ) from None
         public = Origin(source, obj=table, frame=frame_kind(table) is not None)
         if same_rows(self._origin, public, self._engine.shares_rows):
             raise PrivacyParameterError(
@@ -280,8 +294,14 @@ class Session:
         self._check_prepared(prepared)
         self._checked(prepared)
 
-    def run(self, prepared: PreparedQuery, *, budget: Any = None, output: str = "pandas",
-            metadata: dict[str, Any] | None = None) -> Any:
+    def run(
+        self,
+        prepared: PreparedQuery,
+        *,
+        budget: Any = None,
+        output: str = "pandas",
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
         """Validate ``prepared``, charge its whole cost, then execute and release it.
 
         The one place a query is charged and run. In order: the engine checks every plan the
@@ -322,22 +342,30 @@ class Session:
             result = _after_charge(lambda: self._engine.execute(release))
         else:
             result = _after_charge(checked[0])
-        return prepared.release_from(result, source=self.source_of_randomness, output=output,
-                                     warn_empty=True,
-                                     notes={**unit_notes(self.privacy_unit),
-                                            "statistics": layout(prepared.pricing)})
+        return prepared.release_from(
+            result,
+            source=self.source_of_randomness,
+            output=output,
+            warn_empty=True,
+            notes={**unit_notes(self.privacy_unit), "statistics": layout(prepared.pricing)},
+        )
 
     def _check_prepared(self, prepared: PreparedQuery) -> None:
         if not isinstance(prepared, PreparedQuery):
             raise PrivacyParameterError(
                 f"run() takes a prepared query (query.prepare(epsilon=...)), got "
-                f"{type(prepared).__name__}")
+                f"{type(prepared).__name__}"
+            )
         plan = prepared.plan
-        if plan.source != self.table.source or plan.bound.privacy_unit != self.privacy_unit \
-                or prepared.pricing.mode != self.mode:
+        if (
+            plan.source != self.table.source
+            or plan.bound.privacy_unit != self.privacy_unit
+            or prepared.pricing.mode != self.mode
+        ):
             raise PrivacyParameterError(
                 "this prepared query was made by another session (its table, privacy unit or "
-                "accounting differ): prepare it from this session's query()")
+                "accounting differ): prepare it from this session's query()"
+            )
 
     def _checked(self, prepared: PreparedQuery) -> list[Callable[[], EngineResult]]:
         """The engine's check of each plan ``prepared`` runs (bounds plan first), before the
@@ -356,7 +384,8 @@ class Session:
             raise PrivacyParameterError(
                 "the budget to charge keeps a different kind of accounting than the session's "
                 f"({self.mode!r}): charge the session's budget, a sub-budget of it, or a "
-                "budget of the same kind")
+                "budget of the same kind"
+            )
         return budget
 
     # ------------------------------------------------------------------ queries
@@ -364,10 +393,17 @@ class Session:
         """A new, empty query over this session's table."""
         return Query(session=self)
 
-    def sql_query(self, query: str, *, metadata: Any = None, bounds: Any = None,
-                  keys: Any = None, max_partitions: int | None = None,
-                  max_rows_per_partition: int | None = None,
-                  public_tables: dict[str, Any] | None = None) -> SqlQuery:
+    def sql_query(
+        self,
+        query: str,
+        *,
+        metadata: Any = None,
+        bounds: Any = None,
+        keys: Any = None,
+        max_partitions: int | None = None,
+        max_rows_per_partition: int | None = None,
+        public_tables: dict[str, Any] | None = None,
+    ) -> SqlQuery:
         """Check a SQL ``SELECT`` against the private fragment; reads no data, spends nothing.
 
         Returns a :class:`~dpkit.analytics.sqlquery.SqlQuery` (its ``.query`` is the
@@ -377,26 +413,43 @@ class Session:
         the private table; ``public_tables={"name": frame_or_path}`` gives public tables' data.
         A query outside the fragment raises :class:`~dpkit.analytics.sqlquery.SqlError`.
         """
-        return sql_query(self, query, metadata=metadata, bounds=bounds, keys=keys,
-                         max_partitions=max_partitions,
-                         max_rows_per_partition=max_rows_per_partition,
-                         public_tables=public_tables)
+        return sql_query(
+            self,
+            query,
+            metadata=metadata,
+            bounds=bounds,
+            keys=keys,
+            max_partitions=max_partitions,
+            max_rows_per_partition=max_rows_per_partition,
+            public_tables=public_tables,
+        )
 
-    def sql(self, query: str, *, epsilon: float, delta: float | None = None,
-            metadata: Any = None, output: str = "pandas", **options: Any) -> Any:
+    def sql(
+        self,
+        query: str,
+        *,
+        epsilon: float,
+        delta: float | None = None,
+        metadata: Any = None,
+        output: str = "pandas",
+        **options: Any,
+    ) -> Any:
         """Answer a SQL ``SELECT`` privately: check it, charge the budget, release with
         confidence intervals, then apply ``HAVING``/``ORDER BY``/``LIMIT`` to the released rows.
 
         ``options`` are those of :meth:`sql_query`. A refused query spends nothing.
         """
         return self.sql_query(query, metadata=metadata, **options).run(
-            epsilon=epsilon, delta=delta, output=output)
+            epsilon=epsilon, delta=delta, output=output
+        )
 
     def __repr__(self) -> str:
         source = self.table.source
-        return (f"Session({source.kind}:{source.location!r}, privacy_unit="
-                f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha}; "
-                f"protects {self.protects})")
+        return (
+            f"Session({source.kind}:{source.location!r}, privacy_unit="
+            f"{self.privacy_unit!r}, accounting={self.mode!r}, alpha={self.alpha}; "
+            f"protects {self.protects})"
+        )
 
 
 def _after_charge(run: Callable[[], EngineResult]) -> EngineResult:
@@ -408,11 +461,17 @@ def _after_charge(run: Callable[[], EngineResult]) -> EngineResult:
     except Exception:
         raise EngineError(
             "the engine failed after the charge; nothing released (the engine's message "
-            "is withheld: it may quote a private value)") from None
+            "is withheld: it may quote a private value)"
+        ) from None
 
 
-def _make_engine(source: object, engine: str | object, hash_kind: Literal["native", "md5"],
-                 memory_limit: str | None, threads: int | None) -> Engine:
+def _make_engine(
+    source: object,
+    engine: str | object,
+    hash_kind: Literal["native", "md5"],
+    memory_limit: str | None,
+    threads: int | None,
+) -> Engine:
     """The engine a session runs on: a Spark source runs on Spark, where its data lives."""
     kind = spark_kind(source)
     if kind is not None and engine == "duckdb":
@@ -420,12 +479,14 @@ def _make_engine(source: object, engine: str | object, hash_kind: Literal["nativ
     if not isinstance(engine, str):
         return as_engine(engine)
     if engine not in ("duckdb", "spark"):
-        raise PrivacyParameterError(f"engine must be 'duckdb', 'spark' or an engine, "
-                                    f"got {engine!r}")
+        raise PrivacyParameterError(
+            f"engine must be 'duckdb', 'spark' or an engine, got {engine!r}"
+        )
     if engine == "spark":
         if memory_limit is not None or threads is not None:
-            raise PrivacyParameterError("memory_limit and threads are DuckDB settings; "
-                                        "configure Spark through its session")
+            raise PrivacyParameterError(
+                "memory_limit and threads are DuckDB settings; configure Spark through its session"
+            )
         from dpkit.analytics.engines.spark import SparkEngine
 
         spark: Any = source if kind == "session" else None
@@ -436,13 +497,21 @@ def _make_engine(source: object, engine: str | object, hash_kind: Literal["nativ
     from dpkit.analytics.engines.duckdb import DuckDBEngine
 
     connection = source if is_duckdb_connection(source) else None
-    return DuckDBEngine(connection=connection, memory_limit=memory_limit, threads=threads,
-                        hash=hash_kind)
+    return DuckDBEngine(
+        connection=connection, memory_limit=memory_limit, threads=threads, hash=hash_kind
+    )
 
 
-def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: Any,
-                alpha: float = 0.05, memory_limit: str | None = None,
-                engine: str | object = "duckdb") -> tuple[Session, Metadata]:
+def sql_session(
+    path: str,
+    metadata: Any,
+    *,
+    privacy_unit: str | None,
+    budget: Any,
+    alpha: float = 0.05,
+    memory_limit: str | None = None,
+    engine: str | object = "duckdb",
+) -> tuple[Session, Metadata]:
     """A session over one file for a SQL query, its privacy unit taken from the metadata.
 
     ``privacy_unit`` (if given) must agree with the metadata's private table; ``engine`` is
@@ -467,8 +536,15 @@ def sql_session(path: str, metadata: Any, *, privacy_unit: str | None, budget: A
         raise PrivacyParameterError(
             f"Say who the data protects: the metadata's {table} table needs privacy_unit: "
             "<column> (the column that identifies a person), or privacy_unit: null if every "
-            "row is a different person; or give the privacy unit with the query.")
+            "row is a different person; or give the privacy unit with the query."
+        )
     unit = privacy_unit if privacy_unit is not None else declared
-    session = Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
-                      memory_limit=memory_limit, engine=engine)
+    session = Session(
+        path,
+        privacy_unit=unit,
+        budget=budget,
+        alpha=alpha,
+        memory_limit=memory_limit,
+        engine=engine,
+    )
     return session, meta

@@ -166,8 +166,14 @@ def _key(x: Any) -> str:
     return f"{arr.dtype.str}{arr.shape}{arr.tobytes().hex()}"
 
 
-def _draw_all(draw: Callable[[Any, int, RandomSource], Any], inputs: Sequence[Any], samples: int,
-              src: RandomSource, batch: int, progress: Progress | None) -> list[Any]:
+def _draw_all(
+    draw: Callable[[Any, int, RandomSource], Any],
+    inputs: Sequence[Any],
+    samples: int,
+    src: RandomSource,
+    batch: int,
+    progress: Progress | None,
+) -> list[Any]:
     total = len(inputs) * samples
     done = 0
     out: list[Any] = []
@@ -317,10 +323,12 @@ def audit(
                 # errors of the test rejecting "M(x)" on S (or on S^c when complement)
                 alpha_hat = (1.0 - pa) if complement else pa
                 beta_hat = pb if complement else (1.0 - pb)
-                au = _predicted_upper(_predicted_upper(alpha_hat * n_screen, n_screen, screen)
-                                      * n_eval, n_eval, level)
-                bu = _predicted_upper(_predicted_upper(beta_hat * n_screen, n_screen, screen)
-                                      * n_eval, n_eval, level)
+                au = _predicted_upper(
+                    _predicted_upper(alpha_hat * n_screen, n_screen, screen) * n_eval, n_eval, level
+                )
+                bu = _predicted_upper(
+                    _predicted_upper(beta_hat * n_screen, n_screen, screen) * n_eval, n_eval, level
+                )
                 scores = objective(au, bu)
                 idx = int(np.argmax(scores))
                 score = float(scores[idx])
@@ -346,8 +354,7 @@ def audit(
     curve_level = 1.0 - g / (4.0 * chosen.size)
     # of the two orientations of each event keep the one at least as good as a random guess
     curve = tuple(
-        _point(int(ca[t]), int(cb[t]), n_eval, bool(ca[t] > cb[t]), curve_level)
-        for t in chosen
+        _point(int(ca[t]), int(cb[t]), n_eval, bool(ca[t] > cb[t]), curve_level) for t in chosen
     )
     event = best.fitted.describe(best.index)
     if best.complement:
@@ -370,8 +377,7 @@ def audit(
     )
 
 
-def _point(count_a: int, count_b: int, n: int, complement: bool, level: float
-           ) -> TradeoffPoint:
+def _point(count_a: int, count_b: int, n: int, complement: bool, level: float) -> TradeoffPoint:
     """Errors of the test rejecting "M(x)" on S (or S^c): alpha from side A, beta from side B.
 
     Each of the four bounds is one-sided at ``level``.

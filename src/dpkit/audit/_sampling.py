@@ -51,6 +51,7 @@ class Releaser(Protocol):
 
     def release(self, values: Any, /, *args: Any, **kwargs: Any) -> Any: ...
 
+
 Draw = Callable[[Any, int, RandomSource], Any]
 
 

@@ -92,13 +92,16 @@ def clopper_pearson_lower(successes: Any, trials: Any, *, level: float) -> Float
     return np.where(empty, 0.0, out)
 
 
-def clopper_pearson(successes: Any, trials: Any, *, confidence: float = 0.95
-                    ) -> tuple[FloatArray, FloatArray]:
+def clopper_pearson(
+    successes: Any, trials: Any, *, confidence: float = 0.95
+) -> tuple[FloatArray, FloatArray]:
     """Two-sided exact interval at level ``confidence``: each side at ``(1 + confidence) / 2``."""
     confidence = check_probability(confidence, name="confidence", open_low=True, open_high=True)
     side = 1.0 - (1.0 - confidence) / 2.0
-    return (clopper_pearson_lower(successes, trials, level=side),
-            clopper_pearson_upper(successes, trials, level=side))
+    return (
+        clopper_pearson_lower(successes, trials, level=side),
+        clopper_pearson_upper(successes, trials, level=side),
+    )
 
 
 def epsilon_lower_bound(alpha: Any, beta: Any, *, delta: float = 0.0) -> FloatArray:

@@ -316,7 +316,7 @@ class HistogramTester:
         else:
             inv = inv.reshape(-1)
             ca = np.bincount(inv[: ka.size], minlength=cats.size).astype(np.float64)
-            cb = np.bincount(inv[ka.size:], minlength=cats.size).astype(np.float64)
+            cb = np.bincount(inv[ka.size :], minlength=cats.size).astype(np.float64)
         k = cats.size
         if k < 2:
             return None
@@ -350,8 +350,7 @@ def _as_matrix(x: Any) -> FloatArray | None:
     return arr.astype(np.float64, copy=False)
 
 
-def _logistic_direction(x: FloatArray, y: FloatArray, ridge: float, iterations: int
-                        ) -> FloatArray:
+def _logistic_direction(x: FloatArray, y: FloatArray, ridge: float, iterations: int) -> FloatArray:
     """Ridge-regularised logistic regression by Newton's method (IRLS); returns [bias, w]."""
     design = np.hstack([np.ones((x.shape[0], 1)), x])
     w = np.zeros(design.shape[1])
@@ -374,8 +373,9 @@ class _Projection:
 
     __name__ = "classifier_score"
 
-    def __init__(self, center: FloatArray, scale: FloatArray, w: FloatArray,
-                 feature: Feature | None) -> None:
+    def __init__(
+        self, center: FloatArray, scale: FloatArray, w: FloatArray, feature: Feature | None
+    ) -> None:
         self.center, self.scale, self.w, self.feature = center, scale, w, feature
 
     def __call__(self, samples: Any) -> FloatArray:
@@ -395,8 +395,15 @@ class ClassifierTester:
     :class:`ThresholdTester`; training and threshold choice use only the selection half.
     """
 
-    def __init__(self, *, method: str = "logistic", points: int = 256, ridge: float = 1.0,
-                 max_train: int = 100_000, feature: Feature | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        method: str = "logistic",
+        points: int = 256,
+        ridge: float = 1.0,
+        max_train: int = 100_000,
+        feature: Feature | None = None,
+    ) -> None:
         if method not in ("logistic", "nearest_mean"):
             raise ValueError(f"method must be 'logistic' or 'nearest_mean', got {method!r}")
         self.method = method
@@ -503,7 +510,7 @@ def _bit_counts(values: Any) -> IntArray:
     raw = y.view(np.uint8).reshape(-1, 8)  # byte j holds bits 8j .. 8j + 7
     total = np.zeros(64, dtype=np.int64)
     for start in range(0, raw.shape[0], _BIT_BLOCK):
-        bits = np.unpackbits(raw[start:start + _BIT_BLOCK], axis=1, bitorder="little")
+        bits = np.unpackbits(raw[start : start + _BIT_BLOCK], axis=1, bitorder="little")
         total += bits.sum(axis=0, dtype=np.int64)
     return total
 

@@ -80,8 +80,9 @@ class LaplaceWrongScale:
         self.sensitivity = check_sensitivity(sensitivity)
         self.factor = check_positive(factor, "factor")
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.float64]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         t = self.factor * self.sensitivity / self.epsilon / _LATTICE
         z = laplace_lattice_noise(src, t=t, size=size)
@@ -98,8 +99,9 @@ class GaussianWrongSigma:
         self.sensitivity = check_sensitivity(sensitivity)
         self.factor = check_positive(factor, "factor")
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.float64]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         sigma = self.factor * self.sensitivity / self.mu / _LATTICE
         z = gaussian_lattice_noise(src, sigma=sigma, size=size)
@@ -120,8 +122,9 @@ class TextbookFloatLaplace:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.float64]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         b = self.sensitivity / self.epsilon
         u = src.uniform(size)
@@ -145,15 +148,17 @@ class SignedZeroLatticeLaplace:
     through :func:`~dpkit.audit.float_structure`, which tells ``-0.0`` from ``+0.0``.
     """
 
-    def __init__(self, *, epsilon: float, sensitivity: float = 1.0,
-                 granularity: float | None = None) -> None:
+    def __init__(
+        self, *, epsilon: float, sensitivity: float = 1.0, granularity: float | None = None
+    ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
         g = self.sensitivity / 4 if granularity is None else granularity
         self.granularity = check_positive(g, "granularity")
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.float64]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         g = self.granularity
         index = np.rint(np.full(size, check_finite(x, "x")) / g)  # keeps the sign of zero
@@ -180,8 +185,9 @@ class SignificandBitLeak:
         self.sensitivity = check_sensitivity(sensitivity)
         self.bit = check_integer(bit, name="bit", minimum=0, maximum=51)
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.float64]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         src = resolve_source(source)
         noise = laplace(src, scale=self.sensitivity / self.epsilon, size=size)
         bits = np.ascontiguousarray(noise, dtype=np.float64).view(np.uint64).copy()
@@ -204,8 +210,9 @@ class SparseVectorNoQueryNoise:
         self.epsilon = check_epsilon(epsilon)
         self.threshold = check_finite(threshold, "threshold")
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.bool_]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.bool_]:
         src = resolve_source(source)
         q = np.asarray(x, dtype=np.float64).reshape(-1)
         rho = laplace(src, scale=2.0 / self.epsilon, size=size)
@@ -224,8 +231,9 @@ class UnaryEncodingWrongProbs:
         self.epsilon = check_epsilon(epsilon)
         self.domain = check_integer(domain, name="domain", minimum=2)
 
-    def sample(self, x: Any, size: int, *, source: RandomSource | None = None
-               ) -> npt.NDArray[np.bool_]:
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.bool_]:
         src = resolve_source(source)
         v = check_integer(x, name="x", minimum=0, maximum=self.domain - 1)
         p = math.exp(self.epsilon) / (math.exp(self.epsilon) + 1.0)
@@ -251,20 +259,54 @@ def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
     """The known-bad mechanisms, each claiming ``epsilon`` (or mu = epsilon for the Gaussian)."""
     eps = check_epsilon(epsilon)
     return (
-        KnownBad("laplace-half-scale", LaplaceWrongScale(epsilon=eps, factor=0.5), (0.0, 1.0),
-                 Claim.pure(epsilon=eps), 2.0 * eps),
-        KnownBad("gaussian-half-sigma", GaussianWrongSigma(mu=eps, factor=0.5), (0.0, 1.0),
-                 Claim.gdp(mu=eps), 2.0 * eps),
-        KnownBad("textbook-float-laplace", TextbookFloatLaplace(epsilon=eps), (0.0, 1.0),
-                 Claim.pure(epsilon=eps), math.inf,
-                 (HistogramTester(feature=float_structure),)),
-        KnownBad("signed-zero-lattice-laplace", SignedZeroLatticeLaplace(epsilon=eps),
-                 (0.0, -1e-12), Claim.pure(epsilon=eps), math.inf),
-        KnownBad("significand-bit-20-leak", SignificandBitLeak(epsilon=eps), (0.0, 1.0),
-                 Claim.pure(epsilon=eps), math.inf),
-        KnownBad("sparse-vector-no-query-noise", SparseVectorNoQueryNoise(epsilon=eps),
-                 ((0.0, 1.0), (1.0, 0.0)), Claim.pure(epsilon=eps), math.inf),
-        KnownBad("unary-encoding-wrong-probabilities",
-                 UnaryEncodingWrongProbs(epsilon=eps, domain=4), (0, 1),
-                 Claim.pure(epsilon=eps), 2.0 * eps),
+        KnownBad(
+            "laplace-half-scale",
+            LaplaceWrongScale(epsilon=eps, factor=0.5),
+            (0.0, 1.0),
+            Claim.pure(epsilon=eps),
+            2.0 * eps,
+        ),
+        KnownBad(
+            "gaussian-half-sigma",
+            GaussianWrongSigma(mu=eps, factor=0.5),
+            (0.0, 1.0),
+            Claim.gdp(mu=eps),
+            2.0 * eps,
+        ),
+        KnownBad(
+            "textbook-float-laplace",
+            TextbookFloatLaplace(epsilon=eps),
+            (0.0, 1.0),
+            Claim.pure(epsilon=eps),
+            math.inf,
+            (HistogramTester(feature=float_structure),),
+        ),
+        KnownBad(
+            "signed-zero-lattice-laplace",
+            SignedZeroLatticeLaplace(epsilon=eps),
+            (0.0, -1e-12),
+            Claim.pure(epsilon=eps),
+            math.inf,
+        ),
+        KnownBad(
+            "significand-bit-20-leak",
+            SignificandBitLeak(epsilon=eps),
+            (0.0, 1.0),
+            Claim.pure(epsilon=eps),
+            math.inf,
+        ),
+        KnownBad(
+            "sparse-vector-no-query-noise",
+            SparseVectorNoQueryNoise(epsilon=eps),
+            ((0.0, 1.0), (1.0, 0.0)),
+            Claim.pure(epsilon=eps),
+            math.inf,
+        ),
+        KnownBad(
+            "unary-encoding-wrong-probabilities",
+            UnaryEncodingWrongProbs(epsilon=eps, domain=4),
+            (0, 1),
+            Claim.pure(epsilon=eps),
+            2.0 * eps,
+        ),
     )

@@ -35,17 +35,28 @@ from typer.models import CommandInfo, DefaultPlaceholder, ParameterInfo
 from dpkit import __version__
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-__all__ = ["PRIVACY_UNIT_OPTION", "ROWS_ARE_PEOPLE_OPTION", "CliError", "PlainCommand",
-           "PlainGroup", "app", "main", "plain_help"]
+__all__ = [
+    "PRIVACY_UNIT_OPTION",
+    "ROWS_ARE_PEOPLE_OPTION",
+    "CliError",
+    "PlainCommand",
+    "PlainGroup",
+    "app",
+    "main",
+    "plain_help",
+]
 
 # The privacy-unit choice, the same on every command that reads a table: one of the two is
 # required, so whether people or rows are protected is always written out.
 PRIVACY_UNIT_OPTION = typer.Option(
-    "--privacy-unit", metavar="COL",
-    help="column identifying a person: all of a person's rows are protected together")
+    "--privacy-unit",
+    metavar="COL",
+    help="column identifying a person: all of a person's rows are protected together",
+)
 ROWS_ARE_PEOPLE_OPTION = typer.Option(
     "--rows-are-people",
-    help="each row is a different person (no such column); give this or --privacy-unit")
+    help="each row is a different person (no such column); give this or --privacy-unit",
+)
 
 
 class CliError(typer.BadParameter):
@@ -103,8 +114,7 @@ class _RootGroup(_Group):
     _listing = False
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [*super().list_commands(ctx),
-                *(n for n in _SUBCOMMANDS if n not in self.commands)]
+        return [*super().list_commands(ctx), *(n for n in _SUBCOMMANDS if n not in self.commands)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in _SUBCOMMANDS and cmd_name not in self.commands:
@@ -145,8 +155,9 @@ def plain_help(text: str | None) -> str | None:
     paragraphs on one line each (see :func:`_unwrap`)."""
     if text is None:
         return None
-    text = _RST_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~")
-                         else m.group(1), text)
+    text = _RST_ROLE.sub(
+        lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~") else m.group(1), text
+    )
     text = _RST_LITERAL.sub(r"\1", text)
     text = _RST_STRONG.sub(r"\1", text)
     return escape(_unwrap(inspect.cleandoc(text)))
@@ -211,16 +222,31 @@ _SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("_demo", "demo", "Release private statistics of a generated dataset."),
     "query": ("_query", "query", "Release one private aggregation of a Parquet/CSV table."),
     "ldp": ("_ldp", "app", "Local differential privacy: simulate clients and server."),
-    "audit": ("_audit", "app",
-              "Audit a mechanism: an epsilon lower bound with its confidence, and a verdict."),
-    "account": ("_account", "app",
-                "Privacy accounting: epsilon of a schedule by every applicable accountant."),
-    "serve": ("_serve", "app",
-              "Run the curator service (dpkit serve DATA ...) or manage its tokens."),
-    "risk": ("_risk", "risk",
-             "What a guarantee lets an attacker do: attack rates, posterior, reconstruction."),
-    "report": ("_risk", "report",
-               "Write the privacy report of a budget (HTML or Markdown, with a JSON twin)."),
+    "audit": (
+        "_audit",
+        "app",
+        "Audit a mechanism: an epsilon lower bound with its confidence, and a verdict.",
+    ),
+    "account": (
+        "_account",
+        "app",
+        "Privacy accounting: epsilon of a schedule by every applicable accountant.",
+    ),
+    "serve": (
+        "_serve",
+        "app",
+        "Run the curator service (dpkit serve DATA ...) or manage its tokens.",
+    ),
+    "risk": (
+        "_risk",
+        "risk",
+        "What a guarantee lets an attacker do: attack rates, posterior, reconstruction.",
+    ),
+    "report": (
+        "_risk",
+        "report",
+        "Write the privacy report of a budget (HTML or Markdown, with a JSON twin).",
+    ),
 }
 
 
@@ -228,7 +254,8 @@ def _load(name: str) -> Any:
     """Import subcommand ``name`` and build its click command (help made plain)."""
     module, attr, help_text = _SUBCOMMANDS[name]
     target: typer.Typer | Callable[..., Any] = getattr(
-        importlib.import_module(f"dpkit.cli.{module}"), attr)
+        importlib.import_module(f"dpkit.cli.{module}"), attr
+    )
     if isinstance(target, typer.Typer):
         _clean_tree(target)
         group = typer.main.get_group(target)
@@ -252,8 +279,13 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the dpkit version and exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the dpkit version and exit.",
+    ),
 ) -> None:
     """Differential privacy: private statistics, accounting, local DP and auditing."""
 

@@ -83,27 +83,36 @@ def _plot(rows: list[AccountingRow], path: Path, title: str) -> None:
 def dpsgd(
     delta: float = typer.Option(..., "--delta", help="target delta"),
     sampling_rate: float | None = typer.Option(
-        None, "--sampling-rate", help="Poisson sampling rate q (or --batch-size/--dataset-size)"),
+        None, "--sampling-rate", help="Poisson sampling rate q (or --batch-size/--dataset-size)"
+    ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", help="expected batch size (q = batch size / dataset size)"),
+        None, "--batch-size", help="expected batch size (q = batch size / dataset size)"
+    ),
     dataset_size: int | None = typer.Option(None, "--dataset-size", help="number of records"),
     noise_multiplier: float | None = typer.Option(
-        None, "--noise-multiplier", help="sigma / clip norm (or --target-epsilon)"),
+        None, "--noise-multiplier", help="sigma / clip norm (or --target-epsilon)"
+    ),
     target_epsilon: float | None = typer.Option(
-        None, "--target-epsilon",
-        help="find the smallest noise multiplier whose PLD epsilon is at most this"),
+        None,
+        "--target-epsilon",
+        help="find the smallest noise multiplier whose PLD epsilon is at most this",
+    ),
     epochs: float | None = typer.Option(None, "--epochs", help="epochs (steps = ceil(E / q))"),
     steps: int | None = typer.Option(None, "--steps", help="number of steps"),
     plot: Annotated[
         Path | None, typer.Option("--plot", help="save the privacy profiles here")
     ] = None,
     scheme: str = typer.Option(
-        "poisson", "--scheme",
-        help="batching: poisson, truncated_poisson, fixed_size, shuffle, cyclic, user_poisson"),
+        "poisson",
+        "--scheme",
+        help="batching: poisson, truncated_poisson, fixed_size, shuffle, cyclic, user_poisson",
+    ),
     max_batch_size: int | None = typer.Option(
-        None, "--max-batch-size", help="truncated_poisson: the largest batch"),
+        None, "--max-batch-size", help="truncated_poisson: the largest batch"
+    ),
     examples_per_user: int | None = typer.Option(
-        None, "--examples-per-user", help="user_poisson: examples taken from one person"),
+        None, "--examples-per-user", help="user_poisson: examples taken from one person"
+    ),
 ) -> None:
     """Epsilon of DP-SGD (Poisson-subsampled Gaussian, add/remove neighbours), or with
     --target-epsilon the noise multiplier that reaches it. Other batching schemes with
@@ -112,23 +121,39 @@ def dpsgd(
     from dpkit.accounting.dpsgd import dpsgd_noise_multiplier, dpsgd_schedule
 
     if scheme != "poisson" or max_batch_size is not None or examples_per_user is not None:
-        _dpsgd_scheme(delta=delta, batch_size=batch_size, dataset_size=dataset_size,
-                      noise_multiplier=noise_multiplier, target_epsilon=target_epsilon,
-                      epochs=epochs, steps=steps, scheme=scheme, max_batch_size=max_batch_size,
-                      examples_per_user=examples_per_user)
+        _dpsgd_scheme(
+            delta=delta,
+            batch_size=batch_size,
+            dataset_size=dataset_size,
+            noise_multiplier=noise_multiplier,
+            target_epsilon=target_epsilon,
+            epochs=epochs,
+            steps=steps,
+            scheme=scheme,
+            max_batch_size=max_batch_size,
+            examples_per_user=examples_per_user,
+        )
         return
 
     if (noise_multiplier is None) == (target_epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
-    q, n = dpsgd_schedule(sampling_rate=sampling_rate, batch_size=batch_size,
-                          dataset_size=dataset_size, steps=steps, epochs=epochs)
+    q, n = dpsgd_schedule(
+        sampling_rate=sampling_rate,
+        batch_size=batch_size,
+        dataset_size=dataset_size,
+        steps=steps,
+        epochs=epochs,
+    )
     if target_epsilon is not None:
         noise_multiplier = dpsgd_noise_multiplier(
-            sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta)
-        Console().print(Text(
-            f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
-            f"at delta={delta:g}, q={q:g}, steps={n})"
-        ))
+            sampling_rate=q, steps=n, epsilon=target_epsilon, delta=delta
+        )
+        Console().print(
+            Text(
+                f"noise multiplier: {noise_multiplier:.6g} (PLD epsilon <= {target_epsilon:g} "
+                f"at delta={delta:g}, q={q:g}, steps={n})"
+            )
+        )
     assert noise_multiplier is not None
     rows = dpsgd_rows(sampling_rate=q, noise_multiplier=noise_multiplier, steps=n, delta=delta)
     title = f"DP-SGD: q={q:g}, sigma={noise_multiplier:g}, steps={n}"
@@ -138,10 +163,19 @@ def dpsgd(
         Console().print(Text(f"privacy profiles saved to {plot}"))
 
 
-def _dpsgd_scheme(*, delta: float, batch_size: int | None, dataset_size: int | None,
-                  noise_multiplier: float | None, target_epsilon: float | None,
-                  epochs: float | None, steps: int | None, scheme: str,
-                  max_batch_size: int | None, examples_per_user: int | None) -> None:
+def _dpsgd_scheme(
+    *,
+    delta: float,
+    batch_size: int | None,
+    dataset_size: int | None,
+    noise_multiplier: float | None,
+    target_epsilon: float | None,
+    epochs: float | None,
+    steps: int | None,
+    scheme: str,
+    max_batch_size: int | None,
+    examples_per_user: int | None,
+) -> None:
     """``dpkit account dpsgd --scheme ...``: bounds of :mod:`dpkit.accounting.batching`."""
     from dpkit.accounting.batching import BatchScheme, dpsgd_bounds
     from dpkit.accounting.dpsgd import dpsgd_noise_multiplier
@@ -150,30 +184,52 @@ def _dpsgd_scheme(*, delta: float, batch_size: int | None, dataset_size: int | N
         raise typer.BadParameter("give exactly one of --noise-multiplier and --target-epsilon")
     if batch_size is None or dataset_size is None:
         raise typer.BadParameter(f"--scheme {scheme} needs --batch-size and --dataset-size")
-    sch = BatchScheme(name=scheme, dataset_size=dataset_size, batch_size=batch_size,
-                      max_batch_size=max_batch_size, examples_per_user=examples_per_user)
+    sch = BatchScheme(
+        name=scheme,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        max_batch_size=max_batch_size,
+        examples_per_user=examples_per_user,
+    )
     if target_epsilon is not None:
         noise_multiplier = dpsgd_noise_multiplier(
-            epsilon=target_epsilon, delta=delta, batch_size=batch_size,
-            dataset_size=dataset_size, epochs=epochs, steps=steps, scheme=scheme,
-            max_batch_size=max_batch_size, examples_per_user=examples_per_user)
-        Console().print(Text(f"noise multiplier: {noise_multiplier:.6g} (upper bound on "
-                             f"epsilon <= {target_epsilon:g} at delta={delta:g})"))
+            epsilon=target_epsilon,
+            delta=delta,
+            batch_size=batch_size,
+            dataset_size=dataset_size,
+            epochs=epochs,
+            steps=steps,
+            scheme=scheme,
+            max_batch_size=max_batch_size,
+            examples_per_user=examples_per_user,
+        )
+        Console().print(
+            Text(
+                f"noise multiplier: {noise_multiplier:.6g} (upper bound on "
+                f"epsilon <= {target_epsilon:g} at delta={delta:g})"
+            )
+        )
     assert noise_multiplier is not None
-    b = dpsgd_bounds(sch, noise_multiplier=noise_multiplier, delta=delta, steps=steps,
-                     epochs=epochs)
+    b = dpsgd_bounds(
+        sch, noise_multiplier=noise_multiplier, delta=delta, steps=steps, epochs=epochs
+    )
     relation = "add/remove" if b.relation.value == "add_remove" else "replace-one"
     if scheme == "user_poisson":
         relation += " of one person"
-    Console().print(Text(
-        f"DP-SGD, scheme {scheme} ({relation} neighbours): sigma={noise_multiplier:g}, "
-        f"steps={b.steps}, delta={delta:g}\n"
-        f"  epsilon upper bound (proven): {b.upper:.4g}\n"
-        f"  epsilon lower bound:          {b.lower:.4g}"
-        + ("  (the pair is attained: the gap is numerical)" if b.upper_is_tight else "")
-        + (f"\n  truncation mass in delta:     {b.truncation_mass:.3g}"
-           if scheme == "truncated_poisson" else "")
-    ))
+    Console().print(
+        Text(
+            f"DP-SGD, scheme {scheme} ({relation} neighbours): sigma={noise_multiplier:g}, "
+            f"steps={b.steps}, delta={delta:g}\n"
+            f"  epsilon upper bound (proven): {b.upper:.4g}\n"
+            f"  epsilon lower bound:          {b.lower:.4g}"
+            + ("  (the pair is attained: the gap is numerical)" if b.upper_is_tight else "")
+            + (
+                f"\n  truncation mass in delta:     {b.truncation_mass:.3g}"
+                if scheme == "truncated_poisson"
+                else ""
+            )
+        )
+    )
 
 
 @app.command("laplace")

@@ -46,31 +46,63 @@ def _source(seed: int | None) -> RandomSource | None:
     return None if seed is None else RandomSource(seed=seed, insecure=True)
 
 
-def run_audit(mechanism: Any, *, pair: tuple[Any, Any] | None = None, claim: Claim,
-              samples: int, confidence: float, seed: int | None, plot: Path | None,
-              title: str, ldp_protocol: bool = False, testers: Any = None,
-              vectorized: bool = False, console: Console | None = None) -> AuditResult:
+def run_audit(
+    mechanism: Any,
+    *,
+    pair: tuple[Any, Any] | None = None,
+    claim: Claim,
+    samples: int,
+    confidence: float,
+    seed: int | None,
+    plot: Path | None,
+    title: str,
+    ldp_protocol: bool = False,
+    testers: Any = None,
+    vectorized: bool = False,
+    console: Console | None = None,
+) -> AuditResult:
     """Run one audit with a progress bar, print the result, save the plot; return the result."""
     console = console or Console()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed:,.0f} outputs"), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} outputs"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(escape(f"sampling {title}"), total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
         if ldp_protocol:
-            result = audit_ldp(mechanism, samples=samples, claim=claim, confidence=confidence,
-                               source=_source(seed), progress=progress, testers=testers)
+            result = audit_ldp(
+                mechanism,
+                samples=samples,
+                claim=claim,
+                confidence=confidence,
+                source=_source(seed),
+                progress=progress,
+                testers=testers,
+            )
         else:
-            result = audit(mechanism, pair, samples=samples, claim=claim, confidence=confidence,
-                           source=_source(seed), progress=progress, testers=testers,
-                           vectorized=vectorized)
+            result = audit(
+                mechanism,
+                pair,
+                samples=samples,
+                claim=claim,
+                confidence=confidence,
+                source=_source(seed),
+                progress=progress,
+                testers=testers,
+                vectorized=vectorized,
+            )
     table = Table(title=escape(f"audit of {title}"), show_header=False)
     table.add_row("claim", escape(claim.label))
-    table.add_row("epsilon lower bound",
-                  f"{result.epsilon_lower_bound:.4f} (delta = {result.delta:g})")
+    table.add_row(
+        "epsilon lower bound", f"{result.epsilon_lower_bound:.4f} (delta = {result.delta:g})"
+    )
     table.add_row("mu lower bound", f"{result.mu_lower_bound:.4f}")
     if result.ratio is not None:
         table.add_row("lower bound / claim", f"{result.ratio:.3f}")
@@ -80,8 +112,10 @@ def run_audit(mechanism: Any, *, pair: tuple[Any, Any] | None = None, claim: Cla
     table.add_row("inputs", escape(f"{result.pair[0]!r} vs {result.pair[1]!r}"))
     table.add_row("test", escape(f"{result.tester}: {result.event}"))
     p = result.point
-    table.add_row("errors", f"alpha {p.alpha:.6g} (<= {p.alpha_upper:.6g}), "
-                            f"beta {p.beta:.6g} (<= {p.beta_upper:.6g})")
+    table.add_row(
+        "errors",
+        f"alpha {p.alpha:.6g} (<= {p.alpha_upper:.6g}), beta {p.beta:.6g} (<= {p.beta_upper:.6g})",
+    )
     table.add_row("samples", f"{result.samples:,} per input, {result.seconds:.2f} s")
     console.print(table)
     if plot is not None:
@@ -99,16 +133,27 @@ def _finish(result: AuditResult) -> None:
 def laplace(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
     sensitivity: float = SENSITIVITY,
-    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    samples: int = SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
     plot: Path | None = PLOT,
 ) -> None:
     """dpkit's Laplace mechanism on the inputs 0 and sensitivity."""
     from dpkit.mechanisms import Laplace
 
     m = Laplace.from_epsilon(epsilon=epsilon, sensitivity=sensitivity)
-    _finish(run_audit(m, pair=(0.0, sensitivity), claim=Claim.pure(epsilon=m.epsilon),
-                      samples=samples, confidence=confidence, seed=seed, plot=plot,
-                      title=f"Laplace(epsilon={epsilon:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=(0.0, sensitivity),
+            claim=Claim.pure(epsilon=m.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"Laplace(epsilon={epsilon:g})",
+        )
+    )
 
 
 @app.command("gaussian")
@@ -117,7 +162,9 @@ def gaussian(
     epsilon: float | None = typer.Option(None, "--epsilon", help="claimed epsilon"),
     delta: float | None = typer.Option(None, "--delta", help="claimed delta (with --epsilon)"),
     sensitivity: float = SENSITIVITY,
-    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    samples: int = SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
     plot: Path | None = PLOT,
 ) -> None:
     """dpkit's Gaussian mechanism, calibrated by --mu or by --epsilon and --delta."""
@@ -131,42 +178,73 @@ def gaussian(
         title = f"Gaussian(mu={mu:g})"
     else:
         assert epsilon is not None and delta is not None  # checked just above
-        m = Gaussian.from_epsilon_delta(epsilon=epsilon, delta=delta,
-                                        sensitivity=sensitivity)
+        m = Gaussian.from_epsilon_delta(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
         claim = Claim.approx(epsilon=epsilon, delta=delta)
         title = f"Gaussian(epsilon={epsilon:g}, delta={delta:g})"
-    _finish(run_audit(m, pair=(0.0, sensitivity), claim=claim, samples=samples,
-                      confidence=confidence, seed=seed, plot=plot, title=title))
+    _finish(
+        run_audit(
+            m,
+            pair=(0.0, sensitivity),
+            claim=claim,
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=title,
+        )
+    )
 
 
 @app.command("discrete-laplace")
 def discrete_laplace(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
-    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    samples: int = SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
     plot: Path | None = PLOT,
 ) -> None:
     """dpkit's discrete Laplace mechanism on the integers 0 and 1."""
     from dpkit.mechanisms import DiscreteLaplace
 
     m = DiscreteLaplace.from_epsilon(epsilon=epsilon, sensitivity=1)
-    _finish(run_audit(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
-                      samples=samples, confidence=confidence, seed=seed, plot=plot,
-                      title=f"DiscreteLaplace(epsilon={epsilon:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=(0, 1),
+            claim=Claim.pure(epsilon=m.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"DiscreteLaplace(epsilon={epsilon:g})",
+        )
+    )
 
 
 @app.command("randomized-response")
 def randomized_response(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
-    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    samples: int = SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
     plot: Path | None = PLOT,
 ) -> None:
     """dpkit's randomized response on the bits 0 and 1."""
     from dpkit.mechanisms import RandomizedResponse
 
     m = RandomizedResponse.from_epsilon(epsilon=epsilon)
-    _finish(run_audit(m, pair=(0, 1), claim=Claim.pure(epsilon=m.epsilon),
-                      samples=samples, confidence=confidence, seed=seed, plot=plot,
-                      title=f"RandomizedResponse(epsilon={epsilon:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=(0, 1),
+            claim=Claim.pure(epsilon=m.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"RandomizedResponse(epsilon={epsilon:g})",
+        )
+    )
 
 
 def _selection_pair(candidates: int) -> tuple[Any, Any]:
@@ -183,7 +261,9 @@ def exponential(
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
     candidates: int = typer.Option(10, "--candidates", help="number of candidates"),
     samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
-    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
+    plot: Path | None = PLOT,
 ) -> None:
     """dpkit's exponential mechanism on two score vectors differing by one everywhere."""
     from dpkit.mechanisms import ExponentialMechanism
@@ -191,10 +271,18 @@ def exponential(
     if candidates < 2:
         raise typer.BadParameter("--candidates must be at least 2")
     m = ExponentialMechanism(epsilon=epsilon, sensitivity=1.0)
-    _finish(run_audit(m, pair=_selection_pair(candidates),
-                      claim=Claim.pure(epsilon=m.epsilon), samples=samples,
-                      confidence=confidence, seed=seed, plot=plot,
-                      title=f"ExponentialMechanism(epsilon={epsilon:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=_selection_pair(candidates),
+            claim=Claim.pure(epsilon=m.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"ExponentialMechanism(epsilon={epsilon:g})",
+        )
+    )
 
 
 @app.command("noisy-max")
@@ -203,7 +291,9 @@ def noisy_max(
     noise: str = typer.Option("laplace", "--noise", help="laplace, exponential or gumbel"),
     candidates: int = typer.Option(10, "--candidates", help="number of candidates"),
     samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
-    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
+    plot: Path | None = PLOT,
 ) -> None:
     """dpkit's report-noisy-max on two score vectors differing by one everywhere."""
     from dpkit.mechanisms import ReportNoisyMax
@@ -211,22 +301,37 @@ def noisy_max(
     if candidates < 2:
         raise typer.BadParameter("--candidates must be at least 2")
     m = ReportNoisyMax(epsilon=epsilon, sensitivity=1.0, noise=noise)
-    _finish(run_audit(m, pair=_selection_pair(candidates),
-                      claim=Claim.pure(epsilon=m.epsilon), samples=samples,
-                      confidence=confidence, seed=seed, plot=plot,
-                      title=f"ReportNoisyMax({noise}, epsilon={epsilon:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=_selection_pair(candidates),
+            claim=Claim.pure(epsilon=m.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"ReportNoisyMax({noise}, epsilon={epsilon:g})",
+        )
+    )
 
 
 @app.command("ldp")
 def ldp_protocol(
-    protocol: str = typer.Argument(..., help="rr, grr, sue, oue, olh, blh, hr, duchi, "
-                                   "piecewise or hybrid"),
+    protocol: str = typer.Argument(
+        ..., help="rr, grr, sue, oue, olh, blh, hr, duchi, piecewise or hybrid"
+    ),
     epsilon: float = typer.Option(..., "--epsilon", help="claimed epsilon"),
     domain: int = typer.Option(4, "--domain", help="domain size (frequency protocols)"),
     samples: int = typer.Option(200_000, "--samples", help="outputs drawn per input"),
-    client: bool = typer.Option(False, "--client", help="audit the device-side randomize() "
-                                "(one call per report) instead of the vectorised server path"),
-    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+    client: bool = typer.Option(
+        False,
+        "--client",
+        help="audit the device-side randomize() "
+        "(one call per report) instead of the vectorised server path",
+    ),
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
+    plot: Path | None = PLOT,
 ) -> None:
     """A dpkit local-DP protocol, over every pair of inputs of a small domain."""
     from dpkit.cli._ldp import make_protocol
@@ -240,9 +345,18 @@ def ldp_protocol(
         values = list(labels) if isinstance(labels, tuple) else [-1.0, 0.0, 1.0]
         target = _LdpClient(proto.randomize, values, proto.epsilon)
     name = type(proto).__name__ + (" client" if client else "")
-    _finish(run_audit(target, claim=Claim.pure(epsilon=proto.epsilon), samples=samples,
-                      confidence=confidence, seed=seed, plot=plot,
-                      title=f"{name}(epsilon={epsilon:g})", ldp_protocol=True))
+    _finish(
+        run_audit(
+            target,
+            claim=Claim.pure(epsilon=proto.epsilon),
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"{name}(epsilon={epsilon:g})",
+            ldp_protocol=True,
+        )
+    )
 
 
 class _LdpClient:
@@ -259,7 +373,9 @@ class _LdpClient:
 def discrete_gaussian(
     sigma: float = typer.Option(..., "--sigma", help="noise parameter sigma"),
     delta: float = typer.Option(1e-3, "--delta", help="delta of the claim"),
-    samples: int = SAMPLES, confidence: float = CONFIDENCE, seed: int | None = SEED,
+    samples: int = SAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
     plot: Path | None = PLOT,
 ) -> None:
     """dpkit's discrete Gaussian on 0 and 1, against the epsilon its PLD accountant certifies."""
@@ -269,9 +385,18 @@ def discrete_gaussian(
     m = DiscreteGaussian.from_sigma(sigma=sigma, sensitivity=1)
     eps = PldAccountant().compose(m.event).get_epsilon(delta)
     claim = Claim.approx(epsilon=eps, delta=delta)
-    _finish(run_audit(m, pair=(0, 1), claim=claim, samples=samples,
-                      confidence=confidence, seed=seed, plot=plot,
-                      title=f"DiscreteGaussian(sigma={sigma:g})"))
+    _finish(
+        run_audit(
+            m,
+            pair=(0, 1),
+            claim=claim,
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=f"DiscreteGaussian(sigma={sigma:g})",
+        )
+    )
 
 
 @app.command("known-bad")
@@ -279,7 +404,9 @@ def known_bad_cmd(
     name: str = typer.Argument(..., help="entry of the known-bad corpus, or 'list'"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="epsilon the broken mechanism claims"),
     samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
-    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
+    plot: Path | None = PLOT,
 ) -> None:
     """A mechanism of the known-bad corpus (it should be reported violated)."""
     entries = {e.name: e for e in known_bad.corpus(epsilon=epsilon)}
@@ -290,9 +417,19 @@ def known_bad_cmd(
     if name not in entries:
         raise typer.BadParameter(f"unknown entry {name!r}; choose one of {', '.join(entries)}")
     e = entries[name]
-    _finish(run_audit(e.mechanism, pair=e.pair, claim=e.claim, samples=samples,
-                      confidence=confidence, seed=seed, plot=plot, title=e.name,
-                      testers=e.testers))
+    _finish(
+        run_audit(
+            e.mechanism,
+            pair=e.pair,
+            claim=e.claim,
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=e.name,
+            testers=e.testers,
+        )
+    )
 
 
 # -- the user's own code --------------------------------------------------------------------
@@ -313,7 +450,8 @@ def parse_input(text: str) -> Any:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise typer.BadParameter(
             f"cannot read {text!r} as JSON or as a Python literal (quote strings: '\"abc\"')",
-            param_hint="'--pair'") from None
+            param_hint="'--pair'",
+        ) from None
 
 
 def load_target(target: str) -> Any:
@@ -325,8 +463,9 @@ def load_target(target: str) -> Any:
     """
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:
-        raise typer.BadParameter(f"expected module:function or file.py:function, got {target!r}",
-                                 param_hint="'TARGET'")
+        raise typer.BadParameter(
+            f"expected module:function or file.py:function, got {target!r}", param_hint="'TARGET'"
+        )
     if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
         path = Path(module_name)
         if not path.is_file():
@@ -334,8 +473,7 @@ def load_target(target: str) -> Any:
         name = f"_dpkit_audit_target_{abs(hash(str(path.resolve())))}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            raise typer.BadParameter(f"cannot load {module_name} as Python",
-                                     param_hint="'TARGET'")
+            raise typer.BadParameter(f"cannot load {module_name} as Python", param_hint="'TARGET'")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # lets the module pickle and import its own names
         spec.loader.exec_module(module)
@@ -346,43 +484,60 @@ def load_target(target: str) -> Any:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and (module_name == exc.name
-                                       or module_name.startswith(exc.name + ".")):
-                raise typer.BadParameter(f"no module named {module_name!r} (looked in the "
-                                         "current directory and on sys.path)",
-                                         param_hint="'TARGET'") from None
+            if exc.name is not None and (
+                module_name == exc.name or module_name.startswith(exc.name + ".")
+            ):
+                raise typer.BadParameter(
+                    f"no module named {module_name!r} (looked in the "
+                    "current directory and on sys.path)",
+                    param_hint="'TARGET'",
+                ) from None
             raise  # the module exists but one of its own imports failed: show the traceback
     obj: Any = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
-            raise typer.BadParameter(f"{module_name} has no attribute {attribute!r}",
-                                     param_hint="'TARGET'")
+            raise typer.BadParameter(
+                f"{module_name} has no attribute {attribute!r}", param_hint="'TARGET'"
+            )
         obj = getattr(obj, part)
-    if not callable(obj) and not any(callable(getattr(obj, m, None)) for m in (
-            "sample", "randomize_many", "release_many", "release")):
-        raise typer.BadParameter(f"{target} is a {type(obj).__name__}, not a function or a "
-                                 "mechanism", param_hint="'TARGET'")
+    if not callable(obj) and not any(
+        callable(getattr(obj, m, None))
+        for m in ("sample", "randomize_many", "release_many", "release")
+    ):
+        raise typer.BadParameter(
+            f"{target} is a {type(obj).__name__}, not a function or a mechanism",
+            param_hint="'TARGET'",
+        )
     return obj
 
 
 @app.command("code")
 def code(
     target: str = typer.Argument(
-        ..., metavar="TARGET",
+        ...,
+        metavar="TARGET",
         help="the code to audit: package.module:function or path/to/file.py:function; the "
-             "function takes one input and returns one output (or a dpkit mechanism object)"),
+        "function takes one input and returns one output (or a dpkit mechanism object)",
+    ),
     pair: tuple[str, str] = typer.Option(
-        ..., "--pair", metavar="X X'",
+        ...,
+        "--pair",
+        metavar="X X'",
         help="two neighbouring inputs, each JSON or a Python literal, e.g. --pair '[1, 2]' "
-             "'[1, 3]'"),
+        "'[1, 3]'",
+    ),
     epsilon: float | None = typer.Option(None, "--epsilon", help="claimed epsilon"),
     delta: float = typer.Option(0.0, "--delta", help="claimed delta (with --epsilon)"),
-    mu: float | None = typer.Option(None, "--mu", help="claimed mu (mu-GDP), instead of "
-                                    "--epsilon"),
-    vectorized: bool = typer.Option(False, "--vectorized", help="the function is f(x, size) "
-                                    "and returns size independent outputs at once (faster)"),
+    mu: float | None = typer.Option(None, "--mu", help="claimed mu (mu-GDP), instead of --epsilon"),
+    vectorized: bool = typer.Option(
+        False,
+        "--vectorized",
+        help="the function is f(x, size) and returns size independent outputs at once (faster)",
+    ),
     samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
-    confidence: float = CONFIDENCE, seed: int | None = SEED, plot: Path | None = PLOT,
+    confidence: float = CONFIDENCE,
+    seed: int | None = SEED,
+    plot: Path | None = PLOT,
 ) -> None:
     """Audit your own code: run it many times on two neighbouring inputs and test its claim.
 
@@ -404,5 +559,16 @@ def code(
         claim = Claim.approx(epsilon=epsilon, delta=delta)
     x, y = parse_input(pair[0]), parse_input(pair[1])
     fn = load_target(target)
-    _finish(run_audit(fn, pair=(x, y), claim=claim, samples=samples, confidence=confidence,
-                      seed=seed, plot=plot, title=target, vectorized=vectorized))
+    _finish(
+        run_audit(
+            fn,
+            pair=(x, y),
+            claim=claim,
+            samples=samples,
+            confidence=confidence,
+            seed=seed,
+            plot=plot,
+            title=target,
+            vectorized=vectorized,
+        )
+    )

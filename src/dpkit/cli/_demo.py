@@ -72,12 +72,14 @@ def generate_people(rows: int, seed: int = 7) -> Any:
     uid = np.repeat(np.arange(people, dtype=np.int64), per)
     n = uid.size
     income = np.round(base[uid] * np.exp(0.12 * _normals(gen, n)), 2)
-    return pd.DataFrame({
-        "user_id": uid,
-        "region": np.array(REGIONS, dtype=object)[region[uid]],
-        "age": age[uid],
-        "income": income,
-    })
+    return pd.DataFrame(
+        {
+            "user_id": uid,
+            "region": np.array(REGIONS, dtype=object)[region[uid]],
+            "age": age[uid],
+            "income": income,
+        }
+    )
 
 
 def _cache_dir() -> Path:
@@ -112,9 +114,15 @@ class DemoReport:
     seconds: float = 0.0
 
 
-def run_demo(*, rows: int = 1_000_000, seed: int = 7, epsilon: float = 3.0,
-             delta: float = 1e-6, cache: Path | None = None,
-             source: RandomSource | None = None) -> DemoReport:
+def run_demo(
+    *,
+    rows: int = 1_000_000,
+    seed: int = 7,
+    epsilon: float = 3.0,
+    delta: float = 1e-6,
+    cache: Path | None = None,
+    source: RandomSource | None = None,
+) -> DemoReport:
     """Generate the table and run the private report (see the module docstring)."""
     import pandas as pd
 
@@ -125,17 +133,21 @@ def run_demo(*, rows: int = 1_000_000, seed: int = 7, epsilon: float = 3.0,
     path = people_parquet(rows, seed, cache)
     df = pd.read_parquet(path)
     budget = Budget(epsilon=epsilon, delta=delta)
-    session = dpa.Session(str(path), privacy_unit="user_id", budget=budget,
-                          source_of_randomness=source)
-    report = DemoReport(path=path, rows=len(df), people=int(df["user_id"].nunique()),
-                        budget=(epsilon, delta))
+    session = dpa.Session(
+        str(path), privacy_unit="user_id", budget=budget, source_of_randomness=source
+    )
+    report = DemoReport(
+        path=path, rows=len(df), people=int(df["user_id"].nunique()), budget=(epsilon, delta)
+    )
     e1, e2, e3 = epsilon / 2, epsilon / 4, epsilon / 4
     d1, d2, d3 = delta / 2, delta / 4, delta / 4
 
-    by_region = (session.query().group_by("region")
-                 .bound(max_partitions=1, max_rows_per_partition=MAX_ROWS)
-                 .agg(people=dpa.count_distinct(),
-                      income=dpa.mean("income", bounds=INCOME_BOUNDS)))
+    by_region = (
+        session.query()
+        .group_by("region")
+        .bound(max_partitions=1, max_rows_per_partition=MAX_ROWS)
+        .agg(people=dpa.count_distinct(), income=dpa.mean("income", bounds=INCOME_BOUNDS))
+    )
     f1 = by_region.run(epsilon=e1, delta=d1).sort_values("region").reset_index(drop=True)
     report.frames["regions"] = f1
     report.spent.append(("people and mean income by region", *budget.spent))
@@ -145,17 +157,34 @@ def run_demo(*, rows: int = 1_000_000, seed: int = 7, epsilon: float = 3.0,
     report.truth["income"] = true_income
     for _, r in f1.iterrows():
         g = r["region"]
-        report.lines.append((f"people, {g}", float(true_people.get(g, 0)), r["people"],
-                             r["people_low"], r["people_high"]))
+        report.lines.append(
+            (
+                f"people, {g}",
+                float(true_people.get(g, 0)),
+                r["people"],
+                r["people_low"],
+                r["people_high"],
+            )
+        )
     for _, r in f1.iterrows():
         g = r["region"]
-        report.lines.append((f"mean income, {g}", float(true_income.get(g, math.nan)),
-                             r["income"], r["income_low"], r["income_high"]))
+        report.lines.append(
+            (
+                f"mean income, {g}",
+                float(true_income.get(g, math.nan)),
+                r["income"],
+                r["income_low"],
+                r["income_high"],
+            )
+        )
     hidden = sorted(set(true_people.index) - set(f1["region"]))
     report.truth["hidden"] = hidden
 
-    hist = (session.query().bound(max_partitions=1, max_rows_per_partition=MAX_ROWS)
-            .agg(income=dpa.histogram("income", edges=list(INCOME_EDGES))))
+    hist = (
+        session.query()
+        .bound(max_partitions=1, max_rows_per_partition=MAX_ROWS)
+        .agg(income=dpa.histogram("income", edges=list(INCOME_EDGES)))
+    )
     # The intervals cover the counts of the records kept (at most MAX_ROWS per person), which
     # depend on the plan's secret salt: the true counts shown are the exact counts of that same
     # plan (prepare, exact), then the budget is charged and the same counts are released.
@@ -171,24 +200,33 @@ def run_demo(*, rows: int = 1_000_000, seed: int = 7, epsilon: float = 3.0,
     report.truth["histogram"] = true_hist
     clipped = df["income"].clip(INCOME_EDGES[0], INCOME_EDGES[-1])
     report.truth["histogram_all"], _ = np.histogram(clipped, bins=np.asarray(INCOME_EDGES))
-    cols = [c for c in f2.columns if c.startswith("income[") and not c.endswith(
-        ("_low", "_high"))]
+    cols = [c for c in f2.columns if c.startswith("income[") and not c.endswith(("_low", "_high"))]
     for c, t in zip(cols, true_hist, strict=True):
-        lo, hi = c[len("income["):-1].split(",")
+        lo, hi = c[len("income[") : -1].split(",")
         label = f"records {_k(float(lo))}-{_k(float(hi))}"
-        report.lines.append((label, float(t), f2[c].iloc[0], f2[f"{c}_low"].iloc[0],
-                             f2[f"{c}_high"].iloc[0]))
+        report.lines.append(
+            (label, float(t), f2[c].iloc[0], f2[f"{c}_low"].iloc[0], f2[f"{c}_high"].iloc[0])
+        )
 
-    ages = (session.query().bound(max_partitions=1, max_rows_per_partition=1)
-            .agg(age=dpa.quantile("age", [0.25, 0.5, 0.75], bounds=AGE_BOUNDS)))
+    ages = (
+        session.query()
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(age=dpa.quantile("age", [0.25, 0.5, 0.75], bounds=AGE_BOUNDS))
+    )
     f3 = ages.run(epsilon=e3, delta=d3)
     report.frames["ages"] = f3
     report.spent.append(("age quartiles", *budget.spent))
     person_age = df.groupby("user_id")["age"].first()
     for q, c in ((0.25, "age_p25"), (0.5, "age_p50"), (0.75, "age_p75")):
-        report.lines.append((f"age, {int(q * 100)}th percentile",
-                             float(person_age.quantile(q)), float(f3[c].iloc[0]),
-                             math.nan, math.nan))
+        report.lines.append(
+            (
+                f"age, {int(q * 100)}th percentile",
+                float(person_age.quantile(q)),
+                float(f3[c].iloc[0]),
+                math.nan,
+                math.nan,
+            )
+        )
     report.truth["ages"] = [float(person_age.quantile(q)) for q in (0.25, 0.5, 0.75)]
     report.seconds = time.perf_counter() - t0
     return report
@@ -209,11 +247,14 @@ def _num(x: float) -> str:
 def print_report(report: DemoReport, console: Console) -> None:
     """The report as an 80-column table and the budget lines."""
     eps, dl = report.budget
-    console.print(f"[bold]dpkit demo[/bold]: {report.rows:,} records of {report.people:,} "
-                  "people, privacy unit user_id")
+    console.print(
+        f"[bold]dpkit demo[/bold]: {report.rows:,} records of {report.people:,} "
+        "people, privacy unit user_id"
+    )
     console.print(Text(str(report.path)))
-    console.print(f"budget: epsilon={eps:g}, delta={dl:g}; at most {MAX_ROWS} records per "
-                  "person are used")
+    console.print(
+        f"budget: epsilon={eps:g}, delta={dl:g}; at most {MAX_ROWS} records per person are used"
+    )
     table = Table(width=80)
     table.add_column("statistic", no_wrap=True)
     table.add_column("true", justify="right", no_wrap=True)
@@ -225,12 +266,13 @@ def print_report(report: DemoReport, console: Console) -> None:
     console.print(table)
     hidden = report.truth.get("hidden", [])
     if hidden:
-        console.print(Text(f"hidden by partition selection (too few people): "
-                           f"{', '.join(hidden)}"))
+        console.print(Text(f"hidden by partition selection (too few people): {', '.join(hidden)}"))
     for what, e, d in report.spent:
         console.print(f"after {what}: spent epsilon={e:.3g}, delta={d:.3g}")
-    console.print(f"true: no privacy; record counts are of the records used (at most {MAX_ROWS} "
-                  "per person), people and means of all records")
+    console.print(
+        f"true: no privacy; record counts are of the records used (at most {MAX_ROWS} "
+        "per person), people and means of all records"
+    )
     console.print(f"done in {report.seconds:.1f} s")
 
 
@@ -257,24 +299,35 @@ def plot_report(report: DemoReport, path: Path) -> Path:
         true_vals = [float(truth.get(g, math.nan)) for g in regions]
         ax.bar(x, true_vals, color="#c9d6e8", label="true")
         est = f1[col].to_numpy(dtype=float)
-        err = np.vstack([est - f1[f"{col}_low"].to_numpy(dtype=float),
-                         f1[f"{col}_high"].to_numpy(dtype=float) - est])
-        ax.errorbar(x, est, yerr=err, fmt="o", color="#b22222", capsize=4,
-                    label="private, 95% interval")
+        err = np.vstack(
+            [
+                est - f1[f"{col}_low"].to_numpy(dtype=float),
+                f1[f"{col}_high"].to_numpy(dtype=float) - est,
+            ]
+        )
+        ax.errorbar(
+            x, est, yerr=err, fmt="o", color="#b22222", capsize=4, label="private, 95% interval"
+        )
         ax.set_xticks(x, regions, rotation=30)
         ax.set_title(title)
         ax.set_ylim(0, 1.3 * np.nanmax([*true_vals, *f1[f"{col}_high"].to_numpy(dtype=float)]))
         ax.legend(loc="upper center", fontsize=8, ncol=2)
     ax = axes[2]
-    cols = [c for c in f2.columns if c.startswith("income[") and not c.endswith(
-        ("_low", "_high"))]
+    cols = [c for c in f2.columns if c.startswith("income[") and not c.endswith(("_low", "_high"))]
     xb = np.arange(len(cols))
     ax.bar(xb, report.truth["histogram"], color="#c9d6e8", label="true")
     est = np.array([float(f2[c].iloc[0]) for c in cols])
     lo = np.array([float(f2[f"{c}_low"].iloc[0]) for c in cols])
     hi = np.array([float(f2[f"{c}_high"].iloc[0]) for c in cols])
-    ax.errorbar(xb, est, yerr=np.vstack([est - lo, hi - est]), fmt="o", color="#b22222",
-                capsize=4, label="private, 95% interval")
+    ax.errorbar(
+        xb,
+        est,
+        yerr=np.vstack([est - lo, hi - est]),
+        fmt="o",
+        color="#b22222",
+        capsize=4,
+        label="private, 95% interval",
+    )
     labels = [_k(e) for e in INCOME_EDGES[:-1]]
     ax.set_xticks(xb, labels, rotation=30)
     ax.set_title("records per income bin (lower edge)")
@@ -282,9 +335,11 @@ def plot_report(report: DemoReport, path: Path) -> Path:
     ax.legend(loc="upper center", fontsize=8, ncol=2)
     f3 = report.frames["ages"]
     q_priv = [float(f3[c].iloc[0]) for c in ("age_p25", "age_p50", "age_p75")]
-    fig.suptitle("dpkit: private (red) vs true (blue); age quartiles private "
-                 f"{', '.join(f'{v:.0f}' for v in q_priv)}, true "
-                 f"{', '.join(f'{v:.0f}' for v in report.truth['ages'])}")
+    fig.suptitle(
+        "dpkit: private (red) vs true (blue); age quartiles private "
+        f"{', '.join(f'{v:.0f}' for v in q_priv)}, true "
+        f"{', '.join(f'{v:.0f}' for v in report.truth['ages'])}"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -293,17 +348,17 @@ def plot_report(report: DemoReport, path: Path) -> Path:
 
 
 def demo(
-    rows: Annotated[int, typer.Option("--rows", help="records in the generated table")
-                    ] = 1_000_000,
-    epsilon: Annotated[float, typer.Option("--epsilon", help="total epsilon of the report")
-                       ] = 3.0,
+    rows: Annotated[int, typer.Option("--rows", help="records in the generated table")] = 1_000_000,
+    epsilon: Annotated[float, typer.Option("--epsilon", help="total epsilon of the report")] = 3.0,
     delta: Annotated[float, typer.Option("--delta", help="total delta of the report")] = 1e-6,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="PNG of private vs true values (default dpkit-demo.png)")
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="PNG of private vs true values (default dpkit-demo.png)"),
     ] = Path("dpkit-demo.png"),
     no_plot: Annotated[bool, typer.Option("--no-plot", help="skip the PNG")] = False,
-    seed: Annotated[int, typer.Option("--data-seed", help="seed of the synthetic data "
-                                      "(not of the noise)")] = 7,
+    seed: Annotated[
+        int, typer.Option("--data-seed", help="seed of the synthetic data (not of the noise)")
+    ] = 7,
 ) -> None:
     """Generate a people table and release a private report beside the truth."""
     console = Console(width=80)

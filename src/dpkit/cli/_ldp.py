@@ -28,8 +28,9 @@ app = typer.Typer(
 BATCH = 1 << 17
 
 
-def zipf_population(source: RandomSource, *, users: int, domain: int, exponent: float
-                    ) -> npt.NDArray[np.int64]:
+def zipf_population(
+    source: RandomSource, *, users: int, domain: int, exponent: float
+) -> npt.NDArray[np.int64]:
     """``users`` values on ``{0..domain-1}`` with ``P(k) ~ (k + 1)^-exponent`` (inverse CDF)."""
     weights = np.arange(1, domain + 1, dtype=np.float64) ** -exponent
     cdf = np.cumsum(weights)
@@ -45,14 +46,16 @@ def make_protocol(name: str, *, epsilon: float, domain: int) -> Any:
 
 @app.command("simulate")
 def simulate(
-    protocol: str = typer.Option("oue", "--protocol", help=", ".join(ldp.PROTOCOLS)
-                                 + ", or best"),
+    protocol: str = typer.Option("oue", "--protocol", help=", ".join(ldp.PROTOCOLS) + ", or best"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="epsilon of each user's report"),
     domain: int = typer.Option(1024, "--domain", help="domain size (frequency protocols)"),
     users: int = typer.Option(100_000, "--users", help="number of simulated users"),
     zipf: float = typer.Option(1.1, "--zipf", help="Zipf exponent of the population"),
-    seed: int | None = typer.Option(None, "--seed", help="seed the simulation (insecure: "
-                                    "reproducible runs only); default: secure randomness"),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="seed the simulation (insecure: reproducible runs only); default: secure randomness",
+    ),
     top: int = typer.Option(10, "--top", help="rows of the estimate-vs-truth table"),
     plot: str | None = typer.Option(None, "--plot", help="save an estimate-vs-truth plot (PNG)"),
 ) -> None:
@@ -66,12 +69,17 @@ def simulate(
     values = zipf_population(src, users=users, domain=d, exponent=zipf)
     agg = proto.aggregator()
     start = time.perf_counter()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed:,}/{task.total:,} users"), TimeElapsedColumn(),
-                  console=console, transient=users <= BATCH) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} users"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=users <= BATCH,
+    ) as progress:
         task = progress.add_task(escape(f"{type(proto).__name__} eps={epsilon:g}"), total=users)
         for lo in range(0, users, BATCH):
-            chunk = values[lo:lo + BATCH]
+            chunk = values[lo : lo + BATCH]
             if isinstance(proto, ldp.MeanMechanism):
                 agg.add(proto.randomize_many(2.0 * chunk / max(d - 1, 1) - 1.0, source=src))
             else:
@@ -83,8 +91,9 @@ def simulate(
         if plot is not None:
             console.print("[yellow]--plot draws frequency estimates; skipped for a mean[/]")
         return
-    _report_frequency(console, proto, agg, values, users, top, elapsed,
-                      None if plot is None else Path(plot))
+    _report_frequency(
+        console, proto, agg, values, users, top, elapsed, None if plot is None else Path(plot)
+    )
 
 
 @app.command("heavy-hitters")
@@ -96,8 +105,11 @@ def heavy_hitters(
     zipf: float = typer.Option(1.1, "--zipf", help="Zipf exponent of the population"),
     top: int = typer.Option(20, "--top", help="how many heavy hitters to find"),
     hashes: int = typer.Option(128, "--hashes", help="hash functions per sketch"),
-    seed: int | None = typer.Option(None, "--seed", help="seed the simulation (insecure: "
-                                    "reproducible runs only); default: secure randomness"),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="seed the simulation (insecure: reproducible runs only); default: secure randomness",
+    ),
 ) -> None:
     """Find the most frequent items of a Zipf population over a 2^bits domain with PEM."""
     console = Console()
@@ -111,7 +123,7 @@ def heavy_hitters(
     start = time.perf_counter()
     agg = proto.aggregator()
     for lo in range(0, users, BATCH):
-        agg.add(proto.randomize_many(values[lo:lo + BATCH], source=src))
+        agg.add(proto.randomize_many(values[lo : lo + BATCH], source=src))
     found = agg.heavy_hitters(top=top)
     elapsed = time.perf_counter() - start
     truth = np.bincount(ranks, minlength=distinct)
@@ -120,14 +132,22 @@ def heavy_hitters(
     table = Table(title=Text(f"{proto!r}: {users:,} users, top {top}"))
     for col in ("item", "estimate", "95% interval", "true count", "truly top?"):
         table.add_column(col, justify="right")
-    for item, c, lo, hi in zip(found.items.tolist(), found.counts, found.ci_low, found.ci_high,
-                               strict=True):
-        table.add_row(str(item), f"{c:,.0f}", f"[{lo:,.0f}, {hi:,.0f}]",
-                      f"{true_count.get(item, 0):,}", "yes" if item in true_top else "no")
+    for item, c, lo, hi in zip(
+        found.items.tolist(), found.counts, found.ci_low, found.ci_high, strict=True
+    ):
+        table.add_row(
+            str(item),
+            f"{c:,.0f}",
+            f"[{lo:,.0f}, {hi:,.0f}]",
+            f"{true_count.get(item, 0):,}",
+            "yes" if item in true_top else "no",
+        )
     console.print(table)
     recall = len(true_top & set(found.items.tolist())) / top
-    console.print(f"recall of the true top {top}: {recall:.2f}   groups {found.group_sizes}   "
-                  f"rejected reports {found.rejected}   clients+server {elapsed:.2f} s")
+    console.print(
+        f"recall of the true top {top}: {recall:.2f}   groups {found.group_sizes}   "
+        f"rejected reports {found.rejected}   clients+server {elapsed:.2f} s"
+    )
 
 
 @app.command("shuffle")
@@ -136,7 +156,8 @@ def shuffle(
     users: int = typer.Option(..., "--users", help="number of shuffled reports"),
     delta: float = typer.Option(1e-8, "--delta", help="delta of the central guarantee"),
     randomized_response: bool = typer.Option(
-        False, "--randomized-response", help="the reports are binary randomized response"),
+        False, "--randomized-response", help="the reports are binary randomized response"
+    ),
 ) -> None:
     """The central (epsilon, delta) of shuffled local reports (Feldman, McMillan, Talwar)."""
     from dpkit.errors import PrivacyParameterError
@@ -146,12 +167,22 @@ def shuffle(
         bound = ldp.ShuffleBound.compute(epsilon0=epsilon, n=users, delta=delta, method=method)
     except PrivacyParameterError as exc:
         raise typer.BadParameter(str(exc)) from None
-    Console().print(f"{users:,} shuffled reports at local epsilon {epsilon:g}: central "
-                    f"epsilon {bound.epsilon:.4g} at delta {delta:g} ({method} bound)")
+    Console().print(
+        f"{users:,} shuffled reports at local epsilon {epsilon:g}: central "
+        f"epsilon {bound.epsilon:.4g} at delta {delta:g} ({method} bound)"
+    )
 
 
-def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64],
-                      users: int, top: int, elapsed: float, plot: Path | None) -> None:
+def _report_frequency(
+    console: Console,
+    proto: Any,
+    agg: Any,
+    values: npt.NDArray[np.int64],
+    users: int,
+    top: int,
+    elapsed: float,
+    plot: Path | None,
+) -> None:
     est = agg.estimate()
     truth = np.bincount(values, minlength=proto.d).astype(np.float64)
     theory = np.array([proto.variance(users, f) for f in truth / users])
@@ -161,8 +192,13 @@ def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArra
         table.add_column(col, justify="right")
     for v in np.argsort(-truth)[:top]:
         err = est.raw_counts[v] - truth[v]
-        table.add_row(Text(str(est.labels[v])), f"{truth[v]:,.0f}", f"{est.raw_counts[v]:,.1f}",
-                      f"{est.std_errors[v]:,.1f}", f"{err / est.std_errors[v]:+.2f}")
+        table.add_row(
+            Text(str(est.labels[v])),
+            f"{truth[v]:,.0f}",
+            f"{est.raw_counts[v]:,.1f}",
+            f"{est.std_errors[v]:,.1f}",
+            f"{err / est.std_errors[v]:+.2f}",
+        )
     console.print(table)
     console.print(
         f"MSE per item {mse:,.1f}   theoretical variance {theory.mean():,.1f}   "
@@ -174,8 +210,9 @@ def _report_frequency(console: Console, proto: Any, agg: Any, values: npt.NDArra
         console.print(Text(f"plot written to {plot}"))
 
 
-def _report_mean(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64],
-                 d: int, elapsed: float) -> None:
+def _report_mean(
+    console: Console, proto: Any, agg: Any, values: npt.NDArray[np.int64], d: int, elapsed: float
+) -> None:
     est = agg.estimate()
     t = 2.0 * values / max(d - 1, 1) - 1.0
     var = proto.variance(values.size, float(np.mean(t * t)))
@@ -183,15 +220,27 @@ def _report_mean(console: Console, proto: Any, agg: Any, values: npt.NDArray[np.
     for col in ("true mean", "estimate", "std error", "theoretical sd", "error / sd"):
         table.add_column(col, justify="right")
     err = est.mean - float(t.mean())
-    table.add_row(f"{t.mean():.5f}", f"{est.mean:.5f}", f"{est.std_error:.5f}",
-                  f"{math.sqrt(var):.5f}", f"{err / math.sqrt(var):+.2f}")
+    table.add_row(
+        f"{t.mean():.5f}",
+        f"{est.mean:.5f}",
+        f"{est.std_error:.5f}",
+        f"{math.sqrt(var):.5f}",
+        f"{err / math.sqrt(var):+.2f}",
+    )
     console.print(table)
-    console.print(f"squared error {err * err:.3e}   theoretical variance {var:.3e}   "
-                  f"clients+server {elapsed:.2f} s")
+    console.print(
+        f"squared error {err * err:.3e}   theoretical variance {var:.3e}   "
+        f"clients+server {elapsed:.2f} s"
+    )
 
 
-def _plot(path: Path, truth: npt.NDArray[np.float64], est: npt.NDArray[np.float64],
-          se: npt.NDArray[np.float64], title: str) -> None:
+def _plot(
+    path: Path,
+    truth: npt.NDArray[np.float64],
+    est: npt.NDArray[np.float64],
+    se: npt.NDArray[np.float64],
+    title: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,8 +250,16 @@ def _plot(path: Path, truth: npt.NDArray[np.float64], est: npt.NDArray[np.float6
     order = np.argsort(-truth)
     ranks = np.arange(1, truth.size + 1)
     ax.plot(ranks, truth[order], color="black", lw=1.5, label="true count")
-    ax.errorbar(ranks, est[order], yerr=1.96 * se[order], fmt=".", ms=2, lw=0.3,
-                alpha=0.6, label="estimate +- 1.96 se")
+    ax.errorbar(
+        ranks,
+        est[order],
+        yerr=1.96 * se[order],
+        fmt=".",
+        ms=2,
+        lw=0.3,
+        alpha=0.6,
+        label="estimate +- 1.96 se",
+    )
     ax.set_xscale("log")
     ax.set_xlabel("item rank")
     ax.set_ylabel("count")

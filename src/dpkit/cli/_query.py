@@ -92,9 +92,17 @@ def distinct_name(privacy_unit: str | None) -> str:
     return f"distinct_{privacy_unit}" if privacy_unit is not None else "distinct_rows"
 
 
-def _build_aggregates(count: bool, count_distinct: bool, sums: list[str], means: list[str],
-                      variances: list[str], stds: list[str], quantiles: list[str],
-                      histograms: list[str], privacy_unit: str | None) -> dict[str, Any]:
+def _build_aggregates(
+    count: bool,
+    count_distinct: bool,
+    sums: list[str],
+    means: list[str],
+    variances: list[str],
+    stds: list[str],
+    quantiles: list[str],
+    histograms: list[str],
+    privacy_unit: str | None,
+) -> dict[str, Any]:
     import dpkit.analytics as dpa
 
     aggs: dict[str, Any] = {}
@@ -102,9 +110,12 @@ def _build_aggregates(count: bool, count_distinct: bool, sums: list[str], means:
         aggs["count"] = dpa.count()
     if count_distinct:
         aggs[distinct_name(privacy_unit)] = dpa.count_distinct()
-    for option, specs, make in (("--sum", sums, dpa.sum), ("--mean", means, dpa.mean),
-                                ("--variance", variances, dpa.variance),
-                                ("--std", stds, dpa.std)):
+    for option, specs, make in (
+        ("--sum", sums, dpa.sum),
+        ("--mean", means, dpa.mean),
+        ("--variance", variances, dpa.variance),
+        ("--std", stds, dpa.std),
+    ):
         for spec in specs:
             col, lo, hi = parse_value_spec(spec, option)
             aggs[f"{option[2:]}_{col}"] = make(col, bounds=(lo, hi))
@@ -113,14 +124,16 @@ def _build_aggregates(count: bool, count_distinct: bool, sums: list[str], means:
         if len(parts) != 4:
             raise typer.BadParameter(f"--quantile takes column:q1,q2,...:lower:upper, got {spec!r}")
         qs = [_number(q, "--quantile") for q in parts[1].split(",")]
-        aggs[f"q_{parts[0]}"] = dpa.quantile(parts[0], qs, bounds=(
-            _number(parts[2], "--quantile"), _number(parts[3], "--quantile")))
+        aggs[f"q_{parts[0]}"] = dpa.quantile(
+            parts[0], qs, bounds=(_number(parts[2], "--quantile"), _number(parts[3], "--quantile"))
+        )
     for spec in histograms:
         col, sep, edges = spec.partition(":")
         if not sep:
             raise typer.BadParameter(f"--histogram takes column:e0,e1,..., got {spec!r}")
         aggs[f"hist_{col}"] = dpa.histogram(
-            col, edges=[_number(e, "--histogram") for e in edges.split(",")])
+            col, edges=[_number(e, "--histogram") for e in edges.split(",")]
+        )
     if not aggs:
         raise typer.BadParameter("ask for at least one aggregate (--count, --mean col:lo:hi, ...)")
     return aggs
@@ -166,12 +179,16 @@ def _plain(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-def _emit(frame: Any, output: Path | None, to_stdout: bool, gb: list[str], console: Console,
-          alpha: float) -> None:
+def _emit(
+    frame: Any, output: Path | None, to_stdout: bool, gb: list[str], console: Console, alpha: float
+) -> None:
     """Print or write the released frame (after the charge: see :func:`query`)."""
     if to_stdout:
-        text = (frame.to_csv(index=False) if str(output).lower() == "csv"
-                else frame.to_json(orient="records", date_format="iso") + "\n")
+        text = (
+            frame.to_csv(index=False)
+            if str(output).lower() == "csv"
+            else frame.to_json(orient="records", date_format="iso") + "\n"
+        )
         _plain(text)
         return
     if output is not None:
@@ -187,18 +204,22 @@ def _emit(frame: Any, output: Path | None, to_stdout: bool, gb: list[str], conso
     render(frame, gb, console, f"private result ({1 - alpha:.0%} intervals below each estimate)")
 
 
-def _protects(privacy_unit: str | None, max_partitions: int, max_rows: int,
-              sql: bool) -> str:
+def _protects(privacy_unit: str | None, max_partitions: int, max_rows: int, sql: bool) -> str:
     """One sentence: what the release protects."""
     if privacy_unit is None:
-        return ("protects each row, not each person (--rows-are-people): a person with "
-                "several rows is less protected")
+        return (
+            "protects each row, not each person (--rows-are-people): a person with "
+            "several rows is less protected"
+        )
 
     def n(k: int, what: str) -> str:
         return f"{k} {what}" + ("" if k == 1 else "s")
 
-    limits = ("limits from the metadata" if sql else
-              f"at most {n(max_partitions, 'group')}, {n(max_rows, 'row')} per group")
+    limits = (
+        "limits from the metadata"
+        if sql
+        else f"at most {n(max_partitions, 'group')}, {n(max_rows, 'row')} per group"
+    )
     return f"protects each {privacy_unit}, all of its rows together ({limits})"
 
 
@@ -234,9 +255,10 @@ def _spark_engine(engine: str, remote: str | None) -> Any:
 
         return SparkEngine(remote=remote)
     except ImportError as exc:
-        raise DPKitError(f"--engine spark needs pyspark 4 (dpkit's spark extra: "
-                         f"pip install 'pyspark[connect]>=4,<5'): {exc}"
-                         ) from None
+        raise DPKitError(
+            f"--engine spark needs pyspark 4 (dpkit's spark extra: "
+            f"pip install 'pyspark[connect]>=4,<5'): {exc}"
+        ) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     except Exception as exc:  # no Java, server not reachable: say so, no traceback
@@ -244,17 +266,22 @@ def _spark_engine(engine: str, remote: str | None) -> Any:
         raise DPKitError(f"cannot start or reach Spark: {first}") from None
 
 
-def _run_with_progress(q: Any, spark_engine: Any, err: Console, path: str, epsilon: float,
-                       delta: float | None) -> Any:
+def _run_with_progress(
+    q: Any, spark_engine: Any, err: Console, path: str, epsilon: float, delta: float | None
+) -> Any:
     """Run ``q`` on Spark with a progress bar of the release's tasks (on stderr)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     where = "Spark Connect" if spark_engine.is_connect else "Spark"
-    with Progress(TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} tasks"), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task(escape(f"{where}: {path} (bounding, clamping, exact sums)"),
-                            total=None)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} tasks"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(escape(f"{where}: {path} (bounding, clamping, exact sums)"), total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total or None)
@@ -268,68 +295,135 @@ def _run_with_progress(q: Any, spark_engine: Any, err: Console, path: str, epsil
 
 def query(
     path: Annotated[str, typer.Argument(metavar="DATA", help="Parquet or CSV file (or glob)")],
-    epsilon: Annotated[float, typer.Option(
-        "--epsilon", metavar="E", help="epsilon this query spends")],
+    epsilon: Annotated[
+        float, typer.Option("--epsilon", metavar="E", help="epsilon this query spends")
+    ],
     privacy_unit: Annotated[str | None, PRIVACY_UNIT_OPTION] = None,
     rows_are_people: Annotated[bool, ROWS_ARE_PEOPLE_OPTION] = False,
-    delta: Annotated[float | None, typer.Option(
-        "--delta", metavar="D",
-        help="delta this query spends (Gaussian noise; groups chosen privately)")] = None,
-    group_by: Annotated[list[str] | None, typer.Option(
-        "--group-by", metavar="COL", help="group by this column (repeat for several)")] = None,
-    keys: Annotated[list[str] | None, typer.Option(
-        "--keys", metavar="COL=KEYS",
-        help="public keys (comma-separated) of a --group-by column, e.g. "
-        "region=north,south")] = None,
-    where: Annotated[list[str] | None, typer.Option(
-        "--where", metavar="SQL", help="public row filter, e.g. \"age >= 18\"")] = None,
-    max_partitions: Annotated[int, typer.Option(
-        "--max-partitions", metavar="N", help="groups kept per person")] = 1,
-    max_rows_per_partition: Annotated[int, typer.Option(
-        "--max-rows-per-partition", metavar="N", help="rows kept per person and group")] = 1,
-    count: Annotated[bool, typer.Option(
-        "--count", help="number of rows (column count)")] = False,
-    count_distinct: Annotated[bool, typer.Option(
-        "--count-distinct",
-        help="number of distinct persons (column distinct_COL for --privacy-unit COL)")
-    ] = False,
-    sums: Annotated[list[str] | None, typer.Option(
-        "--sum", metavar="COL:LO:HI", help="sum of COL clamped to [LO, HI]")] = None,
-    means: Annotated[list[str] | None, typer.Option(
-        "--mean", metavar="COL:LO:HI", help="mean of COL clamped to [LO, HI]")] = None,
-    variances: Annotated[list[str] | None, typer.Option(
-        "--variance", metavar="COL:LO:HI", help="variance of COL clamped to [LO, HI]")] = None,
-    stds: Annotated[list[str] | None, typer.Option(
-        "--std", metavar="COL:LO:HI",
-        help="standard deviation of COL clamped to [LO, HI]")] = None,
-    quantiles: Annotated[list[str] | None, typer.Option(
-        "--quantile", metavar="COL:QS:LO:HI",
-        help="quantiles QS (comma-separated) of COL within [LO, HI], e.g. "
-        "age:0.25,0.5:0:120")] = None,
-    histograms: Annotated[list[str] | None, typer.Option(
-        "--histogram", metavar="COL:EDGES",
-        help="rows per bin of COL between increasing EDGES (comma-separated), e.g. "
-        "income:0,1e4,1e5")
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta",
+            metavar="D",
+            help="delta this query spends (Gaussian noise; groups chosen privately)",
+        ),
     ] = None,
-    alpha: Annotated[float, typer.Option(
-        "--alpha", metavar="A", help="the intervals have confidence level 1 - A")] = 0.05,
-    output: Annotated[Path | None, typer.Option(
-        "--output", metavar="FILE",
-        help="csv or json (printed), or a file ending in .csv, .parquet or .json")] = None,
-    memory_limit: Annotated[str | None, typer.Option(
-        "--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB")] = None,
-    sql: Annotated[str | None, typer.Option(
-        "--sql", metavar="QUERY",
-        help="a SQL SELECT to answer privately (replaces the aggregate options)")] = None,
-    metadata: Annotated[Path | None, typer.Option(
-        "--metadata", metavar="FILE",
-        help="YAML/TOML file: bounds, privacy unit, limits, public tables")] = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", metavar="NAME",
-        help="duckdb (this machine) or spark (the path is read by Spark)")] = "duckdb",
-    remote: Annotated[str | None, typer.Option(
-        "--remote", metavar="URL",
-        help="Spark Connect server, sc://host:port (with --engine spark)")] = None,
+    group_by: Annotated[
+        list[str] | None,
+        typer.Option("--group-by", metavar="COL", help="group by this column (repeat for several)"),
+    ] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--keys",
+            metavar="COL=KEYS",
+            help="public keys (comma-separated) of a --group-by column, e.g. region=north,south",
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option("--where", metavar="SQL", help='public row filter, e.g. "age >= 18"'),
+    ] = None,
+    max_partitions: Annotated[
+        int, typer.Option("--max-partitions", metavar="N", help="groups kept per person")
+    ] = 1,
+    max_rows_per_partition: Annotated[
+        int,
+        typer.Option(
+            "--max-rows-per-partition", metavar="N", help="rows kept per person and group"
+        ),
+    ] = 1,
+    count: Annotated[bool, typer.Option("--count", help="number of rows (column count)")] = False,
+    count_distinct: Annotated[
+        bool,
+        typer.Option(
+            "--count-distinct",
+            help="number of distinct persons (column distinct_COL for --privacy-unit COL)",
+        ),
+    ] = False,
+    sums: Annotated[
+        list[str] | None,
+        typer.Option("--sum", metavar="COL:LO:HI", help="sum of COL clamped to [LO, HI]"),
+    ] = None,
+    means: Annotated[
+        list[str] | None,
+        typer.Option("--mean", metavar="COL:LO:HI", help="mean of COL clamped to [LO, HI]"),
+    ] = None,
+    variances: Annotated[
+        list[str] | None,
+        typer.Option("--variance", metavar="COL:LO:HI", help="variance of COL clamped to [LO, HI]"),
+    ] = None,
+    stds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--std", metavar="COL:LO:HI", help="standard deviation of COL clamped to [LO, HI]"
+        ),
+    ] = None,
+    quantiles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--quantile",
+            metavar="COL:QS:LO:HI",
+            help="quantiles QS (comma-separated) of COL within [LO, HI], e.g. age:0.25,0.5:0:120",
+        ),
+    ] = None,
+    histograms: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--histogram",
+            metavar="COL:EDGES",
+            help="rows per bin of COL between increasing EDGES (comma-separated), e.g. "
+            "income:0,1e4,1e5",
+        ),
+    ] = None,
+    alpha: Annotated[
+        float,
+        typer.Option("--alpha", metavar="A", help="the intervals have confidence level 1 - A"),
+    ] = 0.05,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            metavar="FILE",
+            help="csv or json (printed), or a file ending in .csv, .parquet or .json",
+        ),
+    ] = None,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option("--memory-limit", metavar="SIZE", help="DuckDB memory limit, e.g. 1GB"),
+    ] = None,
+    sql: Annotated[
+        str | None,
+        typer.Option(
+            "--sql",
+            metavar="QUERY",
+            help="a SQL SELECT to answer privately (replaces the aggregate options)",
+        ),
+    ] = None,
+    metadata: Annotated[
+        Path | None,
+        typer.Option(
+            "--metadata",
+            metavar="FILE",
+            help="YAML/TOML file: bounds, privacy unit, limits, public tables",
+        ),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="NAME",
+            help="duckdb (this machine) or spark (the path is read by Spark)",
+        ),
+    ] = "duckdb",
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="URL",
+            help="Spark Connect server, sc://host:port (with --engine spark)",
+        ),
+    ] = None,
 ) -> None:
     """Release one private aggregation of a table, with confidence intervals."""
     import dpkit.analytics as dpa
@@ -341,10 +435,23 @@ def query(
     to_stdout = _check_output(output)
     if privacy_unit is not None and rows_are_people:
         raise typer.BadParameter("give --privacy-unit COL or --rows-are-people, not both")
-    if sql is not None and (gb or keys or where or count or count_distinct or sums or means
-                            or variances or stds or quantiles or histograms):
-        raise typer.BadParameter("--sql replaces --group-by, --keys, --where and the "
-                                 "aggregate options: write them in the query")
+    if sql is not None and (
+        gb
+        or keys
+        or where
+        or count
+        or count_distinct
+        or sums
+        or means
+        or variances
+        or stds
+        or quantiles
+        or histograms
+    ):
+        raise typer.BadParameter(
+            "--sql replaces --group-by, --keys, --where and the "
+            "aggregate options: write them in the query"
+        )
     spark_engine: Any = None
     try:
         meta: Any = None
@@ -354,30 +461,45 @@ def query(
             meta = load_metadata(metadata)
             declared = next((t.privacy_unit for t in meta.private_tables), None)
             if rows_are_people and declared is not None:
-                raise typer.BadParameter(f"--rows-are-people contradicts the metadata's "
-                                         f"privacy_unit {declared!r}")
+                raise typer.BadParameter(
+                    f"--rows-are-people contradicts the metadata's privacy_unit {declared!r}"
+                )
             unit = privacy_unit if privacy_unit is not None else declared
         else:
             unit = privacy_unit
         if unit is None and not rows_are_people:
             raise typer.BadParameter(
                 "say who the query protects: --privacy-unit COL (the column identifying a "
-                "person) or --rows-are-people (each row is a different person)")
+                "person) or --rows-are-people (each row is a different person)"
+            )
         spark_engine = _spark_engine(engine, remote)
         run_engine: Any = "duckdb" if spark_engine is None else spark_engine
         if sql is not None:
             from dpkit.analytics.session import sql_session
 
-            session, meta = sql_session(path, meta, privacy_unit=unit,
-                                        budget=Budget(epsilon=epsilon, delta=delta or 0.0),
-                                        alpha=alpha, memory_limit=memory_limit,
-                                        engine=run_engine)
+            session, meta = sql_session(
+                path,
+                meta,
+                privacy_unit=unit,
+                budget=Budget(epsilon=epsilon, delta=delta or 0.0),
+                alpha=alpha,
+                memory_limit=memory_limit,
+                engine=run_engine,
+            )
             q: Any = session.sql_query(sql, metadata=meta)
             gb = [o.name for o in q.translation.outputs if o.kind == "key"]
         else:
-            aggs = _build_aggregates(count, count_distinct, list(sums or []), list(means or []),
-                                     list(variances or []), list(stds or []),
-                                     list(quantiles or []), list(histograms or []), unit)
+            aggs = _build_aggregates(
+                count,
+                count_distinct,
+                list(sums or []),
+                list(means or []),
+                list(variances or []),
+                list(stds or []),
+                list(quantiles or []),
+                list(histograms or []),
+                unit,
+            )
             key_spec = parse_keys(list(keys or []), gb)
             if gb and key_spec is None and delta is None:
                 raise typer.BadParameter(
@@ -386,20 +508,29 @@ def query(
                 )
             budget = Budget(epsilon=epsilon, delta=0.0 if delta is None else delta)
             # privacy_unit=None is written out: the user said --rows-are-people.
-            session = dpa.Session(path, privacy_unit=unit, budget=budget, alpha=alpha,
-                                  memory_limit=memory_limit, engine=run_engine)
+            session = dpa.Session(
+                path,
+                privacy_unit=unit,
+                budget=budget,
+                alpha=alpha,
+                memory_limit=memory_limit,
+                engine=run_engine,
+            )
             q = session.query()
             for w in where or []:
                 q = q.where(w)
             if gb:
                 q = q.group_by(gb, keys=key_spec)
             if unit is not None:
-                q = q.bound(max_partitions=max_partitions,
-                            max_rows_per_partition=max_rows_per_partition)
+                q = q.bound(
+                    max_partitions=max_partitions, max_rows_per_partition=max_rows_per_partition
+                )
             q = q.agg(**aggs)
         if spark_engine is None:
-            with err.status(escape(f"scanning {path} (bounding, clamping, exact sums) ...")), \
-                    warnings.catch_warnings():
+            with (
+                err.status(escape(f"scanning {path} (bounding, clamping, exact sums) ...")),
+                warnings.catch_warnings(),
+            ):
                 warnings.simplefilter("ignore", dpa.EmptyReleaseWarning)  # printed below
                 frame = q.run(epsilon=epsilon, delta=delta)
         else:
@@ -415,21 +546,30 @@ def query(
         _emit(frame, output, to_stdout, gb, console, alpha)
     except Exception as exc:  # a display or file error must not lose a paid-for answer
         what = "write" if output is not None and not to_stdout else "draw"
-        _plain(f"dpkit: could not {what} the result ({type(exc).__name__}: {exc}); the released "
-               "rows follow as CSV.\n", err=True)
+        _plain(
+            f"dpkit: could not {what} the result ({type(exc).__name__}: {exc}); the released "
+            "rows follow as CSV.\n",
+            err=True,
+        )
         _plain(frame.to_csv(index=False))
     info = frame.attrs["dpkit"]
     notes = err if to_stdout else console
-    spent = f"epsilon={info['epsilon']:g}" + (f", delta={info['delta']:g}" if info["delta"]
-                                              else "")
-    notes.print(Text(f"privacy spent: {spent}; {info['groups_released']} groups released"),
-                soft_wrap=True)
+    spent = f"epsilon={info['epsilon']:g}" + (f", delta={info['delta']:g}" if info["delta"] else "")
+    notes.print(
+        Text(f"privacy spent: {spent}; {info['groups_released']} groups released"), soft_wrap=True
+    )
     if info.get("note"):
         notes.print(Text(str(info["note"])), soft_wrap=True)  # why 0 groups came back
     sel = info.get("partition_selection")
     if sel:
-        notes.print(Text(f"groups chosen by private partition selection "
-                         f"(epsilon={sel['epsilon']:.3g}, delta={sel['delta']:.3g})"),
-                    soft_wrap=True)
-    notes.print(Text(_protects(unit, max_partitions, max_rows_per_partition, sql is not None)),
-                soft_wrap=True)
+        notes.print(
+            Text(
+                f"groups chosen by private partition selection "
+                f"(epsilon={sel['epsilon']:.3g}, delta={sel['delta']:.3g})"
+            ),
+            soft_wrap=True,
+        )
+    notes.print(
+        Text(_protects(unit, max_partitions, max_rows_per_partition, sql is not None)),
+        soft_wrap=True,
+    )

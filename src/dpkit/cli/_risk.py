@@ -22,14 +22,20 @@ def risk(
     delta: float = typer.Option(0.0, "--delta", help="delta of the guarantee (with --epsilon)"),
     mu: float | None = typer.Option(None, "--mu", help="mu of a Gaussian-DP guarantee"),
     rho: float | None = typer.Option(None, "--rho", help="rho of a zCDP guarantee"),
-    event: Annotated[Path | None, typer.Option(
-        "--event", help="a JSON file holding one event (as dpkit.events.event_to_json writes)"
-    )] = None,
-    budget: Annotated[Path | None, typer.Option(
-        "--budget", help="a JSON file holding a budget (as Budget.to_json writes)")] = None,
+    event: Annotated[
+        Path | None,
+        typer.Option(
+            "--event", help="a JSON file holding one event (as dpkit.events.event_to_json writes)"
+        ),
+    ] = None,
+    budget: Annotated[
+        Path | None,
+        typer.Option("--budget", help="a JSON file holding a budget (as Budget.to_json writes)"),
+    ] = None,
     prior: float = typer.Option(0.01, "--prior", help="the attacker's prior belief"),
     baseline: float = typer.Option(
-        1e-3, "--baseline", help="chance of guessing a record without the release"),
+        1e-3, "--baseline", help="chance of guessing a record without the release"
+    ),
     group: int = typer.Option(1, "--group", help="size of the group of people protected"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON"),
 ) -> None:
@@ -65,14 +71,22 @@ def risk(
 
 def report(
     source: str = typer.Argument(
-        ..., help="a budget JSON file (Budget.to_json) or a ledger URL (sqlite:///path.db)"),
-    output: Annotated[Path, typer.Option(
-        "--output", "-o", help="the page to write: .html, .md or .json (a JSON twin is "
-        "written beside an HTML or Markdown page)")] = Path("privacy-report.html"),
+        ..., help="a budget JSON file (Budget.to_json) or a ledger URL (sqlite:///path.db)"
+    ),
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="the page to write: .html, .md or .json (a JSON twin is "
+            "written beside an HTML or Markdown page)",
+        ),
+    ] = Path("privacy-report.html"),
     name: str = typer.Option("budget", "--name", help="the budget's name in the ledger"),
     title: str | None = typer.Option(None, "--title", help="the page's title"),
     privacy_unit: str | None = typer.Option(
-        None, "--privacy-unit", help="what one person is, in words (e.g. a column name)"),
+        None, "--privacy-unit", help="what one person is, in words (e.g. a column name)"
+    ),
 ) -> None:
     """Write the privacy report of a budget: what was released, by whom and when, what it
     cost, what an attacker can do, and what is assumed. Nothing is charged."""
@@ -85,8 +99,8 @@ def report(
         budget = Budget.open(open_ledger(source), name)
     else:
         budget = Budget.from_json(Path(source).read_text(encoding="utf-8"))
-    unit = None if privacy_unit is None else f"each person: all rows with the same " \
-        f"{privacy_unit!r}"
+    unit = None if privacy_unit is None else f"each person: all rows with the same {privacy_unit!r}"
     page = make_report(budget, title=title, privacy_unit=unit).write(output)
-    typer.echo(f"wrote {page}" + ("" if page.suffix == ".json" else
-                                  f" and {page.with_suffix('.json')}"))
+    typer.echo(
+        f"wrote {page}" + ("" if page.suffix == ".json" else f" and {page.with_suffix('.json')}")
+    )

@@ -32,8 +32,11 @@ class _DefaultGroup(PlainGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(cls=_DefaultGroup, no_args_is_help=True,
-                  help="Run the curator service (dpkit serve DATA ...) or manage its tokens.")
+app = typer.Typer(
+    cls=_DefaultGroup,
+    no_args_is_help=True,
+    help="Run the curator service (dpkit serve DATA ...) or manage its tokens.",
+)
 token_app = typer.Typer(no_args_is_help=True, help="Issue, list and revoke bearer tokens.")
 app.add_typer(token_app, name="token")
 
@@ -48,8 +51,7 @@ def parse_budget(text: str) -> dict[str, float]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in ("epsilon", "delta") or key in out:
-            raise PrivacyParameterError(
-                f"--budget takes epsilon=E[,delta=D], got {text!r}")
+            raise PrivacyParameterError(f"--budget takes epsilon=E[,delta=D], got {text!r}")
         try:
             out[key] = float(value)
         except ValueError:
@@ -67,28 +69,31 @@ def run(
     rows_are_people: Annotated[bool, ROWS_ARE_PEOPLE_OPTION] = False,
     ledger: Annotated[str, _LEDGER] = "sqlite:///budget.db",
     state: Annotated[str | None, _STATE] = None,
-    name: Annotated[str, typer.Option("--name", help="the budget's name in the ledger")
-                    ] = "budget",
-    method: Annotated[str, typer.Option(
-        "--method", help="accounting of an (epsilon, delta) budget: basic or zcdp")] = "basic",
+    name: Annotated[str, typer.Option("--name", help="the budget's name in the ledger")] = "budget",
+    method: Annotated[
+        str,
+        typer.Option("--method", help="accounting of an (epsilon, delta) budget: basic or zcdp"),
+    ] = "basic",
     host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port")] = 8000,
-    rate: Annotated[float, typer.Option("--rate", help="requests per second per token")
-                    ] = 20.0,
+    rate: Annotated[float, typer.Option("--rate", help="requests per second per token")] = 20.0,
     burst: Annotated[int, typer.Option("--burst", help="burst size per token")] = 40,
-    max_body: Annotated[int, typer.Option("--max-body", help="largest request body, bytes")
-                        ] = 10 * 1024 * 1024,
-    cache: Annotated[bool, typer.Option(
-        "--cache/--no-cache", help="load a Parquet table into memory once")] = True,
+    max_body: Annotated[int, typer.Option("--max-body", help="largest request body, bytes")] = 10
+    * 1024
+    * 1024,
+    cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="load a Parquet table into memory once")
+    ] = True,
 ) -> None:
     """Start the curator service."""
     if (privacy_unit is None) == (not rows_are_people):
         raise typer.BadParameter(
             "say who the service protects: --privacy-unit COL (the column identifying a "
             "person) or --rows-are-people (each row is a different person), not both"
-            if rows_are_people else
-            "say who the service protects: --privacy-unit COL (the column identifying a "
-            "person) or --rows-are-people (each row is a different person)")
+            if rows_are_people
+            else "say who the service protects: --privacy-unit COL (the column identifying a "
+            "person) or --rows-are-people (each row is a different person)"
+        )
     try:
         import uvicorn
 
@@ -99,20 +104,38 @@ def run(
             f"fastapi uvicorn: {exc}"
         ) from None
     b = parse_budget(budget)
-    config = ServiceConfig(data=data, budget_epsilon=b["epsilon"],
-                           budget_delta=b.get("delta", 0.0), privacy_unit=privacy_unit,
-                           ledger_url=ledger, state_url=state, budget_name=name, method=method,
-                           rate=rate, burst=burst, max_body_bytes=max_body, cache=cache)
+    config = ServiceConfig(
+        data=data,
+        budget_epsilon=b["epsilon"],
+        budget_delta=b.get("delta", 0.0),
+        privacy_unit=privacy_unit,
+        ledger_url=ledger,
+        state_url=state,
+        budget_name=name,
+        method=method,
+        rate=rate,
+        burst=burst,
+        max_body_bytes=max_body,
+        cache=cache,
+    )
     application = create_app(config)
     curator = application.state.curator
     if not any(t.role == "curator" and not t.revoked for t in curator.state.tokens()):
-        typer.echo("note: no curator token yet; issue one with "
-                   "`dpkit serve token add NAME --curator`", err=True)
-    typer.echo(f"dpkit service on http://{host}:{port} (API docs at /docs, curator page at "
-               "/curator)", err=True)
-    typer.echo(f"protects each {privacy_unit}, all of its rows together" if privacy_unit
-               else "protects each row, not each person (--rows-are-people): a person with "
-               "several rows is less protected", err=True)
+        typer.echo(
+            "note: no curator token yet; issue one with `dpkit serve token add NAME --curator`",
+            err=True,
+        )
+    typer.echo(
+        f"dpkit service on http://{host}:{port} (API docs at /docs, curator page at /curator)",
+        err=True,
+    )
+    typer.echo(
+        f"protects each {privacy_unit}, all of its rows together"
+        if privacy_unit
+        else "protects each row, not each person (--rows-are-people): a person with "
+        "several rows is less protected",
+        err=True,
+    )
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
@@ -125,12 +148,11 @@ def _state(ledger: str, state: str | None) -> Any:
 @token_app.command("add", help="Issue a token (printed once; stored hashed).")
 def token_add(
     name: Annotated[str, typer.Argument(help="analyst (or curator) name")],
-    epsilon: Annotated[float | None, typer.Option(
-        "--epsilon", help="the analyst's epsilon cap")] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="the analyst's delta cap")
-                     ] = None,
-    curator: Annotated[bool, typer.Option("--curator", help="a curator token (web page)")
-                       ] = False,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", help="the analyst's epsilon cap")
+    ] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="the analyst's delta cap")] = None,
+    curator: Annotated[bool, typer.Option("--curator", help="a curator token (web page)")] = False,
     ledger: Annotated[str, _LEDGER] = "sqlite:///budget.db",
     state: Annotated[str | None, _STATE] = None,
 ) -> None:
@@ -138,8 +160,7 @@ def token_add(
     from dpkit._numeric.validation import check_delta, check_epsilon
 
     if not name or len(name) > 64 or not name.replace("_", "").replace("-", "").isalnum():
-        raise PrivacyParameterError(f"a token name is 1-64 letters, digits, - or _; got "
-                                    f"{name!r}")
+        raise PrivacyParameterError(f"a token name is 1-64 letters, digits, - or _; got {name!r}")
     if curator:
         if epsilon is not None or delta is not None:
             raise PrivacyParameterError("a curator token has no budget: drop --epsilon/--delta")
@@ -169,8 +190,10 @@ def token_list(
     st = _state(ledger, state)
     try:
         for t in st.tokens():
-            typer.echo(f"{t.name}\t{t.role}\tepsilon={t.epsilon}\tdelta={t.delta}\t"
-                       f"{'revoked' if t.revoked else 'active'}")
+            typer.echo(
+                f"{t.name}\t{t.role}\tepsilon={t.epsilon}\tdelta={t.delta}\t"
+                f"{'revoked' if t.revoked else 'active'}"
+            )
     finally:
         st.close()
 

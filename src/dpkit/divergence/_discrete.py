@@ -161,8 +161,15 @@ def renyi_divergence(*, p: ArrayLike, q: ArrayLike, alpha: float) -> float:
         terms = pp[both] * np.expm1(t * loss)
         p_off = math.fsum(pp[s & ~(qq > 0)].tolist())
         x = math.fsum(terms.tolist()) - p_off
-        err = 8.0 * 2.0**-53 * (math.fsum(np.abs(terms).tolist()) + p_off + abs(t) * math.fsum(
-            (pp[both] * (np.abs(lp) + np.abs(lq))).tolist()))
+        err = (
+            8.0
+            * 2.0**-53
+            * (
+                math.fsum(np.abs(terms).tolist())
+                + p_off
+                + abs(t) * math.fsum((pp[both] * (np.abs(lp) + np.abs(lq))).tolist())
+            )
+        )
         if x <= -1.0:  # pragma: no cover - needs P mass ~1 where Q = 0 with alpha < 1
             return math.inf
         val = math.log1p(x) / t

@@ -72,8 +72,15 @@ class GaussianPair:
             return math.inf
         # Below lo the hockey stick is at least 1 - e^eps > d (take S = everything).
         lo = min(-1.0, math.log1p(-d) - 1.0)
-        return search(lambda e: gaussian_delta(e, self.mu) <= d, lo, 1.0, holds="above",
-                      expand="up", factor=65536.0, what="approx_max_divergence")
+        return search(
+            lambda e: gaussian_delta(e, self.mu) <= d,
+            lo,
+            1.0,
+            holds="above",
+            expand="up",
+            factor=65536.0,
+            what="approx_max_divergence",
+        )
 
     def renyi(self, *, alpha: float) -> float:
         """``D_alpha = alpha mu^2 / 2`` (Mironov 2017, Proposition 7); inf at alpha = inf."""
@@ -159,19 +166,34 @@ def _laplace_renyi(mu: float, a: float) -> float:
         slack = err / (abs(t) * (1.0 + x - err)) + 4.0 * u * abs(val)
         return max(0.0, math.nextafter(val + slack, math.inf))
     if a > 1.0:
-        log_s = float(np.logaddexp(math.log(a / (2.0 * a - 1.0)) + t * mu,
-                                   math.log(t / (2.0 * a - 1.0)) - a * mu))
+        log_s = float(
+            np.logaddexp(
+                math.log(a / (2.0 * a - 1.0)) + t * mu, math.log(t / (2.0 * a - 1.0)) - a * mu
+            )
+        )
         size = abs(t) * mu + a * mu + 1.0
     elif a > 0.5:
-        log_s = (math.log(a / (2.0 * a - 1.0)) + t * mu
-                 + math.log1p(-((1.0 - a) / a) * math.exp(-(2.0 * a - 1.0) * mu)))
-        size = abs(t) * mu + abs(math.log(a / (2.0 * a - 1.0))) + 1.0 / (1.0 - math.exp(
-            -(2.0 * a - 1.0) * mu) * (1.0 - a) / a)
+        log_s = (
+            math.log(a / (2.0 * a - 1.0))
+            + t * mu
+            + math.log1p(-((1.0 - a) / a) * math.exp(-(2.0 * a - 1.0) * mu))
+        )
+        size = (
+            abs(t) * mu
+            + abs(math.log(a / (2.0 * a - 1.0)))
+            + 1.0 / (1.0 - math.exp(-(2.0 * a - 1.0) * mu) * (1.0 - a) / a)
+        )
     else:
-        log_s = (math.log(t / (2.0 * a - 1.0)) - a * mu
-                 + math.log1p(-(a / (1.0 - a)) * math.exp((2.0 * a - 1.0) * mu)))
-        size = a * mu + abs(math.log(t / (2.0 * a - 1.0))) + 1.0 / (1.0 - math.exp(
-            (2.0 * a - 1.0) * mu) * a / (1.0 - a))
+        log_s = (
+            math.log(t / (2.0 * a - 1.0))
+            - a * mu
+            + math.log1p(-(a / (1.0 - a)) * math.exp((2.0 * a - 1.0) * mu))
+        )
+        size = (
+            a * mu
+            + abs(math.log(t / (2.0 * a - 1.0)))
+            + 1.0 / (1.0 - math.exp((2.0 * a - 1.0) * mu) * a / (1.0 - a))
+        )
     val = log_s / t
     slack = 16.0 * u * size / abs(t) + 4.0 * u * abs(val)
     return max(0.0, math.nextafter(val + slack, math.inf))

@@ -77,8 +77,13 @@ class Functionals:
     def scaled(self, count: int) -> Functionals:
         """The sums over ``count`` identical factors (the ``||.||_1`` of DRS Theorem 3.5);
         ``||kl||_2^2`` is not additive this way, see :func:`berry_esseen`."""
-        return Functionals(self.kl * count, self.kappa2 * count, self.kappa3 * count,
-                           self.kappa3_centred * count, self.exact)
+        return Functionals(
+            self.kl * count,
+            self.kappa2 * count,
+            self.kappa3 * count,
+            self.kappa3_centred * count,
+            self.exact,
+        )
 
 
 def _series(mu: float, coeff: object, start: int, terms: int = 30) -> float:
@@ -113,8 +118,15 @@ def _laplace_abs_moment(mu: float, c: float) -> float:
     pts = [kink] if 0.0 < kink < mu else None
     from scipy import integrate  # deferred: scipy.integrate pulls in scipy.optimize
 
-    val, _ = integrate.quad(lambda x: abs(2 * x - mu - c) ** 3 * math.exp(-x) / 2.0, 0.0, mu,
-                            points=pts, epsabs=0.0, epsrel=1e-13, limit=200)
+    val, _ = integrate.quad(
+        lambda x: abs(2 * x - mu - c) ** 3 * math.exp(-x) / 2.0,
+        0.0,
+        mu,
+        points=pts,
+        epsabs=0.0,
+        epsrel=1e-13,
+        limit=200,
+    )
     return atoms + float(val)
 
 
@@ -162,8 +174,12 @@ def functionals(f: TradeOffFunction, *, grid_size: int = 20000) -> Functionals:
         else:
             kl = mu + math.expm1(-mu)
             k2 = mu * mu - 2 * mu + 4 - (4 + 2 * mu) * math.exp(-mu)
-        return Functionals(kl=kl, kappa2=k2, kappa3=_laplace_abs_moment(mu, 0.0),
-                           kappa3_centred=_laplace_abs_moment(mu, -kl))
+        return Functionals(
+            kl=kl,
+            kappa2=k2,
+            kappa3=_laplace_abs_moment(mu, 0.0),
+            kappa3_centred=_laplace_abs_moment(mu, -kl),
+        )
     exact = isinstance(f, PiecewiseLinearTradeOff)
     n = check_integer(grid_size, name="grid_size", minimum=16)
     # an estimate, so no safety slack (it would flatten the tail where f < 1e-14)
@@ -195,8 +211,9 @@ def functionals(f: TradeOffFunction, *, grid_size: int = 20000) -> Functionals:
     )
 
 
-def _collect(fs: Sequence[TradeOffFunction | Functionals],
-             counts: Sequence[int] | None) -> tuple[float, float, float, float, bool]:
+def _collect(
+    fs: Sequence[TradeOffFunction | Functionals], counts: Sequence[int] | None
+) -> tuple[float, float, float, float, bool]:
     if not fs:
         raise PrivacyParameterError("need at least one trade-off function")
     if counts is None:
@@ -268,8 +285,7 @@ class BerryEsseenBound(TradeOffFunction):
 
     def _h(self, x: float) -> float:
         # b(x) - c - x b'(x); positive at gamma, decreasing (b convex)
-        slope = -math.exp(float(log_gaussian_delta_slope(np.asarray([x + self.gamma]),
-                                                         self.mu)[0]))
+        slope = -math.exp(float(log_gaussian_delta_slope(np.asarray([x + self.gamma]), self.mu)[0]))
         return self._b(x) - self._c - x * slope
 
     def _tangent_point(self) -> float:
@@ -277,8 +293,13 @@ class BerryEsseenBound(TradeOffFunction):
         if not hi > lo:
             return lo
         try:  # h decreases: the smallest x with h(x) <= 0, to adjacent doubles
-            return search(lambda x: self._h(x) <= 0.0, lo, hi, holds="above",
-                          what="Berry-Esseen tangent point")
+            return search(
+                lambda x: self._h(x) <= 0.0,
+                lo,
+                hi,
+                holds="above",
+                what="Berry-Esseen tangent point",
+            )
         except SearchError:
             return hi  # h > 0 on the whole bracket: the tangent point is its end
 
@@ -286,11 +307,15 @@ class BerryEsseenBound(TradeOffFunction):
         if self._trivial:
             return np.zeros_like(alpha)
         x1 = self._x1
-        line = self._c + alpha * ((self._b1 - self._c) / x1) if x1 > 0 else np.full_like(
-            alpha, self._c)
+        line = (
+            self._c + alpha * ((self._b1 - self._c) / x1)
+            if x1 > 0
+            else np.full_like(alpha, self._c)
+        )
         shifted = np.minimum(alpha + self.gamma, 1.0)
-        curve = np.where(alpha + self.gamma >= 1.0, 0.0,
-                         gaussian_tradeoff(shifted, self.mu) - self.gamma)
+        curve = np.where(
+            alpha + self.gamma >= 1.0, 0.0, gaussian_tradeoff(shifted, self.mu) - self.gamma
+        )
         out = np.where(alpha <= x1, line, np.maximum(curve, 0.0))
         return np.asarray(np.maximum(out - 1e-12, 0.0), dtype=np.float64)
 
@@ -308,8 +333,9 @@ class CltResult:
     exact_functionals: bool
 
 
-def berry_esseen(*fs: TradeOffFunction | Functionals,
-                 counts: Sequence[int] | None = None) -> CltResult:
+def berry_esseen(
+    *fs: TradeOffFunction | Functionals, counts: Sequence[int] | None = None
+) -> CltResult:
     """DRS Theorem 3.5 for ``f_1^{(x) c_1} (x) ... (x) f_n^{(x) c_n}`` (symmetric f_i).
 
     ``mu = 2 ||kl||_1 / sqrt(||kappa_2||_1 - ||kl||_2^2)``,
@@ -319,12 +345,19 @@ def berry_esseen(*fs: TradeOffFunction | Functionals,
     the bound inherits their discretisation error.
     """
     s_kl, s_k2, s_kl2, s_k3b, exact = _collect(fs, counts)
-    return berry_esseen_from_sums(sum_kl=s_kl, sum_kappa2=s_k2, sum_kl_squared=s_kl2,
-                                  sum_kappa3_centred=s_k3b, exact=exact)
+    return berry_esseen_from_sums(
+        sum_kl=s_kl, sum_kappa2=s_k2, sum_kl_squared=s_kl2, sum_kappa3_centred=s_k3b, exact=exact
+    )
 
 
-def berry_esseen_from_sums(*, sum_kl: float, sum_kappa2: float, sum_kl_squared: float,
-                           sum_kappa3_centred: float, exact: bool = True) -> CltResult:
+def berry_esseen_from_sums(
+    *,
+    sum_kl: float,
+    sum_kappa2: float,
+    sum_kl_squared: float,
+    sum_kappa3_centred: float,
+    exact: bool = True,
+) -> CltResult:
     """:func:`berry_esseen` from the sums ``||kl||_1``, ``||kappa_2||_1``, ``||kl||_2^2`` and
     ``||kbar_3||_1`` over all factors (for accountants that accumulate them)."""
     var = sum_kappa2 - sum_kl_squared
@@ -332,15 +365,17 @@ def berry_esseen_from_sums(*, sum_kl: float, sum_kappa2: float, sum_kl_squared: 
         ident = GaussianTradeOff(0.0)
         return CltResult(0.0, 0.0, ident, ident, exact)
     if not var > 0.0:
-        return CltResult(math.inf, math.inf, GaussianTradeOff(0.0),
-                         BerryEsseenBound(math.inf, math.inf), exact)
+        return CltResult(
+            math.inf, math.inf, GaussianTradeOff(0.0), BerryEsseenBound(math.inf, math.inf), exact
+        )
     mu = 2.0 * sum_kl / math.sqrt(var)
     gamma = 0.56 * sum_kappa3_centred / var**1.5
     return CltResult(mu, gamma, GaussianTradeOff(mu), BerryEsseenBound(mu, gamma), exact)
 
 
-def approx_dp_composition_limit(*, epsilons: Sequence[float] | FloatArray,
-                                deltas: Sequence[float] | FloatArray) -> ScaledGaussianTradeOff:
+def approx_dp_composition_limit(
+    *, epsilons: Sequence[float] | FloatArray, deltas: Sequence[float] | FloatArray
+) -> ScaledGaussianTradeOff:
     """Limit of ``f_{eps_1,delta_1} (x) ... (x) f_{eps_n,delta_n}`` (DRS Theorem 3.6).
 
     If ``sum eps_i^2 -> mu^2``, ``max eps_i -> 0``, ``sum delta_i -> delta`` and
@@ -350,8 +385,9 @@ def approx_dp_composition_limit(*, epsilons: Sequence[float] | FloatArray,
     and ``delta = sum delta_i``: an asymptotic *approximation*, not a bound.
     """
     eps = check_real_array(np.asarray(epsilons, dtype=np.float64), "epsilons", low=0.0)
-    dl = check_real_array(np.asarray(deltas, dtype=np.float64), "deltas", low=0.0, high=1.0,
-                          high_open=True)
+    dl = check_real_array(
+        np.asarray(deltas, dtype=np.float64), "deltas", low=0.0, high=1.0, high_open=True
+    )
     if eps.shape != dl.shape:
         raise PrivacyParameterError("epsilons and deltas must have the same length")
     mu = math.sqrt(math.fsum((eps * eps).tolist()))

@@ -113,8 +113,7 @@ def tensor(*fs: TradeOffFunction, loss_step: float | None = None) -> TradeOffFun
     return _compose(counts, step)
 
 
-def self_tensor(f: TradeOffFunction, k: int, *, loss_step: float | None = None
-                ) -> TradeOffFunction:
+def self_tensor(f: TradeOffFunction, k: int, *, loss_step: float | None = None) -> TradeOffFunction:
     """``f^{(x) k}``, the k-fold tensor power (k-fold composition).
 
     Gaussian: exact ``G_{sqrt(k) mu}`` (rounded up). Otherwise as :func:`tensor` (one FFT power

@@ -101,8 +101,13 @@ class PropertyReport:
     @property
     def ok(self) -> bool:
         """All four defining properties (DRS Proposition 2.2) hold on the grid."""
-        return (self.in_unit_interval and self.below_identity and self.non_increasing
-                and self.convex and self.continuous)
+        return (
+            self.in_unit_interval
+            and self.below_identity
+            and self.non_increasing
+            and self.convex
+            and self.continuous
+        )
 
 
 class TradeOffFunction(abc.ABC):
@@ -157,8 +162,15 @@ class TradeOffFunction(abc.ABC):
         if self._delta(0.0) <= d:
             return 0.0
         try:
-            return search(lambda e: self._delta(e) <= d, 0.0, 1.0, holds="above", expand="up",
-                          limit=1e7, what="epsilon of a trade-off function")
+            return search(
+                lambda e: self._delta(e) <= d,
+                0.0,
+                1.0,
+                holds="above",
+                expand="up",
+                limit=1e7,
+                what="epsilon of a trade-off function",
+            )
         except SearchError:
             return math.inf  # no epsilon up to 1e7 reaches delta
 
@@ -182,8 +194,9 @@ class TradeOffFunction(abc.ABC):
         hx, hy = sampled_lower_bound(xs, np.clip(ys, 0.0, 1.0))
         # A lower bound of a symmetric f keeps the flag: its inverse and itself are both lower
         # bounds of f, so treating it as symmetric is safe.
-        return PiecewiseLinearTradeOff._from_hull(hx, np.maximum(hy - slack, 0.0),
-                                                  symmetric=self.symmetric)
+        return PiecewiseLinearTradeOff._from_hull(
+            hx, np.maximum(hy - slack, 0.0), symmetric=self.symmetric
+        )
 
     # ------------------------------------------------------------------ operations
     def inverse(self) -> TradeOffFunction:
@@ -222,8 +235,7 @@ class TradeOffFunction(abc.ABC):
             return self
         return self.lower_piecewise_linear().symmetric_minorant()
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
-               ) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None) -> TradeOffFunction:
         """``f (x) g (x) ...``: trade-off of the product distributions (DRS Theorem 3.2).
 
         Exact for Gaussians (``G_mu (x) G_nu = G_sqrt(mu^2 + nu^2)``); otherwise numeric through
@@ -314,8 +326,7 @@ class GaussianTradeOff(TradeOffFunction):
         """Smallest eps >= 0 with ``delta(eps) <= delta`` (inverse of :meth:`delta`), rounded up."""
         return super().epsilon(delta)
 
-    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None
-               ) -> TradeOffFunction:
+    def tensor(self, *others: TradeOffFunction, loss_step: float | None = None) -> TradeOffFunction:
         """``G_mu1 (x) ... (x) G_mun = G_mu`` with ``mu = sqrt(sum mu_i^2)`` (DRS Corollary 3.3),
         mu rounded up; other factors go through the numeric tensor product."""
         if all(isinstance(o, GaussianTradeOff) for o in others):
@@ -395,8 +406,14 @@ class PiecewiseLinearTradeOff(TradeOffFunction):
     outcome with P = 0.
     """
 
-    def __init__(self, alphas: FloatArray, betas: FloatArray, *, _trusted: bool = False,
-                 symmetric: bool = False) -> None:
+    def __init__(
+        self,
+        alphas: FloatArray,
+        betas: FloatArray,
+        *,
+        _trusted: bool = False,
+        symmetric: bool = False,
+    ) -> None:
         if not _trusted:  # pragma: no cover - the public path is piecewise_linear()
             raise TypeError("use dpkit.fdp.piecewise_linear(alphas=..., betas=...)")
         self.alphas = alphas
@@ -406,8 +423,9 @@ class PiecewiseLinearTradeOff(TradeOffFunction):
         self.betas.setflags(write=False)
 
     @classmethod
-    def _from_hull(cls, x: FloatArray, y: FloatArray, *,
-                   symmetric: bool = False) -> PiecewiseLinearTradeOff:
+    def _from_hull(
+        cls, x: FloatArray, y: FloatArray, *, symmetric: bool = False
+    ) -> PiecewiseLinearTradeOff:
         """Build from points: clip to [0, 1 - alpha], force f(1) = 0, take the lower hull."""
         x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
         y = np.clip(np.asarray(y, dtype=np.float64), 0.0, 1.0)
@@ -531,8 +549,9 @@ def from_distributions(*, p: ArrayLike, q: ArrayLike) -> PiecewiseLinearTradeOff
     return f
 
 
-def from_privacy_profile(*, epsilons: ArrayLike, deltas: ArrayLike,
-                         symmetric: bool = True) -> PiecewiseLinearTradeOff:
+def from_privacy_profile(
+    *, epsilons: ArrayLike, deltas: ArrayLike, symmetric: bool = True
+) -> PiecewiseLinearTradeOff:
     """The trade-off function certified by a set of (eps_i, delta_i)-DP guarantees.
 
     A mechanism that is (eps_i, delta_i)-DP for every i is ``max_i f_{eps_i, delta_i}``-DP
@@ -633,8 +652,13 @@ class LaplaceTradeOff(TradeOffFunction):
             mid = em / (4.0 * alpha)
         # f(0) = 1 for every mu (no outcome has P = 0); beyond mu ~ 745 e^-mu underflows to 0
         # and the branches below would read 0 / 0 there
-        out = np.where(alpha <= 0.0, 1.0, np.where(alpha < em / 2.0, 1.0 - alpha / em,
-                       np.where(alpha <= 0.5, mid, em * (1.0 - alpha))))
+        out = np.where(
+            alpha <= 0.0,
+            1.0,
+            np.where(
+                alpha < em / 2.0, 1.0 - alpha / em, np.where(alpha <= 0.5, mid, em * (1.0 - alpha))
+            ),
+        )
         return np.asarray(out, dtype=np.float64)
 
     def _delta(self, eps: float) -> float:

@@ -25,8 +25,7 @@ Curves = Mapping[str, TradeOffFunction] | Sequence[TradeOffFunction]
 
 
 def _labelled(curves: Curves) -> list[tuple[str, TradeOffFunction]]:
-    items = list(curves.items()) if isinstance(curves, Mapping) else [
-        (repr(c), c) for c in curves]
+    items = list(curves.items()) if isinstance(curves, Mapping) else [(repr(c), c) for c in curves]
     if not items:
         raise PrivacyParameterError("nothing to plot: pass at least one trade-off function")
     for label, c in items:
@@ -49,9 +48,14 @@ def _save(fig: Any, path: str | os.PathLike[str] | None) -> None:
         fig.savefig(os.fspath(path), dpi=150)
 
 
-def plot_tradeoffs(curves: Curves, *, path: str | os.PathLike[str] | None = None,
-                   title: str | None = None, grid_size: int = 1001,
-                   identity: bool = True) -> Any:
+def plot_tradeoffs(
+    curves: Curves,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    title: str | None = None,
+    grid_size: int = 1001,
+    identity: bool = True,
+) -> Any:
     """Draw several trade-off curves ``beta = f(alpha)`` on one figure; save it if ``path``.
 
     ``curves`` is a sequence of trade-off functions or a mapping label -> function. The diagonal
@@ -62,8 +66,9 @@ def plot_tradeoffs(curves: Curves, *, path: str | os.PathLike[str] | None = None
     alpha = np.linspace(0.0, 1.0, int(grid_size))
     fig, ax = _figure()
     if identity:
-        ax.plot(alpha, 1.0 - alpha, linestyle="--", color="grey", linewidth=0.8,
-                label="perfect privacy")
+        ax.plot(
+            alpha, 1.0 - alpha, linestyle="--", color="grey", linewidth=0.8, label="perfect privacy"
+        )
     for label, f in items:
         ax.plot(alpha, f(alpha), label=label)
     ax.set_xlim(0.0, 1.0)
@@ -77,8 +82,9 @@ def plot_tradeoffs(curves: Curves, *, path: str | os.PathLike[str] | None = None
     return fig
 
 
-def _default_epsilons(items: list[tuple[str, TradeOffFunction]], floor: float
-                      ) -> npt.NDArray[np.float64]:
+def _default_epsilons(
+    items: list[tuple[str, TradeOffFunction]], floor: float
+) -> npt.NDArray[np.float64]:
     """0 to a little beyond the largest epsilon at which some profile falls to ``floor``."""
     reach = [f.epsilon(floor) for _, f in items]
     finite = [e for e in reach if math.isfinite(e) and e > 0.0]
@@ -89,9 +95,15 @@ def _default_epsilons(items: list[tuple[str, TradeOffFunction]], floor: float
 _MAX_DEFAULT_EPSILON = 50.0
 
 
-def plot_privacy_profiles(curves: Curves, *, path: str | os.PathLike[str] | None = None,
-                          epsilons: Sequence[float] | None = None, title: str | None = None,
-                          log_delta: bool = True, delta_floor: float = 1e-12) -> Any:
+def plot_privacy_profiles(
+    curves: Curves,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    epsilons: Sequence[float] | None = None,
+    title: str | None = None,
+    log_delta: bool = True,
+    delta_floor: float = 1e-12,
+) -> Any:
     """Draw the privacy profiles ``delta_f(eps) = 1 + f*(-e^eps)`` of several trade-off functions
     (each delta rounded up) on one figure, delta on a log scale by default; save if ``path``.
 
@@ -103,8 +115,11 @@ def plot_privacy_profiles(curves: Curves, *, path: str | os.PathLike[str] | None
     """
     items = _labelled(curves)
     floor = check_probability(delta_floor, name="delta_floor", open_low=True, open_high=True)
-    eps = (_default_epsilons(items, floor) if epsilons is None
-           else check_real_array(epsilons, "epsilons"))
+    eps = (
+        _default_epsilons(items, floor)
+        if epsilons is None
+        else check_real_array(epsilons, "epsilons")
+    )
     fig, ax = _figure(width=7.5)
     for label, f in items:
         d = f.privacy_profile(eps)

@@ -183,8 +183,9 @@ class FrequencyAggregator:
         self._rejected += other._rejected
         return self
 
-    def estimate(self, *, postprocess: str | None = None, confidence: float = 0.95
-                 ) -> FrequencyEstimate:
+    def estimate(
+        self, *, postprocess: str | None = None, confidence: float = 0.95
+    ) -> FrequencyEstimate:
         """Unbiased counts ``(S_v - n q)/(p - q)`` with standard errors and intervals."""
         if postprocess not in POSTPROCESS:
             raise PrivacyParameterError(
@@ -209,9 +210,16 @@ class FrequencyAggregator:
         elif postprocess == "simplex":
             counts = project_simplex(raw / n) * n if n else np.zeros(proto.d)
         return FrequencyEstimate(
-            labels=proto.labels, counts=counts, raw_counts=raw, std_errors=se,
-            ci_low=raw - z * se, ci_high=raw + z * se, n=n, rejected=self._rejected,
-            confidence=float(confidence), postprocess=postprocess,
+            labels=proto.labels,
+            counts=counts,
+            raw_counts=raw,
+            std_errors=se,
+            ci_low=raw - z * se,
+            ci_high=raw + z * se,
+            n=n,
+            rejected=self._rejected,
+            confidence=float(confidence),
+            postprocess=postprocess,
         )
 
 
@@ -256,8 +264,11 @@ class MeanAggregator:
 
     def merge(self, other: MeanAggregator) -> MeanAggregator:
         """Add another shard's aggregator (same mechanism parameters) into this one."""
-        if not isinstance(other, MeanAggregator) or repr(other.protocol) != repr(self.protocol) \
-                or type(other.protocol) is not type(self.protocol):
+        if (
+            not isinstance(other, MeanAggregator)
+            or repr(other.protocol) != repr(self.protocol)
+            or type(other.protocol) is not type(self.protocol)
+        ):
             raise PrivacyParameterError("can only merge aggregators of identical mechanisms")
         self._n += other._n
         self._sum += other._sum
@@ -270,8 +281,17 @@ class MeanAggregator:
         z = _z(confidence)
         n = self._n
         if n == 0:
-            return MeanEstimate(math.nan, math.inf, math.inf, math.inf, -math.inf, math.inf, 0,
-                                self._rejected, float(confidence))
+            return MeanEstimate(
+                math.nan,
+                math.inf,
+                math.inf,
+                math.inf,
+                -math.inf,
+                math.inf,
+                0,
+                self._rejected,
+                float(confidence),
+            )
         mean = self._sum / n
         var = max(self._sumsq / n - mean * mean, 0.0) * n / max(n - 1, 1)
         a, b = self.protocol._ab()
@@ -279,8 +299,13 @@ class MeanAggregator:
         ms = min(max(ms, 0.0), 1.0)
         se = math.sqrt(self.protocol.variance(n, mean_square=ms))
         return MeanEstimate(
-            mean=mean, std_error=se, std_error_empirical=math.sqrt(var / n),
+            mean=mean,
+            std_error=se,
+            std_error_empirical=math.sqrt(var / n),
             std_error_worst=math.sqrt(self.protocol.worst_case_variance(n)),
-            ci_low=mean - z * se, ci_high=mean + z * se, n=n, rejected=self._rejected,
+            ci_low=mean - z * se,
+            ci_high=mean + z * se,
+            n=n,
+            rejected=self._rejected,
             confidence=float(confidence),
         )

@@ -41,8 +41,11 @@ class LdpCheck:
 def check_ldp(protocol: Any, inputs: list[Any] | None = None) -> LdpCheck:
     """Exactly check ``P(y|x) <= e^eps P(y|x')`` for every report and pair of inputs."""
     if inputs is None:
-        inputs = list(protocol.exact_inputs()) if hasattr(protocol, "exact_inputs") \
+        inputs = (
+            list(protocol.exact_inputs())
+            if hasattr(protocol, "exact_inputs")
             else list(protocol.labels)
+        )
     laws = [protocol.report_distribution(x) for x in inputs]
     sums_ok = all(sum(law.values(), Fraction(0)) == 1 for law in laws)
     reports: set[Any] = set()
@@ -65,6 +68,11 @@ def check_ldp(protocol: Any, inputs: list[Any] | None = None) -> LdpCheck:
     bound = exp_bounds(eps)[0]
     holds = worst is not None and worst <= bound and sums_ok
     return LdpCheck(
-        epsilon=eps, max_ratio=worst, holds=holds, worst_report=worst_report,
-        laws_sum_to_one=sums_ok, inputs=len(inputs), reports=len(reports),
+        epsilon=eps,
+        max_ratio=worst,
+        holds=holds,
+        worst_report=worst_report,
+        laws_sum_to_one=sums_ok,
+        inputs=len(inputs),
+        reports=len(reports),
     )

@@ -71,18 +71,38 @@ class PEM(_c.PEM):
 
     _groups: list[HCMS]  # type: ignore[assignment]
 
-    def __init__(self, *, epsilon: float, bits: int, lengths: Sequence[int] | None = None,
-                 width: int = 1024, hashes: int = 128, hash_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        bits: int,
+        lengths: Sequence[int] | None = None,
+        width: int = 1024,
+        hashes: int = 128,
+        hash_seed: int = 0,
+    ) -> None:
         eps = _epsilon(epsilon)
         b = check_integer(bits, name="bits", minimum=2, maximum=62)
         try:
-            _c.PEM.__init__(self, epsilon=eps, bits=b, lengths=lengths, width=width,
-                            hashes=hashes, hash_seed=hash_seed)
+            _c.PEM.__init__(
+                self,
+                epsilon=eps,
+                bits=b,
+                lengths=lengths,
+                width=width,
+                hashes=hashes,
+                hash_seed=hash_seed,
+            )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None
         self._groups = [  # the server sketches (same laws, vectorised)
-            HCMS(epsilon=eps, domain=max(2, 1 << n), width=width, hashes=hashes,
-                 hash_seed=hash_seed + g)
+            HCMS(
+                epsilon=eps,
+                domain=max(2, 1 << n),
+                width=width,
+                hashes=hashes,
+                hash_seed=hash_seed + g,
+            )
             for g, n in enumerate(self._lengths)
         ]
 
@@ -105,8 +125,9 @@ class PEM(_c.PEM):
         arr = arr.astype(np.int64).reshape(-1)
         bad = (arr < 0) | (arr >= 1 << self._bits)
         if bad.any():
-            raise ValueError(f"PEM: value {int(arr[np.argmax(bad)])} is outside "
-                             f"[0, 2**{self._bits})")
+            raise ValueError(
+                f"PEM: value {int(arr[np.argmax(bad)])} is outside [0, 2**{self._bits})"
+            )
         return arr
 
     def randomize_many(self, values: Any, source: RandomSource | None = None) -> IntArray:
@@ -126,18 +147,33 @@ class PEM(_c.PEM):
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
         """Well-formed reports as rows ``(group, j, l, b)`` and the number rejected."""
         k, m = self._groups[0].hashes, self._groups[0].width
-        if isinstance(reports, np.ndarray) and reports.dtype.kind in "iu" and reports.ndim == 2 \
-                and reports.shape[1] == 4:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype.kind in "iu"
+            and reports.ndim == 2
+            and reports.shape[1] == 4
+        ):
             arr = reports.astype(np.int64, copy=False)
-            ok = (arr[:, 0] >= 0) & (arr[:, 0] < len(self._lengths)) & (arr[:, 1] >= 0) \
-                & (arr[:, 1] < k) & (arr[:, 2] >= 0) & (arr[:, 2] < m) \
+            ok = (
+                (arr[:, 0] >= 0)
+                & (arr[:, 0] < len(self._lengths))
+                & (arr[:, 1] >= 0)
+                & (arr[:, 1] < k)
+                & (arr[:, 2] >= 0)
+                & (arr[:, 2] < m)
                 & ((arr[:, 3] == 0) | (arr[:, 3] == 1))
+            )
             return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
         good = [
-            tuple(r) for r in seq
-            if isinstance(r, (list, tuple)) and len(r) == 4 and all(type(v) is int for v in r)
-            and 0 <= r[0] < len(self._lengths) and 0 <= r[1] < k and 0 <= r[2] < m
+            tuple(r)
+            for r in seq
+            if isinstance(r, (list, tuple))
+            and len(r) == 4
+            and all(type(v) is int for v in r)
+            and 0 <= r[0] < len(self._lengths)
+            and 0 <= r[1] < k
+            and 0 <= r[2] < m
             and r[3] in (0, 1)
         ]
         return np.asarray(good, dtype=np.int64).reshape(-1, 4), len(seq) - len(good)
@@ -186,7 +222,7 @@ class PemAggregator:
         arr = arr[order]
         bounds = np.searchsorted(arr[:, 0], np.arange(len(self._aggs) + 1))
         for g, agg in enumerate(self._aggs):
-            part = arr[bounds[g]:bounds[g + 1], 1:]
+            part = arr[bounds[g] : bounds[g + 1], 1:]
             if part.shape[0]:
                 agg.add(np.ascontiguousarray(part))
         self._rejected += bad
@@ -201,13 +237,17 @@ class PemAggregator:
         self._rejected += other._rejected
         return self
 
-    def heavy_hitters(self, *, top: int = 100, keep: int | None = None,
-                      confidence: float = 0.95) -> HeavyHitters:
+    def heavy_hitters(
+        self, *, top: int = 100, keep: int | None = None, confidence: float = 0.95
+    ) -> HeavyHitters:
         """The ``top`` items of largest estimated count (module docstring); ``keep`` prefixes
         survive each round (default ``2 top``)."""
         top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
-        keep = 2 * top if keep is None else check_integer(keep, name="keep", minimum=top,
-                                                          maximum=1 << 20)
+        keep = (
+            2 * top
+            if keep is None
+            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
+        )
         z = _z(confidence)
         lens = self.protocol.lengths
         n = self.n
@@ -221,19 +261,36 @@ class PemAggregator:
                 cand = ((cand[:, None] << step) | np.arange(1 << step, dtype=np.int64)).reshape(-1)
             est = agg.estimate_items(cand, confidence=confidence)
             raw = est.raw_counts
-            order = np.argsort(-raw, kind="stable")[:keep if g < len(lens) - 1 else top]
+            order = np.argsort(-raw, kind="stable")[: keep if g < len(lens) - 1 else top]
             cand, raw = cand[order], raw[order]
             se_last = est.std_errors[order]
         if est is None or n == 0:
             empty = np.zeros(0)
-            return HeavyHitters(np.zeros(0, dtype=np.int64), empty, empty, empty, empty, n,
-                                self._rejected, sizes, float(confidence))
+            return HeavyHitters(
+                np.zeros(0, dtype=np.int64),
+                empty,
+                empty,
+                empty,
+                empty,
+                n,
+                self._rejected,
+                sizes,
+                float(confidence),
+            )
         ng = sizes[-1]
         scale = n / ng if ng else math.inf
         counts = raw * scale
         frac = np.clip(counts / n, 0.0, 1.0)
         sampling = ng * frac * (1.0 - frac) * (n - ng) / max(n - 1, 1)
         se = scale * np.sqrt(se_last**2 + sampling)
-        return HeavyHitters(items=cand, counts=counts, std_errors=se, ci_low=counts - z * se,
-                            ci_high=counts + z * se, n=n, rejected=self._rejected,
-                            group_sizes=sizes, confidence=float(confidence))
+        return HeavyHitters(
+            items=cand,
+            counts=counts,
+            std_errors=se,
+            ci_low=counts - z * se,
+            ci_high=counts + z * se,
+            n=n,
+            rejected=self._rejected,
+            group_sizes=sizes,
+            confidence=float(confidence),
+        )

@@ -180,8 +180,7 @@ class FrequencyOracle(_c._Categorical):
         return self._randomize_indices(self.encode_many(values), src)
 
     @abc.abstractmethod
-    def _randomize_indices(self, x: IntArray, source: RandomSource) -> Any:
-        ...
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> Any: ...
 
     # -- server ------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -247,9 +246,7 @@ class RandomizedResponse(FrequencyOracle, _c.RandomizedResponse):
         if not p > 0.5:
             raise PrivacyParameterError(f"p_truth must lie in (1/2, 1), got {p_truth!r}")
         if math.log(p / (1 - p)) > _c.MAX_EPSILON:
-            raise PrivacyParameterError(
-                f"p_truth={p_truth!r} gives epsilon above {_c.MAX_EPSILON}"
-            )
+            raise PrivacyParameterError(f"p_truth={p_truth!r} gives epsilon above {_c.MAX_EPSILON}")
         _c.RandomizedResponse.__init__(self, p_truth=p)
 
     @property
@@ -277,8 +274,9 @@ class RandomizedResponse(FrequencyOracle, _c.RandomizedResponse):
         p = self.p
         return (p - 1) / (2 * p - 1) + n1 / ((2 * p - 1) * n)
 
-    def proportion_variance(self, n: int, proportion: float = 0.0, *,
-                            sampled: bool = False) -> float:
+    def proportion_variance(
+        self, n: int, proportion: float = 0.0, *, sampled: bool = False
+    ) -> float:
         """Variance of :meth:`proportion`: ``p (1-p) / (n (2p-1)^2)`` for a fixed population;
         with ``sampled=True`` (respondents drawn from a larger population with true proportion
         ``proportion``) Warner's ``pi (1-pi)/n + p (1-p) / (n (2p-1)^2)``."""
@@ -325,8 +323,9 @@ class GRR(FrequencyOracle, _c.GRR):
         :attr:`run_epsilon` and rounded down (:mod:`dpkit.ldp.client`, Calibration), so the
         rounding up below is exact; it would only overstate otherwise (see
         :attr:`RandomizedResponse.event`)."""
-        return RandomizedResponseEvent(p_truth=up(self.support_probabilities()[0]),
-                                       categories=self.d)
+        return RandomizedResponseEvent(
+            p_truth=up(self.support_probabilities()[0]), categories=self.d
+        )
 
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
         keep = bernoulli_threshold(source, self._keep, x.size)
@@ -368,8 +367,12 @@ class _UnaryServer(FrequencyOracle):
 
     def coerce_reports(self, reports: Any) -> tuple[npt.NDArray[np.uint8], int]:
         nb = (self._d + 7) // 8
-        if isinstance(reports, np.ndarray) and reports.dtype == np.uint8 and reports.ndim == 2 \
-                and reports.shape[1] == nb:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype == np.uint8
+            and reports.ndim == 2
+            and reports.shape[1] == nb
+        ):
             ok = (reports[:, -1] & np.uint8(0xFF ^ self._pad_mask)) == 0
             return reports[ok], int(reports.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
@@ -405,10 +408,11 @@ class _UnaryServer(FrequencyOracle):
             cube = words.reshape(-1, block, nb // 8)
             for k in range(8):
                 acc = ((cube >> np.uint64(k)) & _BYTE_ONES).sum(axis=1, dtype=np.uint64)
-                total[k::8] += acc.view(np.uint8).reshape(acc.shape[0], nb).sum(
-                    axis=0, dtype=np.int64)
+                total[k::8] += (
+                    acc.view(np.uint8).reshape(acc.shape[0], nb).sum(axis=0, dtype=np.int64)
+                )
         for start in range(full, n, 8192):
-            bits = np.unpackbits(reports[start:min(start + 8192, n)], axis=1, bitorder="little")
+            bits = np.unpackbits(reports[start : min(start + 8192, n)], axis=1, bitorder="little")
             total += bits.sum(axis=0, dtype=np.int64)
         return total[: self._d]
 
@@ -448,15 +452,24 @@ class RAPPOR(_UnaryServer, _c.RAPPOR):
     so that repeated collections from the same simulated devices reuse their permanent vectors.
     """
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
-                 lifetime_epsilon: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        lifetime_epsilon: float | None = None,
+    ) -> None:
         eps = _epsilon(epsilon)
-        life = min(2.0 * eps, _c.MAX_EPSILON) if lifetime_epsilon is None \
+        life = (
+            min(2.0 * eps, _c.MAX_EPSILON)
+            if lifetime_epsilon is None
             else _epsilon(lifetime_epsilon)
+        )
         if life < eps:
             raise PrivacyParameterError(
                 f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                f"({epsilon!r}): the first report already spends epsilon")
+                f"({epsilon!r}): the first report already spends epsilon"
+            )
         _c.RAPPOR.__init__(self, epsilon=eps, lifetime_epsilon=life, domain=_domain(domain))
 
     @property
@@ -465,11 +478,16 @@ class RAPPOR(_UnaryServer, _c.RAPPOR):
         :attr:`lifetime_run_epsilon` (the permanent vector, post-processed)."""
         return PureDpEvent(epsilon=self.lifetime_run_epsilon)
 
-    def _noisy_rows(self, x: IntArray | None, rows: npt.NDArray[np.uint8] | None,
-                    keep: Fraction, source: RandomSource) -> npt.NDArray[np.uint8]:
+    def _noisy_rows(
+        self,
+        x: IntArray | None,
+        rows: npt.NDArray[np.uint8] | None,
+        keep: Fraction,
+        source: RandomSource,
+    ) -> npt.NDArray[np.uint8]:
         n = x.size if x is not None else (0 if rows is None else rows.shape[0])
         nb = self.nbytes
-        flip = (_c.SCALE - keep.numerator * (_c.SCALE // keep.denominator))
+        flip = _c.SCALE - keep.numerator * (_c.SCALE // keep.denominator)
         words = bernoulli_bitsliced(source, flip, (n * nb + 7) // 8)
         noise = words.view(np.uint8)[: n * nb].reshape(n, nb).copy()
         noise[:, -1] &= np.uint8(self._pad_mask)
@@ -481,14 +499,16 @@ class RAPPOR(_UnaryServer, _c.RAPPOR):
         assert rows is not None
         return np.asarray(np.bitwise_xor(noise, rows), dtype=np.uint8)
 
-    def permanent_many(self, values: Any, source: RandomSource | None = None
-                       ) -> npt.NDArray[np.uint8]:
+    def permanent_many(
+        self, values: Any, source: RandomSource | None = None
+    ) -> npt.NDArray[np.uint8]:
         """Fresh permanent vectors of many devices (the law of :meth:`permanent`)."""
         src = resolve_source(source)
         return self._noisy_rows(self.encode_many(values), None, self.permanent_probability, src)
 
-    def instantaneous_many(self, permanent: npt.NDArray[np.uint8],
-                           source: RandomSource | None = None) -> npt.NDArray[np.uint8]:
+    def instantaneous_many(
+        self, permanent: npt.NDArray[np.uint8], source: RandomSource | None = None
+    ) -> npt.NDArray[np.uint8]:
         """One report from each memoised permanent vector (the law of :meth:`randomize`)."""
         src = resolve_source(source)
         rows, bad = self.coerce_reports(permanent)
@@ -510,8 +530,9 @@ class OLH(FrequencyOracle, _c.OLH):
     ``(key, y)`` first.
     """
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
-                 g: int | None = None) -> None:
+    def __init__(
+        self, *, epsilon: float, domain: int | Sequence[Hashable], g: int | None = None
+    ) -> None:
         if g is not None:
             g = check_integer(g, name="g", minimum=2, maximum=1 << 20)
         try:
@@ -574,26 +595,39 @@ class OLH(FrequencyOracle, _c.OLH):
         return np.stack([keys, np.where(keep, h, other)], axis=1)
 
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
-        if isinstance(reports, np.ndarray) and reports.dtype.kind in "iu" and reports.ndim == 2 \
-                and reports.shape[1] == 2:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype.kind in "iu"
+            and reports.ndim == 2
+            and reports.shape[1] == 2
+        ):
             arr = reports.astype(np.int64, copy=False)
-            ok = (arr[:, 0] >= 0) & (arr[:, 0] < self.keys) & (arr[:, 1] >= 0) \
+            ok = (
+                (arr[:, 0] >= 0)
+                & (arr[:, 0] < self.keys)
+                & (arr[:, 1] >= 0)
                 & (arr[:, 1] < self._g)
+            )
             return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
         good = [
-            (r[0], r[1]) for r in seq
-            if isinstance(r, (list, tuple)) and len(r) == 2
-            and type(r[0]) is int and type(r[1]) is int
-            and 0 <= r[0] < self.keys and 0 <= r[1] < self._g
+            (r[0], r[1])
+            for r in seq
+            if isinstance(r, (list, tuple))
+            and len(r) == 2
+            and type(r[0]) is int
+            and type(r[1]) is int
+            and 0 <= r[0] < self.keys
+            and 0 <= r[1] < self._g
         ]
         return np.asarray(good, dtype=np.int64).reshape(-1, 2), len(seq) - len(good)
 
     def statistic(self, reports: IntArray) -> IntArray:
         """The histogram of ``(key, y)`` when the family is small, else the support counts."""
         if self._space <= self._DENSE_LIMIT:
-            return np.bincount(reports[:, 0] * self._g + reports[:, 1],
-                               minlength=self._space).astype(np.int64)
+            return np.bincount(
+                reports[:, 0] * self._g + reports[:, 1], minlength=self._space
+            ).astype(np.int64)
         return self.support_counts(reports)
 
     def support_from_statistic(self, stat: IntArray) -> IntArray:
@@ -608,7 +642,7 @@ class OLH(FrequencyOracle, _c.OLH):
         out = np.zeros(self._d, dtype=np.int64)
         step = max(1, (1 << 21) // self._d)
         for start in range(0, used.size, step):
-            keys = used[start:start + step]
+            keys = used[start : start + step]
             if table is not None:
                 h = table[keys].astype(np.int64)
             else:
@@ -629,10 +663,10 @@ class OLH(FrequencyOracle, _c.OLH):
         out = np.zeros(self._d, dtype=np.float64)
         step = max(1, (1 << 21) // self._d)
         for start in range(0, keys.size, step):
-            a = self._digits(keys[start:start + step]).astype(np.float64)  # (k, m)
+            a = self._digits(keys[start : start + step]).astype(np.float64)  # (k, m)
             h = np.fmod(a @ dig.T, self._g)
-            hit = h == ys[start:start + step, None]
-            out += weights[start:start + step].astype(np.float64) @ hit
+            hit = h == ys[start : start + step, None]
+            out += weights[start : start + step].astype(np.float64) @ hit
         return np.rint(out).astype(np.int64)
 
 
@@ -681,7 +715,7 @@ class HadamardResponse(FrequencyOracle, _c.HadamardResponse):
     def support_counts(self, reports: IntArray) -> IntArray:
         hist = np.bincount(reports, minlength=self._K).astype(np.float64)
         w = _fwht(hist)
-        s = (reports.size + w[1:self._d + 1]) / 2
+        s = (reports.size + w[1 : self._d + 1]) / 2
         return np.rint(s).astype(np.int64)
 
 
@@ -703,8 +737,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
         return PureDpEvent(epsilon=self.run_epsilon)
 
     @abc.abstractmethod
-    def _ab(self) -> tuple[float, float]:
-        ...
+    def _ab(self) -> tuple[float, float]: ...
 
     @property
     @abc.abstractmethod
@@ -735,9 +768,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
         arr = arr.astype(np.float64).reshape(-1)
         bad = ~((arr >= -1.0) & (arr <= 1.0))
         if bad.any():
-            raise ValueError(
-                f"{self.name}: value {arr[np.argmax(bad)]!r} is outside [-1, 1]"
-            )
+            raise ValueError(f"{self.name}: value {arr[np.argmax(bad)]!r} is outside [-1, 1]")
         return arr
 
     def randomize_many(self, values: Any, source: RandomSource | None = None) -> IntArray:
@@ -745,8 +776,7 @@ class MeanMechanism(_c._Numeric, abc.ABC):
         return self._randomize_t(self.encode_many(values), resolve_source(source))
 
     @abc.abstractmethod
-    def _randomize_t(self, t: FloatArray, source: RandomSource) -> IntArray:
-        ...
+    def _randomize_t(self, t: FloatArray, source: RandomSource) -> IntArray: ...
 
     @abc.abstractmethod
     def decode(self, reports: IntArray) -> FloatArray:

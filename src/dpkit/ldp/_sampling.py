@@ -34,8 +34,9 @@ def bernoulli_threshold(source: RandomSource, threshold: int, n: int) -> npt.NDA
     return source.words(n) < np.uint64(threshold)
 
 
-def bernoulli_bitsliced(source: RandomSource, threshold: int, nwords: int
-                        ) -> npt.NDArray[np.uint64]:
+def bernoulli_bitsliced(
+    source: RandomSource, threshold: int, nwords: int
+) -> npt.NDArray[np.uint64]:
     """``64 * nwords`` packed coins, each 1 with probability exactly ``threshold / 2**64``."""
     out = np.zeros(nwords, dtype=np.uint64)
     if threshold <= 0:
@@ -47,7 +48,7 @@ def bernoulli_bitsliced(source: RandomSource, threshold: int, nwords: int
     bufs = (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64))
     for start in range(0, nwords, _CHUNK):
         k = min(_CHUNK, nwords - start)
-        res = out[start:start + k]
+        res = out[start : start + k]
         cur, m = 0, k
         und = bufs[0][:k]  # lanes whose comparison is still undecided
         und[:] = _ALL

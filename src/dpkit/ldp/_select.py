@@ -30,39 +30,42 @@ from dpkit.ldp._protocols import (
 )
 from dpkit.ldp._sketch import CMS, HCMS, SketchOracle
 
-__all__ = ["FREQUENCY_ORACLES", "PROTOCOLS", "best_protocol", "compare_protocols",
-           "make_protocol"]
+__all__ = ["FREQUENCY_ORACLES", "PROTOCOLS", "best_protocol", "compare_protocols", "make_protocol"]
 
 #: Every local protocol by short name (read-only): frequency oracles, then mean mechanisms.
-PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingProxyType({
-    "rr": RandomizedResponse,
-    "grr": GRR,
-    "sue": SUE,
-    "oue": OUE,
-    "olh": OLH,
-    "blh": BLH,
-    "hr": HadamardResponse,
-    "rappor": RAPPOR,
-    "cms": CMS,
-    "hcms": HCMS,
-    "duchi": Duchi,
-    "piecewise": Piecewise,
-    "hybrid": Hybrid,
-})
+PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingProxyType(
+    {
+        "rr": RandomizedResponse,
+        "grr": GRR,
+        "sue": SUE,
+        "oue": OUE,
+        "olh": OLH,
+        "blh": BLH,
+        "hr": HadamardResponse,
+        "rappor": RAPPOR,
+        "cms": CMS,
+        "hcms": HCMS,
+        "duchi": Duchi,
+        "piecewise": Piecewise,
+        "hybrid": Hybrid,
+    }
+)
 
 #: The frequency oracles over a domain of any size (binary randomized response and the
 #: sketches for domains too large to list excluded), in the order :func:`best_protocol` breaks
 #: ties.
 FREQUENCY_ORACLES: tuple[type[FrequencyOracle], ...] = tuple(
-    cls for cls in PROTOCOLS.values()
-    if issubclass(cls, FrequencyOracle) and cls is not RandomizedResponse
+    cls
+    for cls in PROTOCOLS.values()
+    if issubclass(cls, FrequencyOracle)
+    and cls is not RandomizedResponse
     and not issubclass(cls, (SketchOracle, RAPPOR))
 )
 
 
-def make_protocol(name: str, *, epsilon: float,
-                  domain: int | Sequence[Hashable] | None = None
-                  ) -> FrequencyOracle | MeanMechanism:
+def make_protocol(
+    name: str, *, epsilon: float, domain: int | Sequence[Hashable] | None = None
+) -> FrequencyOracle | MeanMechanism:
     """The protocol registered as ``name`` (case-insensitive) in :data:`PROTOCOLS`.
 
     ``"best"`` picks the frequency oracle of smallest variance (:func:`best_protocol`).
@@ -87,8 +90,9 @@ def make_protocol(name: str, *, epsilon: float,
     return cls(epsilon=epsilon)
 
 
-def compare_protocols(*, epsilon: float, domain: int | Sequence[Hashable], n: int = 1,
-                      frequency: float = 0.0) -> dict[str, float]:
+def compare_protocols(
+    *, epsilon: float, domain: int | Sequence[Hashable], n: int = 1, frequency: float = 0.0
+) -> dict[str, float]:
     """Exact count variance of every frequency oracle at ``(epsilon, d, n, frequency)``."""
     eps, dom = _epsilon(epsilon), _domain(domain)
     out: dict[str, float] = {}
@@ -98,8 +102,9 @@ def compare_protocols(*, epsilon: float, domain: int | Sequence[Hashable], n: in
     return out
 
 
-def best_protocol(*, epsilon: float, domain: int | Sequence[Hashable],
-                  frequency: float = 0.0) -> FrequencyOracle:
+def best_protocol(
+    *, epsilon: float, domain: int | Sequence[Hashable], frequency: float = 0.0
+) -> FrequencyOracle:
     """The frequency oracle with the smallest exact variance for rare items (``frequency``).
 
     Wang et al. (2017) recommend GRR when ``d < 3 e^eps + 2`` and OUE/OLH otherwise; this helper

@@ -70,8 +70,7 @@ def _clone_probability(epsilon0: float, method: str) -> float:
     raise PrivacyParameterError(f"method must be one of {METHODS}, got {method!r}")
 
 
-def shuffle_delta(epsilon: float, *, epsilon0: float, n: int,
-                  method: str = "clones") -> float:
+def shuffle_delta(epsilon: float, *, epsilon0: float, n: int, method: str = "clones") -> float:
     """``delta(epsilon)`` of ``n`` shuffled ``epsilon0``-LDP reports (module docstring), rounded
     up. ``method="clones"`` holds for every ``epsilon0``-LDP randomizer; ``"randomized_response"``
     is the tighter bound for binary randomized response at ``epsilon0``."""
@@ -145,12 +144,18 @@ class ShuffleBound:
     method: str
 
     @classmethod
-    def compute(cls, *, epsilon0: float, n: int, delta: float,
-                method: str = "clones") -> ShuffleBound:
+    def compute(
+        cls, *, epsilon0: float, n: int, delta: float, method: str = "clones"
+    ) -> ShuffleBound:
         """Compute the bound (see :func:`shuffled_epsilon`)."""
         eps = shuffled_epsilon(epsilon0=epsilon0, n=n, delta=delta, method=method)
-        return cls(epsilon0=float(epsilon0), n=int(n), delta=float(delta),
-                   epsilon=min(eps, float(epsilon0)), method=method)
+        return cls(
+            epsilon0=float(epsilon0),
+            n=int(n),
+            delta=float(delta),
+            epsilon=min(eps, float(epsilon0)),
+            method=method,
+        )
 
     @classmethod
     def of(cls, protocol: Any, *, n: int, delta: float) -> ShuffleBound:

@@ -42,11 +42,13 @@ IntArray = npt.NDArray[np.int64]
 _LIST_LIMIT = _c.MAX_DOMAIN  # estimate every item only up to this many
 
 
-def _sketch_args(domain: Any, width: Any, hashes: Any, hash_seed: Any
-                 ) -> tuple[int | Sequence[Hashable], int, int, int]:
+def _sketch_args(
+    domain: Any, width: Any, hashes: Any, hash_seed: Any
+) -> tuple[int | Sequence[Hashable], int, int, int]:
     if isinstance(domain, (int, np.integer)) and not isinstance(domain, (bool, np.bool_)):
-        dom: int | Sequence[Hashable] = check_integer(domain, name="domain", minimum=2,
-                                                      maximum=_c.MAX_SKETCH_DOMAIN)
+        dom: int | Sequence[Hashable] = check_integer(
+            domain, name="domain", minimum=2, maximum=_c.MAX_SKETCH_DOMAIN
+        )
     else:
         from dpkit.ldp._protocols import _domain
 
@@ -115,8 +117,9 @@ class SketchOracle(FrequencyOracle):
         return out
 
     # -- variance ------------------------------------------------------------------------------
-    def variance(self, n: int, frequency: float = 0.0, *,
-                 other_squares: float | None = None) -> float:
+    def variance(
+        self, n: int, frequency: float = 0.0, *, other_squares: float | None = None
+    ) -> float:
         """Exact variance of an item's estimated count (module docstring): ``n`` users, the
         item's relative frequency ``frequency``, and ``other_squares`` the sum of the squared
         counts of the other items (default ``n (1 - frequency)``: every other user holds a
@@ -138,8 +141,10 @@ class SketchOracle(FrequencyOracle):
             arr = arr.astype(np.int64).reshape(-1)
             bad = (arr < 0) | (arr >= self._d)
             if bad.any():
-                raise ValueError(f"{self.name}: value {int(arr[np.argmax(bad)])} is outside "
-                                 f"the domain [0, {self._d})")
+                raise ValueError(
+                    f"{self.name}: value {int(arr[np.argmax(bad)])} is outside "
+                    f"the domain [0, {self._d})"
+                )
             return arr
         return super().encode_many(values)
 
@@ -153,8 +158,8 @@ class SketchOracle(FrequencyOracle):
         out = np.zeros(x.size, dtype=np.int64)
         step = max(1, (1 << 22) // self._k)
         for lo in range(0, x.size, step):
-            cells = self.all_cells(x[lo:lo + step])
-            out[lo:lo + step] = np.take(flat, cells + offsets).sum(axis=0)
+            cells = self.all_cells(x[lo : lo + step])
+            out[lo : lo + step] = np.take(flat, cells + offsets).sum(axis=0)
         return self._support_from_cells(stat, out)
 
     def _cell_table(self, stat: IntArray) -> IntArray:
@@ -189,11 +194,19 @@ class CMS(SketchOracle, _c.CMS):
     ``n q(1-q)/(p-q)^2``, about ``n e^(eps/2)/(e^(eps/2) - 1)^2`` for large ``m``.
     """
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
-                 hashes: int = 1024, hash_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int = 1024,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
         dom, m, k, seed = _sketch_args(domain, width, hashes, hash_seed)
-        _c.CMS.__init__(self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k,
-                        hash_seed=seed)
+        _c.CMS.__init__(
+            self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k, hash_seed=seed
+        )
         self._sue = SUE(epsilon=self._epsilon, domain=m)  # same law as the client's cells
         self._cells = self._sue
 
@@ -212,8 +225,12 @@ class CMS(SketchOracle, _c.CMS):
 
     def coerce_reports(self, reports: Any) -> tuple[npt.NDArray[np.uint8], int]:
         nb = self._nb
-        if isinstance(reports, np.ndarray) and reports.dtype == np.uint8 and reports.ndim == 2 \
-                and reports.shape[1] == 2 + nb:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype == np.uint8
+            and reports.ndim == 2
+            and reports.shape[1] == 2 + nb
+        ):
             j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
             pad = np.uint8(0xFF ^ self._sue._pad_mask)
             ok = ((reports[:, -1] & pad) == 0) & (j < self._k)
@@ -222,8 +239,12 @@ class CMS(SketchOracle, _c.CMS):
         good_j: list[int] = []
         good_bits: list[str] = []
         for r in seq:
-            if isinstance(r, (list, tuple)) and len(r) == 2 and type(r[0]) is int \
-                    and 0 <= r[0] < self._k:
+            if (
+                isinstance(r, (list, tuple))
+                and len(r) == 2
+                and type(r[0]) is int
+                and 0 <= r[0] < self._k
+            ):
                 bad = self._sue.coerce_reports([r[1]])[1]
                 if not bad:
                     good_j.append(r[0])
@@ -242,9 +263,9 @@ class CMS(SketchOracle, _c.CMS):
         order = np.argsort(j, kind="stable")
         step = 1 << 15
         for lo in range(0, order.size, step):
-            idx = order[lo:lo + step]
+            idx = order[lo : lo + step]
             jj = j[idx]
-            bits = np.unpackbits(reports[idx, 2:], axis=1, bitorder="little")[:, :self._m]
+            bits = np.unpackbits(reports[idx, 2:], axis=1, bitorder="little")[:, : self._m]
             starts = np.flatnonzero(np.r_[True, jj[1:] != jj[:-1]])
             table[jj[starts]] += np.add.reduceat(bits, starts, axis=0, dtype=np.int64)
         return table.reshape(-1)
@@ -277,11 +298,19 @@ class HCMS(SketchOracle, _c.HCMS):
     ``n ((e^eps + 1)/(e^eps - 1))^2`` for large ``m``.
     """
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
-                 hashes: int = 1024, hash_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int = 1024,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
         dom, m, k, seed = _sketch_args(domain, width, hashes, hash_seed)
-        _c.HCMS.__init__(self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k,
-                         hash_seed=seed)
+        _c.HCMS.__init__(
+            self, epsilon=_epsilon(epsilon), domain=dom, width=m, hashes=k, hash_seed=seed
+        )
 
     def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
         j = source.integers(self._k, x.size)
@@ -291,17 +320,31 @@ class HCMS(SketchOracle, _c.HCMS):
         return np.stack([j, col, (plus == keep).astype(np.int64)], axis=1)
 
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
-        if isinstance(reports, np.ndarray) and reports.dtype.kind in "iu" and reports.ndim == 2 \
-                and reports.shape[1] == 3:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype.kind in "iu"
+            and reports.ndim == 2
+            and reports.shape[1] == 3
+        ):
             arr = reports.astype(np.int64, copy=False)
-            ok = (arr[:, 0] >= 0) & (arr[:, 0] < self._k) & (arr[:, 1] >= 0) \
-                & (arr[:, 1] < self._m) & ((arr[:, 2] == 0) | (arr[:, 2] == 1))
+            ok = (
+                (arr[:, 0] >= 0)
+                & (arr[:, 0] < self._k)
+                & (arr[:, 1] >= 0)
+                & (arr[:, 1] < self._m)
+                & ((arr[:, 2] == 0) | (arr[:, 2] == 1))
+            )
             return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
         good = [
-            (r[0], r[1], r[2]) for r in seq
-            if isinstance(r, (list, tuple)) and len(r) == 3 and all(type(v) is int for v in r)
-            and 0 <= r[0] < self._k and 0 <= r[1] < self._m and r[2] in (0, 1)
+            (r[0], r[1], r[2])
+            for r in seq
+            if isinstance(r, (list, tuple))
+            and len(r) == 3
+            and all(type(v) is int for v in r)
+            and 0 <= r[0] < self._k
+            and 0 <= r[1] < self._m
+            and r[2] in (0, 1)
         ]
         return np.asarray(good, dtype=np.int64).reshape(-1, 3), len(seq) - len(good)
 
@@ -325,8 +368,9 @@ class SketchAggregator(FrequencyAggregator):
 
     protocol: SketchOracle
 
-    def estimate_items(self, items: Any, *, confidence: float = 0.95,
-                       other_squares: float | None = None) -> FrequencyEstimate:
+    def estimate_items(
+        self, items: Any, *, confidence: float = 0.95, other_squares: float | None = None
+    ) -> FrequencyEstimate:
         """Unbiased counts of the domain indices ``items`` with standard errors and intervals.
 
         The standard error is the exact variance (module docstring) at the clipped estimate,
@@ -351,25 +395,36 @@ class SketchAggregator(FrequencyAggregator):
                 sq = np.maximum(heavy - clipped**2, n * (1.0 - f))
             else:
                 sq = np.full(x.size, check_nonnegative(other_squares, "other_squares"))
-            var = proto._count_variance(n, f) + (sq - n * (1.0 - f)) / (
-                proto._k * (proto._m - 1))
+            var = proto._count_variance(n, f) + (sq - n * (1.0 - f)) / (proto._k * (proto._m - 1))
             se = np.sqrt(np.maximum(var, 0.0))
         else:
             se = np.full(x.size, np.inf)
-        labels = tuple(int(v) for v in x) if proto._labels is None else tuple(
-            proto.labels[int(v)] for v in x)
+        labels = (
+            tuple(int(v) for v in x)
+            if proto._labels is None
+            else tuple(proto.labels[int(v)] for v in x)
+        )
         return FrequencyEstimate(
-            labels=labels, counts=raw, raw_counts=raw, std_errors=se, ci_low=raw - z * se,
-            ci_high=raw + z * se, n=n, rejected=self.rejected, confidence=float(confidence),
+            labels=labels,
+            counts=raw,
+            raw_counts=raw,
+            std_errors=se,
+            ci_low=raw - z * se,
+            ci_high=raw + z * se,
+            n=n,
+            rejected=self.rejected,
+            confidence=float(confidence),
             postprocess=None,
         )
 
     def merge(self, other: FrequencyAggregator) -> FrequencyAggregator:
         """Add another shard's aggregator (same sketch: parameters and hash seed)."""
-        same = (isinstance(other, SketchAggregator)
-                and type(other.protocol) is type(self.protocol)
-                and repr(other.protocol) == repr(self.protocol)
-                and other.protocol._labels == self.protocol._labels)
+        same = (
+            isinstance(other, SketchAggregator)
+            and type(other.protocol) is type(self.protocol)
+            and repr(other.protocol) == repr(self.protocol)
+            and other.protocol._labels == self.protocol._labels
+        )
         if not same:
             raise PrivacyParameterError("can only merge aggregators of identical sketches")
         if other._stat is not None:

@@ -387,8 +387,7 @@ class _UnaryEncoding(_Categorical):
     """
 
     @abc.abstractmethod
-    def _probabilities(self) -> tuple[Fraction, Fraction]:
-        ...
+    def _probabilities(self) -> tuple[Fraction, Fraction]: ...
 
     @property
     def nbytes(self) -> int:
@@ -499,8 +498,9 @@ class OLH(_Categorical):
 
     name = "OLH"
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
-                 g: int | None = None) -> None:
+    def __init__(
+        self, *, epsilon: float, domain: int | Sequence[Hashable], g: int | None = None
+    ) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         if g is None:
             g = self._best_g()
@@ -893,15 +893,22 @@ class RAPPOR(_UnaryEncoding):
 
     name = "RAPPOR"
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable],
-                 lifetime_epsilon: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        lifetime_epsilon: float | None = None,
+    ) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         if lifetime_epsilon is None:
             lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
         self._lifetime = _check_epsilon(lifetime_epsilon)
         if self._lifetime < self._epsilon:
-            raise ValueError(f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                             f"({epsilon!r}): the first report already spends epsilon")
+            raise ValueError(
+                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                f"({epsilon!r}): the first report already spends epsilon"
+            )
         self._lifetime_run = calibrated_epsilon(self._lifetime)
         e_inf = exp_bounds(self._lifetime_run / 2)[0]
         p1 = Fraction(floor_scaled(e_inf / (e_inf + 1)), SCALE)
@@ -962,8 +969,10 @@ class RAPPOR(_UnaryEncoding):
         return bits.to_bytes(self.nbytes, "little").hex()
 
     def __repr__(self) -> str:
-        return (f"RAPPOR(epsilon={self._epsilon!r}, lifetime_epsilon={self._lifetime!r}, "
-                f"domain={self._d})")
+        return (
+            f"RAPPOR(epsilon={self._epsilon!r}, lifetime_epsilon={self._lifetime!r}, "
+            f"domain={self._d})"
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -979,7 +988,7 @@ def sketch_table(hash_seed: int, row: int) -> list[list[int]]:
     out = []
     for i in range(8):
         data = sketch_table_bytes(hash_seed, row, i)
-        out.append([int.from_bytes(data[8 * b:8 * b + 8], "little") for b in range(256)])
+        out.append([int.from_bytes(data[8 * b : 8 * b + 8], "little") for b in range(256)])
     return out
 
 
@@ -1016,8 +1025,15 @@ class _Sketch(_Categorical):
     ``2**62`` items and need never be listed.
     """
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
-                 hashes: int = 1024, hash_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int = 1024,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
         self._epsilon = _check_epsilon(epsilon)
         self._run_epsilon = calibrated_epsilon(self._epsilon)
         self._d, self._labels = _sketch_domain(domain)
@@ -1053,8 +1069,10 @@ class _Sketch(_Categorical):
         return tabulation_hash(table, index) & (self._m - 1)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d}, "
-                f"width={self._m}, hashes={self._k}, hash_seed={self._seed})")
+        return (
+            f"{type(self).__name__}(epsilon={self._epsilon!r}, domain={self._d}, "
+            f"width={self._m}, hashes={self._k}, hash_seed={self._seed})"
+        )
 
 
 class CMS(_Sketch):
@@ -1075,10 +1093,18 @@ class CMS(_Sketch):
 
     name = "CMS"
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
-                 hashes: int = 1024, hash_seed: int = 0) -> None:
-        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
-                         hash_seed=hash_seed)
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int = 1024,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
+        super().__init__(
+            epsilon=epsilon, domain=domain, width=width, hashes=hashes, hash_seed=hash_seed
+        )
         self._cells = SUE(epsilon=self._epsilon, domain=self._m)  # the same run_epsilon
 
     def randomize(self, value: Any) -> list[Any]:
@@ -1115,10 +1141,18 @@ class HCMS(_Sketch):
 
     name = "HCMS"
 
-    def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable], width: int = 1024,
-                 hashes: int = 1024, hash_seed: int = 0) -> None:
-        super().__init__(epsilon=epsilon, domain=domain, width=width, hashes=hashes,
-                         hash_seed=hash_seed)
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int = 1024,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
+        super().__init__(
+            epsilon=epsilon, domain=domain, width=width, hashes=hashes, hash_seed=hash_seed
+        )
         e = self._exp_lo
         self._keep = floor_scaled(e / (e + 1))
 
@@ -1177,8 +1211,16 @@ class PEM:
 
     name = "PEM"
 
-    def __init__(self, *, epsilon: float, bits: int, lengths: Sequence[int] | None = None,
-                 width: int = 1024, hashes: int = 128, hash_seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        bits: int,
+        lengths: Sequence[int] | None = None,
+        width: int = 1024,
+        hashes: int = 128,
+        hash_seed: int = 0,
+    ) -> None:
         self._epsilon = _check_epsilon(epsilon)
         self._run_epsilon = calibrated_epsilon(self._epsilon)
         self._bits = _check_int("bits", bits, 2, 62)
@@ -1194,8 +1236,13 @@ class PEM:
             raise ValueError(f"the first prefix length is enumerated: at most 24, got {lens[0]}")
         self._lengths = lens
         self._groups = [
-            HCMS(epsilon=self._epsilon, domain=max(2, 1 << n), width=width, hashes=hashes,
-                 hash_seed=_check_int("hash_seed", hash_seed, 0, (1 << 63) - 1 - len(lens)) + g)
+            HCMS(
+                epsilon=self._epsilon,
+                domain=max(2, 1 << n),
+                width=width,
+                hashes=hashes,
+                hash_seed=_check_int("hash_seed", hash_seed, 0, (1 << 63) - 1 - len(lens)) + g,
+            )
             for g, n in enumerate(lens)
         ]
 
@@ -1228,8 +1275,11 @@ class PEM:
 
     def encode(self, value: Any) -> int:
         """Check that ``value`` is an int of at most ``bits`` bits."""
-        if isinstance(value, bool) or not isinstance(value, int) or not \
-                0 <= value < 1 << self._bits:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value < 1 << self._bits
+        ):
             raise ValueError(f"PEM: value must be an int in [0, 2**{self._bits}), got {value!r}")
         return value
 
@@ -1250,8 +1300,10 @@ class PEM:
 
     def __repr__(self) -> str:
         s = self._groups[0]
-        return (f"PEM(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
-                f"width={s.width}, hashes={s.hashes}, hash_seed={s.hash_seed})")
+        return (
+            f"PEM(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
+            f"width={s.width}, hashes={s.hashes}, hash_seed={s.hash_seed})"
+        )
 
 
 # ------------------------------------------------------------------------------------------

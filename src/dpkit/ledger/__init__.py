@@ -69,7 +69,7 @@ if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
 
 
 def _memory_name(url: str) -> str:
-    name = url[len("memory://"):]
+    name = url[len("memory://") :]
     if name and (not name.isprintable() or any(c in name for c in "/?#%\\")):
         raise LedgerError(
             f"{url!r}: a memory ledger's name is printable text without '/', '?', '#', '%' "
@@ -109,7 +109,7 @@ def sqlite_url_path(url: str) -> str:
     (:func:`~dpkit.ledger._sqlite.resolve_sqlite_path`: symbolic links followed, ``..`` applied
     after them), read the same way by the ledger and by the service's own tables; see
     :func:`open_ledger` for the spellings refused."""
-    path = url[len("sqlite:///"):]
+    path = url[len("sqlite:///") :]
     if not path or path == ":memory:" or path.startswith("file:"):
         raise LedgerError(
             f"{url!r} names no file: give sqlite:///file.db (or memory:// for a ledger "

@@ -76,5 +76,4 @@ def _after_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
-    os.register_at_fork(before=_before, after_in_parent=_after_parent,
-                        after_in_child=_after_child)
+    os.register_at_fork(before=_before, after_in_parent=_after_parent, after_in_child=_after_child)

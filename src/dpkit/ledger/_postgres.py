@@ -61,8 +61,9 @@ class PostgresLedger:
         try:
             import psycopg
         except ImportError as exc:  # pragma: no cover - psycopg is a dependency of the extra
-            raise LedgerError("PostgresLedger needs psycopg 3: pip install 'dpkit[service]'") \
-                from exc
+            raise LedgerError(
+                "PostgresLedger needs psycopg 3: pip install 'dpkit[service]'"
+            ) from exc
         if not isinstance(dsn, str) or not dsn:
             raise LedgerError(f"dsn must be a non-empty str, got {dsn!r}")
         self._psycopg = psycopg
@@ -80,8 +81,9 @@ class PostgresLedger:
             _fork.abandon(self._conn)  # the parent's session: never used, never closed here
             self._conn = None
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = self._psycopg.connect(self._dsn, autocommit=True,
-                                               connect_timeout=max(1, int(self._timeout)))
+            self._conn = self._psycopg.connect(
+                self._dsn, autocommit=True, connect_timeout=max(1, int(self._timeout))
+            )
             self._pid = os.getpid()
         return self._conn
 
@@ -141,30 +143,42 @@ class PostgresLedger:
             with conn.transaction():
                 conn.execute(
                     "INSERT INTO dpkit_budgets (name, definition, last_seq) VALUES (%s, %s, 0) "
-                    "ON CONFLICT (name) DO NOTHING", (name, definition),
+                    "ON CONFLICT (name) DO NOTHING",
+                    (name, definition),
                 )
-                row = conn.execute("SELECT definition FROM dpkit_budgets WHERE name = %s",
-                                   (name,)).fetchone()
+                row = conn.execute(
+                    "SELECT definition FROM dpkit_budgets WHERE name = %s", (name,)
+                ).fetchone()
             return str(row[0])
 
         return self._run(act)
 
     def definition(self, name: str) -> str | None:
         def act() -> str | None:
-            row = self._connection().execute(
-                "SELECT definition FROM dpkit_budgets WHERE name = %s", (name,)).fetchone()
+            row = (
+                self._connection()
+                .execute("SELECT definition FROM dpkit_budgets WHERE name = %s", (name,))
+                .fetchone()
+            )
             return None if row is None else str(row[0])
 
         return self._run(act)
 
     def read(self, name: str, after: int = 0) -> list[LedgerRecord]:
         def act() -> list[LedgerRecord]:
-            rows = self._connection().execute(
-                "SELECT seq, time, kind, analyst, payload FROM dpkit_ledger "
-                "WHERE budget = %s AND seq > %s ORDER BY seq", (name, after),
-            ).fetchall()
-            return [LedgerRecord(seq=int(r[0]), time=float(r[1]), kind=r[2], analyst=r[3],
-                                 payload=r[4]) for r in rows]
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT seq, time, kind, analyst, payload FROM dpkit_ledger "
+                    "WHERE budget = %s AND seq > %s ORDER BY seq",
+                    (name, after),
+                )
+                .fetchall()
+            )
+            return [
+                LedgerRecord(seq=int(r[0]), time=float(r[1]), kind=r[2], analyst=r[3], payload=r[4])
+                for r in rows
+            ]
 
         return self._run(act)
 
@@ -176,20 +190,27 @@ class PostgresLedger:
             try:
                 with conn.transaction():
                     moved = conn.execute(
-                        "UPDATE dpkit_budgets SET last_seq = %s WHERE name = %s "
-                        "AND last_seq = %s", (record.seq, name, record.seq - 1),
+                        "UPDATE dpkit_budgets SET last_seq = %s WHERE name = %s AND last_seq = %s",
+                        (record.seq, name, record.seq - 1),
                     ).rowcount
                     if moved != 1:
                         raise _ConflictError
                     conn.execute(
                         "INSERT INTO dpkit_ledger (budget, seq, time, kind, analyst, payload) "
                         "VALUES (%s, %s, %s, %s, %s, %s)",
-                        (name, record.seq, record.time, record.kind, record.analyst,
-                         record.payload),
+                        (
+                            name,
+                            record.seq,
+                            record.time,
+                            record.kind,
+                            record.analyst,
+                            record.payload,
+                        ),
                     )
             except _ConflictError:
-                known = conn.execute("SELECT 1 FROM dpkit_budgets WHERE name = %s",
-                                     (name,)).fetchone()
+                known = conn.execute(
+                    "SELECT 1 FROM dpkit_budgets WHERE name = %s", (name,)
+                ).fetchone()
                 if known is None:
                     raise LedgerError(f"no budget named {name!r} in this ledger") from None
                 return False

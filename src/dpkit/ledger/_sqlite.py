@@ -152,8 +152,10 @@ class SqliteLedger:
         raw = os.fspath(path)
         if not isinstance(raw, str) or not raw or raw == ":memory:" or "\x00" in raw:
             raise LedgerError("SqliteLedger needs a file path (MemoryLedger keeps no file)")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-            0 < timeout < 1e6
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not (0 < timeout < 1e6)
         ):
             raise LedgerError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._path = resolve_sqlite_path(raw)
@@ -172,8 +174,9 @@ class SqliteLedger:
         name before it is opened (if it exists) and after."""
         check_sqlite_file(self._path)
         try:
-            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger file {self._path!r}: {exc}") from exc
         try:
@@ -278,11 +281,12 @@ class SqliteLedger:
         def act(conn: sqlite3.Connection) -> str:
             self._begin_write(conn)
             conn.execute(
-                "INSERT OR IGNORE INTO dpkit_budgets (name, definition, last_seq) "
-                "VALUES (?, ?, 0)", (name, definition),
+                "INSERT OR IGNORE INTO dpkit_budgets (name, definition, last_seq) VALUES (?, ?, 0)",
+                (name, definition),
             )
-            row = conn.execute("SELECT definition FROM dpkit_budgets WHERE name = ?",
-                               (name,)).fetchone()
+            row = conn.execute(
+                "SELECT definition FROM dpkit_budgets WHERE name = ?", (name,)
+            ).fetchone()
             conn.execute("COMMIT")
             return str(row[0])
 
@@ -290,8 +294,9 @@ class SqliteLedger:
 
     def definition(self, name: str) -> str | None:
         def act(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute("SELECT definition FROM dpkit_budgets WHERE name = ?",
-                                     (name,)).fetchone()
+            row = conn.execute(
+                "SELECT definition FROM dpkit_budgets WHERE name = ?", (name,)
+            ).fetchone()
             return None if row is None else str(row[0])
 
         return self._run(act)
@@ -300,10 +305,13 @@ class SqliteLedger:
         def act(conn: sqlite3.Connection) -> list[LedgerRecord]:
             rows = conn.execute(
                 "SELECT seq, time, kind, analyst, payload FROM dpkit_ledger "
-                "WHERE budget = ? AND seq > ? ORDER BY seq", (name, after),
+                "WHERE budget = ? AND seq > ? ORDER BY seq",
+                (name, after),
             ).fetchall()
-            return [LedgerRecord(seq=r[0], time=float(r[1]), kind=r[2], analyst=r[3],
-                                 payload=r[4]) for r in rows]
+            return [
+                LedgerRecord(seq=r[0], time=float(r[1]), kind=r[2], analyst=r[3], payload=r[4])
+                for r in rows
+            ]
 
         return self._run(act)
 
@@ -317,8 +325,9 @@ class SqliteLedger:
                 (record.seq, name, record.seq - 1),
             ).rowcount
             if moved != 1:
-                known = conn.execute("SELECT 1 FROM dpkit_budgets WHERE name = ?",
-                                     (name,)).fetchone()
+                known = conn.execute(
+                    "SELECT 1 FROM dpkit_budgets WHERE name = ?", (name,)
+                ).fetchone()
                 conn.execute("ROLLBACK")
                 if known is None:
                     raise LedgerError(f"no budget named {name!r} in this ledger")

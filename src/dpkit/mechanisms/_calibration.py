@@ -33,8 +33,15 @@ from dpkit._numeric.rounding import down, up
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import DpEvent, pure_epsilon_of
 
-__all__ = ["CALIBRATION_MARGIN", "calibrated_delta", "calibrated_epsilon", "calibration_target",
-           "charged_epsilon", "fit_noise", "reported_epsilon"]
+__all__ = [
+    "CALIBRATION_MARGIN",
+    "calibrated_delta",
+    "calibrated_epsilon",
+    "calibration_target",
+    "charged_epsilon",
+    "fit_noise",
+    "reported_epsilon",
+]
 
 CALIBRATION_MARGIN = Fraction(1, 2**40)
 _MAX_STEPS = 64
@@ -73,8 +80,9 @@ def reported_epsilon(event: DpEvent) -> float:
     return up(charged_epsilon(event))
 
 
-def fit_noise(build: Callable[[float], _M], noise: float, target: Fraction,
-              cost: Callable[[_M], Fraction]) -> _M:
+def fit_noise(
+    build: Callable[[float], _M], noise: float, target: Fraction, cost: Callable[[_M], Fraction]
+) -> _M:
     """``build(x)`` for the smallest ``x >= noise`` (stepping by ulps) whose ``cost`` (read from
     its event the way the accountants read it) is at most ``target``; ``noise`` is the
     calibrated value, normally already within the target."""

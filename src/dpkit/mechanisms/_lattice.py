@@ -77,7 +77,6 @@ _CHUNK = 1 << 16
 _WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
-
 def granularity_for(scale: float, sensitivity: float, max_t: float) -> float:
     """The lattice spacing for a noise scale and sensitivity (a power of two).
 
@@ -100,8 +99,9 @@ def clamp_bound(granularity: float) -> float:
         return float(np.float64(_INDEX_LIMIT) * np.float64(granularity))
 
 
-def _float_index(x: npt.NDArray[np.float64], s: float,
-                 out: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+def _float_index(
+    x: npt.NDArray[np.float64], s: float, out: npt.NDArray[np.float64] | None = None
+) -> npt.NDArray[np.float64]:
     """Lattice indices ``rint(x / s)`` clamped to +-2**62, NaN -> 0, as integer-valued doubles.
 
     Exact: dividing a double by a power of two is exact unless it overflows (then the clamp
@@ -250,7 +250,8 @@ def lattice_release(
         z = noise(k, scratch("lat_z", k, np.float64))
         dest = out[start:stop]
         if idx.dtype == np.float64 and (
-                not idx.size or max(-float(idx.min()), float(idx.max())) <= _EXACT_SUM):
+            not idx.size or max(-float(idx.min()), float(idx.max())) <= _EXACT_SUM
+        ):
             np.add(idx, z, out=dest)
             dest += 0.0  # -0.0 + 0.0 == +0.0: the double depends on the integer sum only
         else:

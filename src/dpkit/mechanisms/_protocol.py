@@ -47,7 +47,8 @@ class Mechanism(Protocol):
 class BatchMechanism(Mechanism, Protocol):
     """A :class:`Mechanism` that draws ``count`` independent releases on one input at once."""
 
-    def release_many(self, values: Any, /, *, count: int,
-                     source: RandomSource | None = None) -> Any:
+    def release_many(
+        self, values: Any, /, *, count: int, source: RandomSource | None = None
+    ) -> Any:
         """``count`` independent releases on the same input (one array)."""
         ...

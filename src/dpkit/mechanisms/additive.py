@@ -161,8 +161,13 @@ class Laplace:
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
-    def from_epsilon(cls, *, epsilon: float, sensitivity: float,
-                     neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
+    def from_epsilon(
+        cls,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> Laplace:
         """The least-noise Laplace mechanism that is ``epsilon``-DP for this L1 ``sensitivity``.
 
         With the target ``T = epsilon (1 - 2**-40)``: ``nm`` is the smallest double with
@@ -176,19 +181,30 @@ class Laplace:
         target = calibration_target(eps)
         nm = up(1 / _effective_epsilon(eps, LAPLACE_SLACK))
         s, scale = _fit_granularity(Fraction(nm), delta_1, _LAPLACE_MAX_T)
-        return fit_noise(lambda b: cls(scale=b, sensitivity=delta_1, granularity=s,
-                                       neighbouring=nb),
-                         scale, target, lambda m: charged_epsilon(m.event))
+        return fit_noise(
+            lambda b: cls(scale=b, sensitivity=delta_1, granularity=s, neighbouring=nb),
+            scale,
+            target,
+            lambda m: charged_epsilon(m.event),
+        )
 
     @classmethod
-    def from_scale(cls, *, scale: float, sensitivity: float,
-                   neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Laplace:
+    def from_scale(
+        cls,
+        *,
+        scale: float,
+        sensitivity: float,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> Laplace:
         """A Laplace mechanism with noise scale ``scale`` (its epsilon follows)."""
         b = check_positive(scale, "scale")
         delta_1 = check_sensitivity(sensitivity)
-        return cls(scale=b, sensitivity=delta_1,
-                   granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
-                   neighbouring=as_neighbouring(neighbouring))
+        return cls(
+            scale=b,
+            sensitivity=delta_1,
+            granularity=granularity_for(b, delta_1, _LAPLACE_MAX_T),
+            neighbouring=as_neighbouring(neighbouring),
+        )
 
     @property
     def epsilon(self) -> float:
@@ -203,8 +219,9 @@ class Laplace:
     def event(self) -> LaplaceEvent:
         """Accounting event: noise multiplier ``scale / (sensitivity + s)``, rounded down."""
         nm = _noise_multiplier(self.scale, self.sensitivity, self.granularity)
-        return LaplaceEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
-                            pmf_slack=LAPLACE_SLACK)
+        return LaplaceEvent(
+            noise_multiplier=nm, neighbouring=self.neighbouring, pmf_slack=LAPLACE_SLACK
+        )
 
     def confidence_half_width(self, alpha: float) -> float:
         """Half-width h with ``P(|noise| > h) <= alpha``: ``scale ln(1/alpha) + granularity / 2``.
@@ -233,9 +250,12 @@ class Laplace:
         """
         src = resolve_source(source)
         t = self.scale / self.granularity
-        return lattice_release(values, self.granularity,
-                               lambda k, out: laplace_lattice_float(src, t, k, out),
-                               parallel=src.secure)
+        return lattice_release(
+            values,
+            self.granularity,
+            lambda k, out: laplace_lattice_float(src, t, k, out),
+            parallel=src.secure,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,18 +293,31 @@ class Gaussian:
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
-    def from_sigma(cls, *, sigma: float, sensitivity: float,
-                   neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
+    def from_sigma(
+        cls,
+        *,
+        sigma: float,
+        sensitivity: float,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> Gaussian:
         """A Gaussian mechanism with noise standard deviation ``sigma``."""
         sd = check_positive(sigma, "sigma")
         delta_2 = check_sensitivity(sensitivity)
-        return cls(sigma=sd, sensitivity=delta_2,
-                   granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),
-                   neighbouring=as_neighbouring(neighbouring))
+        return cls(
+            sigma=sd,
+            sensitivity=delta_2,
+            granularity=granularity_for(sd, delta_2, _GAUSSIAN_MAX_T),
+            neighbouring=as_neighbouring(neighbouring),
+        )
 
     @classmethod
-    def from_mu(cls, *, mu: float, sensitivity: float,
-                neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> Gaussian:
+    def from_mu(
+        cls,
+        *,
+        mu: float,
+        sensitivity: float,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> Gaussian:
         """The Gaussian with ``sigma = nm (sensitivity + granularity)`` (rounded up): mu-GDP.
 
         ``nm`` is the smallest double with ``1 / nm <= mu (1 - 2**-40)``, so the mu the GDP
@@ -299,15 +332,23 @@ class Gaussian:
         if math.isinf(nm):
             raise _too_large(Fraction(1) / target, delta_2)
         s, sigma = _fit_granularity(Fraction(nm), delta_2, _GAUSSIAN_MAX_T)
-        return fit_noise(lambda sd: cls(sigma=sd, sensitivity=delta_2, granularity=s,
-                                        neighbouring=nb),
-                         sigma, target, _gdp_mu)
+        return fit_noise(
+            lambda sd: cls(sigma=sd, sensitivity=delta_2, granularity=s, neighbouring=nb),
+            sigma,
+            target,
+            _gdp_mu,
+        )
 
     @classmethod
-    def from_epsilon_delta(cls, *, epsilon: float, delta: float, sensitivity: float,
-                           method: str = "analytic",
-                           neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
-                           ) -> Gaussian:
+    def from_epsilon_delta(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        sensitivity: float,
+        method: str = "analytic",
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> Gaussian:
         """The Gaussian that is (epsilon, delta)-DP for this L2 ``sensitivity``.
 
         ``method="analytic"`` (default): the smallest sigma whose exact privacy profile
@@ -339,13 +380,17 @@ class Gaussian:
         elif method == "analytic":
             factor = 1.0 / gaussian_mu_for(eff_eps, eff_delta)
         else:
-            raise PrivacyParameterError(
-                f"method must be 'analytic' or 'classic', got {method!r}"
-            )
-        s, sigma = _fit_granularity(Fraction(math.nextafter(factor, math.inf)), delta_2,
-                                    _GAUSSIAN_MAX_T)
-        return cls(sigma=sigma, sensitivity=delta_2, granularity=s,
-                   neighbouring=as_neighbouring(neighbouring), calibrated_delta=dlt)
+            raise PrivacyParameterError(f"method must be 'analytic' or 'classic', got {method!r}")
+        s, sigma = _fit_granularity(
+            Fraction(math.nextafter(factor, math.inf)), delta_2, _GAUSSIAN_MAX_T
+        )
+        return cls(
+            sigma=sigma,
+            sensitivity=delta_2,
+            granularity=s,
+            neighbouring=as_neighbouring(neighbouring),
+            calibrated_delta=dlt,
+        )
 
     @property
     def mu(self) -> float:
@@ -370,8 +415,15 @@ class Gaussian:
         if self.delta_for(epsilon=0.0) <= dlt:
             return 0.0
         try:
-            return search(lambda e: self.delta_for(epsilon=e) <= dlt, 0.0, 1.0, holds="above",
-                          expand="up", limit=1e6, what="Gaussian mechanism epsilon")
+            return search(
+                lambda e: self.delta_for(epsilon=e) <= dlt,
+                0.0,
+                1.0,
+                holds="above",
+                expand="up",
+                limit=1e6,
+                what="Gaussian mechanism epsilon",
+            )
         except SearchError:
             return math.inf
 
@@ -379,15 +431,15 @@ class Gaussian:
     def event(self) -> GaussianEvent:
         """Accounting event: noise multiplier ``sigma / (sensitivity + s)``, rounded down."""
         nm = _noise_multiplier(self.sigma, self.sensitivity, self.granularity)
-        return GaussianEvent(noise_multiplier=nm, neighbouring=self.neighbouring,
-                             pmf_slack=GAUSSIAN_SLACK)
+        return GaussianEvent(
+            noise_multiplier=nm, neighbouring=self.neighbouring, pmf_slack=GAUSSIAN_SLACK
+        )
 
     def confidence_half_width(self, alpha: float) -> float:
         """Half-width h, ``P(|noise| > h) <= alpha``: ``sigma Phi^-1(1 - alpha/2) + s/2`` (up)."""
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         z = float(-ndtri(a / 2.0))
-        return math.nextafter((self.sigma * z + self.granularity / 2.0) * (1 + 2.0**-40),
-                              math.inf)
+        return math.nextafter((self.sigma * z + self.granularity / 2.0) * (1 + 2.0**-40), math.inf)
 
     def confidence_interval(self, value: float, *, alpha: float) -> tuple[float, float]:
         """The interval ``(value - h, value + h)`` around a released ``value``, with ``h =``
@@ -407,6 +459,9 @@ class Gaussian:
         """
         src = resolve_source(source)
         t = self.sigma / self.granularity
-        return lattice_release(values, self.granularity,
-                               lambda k, out: gaussian_lattice_float(src, t, k, out),
-                               parallel=src.secure)
+        return lattice_release(
+            values,
+            self.granularity,
+            lambda k, out: gaussian_lattice_float(src, t, k, out),
+            parallel=src.secure,
+        )

@@ -71,15 +71,18 @@ def _integer_values(parsed: ParsedValues) -> npt.NDArray[np.int64]:
     if parsed.kind == "int":
         return np.clip(x.astype(np.int64, copy=False), -_INT_LIMIT, _INT_LIMIT)
     # "exact": Python ints beyond the int64 range (parse_values accepts only integers here)
-    out = np.array([max(-_INT_LIMIT, min(_INT_LIMIT, int(v))) for v in x.reshape(-1)],
-                   dtype=np.int64)
+    out = np.array(
+        [max(-_INT_LIMIT, min(_INT_LIMIT, int(v))) for v in x.reshape(-1)], dtype=np.int64
+    )
     return out.reshape(x.shape)
 
 
 def _add_exact(x: npt.NDArray[np.int64], noise: list[int]) -> npt.NDArray[np.int64]:
     """``x + noise`` in Python integers, saturated to the int64 range (post-processing)."""
-    total = [max(_OUT_MIN, min(_OUT_MAX, int(a) + z))
-             for a, z in zip(x.reshape(-1).tolist(), noise, strict=True)]
+    total = [
+        max(_OUT_MIN, min(_OUT_MAX, int(a) + z))
+        for a, z in zip(x.reshape(-1).tolist(), noise, strict=True)
+    ]
     return np.array(total, dtype=np.int64).reshape(x.shape)
 
 
@@ -151,7 +154,6 @@ def _gaussian_half_width(sigma: float, alpha: float) -> int:
     return hi
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class DiscreteLaplace:
     """``x + Z`` with ``P(Z = k) = tanh(1/(2t)) exp(-|k| / t)`` on integer queries.
@@ -180,9 +182,13 @@ class DiscreteLaplace:
         return 0.0 if self.exact else DISCRETE_LAPLACE_SLACK
 
     @classmethod
-    def from_epsilon(cls, *, epsilon: float, sensitivity: int,
-                     neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
-                     ) -> DiscreteLaplace:
+    def from_epsilon(
+        cls,
+        *,
+        epsilon: float,
+        sensitivity: int,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> DiscreteLaplace:
         """Scale ``sensitivity / (T - 2a)`` rounded up, ``T = epsilon (1 - 2**-40)`` (a = slack
         of the chosen sampler); the accountants' cost of :attr:`event` is checked to be <= T
         (:mod:`dpkit.mechanisms._calibration`)."""
@@ -202,8 +208,12 @@ class DiscreteLaplace:
                 f"the noise scale sensitivity / epsilon = {sens!r} / {eps!r} is beyond the "
                 "largest double: use a larger epsilon or a smaller sensitivity"
             )
-        return fit_noise(lambda t: cls(scale=t, sensitivity=sens, neighbouring=nb),
-                         scale, target, lambda m: charged_epsilon(m.event))
+        return fit_noise(
+            lambda t: cls(scale=t, sensitivity=sens, neighbouring=nb),
+            scale,
+            target,
+            lambda m: charged_epsilon(m.event),
+        )
 
     @property
     def epsilon(self) -> float:
@@ -213,8 +223,12 @@ class DiscreteLaplace:
 
     @property
     def event(self) -> DiscreteLaplaceEvent:
-        return DiscreteLaplaceEvent(scale=self.scale, sensitivity=self.sensitivity,
-                                    neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
+        return DiscreteLaplaceEvent(
+            scale=self.scale,
+            sensitivity=self.sensitivity,
+            neighbouring=self.neighbouring,
+            pmf_slack=self.pmf_slack,
+        )
 
     def confidence_half_width(self, alpha: float) -> int:
         """Smallest h with ``P(|Z| > h) = 2 q^(h+1) / (1 + q) <= alpha``, q = e^(-1/t).
@@ -247,8 +261,9 @@ class DiscreteLaplace:
         x = _integer_values(parsed)
         if self.exact:
             frac = Fraction(self.scale)
-            return parsed.wrap(_add_exact(x, [discrete_laplace_exact(src, frac)
-                                              for _ in range(x.size)]))
+            return parsed.wrap(
+                _add_exact(x, [discrete_laplace_exact(src, frac) for _ in range(x.size)])
+            )
         z = discrete_laplace(src, scale=self.scale, size=x.shape)
         return parsed.wrap(x + z)
 
@@ -278,12 +293,18 @@ class DiscreteGaussian:
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
 
     @classmethod
-    def from_sigma(cls, *, sigma: float, sensitivity: int,
-                   neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
-                   ) -> DiscreteGaussian:
-        return cls(sigma=check_positive(sigma, "sigma"),
-                   sensitivity=check_integer(sensitivity, name="sensitivity", minimum=1),
-                   neighbouring=as_neighbouring(neighbouring))
+    def from_sigma(
+        cls,
+        *,
+        sigma: float,
+        sensitivity: int,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> DiscreteGaussian:
+        return cls(
+            sigma=check_positive(sigma, "sigma"),
+            sensitivity=check_integer(sensitivity, name="sensitivity", minimum=1),
+            neighbouring=as_neighbouring(neighbouring),
+        )
 
     @property
     def exact(self) -> bool:
@@ -296,8 +317,12 @@ class DiscreteGaussian:
 
     @property
     def event(self) -> DiscreteGaussianEvent:
-        return DiscreteGaussianEvent(sigma=self.sigma, sensitivity=self.sensitivity,
-                                     neighbouring=self.neighbouring, pmf_slack=self.pmf_slack)
+        return DiscreteGaussianEvent(
+            sigma=self.sigma,
+            sensitivity=self.sensitivity,
+            neighbouring=self.neighbouring,
+            pmf_slack=self.pmf_slack,
+        )
 
     def confidence_half_width(self, alpha: float) -> int:
         """Smallest h whose certified upper bound on ``P(|Z| > h)`` is at most ``alpha``
@@ -324,7 +349,8 @@ class DiscreteGaussian:
         x = _integer_values(parsed)
         if self.exact:
             s2 = Fraction(self.sigma) ** 2
-            return parsed.wrap(_add_exact(x, [discrete_gaussian_exact(src, s2)
-                                              for _ in range(x.size)]))
+            return parsed.wrap(
+                _add_exact(x, [discrete_gaussian_exact(src, s2) for _ in range(x.size)])
+            )
         z = discrete_gaussian(src, sigma=self.sigma, size=x.shape)
         return parsed.wrap(x + z)

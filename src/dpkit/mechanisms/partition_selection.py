@@ -155,15 +155,13 @@ def _integer_counts(values: Any) -> npt.NDArray[np.int64]:
     if x.dtype.kind == "i":
         return np.clip(x.astype(np.int64, copy=False), 0, 1 << 62)
     if x.dtype.kind == "O":
-        flat = np.array([0 if is_missing_type(type(v)) else v for v in x.reshape(-1)],
-                        dtype=object)
+        flat = np.array([0 if is_missing_type(type(v)) else v for v in x.reshape(-1)], dtype=object)
         for v in flat:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-                raise PrivacyParameterError(
-                    f"unit counts must be integers, got {type(v).__name__}"
-                )
-        out = np.fromiter((min(max(int(v), 0), 1 << 62) for v in flat), dtype=np.int64,
-                          count=flat.size)
+                raise PrivacyParameterError(f"unit counts must be integers, got {type(v).__name__}")
+        out = np.fromiter(
+            (min(max(int(v), 0), 1 << 62) for v in flat), dtype=np.int64, count=flat.size
+        )
         shaped: npt.NDArray[np.int64] = out.reshape(x.shape)
         return shaped
     raise PrivacyParameterError(
@@ -198,8 +196,14 @@ class PartitionSelection:
     neighbouring: Neighbouring
     _table: npt.NDArray[np.uint64] = field(repr=False, compare=False)
 
-    def __init__(self, *, epsilon: float, delta: float, max_partitions: int = 1,
-                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        max_partitions: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> None:
         eps = check_epsilon(epsilon)
         dl = check_delta(delta, allow_zero=False)
         k, rel = _unit_moves(max_partitions, neighbouring)
@@ -209,13 +213,21 @@ class PartitionSelection:
         object.__setattr__(self, "neighbouring", rel)
         # run at, and charged, the calibrated pair (mechanisms._calibration: k selections
         # built with fl(e / k), fl(d / k) fit a budget of (e, d))
-        object.__setattr__(self, "_table", _truncated_geometric_table(
-            calibrated_epsilon(eps), calibrated_delta(dl), k))
+        object.__setattr__(
+            self,
+            "_table",
+            _truncated_geometric_table(calibrated_epsilon(eps), calibrated_delta(dl), k),
+        )
 
     @classmethod
-    def from_epsilon_delta(cls, *, epsilon: float, delta: float, max_partitions: int = 1,
-                           neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
-                           ) -> PartitionSelection:
+    def from_epsilon_delta(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        max_partitions: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> PartitionSelection:
         """(epsilon, delta)-DP selection when each unit contributes to ``max_partitions`` keys.
 
         Each key's coin uses ``(epsilon / k, delta / k)`` with ``k = max_partitions`` (``2 *
@@ -223,8 +235,9 @@ class PartitionSelection:
         ever be released). Refused when the threshold would exceed 2**22 units (epsilon / k
         tiny): use :class:`GaussianPartitionSelection` there.
         """
-        return cls(epsilon=epsilon, delta=delta, max_partitions=max_partitions,
-                   neighbouring=neighbouring)
+        return cls(
+            epsilon=epsilon, delta=delta, max_partitions=max_partitions, neighbouring=neighbouring
+        )
 
     @property
     def threshold(self) -> int:
@@ -235,8 +248,9 @@ class PartitionSelection:
     def event(self) -> ApproxDpEvent:
         """``(epsilon', delta')``: the calibrated pair the coins were built for
         (:func:`~dpkit.mechanisms._calibration.calibrated_epsilon`, ``calibrated_delta``)."""
-        return ApproxDpEvent(epsilon=calibrated_epsilon(self.epsilon),
-                             delta=calibrated_delta(self.delta))
+        return ApproxDpEvent(
+            epsilon=calibrated_epsilon(self.epsilon), delta=calibrated_delta(self.delta)
+        )
 
     def probability_fraction(self, n: int) -> Fraction:
         """The exact release probability of a key with ``n`` units, as a rational."""
@@ -250,8 +264,9 @@ class PartitionSelection:
         idx = np.minimum(_integer_counts(n), self.threshold)
         return self._table[idx].astype(np.float64) * 2.0**-_GRID_BITS
 
-    def release(self, unit_counts: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.bool_]:
+    def release(
+        self, unit_counts: Any, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.bool_]:
         """One independent coin per key: ``True`` where the key may be released.
 
         ``unit_counts`` are the per-key numbers of distinct privacy units (integers; negative
@@ -336,11 +351,12 @@ def _discrete_gaussian_log_tail_up(sigma: float, t: int) -> float:
         from scipy.special import log_ndtr
 
         x = t / sigma
-        log_rest = (math.log(sigma) + 0.5 * math.log(2.0 * math.pi) + float(log_ndtr(-x))
-                    + 0.5 * x * x)
+        log_rest = (
+            math.log(sigma) + 0.5 * math.log(2.0 * math.pi) + float(log_ndtr(-x)) + 0.5 * x * x
+        )
         inner = (1.0 + math.exp(log_rest)) * (1.0 + 2.0**-30)
     log_norm = max(0.0, math.log(math.sqrt(2.0 * math.pi) * sigma))
-    val = -(float(t) / sigma) ** 2 / 2.0 + math.log(inner) - log_norm
+    val = -((float(t) / sigma) ** 2) / 2.0 + math.log(inner) - log_norm
     return val + _LOG_MARGIN * (1.0 + abs(val))
 
 
@@ -424,9 +440,14 @@ class GaussianPartitionSelection:
         return _unit_moves(self.max_partitions, self.neighbouring)[0]
 
     @classmethod
-    def from_rho(cls, *, rho: float, threshold_delta: float, max_partitions: int = 1,
-                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE
-                 ) -> GaussianPartitionSelection:
+    def from_rho(
+        cls,
+        *,
+        rho: float,
+        threshold_delta: float,
+        max_partitions: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> GaussianPartitionSelection:
         """For a zCDP session: noise with ``k / (2 sigma^2) <= rho`` and the smallest integer
         ``tau`` with ``threshold_delta`` (as defined on the class) ``<=`` the given value.
 
@@ -445,9 +466,15 @@ class GaussianPartitionSelection:
         return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel)
 
     @classmethod
-    def from_epsilon_delta(cls, *, epsilon: float, delta: float, max_partitions: int = 1,
-                           neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
-                           threshold_share: float = 0.5) -> GaussianPartitionSelection:
+    def from_epsilon_delta(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        max_partitions: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+        threshold_share: float = 0.5,
+    ) -> GaussianPartitionSelection:
         """(epsilon, delta)-DP: ``threshold_share`` of delta for the threshold, the rest for the
         noise (through the zCDP conversion of :mod:`dpkit.accounting.zcdp`, with the pmf slack).
         Calibrated to, and stating, ``epsilon (1 - 2**-40)`` and ``delta (1 - 2**-40)`` rounded
@@ -460,22 +487,35 @@ class GaussianPartitionSelection:
         # the calibrated pair (mechanisms._calibration), as for every epsilon constructor
         eps = calibrated_epsilon(check_epsilon(epsilon))
         dl = calibrated_delta(check_delta(delta, allow_zero=False))
-        share = check_probability(threshold_share, name="threshold_share", open_low=True,
-                                  open_high=True)
+        share = check_probability(
+            threshold_share, name="threshold_share", open_low=True, open_high=True
+        )
         k, rel = _unit_moves(max_partitions, neighbouring)
         d_thr = down(Fraction(dl) * Fraction(share))
         d_gauss = down(Fraction(dl) - Fraction(d_thr))
         if not (d_thr > 0.0 and d_gauss > 0.0):
             raise PrivacyParameterError(f"delta={dl!r} is too small to split")
         try:  # bracket doubled from [1e-3, 1] up to 2**40, bisected to adjacent doubles
-            sigma = search(lambda s: _gauss_delta(s, k, eps) <= d_gauss, 1e-3, 1.0,
-                           holds="above", expand="up", limit=2.0**40,
-                           what="Gaussian partition selection sigma")
+            sigma = search(
+                lambda s: _gauss_delta(s, k, eps) <= d_gauss,
+                1e-3,
+                1.0,
+                holds="above",
+                expand="up",
+                limit=2.0**40,
+                what="Gaussian partition selection sigma",
+            )
         except SearchError:
             raise PrivacyParameterError(f"no sigma reaches ({eps!r}, {d_gauss!r})") from None
         tau = _calibrate_tau(sigma, k, d_thr)
-        return cls(sigma=sigma, tau=tau, max_partitions=int(max_partitions), neighbouring=rel,
-                   epsilon=eps, delta=dl)
+        return cls(
+            sigma=sigma,
+            tau=tau,
+            max_partitions=int(max_partitions),
+            neighbouring=rel,
+            epsilon=eps,
+            delta=dl,
+        )
 
     # -- privacy ----------------------------------------------------------------------------
     @property
@@ -495,10 +535,12 @@ class GaussianPartitionSelection:
         """The noisy counts as an exact event: ``k`` composed discrete Gaussians of sensitivity 1
         (the ``k`` counts one neighbouring step moves, each by at most one; ``replace`` is already
         in ``k``). Any accountant can read it; add :attr:`threshold_delta` to its delta."""
-        ev = DiscreteGaussianEvent(sigma=self.sigma, sensitivity=1,
-                                   neighbouring=Neighbouring.ADD_REMOVE,
-                                   pmf_slack=0.0 if not self.sigma < _EXACT_SIGMA
-                                   else DISCRETE_GAUSSIAN_SLACK)
+        ev = DiscreteGaussianEvent(
+            sigma=self.sigma,
+            sensitivity=1,
+            neighbouring=Neighbouring.ADD_REMOVE,
+            pmf_slack=0.0 if not self.sigma < _EXACT_SIGMA else DISCRETE_GAUSSIAN_SLACK,
+        )
         k = self._moves
         return ev if k == 1 else SelfComposedEvent(event=ev, count=k)
 
@@ -510,8 +552,13 @@ class GaussianPartitionSelection:
     def delta_at(self, epsilon: float) -> float:
         """Total delta at ``epsilon``: ``delta_G(epsilon) + threshold_delta``, rounded up."""
         eps = check_epsilon(epsilon)
-        return min(1.0, up(Fraction(_gauss_delta(self.sigma, self._moves, eps))
-                           + Fraction(self.threshold_delta)))
+        return min(
+            1.0,
+            up(
+                Fraction(_gauss_delta(self.sigma, self._moves, eps))
+                + Fraction(self.threshold_delta)
+            ),
+        )
 
     @property
     def event(self) -> ApproxDpEvent:
@@ -533,12 +580,15 @@ class GaussianPartitionSelection:
         counts = _integer_counts(n)
         flat = counts.reshape(-1)
         uniq, inv = np.unique(flat, return_inverse=True)
-        vals = np.array([_discrete_gaussian_sf(self.sigma, self.tau - int(c) + 1) for c in uniq],
-                        dtype=np.float64)
+        vals = np.array(
+            [_discrete_gaussian_sf(self.sigma, self.tau - int(c) + 1) for c in uniq],
+            dtype=np.float64,
+        )
         return vals[inv].reshape(counts.shape)
 
-    def release_with_counts(self, unit_counts: Any, *, source: RandomSource | None = None
-                            ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    def release_with_counts(
+        self, unit_counts: Any, *, source: RandomSource | None = None
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
         """``(mask, noisy)``: ``noisy = n + Z`` and ``mask = noisy > tau``.
 
         Only ``noisy[mask]`` may be published; the rest must be discarded.
@@ -548,8 +598,9 @@ class GaussianPartitionSelection:
         noisy = mech.release(counts, source=source)
         return noisy > self.tau, noisy
 
-    def release(self, unit_counts: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.bool_]:
+    def release(
+        self, unit_counts: Any, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.bool_]:
         """``True`` where ``n + Z > tau``."""
         return self.release_with_counts(unit_counts, source=source)[0]
 
@@ -584,5 +635,11 @@ def _calibrate_tau(sigma: float, k: int, target: float) -> int:
     ``tau - 1`` fails (or is 0).
     """
     hi = max(2, math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 * k / target))) + 2)
-    return search_int(lambda t: t >= 1 and _threshold_delta(sigma, k, t) <= target, 0, hi,
-                      holds="above", expand="up", what="partition selection threshold")
+    return search_int(
+        lambda t: t >= 1 and _threshold_delta(sigma, k, t) <= target,
+        0,
+        hi,
+        holds="above",
+        expand="up",
+        what="partition selection threshold",
+    )

@@ -126,19 +126,16 @@ def _bin_counts(values: Any, bins: int) -> npt.NDArray[np.int64]:
     if x.dtype.kind not in "iu":
         flat = [0 if is_missing_type(type(v)) else v for v in x.reshape(-1)]
         if x.dtype.kind == "O" and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-            for v in flat
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat
         ):
-            x = np.array([min(max(int(v), 0), _N_LIMIT) for v in flat],
-                         dtype=np.int64).reshape(x.shape)
-        else:
-            raise PrivacyParameterError(
-                f"bin counts must be integers, got dtype {x.dtype}"
+            x = np.array([min(max(int(v), 0), _N_LIMIT) for v in flat], dtype=np.int64).reshape(
+                x.shape
             )
+        else:
+            raise PrivacyParameterError(f"bin counts must be integers, got dtype {x.dtype}")
     if x.ndim not in (1, 2) or x.shape[-1] != bins:
         raise PrivacyParameterError(
-            f"bin counts must have shape (bins,) or (groups, bins) with bins={bins}, "
-            f"got {x.shape}"
+            f"bin counts must have shape (bins,) or (groups, bins) with bins={bins}, got {x.shape}"
         )
     cap = _N_LIMIT // bins
     out: npt.NDArray[np.int64]
@@ -170,27 +167,47 @@ class BinnedQuantile:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "quantiles", _check_quantiles(self.quantiles))
         object.__setattr__(self, "edges", _check_edges(self.edges))
-        object.__setattr__(self, "max_rows_per_partition", check_integer(
-            self.max_rows_per_partition, name="max_rows_per_partition", minimum=1))
-        object.__setattr__(self, "max_partitions", check_integer(
-            self.max_partitions, name="max_partitions", minimum=1))
+        object.__setattr__(
+            self,
+            "max_rows_per_partition",
+            check_integer(self.max_rows_per_partition, name="max_rows_per_partition", minimum=1),
+        )
+        object.__setattr__(
+            self,
+            "max_partitions",
+            check_integer(self.max_partitions, name="max_partitions", minimum=1),
+        )
         object.__setattr__(self, "neighbouring", as_neighbouring(self.neighbouring))
-        object.__setattr__(self, "points_per_bin", check_integer(
-            self.points_per_bin, name="points_per_bin", minimum=1, maximum=1 << 20))
+        object.__setattr__(
+            self,
+            "points_per_bin",
+            check_integer(self.points_per_bin, name="points_per_bin", minimum=1, maximum=1 << 20),
+        )
         # Builds the per-quantile mechanisms now so that invalid budgets fail at construction.
         self.mechanisms  # noqa: B018
 
     @classmethod
-    def from_epsilon(cls, *, epsilon: float, quantiles: float | Sequence[float],
-                     edges: Sequence[float], max_rows_per_partition: int = 1,
-                     max_partitions: int = 1,
-                     neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
-                     points_per_bin: int = 32) -> BinnedQuantile:
+    def from_epsilon(
+        cls,
+        *,
+        epsilon: float,
+        quantiles: float | Sequence[float],
+        edges: Sequence[float],
+        max_rows_per_partition: int = 1,
+        max_partitions: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+        points_per_bin: int = 32,
+    ) -> BinnedQuantile:
         """epsilon-DP quantiles over the bins of ``edges``; see the class docstring."""
-        return cls(epsilon=epsilon, quantiles=_check_quantiles(quantiles),
-                   edges=_check_edges(edges), max_rows_per_partition=max_rows_per_partition,
-                   max_partitions=max_partitions, neighbouring=as_neighbouring(neighbouring),
-                   points_per_bin=points_per_bin)
+        return cls(
+            epsilon=epsilon,
+            quantiles=_check_quantiles(quantiles),
+            edges=_check_edges(edges),
+            max_rows_per_partition=max_rows_per_partition,
+            max_partitions=max_partitions,
+            neighbouring=as_neighbouring(neighbouring),
+            points_per_bin=points_per_bin,
+        )
 
     # -- parameters -------------------------------------------------------------------------
     @property
@@ -218,8 +235,11 @@ class BinnedQuantile:
     def mechanisms(self) -> tuple[ExponentialMechanism, ...]:
         """One exponential mechanism per quantile (same epsilon, own sensitivity)."""
         return tuple(
-            ExponentialMechanism(epsilon=self.epsilon_each, sensitivity=self.sensitivity(q),
-                                 neighbouring=self.neighbouring)
+            ExponentialMechanism(
+                epsilon=self.epsilon_each,
+                sensitivity=self.sensitivity(q),
+                neighbouring=self.neighbouring,
+            )
             for q in self.quantiles
         )
 
@@ -264,12 +284,15 @@ class BinnedQuantile:
         Theorem 3.11; the best bin has utility 0). The released point's own rank may further
         differ by the count of its bin.
         """
-        return np.array([em.utility_gap_at(n_candidates=self.bins, alpha=beta)
-                         for em in self.mechanisms], dtype=np.float64)
+        return np.array(
+            [em.utility_gap_at(n_candidates=self.bins, alpha=beta) for em in self.mechanisms],
+            dtype=np.float64,
+        )
 
     # -- release ----------------------------------------------------------------------------
-    def release_bins(self, bin_counts: Any, *, source: RandomSource | None = None
-                     ) -> npt.NDArray[np.int64]:
+    def release_bins(
+        self, bin_counts: Any, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.int64]:
         """Chosen bin indices, shape (groups, K)."""
         src = resolve_source(source)
         u = self.utilities(bin_counts)
@@ -290,8 +313,9 @@ class BinnedQuantile:
                 out[start:stop, i] = np.argmax(z, axis=1)
         return out
 
-    def release(self, bin_counts: Any, *, source: RandomSource | None = None
-                ) -> npt.NDArray[np.float64]:
+    def release(
+        self, bin_counts: Any, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
         """Private quantiles: shape (groups, K) for 2-D counts, (K,) for one group's counts."""
         src = resolve_source(source)
         two_d = np.ndim(bin_counts) == 2
@@ -304,4 +328,3 @@ class BinnedQuantile:
         np.minimum(values, edges[idx + 1], out=values)  # rounding never leaves the bin
         np.maximum(values, lo, out=values)
         return values if two_d else values[0]
-

@@ -54,8 +54,9 @@ class RandomizedResponse:
         target = calibration_target(eps)
 
         def fits(k: int) -> bool:
-            ev = RandomizedResponseEvent(p_truth=k / _RES, categories=2,
-                                         neighbouring=Neighbouring.REPLACE)
+            ev = RandomizedResponseEvent(
+                p_truth=k / _RES, categories=2, neighbouring=Neighbouring.REPLACE
+            )
             return charged_epsilon(ev) <= target
 
         top = _RES - 1
@@ -74,8 +75,9 @@ class RandomizedResponse:
 
     @property
     def event(self) -> RandomizedResponseEvent:
-        return RandomizedResponseEvent(p_truth=self.p, categories=2,
-                                       neighbouring=Neighbouring.REPLACE)
+        return RandomizedResponseEvent(
+            p_truth=self.p, categories=2, neighbouring=Neighbouring.REPLACE
+        )
 
     def release(self, bits: Any, *, source: RandomSource | None = None) -> Any:
         """Randomize each bit; booleans in the container given (array of the same shape, Series

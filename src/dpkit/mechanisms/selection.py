@@ -106,8 +106,13 @@ _TWO32 = 2.0**32
 _EXACT_SCALARS = (int, float, Fraction, np.integer, np.floating, np.bool_)
 
 
-def _set_common(obj: object, epsilon: float, sensitivity: float, monotonic: bool,
-                neighbouring: str | Neighbouring) -> None:
+def _set_common(
+    obj: object,
+    epsilon: float,
+    sensitivity: float,
+    monotonic: bool,
+    neighbouring: str | Neighbouring,
+) -> None:
     """Validate and set the parameters both selection mechanisms share (frozen dataclasses)."""
     eps = check_epsilon(epsilon)
     if not eps > 4 * SELECTION_SLACK:
@@ -153,8 +158,9 @@ def _float_ratios(u: npt.NDArray[np.float64], sensitivity: float) -> npt.NDArray
     return np.asarray(r, dtype=np.float64)
 
 
-def _int_ratios(v: npt.NDArray[Any], sensitivity: float,
-                missing: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
+def _int_ratios(
+    v: npt.NDArray[Any], sensitivity: float, missing: npt.NDArray[np.bool_] | None = None
+) -> npt.NDArray[np.float64]:
     """``(v - max v) / Delta`` for numpy integers: the difference exact, rounded once.
 
     ``v = a 2**32 + b`` with ``0 <= b < 2**32``; ``(a - a_M) 2**32`` and ``b - b_M`` are exact
@@ -238,8 +244,9 @@ def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
         if col.kind == "float":
             return _float_ratios(data.astype(np.float64), sensitivity)  # nulls are NaN
         return _int_ratios(data, sensitivity, missing)
-    if isinstance(scores, np.ndarray) or (hasattr(scores, "__array__")
-                                            and not isinstance(scores, (list, tuple))):
+    if isinstance(scores, np.ndarray) or (
+        hasattr(scores, "__array__") and not isinstance(scores, (list, tuple))
+    ):
         arr = np.asarray(scores)
     else:
         arr = np.asarray(scores, dtype=object)
@@ -264,8 +271,10 @@ def _ratios(scores: Any, sensitivity: float) -> npt.NDArray[np.float64]:
     bad = [t for t in types if not issubclass(t, _EXACT_SCALARS)]
     if bad:
         raise _refuse(", ".join(sorted(t.__name__ for t in bad)))
-    if all(issubclass(t, float) or (issubclass(t, np.floating)
-                                    and np.dtype(t).itemsize <= 8) for t in types):
+    if all(
+        issubclass(t, float) or (issubclass(t, np.floating) and np.dtype(t).itemsize <= 8)
+        for t in types
+    ):
         return _float_ratios(arr.astype(np.float64), sensitivity)
     if all(issubclass(t, (int, np.integer)) for t in types):
         ints = [int(x) for x in arr]  # Python ints: exact comparisons whatever the mix
@@ -282,9 +291,12 @@ def _scaled_scores(scores: Any, sensitivity: float, gain: float) -> npt.NDArray[
     return np.where(np.isnan(z), -np.inf, z)
 
 
-def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
-                  noise: Callable[[int], npt.NDArray[np.float64]],
-                  parallel: bool = True) -> npt.NDArray[np.int64]:
+def _noisy_argmax(
+    z: npt.NDArray[np.float64],
+    count: int,
+    noise: Callable[[int], npt.NDArray[np.float64]],
+    parallel: bool = True,
+) -> npt.NDArray[np.int64]:
     """``count`` arg-maxes of ``z + noise``, in blocks of about ``_BLOCK`` noise values.
 
     Blocks are processed on two threads when ``parallel``; seeded sources pass
@@ -317,8 +329,14 @@ def _noisy_argmax(z: npt.NDArray[np.float64], count: int,
 _MAX_DRAWS = 2**32
 
 
-def _select(scores: Any, count: int, source: RandomSource | None, sensitivity: float,
-            gain: float, noise: str) -> npt.NDArray[np.int64]:
+def _select(
+    scores: Any,
+    count: int,
+    source: RandomSource | None,
+    sensitivity: float,
+    gain: float,
+    noise: str,
+) -> npt.NDArray[np.int64]:
     """``count`` arg-maxes of ``gain (scores - max) / Delta + noise`` with unit-scale noise.
 
     ``count`` is at most ``2**32`` per call (the output is one int64 array; larger requests
@@ -380,12 +398,12 @@ def _permute_and_flip(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     acc = np.zeros(n)
     step = max(1, (1 << 16) // n)
     for s in range(0, t.size, step):
-        logs = np.log1p(-np.outer(p, t[s:s + step]))  # (n, k), all finite: t < 1
+        logs = np.log1p(-np.outer(p, t[s : s + step]))  # (n, k), all finite: t < 1
         before = np.zeros_like(logs)  # sum over k < j (exclusive running sums: no cancellation)
         np.cumsum(logs[:-1], axis=0, out=before[1:])
         after = np.zeros_like(logs)  # sum over k > j
         np.cumsum(logs[:0:-1], axis=0, out=after[-2::-1])
-        acc += np.exp(before + after) @ w[s:s + step]
+        acc += np.exp(before + after) @ w[s : s + step]
     probs = p * acc
     out[live] = probs / probs.sum()  # sums to 1 up to rounding; renormalised
     return out
@@ -404,8 +422,14 @@ class ExponentialMechanism:
     monotonic: bool = False
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
-    def __init__(self, *, epsilon: float, sensitivity: float, monotonic: bool = False,
-                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        monotonic: bool = False,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> None:
         _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
 
     @property
@@ -420,32 +444,33 @@ class ExponentialMechanism:
 
     @property
     def event(self) -> ExponentialMechanismEvent:
-        return ExponentialMechanismEvent(epsilon=calibrated_epsilon(self.epsilon),
-                                         neighbouring=self.neighbouring, pmf_slack=0.0)
+        return ExponentialMechanismEvent(
+            epsilon=calibrated_epsilon(self.epsilon), neighbouring=self.neighbouring, pmf_slack=0.0
+        )
 
-    def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
-                      ) -> npt.NDArray[np.float64]:
+    def probabilities(
+        self, scores: Sequence[float] | npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
         """The selection probabilities: ``softmax(z)`` for the scaled scores z the sampler uses.
 
         ``z_i = g (u_i - max u) / Delta`` (module docstring); the release follows this law up
         to the relative ``e^(+-SLACK)`` charged in epsilon.
         """
-        return _softmax(_scaled_scores(scores, self.sensitivity,
-                                       _gain_of(self)))
+        return _softmax(_scaled_scores(scores, self.sensitivity, _gain_of(self)))
 
     def release(self, scores: Any, *, source: RandomSource | None = None) -> int:
         """Index of the selected candidate."""
         return int(self.release_many(scores, count=1, source=source)[0])
 
-    def release_many(self, scores: Any, *, count: int, source: RandomSource | None = None
-                     ) -> npt.NDArray[np.int64]:
+    def release_many(
+        self, scores: Any, *, count: int, source: RandomSource | None = None
+    ) -> npt.NDArray[np.int64]:
         """``count`` independent selections (each is a separate epsilon-DP release).
 
         Gumbel-max: the arg-max of ``factor * u + Gumbel(0, 1)`` has exactly the exponential
         mechanism's law.
         """
-        return _select(scores, count, source, self.sensitivity,
-                       _gain_of(self), "gumbel")
+        return _select(scores, count, source, self.sensitivity, _gain_of(self), "gumbel")
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
         """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
@@ -456,8 +481,13 @@ class ExponentialMechanism:
         n = check_integer(n_candidates, name="n_candidates", minimum=1)
         tt = check_nonnegative(t, "t")
         c = 1.0 if self.monotonic else 2.0
-        return up(c * self.sensitivity / calibrated_epsilon(self.epsilon) * (math.log(n) + tt)
-                  * (1 + 2.0**-50))
+        return up(
+            c
+            * self.sensitivity
+            / calibrated_epsilon(self.epsilon)
+            * (math.log(n) + tt)
+            * (1 + 2.0**-50)
+        )
 
     def utility_gap_at(self, *, n_candidates: int, alpha: float) -> float:
         """The gap exceeded with probability at most ``alpha`` (t = ln(1/alpha))."""
@@ -481,9 +511,15 @@ class ReportNoisyMax:
     monotonic: bool = False
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
 
-    def __init__(self, *, epsilon: float, sensitivity: float, noise: str = "laplace",
-                 monotonic: bool = False,
-                 neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        sensitivity: float,
+        noise: str = "laplace",
+        monotonic: bool = False,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> None:
         if noise not in ("laplace", "exponential", "gumbel"):
             raise PrivacyParameterError(
                 f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
@@ -496,26 +532,30 @@ class ReportNoisyMax:
         """Noise scale ``c Delta / (epsilon - 2 slack)``, rounded up (``inf`` past the largest
         double). For display: releases divide by Delta and multiply by the gain instead."""
         with np.errstate(over="ignore"):
-            return math.nextafter(self.sensitivity / _gain_of(self),
-                                  math.inf)
+            return math.nextafter(self.sensitivity / _gain_of(self), math.inf)
 
     @property
     def event(self) -> ReportNoisyMaxEvent:
-        return ReportNoisyMaxEvent(epsilon=calibrated_epsilon(self.epsilon), noise=self.noise,
-                                   neighbouring=self.neighbouring, pmf_slack=0.0)
+        return ReportNoisyMaxEvent(
+            epsilon=calibrated_epsilon(self.epsilon),
+            noise=self.noise,
+            neighbouring=self.neighbouring,
+            pmf_slack=0.0,
+        )
 
     def release(self, scores: Any, *, source: RandomSource | None = None) -> int:
         """Index of the candidate with the largest noisy score."""
         return int(self.release_many(scores, count=1, source=source)[0])
 
-    def release_many(self, scores: Any, *, count: int, source: RandomSource | None = None
-                     ) -> npt.NDArray[np.int64]:
+    def release_many(
+        self, scores: Any, *, count: int, source: RandomSource | None = None
+    ) -> npt.NDArray[np.int64]:
         """``count`` independent releases."""
-        return _select(scores, count, source, self.sensitivity,
-                       _gain_of(self), self.noise)
+        return _select(scores, count, source, self.sensitivity, _gain_of(self), self.noise)
 
-    def probabilities(self, scores: Sequence[float] | npt.NDArray[np.float64]
-                      ) -> npt.NDArray[np.float64]:
+    def probabilities(
+        self, scores: Sequence[float] | npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
         """The selection probabilities for the scaled scores z the sampler uses.
 
         ``noise="gumbel"``: ``softmax(z)`` (the exponential mechanism). ``noise="exponential"``:

@@ -19,15 +19,15 @@ from dpkit.events import Neighbouring, as_neighbouring
 __all__ = ["bounded_mean_sensitivity", "bounded_sum_sensitivity", "count_sensitivity"]
 
 
-
 def count_sensitivity(*, neighbouring: str | Neighbouring) -> float:
     """Number of records matching a predicate: 1 under both relations."""
     as_neighbouring(neighbouring)
     return 1.0
 
 
-def bounded_sum_sensitivity(*, lower: float, upper: float,
-                            neighbouring: str | Neighbouring) -> float:
+def bounded_sum_sensitivity(
+    *, lower: float, upper: float, neighbouring: str | Neighbouring
+) -> float:
     """Sum of values clamped to [lower, upper].
 
     add/remove: ``max(|lower|, |upper|)`` (one value appears or disappears);
@@ -39,8 +39,9 @@ def bounded_sum_sensitivity(*, lower: float, upper: float,
     return up(Fraction(hi) - Fraction(lo))
 
 
-def bounded_mean_sensitivity(*, lower: float, upper: float, n: int,
-                             neighbouring: str | Neighbouring) -> float:
+def bounded_mean_sensitivity(
+    *, lower: float, upper: float, n: int, neighbouring: str | Neighbouring
+) -> float:
     """Mean of values clamped to [lower, upper] over datasets of at least ``n`` records (public).
 
     replace (size fixed at n): ``(upper - lower) / n``.

@@ -103,8 +103,16 @@ class RandomSource:
         Must be ``True`` exactly when a seed is given.
     """
 
-    __slots__ = ("__weakref__", "_bytes_used", "_encryptor", "_key", "_lock", "_pid", "_secure",
-                 "_seed_repr")
+    __slots__ = (
+        "__weakref__",
+        "_bytes_used",
+        "_encryptor",
+        "_key",
+        "_lock",
+        "_pid",
+        "_secure",
+        "_seed_repr",
+    )
 
     def __init__(self, *, seed: int | str | bytes | None = None, insecure: bool = False) -> None:
         if seed is None and insecure:
@@ -155,8 +163,7 @@ class RandomSource:
             # Reproducible per process, and never the parent's stream: the child's key hashes
             # the parent's key with the child's pid.
             material = self._key + pid.to_bytes(8, "little")
-            self._set_key(hashlib.sha256(b"dpkit-insecure-fork\x00" + material).digest(),
-                          bytes(16))
+            self._set_key(hashlib.sha256(b"dpkit-insecure-fork\x00" + material).digest(), bytes(16))
         self._pid = pid
         self._bytes_used = 0
 
@@ -225,9 +232,9 @@ class RandomSource:
         w = self.words(size)
         return self.full_precision_from_words(w)
 
-    def full_precision_from_words(self, w: npt.NDArray[np.uint64],
-                                  out: npt.NDArray[np.float64] | None = None
-                                  ) -> npt.NDArray[np.float64]:
+    def full_precision_from_words(
+        self, w: npt.NDArray[np.uint64], out: npt.NDArray[np.float64] | None = None
+    ) -> npt.NDArray[np.float64]:
         """Map words to full-precision uniforms; draws extra words for the rare deep binades.
 
         Bits 0..51 of each word are the significand, bits 52..62 choose the binade (leading zeros
@@ -265,8 +272,10 @@ class RandomSource:
     # -- integers ---------------------------------------------------------------------------
     def integers(self, high: int, size: int | tuple[int, ...]) -> npt.NDArray[np.int64]:
         """Uniform integers on ``{0, ..., high - 1}`` (exactly uniform: rejection sampling)."""
-        if isinstance(high, bool) or not isinstance(high, (int, np.integer)) or not (
-            1 <= int(high) <= 2**63
+        if (
+            isinstance(high, bool)
+            or not isinstance(high, (int, np.integer))
+            or not (1 <= int(high) <= 2**63)
         ):
             raise PrivacyParameterError(f"high must be an integer in [1, 2**63], got {high!r}")
         high = int(high)

@@ -57,8 +57,9 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def _chunked(size: int | tuple[int, ...], dtype: type[_T],
-             fill: Callable[[int], npt.NDArray[_T]]) -> npt.NDArray[_T]:
+def _chunked(
+    size: int | tuple[int, ...], dtype: type[_T], fill: Callable[[int], npt.NDArray[_T]]
+) -> npt.NDArray[_T]:
     """Build an array of ``size`` by filling it chunk by chunk (cache-resident work)."""
     shape = _shape(size)
     n = int(np.prod(shape, dtype=np.int64))
@@ -112,8 +113,7 @@ def exponential(source: RandomSource, *, scale: float, size: int | tuple[int, ..
     return _chunked(size, np.float64, lambda k: scale * exponential_two_tailed(source, k))
 
 
-def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, ...]
-           ) -> FloatArray:
+def gumbel(source: RandomSource, *, scale: float = 1.0, size: int | tuple[int, ...]) -> FloatArray:
     """Gumbel(0, scale): CDF ``exp(-exp(-x / scale))``, computed as ``-scale ln E``, E ~ Exp(1).
 
     E is precise near 0, so the upper tail (large x, what decides an arg-max) is exact to a few
@@ -152,8 +152,9 @@ _ONE_BITS = np.uint64(0x3FF0000000000000)
 _POLAR_LOG_C = 8.0 * _LN2
 
 
-def _uniform_square(source: RandomSource, n: int, *, pooled: bool = True
-                    ) -> tuple[FloatArray, FloatArray]:
+def _uniform_square(
+    source: RandomSource, n: int, *, pooled: bool = True
+) -> tuple[FloatArray, FloatArray]:
     """n points uniform on (-1, 1)^2: coordinates +-k 2**-52, k uniform on {0, ..., 2**52 - 1}.
 
     Built with bit operations only: ``(w & (2**52 - 1)) | bits(1.0)`` is uniform on [1, 2) with
@@ -175,8 +176,9 @@ def _uniform_square(source: RandomSource, n: int, *, pooled: bool = True
     return xy[:n], xy[n:]
 
 
-def _polar_deep(source: RandomSource, n: int) -> tuple[FloatArray, FloatArray, FloatArray,
-                                                        FloatArray]:
+def _polar_deep(
+    source: RandomSource, n: int
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """n points uniform in the disc of radius sqrt(_POLAR_C), in exact rescaled form.
 
     A point uniform in the unit disc conditioned on ``s < c`` is ``sqrt(c)`` times a point
@@ -259,15 +261,15 @@ def _polar_normals(source: RandomSource, k: int, out: FloatArray | None = None) 
             np.multiply(y, f, out=y)
             pairs = int(np.count_nonzero(keep))
             if 2 * pairs > need:  # last round: keep only the first accepted pairs needed
-                keep[np.flatnonzero(keep)[(need + 1) // 2:]] = False
+                keep[np.flatnonzero(keep)[(need + 1) // 2 :]] = False
                 pairs = (need + 1) // 2
             if 2 * pairs <= need:
-                np.compress(keep, x, out=out[filled:filled + pairs])
-                np.compress(keep, y, out=out[filled + pairs:filled + 2 * pairs])
+                np.compress(keep, x, out=out[filled : filled + pairs])
+                np.compress(keep, y, out=out[filled + pairs : filled + 2 * pairs])
                 filled += 2 * pairs
             else:  # need is odd: one normal of the last pair is dropped
-                np.compress(keep, x, out=out[filled:filled + pairs])
-                out[filled + pairs:k] = np.compress(keep, y)[: need - pairs]
+                np.compress(keep, x, out=out[filled : filled + pairs])
+                out[filled + pairs : k] = np.compress(keep, y)[: need - pairs]
                 filled = k
     return out
 
@@ -284,8 +286,9 @@ def gaussian(source: RandomSource, *, sigma: float, size: int | tuple[int, ...])
 _TWO_LEVEL_T = 2.0**13
 
 
-def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[int, ...]
-                          ) -> IntArray:
+def laplace_lattice_noise(
+    source: RandomSource, *, t: float, size: int | tuple[int, ...]
+) -> IntArray:
     """Integer noise ``Z = rint(t L)`` with L ~ Laplace(0, 1): a Laplace rounded to integers.
 
     pmf: ``P(0) = 1 - exp(-1/(2t))`` and, for k != 0, ``P(k) = sinh(1/(2t)) exp(-|k|/t)``.
@@ -312,8 +315,9 @@ def laplace_lattice_noise(source: RandomSource, *, t: float, size: int | tuple[i
     return _chunked(size, np.int64, lambda k: laplace_lattice_float(source, t, k).astype(np.int64))
 
 
-def laplace_lattice_float(source: RandomSource, t: float, k: int,
-                          out: FloatArray | None = None) -> FloatArray:
+def laplace_lattice_float(
+    source: RandomSource, t: float, k: int, out: FloatArray | None = None
+) -> FloatArray:
     """:func:`laplace_lattice_noise` as integer-valued doubles (|Z| < 2**43), without checks."""
     if t < _TWO_LEVEL_T:
         pooled = k <= SCRATCH_LIMIT
@@ -347,8 +351,9 @@ def laplace_lattice_float(source: RandomSource, t: float, k: int,
     return coarse
 
 
-def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tuple[int, ...]
-                           ) -> IntArray:
+def gaussian_lattice_noise(
+    source: RandomSource, *, sigma: float, size: int | tuple[int, ...]
+) -> IntArray:
     """Integer noise ``Z = rint(sigma N)`` with N ~ Normal(0, 1): a Gaussian rounded to integers.
 
     pmf: ``P(k) = Phi((k + 1/2)/sigma) - Phi((k - 1/2)/sigma)``. For an integer n,
@@ -363,12 +368,14 @@ def gaussian_lattice_noise(source: RandomSource, *, sigma: float, size: int | tu
     sigma = check_positive(sigma, "sigma")
     if not sigma < 2.0**21:
         raise PrivacyParameterError(f"sigma must be below 2**21, got {sigma!r}")
-    return _chunked(size, np.int64,
-                    lambda k: gaussian_lattice_float(source, sigma, k).astype(np.int64))
+    return _chunked(
+        size, np.int64, lambda k: gaussian_lattice_float(source, sigma, k).astype(np.int64)
+    )
 
 
-def gaussian_lattice_float(source: RandomSource, sigma: float, k: int,
-                           out: FloatArray | None = None) -> FloatArray:
+def gaussian_lattice_float(
+    source: RandomSource, sigma: float, k: int, out: FloatArray | None = None
+) -> FloatArray:
     """:func:`gaussian_lattice_noise` as integer-valued doubles (|Z| < 2**27), without checks."""
     g = _polar_normals(source, k, out)
     np.multiply(g, sigma, out=g)
@@ -379,18 +386,24 @@ def gaussian_lattice_float(source: RandomSource, sigma: float, k: int,
 # ---------------------------------------------------------------------------------------------
 # Bernoulli, geometric, discrete Laplace and discrete Gaussian (fast paths)
 # ---------------------------------------------------------------------------------------------
-def bernoulli(source: RandomSource, *, p: float, size: int | tuple[int, ...]
-              ) -> npt.NDArray[np.bool_]:
+def bernoulli(
+    source: RandomSource, *, p: float, size: int | tuple[int, ...]
+) -> npt.NDArray[np.bool_]:
     """Bernoulli(p): ``P(True) = ceil(p 2**53) / 2**53``, within 2**-53 of p."""
     p = check_probability(p, name="p")
     return _chunked(size, np.bool_, lambda k: source.uniform(k) < p)
 
 
-def bernoulli_exp(source: RandomSource, *, gamma: float, size: int | tuple[int, ...]
-                  ) -> npt.NDArray[np.bool_]:
+def bernoulli_exp(
+    source: RandomSource, *, gamma: float, size: int | tuple[int, ...]
+) -> npt.NDArray[np.bool_]:
     """Bernoulli(exp(-gamma)) for gamma >= 0, within 2**-52 of exp(-gamma) (doubles)."""
-    if not (isinstance(gamma, (int, float)) and not isinstance(gamma, bool)
-            and gamma >= 0 and math.isfinite(gamma)):
+    if not (
+        isinstance(gamma, (int, float))
+        and not isinstance(gamma, bool)
+        and gamma >= 0
+        and math.isfinite(gamma)
+    ):
         raise PrivacyParameterError(f"gamma must be a finite non-negative number, got {gamma!r}")
     p = math.exp(-float(gamma))
     return _chunked(size, np.bool_, lambda k: source.uniform(k) < p)
@@ -415,8 +428,9 @@ def geometric(source: RandomSource, *, p: float, size: int | tuple[int, ...]) ->
     return _chunked(size, np.int64, fill)
 
 
-def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[int, ...]
-                     ) -> IntArray:
+def discrete_laplace(
+    source: RandomSource, *, scale: float, size: int | tuple[int, ...]
+) -> IntArray:
     """Discrete Laplace on the integers: ``P(k) = tanh(1/(2t)) exp(-|k| / t)``, t = scale.
 
     Computed as the difference of two independent geometrics with ratio ``q = exp(-1/t)``
@@ -436,8 +450,9 @@ def discrete_laplace(source: RandomSource, *, scale: float, size: int | tuple[in
     return _chunked(size, np.int64, fill)
 
 
-def discrete_gaussian(source: RandomSource, *, sigma: float, size: int | tuple[int, ...]
-                      ) -> IntArray:
+def discrete_gaussian(
+    source: RandomSource, *, sigma: float, size: int | tuple[int, ...]
+) -> IntArray:
     """Discrete Gaussian: ``P(k) = exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))``.
 
     Vectorised Algorithm 3 of Canonne, Kamath and Steinke (2020): propose Y from the discrete

@@ -85,8 +85,7 @@ class SlackedTradeOff(TradeOffFunction):
         grow = math.exp(self.slack) * (1.0 + 2.0**-50)  # e^A rounded up
         f = self.base(np.minimum(1.0, alpha * grow))
         # Q'(S^c) >= e^-A Q(S^c) and Q'(S) <= e^A Q(S): both lower bounds, both convex
-        out: FloatArray = np.asarray(np.maximum(f / grow, 1.0 - grow * (1.0 - f)),
-                                     dtype=np.float64)
+        out: FloatArray = np.asarray(np.maximum(f / grow, 1.0 - grow * (1.0 - f)), dtype=np.float64)
         return out
 
 
@@ -114,8 +113,15 @@ class Guarantee:
     ``adaptive``: whether it stays valid when each release was chosen after seeing earlier ones.
     """
 
-    def __init__(self, curve: TradeOffFunction, *, exact: bool, neighbouring: Neighbouring,
-                 source: str, adaptive: bool = True) -> None:
+    def __init__(
+        self,
+        curve: TradeOffFunction,
+        *,
+        exact: bool,
+        neighbouring: Neighbouring,
+        source: str,
+        adaptive: bool = True,
+    ) -> None:
         self.curve = curve
         self.exact = exact
         self.neighbouring = neighbouring
@@ -123,8 +129,10 @@ class Guarantee:
         self.adaptive = adaptive
 
     def __repr__(self) -> str:
-        return (f"Guarantee({self.curve!r}, exact={self.exact}, "
-                f"neighbouring={self.neighbouring.value!r}, source={self.source!r})")
+        return (
+            f"Guarantee({self.curve!r}, exact={self.exact}, "
+            f"neighbouring={self.neighbouring.value!r}, source={self.source!r})"
+        )
 
 
 # ---------------------------------------------------------------------------------- events
@@ -180,14 +188,14 @@ def _profile_curve(leaves: Sequence[tuple[DpEvent, int]]) -> TradeOffFunction:
         acct.compose(event, count)
     top = acct.get_epsilon(1e-12)
     top = 50.0 if not math.isfinite(top) else max(top * 1.05, 1e-3)
-    eps = np.unique(np.concatenate([np.linspace(0.0, top, 300),
-                                    np.geomspace(1e-4, top, 100)]))
+    eps = np.unique(np.concatenate([np.linspace(0.0, top, 300), np.geomspace(1e-4, top, 100)]))
     deltas = acct.privacy_profile(eps)
     return fdp.from_privacy_profile(epsilons=eps, deltas=deltas)
 
 
-def curve_of_events(events: Iterable[Any], *,
-                    neighbouring: Neighbouring | str | None = None) -> Guarantee:
+def curve_of_events(
+    events: Iterable[Any], *, neighbouring: Neighbouring | str | None = None
+) -> Guarantee:
     """The composed curve of releases fixed in advance, each an event or an ``(event, count)``.
 
     ``neighbouring``: the relation to state the result under; by default the one the events
@@ -210,40 +218,61 @@ def curve_of_events(events: Iterable[Any], *,
     if target is Neighbouring.ADD_REMOVE and Neighbouring.REPLACE in relations:
         raise UnsupportedEventError(
             "A release stated under replace-one neighbours says nothing about adding or "
-            "removing a person; read these releases with neighbouring='replace'.")
+            "removing a person; read these releases with neighbouring='replace'."
+        )
     n = sum(c for _, c in leaves)
-    what = "nothing released" if n == 0 else (
-        f"{n} release{'s' * (n != 1)} composed, assuming they were fixed in advance")
+    what = (
+        "nothing released"
+        if n == 0
+        else (f"{n} release{'s' * (n != 1)} composed, assuming they were fixed in advance")
+    )
     if not leaves:
-        return Guarantee(fdp.identity(), exact=True, neighbouring=target, source=what,
-                         adaptive=True)
+        return Guarantee(
+            fdp.identity(), exact=True, neighbouring=target, source=what, adaptive=True
+        )
     if any(isinstance(e, NonPrivateEvent) for e, _ in leaves):
-        return Guarantee(ZeroTradeOff(), exact=True, neighbouring=target,
-                         source=what + " (one was not private)", adaptive=True)
-    slack = up(sum((c * Fraction(getattr(e, "pmf_slack", 0.0)) for e, c in leaves),
-                   Fraction(0)))
+        return Guarantee(
+            ZeroTradeOff(),
+            exact=True,
+            neighbouring=target,
+            source=what + " (one was not private)",
+            adaptive=True,
+        )
+    slack = up(sum((c * Fraction(getattr(e, "pmf_slack", 0.0)) for e, c in leaves), Fraction(0)))
     doubled = target is Neighbouring.REPLACE  # add/remove leaves read twice under replace-one
     curves = [_leaf_curve(e) for e, _ in leaves]
     exact = slack == 0.0
     curve: TradeOffFunction
     if all(c is not None for c in curves):
-        pairs = [(c, k, _leaf_relation(e)) for (e, k), c in zip(leaves, curves, strict=True)
-                 if c is not None]
+        pairs = [
+            (c, k, _leaf_relation(e))
+            for (e, k), c in zip(leaves, curves, strict=True)
+            if c is not None
+        ]
         exact = exact and all(ok for (_, ok), _, _ in pairs)
         factors = []
         for (f, _), k, rel in pairs:
             g = f.group(2) if doubled and rel is Neighbouring.ADD_REMOVE else f
             factors.append((g, k))
         if all(isinstance(g, fdp.GaussianTradeOff) for g, _ in factors):
-            mu_sq = sum((Fraction(g.mu) ** 2 * k for g, k in factors
-                         if isinstance(g, fdp.GaussianTradeOff)), Fraction(0))
+            mu_sq = sum(
+                (
+                    Fraction(g.mu) ** 2 * k
+                    for g, k in factors
+                    if isinstance(g, fdp.GaussianTradeOff)
+                ),
+                Fraction(0),
+            )
             curve = fdp.gdp(sqrt_up(mu_sq))
         elif len(factors) == 1 and factors[0][1] == 1:
             curve = factors[0][0]
         else:
             exact = False
-            curve = fdp.tensor(*[g for g, k in factors for _ in range(k)]) \
-                if n <= 2000 else _self_tensors(factors)
+            curve = (
+                fdp.tensor(*[g for g, k in factors for _ in range(k)])
+                if n <= 2000
+                else _self_tensors(factors)
+            )
         if slack > 0.0:
             curve = SlackedTradeOff(curve, slack)
     else:
@@ -251,7 +280,8 @@ def curve_of_events(events: Iterable[Any], *,
         if doubled and any(r is Neighbouring.ADD_REMOVE for r in relations):
             raise UnsupportedEventError(
                 "These releases cannot be restated under replace-one neighbours exactly; read "
-                "them with neighbouring='add_remove'.")
+                "them with neighbouring='add_remove'."
+            )
         curve = _profile_curve(leaves)  # the accountant applies the slack itself
     return Guarantee(curve, exact=exact, neighbouring=target, source=what, adaptive=False)
 
@@ -264,8 +294,9 @@ def _self_tensors(factors: list[tuple[TradeOffFunction, int]]) -> TradeOffFuncti
 # ---------------------------------------------------------------------------------- budgets
 def _profile_grid(top: float) -> FloatArray:
     top = max(top, 1e-3)
-    out: FloatArray = np.unique(np.concatenate([np.linspace(0.0, top, 400),
-                                                np.geomspace(1e-4, top, 100)]))
+    out: FloatArray = np.unique(
+        np.concatenate([np.linspace(0.0, top, 400), np.geomspace(1e-4, top, 100)])
+    )
     return out
 
 
@@ -273,15 +304,20 @@ def _zcdp_curve(rho: float, slack: float, approx_delta: float) -> TradeOffFuncti
     """Curve of the profile ``e^A delta_rho(eps - 2A) + d`` (the zcdp budget's certificate)."""
     if rho == 0.0:
         base: TradeOffFunction = fdp.identity()
-        return fdp.approx_dp(epsilon=2.0 * slack, delta=approx_delta) if (
-            slack or approx_delta) else base
+        return (
+            fdp.approx_dp(epsilon=2.0 * slack, delta=approx_delta)
+            if (slack or approx_delta)
+            else base
+        )
     top = rho + 2.0 * math.sqrt(rho * math.log(1e12)) + 2.0 * slack
     grid = _profile_grid(top)
     # only eps >= 2A: fewer (eps, delta) pairs certify a lower curve, never a higher one
     eps = np.unique(np.concatenate([[2.0 * slack], grid[grid >= 2.0 * slack]]))
     grow = math.exp(slack) * (1.0 + 2.0**-50)
-    deltas = [min(1.0, grow * zcdp_delta(rho, max(e - 2.0 * slack, 0.0)) + approx_delta)
-              for e in eps.tolist()]
+    deltas = [
+        min(1.0, grow * zcdp_delta(rho, max(e - 2.0 * slack, 0.0)) + approx_delta)
+        for e in eps.tolist()
+    ]
     return fdp.from_privacy_profile(epsilons=eps, deltas=np.minimum(deltas, 1.0) * (1 + 1e-12))
 
 
@@ -299,24 +335,40 @@ def _budget_guarantee(budget: Any) -> Guarantee:
     eps, delta = (float(x) for x in budget.spent)
     native = budget.spent_native if kind in ("gdp", "zcdp") else eps
     if math.isinf(native):
-        return Guarantee(ZeroTradeOff(), exact=True, neighbouring=rel,
-                         source="the budget's spent privacy (a release was not private)")
+        return Guarantee(
+            ZeroTradeOff(),
+            exact=True,
+            neighbouring=rel,
+            source="the budget's spent privacy (a release was not private)",
+        )
     if kind == "gdp":
         mu = budget.spent_native
         slack = budget.spent_pmf_slack or 0.0
-        return Guarantee(_gdp_curve(mu, slack), exact=slack == 0.0, neighbouring=rel,
-                         source=f"the budget's spent privacy, mu = {mu:.4g} (Gaussian DP)")
+        return Guarantee(
+            _gdp_curve(mu, slack),
+            exact=slack == 0.0,
+            neighbouring=rel,
+            source=f"the budget's spent privacy, mu = {mu:.4g} (Gaussian DP)",
+        )
     if kind == "zcdp":
         rho = budget.spent_native
         slack = budget.spent_pmf_slack or 0.0
         d = budget.spent_approx_delta or 0.0
-        return Guarantee(_zcdp_curve(rho, slack, d), exact=False, neighbouring=rel,
-                         source=f"the budget's spent privacy, rho = {rho:.4g} (zCDP)"
-                         + (f" plus delta {d:.3g}" if d else ""))
+        return Guarantee(
+            _zcdp_curve(rho, slack, d),
+            exact=False,
+            neighbouring=rel,
+            source=f"the budget's spent privacy, rho = {rho:.4g} (zCDP)"
+            + (f" plus delta {d:.3g}" if d else ""),
+        )
     what = f"epsilon = {eps:.4g}" + (f", delta = {delta:.3g}" if delta else "")
-    return Guarantee(fdp.approx_dp(epsilon=eps, delta=delta), exact=True, neighbouring=rel,
-                     source=f"the budget's spent privacy, {what}",
-                     adaptive=kind != "rdp")
+    return Guarantee(
+        fdp.approx_dp(epsilon=eps, delta=delta),
+        exact=True,
+        neighbouring=rel,
+        source=f"the budget's spent privacy, {what}",
+        adaptive=kind != "rdp",
+    )
 
 
 def _is_budget(obj: Any) -> bool:
@@ -327,27 +379,41 @@ def _is_sub_budget(obj: Any) -> bool:
     return hasattr(obj, "analyst") and hasattr(obj, "parent") and hasattr(obj, "spent")
 
 
-def guarantee_of(obj: Any = None, *, epsilon: float | None = None, delta: float = 0.0,
-                 mu: float | None = None, rho: float | None = None,
-                 neighbouring: Neighbouring | str | None = None) -> Guarantee:
+def guarantee_of(
+    obj: Any = None,
+    *,
+    epsilon: float | None = None,
+    delta: float = 0.0,
+    mu: float | None = None,
+    rho: float | None = None,
+    neighbouring: Neighbouring | str | None = None,
+) -> Guarantee:
     """The guarantee of ``obj`` (see :func:`dpkit.risk.of` for what it accepts)."""
     given = [x is not None for x in (obj, epsilon, mu, rho)]
     if sum(given) != 1:
         raise PrivacyParameterError(
             "Give exactly one of: an object (mechanism, event, budget, session, result, "
-            "trade-off curve), epsilon= (with delta=), mu= or rho=.")
+            "trade-off curve), epsilon= (with delta=), mu= or rho=."
+        )
     rel = Neighbouring.ADD_REMOVE if neighbouring is None else Neighbouring(neighbouring)
     if epsilon is not None:
-        return Guarantee(fdp.approx_dp(epsilon=epsilon, delta=delta), exact=True,
-                         neighbouring=rel, source=f"(epsilon = {epsilon:.4g}, delta = "
-                         f"{delta:.3g})-DP" if delta else f"epsilon = {epsilon:.4g} (pure DP)")
+        return Guarantee(
+            fdp.approx_dp(epsilon=epsilon, delta=delta),
+            exact=True,
+            neighbouring=rel,
+            source=f"(epsilon = {epsilon:.4g}, delta = {delta:.3g})-DP"
+            if delta
+            else f"epsilon = {epsilon:.4g} (pure DP)",
+        )
     if mu is not None:
-        return Guarantee(fdp.gdp(mu), exact=True, neighbouring=rel,
-                         source=f"mu = {mu:.4g} (Gaussian DP)")
+        return Guarantee(
+            fdp.gdp(mu), exact=True, neighbouring=rel, source=f"mu = {mu:.4g} (Gaussian DP)"
+        )
     if rho is not None:
         r = check_nonnegative(rho, "rho")
-        return Guarantee(_zcdp_curve(r, 0.0, 0.0), exact=False, neighbouring=rel,
-                         source=f"rho = {r:.4g} (zCDP)")
+        return Guarantee(
+            _zcdp_curve(r, 0.0, 0.0), exact=False, neighbouring=rel, source=f"rho = {r:.4g} (zCDP)"
+        )
     if isinstance(obj, Guarantee):
         return obj
     if isinstance(obj, TradeOffFunction):
@@ -358,9 +424,12 @@ def guarantee_of(obj: Any = None, *, epsilon: float | None = None, delta: float 
         return _budget_guarantee(obj)
     if _is_sub_budget(obj):
         e, d = (float(x) for x in obj.spent)
-        return Guarantee(fdp.approx_dp(epsilon=e, delta=d) if math.isfinite(e)
-                         else ZeroTradeOff(), exact=True, neighbouring=obj.parent.neighbouring,
-                         source=f"analyst {obj.analyst!r}'s spent privacy")
+        return Guarantee(
+            fdp.approx_dp(epsilon=e, delta=d) if math.isfinite(e) else ZeroTradeOff(),
+            exact=True,
+            neighbouring=obj.parent.neighbouring,
+            source=f"analyst {obj.analyst!r}'s spent privacy",
+        )
     budget = getattr(obj, "budget", None)
     if budget is not None and _is_budget(budget):  # a session
         return _budget_guarantee(budget)
@@ -371,11 +440,15 @@ def guarantee_of(obj: Any = None, *, epsilon: float | None = None, delta: float 
     info = attrs.get("dpkit") if isinstance(attrs, dict) else None
     if isinstance(info, dict) and "epsilon" in info:  # a query result (pandas)
         e, d = float(info["epsilon"]), float(info.get("delta", 0.0))
-        return Guarantee(fdp.approx_dp(epsilon=e, delta=d), exact=True, neighbouring=rel,
-                         source=f"this result's charge, epsilon = {e:.4g}"
-                         + (f", delta = {d:.3g}" if d else ""))
+        return Guarantee(
+            fdp.approx_dp(epsilon=e, delta=d),
+            exact=True,
+            neighbouring=rel,
+            source=f"this result's charge, epsilon = {e:.4g}" + (f", delta = {d:.3g}" if d else ""),
+        )
     if isinstance(obj, (list, tuple)):
         return curve_of_events(obj, neighbouring=neighbouring)
     raise PrivacyParameterError(
         f"Cannot read a privacy guarantee from {type(obj).__name__}; give a mechanism, an "
-        "event, a list of events, a budget, a session, a query result or a trade-off curve.")
+        "event, a list of events, a budget, a session, a query result or a trade-off curve."
+    )

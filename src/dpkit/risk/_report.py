@@ -75,8 +75,11 @@ def describe_event(event: DpEvent) -> str:
     if isinstance(event, RandomizedResponseEvent):
         return f"randomized response, truth kept with probability {event.p_truth:.4g}"
     if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)):
-        name = "exponential mechanism" if isinstance(event, ExponentialMechanismEvent) \
+        name = (
+            "exponential mechanism"
+            if isinstance(event, ExponentialMechanismEvent)
             else "report noisy max"
+        )
         return f"{name}, epsilon {event.epsilon:.4g}"
     if isinstance(event, PureDpEvent):
         return f"epsilon {event.epsilon:.4g}"
@@ -107,24 +110,36 @@ def _costs(events: Sequence[tuple[DpEvent, int]], delta: float) -> list[dict[str
     rows: list[dict[str, Any]] = []
     makers: list[tuple[str, str, PrivacyAccountant, str]] = [
         ("pure DP", "epsilon", PureDpAccountant(), "sum of epsilons"),
-        ("approximate DP (basic composition)", "epsilon", ApproxDpAccountant(),
-         "sums of epsilons and deltas"),
+        (
+            "approximate DP (basic composition)",
+            "epsilon",
+            ApproxDpAccountant(),
+            "sums of epsilons and deltas",
+        ),
         ("zero-concentrated DP", "rho", ZCdpAccountant(), "sum of rhos"),
         ("Gaussian DP", "mu", ExactGdpAccountant(), "mu = sqrt(sum mu_i^2), exact"),
         ("Renyi DP", "epsilon", RdpAccountant(), f"converted at delta {delta:.3g}"),
-        ("privacy-loss distribution", "epsilon", PldAccountant(),
-         f"numeric, certified, at delta {delta:.3g}"),
+        (
+            "privacy-loss distribution",
+            "epsilon",
+            PldAccountant(),
+            f"numeric, certified, at delta {delta:.3g}",
+        ),
     ]
     for language, unit, acct, how in makers:
         try:
             for ev, k in events:
                 acct.compose(ev, k)
             if isinstance(acct, ZCdpAccountant):
-                value, extra = acct.rho, f"epsilon {acct.get_epsilon(delta):.4g} at delta " \
-                    f"{delta:.3g}"
+                value, extra = (
+                    acct.rho,
+                    f"epsilon {acct.get_epsilon(delta):.4g} at delta {delta:.3g}",
+                )
             elif isinstance(acct, ExactGdpAccountant):
-                value, extra = acct.mu, f"epsilon {acct.get_epsilon(delta):.4g} at delta " \
-                    f"{delta:.3g}"
+                value, extra = (
+                    acct.mu,
+                    f"epsilon {acct.get_epsilon(delta):.4g} at delta {delta:.3g}",
+                )
             elif isinstance(acct, ApproxDpAccountant):
                 e = acct.spent()[0]
                 value, extra = e, f"delta {acct.get_delta(e):.3g}"
@@ -133,11 +148,23 @@ def _costs(events: Sequence[tuple[DpEvent, int]], delta: float) -> list[dict[str
             else:
                 value, extra = acct.get_epsilon(delta), ""
         except DPKitError:
-            rows.append({"language": language, "unit": unit, "value": None,
-                         "note": "does not apply to these releases"})
+            rows.append(
+                {
+                    "language": language,
+                    "unit": unit,
+                    "value": None,
+                    "note": "does not apply to these releases",
+                }
+            )
             continue
-        rows.append({"language": language, "unit": unit, "value": float(value),
-                     "note": "; ".join(x for x in (how, extra) if x)})
+        rows.append(
+            {
+                "language": language,
+                "unit": unit,
+                "value": float(value),
+                "note": "; ".join(x for x in (how, extra) if x),
+            }
+        )
     return rows
 
 
@@ -157,11 +184,18 @@ def _figure(risk: Risk, group: Risk | None) -> str | None:
     try:
         for ax, xs in ((ax1, lin), (ax2, logx)):
             ax.plot(xs, xs, color="#888888", linestyle=":", label="no information (TPR = FPR)")
-            ax.plot(xs, risk.tpr(xs), color=CURVE_COLOUR, linewidth=2.2,
-                    label="largest attack rate")
+            ax.plot(
+                xs, risk.tpr(xs), color=CURVE_COLOUR, linewidth=2.2, label="largest attack rate"
+            )
             if group is not None:
-                ax.plot(xs, group.tpr(xs), color=CURVE_COLOUR, linewidth=1.2, linestyle="--",
-                        label=f"group of {group.group_size}")
+                ax.plot(
+                    xs,
+                    group.tpr(xs),
+                    color=CURVE_COLOUR,
+                    linewidth=1.2,
+                    linestyle="--",
+                    label=f"group of {group.group_size}",
+                )
             ax.set_xlabel("false-positive rate (people wrongly flagged)")
             ax.grid(alpha=0.3)
         marks = np.asarray(LOW_FPRS)
@@ -189,7 +223,7 @@ def _figure(risk: Risk, group: Risk | None) -> str | None:
     finally:
         plt.close(fig)
     svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]
 
 
 @dataclasses.dataclass
@@ -215,29 +249,49 @@ class PrivacyReport:
         out += ["## What an attacker can do", ""]
         out += [f"- {s}" for s in d["statements"]]
         out += ["", "| false-positive rate | largest true-positive rate |", "| --- | --- |"]
-        out += [f"| {float(a):.0e} | {percent(t)} |"
-                for a, t in d["risk"]["max_tpr_at_fpr"].items()]
+        out += [
+            f"| {float(a):.0e} | {percent(t)} |" for a, t in d["risk"]["max_tpr_at_fpr"].items()
+        ]
         if self.figure_svg is not None:
             b64 = base64.b64encode(self.figure_svg.encode()).decode()
             out += ["", f"![The trade-off curve](data:image/svg+xml;base64,{b64})"]
-        out += ["", "## What it cost", "", "| accounting | unit | value | how |",
-                "| --- | --- | --- | --- |"]
+        out += [
+            "",
+            "## What it cost",
+            "",
+            "| accounting | unit | value | how |",
+            "| --- | --- | --- | --- |",
+        ]
         for r in d["costs"]:
             v = "n/a" if r["value"] is None else f"{r['value']:.4g}"
             out.append(f"| {cell(r['language'])} | {r['unit']} | {v} | {cell(r['note'])} |")
         if d["analysts"]:
-            out += ["", "## By analyst", "", "Each analyst's releases composed exactly, as if "
-                    "fixed in advance.", "",
-                    "| analyst | releases | epsilon | at delta | largest TPR at FPR 1e-3 |",
-                    "| --- | --- | --- | --- | --- |"]
-            out += [f"| {cell(a['analyst'])} | {a['releases']} | {a['epsilon']:.4g} | "
-                    f"{a['delta']:.3g} | {percent(a['max_tpr_at_1e-3'])} |"
-                    for a in d["analysts"]]
-        out += ["", "## What was released", "", "| # | when | analyst | what | count | query |",
-                "| --- | --- | --- | --- | --- | --- |"]
+            out += [
+                "",
+                "## By analyst",
+                "",
+                "Each analyst's releases composed exactly, as if fixed in advance.",
+                "",
+                "| analyst | releases | epsilon | at delta | largest TPR at FPR 1e-3 |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            out += [
+                f"| {cell(a['analyst'])} | {a['releases']} | {a['epsilon']:.4g} | "
+                f"{a['delta']:.3g} | {percent(a['max_tpr_at_1e-3'])} |"
+                for a in d["analysts"]
+            ]
+        out += [
+            "",
+            "## What was released",
+            "",
+            "| # | when | analyst | what | count | query |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for r in d["ledger"]:
-            out.append(f"| {r['seq']} | {r['when']} | {cell(r['analyst'] or '-')} | "
-                       f"{cell(r['what'])} | {r['count']} | {cell(r['query'] or '')} |")
+            out.append(
+                f"| {r['seq']} | {r['when']} | {cell(r['analyst'] or '-')} | "
+                f"{cell(r['what'])} | {r['count']} | {cell(r['query'] or '')} |"
+            )
         out += ["", "## Assumptions", ""] + [f"- {cell(a)}" for a in d["assumptions"]]
         out += ["", "## Known limitations", ""] + [f"- {cell(a)}" for a in d["limitations"]]
         return "\n".join(out) + "\n"
@@ -251,54 +305,71 @@ class PrivacyReport:
         def ul(items: Sequence[str], ident: str) -> str:
             return f'<ul id="{ident}">' + "".join(f"<li>{e(s)}</li>" for s in items) + "</ul>"
 
-        rates = "".join(f"<tr><td>{float(a):.0e}</td><td>{percent(t)}</td></tr>"
-                        for a, t in d["risk"]["max_tpr_at_fpr"].items())
+        rates = "".join(
+            f"<tr><td>{float(a):.0e}</td><td>{percent(t)}</td></tr>"
+            for a, t in d["risk"]["max_tpr_at_fpr"].items()
+        )
         costs = "".join(
             f"<tr><td>{e(r['language'])}</td><td>{e(r['unit'])}</td>"
             f"<td>{'n/a' if r['value'] is None else format(r['value'], '.4g')}</td>"
-            f"<td>{e(r['note'])}</td></tr>" for r in d["costs"])
+            f"<td>{e(r['note'])}</td></tr>"
+            for r in d["costs"]
+        )
         ledger = "".join(
             f"<tr><td>{r['seq']}</td><td>{e(r['when'])}</td><td>{e(r['analyst'] or '-')}</td>"
             f"<td>{e(r['what'])}</td><td>{r['count']}</td><td>{e(r['query'] or '')}</td></tr>"
-            for r in d["ledger"])
+            for r in d["ledger"]
+        )
         analysts = "".join(
             f"<tr><td>{e(a['analyst'])}</td><td>{a['releases']}</td>"
             f"<td>{a['epsilon']:.4g}</td><td>{a['delta']:.3g}</td>"
-            f"<td>{percent(a['max_tpr_at_1e-3'])}</td></tr>" for a in d["analysts"])
-        figure = ('<p id="no-figure">Install the plot extra (matplotlib) for the figure.</p>'
-                  if self.figure_svg is None else
-                  f'<figure id="tradeoff-figure">{self.figure_svg}<figcaption>The largest '
-                  "share of people in the data that any membership attack can find (vertical) "
-                  "against the share of people not in the data it wrongly flags (horizontal). "
-                  "The dotted line is an attacker who learns nothing.</figcaption></figure>")
-        style = ("body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;"
-                 "color:#222;background:#fff}table{border-collapse:collapse;margin:.5em 0}"
-                 "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
-                 "th{background:#f2f2f2}figure{margin:0}svg{max-width:100%;height:auto}"
-                 ".summary{font-size:1.1em;background:#fdf2e9;padding:.8em;border-left:4px solid "
-                 f"{CURVE_COLOUR}}}")
+            f"<td>{percent(a['max_tpr_at_1e-3'])}</td></tr>"
+            for a in d["analysts"]
+        )
+        figure = (
+            '<p id="no-figure">Install the plot extra (matplotlib) for the figure.</p>'
+            if self.figure_svg is None
+            else f'<figure id="tradeoff-figure">{self.figure_svg}<figcaption>The largest '
+            "share of people in the data that any membership attack can find (vertical) "
+            "against the share of people not in the data it wrongly flags (horizontal). "
+            "The dotted line is an attacker who learns nothing.</figcaption></figure>"
+        )
+        style = (
+            "body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;"
+            "color:#222;background:#fff}table{border-collapse:collapse;margin:.5em 0}"
+            "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
+            "th{background:#f2f2f2}figure{margin:0}svg{max-width:100%;height:auto}"
+            ".summary{font-size:1.1em;background:#fdf2e9;padding:.8em;border-left:4px solid "
+            f"{CURVE_COLOUR}}}"
+        )
         return (
-            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{e(d['title'])}</title><style>{style}</style></head><body>"
             f"<h1>{e(d['title'])}</h1><p>Generated {e(d['generated'])}.</p>"
             f'<p class="summary" id="summary">{e(d["summary"])}</p>'
-            "<h2>What an attacker can do</h2>" + ul(d["statements"], "statements")
+            "<h2>What an attacker can do</h2>"
+            + ul(d["statements"], "statements")
             + f'<table id="rates"><tr><th>false-positive rate</th><th>largest true-positive '
-            f"rate</th></tr>{rates}</table>{figure}"
-            + "<h2>What it cost</h2>"
+            f"rate</th></tr>{rates}</table>{figure}" + "<h2>What it cost</h2>"
             f'<table id="costs"><tr><th>accounting</th><th>unit</th><th>value</th><th>how</th>'
             f"</tr>{costs}</table>"
-            + ("" if not d["analysts"] else
-               '<h2>By analyst</h2><p>Each analyst\'s releases composed exactly, as if '
-               "fixed in advance.</p>"
-               '<table id="analysts"><tr><th>analyst</th><th>releases</th>'
-               "<th>epsilon</th><th>at delta</th><th>largest TPR at FPR 1e-3</th></tr>"
-               f"{analysts}</table>")
+            + (
+                ""
+                if not d["analysts"]
+                else "<h2>By analyst</h2><p>Each analyst's releases composed exactly, as if "
+                "fixed in advance.</p>"
+                '<table id="analysts"><tr><th>analyst</th><th>releases</th>'
+                "<th>epsilon</th><th>at delta</th><th>largest TPR at FPR 1e-3</th></tr>"
+                f"{analysts}</table>"
+            )
             + '<h2>What was released</h2><table id="ledger"><tr><th>#</th><th>when</th>'
             f"<th>analyst</th><th>what</th><th>count</th><th>query</th></tr>{ledger}</table>"
-            + "<h2>Assumptions</h2>" + ul(d["assumptions"], "assumptions")
-            + "<h2>Known limitations</h2>" + ul(d["limitations"], "limitations")
-            + "</body></html>\n")
+            + "<h2>Assumptions</h2>"
+            + ul(d["assumptions"], "assumptions")
+            + "<h2>Known limitations</h2>"
+            + ul(d["limitations"], "limitations")
+            + "</body></html>\n"
+        )
 
     def write(self, path: str | Path) -> Path:
         """Write the page (``.html``, ``.md`` or ``.json`` by suffix) and, beside an HTML or
@@ -314,7 +385,8 @@ class PrivacyReport:
             return p
         else:
             raise PrivacyParameterError(
-                f"Write the report to a .html, .md or .json file, not {p.name!r}.")
+                f"Write the report to a .html, .md or .json file, not {p.name!r}."
+            )
         p.with_suffix(".json").write_text(self.to_json(), encoding="utf-8")
         return p
 
@@ -333,43 +405,60 @@ def _query_text(metadata: dict[str, Any]) -> str | None:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _limitations(budget: Any, risk: Risk, events: Sequence[tuple[DpEvent, int]],
-                 privacy_unit: str | None) -> list[str]:
+def _limitations(
+    budget: Any, risk: Risk, events: Sequence[tuple[DpEvent, int]], privacy_unit: str | None
+) -> list[str]:
     out = []
     if not math.isfinite(float(budget.spent[0])):
         out.append("A release was made without privacy: nothing is protected.")
     if not risk.exact:
-        out.append("The curve is a certified bound computed numerically: the true risk is at "
-                   "most what is shown, and may be lower.")
+        out.append(
+            "The curve is a certified bound computed numerically: the true risk is at "
+            "most what is shown, and may be lower."
+        )
     if budget.kind == "rdp":
-        out.append("This budget converts Renyi DP at a grid of orders, which is valid for "
-                   "releases fixed in advance; for adaptively chosen releases use a single "
-                   "order (rdp_order=...).")
+        out.append(
+            "This budget converts Renyi DP at a grid of orders, which is valid for "
+            "releases fixed in advance; for adaptively chosen releases use a single "
+            "order (rdp_order=...)."
+        )
     if any(getattr(ev, "pmf_slack", 0.0) for ev, _ in events):
         out.append("The noise samplers' floating-point slack is included in every figure.")
     if budget.neighbouring is Neighbouring.REPLACE:
-        out.append("Under replace-one neighbours the guarantee protects the value of a record, "
-                   "not whether a person took part.")
+        out.append(
+            "Under replace-one neighbours the guarantee protects the value of a record, "
+            "not whether a person took part."
+        )
     if privacy_unit is None:
-        out.append("Rows are protected, not people: a person with several rows is protected "
-                   "only as a group of that many (see the group statements).")
+        out.append(
+            "Rows are protected, not people: a person with several rows is protected "
+            "only as a group of that many (see the group statements)."
+        )
     out.append("A person who appears under several identifiers is protected only as a group.")
-    out.append("Differential privacy limits what the releases reveal about one person; it does "
-               "not stop inferences about groups or populations, which are the releases' "
-               "purpose.")
+    out.append(
+        "Differential privacy limits what the releases reveal about one person; it does "
+        "not stop inferences about groups or populations, which are the releases' "
+        "purpose."
+    )
     return out
 
 
 def _assumptions(budget: Any, risk: Risk, privacy_unit: str | None) -> list[str]:
-    rel = ("one person's data added or removed" if budget.neighbouring is
-           Neighbouring.ADD_REMOVE else "one person's data replaced by another's")
+    rel = (
+        "one person's data added or removed"
+        if budget.neighbouring is Neighbouring.ADD_REMOVE
+        else "one person's data replaced by another's"
+    )
     unit = privacy_unit or "each row (every row is taken to be a different person)"
     out = [
         f"Privacy unit: {unit}.",
         f"Neighbouring relation: datasets that differ by {rel}.",
         f"The figures are what the budget certifies ({risk.source}); "
-        + ("they stay valid when each release was chosen after seeing earlier ones."
-           if risk.guarantee.adaptive else "they assume the releases were fixed in advance."),
+        + (
+            "they stay valid when each release was chosen after seeing earlier ones."
+            if risk.guarantee.adaptive
+            else "they assume the releases were fixed in advance."
+        ),
         "Not protected: when releases were made and how long they took (timing), whether a "
         "query was refused, the analyst's own code outside dpkit, and public inputs such as "
         "group keys, bounds and query text.",
@@ -380,9 +469,17 @@ def _assumptions(budget: Any, risk: Risk, privacy_unit: str | None) -> list[str]
     return out
 
 
-def report(obj: Any, *, title: str | None = None, privacy_unit: str | None = None,
-           prior: float = 0.01, baseline: float = 1e-3, failure: float | None = None,
-           group_size: int = 2, delta: float | None = None) -> PrivacyReport:
+def report(
+    obj: Any,
+    *,
+    title: str | None = None,
+    privacy_unit: str | None = None,
+    prior: float = 0.01,
+    baseline: float = 1e-3,
+    failure: float | None = None,
+    group_size: int = 2,
+    delta: float | None = None,
+) -> PrivacyReport:
     """The privacy report of a :class:`~dpkit.accounting.Budget` or a session.
 
     ``privacy_unit``: what one person is (a session states it itself); ``prior``,
@@ -397,7 +494,8 @@ def report(obj: Any, *, title: str | None = None, privacy_unit: str | None = Non
         budget = getattr(obj, "budget", None)
         if budget is None or not _is_budget(budget):
             raise PrivacyParameterError(
-                f"A report needs a Budget or a session, not {type(obj).__name__}.")
+                f"A report needs a Budget or a session, not {type(obj).__name__}."
+            )
         if privacy_unit is None:
             unit = getattr(obj, "privacy_unit", None)
             protects = None if unit is None else f"each person: all rows with the same {unit!r}"
@@ -419,45 +517,82 @@ def report(obj: Any, *, title: str | None = None, privacy_unit: str | None = Non
             tpr = Risk(curve_of_events(mine)).max_tpr(1e-3)
         except DPKitError:  # pragma: no cover - the budget accepted them, so they compose
             e, tpr = math.inf, 1.0
-        analysts.append({"analyst": name, "releases": sum(k for _, k in mine), "epsilon": e,
-                         "delta": at, "max_tpr_at_1e-3": tpr})
+        analysts.append(
+            {
+                "analyst": name,
+                "releases": sum(k for _, k in mine),
+                "epsilon": e,
+                "delta": at,
+                "max_tpr_at_1e-3": tpr,
+            }
+        )
     statements = risk.statements(prior=prior, baseline=baseline, failure=failure)
     if group is not None:
         times = "twice" if group_size == 2 else f"{group_size} times"
         statements.append(
             f"Groups: for {group_size} people together (a household, or one person counted "
             f"{times}) the membership rate at 1 in 1,000 false accusations is at most "
-            f"{percent(group.max_tpr(1e-3))}.")
-    budget_words = ("no limit" if b_eps is None and budget.native_budget is None else
-                    f"epsilon {b_eps:.4g}, delta {b_delta:.3g}" if b_eps is not None else
-                    f"{budget.native_unit} {budget.native_budget:.4g}")
-    summary = (f"{sum(k for _, k in events)} release(s) spent epsilon {spent_e:.4g}, delta "
-               f"{spent_d:.3g} of a budget of {budget_words}. No attacker can identify more "
-               f"than {percent(risk.max_tpr(1e-3))} of the people in the data while wrongly "
-               "accusing at most 1 in 1,000 of those who are not.")
+            f"{percent(group.max_tpr(1e-3))}."
+        )
+    budget_words = (
+        "no limit"
+        if b_eps is None and budget.native_budget is None
+        else f"epsilon {b_eps:.4g}, delta {b_delta:.3g}"
+        if b_eps is not None
+        else f"{budget.native_unit} {budget.native_budget:.4g}"
+    )
+    summary = (
+        f"{sum(k for _, k in events)} release(s) spent epsilon {spent_e:.4g}, delta "
+        f"{spent_d:.3g} of a budget of {budget_words}. No attacker can identify more "
+        f"than {percent(risk.max_tpr(1e-3))} of the people in the data while wrongly "
+        "accusing at most 1 in 1,000 of those who are not."
+    )
     fprs = np.geomspace(1e-6, 1.0, 61)
     data: dict[str, Any] = {
         "title": title or f"Privacy report: {getattr(budget, 'name', 'budget')}",
         "generated": _when(_dt.datetime.now(tz=_dt.UTC).timestamp()),
         "summary": summary,
-        "budget": {"kind": budget.kind, "mode": budget.mode, "epsilon": b_eps,
-                   "delta": b_delta, "native_unit": budget.native_unit,
-                   "native_budget": budget.native_budget, "spent": [spent_e, spent_d],
-                   "spent_native": budget.spent_native,
-                   "neighbouring": budget.neighbouring.value},
+        "budget": {
+            "kind": budget.kind,
+            "mode": budget.mode,
+            "epsilon": b_eps,
+            "delta": b_delta,
+            "native_unit": budget.native_unit,
+            "native_budget": budget.native_budget,
+            "spent": [spent_e, spent_d],
+            "spent_native": budget.spent_native,
+            "neighbouring": budget.neighbouring.value,
+        },
         "statements": statements,
         "risk": risk.to_dict(prior=prior, baseline=baseline, failure=failure),
-        "group_risk": None if group is None else group.to_dict(
-            prior=prior, baseline=baseline, failure=failure),
+        "group_risk": None
+        if group is None
+        else group.to_dict(prior=prior, baseline=baseline, failure=failure),
         "curve": {"fpr": fprs.tolist(), "max_tpr": risk.tpr(fprs).tolist()},
-        "costs": [{"language": f"this budget ({budget.kind})", "unit": "epsilon",
-                   "value": spent_e, "note": f"delta {spent_d:.3g}; certified for the "
-                   "releases as they were chosen"}, *_costs(events, at)],
+        "costs": [
+            {
+                "language": f"this budget ({budget.kind})",
+                "unit": "epsilon",
+                "value": spent_e,
+                "note": f"delta {spent_d:.3g}; certified for the releases as they were chosen",
+            },
+            *_costs(events, at),
+        ],
         "analysts": analysts,
-        "ledger": [{"seq": r.seq, "time": r.time, "when": _when(r.time), "analyst": r.analyst,
-                    "what": describe_event(r.event), "count": r.count,
-                    "query": _query_text(r.metadata), "event": event_to_dict(r.event),
-                    "spent_after": list(r.spent_after)} for r in records],
+        "ledger": [
+            {
+                "seq": r.seq,
+                "time": r.time,
+                "when": _when(r.time),
+                "analyst": r.analyst,
+                "what": describe_event(r.event),
+                "count": r.count,
+                "query": _query_text(r.metadata),
+                "event": event_to_dict(r.event),
+                "spent_after": list(r.spent_after),
+            }
+            for r in records
+        ],
         "assumptions": _assumptions(budget, risk, protects),
         "limitations": _limitations(budget, risk, events, protects),
     }

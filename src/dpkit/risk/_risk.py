@@ -54,8 +54,10 @@ _RATE_SLACK = 1e-12
 
 
 def _closed(curve: TradeOffFunction) -> bool:
-    return isinstance(curve, (fdp.GaussianTradeOff, fdp.LaplaceTradeOff,
-                              fdp.PiecewiseLinearTradeOff, ZeroTradeOff))
+    return isinstance(
+        curve,
+        (fdp.GaussianTradeOff, fdp.LaplaceTradeOff, fdp.PiecewiseLinearTradeOff, ZeroTradeOff),
+    )
 
 
 def _computable(curve: TradeOffFunction) -> TradeOffFunction:
@@ -191,8 +193,11 @@ class Risk:
         another), except with probability at most ``failure`` (default
         :meth:`default_failure`; see the module docstring)."""
         pi = check_probability(prior, name="prior")
-        fail = self.default_failure() if failure is None else check_probability(
-            failure, name="failure")
+        fail = (
+            self.default_failure()
+            if failure is None
+            else check_probability(failure, name="failure")
+        )
         eps = self._loss_quantile(fail)
         if pi in (0.0, 1.0):
             bound = pi
@@ -231,8 +236,7 @@ class Risk:
             if not math.isfinite(top):
                 return math.inf
             top = 2.0 * top + 1.0
-        grid = np.unique(np.concatenate([np.linspace(0.0, top, 300),
-                                         np.geomspace(1e-6, top, 100)]))
+        grid = np.unique(np.concatenate([np.linspace(0.0, top, 300), np.geomspace(1e-6, top, 100)]))
         d = np.asarray([prof(float(e)) for e in grid])
         best = math.inf
         if math.isfinite(e0):
@@ -263,17 +267,33 @@ class Risk:
         g = self.guarantee
         curve = self.curve if isinstance(self.curve, ZeroTradeOff) else self.curve.group(k)
         exact = g.exact and isinstance(self.curve, (fdp.GaussianTradeOff, fdp.LaplaceTradeOff))
-        return Risk(Guarantee(curve, exact=exact, neighbouring=g.neighbouring,
-                              source=g.source, adaptive=g.adaptive),
-                    group_size=self.group_size * k)
+        return Risk(
+            Guarantee(
+                curve,
+                exact=exact,
+                neighbouring=g.neighbouring,
+                source=g.source,
+                adaptive=g.adaptive,
+            ),
+            group_size=self.group_size * k,
+        )
 
     # ----------------------------------------------------------------- words and data
-    def statements(self, *, prior: float = 0.01, baseline: float = 1e-3, fpr: float = 1e-3,
-                   failure: float | None = None) -> list[str]:
+    def statements(
+        self,
+        *,
+        prior: float = 0.01,
+        baseline: float = 1e-3,
+        fpr: float = 1e-3,
+        failure: float | None = None,
+    ) -> list[str]:
         """The risk in plain sentences (numbers rounded up)."""
         who = "a person" if self.group_size == 1 else f"a group of {self.group_size} people"
-        member = ("in the data" if self.neighbouring is Neighbouring.ADD_REMOVE
-                  else "holds one value rather than another in the data")
+        member = (
+            "in the data"
+            if self.neighbouring is Neighbouring.ADD_REMOVE
+            else "holds one value rather than another in the data"
+        )
         adv = self.advantage()
         tpr = self.max_tpr(fpr)
         post = self.posterior(prior, failure=failure)
@@ -286,20 +306,30 @@ class Risk:
             f"beforehand, no attacker is right more than {percent((1.0 + adv) / 2.0)} of the "
             f"time (50% is a coin flip).",
         ]
-        tail = "" if post.failure == 0.0 else (
-            f", except with probability at most {post.failure:.0e}".replace("e-0", "e-"))
+        tail = (
+            ""
+            if post.failure == 0.0
+            else (f", except with probability at most {post.failure:.0e}".replace("e-0", "e-"))
+        )
         out.append(
             f"Belief: an attacker who believed {percent(prior)} that {who} is {member} can come "
-            f"to believe at most {percent(post.bound)}{tail}.")
+            f"to believe at most {percent(post.bound)}{tail}."
+        )
         out.append(
             f"Reconstruction: if a record could be guessed with probability {odds(baseline)} "
             f"without the release, an attacker who knows every other record guesses it with "
-            f"probability at most {percent(rec)}.")
+            f"probability at most {percent(rec)}."
+        )
         return out
 
-    def to_dict(self, *, prior: float = 0.01, baseline: float = 1e-3,
-                failure: float | None = None, fprs: Sequence[float] = LOW_FPRS
-                ) -> dict[str, Any]:
+    def to_dict(
+        self,
+        *,
+        prior: float = 0.01,
+        baseline: float = 1e-3,
+        failure: float | None = None,
+        fprs: Sequence[float] = LOW_FPRS,
+    ) -> dict[str, Any]:
         """The figures as plain data (for the JSON twin of a report)."""
         post = self.posterior(prior, failure=failure)
         return {
@@ -315,9 +345,15 @@ class Risk:
         }
 
 
-def of(obj: Any = None, *, epsilon: float | None = None, delta: float = 0.0,
-       mu: float | None = None, rho: float | None = None,
-       neighbouring: Neighbouring | str | None = None) -> Risk:
+def of(
+    obj: Any = None,
+    *,
+    epsilon: float | None = None,
+    delta: float = 0.0,
+    mu: float | None = None,
+    rho: float | None = None,
+    neighbouring: Neighbouring | str | None = None,
+) -> Risk:
     """The risk of a guarantee.
 
     ``obj``: a mechanism (anything with an ``event``), an event or a list of events (or
@@ -327,5 +363,6 @@ def of(obj: Any = None, *, epsilon: float | None = None, delta: float = 0.0,
     (the pair it was charged) or a :class:`~dpkit.fdp.TradeOffFunction`. Or a bare guarantee:
     ``epsilon=`` (with ``delta=``), ``mu=`` (Gaussian DP) or ``rho=`` (zCDP).
     """
-    return Risk(guarantee_of(obj, epsilon=epsilon, delta=delta, mu=mu, rho=rho,
-                             neighbouring=neighbouring))
+    return Risk(
+        guarantee_of(obj, epsilon=epsilon, delta=delta, mu=mu, rho=rho, neighbouring=neighbouring)
+    )

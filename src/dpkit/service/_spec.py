@@ -96,8 +96,9 @@ class BoundSpec(_Strict):
 class AggregateSpec(_Strict):
     """One aggregate; ``kind`` is the name of a builder aggregate (``count``, ``mean``, ...)."""
 
-    kind: Literal["count", "count_distinct", "sum", "mean", "variance", "std", "quantile",
-                  "histogram"]
+    kind: Literal[
+        "count", "count_distinct", "sum", "mean", "variance", "std", "quantile", "histogram"
+    ]
     column: str | None = Field(default=None, max_length=256)
     bounds: Annotated[list[float], Field(max_length=2)] | Literal["auto"] | None = None
     quantiles: list[float] | None = Field(default=None, max_length=MAX_QUANTILES)
@@ -162,11 +163,19 @@ def _aggregate(name: str, spec: AggregateSpec) -> Any:
         raise PrivacyParameterError(
             f"aggregate name {name!r} must be a plain identifier (letters, digits, _)"
         )
-    extra = {k for k in ("bounds", "quantiles", "edges", "categories")
-             if getattr(spec, k) is not None}
-    allowed = {"count": set(), "count_distinct": set(), "sum": {"bounds"},
-               "mean": {"bounds"}, "variance": {"bounds"}, "std": {"bounds"},
-               "quantile": {"bounds", "quantiles"}, "histogram": {"edges", "categories"}}
+    extra = {
+        k for k in ("bounds", "quantiles", "edges", "categories") if getattr(spec, k) is not None
+    }
+    allowed = {
+        "count": set(),
+        "count_distinct": set(),
+        "sum": {"bounds"},
+        "mean": {"bounds"},
+        "variance": {"bounds"},
+        "std": {"bounds"},
+        "quantile": {"bounds", "quantiles"},
+        "histogram": {"edges", "categories"},
+    }
     if not extra <= allowed[spec.kind]:
         raise PrivacyParameterError(
             f"{name}: {spec.kind} does not take {sorted(extra - allowed[spec.kind])}"
@@ -233,8 +242,10 @@ def build_query(session: Session, request: QueryRequest) -> Query:
             _check_key_product(g.keys)
         q = q.group_by(g.columns, keys=g.keys, selection_weight=g.selection_weight)
     if spec.bound is not None:
-        q = q.bound(max_partitions=spec.bound.max_partitions,
-                    max_rows_per_partition=spec.bound.max_rows_per_partition)
+        q = q.bound(
+            max_partitions=spec.bound.max_partitions,
+            max_rows_per_partition=spec.bound.max_rows_per_partition,
+        )
     stats = {}
     for name, agg in spec.agg.items():
         if agg.column is not None:

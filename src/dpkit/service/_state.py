@@ -137,8 +137,9 @@ class ServiceState:
 
         try:
             check_sqlite_file(self._path)
-            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # see the module doc: Durability
             check_sqlite_file(self._path)
@@ -213,32 +214,46 @@ class ServiceState:
             self._shared.close()
 
     # ------------------------------------------------------------------ tokens
-    def add_token(self, name: str, *, role: str, epsilon: float | None = None,
-                  delta: float | None = None) -> str:
+    def add_token(
+        self, name: str, *, role: str, epsilon: float | None = None, delta: float | None = None
+    ) -> str:
         """Issue a token for ``name`` and return it (the only time it is shown)."""
         token = new_token()
-        rows = self._run("SELECT name FROM dpkit_service_tokens WHERE name = ?", (name,),
-                         fetch=True)
+        rows = self._run(
+            "SELECT name FROM dpkit_service_tokens WHERE name = ?", (name,), fetch=True
+        )
         if rows:
-            raise StateError(f"{name!r} already has a token (names are never reused: their "
-                             "sub-budget stays in the ledger)")
-        self._run("INSERT INTO dpkit_service_tokens (name, role, token_hash, epsilon, delta, "
-                  "created) VALUES (?, ?, ?, ?, ?, ?)",
-                  (name, role, hash_token(token), epsilon, delta, time.time()))
+            raise StateError(
+                f"{name!r} already has a token (names are never reused: their "
+                "sub-budget stays in the ledger)"
+            )
+        self._run(
+            "INSERT INTO dpkit_service_tokens (name, role, token_hash, epsilon, delta, "
+            "created) VALUES (?, ?, ?, ?, ?, ?)",
+            (name, role, hash_token(token), epsilon, delta, time.time()),
+        )
         return token
 
     def revoke(self, name: str) -> bool:
-        rows = self._run("SELECT name FROM dpkit_service_tokens WHERE name = ?", (name,),
-                         fetch=True)
+        rows = self._run(
+            "SELECT name FROM dpkit_service_tokens WHERE name = ?", (name,), fetch=True
+        )
         self._run("UPDATE dpkit_service_tokens SET revoked = 1 WHERE name = ?", (name,))
         self._tokens_read = 0.0
         return bool(rows)
 
     def tokens(self) -> list[Token]:
-        rows = self._run("SELECT name, role, token_hash, epsilon, delta, revoked FROM "
-                         "dpkit_service_tokens ORDER BY created", fetch=True)
-        return [Token(name=r[0], role=r[1], token_hash=r[2], epsilon=r[3], delta=r[4],
-                      revoked=bool(r[5])) for r in rows]
+        rows = self._run(
+            "SELECT name, role, token_hash, epsilon, delta, revoked FROM "
+            "dpkit_service_tokens ORDER BY created",
+            fetch=True,
+        )
+        return [
+            Token(
+                name=r[0], role=r[1], token_hash=r[2], epsilon=r[3], delta=r[4], revoked=bool(r[5])
+            )
+            for r in rows
+        ]
 
     def _reload_tokens(self) -> None:
         self._tokens = {t.token_hash: t for t in self.tokens()}
@@ -274,30 +289,62 @@ class ServiceState:
         return found
 
     # ------------------------------------------------------------------ query log
-    def log_pending(self, query_id: str, analyst: str, kind: str, request: Any,
-                    epsilon: float | None, delta: float | None) -> None:
-        self._run("INSERT INTO dpkit_service_queries (id, analyst, kind, started, request, "
-                  "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
-                  (query_id, analyst, kind, time.time(), json.dumps(request, sort_keys=True),
-                   epsilon, delta))
+    def log_pending(
+        self,
+        query_id: str,
+        analyst: str,
+        kind: str,
+        request: Any,
+        epsilon: float | None,
+        delta: float | None,
+    ) -> None:
+        self._run(
+            "INSERT INTO dpkit_service_queries (id, analyst, kind, started, request, "
+            "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+            (
+                query_id,
+                analyst,
+                kind,
+                time.time(),
+                json.dumps(request, sort_keys=True),
+                epsilon,
+                delta,
+            ),
+        )
 
-    def log_done(self, query_id: str, status: str, *, result: Any = None,
-                 error: str | None = None) -> None:
-        self._run("UPDATE dpkit_service_queries SET status = ?, finished = ?, result = ?, "
-                  "error = ? WHERE id = ?",
-                  (status, time.time(), None if result is None else json.dumps(result),
-                   error, query_id))
+    def log_done(
+        self, query_id: str, status: str, *, result: Any = None, error: str | None = None
+    ) -> None:
+        self._run(
+            "UPDATE dpkit_service_queries SET status = ?, finished = ?, result = ?, "
+            "error = ? WHERE id = ?",
+            (status, time.time(), None if result is None else json.dumps(result), error, query_id),
+        )
 
     def queries(self, analyst: str | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
         """Logged queries, newest first; only ``analyst``'s when given."""
-        cols = ("id", "analyst", "kind", "started", "finished", "request", "epsilon", "delta",
-                "status", "result", "error")
+        cols = (
+            "id",
+            "analyst",
+            "kind",
+            "started",
+            "finished",
+            "request",
+            "epsilon",
+            "delta",
+            "status",
+            "result",
+            "error",
+        )
         sel = f"SELECT {', '.join(cols)} FROM dpkit_service_queries"
         if analyst is None:
             rows = self._run(sel + " ORDER BY started DESC LIMIT ?", (limit,), fetch=True)
         else:
-            rows = self._run(sel + " WHERE analyst = ? ORDER BY started DESC LIMIT ?",
-                             (analyst, limit), fetch=True)
+            rows = self._run(
+                sel + " WHERE analyst = ? ORDER BY started DESC LIMIT ?",
+                (analyst, limit),
+                fetch=True,
+            )
         out = []
         for r in rows:
             d = dict(zip(cols, r, strict=True))

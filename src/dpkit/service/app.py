@@ -22,7 +22,6 @@ each token gets ``rate`` requests per second on average (bursts up to ``burst``)
 A missing or unknown token gets 401 and spends nothing.
 """
 
-
 import asyncio
 import contextlib
 import math
@@ -102,10 +101,17 @@ class BodyLimit:
 
     async def _refuse(self, send: Any, status: int, detail: str) -> None:
         body = ('{"detail": "' + detail + '"}').encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -192,8 +198,10 @@ def _shown(x: Any, of: Any = None) -> Any:
     if not isinstance(exact, list):
         return exact
     totals = list(of) if isinstance(of, (tuple, list)) else [None] * len(exact)
-    return [None if v is None else rounded(left(v, t) if of is not None else v)
-            for v, t in zip(exact, totals, strict=False)]
+    return [
+        None if v is None else rounded(left(v, t) if of is not None else v)
+        for v, t in zip(exact, totals, strict=False)
+    ]
 
 
 def _amounts(**pairs: tuple[Any, Any]) -> dict[str, Any]:
@@ -218,8 +226,13 @@ class Curator:
         delta = check_delta(config.budget_delta, name="budget delta")
         self.state = ServiceState(config.state_url or config.ledger_url)
         self.ledger = open_ledger(config.ledger_url)
-        self.total = Budget(epsilon=eps, delta=delta, method=config.method, ledger=self.ledger,
-                            name=config.budget_name)
+        self.total = Budget(
+            epsilon=eps,
+            delta=delta,
+            method=config.method,
+            ledger=self.ledger,
+            name=config.budget_name,
+        )
         self._subs: dict[str, Any] = {}
         self._subs_lock = threading.Lock()
         source: Any = config.data
@@ -229,8 +242,9 @@ class Curator:
             source = pq.read_table(config.data)
         # Queries are priced by the total's kind of accounting and charged, by Session.run,
         # to the analyst's sub-budget of it.
-        self.session = Session(source, privacy_unit=config.privacy_unit, budget=self.total,
-                               alpha=config.alpha)
+        self.session = Session(
+            source, privacy_unit=config.privacy_unit, budget=self.total, alpha=config.alpha
+        )
         self.schema = dict(self.session.table.types)
         self.limiter = RateLimiter(config.rate, config.burst)
 
@@ -239,8 +253,9 @@ class Curator:
         try:
             return self._sub_budget(token)
         except LedgerError as exc:
-            raise HTTPException(status_code=503, detail=f"budget ledger unavailable: {exc}"
-                                ) from None
+            raise HTTPException(
+                status_code=503, detail=f"budget ledger unavailable: {exc}"
+            ) from None
 
     def _sub_budget(self, token: Token) -> Any:
         with self._subs_lock:
@@ -256,29 +271,47 @@ class Curator:
     def analyst_status(self, token: Token) -> dict[str, Any]:
         sub = self.sub_budget(token)
         sub.refresh()
-        return {"analyst": token.name, **_amounts(
-            budget=(sub.budget, None), spent=(sub.spent, None),
-            remaining=(sub.remaining, sub.budget))}
+        return {
+            "analyst": token.name,
+            **_amounts(
+                budget=(sub.budget, None),
+                spent=(sub.spent, None),
+                remaining=(sub.remaining, sub.budget),
+            ),
+        }
 
     def status(self) -> dict[str, Any]:
         """Everything the curator's page shows (no data values beyond released ones)."""
         self.total.refresh()
-        history = [{"seq": r.seq, "time": r.time, "analyst": r.analyst,
-                    "spent_after": _pair(tuple(r.spent_after)), "metadata": dict(r.metadata)}
-                   for r in self.total.history()]
+        history = [
+            {
+                "seq": r.seq,
+                "time": r.time,
+                "analyst": r.analyst,
+                "spent_after": _pair(tuple(r.spent_after)),
+                "metadata": dict(r.metadata),
+            }
+            for r in self.total.history()
+        ]
         analysts = []
         for t in self.state.tokens():
             if t.role != "analyst":
                 continue
-            entry: dict[str, Any] = {"analyst": t.name, "revoked": t.revoked,
-                                     "cap": [t.epsilon, t.delta or 0.0]}
+            entry: dict[str, Any] = {
+                "analyst": t.name,
+                "revoked": t.revoked,
+                "cap": [t.epsilon, t.delta or 0.0],
+            }
             entry["spent"] = _pair(self.sub_budget(t).spent)
             analysts.append(entry)
         return {
             "data": Path(self.config.data).name,
             "privacy_unit": self.config.privacy_unit,
-            **_amounts(budget=(self.total.budget, None), spent=(self.total.spent, None),
-                       remaining=(self.total.remaining, self.total.budget)),
+            **_amounts(
+                budget=(self.total.budget, None),
+                spent=(self.total.spent, None),
+                remaining=(self.total.remaining, self.total.budget),
+            ),
             "history": history,
             "analysts": analysts,
             "queries": self.state.queries(),
@@ -327,8 +360,11 @@ class CuratorSessions:
 
 
 def _auth_error() -> HTTPException:
-    return HTTPException(status_code=401, detail="missing or unknown bearer token",
-                         headers={"WWW-Authenticate": "Bearer"})
+    return HTTPException(
+        status_code=401,
+        detail="missing or unknown bearer token",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 def create_app(config: ServiceConfig) -> FastAPI:
@@ -338,18 +374,20 @@ def create_app(config: ServiceConfig) -> FastAPI:
     cur = Curator(config)
     app = FastAPI(
         title="dpkit curator service",
-        description=("Differentially private answers to queries over one table. Each analyst "
-                     "spends a sub-budget of the table's privacy budget; every charge is "
-                     "recorded in a durable ledger before the answer is computed."),
+        description=(
+            "Differentially private answers to queries over one table. Each analyst "
+            "spends a sub-budget of the table's privacy budget; every charge is "
+            "recorded in a durable ledger before the answer is computed."
+        ),
         version="1",
     )
     app.state.curator = cur
     sessions = CuratorSessions()
-    bearer = HTTPBearer(auto_error=False, description="An analyst's token "
-                        "(issued by `dpkit serve token add`).")
+    bearer = HTTPBearer(
+        auto_error=False, description="An analyst's token (issued by `dpkit serve token add`)."
+    )
 
-    def analyst(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-                ) -> Token:
+    def analyst(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Token:
         try:
             tok = cur.state.authenticate(None if creds is None else creds.credentials)
         except StateError as exc:
@@ -357,8 +395,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if tok is None or tok.role != "analyst":
             raise _auth_error()
         if not cur.limiter.allow(tok.token_hash):
-            raise HTTPException(status_code=429, detail="rate limit: slow down",
-                                headers={"Retry-After": "1"})
+            raise HTTPException(
+                status_code=429, detail="rate limit: slow down", headers={"Retry-After": "1"}
+            )
         return tok
 
     def curator_token(request: Request) -> Token | None:
@@ -377,8 +416,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if tok is None or tok.role != "curator":
             return None
         if not cur.limiter.allow(tok.token_hash):
-            raise HTTPException(status_code=429, detail="rate limit: slow down",
-                                headers={"Retry-After": "1"})
+            raise HTTPException(
+                status_code=429, detail="rate limit: slow down", headers={"Retry-After": "1"}
+            )
         return tok
 
     @app.exception_handler(PrivacyParameterError)
@@ -396,8 +436,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
-                   "type": str(e.get("type", ""))} for e in exc.errors()]
+        errors = [
+            {
+                "loc": list(e.get("loc", ())),
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.get("/healthz", tags=["service"], summary="Liveness (no authentication, no data)")
@@ -410,13 +456,21 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.get("/v1/schema", tags=["analyst"], summary="Column names and types (no rows)")
     def schema(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
-        return {"privacy_unit": config.privacy_unit, "columns": cur.schema,
-                "accounting": cur.session.mode, "alpha": cur.session.alpha}
+        return {
+            "privacy_unit": config.privacy_unit,
+            "columns": cur.schema,
+            "accounting": cur.session.mode,
+            "alpha": cur.session.alpha,
+        }
 
     def _overflow(exc: ArithmeticError) -> HTTPException:
-        return HTTPException(status_code=422, detail=(
-            f"invalid query: the pricing overflowed ({type(exc).__name__}); epsilon, delta or "
-            "a bound is too large"))
+        return HTTPException(
+            status_code=422,
+            detail=(
+                f"invalid query: the pricing overflowed ({type(exc).__name__}); epsilon, delta or "
+                "a bound is too large"
+            ),
+        )
 
     def _prepare(body: QueryRequest) -> tuple[Any, float, float | None]:
         eps, delta = privacy_parameters(body)
@@ -428,10 +482,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
         return q, eps, delta
 
-    @app.post("/v1/summarize", tags=["analyst"],
-              summary="Noise and cost of a query (touches no data, spends nothing)")
-    def summarize(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]
-                  ) -> dict[str, Any]:
+    @app.post(
+        "/v1/summarize",
+        tags=["analyst"],
+        summary="Noise and cost of a query (touches no data, spends nothing)",
+    )
+    def summarize(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
         q, eps, delta = _prepare(body)
         try:
             frame = q.summarize(epsilon=eps, delta=delta)
@@ -441,8 +497,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
         return {"summary": summary_to_json(frame), "cost": {"epsilon": 0.0, "delta": 0.0}}
 
-    @app.post("/v1/query", tags=["analyst"],
-              summary="Charge your sub-budget, run the query, return the private result")
+    @app.post(
+        "/v1/query",
+        tags=["analyst"],
+        summary="Charge your sub-budget, run the query, return the private result",
+    )
     def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
         q, eps, delta = _prepare(body)
         try:
@@ -460,8 +519,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
             # Logged before the charge: if the disk is full the query stops here, unspent.
             cur.state.log_pending(qid, tok.name, "run", request_json, eps, delta)
         except StateError as exc:
-            raise HTTPException(status_code=503, detail=f"query refused, nothing spent: {exc}"
-                                ) from None
+            raise HTTPException(
+                status_code=503, detail=f"query refused, nothing spent: {exc}"
+            ) from None
         try:
             # No lock: requests run in parallel threads (the engine gives each thread a DuckDB
             # cursor of its own); the budget serialises its check-then-commit itself.
@@ -471,9 +531,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
             # Session.run re-raises a refused charge with the budget's own error as cause: a
             # ledger that cannot be written (full disk, lost database) is 503, not "spent".
             unavailable = isinstance(exc, BudgetUnavailableError) or isinstance(
-                exc.__cause__, BudgetUnavailableError)
-            raise HTTPException(status_code=503 if unavailable else 403, detail=str(exc)
-                                ) from None
+                exc.__cause__, BudgetUnavailableError
+            )
+            raise HTTPException(status_code=503 if unavailable else 403, detail=str(exc)) from None
         except PrivacyParameterError as exc:
             _log_quietly(cur, qid, "refused", str(exc))
             raise
@@ -494,11 +554,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
         charged = (release.get("epsilon"), release.get("delta"))
         # what was charged (a delta the query was allowed but did not use is not charged),
         # rounded for people, exact in *_exact, and what the query was allowed
-        cost = {"epsilon": rounded(charged[0]), "delta": rounded(charged[1]),
-                "epsilon_exact": charged[0], "delta_exact": charged[1],
-                "allowed": release.get("requested")}
-        return {"query_id": qid, "result": result, "cost": cost,
-                **_amounts(remaining=(sub.remaining, sub.budget))}
+        cost = {
+            "epsilon": rounded(charged[0]),
+            "delta": rounded(charged[1]),
+            "epsilon_exact": charged[0],
+            "delta_exact": charged[1],
+            "allowed": release.get("requested"),
+        }
+        return {
+            "query_id": qid,
+            "result": result,
+            "cost": cost,
+            **_amounts(remaining=(sub.remaining, sub.budget)),
+        }
 
     @app.get("/v1/queries", tags=["analyst"], summary="Your queries and their results")
     def my_queries(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
@@ -511,22 +579,32 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 return item
         raise HTTPException(status_code=404, detail="no such query of yours")
 
-    @app.get("/curator/status", tags=["curator"],
-             summary="Budget, its history, per-analyst spend and the query log (JSON)")
+    @app.get(
+        "/curator/status",
+        tags=["curator"],
+        summary="Budget, its history, per-analyst spend and the query log (JSON)",
+    )
     def curator_status(request: Request) -> dict[str, Any]:
         if curator_token(request) is None:
             raise _auth_error()
         return cur.status()
 
-    @app.get("/curator", tags=["curator"], response_class=HTMLResponse,
-             summary="The curator's web page (login form without a curator token)")
+    @app.get(
+        "/curator",
+        tags=["curator"],
+        response_class=HTMLResponse,
+        summary="The curator's web page (login form without a curator token)",
+    )
     def curator_page(request: Request) -> HTMLResponse:
         if curator_token(request) is None:
             return HTMLResponse(login_page(), status_code=401)
         return HTMLResponse(render_page(cur.status()))
 
-    @app.post("/curator/login", tags=["curator"],
-              summary="Exchange the curator token (form field `token`) for a page cookie")
+    @app.post(
+        "/curator/login",
+        tags=["curator"],
+        summary="Exchange the curator token (form field `token`) for a page cookie",
+    )
     async def curator_login(request: Request) -> Response:
         raw = await request.body()
         form = parse_qs(raw.decode("utf-8", "replace"))
@@ -538,9 +616,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if tok is None or tok.role != "curator":
             return HTMLResponse(login_page("unknown curator token"), status_code=401)
         resp = RedirectResponse("/curator", status_code=303)
-        resp.set_cookie(_CURATOR_COOKIE, sessions.open(tok), httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path="/curator",
-                        max_age=int(sessions.ttl))
+        resp.set_cookie(
+            _CURATOR_COOKIE,
+            sessions.open(tok),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/curator",
+            max_age=int(sessions.ttl),
+        )
         return resp
 
     @app.post("/curator/logout", tags=["curator"], summary="End the page session")

@@ -56,9 +56,13 @@ class BudgetGuard:
         sch = self.sampler.scheme
         if sch.name in ("shuffle", "cyclic"):
             if self.steps_taken % sch.steps_per_epoch == 0:
-                self.budget.charge(sch.event(self.noise_multiplier, 1),
-                                   metadata={"dpsgd": sch.name, "step": self.steps_taken})
+                self.budget.charge(
+                    sch.event(self.noise_multiplier, 1),
+                    metadata={"dpsgd": sch.name, "step": self.steps_taken},
+                )
         else:
-            self.budget.charge(sch.event(self.noise_multiplier, 1),
-                               metadata={"dpsgd": sch.name, "step": self.steps_taken})
+            self.budget.charge(
+                sch.event(self.noise_multiplier, 1),
+                metadata={"dpsgd": sch.name, "step": self.steps_taken},
+            )
         self.steps_taken += 1

@@ -82,19 +82,29 @@ class DpkitOpacusAccountant:
             return 0.0
         if self.sampler is not None:
             sigma = min(s for s, _, _ in self.history)
-            return dpsgd_bounds(self.sampler.scheme, noise_multiplier=sigma, delta=d,
-                                steps=len(self), with_lower=False).upper
+            return dpsgd_bounds(
+                self.sampler.scheme,
+                noise_multiplier=sigma,
+                delta=d,
+                steps=len(self),
+                with_lower=False,
+            ).upper
         acct = PldAccountant()
         for s, q, k in self.history:
-            acct.compose(PoissonSampledEvent(sampling_rate=q,
-                                             event=GaussianEvent(noise_multiplier=s)), k)
+            acct.compose(
+                PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=s)), k
+            )
         return acct.get_epsilon(d)
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Any:
         """Opacus's hook: one :meth:`step` per optimiser step (as its own accountants do)."""
+
         def hook_fn(optim: Any) -> None:
-            self.step(noise_multiplier=optim.noise_multiplier,
-                      sample_rate=sample_rate * optim.accumulated_iterations)
+            self.step(
+                noise_multiplier=optim.noise_multiplier,
+                sample_rate=sample_rate * optim.accumulated_iterations,
+            )
+
         return hook_fn
 
     def state_dict(self, destination: Any = None) -> Any:
@@ -111,8 +121,9 @@ class DpkitOpacusAccountant:
         self.history = [(float(s), float(q), int(k)) for s, q, k in state_dict["history"]]
 
 
-def register_opacus_accountant(sampler: BatchSampler | None = None,
-                               name: str = "dpkit") -> type[DpkitOpacusAccountant]:
+def register_opacus_accountant(
+    sampler: BatchSampler | None = None, name: str = "dpkit"
+) -> type[DpkitOpacusAccountant]:
     """Register a dpkit accountant with Opacus under ``name`` (replacing an earlier one).
 
     With ``sampler``, the registered class accounts that sampler's scheme. Returns the class.
@@ -126,7 +137,10 @@ def register_opacus_accountant(sampler: BatchSampler | None = None,
     def _mechanism(cls: type) -> str:
         return name
 
-    cls = type("DpkitOpacusAccountantFor_" + name, (DpkitOpacusAccountant, IAccountant),
-               {"sampler": sampler, "mechanism": classmethod(_mechanism)})
+    cls = type(
+        "DpkitOpacusAccountantFor_" + name,
+        (DpkitOpacusAccountant, IAccountant),
+        {"sampler": sampler, "mechanism": classmethod(_mechanism)},
+    )
     register_accountant(name, cls, force=True)
     return cls

@@ -66,16 +66,25 @@ class BatchSampler:
     must be the number of distinct people).
     """
 
-    def __init__(self, scheme: BatchScheme, *, steps: int | None = None,
-                 epochs: float | None = None, source: RandomSource | None = None,
-                 user_ids: Sequence[Any] | None = None) -> None:
+    def __init__(
+        self,
+        scheme: BatchScheme,
+        *,
+        steps: int | None = None,
+        epochs: float | None = None,
+        source: RandomSource | None = None,
+        user_ids: Sequence[Any] | None = None,
+    ) -> None:
         if not isinstance(scheme, BatchScheme):
             raise PrivacyParameterError(f"scheme must be a BatchScheme, got {scheme!r}")
         self.scheme = scheme
         if (steps is None) == (epochs is None):
             raise PrivacyParameterError("give exactly one of steps and epochs")
-        self.steps = (scheme.steps(check_positive(epochs, "epochs")) if epochs is not None
-                      else check_integer(steps, name="steps", minimum=0))
+        self.steps = (
+            scheme.steps(check_positive(epochs, "epochs"))
+            if epochs is not None
+            else check_integer(steps, name="steps", minimum=0)
+        )
         self._source = resolve_source(source)
         self._groups: list[IntArray] | None = None
         if scheme.name == "user_poisson":
@@ -130,13 +139,15 @@ class BatchSampler:
             elif sch.name in ("shuffle", "cyclic"):
                 j = step % per_epoch
                 if j == 0 or order is None:
-                    order = (_random_order(self._source, n) if sch.name == "shuffle"
-                             else np.arange(n, dtype=np.int64))
-                batch = order[j * b:(j + 1) * b]
+                    order = (
+                        _random_order(self._source, n)
+                        if sch.name == "shuffle"
+                        else np.arange(n, dtype=np.int64)
+                    )
+                batch = order[j * b : (j + 1) * b]
             else:
                 assert self._groups is not None and sch.examples_per_user is not None
                 chosen = self._poisson(n)
-                parts = [self._subset(self._groups[int(u)], sch.examples_per_user)
-                         for u in chosen]
+                parts = [self._subset(self._groups[int(u)], sch.examples_per_user) for u in chosen]
                 batch = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
             yield [int(i) for i in batch]

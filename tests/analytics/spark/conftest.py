@@ -69,8 +69,9 @@ def _connect_boot() -> Iterator[tuple[LocalConnectServer, threading.Thread, list
     also when a test or the start failed."""
     import pyspark.sql  # noqa: F401 - imported here, not concurrently in two threads
 
-    server = LocalConnectServer(master="local[2]", driver_memory="1g",
-                                conf={**SPARK_CONF, "spark.log.level": "ERROR"})
+    server = LocalConnectServer(
+        master="local[2]", driver_memory="1g", conf={**SPARK_CONF, "spark.log.level": "ERROR"}
+    )
     errors: list[BaseException] = []
 
     def boot() -> None:
@@ -93,8 +94,11 @@ def classic_spark(_connect_boot: Any) -> Iterator[Any]:
     os.environ.pop("SPARK_REMOTE", None)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master("local[2]").appName("dpkit-tests")
-               .config("spark.driver.memory", "1g"))
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("dpkit-tests")
+        .config("spark.driver.memory", "1g")
+    )
     for k, v in SPARK_CONF.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -135,8 +139,7 @@ def spark(request: pytest.FixtureRequest) -> Any:
 # ------------------------------------------------------------------ shared data
 
 REGIONS = ["north", "south", "o'hara", 'quo"te', "back`tick", "ünï", "e\u0301|V1:", "", None]
-SPECIALS: list[Any] = [math.nan, None, math.inf, -math.inf, 1e308, -1e308, -0.0, 5e-324,
-                       1e23]
+SPECIALS: list[Any] = [math.nan, None, math.inf, -math.inf, 1e308, -1e308, -0.0, 5e-324, 1e23]
 FKEYS: list[Any] = [0.5, -0.0, 0.0, math.nan, None, math.inf, 1e308, 2.5]
 
 
@@ -146,8 +149,7 @@ def odd_table(n_units: int, seed: int) -> pa.Table:
     +-1e308, subnormals, and an integer column. NaN and NULL are kept apart in the file (an
     Arrow double column holds both)."""
     rng = random.Random(seed)
-    cols: dict[str, list[Any]] = {"uid": [], "region": [], "kind": [], "fk": [], "x": [],
-                                  "age": []}
+    cols: dict[str, list[Any]] = {"uid": [], "region": [], "kind": [], "fk": [], "x": [], "age": []}
     for u in range(n_units):
         unit = None if u == 0 else f"u{u}"
         for _ in range(rng.randint(1, 8)):
@@ -158,14 +160,16 @@ def odd_table(n_units: int, seed: int) -> pa.Table:
             cols["fk"].append(rng.choice(FKEYS))
             cols["x"].append(x)
             cols["age"].append(rng.randint(0, 99))
-    return pa.table({
-        "uid": pa.array(cols["uid"], pa.string()),
-        "region": pa.array(cols["region"], pa.string()),
-        "kind": pa.array(cols["kind"], pa.int64()),
-        "fk": pa.array(cols["fk"], pa.float64(), from_pandas=False),
-        "x": pa.array(cols["x"], pa.float64(), from_pandas=False),
-        "age": pa.array(cols["age"], pa.int64()),
-    })
+    return pa.table(
+        {
+            "uid": pa.array(cols["uid"], pa.string()),
+            "region": pa.array(cols["region"], pa.string()),
+            "kind": pa.array(cols["kind"], pa.int64()),
+            "fk": pa.array(cols["fk"], pa.float64(), from_pandas=False),
+            "x": pa.array(cols["x"], pa.float64(), from_pandas=False),
+            "age": pa.array(cols["age"], pa.int64()),
+        }
+    )
 
 
 @pytest.fixture(scope="session")

@@ -45,15 +45,21 @@ def _rounded(spent: tuple[float, float]) -> tuple[float, ...]:
     return tuple(float(f"{v:.9g}") for v in spent)
 
 
-def _outcome(source: Any, *, key: str = "k", where: str = "age > 50",
-             unit: str = "uid") -> tuple[str, tuple[float, float]]:
+def _outcome(
+    source: Any, *, key: str = "k", where: str = "age > 50", unit: str = "uid"
+) -> tuple[str, tuple[float, float]]:
     """``run()``'s outcome (released, or the exception's class) and the budget spent."""
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(source, privacy_unit=unit, budget=budget)
     try:
-        (s.query().where(where).group_by(key)
-         .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
-         .run(epsilon=1.0, delta=1e-6))
+        (
+            s.query()
+            .where(where)
+            .group_by(key)
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
         return "released", _rounded(budget.spent)
     except Exception as exc:  # the outcome itself is what is compared
         return type(exc).__name__, budget.spent
@@ -62,13 +68,18 @@ def _outcome(source: Any, *, key: str = "k", where: str = "age > 50",
 # ------------------------------------------------------------ finding: pandas surrogates
 
 
-@pytest.mark.parametrize(("dtype", "key", "where"), [
-    ("object", "k", "age > 50"),
-    ("object", "kk", "k <> 'zz' AND age > 50"),
-    ("string", "k", "age > 50"),
-], ids=["object-key", "object-predicate", "string-key"])
-def test_pandas_lone_surrogate_never_raises_after_the_charge(dtype: str, key: str,
-                                                             where: str) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "key", "where"),
+    [
+        ("object", "k", "age > 50"),
+        ("object", "kk", "k <> 'zz' AND age > 50"),
+        ("string", "k", "age > 50"),
+    ],
+    ids=["object-key", "object-predicate", "string-key"],
+)
+def test_pandas_lone_surrogate_never_raises_after_the_charge(
+    dtype: str, key: str, where: str
+) -> None:
     """Person 1000's text is ``'\\udcff'``. Before a fix: EngineError after the charge on D,
     released on D'. Safe: the same outcome on both (e.g. the text re-encoded with
     ``errors='replace'`` at registration, like invalid UTF-8 in Parquet)."""
@@ -76,8 +87,14 @@ def test_pandas_lone_surrogate_never_raises_after_the_charge(dtype: str, key: st
     for with_person in (True, False):
         texts = ["ok"] * 10 + (["\udcff"] if with_person else [])
         n = len(texts)
-        df = pd.DataFrame({"uid": range(n), "age": [0] * 10 + [99] * (n - 10),
-                           "k": pd.Series(texts, dtype=dtype), "kk": [0] * n})
+        df = pd.DataFrame(
+            {
+                "uid": range(n),
+                "age": [0] * 10 + [99] * (n - 10),
+                "k": pd.Series(texts, dtype=dtype),
+                "kk": [0] * n,
+            }
+        )
         outcomes.append(_outcome(df, key=key, where=where))
     assert outcomes[0] == outcomes[1], outcomes
 
@@ -96,13 +113,13 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 SUBQUERIES = {
     "lateral": "SELECT d.user_id, d.ref, CAST(l.c AS BIGINT) AS secret FROM parquet.`{dec}` d, "
-               "LATERAL (SELECT count(*) c FROM parquet.`{p}` WHERE user_id = 1000) l",
+    "LATERAL (SELECT count(*) c FROM parquet.`{p}` WHERE user_id = 1000) l",
     "in-join-condition": "SELECT d.user_id, d.ref, CAST(1 AS BIGINT) AS secret "
-                         "FROM parquet.`{dec}` d JOIN parquet.`{dec}` e "
-                         "ON d.user_id IN (SELECT user_id FROM parquet.`{p}`)",
+    "FROM parquet.`{dec}` d JOIN parquet.`{dec}` e "
+    "ON d.user_id IN (SELECT user_id FROM parquet.`{p}`)",
     "case-in-window": "SELECT user_id, ref, CAST(max(CASE WHEN (SELECT count(*) FROM "
-                      "parquet.`{p}` WHERE user_id = 1000) > 0 THEN 1 ELSE 0 END) OVER "
-                      "(PARTITION BY ref) AS BIGINT) AS secret FROM parquet.`{dec}`",
+    "parquet.`{p}` WHERE user_id = 1000) > 0 THEN 1 ELSE 0 END) OVER "
+    "(PARTITION BY ref) AS BIGINT) AS secret FROM parquet.`{dec}`",
 }
 
 
@@ -119,8 +136,9 @@ def test_other_subquery_shapes_are_refused(spark: Any, tmp_path: Path, kind: str
     for i, table in enumerate(_tables()):
         private = tmp_path / f"private{i}.parquet"
         table.to_parquet(private, index=False)
-        session = dpa.Session(spark, table=str(private), privacy_unit="user_id",
-                              budget=Budget(epsilon=10.0))
+        session = dpa.Session(
+            spark, table=str(private), privacy_unit="user_id", budget=Budget(epsilon=10.0)
+        )
         got = join_count(session, spark.sql(SUBQUERIES[kind].format(p=private, dec=decoy)))
         assert isinstance(got, str) and got.startswith("PrivacyParameterError"), got
         assert session.budget.spent[0] == 0
@@ -133,10 +151,13 @@ def test_cached_private_frame_in_a_public_join_is_refused(spark: Any, tmp_path: 
     for i, table in enumerate(_tables()):
         private = tmp_path / f"private{i}.parquet"
         table.to_parquet(private, index=False)
-        session = dpa.Session(spark, table=str(private), privacy_unit="user_id",
-                              budget=Budget(epsilon=10.0))
-        c = spark.sql(f"SELECT CAST(count(*) AS BIGINT) AS secret FROM parquet.`{private}` "
-                      "WHERE user_id = 1000")
+        session = dpa.Session(
+            spark, table=str(private), privacy_unit="user_id", budget=Budget(epsilon=10.0)
+        )
+        c = spark.sql(
+            f"SELECT CAST(count(*) AS BIGINT) AS secret FROM parquet.`{private}` "
+            "WHERE user_id = 1000"
+        )
         c.cache()
         try:
             c.count()
@@ -152,21 +173,31 @@ def test_checkpointed_private_frame_is_refused(classic_spark: Any, tmp_path: Pat
     decoy = _decoy(tmp_path)
     private = tmp_path / "private.parquet"
     _tables()[0].to_parquet(private, index=False)
-    session = dpa.Session(classic_spark, table=str(private), privacy_unit="user_id",
-                          budget=Budget(epsilon=10.0))
-    c = (classic_spark.read.parquet(str(private)).where("user_id = 1000")
-         .selectExpr("CAST(secret AS BIGINT) AS secret").localCheckpoint())
+    session = dpa.Session(
+        classic_spark, table=str(private), privacy_unit="user_id", budget=Budget(epsilon=10.0)
+    )
+    c = (
+        classic_spark.read.parquet(str(private))
+        .where("user_id = 1000")
+        .selectExpr("CAST(secret AS BIGINT) AS secret")
+        .localCheckpoint()
+    )
     public = classic_spark.read.parquet(decoy).select("user_id", "ref").crossJoin(c)
     got = join_count(session, public)
     assert isinstance(got, str) and got.startswith("PrivacyParameterError"), got
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT size(filter(array(1), x -> x IN (SELECT user_id FROM parquet.`{p}`))) AS s",
-    "SELECT * FROM VALUES ((SELECT count(*) FROM parquet.`{p}`)) v(c)",
-], ids=["higher-order", "values"])
-def test_spark_rejects_subqueries_in_lambdas_and_values(classic_spark: Any, tmp_path: Path,
-                                                        sql: str) -> None:
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT size(filter(array(1), x -> x IN (SELECT user_id FROM parquet.`{p}`))) AS s",
+        "SELECT * FROM VALUES ((SELECT count(*) FROM parquet.`{p}`)) v(c)",
+    ],
+    ids=["higher-order", "values"],
+)
+def test_spark_rejects_subqueries_in_lambdas_and_values(
+    classic_spark: Any, tmp_path: Path, sql: str
+) -> None:
     """Held by Spark itself: an analysis error, before dpkit sees the frame."""
     private = tmp_path / "private.parquet"
     _tables()[0].to_parquet(private, index=False)
@@ -185,8 +216,13 @@ def _duck_parquet(path: Path, sql: str) -> str:
 def _exact_keys(path: str) -> list[tuple[Any, int]] | None:
     s = dpa.Session(path, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except DPKitError:
         return None
@@ -198,13 +234,19 @@ KEYS = {
     # (100 persons' key, person 1000's key, distinct keys expected / refused = None)
     "timestamptz+inf": ("TIMESTAMPTZ '2024-01-01 00:00:00+00'", "'infinity'::TIMESTAMPTZ"),
     "date-past-9999": ("DATE '9999-12-31'", "DATE '10000-01-01'"),
-    "timestamp-past-9999": ("TIMESTAMP '9999-12-31 23:59:59.999999'",
-                            "TIMESTAMP '10000-01-01 00:00:00'"),
+    "timestamp-past-9999": (
+        "TIMESTAMP '9999-12-31 23:59:59.999999'",
+        "TIMESTAMP '10000-01-01 00:00:00'",
+    ),
     # the last instant read as such (later ones are NULL: docs/special-values.md)
-    "timestamptz-past-9999": ("TIMESTAMPTZ '9999-12-30 23:59:59.999999+00'",
-                              "TIMESTAMPTZ '10000-01-01 00:00:00+00'"),
-    "timestamp_ns-sub-us": ("TIMESTAMP_NS '2024-01-01 00:00:00.000000001'",
-                            "TIMESTAMP_NS '2024-01-01 00:00:00.000000002'"),
+    "timestamptz-past-9999": (
+        "TIMESTAMPTZ '9999-12-30 23:59:59.999999+00'",
+        "TIMESTAMPTZ '10000-01-01 00:00:00+00'",
+    ),
+    "timestamp_ns-sub-us": (
+        "TIMESTAMP_NS '2024-01-01 00:00:00.000000001'",
+        "TIMESTAMP_NS '2024-01-01 00:00:00.000000002'",
+    ),
     "timestamp_ns+inf": ("TIMESTAMP_NS '2024-01-01 00:00:00'", "'infinity'::TIMESTAMP_NS"),
     "timetz": ("'12:00:00+00'::TIMETZ", "'12:00:00+01'::TIMETZ"),
 }
@@ -215,10 +257,14 @@ def test_duckdb_date_time_keys_stay_distinct_or_are_refused(tmp_path: Path, kind
     """Held: 2 engine groups (100 and 1) keep 2 distinct keys, or the key is refused before
     the charge; and ``where("age > 50")`` releases on D and D' alike."""
     base, extra = KEYS[kind]
-    paths = [_duck_parquet(tmp_path / f"{tag}.parquet",
-                           f"SELECT i AS uid, 0 AS age, {base} AS k FROM range(100) t(i)"
-                           + (f" UNION ALL SELECT 1000, 99, {extra}" if tag == "d" else ""))
-             for tag in ("d", "dp")]
+    paths = [
+        _duck_parquet(
+            tmp_path / f"{tag}.parquet",
+            f"SELECT i AS uid, 0 AS age, {base} AS k FROM range(100) t(i)"
+            + (f" UNION ALL SELECT 1000, 99, {extra}" if tag == "d" else ""),
+        )
+        for tag in ("d", "dp")
+    ]
     got = _exact_keys(paths[0])
     if got is not None:
         assert sorted(n for _, n in got) == [1, 100], got
@@ -236,12 +282,18 @@ def _bad(raw: list[bytes]) -> pa.Array:
 def _utf8_table(with_person: bool) -> pa.Table:
     raw = [b"ok"] * 10 + ([b"\xff\xfe"] if with_person else [])
     n = len(raw)
-    return pa.table({
-        "uid": list(range(n)),
-        "uids": _bad([b"u%d" % i for i in range(10)] + ([b"\xff"] if with_person else [])),
-        "age": [0] * 10 + [99] * (n - 10), "k": _bad(raw), "kk": [0] * n,
-        "l": pa.array([[x] for x in raw], pa.list_(pa.binary())).cast(pa.list_(pa.string()),
-                                                                       safe=False)})
+    return pa.table(
+        {
+            "uid": list(range(n)),
+            "uids": _bad([b"u%d" % i for i in range(10)] + ([b"\xff"] if with_person else [])),
+            "age": [0] * 10 + [99] * (n - 10),
+            "k": _bad(raw),
+            "kk": [0] * n,
+            "l": pa.array([[x] for x in raw], pa.list_(pa.binary())).cast(
+                pa.list_(pa.string()), safe=False
+            ),
+        }
+    )
 
 
 UTF8_CASES = {
@@ -249,8 +301,10 @@ UTF8_CASES = {
     "like": ({"use_dictionary": True}, {"key": "kk", "where": "k LIKE '%x%' OR age > 50"}),
     "privacy-unit": ({"use_dictionary": True}, {"key": "kk", "unit": "uids"}),
     "list": ({"use_dictionary": True}, {"key": "kk", "where": "len(l) > 0 AND age > 50"}),
-    "plain-with-statistics": ({"use_dictionary": False, "write_statistics": True},
-                              {"key": "kk", "where": "k = 'ok' OR age > 50"}),
+    "plain-with-statistics": (
+        {"use_dictionary": False, "write_statistics": True},
+        {"key": "kk", "where": "k = 'ok' OR age > 50"},
+    ),
 }
 
 

@@ -41,23 +41,29 @@ PLANS: list[dict[str, Any]] = [
     {"group_by": ("region", "kind"), "max_partitions": 3, "max_rows": 1, "salt": 7},
     {"group_by": ("fk",), "max_partitions": 1, "max_rows": 3, "salt": 2**63},
     {"group_by": ("region",), "unit": None, "max_partitions": 1, "max_rows": 1, "salt": 3},
-    {"group_by": ("kind",), "max_partitions": 2, "max_rows": 2, "salt": 99,
-     "filters": (Filter(predicate="age >= 18 AND kind IN (1, 3)"),
-                 Filter(predicate="x > 5 OR x IS NULL"))},
+    {
+        "group_by": ("kind",),
+        "max_partitions": 2,
+        "max_rows": 2,
+        "salt": 99,
+        "filters": (
+            Filter(predicate="age >= 18 AND kind IN (1, 3)"),
+            Filter(predicate="x > 5 OR x IS NULL"),
+        ),
+    },
 ]
 
 
 def _keep(plan_kw: dict[str, Any]) -> Any:
     if "filters" not in plan_kw:
         return None
-    return lambda r: (r["age"] >= 18 and r["kind"] in (1, 3)
-                      and (r["x"] is None or r["x"] > 5))
+    return lambda r: r["age"] >= 18 and r["kind"] in (1, 3) and (r["x"] is None or r["x"] > 5)
 
 
 @pytest.mark.parametrize("kw", PLANS, ids=[str(i) for i in range(len(PLANS))])
-def test_md5_aggregates_identical_on_duckdb_and_spark(kw: dict[str, Any], odd_parquet: Path,
-                                                      classic_spark: Any,
-                                                      connect_spark: Any) -> None:
+def test_md5_aggregates_identical_on_duckdb_and_spark(
+    kw: dict[str, Any], odd_parquet: Path, classic_spark: Any, connect_spark: Any
+) -> None:
     plan = plan_for(_parquet(odd_parquet), **kw)
     want = reference(pq.read_table(odd_parquet).to_pandas(), plan, keep=_keep(kw))
     duck = as_dict(DuckDBEngine(hash="md5", threads=1).execute(plan))
@@ -79,7 +85,8 @@ def test_md5_bounding_is_binding_in_these_plans(odd_parquet: Path) -> None:
     assert kept < n_rows
     other = {**PLANS[0], "salt": 5}
     assert as_dict(engine.execute(plan_for(src, **PLANS[0]))) != as_dict(
-        engine.execute(plan_for(src, **other)))
+        engine.execute(plan_for(src, **other))
+    )
 
 
 def test_sources_dataframe_parquet_and_table_agree(spark: Any, odd_parquet: Path) -> None:
@@ -89,11 +96,15 @@ def test_sources_dataframe_parquet_and_table_agree(spark: Any, odd_parquet: Path
     engine.register("odd_view", df)
     plan = plan_for(_parquet(odd_parquet), **PLANS[1])
     a = as_dict(engine.execute(plan))
-    b = as_dict(engine.execute(dataclasses.replace(plan, source=Source(kind="table",
-                                                                       location="odd_view"))))
+    b = as_dict(
+        engine.execute(dataclasses.replace(plan, source=Source(kind="table", location="odd_view")))
+    )
     df.createOrReplaceTempView("odd_catalog_view")
-    c = as_dict(SparkEngine(spark).execute(dataclasses.replace(
-        plan, source=Source(kind="table", location="odd_catalog_view"))))
+    c = as_dict(
+        SparkEngine(spark).execute(
+            dataclasses.replace(plan, source=Source(kind="table", location="odd_catalog_view"))
+        )
+    )
     assert a == b == c
 
 
@@ -128,12 +139,22 @@ T2 = math.sqrt(N_UNITS * math.log(2 * 6 / 1e-6))
 
 def _choice_counts(engine: Any, src: Source) -> tuple[list[int], list[int]]:
     cat = Measure(name="c", kind="category_counts", column="v", categories=CATS)
-    rows = engine.execute(plan_for(src, group_by=(), max_partitions=1, max_rows=1, salt=11,
-                                   measures=(cat,)))
+    rows = engine.execute(
+        plan_for(src, group_by=(), max_partitions=1, max_rows=1, salt=11, measures=(cat,))
+    )
     by_row = list(rows.values["c"][0])
-    groups = as_dict(engine.execute(plan_for(src, group_by=("g",), max_partitions=1, max_rows=1,
-                                             salt=12, measures=(Measure(name="n",
-                                                                        kind="rows"),))))
+    groups = as_dict(
+        engine.execute(
+            plan_for(
+                src,
+                group_by=("g",),
+                max_partitions=1,
+                max_rows=1,
+                salt=12,
+                measures=(Measure(name="n", kind="rows"),),
+            )
+        )
+    )
     by_group = [groups.get((g,), {"n": 0})["n"] for g in ("a", "b", "c")]
     return by_row, by_group
 
@@ -143,11 +164,14 @@ def _uniform(counts: list[int]) -> bool:
 
 
 def test_native_hash_choices_have_the_same_uniform_distribution(
-        tmp_path: Path, classic_spark: Any, connect_spark: Any) -> None:
+    tmp_path: Path, classic_spark: Any, connect_spark: Any
+) -> None:
     src = _choice_table(N_UNITS, tmp_path / "choice.parquet")
     duck = _choice_counts(DuckDBEngine(threads=1), src)
-    results = {"classic": _choice_counts(SparkEngine(classic_spark), src),
-               "connect": _choice_counts(SparkEngine(connect_spark), src)}
+    results = {
+        "classic": _choice_counts(SparkEngine(classic_spark), src),
+        "connect": _choice_counts(SparkEngine(connect_spark), src),
+    }
     assert _uniform(duck[0]) and _uniform(duck[1]), duck
     for name, got in results.items():
         assert _uniform(got[0]) and _uniform(got[1]), (name, got)
@@ -171,8 +195,9 @@ def test_companion_a_broken_bounding_is_caught(tmp_path: Path, classic_spark: An
 # ------------------------------------------------------------------ the statement
 
 
-def test_statement_has_no_division_no_hash_and_casts_only_floors(classic_spark: Any,
-                                                                  odd_parquet: Path) -> None:
+def test_statement_has_no_division_no_hash_and_casts_only_floors(
+    classic_spark: Any, odd_parquet: Path
+) -> None:
     for hash_kind in ("native", "md5"):
         engine = SparkEngine(classic_spark, hash=hash_kind)  # type: ignore[arg-type]
         sql = engine.compile(plan_for(_parquet(odd_parquet), **PLANS[-1])).sql
@@ -182,8 +207,11 @@ def test_statement_has_no_division_no_hash_and_casts_only_floors(classic_spark: 
         assert "hash" not in names  # Spark's HASH is 32-bit Murmur3: never emitted
         assert not list(tree.find_all(exp.Hash)) if hasattr(exp, "Hash") else True
         assert ("xxhash64" in names) == (hash_kind == "native")
-        assert any(isinstance(n, exp.MD5) for n in tree.walk()) or "md5" in names \
+        assert (
+            any(isinstance(n, exp.MD5) for n in tree.walk())
+            or "md5" in names
             or hash_kind == "native"
+        )
         for cast in tree.find_all(exp.Cast):
             if cast.to.this in (exp.DataType.Type.BIGINT, exp.DataType.Type.INT):
                 # an integer cast only of a FLOOR (of a clamped value) or of a constant
@@ -200,8 +228,13 @@ def test_decimal_sums_stay_exact_beyond_64_bits_under_ansi(spark: Any, tmp_path:
     xs = [1e308, math.inf, 3.0e18, 2.9999e18, -math.inf] * 600
     pq.write_table(pa.table({"uid": [f"u{i}" for i in range(len(xs))], "x": xs}), path)
     lo, hi = -(2.0**61), 2.0**61 + 2.0**59
-    plan = plan_for(_parquet(path), group_by=(), max_partitions=1, max_rows=1, measures=(
-        Measure(name="s", kind="sum", column="x", lower=lo, upper=hi, frac_bits=0),))
+    plan = plan_for(
+        _parquet(path),
+        group_by=(),
+        max_partitions=1,
+        max_rows=1,
+        measures=(Measure(name="s", kind="sum", column="x", lower=lo, upper=hi, frac_bits=0),),
+    )
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     got = SparkEngine(spark).execute(plan).values["s"][0]
     want = sum(math.floor(Fraction(min(max(x, lo), hi))) for x in xs)
@@ -211,30 +244,40 @@ def test_decimal_sums_stay_exact_beyond_64_bits_under_ansi(spark: Any, tmp_path:
     assert got == DuckDBEngine(threads=1).execute(plan).values["s"][0]
 
 
-def test_predicates_that_would_raise_under_ansi_drop_the_row(spark: Any,
-                                                             odd_parquet: Path) -> None:
+def test_predicates_that_would_raise_under_ansi_drop_the_row(spark: Any, odd_parquet: Path) -> None:
     """``age * 2^62`` overflows BIGINT for ``age >= 2``: on Spark the whole predicate is then
     NULL and the row fails it, even where ``kind = 2`` holds (checked arithmetic: no exception
     under ANSI mode, no wrap-around without it). ``region = 1`` casts text to a number, which
     raises under ANSI mode for 'north': it only fails the predicate. ANSI mode is restored."""
     src = _parquet(odd_parquet)
-    plan = plan_for(src, group_by=("kind",),
-                    filters=(Filter(predicate="age * 4611686018427387904 > 0 OR kind = 2"),))
+    plan = plan_for(
+        src,
+        group_by=("kind",),
+        filters=(Filter(predicate="age * 4611686018427387904 > 0 OR kind = 2"),),
+    )
     before = spark.conf.get("spark.sql.ansi.enabled")
     got = as_dict(SparkEngine(spark, hash="md5").execute(plan))
-    want = reference(pq.read_table(odd_parquet).to_pandas(), plan,
-                     keep=lambda r: r["age"] * 2**62 < 2**63 and (r["age"] > 0 or r["kind"] == 2))
+    want = reference(
+        pq.read_table(odd_parquet).to_pandas(),
+        plan,
+        keep=lambda r: r["age"] * 2**62 < 2**63 and (r["age"] > 0 or r["kind"] == 2),
+    )
     assert got == want
     assert {k[0] for k in got} == {1, 2, 3}
     assert spark.conf.get("spark.sql.ansi.enabled") == before
-    text = plan_for(src, group_by=("kind",), measures=(Measure(name="n", kind="rows"),),
-                    filters=(Filter(predicate="region = 1"),))
+    text = plan_for(
+        src,
+        group_by=("kind",),
+        measures=(Measure(name="n", kind="rows"),),
+        filters=(Filter(predicate="region = 1"),),
+    )
     assert as_dict(SparkEngine(spark).execute(text)) == {}
     assert spark.conf.get("spark.sql.ansi.enabled") == before
 
 
-def test_all_measures_on_empty_input_give_the_zero_global_group(spark: Any,
-                                                                odd_parquet: Path) -> None:
+def test_all_measures_on_empty_input_give_the_zero_global_group(
+    spark: Any, odd_parquet: Path
+) -> None:
     plan = plan_for(_parquet(odd_parquet), group_by=(), filters=(Filter(predicate="age > 1000"),))
     got = as_dict(SparkEngine(spark, hash="md5").execute(plan))
     assert got == as_dict(DuckDBEngine(hash="md5", threads=1).execute(plan))
@@ -242,8 +285,15 @@ def test_all_measures_on_empty_input_give_the_zero_global_group(spark: Any,
 
 
 def test_reference_measures_cover_every_kind() -> None:
-    assert {m.kind for m in MEASURES} == {"rows", "units", "values", "sum", "sum_sq",
-                                          "bin_counts", "category_counts"}
+    assert {m.kind for m in MEASURES} == {
+        "rows",
+        "units",
+        "values",
+        "sum",
+        "sum_sq",
+        "bin_counts",
+        "category_counts",
+    }
 
 
 def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -> None:
@@ -260,10 +310,25 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
 
     rng = random.Random(4)
     xs = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(2000)]
-    xs += [5e-324, 2.2250738585072014e-308, 1e23, 1e308, -1e308, 1.7976931348623157e308,
-           0.1, 1.0, -2.5, 2.0**-1022, 2.0**1023, math.inf, -math.inf, 0.0]
+    xs += [
+        5e-324,
+        2.2250738585072014e-308,
+        1e23,
+        1e308,
+        -1e308,
+        1.7976931348623157e308,
+        0.1,
+        1.0,
+        -2.5,
+        2.0**-1022,
+        2.0**1023,
+        math.inf,
+        -math.inf,
+        0.0,
+    ]
     xs = [x for x in xs if x == x]
     want = [float_text(x) for x in xs]
+
     def text_sql(table: str, profile: Any, dialect: str) -> str:
         inner = sqlglot.select("i", "x").from_(table)
         q = staged(inner, float_text_steps("x", "txt", profile), "st")
@@ -276,6 +341,7 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
     assert got_duck == want
     df = classic_spark.createDataFrame(list(enumerate(xs)), "i bigint, x double")
     df.createOrReplaceTempView("float_text_t")
-    got_spark = [r[0] for r in classic_spark.sql(
-        text_sql("float_text_t", SPARK, "spark")).collect()]
+    got_spark = [
+        r[0] for r in classic_spark.sql(text_sql("float_text_t", SPARK, "spark")).collect()
+    ]
     assert got_spark == want

@@ -23,8 +23,10 @@ from dpkit.analytics.engines.spark import SparkEngine
 def _glob(folder: Path, person: bool) -> str:
     folder.mkdir()
     con = duckdb.connect()
-    con.execute("COPY (SELECT i AS uid, i % 3 AS g FROM range(100) r(i)) "
-                f"TO '{folder}/a.parquet' (FORMAT parquet)")
+    con.execute(
+        "COPY (SELECT i AS uid, i % 3 AS g FROM range(100) r(i)) "
+        f"TO '{folder}/a.parquet' (FORMAT parquet)"
+    )
     rows = "SELECT '200' AS uid, '1' AS g" + ("" if person else " WHERE false")
     con.execute(f"COPY ({rows}) TO '{folder}/b.parquet' (FORMAT parquet)")
     con.close()
@@ -34,10 +36,12 @@ def _glob(folder: Path, person: bool) -> str:
 def _outcome(spark: Any, location: str) -> tuple[str, float]:
     budget = Budget(epsilon=10.0)
     try:
-        s = dpa.Session(location, privacy_unit="uid", budget=budget,
-                        engine=SparkEngine(spark))
-        q = s.query().group_by("g", keys=[0, 1, 2]).bound(max_partitions=1,
-                                                          max_rows_per_partition=1)
+        s = dpa.Session(location, privacy_unit="uid", budget=budget, engine=SparkEngine(spark))
+        q = (
+            s.query()
+            .group_by("g", keys=[0, 1, 2])
+            .bound(max_partitions=1, max_rows_per_partition=1)
+        )
         q.agg(n=dpa.count()).run(epsilon=1.0)
         return "answered", budget.spent[0]
     except Exception as exc:  # what matters: the same outcome on D and D', or nothing spent
@@ -45,7 +49,8 @@ def _outcome(spark: Any, location: str) -> tuple[str, float]:
 
 
 def test_spark_glob_with_mixed_file_types_fails_the_same_on_neighbours(
-        classic_spark: Any, tmp_path: Path) -> None:
+    classic_spark: Any, tmp_path: Path
+) -> None:
     warnings.simplefilter("ignore")
     on_d = _outcome(classic_spark, _glob(tmp_path / "d", False))
     on_d1 = _outcome(classic_spark, _glob(tmp_path / "d1", True))
@@ -57,9 +62,13 @@ def test_spark_glob_with_one_type_per_column_answers(classic_spark: Any, tmp_pat
     folder = tmp_path / "same"
     folder.mkdir()
     con = duckdb.connect()
-    con.execute("COPY (SELECT i AS uid, i % 3 AS g FROM range(50) r(i)) "
-                f"TO '{folder}/a.parquet' (FORMAT parquet)")
-    con.execute("COPY (SELECT i % 3 AS g, 50 + i AS uid FROM range(50) r(i)) "
-                f"TO '{folder}/b.parquet' (FORMAT parquet)")
+    con.execute(
+        "COPY (SELECT i AS uid, i % 3 AS g FROM range(50) r(i)) "
+        f"TO '{folder}/a.parquet' (FORMAT parquet)"
+    )
+    con.execute(
+        "COPY (SELECT i % 3 AS g, 50 + i AS uid FROM range(50) r(i)) "
+        f"TO '{folder}/b.parquet' (FORMAT parquet)"
+    )
     con.close()
     assert _outcome(classic_spark, str(folder))[0] == "answered"

@@ -27,7 +27,8 @@ from dpkit.errors import DPKitError
 
 @pytest.mark.parametrize("condition", ["s = 1", "x + 1 > 0"])
 def test_bucket_condition_never_raises_after_the_charge_under_ansi(
-        spark: Any, condition: str) -> None:
+    spark: Any, condition: str
+) -> None:
     """A bucket grouped by partition selection has no ``where``: the statement runs with the
     session's ANSI mode (on by default in Spark 4). ``'abc' = 1`` (a cast) and
     ``(2**63 - 1) + 1`` (an overflow) must make the row fail the condition, as in a ``where``,
@@ -40,10 +41,14 @@ def test_bucket_condition_never_raises_after_the_charge_under_ansi(
         outcomes = []
         for table in (pd.DataFrame({k: base[k] + extra[k] for k in base}), pd.DataFrame(base)):
             budget = Budget(epsilon=10.0, delta=1e-5)
-            s = dpa.Session(spark.createDataFrame(table), privacy_unit="uid",
-                            budget=budget)
-            q = (s.query().bucket("b", [(condition, "one")], "other").group_by("b")
-                 .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+            s = dpa.Session(spark.createDataFrame(table), privacy_unit="uid", budget=budget)
+            q = (
+                s.query()
+                .bucket("b", [(condition, "one")], "other")
+                .group_by("b")
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+            )
             try:
                 q.run(epsilon=1.0, delta=1e-6)
                 outcome = "released"
@@ -74,7 +79,8 @@ def _key_rows(key_type: Any, values: list[Any], n_units: int = 60, seed: int = 1
 
 @pytest.mark.parametrize("kind", ["timestamp_tz", "binary"])
 def test_md5_bounding_keeps_the_same_rows_as_duckdb_for_these_key_types(
-        classic_spark: Any, tmp_path: Path, kind: str) -> None:
+    classic_spark: Any, tmp_path: Path, kind: str
+) -> None:
     """docs/spark.md: with the md5 hash both engines keep the same rows. Keys whose text
     differs between the engines (``TIMESTAMP WITH TIME ZONE``: DuckDB adds ``+00``; ``BLOB``:
     DuckDB escapes bytes) hash differently, and one group per unit keeps other rows."""
@@ -89,22 +95,28 @@ def test_md5_bounding_keeps_the_same_rows_as_duckdb_for_these_key_types(
 
     if kind == "timestamp_tz":
         utc = dt.timezone.utc
-        table = _key_rows(pa.timestamp("us", tz="UTC"),
-                          [dt.datetime(2024, 1, 1, h, tzinfo=utc) for h in (0, 1, 5)])
+        table = _key_rows(
+            pa.timestamp("us", tz="UTC"),
+            [dt.datetime(2024, 1, 1, h, tzinfo=utc) for h in (0, 1, 5)],
+        )
     else:
         table = _key_rows(pa.binary(), [b"a", b"\xff\x00", b""])
     path = tmp_path / f"{kind}.parquet"
     pq.write_table(table, path)
-    plan = Plan(source=Source(kind="parquet", location=str(path)), filters=(),
-                bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1,
-                            salt=12345),
-                aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)))
+    plan = Plan(
+        source=Source(kind="parquet", location=str(path)),
+        filters=(),
+        bound=Bound(privacy_unit="uid", max_partitions=1, max_rows_per_partition=1, salt=12345),
+        aggregate=Aggregate(group_by=("k",), measures=(Measure(name="n", kind="rows"),)),
+    )
 
     def counts(result: Any) -> dict[Any, int]:
         # instants compared as epoch seconds: DuckDB returns aware datetimes, Spark naive ones
         # in the driver's zone (which .timestamp() reads as local time)
-        return {repr(k[0].timestamp() if isinstance(k[0], dt.datetime) else bytes(k[0])):
-                int(n) for k, n in zip(result.keys, result.values["n"], strict=True)}
+        return {
+            repr(k[0].timestamp() if isinstance(k[0], dt.datetime) else bytes(k[0])): int(n)
+            for k, n in zip(result.keys, result.values["n"], strict=True)
+        }
 
     try:
         spark = counts(SparkEngine(classic_spark, hash="md5").execute(plan))
@@ -119,19 +131,28 @@ def test_md5_bounding_keeps_the_same_rows_as_duckdb_for_these_key_types(
 
 
 @pytest.mark.parametrize("hash_kind", ["native", "md5"])
-def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: Any,
-                                                              hash_kind: str) -> None:
+def test_collated_group_key_takes_one_partition_slot_per_group(
+    classic_spark: Any, hash_kind: str
+) -> None:
     """Under ``UTF8_LCASE`` four spellings of ``paris`` are one group: one unit must add at most
     ``max_rows_per_partition`` (1) rows and 1 unit to it (before the fix: 4 and 4), or the key
     is refused before the charge."""
+
     def paris(values: str) -> tuple[int, int] | None:
-        df = classic_spark.sql(f"SELECT uid, city COLLATE UTF8_LCASE AS city FROM VALUES "
-                               f"{values} AS t(uid, city)")
-        s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5),
-                        bounding_hash=hash_kind)
+        df = classic_spark.sql(
+            f"SELECT uid, city COLLATE UTF8_LCASE AS city FROM VALUES {values} AS t(uid, city)"
+        )
+        s = dpa.Session(
+            df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5), bounding_hash=hash_kind
+        )
         try:
-            p = (s.query().group_by("city").bound(max_partitions=4, max_rows_per_partition=1)
-                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            p = (
+                s.query()
+                .group_by("city")
+                .bound(max_partitions=4, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+                .prepare(epsilon=1.0, delta=1e-6)
+            )
             s.validate(p)
         except DPKitError:
             return None
@@ -140,8 +161,7 @@ def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: An
         return int(r.values["n:n"][i]), int(r.values["__units"][i])
 
     rows = "(1, 'lyon'), (2, 'paris')"
-    with_unit = paris(rows + ", (1000, 'paris'), (1000, 'Paris'), (1000, 'PARIS'), "
-                             "(1000, 'pAris')")
+    with_unit = paris(rows + ", (1000, 'paris'), (1000, 'Paris'), (1000, 'PARIS'), (1000, 'pAris')")
     without = paris(rows)
     if with_unit is None or without is None:
         return  # refused before the charge
@@ -153,7 +173,8 @@ def test_collated_group_key_takes_one_partition_slot_per_group(classic_spark: An
 
 
 def test_timestamp_keys_in_a_dst_fold_keep_their_own_aggregates(
-        classic_spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    classic_spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """05:30 and 06:30 UTC on 2024-11-03 are both 01:30 in a New York driver: two groups must
     not become one key whose aggregates are the last row's (before the fix: the added unit's
     group of 1 replaced the 100 units' group, count 100 -> 1, sensitivity 1)."""
@@ -166,8 +187,13 @@ def test_timestamp_keys_in_a_dst_fold_keep_their_own_aggregates(
         df = classic_spark.sql(f"SELECT * FROM VALUES {values} AS t(uid, ts)")
         s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
         try:
-            p = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
-                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            p = (
+                s.query()
+                .group_by("ts")
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+                .prepare(epsilon=1.0, delta=1e-6)
+            )
             s.validate(p)
         except DPKitError:
             return None
@@ -198,12 +224,18 @@ def test_invalid_utf8_text_keys_keep_their_own_aggregates(classic_spark: Any) ->
     base = ", ".join(f"({i}, X'FF')" for i in range(100))
 
     def counts(values: str) -> list[int] | None:
-        df = classic_spark.sql(f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} "
-                               "AS t(uid, b)")
+        df = classic_spark.sql(
+            f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} AS t(uid, b)"
+        )
         s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
         try:
-            p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            p = (
+                s.query()
+                .group_by("k")
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+                .prepare(epsilon=1.0, delta=1e-6)
+            )
             s.validate(p)
         except DPKitError:
             return None
@@ -216,10 +248,13 @@ def test_invalid_utf8_text_keys_keep_their_own_aggregates(classic_spark: Any) ->
     assert with_unit == [1, 100]
 
 
-@pytest.mark.parametrize(("zone", "extreme"), [("America/New_York", "0001-01-01 00:00:00"),
-                                               ("Asia/Tokyo", "9999-12-31 23:00:00")])
+@pytest.mark.parametrize(
+    ("zone", "extreme"),
+    [("America/New_York", "0001-01-01 00:00:00"), ("Asia/Tokyo", "9999-12-31 23:00:00")],
+)
 def test_extreme_timestamp_key_never_raises_after_the_charge(
-        classic_spark: Any, monkeypatch: pytest.MonkeyPatch, zone: str, extreme: str) -> None:
+    classic_spark: Any, monkeypatch: pytest.MonkeyPatch, zone: str, extreme: str
+) -> None:
     """A key at either end of Spark's TIMESTAMP range is outside Python's ``datetime`` range in
     the driver's time zone: the release must not raise after the charge on D only."""
     import time
@@ -235,8 +270,12 @@ def test_extreme_timestamp_key_never_raises_after_the_charge(
             budget = Budget(epsilon=10.0, delta=1e-5)
             df = classic_spark.sql(f"SELECT * FROM VALUES {values} AS t(uid, ts)")
             s = dpa.Session(df, privacy_unit="uid", budget=budget)
-            q = (s.query().group_by("ts").bound(max_partitions=1, max_rows_per_partition=1)
-                 .agg(n=dpa.count()))
+            q = (
+                s.query()
+                .group_by("ts")
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+            )
             try:
                 q.run(epsilon=1.0, delta=1e-6)
                 outcome = "released"
@@ -250,8 +289,7 @@ def test_extreme_timestamp_key_never_raises_after_the_charge(
     assert outcomes[0] == outcomes[1], outcomes
 
 
-def test_invalid_utf8_text_key_never_raises_after_the_charge_on_connect(
-        connect_spark: Any) -> None:
+def test_invalid_utf8_text_key_never_raises_after_the_charge_on_connect(connect_spark: Any) -> None:
     """On Spark Connect the driver decodes text keys from Arrow as UTF-8: one unit's key
     ``CAST(X'FE' AS STRING)`` made ``run()`` raise after the charge on D only (its message,
     withheld by the session, quoted the byte)."""
@@ -259,11 +297,16 @@ def test_invalid_utf8_text_key_never_raises_after_the_charge_on_connect(
     outcomes = []
     for values in (base + ", (1000, X'FE')", base):
         budget = Budget(epsilon=10.0, delta=1e-5)
-        df = connect_spark.sql(f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} "
-                               "AS t(uid, b)")
+        df = connect_spark.sql(
+            f"SELECT uid, CAST(b AS STRING) AS k FROM VALUES {values} AS t(uid, b)"
+        )
         s = dpa.Session(df, privacy_unit="uid", budget=budget)
-        q = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()))
+        q = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+        )
         try:
             q.run(epsilon=1.0, delta=1e-6)
             outcome = "released"

@@ -43,16 +43,20 @@ from dpkit.analytics.engines.spark import SparkEngine
 from dpkit.errors import DPKitError
 
 
-def _outcome(spark: Any, sql: str, *, where: str | None = None, keys: Any = None,
-             key: str = "k") -> tuple[str, tuple[float, float]]:
+def _outcome(
+    spark: Any, sql: str, *, where: str | None = None, keys: Any = None, key: str = "k"
+) -> tuple[str, tuple[float, float]]:
     """``run()``'s outcome (``released`` or the exception's class) and the budget spent."""
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(spark.sql(sql), privacy_unit="uid", budget=budget)
     q = s.query()
     if where is not None:
         q = q.where(where)
-    q = (q.group_by(key, keys=keys).bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()))
+    q = (
+        q.group_by(key, keys=keys)
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
     try:
         q.run(epsilon=1.0, delta=1e-6)
         return "released", budget.spent
@@ -60,20 +64,27 @@ def _outcome(spark: Any, sql: str, *, where: str | None = None, keys: Any = None
         return type(exc).__name__, budget.spent
 
 
-def _exact(spark: Any, frame: Any, *, key: str = "k", max_partitions: int = 1,
-           max_rows: int = 1) -> dict[Any, tuple[int, int]] | None:
+def _exact(
+    spark: Any, frame: Any, *, key: str = "k", max_partitions: int = 1, max_rows: int = 1
+) -> dict[Any, tuple[int, int]] | None:
     """Exact (rows, units) per group key, or None when refused before the charge."""
     s = dpa.Session(frame, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by(key)
-             .bound(max_partitions=max_partitions, max_rows_per_partition=max_rows)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by(key)
+            .bound(max_partitions=max_partitions, max_rows_per_partition=max_rows)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except DPKitError:
         return None
     r = p.exact(s.engine)
-    out = {k[0]: (int(n), int(u)) for k, n, u in
-           zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)}
+    out = {
+        k[0]: (int(n), int(u))
+        for k, n, u in zip(r.keys, r.values["n:n"], r.values["__units"], strict=True)
+    }
     assert len(out) == len(r.keys), "two engine groups decoded to one key"
     return out
 
@@ -81,8 +92,9 @@ def _exact(spark: Any, frame: Any, *, key: str = "k", max_partitions: int = 1,
 # ------------------------------------------------------------ finding: year-month intervals
 
 _YM_BASE = ", ".join(f"({i}, 0, INTERVAL '1-0' YEAR TO MONTH)" for i in range(10))
-_YM_D = (f"SELECT * FROM VALUES {_YM_BASE}, (1000, 99, INTERVAL '0-1' YEAR TO MONTH) "
-         "AS t(uid, age, k)")
+_YM_D = (
+    f"SELECT * FROM VALUES {_YM_BASE}, (1000, 99, INTERVAL '0-1' YEAR TO MONTH) AS t(uid, age, k)"
+)
 _YM_D_PRIME = f"SELECT * FROM VALUES {_YM_BASE} AS t(uid, age, k)"
 
 
@@ -105,6 +117,7 @@ def test_year_month_interval_key_same_outcome_on_connect(connect_spark: Any) -> 
 
 # ------------------------------------------------------------ findings: user-defined key types
 
+
 def test_ml_vector_keys_keep_their_own_aggregates(spark: Any) -> None:
     """``DenseVector([1.0, 0.0])`` and ``SparseVector(2, {0: 1.0})`` are two Spark groups but
     equal Python keys: the added person's group must not replace the 100 persons' group
@@ -113,8 +126,9 @@ def test_ml_vector_keys_keep_their_own_aggregates(spark: Any) -> None:
     from pyspark.ml.linalg import Vectors
 
     rows = [(i, Vectors.dense([1.0, 0.0])) for i in range(100)]
-    with_unit = _exact(spark, spark.createDataFrame(
-        [*rows, (1000, Vectors.sparse(2, {0: 1.0}))], ["uid", "k"]))
+    with_unit = _exact(
+        spark, spark.createDataFrame([*rows, (1000, Vectors.sparse(2, {0: 1.0}))], ["uid", "k"])
+    )
     without = _exact(spark, spark.createDataFrame(rows, ["uid", "k"]))
     if with_unit is None or without is None:
         return  # refused before the charge
@@ -131,10 +145,16 @@ def test_ml_matrix_keys_never_raise_after_the_charge(spark: Any) -> None:
     outcomes = []
     for data in ([*rows, (1000, 99, Matrices.dense(1, 1, [2.0]))], rows):
         budget = Budget(epsilon=10.0, delta=1e-5)
-        s = dpa.Session(spark.createDataFrame(data, ["uid", "age", "k"]), privacy_unit="uid",
-                        budget=budget)
-        q = (s.query().where("age > 50").group_by("k")
-             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count()))
+        s = dpa.Session(
+            spark.createDataFrame(data, ["uid", "age", "k"]), privacy_unit="uid", budget=budget
+        )
+        q = (
+            s.query()
+            .where("age > 50")
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+        )
         try:
             q.run(epsilon=1.0, delta=1e-6)
             outcomes.append(("released", budget.spent))
@@ -145,25 +165,40 @@ def test_ml_matrix_keys_never_raise_after_the_charge(spark: Any) -> None:
 
 # ------------------------------------------------------------ finding: nanosecond keys (DuckDB)
 
-@pytest.mark.parametrize(("typ", "t"), [
-    (pa.timestamp("ns"), 1704067200000000000),
-    (pa.timestamp("ns", tz="UTC"), 1704067200000000000),
-    (pa.time64("ns"), 12 * 3600 * 10**9),
-], ids=["timestamp-ns", "timestamptz-ns", "time-ns"])
-def test_nanosecond_keys_keep_their_own_aggregates(tmp_path: Path, typ: pa.DataType,
-                                                   t: int) -> None:
+
+@pytest.mark.parametrize(
+    ("typ", "t"),
+    [
+        (pa.timestamp("ns"), 1704067200000000000),
+        (pa.timestamp("ns", tz="UTC"), 1704067200000000000),
+        (pa.time64("ns"), 12 * 3600 * 10**9),
+    ],
+    ids=["timestamp-ns", "timestamptz-ns", "time-ns"],
+)
+def test_nanosecond_keys_keep_their_own_aggregates(
+    tmp_path: Path, typ: pa.DataType, t: int
+) -> None:
     """Keys 1 ns apart are two DuckDB groups but one Python ``datetime``/``time``: the release
     indexes groups by key (the last wins), so the added person's group (count 1) replaced the
     100 persons' group (before a fix: 2 engine groups, 1 key, count read 100 -> 1). Safe: the
     engine's keys stay pairwise distinct, or the type is refused before the charge. (Spark
     refuses these Parquet types when it reads the schema.)"""
     path = tmp_path / "ns.parquet"
-    pq.write_table(pa.table({"uid": [*range(100), 1000],
-                             "k": pa.array([t] * 100 + [t + 1], pa.int64()).cast(typ)}), path)
+    pq.write_table(
+        pa.table(
+            {"uid": [*range(100), 1000], "k": pa.array([t] * 100 + [t + 1], pa.int64()).cast(typ)}
+        ),
+        path,
+    )
     s = dpa.Session(str(path), privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except DPKitError:
         return  # refused before the charge
@@ -172,17 +207,27 @@ def test_nanosecond_keys_keep_their_own_aggregates(tmp_path: Path, typ: pa.DataT
     assert len(set(r.keys)) == len(r.keys), r.keys
 
 
-@pytest.mark.parametrize(("raw", "typ", "values"), [
-    (pa.int32(), pa.date32(), [19723, 2932897, 2932898]),          # year 10000
-    (pa.int32(), pa.date32(), [19723, -719163, -719528]),          # 1 BC (year 0)
-    (pa.int64(), pa.timestamp("us"),
-     [1704067200000000, 253402300800000000, 253402300800000001]),  # year 10000
-    (pa.int64(), pa.timestamp("us"),
-     [1704067200000000, -62135596800000001, -62198755200000000]),  # 1 BC, 2 BC
-], ids=["date-10000", "date-bc", "ntz-10000", "ntz-bc"])
+@pytest.mark.parametrize(
+    ("raw", "typ", "values"),
+    [
+        (pa.int32(), pa.date32(), [19723, 2932897, 2932898]),  # year 10000
+        (pa.int32(), pa.date32(), [19723, -719163, -719528]),  # 1 BC (year 0)
+        (
+            pa.int64(),
+            pa.timestamp("us"),
+            [1704067200000000, 253402300800000000, 253402300800000001],
+        ),  # year 10000
+        (
+            pa.int64(),
+            pa.timestamp("us"),
+            [1704067200000000, -62135596800000001, -62198755200000000],
+        ),  # 1 BC, 2 BC
+    ],
+    ids=["date-10000", "date-bc", "ntz-10000", "ntz-bc"],
+)
 def test_md5_dates_outside_years_1_to_9999_keep_the_same_rows_as_duckdb(
-        classic_spark: Any, tmp_path: Path, raw: pa.DataType, typ: pa.DataType,
-        values: list[int]) -> None:
+    classic_spark: Any, tmp_path: Path, raw: pa.DataType, typ: pa.DataType, values: list[int]
+) -> None:
     """The md5 profile promises the same kept rows on Spark and DuckDB (before a fix: e.g.
     DuckDB [15, 21, 24] vs Spark [15, 22, 23] rows per group for dates in the year 10000)."""
     path = key_file(tmp_path / "k.parquet", pa.array(values, raw).cast(typ))
@@ -197,7 +242,8 @@ def test_md5_dates_outside_years_1_to_9999_keep_the_same_rows_as_duckdb(
 
 @pytest.mark.parametrize("typ", [pa.float32(), pa.float64()], ids=["float", "double"])
 def test_md5_nan_key_in_parquet_keeps_the_same_rows_as_duckdb(
-        classic_spark: Any, tmp_path: Path, typ: pa.DataType) -> None:
+    classic_spark: Any, tmp_path: Path, typ: pa.DataType
+) -> None:
     """NaN keys in a chunk without NULL (before a fix: DuckDB keeps NaN, whose md5 token is not
     NULL's; e.g. the NULL group counts 13 rows on DuckDB and 9 on Spark)."""
     keys = pa.array([0.0, -0.0, math.nan, 1e-45, 3.4e38], typ)
@@ -214,44 +260,85 @@ _KEY_CASES: dict[str, tuple[str, int]] = {
     # name: (SQL of (uid, k) rows, one row per person; number of distinct Spark groups).
     # Dates and timestamps outside the years 1..9999 read as NULL (docs/special-values.md):
     # the ends form one NULL group.
-    "ntz-ends": ("SELECT uid, CAST(timestamp_micros(x) AS TIMESTAMP_NTZ) k FROM VALUES "
-                 "(1, -62135596800000001L), (2, -62135596800000000L), (3, 253402300800000000L), "
-                 "(4, 9223372036854775807L), (5, -9223372036854775808L), (6, 0L), "
-                 "(7, 1L) AS t(uid, x)", 4),
-    "date-ends": ("SELECT uid, date_from_unix_date(x) k FROM VALUES (1, -719163), (2, -719162), "
-                  "(3, 2932897), (4, 2147483647), (5, -2147483648) AS t(uid, x)", 2),
-    "decimal38": ("SELECT uid, CAST(k AS DECIMAL(38, 0)) k FROM VALUES "
-                  "(1, 99999999999999999999999999999999999999), "
-                  "(2, -99999999999999999999999999999999999999), (3, 0) AS t(uid, k)", 3),
-    "decimal38-37": ("SELECT uid, CAST(k AS DECIMAL(38, 37)) k FROM VALUES (1, '0'), "
-                     "(2, '0.0000000000000000000000000000000000001'), "
-                     "(3, '-9.9999999999999999999999999999999999999') AS t(uid, k)", 3),
-    "binary": ("SELECT uid, k FROM VALUES (1, X'FF'), (2, X'FE'), (3, X''), (4, NULL), "
-               "(5, X'C3') AS t(uid, k)", 5),
+    "ntz-ends": (
+        "SELECT uid, CAST(timestamp_micros(x) AS TIMESTAMP_NTZ) k FROM VALUES "
+        "(1, -62135596800000001L), (2, -62135596800000000L), (3, 253402300800000000L), "
+        "(4, 9223372036854775807L), (5, -9223372036854775808L), (6, 0L), "
+        "(7, 1L) AS t(uid, x)",
+        4,
+    ),
+    "date-ends": (
+        "SELECT uid, date_from_unix_date(x) k FROM VALUES (1, -719163), (2, -719162), "
+        "(3, 2932897), (4, 2147483647), (5, -2147483648) AS t(uid, x)",
+        2,
+    ),
+    "decimal38": (
+        "SELECT uid, CAST(k AS DECIMAL(38, 0)) k FROM VALUES "
+        "(1, 99999999999999999999999999999999999999), "
+        "(2, -99999999999999999999999999999999999999), (3, 0) AS t(uid, k)",
+        3,
+    ),
+    "decimal38-37": (
+        "SELECT uid, CAST(k AS DECIMAL(38, 37)) k FROM VALUES (1, '0'), "
+        "(2, '0.0000000000000000000000000000000000001'), "
+        "(3, '-9.9999999999999999999999999999999999999') AS t(uid, k)",
+        3,
+    ),
+    "binary": (
+        "SELECT uid, k FROM VALUES (1, X'FF'), (2, X'FE'), (3, X''), (4, NULL), "
+        "(5, X'C3') AS t(uid, k)",
+        5,
+    ),
     "boolean": ("SELECT uid, k FROM VALUES (1, true), (2, false), (3, NULL) AS t(uid, k)", 3),
     # -0.0 is 0.0 and NaN is NULL (docs/special-values.md): three groups on both sessions
-    "double": ("SELECT uid, k FROM VALUES (1, CAST('-0.0' AS DOUBLE)), (2, 0.0D), "
-               "(3, CAST('NaN' AS DOUBLE)), (4, NULL), (5, 1.0D) AS t(uid, k)", 3),
-    "float": ("SELECT uid, CAST(k AS FLOAT) k FROM VALUES (1, CAST('-0.0' AS DOUBLE)), "
-              "(2, 0.0D), (3, CAST('NaN' AS DOUBLE)), (4, NULL), (5, 1.0D) AS t(uid, k)", 3),
-    "char": ("SELECT uid, CAST(k AS CHAR(3)) k FROM VALUES (1, 'a'), (2, 'a '), (3, 'a  ') "
-             "AS t(uid, k)", 3),
-    "varchar": ("SELECT uid, CAST(k AS VARCHAR(3)) k FROM VALUES (1, 'a'), (2, 'a '), "
-                "(3, 'a  ') AS t(uid, k)", 3),
-    "day-time": ("SELECT * FROM VALUES (1, INTERVAL '1 02:03:04.000005' DAY TO SECOND), "
-                 "(2, INTERVAL '106751991 04:00:54.775807' DAY TO SECOND), "
-                 "(3, INTERVAL '-106751991 04:00:54.775808' DAY TO SECOND) AS t(uid, k)", 3),
+    "double": (
+        "SELECT uid, k FROM VALUES (1, CAST('-0.0' AS DOUBLE)), (2, 0.0D), "
+        "(3, CAST('NaN' AS DOUBLE)), (4, NULL), (5, 1.0D) AS t(uid, k)",
+        3,
+    ),
+    "float": (
+        "SELECT uid, CAST(k AS FLOAT) k FROM VALUES (1, CAST('-0.0' AS DOUBLE)), "
+        "(2, 0.0D), (3, CAST('NaN' AS DOUBLE)), (4, NULL), (5, 1.0D) AS t(uid, k)",
+        3,
+    ),
+    "char": (
+        "SELECT uid, CAST(k AS CHAR(3)) k FROM VALUES (1, 'a'), (2, 'a '), (3, 'a  ') AS t(uid, k)",
+        3,
+    ),
+    "varchar": (
+        "SELECT uid, CAST(k AS VARCHAR(3)) k FROM VALUES (1, 'a'), (2, 'a '), "
+        "(3, 'a  ') AS t(uid, k)",
+        3,
+    ),
+    "day-time": (
+        "SELECT * FROM VALUES (1, INTERVAL '1 02:03:04.000005' DAY TO SECOND), "
+        "(2, INTERVAL '106751991 04:00:54.775807' DAY TO SECOND), "
+        "(3, INTERVAL '-106751991 04:00:54.775808' DAY TO SECOND) AS t(uid, k)",
+        3,
+    ),
     "void": ("SELECT uid, NULL k FROM VALUES (1), (2) AS t(uid)", 1),
 }
 
 
-_KEY_ROWS = {"ntz-ends": 7, "date-ends": 5, "decimal38": 3, "decimal38-37": 3, "binary": 5,
-             "boolean": 3, "double": 5, "float": 5, "char": 3, "varchar": 3, "day-time": 3,
-             "void": 2}
+_KEY_ROWS = {
+    "ntz-ends": 7,
+    "date-ends": 5,
+    "decimal38": 3,
+    "decimal38-37": 3,
+    "binary": 5,
+    "boolean": 3,
+    "double": 5,
+    "float": 5,
+    "char": 3,
+    "varchar": 3,
+    "day-time": 3,
+    "void": 2,
+}
 
 
 def test_key_types_decode_one_to_one_and_alike_on_classic_and_connect(
-        classic_spark: Any, connect_spark: Any) -> None:
+    classic_spark: Any, connect_spark: Any
+) -> None:
     """Each distinct Spark group is one driver key with its own count, the same on classic and
     Connect (held; equal as Python values: classic gives ``Decimal('1.00E-37')`` where Connect
     gives ``Decimal('1E-37')``)."""
@@ -269,9 +356,13 @@ def test_time_keys_decode_one_to_one(classic_spark: Any) -> None:
     before = classic_spark.conf.get("spark.sql.timeType.enabled", None)
     classic_spark.conf.set("spark.sql.timeType.enabled", "true")
     try:
-        got = _exact(classic_spark, classic_spark.sql(
-            "SELECT uid, CAST(k AS TIME) k FROM VALUES (1, '12:00:00'), "
-            "(2, '23:59:59.999999'), (3, '12:00:00.000001') AS t(uid, k)"))
+        got = _exact(
+            classic_spark,
+            classic_spark.sql(
+                "SELECT uid, CAST(k AS TIME) k FROM VALUES (1, '12:00:00'), "
+                "(2, '23:59:59.999999'), (3, '12:00:00.000001') AS t(uid, k)"
+            ),
+        )
     finally:
         if before is None:
             classic_spark.conf.unset("spark.sql.timeType.enabled")
@@ -280,34 +371,55 @@ def test_time_keys_decode_one_to_one(classic_spark: Any) -> None:
     assert got is not None and sorted(got.values()) == [(1, 1)] * 3, got
 
 
-@pytest.mark.parametrize("expr", ["map(s, 1)", "array(s)", "named_struct('a', s)",
-                                  "parse_json(s)", "make_interval(0, 1, 0, 1)",
-                                  "st_geomfromwkb(X'0101000000000000000000F03F000000000000F03F')"],
-                         ids=["map", "array", "struct", "variant", "calendar-interval",
-                              "geometry"])
-def test_unorderable_or_nested_keys_are_refused_before_the_charge(classic_spark: Any,
-                                                                  expr: str) -> None:
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "map(s, 1)",
+        "array(s)",
+        "named_struct('a', s)",
+        "parse_json(s)",
+        "make_interval(0, 1, 0, 1)",
+        "st_geomfromwkb(X'0101000000000000000000F03F000000000000F03F')",
+    ],
+    ids=["map", "array", "struct", "variant", "calendar-interval", "geometry"],
+)
+def test_unorderable_or_nested_keys_are_refused_before_the_charge(
+    classic_spark: Any, expr: str
+) -> None:
     """Held: refused by type (PlanError) or by Spark's analysis, with nothing spent."""
-    outcome, spent = _outcome(classic_spark, f"SELECT uid, {expr} AS k FROM VALUES (1, '1'), "
-                                             "(2, '2') AS t(uid, s)")
+    outcome, spent = _outcome(
+        classic_spark, f"SELECT uid, {expr} AS k FROM VALUES (1, '1'), (2, '2') AS t(uid, s)"
+    )
     assert outcome != "released"
     assert spent == (0.0, 0.0), (outcome, spent)
 
 
 # ------------------------------------------------------------ held: public keys
 
-@pytest.mark.parametrize(("sql", "keys"), [
-    ("SELECT uid, CAST(k AS DECIMAL(38, 0)) k FROM VALUES "
-     "(1, 99999999999999999999999999999999999999), (2, 1) AS t(uid, k)", [1.5, 1]),
-    ("SELECT uid, CAST(k AS DECIMAL(38, 10)) k FROM VALUES "
-     "(1, 9999999999999999999999999999), (2, 1) AS t(uid, k)", [10**37, 1]),
-    ("SELECT uid, k FROM VALUES (1, 5), (2, 1) AS t(uid, k)", [10**40, 1]),
-    ("SELECT uid, k FROM VALUES (1, 5), (2, 1) AS t(uid, k)", ["x", 1]),
-    ("SELECT uid, k FROM VALUES (1, 'true'), (2, 'a') AS t(uid, k)", [True, "a"]),
-    ("SELECT uid, k FROM VALUES (1, INTERVAL '1-0' YEAR TO MONTH) AS t(uid, k)", [12]),
-], ids=["dec38-half", "dec38-1e37", "int-1e40", "int-text", "text-bool", "ym-int"])
-def test_odd_public_keys_run_or_are_refused_before_the_charge(classic_spark: Any, sql: str,
-                                                              keys: list[Any]) -> None:
+
+@pytest.mark.parametrize(
+    ("sql", "keys"),
+    [
+        (
+            "SELECT uid, CAST(k AS DECIMAL(38, 0)) k FROM VALUES "
+            "(1, 99999999999999999999999999999999999999), (2, 1) AS t(uid, k)",
+            [1.5, 1],
+        ),
+        (
+            "SELECT uid, CAST(k AS DECIMAL(38, 10)) k FROM VALUES "
+            "(1, 9999999999999999999999999999), (2, 1) AS t(uid, k)",
+            [10**37, 1],
+        ),
+        ("SELECT uid, k FROM VALUES (1, 5), (2, 1) AS t(uid, k)", [10**40, 1]),
+        ("SELECT uid, k FROM VALUES (1, 5), (2, 1) AS t(uid, k)", ["x", 1]),
+        ("SELECT uid, k FROM VALUES (1, 'true'), (2, 'a') AS t(uid, k)", [True, "a"]),
+        ("SELECT uid, k FROM VALUES (1, INTERVAL '1-0' YEAR TO MONTH) AS t(uid, k)", [12]),
+    ],
+    ids=["dec38-half", "dec38-1e37", "int-1e40", "int-text", "text-bool", "ym-int"],
+)
+def test_odd_public_keys_run_or_are_refused_before_the_charge(
+    classic_spark: Any, sql: str, keys: list[Any]
+) -> None:
     """Held: a public key Spark cannot compare with the column is refused by Spark's analysis
     (nothing spent); one it can compare runs (ANSI off: a failing cast is no match)."""
     outcome, spent = _outcome(classic_spark, sql, keys=keys)
@@ -316,16 +428,19 @@ def test_odd_public_keys_run_or_are_refused_before_the_charge(classic_spark: Any
 
 # ------------------------------------------------------------ held: non-deterministic sources
 
+
 @pytest.mark.parametrize("unit", ["rand", "monotonic"])
-def test_non_deterministic_privacy_unit_stays_within_the_bounds(classic_spark: Any,
-                                                                unit: str) -> None:
+def test_non_deterministic_privacy_unit_stays_within_the_bounds(
+    classic_spark: Any, unit: str
+) -> None:
     """A privacy unit computed by ``rand()`` or ``monotonically_increasing_id()`` (10 units
     over 5000 rows in 3 partitions) is evaluated once per row: the kept rows never exceed
     units x max_partitions x max_rows (held)."""
-    uid = "CAST(rand() * 10 AS INT)" if unit == "rand" \
-        else "monotonically_increasing_id() % 10"
-    frame = classic_spark.sql(f"SELECT {uid} AS uid, CAST(rand() * 50 AS INT) AS k FROM "
-                              "(SELECT /*+ REPARTITION(3) */ id FROM range(5000))")
+    uid = "CAST(rand() * 10 AS INT)" if unit == "rand" else "monotonically_increasing_id() % 10"
+    frame = classic_spark.sql(
+        f"SELECT {uid} AS uid, CAST(rand() * 50 AS INT) AS k FROM "
+        "(SELECT /*+ REPARTITION(3) */ id FROM range(5000))"
+    )
     got = _exact(classic_spark, frame, max_partitions=2, max_rows=3)
     assert got is not None
     assert sum(n for n, _ in got.values()) <= 10 * 2 * 3, got

@@ -27,12 +27,15 @@ def _like_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 def _like_count(spark: Any, frame: pd.DataFrame) -> int | str:
     view = f"people_{uuid.uuid4().hex[:10]}"
     spark.createDataFrame(frame).createOrReplaceTempView(view)
-    session = dpa.Session(spark, table=view, privacy_unit="user_id",
-                          budget=Budget(epsilon=10.0))
+    session = dpa.Session(spark, table=view, privacy_unit="user_id", budget=Budget(epsilon=10.0))
     try:
-        p = (session.query().where("s LIKE pat")
-             .bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0))
+        p = (
+            session.query()
+            .where("s LIKE pat")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0)
+        )
         session.validate(p)
     except DPKitError as exc:  # refused before the charge: a fix
         return f"refused: {type(exc).__name__}"
@@ -42,8 +45,7 @@ def _like_count(spark: Any, frame: pd.DataFrame) -> int | str:
         return f"raised after the charge: {type(exc).__name__}"
 
 
-def test_like_with_a_column_pattern_never_raises_after_the_charge(
-        classic_spark: Any) -> None:
+def test_like_with_a_column_pattern_never_raises_after_the_charge(classic_spark: Any) -> None:
     d, d_prime = _like_tables()
     on_d = _like_count(classic_spark, d)
     on_d_prime = _like_count(classic_spark, d_prime)

@@ -21,8 +21,12 @@ from dpkit.analytics.engines.spark import SparkEngine
 
 def _session(spark: Any, ids: list[Any]) -> Any:
     frame = pd.DataFrame({"uid": pd.Series(ids, dtype=object), "k": ["a"] * len(ids)})
-    return dpa.Session(frame, privacy_unit="uid", engine=SparkEngine(spark),
-                       budget=Budget(epsilon=10.0, delta=1e-5))
+    return dpa.Session(
+        frame,
+        privacy_unit="uid",
+        engine=SparkEngine(spark),
+        budget=Budget(epsilon=10.0, delta=1e-5),
+    )
 
 
 def _units(spark: Any, ids: list[Any]) -> int:
@@ -31,8 +35,9 @@ def _units(spark: Any, ids: list[Any]) -> int:
     return int(q.prepare(epsilon=1.0, delta=1e-6).exact(s.engine).values["u:n"][0])
 
 
-@pytest.mark.parametrize("spellings", [[0.0, -0.0], [1, 1.0, True, Decimal("1.00")]],
-                         ids=["zero", "one"])
+@pytest.mark.parametrize(
+    "spellings", [[0.0, -0.0], [1, 1.0, True, Decimal("1.00")]], ids=["zero", "one"]
+)
 def test_spark_object_column_spellings_are_one_unit(spark: Any, spellings: list[Any]) -> None:
     others = [f"person-{i}" for i in range(100)]
     assert _units(spark, others + spellings) - _units(spark, others) == 1

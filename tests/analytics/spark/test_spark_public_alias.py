@@ -65,8 +65,10 @@ def _spark_table(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
 
 
 def _select_star(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
-    return (dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=10.0)),
-            frame.select("*"))
+    return (
+        dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=10.0)),
+        frame.select("*"),
+    )
 
 
 def _frame_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
@@ -115,6 +117,7 @@ def _part_file(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
 # ---- further spellings: each reads the private file, or mixes other files with rows Spark
 # ---- holds in memory (which cannot be traced to a file)
 
+
 def _file_frame_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
     """A file-backed DataFrame source and a temp view over its file's frame."""
     private = spark.read.parquet(_parquet_file(frame, tmp))
@@ -126,8 +129,12 @@ def _file_frame_view(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
 def _union_with_private(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
     """Other rows (all with ``ref`` -2) unioned with the private file."""
     path = _parquet_file(frame, tmp)
-    other = spark.read.parquet(_parquet_file(spark.createDataFrame(
-        pd.DataFrame({"user_id": [5000], "ref": [-2], "secret": [0]})), tmp))
+    other = spark.read.parquet(
+        _parquet_file(
+            spark.createDataFrame(pd.DataFrame({"user_id": [5000], "ref": [-2], "secret": [0]})),
+            tmp,
+        )
+    )
     return _session(spark, path), other.unionByName(spark.read.parquet(path))
 
 
@@ -135,8 +142,12 @@ def _union_with_cached_subset(spark: Any, frame: Any, tmp: Path) -> tuple[Any, A
     """Another file unioned with a cached subset of the private file: ``inputFiles()`` lists
     only the other file (the cache hides the private one)."""
     path = _parquet_file(frame, tmp)
-    other = spark.read.parquet(_parquet_file(spark.createDataFrame(
-        pd.DataFrame({"user_id": [5000], "ref": [-2], "secret": [0]})), tmp))
+    other = spark.read.parquet(
+        _parquet_file(
+            spark.createDataFrame(pd.DataFrame({"user_id": [5000], "ref": [-2], "secret": [0]})),
+            tmp,
+        )
+    )
     subset = spark.read.parquet(path).where("secret = 1").cache()
     subset.count()
     return _session(spark, path), other.unionByName(subset)
@@ -164,18 +175,27 @@ def _parent_folder(spark: Any, frame: Any, tmp: Path) -> tuple[Any, Any]:
 
 
 ALIASES: dict[str, Callable[[Any, Any, Path], tuple[Any, Any]]] = {
-    "temp-view": _temp_view, "global-temp-view": _global_view, "spark-table": _spark_table,
-    "select-star": _select_star, "frame-own-view": _frame_view, "sql-on-file": _sql_on_file,
-    "file-url": _file_url, "part-file": _part_file, "engine-file-view": _engine_file_view,
-    "file-frame-view": _file_frame_view, "union-with-private": _union_with_private,
+    "temp-view": _temp_view,
+    "global-temp-view": _global_view,
+    "spark-table": _spark_table,
+    "select-star": _select_star,
+    "frame-own-view": _frame_view,
+    "sql-on-file": _sql_on_file,
+    "file-url": _file_url,
+    "part-file": _part_file,
+    "engine-file-view": _engine_file_view,
+    "file-frame-view": _file_frame_view,
+    "union-with-private": _union_with_private,
     "union-with-cached-subset": _union_with_cached_subset,
-    "symlinked-folder": _symlinked_folder, "parent-folder-glob": _parent_folder,
+    "symlinked-folder": _symlinked_folder,
+    "parent-folder-glob": _parent_folder,
 }
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
 def test_private_rows_are_never_joined_as_public_under_another_spark_name(
-        spark: Any, tmp_path: Path, alias: str) -> None:
+    spark: Any, tmp_path: Path, alias: str
+) -> None:
     """The private rows under another Spark spelling are refused as a public table with a
     PrivacyParameterError, on D and on D' alike (the message does not depend on the data);
     before the fix the count moved by 40 vs sensitivity 1."""
@@ -184,8 +204,7 @@ def test_private_rows_are_never_joined_as_public_under_another_spark_name(
         session, public = ALIASES[alias](spark, spark.createDataFrame(table), tmp_path)
         counts.append(join_count(session, public))
         assert session.budget.spent[0] == 0
-    assert all(isinstance(c, str) and c.startswith("PrivacyParameterError") for c in counts), \
-        counts
+    assert all(isinstance(c, str) and c.startswith("PrivacyParameterError") for c in counts), counts
     # the same message on D and D' once the (per-run, random) public name is masked
     masked = {re.sub(r"'[^']*'", "'?'", str(c)) for c in counts}
     assert len(masked) == 1, counts
@@ -195,10 +214,16 @@ def test_sql_front_end_refuses_a_spark_view_over_the_private_table(spark: Any) -
     """``session.sql`` with ``pub`` declared public and ``pub`` a Spark temp view selecting
     the private table: refused before the charge (before the fix: 40 vs 0)."""
     people, pub = _name(), _name()
-    meta = {"tables": {people: {"privacy_unit": "user_id", "max_partitions": 1,
-                                "max_rows_per_partition": 1}, pub: {"public": True}}}
-    sql = (f"SELECT COUNT(*) AS n FROM {people} p JOIN {pub} ON p.ref = {pub}.user_id "
-           f"WHERE {pub}.secret = 1")
+    meta = {
+        "tables": {
+            people: {"privacy_unit": "user_id", "max_partitions": 1, "max_rows_per_partition": 1},
+            pub: {"public": True},
+        }
+    }
+    sql = (
+        f"SELECT COUNT(*) AS n FROM {people} p JOIN {pub} ON p.ref = {pub}.user_id "
+        f"WHERE {pub}.secret = 1"
+    )
     for table in _referencing_tables():
         spark.createDataFrame(table).createOrReplaceTempView(people)
         spark.sql(f"CREATE OR REPLACE TEMP VIEW {pub} AS SELECT * FROM {people}")
@@ -213,16 +238,24 @@ def test_sql_front_end_refuses_a_view_over_the_private_file(spark: Any, tmp_path
     path = _parquet_file(spark.createDataFrame(_referencing_tables()[0]), tmp_path)
     pub = _name()
     spark.sql(f"CREATE OR REPLACE TEMP VIEW {pub} AS SELECT * FROM parquet.`{path}`")
-    meta = {"tables": {"people": {"privacy_unit": "user_id", "max_partitions": 1,
-                                  "max_rows_per_partition": 1}, pub: {"public": True}}}
+    meta = {
+        "tables": {
+            "people": {"privacy_unit": "user_id", "max_partitions": 1, "max_rows_per_partition": 1},
+            pub: {"public": True},
+        }
+    }
     s = _session(spark, path)
     with pytest.raises(PrivacyParameterError, match="cannot be joined as a public table"):
-        s.sql(f"SELECT COUNT(*) AS n FROM people p JOIN {pub} ON p.ref = {pub}.user_id",
-              epsilon=1.0, metadata=meta)
+        s.sql(
+            f"SELECT COUNT(*) AS n FROM people p JOIN {pub} ON p.ref = {pub}.user_id",
+            epsilon=1.0,
+            metadata=meta,
+        )
     assert s.budget.spent[0] == 0
 
 
 # ------------------------------------------------------------ legitimate public tables
+
 
 def _public_rows() -> pd.DataFrame:
     return pd.DataFrame({"user_id": [1000, 7], "secret": [1, 0]})
@@ -237,14 +270,18 @@ def test_public_tables_reading_other_files_still_join(spark: Any, tmp_path: Path
     view = _name()
     spark.read.parquet(public_path).createOrReplaceTempView(view)
     for public in (public_path, view, spark.read.parquet(public_path), _public_rows()):
-        for session in (_session(spark, private),
-                        dpa.Session(spark.read.parquet(private), privacy_unit="user_id",
-                                    budget=Budget(epsilon=10.0))):
+        for session in (
+            _session(spark, private),
+            dpa.Session(
+                spark.read.parquet(private), privacy_unit="user_id", budget=Budget(epsilon=10.0)
+            ),
+        ):
             assert join_count(session, public) == 40, type(public).__name__
 
 
 def test_in_memory_private_table_joins_pandas_but_no_spark_source(
-        spark: Any, tmp_path: Path) -> None:
+    spark: Any, tmp_path: Path
+) -> None:
     """An in-memory private frame: a pandas public table joins (count 40); a Spark source,
     even one reading another file, is refused with a message naming the remedy."""
     frame = spark.createDataFrame(_referencing_tables()[0])
@@ -253,8 +290,11 @@ def test_in_memory_private_table_joins_pandas_but_no_spark_source(
     public_path = str(tmp_path / f"{_name()}.parquet")
     _public_rows().to_parquet(public_path)
     got = join_count(session, spark.read.parquet(public_path))
-    assert isinstance(got, str) and got.startswith("PrivacyParameterError") \
+    assert (
+        isinstance(got, str)
+        and got.startswith("PrivacyParameterError")
         and "pandas DataFrame or Arrow" in got
+    )
 
 
 def test_public_frame_without_files_is_refused(spark: Any, tmp_path: Path) -> None:

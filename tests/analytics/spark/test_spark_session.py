@@ -28,12 +28,16 @@ def _query(session: Any, *, keys: Any = None) -> Any:
     q = session.query().where("age >= 10")
     q = q.group_by("region", keys=keys)
     return q.bound(max_partitions=2, max_rows_per_partition=2).agg(
-        n=dpa.count(), people=dpa.count_distinct(), total=dpa.sum("x", bounds=(-10, 100)),
-        avg=dpa.mean("x", bounds=(-10, 100)), var=dpa.variance("x", bounds=(-10, 100)),
-        sd=dpa.std("x", bounds=(0, 50)), q=dpa.quantile("x", [0.25, 0.5], bounds=(0, 100),
-                                                        bins=64),
+        n=dpa.count(),
+        people=dpa.count_distinct(),
+        total=dpa.sum("x", bounds=(-10, 100)),
+        avg=dpa.mean("x", bounds=(-10, 100)),
+        var=dpa.variance("x", bounds=(-10, 100)),
+        sd=dpa.std("x", bounds=(0, 50)),
+        q=dpa.quantile("x", [0.25, 0.5], bounds=(0, 100), bins=64),
         h=dpa.histogram("x", edges=[-10, 0, 0.5, 50, 100]),
-        ages=dpa.histogram("age", categories=[0, 5, 17, 99]))
+        ages=dpa.histogram("age", categories=[0, 5, 17, 99]),
+    )
 
 
 def test_spark_sources_pick_the_spark_engine(spark: Any, odd_parquet: Path) -> None:
@@ -56,14 +60,16 @@ def test_spark_sources_pick_the_spark_engine(spark: Any, odd_parquet: Path) -> N
         dpa.Session(df, privacy_unit="uid", budget=_budget(), bounding_hash="sha1")
 
 
-@pytest.mark.parametrize("keys", [None, ["o'hara", None, 'quo"te', "", "nowhere"]],
-                         ids=["selection", "public-keys"])
-def test_every_aggregate_identical_to_duckdb_before_noise(spark: Any, odd_parquet: Path,
-                                                          keys: Any) -> None:
-    duck = dpa.Session(str(odd_parquet), privacy_unit="uid", budget=_budget(),
-                       bounding_hash="md5")
-    on_spark = dpa.Session(spark, table=str(odd_parquet), privacy_unit="uid",
-                           budget=_budget(), bounding_hash="md5")
+@pytest.mark.parametrize(
+    "keys", [None, ["o'hara", None, 'quo"te', "", "nowhere"]], ids=["selection", "public-keys"]
+)
+def test_every_aggregate_identical_to_duckdb_before_noise(
+    spark: Any, odd_parquet: Path, keys: Any
+) -> None:
+    duck = dpa.Session(str(odd_parquet), privacy_unit="uid", budget=_budget(), bounding_hash="md5")
+    on_spark = dpa.Session(
+        spark, table=str(odd_parquet), privacy_unit="uid", budget=_budget(), bounding_hash="md5"
+    )
     prepared = _query(duck, keys=keys).prepare(epsilon=1.0, delta=1e-6)
     exact_duck, exact_spark = prepared.exact(duck.engine), prepared.exact(on_spark.engine)
     want = as_dict(exact_duck)
@@ -85,9 +91,12 @@ def test_run_charges_and_releases_on_spark(spark: Any, odd_parquet: Path) -> Non
     assert {"n", "avg", "avg_low", "q_p25", "h[-10,0)", "ages=99"} <= set(frame.columns)
     assert budget.spent[0] > 0
     # bounds="auto": a private bounds estimate (one plan), then the release (another)
-    auto = (s.query().bound(max_partitions=1, max_rows_per_partition=2)
-            .agg(avg=dpa.mean("x", bounds="auto"))
-            .run(epsilon=1.0, delta=1e-6))
+    auto = (
+        s.query()
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(avg=dpa.mean("x", bounds="auto"))
+        .run(epsilon=1.0, delta=1e-6)
+    )
     lo, hi = auto.attrs["dpkit"]["columns"]["avg"]["bounds"]
     assert lo < hi
     assert len(auto) == 1
@@ -99,22 +108,28 @@ def test_csv_on_spark_and_duckdb_agree(spark: Any, tmp_path: Path) -> None:
     lines += ['u1,"quoted, region",7.5', "u2,a,not a number", "u3,b,"]
     path.write_text("\n".join(lines) + "\n")
 
-    duck = dpa.Session(str(path), privacy_unit="uid", budget=Budget(epsilon=1.0),
-                       bounding_hash="md5")
-    plan_duck = (duck.query().group_by("region", keys=["a", "b", "quoted, region"])
-                 .bound(max_partitions=2, max_rows_per_partition=3)
-                 .agg(n=dpa.count(), s=dpa.sum("x", bounds=(0, 200)))
-                 .prepare(epsilon=1.0))
-    on_spark = dpa.Session(spark, table=str(path), privacy_unit="uid",
-                           budget=Budget(epsilon=1.0), bounding_hash="md5")
+    duck = dpa.Session(
+        str(path), privacy_unit="uid", budget=Budget(epsilon=1.0), bounding_hash="md5"
+    )
+    plan_duck = (
+        duck.query()
+        .group_by("region", keys=["a", "b", "quoted, region"])
+        .bound(max_partitions=2, max_rows_per_partition=3)
+        .agg(n=dpa.count(), s=dpa.sum("x", bounds=(0, 200)))
+        .prepare(epsilon=1.0)
+    )
+    on_spark = dpa.Session(
+        spark, table=str(path), privacy_unit="uid", budget=Budget(epsilon=1.0), bounding_hash="md5"
+    )
     assert on_spark.columns == duck.columns
     got = as_dict(plan_duck.exact(on_spark.engine))
     assert got == as_dict(plan_duck.exact(duck.engine))
     assert set(got) == {("a",), ("b",), ("quoted, region",)}
 
 
-def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_query_on_spark_connect(
+    connect_server: Any, odd_parquet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from typer.testing import CliRunner
 
     from dpkit.cli import app
@@ -127,11 +142,32 @@ def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path,
         engines.append(self)
 
     monkeypatch.setattr(SparkEngine, "__init__", recording_init)
-    res = CliRunner().invoke(app, [
-        "query", str(odd_parquet), "--engine", "spark", "--remote", connect_server.url,
-        "--privacy-unit", "uid", "--epsilon", "2", "--group-by", "kind",
-        "--keys", "kind=1,2,3", "--max-partitions", "3", "--count",
-        "--mean", "x:0:100", "--output", "json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "query",
+            str(odd_parquet),
+            "--engine",
+            "spark",
+            "--remote",
+            connect_server.url,
+            "--privacy-unit",
+            "uid",
+            "--epsilon",
+            "2",
+            "--group-by",
+            "kind",
+            "--keys",
+            "kind=1,2,3",
+            "--max-partitions",
+            "3",
+            "--count",
+            "--mean",
+            "x:0:100",
+            "--output",
+            "json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout.strip().splitlines()[-1])
     assert [r["kind"] for r in rows] == [1, 2, 3]
@@ -144,11 +180,13 @@ def test_cli_query_on_spark_connect(connect_server: Any, odd_parquet: Path,
 
 
 def test_importing_dpkit_does_not_import_pyspark() -> None:
-    code = ("import sys, pandas as pd, dpkit, dpkit.analytics as dpa\n"
-            "from dpkit.accounting import Budget\n"
-            "s = dpa.Session(pd.DataFrame({'x': [1.0]}), privacy_unit=None,\n"
-            "                budget=Budget(epsilon=1.0))\n"
-            "assert not any(m.startswith('pyspark') for m in sys.modules), 'pyspark'\n")
+    code = (
+        "import sys, pandas as pd, dpkit, dpkit.analytics as dpa\n"
+        "from dpkit.accounting import Budget\n"
+        "s = dpa.Session(pd.DataFrame({'x': [1.0]}), privacy_unit=None,\n"
+        "                budget=Budget(epsilon=1.0))\n"
+        "assert not any(m.startswith('pyspark') for m in sys.modules), 'pyspark'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -166,8 +204,12 @@ def test_string_join_keys_compare_bytes_on_spark(classic_spark: Any) -> None:
     for frame, want in ((df, 1), (plain, 1)):
         s = dpa.Session(frame, privacy_unit=None, budget=_budget())
         try:
-            p = (s.query().join_public(cities, on="city", columns=["pop"])
-                 .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+            p = (
+                s.query()
+                .join_public(cities, on="city", columns=["pop"])
+                .agg(n=dpa.count())
+                .prepare(epsilon=1.0, delta=1e-6)
+            )
             s.validate(p)  # what run() does before the charge
         except DPKitError:
             assert frame is df  # only the collated key may be refused
@@ -177,7 +219,8 @@ def test_string_join_keys_compare_bytes_on_spark(classic_spark: Any) -> None:
 
 
 def test_release_statement_analysed_once_and_checked_before_the_charge(
-        spark: Any, odd_parquet: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark: Any, odd_parquet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The statement ``validate`` analysed is the frame the release collects (one analysis
     per release on classic, one statement round trip on Connect), and a statement Spark cannot
     analyse is refused before anything is charged."""
@@ -191,8 +234,12 @@ def test_release_statement_analysed_once_and_checked_before_the_charge(
         return real_sql(text, *args, **kwargs)
 
     monkeypatch.setattr(spark, "sql", counting_sql)
-    q = (s.query().group_by("region", keys=["a", "b"])
-         .bound(max_partitions=1, max_rows_per_partition=2).agg(n=dpa.count()))
+    q = (
+        s.query()
+        .group_by("region", keys=["a", "b"])
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .agg(n=dpa.count())
+    )
     q.run(epsilon=1.0, delta=1e-6)
     assert len([t for t in statements if "__dpk_" in t]) == 1
     spent = budget.spent
@@ -203,7 +250,11 @@ def test_release_statement_analysed_once_and_checked_before_the_charge(
     gone = dpa.Session(spark, table=view, privacy_unit="uid", budget=budget)
     spark.catalog.dropTempView(view)
     with pytest.raises(DPKitError):
-        (gone.query().group_by("region", keys=["a"])
-         .bound(max_partitions=1, max_rows_per_partition=2).agg(n=dpa.count())
-         .run(epsilon=1.0, delta=1e-6))
+        (
+            gone.query()
+            .group_by("region", keys=["a"])
+            .bound(max_partitions=1, max_rows_per_partition=2)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
     assert budget.spent == spent

@@ -81,37 +81,39 @@ def _refusal(result: int | str) -> int | str:
 # private file, ``{dec}`` the decoy (person 1000, secret 0).
 SUBQUERIES = {
     "scalar-in-select": "SELECT user_id, ref, CAST((SELECT count(*) FROM parquet.`{p}` "
-                        "WHERE user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
+    "WHERE user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
     "scalar-in-where": "SELECT user_id, ref, CAST(1 AS BIGINT) AS secret FROM parquet.`{dec}` "
-                       "WHERE (SELECT count(*) FROM parquet.`{p}` WHERE user_id = 1000) > 0",
+    "WHERE (SELECT count(*) FROM parquet.`{p}` WHERE user_id = 1000) > 0",
     "exists-in-select": "SELECT user_id, ref, CAST(EXISTS (SELECT 1 FROM parquet.`{p}` "
-                        "WHERE user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
+    "WHERE user_id = 1000) AS BIGINT) AS secret FROM parquet.`{dec}`",
     "exists-in-where": "SELECT user_id, ref, CAST(1 AS BIGINT) AS secret FROM parquet.`{dec}` "
-                       "WHERE EXISTS (SELECT 1 FROM parquet.`{p}` WHERE user_id = 1000)",
+    "WHERE EXISTS (SELECT 1 FROM parquet.`{p}` WHERE user_id = 1000)",
     "cte-scalar": "WITH s AS (SELECT count(*) AS c FROM parquet.`{p}` WHERE user_id = 1000) "
-                  "SELECT user_id, ref, CAST((SELECT c FROM s) AS BIGINT) AS secret "
-                  "FROM parquet.`{dec}`",
+    "SELECT user_id, ref, CAST((SELECT c FROM s) AS BIGINT) AS secret "
+    "FROM parquet.`{dec}`",
 }
 # Subqueries the optimizer rewrites into joins: inputFiles() sees the private file (held).
 JOINED_SUBQUERIES = {
     "correlated-scalar": "SELECT user_id, ref, CAST((SELECT count(*) FROM parquet.`{p}` q "
-                         "WHERE q.user_id = d.user_id) AS BIGINT) AS secret "
-                         "FROM parquet.`{dec}` d",
+    "WHERE q.user_id = d.user_id) AS BIGINT) AS secret "
+    "FROM parquet.`{dec}` d",
     "in-in-select": "SELECT user_id, ref, CAST(1000 IN (SELECT user_id FROM parquet.`{p}`) "
-                    "AS BIGINT) AS secret FROM parquet.`{dec}`",
+    "AS BIGINT) AS secret FROM parquet.`{dec}`",
 }
 
 
-def _subquery_counts(spark: Any, tmp_path: Path, sql: str, *,
-                     hidden: bool = True) -> list[int | str]:
+def _subquery_counts(
+    spark: Any, tmp_path: Path, sql: str, *, hidden: bool = True
+) -> list[int | str]:
     decoy = tmp_path / "decoy.parquet"
     pd.DataFrame({"user_id": [1000], "ref": [5], "secret": [0]}).to_parquet(decoy, index=False)
     out: list[int | str] = []
     for i, table in enumerate(_tables()):
         private = tmp_path / f"private{i}.parquet"
         table.to_parquet(private, index=False)
-        session = dpa.Session(spark, table=str(private), privacy_unit="user_id",
-                              budget=Budget(epsilon=10.0))
+        session = dpa.Session(
+            spark, table=str(private), privacy_unit="user_id", budget=Budget(epsilon=10.0)
+        )
         public = spark.sql(sql.format(p=private, dec=decoy))
         # the blind spot: inputFiles() misses the subquery's file (``hidden``)
         assert hidden == all("private" not in f for f in public.inputFiles())
@@ -122,7 +124,8 @@ def _subquery_counts(spark: Any, tmp_path: Path, sql: str, *,
 
 @pytest.mark.parametrize("kind", sorted(SUBQUERIES))
 def test_public_frame_with_a_subquery_on_the_private_file_is_refused(
-        spark: Any, tmp_path: Path, kind: str) -> None:
+    spark: Any, tmp_path: Path, kind: str
+) -> None:
     """Before a fix: [40, 0] on D and D' (sensitivity 1), classic and Connect. Safe: refused
     before the charge (a subquery expression is not on the allow-list, or its files count)."""
     got = _subquery_counts(spark, tmp_path, SUBQUERIES[kind])
@@ -130,16 +133,18 @@ def test_public_frame_with_a_subquery_on_the_private_file_is_refused(
 
 
 @pytest.mark.parametrize("kind", sorted(JOINED_SUBQUERIES))
-def test_subquery_rewritten_into_a_join_is_refused(classic_spark: Any, tmp_path: Path,
-                                                    kind: str) -> None:
+def test_subquery_rewritten_into_a_join_is_refused(
+    classic_spark: Any, tmp_path: Path, kind: str
+) -> None:
     """Held: the optimizer turns these into joins, whose private file inputFiles() reports (or
     whose ``ExistenceJoin`` is not on the allow-list)."""
     got = _subquery_counts(classic_spark, tmp_path, JOINED_SUBQUERIES[kind], hidden=False)
     assert got == ["PrivacyParameterError"] * 2, got
 
 
-def test_sql_functions_reading_the_private_file_are_refused(classic_spark: Any,
-                                                             tmp_path: Path) -> None:
+def test_sql_functions_reading_the_private_file_are_refused(
+    classic_spark: Any, tmp_path: Path
+) -> None:
     """Held: a SQL function (temporary, or persistent in another database, scalar or table)
     whose body reads the private file is refused: its name prints in the analysed plan (a
     word off the allow-list), or its rows are the private file's."""
@@ -155,16 +160,25 @@ def test_sql_functions_reading_the_private_file_are_refused(classic_spark: Any,
     try:
         classic_spark.sql(f"CREATE TEMPORARY FUNCTION leak_{tag}() RETURNS BIGINT RETURN {body}")
         classic_spark.sql(f"CREATE FUNCTION atk4_{tag}.leak() RETURNS BIGINT RETURN {body}")
-        classic_spark.sql(f"CREATE FUNCTION atk4_{tag}.rows() RETURNS TABLE(user_id BIGINT, "
-                          f"ref BIGINT, secret BIGINT) RETURN SELECT user_id, ref, secret "
-                          f"FROM parquet.`{private}`")
-        publics = [classic_spark.sql(f"SELECT user_id, ref, CAST({call} AS BIGINT) AS secret "
-                                     f"FROM parquet.`{decoy}`")
-                   for call in (f"leak_{tag}()", f"atk4_{tag}.leak()")]
+        classic_spark.sql(
+            f"CREATE FUNCTION atk4_{tag}.rows() RETURNS TABLE(user_id BIGINT, "
+            f"ref BIGINT, secret BIGINT) RETURN SELECT user_id, ref, secret "
+            f"FROM parquet.`{private}`"
+        )
+        publics = [
+            classic_spark.sql(
+                f"SELECT user_id, ref, CAST({call} AS BIGINT) AS secret FROM parquet.`{decoy}`"
+            )
+            for call in (f"leak_{tag}()", f"atk4_{tag}.leak()")
+        ]
         publics.append(classic_spark.sql(f"SELECT * FROM atk4_{tag}.rows()"))
         for public in publics:
-            session = dpa.Session(classic_spark, table=str(private), privacy_unit="user_id",
-                                  budget=Budget(epsilon=10.0))
+            session = dpa.Session(
+                classic_spark,
+                table=str(private),
+                privacy_unit="user_id",
+                budget=Budget(epsilon=10.0),
+            )
             assert _refusal(join_count(session, public)) == "PrivacyParameterError"
     finally:
         classic_spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS leak_{tag}")
@@ -211,8 +225,13 @@ def _exact_keys(path: str) -> list[tuple[Any, int]] | None:
     Parquet path), or None when refused before the charge."""
     s = dpa.Session(path, privacy_unit="uid", budget=Budget(epsilon=10.0, delta=1e-5))
     try:
-        p = (s.query().group_by("k").bound(max_partitions=1, max_rows_per_partition=1)
-             .agg(n=dpa.count()).prepare(epsilon=1.0, delta=1e-6))
+        p = (
+            s.query()
+            .group_by("k")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .prepare(epsilon=1.0, delta=1e-6)
+        )
         s.validate(p)
     except DPKitError:
         return None
@@ -220,16 +239,21 @@ def _exact_keys(path: str) -> list[tuple[Any, int]] | None:
     return [(k[0], int(n)) for k, n in zip(r.keys, r.values["n:n"], strict=True)]
 
 
-def _outcome(path: str, *, key: str = "k", where: str | None = "age > 50",
-             **kw: Any) -> tuple[str, tuple[float, float]]:
+def _outcome(
+    path: str, *, key: str = "k", where: str | None = "age > 50", **kw: Any
+) -> tuple[str, tuple[float, float]]:
     budget = Budget(epsilon=10.0, delta=1e-5)
     s = dpa.Session(path, privacy_unit="uid", budget=budget, **kw)
     q = s.query()
     if where is not None:
         q = q.where(where)
     try:
-        (q.group_by(key).bound(max_partitions=1, max_rows_per_partition=1)
-         .agg(n=dpa.count()).run(epsilon=1.0, delta=1e-6))
+        (
+            q.group_by(key)
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+            .run(epsilon=1.0, delta=1e-6)
+        )
         return "released", _rounded(budget.spent)
     except Exception as exc:
         return type(exc).__name__, budget.spent
@@ -251,9 +275,10 @@ def test_infinite_date_keys_keep_their_own_group(tmp_path: Path, kind: str) -> N
     count of whichever row came last: 1 instead of 100). Safe: keys pairwise distinct, or
     refused before the charge."""
     base, extra = INFINITE[kind]
-    path = _duck_parquet(tmp_path / "inf.parquet",
-                         f"SELECT i AS uid, {base} AS k FROM range(100) t(i) "
-                         f"UNION ALL SELECT 1000, {extra}")
+    path = _duck_parquet(
+        tmp_path / "inf.parquet",
+        f"SELECT i AS uid, {base} AS k FROM range(100) t(i) UNION ALL SELECT 1000, {extra}",
+    )
     got = _exact_keys(path)
     if got is None:
         return
@@ -266,34 +291,58 @@ def test_parquet_coarse_timestamp_far_future_held(tmp_path: Path) -> None:
     """Held: a far-future millisecond value (above the microsecond range) releases on D and
     D' alike."""
     outcomes = []
-    for tag, values in (("d", [1704067200000] * 10 + [9223372036854775]),
-                        ("dp", [1704067200000] * 10)):
+    for tag, values in (
+        ("d", [1704067200000] * 10 + [9223372036854775]),
+        ("dp", [1704067200000] * 10),
+    ):
         path = tmp_path / f"{tag}.parquet"
         n = len(values)
-        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
-                                 "k": pa.array(values, pa.int64()).cast(pa.timestamp("ms"))}),
-                       path)
+        pq.write_table(
+            pa.table(
+                {
+                    "uid": list(range(n)),
+                    "age": [0] * 10 + [99] * (n - 10),
+                    "k": pa.array(values, pa.int64()).cast(pa.timestamp("ms")),
+                }
+            ),
+            path,
+        )
         outcomes.append(_outcome(str(path)))
     assert outcomes[0] == outcomes[1] == ("released", (1.0, 1e-06)), outcomes
 
 
-def test_spark_reads_coarse_timestamps_out_of_duckdb_range(classic_spark: Any,
-                                                          tmp_path: Path) -> None:
+def test_spark_reads_coarse_timestamps_out_of_duckdb_range(
+    classic_spark: Any, tmp_path: Path
+) -> None:
     """Held on Spark: the same files release on D and D' alike."""
     outcomes = []
-    for tag, values in (("d", [1704067200000] * 10 + [-9223372036854775]),
-                        ("dp", [1704067200000] * 10)):
+    for tag, values in (
+        ("d", [1704067200000] * 10 + [-9223372036854775]),
+        ("dp", [1704067200000] * 10),
+    ):
         path = tmp_path / f"{tag}.parquet"
         n = len(values)
-        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
-                                 "k": pa.array(values, pa.int64()).cast(pa.timestamp("ms"))}),
-                       path)
+        pq.write_table(
+            pa.table(
+                {
+                    "uid": list(range(n)),
+                    "age": [0] * 10 + [99] * (n - 10),
+                    "k": pa.array(values, pa.int64()).cast(pa.timestamp("ms")),
+                }
+            ),
+            path,
+        )
         budget = Budget(epsilon=10.0, delta=1e-5)
         s = dpa.Session(classic_spark, table=str(path), privacy_unit="uid", budget=budget)
         try:
-            (s.query().where("age > 50").group_by("k")
-             .bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
-             .run(epsilon=1.0, delta=1e-6))
+            (
+                s.query()
+                .where("age > 50")
+                .group_by("k")
+                .bound(max_partitions=1, max_rows_per_partition=1)
+                .agg(n=dpa.count())
+                .run(epsilon=1.0, delta=1e-6)
+            )
             outcomes.append(("released", _rounded(budget.spent)))
         except Exception as exc:
             outcomes.append((type(exc).__name__, budget.spent))
@@ -304,8 +353,10 @@ def test_spark_reads_coarse_timestamps_out_of_duckdb_range(classic_spark: Any,
 
 HELD_KEYS = {
     "time-24h": ("TIME '00:00:00'", "TIME '24:00:00'"),
-    "uuid": ("'00000000-0000-0000-0000-000000000001'::UUID",
-             "'00000000-0000-0000-0000-000000000002'::UUID"),
+    "uuid": (
+        "'00000000-0000-0000-0000-000000000001'::UUID",
+        "'00000000-0000-0000-0000-000000000002'::UUID",
+    ),
     "enum": ("'a'::ENUM('a', 'b')", "'b'::ENUM('a', 'b')"),
     "date-far": ("DATE '2024-01-01'", "DATE '5881580-07-10'"),
     # infinity leaves as datetime.max, which no millisecond/second value equals
@@ -318,9 +369,10 @@ HELD_KEYS = {
 @pytest.mark.parametrize("kind", sorted(HELD_KEYS))
 def test_other_duckdb_key_types_decode_one_to_one(tmp_path: Path, kind: str) -> None:
     base, extra = HELD_KEYS[kind]
-    path = _duck_parquet(tmp_path / "k.parquet",
-                         f"SELECT i AS uid, {base} AS k FROM range(100) t(i) "
-                         f"UNION ALL SELECT 1000, {extra}")
+    path = _duck_parquet(
+        tmp_path / "k.parquet",
+        f"SELECT i AS uid, {base} AS k FROM range(100) t(i) UNION ALL SELECT 1000, {extra}",
+    )
     got = _exact_keys(path)
     if got is None:
         return
@@ -330,10 +382,14 @@ def test_other_duckdb_key_types_decode_one_to_one(tmp_path: Path, kind: str) -> 
 
 
 MD5_HELD = {
-    "decimal-38-37": pa.array([decimal.Decimal("0"), decimal.Decimal("1E-37"),
-                               decimal.Decimal("-1E-37")], pa.decimal128(38, 37)),
-    "decimal-38-0": pa.array([decimal.Decimal("1E+37"), decimal.Decimal("0"),
-                              decimal.Decimal("-" + "9" * 38)], pa.decimal128(38, 0)),
+    "decimal-38-37": pa.array(
+        [decimal.Decimal("0"), decimal.Decimal("1E-37"), decimal.Decimal("-1E-37")],
+        pa.decimal128(38, 37),
+    ),
+    "decimal-38-0": pa.array(
+        [decimal.Decimal("1E+37"), decimal.Decimal("0"), decimal.Decimal("-" + "9" * 38)],
+        pa.decimal128(38, 0),
+    ),
     "boolean": pa.array([True, False, None]),
     "large-string": pa.array(["a", "b", "\u00e9"], pa.large_string()),
     "dictionary": pa.array(["a", "b", "\u00e9"]).dictionary_encode(),
@@ -351,8 +407,9 @@ def test_md5_other_key_types_agree(classic_spark: Any, tmp_path: Path, kind: str
 
 def test_md5_ordinary_and_far_dates_agree(classic_spark: Any, tmp_path: Path) -> None:
     """Held: days up to one below DuckDB's infinity keep the same rows on both engines."""
-    path = key_file(tmp_path / "k.parquet",
-                     pa.array([19723, 2**31 - 2, -(2**31)], pa.int32()).cast(pa.date32()))
+    path = key_file(
+        tmp_path / "k.parquet", pa.array([19723, 2**31 - 2, -(2**31)], pa.int32()).cast(pa.date32())
+    )
     duck = md5_counts(DuckDBEngine(hash="md5", threads=1), path)
     spark_counts = md5_counts(SparkEngine(classic_spark, hash="md5"), path)
     assert sum(duck) == 60
@@ -361,19 +418,28 @@ def test_md5_ordinary_and_far_dates_agree(classic_spark: Any, tmp_path: Path) ->
 
 def test_infinite_dates_decode_to_python_extremes() -> None:
     """The root cause, stated on DuckDB alone: ``infinity`` leaves DuckDB as ``date.max``."""
-    got = duckdb.connect().execute(
-        "SELECT 'infinity'::DATE, DATE '9999-12-31', '-infinity'::DATE").fetchall()[0]
+    got = (
+        duckdb.connect()
+        .execute("SELECT 'infinity'::DATE, DATE '9999-12-31', '-infinity'::DATE")
+        .fetchall()[0]
+    )
     assert got == (datetime.date.max, datetime.date.max, datetime.date.min)
 
 
 # ------------------------------------------------------------ finding: invalid UTF-8 (DuckDB)
 
-@pytest.mark.parametrize(("key", "where"), [
-    ("k", "age > 50"),              # the text column is the group key
-    ("age", "k <> 'zz'"),           # the text column is only in a predicate
-], ids=["key", "predicate"])
-def test_parquet_invalid_utf8_never_raises_after_the_charge(tmp_path: Path, key: str,
-                                                            where: str) -> None:
+
+@pytest.mark.parametrize(
+    ("key", "where"),
+    [
+        ("k", "age > 50"),  # the text column is the group key
+        ("age", "k <> 'zz'"),  # the text column is only in a predicate
+    ],
+    ids=["key", "predicate"],
+)
+def test_parquet_invalid_utf8_never_raises_after_the_charge(
+    tmp_path: Path, key: str, where: str
+) -> None:
     """Person 1000's text is the bytes ``FF FE`` in a Parquet string column. Before the fix:
     DuckDB raised reading the column after the charge on D; D' released (now read with
     ``utf8_validation='replace'``). Safe: the same
@@ -383,7 +449,8 @@ def test_parquet_invalid_utf8_never_raises_after_the_charge(tmp_path: Path, key:
         path = tmp_path / f"{tag}.parquet"
         n = len(raw)
         text = pa.array(raw, pa.binary()).view(pa.string())  # no UTF-8 check on the way
-        pq.write_table(pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10),
-                                 "k": text}), path)
+        pq.write_table(
+            pa.table({"uid": list(range(n)), "age": [0] * 10 + [99] * (n - 10), "k": text}), path
+        )
         outcomes.append(_outcome(str(path), key=key, where=where))
     assert outcomes[0] == outcomes[1], outcomes

@@ -21,8 +21,10 @@ from dpkit.noise import RandomSource
 
 NEAR_FAR = {
     "DATE": ("DATE '2024-01-01' + CAST(i % 3 AS INTEGER)", "DATE '20000-01-01'"),
-    "TIMESTAMP": ("TIMESTAMP '2024-01-01 00:00:00' + INTERVAL (i % 3) HOUR",
-                  "TIMESTAMP '20000-01-01 00:00:00'"),
+    "TIMESTAMP": (
+        "TIMESTAMP '2024-01-01 00:00:00' + INTERVAL (i % 3) HOUR",
+        "TIMESTAMP '20000-01-01 00:00:00'",
+    ),
     "TIME": ("TIME '00:00:00' + INTERVAL (i % 3) HOUR", "TIME '24:00:00'"),
 }
 
@@ -39,16 +41,25 @@ def _table(folder: Path, typ: str) -> str:
 
 
 @pytest.mark.parametrize("typ", sorted(NEAR_FAR))
-@pytest.mark.parametrize(("sql", "output"), [
-    ("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k", "pandas"),
-    ("SELECT k, COUNT(*) AS n FROM t GROUP BY k", "arrow"),
-])
-def test_far_key_released_after_charge_keeps_the_answer(tmp_path: Path, typ: str, sql: str,
-                                                        output: str) -> None:
+@pytest.mark.parametrize(
+    ("sql", "output"),
+    [
+        ("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k", "pandas"),
+        ("SELECT k, COUNT(*) AS n FROM t GROUP BY k", "arrow"),
+    ],
+)
+def test_far_key_released_after_charge_keeps_the_answer(
+    tmp_path: Path, typ: str, sql: str, output: str
+) -> None:
     warnings.simplefilter("ignore")
     budget = Budget(epsilon=100.0, delta=1e-5)
-    s = dpa.Session(_table(tmp_path, typ), privacy_unit="uid", budget=budget,
-                    source_of_randomness=RandomSource(seed=1, insecure=True))
-    out = s.sql(sql, epsilon=5.0, delta=1e-6, max_partitions=1, max_rows_per_partition=1,
-                output=output)
+    s = dpa.Session(
+        _table(tmp_path, typ),
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=1, insecure=True),
+    )
+    out = s.sql(
+        sql, epsilon=5.0, delta=1e-6, max_partitions=1, max_rows_per_partition=1, output=output
+    )
     assert len(out) == 4

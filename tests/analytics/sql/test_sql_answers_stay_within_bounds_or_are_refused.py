@@ -28,8 +28,9 @@ from dpkit.errors import DPKitError
 
 ALIAS_META = {"tables": {"people": {"privacy_unit": "user_id"}, "pub": {"public": True}}}
 # Person 1000's row becomes the public attribute row of the 40 persons whose ref is 1000.
-ALIAS_SQL = ("SELECT COUNT(*) AS n FROM people p JOIN pub ON p.ref = pub.user_id "
-             "WHERE pub.secret = 1")
+ALIAS_SQL = (
+    "SELECT COUNT(*) AS n FROM people p JOIN pub ON p.ref = pub.user_id WHERE pub.secret = 1"
+)
 
 
 def _alias_table() -> pd.DataFrame:
@@ -41,8 +42,9 @@ def _alias_table() -> pd.DataFrame:
 def _count_or_refusal(session: Any, public: Any) -> int | None:
     """The exact pre-noise count (None when the query is refused with a dpkit error)."""
     try:
-        p = session.sql_query(ALIAS_SQL, metadata=ALIAS_META,
-                              public_tables={"pub": public}).prepare(epsilon=1.0)
+        p = session.sql_query(
+            ALIAS_SQL, metadata=ALIAS_META, public_tables={"pub": public}
+        ).prepare(epsilon=1.0)
     except DPKitError:
         return None
     return int(p.exact(session.engine).values["n:n"][0])
@@ -66,8 +68,11 @@ def test_private_file_is_not_joinable_through_a_glob(tmp_path: Path) -> None:
     _alias_table().to_parquet(path)
     s = dpa.Session(str(path), privacy_unit="user_id", budget=Budget(epsilon=1.0))
     assert _count_or_refusal(s, str(path)) is None
-    for alias in (str(tmp_path / "people*.parquet"), str(tmp_path / "peopl?.parquet"),
-                  str(tmp_path / "[p]eople.parquet")):
+    for alias in (
+        str(tmp_path / "people*.parquet"),
+        str(tmp_path / "peopl?.parquet"),
+        str(tmp_path / "[p]eople.parquet"),
+    ):
         count = _count_or_refusal(s, alias)
         assert count is None or count <= 1, (alias, count)
 
@@ -96,8 +101,9 @@ def test_part_of_a_private_glob_is_not_joinable(tmp_path: Path) -> None:
     (tmp_path / "parts").mkdir()
     d.iloc[:1].to_parquet(tmp_path / "parts" / "p0.parquet")
     d.iloc[1:].to_parquet(tmp_path / "parts" / "p1.parquet")
-    s = dpa.Session(str(tmp_path / "parts" / "*.parquet"), privacy_unit="user_id",
-                    budget=Budget(epsilon=1.0))
+    s = dpa.Session(
+        str(tmp_path / "parts" / "*.parquet"), privacy_unit="user_id", budget=Budget(epsilon=1.0)
+    )
     count = _count_or_refusal(s, str(tmp_path / "parts" / "p0.parquet"))
     assert count is None or count <= 1, count
 
@@ -108,18 +114,24 @@ def test_part_of_a_private_glob_is_not_joinable(tmp_path: Path) -> None:
 def _decimal_session(tmp_path: Path, third: decimal.Decimal, name: str) -> Any:
     keys = [decimal.Decimal(1), decimal.Decimal(2), third]
     path = tmp_path / f"{name}.parquet"
-    pq.write_table(pa.table({"user_id": [1, 2, 3],
-                             "acct": pa.array(keys, pa.decimal128(38, 0))}), path)
+    pq.write_table(
+        pa.table({"user_id": [1, 2, 3], "acct": pa.array(keys, pa.decimal128(38, 0))}), path
+    )
     return dpa.Session(str(path), privacy_unit="user_id", budget=Budget(epsilon=10.0))
 
 
 def _decimal_outcome(session: Any) -> tuple[str, Any]:
-    accounts = pa.table({"acct": pa.array([decimal.Decimal("1.0000000000")],
-                                          pa.decimal128(38, 10))})
+    accounts = pa.table(
+        {"acct": pa.array([decimal.Decimal("1.0000000000")], pa.decimal128(38, 10))}
+    )
     meta = {"tables": {"people": {"privacy_unit": "user_id"}, "accounts": {"public": True}}}
     try:
-        session.sql("SELECT COUNT(*) AS n FROM people p JOIN accounts a ON p.acct = a.acct",
-                    epsilon=1.0, metadata=meta, public_tables={"accounts": accounts})
+        session.sql(
+            "SELECT COUNT(*) AS n FROM people p JOIN accounts a ON p.acct = a.acct",
+            epsilon=1.0,
+            metadata=meta,
+            public_tables={"accounts": accounts},
+        )
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}", session.spent
     return "answered", session.spent
@@ -148,8 +160,11 @@ def test_case_insensitive_collation_does_not_copy_a_row() -> None:
     s = dpa.Session(con, table="people", privacy_unit=None, budget=Budget(epsilon=1.0))
     meta = {"tables": {"people": {}, "cities": {"public": True}}}
     try:
-        p = s.sql_query("SELECT COUNT(*) AS n FROM people p JOIN cities c ON p.city = c.city",
-                        metadata=meta, public_tables={"cities": cities}).prepare(epsilon=1.0)
+        p = s.sql_query(
+            "SELECT COUNT(*) AS n FROM people p JOIN cities c ON p.city = c.city",
+            metadata=meta,
+            public_tables={"cities": cities},
+        ).prepare(epsilon=1.0)
     except DPKitError:
         return
     assert int(p.exact(s.engine).values["n:n"][0]) <= 1
@@ -157,26 +172,39 @@ def test_case_insensitive_collation_does_not_copy_a_row() -> None:
 
 # --------------------------------------------------------------- post-processing after the charge
 
-POST_META = {"tables": {"people": {"privacy_unit": "user_id",
-                                   "columns": {"age": {"lower": 0, "upper": 100},
-                                               "region": {"keys": ["north", "south"]}}}}}
+POST_META = {
+    "tables": {
+        "people": {
+            "privacy_unit": "user_id",
+            "columns": {"age": {"lower": 0, "upper": 100}, "region": {"keys": ["north", "south"]}},
+        }
+    }
+}
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING region > 5",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING n > 'abc'",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING n BETWEEN 'a' AND 'z'",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING region + 1 > 0",
-    "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING -region = 'x'",
-    "SELECT QUANTILE_CONT(age, [0.25, 0.5]) AS q, COUNT(*) AS n FROM people ORDER BY q",
-    "SELECT QUANTILE_CONT(age, [0.25, 0.5]) AS q, COUNT(*) AS n FROM people HAVING q > 5",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING region > 5",
+        "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING n > 'abc'",
+        "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING n BETWEEN 'a' AND 'z'",
+        "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING region + 1 > 0",
+        "SELECT region, COUNT(*) AS n FROM people GROUP BY region HAVING -region = 'x'",
+        "SELECT QUANTILE_CONT(age, [0.25, 0.5]) AS q, COUNT(*) AS n FROM people ORDER BY q",
+        "SELECT QUANTILE_CONT(age, [0.25, 0.5]) AS q, COUNT(*) AS n FROM people HAVING q > 5",
+    ],
+)
 def test_post_processing_never_fails_after_the_charge(sql: str) -> None:
     """HAVING/ORDER BY are checked before the release: a query is answered, or refused with a
     dpkit error before anything is spent -- never a raw TypeError/KeyError after the charge
     (the analyst would pay for a release that is then thrown away)."""
-    df = pd.DataFrame({"user_id": range(50), "region": ["north", "south"] * 25,
-                       "age": [float(i) for i in range(50)]})
+    df = pd.DataFrame(
+        {
+            "user_id": range(50),
+            "region": ["north", "south"] * 25,
+            "age": [float(i) for i in range(50)],
+        }
+    )
     s = dpa.Session(df, privacy_unit="user_id", budget=Budget(epsilon=10.0))
     try:
         s.sql(sql, epsilon=1.0, metadata=POST_META)
@@ -197,15 +225,18 @@ def test_tablesample_is_not_silently_ignored() -> None:
         s.sql_query("SELECT COUNT(*) AS n FROM people TABLESAMPLE (10 PERCENT)")
 
 
-@pytest.mark.parametrize("text", [
-    # the privacy unit, then a later duplicate that drops it (each row becomes a person)
-    "tables:\n  people:\n    privacy_unit: user_id\n    privacy_unit: null\n",
-    # a public table declared twice, the second time without public: true
-    "tables:\n  regions:\n    public: true\n  regions:\n    path: r.parquet\n",
-    # bounds declared twice
-    "tables:\n  people:\n    columns:\n      income: {lower: 0, upper: 10}\n"
-    "      income: {lower: 0, upper: 1000000000}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the privacy unit, then a later duplicate that drops it (each row becomes a person)
+        "tables:\n  people:\n    privacy_unit: user_id\n    privacy_unit: null\n",
+        # a public table declared twice, the second time without public: true
+        "tables:\n  regions:\n    public: true\n  regions:\n    path: r.parquet\n",
+        # bounds declared twice
+        "tables:\n  people:\n    columns:\n      income: {lower: 0, upper: 10}\n"
+        "      income: {lower: 0, upper: 1000000000}\n",
+    ],
+)
 def test_duplicate_yaml_keys_are_errors(tmp_path: Path, text: str) -> None:
     """YAML forbids duplicate keys and PyYAML keeps the last silently; the metadata promise
     is that a mistake is an error, never a silent default."""
@@ -215,10 +246,13 @@ def test_duplicate_yaml_keys_are_errors(tmp_path: Path, text: str) -> None:
         load_metadata(p)
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT COUNT(*) AS n, SUM(age) AS n_low FROM people",
-    "SELECT SUM(age) AS n_low, COUNT(*) AS n FROM people",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) AS n, SUM(age) AS n_low FROM people",
+        "SELECT SUM(age) AS n_low, COUNT(*) AS n FROM people",
+    ],
+)
 def test_an_output_name_never_shadows_an_interval_column(sql: str) -> None:
     """``n_low`` is the lower end of ``n``'s interval: a SELECT alias ``n_low`` must be refused
     (or renamed), never silently swapped with another column's interval (today the released

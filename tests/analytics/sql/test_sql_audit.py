@@ -70,17 +70,21 @@ def world() -> dict[str, Any]:
 
 def _prepared(world: dict[str, Any], sql: str, delta: bool, seed: int = 5) -> Any:
     budget = Budget(epsilon=10.0, delta=1e-3, method="basic") if delta else Budget(epsilon=10.0)
-    session = dpa.Session(world["d"], privacy_unit="user_id", budget=budget,
-                          engine=world["engine"],
-                          source_of_randomness=RandomSource(seed=seed, insecure=True))
-    sq = session.sql_query(sql, metadata=META,
-                           public_tables=public_tables())
+    session = dpa.Session(
+        world["d"],
+        privacy_unit="user_id",
+        budget=budget,
+        engine=world["engine"],
+        source_of_randomness=RandomSource(seed=seed, insecure=True),
+    )
+    sq = session.sql_query(sql, metadata=META, public_tables=public_tables())
     return sq.prepare(epsilon=EPSILON, delta=DELTA if delta else None)
 
 
 @pytest.mark.parametrize("name", sorted(answered()))
 def test_answered_query_stays_within_its_claim_on_neighbouring_tables(
-        world: dict[str, Any], name: str) -> None:
+    world: dict[str, Any], name: str
+) -> None:
     entry = answered()[name]
     p = _prepared(world, entry.sql, entry.delta)
     engine = world["engine"]
@@ -88,12 +92,16 @@ def test_answered_query_stays_within_its_claim_on_neighbouring_tables(
     rb = p.exact(engine, Source(kind="table", location="d_prime"))
     usage = sensitivity_usage(p, ra, rb)
     assert usage <= 1.0
-    claim = Claim.approx(epsilon=EPSILON, delta=DELTA) if entry.delta \
-        else Claim.pure(epsilon=EPSILON)
-    res = audit_pair(p, ra, rb, claim, seed=zlib.crc32(name.encode()), samples=SAMPLES,
-                     confidence=CONFIDENCE)
-    print(f"{name}: sensitivity usage {usage:.3f}, certified epsilon "
-          f"{res.epsilon_lower_bound:.3f} (claim {EPSILON})")
+    claim = (
+        Claim.approx(epsilon=EPSILON, delta=DELTA) if entry.delta else Claim.pure(epsilon=EPSILON)
+    )
+    res = audit_pair(
+        p, ra, rb, claim, seed=zlib.crc32(name.encode()), samples=SAMPLES, confidence=CONFIDENCE
+    )
+    print(
+        f"{name}: sensitivity usage {usage:.3f}, certified epsilon "
+        f"{res.epsilon_lower_bound:.3f} (claim {EPSILON})"
+    )
     assert not res.violated
     assert res.epsilon_lower_bound <= EPSILON
 
@@ -110,19 +118,27 @@ def test_the_adversary_saturates_the_bounds(world: dict[str, Any]) -> None:
 
 
 def test_audit_catches_the_corpus_query_without_contribution_bounding(
-        world: dict[str, Any]) -> None:
+    world: dict[str, Any],
+) -> None:
     entry = answered()["rows_per_region"]
     p = _prepared(world, entry.sql, entry.delta)
-    unbounded = dataclasses.replace(p.plan, bound=Bound(
-        privacy_unit="user_id", max_partitions=1 << 20, max_rows_per_partition=1 << 20,
-        salt=p.plan.bound.salt))
+    unbounded = dataclasses.replace(
+        p.plan,
+        bound=Bound(
+            privacy_unit="user_id",
+            max_partitions=1 << 20,
+            max_rows_per_partition=1 << 20,
+            salt=p.plan.bound.salt,
+        ),
+    )
     broken = dataclasses.replace(p, plan=unbounded)
     engine = world["engine"]
     ra = broken.exact(engine, Source(kind="table", location="d"))
     rb = broken.exact(engine, Source(kind="table", location="d_prime"))
     assert sensitivity_usage(p, ra, rb) > 1.0  # the exact check sees it too
-    res = audit_pair(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=99, samples=SAMPLES,
-                     confidence=CONFIDENCE)
+    res = audit_pair(
+        p, ra, rb, Claim.pure(epsilon=EPSILON), seed=99, samples=SAMPLES, confidence=CONFIDENCE
+    )
     print("broken (no bounding):", res.summary())
     assert res.violated
     assert res.epsilon_lower_bound > EPSILON

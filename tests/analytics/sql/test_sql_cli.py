@@ -19,18 +19,30 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sqlcli")
     people().to_parquet(root / "people.parquet")
     regions().to_parquet(root / "regions.parquet")
-    (root / "meta.yaml").write_text(METADATA_YAML.replace(
-        "  regions:\n    public: true\n", "  regions:\n    public: true\n    path: "
-        "regions.parquet\n"))
+    (root / "meta.yaml").write_text(
+        METADATA_YAML.replace(
+            "  regions:\n    public: true\n",
+            "  regions:\n    public: true\n    path: regions.parquet\n",
+        )
+    )
     (root / "meta.toml").write_text(METADATA_TOML)
     return root
 
 
 def test_sql_query_prints_released_rows(files: Path) -> None:
-    res = runner.invoke(app, [
-        "query", str(files / "people.parquet"), "--epsilon", "1", "--metadata",
-        str(files / "meta.yaml"), "--sql",
-        "SELECT region, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY region"])
+    res = runner.invoke(
+        app,
+        [
+            "query",
+            str(files / "people.parquet"),
+            "--epsilon",
+            "1",
+            "--metadata",
+            str(files / "meta.yaml"),
+            "--sql",
+            "SELECT region, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY region",
+        ],
+    )
     assert res.exit_code == 0, res.output
     for region in ("north", "south", "east", "west"):
         assert region in res.output
@@ -39,11 +51,22 @@ def test_sql_query_prints_released_rows(files: Path) -> None:
 
 
 def test_sql_query_joins_a_public_table_named_in_the_metadata(files: Path) -> None:
-    res = runner.invoke(app, [
-        "query", str(files / "people.parquet"), "--epsilon", "1", "--metadata",
-        str(files / "meta.yaml"), "--output", "json", "--sql",
-        "SELECT r.country, COUNT(*) AS n FROM people p JOIN regions r ON p.rid = r.id "
-        "GROUP BY r.country ORDER BY r.country"])
+    res = runner.invoke(
+        app,
+        [
+            "query",
+            str(files / "people.parquet"),
+            "--epsilon",
+            "1",
+            "--metadata",
+            str(files / "meta.yaml"),
+            "--output",
+            "json",
+            "--sql",
+            "SELECT r.country, COUNT(*) AS n FROM people p JOIN regions r ON p.rid = r.id "
+            "GROUP BY r.country ORDER BY r.country",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert [r["country"] for r in rows] == ["A", "B"]
@@ -51,24 +74,55 @@ def test_sql_query_joins_a_public_table_named_in_the_metadata(files: Path) -> No
 
 
 def test_sql_refusal_exits_2_and_names_the_clause(files: Path) -> None:
-    res = runner.invoke(app, [
-        "query", str(files / "people.parquet"), "--epsilon", "1", "--metadata",
-        str(files / "meta.toml"), "--sql", "SELECT MAX(income) FROM people"])
+    res = runner.invoke(
+        app,
+        [
+            "query",
+            str(files / "people.parquet"),
+            "--epsilon",
+            "1",
+            "--metadata",
+            str(files / "meta.toml"),
+            "--sql",
+            "SELECT MAX(income) FROM people",
+        ],
+    )
     assert res.exit_code == 2
     assert "MAX" in res.output and "nothing was spent" in res.output
 
 
 def test_sql_and_aggregate_options_do_not_mix(files: Path) -> None:
-    res = runner.invoke(app, [
-        "query", str(files / "people.parquet"), "--epsilon", "1", "--count", "--sql",
-        "SELECT COUNT(*) FROM people"])
+    res = runner.invoke(
+        app,
+        [
+            "query",
+            str(files / "people.parquet"),
+            "--epsilon",
+            "1",
+            "--count",
+            "--sql",
+            "SELECT COUNT(*) FROM people",
+        ],
+    )
     assert res.exit_code != 0
     assert "--sql replaces" in res.output
 
 
 def test_privacy_unit_must_agree_with_the_metadata(files: Path) -> None:
-    res = runner.invoke(app, [
-        "query", str(files / "people.parquet"), "--epsilon", "1", "--privacy-unit", "region",
-        "--metadata", str(files / "meta.yaml"), "--sql", "SELECT COUNT(*) FROM people"])
+    res = runner.invoke(
+        app,
+        [
+            "query",
+            str(files / "people.parquet"),
+            "--epsilon",
+            "1",
+            "--privacy-unit",
+            "region",
+            "--metadata",
+            str(files / "meta.yaml"),
+            "--sql",
+            "SELECT COUNT(*) FROM people",
+        ],
+    )
     assert res.exit_code == 2
     assert "disagrees" in res.output

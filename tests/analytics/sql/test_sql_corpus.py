@@ -33,8 +33,7 @@ DATA = people()
 
 
 def _session(delta: bool) -> Any:
-    budget = (Budget(epsilon=100.0, delta=1e-2, method="basic") if delta
-              else Budget(epsilon=100.0))
+    budget = Budget(epsilon=100.0, delta=1e-2, method="basic") if delta else Budget(epsilon=100.0)
     return dpa.Session(DATA, privacy_unit="user_id", budget=budget)
 
 
@@ -55,8 +54,9 @@ def test_answered_query_releases_with_intervals_and_spends_what_it_asked(name: s
     # what attrs report as charged is what the budget spent
     assert (info["epsilon"], info["delta"]) == s.budget.spent
     # shares are rounded down: the charge is at most what was asked, and close to it
-    assert Fraction(1, 2) * (1 - Fraction(1, 10**9)) <= s.budget.spent_epsilon_exact \
-        <= Fraction(1, 2)
+    assert (
+        Fraction(1, 2) * (1 - Fraction(1, 10**9)) <= s.budget.spent_epsilon_exact <= Fraction(1, 2)
+    )
     if entry.delta:
         assert 0 < s.budget.spent[1] <= 1e-5
     sq = s.sql_query(entry.sql, metadata=META, public_tables=PUBLIC)
@@ -78,8 +78,13 @@ def test_refused_query_names_the_clause_and_the_reason_and_spends_nothing(name: 
     for delta in (False, True):
         s = _session(delta)
         with pytest.raises(SqlError) as info:
-            s.sql(entry.sql, epsilon=1.0, delta=1e-5 if delta else None, metadata=META,
-                  public_tables=PUBLIC)
+            s.sql(
+                entry.sql,
+                epsilon=1.0,
+                delta=1e-5 if delta else None,
+                metadata=META,
+                public_tables=PUBLIC,
+            )
         assert info.value.clause == entry.clause, str(info.value)
         assert entry.reason in info.value.reason, str(info.value)
         assert "nothing was spent" in str(info.value)
@@ -91,8 +96,9 @@ def test_a_refusal_after_translation_still_spends_nothing() -> None:
     """Partition selection asked of a pure budget fails in pricing, before the charge."""
     s = _session(False)
     with pytest.raises(DPKitError, match="delta"):
-        s.sql("SELECT device, COUNT(*) AS n FROM people GROUP BY device", epsilon=1.0,
-              metadata=META)
+        s.sql(
+            "SELECT device, COUNT(*) AS n FROM people GROUP BY device", epsilon=1.0, metadata=META
+        )
     assert s.budget.spent_epsilon_exact == 0
 
 

@@ -17,26 +17,116 @@ from dpkit.errors import DPKitError
 META = yaml.safe_load(METADATA_YAML)
 DATA = people(n_units=30)
 PUBLIC = public_tables()
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TOKENS = [
-    "SELECT", "FROM", "WHERE", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "OFFSET", "JOIN",
-    "LEFT JOIN", "RIGHT JOIN", "CROSS JOIN", "ON", "AS", "AND", "OR", "NOT", "IN", "IS", "NULL",
-    "CASE", "WHEN", "THEN", "ELSE", "END", "OVER", "PARTITION BY", "DISTINCT", "UNION", "WITH",
-    "WITHIN GROUP", "FILTER", "people", "regions", "orders", "p", "r", "t", "user_id", "region",
-    "income", "age", "score", "visits", "plan", "rid", "id", "country", "population",
-    "COUNT(*)", "COUNT", "SUM", "AVG", "MEDIAN", "STDDEV", "VARIANCE", "PERCENTILE_CONT",
-    "QUANTILE_CONT", "MAX", "MIN", "ROW_NUMBER()", "lower", "my_udf", "read_parquet", "(", ")",
-    ",", ".", "*", "/", "+", "-", "=", "<", ">=", "<>", "'north'", "'x''y'", "0", "1", "0.5",
-    "1e308", "-1", "[0.25, 0.75]", ";", "--", "/*", "*/", '"', "'", "\\", "\u00e9", "\x00",
-    "DESC", "ASC", "NULLS FIRST", "1/0", "CAST(age AS INT)", "TRY_CAST(", "?", "$1", ":x",
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "GROUP BY",
+    "HAVING",
+    "ORDER BY",
+    "LIMIT",
+    "OFFSET",
+    "JOIN",
+    "LEFT JOIN",
+    "RIGHT JOIN",
+    "CROSS JOIN",
+    "ON",
+    "AS",
+    "AND",
+    "OR",
+    "NOT",
+    "IN",
+    "IS",
+    "NULL",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "OVER",
+    "PARTITION BY",
+    "DISTINCT",
+    "UNION",
+    "WITH",
+    "WITHIN GROUP",
+    "FILTER",
+    "people",
+    "regions",
+    "orders",
+    "p",
+    "r",
+    "t",
+    "user_id",
+    "region",
+    "income",
+    "age",
+    "score",
+    "visits",
+    "plan",
+    "rid",
+    "id",
+    "country",
+    "population",
+    "COUNT(*)",
+    "COUNT",
+    "SUM",
+    "AVG",
+    "MEDIAN",
+    "STDDEV",
+    "VARIANCE",
+    "PERCENTILE_CONT",
+    "QUANTILE_CONT",
+    "MAX",
+    "MIN",
+    "ROW_NUMBER()",
+    "lower",
+    "my_udf",
+    "read_parquet",
+    "(",
+    ")",
+    ",",
+    ".",
+    "*",
+    "/",
+    "+",
+    "-",
+    "=",
+    "<",
+    ">=",
+    "<>",
+    "'north'",
+    "'x''y'",
+    "0",
+    "1",
+    "0.5",
+    "1e308",
+    "-1",
+    "[0.25, 0.75]",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    '"',
+    "'",
+    "\\",
+    "\u00e9",
+    "\x00",
+    "DESC",
+    "ASC",
+    "NULLS FIRST",
+    "1/0",
+    "CAST(age AS INT)",
+    "TRY_CAST(",
+    "?",
+    "$1",
+    ":x",
 ]
 
 
 def _session(delta: bool) -> Any:
-    budget = (Budget(epsilon=5.0, delta=1e-3, method="basic") if delta
-              else Budget(epsilon=5.0))
+    budget = Budget(epsilon=5.0, delta=1e-3, method="basic") if delta else Budget(epsilon=5.0)
     return dpa.Session(DATA, privacy_unit="user_id", budget=budget)
 
 
@@ -47,8 +137,9 @@ def _check(text: str, delta: bool) -> None:
     s = SESSIONS[delta]
     before = s.budget.spent_epsilon_exact
     try:
-        s.sql(text, epsilon=0.01, delta=1e-7 if delta else None, metadata=META,
-              public_tables=PUBLIC)
+        s.sql(
+            text, epsilon=0.01, delta=1e-7 if delta else None, metadata=META, public_tables=PUBLIC
+        )
     except DPKitError:
         assert s.budget.spent_epsilon_exact == before  # refused: nothing spent
     else:
@@ -69,8 +160,9 @@ def test_token_soup_only_raises_dpkit_errors(tokens: list[str], delta: bool) -> 
 
 @SETTINGS
 @given(st.sampled_from(sorted(CORPUS)), st.data(), st.booleans())
-def test_near_miss_corpus_queries_only_raise_dpkit_errors(name: str, data: Any,
-                                                          delta: bool) -> None:
+def test_near_miss_corpus_queries_only_raise_dpkit_errors(
+    name: str, data: Any, delta: bool
+) -> None:
     """A corpus query with a few tokens deleted, replaced or inserted."""
     words = CORPUS[name].sql.split()
     for _ in range(data.draw(st.integers(1, 3))):

@@ -50,9 +50,7 @@ def to_event(terms: Terms, event: Any, epsilon: float | None, delta: float | Non
         inner = getattr(event, "event", None)
         if isinstance(inner, DpEvent):  # a mechanism: charge what it declares
             return kinds.calibrated_pair(terms, getattr(event, "calibrated_delta", None), inner)
-        raise UnsupportedEventError(
-            f"not a DpEvent or a mechanism with an .event: {event!r}"
-        )
+        raise UnsupportedEventError(f"not a DpEvent or a mechanism with an .event: {event!r}")
     if epsilon is None:
         raise PrivacyParameterError("charge needs an event, a mechanism or an epsilon")
     eps = check_epsilon(epsilon, allow_zero=True)
@@ -99,8 +97,12 @@ class Account:
         trial = old.interpreter.clone()
         trial.compose(used, n)  # may raise UnsupportedEventError; only the copy is touched
         spent_e, spent_d = kinds.spent_of(self.terms, trial, nonempty=True)
-        new = State(interpreter=trial, ledger=(*old.ledger, (ev, n)), spent_epsilon=spent_e,
-                    spent_delta=spent_d)
+        new = State(
+            interpreter=trial,
+            ledger=(*old.ledger, (ev, n)),
+            spent_epsilon=spent_e,
+            spent_delta=spent_d,
+        )
         return new, used
 
     def within(self, state: State) -> bool:
@@ -120,8 +122,9 @@ class Account:
             raise self.refusal(ev, n, self.cost_after(used, n, new), new, analyst)
         return new
 
-    def refusal(self, ev: DpEvent, n: int, cost: ChargeCost, new: State,
-                analyst: str | None) -> BudgetExceededError:
+    def refusal(
+        self, ev: DpEvent, n: int, cost: ChargeCost, new: State, analyst: str | None
+    ) -> BudgetExceededError:
         """The refusal of a charge that does not fit: one rounded sentence first (what the
         charge needs, what is left, the total, the fix), the exact figures as attributes.
 
@@ -143,22 +146,32 @@ class Account:
                 need.append(("delta", cost.delta))
                 left_now.append(("delta", remaining[1]))
                 total.append(("delta", terms.delta))
-        first = refusal_message("charge", need, left_now, total,
-                                "charge less or use a larger budget", analyst, note)
-        details = (f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
-                   f"{kinds.describe(terms, new)}, over the budget "
-                   f"{kinds.describe_budget(terms)}; already spent {kinds.describe(terms, old)}")
+        first = refusal_message(
+            "charge", need, left_now, total, "charge less or use a larger budget", analyst, note
+        )
+        details = (
+            f"charging {ev!r} x{n} would cost {cost} and take the spent privacy to "
+            f"{kinds.describe(terms, new)}, over the budget "
+            f"{kinds.describe_budget(terms)}; already spent {kinds.describe(terms, old)}"
+        )
         out = BudgetExceededError(
-            f"{first} Nothing was charged.", event=ev, count=n, requested=cost,
-            remaining=kinds.remaining_exact(terms, old), spent=kinds.spent_pair_of(old),
-            budget=(terms.epsilon, terms.delta), details=details)
+            f"{first} Nothing was charged.",
+            event=ev,
+            count=n,
+            requested=cost,
+            remaining=kinds.remaining_exact(terms, old),
+            spent=kinds.spent_pair_of(old),
+            budget=(terms.epsilon, terms.delta),
+            details=details,
+        )
         # the sentence's parts, for a caller that restates it (a query: "This query needs")
         out.sentence_parts = (need, left_now, total, analyst, note)
         return out
 
 
-def _native_parts(terms: Terms, cost: ChargeCost, old: State, new: State
-                  ) -> tuple[list[tuple[str, float]], ...]:
+def _native_parts(
+    terms: Terms, cost: ChargeCost, old: State, new: State
+) -> tuple[list[tuple[str, float]], ...]:
     """What a zcdp or gdp charge needs, what is left and the totals, for each cap it breaks
     (rho or mu, the approximate delta, the pmf slack)."""
     assert terms.native_budget is not None
@@ -179,13 +192,13 @@ def _native_parts(terms: Terms, cost: ChargeCost, old: State, new: State
         a_old = kinds.approx_delta_exact(old.interpreter)
         if a_new > Fraction(terms.approx_allowance):
             need.append(("approximate delta", up(a_new - a_old)))
-            left_now.append(("approximate delta", max(
-                down(Fraction(terms.approx_allowance) - a_old), 0.0)))
+            left_now.append(
+                ("approximate delta", max(down(Fraction(terms.approx_allowance) - a_old), 0.0))
+            )
             total.append(("approximate delta", terms.approx_allowance))
     if terms.slack_allowance is not None and slack_new > Fraction(terms.slack_allowance):
         need.append(("pmf slack", up(slack_new - slack_old)))
-        left_now.append(("pmf slack", max(
-            down(Fraction(terms.slack_allowance) - slack_old), 0.0)))
+        left_now.append(("pmf slack", max(down(Fraction(terms.slack_allowance) - slack_old), 0.0)))
         total.append(("pmf slack", terms.slack_allowance))
     if not need:  # pragma: no cover - within() refused for one of the reasons above
         need = [(unit, cost.native if cost.native is not None else math.inf)]

@@ -42,8 +42,12 @@ class State:
 
     @classmethod
     def empty(cls, terms: Terms) -> State:
-        return cls(interpreter=new_interpreter(terms.kind, terms.rdp_order), ledger=(),
-                   spent_epsilon=Fraction(0), spent_delta=Fraction(0))
+        return cls(
+            interpreter=new_interpreter(terms.kind, terms.rdp_order),
+            ledger=(),
+            spent_epsilon=Fraction(0),
+            spent_delta=Fraction(0),
+        )
 
 
 def new_interpreter(kind: str, rdp_order: float | None) -> PrivacyAccountant:
@@ -117,15 +121,18 @@ def calibrated_pair(terms: Terms, target: Any, inner: DpEvent) -> DpEvent:
     The pair is what the ledger records, so a replay charges the same. The 2**-45 keeps k
     pairs of ``delta / k`` (each rounded to a double) within ``delta`` for k up to 2**7
     and more, as the epsilon constructors' 2**-40 does for epsilon."""
-    if (terms.kind != "basic" or not isinstance(inner, GaussianEvent)
-            or not isinstance(target, float) or inner.neighbouring != terms.neighbouring):
+    if (
+        terms.kind != "basic"
+        or not isinstance(inner, GaussianEvent)
+        or not isinstance(target, float)
+        or inner.neighbouring != terms.neighbouring
+    ):
         return inner
     pair = gaussian_pair(inner, target * (1.0 - 2.0**-45))
     return inner if pair is None else pair
 
 
-def spent_of(terms: Terms, interpreter: PrivacyAccountant,
-             nonempty: bool) -> tuple[Any, Fraction]:
+def spent_of(terms: Terms, interpreter: PrivacyAccountant, nonempty: bool) -> tuple[Any, Fraction]:
     """``(epsilon, delta)`` spent by ``interpreter`` as ``terms`` read it (exact for pure and
     basic; otherwise the epsilon certified at the budget's delta, rounded up, and the delta
     certified at that epsilon)."""
@@ -147,8 +154,10 @@ def spent_of(terms: Terms, interpreter: PrivacyAccountant,
         eps = interpreter.get_epsilon(terms.delta)
     if math.isinf(eps):
         return math.inf, Fraction(terms.delta)
-    if terms.kind in ("zcdp", "gdp") and terms.epsilon is not None and (
-        native_within(terms, interpreter)
+    if (
+        terms.kind in ("zcdp", "gdp")
+        and terms.epsilon is not None
+        and (native_within(terms, interpreter))
     ):
         # rho <= rho_max (mu <= mu_max) and A <= A_max: (epsilon, delta) is certified by
         # the budget's own calibration, which may be a hair tighter than a fresh conversion.
@@ -246,8 +255,10 @@ def remaining_exact(terms: Terms, state: State) -> tuple[float, float]:
     if terms.epsilon is None:
         return math.inf, max(down(Fraction(terms.delta) - state.spent_delta), 0.0)
     if isinstance(state.spent_epsilon, float):
-        rem_e = 0.0 if math.isinf(state.spent_epsilon) else down(
-            Fraction(terms.epsilon) - Fraction(state.spent_epsilon)
+        rem_e = (
+            0.0
+            if math.isinf(state.spent_epsilon)
+            else down(Fraction(terms.epsilon) - Fraction(state.spent_epsilon))
         )
     else:
         rem_e = down(Fraction(terms.epsilon) - state.spent_epsilon)
@@ -290,8 +301,13 @@ def split(terms: Terms, state: State, k: int) -> Share:
         else:
             rem_e = max(Fraction(terms.epsilon) - spent_e, Fraction(0))
         rem_d = max(Fraction(terms.delta) - state.spent_delta, Fraction(0))
-        return Share(epsilon=down(rem_e / parts), delta=down(rem_d / parts), rho=None,
-                     mu=None, pmf_slack=None)
+        return Share(
+            epsilon=down(rem_e / parts),
+            delta=down(rem_d / parts),
+            rho=None,
+            mu=None,
+            pmf_slack=None,
+        )
     if terms.native_budget is None:
         raise PrivacyParameterError("split() needs a budget")
     value, slack = native_exact(state.interpreter)
@@ -308,8 +324,13 @@ def split(terms: Terms, state: State, k: int) -> Share:
         delta_part = down(max(rem_d, Fraction(0)) / parts)
     else:
         rho_part = max(total * total - value, Fraction(0)) / parts * _SPLIT_HEADROOM / 2
-    return Share(epsilon=None, delta=delta_part, rho=down(rho_part),
-                 mu=sqrt_down(2 * rho_part), pmf_slack=down(rem_slack / parts))
+    return Share(
+        epsilon=None,
+        delta=delta_part,
+        rho=down(rho_part),
+        mu=sqrt_down(2 * rho_part),
+        pmf_slack=down(rem_slack / parts),
+    )
 
 
 def describe(terms: Terms, state: State) -> str:
@@ -318,8 +339,10 @@ def describe(terms: Terms, state: State) -> str:
     if terms.kind in ("zcdp", "gdp"):
         value, slack = native_exact(state.interpreter)
         if terms.kind == "zcdp":
-            text += (f", rho={up(value)!r}, "
-                     f"approximate delta={up(approx_delta_exact(state.interpreter))!r}")
+            text += (
+                f", rho={up(value)!r}, "
+                f"approximate delta={up(approx_delta_exact(state.interpreter))!r}"
+            )
         else:
             text += f", mu^2={up(value)!r}"
         text += f", pmf slack={up(slack)!r}"
@@ -331,8 +354,9 @@ def describe_budget(terms: Terms) -> str:
     text = f"(epsilon={terms.epsilon!r}, delta={terms.delta!r})"
     if terms.kind in ("zcdp", "gdp"):
         unit = "rho" if terms.kind == "zcdp" else "mu"
-        text += (f", {unit}_max={terms.native_budget!r}, "
-                 f"pmf slack allowance={terms.slack_allowance!r}")
+        text += (
+            f", {unit}_max={terms.native_budget!r}, pmf slack allowance={terms.slack_allowance!r}"
+        )
         if terms.kind == "zcdp":
             text += f", approximate delta allowance={terms.approx_allowance!r}"
     if terms.neighbouring is Neighbouring.REPLACE:

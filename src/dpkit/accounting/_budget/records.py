@@ -21,8 +21,9 @@ class Pair(tuple[float, float]):
 
     _of: tuple[float | None, float] | None
 
-    def __new__(cls, epsilon: float, delta: float, *,
-                of: tuple[float | None, float] | None = None) -> Pair:
+    def __new__(
+        cls, epsilon: float, delta: float, *, of: tuple[float | None, float] | None = None
+    ) -> Pair:
         out = super().__new__(cls, (epsilon, delta))
         out._of = of
         return out
@@ -51,9 +52,15 @@ def _amounts(pairs: list[tuple[str, float]]) -> str:
     return " and ".join(f"{name} {fmt(value)}" for name, value in pairs)
 
 
-def refusal_message(what: str, need: list[tuple[str, float]], left_now: list[tuple[str, float]],
-                    total: list[tuple[str, float]], fix: str, analyst: str | None = None,
-                    note: str = "") -> str:
+def refusal_message(
+    what: str,
+    need: list[tuple[str, float]],
+    left_now: list[tuple[str, float]],
+    total: list[tuple[str, float]],
+    fix: str,
+    analyst: str | None = None,
+    note: str = "",
+) -> str:
     """The first sentence of a budget refusal, in rounded numbers: ``This query needs epsilon
     0.5 but only epsilon 0.3 is left of the budget of epsilon 1; ask for less or use a larger
     budget.`` ``need``/``left_now``/``total`` are ``(name, value)`` lists; a remaining value
@@ -63,8 +70,10 @@ def refusal_message(what: str, need: list[tuple[str, float]], left_now: list[tup
     shown = [(name, left(value, totals.get(name))) for name, value in left_now]
     verb = "is" if len(shown) == 1 else "are"
     owner = "the budget" if analyst is None else f"the budget of analyst {analyst!r}"
-    return (f"This {what} needs {_amounts(need)} but only {_amounts(shown)} {verb} left of "
-            f"{owner}, {_amounts(total)}{note}; {fix}.")
+    return (
+        f"This {what} needs {_amounts(need)} but only {_amounts(shown)} {verb} left of "
+        f"{owner}, {_amounts(total)}{note}; {fix}."
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,8 +109,10 @@ class _Charge:
 
 
 def _spent_pair(value: Any, what: str) -> tuple[float, float]:
-    if not isinstance(value, list) or len(value) != 2 or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     ):
         raise ValueError(f"{what} must be a list of two numbers, got {value!r}")
     return float(value[0]), float(value[1])
@@ -161,8 +163,7 @@ def _event_data(ev: DpEvent) -> dict[str, Any]:
         return event_to_dict(ev)
     except (SerializationError, RecursionError) as exc:
         raise UnsupportedEventError(
-            f"a {type(ev).__name__} cannot be recorded in the ledger ({exc}); "
-            "nothing was charged"
+            f"a {type(ev).__name__} cannot be recorded in the ledger ({exc}); nothing was charged"
         ) from exc
 
 
@@ -255,8 +256,12 @@ class Book:
                 new = total.check(ev, n, None)
             else:
                 new, _ = total.trial(ev, n)
-            body: dict[str, Any] = {"event": _event_data(ev), "count": n, "metadata": meta,
-                                    "spent_after": list(kinds.spent_pair_of(new))}
+            body: dict[str, Any] = {
+                "event": _event_data(ev),
+                "count": n,
+                "metadata": meta,
+                "spent_after": list(kinds.spent_pair_of(new)),
+            }
             cap = sub_new = None
             if sub_name is not None:
                 cap = self.caps[sub_name]
@@ -264,8 +269,9 @@ class Book:
                 body["analyst_spent_after"] = list(kinds.spent_pair_of(sub_new))
             payload = json.dumps(body, sort_keys=True)
             _check_replays(payload, ev, n, sub_name)
-            record = _ledger.LedgerRecord(seq=self.seq + 1, time=time.time(), kind="charge",
-                                          analyst=sub_name, payload=payload)
+            record = _ledger.LedgerRecord(
+                seq=self.seq + 1, time=time.time(), kind="charge", analyst=sub_name, payload=payload
+            )
             if store_call(functools.partial(self.store.append, self.name, record)):
                 total.state = new  # the only state changes
                 if cap is not None and sub_new is not None:
@@ -299,7 +305,10 @@ class Book:
             if not given:
                 raise LedgerError(f"no sub-budget {analyst!r}: give its caps to create it")
             record = _ledger.LedgerRecord(
-                seq=self.seq + 1, time=time.time(), kind="sub_budget", analyst=analyst,
+                seq=self.seq + 1,
+                time=time.time(),
+                kind="sub_budget",
+                analyst=analyst,
                 payload=json.dumps({"definition": caps}, sort_keys=True),
             )
             if store_call(functools.partial(self.store.append, self.name, record)):
@@ -361,14 +370,23 @@ class Book:
             cap = self.caps[record.analyst]
             sub_new, _ = cap.trial(charge.event, charge.count)
             assert charge.analyst_spent_after is not None
-            self._verify(record, "analyst_spent_after", charge.analyst_spent_after,
-                         kinds.spent_pair_of(sub_new))
+            self._verify(
+                record,
+                "analyst_spent_after",
+                charge.analyst_spent_after,
+                kinds.spent_pair_of(sub_new),
+            )
         self.total.state = new
         if cap is not None and sub_new is not None:
             cap.state = sub_new
 
-    def _verify(self, record: _ledger.LedgerRecord, field: str, stored: tuple[float, float],
-                replayed: tuple[float, float]) -> None:
+    def _verify(
+        self,
+        record: _ledger.LedgerRecord,
+        field: str,
+        stored: tuple[float, float],
+        replayed: tuple[float, float],
+    ) -> None:
         if not _agree(stored, replayed):
             raise LedgerError(
                 f"record {record.seq} of budget {self.name!r} stores {field}={list(stored)} "
@@ -391,11 +409,17 @@ class Book:
                 raise LedgerError(
                     f"record {record.seq} of budget {self.name!r} cannot be read: {exc!r}"
                 ) from exc
-            out.append(ChargeRecord(
-                seq=record.seq, time=record.time, analyst=record.analyst,
-                event=charge.event, count=charge.count, metadata=charge.metadata,
-                spent_after=charge.spent_after,
-            ))
+            out.append(
+                ChargeRecord(
+                    seq=record.seq,
+                    time=record.time,
+                    analyst=record.analyst,
+                    event=charge.event,
+                    count=charge.count,
+                    metadata=charge.metadata,
+                    spent_after=charge.spent_after,
+                )
+            )
         return out
 
     def can_charge(self, ev: DpEvent, n: int, analyst: str | None) -> bool:

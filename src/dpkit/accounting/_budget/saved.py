@@ -18,17 +18,27 @@ from dpkit.events import DpEvent, event_from_dict, event_to_dict
 
 __all__ = ["dump", "parse", "read_definition"]
 
-_BASE = frozenset({"format", "version", "epsilon", "delta", "mode", "method", "rdp_order",
-                   "ledger"})
+_BASE = frozenset(
+    {"format", "version", "epsilon", "delta", "mode", "method", "rdp_order", "ledger"}
+)
 _FIELDS = {
     1: _BASE,
     2: _BASE | {"rho", "mu", "pmf_slack_allowance"},
     3: _BASE | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance"},
-    VERSION: _BASE | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance",
-                      "neighbouring"},
+    VERSION: _BASE | {"rho", "mu", "pmf_slack_allowance", "approx_delta_allowance", "neighbouring"},
 }
-_DEFINITION = ("epsilon", "delta", "mode", "method", "rdp_order", "rho", "mu",
-               "pmf_slack_allowance", "approx_delta_allowance", "neighbouring")
+_DEFINITION = (
+    "epsilon",
+    "delta",
+    "mode",
+    "method",
+    "rdp_order",
+    "rho",
+    "mu",
+    "pmf_slack_allowance",
+    "approx_delta_allowance",
+    "neighbouring",
+)
 
 
 def dump(terms: Terms, ledger: tuple[tuple[DpEvent, int], ...]) -> str:
@@ -74,8 +84,9 @@ def _charges(ledger: list[Any]) -> Iterator[tuple[DpEvent, Any]]:
 
 
 def _arguments(data: dict[str, Any], version: int) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {key: data[key]
-                              for key in ("epsilon", "delta", "mode", "method", "rdp_order")}
+    kwargs: dict[str, Any] = {
+        key: data[key] for key in ("epsilon", "delta", "mode", "method", "rdp_order")
+    }
     if version in (2, 3, VERSION):
         for key in ("rho", "mu", "pmf_slack_allowance"):
             kwargs[key] = data[key]
@@ -89,8 +100,10 @@ def _arguments(data: dict[str, Any], version: int) -> dict[str, Any]:
             )
         if relation == "replace":  # add_remove is the default (and the only relation of
             kwargs["neighbouring"] = relation  # subclasses such as the zCDP/GDP filters)
-    elif version == 2 and data["method"] == "zcdp" and (
-        data["rho"] is not None or data["delta"] not in (0, 0.0)
+    elif (
+        version == 2
+        and data["method"] == "zcdp"
+        and (data["rho"] is not None or data["delta"] not in (0, 0.0))
     ):
         kwargs["approx_delta_allowance"] = 0.0
     if not isinstance(kwargs["mode"], str) or not isinstance(kwargs["method"], str):

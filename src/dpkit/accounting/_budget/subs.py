@@ -66,9 +66,15 @@ class SubBudget:
         total = self._parent.remaining
         return Pair(min(mine[0], total[0]), min(mine[1], total[1]), of=self.budget)
 
-    def charge(self, event: Any = None, *, epsilon: float | None = None,
-               delta: float | None = None, count: int = 1,
-               metadata: Mapping[str, Any] | None = None) -> None:
+    def charge(
+        self,
+        event: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        count: int = 1,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
         """Charge the analyst's cap and the total at once (see :meth:`Budget.charge`); refused
         with :class:`~dpkit.errors.BudgetExceededError` if either would be exceeded."""
         book = self._book
@@ -78,15 +84,27 @@ class SubBudget:
         with book.lock:
             book.commit(ev, n, meta, self._analyst)
 
-    def can_charge(self, event: Any = None, *, epsilon: float | None = None,
-                   delta: float | None = None, count: int = 1) -> bool:
+    def can_charge(
+        self,
+        event: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        count: int = 1,
+    ) -> bool:
         """Whether :meth:`charge` would accept this charge now (changes nothing)."""
         ev = to_event(self._book.total.terms, event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         return self._book.can_charge(ev, n, self._analyst)
 
-    def cost_of(self, event: Any = None, *, epsilon: float | None = None,
-                delta: float | None = None, count: int = 1) -> ChargeCost:
+    def cost_of(
+        self,
+        event: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        count: int = 1,
+    ) -> ChargeCost:
         """What the charge would cost, read by the analyst's own cap (changes nothing)."""
         book = self._book
         ev = to_event(book.total.terms, event, epsilon, delta)
@@ -95,10 +113,15 @@ class SubBudget:
             book.sync()
             return self._own().cost_of(ev, n)
 
-    def reserve(self, event: Any = None, *, epsilon: float | None = None,
-                delta: float | None = None, count: int = 1,
-                metadata: Mapping[str, Any] | None = None,
-                ) -> contextlib.AbstractContextManager[SubBudget]:
+    def reserve(
+        self,
+        event: Any = None,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        count: int = 1,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> contextlib.AbstractContextManager[SubBudget]:
         """Charge now (see :meth:`Budget.reserve`: at the call, with or without ``with``) and
         return a context manager for the release (never refunded)."""
         self.charge(event, epsilon=epsilon, delta=delta, count=count, metadata=metadata)
@@ -114,5 +137,7 @@ class SubBudget:
 
     def __repr__(self) -> str:
         e, d = self.spent
-        return (f"SubBudget(analyst={self._analyst!r}, budget={self.budget!r}, "
-                f"spent=({fmt(e)}, {fmt(d)}), parent={self._parent.name!r})")
+        return (
+            f"SubBudget(analyst={self._analyst!r}, budget={self.budget!r}, "
+            f"spent=({fmt(e)}, {fmt(d)}), parent={self._parent.name!r})"
+        )

@@ -36,8 +36,9 @@ _DEFAULT_SLACK = 2.0**-12
 SUB_FIELDS = frozenset({"epsilon", "delta", "rho", "mu"})
 
 
-def zcdp_share_default(epsilon: float, delta: float, *,
-                       slack: float = 0.0) -> tuple[float, float, float]:
+def zcdp_share_default(
+    epsilon: float, delta: float, *, slack: float = 0.0
+) -> tuple[float, float, float]:
     """:meth:`Budget.zcdp_share` with the default proportions of a zcdp budget:
     ``A = max(slack, 2**-12 min(1, epsilon))`` and ``approx_delta = delta / 2`` (rounded
     down); the same as ``Budget(epsilon=epsilon, delta=delta, method="zcdp")`` keeps."""
@@ -55,8 +56,11 @@ def _share(eps: float, dl: float, approx: float, a: float) -> tuple[float, float
         raise PrivacyParameterError(
             f"epsilon={eps!r} is too small for a floating-point slack of {a!r}"
         )
-    return (native_for("zcdp", eps, dl, approx, a),
-            down(Fraction(approx) * (1 - Fraction(1, 2**40))), a)
+    return (
+        native_for("zcdp", eps, dl, approx, a),
+        down(Fraction(approx) * (1 - Fraction(1, 2**40))),
+        a,
+    )
 
 
 def native_for(kind: str, eps: float, delta: float, approx_delta: float, a: float) -> float:
@@ -104,10 +108,20 @@ class Terms:
     approx_allowance: float | None
 
     @classmethod
-    def build(cls, *, epsilon: float | None, delta: float, mode: str, method: str,
-              rdp_order: float | None, rho: float | None, mu: float | None,
-              pmf_slack_allowance: float | None, approx_delta_allowance: float | None,
-              neighbouring: str | Neighbouring) -> Terms:
+    def build(
+        cls,
+        *,
+        epsilon: float | None,
+        delta: float,
+        mode: str,
+        method: str,
+        rdp_order: float | None,
+        rho: float | None,
+        mu: float | None,
+        pmf_slack_allowance: float | None,
+        approx_delta_allowance: float | None,
+        neighbouring: str | Neighbouring,
+    ) -> Terms:
         """Validate the constructor's arguments (every error a PrivacyParameterError)."""
         relation = as_neighbouring(neighbouring)
         if mode not in MODES:
@@ -130,21 +144,40 @@ class Terms:
         order = _check_order(rdp_order, kind)
         approx: float | None = None
         if kind == "zcdp":
-            approx = _approx_allowance(approx_delta_allowance, budget_delta,
-                                       given_rho is None and budget_epsilon is not None)
+            approx = _approx_allowance(
+                approx_delta_allowance,
+                budget_delta,
+                given_rho is None and budget_epsilon is not None,
+            )
         elif approx_delta_allowance is not None:
             raise PrivacyParameterError("approx_delta_allowance applies to method 'zcdp' only")
         slack: float | None = None
         native: float | None = None
         if kind in ("zcdp", "gdp"):
-            slack, native = _native(kind, pmf_slack_allowance, budget_epsilon, budget_delta,
-                                    given_rho if given_rho is not None else given_mu, approx)
+            slack, native = _native(
+                kind,
+                pmf_slack_allowance,
+                budget_epsilon,
+                budget_delta,
+                given_rho if given_rho is not None else given_mu,
+                approx,
+            )
         elif pmf_slack_allowance is not None:
             raise PrivacyParameterError("pmf_slack_allowance applies to method 'zcdp'/'gdp' only")
-        return cls(mode=mode, method=method, kind=kind, neighbouring=relation,
-                   epsilon=budget_epsilon, delta=budget_delta, rdp_order=order,
-                   given_rho=given_rho, given_mu=given_mu, slack_allowance=slack,
-                   native_budget=native, approx_allowance=approx)
+        return cls(
+            mode=mode,
+            method=method,
+            kind=kind,
+            neighbouring=relation,
+            epsilon=budget_epsilon,
+            delta=budget_delta,
+            rdp_order=order,
+            given_rho=given_rho,
+            given_mu=given_mu,
+            slack_allowance=slack,
+            native_budget=native,
+            approx_allowance=approx,
+        )
 
     def definition(self) -> dict[str, Any]:
         """What the budget is (everything ``to_json`` saves except the charges)."""
@@ -165,8 +198,12 @@ class Terms:
 
     def caps(self) -> dict[str, Any]:
         """The definition of a sub-budget with these terms (its caps as given)."""
-        return {"epsilon": self.epsilon, "delta": self.delta, "rho": self.given_rho,
-                "mu": self.given_mu}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho": self.given_rho,
+            "mu": self.given_mu,
+        }
 
     def sub_terms(self, caps: Mapping[str, Any]) -> Terms:
         """The terms of a sub-budget with ``caps`` under these terms: read with this
@@ -180,9 +217,15 @@ class Terms:
             method = "gdp"
         order = self.rdp_order if method == "rdp" and caps["delta"] else None
         try:
-            return Terms.build(**caps, mode="filter", method=method, rdp_order=order,
-                               pmf_slack_allowance=None, approx_delta_allowance=None,
-                               neighbouring=self.neighbouring)
+            return Terms.build(
+                **caps,
+                mode="filter",
+                method=method,
+                rdp_order=order,
+                pmf_slack_allowance=None,
+                approx_delta_allowance=None,
+                neighbouring=self.neighbouring,
+            )
         except PrivacyParameterError as exc:
             raise PrivacyParameterError(f"sub-budget caps {dict(caps)}: {exc}") from exc
 
@@ -191,8 +234,9 @@ class Terms:
         """``"epsilon"`` (pure), ``"rho"`` (zcdp), ``"mu"`` (gdp), else ``None``."""
         return {"pure": "epsilon", "zcdp": "rho", "gdp": "mu"}.get(self.kind)
 
-    def zcdp_share(self, epsilon: float, delta: float, *,
-                   slack: float = 0.0) -> tuple[float, float, float]:
+    def zcdp_share(
+        self, epsilon: float, delta: float, *, slack: float = 0.0
+    ) -> tuple[float, float, float]:
         """See :meth:`dpkit.accounting.Budget.zcdp_share`."""
         if self.kind != "zcdp":
             raise PrivacyParameterError(f"zcdp_share needs a zcdp budget, not {self.kind!r}")
@@ -202,13 +246,13 @@ class Terms:
         eps = check_epsilon(epsilon)
         dl = check_delta(delta, allow_zero=False)
         a = down(Fraction(self.slack_allowance or 0.0) * Fraction(eps) / Fraction(b_eps))
-        approx = down(Fraction(dl) * Fraction(self.approx_allowance or 0.0)
-                      / Fraction(self.delta))
+        approx = down(Fraction(dl) * Fraction(self.approx_allowance or 0.0) / Fraction(self.delta))
         return _share(eps, dl, approx, max(a, check_nonnegative(slack, "slack")))
 
 
-def _kind_of(method: str, delta: float, mode: str, epsilon: float | None, rho: float | None,
-             mu: float | None) -> str:
+def _kind_of(
+    method: str, delta: float, mode: str, epsilon: float | None, rho: float | None, mu: float | None
+) -> str:
     if rho is not None:
         if method not in ("basic", "zcdp"):
             raise PrivacyParameterError("a rho budget uses method='zcdp'")
@@ -221,9 +265,7 @@ def _kind_of(method: str, delta: float, mode: str, epsilon: float | None, rho: f
         raise PrivacyParameterError("a filter needs an epsilon (or rho, or mu) budget")
     if delta == 0.0:
         if method in ("zcdp", "gdp"):
-            raise PrivacyParameterError(
-                f"method={method!r} needs delta > 0 (or a rho/mu budget)"
-            )
+            raise PrivacyParameterError(f"method={method!r} needs delta > 0 (or a rho/mu budget)")
         return "pure"
     return method
 
@@ -252,8 +294,14 @@ def _approx_allowance(allowance: float | None, delta: float, has_eps_budget: boo
     return value
 
 
-def _native(kind: str, allowance: float | None, eps: float | None, delta: float,
-            given: float | None, approx: float | None) -> tuple[float, float | None]:
+def _native(
+    kind: str,
+    allowance: float | None,
+    eps: float | None,
+    delta: float,
+    given: float | None,
+    approx: float | None,
+) -> tuple[float, float | None]:
     """``(A_max, rho_max or mu_max)`` of a zcdp or gdp budget."""
     if allowance is None:
         a_max = _DEFAULT_SLACK * (1.0 if eps is None else min(1.0, eps))
@@ -270,7 +318,6 @@ def _native(kind: str, allowance: float | None, eps: float | None, delta: float,
     native = native_for(kind, eps, delta, approx or 0.0, a_max)
     if not native > 0.0:
         raise PrivacyParameterError(
-            f"the budget (epsilon={eps!r}, delta={delta!r}) is too small for "
-            f"method={kind!r}"
+            f"the budget (epsilon={eps!r}, delta={delta!r}) is too small for method={kind!r}"
         )
     return a_max, native

@@ -24,8 +24,16 @@ if TYPE_CHECKING:
     from dpkit.analytics.engines.spark import SparkEngine
     from dpkit.errors import PlanError
 
-__all__ = ["Checked", "DuckDBEngine", "Engine", "EngineError", "MinimalEngine", "PlanError",
-           "SparkEngine", "as_engine"]
+__all__ = [
+    "Checked",
+    "DuckDBEngine",
+    "Engine",
+    "EngineError",
+    "MinimalEngine",
+    "PlanError",
+    "SparkEngine",
+    "as_engine",
+]
 
 
 def __getattr__(name: str) -> Any:

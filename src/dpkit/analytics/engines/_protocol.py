@@ -77,8 +77,9 @@ def as_engine(engine: object) -> Engine:
         return engine
     if isinstance(engine, MinimalEngine):
         return _Completed(engine)
-    missing = [m for m in ("execute", "columns", "register")
-               if not callable(getattr(engine, m, None))]
+    missing = [
+        m for m in ("execute", "columns", "register") if not callable(getattr(engine, m, None))
+    ]
     raise PrivacyParameterError(f"engine lacks a {missing[0]}() method: {engine!r}")
 
 
@@ -124,4 +125,3 @@ class _Completed:
 
     def __repr__(self) -> str:
         return f"{type(self.inner).__name__}(completed)"
-

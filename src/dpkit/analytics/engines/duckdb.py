@@ -78,8 +78,9 @@ def _frame_to_scannable(frame: Any) -> Any:
         def python_text(dtype: Any) -> bool:
             if isinstance(dtype, pd.CategoricalDtype):
                 return python_text(dtype.categories.dtype)
-            return pd.api.types.is_object_dtype(dtype) or (isinstance(dtype, pd.StringDtype)
-                                             and dtype.storage == "python")
+            return pd.api.types.is_object_dtype(dtype) or (
+                isinstance(dtype, pd.StringDtype) and dtype.storage == "python"
+            )
 
         text_cols = [i for i, dtype in enumerate(frame.dtypes) if python_text(dtype)]
         if text_cols:
@@ -88,8 +89,12 @@ def _frame_to_scannable(frame: Any) -> Any:
                 # Python storage whatever pandas' string_storage option says: Arrow storage
                 # cannot hold a lone surrogate and would fail on the row that has one
                 text = frame.iloc[:, i].astype(pd.StringDtype("python"))
-                frame.isetitem(i, text.str.encode("utf-8", "replace").str.decode("utf-8")
-                               .astype(pd.StringDtype("python")))
+                frame.isetitem(
+                    i,
+                    text.str.encode("utf-8", "replace")
+                    .str.decode("utf-8")
+                    .astype(pd.StringDtype("python")),
+                )
         return frame
     if mod == "polars":
         import polars as pl
@@ -143,9 +148,15 @@ class DuckDBEngine:
         another engine reproduces identically) for the bounding hashes.
     """
 
-    def __init__(self, connection: Any = None, memory_limit: str | None = None,
-                 threads: int | None = None, *, hash: Literal["native", "md5"] = "native",
-                 temp_directory: str | None = None) -> None:
+    def __init__(
+        self,
+        connection: Any = None,
+        memory_limit: str | None = None,
+        threads: int | None = None,
+        *,
+        hash: Literal["native", "md5"] = "native",
+        temp_directory: str | None = None,
+    ) -> None:
         import duckdb
 
         if hash not in ("native", "md5"):
@@ -177,8 +188,10 @@ class DuckDBEngine:
                     raise ValueError(f"threads must be a positive integer, got {threads!r}")
                 connection.execute(f"SET threads = {int(threads)}")
         elif memory_limit is not None or threads is not None:
-            raise ValueError("memory_limit and threads apply only to the engine's own "
-                             "connection; configure a connection you pass yourself")
+            raise ValueError(
+                "memory_limit and threads apply only to the engine's own "
+                "connection; configure a connection you pass yourself"
+            )
         self._base = connection
 
     @property
@@ -224,7 +237,8 @@ class DuckDBEngine:
             except Exception as exc:  # a dtype DuckDB cannot scan: decided by the schema
                 raise EngineError(
                     f"DuckDB cannot read a column of this frame ({exc}); cast that column to "
-                    "a number, text or date dtype first") from None
+                    "a number, text or date dtype first"
+                ) from None
             self._registered[name] = obj  # keep a reference: DuckDB scans it lazily
             self._changed()
 
@@ -243,7 +257,8 @@ class DuckDBEngine:
         last = name.rsplit(".", 1)[-1].strip('"').lower()
         rows = self._fetch(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND lower(view_name) = ?",
-            [last])
+            [last],
+        )
         own = {n.lower() for n in self._registered}
         return any(str(r[0]).lower() not in own for r in rows)
 
@@ -264,7 +279,8 @@ class DuckDBEngine:
         if not isinstance(last, str) or not last:
             return False
         rows = self._fetch(
-            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)", [last])
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(table_name) = lower(?)", [last]
+        )
         return bool(rows and rows[0][0])
 
     def unregister(self, name: str) -> None:
@@ -294,8 +310,8 @@ class DuckDBEngine:
             if source.kind == "parquet":
                 try:
                     rows = self._fetch(
-                        "SELECT DISTINCT file_name FROM parquet_file_metadata(?)",
-                        [source.location])
+                        "SELECT DISTINCT file_name FROM parquet_file_metadata(?)", [source.location]
+                    )
                 except Exception as exc:
                     if "no files found" not in str(exc).lower():
                         raise
@@ -303,11 +319,13 @@ class DuckDBEngine:
             else:
                 rows = self._fetch("SELECT file FROM glob(?)", [source.location])
                 if not rows:
-                    rows = self._fetch("SELECT file FROM glob(?)",
-                                       [source.location.rstrip("/") + "/**"])
+                    rows = self._fetch(
+                        "SELECT file FROM glob(?)", [source.location.rstrip("/") + "/**"]
+                    )
         except Exception:
-            raise EngineError(f"cannot list the files of {source.kind} "
-                              f"{source.location!r}") from None
+            raise EngineError(
+                f"cannot list the files of {source.kind} {source.location!r}"
+            ) from None
         return sorted({str(r[0]) for r in rows})
 
     def locate(self, name: str, path: bool) -> Source:
@@ -323,8 +341,13 @@ class DuckDBEngine:
         :func:`~dpkit.analytics._sources.shares_files`): files compared by the list DuckDB
         itself reads, views this engine did not register and names that are not base tables
         refused."""
-        return shares_files(private, public, list_files=self.source_files,
-                            is_view=self.is_user_view, is_table=self.is_base_table)
+        return shares_files(
+            private,
+            public,
+            list_files=self.source_files,
+            is_view=self.is_user_view,
+            is_table=self.is_base_table,
+        )
 
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> DuckDB type of ``source``, in source order (no data row is read).
@@ -347,14 +370,16 @@ class DuckDBEngine:
             if known is not None:
                 return dict(known)
             generation = self._generation
-        from_sql = source_sql(source, registered=frozenset(self._registered),
-                              dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
+        from_sql = source_sql(
+            source, registered=frozenset(self._registered), dialect=self.profile.dialect
+        ).sql(dialect=self.profile.dialect)
         sql = f"DESCRIBE SELECT * FROM {from_sql}"
         try:
             rows = self._fetch(sql)
         except Exception as exc:
-            raise EngineError(f"cannot read the schema of {source.kind} "
-                              f"{source.location!r}: {exc}") from None
+            raise EngineError(
+                f"cannot read the schema of {source.kind} {source.location!r}: {exc}"
+            ) from None
         out = {str(r[0]): _text_if_null(str(r[1])) for r in rows}
         if registered:
             with self._lock:
@@ -370,18 +395,21 @@ class DuckDBEngine:
         try:
             rows = self._fetch(
                 "SELECT file_name, name, num_children, duckdb_type FROM parquet_schema(?) "
-                "ORDER BY file_name, column_id", [source.location])
+                "ORDER BY file_name, column_id",
+                [source.location],
+            )
         except Exception as exc:
             if "no files found" in str(exc).lower():
                 return  # DESCRIBE reports the missing files
-            raise EngineError(f"cannot read the Parquet schemas of {source.location!r}: "
-                              f"{exc}") from None
+            raise EngineError(
+                f"cannot read the Parquet schemas of {source.location!r}: {exc}"
+            ) from None
         by_file: dict[str, list[tuple[str, int, str]]] = {}
         for file_name, name, children, typ in rows:
-            by_file.setdefault(str(file_name), []).append(
-                (str(name), int(children or 0), str(typ)))
-        refuse_mixed_file_types(source.location,
-                                {f: _top_level_types(r) for f, r in by_file.items()})
+            by_file.setdefault(str(file_name), []).append((str(name), int(children or 0), str(typ)))
+        refuse_mixed_file_types(
+            source.location, {f: _top_level_types(r) for f, r in by_file.items()}
+        )
 
     # ------------------------------------------------------------------ execution
 
@@ -405,16 +433,21 @@ class DuckDBEngine:
         registered = frozenset(self._registered)
         compiled = self._from_template(plan, schema, joins, registered)
         if compiled is None:
-            compiled = compile_plan(plan, schema, self.profile, registered=registered,
-                                    join_schemas=joins)
+            compiled = compile_plan(
+                plan, schema, self.profile, registered=registered, join_schemas=joins
+            )
         unit = plan.bound.privacy_unit
         if unit is not None and not self._own and plan.source.kind != "csv":
             self._refuse_collated_unit(plan.source, unit, schema)
         return compiled
 
-    def _from_template(self, plan: Plan, schema: Mapping[str, str],
-                       joins: tuple[Mapping[str, str], ...], registered: frozenset[str]
-                       ) -> CompiledQuery | None:
+    def _from_template(
+        self,
+        plan: Plan,
+        schema: Mapping[str, str],
+        joins: tuple[Mapping[str, str], ...],
+        registered: frozenset[str],
+    ) -> CompiledQuery | None:
         """``plan``'s statement from the cache of shapes (see :meth:`compile`), or None."""
         salt = plan.bound.salt
         if type(salt) is not int or not -(2**63) <= salt < 2**64 or self.profile.signed_salt:
@@ -445,8 +478,7 @@ class DuckDBEngine:
         key = None
         if self._own and compiled.sql:
             joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
-            key = _shape_key(plan, self.columns(plan.source), joins,
-                             frozenset(self._registered))
+            key = _shape_key(plan, self.columns(plan.source), joins, frozenset(self._registered))
             with self._lock:
                 generation = self._generation
                 if key is not None and key in self._bound:
@@ -471,8 +503,7 @@ class DuckDBEngine:
             found = self._salts = (low, high)
         return found
 
-    def _refuse_collated_unit(self, source: Source, unit: str, schema: Mapping[str, str]
-                              ) -> None:
+    def _refuse_collated_unit(self, source: Source, unit: str, schema: Mapping[str, str]) -> None:
         """Refuse a text privacy unit that compares under a collation, read from the type.
 
         A collation (a ``NOCASE`` column, ``default_collation`` on the connection) shows in no
@@ -484,29 +515,35 @@ class DuckDBEngine:
         (``WHERE false``): the answer depends on the type alone. Only a connection passed in
         can hold a collation (the engine's own connection reads files and frames)."""
         column = next((c for c in schema if c == unit), None) or next(
-            (c for c in schema if c.casefold() == unit.casefold()), None)
+            (c for c in schema if c.casefold() == unit.casefold()), None
+        )
         if column is None or type_family(schema[column]) != "string":
             return
         probe = ("a", "A", "e", "\u00e9", "e\u0301", "a\u200b")
-        from_sql = source_sql(source, registered=frozenset(self._registered),
-                              dialect=self.profile.dialect).sql(dialect=self.profile.dialect)
+        from_sql = source_sql(
+            source, registered=frozenset(self._registered), dialect=self.profile.dialect
+        ).sql(dialect=self.profile.dialect)
         col = exp.to_identifier(column, quoted=True).sql(dialect="duckdb")
         values = ", ".join("(?)" for _ in probe)
-        sql = (f"SELECT count(DISTINCT x) FROM (SELECT {col} AS x FROM {from_sql} WHERE false "
-               f"UNION ALL SELECT * FROM (VALUES {values}))")
+        sql = (
+            f"SELECT count(DISTINCT x) FROM (SELECT {col} AS x FROM {from_sql} WHERE false "
+            f"UNION ALL SELECT * FROM (VALUES {values}))"
+        )
         try:
             found = self._fetch(sql, list(probe))
             row = found[0] if found else None
         except Exception as exc:
-            raise EngineError(f"cannot read the collation of the privacy unit {column!r}: "
-                              f"{exc}") from None
+            raise EngineError(
+                f"cannot read the collation of the privacy unit {column!r}: {exc}"
+            ) from None
         if row is None or int(row[0]) != len(probe):
             raise PlanError(
                 f"the privacy unit column {column!r} compares text under a collation (of the "
                 "column, or the connection's default_collation), but dpkit compares ids byte by "
                 "byte, so one person's 'bob' and 'BOB' would count as two: store one spelling "
                 "per person (e.g. lower(id)) in a column without a collation, or reset "
-                "default_collation")
+                "default_collation"
+            )
 
     def validate(self, plan: Plan) -> Checked:
         """Compile ``plan`` and let DuckDB bind the statement (``EXPLAIN`` parses and binds it
@@ -525,7 +562,8 @@ class DuckDBEngine:
             hint = text_comparison_refusal(
                 (f.predicate for f in plan.filters),
                 lambda c: type_family(schema.get(c, "")) == "string",
-                csv=plan.source.kind == "csv")
+                csv=plan.source.kind == "csv",
+            )
             if hint is not None:
                 raise PrivacyParameterError(hint) from None
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
@@ -562,24 +600,38 @@ class _Template:
     compiled: CompiledQuery
 
 
-def _shape_key(plan: Plan, schema: Mapping[str, str], joins: tuple[Mapping[str, str], ...],
-               registered: frozenset[str]) -> Any:
+def _shape_key(
+    plan: Plan,
+    schema: Mapping[str, str],
+    joins: tuple[Mapping[str, str], ...],
+    registered: frozenset[str],
+) -> Any:
     """What decides a statement apart from its salt: the plan with salt 0, as text and as a
     value (two plans share a shape only if both agree), the columns and types of the source
     and of each joined table, and the registered names. None if a literal is unhashable."""
     try:
         shape = dataclasses.replace(plan, bound=dataclasses.replace(plan.bound, salt=0))
-        key = (repr(shape), shape, tuple(schema.items()),
-               tuple(tuple(j.items()) for j in joins), registered)
+        key = (
+            repr(shape),
+            shape,
+            tuple(schema.items()),
+            tuple(tuple(j.items()) for j in joins),
+            registered,
+        )
         hash(key)
     except Exception:
         return None
     return key
 
 
-def _template(plan: Plan, schema: Mapping[str, str], joins: tuple[Mapping[str, str], ...],
-              registered: frozenset[str], profile: DialectProfile, salts: tuple[int, int]
-              ) -> _Template | None:
+def _template(
+    plan: Plan,
+    schema: Mapping[str, str],
+    joins: tuple[Mapping[str, str], ...],
+    registered: frozenset[str],
+    profile: DialectProfile,
+    salts: tuple[int, int],
+) -> _Template | None:
     """The template of ``plan``'s shape, or None when its statement does not depend on the salt
     through the salt's decimal digits alone: compiled under the two stand-in ``salts``, the
     texts must split at those digits into the same pieces (at least two), and the rest of
@@ -588,8 +640,7 @@ def _template(plan: Plan, schema: Mapping[str, str], joins: tuple[Mapping[str, s
     out = []
     for salt in salts:
         variant = dataclasses.replace(plan, bound=dataclasses.replace(plan.bound, salt=salt))
-        compiled = compile_plan(variant, schema, profile, registered=registered,
-                                join_schemas=joins)
+        compiled = compile_plan(variant, schema, profile, registered=registered, join_schemas=joins)
         out.append((tuple(compiled.sql.split(str(salt))), dataclasses.replace(compiled, sql="")))
     (parts_a, rest_a), (parts_b, rest_b) = out
     if len(parts_a) < 2 or parts_a != parts_b or rest_a != rest_b:
@@ -633,8 +684,7 @@ def _csv_header(path: str) -> list[str]:
     text = first.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
     names = next(csv.reader(io.StringIO(text), delimiter=",", quotechar='"'), [])
     if not names or any(not n for n in names) or len(set(names)) != len(names):
-        raise EngineError(f"the CSV header of {path!r} must name every column once, "
-                          f"got {names!r}")
+        raise EngineError(f"the CSV header of {path!r} must name every column once, got {names!r}")
     return names
 
 

@@ -83,8 +83,9 @@ def is_spark_session(obj: Any) -> bool:
     return any(m.startswith("pyspark.sql") and n == "SparkSession" for m, n in _type_names(obj))
 
 
-def spark_session(remote: str | None = None, *, master: str | None = None,
-                  app_name: str = "dpkit") -> Any:
+def spark_session(
+    remote: str | None = None, *, master: str | None = None, app_name: str = "dpkit"
+) -> Any:
     """A SparkSession: Spark Connect at ``remote`` (``sc://host:port``), else the active
     session, else a new classic one (``master`` such as ``local[4]``; by default what
     ``spark-submit`` passed, or ``local[*]``)."""
@@ -110,10 +111,21 @@ def spark_type(data_type: Any) -> str:
     ``TIMESTAMP``; a collated string keeps its collation (``STRING COLLATE UTF8_LCASE``), which
     the compiler refuses."""
     s = str(data_type.simpleString()).lower()
-    simple = {"double": "DOUBLE", "float": "FLOAT", "bigint": "BIGINT", "int": "INTEGER",
-              "smallint": "SMALLINT", "tinyint": "TINYINT", "string": "VARCHAR",
-              "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP WITH TIME ZONE",
-              "timestamp_ntz": "TIMESTAMP", "binary": "BLOB", "void": "NULL"}
+    simple = {
+        "double": "DOUBLE",
+        "float": "FLOAT",
+        "bigint": "BIGINT",
+        "int": "INTEGER",
+        "smallint": "SMALLINT",
+        "tinyint": "TINYINT",
+        "string": "VARCHAR",
+        "boolean": "BOOLEAN",
+        "date": "DATE",
+        "timestamp": "TIMESTAMP WITH TIME ZONE",
+        "timestamp_ntz": "TIMESTAMP",
+        "binary": "BLOB",
+        "void": "NULL",
+    }
     if s in simple:
         return simple[s]
     if s.startswith(("varchar", "char")):
@@ -154,8 +166,13 @@ class SparkEngine:
         A Spark Connect URL ``sc://host:port`` (only when ``spark`` is ``None``).
     """
 
-    def __init__(self, spark: Any = None, *, hash: Literal["native", "md5"] = "native",
-                 remote: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any = None,
+        *,
+        hash: Literal["native", "md5"] = "native",
+        remote: str | None = None,
+    ) -> None:
         if hash not in ("native", "md5"):
             raise ValueError(f"hash must be 'native' or 'md5', got {hash!r}")
         # A Spark Connect client the engine opened itself is the engine's to close (see
@@ -222,9 +239,15 @@ class SparkEngine:
                 df = reader.parquet(location)
                 self._refuse_mixed_file_types(location, df)
             else:
-                df = (reader.option("header", "true").option("inferSchema", "false")
-                      .option("multiLine", "false").option("mode", "DROPMALFORMED")
-                      .option("quote", '"').option("escape", '"').csv(location))
+                df = (
+                    reader.option("header", "true")
+                    .option("inferSchema", "false")
+                    .option("multiLine", "false")
+                    .option("mode", "DROPMALFORMED")
+                    .option("quote", '"')
+                    .option("escape", '"')
+                    .csv(location)
+                )
             name = f"dpkit_file_{uuid.uuid4().hex[:12]}"
             self.register(name, df)
             self._files[key] = name
@@ -237,12 +260,19 @@ class SparkEngine:
         a row of a file of another type is read. One schema read per file."""
         try:
             files = sorted(str(f) for f in frame.inputFiles())
-            schemas = {f: {fld.name: fld.dataType.simpleString()
-                           for fld in self.spark.read.parquet(f).schema.fields}
-                       for f in files} if len(files) > 1 else {}
+            schemas = (
+                {
+                    f: {
+                        fld.name: fld.dataType.simpleString()
+                        for fld in self.spark.read.parquet(f).schema.fields
+                    }
+                    for f in files
+                }
+                if len(files) > 1
+                else {}
+            )
         except Exception as exc:
-            raise EngineError(f"cannot read the Parquet schemas of {location!r}: {exc}"
-                              ) from None
+            raise EngineError(f"cannot read the Parquet schemas of {location!r}: {exc}") from None
         refuse_mixed_file_types(location, schemas)
 
     def _table_source(self, source: Source) -> Source:
@@ -270,64 +300,246 @@ class SparkEngine:
     # children (no code of the user's, no rows from anywhere but their children). Sources are
     # ``Relation`` lines over a file format only: no in-memory, cached, RDD, JDBC, range or
     # one-row relation, no Python/pandas/Arrow evaluation node, no script transform.
-    _PLAN_NODES = frozenset({
-        "Project", "Filter", "Join", "Aggregate", "Union", "Intersect", "Except",
-        "Distinct", "Deduplicate", "Sort", "GlobalLimit", "LocalLimit", "Offset", "Window",
-        "WindowGroupLimit",
-        "Expand", "Generate", "Sample", "Repartition", "RepartitionByExpression",
-        "RebalancePartitions", "SubqueryAlias", "View", "ResolvedHint", "WithCTE",
-        "CTERelationDef", "CTERelationRef", "Relation",
-    })
+    _PLAN_NODES = frozenset(
+        {
+            "Project",
+            "Filter",
+            "Join",
+            "Aggregate",
+            "Union",
+            "Intersect",
+            "Except",
+            "Distinct",
+            "Deduplicate",
+            "Sort",
+            "GlobalLimit",
+            "LocalLimit",
+            "Offset",
+            "Window",
+            "WindowGroupLimit",
+            "Expand",
+            "Generate",
+            "Sample",
+            "Repartition",
+            "RepartitionByExpression",
+            "RebalancePartitions",
+            "SubqueryAlias",
+            "View",
+            "ResolvedHint",
+            "WithCTE",
+            "CTERelationDef",
+            "CTERelationRef",
+            "Relation",
+        }
+    )
     _FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text"})
     # Deterministic built-in functions that compute from their arguments alone and cannot
     # read, call or run anything (lower case; Spark prints some in upper or camel case), plus
     # the words Spark prints with a parenthesis that are not calls (types, Scala ``Some``,
     # window frame boundaries, join hints) and the empty word of a bare parenthesis.
-    _PLAN_FUNCTIONS = frozenset({
-        "", "-", "some", "decimal", "varchar", "char", "lefthint=", "righthint=",
-        # casts, conditions, nulls
-        "cast", "try_cast", "if", "coalesce", "nvl", "nvl2", "ifnull", "nullif", "isnull",
-        "isnotnull", "isnan", "nanvl", "knownnotnull", "knownfloatingpointnormalized",
-        "normalizenanandzero", "greatest", "least", "in", "not",
-        # arithmetic
-        "abs", "negative", "positive", "sign", "signum", "round", "bround", "floor", "ceil",
-        "ceiling", "sqrt", "cbrt", "exp", "ln", "log", "log10", "log2", "log1p", "pow",
-        "power", "pmod", "mod", "div", "makedecimal", "unscaledvalue", "promote_precision",
-        "check_overflow", "checkoverflow",
-        # text
-        "upper", "lower", "ucase", "lcase", "initcap", "trim", "ltrim", "rtrim", "btrim",
-        "substr", "substring", "left", "right", "concat", "concat_ws", "length",
-        "char_length", "character_length", "octet_length", "replace", "translate", "lpad",
-        "rpad", "instr", "locate", "position", "reverse", "repeat", "startswith",
-        "endswith", "contains", "ascii", "chr", "format_string", "format_number",
-        "regexp_replace", "regexp_extract", "split", "split_part",
-        # hashes
-        "hash", "xxhash64", "md5", "sha1", "sha2", "crc32",
-        # dates and times
-        "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "weekday",
-        "weekofyear", "quarter", "hour", "minute", "second", "to_date", "to_timestamp",
-        "gettimestamp", "date_add", "date_sub", "datediff", "date_trunc", "trunc",
-        "date_format", "current_date", "current_timestamp", "make_date", "last_day",
-        "add_months", "months_between", "unix_timestamp", "from_unixtime",
-        # arrays and rows made of the row's own values
-        "array", "struct", "named_struct", "size", "array_contains", "element_at",
-        "explode", "explode_outer", "posexplode", "posexplode_outer", "stack",
-        "replicaterows",
-        # aggregates
-        "count", "sum", "avg", "mean", "min", "max", "first", "last", "any_value",
-        "count_if", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp",
-        "var_pop", "grouping", "grouping_id", "bloom_filter_agg", "might_contain",
-        # window functions and window frames
-        "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
-        "lead", "nth_value", "windowspecdefinition", "specifiedwindowframe",
-        "unboundedpreceding$", "unboundedfollowing$", "currentrow$",
-        # the path of the file a row was read from (public names only)
-        "input_file_name",
-    })
+    _PLAN_FUNCTIONS = frozenset(
+        {
+            "",
+            "-",
+            "some",
+            "decimal",
+            "varchar",
+            "char",
+            "lefthint=",
+            "righthint=",
+            # casts, conditions, nulls
+            "cast",
+            "try_cast",
+            "if",
+            "coalesce",
+            "nvl",
+            "nvl2",
+            "ifnull",
+            "nullif",
+            "isnull",
+            "isnotnull",
+            "isnan",
+            "nanvl",
+            "knownnotnull",
+            "knownfloatingpointnormalized",
+            "normalizenanandzero",
+            "greatest",
+            "least",
+            "in",
+            "not",
+            # arithmetic
+            "abs",
+            "negative",
+            "positive",
+            "sign",
+            "signum",
+            "round",
+            "bround",
+            "floor",
+            "ceil",
+            "ceiling",
+            "sqrt",
+            "cbrt",
+            "exp",
+            "ln",
+            "log",
+            "log10",
+            "log2",
+            "log1p",
+            "pow",
+            "power",
+            "pmod",
+            "mod",
+            "div",
+            "makedecimal",
+            "unscaledvalue",
+            "promote_precision",
+            "check_overflow",
+            "checkoverflow",
+            # text
+            "upper",
+            "lower",
+            "ucase",
+            "lcase",
+            "initcap",
+            "trim",
+            "ltrim",
+            "rtrim",
+            "btrim",
+            "substr",
+            "substring",
+            "left",
+            "right",
+            "concat",
+            "concat_ws",
+            "length",
+            "char_length",
+            "character_length",
+            "octet_length",
+            "replace",
+            "translate",
+            "lpad",
+            "rpad",
+            "instr",
+            "locate",
+            "position",
+            "reverse",
+            "repeat",
+            "startswith",
+            "endswith",
+            "contains",
+            "ascii",
+            "chr",
+            "format_string",
+            "format_number",
+            "regexp_replace",
+            "regexp_extract",
+            "split",
+            "split_part",
+            # hashes
+            "hash",
+            "xxhash64",
+            "md5",
+            "sha1",
+            "sha2",
+            "crc32",
+            # dates and times
+            "year",
+            "month",
+            "day",
+            "dayofmonth",
+            "dayofweek",
+            "dayofyear",
+            "weekday",
+            "weekofyear",
+            "quarter",
+            "hour",
+            "minute",
+            "second",
+            "to_date",
+            "to_timestamp",
+            "gettimestamp",
+            "date_add",
+            "date_sub",
+            "datediff",
+            "date_trunc",
+            "trunc",
+            "date_format",
+            "current_date",
+            "current_timestamp",
+            "make_date",
+            "last_day",
+            "add_months",
+            "months_between",
+            "unix_timestamp",
+            "from_unixtime",
+            # arrays and rows made of the row's own values
+            "array",
+            "struct",
+            "named_struct",
+            "size",
+            "array_contains",
+            "element_at",
+            "explode",
+            "explode_outer",
+            "posexplode",
+            "posexplode_outer",
+            "stack",
+            "replicaterows",
+            # aggregates
+            "count",
+            "sum",
+            "avg",
+            "mean",
+            "min",
+            "max",
+            "first",
+            "last",
+            "any_value",
+            "count_if",
+            "stddev",
+            "stddev_samp",
+            "stddev_pop",
+            "variance",
+            "var_samp",
+            "var_pop",
+            "grouping",
+            "grouping_id",
+            "bloom_filter_agg",
+            "might_contain",
+            # window functions and window frames
+            "row_number",
+            "rank",
+            "dense_rank",
+            "percent_rank",
+            "cume_dist",
+            "ntile",
+            "lag",
+            "lead",
+            "nth_value",
+            "windowspecdefinition",
+            "specifiedwindowframe",
+            "unboundedpreceding$",
+            "unboundedfollowing$",
+            "currentrow$",
+            # the path of the file a row was read from (public names only)
+            "input_file_name",
+        }
+    )
     # Words that betray user code or a reflective call: refused even if a future allow-list
     # entry contained them (belt and braces).
-    _CODE_MARKERS = ("udf", "python", "pandas", "arrow", "reflect", "java", "script",
-                     "lambda", "jdbc", "hive")
+    _CODE_MARKERS = (
+        "udf",
+        "python",
+        "pandas",
+        "arrow",
+        "reflect",
+        "java",
+        "script",
+        "lambda",
+        "jdbc",
+        "hive",
+    )
     _PLAN_PREFIX = re.compile(r"(?:[+:]- |[ :])*")
     _PLAN_NODE = re.compile(r"([A-Za-z]+)(?=$|[ \[])")
     _PLAN_RELATION = re.compile(r"Relation [^\[\]]*\[.*\] (\w+)")
@@ -340,12 +552,17 @@ class SparkEngine:
     # lines of its own; ``inputFiles()`` does not look inside it, so whatever it reads would go
     # unchecked: refused, like any column spelled the same way (the safe side).
     _PLAN_SUBQUERY = re.compile(r"(?i)(?<!\w)(?:[\w-]*subquery|exists|list)#\d")
-    _PLAN_SECTIONS = ("== Parsed Logical Plan ==", "== Analyzed Logical Plan ==",
-                      "== Optimized Logical Plan ==", "== Physical Plan ==")
+    _PLAN_SECTIONS = (
+        "== Parsed Logical Plan ==",
+        "== Analyzed Logical Plan ==",
+        "== Optimized Logical Plan ==",
+        "== Physical Plan ==",
+    )
 
     @classmethod
-    def plan_violation(cls, explained: str,
-                       user_functions: frozenset[str] = frozenset()) -> str | None:
+    def plan_violation(
+        cls, explained: str, user_functions: frozenset[str] = frozenset()
+    ) -> str | None:
         """Why the frame whose ``explain(mode="extended")`` text is ``explained`` may run
         more than the allow-list, or ``None`` when it is entirely on it.
 
@@ -378,13 +595,12 @@ class SparkEngine:
         # Each header exactly once, in order: a string literal holding a header would print
         # in several plans and could otherwise move the sections read here.
         starts = [explained.find(s) for s in cls._PLAN_SECTIONS]
-        if (any(explained.count(s) != 1 for s in cls._PLAN_SECTIONS)
-                or starts != sorted(starts)):
+        if any(explained.count(s) != 1 for s in cls._PLAN_SECTIONS) or starts != sorted(starts):
             return "an explain output this version of dpkit does not recognise"
-        analysed = explained[starts[1]:starts[2]].split("\n")[2:]  # header, output schema
-        optimized = explained[starts[2]:starts[3]].split("\n")[1:]
+        analysed = explained[starts[1] : starts[2]].split("\n")[2:]  # header, output schema
+        optimized = explained[starts[2] : starts[3]].split("\n")[1:]
         for line in analysed + optimized:
-            body = line[cls._PLAN_PREFIX.match(line).end():]  # type: ignore[union-attr]
+            body = line[cls._PLAN_PREFIX.match(line).end() :]  # type: ignore[union-attr]
             if not body.strip():
                 continue
             node = cls._PLAN_NODE.match(body)
@@ -398,9 +614,11 @@ class SparkEngine:
                     return f"the relation {body.rsplit(' ', 1)[-1][:40]!r}"
             for word in cls._PLAN_CALL.findall(body):
                 name = word.lower()
-                if (name not in cls._PLAN_FUNCTIONS
-                        or any(m in name for m in cls._CODE_MARKERS)
-                        or name in user_functions):
+                if (
+                    name not in cls._PLAN_FUNCTIONS
+                    or any(m in name for m in cls._CODE_MARKERS)
+                    or name in user_functions
+                ):
                     return f"the function {word[:40]!r}"
         return None
 
@@ -455,8 +673,9 @@ class SparkEngine:
                         conf.set(key, before)
             user_functions = self._user_functions()
         except Exception as exc:
-            raise EngineError(f"cannot analyse {source.kind} {source.location!r}: "
-                              f"{_short(exc)}") from None
+            raise EngineError(
+                f"cannot analyse {source.kind} {source.location!r}: {_short(exc)}"
+            ) from None
         return files, self.plan_violation(text.getvalue(), user_functions)
 
     def locate(self, name: str, path: bool) -> Source:
@@ -476,8 +695,11 @@ class SparkEngine:
         (sent to Spark by the session) shares none."""
         if public.frame:
             return False
-        return spark_shares_files(self.input_files(private.source),
-                                  self.input_files(public.source), public.source.location)
+        return spark_shares_files(
+            self.input_files(private.source),
+            self.input_files(public.source),
+            public.source.location,
+        )
 
     def columns(self, source: Source) -> dict[str, str]:
         """Column name -> type (DuckDB spelling) of ``source``, from its schema only."""
@@ -486,8 +708,9 @@ class SparkEngine:
         except EngineError:
             raise
         except Exception as exc:
-            raise EngineError(f"cannot read the schema of {source.kind} "
-                              f"{source.location!r}: {exc}") from None
+            raise EngineError(
+                f"cannot read the schema of {source.kind} {source.location!r}: {exc}"
+            ) from None
         return {f.name: spark_type(f.dataType) for f in schema.fields}
 
     # ------------------------------------------------------------------ execution
@@ -496,13 +719,18 @@ class SparkEngine:
         """The Spark SQL statement :meth:`execute` would run (for inspection and tests)."""
         if schema is None:
             schema = self.columns(plan.source)
-        joins = tuple(dataclasses.replace(j, source=self._table_source(j.source))
-                      for j in plan.joins)
+        joins = tuple(
+            dataclasses.replace(j, source=self._table_source(j.source)) for j in plan.joins
+        )
         join_schemas = tuple(self.columns(j.source) for j in joins)
-        table_plan = dataclasses.replace(plan, source=self._table_source(plan.source),
-                                         joins=joins)
-        return compile_plan(table_plan, schema, self.profile,
-                            registered=frozenset(self._views), join_schemas=join_schemas)
+        table_plan = dataclasses.replace(plan, source=self._table_source(plan.source), joins=joins)
+        return compile_plan(
+            table_plan,
+            schema,
+            self.profile,
+            registered=frozenset(self._views),
+            join_schemas=join_schemas,
+        )
 
     def validate(self, plan: Plan) -> Checked:
         """Compile ``plan`` and let Spark analyse the statement (binds names and types, reads
@@ -517,16 +745,18 @@ class SparkEngine:
             with self._ansi(compiled):
                 frame = self.spark.sql(compiled.sql)
         except Exception as exc:
-            raise EngineError(f"Spark cannot run this query (nothing was charged): "
-                              f"{_short(exc)}") from None
+            raise EngineError(
+                f"Spark cannot run this query (nothing was charged): {_short(exc)}"
+            ) from None
         return Checked(plan=plan, run=lambda: self.execute_compiled(compiled, frame=frame))
 
     def execute(self, plan: Plan, *, progress: Progress | None = None) -> EngineResult:
         """Run ``plan`` as one Spark SQL query; return per-group exact integer aggregates."""
         return self.execute_compiled(self.compile(plan), progress=progress)
 
-    def execute_compiled(self, compiled: CompiledQuery, *, progress: Progress | None = None,
-                         frame: Any = None) -> EngineResult:
+    def execute_compiled(
+        self, compiled: CompiledQuery, *, progress: Progress | None = None, frame: Any = None
+    ) -> EngineResult:
         """Run a statement :meth:`compile` returned: one ``collect()`` of small rows (of
         ``frame``, the frame Spark analysed for this very statement, when given)."""
         progress = progress if progress is not None else self.progress
@@ -536,8 +766,7 @@ class SparkEngine:
                     frame = self.spark.sql(compiled.sql)
                 rows = frame.collect()
         except Exception as exc:  # analysis / IO errors: decided by plan and schema only
-            raise EngineError(f"Spark could not run the release statement: "
-                              f"{_short(exc)}") from None
+            raise EngineError(f"Spark could not run the release statement: {_short(exc)}") from None
         return decode(compiled, [tuple(r) for r in rows])
 
     @contextmanager
@@ -566,8 +795,8 @@ class SparkEngine:
             yield
             return
         if self.is_connect:
-            def handler(stages: Any, inflight_tasks: int, operation_id: Any,
-                        done: bool) -> None:
+
+            def handler(stages: Any, inflight_tasks: int, operation_id: Any, done: bool) -> None:
                 st = list(stages or [])
                 progress(sum(s.num_completed_tasks for s in st), sum(s.num_tasks for s in st))
 
@@ -617,15 +846,16 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     nk = len(compiled.key_columns)
     nm = len(compiled.measures)
     codecs = compiled.key_codecs or ("plain",) * nk
-    cell_measures = [i for i, m in enumerate(compiled.measures)
-                     if m.kind in ("bin_counts", "category_counts")]
+    cell_measures = [
+        i for i, m in enumerate(compiled.measures) if m.kind in ("bin_counts", "category_counts")
+    ]
     if len(cell_measures) != len(compiled.cell_columns):
         raise PlanError("compiled statement and its cell columns disagree")
     groups: dict[tuple[object, ...], list[object]] = {}
     cells: dict[tuple[object, ...], dict[int, list[int]]] = {}
     for row in rows:
         key = tuple(_key(v, c) for v, c in zip(row[:nk], codecs, strict=True))
-        vals = row[nk:nk + nm]
+        vals = row[nk : nk + nm]
         flags = [vals[i] for i in cell_measures]
         if all(f == 1 for f in flags):  # the group's own row (also when there are no cells)
             groups[key] = [_int(v) for v in vals]
@@ -727,9 +957,15 @@ class LocalConnectServer:
             engine = SparkEngine(remote=server.url)
     """
 
-    def __init__(self, *, port: int | None = None, master: str = "local[2]",
-                 driver_memory: str = "1g", conf: Mapping[str, str] | None = None,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        master: str = "local[2]",
+        driver_memory: str = "1g",
+        conf: Mapping[str, str] | None = None,
+        timeout: float = 120.0,
+    ) -> None:
         import tempfile
 
         self.port = free_port() if port is None else int(port)
@@ -743,8 +979,12 @@ class LocalConnectServer:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(SPARK_HOME=spark_home(), SPARK_LOG_DIR=os.path.join(self._dir, "logs"),
-                   SPARK_PID_DIR=self._dir, SPARK_IDENT_STRING=f"dpkit{self.port}")
+        env.update(
+            SPARK_HOME=spark_home(),
+            SPARK_LOG_DIR=os.path.join(self._dir, "logs"),
+            SPARK_PID_DIR=self._dir,
+            SPARK_IDENT_STRING=f"dpkit{self.port}",
+        )
         env.pop("SPARK_REMOTE", None)
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
         return env
@@ -761,19 +1001,30 @@ class LocalConnectServer:
     def start(self) -> LocalConnectServer:
         import subprocess
 
-        args = ["bash", os.path.join(spark_home(), "sbin", "start-connect-server.sh"),
-                "--master", self.master, "--driver-memory", self.driver_memory,
-                "--conf", f"spark.connect.grpc.binding.port={self.port}",
-                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-                "--conf", "spark.ui.enabled=false"]
+        args = [
+            "bash",
+            os.path.join(spark_home(), "sbin", "start-connect-server.sh"),
+            "--master",
+            self.master,
+            "--driver-memory",
+            self.driver_memory,
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+        ]
         for k, v in self.conf.items():
             args += ["--conf", f"{k}={v}"]
         self._started = True
         subprocess.run(args, env=self._env(), check=True, capture_output=True, timeout=60)
         if not wait_for_port("127.0.0.1", self.port, self.timeout):
             self.stop()
-            raise EngineError(f"the Spark Connect server did not listen on port {self.port} "
-                              f"within {self.timeout:g} s:\n{self.log()}")
+            raise EngineError(
+                f"the Spark Connect server did not listen on port {self.port} "
+                f"within {self.timeout:g} s:\n{self.log()}"
+            )
         return self
 
     def stop(self) -> None:
@@ -783,8 +1034,13 @@ class LocalConnectServer:
 
         if self._started:
             self._started = False
-            subprocess.run(["bash", os.path.join(spark_home(), "sbin", "stop-connect-server.sh")],
-                           env=self._env(), check=False, capture_output=True, timeout=120)
+            subprocess.run(
+                ["bash", os.path.join(spark_home(), "sbin", "stop-connect-server.sh")],
+                env=self._env(),
+                check=False,
+                capture_output=True,
+                timeout=120,
+            )
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> LocalConnectServer:

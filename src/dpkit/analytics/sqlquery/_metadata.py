@@ -39,8 +39,14 @@ from dpkit.errors import PrivacyParameterError
 
 __all__ = ["ColumnInfo", "Metadata", "TableInfo", "load_metadata"]
 
-_TABLE_FIELDS = {"public", "privacy_unit", "max_partitions", "max_rows_per_partition",
-                 "columns", "path"}
+_TABLE_FIELDS = {
+    "public",
+    "privacy_unit",
+    "max_partitions",
+    "max_rows_per_partition",
+    "columns",
+    "path",
+}
 _COLUMN_FIELDS = {"lower", "upper", "keys", "bounds"}
 
 
@@ -123,10 +129,14 @@ def _column(table: str, name: str, raw: Any) -> ColumnInfo:
     elif lower is not None:
         for v in (lower, upper):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise _err(where, f"bounds must be numbers (or dates for a date column), got "
-                                  f"{lower!r}, {upper!r}")
-        lo, hi = check_bounds(lower, upper, lower_name=f"{where}.lower",
-                              upper_name=f"{where}.upper")
+                raise _err(
+                    where,
+                    f"bounds must be numbers (or dates for a date column), got "
+                    f"{lower!r}, {upper!r}",
+                )
+        lo, hi = check_bounds(
+            lower, upper, lower_name=f"{where}.lower", upper_name=f"{where}.upper"
+        )
         if not lo < hi:
             raise _err(where, f"lower must be below upper, got {lower!r}, {upper!r}")
     keys = raw.get("keys")
@@ -135,8 +145,11 @@ def _column(table: str, name: str, raw: Any) -> ColumnInfo:
         if not isinstance(keys, (list, tuple)) or not keys:
             raise _err(where, f"keys must be a non-empty list, got {keys!r}")
         for k in keys:
-            if not (k is None or isinstance(k, (str, int, bool))
-                    or (isinstance(k, float) and math.isfinite(k))):
+            if not (
+                k is None
+                or isinstance(k, (str, int, bool))
+                or (isinstance(k, float) and math.isfinite(k))
+            ):
                 raise _err(where, f"keys must be text, numbers, booleans or null, got {k!r}")
         key_tuple = tuple(keys)
     return ColumnInfo(lower=lo, upper=hi, keys=key_tuple)
@@ -157,14 +170,14 @@ def _table(name: str, raw: Any) -> TableInfo:
     unit = raw.get("privacy_unit")
     if unit is not None and (not isinstance(unit, str) or not unit):
         raise _err(where, f"privacy_unit must be a column name, got {unit!r}")
-    if public and (unit is not None or "max_partitions" in raw
-                   or "max_rows_per_partition" in raw):
+    if public and (unit is not None or "max_partitions" in raw or "max_rows_per_partition" in raw):
         raise _err(where, "a public table has no privacy unit or contribution limits")
     limits: dict[str, int | None] = {}
     for f in ("max_partitions", "max_rows_per_partition"):
         v = raw.get(f)
-        limits[f] = None if v is None else check_integer(v, name=f"{where}.{f}", minimum=1,
-                                                          maximum=1 << 20)
+        limits[f] = (
+            None if v is None else check_integer(v, name=f"{where}.{f}", minimum=1, maximum=1 << 20)
+        )
     cols_raw = raw.get("columns") or {}
     if not isinstance(cols_raw, dict):
         raise _err(where, f"columns must be a mapping, got {cols_raw!r}")
@@ -172,11 +185,16 @@ def _table(name: str, raw: Any) -> TableInfo:
     path = raw.get("path")
     if path is not None and (not isinstance(path, str) or not path):
         raise _err(where, f"path must be a file path, got {path!r}")
-    return TableInfo(name=name, public=public, privacy_unit=unit,
-                     privacy_unit_given="privacy_unit" in raw,
-                     max_partitions=limits["max_partitions"],
-                     max_rows_per_partition=limits["max_rows_per_partition"],
-                     columns=cols, path=path)
+    return TableInfo(
+        name=name,
+        public=public,
+        privacy_unit=unit,
+        privacy_unit_given="privacy_unit" in raw,
+        max_partitions=limits["max_partitions"],
+        max_rows_per_partition=limits["max_rows_per_partition"],
+        columns=cols,
+        path=path,
+    )
 
 
 def parse_metadata(raw: Any, *, base: str | None = None) -> Metadata:
@@ -261,8 +279,11 @@ def _unique_key_loader() -> Any:
                         continue  # an unhashable key: the base constructor refuses it
                     if dup:
                         raise yaml.constructor.ConstructorError(
-                            "while constructing a mapping", node.start_mark,
-                            f"found duplicate key {key!r}", key_node.start_mark)
+                            "while constructing a mapping",
+                            node.start_mark,
+                            f"found duplicate key {key!r}",
+                            key_node.start_mark,
+                        )
                     seen.add(key)
             return super().construct_mapping(node, deep=deep)
 

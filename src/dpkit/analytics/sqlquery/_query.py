@@ -45,8 +45,7 @@ class SqlQuery:
         """Noise and interval half-width per aggregate (see :meth:`Query.summarize`)."""
         return self.query.summarize(epsilon=epsilon, delta=delta)
 
-    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas"
-            ) -> Any:
+    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas") -> Any:
         """Charge the budget, release with confidence intervals, then post-process."""
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
@@ -72,8 +71,7 @@ class SqlQuery:
                 if isinstance(key.dtype, (pd.Int64Dtype, pd.Float64Dtype)):
                     cols[o.name] = key.to_numpy(dtype="float64", na_value=np.nan)
                 else:
-                    cols[o.name] = np.array([None if v is pd.NA else v for v in key],
-                                            dtype=object)
+                    cols[o.name] = np.array([None if v is pd.NA else v for v in key], dtype=object)
                 continue
             if o.source in t.quantile_columns:
                 # the release names quantile columns <name>_p<level>
@@ -82,7 +80,7 @@ class SqlQuery:
                     cols[o.name] = frame[qcols[0]].to_numpy()
                 else:
                     for c in qcols:
-                        cols[o.name + c[len(o.source):]] = frame[c].to_numpy()
+                        cols[o.name + c[len(o.source) :]] = frame[c].to_numpy()
                 continue
             cols[o.name] = frame[o.source].to_numpy()
             for suffix in ("_low", "_high"):
@@ -92,16 +90,19 @@ class SqlQuery:
         if t.having is not None:
             out = out[having_mask(t.having, out, t.outputs)].reset_index(drop=True)
         if t.order:
-            out = out.sort_values(by=[c for c, _, _ in t.order],
-                                  ascending=[not d for _, d, _ in t.order], kind="mergesort",
-                                  na_position="first" if t.order[0][2] else "last"
-                                  ).reset_index(drop=True)
+            out = out.sort_values(
+                by=[c for c, _, _ in t.order],
+                ascending=[not d for _, d, _ in t.order],
+                kind="mergesort",
+                na_position="first" if t.order[0][2] else "last",
+            ).reset_index(drop=True)
         stop = None if t.limit is None else t.offset + t.limit
-        out = out.iloc[t.offset:stop].reset_index(drop=True)
+        out = out.iloc[t.offset : stop].reset_index(drop=True)
         for o in t.outputs:
             if o.kind == "key":
-                out[o.name] = key_column([None if pd.isna(v) else v for v in out[o.name]]
-                                         if len(out) else [])
+                out[o.name] = key_column(
+                    [None if pd.isna(v) else v for v in out[o.name]] if len(out) else []
+                )
         out.attrs = dict(frame.attrs)
         if output == "polars":
             import polars as pl
@@ -114,16 +115,22 @@ class SqlQuery:
         return out
 
 
-def _overrides(bounds: Any, keys: Any, max_partitions: Any, max_rows_per_partition: Any
-               ) -> TableInfo | None:
-    if bounds is None and keys is None and max_partitions is None \
-            and max_rows_per_partition is None:
+def _overrides(
+    bounds: Any, keys: Any, max_partitions: Any, max_rows_per_partition: Any
+) -> TableInfo | None:
+    if (
+        bounds is None
+        and keys is None
+        and max_partitions is None
+        and max_rows_per_partition is None
+    ):
         return None
     raw: dict[str, dict[str, Any]] = {}
     if bounds is not None:
         if not isinstance(bounds, dict):
-            raise PrivacyParameterError(f"bounds must be a dict column -> (lower, upper), got "
-                                        f"{bounds!r}")
+            raise PrivacyParameterError(
+                f"bounds must be a dict column -> (lower, upper), got {bounds!r}"
+            )
         for c, b in bounds.items():
             if not isinstance(b, (list, tuple)) or len(b) != 2:
                 raise PrivacyParameterError(f"bounds[{c!r}] must be (lower, upper), got {b!r}")
@@ -133,31 +140,51 @@ def _overrides(bounds: Any, keys: Any, max_partitions: Any, max_rows_per_partiti
             raise PrivacyParameterError(f"keys must be a dict column -> values, got {keys!r}")
         for c, k in keys.items():
             raw.setdefault(str(c), {})["keys"] = list(k) if isinstance(k, (list, tuple)) else k
-    meta = load_metadata({"tables": {"": {
-        "columns": raw,
-        **({} if max_partitions is None else {"max_partitions": max_partitions}),
-        **({} if max_rows_per_partition is None
-           else {"max_rows_per_partition": max_rows_per_partition}),
-    }}})
+    meta = load_metadata(
+        {
+            "tables": {
+                "": {
+                    "columns": raw,
+                    **({} if max_partitions is None else {"max_partitions": max_partitions}),
+                    **(
+                        {}
+                        if max_rows_per_partition is None
+                        else {"max_rows_per_partition": max_rows_per_partition}
+                    ),
+                }
+            }
+        }
+    )
     info = meta.tables[""]
     for c in info.columns.values():
-        if isinstance(c.lower, float) and isinstance(c.upper, float) \
-                and not (math.isfinite(c.lower) and math.isfinite(c.upper)):
+        if (
+            isinstance(c.lower, float)
+            and isinstance(c.upper, float)
+            and not (math.isfinite(c.lower) and math.isfinite(c.upper))
+        ):
             raise PrivacyParameterError("bounds must be finite")  # pragma: no cover
     return info
 
 
-def sql_query(session: SqlHost, text: str, *, metadata: Any = None, bounds: Any = None,
-              keys: Any = None, max_partitions: int | None = None,
-              max_rows_per_partition: int | None = None,
-              public_tables: dict[str, Any] | None = None) -> SqlQuery:
+def sql_query(
+    session: SqlHost,
+    text: str,
+    *,
+    metadata: Any = None,
+    bounds: Any = None,
+    keys: Any = None,
+    max_partitions: int | None = None,
+    max_rows_per_partition: int | None = None,
+    public_tables: dict[str, Any] | None = None,
+) -> SqlQuery:
     """Check ``text`` and build its :class:`SqlQuery` (see :meth:`Session.sql_query`)."""
     meta: Metadata = load_metadata(metadata)
     if max_partitions is not None:
         check_integer(max_partitions, name="max_partitions", minimum=1, maximum=1 << 20)
     if max_rows_per_partition is not None:
-        check_integer(max_rows_per_partition, name="max_rows_per_partition", minimum=1,
-                      maximum=1 << 20)
+        check_integer(
+            max_rows_per_partition, name="max_rows_per_partition", minimum=1, maximum=1 << 20
+        )
     if public_tables is not None and not isinstance(public_tables, dict):
         raise PrivacyParameterError("public_tables must be a dict name -> table")
     ov = _overrides(bounds, keys, max_partitions, max_rows_per_partition)

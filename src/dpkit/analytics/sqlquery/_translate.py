@@ -54,9 +54,11 @@ class SqlHost(QueryHost, Protocol):
         """A new, empty builder query over the private table."""
         ...
 
+
 MAX_SQL_LENGTH = 100_000
 _KEYWORDS = frozenset(k.upper() for k in sqlglot.tokens.Tokenizer.KEYWORDS) | frozenset(
-    k.upper() for k in getattr(sqlglot.dialects.DuckDB.Tokenizer, "KEYWORDS", {}))
+    k.upper() for k in getattr(sqlglot.dialects.DuckDB.Tokenizer, "KEYWORDS", {})
+)
 
 
 class SqlError(DPKitError, ValueError):
@@ -65,8 +67,9 @@ class SqlError(DPKitError, ValueError):
     def __init__(self, clause: str, reason: str) -> None:
         self.clause = clause
         self.reason = reason
-        super().__init__(f"{clause}: {reason} (query refused before reading any data; "
-                         "nothing was spent)")
+        super().__init__(
+            f"{clause}: {reason} (query refused before reading any data; nothing was spent)"
+        )
 
 
 # ---------------------------------------------------------------------------- scopes
@@ -154,8 +157,13 @@ def _literal_value(e: exp.Expression, clause: str) -> object:
 
 
 class _Translator:
-    def __init__(self, session: SqlHost, metadata: Metadata, public_tables: dict[str, Any],
-                 overrides: TableInfo | None = None) -> None:
+    def __init__(
+        self,
+        session: SqlHost,
+        metadata: Metadata,
+        public_tables: dict[str, Any],
+        overrides: TableInfo | None = None,
+    ) -> None:
         self.session = session
         self.overrides = overrides
         self.meta = metadata
@@ -182,27 +190,41 @@ class _Translator:
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         if not isinstance(table.this, exp.Identifier):
-            raise SqlError(clause, f"{table.sql()!r} is not a table name (table functions "
-                             "and file paths are refused: the session's table is the data)")
+            raise SqlError(
+                clause,
+                f"{table.sql()!r} is not a table name (table functions "
+                "and file paths are refused: the session's table is the data)",
+            )
         name = table.name
         if self._public_info(name) is not None:
-            raise SqlError(clause, f"{name!r} is a public table: the query must read the "
-                             "private table in FROM and may join public tables to it")
+            raise SqlError(
+                clause,
+                f"{name!r} is a public table: the query must read the "
+                "private table in FROM and may join public tables to it",
+            )
         privates = self.meta.private_tables
         info = self.meta.table(name)
         if privates and (info is None or info.public):
-            raise SqlError(clause, f"unknown table {name!r}: the private table is "
-                             f"{privates[0].name!r} (undeclared tables are not joined)")
+            raise SqlError(
+                clause,
+                f"unknown table {name!r}: the private table is "
+                f"{privates[0].name!r} (undeclared tables are not joined)",
+            )
         if self.private is not None and self.private.name.casefold() != name.casefold():
-            raise SqlError(clause, f"the query reads two private tables ({self.private.name!r}"
-                             f" and {name!r}): joins of two private tables are not supported "
-                             "(one person's rows could pair with another's, beyond any bound)")
-        self.private = _merge(info if info is not None else TableInfo(name=name),
-                              self.overrides)
+            raise SqlError(
+                clause,
+                f"the query reads two private tables ({self.private.name!r}"
+                f" and {name!r}): joins of two private tables are not supported "
+                "(one person's rows could pair with another's, beyond any bound)",
+            )
+        self.private = _merge(info if info is not None else TableInfo(name=name), self.overrides)
         declared = self.private.privacy_unit
         if declared is not None and declared != self.session.table.privacy_unit:
-            raise SqlError(clause, f"the metadata's privacy unit of {name!r} is {declared!r} "
-                             f"but the session's is {self.session.table.privacy_unit!r}")
+            raise SqlError(
+                clause,
+                f"the metadata's privacy unit of {name!r} is {declared!r} "
+                f"but the session's is {self.session.table.privacy_unit!r}",
+            )
         alias = table.alias_or_name
         tab_alias = table.args.get("alias")
         if isinstance(tab_alias, exp.TableAlias) and tab_alias.columns:
@@ -220,13 +242,17 @@ class _Translator:
         elif isinstance(src, exp.Subquery):
             inner = src.this
             if not isinstance(inner, exp.Select):
-                raise SqlError("FROM subquery", "a subquery must be one SELECT (UNION and "
-                                 "other set operations are not supported)")
+                raise SqlError(
+                    "FROM subquery",
+                    "a subquery must be one SELECT (UNION and "
+                    "other set operations are not supported)",
+                )
             projection = self._row_level(inner)
             scope = _Scope(private_names=(), projection=projection, sub_alias=src.alias or None)
         else:
-            raise SqlError(clause, f"{src.sql()!r}: FROM takes the private table or a "
-                             "row-level subquery of it")
+            raise SqlError(
+                clause, f"{src.sql()!r}: FROM takes the private table or a row-level subquery of it"
+            )
         for j in select.args.get("joins") or []:
             self._join(j, scope)
         return scope
@@ -235,26 +261,39 @@ class _Translator:
         clause = "JOIN"
         side = (j.args.get("side") or "").upper()
         kind = (j.args.get("kind") or "").upper()
-        if j.args.get("method") or j.args.get("using") or kind in ("CROSS", "SEMI", "ANTI") \
-                or side in ("RIGHT", "FULL"):
-            raise SqlError(clause, f"{j.sql()!r}: only [INNER] JOIN and LEFT JOIN with ON "
-                             "equalities are supported (a RIGHT/FULL/CROSS join would add rows "
-                             "that no person contributed, or pair each row with many)")
+        if (
+            j.args.get("method")
+            or j.args.get("using")
+            or kind in ("CROSS", "SEMI", "ANTI")
+            or side in ("RIGHT", "FULL")
+        ):
+            raise SqlError(
+                clause,
+                f"{j.sql()!r}: only [INNER] JOIN and LEFT JOIN with ON "
+                "equalities are supported (a RIGHT/FULL/CROSS join would add rows "
+                "that no person contributed, or pair each row with many)",
+            )
         if kind not in ("", "INNER", "OUTER"):
             raise SqlError(clause, f"join kind {kind} is not supported")
         table = j.this
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
-            raise SqlError(clause, "a join takes a public table by name (subqueries and table "
-                             "functions are not supported there)")
+            raise SqlError(
+                clause,
+                "a join takes a public table by name (subqueries and table "
+                "functions are not supported there)",
+            )
         _plain_table(table, clause)
         if table.args.get("db") or table.args.get("catalog"):
             raise SqlError(clause, f"qualified table names are not supported: {table.sql()!r}")
         info = self._public_info(table.name)
         if info is None:
-            raise SqlError(clause, f"{table.name!r} is not declared public in the metadata: "
-                             "joins of two private tables are not supported (one person's "
-                             "rows could pair with another's, beyond any bound); declare a "
-                             "public table with 'public: true'")
+            raise SqlError(
+                clause,
+                f"{table.name!r} is not declared public in the metadata: "
+                "joins of two private tables are not supported (one person's "
+                "rows could pair with another's, beyond any bound); declare a "
+                "public table with 'public: true'",
+            )
         target: Any = None
         for n, obj in self.public_tables.items():
             if n.casefold() == table.name.casefold():
@@ -264,8 +303,14 @@ class _Translator:
         public = self.session.public_table(target)
         source, schema = public.source, public.schema
         del source
-        join = _Join(table=info.name, alias=table.alias_or_name, target=target, schema=schema,
-                     info=info, how="left" if side == "LEFT" else "inner")
+        join = _Join(
+            table=info.name,
+            alias=table.alias_or_name,
+            target=target,
+            schema=schema,
+            info=info,
+            how="left" if side == "LEFT" else "inner",
+        )
         on = j.args.get("on")
         if on is None:
             raise SqlError(clause, "a join needs ON private_column = public_column")
@@ -273,21 +318,31 @@ class _Translator:
         for c in conds:
             while isinstance(c, exp.Paren):
                 c = c.this
-            if not isinstance(c, exp.EQ) or not all(isinstance(x, exp.Column)
-                                                    for x in (c.this, c.expression)):
-                raise SqlError(clause, f"ON {c.sql()!r}: only equalities of a private column "
-                                 "and a public column (joined by AND) are supported")
+            if not isinstance(c, exp.EQ) or not all(
+                isinstance(x, exp.Column) for x in (c.this, c.expression)
+            ):
+                raise SqlError(
+                    clause,
+                    f"ON {c.sql()!r}: only equalities of a private column "
+                    "and a public column (joined by AND) are supported",
+                )
             sides = [c.this, c.expression]
             pub = [x for x in sides if self._is_public_ref(x, join)]
             if len(pub) != 1:
-                raise SqlError(clause, f"ON {c.sql()!r} must compare one column of "
-                                 f"{table.name!r} with one column of the private table")
+                raise SqlError(
+                    clause,
+                    f"ON {c.sql()!r} must compare one column of "
+                    f"{table.name!r} with one column of the private table",
+                )
             priv = sides[1] if pub[0] is sides[0] else sides[0]
             resolved = self._resolve_column(priv, scope, clause)
-            if not isinstance(resolved, exp.Column) \
-                    or resolved.name not in self.session.table.columns:
-                raise SqlError(clause, f"ON {c.sql()!r}: the key must be a column of the "
-                                 "private table")
+            if (
+                not isinstance(resolved, exp.Column)
+                or resolved.name not in self.session.table.columns
+            ):
+                raise SqlError(
+                    clause, f"ON {c.sql()!r}: the key must be a column of the private table"
+                )
             join.on.append((resolved.name, self._public_col(pub[0].name, join, clause)))
         scope.joins[join.alias] = join
         if join.alias != table.name:
@@ -299,8 +354,10 @@ class _Translator:
         another name)."""
         unit = self.session.table.privacy_unit
         return unit is not None and any(
-            left == unit and j.exposed.get(right) == name for j in self.joins
-            for left, right in j.on)
+            left == unit and j.exposed.get(right) == name
+            for j in self.joins
+            for left, right in j.on
+        )
 
     def _is_public_ref(self, col: exp.Column, join: _Join) -> bool:
         if col.table:
@@ -313,8 +370,11 @@ class _Translator:
         folded = [c for c in join.schema if c.casefold() == name.casefold()]
         if len(folded) == 1:
             return folded[0]
-        raise SqlError(clause, f"public table {join.table!r} has no column {name!r}"
-                         f"{did_you_mean(name, join.schema)} (columns: {list(join.schema)})")
+        raise SqlError(
+            clause,
+            f"public table {join.table!r} has no column {name!r}"
+            f"{did_you_mean(name, join.schema)} (columns: {list(join.schema)})",
+        )
 
     def _expose(self, join: _Join, col: str) -> str:
         if col in join.exposed:
@@ -352,9 +412,12 @@ class _Translator:
             if hit is not None:
                 return hit.copy()
             if not qual and not any(name in j.schema for j in scope.joins.values()):
-                raise SqlError(clause, f"unknown column {name!r}"
-                               f"{did_you_mean(name, scope.projection)} (the subquery "
-                               f"outputs {sorted(scope.projection)})")
+                raise SqlError(
+                    clause,
+                    f"unknown column {name!r}"
+                    f"{did_you_mean(name, scope.projection)} (the subquery "
+                    f"outputs {sorted(scope.projection)})",
+                )
         if qual and qual not in scope.private_names and qual != scope.sub_alias:
             raise SqlError(clause, f"unknown table or alias {qual!r} in {col.sql()!r}")
         if scope.projection is None and (not qual or qual in scope.private_names):
@@ -362,19 +425,28 @@ class _Translator:
             if found is not None:
                 return _column(found)
             if qual:
-                raise SqlError(clause, f"unknown column {name!r}"
-                               f"{did_you_mean(name, self.session.table.columns)}; the private "
-                               f"table has columns {list(self.session.table.columns)}")
-        hits = {id(j): j for j in scope.joins.values()
-                if any(c.casefold() == name.casefold() for c in j.schema)}
+                raise SqlError(
+                    clause,
+                    f"unknown column {name!r}"
+                    f"{did_you_mean(name, self.session.table.columns)}; the private "
+                    f"table has columns {list(self.session.table.columns)}",
+                )
+        hits = {
+            id(j): j
+            for j in scope.joins.values()
+            if any(c.casefold() == name.casefold() for c in j.schema)
+        }
         if len(hits) == 1:
             join = next(iter(hits.values()))
             return _column(self._expose(join, self._public_col(name, join, clause)))
         if len(hits) > 1:
             raise SqlError(clause, f"column {name!r} is ambiguous: qualify it")
-        raise SqlError(clause, f"unknown column {name!r}"
-                       f"{did_you_mean(name, self.session.table.columns)}; the private table has "
-                       f"columns {list(self.session.table.columns)}")
+        raise SqlError(
+            clause,
+            f"unknown column {name!r}"
+            f"{did_you_mean(name, self.session.table.columns)}; the private table has "
+            f"columns {list(self.session.table.columns)}",
+        )
 
     def _resolve(self, e: exp.Expression, scope: _Scope, clause: str) -> exp.Expression:
         """``e`` with every column resolved; CASE expressions become buckets."""
@@ -384,12 +456,19 @@ class _Translator:
             return self._resolve_column(e, scope, clause)
         for node in e.walk():
             if isinstance(node, (exp.Subquery, exp.Select)) or (
-                    isinstance(node, exp.In) and node.args.get("query") is not None):
-                raise SqlError(clause, "a subquery inside an expression is not supported "
-                                 "(it could read other rows or smuggle an aggregate in)")
+                isinstance(node, exp.In) and node.args.get("query") is not None
+            ):
+                raise SqlError(
+                    clause,
+                    "a subquery inside an expression is not supported "
+                    "(it could read other rows or smuggle an aggregate in)",
+                )
             if isinstance(node, exp.Window):
-                raise SqlError(clause, f"window function {node.sql()!r}: a row's value would "
-                                 "depend on other people's rows before the private aggregate")
+                raise SqlError(
+                    clause,
+                    f"window function {node.sql()!r}: a row's value would "
+                    "depend on other people's rows before the private aggregate",
+                )
             if isinstance(node, exp.AggFunc):
                 raise SqlError(clause, f"aggregate {node.sql()!r} is not allowed here")
         out = e.copy()
@@ -411,8 +490,11 @@ class _Translator:
         try:
             vp = parse_predicate(text)
         except PredicateError as exc:
-            raise SqlError(clause, f"{exc} (user functions and other constructs outside the "
-                             "row-level allow-list are refused on private data)") from None
+            raise SqlError(
+                clause,
+                f"{exc} (user functions and other constructs outside the "
+                "row-level allow-list are refused on private data)",
+            ) from None
         del vp
         return text
 
@@ -427,8 +509,10 @@ class _Translator:
             text = self._check_row_expression(resolved, f"{clause} (CASE)")
             for c in resolved.find_all(exp.Column):
                 if c.name == self.session.table.privacy_unit:
-                    raise SqlError(f"{clause} (CASE)", "a CASE on the privacy unit would "
-                                     "group by (a function of) the person")
+                    raise SqlError(
+                        f"{clause} (CASE)",
+                        "a CASE on the privacy unit would group by (a function of) the person",
+                    )
             cases.append((text, _literal_value(branch.args["true"], f"{clause} (CASE)")))
         if not cases:
             raise SqlError(clause, "CASE needs at least one WHEN")
@@ -453,56 +537,80 @@ class _Translator:
             return
         cond = where.this
         if any(isinstance(n, (exp.Subquery, exp.Select)) for n in cond.walk()):
-            raise SqlError(clause, "a subquery inside an expression is not supported (it "
-                           "could read other rows or smuggle an aggregate in)")
+            raise SqlError(
+                clause,
+                "a subquery inside an expression is not supported (it "
+                "could read other rows or smuggle an aggregate in)",
+            )
         if any(isinstance(n, exp.AggFunc) for n in cond.walk()):
-            raise SqlError(clause, "an aggregate in WHERE is not supported (filter released "
-                             "values with HAVING)")
+            raise SqlError(
+                clause,
+                "an aggregate in WHERE is not supported (filter released values with HAVING)",
+            )
         resolved = self._resolve(cond, scope, clause)
         self.filters.append(self._check_row_expression(resolved, clause))
 
     # ------------------------------------------------------------------ subqueries
     def _forbid(self, select: exp.Select, clause: str, top: bool) -> None:
         if select.args.get("with") is not None or select.args.get("with_") is not None:
-            raise SqlError("WITH", "common table expressions are not supported; use a "
-                             "subquery in FROM")
+            raise SqlError(
+                "WITH", "common table expressions are not supported; use a subquery in FROM"
+            )
         if select.args.get("distinct") is not None:
-            raise SqlError(f"{clause} DISTINCT", "SELECT DISTINCT releases rows without "
-                             "noise; count distinct persons with COUNT(DISTINCT <privacy unit>)")
+            raise SqlError(
+                f"{clause} DISTINCT",
+                "SELECT DISTINCT releases rows without "
+                "noise; count distinct persons with COUNT(DISTINCT <privacy unit>)",
+            )
         for arg in ("qualify", "laterals", "pivots", "into", "sample", "connect", "windows"):
             if select.args.get(arg):
                 raise SqlError(clause, f"{arg.upper()} is not supported")
         if not top:
             if select.args.get("limit") is not None or select.args.get("offset") is not None:
-                raise SqlError("LIMIT (subquery)", "LIMIT before GROUP BY keeps rows chosen "
-                                 "by their order among everyone's rows, so one person could "
-                                 "change which rows of others are counted; LIMIT applies only "
-                                 "to released rows")
+                raise SqlError(
+                    "LIMIT (subquery)",
+                    "LIMIT before GROUP BY keeps rows chosen "
+                    "by their order among everyone's rows, so one person could "
+                    "change which rows of others are counted; LIMIT applies only "
+                    "to released rows",
+                )
             if select.args.get("group") is not None or select.args.get("having") is not None:
-                raise SqlError("GROUP BY (subquery)", "an aggregate before the private "
-                                 "aggregate (aggregates of aggregates) is not supported: the "
-                                 "inner groups mix people's rows before contribution bounding")
+                raise SqlError(
+                    "GROUP BY (subquery)",
+                    "an aggregate before the private "
+                    "aggregate (aggregates of aggregates) is not supported: the "
+                    "inner groups mix people's rows before contribution bounding",
+                )
             if select.args.get("order") is not None:
-                raise SqlError("ORDER BY (subquery)", "ordering rows before the aggregate has "
-                                 "no effect on it; remove it")
+                raise SqlError(
+                    "ORDER BY (subquery)",
+                    "ordering rows before the aggregate has no effect on it; remove it",
+                )
 
     def _row_level(self, select: exp.Select) -> dict[str, exp.Expression]:
         clause = "subquery"
         self._forbid(select, clause, top=False)
         for node in select.walk():
             if isinstance(node, exp.Window):
-                raise SqlError("subquery", f"window function {node.sql()!r} before the "
-                                 "aggregate: a row's value would depend on other people's rows")
+                raise SqlError(
+                    "subquery",
+                    f"window function {node.sql()!r} before the "
+                    "aggregate: a row's value would depend on other people's rows",
+                )
             if isinstance(node, exp.AggFunc):
-                raise SqlError("subquery", f"aggregate {node.sql()!r} before the private "
-                                 "aggregate: aggregates of aggregates are not supported (the "
-                                 "inner aggregate mixes people's rows before bounding)")
+                raise SqlError(
+                    "subquery",
+                    f"aggregate {node.sql()!r} before the private "
+                    "aggregate: aggregates of aggregates are not supported (the "
+                    "inner aggregate mixes people's rows before bounding)",
+                )
         scope = self._scope_of_from(select, "FROM (subquery)")
         self._where(select, scope, "WHERE (subquery)")
         out: dict[str, exp.Expression] = {}
         for item in select.expressions:
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
-                                              and isinstance(item.this, exp.Star)):
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
                 if scope.projection is not None:
                     for k, v in scope.projection.items():
                         out.setdefault(k, v)
@@ -526,22 +634,27 @@ class _Translator:
         self._forbid(tree, "SELECT", top=True)
         for node in tree.walk():
             if isinstance(node, exp.Window):
-                raise SqlError("SELECT", f"window function {node.sql()!r}: not supported (a "
-                                 "window over private rows reads other people's rows)")
+                raise SqlError(
+                    "SELECT",
+                    f"window function {node.sql()!r}: not supported (a "
+                    "window over private rows reads other people's rows)",
+                )
         scope = self._scope_of_from(tree, "FROM")
         self._where(tree, scope, "WHERE")
 
         items = list(tree.expressions)
         item_names: list[str] = []
         for i, item in enumerate(items):
-            if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
-                                              and isinstance(item.this, exp.Star)):
-                raise SqlError("SELECT", "'*' is not supported: list group columns and "
-                                 "aggregates")
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
+                raise SqlError("SELECT", "'*' is not supported: list group columns and aggregates")
             name = item.alias_or_name if isinstance(item, (exp.Alias, exp.Column)) else ""
             if not name:  # an unnamed aggregate or CASE: a name from its text
-                name = re.sub(r"[^a-z0-9]+", "_", item.sql(dialect="duckdb").lower()
-                              ).strip("_")[:60] or f"col{i}"
+                name = (
+                    re.sub(r"[^a-z0-9]+", "_", item.sql(dialect="duckdb").lower()).strip("_")[:60]
+                    or f"col{i}"
+                )
             base, n = name, 2
             while name in item_names:
                 name, n = f"{base}_{n}", n + 1
@@ -560,8 +673,11 @@ class _Translator:
                     target = items[pos - 1].unalias()
                 elif isinstance(g, exp.Column) and not g.table:
                     for it in items:
-                        if isinstance(it, exp.Alias) and it.alias == g.name and not isinstance(
-                                it.this, exp.AggFunc):
+                        if (
+                            isinstance(it, exp.Alias)
+                            and it.alias == g.name
+                            and not isinstance(it.this, exp.AggFunc)
+                        ):
                             try:
                                 self._resolve_column(g, scope, "GROUP BY")
                             except SqlError:
@@ -570,13 +686,18 @@ class _Translator:
                     raise SqlError("GROUP BY", "grouping by an aggregate is not supported")
                 resolved = self._resolve(target, scope, "GROUP BY")
                 if not isinstance(resolved, exp.Column):
-                    raise SqlError("GROUP BY", f"{g.sql()!r}: group by columns or CASE "
-                                     "buckets with literal values (other expressions are not "
-                                     "supported)")
+                    raise SqlError(
+                        "GROUP BY",
+                        f"{g.sql()!r}: group by columns or CASE "
+                        "buckets with literal values (other expressions are not "
+                        "supported)",
+                    )
                 name = resolved.name
                 if name == self.session.table.privacy_unit or self._unit_alias(name):
-                    raise SqlError("GROUP BY", f"grouping by the privacy unit {name!r} "
-                                     "would release one row per person")
+                    raise SqlError(
+                        "GROUP BY",
+                        f"grouping by the privacy unit {name!r} would release one row per person",
+                    )
                 if name in group_cols:
                     raise SqlError("GROUP BY", f"{name!r} is grouped twice")
                 group_cols.append(name)
@@ -593,23 +714,36 @@ class _Translator:
             if aggs:
                 node = inner
                 if isinstance(node, exp.Filter):
-                    raise SqlError("SELECT", f"{node.sql()!r}: FILTER on an aggregate is not "
-                                     "supported; use WHERE (or one query per filter)")
+                    raise SqlError(
+                        "SELECT",
+                        f"{node.sql()!r}: FILTER on an aggregate is not "
+                        "supported; use WHERE (or one query per filter)",
+                    )
                 if not isinstance(node, (exp.AggFunc, exp.WithinGroup)):
-                    raise SqlError("SELECT", f"{inner.sql()!r}: arithmetic on aggregates is "
-                                     "not supported (no interval for it); release the "
-                                     "aggregates and combine them afterwards")
-                nested = [n for n in node.walk() if n is not node and isinstance(
-                    n, exp.AggFunc) and not (isinstance(node, exp.WithinGroup)
-                                             and n is node.this)]
+                    raise SqlError(
+                        "SELECT",
+                        f"{inner.sql()!r}: arithmetic on aggregates is "
+                        "not supported (no interval for it); release the "
+                        "aggregates and combine them afterwards",
+                    )
+                nested = [
+                    n
+                    for n in node.walk()
+                    if n is not node
+                    and isinstance(n, exp.AggFunc)
+                    and not (isinstance(node, exp.WithinGroup) and n is node.this)
+                ]
                 if nested:
-                    raise SqlError("SELECT", f"{inner.sql()!r}: aggregates of aggregates are "
-                                     "not supported")
-                if out_name in stats or out_name in group_cols or any(
-                        o.name == out_name for o in outputs):
+                    raise SqlError(
+                        "SELECT", f"{inner.sql()!r}: aggregates of aggregates are not supported"
+                    )
+                if (
+                    out_name in stats
+                    or out_name in group_cols
+                    or any(o.name == out_name for o in outputs)
+                ):
                     raise SqlError("SELECT", f"output name {out_name!r} is used twice")
-                st, col, is_count_col = self._statistic(cast(exp.Expression, node), scope,
-                                                        out_name)
+                st, col, is_count_col = self._statistic(cast(exp.Expression, node), scope, out_name)
                 stats[out_name] = st
                 if is_count_col and col is not None:
                     count_cols.append((out_name, col))
@@ -621,21 +755,30 @@ class _Translator:
                 continue
             resolved = self._resolve(inner, scope, "SELECT")
             if not isinstance(resolved, exp.Column) or resolved.name not in group_cols:
-                raise SqlError("SELECT", f"{inner.sql()!r} is neither a GROUP BY column nor an "
-                                 "aggregate (every released value must be a noisy aggregate or "
-                                 "a group key)")
+                raise SqlError(
+                    "SELECT",
+                    f"{inner.sql()!r} is neither a GROUP BY column nor an "
+                    "aggregate (every released value must be a noisy aggregate or "
+                    "a group key)",
+                )
             if any(o.name == out_name for o in outputs):
                 raise SqlError("SELECT", f"output name {out_name!r} is used twice")
             outputs.append(OutputColumn(out_name, "key", resolved.name, _canon(inner)))
         if not stats:
-            raise SqlError("SELECT", "the query has no aggregate (COUNT, SUM, AVG, ...): "
-                             "without one nothing can be released privately")
+            raise SqlError(
+                "SELECT",
+                "the query has no aggregate (COUNT, SUM, AVG, ...): "
+                "without one nothing can be released privately",
+            )
         if count_cols:
             cols = {c for _, c in count_cols}
             if len(cols) > 1 or other_counts or not value_cols <= cols:
-                raise SqlError("SELECT", "COUNT(column) counts the rows where the column is "
-                                 "not NULL; it is answered only next to aggregates of that same "
-                                 "column (use COUNT(*) with WHERE column IS NOT NULL otherwise)")
+                raise SqlError(
+                    "SELECT",
+                    "COUNT(column) counts the rows where the column is "
+                    "not NULL; it is answered only next to aggregates of that same "
+                    "column (use COUNT(*) with WHERE column IS NOT NULL otherwise)",
+                )
             (col,) = cols
             self.filters.append(f"{_quote(col)} IS NOT NULL")
 
@@ -643,24 +786,39 @@ class _Translator:
         query = self._build(group_cols, stats)
         having = tree.args.get("having")
         hv = having.this if having is not None else None
-        kinds = self._output_kinds(outputs, stats) if (
-            hv is not None or tree.args.get("order") is not None) else {}
+        kinds = (
+            self._output_kinds(outputs, stats)
+            if (hv is not None or tree.args.get("order") is not None)
+            else {}
+        )
         if hv is not None:
             _check_having(hv, outputs)
             _having_kind(hv, outputs, kinds)
         order = self._order(tree, outputs, items, group_cols)
         for target, _, _ in order:
             if kinds.get(target) == "list":
-                raise SqlError("ORDER BY", f"{target!r} releases several quantiles (one column "
-                                 "per level): order by one level's own query instead")
+                raise SqlError(
+                    "ORDER BY",
+                    f"{target!r} releases several quantiles (one column "
+                    "per level): order by one level's own query instead",
+                )
         limit, offset = self._limit(tree)
         qcols: dict[str, list[str]] = {n: [] for n, s in stats.items() if s.kind == "quantile"}
-        return Translation(text=text, query=query, outputs=outputs,
-                           group_columns=tuple(group_cols), having=hv, order=order,
-                           limit=limit, offset=offset, quantile_columns=qcols)
+        return Translation(
+            text=text,
+            query=query,
+            outputs=outputs,
+            group_columns=tuple(group_cols),
+            having=hv,
+            order=order,
+            limit=limit,
+            offset=offset,
+            quantile_columns=qcols,
+        )
 
-    def _output_kinds(self, outputs: list[OutputColumn], stats: dict[str, agg.Statistic]
-                      ) -> dict[str, str]:
+    def _output_kinds(
+        self, outputs: list[OutputColumn], stats: dict[str, agg.Statistic]
+    ) -> dict[str, str]:
         """What each released column holds, from the schema only (no data is read): ``num``
         (a noisy statistic, an integer or float key), ``text`` (a text key), ``list`` (a
         quantile over several levels: one released column per level) or ``any``."""
@@ -673,16 +831,21 @@ class _Translator:
         for o in outputs:
             if o.kind == "stat":
                 st = stats.get(o.source)
-                out[o.name] = ("list" if st is not None and st.kind == "quantile"
-                               and len(st.quantiles) > 1 else "num")
+                out[o.name] = (
+                    "list"
+                    if st is not None and st.kind == "quantile" and len(st.quantiles) > 1
+                    else "num"
+                )
                 continue
             fam = type_family(types[o.source]) if o.source in types else "other"
-            out[o.name] = ("num" if fam in ("integer", "float") else
-                           "text" if fam == "string" else "any")
+            out[o.name] = (
+                "num" if fam in ("integer", "float") else "text" if fam == "string" else "any"
+            )
         return out
 
-    def _statistic(self, node: exp.Expression, scope: _Scope, name: str
-                   ) -> tuple[agg.Statistic, str | None, bool]:
+    def _statistic(
+        self, node: exp.Expression, scope: _Scope, name: str
+    ) -> tuple[agg.Statistic, str | None, bool]:
         """(statistic, column read, whether it is COUNT(column))."""
         clause = f"SELECT {node.sql()}"
         if isinstance(node, exp.Count):
@@ -696,9 +859,12 @@ class _Translator:
                     unit = self.session.table.privacy_unit
                     if isinstance(r, exp.Column) and unit is not None and r.name == unit:
                         return agg.count_distinct(), None, False
-                raise SqlError(clause, "COUNT(DISTINCT ...) is supported for the privacy unit "
-                                 f"only ({self.session.table.privacy_unit!r}): distinct values of "
-                                 "another column are not bounded per person here")
+                raise SqlError(
+                    clause,
+                    "COUNT(DISTINCT ...) is supported for the privacy unit "
+                    f"only ({self.session.table.privacy_unit!r}): distinct values of "
+                    "another column are not bounded per person here",
+                )
             if isinstance(arg, exp.Literal) and not arg.is_string:
                 return agg.count(), None, False
             col = self._value_column(arg, scope, clause)
@@ -706,8 +872,11 @@ class _Translator:
         if isinstance(node, exp.WithinGroup):
             fn = node.this
             if not isinstance(fn, exp.PercentileCont):
-                raise SqlError(clause, "only PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col) "
-                                 "is supported among ordered-set aggregates")
+                raise SqlError(
+                    clause,
+                    "only PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col) "
+                    "is supported among ordered-set aggregates",
+                )
             order = node.expression
             obs = order.expressions if isinstance(order, exp.Order) else []
             if len(obs) != 1 or obs[0].args.get("desc"):
@@ -723,20 +892,28 @@ class _Translator:
             col = self._value_column(node.this, scope, clause)
             return self._quantile(col, self._quantiles(q, clause), clause), col, False
         makers: dict[type, Callable[..., agg.Statistic]] = {
-            exp.Sum: agg.sum, exp.Avg: agg.mean, exp.Variance: agg.variance,
-            exp.VariancePop: agg.variance, exp.Stddev: agg.std, exp.StddevPop: agg.std,
+            exp.Sum: agg.sum,
+            exp.Avg: agg.mean,
+            exp.Variance: agg.variance,
+            exp.VariancePop: agg.variance,
+            exp.Stddev: agg.std,
+            exp.StddevPop: agg.std,
             exp.StddevSamp: agg.std,
         }
         make = makers.get(type(node))
         if make is None:
             fname = node.sql_name() if isinstance(node, exp.Func) else type(node).__name__
             if isinstance(node, (exp.Min, exp.Max)):
-                reason = ("the extreme value is one person's value and has no private answer; "
-                          "ask for a quantile, e.g. PERCENTILE_CONT(0.99) WITHIN GROUP "
-                          "(ORDER BY col)")
+                reason = (
+                    "the extreme value is one person's value and has no private answer; "
+                    "ask for a quantile, e.g. PERCENTILE_CONT(0.99) WITHIN GROUP "
+                    "(ORDER BY col)"
+                )
             else:
-                reason = ("not in the supported aggregates (COUNT, SUM, AVG, VAR, STDDEV, "
-                          "MEDIAN, PERCENTILE_CONT)")
+                reason = (
+                    "not in the supported aggregates (COUNT, SUM, AVG, VAR, STDDEV, "
+                    "MEDIAN, PERCENTILE_CONT)"
+                )
             raise SqlError(clause, f"{fname}: {reason}")
         if isinstance(node.this, exp.Distinct):
             raise SqlError(clause, "DISTINCT inside SUM/AVG/... is not supported")
@@ -768,8 +945,11 @@ class _Translator:
             raise SqlError(clause, "aggregates of aggregates are not supported")
         resolved = self._resolve(arg, scope, clause)
         if not isinstance(resolved, exp.Column):
-            raise SqlError(clause, f"{arg.sql()!r}: aggregates read a column (derived values "
-                             "would need bounds of their own; aggregate the column itself)")
+            raise SqlError(
+                clause,
+                f"{arg.sql()!r}: aggregates read a column (derived values "
+                "would need bounds of their own; aggregate the column itself)",
+            )
         if resolved.name == self.session.table.privacy_unit:
             raise SqlError(clause, "aggregating the privacy unit column is not supported")
         return resolved.name
@@ -786,9 +966,12 @@ class _Translator:
     def _bounds(self, col: str, clause: str) -> tuple[Any, Any]:
         info = self._column_info(col)
         if info is None or info.bounds is None:
-            raise SqlError(clause, f"column {col!r} has no bounds in the metadata: an "
-                             "aggregate of it cannot be calibrated and is never answered "
-                             "without noise; declare lower and upper")
+            raise SqlError(
+                clause,
+                f"column {col!r} has no bounds in the metadata: an "
+                "aggregate of it cannot be calibrated and is never answered "
+                "without noise; declare lower and upper",
+            )
         return info.bounds
 
     def _keys(self, col: str) -> tuple[Any, ...] | None:
@@ -815,18 +998,22 @@ class _Translator:
             key_lists = [self._keys(c) for c in group_cols]
             keys = None
             if all(k is not None for k in key_lists):
-                keys = {c: list(k) for c, k in zip(group_cols, key_lists, strict=True)
-                        if k is not None}
+                keys = {
+                    c: list(k) for c, k in zip(group_cols, key_lists, strict=True) if k is not None
+                }
             q = q.group_by(*group_cols, keys=keys)
         if self.session.table.privacy_unit is not None:
             info = self.private or TableInfo(name="")
-            q = q.bound(max_partitions=info.max_partitions or 1,
-                        max_rows_per_partition=info.max_rows_per_partition or 1)
+            q = q.bound(
+                max_partitions=info.max_partitions or 1,
+                max_rows_per_partition=info.max_rows_per_partition or 1,
+            )
         return q.agg(**stats)
 
     # ------------------------------------------------------------------ post-processing
-    def _order(self, tree: exp.Select, outputs: list[OutputColumn], items: list[Any],
-               group_cols: list[str]) -> list[tuple[str, bool, bool | None]]:
+    def _order(
+        self, tree: exp.Select, outputs: list[OutputColumn], items: list[Any], group_cols: list[str]
+    ) -> list[tuple[str, bool, bool | None]]:
         order = tree.args.get("order")
         if order is None:
             return []
@@ -889,8 +1076,11 @@ def _match_output(e: exp.Expression, outputs: list[OutputColumn], clause: str) -
     for o in outputs:
         if o.canonical == c:
             return o.name
-    raise SqlError(clause, f"{e.sql()!r} is not a released column: {clause} applies to the "
-                     "released rows only (add the aggregate to SELECT)")
+    raise SqlError(
+        clause,
+        f"{e.sql()!r} is not a released column: {clause} applies to the "
+        "released rows only (add the aggregate to SELECT)",
+    )
 
 
 def _check_interval_names(outputs: list[OutputColumn], stats: dict[str, Any]) -> None:
@@ -910,20 +1100,28 @@ def _check_interval_names(outputs: list[OutputColumn], stats: dict[str, Any]) ->
                 continue
             other = b.name.casefold()
             if other in (base + "_low", base + "_high") or (
-                    st is not None and st.kind == "quantile" and other.startswith(base + "_p")):
-                raise SqlError("SELECT", f"output name {b.name!r} is also a released column "
-                                 f"of {a.name!r} (its interval or quantile levels): choose "
-                                 "another alias")
+                st is not None and st.kind == "quantile" and other.startswith(base + "_p")
+            ):
+                raise SqlError(
+                    "SELECT",
+                    f"output name {b.name!r} is also a released column "
+                    f"of {a.name!r} (its interval or quantile levels): choose "
+                    "another alias",
+                )
 
 
 def _plain_table(table: exp.Table, clause: str) -> None:
     """Refuse a table reference with anything beyond its name and alias (``TABLESAMPLE``,
     ``AT``/time travel, hints, pivots, ...): dropping it would answer another query."""
-    extra = sorted(k for k, v in table.args.items()
-                   if v and k not in ("this", "alias", "db", "catalog"))
+    extra = sorted(
+        k for k, v in table.args.items() if v and k not in ("this", "alias", "db", "catalog")
+    )
     if extra:
-        raise SqlError(clause, f"{table.sql()!r}: only a table name and an alias are supported "
-                         f"here (not {', '.join(extra)})")
+        raise SqlError(
+            clause,
+            f"{table.sql()!r}: only a table name and an alias are supported "
+            f"here (not {', '.join(extra)})",
+        )
 
 
 def _parse(text: str) -> exp.Select:
@@ -956,19 +1154,27 @@ def _merge(info: TableInfo, overrides: TableInfo | None) -> TableInfo:
     cols = dict(info.columns)
     for c, ci in overrides.columns.items():
         old = cols.get(c, ColumnInfo())
-        cols[c] = ColumnInfo(lower=ci.lower if ci.bounds is not None else old.lower,
-                             upper=ci.upper if ci.bounds is not None else old.upper,
-                             keys=ci.keys if ci.keys is not None else old.keys)
+        cols[c] = ColumnInfo(
+            lower=ci.lower if ci.bounds is not None else old.lower,
+            upper=ci.upper if ci.bounds is not None else old.upper,
+            keys=ci.keys if ci.keys is not None else old.keys,
+        )
     return dataclasses.replace(
-        info, columns=cols,
+        info,
+        columns=cols,
         privacy_unit=overrides.privacy_unit or info.privacy_unit,
         max_partitions=overrides.max_partitions or info.max_partitions,
-        max_rows_per_partition=overrides.max_rows_per_partition or info.max_rows_per_partition)
+        max_rows_per_partition=overrides.max_rows_per_partition or info.max_rows_per_partition,
+    )
 
 
-def translate(session: SqlHost, text: str, metadata: Metadata,
-              public_tables: dict[str, Any] | None = None,
-              overrides: TableInfo | None = None) -> Translation:
+def translate(
+    session: SqlHost,
+    text: str,
+    metadata: Metadata,
+    public_tables: dict[str, Any] | None = None,
+    overrides: TableInfo | None = None,
+) -> Translation:
     """Check ``text`` against the private fragment and build its builder query.
 
     Raises :class:`SqlError` (or another :class:`~dpkit.errors.DPKitError` for a bad
@@ -982,14 +1188,27 @@ def translate(session: SqlHost, text: str, metadata: Metadata,
     except RecursionError:
         raise SqlError("query", "the query is nested too deeply") from None
     except Exception as exc:  # a construct the walker does not know: refused, not crashed
-        raise SqlError("query", f"unsupported construct ({type(exc).__name__}: "
-                         f"{str(exc)[:200]})") from None
+        raise SqlError(
+            "query", f"unsupported construct ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------- HAVING
 
-_HAVING_OPS = (exp.And, exp.Or, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Add,
-               exp.Sub, exp.Mul, exp.Div)
+_HAVING_OPS = (
+    exp.And,
+    exp.Or,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+)
 
 
 def _check_having(e: exp.Expression, outputs: list[OutputColumn]) -> None:
@@ -1014,9 +1233,11 @@ def _check_having(e: exp.Expression, outputs: list[OutputColumn]) -> None:
     elif isinstance(e, (exp.Column, exp.AggFunc, exp.WithinGroup)):
         _match_output(e, outputs, "HAVING")
     else:
-        raise SqlError("HAVING", f"{e.sql()!r} is not supported in HAVING (comparisons, "
-                         "AND/OR/NOT, arithmetic and IN lists over released columns)")
-
+        raise SqlError(
+            "HAVING",
+            f"{e.sql()!r} is not supported in HAVING (comparisons, "
+            "AND/OR/NOT, arithmetic and IN lists over released columns)",
+        )
 
 
 _ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -1033,14 +1254,16 @@ def _having_kind(e: exp.Expression, outputs: list[OutputColumn], kinds: dict[str
     columns and cannot be compared at all. Equality, ``IN``, ``IS NULL`` and boolean
     connectives never raise on any operand.
     """
+
     def sub(x: exp.Expression) -> str:
         return _having_kind(x, outputs, kinds)
 
     def need_num(x: exp.Expression, what: str) -> None:
         k = sub(x)
         if k != "num":
-            raise SqlError("HAVING", f"{x.sql()!r} is not a number ({what} needs numbers on "
-                             "both sides)")
+            raise SqlError(
+                "HAVING", f"{x.sql()!r} is not a number ({what} needs numbers on both sides)"
+            )
 
     if isinstance(e, exp.Paren):
         return sub(e.this)
@@ -1082,8 +1305,10 @@ def _having_kind(e: exp.Expression, outputs: list[OutputColumn], kinds: dict[str
     name = _match_output(e, outputs, "HAVING")
     kind = kinds.get(name, "any")
     if kind == "list":
-        raise SqlError("HAVING", f"{name!r} releases several quantiles (one column per "
-                         "level) and cannot be compared")
+        raise SqlError(
+            "HAVING",
+            f"{name!r} releases several quantiles (one column per level) and cannot be compared",
+        )
     return kind
 
 
@@ -1106,11 +1331,16 @@ def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -
         if isinstance(e, exp.Not):
             return ~_b(ev(e.this))
         ops: dict[type, Callable[[Any, Any], Any]] = {
-            exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b,
-            exp.GT: lambda a, b: a > b, exp.GTE: lambda a, b: a >= b,
-            exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b,
-            exp.Add: lambda a, b: a + b, exp.Sub: lambda a, b: a - b,
-            exp.Mul: lambda a, b: a * b, exp.Div: lambda a, b: a / b,
+            exp.EQ: lambda a, b: a == b,
+            exp.NEQ: lambda a, b: a != b,
+            exp.GT: lambda a, b: a > b,
+            exp.GTE: lambda a, b: a >= b,
+            exp.LT: lambda a, b: a < b,
+            exp.LTE: lambda a, b: a <= b,
+            exp.Add: lambda a, b: a + b,
+            exp.Sub: lambda a, b: a - b,
+            exp.Mul: lambda a, b: a * b,
+            exp.Div: lambda a, b: a / b,
         }
         op = ops.get(type(e))
         if op is not None:
