@@ -25,7 +25,7 @@ $(STAMP_PLOT): $(BIN)/python pyproject.toml
 	touch $@
 
 $(STAMP_TEST): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[test]"
+	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
 $(STAMP_DOCS): $(BIN)/python pyproject.toml
@@ -33,7 +33,7 @@ $(STAMP_DOCS): $(BIN)/python pyproject.toml
 	touch $@
 
 $(STAMP_BENCH): $(STAMP_TEST)
-	$(BIN)/pip install -q --extra-index-url https://download.pytorch.org/whl/cpu -e ".[bench,test]"
+	$(BIN)/pip install -q -e ".[bench,test]"
 	touch $@
 
 demo: $(STAMP_PLOT)
