@@ -32,6 +32,7 @@ def test_every_package_is_covered() -> None:
         "dpkit._loss",
         "dpkit._numeric",
         "dpkit.accounting",
+        "dpkit.accounting._budget",
         "dpkit.analytics",
         "dpkit.analytics.engines",
         "dpkit.analytics.engines._compiler",

@@ -15,3 +15,5 @@
 
 Each module receives the state it works on as arguments; none reads another's private names.
 """
+
+__all__: list[str] = []
