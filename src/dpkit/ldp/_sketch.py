@@ -22,6 +22,7 @@ user holds a distinct item (``F = n - n_v``) the last term vanishes and this is 
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -162,8 +163,11 @@ class SketchOracle(FrequencyOracle):
             out[lo : lo + step] = np.take(flat, cells + offsets).sum(axis=0)
         return self._support_from_cells(stat, out)
 
+    @abc.abstractmethod
     def _cell_table(self, stat: IntArray) -> IntArray:
-        raise NotImplementedError
+        """The ``k x m`` table of per-cell support counts read from ``stat`` (each sketch
+        stores its statistic in its own layout: CMS as cell counts, HCMS as Hadamard
+        coefficients)."""
 
     def _support_from_cells(self, stat: IntArray, summed: IntArray) -> IntArray:
         return summed
