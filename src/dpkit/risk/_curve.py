@@ -318,7 +318,9 @@ def _zcdp_curve(rho: float, slack: float, approx_delta: float) -> TradeOffFuncti
         min(1.0, grow * zcdp_delta(rho, max(e - 2.0 * slack, 0.0)) + approx_delta)
         for e in eps.tolist()
     ]
-    return fdp.from_privacy_profile(epsilons=eps, deltas=np.minimum(deltas, 1.0) * (1 + 1e-12))
+    # widened up by 1e-12, then capped at 1 (a delta of 1 is always true; never above it)
+    widened = np.minimum(np.asarray(deltas, dtype=np.float64) * (1 + 1e-12), 1.0)
+    return fdp.from_privacy_profile(epsilons=eps, deltas=widened)
 
 
 def _gdp_curve(mu: float, slack: float) -> TradeOffFunction:
