@@ -115,3 +115,18 @@ def test_bad_input_is_refused_with_a_dpkit_error(call: object) -> None:
 
     with pytest.raises(PrivacyParameterError):
         call()  # type: ignore[operator]
+
+
+def test_report_of_a_replace_budget_reads_add_remove_releases_twice(tmp_path: object) -> None:
+    """Regression: on a replace-one budget the report's per-analyst rate and its table of
+    costs composed the ledger's events as given (add/remove), while the budget counted each
+    twice: a Gaussian release of multiplier 4 showed mu 0.25, rho 0.03125 and a TPR at 1e-3
+    of 0.23%, against the replace-one truth G_0.5 (mu 0.5, rho 0.125, TPR 0.48%)."""
+    b = Budget(epsilon=5.0, delta=1e-5, method="zcdp", neighbouring="replace")
+    b.sub_budget("alice", epsilon=4.0, delta=1e-5).charge(GaussianEvent(noise_multiplier=4.0))
+    data = risk.report(b).data
+    truth = float(_gauss_tpr(0.5, np.asarray([1e-3]))[0])
+    assert data["analysts"][0]["max_tpr_at_1e-3"] >= truth
+    costs = {r["language"]: r["value"] for r in data["costs"]}
+    assert costs["Gaussian DP"] >= 0.5
+    assert costs["zero-concentrated DP"] >= 0.125
