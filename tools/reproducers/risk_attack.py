@@ -24,6 +24,7 @@ from dpkit.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     RandomizedResponseEvent,
+    SampledWithoutReplacementEvent,
 )
 
 mp.mp.dps = 40
@@ -417,6 +418,48 @@ for A in (1e-3, 0.05):
             [t for _, t in pts],
             r.tpr([a for a, _ in pts]),
         )
+
+
+# --- fixed-size batches (replace-one): dp-accounting's REPLACE_ONE pair, contribution 1/2
+# (dpkit's replace-one sensitivity is twice one record's contribution)
+for n, b, s_, T in ((1000, 10, 1.0, 50), (100, 50, 2.0, 20)):
+    inner = GaussianEvent(noise_multiplier=s_, neighbouring="replace")
+    ev = [(SampledWithoutReplacementEvent(sample_size=b, dataset_size=n, event=inner), T)]
+    pl = dpa.from_gaussian_mechanism(
+        s_,
+        sensitivity=0.5,
+        sampling_prob=b / n,
+        neighboring_relation=dpa.NeighborRel.REPLACE_ONE,
+        value_discretization_interval=1e-3,
+        pessimistic_estimate=False,
+        use_connect_dots=False,
+    ).self_compose(T)
+    check(
+        f"without replacement b={b} n={n} sigma={s_} T={T}",
+        LOW,
+        ref_tpr(pl, LOW),
+        risk.of(ev).tpr(LOW),
+        tol=1e-6,
+    )
+
+
+# --- advantage = total variation of the pair
+def held_if(ok, what):
+    (HELD if ok else FAIL).append(what)
+
+
+for bb in (0.1, 1.0, 5.0):
+    a = risk.of(LaplaceEvent(noise_multiplier=bb)).advantage()
+    held_if(a >= 1 - math.exp(-1 / (2 * bb)), f"advantage laplace b={bb}: {a:.6g} vs TV")
+for p_, k in ((0.75, 2), (0.6, 5), (0.999, 100)):
+    a = risk.of(RandomizedResponseEvent(p_truth=p_, categories=k)).advantage()
+    held_if(a >= p_ - (1 - p_) / (k - 1), f"advantage rr p={p_} k={k}: {a:.6g} vs TV")
+for q, sg in ((0.1, 1.0), (0.5, 0.5), (1.0, 2.0)):
+    ev1 = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=sg))
+    a = risk.of(ev1).advantage()
+    held_if(
+        a >= q * (2 * norm.cdf(1 / (2 * sg)) - 1), f"advantage poisson q={q} sigma={sg}: {a:.6g}"
+    )
 
 if __name__ == "__main__":
     for h in HELD:
