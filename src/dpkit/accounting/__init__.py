@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from dpkit.accounting._base import PrivacyAccountant
+from dpkit.accounting._relations import restate
 from dpkit.accounting.approx import ApproxDpAccountant
 from dpkit.accounting.budget import Budget, ChargeRecord, SubBudget
 from dpkit.accounting.composition import (
@@ -76,6 +77,7 @@ __all__ = [
     "optimal_composition",
     "optimal_composition_delta",
     "parallel_composition",
+    "restate",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_rho_for",

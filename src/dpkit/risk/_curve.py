@@ -60,6 +60,7 @@ from dpkit.events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SelfComposedEvent,
+    as_neighbouring,
 )
 from dpkit.fdp import TradeOffFunction
 
@@ -206,7 +207,14 @@ def curve_of_events(
     """
     leaves: list[tuple[DpEvent, int]] = []
     for item in events:
-        event, count = (item, 1) if isinstance(item, DpEvent) else item
+        if isinstance(item, DpEvent):
+            event, count = item, 1
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            event, count = item
+        else:
+            raise PrivacyParameterError(
+                f"not an event: {item!r}; give DpEvent objects or (event, count) pairs"
+            )
         if not isinstance(event, DpEvent):
             raise PrivacyParameterError(f"not an event: {event!r}; give DpEvent objects")
         _flatten(event, check_integer(count, name="count", minimum=0), leaves)
@@ -214,7 +222,7 @@ def curve_of_events(
     if neighbouring is None:
         target = relations.pop() if len(relations) == 1 else Neighbouring.ADD_REMOVE
     else:
-        target = Neighbouring(neighbouring)
+        target = as_neighbouring(neighbouring)
     if target is Neighbouring.ADD_REMOVE and Neighbouring.REPLACE in relations:
         raise UnsupportedEventError(
             "A release stated under replace-one neighbours says nothing about adding or "
@@ -318,7 +326,9 @@ def _zcdp_curve(rho: float, slack: float, approx_delta: float) -> TradeOffFuncti
         min(1.0, grow * zcdp_delta(rho, max(e - 2.0 * slack, 0.0)) + approx_delta)
         for e in eps.tolist()
     ]
-    return fdp.from_privacy_profile(epsilons=eps, deltas=np.minimum(deltas, 1.0) * (1 + 1e-12))
+    # widened up by 1e-12, then capped at 1 (a delta of 1 is always true; never above it)
+    widened = np.minimum(np.asarray(deltas, dtype=np.float64) * (1 + 1e-12), 1.0)
+    return fdp.from_privacy_profile(epsilons=eps, deltas=widened)
 
 
 def _gdp_curve(mu: float, slack: float) -> TradeOffFunction:
@@ -395,7 +405,12 @@ def guarantee_of(
             "Give exactly one of: an object (mechanism, event, budget, session, result, "
             "trade-off curve), epsilon= (with delta=), mu= or rho=."
         )
-    rel = Neighbouring.ADD_REMOVE if neighbouring is None else Neighbouring(neighbouring)
+    rel = Neighbouring.ADD_REMOVE if neighbouring is None else as_neighbouring(neighbouring)
+    if epsilon is None and not (isinstance(delta, (int, float)) and delta == 0):
+        raise PrivacyParameterError(
+            f"delta= goes with epsilon= only, got delta={delta!r} without it; give "
+            "epsilon= and delta= together (a mu, rho or object states its own delta)."
+        )
     if epsilon is not None:
         return Guarantee(
             fdp.approx_dp(epsilon=epsilon, delta=delta),

@@ -30,6 +30,7 @@ from dpkit.accounting import (
     PureDpAccountant,
     RdpAccountant,
     ZCdpAccountant,
+    restate,
 )
 from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.events import (
@@ -503,6 +504,10 @@ def report(
     group = risk.group(group_size) if group_size > 1 else None
     records = budget.history()
     events = [(r.event, r.count) for r in records]
+    rel = budget.neighbouring
+    # the ledger keeps events as given; the budget read each under its own relation (an
+    # add/remove release on a replace-one budget counts twice), so must every figure here
+    read = [(restate(e, rel), k) for e, k in events]
     b_eps, b_delta = budget.budget
     at = delta if delta is not None else (b_delta if b_delta > 0 else 1e-6)
     spent_e, spent_d = (float(x) for x in budget.spent)
@@ -512,9 +517,9 @@ def report(
         try:
             acct = PldAccountant()
             for ev, k in mine:
-                acct.compose(ev, k)
+                acct.compose(restate(ev, rel), k)
             e = acct.get_epsilon(at)
-            tpr = Risk(curve_of_events(mine)).max_tpr(1e-3)
+            tpr = Risk(curve_of_events(mine, neighbouring=rel)).max_tpr(1e-3)
         except DPKitError:  # pragma: no cover - the budget accepted them, so they compose
             e, tpr = math.inf, 1.0
         analysts.append(
@@ -576,7 +581,7 @@ def report(
                 "value": spent_e,
                 "note": f"delta {spent_d:.3g}; certified for the releases as they were chosen",
             },
-            *_costs(events, at),
+            *_costs(read, at),
         ],
         "analysts": analysts,
         "ledger": [

@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ from numpy.typing import ArrayLike
 
 from dpkit import fdp
 from dpkit._numeric.validation import check_integer, check_probability
+from dpkit.errors import PrivacyParameterError
 from dpkit.events import Neighbouring
 from dpkit.fdp import TradeOffFunction
 from dpkit.risk._curve import Guarantee, ZeroTradeOff, guarantee_of
@@ -84,22 +87,48 @@ def round_up(x: float, digits: int = 2) -> float:
 
 
 def percent(x: float) -> str:
-    """A probability as a percentage rounded up to two significant digits (``"0.32%"``)."""
+    """A probability as a percentage rounded up to two significant digits (``"0.32%"``); above
+    99% the distance to certainty is rounded down (``"99.92%"``, never a rounded-up 100%), below
+    ``1e-12`` it reads ``"under 0.0000000001%"``. The number shown is never below ``x``."""
     if x >= 1.0:
         return "100%"
     if x <= 0.0:
         return "0%"
+    if x < 1e-12:  # round_up would overflow on subnormals; an upper bound in words
+        return "under 0.0000000001%"
     if x > 0.99:  # show the distance to certainty: 99.92%, never a rounded-up 100%
-        gap = 100.0 - x * 100.0
+        gap = 100 - Fraction(x) * 100  # exact: a float gap could round the shown rate down
         digits = max(0, -math.floor(math.log10(gap)))
-        down = math.floor(gap * 10**digits * (1 + 1e-15)) / 10**digits  # gap rounded down
-        return f"{100.0 - down:.{digits}f}%"
+        down = Fraction(math.floor(gap * 10**digits), 10**digits)  # gap rounded down
+        return f"{Decimal(100) - Decimal(down.numerator) / Decimal(down.denominator):.{digits}f}%"
     return f"{round_up(x * 100.0):.{max(0, 1 - math.floor(math.log10(x * 100.0)))}f}%"
 
 
+def percent_down(x: float) -> str:
+    """A probability as a percentage rounded *down* to two significant digits, for a condition
+    (the prior a bound was computed from): the sentence then claims the bound for a smaller
+    prior, which it also covers (up to ``1e-12`` relative). Below ``1e-12`` it reads ``"0%"``."""
+    if x >= 1.0:
+        return "100%"
+    if x < 1e-12:
+        return "0%"
+    y = x * 100.0
+    scale = 10.0 ** (1 - math.floor(math.log10(y)))
+    # up to 1e-12 relative above x may show as x itself (0.3 is stored below 0.3): the bound
+    # beside it moves by less, well inside its own rounding up to two digits
+    shown = math.floor(y * scale * (1 + 1e-12)) / scale
+    return f"{shown:.{max(0, 1 - math.floor(math.log10(y)))}f}%"
+
+
 def odds(x: float) -> str:
-    """A small rate in words: ``1 in 1,000``."""
-    return f"1 in {round(1.0 / x):,}"
+    """A small rate in words, ``1 in N`` with ``N`` rounded up (``1/N <= x``: the words never
+    claim more than ``x``); ``"0"`` for 0.
+
+    In the statements the rate is a condition (an attacker who accuses at most ``1/N``), and
+    the bound beside it was computed at ``x >= 1/N``, so the sentence stays true."""
+    if x <= 0.0:
+        return "0"
+    return f"1 in {math.ceil(1.0 / x * (1.0 - 1e-12)):,}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +188,12 @@ class Risk:
     def tpr(self, fpr: ArrayLike) -> np.ndarray[Any, np.dtype[np.float64]]:
         """The largest true-positive rate of any membership test at each false-positive rate:
         ``1 - f(fpr)`` plus ``1e-12``, capped at 1 (an upper bound)."""
-        a = np.asarray(fpr, dtype=np.float64)
+        try:
+            a = np.asarray(fpr, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise PrivacyParameterError(
+                f"fpr must be a number or an array of numbers in [0, 1], got {fpr!r}"
+            ) from exc
         out = np.minimum(1.0, np.maximum(1.0 - self.curve(a) + _RATE_SLACK, a))
         return np.asarray(out, dtype=np.float64)
 
@@ -226,9 +260,9 @@ class Risk:
         if prof(0.0) == 0.0:
             return 0.0
         floor = self.floor()
-        if floor >= fail:
-            return math.inf
         e0 = fast.epsilon(0.0)  # delta(e0) = 0: L <= e0 always (inf if never)
+        if floor >= fail:  # only a certain bound will do (failure 0 asked, or a large floor)
+            return e0 if math.isfinite(e0) and prof(e0) == 0.0 else math.inf
         if math.isfinite(e0):
             top = e0
         else:
@@ -312,8 +346,8 @@ class Risk:
             else (f", except with probability at most {post.failure:.0e}".replace("e-0", "e-"))
         )
         out.append(
-            f"Belief: an attacker who believed {percent(prior)} that {who} is {member} can come "
-            f"to believe at most {percent(post.bound)}{tail}."
+            f"Belief: an attacker who believed {percent_down(prior)} that {who} is {member} can "
+            f"come to believe at most {percent(post.bound)}{tail}."
         )
         out.append(
             f"Reconstruction: if a record could be guessed with probability {odds(baseline)} "
