@@ -130,3 +130,21 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
     bad = [*good.tolist(), [proto.keys, 0], [0, proto.g], "x", [1], None, [0.5, 1]]
     est = proto.estimate(bad)
     assert est.rejected == 6 and est.n == 5
+
+
+def test_auditor_finds_no_violation_and_catches_an_understated_claim() -> None:
+    from dpkit.audit import Claim, audit_ldp
+
+    proto = ldp.LOLOHA(epsilon=1.0, domain=3)
+    src = RandomSource(seed=1, insecure=True)
+    result = audit_ldp(proto, samples=20_000, source=src, confidence=1 - ALPHA)
+    assert not result.violated
+    # companion: the same law claimed at half its epsilon is refuted
+    low = audit_ldp(
+        proto,
+        samples=20_000,
+        source=RandomSource(seed=2, insecure=True),
+        claim=Claim.pure(epsilon=0.3),
+        confidence=1 - ALPHA,
+    )
+    assert low.violated
