@@ -49,6 +49,11 @@ class TestRAPPORContract(_Oracle):
     cls = ldp.RAPPOR
 
 
+class TestLOLOHAContract(_Oracle):
+    cls = ldp.LOLOHA
+    event_epsilons = (0.75, 4.0)  # g grows with the lifetime epsilon (2 epsilon here)
+
+
 class TestOLHContract(_Oracle):
     cls = ldp.OLH
     event_epsilons = (0.75, 4.0)  # the hash range e^eps + 1 grows with epsilon
@@ -123,6 +128,7 @@ ENROLLED = {
     ldp.SUE: TestSUEContract,
     ldp.OUE: TestOUEContract,
     ldp.RAPPOR: TestRAPPORContract,
+    ldp.LOLOHA: TestLOLOHAContract,
     ldp.OLH: TestOLHContract,
     ldp.BLH: TestBLHContract,
     ldp.HadamardResponse: TestHadamardResponseContract,

@@ -35,6 +35,7 @@ PROTOCOLS: dict[str, Callable[[float], Any]] = {
     "BLH": lambda e: ldp.BLH(epsilon=e, domain=6),
     "HadamardResponse": lambda e: ldp.HadamardResponse(epsilon=e, domain=6),
     "RAPPOR": lambda e: ldp.RAPPOR(epsilon=e, domain=6),
+    "LOLOHA": lambda e: ldp.LOLOHA(epsilon=e, domain=6),
     "CMS": lambda e: ldp.CMS(epsilon=e, domain=1 << 32, width=64, hashes=4),
     "HCMS": lambda e: ldp.HCMS(epsilon=e, domain=1 << 32, width=64, hashes=4),
     "Duchi": lambda e: ldp.Duchi(epsilon=e),

@@ -10,7 +10,8 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
 (Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
 :class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017). Heavy hitters over such
-domains: :class:`PEM` (Wang et al., TDSC 2019). Shuffle-model accounting:
+domains: :class:`PEM` (Wang et al., TDSC 2019). Repeated collection: :class:`RAPPOR` and
+:class:`LOLOHA` (Arcolezi et al., EDBT 2023). Shuffle-model accounting:
 :class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
 
@@ -26,6 +27,7 @@ from dpkit.ldp._heavy import PEM, HeavyHitters, PemAggregator
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
+    LOLOHA,
     OLH,
     OUE,
     RAPPOR,
@@ -54,6 +56,7 @@ __all__ = [
     "FREQUENCY_ORACLES",
     "GRR",
     "HCMS",
+    "LOLOHA",
     "OLH",
     "OUE",
     "PEM",

@@ -52,6 +52,7 @@ from dpkit.noise import RandomSource, resolve_source
 __all__ = [
     "BLH",
     "GRR",
+    "LOLOHA",
     "OLH",
     "OUE",
     "RAPPOR",
@@ -675,6 +676,116 @@ class BLH(OLH, _c.BLH):
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         OLH.__init__(self, epsilon=epsilon, domain=domain, g=2)
+
+
+class LOLOHA(OLH, _c.LOLOHA):
+    """Longitudinal local hashing (LOLOHA, Arcolezi et al. EDBT 2023): see
+    :class:`dpkit.ldp.client.LOLOHA` for the two memoised GRR stages and the spend.
+
+    Each collection round is a "pure" protocol with ``p = p*`` (the chained keep probability)
+    and ``q = 1/g``: the OLH estimator and its exact variance
+    ``n (f p*(1-p*) + (1-f) q(1-q)) / (p* - q)^2`` apply round by round (the memoised draw is
+    shared across rounds of one device, but each round's reports are independent across devices
+    and each has the law of a first report). :meth:`randomize_rounds` simulates devices over
+    many rounds with their memoised buckets.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        lifetime_epsilon: float | None = None,
+        g: int | None = None,
+    ) -> None:
+        eps = _epsilon(epsilon)
+        life = (
+            min(2.0 * eps, _c.MAX_EPSILON)
+            if lifetime_epsilon is None
+            else _epsilon(lifetime_epsilon)
+        )
+        if life < eps:
+            raise PrivacyParameterError(
+                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                f"({epsilon!r}): the first report already spends epsilon"
+            )
+        if g is not None:
+            g = check_integer(g, name="g", minimum=2, maximum=1 << 20)
+        try:
+            _c.LOLOHA.__init__(
+                self, epsilon=eps, domain=_domain(domain), lifetime_epsilon=life, g=g
+            )
+        except ValueError as exc:
+            raise PrivacyParameterError(str(exc)) from None
+        self._table = None
+        self._full = None
+
+    @property
+    def event(self) -> DpEvent:
+        """One report per device: pure DP at :attr:`run_epsilon` (``p*`` is rounded down to
+        at most the GRR probability at ``run_epsilon``); if ``p2`` had to be raised to the
+        uniform ``1/g`` (tiny epsilons), the law's own loss, if larger."""
+        if not self._keep_raised:
+            return PureDpEvent(epsilon=self.run_epsilon)
+        p = up(self.support_probabilities()[0])
+        return PureDpEvent(epsilon=max(self.run_epsilon, randomized_response_epsilon(p, self._g)))
+
+    @property
+    def lifetime_event(self) -> DpEvent:
+        """Every report of a device while its value stays in one hashed bucket: pure DP at
+        :attr:`lifetime_run_epsilon` (the memoised GRR draw, post-processed)."""
+        return PureDpEvent(epsilon=self.lifetime_run_epsilon)
+
+    @property
+    def max_lifetime_event(self) -> DpEvent:
+        """Every report of a device, whatever its values: at most ``g`` memoised buckets, pure
+        DP at ``g * lifetime_run_epsilon`` (rounded up)."""
+        return PureDpEvent(epsilon=up(Fraction(self.lifetime_run_epsilon) * self._g))
+
+    def _grr_many(self, b: IntArray, keep: Fraction, source: RandomSource) -> IntArray:
+        t = keep.numerator * (_c.SCALE // keep.denominator)
+        kept = bernoulli_threshold(source, t, b.size)
+        other = source.integers(self._g - 1, b.size)
+        other += other >= b
+        return np.where(kept, b, other)
+
+    def _buckets(self, keys: IntArray, x: IntArray) -> IntArray:
+        table = self._hash_table()
+        if table is not None:
+            return table[keys, x].astype(np.int64)
+        out: IntArray = (self._digits(keys) * self._value_digits()[x]).sum(axis=1) % self._g
+        return out
+
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
+        keys = source.integers(self.keys, x.size)
+        perm = self._grr_many(self._buckets(keys, x), self._p1, source)
+        return np.stack([keys, self._grr_many(perm, self._p2, source)], axis=1)
+
+    def randomize_rounds(self, values: Any, source: RandomSource | None = None) -> IntArray:
+        """Reports of ``n`` devices over ``T`` rounds, ``values`` of shape ``(T, n)``: each
+        device keeps one key and memoises one GRR draw per hashed bucket (the law of
+        :meth:`randomize` called ``T`` times). Returns an array of shape ``(T, n, 2)``."""
+        src = resolve_source(source)
+        arr = np.asarray(values)
+        if arr.ndim != 2:
+            raise PrivacyParameterError("values must have shape (rounds, devices)")
+        rounds, n = arr.shape
+        if n * self._g > 1 << 28:
+            raise PrivacyParameterError("too many devices times buckets to simulate at once")
+        keys = src.integers(self.keys, n)
+        memo = np.full((n, self._g), -1, dtype=np.int64)
+        users = np.arange(n)
+        out = np.empty((rounds, n, 2), dtype=np.int64)
+        for t in range(rounds):
+            b = self._buckets(keys, self.encode_many(arr[t]))
+            cur = memo[users, b]
+            fresh = cur < 0
+            if fresh.any():
+                cur[fresh] = self._grr_many(b[fresh], self._p1, src)
+                memo[users[fresh], b[fresh]] = cur[fresh]
+            out[t, :, 0] = keys
+            out[t, :, 1] = self._grr_many(cur, self._p2, src)
+        return out
 
 
 def _fwht(a: FloatArray) -> FloatArray:

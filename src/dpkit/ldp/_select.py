@@ -14,6 +14,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
+    LOLOHA,
     OLH,
     OUE,
     RAPPOR,
@@ -43,6 +44,7 @@ PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingPr
         "blh": BLH,
         "hr": HadamardResponse,
         "rappor": RAPPOR,
+        "loloha": LOLOHA,
         "cms": CMS,
         "hcms": HCMS,
         "duchi": Duchi,
@@ -59,7 +61,7 @@ FREQUENCY_ORACLES: tuple[type[FrequencyOracle], ...] = tuple(
     for cls in PROTOCOLS.values()
     if issubclass(cls, FrequencyOracle)
     and cls is not RandomizedResponse
-    and not issubclass(cls, (SketchOracle, RAPPOR))
+    and not issubclass(cls, (SketchOracle, RAPPOR, LOLOHA))
 )
 
 

@@ -62,6 +62,7 @@ __all__ = [
     "CMS",
     "GRR",
     "HCMS",
+    "LOLOHA",
     "OLH",
     "OUE",
     "PEM",
@@ -606,6 +607,170 @@ class BLH(OLH):
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Hashable]) -> None:
         super().__init__(epsilon=epsilon, domain=domain, g=2)
+
+
+class LOLOHA(OLH):
+    """Longitudinal local hashing with memoization (LOLOHA; Arcolezi, Pinzon, Palamidessi and
+    Gambs, "Frequency estimation of evolving data under local differential privacy", EDBT 2023).
+
+    A device draws one hash key ``H`` from OLH's exactly universal family into ``[g]`` (``g``
+    prime) and keeps it for life. Permanent step: the first time its value hashes to bucket
+    ``b``, it draws ``m_b`` by GRR over ``[g]`` at ``lifetime_epsilon``
+    (``p1 = e^eps_inf / (e^eps_inf + g - 1)``) and memoises it. Instantaneous step: every report
+    is ``[key, y]`` with ``y`` GRR over ``[g]`` of ``m_b`` with keep probability ``p2``.
+
+    Both steps are symmetric channels on ``[g]``: a keep probability ``p`` has eigenvalue
+    ``lambda = (g p - 1) / (g - 1)`` and chaining multiplies eigenvalues, so one report is GRR of
+    ``H(value)`` with ``p* = (1 + (g - 1) lambda1 lambda2) / g``. ``p2`` is chosen so that
+    ``p* = e^eps_1 / (e^eps_1 + g - 1)``: the first report is ``epsilon``-LDP (the paper's
+    ``eps_IRR``, written through eigenvalues). Item ``v`` is supported when ``H(v) = y``: with
+    probability ``p*`` for the device's own value and exactly ``1/g`` for any other (universal
+    family), so the estimator and variance are OLH's with ``p = p*``, ``q = 1/g``:
+    ``Var[c_v] = n (f p*(1-p*) + (1-f) q(1-q)) / (p* - q)^2`` per collection round.
+
+    Spend: ``epsilon`` for the first report; any number of reports while the value keeps hashing
+    to the same bucket reveal no more than ``m_b``, a ``lifetime_epsilon``-LDP release; over a
+    device's lifetime at most ``g`` buckets are memoised, so at most ``g lifetime_epsilon`` in
+    total however often and however the value changes (the paper's longitudinal bound,
+    ``eps_inf`` per distinct memoised bucket). ``lifetime_epsilon`` defaults to ``2 epsilon``
+    (at most 30). ``g`` defaults to the paper's optimum for the pair of epsilons (OLOLOHA),
+    moved up to the next prime; ``g = 2`` is BiLOLOHA.
+
+    Exact probabilities: ``p1`` rounded down (certified lower bound of ``e^eps_inf``), then
+    ``p2`` rounded down on the ``2**-64`` grid, so ``p*`` never exceeds its target; the server
+    uses the implemented ``p*``. Report: ``[key, y]`` as for :class:`OLH`.
+    """
+
+    name = "LOLOHA"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        lifetime_epsilon: float | None = None,
+        g: int | None = None,
+    ) -> None:
+        _Categorical.__init__(self, epsilon=epsilon, domain=domain)
+        if lifetime_epsilon is None:
+            lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
+        self._lifetime = _check_epsilon(lifetime_epsilon)
+        if self._lifetime < self._epsilon:
+            raise ValueError(
+                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+                f"({epsilon!r}): the first report already spends epsilon"
+            )
+        self._lifetime_run = calibrated_epsilon(self._lifetime)
+        if g is None:
+            g = self._paper_g()
+        g = _check_int("g", g, 2, 1 << 20)
+        if not is_prime(g):
+            raise ValueError(f"g must be prime (for the exactly universal hash family), got {g}")
+        self._g = g
+        m = 1
+        while g**m < self._d:
+            m += 1
+        self._m = m
+        e_inf = exp_bounds(self._lifetime_run)[0]
+        p1 = Fraction(at_least_uniform(floor_scaled(e_inf / (e_inf + g - 1)), g), SCALE)
+        e1 = self._exp_lo
+        lam_target = (e1 - 1) / (e1 + g - 1)  # eigenvalue of GRR at eps_1
+        lam1 = (g * p1 - 1) / (g - 1)
+        if lam1 > 0:
+            lam2 = min(Fraction(1), lam_target / lam1)
+            floor_p2 = Fraction(floor_scaled((1 + (g - 1) * lam2) / g), SCALE)
+            p2 = max(floor_p2, Fraction(ceil_scaled(Fraction(1, g)), SCALE))  # >= uniform
+        else:  # p1 is uniform (tiny lifetime epsilon): every report is pure noise
+            p2 = floor_p2 = Fraction(1)
+        self._p1, self._p2 = p1, p2
+        self._keep = floor_scaled(self._pstar())
+        # p2 raised to 1/g at a tiny epsilon: the server's event then charges the law's own loss
+        self._keep_raised = p2 != floor_p2
+        self._key: int | None = None
+        self._memo: dict[int, int] = {}
+
+    def _paper_g(self) -> int:
+        """OLOLOHA's ``g`` (Arcolezi et al. 2023): with ``a = e^eps_inf``, ``b = e^eps_1``,
+        ``g = round((sqrt(a^4 - 14 a^2 - 12 a^2 b^2 + 12 a b + 12 a^3 b + 1) - a^2 + 6 a - 6 b
+        + 1) / (6 (a - b)))``, at least 2, then the next prime (g = 2 when the epsilons are
+        equal)."""
+        a = math.exp(min(self._lifetime_run, 14.0))
+        b = math.exp(min(self._run_epsilon, 14.0))
+        if a - b <= 1e-12 * a:
+            return 2
+        disc = a**4 - 14 * a**2 - 12 * a**2 * b**2 + 12 * a * b + 12 * a**3 * b + 1
+        g = (math.sqrt(max(disc, 0.0)) - a**2 + 6 * a - 6 * b + 1) / (6 * (a - b))
+        return next_prime(max(2, min(round(g), 1 << 19)))
+
+    def _pstar(self) -> Fraction:
+        p1, p2, g = self._p1, self._p2, self._g
+        return p1 * p2 + (1 - p1) * (1 - p2) / (g - 1)
+
+    @property
+    def lifetime_epsilon(self) -> float:
+        """The most a device spends per memoised bucket, over any number of reports."""
+        return self._lifetime
+
+    @property
+    def lifetime_run_epsilon(self) -> float:
+        """``calibrated_epsilon(lifetime_epsilon)``: what each memoised draw runs at."""
+        return self._lifetime_run
+
+    @property
+    def permanent_probability(self) -> Fraction:
+        """``p1``: probability that the memoised bucket is the true hashed bucket."""
+        return self._p1
+
+    @property
+    def instantaneous_probability(self) -> Fraction:
+        """``p2``: probability that a report keeps the memoised bucket."""
+        return self._p2
+
+    def _grr(self, b: int, keep: Fraction) -> int:
+        if bernoulli_scaled(keep.numerator * (SCALE // keep.denominator)):
+            return b
+        other = secrets.randbelow(self._g - 1)
+        return other + 1 if other >= b else other
+
+    def randomize(self, value: Any) -> list[int]:
+        """One report of this device (hash key and memoised buckets kept across calls)."""
+        x = self.encode(value)
+        if self._key is None:
+            self._key = secrets.randbelow(self.keys)
+        b = self.hash(self._key, x)
+        memo = self._memo.get(b)
+        if memo is None:
+            memo = self._memo[b] = self._grr(b, self._p1)
+        return [self._key, self._grr(memo, self._p2)]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        """The law of a device's first report: OLH's with keep probability ``p*``."""
+        if self.keys * self._g > 1 << 16:
+            raise ValueError("report_distribution enumerates every (key, y): use a smaller domain")
+        x = self.encode(value)
+        p = self._pstar()
+        q = (1 - p) / (self._g - 1)
+        per_key = Fraction(1, self.keys)
+        return {
+            (key, y): per_key * (p if y == self.hash(key, x) else q)
+            for key in range(self.keys)
+            for y in range(self._g)
+        }
+
+    def permanent_distribution(self, value: Any, key: int) -> dict[int, Fraction]:
+        """The law of the memoised bucket for ``value`` under hash ``key`` (GRR at ``p1``)."""
+        b = self.hash(key, self.encode(value))
+        q1 = (1 - self._p1) / (self._g - 1)
+        return {y: (self._p1 if y == b else q1) for y in range(self._g)}
+
+    def support_probabilities(self) -> tuple[Fraction, Fraction]:
+        return self._pstar(), Fraction(1, self._g)
+
+    def __repr__(self) -> str:
+        return (
+            f"LOLOHA(epsilon={self._epsilon!r}, lifetime_epsilon={self._lifetime!r}, "
+            f"domain={self._d}, g={self._g})"
+        )
 
 
 class HadamardResponse(_Categorical):
