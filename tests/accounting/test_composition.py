@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -25,16 +26,26 @@ mpmath.mp.dps = 50
 
 
 # ----------------------------------------------------------------------------- references
-def brute_force_delta(eps: float, k: int, t: mpmath.mpf) -> mpmath.mpf:
-    """Hockey-stick divergence of k-fold binary randomized response, over all 2^k outputs."""
+@functools.cache
+def _output_probabilities(eps: float, k: int) -> tuple[tuple[mpmath.mpf, mpmath.mpf], ...]:
+    """``(P(o), Q(o))`` for each of the 2^k outputs ``o`` of k-fold binary randomized response
+    (P answers truthfully, Q flips), computed once per ``(eps, k)`` at the module's precision:
+    the bisection below asks for the divergence at ~120 thresholds of the same outputs."""
     e = mpmath.mpf(eps)
     p = mpmath.exp(e) / (1 + mpmath.exp(e))
-    total = mpmath.mpf(0)
+    out = []
     for outputs in itertools.product((0, 1), repeat=k):
         agree = sum(outputs)
-        prob_p = p**agree * (1 - p) ** (k - agree)
-        prob_q = (1 - p) ** agree * p ** (k - agree)
-        total += max(mpmath.mpf(0), prob_p - mpmath.exp(t) * prob_q)
+        out.append((p**agree * (1 - p) ** (k - agree), (1 - p) ** agree * p ** (k - agree)))
+    return tuple(out)
+
+
+def brute_force_delta(eps: float, k: int, t: mpmath.mpf) -> mpmath.mpf:
+    """Hockey-stick divergence of k-fold binary randomized response, over all 2^k outputs."""
+    scale = mpmath.exp(t)
+    total = mpmath.mpf(0)
+    for prob_p, prob_q in _output_probabilities(eps, k):
+        total += max(mpmath.mpf(0), prob_p - scale * prob_q)
     return total
 
 

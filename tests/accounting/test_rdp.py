@@ -83,14 +83,20 @@ def test_subsampled_gaussian_integer_orders_match_dp_accounting(
 
 
 def _mp_sampled_gaussian_rdp(q: float, sigma: float, alpha: float) -> float:
-    """ln E_Q[(P/Q)^alpha] / (alpha - 1) by mpmath quadrature (P the mixture, Q = N(0, s^2))."""
-    qm, sm, am = mpmath.mpf(q), mpmath.mpf(sigma), mpmath.mpf(alpha)
+    """ln E_Q[(P/Q)^alpha] / (alpha - 1) by mpmath quadrature (P the mixture, Q = N(0, s^2)).
 
-    def f(z: mpmath.mpf) -> mpmath.mpf:
-        return mpmath.npdf(z, 0, sm) * (1 - qm + qm * mpmath.exp((2 * z - 1) / (2 * sm * sm))) ** am
+    At 25 digits (not the module's 40): the quadrature then agrees with the 40-digit one to
+    1e-19 relative over the orders and rates tested, far inside the 1e-12 the test allows
+    below it, at about two thirds of the cost."""
+    with mpmath.workdps(25):
+        qm, sm, am = mpmath.mpf(q), mpmath.mpf(sigma), mpmath.mpf(alpha)
 
-    val = mpmath.quad(f, [-mpmath.inf, -10, 0, 0.5, 1, 5, 10, mpmath.inf])
-    return float(mpmath.log(val) / (am - 1))
+        def f(z: mpmath.mpf) -> mpmath.mpf:
+            mix = 1 - qm + qm * mpmath.exp((2 * z - 1) / (2 * sm * sm))
+            return mpmath.npdf(z, 0, sm) * mix**am
+
+        val = mpmath.quad(f, [-mpmath.inf, -10, 0, 0.5, 1, 5, 10, mpmath.inf])
+        return float(mpmath.log(val) / (am - 1))
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ Gaussian noise has no single (eps, delta) pair (it has a whole curve): use
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -80,15 +81,24 @@ def gaussian_pair(event: GaussianEvent, delta: float) -> ApproxDpEvent | None:
     ``(epsilon, delta)`` guarantee; the budget chooses ``delta`` from its state before the
     release, which basic composition allows (Rogers, Roth, Ullman and Vadhan 2016).
     """
-    from dpkit.accounting.gdp import gdp_epsilon
-
     if not delta > 0.0:
         return None
     mu = up(1 / Fraction(event.noise_multiplier))
-    eps = gdp_epsilon(mu, up(Fraction(event.pmf_slack)), delta)
+    eps = _gdp_epsilon(mu, up(Fraction(event.pmf_slack)), float(delta))
     if math.isinf(eps):
         return None
     return ApproxDpEvent(epsilon=eps, delta=delta)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gdp_epsilon(mu: float, slack: float, delta: float) -> float:
+    """:func:`~dpkit.accounting.gdp.gdp_epsilon`, remembered: a pure function of three doubles
+    (a search of about 60 profile evaluations, ~0.1 s), asked again for every charge of the
+    same calibrated Gaussian. Equal doubles give the same answer, so the cache cannot mix two
+    different calls (a NaN never equals itself and is refused by the search each time)."""
+    from dpkit.accounting.gdp import gdp_epsilon
+
+    return gdp_epsilon(mu, slack, delta)
 
 
 class ApproxDpAccountant(AdditiveAccountant):

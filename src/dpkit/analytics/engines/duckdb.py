@@ -413,7 +413,12 @@ class DuckDBEngine:
 
     # ------------------------------------------------------------------ execution
 
-    def compile(self, plan: Plan, schema: Mapping[str, str] | None = None) -> CompiledQuery:
+    def compile(
+        self,
+        plan: Plan,
+        schema: Mapping[str, str] | None = None,
+        joins: tuple[Mapping[str, str], ...] | None = None,
+    ) -> CompiledQuery:
         """The statement :meth:`execute` would run (for inspection and tests).
 
         Compiling is pure Python and costs far more than running a small statement, so the
@@ -429,7 +434,8 @@ class DuckDBEngine:
         """
         if schema is None:
             schema = self.columns(plan.source)
-        joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
+        if joins is None:
+            joins = self._join_columns(plan)
         registered = frozenset(self._registered)
         compiled = self._from_template(plan, schema, joins, registered)
         if compiled is None:
@@ -469,16 +475,32 @@ class DuckDBEngine:
             return None
         return dataclasses.replace(known.compiled, sql=str(salt % 2**64).join(known.parts))
 
-    def explain(self, plan: Plan, compiled: CompiledQuery) -> None:
+    def _join_columns(self, plan: Plan) -> tuple[Mapping[str, str], ...]:
+        """The columns of each table ``plan`` joins, in join order."""
+        return tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
+
+    def explain(
+        self,
+        plan: Plan,
+        compiled: CompiledQuery,
+        schema: Mapping[str, str] | None = None,
+        joins: tuple[Mapping[str, str], ...] | None = None,
+    ) -> None:
         """Let DuckDB parse and bind ``compiled`` (``plan``'s statement) without reading a row
         (``EXPLAIN``), raising what DuckDB raises. On the engine's own connection a shape
         (see :meth:`compile`) that bound once is not bound again: the binder reads the text
         and the schema, and a statement of that shape differs only in the salt's digits, a
-        constant that is always a valid ``UBIGINT``."""
+        constant that is always a valid ``UBIGINT``. ``schema`` and ``joins`` are the columns
+        ``compiled`` was compiled against (read again when not given): passing them keeps the
+        shape that is remembered the one that was compiled, and spares a second read of the
+        sources' schemas (for Parquet, every file's footer)."""
         key = None
         if self._own and compiled.sql:
-            joins = tuple(self.columns(j.source) for j in getattr(plan, "joins", ()))
-            key = _shape_key(plan, self.columns(plan.source), joins, frozenset(self._registered))
+            if schema is None:
+                schema = self.columns(plan.source)
+            if joins is None:
+                joins = self._join_columns(plan)
+            key = _shape_key(plan, schema, joins, frozenset(self._registered))
             with self._lock:
                 generation = self._generation
                 if key is not None and key in self._bound:
@@ -555,9 +577,10 @@ class DuckDBEngine:
         the reason (the lines after it quote the generated statement, which means nothing to
         the analyst)."""
         schema = self.columns(plan.source)
-        compiled = self.compile(plan, schema)
+        joins = self._join_columns(plan)
+        compiled = self.compile(plan, schema, joins)
         try:
-            self.explain(plan, compiled)
+            self.explain(plan, compiled, schema, joins)
         except Exception as exc:
             hint = text_comparison_refusal(
                 (f.predicate for f in plan.filters),
