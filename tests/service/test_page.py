@@ -180,3 +180,51 @@ def test_page_cookie_is_httponly_and_logout_forgets_it(busy: Running, browser: A
     assert browser.find_elements(By.ID, "history-chart") == []
     assert browser.get_cookie("dpkit_curator") is None
     assert browser.find_elements(By.ID, "token")
+
+
+def _risk_section_problems(browser: Any) -> list[str]:
+    """What is wrong with the risk part of the curator page (empty list: it renders)."""
+    from selenium.webdriver.common.by import By
+
+    from dpkit.risk._report import CURVE_COLOUR
+
+    problems: list[str] = []
+    links = browser.find_elements(By.CSS_SELECTOR, "#risk-link a")
+    if not links:
+        return ["no risk link on the curator page"]
+    links[0].click()
+    if not browser.find_elements(By.CSS_SELECTOR, "table#analysts"):
+        problems.append("no per-analyst table")
+    svgs = browser.find_elements(By.TAG_NAME, "svg")
+    if not svgs:
+        return [*problems, "no figure"]
+    img = _shot(svgs[0])
+    if img.std() <= 10 or _colour_share(img, CURVE_COLOUR) <= 0.001:
+        problems.append("blank figure")
+    errors = [m for m in browser.get_log("browser") if m.get("level") == "SEVERE"]
+    if errors:
+        problems.append(f"console errors: {errors}")
+    return problems
+
+
+def test_page_links_to_a_risk_report_that_renders(busy: Running, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.delete_all_cookies()
+    browser.get(busy.base + "/curator")
+    _login(browser, busy.tokens["curator"], "history-chart")
+    browser.get_log("browser")  # drop earlier messages
+    assert _risk_section_problems(browser) == []
+    names = [
+        r.find_elements(By.TAG_NAME, "td")[0].text
+        for r in browser.find_elements(By.CSS_SELECTOR, "table#analysts tr")[1:]
+    ]
+    assert names == ["alice", "bob<script>"]
+
+
+def test_risk_check_fails_when_the_section_is_missing(busy: Running, browser: Any) -> None:
+    browser.delete_all_cookies()
+    browser.get(busy.base + "/curator")
+    _login(browser, busy.tokens["curator"], "history-chart")
+    browser.execute_script("document.getElementById('risk-link').remove()")
+    assert _risk_section_problems(browser) == ["no risk link on the curator page"]

@@ -258,6 +258,8 @@ def render_page(status: dict[str, Any]) -> str:
 <style>{_STYLE}</style></head><body>
 <h1>Curator: {_e(status["data"])} (privacy unit {_e(status["privacy_unit"])})</h1>
 <form method="post" action="/curator/logout"><button type="submit">log out</button></form>
+<p id="risk-link"><a href="/curator/report">Privacy report: risk for each analyst and in
+total</a> (<a href="/curator/report.json">JSON</a>)</p>
 <section id="budget-section"><h2>Budget</h2>{cards}
 <h2>Budget history (epsilon spent after each charge; dashed: the total)</h2>
 {history_chart(points, total_eps)}</section>

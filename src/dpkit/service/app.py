@@ -280,6 +280,14 @@ class Curator:
             ),
         }
 
+    def report(self) -> Any:
+        """The privacy report (:func:`dpkit.risk.report`) of the total budget as the ledger
+        holds it now: the total's risk and a row for each analyst."""
+        from dpkit.risk import report
+
+        self.total.refresh()
+        return report(self.session)
+
     def status(self) -> dict[str, Any]:
         """Everything the curator's page shows (no data values beyond released ones)."""
         self.total.refresh()
@@ -599,6 +607,27 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if curator_token(request) is None:
             return HTMLResponse(login_page(), status_code=401)
         return HTMLResponse(render_page(cur.status()))
+
+    @app.get(
+        "/curator/report",
+        tags=["curator"],
+        response_class=HTMLResponse,
+        summary="The privacy report of the total budget, with each analyst's risk (HTML)",
+    )
+    def curator_report(request: Request) -> HTMLResponse:
+        if curator_token(request) is None:
+            return HTMLResponse(login_page(), status_code=401)
+        return HTMLResponse(cur.report().to_html())
+
+    @app.get(
+        "/curator/report.json",
+        tags=["curator"],
+        summary="The privacy report of the total budget, with each analyst's risk (JSON)",
+    )
+    def curator_report_json(request: Request) -> Response:
+        if curator_token(request) is None:
+            raise _auth_error()
+        return Response(cur.report().to_json(), media_type="application/json")
 
     @app.post(
         "/curator/login",
