@@ -192,3 +192,22 @@ def test_the_figure_checks_see_a_missing_figure(
     body = _shot(browser.find_element(By.TAG_NAME, "body"))
     assert _share(body, MARK_COLOUR) < 0.0003  # the marked attack rates are gone
     assert "plot extra" in browser.find_element(By.ID, "no-figure").text
+
+
+def test_report_of_a_real_analytics_session_reads_its_ledger() -> None:
+    """``dpkit.risk.report(session)`` is how a session's report is made (the analytics layer
+    cannot import the risk layer, so a session has no report method): the page names the
+    session's privacy unit and lists its one release with the epsilon it charged."""
+    import pandas as pd
+
+    import dpkit.analytics as dpa
+
+    frame = pd.DataFrame({"user_id": range(200), "age": [i % 90 for i in range(200)]})
+    session = dpa.Session(frame, privacy_unit="user_id", budget=Budget(epsilon=1.0))
+    session.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)
+    page = risk.report(session, group_size=1)
+    data = page.data
+    assert any("'user_id'" in a for a in data["assumptions"])
+    assert len(data["ledger"]) == 1
+    assert data["ledger"][0]["spent_after"][0] == pytest.approx(0.5, rel=1e-9)
+    assert "user_id" in page.to_markdown()
