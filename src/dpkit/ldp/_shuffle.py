@@ -31,6 +31,17 @@ sees the shuffled reports, not the number of clones ``C``. The tests compare bot
 exact delta of shuffled randomized response, computed by brute force over every dataset for
 small n. For other randomizers only the general bound is used here.
 
+Why the general bound is the 2021 one: Feldman, McMillan and Talwar's SODA 2023 paper
+("Stronger privacy amplification by shuffling for Renyi and approximate differential privacy")
+first stated a tighter bound for every ``epsilon0``-LDP randomizer (its Theorems 3.1 and 3.2,
+a clone probability of ``2 / (e^eps0 + 1)`` in place of ``e^-eps0``). The authors' errata
+(arXiv 2208.04591, later versions) report an error in the proof of its Lemma 3.5: those
+theorems, and the numbers in its Figures 1-3, hold only for a restricted class of randomizers
+that admit a particular decomposition, which must be shown randomizer by randomizer. Binary
+randomized response is in that class (its decomposition is the ``randomized_response`` method
+above); for an arbitrary randomizer the proven bound remains the 2021 one, so ``clones`` is what
+:meth:`ShuffleBound.of` uses for every protocol other than binary randomized response.
+
 Rounding, to the safe side: the clone counts beyond twelve standard deviations of the mean
 are not evaluated, and their whole probability is added to delta; each term is computed with
 scipy's binomial CDFs and the sum is inflated by a relative ``1e-9`` plus ``1e-300``; epsilon
