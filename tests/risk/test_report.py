@@ -211,3 +211,48 @@ def test_report_of_a_real_analytics_session_reads_its_ledger() -> None:
     assert len(data["ledger"]) == 1
     assert data["ledger"][0]["spent_after"][0] == pytest.approx(0.5, rel=1e-9)
     assert "user_id" in page.to_markdown()
+
+
+def test_report_of_a_sub_budget_is_that_analysts_releases_alone() -> None:
+    total = Budget(epsilon=5.0, delta=1e-5, method="gdp")
+    alice = total.sub_budget("alice", epsilon=2.0, delta=1e-6)
+    bob = total.sub_budget("bob", epsilon=2.0, delta=1e-6)
+    alice.charge(GaussianEvent(noise_multiplier=4.0))
+    bob.charge(GaussianEvent(noise_multiplier=4.0), count=3)
+    d = json.loads(risk.report(alice).to_json())
+    assert [r["analyst"] for r in d["ledger"]] == ["alice"]
+    assert [a["analyst"] for a in d["analysts"]] == ["alice"]
+    assert d["budget"]["epsilon"] == 2.0 and "alice" in d["title"]
+    # alice's curve is her one Gaussian: mu = 1/4, TPR(a) = Phi(Phi^-1(a) + mu), certified above
+    fprs = np.array(d["curve"]["fpr"])
+    exact = norm.cdf(norm.ppf(fprs) + 0.25)
+    got = np.array(d["curve"]["max_tpr"])
+    assert np.all(got >= exact - 1e-12)
+    assert np.all(got <= exact + 1e-3)  # the exact composition, not an (epsilon, delta) pair
+    # bob (three releases at mu 1/4 each: mu sqrt(3)/4) is riskier than alice; the total riskier
+    # than both
+    tb = risk.report(bob).data["risk"]["max_tpr_at_fpr"]
+    ta = d["risk"]["max_tpr_at_fpr"]
+    tt = risk.report(total).data["risk"]["max_tpr_at_fpr"]
+    for k in ta:
+        assert float(ta[k]) < float(tb[k]) <= float(tt[k]) + 1e-12
+
+
+def test_report_of_a_sub_budget_that_spent_nothing() -> None:
+    total = Budget(epsilon=1.0, delta=1e-6)
+    carol = total.sub_budget("carol", epsilon=0.5)
+    d = json.loads(risk.report(carol).to_json())
+    assert d["ledger"] == [] and d["budget"]["spent"] == [0.0, 0.0]
+    assert all(
+        float(v) == pytest.approx(float(k), abs=1e-9)
+        for k, v in d["risk"]["max_tpr_at_fpr"].items()
+    )
+
+
+def test_analyst_links_are_quoted_and_only_where_asked(page: risk.PrivacyReport) -> None:
+    total = Budget(epsilon=1.0, delta=1e-6)
+    total.sub_budget('a&b "x"/y', epsilon=0.5).charge(LaplaceEvent(noise_multiplier=10.0))
+    rep = risk.report(total)
+    assert "<a href" not in rep.to_html()
+    linked = rep.to_html(analyst_link="/r?analyst={analyst}")
+    assert '<a href="/r?analyst=a%26b%20%22x%22%2Fy">a&amp;b &quot;x&quot;/y</a>' in linked

@@ -28,7 +28,9 @@ def spent(tmp_path_factory: pytest.TempPathFactory, people: Path) -> Iterator[Ru
         yield Running(base=base, ledger_url=url, tokens=tokens, app=app)
 
 
-@pytest.mark.parametrize("path", ["/curator/report", "/curator/report.json"])
+@pytest.mark.parametrize(
+    "path", ["/curator/report", "/curator/report.json", "/curator/report.json?analyst=alice"]
+)
 def test_report_needs_the_curator_token(spent: Running, path: str) -> None:
     assert HTTP.get(spent.base + path, timeout=30).status_code == 401
     analyst = HTTP.get(spent.base + path, headers=bearer(spent.tokens["alice"]), timeout=30)
@@ -63,5 +65,53 @@ def test_report_html_shows_analysts_and_figure(spent: Running) -> None:
     )
     assert r.headers["content-type"].startswith("text/html")
     assert '<table id="analysts">' in r.text
-    assert "<td>alice</td>" in r.text and "<td>bob</td>" in r.text
+    # each analyst's row links to that analyst's own report
+    for who in ("alice", "bob"):
+        assert f'<a href="/curator/report?analyst={who}">{who}</a>' in r.text
     assert "<svg" in r.text
+
+
+def test_each_analyst_has_a_report_of_their_own_releases(spent: Running) -> None:
+    def get(who: str) -> dict[str, object]:
+        r = HTTP.get(
+            spent.base + "/curator/report.json",
+            params={"analyst": who},
+            headers=bearer(spent.tokens["curator"]),
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return dict(json.loads(r.text))
+
+    total = json.loads(
+        HTTP.get(
+            spent.base + "/curator/report.json",
+            headers=bearer(spent.tokens["curator"]),
+            timeout=30,
+        ).text
+    )
+    mine = {who: get(who) for who in ("alice", "bob")}
+    for who, eps in (("alice", 0.3), ("bob", 0.1)):
+        d = mine[who]
+        assert who in str(d["title"])
+        ledger = d["ledger"]
+        assert isinstance(ledger, list) and [x["analyst"] for x in ledger] == [who]
+        budget = d["budget"]
+        assert isinstance(budget, dict) and budget["spent"][0] == pytest.approx(eps, rel=1e-9)
+        assert budget["epsilon"] == {"alice": 1.0, "bob": 0.5}[who]
+        rows = d["analysts"]
+        assert isinstance(rows, list) and [a["analyst"] for a in rows] == [who]
+    # an analyst's attack rate is below the total's and alice's (0.3) above bob's (0.1)
+    rate = {who: max(map(float, mine[who]["risk"]["max_tpr_at_fpr"].values())) for who in mine}  # type: ignore[index]
+    top = max(map(float, total["risk"]["max_tpr_at_fpr"].values()))
+    assert rate["bob"] < rate["alice"] <= top
+
+
+def test_report_of_an_unknown_analyst_is_a_404(spent: Running) -> None:
+    for path in ("/curator/report", "/curator/report.json"):
+        r = HTTP.get(
+            spent.base + path,
+            params={"analyst": "mallory"},
+            headers=bearer(spent.tokens["curator"]),
+            timeout=30,
+        )
+        assert r.status_code == 404

@@ -381,11 +381,11 @@ def _budget_guarantee(budget: Any) -> Guarantee:
     )
 
 
-def _is_budget(obj: Any) -> bool:
+def is_budget(obj: Any) -> bool:
     return all(hasattr(obj, a) for a in ("kind", "spent", "ledger", "neighbouring", "history"))
 
 
-def _is_sub_budget(obj: Any) -> bool:
+def is_sub_budget(obj: Any) -> bool:
     return hasattr(obj, "analyst") and hasattr(obj, "parent") and hasattr(obj, "spent")
 
 
@@ -435,9 +435,9 @@ def guarantee_of(
         return Guarantee(obj, exact=True, neighbouring=rel, source="the given trade-off curve")
     if isinstance(obj, DpEvent):
         return curve_of_events([obj], neighbouring=neighbouring)
-    if _is_budget(obj):
+    if is_budget(obj):
         return _budget_guarantee(obj)
-    if _is_sub_budget(obj):
+    if is_sub_budget(obj):
         e, d = (float(x) for x in obj.spent)
         return Guarantee(
             fdp.approx_dp(epsilon=e, delta=d) if math.isfinite(e) else ZeroTradeOff(),
@@ -446,7 +446,7 @@ def guarantee_of(
             source=f"analyst {obj.analyst!r}'s spent privacy",
         )
     budget = getattr(obj, "budget", None)
-    if budget is not None and _is_budget(budget):  # a session
+    if budget is not None and is_budget(budget):  # a session
         return _budget_guarantee(budget)
     event = getattr(obj, "event", None)
     if isinstance(event, DpEvent):  # a mechanism

@@ -16,6 +16,7 @@ import html
 import io
 import json
 import math
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from dpkit.events import (
     ZCdpEvent,
     event_to_dict,
 )
-from dpkit.risk._curve import _is_budget, curve_of_events, guarantee_of
+from dpkit.risk._curve import curve_of_events, guarantee_of, is_budget, is_sub_budget
 from dpkit.risk._risk import LOW_FPRS, Risk, percent
 
 __all__ = ["PrivacyReport", "describe_event", "report"]
@@ -298,8 +299,12 @@ class PrivacyReport:
         return "\n".join(out) + "\n"
 
     # ----------------------------------------------------------------- HTML
-    def to_html(self) -> str:
-        """The page as one self-contained HTML document (inline SVG, no script)."""
+    def to_html(self, *, analyst_link: str | None = None) -> str:
+        """The page as one self-contained HTML document (inline SVG, no script).
+
+        ``analyst_link``: a URL with ``{analyst}`` where each analyst's name goes (quoted for
+        a URL), to link each row of the analysts table to that analyst's own report.
+        """
         d = self.data
         e = html.escape
 
@@ -322,7 +327,7 @@ class PrivacyReport:
             for r in d["ledger"]
         )
         analysts = "".join(
-            f"<tr><td>{e(a['analyst'])}</td><td>{a['releases']}</td>"
+            f"<tr><td>{_analyst_cell(a['analyst'], analyst_link)}</td><td>{a['releases']}</td>"
             f"<td>{a['epsilon']:.4g}</td><td>{a['delta']:.3g}</td>"
             f"<td>{percent(a['max_tpr_at_1e-3'])}</td></tr>"
             for a in d["analysts"]
@@ -470,6 +475,14 @@ def _assumptions(budget: Any, risk: Risk, privacy_unit: str | None) -> list[str]
     return out
 
 
+def _analyst_cell(name: str, link: str | None) -> str:
+    """An analyst's name for the HTML table, linked to ``link`` when one is given."""
+    if link is None:
+        return html.escape(name)
+    href = link.replace("{analyst}", urllib.parse.quote(name, safe=""))
+    return f'<a href="{html.escape(href)}">{html.escape(name)}</a>'
+
+
 def report(
     obj: Any,
     *,
@@ -481,7 +494,9 @@ def report(
     group_size: int = 2,
     delta: float | None = None,
 ) -> PrivacyReport:
-    """The privacy report of a :class:`~dpkit.accounting.Budget` or a session.
+    """The privacy report of a :class:`~dpkit.accounting.Budget`, a session, or one analyst's
+    :class:`~dpkit.accounting.SubBudget` (that analyst's releases alone, their risk read from
+    the exact composition of those releases under the budget's neighbouring relation).
 
     ``privacy_unit``: what one person is (a session states it itself); ``prior``,
     ``baseline``, ``failure``: the attacker of the statements (see :class:`Risk`);
@@ -491,28 +506,37 @@ def report(
     """
     budget = obj
     protects: str | None = privacy_unit
-    if not _is_budget(obj):
+    sub = obj if is_sub_budget(obj) else None
+    if sub is not None:
+        budget = sub.parent
+    elif not is_budget(obj):
         budget = getattr(obj, "budget", None)
-        if budget is None or not _is_budget(budget):
+        if budget is None or not is_budget(budget):
             raise PrivacyParameterError(
                 f"A report needs a Budget or a session, not {type(obj).__name__}."
             )
         if privacy_unit is None:
             unit = getattr(obj, "privacy_unit", None)
             protects = None if unit is None else f"each person: all rows with the same {unit!r}"
-    risk = Risk(guarantee_of(budget))
-    group = risk.group(group_size) if group_size > 1 else None
-    records = budget.history()
-    events = [(r.event, r.count) for r in records]
     rel = budget.neighbouring
+    if sub is None:
+        risk = Risk(guarantee_of(budget))
+        records = budget.history()
+    else:
+        # one analyst's report: the curve of their own releases (the exact composition, under
+        # the budget's relation), never the looser (epsilon, delta) pair their cap is read in
+        records = sub.history()
+        risk = Risk(curve_of_events([(r.event, r.count) for r in records], neighbouring=rel))
+    group = risk.group(group_size) if group_size > 1 else None
+    events = [(r.event, r.count) for r in records]
     # the ledger keeps events as given; the budget read each under its own relation (an
     # add/remove release on a replace-one budget counts twice), so must every figure here
     read = [(restate(e, rel), k) for e, k in events]
-    b_eps, b_delta = budget.budget
+    b_eps, b_delta = (sub if sub is not None else budget).budget
     at = delta if delta is not None else (b_delta if b_delta > 0 else 1e-6)
-    spent_e, spent_d = (float(x) for x in budget.spent)
+    spent_e, spent_d = (float(x) for x in (sub if sub is not None else budget).spent)
     analysts: list[dict[str, Any]] = []
-    for name in budget.sub_budgets():
+    for name in budget.sub_budgets() if sub is None else [sub.analyst]:
         mine = [(r.event, r.count) for r in records if r.analyst == name]
         try:
             acct = PldAccountant()
@@ -541,7 +565,7 @@ def report(
         )
     budget_words = (
         "no limit"
-        if b_eps is None and budget.native_budget is None
+        if b_eps is None and (sub is not None or budget.native_budget is None)
         else f"epsilon {b_eps:.4g}, delta {b_delta:.3g}"
         if b_eps is not None
         else f"{budget.native_unit} {budget.native_budget:.4g}"
@@ -554,7 +578,12 @@ def report(
     )
     fprs = np.geomspace(1e-6, 1.0, 61)
     data: dict[str, Any] = {
-        "title": title or f"Privacy report: {getattr(budget, 'name', 'budget')}",
+        "title": title
+        or (
+            f"Privacy report: {getattr(budget, 'name', 'budget')}"
+            if sub is None
+            else f"Privacy report: analyst {sub.analyst!r} of {getattr(budget, 'name', 'budget')}"
+        ),
         "generated": _when(_dt.datetime.now(tz=_dt.UTC).timestamp()),
         "summary": summary,
         "budget": {

@@ -280,13 +280,18 @@ class Curator:
             ),
         }
 
-    def report(self) -> Any:
-        """The privacy report (:func:`dpkit.risk.report`) of the total budget as the ledger
-        holds it now: the total's risk and a row for each analyst."""
+    def report(self, analyst: str | None = None) -> Any:
+        """The privacy report (:func:`dpkit.risk.report`) as the ledger holds it now: of the
+        total budget (the total's risk and a row for each analyst), or of one analyst's
+        releases; an analyst without a sub-budget is a 404."""
         from dpkit.risk import report
 
         self.total.refresh()
-        return report(self.session)
+        if analyst is None:
+            return report(self.session)
+        if analyst not in self.total.sub_budgets():
+            raise HTTPException(status_code=404, detail=f"no analyst named {analyst!r}")
+        return report(self.total.sub_budget(analyst))
 
     def status(self) -> dict[str, Any]:
         """Everything the curator's page shows (no data values beyond released ones)."""
@@ -612,22 +617,24 @@ def create_app(config: ServiceConfig) -> FastAPI:
         "/curator/report",
         tags=["curator"],
         response_class=HTMLResponse,
-        summary="The privacy report of the total budget, with each analyst's risk (HTML)",
+        summary="The privacy report of the total budget, or of one analyst with ?analyst= (HTML)",
     )
-    def curator_report(request: Request) -> HTMLResponse:
+    def curator_report(request: Request, analyst: str | None = None) -> HTMLResponse:
         if curator_token(request) is None:
             return HTMLResponse(login_page(), status_code=401)
-        return HTMLResponse(cur.report().to_html())
+        return HTMLResponse(
+            cur.report(analyst).to_html(analyst_link="/curator/report?analyst={analyst}")
+        )
 
     @app.get(
         "/curator/report.json",
         tags=["curator"],
-        summary="The privacy report of the total budget, with each analyst's risk (JSON)",
+        summary="The privacy report of the total budget, or of one analyst with ?analyst= (JSON)",
     )
-    def curator_report_json(request: Request) -> Response:
+    def curator_report_json(request: Request, analyst: str | None = None) -> Response:
         if curator_token(request) is None:
             raise _auth_error()
-        return Response(cur.report().to_json(), media_type="application/json")
+        return Response(cur.report(analyst).to_json(), media_type="application/json")
 
     @app.post(
         "/curator/login",
