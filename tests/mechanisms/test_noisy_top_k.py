@@ -104,3 +104,33 @@ def test_probability_of_is_refused_without_a_closed_form() -> None:
         )
     with pytest.raises(PrivacyParameterError):
         NoisyTopK(epsilon=1.0, sensitivity=1.0, k=2).probability_of(SCORES, (0, 0))
+
+
+def test_auditor_certifies_one_shot_gumbel_and_catches_unsplit_budget() -> None:
+    # Audit at confidence 1 - 1e-6 on neighbouring scores (each moves by at most 1). The
+    # companion claims epsilon for the pass run at k * epsilon (budget not split over k).
+    from dpkit.audit import Claim, HistogramTester, audit
+
+    pair = ([0.0, 1.0, 0.0], [1.0, 0.0, 1.0])
+    ok = NoisyTopK(epsilon=1.0, sensitivity=1.0, k=2)
+    result = audit(
+        ok,
+        pair,
+        samples=20_000,
+        claim=Claim.pure(epsilon=1.0),
+        testers=(HistogramTester(feature=lambda rows: rows[:, 0] * 3 + rows[:, 1]),),
+        confidence=1 - ALPHA,
+        source=_src("audit-ok"),
+    )
+    assert not result.violated, result.summary()
+    bad = NoisyTopK(epsilon=8.0, sensitivity=1.0, k=2)
+    caught = audit(
+        bad,
+        pair,
+        samples=20_000,
+        claim=Claim.pure(epsilon=1.0),
+        testers=(HistogramTester(feature=lambda rows: rows[:, 0] * 3 + rows[:, 1]),),
+        confidence=1 - ALPHA,
+        source=_src("audit-bad"),
+    )
+    assert caught.violated, caught.summary()
