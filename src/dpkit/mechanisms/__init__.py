@@ -13,12 +13,13 @@ from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection, PartitionSelection
 from dpkit.mechanisms.quantile import BinnedQuantile
 from dpkit.mechanisms.randomized_response import RandomizedResponse
-from dpkit.mechanisms.selection import ExponentialMechanism, ReportNoisyMax
+from dpkit.mechanisms.selection import ExponentialMechanism, NoisyTopK, ReportNoisyMax
 from dpkit.mechanisms.sensitivity import (
     bounded_mean_sensitivity,
     bounded_sum_sensitivity,
     count_sensitivity,
 )
+from dpkit.mechanisms.sparse_vector import SparseVector, SparseVectorStream
 
 __all__ = [
     "DISCRETE_GAUSSIAN_SLACK",
@@ -35,9 +36,12 @@ __all__ = [
     "GaussianPartitionSelection",
     "Laplace",
     "Mechanism",
+    "NoisyTopK",
     "PartitionSelection",
     "RandomizedResponse",
     "ReportNoisyMax",
+    "SparseVector",
+    "SparseVectorStream",
     "bounded_mean_sensitivity",
     "bounded_sum_sensitivity",
     "count_sensitivity",
