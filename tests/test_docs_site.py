@@ -272,6 +272,7 @@ _REFERENCE = {
     "known-bad": "dpkit.audit.known_bad",
     "analytics": "dpkit.analytics",
     "noise": "dpkit.noise",
+    "training": "dpkit.training",
     "divergence": "dpkit.divergence",
     "errors": "dpkit.errors",
 }

@@ -187,3 +187,18 @@ def test_bad_brackets_and_options_are_refused(kwargs: dict[str, object]) -> None
         search(lambda x: True, **args)  # type: ignore[arg-type]
     with pytest.raises(SearchError):
         search_int(lambda j: True, 3, 3, holds="above")
+
+
+def test_expand_up_returns_the_floor_when_it_already_holds() -> None:
+    """[0, 1] expanding up with ok(0) true gives 0, not the smallest positive double."""
+    calls: list[float] = []
+
+    def ok(x: float) -> bool:
+        calls.append(x)
+        return x >= 0.0
+
+    assert search(ok, 0.0, 1.0, holds="above", expand="up") == 0.0
+    assert calls == [0.0]
+    # The floor that fails is still bisected past, to the smallest double that holds.
+    assert search(lambda x: x >= 0.25, 0.0, 1.0, holds="above", expand="up") == 0.25
+    assert search(lambda x: x >= 3.0, 0.0, 1.0, holds="above", expand="up") == 3.0

@@ -15,6 +15,7 @@ from dpkit.training import BatchSampler
 
 N, B, SIGMA, DELTA = 10, 2, 2.0, 1e-3
 SAMPLES = 20_000
+EPOCH_SCHEMES = ("shuffle", "cyclic", "balls_in_bins")
 
 
 def toy_step(sch: BatchScheme, scale: float = 1.0) -> Callable[[int], float]:
@@ -23,7 +24,7 @@ def toy_step(sch: BatchScheme, scale: float = 1.0) -> Callable[[int], float]:
     (add/remove: it is removed) on input 0; every other record contributes 0. Shuffle and cyclic
     release the largest batch sum of the epoch (a post-processing)."""
     rng = np.random.default_rng(7)
-    per = sch.steps_per_epoch if sch.name in ("shuffle", "cyclic") else 1
+    per = sch.steps_per_epoch if sch.name in EPOCH_SCHEMES else 1
     users = list(range(N)) if sch.name == "user_poisson" else None
     batches: Iterator[list[int]] = iter(
         BatchSampler(
@@ -47,13 +48,22 @@ def toy_step(sch: BatchScheme, scale: float = 1.0) -> Callable[[int], float]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["poisson", "fixed_size", "shuffle", "cyclic", "user_poisson", "truncated_poisson"]
+    "name",
+    [
+        "poisson",
+        "fixed_size",
+        "shuffle",
+        "cyclic",
+        "user_poisson",
+        "truncated_poisson",
+        "balls_in_bins",
+    ],
 )
 def test_audit_stays_below_the_upper_bound(name: str) -> None:
     kw = {"max_batch_size": 8} if name == "truncated_poisson" else {}
     kw |= {"examples_per_user": 1} if name == "user_poisson" else {}
     sch = BatchScheme(name=name, dataset_size=N, batch_size=B, **kw)
-    steps = sch.steps_per_epoch if name in ("shuffle", "cyclic") else 1
+    steps = sch.steps_per_epoch if name in EPOCH_SCHEMES else 1
     bounds = dpsgd_bounds(sch, noise_multiplier=SIGMA, delta=DELTA, steps=steps)
     res = audit(
         toy_step(sch),

@@ -113,8 +113,8 @@ def test_dpsgd_epsilon_and_noise_take_the_scheme() -> None:
     sigma = dpsgd_noise_multiplier(epsilon=eps, scheme="fixed_size", **kw)
     assert dpsgd_epsilon(noise_multiplier=sigma, scheme="fixed_size", **kw) <= eps
     assert sigma == pytest.approx(1.2, rel=2e-3)
-    with pytest.raises(PrivacyParameterError, match="balls-in-bins"):
-        dpsgd_epsilon(noise_multiplier=1.0, scheme="balls_in_bins", **kw)
+    with pytest.raises(PrivacyParameterError, match="scheme must be one of"):
+        dpsgd_epsilon(noise_multiplier=1.0, scheme="balls-in-bins", **kw)
     with pytest.raises(PrivacyParameterError, match="pld"):
         dpsgd_epsilon(noise_multiplier=1.0, scheme="shuffle", method="rdp", **kw)
     with pytest.raises(PrivacyParameterError, match="max_batch_size"):
@@ -168,5 +168,56 @@ def test_cli_scheme() -> None:
     assert "replace-one" in res.output and "lower bound" in res.output
     up = dpsgd_bounds(
         scheme("shuffle"), noise_multiplier=1.0, delta=1e-5, epochs=2, with_lower=False
+    ).upper
+    assert f"{up:.4g}" in res.output
+
+
+@pytest.mark.slow
+def test_balls_in_bins_upper_is_the_add_remove_gaussian_and_lower_sits_below() -> None:
+    """Proven bound: E add/remove Gaussians, mu = sqrt(E) / sigma (closed form via fdp.gdp and
+    dp-accounting's PLD of E Gaussians); the largest-batch-sum lower bound is below it."""
+    dpa = pytest.importorskip("dp_accounting")
+    for sigma, epochs in ((1.0, 1), (2.0, 5)):
+        b = dpsgd_bounds(scheme("balls_in_bins"), noise_multiplier=sigma, delta=1e-5, epochs=epochs)
+        exact = fdp.gdp(math.sqrt(epochs) / sigma).epsilon(1e-5)
+        assert b.relation.value == "add_remove" and not b.upper_is_tight
+        assert b.upper == pytest.approx(exact, rel=1e-6) and b.upper >= exact * (1 - 1e-9)
+        acct = dpa.pld.PLDAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        acct.compose(dpa.GaussianDpEvent(sigma), epochs)
+        assert b.upper == pytest.approx(float(acct.get_epsilon(1e-5)), rel=2e-3)
+        assert 0.0 < b.lower < b.upper
+        assert b.steps == epochs * (N // B)
+
+
+def test_balls_in_bins_lower_bound_grows_with_epochs() -> None:
+    low = [
+        dpsgd_bounds(scheme("balls_in_bins"), noise_multiplier=0.5, delta=1e-5, epochs=e).lower
+        for e in (1, 4)
+    ]
+    assert 0.0 < low[0] < low[1]
+
+
+def test_balls_in_bins_events_charge_a_budget() -> None:
+    sch = scheme("balls_in_bins")
+    ev = sch.event(2.0, sch.steps_per_epoch * 3)
+    budget = Budget(epsilon=50.0, delta=1e-5, method="gdp")
+    budget.charge(ev)
+    assert budget.spent[0] == pytest.approx(
+        dpsgd_bounds(sch, noise_multiplier=2.0, delta=1e-5, epochs=3).upper, rel=1e-3
+    )
+    # a replace-one budget converts it (add/remove sensitivity C is replace-one 2C): it costs more
+    rep = Budget(epsilon=50.0, delta=1e-5, method="gdp", neighbouring="replace")
+    rep.charge(ev)
+    assert rep.spent[0] > budget.spent[0] * 1.5
+
+
+def test_cli_balls_in_bins() -> None:
+    args = ["account", "dpsgd", "--delta", "1e-5", "--batch-size", "64", "--dataset-size"]
+    args += ["6000", "--noise-multiplier", "1.0", "--epochs", "2", "--scheme", "balls_in_bins"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "add/remove" in res.output and "lower bound" in res.output
+    up = dpsgd_bounds(
+        scheme("balls_in_bins"), noise_multiplier=1.0, delta=1e-5, epochs=2, with_lower=False
     ).upper
     assert f"{up:.4g}" in res.output

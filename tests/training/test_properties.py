@@ -40,7 +40,7 @@ def test_replace_pair_tails_are_consistent(s: float, q: float, e: float) -> None
         {"batch_size": 7, "dataset_size": 5},
         {"dataset_size": float("nan")},
         {"batch_size": True},
-        {"name": "balls_in_bins"},
+        {"name": "balls_in_bin"},
         {"max_batch_size": 3},
         {"name": "truncated_poisson"},
         {"name": "user_poisson"},

@@ -131,3 +131,57 @@ def test_budget_guard_stops_at_the_budget() -> None:
 
     assert dpsgd_bounds(sch, noise_multiplier=4.0, delta=1e-5, epochs=epochs).upper <= 3.0
     assert dpsgd_bounds(sch, noise_multiplier=4.0, delta=1e-5, epochs=epochs + 1).upper > 3.0
+
+
+def bins_law_ok(batches: list[list[int]], n: int, t: int, epochs: int) -> bool:
+    """Balls-in-bins: each epoch is a partition of all records into T batches; the sizes of an
+    epoch are multinomial(n, 1/T) (Pearson's statistic, summed over independent epochs, is
+    chi2(epochs (T - 1)) asymptotically; two-sided at alpha / 2) and record 0's batch is
+    uniform (chi-square, alpha / 2)."""
+    stat, where = 0.0, np.zeros(t)
+    for e in range(epochs):
+        epoch = batches[e * t : (e + 1) * t]
+        flat = sorted(i for b in epoch for i in b)
+        assert flat == list(range(n))  # every record exactly once per epoch
+        s = np.array([len(b) for b in epoch])
+        stat += float(np.sum((s - n / t) ** 2) / (n / t))
+        where[[j for j, b in enumerate(epoch) if 0 in b]] += 1
+    k = epochs * (t - 1)
+    sizes_ok = stats.chi2.ppf(ALPHA / 4, k) <= stat <= stats.chi2.isf(ALPHA / 4, k)
+    return bool(sizes_ok and stats.chisquare(where).pvalue >= ALPHA / 2)
+
+
+def test_balls_in_bins_batches_follow_the_multinomial_law() -> None:
+    sch = BatchScheme(name="balls_in_bins", dataset_size=N, batch_size=B)
+    batches = list(BatchSampler(sch, epochs=600, source=src(8)))
+    assert bins_law_ok(batches, N, sch.steps_per_epoch, 600)
+
+
+def test_companion_shuffled_batches_fail_the_balls_in_bins_law() -> None:
+    sch = BatchScheme(name="shuffle", dataset_size=N, batch_size=B)
+    batches = list(BatchSampler(sch, epochs=600, source=src(8)))
+    assert not bins_law_ok(batches, N, sch.steps_per_epoch, 600)
+
+
+def test_budget_guard_charges_balls_in_bins_per_epoch() -> None:
+    sch = BatchScheme(name="balls_in_bins", dataset_size=N, batch_size=B)
+    smp = BatchSampler(sch, epochs=50, source=src(9))
+    with pytest.raises(PrivacyParameterError, match="add_remove"):
+        BudgetGuard(
+            Budget(epsilon=3.0, delta=1e-5, method="gdp", neighbouring="replace"),
+            smp,
+            noise_multiplier=4.0,
+        )
+    budget = Budget(epsilon=3.0, delta=1e-5, method="gdp")
+    guard = BudgetGuard(budget, smp, noise_multiplier=4.0)
+    taken = 0
+    with pytest.raises(BudgetExceededError):
+        for _ in smp:
+            guard.before_step()
+            taken += 1
+    assert taken % sch.steps_per_epoch == 0  # stopped at the start of an epoch
+    from dpkit.accounting.batching import dpsgd_bounds
+
+    e = taken // sch.steps_per_epoch
+    assert dpsgd_bounds(sch, noise_multiplier=4.0, delta=1e-5, epochs=e).upper <= 3.0
+    assert dpsgd_bounds(sch, noise_multiplier=4.0, delta=1e-5, epochs=e + 1).upper > 3.0

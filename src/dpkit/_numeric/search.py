@@ -100,6 +100,8 @@ def search(
     ``ok`` fails there. ``expand="up"`` moves ``hi`` up (``hi * factor``, needs ``hi > 0``),
     ``expand="down"`` moves ``lo`` down (``lo / factor``, needs ``lo > 0``), each until the
     predicate changes or the end passes ``limit`` (see the module docstring for that case).
+    With ``holds="above"`` and ``expand="up"`` the floor ``lo`` is tested first and returned if
+    ``ok`` holds there (one extra evaluation).
     Stops at adjacent doubles, or when ``hi - lo <= rtol * |returned end|`` if ``rtol > 0``.
     """
     lo, hi = float(lo), float(hi)
@@ -219,6 +221,10 @@ def _run(
                 f"{what}: the predicate fails at the end to be certified {hi if above else lo!r}"
             )
     elif above and expand == "up":
+        # lo is the floor of the search (it never moves down), not a point assumed to fail:
+        # when it holds it is the answer (before, [0, hi] with ok(0) true gave 5e-324).
+        if test(lo):
+            return lo
         while not test(hi):
             lo, hi = hi, grow(hi)
             if beyond(hi):

@@ -48,8 +48,22 @@ Both hold for the relation named in the scheme's :attr:`BatchScheme.relation`.
     noise multiplier ``sigma / k`` (rounded down), attained when a person's examples point the
     same way.
 
-Not covered here: balls-in-bins batches (Chua et al. 2025), whose accounting is a Monte Carlo
-estimate with a confidence statement; the samplers and accountants refuse that name.
+``balls_in_bins`` (add/remove one record)
+    Each epoch has ``T = dataset_size // batch_size`` batches (bins) and every record is put in
+    one of them independently and uniformly at random (Chua et al., "Balls-and-Bins Sampling
+    for DP-SGD", AISTATS 2025), so batch sizes vary around ``n / T >= b``. Upper bound: a record
+    is in exactly one batch per epoch, so given where the other records went, the run is a
+    mixture over the record's bin ``j`` of pairs ``(P_j, Q)`` in which ``P_j`` against ``Q`` is
+    ``E`` Gaussian mechanisms of add/remove sensitivity ``C``; by joint convexity of the
+    hockey-stick divergence the mixture is no worse than the worst ``j``, which is exactly
+    ``mu``-GDP with ``mu = sqrt(E) / sigma`` (Dong, Roth and Su 2022). This is proven but
+    ignores amplification. The tight accounting of Chua et al. is a Monte Carlo *estimate*
+    of the upper bound with a confidence statement, not a proof; dpkit does not report it as a
+    guarantee (and does not compute it). Lower bound: the shuffle construction for add/remove:
+    the added record (gradient ``+C u``, all others zero) shifts one uniformly chosen batch sum
+    of the ``T`` by ``+1`` against none; the adversary keeps the largest batch sum, binned, and
+    the ``E`` epochs compose. Chua et al. (2025) report that balls-in-bins amplifies about as
+    well as Poisson, so the true value is expected near the lower bound; the gap is open.
 """
 
 from __future__ import annotations
@@ -91,8 +105,9 @@ SCHEMES: tuple[str, ...] = (
     "shuffle",
     "cyclic",
     "user_poisson",
+    "balls_in_bins",
 )
-_EPOCH_SCHEMES = ("shuffle", "cyclic")
+_EPOCH_SCHEMES = ("shuffle", "cyclic", "balls_in_bins")
 _BINS = 2000  # bins of the largest batch sum in the shuffle lower bound
 
 
@@ -113,8 +128,7 @@ class BatchScheme:
 
     def __post_init__(self) -> None:
         if self.name not in SCHEMES:
-            hint = " (balls-in-bins is not accounted by dpkit)" if "bin" in str(self.name) else ""
-            raise PrivacyParameterError(f"scheme must be one of {SCHEMES}, got {self.name!r}{hint}")
+            raise PrivacyParameterError(f"scheme must be one of {SCHEMES}, got {self.name!r}")
         n = check_integer(self.dataset_size, name="dataset_size", minimum=1)
         b = check_integer(self.batch_size, name="batch_size", minimum=1)
         if b > n:
@@ -160,24 +174,25 @@ class BatchScheme:
 
     @property
     def steps_per_epoch(self) -> int:
-        """``dataset_size // batch_size`` for the epoch schemes; ``ceil(n / b)`` in expectation
-        otherwise (an epoch of the sampled schemes is ``1/q`` steps)."""
+        """``dataset_size // batch_size`` for the epoch schemes (the bins of balls-in-bins);
+        ``ceil(n / b)`` in expectation otherwise (an epoch of the sampled schemes is ``1/q``
+        steps)."""
         if self.name in _EPOCH_SCHEMES:
             return self.dataset_size // self.batch_size
         return math.ceil(Fraction(self.dataset_size, self.batch_size))
 
     def steps(self, epochs: float) -> int:
         """Steps of ``epochs`` epochs, rounded up: ``ceil(epochs n / b)`` for the sampled
-        schemes, ``ceil(epochs) * (n // b)`` for shuffle and cyclic (a partial epoch is
-        charged as a whole one)."""
+        schemes, ``ceil(epochs) * (n // b)`` for shuffle, cyclic and balls-in-bins (a partial
+        epoch is charged as a whole one)."""
         e = check_positive(epochs, "epochs")
         if self.name in _EPOCH_SCHEMES:
             return math.ceil(e) * self.steps_per_epoch
         return max(1, math.ceil(Fraction(e) * Fraction(self.dataset_size, self.batch_size)))
 
     def epochs_of(self, steps: int) -> tuple[int, int]:
-        """``(full, charged)`` epochs of ``steps`` steps of shuffle/cyclic: ``floor`` for the
-        lower bound, ``ceil`` for the upper bound."""
+        """``(full, charged)`` epochs of ``steps`` steps of shuffle/cyclic/balls-in-bins:
+        ``floor`` for the lower bound, ``ceil`` for the upper bound."""
         t = self.steps_per_epoch
         return steps // t, -(-steps // t)
 
@@ -207,6 +222,8 @@ class BatchScheme:
             )
             return SelfComposedEvent(event=one, count=n)
         _, charged = self.epochs_of(n)
+        if self.name == "balls_in_bins":  # add/remove sensitivity C: multiplier sigma
+            return SelfComposedEvent(event=GaussianEvent(noise_multiplier=sigma), count=charged)
         one = GaussianEvent(noise_multiplier=half, neighbouring=Neighbouring.REPLACE)
         return SelfComposedEvent(event=one, count=charged)
 
@@ -287,13 +304,14 @@ def _max_statistic_pair(
     """Bin masses of the largest of the ``T`` batch sums of one epoch under two datasets.
 
     The record is in batch ``t`` with probability ``b / n`` each (absent with ``r / n``, the
-    unused remainder), its batch sum shifted by ``shift``; all other batch sums are
+    unused remainder; for balls-in-bins ``1 / T`` each, never absent), its batch sum shifted by
+    ``shift``; all other batch sums are
     ``N(0, sigma^2)``. CDF of the maximum: ``Phi(x/s)^(T-1) [T w Phi((x - m)/s)] + (1 - T w)
     Phi(x/s)^T`` with ``w = b / n``. Bins: ``(-inf, x_0], (x_0, x_1], ..., (x_K, inf)``.
     """
     n, b = scheme.dataset_size, scheme.batch_size
     t = n // b
-    w_in = t * b / n
+    w_in = 1.0 if scheme.name == "balls_in_bins" else t * b / n
     z_lo = float(special.ndtri(1e-14 ** (1.0 / t)))
     z_hi = -float(special.ndtri(1e-14 / t))
     xs = np.linspace(sigma * z_lo - 1.0, sigma * z_hi + 1.0, _BINS + 1)
@@ -318,10 +336,12 @@ def _max_statistic_pair(
 
 
 def _shuffle_lower(scheme: BatchScheme, sigma: float, epochs: int, delta: float) -> float:
-    """The lower bound of the shuffle scheme (module docstring), by the grid's lower bound."""
+    """The lower bound of shuffle (shifts +1 against -1, replace-one) or balls-in-bins (+1
+    against 0, add/remove) from the module docstring, by the grid's lower bound."""
     if epochs == 0:
         return 0.0
-    p, q = _max_statistic_pair(scheme, sigma, 1.0, -1.0)
+    other = 0.0 if scheme.name == "balls_in_bins" else -1.0
+    p, q = _max_statistic_pair(scheme, sigma, 1.0, other)
     keep = (p > 0.0) & (q > 0.0)  # bins with no mass on one side are dropped (a sub-pair)
     p, q = p[keep], q[keep]
     loss = np.log(p) - np.log(q)
@@ -385,7 +405,7 @@ def dpsgd_bounds(
             upper_is_tight=False,
             truncation_mass=eta,
         )
-    if scheme.name in ("shuffle", "cyclic"):
+    if scheme.name in _EPOCH_SCHEMES:
         upper = acct.get_epsilon(d)
         full, charged = scheme.epochs_of(n)
         if scheme.name == "cyclic":

@@ -31,7 +31,8 @@ does not add a step (``epochs = 7``, ``q = 0.7`` gives 10). The command line
 ``dpkit account dpsgd`` uses the same rule (:func:`dpsgd_schedule`).
 
 Batching schemes: ``scheme="poisson"`` (the default) is the analysis above. Other values
-(``"truncated_poisson"``, ``"fixed_size"``, ``"shuffle"``, ``"cyclic"``, ``"user_poisson"``) are
+(``"truncated_poisson"``, ``"fixed_size"``, ``"shuffle"``, ``"cyclic"``, ``"user_poisson"``,
+``"balls_in_bins"``) are
 accounted by :mod:`dpkit.accounting.batching` with the PLD method only; they need
 ``batch_size`` and ``dataset_size`` (and ``max_batch_size`` / ``examples_per_user`` where the
 scheme has one), return the proven *upper* bound for the scheme's neighbouring relation, and

@@ -105,7 +105,10 @@ def dpsgd(
     scheme: str = typer.Option(
         "poisson",
         "--scheme",
-        help="batching: poisson, truncated_poisson, fixed_size, shuffle, cyclic, user_poisson",
+        help=(
+            "batching: poisson, truncated_poisson, fixed_size, shuffle, cyclic, user_poisson, "
+            "balls_in_bins"
+        ),
     ),
     max_batch_size: int | None = typer.Option(
         None, "--max-batch-size", help="truncated_poisson: the largest batch"

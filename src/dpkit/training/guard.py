@@ -10,6 +10,8 @@ What is charged per step (the event of :meth:`BatchScheme.event` for one step):
 * ``poisson``, ``fixed_size``, ``user_poisson``: one step's event at each step;
 * ``shuffle``, ``cyclic``: one epoch's Gaussian (replace-one, ``sigma / 2``) at the first step of
   each epoch (a record is in at most one batch per epoch, so the epoch is paid before it starts);
+* ``balls_in_bins``: likewise one epoch's Gaussian (add/remove, ``sigma``) at the first step of
+  each epoch;
 * ``truncated_poisson`` is refused: its total-variation term is not an event and does not
   compose with a budget's other charges.
 
@@ -54,7 +56,7 @@ class BudgetGuard:
     def before_step(self) -> None:
         """Charge the next step (raises ``BudgetExceededError`` and charges nothing if over)."""
         sch = self.sampler.scheme
-        if sch.name in ("shuffle", "cyclic"):
+        if sch.name in ("shuffle", "cyclic", "balls_in_bins"):
             if self.steps_taken % sch.steps_per_epoch == 0:
                 self.budget.charge(
                     sch.event(self.noise_multiplier, 1),

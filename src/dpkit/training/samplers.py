@@ -16,6 +16,10 @@ Laws (``n`` records, batch size ``b``, ``q = b / n`` rounded up to a double ``q_
 * ``fixed_size``: ``b`` distinct indices uniformly at random, independently at each step.
 * ``shuffle``: each epoch a uniformly random permutation cut into ``n // b`` batches of ``b``.
 * ``cyclic``: the indices in order, ``n // b`` batches of ``b`` per epoch.
+* ``balls_in_bins``: each epoch every index goes to one of the ``n // b`` batches independently
+  and uniformly at random (a 64-bit word ``w`` below ``T floor(2^64 / T)`` gives bin
+  ``w mod T``; larger words are redrawn, so the bin is exactly uniform); batch ``j`` of the
+  epoch holds the indices in bin ``j``, possibly none.
 * ``user_poisson``: each person independently with probability ``q_s``, then up to
   ``examples_per_user`` of that person's examples, uniformly without replacement.
 
@@ -55,6 +59,17 @@ def _random_order(source: RandomSource, n: int) -> IntArray:
         s = keys[order]
         if n < 2 or not bool(np.any(s[1:] == s[:-1])):
             return np.asarray(order, dtype=np.int64)
+
+
+def _uniform_bins(source: RandomSource, n: int, t: int) -> IntArray:
+    """``n`` independent bins, each exactly uniform on ``range(t)`` (rejection, module doc)."""
+    cut = np.uint64((2**64 // t) * t - 1)  # the largest accepted word
+    out = source.words(n)
+    bad = out > cut
+    while bool(np.any(bad)):
+        out[bad] = source.words(int(np.count_nonzero(bad)))
+        bad = out > cut
+    return np.asarray(out % np.uint64(t), dtype=np.int64)
 
 
 class BatchSampler:
@@ -129,6 +144,7 @@ class BatchSampler:
         n, b = sch.dataset_size, sch.batch_size
         per_epoch = sch.steps_per_epoch
         order: IntArray | None = None
+        bins: list[IntArray] = []
         for step in range(self.steps):
             if sch.name in ("poisson", "truncated_poisson"):
                 batch = self._poisson(n)
@@ -136,6 +152,14 @@ class BatchSampler:
                     batch = self._subset(batch, sch.max_batch_size)
             elif sch.name == "fixed_size":
                 batch = np.sort(_random_order(self._source, n)[:b])
+            elif sch.name == "balls_in_bins":
+                j = step % per_epoch
+                if j == 0 or not bins:
+                    where = _uniform_bins(self._source, n, per_epoch)
+                    sorted_idx = np.argsort(where, kind="stable").astype(np.int64)
+                    cuts = np.searchsorted(where[sorted_idx], np.arange(1, per_epoch))
+                    bins = list(np.split(sorted_idx, cuts))
+                batch = bins[j]
             elif sch.name in ("shuffle", "cyclic"):
                 j = step % per_epoch
                 if j == 0 or order is None:
