@@ -19,9 +19,11 @@ from dpkit.mechanisms import (
     Gaussian,
     GaussianPartitionSelection,
     Laplace,
+    NoisyTopK,
     PartitionSelection,
     RandomizedResponse,
     ReportNoisyMax,
+    SparseVector,
 )
 
 FLOAT_SPECIALS = [
@@ -253,6 +255,47 @@ class TestBinnedQuantileContract(MechanismContract):
         }
 
 
+class TestNoisyTopKContract(TestExponentialMechanismContract):
+    def make_mechanism(self) -> Any:
+        return NoisyTopK(epsilon=1.0, sensitivity=1.0, k=2)
+
+    def output_shape(self, x: Any) -> tuple[int, ...]:
+        return (min(2, len(x)),)  # the indices of the k best, best first
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        return {
+            "epsilon": lambda v: NoisyTopK(epsilon=v, sensitivity=1.0, k=2),
+            "sensitivity": lambda v: NoisyTopK(epsilon=1.0, sensitivity=v, k=2),
+            "k": lambda v: NoisyTopK(epsilon=1.0, sensitivity=1.0, k=v),
+        }
+
+
+class TestSparseVectorContract(MechanismContract):
+    """A stream that cannot halt on these inputs (more positives allowed than queries), so
+    the answers keep the input's length."""
+
+    def make_mechanism(self) -> Any:
+        return SparseVector(epsilon=1.0, sensitivity=1.0, threshold=10.0, max_positives=8)
+
+    def array_input(self) -> Any:
+        return np.array([0.0, 50.0, 3.0, 12.0])
+
+    def scalar_input(self) -> Any:
+        return None  # the input is a sequence of query answers
+
+    def special_inputs(self) -> list[Any]:
+        return SCORE_SPECIALS
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        base: dict[str, Any] = {"epsilon": 1.0, "sensitivity": 1.0, "threshold": 10.0}
+
+        def build(name: str) -> Callable[[Any], Any]:
+            return lambda v: SparseVector(**{**base, name: v})
+
+        names = ("epsilon", "sensitivity", "max_positives", "numeric_epsilon")
+        return {name: build(name) for name in names}
+
+
 ENROLLED = {
     Laplace: TestLaplaceContract,
     Gaussian: TestGaussianContract,
@@ -264,6 +307,8 @@ ENROLLED = {
     PartitionSelection: TestPartitionSelectionContract,
     GaussianPartitionSelection: TestGaussianPartitionSelectionContract,
     BinnedQuantile: TestBinnedQuantileContract,
+    NoisyTopK: TestNoisyTopKContract,
+    SparseVector: TestSparseVectorContract,
 }
 
 
