@@ -233,3 +233,24 @@ def test_bad_noise_is_refused_before_accounting() -> None:
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(PrivacyParameterError):
             dpsgd_epsilon(noise_multiplier=bad, steps=10, scheme="fixed_size", method="rdp", **KW)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 10_000),
+    frac=st.floats(0.0, 1.0),
+    m=st.floats(0.2, 20.0),
+    grow=st.floats(1.0, 4.0),
+)
+def test_curve_grows_with_the_batch_and_shrinks_with_the_noise(
+    n: int, frac: float, m: float, grow: float
+) -> None:
+    orders = np.array([1.5, 2.0, 3.5, 8.0, 64.0])
+    b = max(1, min(n - 1, int(frac * n)))
+    base = event_rdp(wor(b, n, m), orders)
+    bigger = event_rdp(wor(min(n, b + 1), n, m), orders)
+    noisier = event_rdp(wor(b, n, m * grow), orders)
+    assert base is not None and bigger is not None and noisier is not None
+    assert np.all(bigger >= base)
+    assert np.all(noisier <= base)
+    assert np.all(base >= 0.0) and np.all(np.diff(base * (orders - 1)) >= 0.0)
