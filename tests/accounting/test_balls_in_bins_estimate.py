@@ -136,3 +136,18 @@ def test_other_schemes_are_refused() -> None:
             delta=1e-3,
             epochs=1,
         )
+
+
+def test_cli_prints_the_estimate_labelled_and_refuses_it_for_other_schemes() -> None:
+    from typer.testing import CliRunner
+
+    from dpkit.cli import app
+
+    args = ["account", "dpsgd", "--delta", "1e-3", "--batch-size", "10", "--dataset-size", "40"]
+    args += ["--noise-multiplier", "1.0", "--epochs", "2", "--scheme"]
+    res = CliRunner().invoke(app, [*args, "balls_in_bins", "--monte-carlo", "20000"])
+    assert res.exit_code == 0, res.output
+    assert "ESTIMATE" in res.output and "not a proof" in res.output
+    assert "upper bound (proven)" in res.output
+    bad = CliRunner().invoke(app, [*args, "shuffle", "--monte-carlo", "20000"])
+    assert bad.exit_code != 0
