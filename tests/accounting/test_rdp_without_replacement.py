@@ -185,7 +185,7 @@ def test_guard_charges_an_rdp_budget_and_refuses_the_step_beyond_it() -> None:
 KW = {"delta": 1e-5, "batch_size": 64, "dataset_size": 6000}
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     sigma=st.floats(0.5, 5.0),
     steps=st.integers(1, 400),
