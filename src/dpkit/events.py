@@ -368,8 +368,9 @@ class SampledWithoutReplacementEvent(DpEvent):
     Analysed under replace-one neighbours only (the batch size reveals the dataset size, so
     add/remove is not meaningful for a fixed size): the inner event must state
     ``neighbouring="replace"``. The PLD accountant reads a Gaussian inner event through the
-    dominating pair of sampling without replacement of Zhu, Dong and Wang (2022); other
-    accountants refuse it.
+    dominating pair of sampling without replacement of Zhu, Dong and Wang (2022), the RDP
+    accountant through Wang, Balle and Kasiviswanathan (2019, Theorem 9); other accountants
+    refuse it.
     """
 
     sample_size: int

@@ -58,12 +58,13 @@ Both hold for the relation named in the scheme's :attr:`BatchScheme.relation`.
     hockey-stick divergence the mixture is no worse than the worst ``j``, which is exactly
     ``mu``-GDP with ``mu = sqrt(E) / sigma`` (Dong, Roth and Su 2022). This is proven but
     ignores amplification. The tight accounting of Chua et al. is a Monte Carlo *estimate*
-    of the upper bound with a confidence statement, not a proof; dpkit does not report it as a
-    guarantee (and does not compute it). Lower bound: the shuffle construction for add/remove:
-    the added record (gradient ``+C u``, all others zero) shifts one uniformly chosen batch sum
-    of the ``T`` by ``+1`` against none; the adversary keeps the largest batch sum, binned, and
-    the ``E`` epochs compose. Chua et al. (2025) report that balls-in-bins amplifies about as
-    well as Poisson, so the true value is expected near the lower bound; the gap is open.
+    with a confidence statement, not a proof; dpkit computes it separately, labelled as an
+    estimate, in :func:`dpkit.accounting.montecarlo.balls_in_bins_estimate`. Lower bound: the
+    shuffle construction for add/remove: the added record (gradient ``+C u``, all others
+    zero) shifts one uniformly chosen batch sum of the ``T`` by ``+1`` against none; the
+    adversary keeps the largest batch sum, binned, and the ``E`` epochs compose. Chua et al.
+    (2025) report that balls-in-bins amplifies about as well as Poisson, so the true value is
+    expected near the lower bound; the gap is open.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ does not add a step (``epochs = 7``, ``q = 0.7`` gives 10). The command line
 Batching schemes: ``scheme="poisson"`` (the default) is the analysis above. Other values
 (``"truncated_poisson"``, ``"fixed_size"``, ``"shuffle"``, ``"cyclic"``, ``"user_poisson"``,
 ``"balls_in_bins"``) are
-accounted by :mod:`dpkit.accounting.batching` with the PLD method only; they need
+accounted by :mod:`dpkit.accounting.batching` with the PLD method, or with ``"rdp"`` (all but
+``"truncated_poisson"``: the RDP accountant on the same event; for ``"fixed_size"`` the bound of
+Wang, Balle and Kasiviswanathan 2019, Theorem 9, see :mod:`dpkit.accounting.rdp`, which is
+proven but much looser than PLD); they need
 ``batch_size`` and ``dataset_size`` (and ``max_batch_size`` / ``examples_per_user`` where the
 scheme has one), return the proven *upper* bound for the scheme's neighbouring relation, and
 :func:`dpkit.accounting.batching.dpsgd_bounds` gives the lower bound beside it.
@@ -133,9 +136,10 @@ def _scheme(
     """The :class:`BatchScheme` for a non-Poisson scheme (None for plain Poisson)."""
     if scheme == "poisson" and max_batch_size is None and examples_per_user is None:
         return None
-    if method != "pld":
+    if method != "pld" and (method != "rdp" or scheme == "truncated_poisson"):
         raise PrivacyParameterError(
-            f"scheme {scheme!r} is accounted with method 'pld' only, got {method!r}"
+            f"scheme {scheme!r} is accounted with method 'pld' (or 'rdp', except for "
+            f"'truncated_poisson'), got {method!r}; use method='pld'"
         )
     if sampling_rate is not None or batch_size is None or dataset_size is None:
         raise PrivacyParameterError(
@@ -148,6 +152,20 @@ def _scheme(
         max_batch_size=max_batch_size,
         examples_per_user=examples_per_user,
     )
+
+
+def _scheme_epsilon(sch: BatchScheme, sigma: float, delta: float, steps: int, method: str) -> float:
+    """Proven upper bound of a run under ``sch``: PLD (:func:`dpsgd_bounds`) or, with
+    ``method="rdp"``, the RDP accountant on the same event (:meth:`BatchScheme.event`)."""
+    if method == "rdp":
+        from dpkit.accounting.rdp import RdpAccountant
+
+        acct = RdpAccountant()
+        acct.compose(sch.event(sigma, steps))
+        return acct.get_epsilon(check_delta(delta))
+    return dpsgd_bounds(
+        sch, noise_multiplier=sigma, delta=delta, steps=steps, with_lower=False
+    ).upper
 
 
 def _scheme_steps(sch: BatchScheme, steps: int | None, epochs: float | None) -> int:
@@ -212,13 +230,13 @@ def dpsgd_epsilon(
         scheme, method, batch_size, dataset_size, max_batch_size, examples_per_user, sampling_rate
     )
     if sch is not None:
-        return dpsgd_bounds(
+        return _scheme_epsilon(
             sch,
-            noise_multiplier=noise_multiplier,
-            delta=delta,
-            steps=_scheme_steps(sch, steps, epochs),
-            with_lower=False,
-        ).upper
+            check_positive(noise_multiplier, "noise_multiplier"),
+            delta,
+            _scheme_steps(sch, steps, epochs),
+            _check_method(method),
+        )
     q, n = dpsgd_schedule(
         sampling_rate=sampling_rate,
         batch_size=batch_size,
@@ -277,9 +295,7 @@ def dpsgd_noise_multiplier(
 
         def eps_of(s: float) -> float:
             try:
-                return dpsgd_bounds(
-                    sch, noise_multiplier=s, delta=d, steps=n, with_lower=False
-                ).upper
+                return _scheme_epsilon(sch, s, d, n, m)
             except (PrivacyParameterError, OverflowError, MemoryError):
                 return math.inf
     else:

@@ -29,6 +29,22 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   certified bound on the rest is negligible, the bound and all rounding errors added (see
   :func:`_sampled_gaussian_frac`); an upper bound that matches numerical integration of
   ``E[(P/Q)^alpha]`` to about 1e-9 relative.
+* Gaussian (replace-one, noise multiplier ``m``) on a fixed-size batch of ``b`` of ``n`` records
+  drawn without replacement (:class:`~dpkit.events.SampledWithoutReplacementEvent`, replace-one
+  neighbours), at integer orders ``alpha >= 2``: the general bound of Wang, Balle and
+  Kasiviswanathan 2019 (AISTATS, Theorem 9) with ``gamma = b / n`` and the base mechanism's RDP
+  ``e(j) = j / (2 m^2)`` (``e(inf) = inf``, so every ``min{2, (e^{e(inf)} - 1)^j}`` is 2)::
+
+      (alpha - 1) rdp(alpha) <= ln( 1 + gamma^2 C(alpha, 2) min{4 (e^{e(2)} - 1), 2 e^{e(2)}}
+                                       + sum_{j=3}^{alpha} 2 gamma^j C(alpha, j) e^{(j-1) e(j)} ).
+
+  At fractional orders the cumulant ``K(alpha) = (alpha - 1) rdp(alpha)``, convex with
+  ``K(1) = 0``, is bounded by the chord between the neighbouring integers (WBK 2019, Corollary
+  10). Rounded up: ``gamma`` is ``b / n`` rounded up (every term grows with it), the sum is taken
+  by :func:`_lse_up`, and the result is capped by the unsampled Gaussian ``alpha / (2 m^2)``
+  (sampling never hurts under replace-one: the subsampled pair is a mixture of pairs each no
+  worse than the base mechanism, and Renyi divergence is jointly quasi-convex). Other inner
+  events are refused.
 * NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
 
 ``pmf_slack`` ``a`` of each event (see :mod:`dpkit.events`) is summed to ``A`` and
@@ -87,6 +103,7 @@ from dpkit.events import (
     PureDpEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -301,6 +318,48 @@ def _sampled_gaussian(q: float, s: float, orders: FloatArray) -> FloatArray:
     return np.minimum(out, _gaussian(s, orders))
 
 
+@functools.lru_cache(maxsize=8192)
+def _wor_gaussian_cgf(q: float, m: float, alpha: int) -> float:
+    """Upper bound on ``K(alpha) = (alpha - 1) rdp(alpha)`` of a Gaussian (replace-one, noise
+    multiplier ``m``) on a batch sampled without replacement at rate ``q`` (WBK 2019, Theorem 9;
+    the formula is in the module docstring); integer ``alpha >= 1``, rounded up."""
+    if alpha <= 1:
+        return 0.0
+    inv = 0.5 / m / m  # e(j) = j * inv; may be inf for tiny m (then no finite bound)
+    if not math.isfinite(inv):
+        return math.inf
+    logq = math.log(q)
+    j = np.arange(2, alpha + 1, dtype=np.float64)
+    log_binom = gammaln(alpha + 1.0) - gammaln(j + 1.0) - gammaln(alpha - j + 1.0)
+    e2 = 2.0 * inv
+    # ln(e^{e2} - 1) without overflow or cancellation
+    log_em1 = e2 + math.log(-math.expm1(-e2)) if e2 > 0.0 else -math.inf
+    second = min(math.log(4.0) + log_em1, math.log(2.0) + e2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = math.log(2.0) + j * logq + log_binom + (j - 1.0) * j * inv
+    terms[0] = 2.0 * logq + float(log_binom[0]) + second
+    terms = np.concatenate((np.zeros(1), terms))
+    magnitude = (
+        3.0 * math.lgamma(alpha + 1.0) + alpha * abs(logq) + alpha * alpha * inv + abs(e2) + 4.0
+    )
+    return max(_lse_up(terms, magnitude), 0.0)
+
+
+def _wor_gaussian(q: float, m: float, orders: FloatArray) -> FloatArray:
+    """RDP curve of the Gaussian on a batch sampled without replacement (module docstring)."""
+    out = np.empty_like(orders)
+    for i, a in enumerate(orders):
+        lo = math.floor(a)
+        if a == lo:
+            k = _wor_gaussian_cgf(q, m, lo)
+        else:  # chord of the convex cumulant between the neighbouring integer orders
+            t = float(a) - lo
+            k_lo, k_hi = _wor_gaussian_cgf(q, m, lo), _wor_gaussian_cgf(q, m, lo + 1)
+            k = ((1.0 - t) * k_lo + t * k_hi) * (1.0 + 4.0 * _ULP)
+        out[i] = k / (float(a) - 1.0) * (1.0 + 4.0 * _ULP)
+    return np.minimum(out, _gaussian(m, orders))
+
+
 def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
     """RDP curve of one occurrence of a non-composite event (ideal, without slack)."""
     if isinstance(event, NoOpEvent):
@@ -328,6 +387,16 @@ def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
         if isinstance(inner, NoOpEvent) or event.sampling_rate == 0.0:
             return np.zeros_like(orders) if _rdp_supported(inner) else None
         return None
+    if isinstance(event, SampledWithoutReplacementEvent):
+        inner = event.event
+        if isinstance(inner, NoOpEvent) or (event.sample_size == 0 and _rdp_supported(inner)):
+            return np.zeros_like(orders)
+        if not isinstance(inner, GaussianEvent) or inner.neighbouring is not Neighbouring.REPLACE:
+            return None
+        if event.sample_size == event.dataset_size:
+            return _gaussian(inner.noise_multiplier, orders)
+        q = up(Fraction(event.sample_size, event.dataset_size))
+        return _wor_gaussian(q, inner.noise_multiplier, orders)
     return None
 
 
@@ -348,7 +417,7 @@ def _slack_of(event: DpEvent) -> Fraction | None:
     if isinstance(event, SelfComposedEvent):
         s = _slack_of(event.event)
         return None if s is None else event.count * s
-    if isinstance(event, PoissonSampledEvent):
+    if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
         # The subsampled mixture of pmfs each within exp(+-a) of ideal is within exp(+-a) too.
         return _slack_of(event.event)
     return Fraction(getattr(event, "pmf_slack", 0.0))
