@@ -255,6 +255,7 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
             "_table",
             "_sources",
             "_column_types",
+            "_topk",
         }
     ),
     frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it
