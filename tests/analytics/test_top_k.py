@@ -20,7 +20,7 @@ from _proof import GROUPS, audit_testers, key_of, neighbours
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult, Source
-from dpkit.analytics._topk import SCORE_MEASURE
+from dpkit.analytics._topk import SCORE_MEASURE, select
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.audit import Claim, audit
 from dpkit.errors import PrivacyParameterError
@@ -172,12 +172,23 @@ def test_stop_gap_keeps_a_new_key_below_delta_mpmath() -> None:
 # ------------------------------------------------------------------ end-to-end audit
 
 
-def _vectors(prepared: Any, result: EngineResult, src: RandomSource, keys: list[Any]) -> np.ndarray:
-    """Per release, for each key: [rank (0 = not released), noisy value (-1 if none)]."""
+def _vectors(
+    prepared: Any, result: EngineResult, src: RandomSource, keys: list[Any], direct: bool
+) -> np.ndarray:
+    """Per release, for each key: [rank (0 = not released), noisy value (-1 if none)].
+
+    ``direct``: draw the ranked keys with :func:`dpkit.analytics._topk.select`, the function
+    ``release_from`` calls, without building a frame (for a query with ``values=False``, whose
+    release is exactly those keys; about 6 times faster)."""
     out = np.zeros((SAMPLES, len(keys), 2))
     out[:, :, 1] = -1.0
     pos = {k: i for i, k in enumerate(keys)}
     for i in range(SAMPLES):
+        if direct:
+            chosen = select(prepared.pricing.top_k, result, prepared.public_keys, src)
+            for rank, key in enumerate(chosen, start=1):
+                out[i, pos[key], 0] = rank
+            continue
         frame = prepared.release_from(result, source=src)
         values = frame["n"].to_numpy(dtype=np.float64) if "n" in frame else None
         for rank, key in enumerate(key_of(frame, ("g",)), start=1):
@@ -187,10 +198,13 @@ def _vectors(prepared: Any, result: EngineResult, src: RandomSource, keys: list[
     return out.reshape(SAMPLES, -1)
 
 
-def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, seed: int) -> Any:
+def _audit(
+    prepared: Any, ra: EngineResult, rb: EngineResult, seed: int, direct: bool = False
+) -> Any:
     src = RandomSource(seed=seed, insecure=True)
     keys = sorted(set(ra.keys) | set(rb.keys), key=repr)
-    va, vb = _vectors(prepared, ra, src, keys), _vectors(prepared, rb, src, keys)
+    va = _vectors(prepared, ra, src, keys, direct)
+    vb = _vectors(prepared, rb, src, keys, direct)
     coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
     scales = np.concatenate([va, vb])[:, coords].std(axis=0)
     table = {"D": va, "D'": vb}
@@ -215,7 +229,7 @@ def _audit(prepared: Any, ra: EngineResult, rb: EngineResult, seed: int) -> Any:
 @pytest.mark.slow
 def test_top_k_without_keys_never_exceeds_its_epsilon_delta() -> None:
     p, _, ra, rb = _prepared_with_new_key(Budget(epsilon=10.0, delta=1e-3, method="basic"))
-    res = _audit(p, ra, rb, seed=31)
+    res = _audit(p, ra, rb, seed=31)  # through release_from: selection and values
     print("honest top-k:", res.summary())
     assert not res.violated
     assert res.epsilon_lower_bound <= EPSILON
@@ -229,10 +243,15 @@ def test_audit_catches_a_stop_threshold_without_its_gap() -> None:
     evaluation releases per table the Clopper-Pearson lower bound of that rate at level
     1 - 2.5e-7 is about 0.5 - 5.0 sqrt(0.25 / 750) = 0.41, far above delta = 1e-5, so the
     claim is certified violated (seen: alpha = 0, beta = 0.48)."""
-    p, _, ra, rb = _prepared_with_new_key(Budget(epsilon=10.0, delta=1e-3, method="basic"))
+    p, _, ra, rb = _prepared_with_new_key(
+        Budget(epsilon=10.0, delta=1e-3, method="basic"), values=False
+    )
     broken_top = dataclasses.replace(p.pricing.top_k, gap=0)
     broken = dataclasses.replace(p, pricing=dataclasses.replace(p.pricing, top_k=broken_top))
-    res = _audit(broken, ra, rb, seed=32)
+    # with values=False the release is exactly the selected keys: drawn directly
+    one = broken.release_from(rb, source=RandomSource(seed=1, insecure=True))
+    assert key_of(one, ("g",)) == select(broken_top, rb, None, RandomSource(seed=1, insecure=True))
+    res = _audit(broken, ra, rb, seed=32, direct=True)
     print("broken top-k:", res.summary())
     assert res.violated
 
