@@ -270,3 +270,58 @@ def test_released_groups_exist_in_the_data_and_come_best_first() -> None:
     assert truth[1][1] > truth[2][1]
     assert all(g == (truth[0][0], truth[1][0]) for g in got)
     assert math.isfinite(budget.spent[0])
+
+
+# ------------------------------------------------------------------ SQL and summaries
+
+
+@pytest.mark.parametrize(
+    ("text", "k"),
+    [
+        ("SELECT g, COUNT(*) FROM t GROUP BY g ORDER BY COUNT(*) DESC LIMIT 3", 3),
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 2", 2),
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC, g LIMIT 2 OFFSET 1", 3),
+        ("SELECT g, SUM(x) AS s FROM t GROUP BY g ORDER BY s DESC LIMIT 2", 2),
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC", None),
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n ASC LIMIT 2", None),
+        (
+            "SELECT g, COUNT(*) AS n FROM t GROUP BY g HAVING COUNT(*) > 3 ORDER BY n DESC LIMIT 2",
+            None,
+        ),
+        ("SELECT g, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY g ORDER BY n DESC LIMIT 2", None),
+        ("SELECT g, AVG(x) AS m FROM t GROUP BY g ORDER BY m DESC LIMIT 2", None),
+        ("SELECT COUNT(*) AS n FROM t ORDER BY n DESC LIMIT 1", None),
+    ],
+)
+def test_sql_order_by_the_aggregate_desc_limit_compiles_to_top_k(text: str, k: int | None) -> None:
+    s, *_ = _session(Budget(epsilon=1.0, delta=1e-6))
+    sq = s.sql_query(text, max_partitions=P, max_rows_per_partition=R, bounds={"x": (0.0, 10.0)})
+    top = sq.query.top
+    assert (top.k if top is not None else None) == k
+
+
+def test_sql_top_k_charges_once_and_not_for_every_group() -> None:
+    budget = Budget(epsilon=10.0, delta=1e-5)
+    s, *_ = _session(budget)
+    text = "SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 2"
+    sq = s.sql_query(text, max_partitions=P, max_rows_per_partition=R)
+    pricing = sq.prepare(epsilon=4.0, delta=1e-6).pricing
+    assert pricing.selection is None  # no partition selection over every key
+    assert pricing.top_k is not None and pricing.top_k.k == 2
+    # the values are noised for min(P, k) = 2 groups per unit, not for every group
+    assert pricing.stats[0].measures[0].l1 == min(P, 2) * R
+    out = s.sql(text, epsilon=4.0, delta=1e-6, max_partitions=P, max_rows_per_partition=R)
+    assert len(out) <= 2 and list(out.columns) == ["g", "n", "n_low", "n_high"]
+    assert list(out["n"]) == sorted(out["n"], reverse=True)  # ORDER BY on the released values
+    assert [r.count for r in budget.history()] == [1]
+    assert budget.spent[0] <= 4.0 and budget.spent[1] <= 1e-6
+
+
+def test_summarize_shows_the_ranking_and_the_values_shares() -> None:
+    s, *_ = _session(Budget(epsilon=1.0, delta=1e-6))
+    q = s.query().group_by("g").bound(max_partitions=P, max_rows_per_partition=R)
+    frame = q.agg(n=dpa.count()).top_k(3, selection_share=0.25).summarize(epsilon=1.0, delta=1e-7)
+    assert list(frame["measure"]) == ["top-3 ranking", "rows"]
+    assert frame["share"].sum() == pytest.approx(1.0)
+    assert frame["share"].iloc[0] == pytest.approx(0.25)
+    assert frame["noise_scale"].iloc[0] == pytest.approx(3 * R / 0.25)  # k R / epsilon_sel
