@@ -15,14 +15,14 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
-from _proof import GROUPS, audit_testers, key_of, neighbours
+from _proof import GROUPS, audit_vectors, key_of, neighbours
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult, Source
 from dpkit.analytics._topk import SCORE_MEASURE, select
 from dpkit.analytics.engines.duckdb import DuckDBEngine
-from dpkit.audit import Claim, audit
+from dpkit.audit import Claim
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.selection import SELECTION_SLACK
 from dpkit.noise import RandomSource
@@ -205,25 +205,8 @@ def _audit(
     keys = sorted(set(ra.keys) | set(rb.keys), key=repr)
     va = _vectors(prepared, ra, src, keys, direct)
     vb = _vectors(prepared, rb, src, keys, direct)
-    coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
-    scales = np.concatenate([va, vb])[:, coords].std(axis=0)
-    table = {"D": va, "D'": vb}
-
-    def mechanism(x: str, size: int) -> np.ndarray:
-        got = table[x][:size]
-        table[x] = table[x][size:]
-        return got
-
-    return audit(
-        mechanism,
-        ("D", "D'"),
-        samples=SAMPLES,
-        claim=Claim.approx(epsilon=EPSILON, delta=DELTA),
-        confidence=CONFIDENCE,
-        vectorized=True,
-        testers=audit_testers(coords, scales),
-        source=src,
-    )
+    claim = Claim.approx(epsilon=EPSILON, delta=DELTA)
+    return audit_vectors(va, vb, claim, src, SAMPLES, CONFIDENCE)
 
 
 @pytest.mark.slow

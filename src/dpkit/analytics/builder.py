@@ -207,19 +207,9 @@ class PreparedQuery:
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         self._refuse_two_step()
-        if self.pricing.top_k is not None:
-            return release_top_k(
-                self.pricing,
-                result,
-                group_by=self.group_by,
-                public_keys=self.public_keys,
-                alpha=self.alpha,
-                source=resolve_source(source),
-                output=output,
-                warn_empty=warn_empty,
-                notes=notes,
-            )
-        return assemble(
+        # a top-k query selects its groups first, then assembles them like public keys
+        release = release_top_k if self.pricing.top_k is not None else assemble
+        return release(
             self.pricing,
             result,
             group_by=self.group_by,
