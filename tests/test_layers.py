@@ -255,12 +255,13 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
             "_table",
             "_sources",
             "_column_types",
+            "_topk",
         }
     ),
     frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it
     frozenset({"builder"}),  # the query description (validated against the table description)
     frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
-    frozenset({"session"}),  # the executor: validates, charges, executes, releases
+    frozenset({"session", "alerts"}),  # the executor: validates, charges, executes, releases
     frozenset({""}),  # the facade
 )
 #: What an engine module may import from the rest of analytics: the plan, the predicates, the

@@ -14,7 +14,9 @@ group's exact integers and of its own noise draws (discrete Laplace / Gaussian n
 i.i.d. per group and cell, and partition selection flips one independent coin per key), so the
 release of ``size`` copies of every group, told apart by an extra key column ``__rep``, is
 exactly ``size`` independent releases of the original groups. This is only a faster way to
-call the same release code (``assemble``), not a re-implementation of it.
+call the same release code (``assemble``), not a re-implementation of it. A top-k query is
+the exception (its groups compete for the k places): each release selects its own keys, and
+only their values are noised in one batch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import pandas as pd
 
 from dpkit.analytics import PreparedQuery
 from dpkit.analytics._plan import EngineResult
-from dpkit.analytics._release import UNITS_MEASURE
+from dpkit.analytics._release import UNITS_MEASURE, normalize_key
+from dpkit.analytics._topk import select
 from dpkit.audit import Claim, audit
 from dpkit.audit._testers import ClassifierTester, ThresholdTester
 from dpkit.noise import RandomSource
@@ -232,7 +235,10 @@ def release_vectors(
     """Per release, for each group of ``groups``: [released, estimates...] (0 if withheld)."""
     if not prepared.group_by:  # one global row: every release has it (a public "key")
         prepared = dataclasses.replace(prepared, public_keys=[()])
-    frame = batched_release(prepared, result, samples, src, groups)
+    if prepared.pricing.top_k is not None:
+        frame = _top_k_releases(prepared, result, samples, src)
+    else:
+        frame = batched_release(prepared, result, samples, src, groups)
     gb = tuple(prepared.group_by)
     cols = [
         c for c in frame.columns if c not in (*gb, "__rep") and not c.endswith(("_low", "_high"))
@@ -243,9 +249,40 @@ def release_vectors(
     ks = key_of(frame, gb) if gb else [()] * len(frame)
     vals = frame[cols].to_numpy(dtype=np.float64)
     for row, (k, rep) in enumerate(zip(ks, reps, strict=True)):
-        out[rep, pos[tuple(k)], 0] = 1.0
-        out[rep, pos[tuple(k)], 1:] = vals[row]
+        j = pos.get(tuple(k))
+        if j is None:  # a top-k release may hold groups outside ``groups``: projected out
+            continue
+        out[rep, j, 0] = 1.0
+        out[rep, j, 1:] = vals[row]
     return np.nan_to_num(out.reshape(samples, -1), nan=-1.0)
+
+
+def _top_k_releases(
+    prepared: Any, result: EngineResult, size: int, source: RandomSource
+) -> pd.DataFrame:
+    """``size`` independent releases of a top-k query: its groups compete for the k places, so
+    each release selects its own keys (``select``, what ``release_from`` calls first); the
+    values of all the selected (key, rep) groups are then noised in one ``release_from`` with
+    those as public keys (independent per group, as for :func:`batched_release`)."""
+    top = prepared.pricing.top_k
+    index = {tuple(normalize_key(v) for v in k): i for i, k in enumerate(result.keys)}
+    keys: list[tuple[Any, ...]] = []
+    rows: list[int] = []
+    for rep in range(size):
+        for k in select(top, result, prepared.public_keys, source):
+            keys.append((*k, rep))
+            rows.append(index[k])
+    values = {name: tuple(col[i] for i in rows) for name, col in result.values.items()}
+    wide = dataclasses.replace(
+        prepared,
+        group_by=(*prepared.group_by, "__rep"),
+        public_keys=keys,
+        pricing=dataclasses.replace(prepared.pricing, top_k=None),
+    )
+    frame: pd.DataFrame = wide.release_from(
+        EngineResult(keys=tuple(keys), values=values), source=source
+    )
+    return frame
 
 
 def audit_pair(
@@ -263,6 +300,20 @@ def audit_pair(
     groups = changed_keys(ra, rb) or sorted(set(ra.keys), key=repr)[:1]
     va = release_vectors(prepared, ra, src, groups, samples)
     vb = release_vectors(prepared, rb, src, groups, samples)
+    return audit_vectors(va, vb, claim, src, samples, confidence)
+
+
+def audit_vectors(
+    va: np.ndarray,
+    vb: np.ndarray,
+    claim: Claim,
+    src: RandomSource,
+    samples: int = AUDIT_SAMPLES,
+    confidence: float = AUDIT_CONFIDENCE,
+) -> Any:
+    """Audit ``claim`` on release vectors drawn beforehand on D (``va``) and D' (``vb``),
+    ``samples`` rows each, with the testers of :func:`audit_testers` on the coordinates that
+    vary."""
     coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
     scales = np.concatenate([va, vb])[:, coords].std(axis=0)
     table = {"D": va, "D'": vb}

@@ -19,6 +19,7 @@ from dpkit.analytics._aggregates import (
 )
 from dpkit.analytics._release import EmptyReleaseWarning
 from dpkit.analytics._report import long_form
+from dpkit.analytics.alerts import ThresholdAlert
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.analytics.session import Session
 
@@ -28,6 +29,7 @@ __all__ = [
     "Query",
     "Session",
     "Statistic",
+    "ThresholdAlert",
     "count",
     "count_distinct",
     "histogram",

@@ -211,6 +211,7 @@ class Pricing:
     events: tuple[DpEvent, ...] = field(default=())
     auto: tuple[AutoBounds, ...] = ()
     order: tuple[str, ...] = ()
+    top_k: Any = None  # a top-k query's selection (dpkit.analytics._topk.TopKPrice)
 
     @property
     def event(self) -> ComposedEvent:

@@ -123,6 +123,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         weights[ab.name] = float(ab.stat.weight)
     w_sel = float(query.selection_weight) if pricing.selection is not None else 0.0
     total = sum(weights.values()) + w_sel
+    top = pricing.top_k
+    # a top-k query: the ranking takes its share of epsilon, the values the rest
+    top_share = min(1.0, top.epsilon / pricing.epsilon) if top is not None else 0.0
     nan = math.nan
     rows: list[dict[str, Any]] = []
     outputs: dict[str, list[str]] = {}
@@ -148,9 +151,22 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
             }
         )
 
+    if top is not None:
+        # Gumbel noise of scale k D / epsilon_sel per score (in the aggregate's units)
+        beta = top.k * top.sensitivity * top.step / top.epsilon
+        row(
+            top.name,
+            f"top-{top.k} ranking",
+            "NoisyTopK (Gumbel)" + ("" if top.known else " and a stop threshold"),
+            beta,
+            beta * math.pi / math.sqrt(6.0),
+            nan,
+            top_share,
+        )
+        outputs.setdefault(top.name, [])
     for sp in pricing.stats:
         outputs[sp.name] = stat_columns(sp)
-        part = weights[sp.name] / total if total else 0.0
+        part = (weights[sp.name] / total if total else 0.0) * (1.0 - top_share)
         noisy = [mp for mp in sp.measures if mp.noise is not None]
         if sp.shared_with is not None:
             for mp in noisy:

@@ -51,6 +51,13 @@ from dpkit.analytics._release import (
 from dpkit.analytics._report import summary_frame as _summary_frame
 from dpkit.analytics._sql import quote_ident, sql_literal
 from dpkit.analytics._table import TableDescription
+from dpkit.analytics._topk import (
+    TopK,
+    check_score,
+    check_top_k,
+    price_top_k,
+    release_top_k,
+)
 from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource, resolve_source
 
@@ -200,7 +207,9 @@ class PreparedQuery:
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
         self._refuse_two_step()
-        return assemble(
+        # a top-k query selects its groups first, then assembles them like public keys
+        release = release_top_k if self.pricing.top_k is not None else assemble
+        return release(
             self.pricing,
             result,
             group_by=self.group_by,
@@ -229,6 +238,7 @@ class Query:
     selection_weight: float = 1.0
     joins: tuple[PublicJoin, ...] = ()
     buckets: tuple[Bucket, ...] = ()
+    top: TopK | None = None
     _grouped: bool = field(default=False, repr=False)
     _extra_columns: tuple[str, ...] = field(default=(), repr=False)
 
@@ -410,6 +420,10 @@ class Query:
         """Add named aggregates: ``.agg(n=count(), income=mean("income", bounds=(0, 1e5)))``."""
         if not stats:
             raise PrivacyParameterError("agg() needs at least one name=aggregate")
+        if self.top is not None:
+            raise PrivacyParameterError(
+                "a top_k query releases its one ranking aggregate: call agg() before top_k()"
+            )
         have = dict(self.stats)
         for name, st in stats.items():
             if not isinstance(st, Statistic):
@@ -433,6 +447,52 @@ class Query:
                 )
             have[name] = st
         return dataclasses.replace(self, stats=tuple(have.items()))
+
+    def top_k(
+        self,
+        k: int,
+        *,
+        candidates: int | None = None,
+        values: bool = True,
+        selection_share: float = 0.5,
+    ) -> Query:
+        """Release only the ``k`` groups with the largest value of the query's one aggregate
+        (``count()``, or ``sum(column, bounds=(lower, upper))`` with ``0 <= lower``), best
+        first, instead of every group: ``.group_by("diagnosis").bound(...).agg(n=count())
+        .top_k(3)``.
+
+        Without public keys the groups are ranked among those present in the data
+        (``candidates``: only the ``candidates`` largest; default every group) against a
+        noisy stop threshold, and fewer than ``k`` come back when the rest are not clearly
+        above the threshold; this needs ``delta > 0``. With public keys every key is a
+        candidate (pure DP). ``values``: also release the selected groups' noisy values with
+        intervals (``selection_share`` of epsilon goes to the selection, the rest to the
+        values); ``False`` releases the ranked keys only, at the whole budget.
+
+        Privacy (per privacy unit, under the session's contribution bounds ``P`` groups and
+        ``R`` rows per group): a unit raises at most ``P`` scores, each by at most ``R`` rows
+        (times the sum's upper bound), and lowers none, so the ranking is a monotone
+        exponential mechanism of that per-group sensitivity, run as one pass of Gumbel
+        noise (:class:`~dpkit.mechanisms.NoisyTopK`); groups that exist in only one of two
+        neighbouring tables are covered by the stop threshold and cost ``delta``, which grows
+        with ``min(P, candidates)`` (Durfee and Rogers 2019, limited domain; the proof is in
+        :mod:`dpkit.analytics._topk`). The values are noised for ``min(P, k)`` groups per unit.
+        """
+        if not self.group_columns:
+            raise PrivacyParameterError("top_k ranks groups: call group_by(...) first")
+        if len(self.stats) != 1:
+            raise PrivacyParameterError(
+                "top_k ranks groups by one aggregate: give exactly one, e.g. .agg(n=count())"
+                f".top_k({k!r}); this query has {len(self.stats)}"
+            )
+        if self.top is not None:
+            raise PrivacyParameterError("top_k() is already set on this query")
+        name, st = self.stats[0]
+        check_score(name, st)
+        spec = check_top_k(
+            TopK(k=k, candidates=candidates, values=values, selection_share=selection_share)
+        )
+        return dataclasses.replace(self, top=spec)
 
     # ------------------------------------------------------------------ pricing
     def _bounds(self) -> tuple[int, int]:
@@ -476,6 +536,20 @@ class Query:
         stats = self._typed_stats()
         check_output_columns(self.group_columns, stats)
         p, r = self._bounds()
+        if self.top is not None:
+            ((name, st),) = stats
+            return price_top_k(
+                name,
+                st,
+                self.top,
+                mode=self.session.mode,
+                epsilon=epsilon,
+                delta=self._delta(delta),
+                max_partitions=p,
+                max_rows_per_partition=r,
+                known=self.keys is not None,
+                zcdp_share=self.session.zcdp_share if self.session.mode == "zcdp" else None,
+            )
         return price(
             dict(stats),
             mode=self.session.mode,
@@ -491,7 +565,9 @@ class Query:
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
         p, r = pricing.max_partitions, pricing.max_rows_per_partition
         measures: list[Measure] = list(pricing.measures)
-        if self.group_columns and self.keys is None:
+        if pricing.top_k is not None:
+            measures.append(pricing.top_k.score)
+        elif self.group_columns and self.keys is None:
             measures.append(Measure(name=UNITS_MEASURE, kind="units"))
         filters = [Filter(predicate=f) for f in self.filters]
         filters.extend(self._key_filters())

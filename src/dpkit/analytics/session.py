@@ -38,11 +38,20 @@ from dpkit.analytics._sources import (
     spark_kind,
 )
 from dpkit.analytics._table import TableDescription, protects
+from dpkit.analytics._topk import check_score
+from dpkit.analytics.alerts import (
+    ThresholdAlert,
+    alert_records,
+    alert_sensitivity,
+    check_alert_name,
+    prepare_for_alert,
+)
 from dpkit.analytics.builder import PreparedQuery, PublicTable, Query
 from dpkit.analytics.engines._protocol import Engine, EngineError, as_engine, column_types
 from dpkit.analytics.sqlquery import Metadata, SqlQuery, load_metadata, sql_query
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.events import Neighbouring
+from dpkit.mechanisms import SparseVector
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["UNSET", "Session", "protects", "sql_session"]
@@ -387,6 +396,103 @@ class Session:
                 "budget of the same kind"
             )
         return budget
+
+    def _check_runner(self, prepared: PreparedQuery) -> Callable[[], EngineResult]:
+        """The engine's check of ``prepared`` (nothing read) and the run of the checked plan."""
+        self._check_prepared(prepared)
+        return self._checked(prepared)[0]
+
+    # ------------------------------------------------------------------ alerts
+    def alert(
+        self,
+        name: str,
+        query: Query,
+        *,
+        threshold: float,
+        epsilon: float,
+        max_alerts: int = 1,
+    ) -> ThresholdAlert:
+        """Open a threshold alert on ``query`` and charge the session's budget once (see
+        :mod:`dpkit.analytics.alerts`).
+
+        ``query``: this session's query with one aggregate, ``count()`` or ``sum(column,
+        bounds=(lower, upper))`` with ``0 <= lower``; ungrouped, or grouped with public keys
+        (one answer per key). ``threshold``: in the aggregate's units. ``epsilon``: the whole
+        cost, whatever the number of checks below the threshold (pure DP; a zCDP or basic
+        budget charges its own reading of it). ``max_alerts``: the alert stops after this many
+        answers above the threshold. Everything is checked, and a ``name`` the ledger already
+        holds is refused, before the charge."""
+        name = check_alert_name(name)
+        if not isinstance(query, Query) or query.session is not self:
+            raise PrivacyParameterError("alert() takes a query of this session (session.query())")
+        if query.top is not None:
+            raise PrivacyParameterError("an alert checks one value per key: drop top_k()")
+        if len(query.stats) != 1:
+            raise PrivacyParameterError(
+                "an alert checks one aggregate: give exactly one, e.g. .agg(n=count())"
+            )
+        if query.group_columns and query.keys is None:
+            raise PrivacyParameterError(
+                "a grouped alert needs public keys (group_by(..., keys=[...])): each key is one "
+                "check of the stream"
+            )
+        stat_name, stat = query.stats[0]
+        check_score(stat_name, stat)
+        prepared = prepare_for_alert(query)
+        mechanism = SparseVector(
+            epsilon=epsilon,
+            sensitivity=alert_sensitivity(prepared),
+            threshold=threshold,
+            max_positives=max_alerts,
+            monotonic=True,
+        )
+        self._check_runner(prepared)  # the plan passes the engine's check before the charge
+        previous = alert_records(self.budget, name)
+        if previous:
+            raise PrivacyParameterError(
+                f"the alert {name!r} was opened before (ledger record {previous[0].seq}, "
+                f"{len(previous) - 1} check(s) since): an alert cannot be resumed, since its "
+                "threshold noise is never stored and fresh noise would re-ask answered checks; "
+                "open it under a new name (charged again). Its answers: "
+                f"session.alert_log({name!r})"
+            )
+        try:
+            self.budget.charge(
+                mechanism.event,
+                metadata={
+                    "alert": name,
+                    "threshold": mechanism.threshold,
+                    "epsilon": mechanism.epsilon,
+                    "max_alerts": mechanism.max_positives,
+                },
+            )
+        except BudgetExceededError as exc:
+            raise BudgetExceededError(
+                f"opening the alert {name!r} needs epsilon {mechanism.epsilon}: {exc}"
+            ) from exc
+        return ThresholdAlert(
+            runner=self._check_runner,
+            name=name,
+            query=query,
+            mechanism=mechanism,
+            stream=mechanism.start(source=self.source_of_randomness),
+            budget=self.budget,
+        )
+
+    def alert_log(self, name: str) -> list[dict[str, Any]]:
+        """The checks of the alert ``name`` read from the budget's ledger (also after a
+        restart): per check its number, label, answers and time."""
+        name = check_alert_name(name)
+        return [
+            {
+                "check": r.metadata["check"],
+                "label": r.metadata.get("label"),
+                "answers": r.metadata.get("answers"),
+                "time": r.time,
+            }
+            for r in alert_records(self.budget, name)
+            if "check" in r.metadata
+        ]
 
     # ------------------------------------------------------------------ queries
     def query(self) -> Query:

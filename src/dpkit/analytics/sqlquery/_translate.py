@@ -803,6 +803,12 @@ class _Translator:
                     "per level): order by one level's own query instead",
                 )
         limit, offset = self._limit(tree)
+        top = _top_k_size(stats, group_cols, hv, order, limit, offset)
+        if top is not None:
+            # ORDER BY the one aggregate DESC LIMIT k: only the k largest groups are
+            # selected and released (one charge for the selection and their values), not
+            # every group; the ORDER BY and LIMIT below then read the released rows.
+            query = query.top_k(top)
         qcols: dict[str, list[str]] = {n: [] for n, s in stats.items() if s.kind == "quantile"}
         return Translation(
             text=text,
@@ -1040,6 +1046,33 @@ class _Translator:
                 raise SqlError("OFFSET", f"OFFSET takes a non-negative integer, got {v!r}")
             off = v
         return lim, off
+
+
+def _top_k_size(
+    stats: dict[str, agg.Statistic],
+    group_cols: list[str],
+    having: exp.Expression | None,
+    order: list[tuple[str, bool, bool | None]],
+    limit: int | None,
+    offset: int,
+) -> int | None:
+    """``k`` when the statement asks for the ``k`` groups with the largest count or bounded
+    sum (``GROUP BY ... ORDER BY <the one aggregate> DESC LIMIT k [OFFSET o]``, no HAVING),
+    compiled to a top-k selection (``k = limit + offset``); else None (a full release,
+    post-processed)."""
+    if not group_cols or len(stats) != 1 or having is not None or not order or not limit:
+        return None
+    ((name, st),) = stats.items()
+    target, descending, _ = order[0]
+    if target != name or not descending:
+        return None
+    if st.kind == "sum":
+        b = st.bounds
+        if not (isinstance(b, tuple) and b[0] >= 0 and b[1] > 0):
+            return None
+    elif st.kind != "count":
+        return None
+    return limit + offset
 
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
