@@ -17,14 +17,15 @@ value computed on the data after contribution bounding and clamping):
   integer such that ``P(|Z| > h) <= alpha`` under the noise law (exact tail of the discrete
   Laplace; exact or bounded tail of the discrete Gaussian). Counts' lower ends are clipped at 0.
 * mean: ``c + T/N`` from the noisy centred sum ``T`` and noisy count ``N`` (clipped to the
-  bounds; the midpoint when ``N < 1``). Interval: ``T`` and ``N`` each get a ``1 - alpha/2``
-  interval; by the union bound both hold with probability ``>= 1 - alpha``, and then the mean
-  lies between the extreme ratios over that box (the whole bound range if the box admits
-  ``N <= 0``). The fixed-point floor lowers each value by less than one step ``2^-k``, so the
-  upper end is raised by one step.
+  bounds; the midpoint when ``N < 1``). Interval: Fieller's pivot under the exact joint law
+  of the two noises (:mod:`dpkit.analytics._intervals`): the candidates ``r`` with ``|T - r
+  N|`` within the ``1 - alpha`` quantile of ``|Z_T - r Z_N|``, at level ``1 - alpha`` and
+  not far above it. The fixed-point floor lowers each value by less than one step ``2^-k``,
+  so the upper end is raised by one step. (Where the count's noise is too wide to sum, the
+  union bound of two ``1 - alpha/2`` intervals is kept.)
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
-  ``N`` (each noised once per release), interval over the box of their ``1 - alpha/2``
-  intervals.
+  ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
+  (:func:`~dpkit.analytics._intervals.joint_halfwidth`).
 * variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum of
   squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the box,
   clipped to ``[0, ((upper - lower)/2)^2]``.
@@ -43,11 +44,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from dpkit.analytics._aggregates import Statistic, from_number
+from dpkit.analytics._intervals import joint_halfwidth, ratio_cells, ratio_intervals
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.errors import PrivacyParameterError
@@ -472,12 +475,18 @@ def _release_shared_sum(
     t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
     n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
     t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
-    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
     c, step = m_s.center, m_s.step
+    h_joint = joint_halfwidth(m_s.noise, m_n.noise, float(-c), float(-c), alpha)
+    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
     est, lo_l, hi_l = [], [], []
     for g in range(ngroups):
         nn, tt = n_noisy[g], t_noisy[g]
-        est.append((tt + c * nn) * step)
+        s_noisy = tt + c * nn
+        est.append(s_noisy * step)
+        if h_joint is not None:  # the exact law of Z_T + c Z_N
+            lo_l.append((s_noisy - h_joint) * step)
+            hi_l.append((s_noisy + h_joint) * step)
+            continue
         a, b = c * (nn - hn), c * (nn + hn)
         lo_l.append((tt - ht + min(a, b)) * step)
         hi_l.append((tt + ht + max(a, b)) * step)
@@ -489,7 +498,9 @@ def _release_shared_sum(
         + " centred sum and count",
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
-        "ci": "union bound over the centred sum and count intervals at alpha/2 each",
+        "ci": "exact law of the sum of the two noises"
+        if h_joint is not None
+        else "union bound over the centred sum and count intervals at alpha/2 each",
     }
 
 
@@ -584,10 +595,26 @@ def _release_values(
     lo_l: list[float] = []
     hi_l: list[float] = []
     if st.kind == "mean":
+        k_bits = m_s.measure.frac_bits
+        r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
+        r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
+        cells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), alpha)
+        if cells is not None:  # Fieller's pivot under the exact noise law
+            r_a, r_b, found = ratio_intervals(
+                np.array(t_noisy, dtype=np.float64), np.array(n_noisy, dtype=np.float64), cells
+            )
         for g in range(ngroups):
             nn, tt = n_noisy[g], t_noisy[g]
             e = c_real + tt * step / nn if nn >= 1 else (lower + upper) / 2.0
             est.append(min(max(e, lower), upper))
+            if cells is not None:
+                if not found[g]:  # the set is empty (probability <= alpha): the estimate
+                    lo_l.append(est[-1])
+                    hi_l.append(est[-1])
+                    continue
+                lo_l.append(min(max(c_real + float(r_a[g]) * step, lower), upper))
+                hi_l.append(min(max(c_real + float(r_b[g]) * step + step, lower), upper))
+                continue
             n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
             if n_lo < 1:
                 lo_l.append(lower)
@@ -601,7 +628,9 @@ def _release_values(
             "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
             "sum": _noise_desc(m_s),
             "count": _noise_desc(m_n),
-            "ci": "union bound over the sum and count intervals at alpha/2 each",
+            "ci": "Fieller's pivot T - r N under the exact joint noise law"
+            if cells is not None
+            else "union bound over the sum and count intervals at alpha/2 each",
         }
         return
 
