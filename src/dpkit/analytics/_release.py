@@ -26,9 +26,10 @@ value computed on the data after contribution bounding and clamping):
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
   (:func:`~dpkit.analytics._intervals.joint_halfwidth`).
-* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum of
-  squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the box,
-  clipped to ``[0, ((upper - lower)/2)^2]``.
+* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum
+  of squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the
+  box, clipped to ``[0, ((upper - lower)/2)^2]``. A std beside a variance of the same column
+  and bounds is the square root of that variance's release (the same noisy values).
 * quantiles: the exponential mechanism's output; no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
 
@@ -440,10 +441,15 @@ def _release_stat(
     ngroups: int,
     cache: dict[str, list[list[int]]],
 ) -> None:
-    if sp.shared_with is not None:
+    if sp.shared_with is not None and sp.stat.kind == "sum":
         _release_shared_sum(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
     else:
+        # a std sharing a variance's measures reads their cached noisy values: its release is
+        # the square root of the variance's (post-processing, charged once)
         _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
+        if sp.shared_with is not None:
+            name = stat_columns(sp)[0]
+            info_cols[name]["mechanism"] = f"square root of {sp.shared_with} (post-processing)"
     st = sp.stat
     if isinstance(st.bounds, tuple):
         for name in stat_columns(sp):
@@ -637,7 +643,7 @@ def _release_values(
     m_q = sp.measures[2]
     assert m_q.noise is not None
     q_exact = _exact_vector(result, m_q.measure.name, rows, 1)
-    q_noisy = [v[0] for v in _noisy(m_q, q_exact, source)]
+    q_noisy = [v[0] for v in _noisy(m_q, q_exact, source, cache)]
     hq = m_q.noise.halfwidth(alpha / split)
     shift = c_real - m_q.measure.center  # T is centred at c_real, Q at m
     top = half * half
