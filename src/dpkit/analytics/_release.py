@@ -499,6 +499,7 @@ def _release_shared_sum(
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
+        "mostly_noise": _noise_flags(lo_l, hi_l, None),
         "mechanism": f"post-processing of {sp.shared_with}'s "
         + _noise_desc(m_s)["mechanism"]
         + " centred sum and count",
@@ -566,8 +567,8 @@ def _release_values(
                 est_c: list[Any] = [noisy[g][j] * mp.step for g in range(ngroups)]
                 lo = [(noisy[g][j] - h) * mp.step for g in range(ngroups)]
                 hi = [(noisy[g][j] + h) * mp.step for g in range(ngroups)]
-            else:
-                est_c = [noisy[g][j] for g in range(ngroups)]
+            else:  # a count is never negative: clipped at 0 (post-processing), like its ends
+                est_c = [max(noisy[g][j], 0) for g in range(ngroups)]
                 lo = [max(noisy[g][j] - h, 0) for g in range(ngroups)]
                 hi = [
                     max(noisy[g][j] + h, 0) if nonneg else noisy[g][j] + h for g in range(ngroups)
@@ -578,6 +579,7 @@ def _release_values(
             desc = _noise_desc(mp)
             desc["ci_halfwidth"] = h * mp.step
             info_cols[name] = desc
+            desc["mostly_noise"] = _noise_flags(lo, hi, None)
         return
 
     # mean / variance / std
@@ -629,8 +631,15 @@ def _release_values(
             a, b = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
             lo_l.append(min(max(c_real + a, lower), upper))
             hi_l.append(min(max(c_real + b + step, lower), upper))
+        # post-processing: each estimate inside its own interval (a noisy count below 1 gives
+        # no ratio: the middle of the interval, flagged as mostly noise below)
+        for g in range(ngroups):
+            if n_noisy[g] < 1:
+                est[g] = (lo_l[g] + hi_l[g]) / 2.0
+            est[g] = min(max(est[g], lo_l[g]), hi_l[g])
         data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
         info_cols[name] = {
+            "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
             "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
             "sum": _noise_desc(m_s),
             "count": _noise_desc(m_n),
@@ -668,6 +677,9 @@ def _release_values(
         m2_hi = max(ma * ma, mb * mb)
         lo_l.append(min(max(a - m2_hi, 0.0), top))
         hi_l.append(min(max(b - m2_lo, 0.0), top))
+    for g in range(ngroups):  # post-processing: each estimate inside its own interval
+        est[g] = min(max(est[g], lo_l[g]), hi_l[g])
+    flags = _noise_flags(lo_l, hi_l, top)
     if st.kind == "std":
         est = [math.sqrt(v) for v in est]
         lo_l = [math.sqrt(v) for v in lo_l]
@@ -680,8 +692,19 @@ def _release_values(
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
         "sum_sq": _noise_desc(m_q),
+        "mostly_noise": flags,
         "ci": "union bound over the three intervals at alpha/3 each",
     }
+
+
+def _noise_flags(lo: Sequence[float], hi: Sequence[float], span: float | None) -> list[bool]:
+    """Per released group whether its value is mostly noise (public rule on the released
+    interval, post-processing): with a bounded range of possible values (``span``: a mean's
+    bounds, a variance's ``[0, ((U - L) / 2)^2]``), its interval covers more than half of it;
+    otherwise (counts, sums, cells) its interval reaches 0 (the value cannot be told from 0)."""
+    if span is not None:
+        return [bool(b - a > span / 2.0) for a, b in zip(lo, hi, strict=True)]
+    return [bool(a <= 0.0 <= b) for a, b in zip(lo, hi, strict=True)]
 
 
 def _user_stacklevel() -> int:
