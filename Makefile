@@ -104,6 +104,7 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/audit.py
 	$(BIN)/python benchmarks/ldp.py
 	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/analytics_accuracy.py
 	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/spark.py --peers-python $(PEERS)/bin/python \
@@ -125,6 +126,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/audit.py --quick
 	$(QUICK) benchmarks/ldp.py --quick
 	$(QUICK) benchmarks/selection.py
+	$(QUICK) benchmarks/analytics_accuracy.py --quick
 	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
 	$(QUICK) benchmarks/spark.py --sizes 100000 --repeat-below 0 --data $(QUICK_DATA) \

@@ -250,6 +250,7 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
             "_aggregates",
             "_object_text",
             "_pricing",
+            "_intervals",
             "_release",
             "_report",
             "_table",

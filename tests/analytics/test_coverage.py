@@ -198,3 +198,18 @@ def test_companion_catches_intervals_half_as_wide(released: Any, col: str) -> No
     hits, total = _hits(frame, want, col, scale=0.5)
     print(f"narrowed coverage {col}: {hits}/{total} = {hits / total:.4f}")
     assert hits < critical(total), f"{col}: narrowed coverage {hits / total:.4f}"
+
+
+def test_shared_sum_interval_is_not_far_above_its_level(released: Any) -> None:
+    """Too wide: the sum released from the mean's count and centred sum uses the exact law of
+    its two noises, so it covers near 95% (a union bound covered 99.7%). ``H0: coverage <=
+    0.96``, rejected when the count exceeds the smallest c with ``P(Binomial(n, 0.96) > c) <=
+    1e-6`` (alpha <= 1e-6; for n = 2,800, c is 2,741, 97.9%). Its companion, the union bound
+    rejected by the same rule, is in ``test_interval_level.py``."""
+    frame, want, p = released
+    assert next(s for s in p.pricing.stats if s.name == "t").shared_with == "m"
+    hits, total = _hits(frame, want, "t")
+    c = int(stats.binom.isf(ALPHA_TEST, total, 0.96))
+    while stats.binom.sf(c, total, 0.96) > ALPHA_TEST:
+        c += 1
+    assert hits <= c, f"t: coverage {hits / total:.4f} over {total}"

@@ -191,7 +191,8 @@ class StatPrice:
     events: tuple[DpEvent, ...] = ()
     epsilon: float = 0.0  # pure: share of epsilon; zcdp: share expressed as rho
     rho: float = 0.0
-    shared_with: str | None = None  # a sum released from this mean's (or variance's) N and T
+    # a sum released from this mean's (or variance's) N and T; a std from this variance
+    shared_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -579,6 +580,33 @@ def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
     return out
 
 
+def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
+    """Standard deviations released as the square root of a variance of the same query.
+
+    A ``std`` with the same column and given bounds as a ``variance`` is ``sqrt`` of that
+    variance's release (its estimate and both interval ends: ``sqrt`` is increasing, so the
+    interval keeps its level), post-processing of the variance's noisy count, centred sum and
+    sum of squares. Its budget weight joins the variance's, so the three measures get the
+    budget of both instead of two independent releases splitting it: each measure's noise
+    variance falls by ``((w_v + w_s) / w_v)^2`` (Laplace) or ``(w_v + w_s) / w_v`` (Gaussian
+    in zCDP), for both statistics at once. Public parameters only.
+    """
+    out: dict[str, str] = {}
+    for n, s in stats.items():
+        if s.kind != "std" or s.auto or not isinstance(s.bounds, tuple):
+            continue
+        for pn, ps in stats.items():
+            if (
+                ps.kind == "variance"
+                and not ps.auto
+                and ps.column == s.column
+                and ps.bounds == s.bounds
+            ):
+                out[n] = pn
+                break
+    return out
+
+
 def price(
     stats: dict[str, Statistic],
     *,
@@ -620,7 +648,9 @@ def price(
     total_w = Fraction(0)
     for s in stats.values():
         total_w += Fraction(s.weight)
-    shared = _shared_sums(stats, zcdp=mode == "zcdp")
+    spreads = _shared_spreads(stats)
+    partners = {n: s for n, s in stats.items() if n not in spreads}
+    shared = {**_shared_sums(partners, zcdp=mode == "zcdp"), **spreads}
     weights = {n: Fraction(s.weight) for n, s in stats.items()}
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
         weights[partner] += weights[n]
@@ -718,7 +748,8 @@ def price(
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
         pp = by_name[partner]
-        priced.append(StatPrice(n, stats[n], pp.measures[:2], shared_with=partner))
+        kept = pp.measures if n in spreads else pp.measures[:2]
+        priced.append(StatPrice(n, stats[n], kept, shared_with=partner))
     rank = {n: i for i, n in enumerate(stats)}
     priced.sort(key=lambda sp: rank[sp.name])
     if mode == "approx" and gauss_w:

@@ -17,17 +17,19 @@ value computed on the data after contribution bounding and clamping):
   integer such that ``P(|Z| > h) <= alpha`` under the noise law (exact tail of the discrete
   Laplace; exact or bounded tail of the discrete Gaussian). Counts' lower ends are clipped at 0.
 * mean: ``c + T/N`` from the noisy centred sum ``T`` and noisy count ``N`` (clipped to the
-  bounds; the midpoint when ``N < 1``). Interval: ``T`` and ``N`` each get a ``1 - alpha/2``
-  interval; by the union bound both hold with probability ``>= 1 - alpha``, and then the mean
-  lies between the extreme ratios over that box (the whole bound range if the box admits
-  ``N <= 0``). The fixed-point floor lowers each value by less than one step ``2^-k``, so the
-  upper end is raised by one step.
+  bounds; the midpoint when ``N < 1``). Interval: Fieller's pivot under the exact joint law
+  of the two noises (:mod:`dpkit.analytics._intervals`): the candidates ``r`` with ``|T - r
+  N|`` within the ``1 - alpha`` quantile of ``|Z_T - r Z_N|``, at level ``1 - alpha`` and
+  not far above it. The fixed-point floor lowers each value by less than one step ``2^-k``,
+  so the upper end is raised by one step. (Where the count's noise is too wide to sum, the
+  union bound of two ``1 - alpha/2`` intervals is kept.)
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
-  ``N`` (each noised once per release), interval over the box of their ``1 - alpha/2``
-  intervals.
-* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum of
-  squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the box,
-  clipped to ``[0, ((upper - lower)/2)^2]``.
+  ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
+  (:func:`~dpkit.analytics._intervals.joint_halfwidth`).
+* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum
+  of squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the
+  box, clipped to ``[0, ((upper - lower)/2)^2]``. A std beside a variance of the same column
+  and bounds is the square root of that variance's release (the same noisy values).
 * quantiles: the exponential mechanism's output; no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
 
@@ -43,11 +45,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from dpkit.analytics._aggregates import Statistic, from_number
+from dpkit.analytics._intervals import joint_halfwidth, ratio_cells, ratio_intervals
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.errors import PrivacyParameterError
@@ -437,10 +441,15 @@ def _release_stat(
     ngroups: int,
     cache: dict[str, list[list[int]]],
 ) -> None:
-    if sp.shared_with is not None:
+    if sp.shared_with is not None and sp.stat.kind == "sum":
         _release_shared_sum(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
     else:
+        # a std sharing a variance's measures reads their cached noisy values: its release is
+        # the square root of the variance's (post-processing, charged once)
         _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
+        if sp.shared_with is not None:
+            name = stat_columns(sp)[0]
+            info_cols[name]["mechanism"] = f"square root of {sp.shared_with} (post-processing)"
     st = sp.stat
     if isinstance(st.bounds, tuple):
         for name in stat_columns(sp):
@@ -472,24 +481,33 @@ def _release_shared_sum(
     t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
     n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
     t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
-    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
     c, step = m_s.center, m_s.step
+    h_joint = joint_halfwidth(m_s.noise, m_n.noise, float(-c), float(-c), alpha)
+    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
     est, lo_l, hi_l = [], [], []
     for g in range(ngroups):
         nn, tt = n_noisy[g], t_noisy[g]
-        est.append((tt + c * nn) * step)
+        s_noisy = tt + c * nn
+        est.append(s_noisy * step)
+        if h_joint is not None:  # the exact law of Z_T + c Z_N
+            lo_l.append((s_noisy - h_joint) * step)
+            hi_l.append((s_noisy + h_joint) * step)
+            continue
         a, b = c * (nn - hn), c * (nn + hn)
         lo_l.append((tt - ht + min(a, b)) * step)
         hi_l.append((tt + ht + max(a, b)) * step)
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
+        "mostly_noise": _noise_flags(lo_l, hi_l, None),
         "mechanism": f"post-processing of {sp.shared_with}'s "
         + _noise_desc(m_s)["mechanism"]
         + " centred sum and count",
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
-        "ci": "union bound over the centred sum and count intervals at alpha/2 each",
+        "ci": "exact law of the sum of the two noises"
+        if h_joint is not None
+        else "union bound over the centred sum and count intervals at alpha/2 each",
     }
 
 
@@ -549,8 +567,8 @@ def _release_values(
                 est_c: list[Any] = [noisy[g][j] * mp.step for g in range(ngroups)]
                 lo = [(noisy[g][j] - h) * mp.step for g in range(ngroups)]
                 hi = [(noisy[g][j] + h) * mp.step for g in range(ngroups)]
-            else:
-                est_c = [noisy[g][j] for g in range(ngroups)]
+            else:  # a count is never negative: clipped at 0 (post-processing), like its ends
+                est_c = [max(noisy[g][j], 0) for g in range(ngroups)]
                 lo = [max(noisy[g][j] - h, 0) for g in range(ngroups)]
                 hi = [
                     max(noisy[g][j] + h, 0) if nonneg else noisy[g][j] + h for g in range(ngroups)
@@ -561,6 +579,7 @@ def _release_values(
             desc = _noise_desc(mp)
             desc["ci_halfwidth"] = h * mp.step
             info_cols[name] = desc
+            desc["mostly_noise"] = _noise_flags(lo, hi, None)
         return
 
     # mean / variance / std
@@ -584,10 +603,26 @@ def _release_values(
     lo_l: list[float] = []
     hi_l: list[float] = []
     if st.kind == "mean":
+        k_bits = m_s.measure.frac_bits
+        r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
+        r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
+        cells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), alpha)
+        if cells is not None:  # Fieller's pivot under the exact noise law
+            r_a, r_b, found = ratio_intervals(
+                np.array(t_noisy, dtype=np.float64), np.array(n_noisy, dtype=np.float64), cells
+            )
         for g in range(ngroups):
             nn, tt = n_noisy[g], t_noisy[g]
             e = c_real + tt * step / nn if nn >= 1 else (lower + upper) / 2.0
             est.append(min(max(e, lower), upper))
+            if cells is not None:
+                if not found[g]:  # the set is empty (probability <= alpha): the estimate
+                    lo_l.append(est[-1])
+                    hi_l.append(est[-1])
+                    continue
+                lo_l.append(min(max(c_real + float(r_a[g]) * step, lower), upper))
+                hi_l.append(min(max(c_real + float(r_b[g]) * step + step, lower), upper))
+                continue
             n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
             if n_lo < 1:
                 lo_l.append(lower)
@@ -596,19 +631,28 @@ def _release_values(
             a, b = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
             lo_l.append(min(max(c_real + a, lower), upper))
             hi_l.append(min(max(c_real + b + step, lower), upper))
+        # post-processing: each estimate inside its own interval (a noisy count below 1 gives
+        # no ratio: the middle of the interval, flagged as mostly noise below)
+        for g in range(ngroups):
+            if n_noisy[g] < 1:
+                est[g] = (lo_l[g] + hi_l[g]) / 2.0
+            est[g] = min(max(est[g], lo_l[g]), hi_l[g])
         data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
         info_cols[name] = {
+            "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
             "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
             "sum": _noise_desc(m_s),
             "count": _noise_desc(m_n),
-            "ci": "union bound over the sum and count intervals at alpha/2 each",
+            "ci": "Fieller's pivot T - r N under the exact joint noise law"
+            if cells is not None
+            else "union bound over the sum and count intervals at alpha/2 each",
         }
         return
 
     m_q = sp.measures[2]
     assert m_q.noise is not None
     q_exact = _exact_vector(result, m_q.measure.name, rows, 1)
-    q_noisy = [v[0] for v in _noisy(m_q, q_exact, source)]
+    q_noisy = [v[0] for v in _noisy(m_q, q_exact, source, cache)]
     hq = m_q.noise.halfwidth(alpha / split)
     shift = c_real - m_q.measure.center  # T is centred at c_real, Q at m
     top = half * half
@@ -633,6 +677,9 @@ def _release_values(
         m2_hi = max(ma * ma, mb * mb)
         lo_l.append(min(max(a - m2_hi, 0.0), top))
         hi_l.append(min(max(b - m2_lo, 0.0), top))
+    for g in range(ngroups):  # post-processing: each estimate inside its own interval
+        est[g] = min(max(est[g], lo_l[g]), hi_l[g])
+    flags = _noise_flags(lo_l, hi_l, top)
     if st.kind == "std":
         est = [math.sqrt(v) for v in est]
         lo_l = [math.sqrt(v) for v in lo_l]
@@ -645,8 +692,19 @@ def _release_values(
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
         "sum_sq": _noise_desc(m_q),
+        "mostly_noise": flags,
         "ci": "union bound over the three intervals at alpha/3 each",
     }
+
+
+def _noise_flags(lo: Sequence[float], hi: Sequence[float], span: float | None) -> list[bool]:
+    """Per released group whether its value is mostly noise (public rule on the released
+    interval, post-processing): with a bounded range of possible values (``span``: a mean's
+    bounds, a variance's ``[0, ((U - L) / 2)^2]``), its interval covers more than half of it;
+    otherwise (counts, sums, cells) its interval reaches 0 (the value cannot be told from 0)."""
+    if span is not None:
+        return [bool(b - a > span / 2.0) for a, b in zip(lo, hi, strict=True)]
+    return [bool(a <= 0.0 <= b) for a, b in zip(lo, hi, strict=True)]
 
 
 def _user_stacklevel() -> int:
