@@ -24,7 +24,10 @@ def scheme(name: str, **kw: int) -> BatchScheme:
     return BatchScheme(name=name, dataset_size=N, batch_size=B, **kw)
 
 
-def test_fixed_size_matches_dp_accounting_replace_one() -> None:
+def test_fixed_size_matches_dp_accounting_displacement_pair() -> None:
+    """A fixed-size batch that draws the replaced record displaces another one: the pair is
+    dp-accounting's Poisson-subsampled Gaussian at half the noise multiplier (add/remove), not
+    its replace-one pair of Poisson sampling (which assumes nothing is displaced)."""
     dpa = pytest.importorskip("dp_accounting")
     from dp_accounting.pld import privacy_loss_distribution as pld
 
@@ -32,10 +35,10 @@ def test_fixed_size_matches_dp_accounting_replace_one() -> None:
     ours = dpsgd_bounds(scheme("fixed_size"), noise_multiplier=1.0, delta=1e-5, steps=steps)
     theirs = (
         pld.from_gaussian_mechanism(
-            1.0,
+            0.5,
             sampling_prob=B / N,
             value_discretization_interval=1e-3,
-            neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE,
+            neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
         .self_compose(steps)
         .get_epsilon_for_delta(1e-5)

@@ -30,11 +30,12 @@ Pairs:
   (the subsampled Gaussian pairs of Koskela, Jalko and Honkela 2020 and of the dominating-pair
   analysis of Poisson subsampling by Zhu, Dong and Wang 2022).
 * :class:`ReplacePair`: ``P = (1 - q) N(0, s^2) + q N(-1, s^2)`` against
-  ``Q = (1 - q) N(0, s^2) + q N(1, s^2)``: the Gaussian sum query on a batch drawn *without
-  replacement* (a fixed-size batch holding each record with probability ``q``) under replace-one
-  neighbours, where the replaced record's contribution moves from ``-1`` to ``+1`` (Zhu, Dong
-  and Wang 2022, dominating pairs of sampling without replacement under the replace-one
-  relation; attained when all other records contribute 0). The pair is symmetric
+  ``Q = (1 - q) N(0, s^2) + q N(1, s^2)``: the Gaussian sum query under replace-one neighbours
+  when the batch holds the replaced record with probability ``q`` and is otherwise the same
+  (Poisson sampling), the contribution moving from ``-1`` to ``+1``. It does NOT dominate a
+  batch of fixed size (sampling without replacement), where drawing the record displaces
+  another one: the PLD accountant uses :class:`MixturePair` at half the scale there. The pair
+  is symmetric
   (``y -> -y`` swaps ``P`` and ``Q``), so one direction serves both. With ``g = y / s^2`` and
   ``c = 1 / (2 s^2)`` the loss ``L = log(1 - q + q e^{-g-c}) - log(1 - q + q e^{g-c})``
   decreases in ``y``.

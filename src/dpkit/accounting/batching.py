@@ -20,11 +20,15 @@ Both hold for the relation named in the scheme's :attr:`BatchScheme.relation`.
     the truncated one, so ``eps_P(delta + (1 + e^{eps_upper}) eta)`` (its PLD lower bound) is a
     lower bound.
 ``fixed_size`` (replace-one)
-    Each step draws exactly ``batch_size`` records uniformly without replacement. The dominating
-    pair of sampling without replacement under replace-one (Zhu, Dong and Wang 2022; Balle,
-    Barthe and Gaboardi 2018 for the amplification itself), ``(1 - q) N(0, s^2) + q N(-1, s^2)``
-    against ``(1 - q) N(0, s^2) + q N(1, s^2)``, composed by PLD; it is attained (the replaced
-    record's gradient is ``-C u`` against ``+C u``, all others zero).
+    Each step draws exactly ``batch_size`` records uniformly without replacement. A batch that
+    draws the replaced record displaces another one, so the dominating pair of sampling without
+    replacement under replace-one (Zhu, Dong and Wang 2022; Balle, Barthe and Gaboardi 2018 for
+    the amplification itself) is ``(1 - q) N(0, s^2) + q N(-2, s^2)`` against ``N(0, s^2)`` and
+    its reverse (``s = sigma``, in units of C): the Poisson-subsampled Gaussian pair at noise
+    multiplier ``sigma / 2``, composed by PLD. It is attained: every other record's gradient is
+    ``+C u`` and the replaced record's ``-C u`` against ``+C u``. (With all other gradients zero
+    the symmetric pair ``(1 - q) N(0, s^2) + q N(-1, s^2)`` against ``(1 - q) N(0, s^2) +
+    q N(1, s^2)`` is attained, but it is not the worst case.)
 ``cyclic`` (replace-one)
     The records in a fixed order, ``dataset_size // batch_size`` batches per epoch (the
     remainder is never used). A record is in exactly one batch per epoch, so ``E`` epochs are

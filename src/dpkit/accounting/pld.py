@@ -53,7 +53,6 @@ from dpkit._loss.grid import (
 from dpkit._loss.pairs import (
     FloatArray,
     MixturePair,
-    ReplacePair,
     discrete_gaussian_pair,
     discrete_laplace_pair,
     laplace_profile,
@@ -227,9 +226,18 @@ class PldAccountant(PrivacyAccountant):
         """A Gaussian (replace-one) on a fixed-size batch without replacement.
 
         The inner ``GaussianEvent(m, replace)`` has noise ``m`` times the replace-one
-        sensitivity, i.e. ``2m`` in units of one record's largest contribution, so the pair is
-        :class:`~dpkit._loss.pairs.ReplacePair` with ``s = 2m`` and ``q = b / n`` rounded up
-        (more privacy spent). ``b = n`` is the plain Gaussian of multiplier ``m``.
+        sensitivity ``2C``. A fixed-size batch that draws the replaced record *displaces* another
+        record, so the batch sum moves by up to ``2C`` against a batch that did not draw it:
+        with every other record at ``+C u`` and the replaced one at ``-C u`` against ``+C u``,
+        one dataset gives ``(1 - q) N(bC, .) + q N((b - 2) C, .)`` and the other ``N(bC, .)``.
+        The dominating pair of sampling without replacement under replace-one is
+        ``(q P + (1 - q) Q, Q)`` and its reverse, ``(P, Q)`` the pair of the unsampled
+        mechanism (Zhu, Dong and Wang 2022, sampling without replacement): here the
+        Poisson-subsampled Gaussian pair :class:`~dpkit._loss.pairs.MixturePair` at multiplier
+        ``m`` (shift ``2C`` at noise ``2mC``) in both directions, with ``q = b / n`` rounded up
+        (more privacy spent). It is attained by the construction above. (The symmetric
+        :class:`~dpkit._loss.pairs.ReplacePair`, all other records at 0, is attained too but
+        does not dominate.) ``b = n`` is the plain Gaussian of multiplier ``m``.
         """
         inner = event.event
         if isinstance(inner, NoOpEvent) or event.sample_size == 0:
@@ -241,8 +249,14 @@ class PldAccountant(PrivacyAccountant):
             plain = MixturePair("gaussian", m, 1.0, "remove")
             return Factor(plain, plain, ("gaussian", m)), inner.pmf_slack
         q = rounding.up(Fraction(event.sample_size, event.dataset_size))
-        pair = ReplacePair(2.0 * m, q)
-        return Factor(pair, pair, ("wor", m, q)), inner.pmf_slack
+        return (
+            Factor(
+                MixturePair("gaussian", m, q, "remove"),
+                MixturePair("gaussian", m, q, "add"),
+                ("wor", m, q),
+            ),
+            inner.pmf_slack,
+        )
 
     # ---------------------------------------------------------------- composition
     def _choose_h(self, mode: Mode) -> float:
