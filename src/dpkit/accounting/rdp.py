@@ -29,6 +29,9 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   certified bound on the rest is negligible, the bound and all rounding errors added (see
   :func:`_sampled_gaussian_frac`); an upper bound that matches numerical integration of
   ``E[(P/Q)^alpha]`` to about 1e-9 relative.
+* Gaussian sparse vector (``c`` AboveThreshold runs over at most ``k`` queries each):
+  ``c (a alpha + ln(k) / (alpha - 1))`` with ``a = 1/s1^2 + 2/s2^2`` (Zhu and Wang 2020,
+  Theorem 8; see :class:`~dpkit.events.GaussianSparseVectorEvent`), an upper bound.
 * NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
 
 ``pmf_slack`` ``a`` of each event (see :mod:`dpkit.events`) is summed to ``A`` and
@@ -79,6 +82,7 @@ from dpkit.events import (
     DpEvent,
     ExponentialMechanismEvent,
     GaussianEvent,
+    GaussianSparseVectorEvent,
     LaplaceEvent,
     Neighbouring,
     NonPrivateEvent,
@@ -301,6 +305,16 @@ def _sampled_gaussian(q: float, s: float, orders: FloatArray) -> FloatArray:
     return np.minimum(out, _gaussian(s, orders))
 
 
+def _gaussian_sparse_vector(event: GaussianSparseVectorEvent, orders: FloatArray) -> FloatArray:
+    """``c (a alpha + L / (alpha - 1))`` (event docstring), each order rounded up."""
+    a = up(event.quadratic)
+    c = float(event.max_positives)
+    with np.errstate(over="ignore"):
+        curve: FloatArray = orders * a + event.log_term / (orders - 1.0)
+        out: FloatArray = curve * c * (1.0 + 8.0 * _ULP)
+    return out
+
+
 def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
     """RDP curve of one occurrence of a non-composite event (ideal, without slack)."""
     if isinstance(event, NoOpEvent):
@@ -311,6 +325,8 @@ def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
         return _gaussian(event.noise_multiplier, orders)
     if isinstance(event, LaplaceEvent):
         return _laplace(event.noise_multiplier, orders)
+    if isinstance(event, GaussianSparseVectorEvent):
+        return _gaussian_sparse_vector(event, orders)
     if isinstance(event, DiscreteGaussianEvent):
         return _gaussian(event.sigma / event.sensitivity, orders)
     if isinstance(event, RandomizedResponseEvent):

@@ -14,6 +14,8 @@ Per-event rho (one occurrence; all kept as exact fractions of the doubles involv
   Proposition 5: the discrete Gaussian has the same Renyi divergence bound
   ``alpha Delta^2 / (2 sigma^2)`` as the continuous one, i.e. it is ``Delta^2/(2 sigma^2)``-zCDP);
 * ``ZCdpEvent``: its ``rho``;
+* ``GaussianSparseVectorEvent``: its ``zcdp_rho``, ``c (a + 2 sqrt(a ln k))`` (from the Renyi
+  curve of Zhu and Wang 2020, Theorem 8, bounded by a line through the origin; see the event);
 * every pure epsilon-DP event (Laplace, discrete Laplace, exponential mechanism, report noisy
   max, randomized response, ``PureDpEvent``, ``ApproxDpEvent`` with delta 0, and
   Poisson-subsampled pure events): ``epsilon^2 / 2`` with the epsilon of
@@ -94,6 +96,7 @@ from dpkit.events import (
     DiscreteGaussianEvent,
     DpEvent,
     GaussianEvent,
+    GaussianSparseVectorEvent,
     NonPrivateEvent,
     NoOpEvent,
     SelfComposedEvent,
@@ -151,6 +154,8 @@ def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
     """
     if isinstance(event, ZCdpEvent):
         return Fraction(event.rho), Fraction(0)
+    if isinstance(event, GaussianSparseVectorEvent):
+        return event.zcdp_rho, Fraction(0)
     if isinstance(event, GaussianEvent):
         s = Fraction(event.noise_multiplier)
         return 1 / (2 * s * s), Fraction(event.pmf_slack)
