@@ -109,14 +109,30 @@ _TWO32 = 2.0**32
 _EXACT_SCALARS = (int, float, Fraction, np.integer, np.floating, np.bool_)
 
 
+_NOISES = ("laplace", "exponential", "gumbel")
+
+
+def _check_noise(noise: object) -> None:
+    """Refuse a noise name other than "laplace", "exponential" or "gumbel" (both mechanisms)."""
+    if noise not in _NOISES:
+        raise PrivacyParameterError(
+            f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
+        )
+
+
 def _set_common(
     obj: object,
     epsilon: float,
     sensitivity: float,
     monotonic: bool,
     neighbouring: str | Neighbouring,
+    noise: str | None = None,
 ) -> None:
-    """Validate and set the parameters both selection mechanisms share (frozen dataclasses)."""
+    """Validate and set the parameters the selection mechanisms share (frozen dataclasses):
+    epsilon, sensitivity, monotonic, neighbouring and, for the noisy-max family, noise."""
+    if noise is not None:
+        _check_noise(noise)
+        object.__setattr__(obj, "noise", noise)
     eps = check_epsilon(epsilon)
     if not eps > 4 * SELECTION_SLACK:
         raise PrivacyParameterError(f"epsilon must exceed 2**-36, got {epsilon!r}")
@@ -523,12 +539,7 @@ class ReportNoisyMax:
         monotonic: bool = False,
         neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
     ) -> None:
-        if noise not in ("laplace", "exponential", "gumbel"):
-            raise PrivacyParameterError(
-                f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
-            )
-        object.__setattr__(self, "noise", noise)
-        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring, noise)
 
     @property
     def scale(self) -> float:
@@ -626,17 +637,12 @@ class NoisyTopK:
             raise PrivacyParameterError(
                 f"method must be 'gumbel', 'laplace' or 'peeling', got {method!r}"
             )
-        if noise not in ("laplace", "exponential", "gumbel"):
-            raise PrivacyParameterError(
-                f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
-            )
         kk = check_integer(k, name="k", minimum=1, maximum=2**20)
-        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring, noise)
         if not self.epsilon / kk > 4 * SELECTION_SLACK * kk:
             raise PrivacyParameterError(f"epsilon is too small for k = {kk}, got {epsilon!r}")
         object.__setattr__(self, "k", kk)
         object.__setattr__(self, "method", method)
-        object.__setattr__(self, "noise", noise)
 
     def _per_round(self) -> float:
         return self.epsilon / self.k
