@@ -17,6 +17,10 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   Viswanath 2015, Theorem 2.1) and Renyi divergence obeys data processing; it equals the bound
   ``ln(sinh(alpha eps) - sinh((alpha-1) eps)) - ln(sinh eps)`` over ``alpha-1`` in the proof of
   Bun and Steinke 2016, Proposition 3.3, and is below both ``eps`` and ``alpha eps^2 / 2``.
+* The exponential mechanism (``ExponentialMechanismEvent``, ``ReportNoisyMaxEvent`` with Gumbel
+  noise) at epsilon: also at most ``alpha epsilon^2 / 8``, the smaller of the two is used. It is
+  epsilon-bounded-range, hence ``epsilon^2 / 8``-zCDP (Cesar and Rogers 2021; see
+  :mod:`dpkit.accounting.zcdp`).
 * k-ary randomized response keeping the truth with probability p (q = (1-p)/(k-1)):
   ``1/(alpha-1) ln( p^alpha q^{1-alpha} + q^alpha p^{1-alpha} + (k-2) q )``, exact.
 * Discrete Gaussian with sigma and sensitivity Delta: ``alpha Delta^2 / (2 sigma^2)`` (Canonne,
@@ -73,6 +77,7 @@ from dpkit._numeric.validation import (
 )
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.pure import delta_at, pure_epsilon_of
+from dpkit.accounting.zcdp import is_bounded_range
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import (
     ApproxDpEvent,
@@ -333,6 +338,11 @@ def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
         return _randomized_response(event.p_truth, event.categories, orders)
     if isinstance(event, DiscreteLaplaceEvent):
         return _pure(up(Fraction(event.sensitivity) / Fraction(event.scale)), orders)
+    if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)) and is_bounded_range(
+        event
+    ):
+        eps = event.epsilon
+        return np.minimum(_pure(eps, orders), orders * (eps * eps / 8.0) * (1.0 + 4.0 * _ULP))
     if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent, PureDpEvent)):
         return _pure(event.epsilon, orders)
     if isinstance(event, ApproxDpEvent):

@@ -110,6 +110,7 @@ _EXACT_SCALARS = (int, float, Fraction, np.integer, np.floating, np.bool_)
 
 
 _NOISES = ("laplace", "exponential", "gumbel")
+_NO_NOISE = object()  # _set_common's "no noise field" (None is an invalid noise, refused)
 
 
 def _check_noise(noise: object) -> None:
@@ -126,11 +127,11 @@ def _set_common(
     sensitivity: float,
     monotonic: bool,
     neighbouring: str | Neighbouring,
-    noise: str | None = None,
+    noise: object = _NO_NOISE,
 ) -> None:
     """Validate and set the parameters the selection mechanisms share (frozen dataclasses):
     epsilon, sensitivity, monotonic, neighbouring and, for the noisy-max family, noise."""
-    if noise is not None:
+    if noise is not _NO_NOISE:
         _check_noise(noise)
         object.__setattr__(obj, "noise", noise)
     eps = check_epsilon(epsilon)
