@@ -224,7 +224,8 @@ class DiscreteGaussianEvent(DpEvent):
 class ExponentialMechanismEvent(DpEvent):
     """The exponential mechanism, epsilon-DP (Dwork and Roth, Theorem 3.10).
 
-    It is also epsilon-bounded-range (Durfee and Rogers 2019), which accountants may use.
+    It is also epsilon-bounded-range (Durfee and Rogers 2019), hence ``epsilon^2 / 8``-zCDP
+    (Cesar and Rogers 2021): the zCDP and Renyi accountants charge that.
     """
 
     epsilon: float

@@ -602,8 +602,9 @@ class NoisyTopK:
       output has exactly the law of ``k`` peeled exponential mechanisms at ``epsilon / k`` each
       (Durfee and Rogers 2019, Lemma 4.2), ``P(i_1..i_k) = prod_j exp(z_{i_j}) /
       sum_{r not in i_1..i_{j-1}} exp(z_r)`` (:meth:`probability_of`). Its event is ``k``
-      exponential-mechanism events, so an accountant that knows bounded-range composition
-      (Dong, Durfee and Rogers 2020) may charge less than ``epsilon`` at a chosen delta.
+      exponential-mechanism events, which the zCDP and Renyi accountants read as bounded-range
+      (Cesar and Rogers 2021: ``k (epsilon / k)^2 / 8 = epsilon^2 / (8 k)``-zCDP), so zCDP and
+      RDP budgets charge less than ``epsilon`` at a chosen delta.
     * ``"laplace"``: one pass of Laplace noise of scale ``2 k Delta / epsilon`` (``k Delta /
       epsilon`` monotone), epsilon-DP (Ding, Wang, Zhang and Kifer 2021, Noisy Top-K; Qiao, Su
       and Zhang 2021 for its approximate-DP analysis).
