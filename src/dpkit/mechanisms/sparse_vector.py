@@ -201,46 +201,36 @@ class SparseVector:
     def release(self, values: Any, *, source: RandomSource | None = None) -> tuple[Any, ...]:
         """Run one stream over the query answers ``values`` in order; the answers given before
         it halts (True/False, or the noisy value / False in the numeric variant)."""
-        stream = self.start(source=source)
-        out: list[Any] = []
-        items = values if isinstance(values, (list, tuple)) else np.asarray(values, dtype=object)
-        for v in np.asarray(items, dtype=object).reshape(-1):
-            if stream.halted:
-                break
-            out.append(stream.ask(v))
-        return tuple(out)
+        return _run(self.start(source=source), values)
 
 
-class SparseVectorStream:
-    """One run of a :class:`SparseVector`: answers each query once, in order, until it halts.
+def _run(stream: _OneWayStream, values: Any) -> tuple[Any, ...]:
+    """Ask ``stream`` every answer of ``values`` in order until it halts; the answers given."""
+    out: list[Any] = []
+    items = values if isinstance(values, (list, tuple)) else np.asarray(values, dtype=object)
+    for v in np.asarray(items, dtype=object).reshape(-1):
+        if stream.halted:
+            break
+        out.append(stream.ask(v))
+    return tuple(out)
 
-    It cannot be rewound, copied or pickled; after ``max_positives`` positive answers every
-    further :meth:`ask` raises :class:`~dpkit.errors.BudgetExceededError`.
-    """
 
-    __slots__ = (
-        "_answered",
-        "_block",
-        "_mech",
-        "_noisy_threshold",
-        "_positives",
-        "_source",
-    )
+class _OneWayStream:
+    """What every sparse vector stream shares: the counts, and no copy or pickle (a copy would
+    answer queries again against the same threshold noise)."""
 
-    def __init__(self, mechanism: SparseVector, source: RandomSource) -> None:
-        self._mech = mechanism
-        self._source = source
-        s = mechanism.granularity
-        r = int(laplace_lattice_noise(source, t=mechanism.threshold_scale / s, size=1)[0])
-        self._noisy_threshold = _index(mechanism.threshold, s) + r
-        self._block: list[int] = []  # query noise drawn ahead, in blocks (independent draws)
+    __slots__ = ("_answered", "_positives")
+
+    def __init__(self) -> None:
         self._positives = 0
         self._answered = 0
 
     @property
-    def halted(self) -> bool:
-        """Whether the ``max_positives``-th positive answer has been given."""
-        return self._positives >= self._mech.max_positives
+    def halted(self) -> bool:  # pragma: no cover - every stream defines it
+        raise NotImplementedError
+
+    def ask(self, value: Any) -> Any:  # pragma: no cover - every stream defines it
+        raise NotImplementedError
 
     @property
     def positives(self) -> int:
@@ -251,6 +241,42 @@ class SparseVectorStream:
     def answered(self) -> int:
         """Queries answered so far (each answer is final)."""
         return self._answered
+
+    def _refuse(self, *_: Any) -> NoReturn:
+        raise PrivacyParameterError(
+            "a sparse vector stream cannot be copied or pickled: a copy would answer queries "
+            "again against the same threshold noise; start a new stream instead"
+        )
+
+    __copy__ = _refuse
+    __deepcopy__ = _refuse
+    __reduce__ = _refuse
+    __reduce_ex__ = _refuse
+    __getstate__ = _refuse
+
+
+class SparseVectorStream(_OneWayStream):
+    """One run of a :class:`SparseVector`: answers each query once, in order, until it halts.
+
+    It cannot be rewound, copied or pickled; after ``max_positives`` positive answers every
+    further :meth:`ask` raises :class:`~dpkit.errors.BudgetExceededError`.
+    """
+
+    __slots__ = ("_block", "_mech", "_noisy_threshold", "_source")
+
+    def __init__(self, mechanism: SparseVector, source: RandomSource) -> None:
+        self._mech = mechanism
+        self._source = source
+        s = mechanism.granularity
+        r = int(laplace_lattice_noise(source, t=mechanism.threshold_scale / s, size=1)[0])
+        self._noisy_threshold = _index(mechanism.threshold, s) + r
+        self._block: list[int] = []  # query noise drawn ahead, in blocks (independent draws)
+        super().__init__()
+
+    @property
+    def halted(self) -> bool:
+        """Whether the ``max_positives``-th positive answer has been given."""
+        return self._positives >= self._mech.max_positives
 
     def ask(self, value: Any) -> Any:
         """Answer one query (its true value, of the declared sensitivity).
@@ -277,18 +303,6 @@ class SparseVectorStream:
         if numeric is None:
             return True
         return float(numeric.release(np.asarray([value]), source=self._source)[0])
-
-    def _refuse(self, *_: Any) -> NoReturn:
-        raise PrivacyParameterError(
-            "a sparse vector stream cannot be copied or pickled: a copy would answer queries "
-            "again against the same threshold noise; start a new stream instead"
-        )
-
-    __copy__ = _refuse
-    __deepcopy__ = _refuse
-    __reduce__ = _refuse
-    __reduce_ex__ = _refuse
-    __getstate__ = _refuse
 
 
 _GAUSSIAN_MAX_T = 2.0**40
@@ -461,17 +475,10 @@ class GaussianSparseVector:
     def release(self, values: Any, *, source: RandomSource | None = None) -> tuple[bool, ...]:
         """Run one stream over the query answers ``values`` in order; the answers given before
         it halts (after ``max_positives`` positives or ``max_queries`` answers)."""
-        stream = self.start(source=source)
-        out: list[bool] = []
-        items = values if isinstance(values, (list, tuple)) else np.asarray(values, dtype=object)
-        for v in np.asarray(items, dtype=object).reshape(-1):
-            if stream.halted:
-                break
-            out.append(stream.ask(v))
-        return tuple(out)
+        return _run(self.start(source=source), values)
 
 
-class GaussianSparseVectorStream:
+class GaussianSparseVectorStream(_OneWayStream):
     """One run of a :class:`GaussianSparseVector`: answers each query once, in order.
 
     It cannot be rewound, copied or pickled; after ``max_positives`` positive answers, or
@@ -479,14 +486,13 @@ class GaussianSparseVectorStream:
     :class:`~dpkit.errors.BudgetExceededError`.
     """
 
-    __slots__ = ("_answered", "_mech", "_noisy_threshold", "_positives", "_source", "_var2")
+    __slots__ = ("_mech", "_noisy_threshold", "_source", "_var2")
 
     def __init__(self, mechanism: GaussianSparseVector, source: RandomSource) -> None:
         self._mech = mechanism
         self._source = source
+        super().__init__()
         self._var2 = _exact_square(mechanism.sigma_query, mechanism.granularity)
-        self._positives = 0
-        self._answered = 0
         self._noisy_threshold = 0
         self._new_threshold()
 
@@ -501,16 +507,6 @@ class GaussianSparseVectorStream:
         """Whether the stream has given its last answer."""
         m = self._mech
         return self._positives >= m.max_positives or self._answered >= m.max_queries
-
-    @property
-    def positives(self) -> int:
-        """Positive answers given so far."""
-        return self._positives
-
-    @property
-    def answered(self) -> int:
-        """Queries answered so far (each answer is final)."""
-        return self._answered
 
     def ask(self, value: Any) -> bool:
         """Answer one query (its true value, of the declared sensitivity): True when the noisy
@@ -529,15 +525,3 @@ class GaussianSparseVectorStream:
         if not self.halted:
             self._new_threshold()  # the next AboveThreshold run
         return True
-
-    def _refuse(self, *_: Any) -> NoReturn:
-        raise PrivacyParameterError(
-            "a sparse vector stream cannot be copied or pickled: a copy would answer queries "
-            "again against the same threshold noise; start a new stream instead"
-        )
-
-    __copy__ = _refuse
-    __deepcopy__ = _refuse
-    __reduce__ = _refuse
-    __reduce_ex__ = _refuse
-    __getstate__ = _refuse
