@@ -22,6 +22,7 @@ from dpkit.events import (
     DpEvent,
     ExponentialMechanismEvent,
     GaussianEvent,
+    GaussianSparseVectorEvent,
     LaplaceEvent,
     Neighbouring,
     NonPrivateEvent,
@@ -64,6 +65,9 @@ EXAMPLES: list[DpEvent] = [
         event=GaussianEvent(noise_multiplier=0.5, neighbouring="replace"),
     ),
     ApproxZCdpEvent(rho=0.125, delta=1e-7, pmf_slack=2.0**-23),
+    GaussianSparseVectorEvent(
+        threshold_multiplier=2.0, query_multiplier=3.0, max_queries=365, max_positives=2
+    ),
 ]
 
 

@@ -19,7 +19,6 @@ from dpkit.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
-    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     Neighbouring,
@@ -176,7 +175,7 @@ def test_dpsgd_benchmark_figure() -> None:
 # ----------------------------------------------------------------------------- closed forms
 def test_pure_event_uses_randomized_response_bound() -> None:
     eps = 0.8
-    acct = _ours(ExponentialMechanismEvent(epsilon=eps), 1, MIXED_ORDERS)
+    acct = _ours(PureDpEvent(epsilon=eps), 1, MIXED_ORDERS)
     e = mpmath.mpf(eps)
     for a, r in zip(MIXED_ORDERS, acct.rdp, strict=True):
         am = mpmath.mpf(a)

@@ -188,7 +188,8 @@ def test_event_table() -> None:
     assert zcdp_cost_of(lap) == (eps * eps / 2, Fraction(0))
     assert zcdp_cost_of(PureDpEvent(epsilon=0.5)) == (Fraction(1, 8), Fraction(0))
     assert zcdp_cost_of(ApproxDpEvent(epsilon=0.5, delta=0.0)) == (Fraction(1, 8), Fraction(0))
-    assert zcdp_cost_of(ExponentialMechanismEvent(epsilon=1.0)) == (Fraction(1, 2), Fraction(0))
+    # the exponential mechanism is epsilon-bounded-range: epsilon^2 / 8 (Cesar and Rogers 2021)
+    assert zcdp_cost_of(ExponentialMechanismEvent(epsilon=1.0)) == (Fraction(1, 8), Fraction(0))
     rr = zcdp_cost_of(RandomizedResponseEvent(p_truth=0.75))
     assert rr is not None and rr[0] >= Fraction(math.log(3.0)) ** 2 / 2
     assert zcdp_cost_of(ZCdpEvent(rho=0.25)) == (Fraction(1, 4), Fraction(0))

@@ -18,6 +18,7 @@ from dpkit.mechanisms import (
     ExponentialMechanism,
     Gaussian,
     GaussianPartitionSelection,
+    GaussianSparseVector,
     Laplace,
     NoisyTopK,
     PartitionSelection,
@@ -296,6 +297,34 @@ class TestSparseVectorContract(MechanismContract):
         return {name: build(name) for name in names}
 
 
+class TestGaussianSparseVectorContract(TestSparseVectorContract):
+    """The Gaussian sparse vector on the same stream (it cannot halt on these inputs)."""
+
+    def make_mechanism(self) -> Any:
+        return GaussianSparseVector.from_rho(
+            rho=1.0, sensitivity=1.0, threshold=10.0, max_queries=16, max_positives=8
+        )
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        base: dict[str, Any] = {
+            "sigma_threshold": 2.0,
+            "sigma_query": 3.0,
+            "sensitivity": 1.0,
+            "threshold": 10.0,
+            "max_queries": 16,
+        }
+
+        def build(name: str) -> Callable[[Any], Any]:
+            return lambda v: GaussianSparseVector(**{**base, name: v})
+
+        names = ("sigma_threshold", "sigma_query", "sensitivity", "max_queries", "max_positives")
+        out = {name: build(name) for name in names}
+        out["rho"] = lambda v: GaussianSparseVector.from_rho(
+            rho=v, sensitivity=1.0, threshold=0.0, max_queries=16
+        )
+        return out
+
+
 ENROLLED = {
     Laplace: TestLaplaceContract,
     Gaussian: TestGaussianContract,
@@ -309,6 +338,7 @@ ENROLLED = {
     BinnedQuantile: TestBinnedQuantileContract,
     NoisyTopK: TestNoisyTopKContract,
     SparseVector: TestSparseVectorContract,
+    GaussianSparseVector: TestGaussianSparseVectorContract,
 }
 
 

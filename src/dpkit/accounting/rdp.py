@@ -17,6 +17,10 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   Viswanath 2015, Theorem 2.1) and Renyi divergence obeys data processing; it equals the bound
   ``ln(sinh(alpha eps) - sinh((alpha-1) eps)) - ln(sinh eps)`` over ``alpha-1`` in the proof of
   Bun and Steinke 2016, Proposition 3.3, and is below both ``eps`` and ``alpha eps^2 / 2``.
+* The exponential mechanism (``ExponentialMechanismEvent``, ``ReportNoisyMaxEvent`` with Gumbel
+  noise) at epsilon: also at most ``alpha epsilon^2 / 8``, the smaller of the two is used. It is
+  epsilon-bounded-range, hence ``epsilon^2 / 8``-zCDP (Cesar and Rogers 2021; see
+  :mod:`dpkit.accounting.zcdp`).
 * k-ary randomized response keeping the truth with probability p (q = (1-p)/(k-1)):
   ``1/(alpha-1) ln( p^alpha q^{1-alpha} + q^alpha p^{1-alpha} + (k-2) q )``, exact.
 * Discrete Gaussian with sigma and sensitivity Delta: ``alpha Delta^2 / (2 sigma^2)`` (Canonne,
@@ -45,6 +49,9 @@ Per-event RDP (alpha > 1; ``s`` = noise multiplier):
   (sampling never hurts under replace-one: the subsampled pair is a mixture of pairs each no
   worse than the base mechanism, and Renyi divergence is jointly quasi-convex). Other inner
   events are refused.
+* Gaussian sparse vector (``c`` AboveThreshold runs over at most ``k`` queries each):
+  ``c (a alpha + ln(k) / (alpha - 1))`` with ``a = 1/s1^2 + 2/s2^2`` (Zhu and Wang 2020,
+  Theorem 8; see :class:`~dpkit.events.GaussianSparseVectorEvent`), an upper bound.
 * NoOp: 0; NonPrivate: infinity; Composed / SelfComposed: sums. Anything else is refused.
 
 ``pmf_slack`` ``a`` of each event (see :mod:`dpkit.events`) is summed to ``A`` and
@@ -86,6 +93,7 @@ from dpkit._numeric.validation import (
 )
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting.pure import delta_at, pure_epsilon_of
+from dpkit.accounting.zcdp import is_bounded_range
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import (
     ApproxDpEvent,
@@ -95,6 +103,7 @@ from dpkit.events import (
     DpEvent,
     ExponentialMechanismEvent,
     GaussianEvent,
+    GaussianSparseVectorEvent,
     LaplaceEvent,
     Neighbouring,
     NonPrivateEvent,
@@ -360,6 +369,16 @@ def _wor_gaussian(q: float, m: float, orders: FloatArray) -> FloatArray:
     return np.minimum(out, _gaussian(m, orders))
 
 
+def _gaussian_sparse_vector(event: GaussianSparseVectorEvent, orders: FloatArray) -> FloatArray:
+    """``c (a alpha + L / (alpha - 1))`` (event docstring), each order rounded up."""
+    a = up(event.quadratic)
+    c = float(event.max_positives)
+    with np.errstate(over="ignore"):
+        curve: FloatArray = orders * a + event.log_term / (orders - 1.0)
+        out: FloatArray = curve * c * (1.0 + 8.0 * _ULP)
+    return out
+
+
 def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
     """RDP curve of one occurrence of a non-composite event (ideal, without slack)."""
     if isinstance(event, NoOpEvent):
@@ -370,12 +389,19 @@ def _leaf_rdp(event: DpEvent, orders: FloatArray) -> FloatArray | None:
         return _gaussian(event.noise_multiplier, orders)
     if isinstance(event, LaplaceEvent):
         return _laplace(event.noise_multiplier, orders)
+    if isinstance(event, GaussianSparseVectorEvent):
+        return _gaussian_sparse_vector(event, orders)
     if isinstance(event, DiscreteGaussianEvent):
         return _gaussian(event.sigma / event.sensitivity, orders)
     if isinstance(event, RandomizedResponseEvent):
         return _randomized_response(event.p_truth, event.categories, orders)
     if isinstance(event, DiscreteLaplaceEvent):
         return _pure(up(Fraction(event.sensitivity) / Fraction(event.scale)), orders)
+    if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)) and is_bounded_range(
+        event
+    ):
+        eps = event.epsilon
+        return np.minimum(_pure(eps, orders), orders * (eps * eps / 8.0) * (1.0 + 4.0 * _ULP))
     if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent, PureDpEvent)):
         return _pure(event.epsilon, orders)
     if isinstance(event, ApproxDpEvent):

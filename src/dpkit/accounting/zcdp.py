@@ -14,7 +14,21 @@ Per-event rho (one occurrence; all kept as exact fractions of the doubles involv
   Proposition 5: the discrete Gaussian has the same Renyi divergence bound
   ``alpha Delta^2 / (2 sigma^2)`` as the continuous one, i.e. it is ``Delta^2/(2 sigma^2)``-zCDP);
 * ``ZCdpEvent``: its ``rho``;
-* every pure epsilon-DP event (Laplace, discrete Laplace, exponential mechanism, report noisy
+* ``GaussianSparseVectorEvent``: its ``zcdp_rho``, ``c (a + 2 sqrt(a ln k))`` (from the Renyi
+  curve of Zhu and Wang 2020, Theorem 8, bounded by a line through the origin; see the event);
+* ``ExponentialMechanismEvent`` and ``ReportNoisyMaxEvent`` with Gumbel noise (the same
+  mechanism): ``epsilon^2 / 8``, with the pmf slack applied at conversion like the Gaussian's.
+  The exponential mechanism at epsilon is epsilon-bounded-range (Durfee and Rogers 2019; Dong,
+  Durfee and Rogers 2020: on every pair of neighbours the privacy loss lies in an interval
+  ``[t, t + epsilon]``; with monotone utilities and the factor ``epsilon / Delta`` every score
+  moves the same way, so the width is epsilon too), and an eta-bounded-range mechanism is
+  ``eta^2 / 8``-zCDP (Cesar and Rogers 2021, "Bounding, concentrating, and truncating: unifying
+  privacy loss composition for data analytics", ALT: Hoeffding's lemma bounds the moment
+  generating function of the bounded privacy loss, and its mean, the KL divergence, is at most
+  ``eta^2 / 8`` by the same lemma at ``lambda = -1``). A quarter of the ``epsilon^2 / 2`` of a
+  generic pure event: k peeled or one-shot Gumbel top-k selections compose to
+  ``k epsilon^2 / 8``;
+* every other pure epsilon-DP event (Laplace, discrete Laplace, exponential mechanism, report noisy
   max, randomized response, ``PureDpEvent``, ``ApproxDpEvent`` with delta 0, and
   Poisson-subsampled pure events): ``epsilon^2 / 2`` with the epsilon of
   :func:`~dpkit.accounting.pure.pure_epsilon_of` (Bun and Steinke 2016, Proposition 1.4);
@@ -93,9 +107,12 @@ from dpkit.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DpEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
+    GaussianSparseVectorEvent,
     NonPrivateEvent,
     NoOpEvent,
+    ReportNoisyMaxEvent,
     SelfComposedEvent,
     ZCdpEvent,
 )
@@ -105,6 +122,7 @@ __all__ = [
     "approx_delta",
     "approx_epsilon",
     "approx_zcdp_cost_of",
+    "is_bounded_range",
     "zcdp_cost_of",
     "zcdp_delta",
     "zcdp_epsilon",
@@ -144,6 +162,14 @@ def _rho_for(e: float, d: float) -> float:
     )
 
 
+def is_bounded_range(event: DpEvent) -> bool:
+    """Whether ``event`` is an exponential mechanism (epsilon-bounded-range, module docstring):
+    an ``ExponentialMechanismEvent`` or a ``ReportNoisyMaxEvent`` with Gumbel noise."""
+    if isinstance(event, ExponentialMechanismEvent):
+        return True
+    return isinstance(event, ReportNoisyMaxEvent) and event.noise == "gumbel"
+
+
 def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
     """``(rho, pmf slack)`` of ONE occurrence of ``event`` (exact), or ``None`` if unsupported.
 
@@ -151,6 +177,13 @@ def zcdp_cost_of(event: DpEvent) -> ZCdpCost | None:
     """
     if isinstance(event, ZCdpEvent):
         return Fraction(event.rho), Fraction(0)
+    if isinstance(event, GaussianSparseVectorEvent):
+        return event.zcdp_rho, Fraction(0)
+    if isinstance(event, (ExponentialMechanismEvent, ReportNoisyMaxEvent)) and is_bounded_range(
+        event
+    ):
+        e = Fraction(event.epsilon)
+        return e * e / 8, Fraction(event.pmf_slack)
     if isinstance(event, GaussianEvent):
         s = Fraction(event.noise_multiplier)
         return 1 / (2 * s * s), Fraction(event.pmf_slack)

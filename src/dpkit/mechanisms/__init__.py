@@ -19,7 +19,12 @@ from dpkit.mechanisms.sensitivity import (
     bounded_sum_sensitivity,
     count_sensitivity,
 )
-from dpkit.mechanisms.sparse_vector import SparseVector, SparseVectorStream
+from dpkit.mechanisms.sparse_vector import (
+    GaussianSparseVector,
+    GaussianSparseVectorStream,
+    SparseVector,
+    SparseVectorStream,
+)
 
 __all__ = [
     "DISCRETE_GAUSSIAN_SLACK",
@@ -34,6 +39,8 @@ __all__ = [
     "ExponentialMechanism",
     "Gaussian",
     "GaussianPartitionSelection",
+    "GaussianSparseVector",
+    "GaussianSparseVectorStream",
     "Laplace",
     "Mechanism",
     "NoisyTopK",

@@ -109,14 +109,31 @@ _TWO32 = 2.0**32
 _EXACT_SCALARS = (int, float, Fraction, np.integer, np.floating, np.bool_)
 
 
+_NOISES = ("laplace", "exponential", "gumbel")
+_NO_NOISE = object()  # _set_common's "no noise field" (None is an invalid noise, refused)
+
+
+def _check_noise(noise: object) -> None:
+    """Refuse a noise name other than "laplace", "exponential" or "gumbel" (both mechanisms)."""
+    if noise not in _NOISES:
+        raise PrivacyParameterError(
+            f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
+        )
+
+
 def _set_common(
     obj: object,
     epsilon: float,
     sensitivity: float,
     monotonic: bool,
     neighbouring: str | Neighbouring,
+    noise: object = _NO_NOISE,
 ) -> None:
-    """Validate and set the parameters both selection mechanisms share (frozen dataclasses)."""
+    """Validate and set the parameters the selection mechanisms share (frozen dataclasses):
+    epsilon, sensitivity, monotonic, neighbouring and, for the noisy-max family, noise."""
+    if noise is not _NO_NOISE:
+        _check_noise(noise)
+        object.__setattr__(obj, "noise", noise)
     eps = check_epsilon(epsilon)
     if not eps > 4 * SELECTION_SLACK:
         raise PrivacyParameterError(f"epsilon must exceed 2**-36, got {epsilon!r}")
@@ -523,12 +540,7 @@ class ReportNoisyMax:
         monotonic: bool = False,
         neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
     ) -> None:
-        if noise not in ("laplace", "exponential", "gumbel"):
-            raise PrivacyParameterError(
-                f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
-            )
-        object.__setattr__(self, "noise", noise)
-        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring, noise)
 
     @property
     def scale(self) -> float:
@@ -590,8 +602,9 @@ class NoisyTopK:
       output has exactly the law of ``k`` peeled exponential mechanisms at ``epsilon / k`` each
       (Durfee and Rogers 2019, Lemma 4.2), ``P(i_1..i_k) = prod_j exp(z_{i_j}) /
       sum_{r not in i_1..i_{j-1}} exp(z_r)`` (:meth:`probability_of`). Its event is ``k``
-      exponential-mechanism events, so an accountant that knows bounded-range composition
-      (Dong, Durfee and Rogers 2020) may charge less than ``epsilon`` at a chosen delta.
+      exponential-mechanism events, which the zCDP and Renyi accountants read as bounded-range
+      (Cesar and Rogers 2021: ``k (epsilon / k)^2 / 8 = epsilon^2 / (8 k)``-zCDP), so zCDP and
+      RDP budgets charge less than ``epsilon`` at a chosen delta.
     * ``"laplace"``: one pass of Laplace noise of scale ``2 k Delta / epsilon`` (``k Delta /
       epsilon`` monotone), epsilon-DP (Ding, Wang, Zhang and Kifer 2021, Noisy Top-K; Qiao, Su
       and Zhang 2021 for its approximate-DP analysis).
@@ -626,17 +639,12 @@ class NoisyTopK:
             raise PrivacyParameterError(
                 f"method must be 'gumbel', 'laplace' or 'peeling', got {method!r}"
             )
-        if noise not in ("laplace", "exponential", "gumbel"):
-            raise PrivacyParameterError(
-                f"noise must be 'laplace', 'exponential' or 'gumbel', got {noise!r}"
-            )
         kk = check_integer(k, name="k", minimum=1, maximum=2**20)
-        _set_common(self, epsilon, sensitivity, monotonic, neighbouring)
+        _set_common(self, epsilon, sensitivity, monotonic, neighbouring, noise)
         if not self.epsilon / kk > 4 * SELECTION_SLACK * kk:
             raise PrivacyParameterError(f"epsilon is too small for k = {kk}, got {epsilon!r}")
         object.__setattr__(self, "k", kk)
         object.__setattr__(self, "method", method)
-        object.__setattr__(self, "noise", noise)
 
     def _per_round(self) -> float:
         return self.epsilon / self.k
