@@ -10,7 +10,8 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
 (Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
 :class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017). Heavy hitters over such
-domains: :class:`PEM` (Wang et al., TDSC 2019). Repeated collection: :class:`RAPPOR` and
+domains: :class:`PEM` (Wang et al., TDSC 2019) and :class:`TreeHistogram` (Bassily et al.,
+NeurIPS 2017). Repeated collection: :class:`RAPPOR` and
 :class:`LOLOHA` (Arcolezi et al., EDBT 2023). Shuffle-model accounting:
 :class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
@@ -23,7 +24,13 @@ from dpkit.ldp._aggregate import (
     project_simplex,
 )
 from dpkit.ldp._exact import LdpCheck, check_ldp
-from dpkit.ldp._heavy import PEM, HeavyHitters, PemAggregator
+from dpkit.ldp._heavy import (
+    PEM,
+    HeavyHitters,
+    PemAggregator,
+    TreeHistAggregator,
+    TreeHistogram,
+)
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
@@ -79,6 +86,8 @@ __all__ = [
     "RandomizedResponse",
     "ShuffleBound",
     "SketchAggregator",
+    "TreeHistAggregator",
+    "TreeHistogram",
     "best_protocol",
     "check_ldp",
     "compare_protocols",

@@ -73,6 +73,7 @@ __all__ = [
     "Hybrid",
     "Piecewise",
     "RandomizedResponse",
+    "TreeHistogram",
     "shuffle_reports",
     "sketch_table",
     "sketch_table_bytes",
@@ -1448,6 +1449,10 @@ class PEM:
             raise ValueError(f"PEM: value must be an int in [0, 2**{self._bits}), got {value!r}")
         return value
 
+    def _group_bits(self, g: int) -> int:
+        """Bits of the prefix that group ``g`` reports."""
+        return self._lengths[g]
+
     def randomize(self, value: Any) -> list[int]:
         x = self.encode(value)
         g = secrets.randbelow(len(self._lengths))
@@ -1466,9 +1471,78 @@ class PEM:
     def __repr__(self) -> str:
         s = self._groups[0]
         return (
-            f"PEM(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
+            f"{self.name}(epsilon={self._epsilon!r}, bits={self._bits}, lengths={self._lengths}, "
             f"width={s.width}, hashes={s.hashes}, hash_seed={s.hash_seed})"
         )
+
+
+class TreeHistogram(PEM):
+    """TreeHist heavy hitters (Bassily, Nissim, Stemmer and Thakurta, "Practical locally private
+    heavy hitters", NeurIPS 2017 / JMLR 2020), each group reporting through Apple's Hadamard
+    count-mean sketch.
+
+    Half of the users walk down the prefix tree: each picks one of the ``L = len(lengths)``
+    levels uniformly and reports the ``lengths[g]``-bit prefix of its item (as in :class:`PEM`).
+    The other half form the estimation group ``L``: they report the whole item, and only they
+    give the final counts of the items the tree discovers. The group is drawn independently of
+    the value (``secrets.randbelow(2 L)``: ``r < L`` is level ``r``, the rest group ``L``, so
+    each level has probability ``1/(2L)`` and the estimation group ``1/2``) and the report is the
+    HCMS report of the prefix at the full epsilon: eps-LDP, one report per user. The paper's tree
+    is binary (one bit per level); ``lengths`` lets a level extend several bits at once.
+    Report: ``[group, j, l, b]``.
+    """
+
+    name = "TreeHistogram"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        bits: int,
+        lengths: Sequence[int] | None = None,
+        width: int = 1024,
+        hashes: int = 128,
+        hash_seed: int = 0,
+    ) -> None:
+        seed = _check_int("hash_seed", hash_seed, 0, (1 << 63) - 2 - 62)
+        super().__init__(
+            epsilon=epsilon,
+            bits=bits,
+            lengths=lengths,
+            width=width,
+            hashes=hashes,
+            hash_seed=seed,
+        )
+        level = len(self._lengths)
+        self._groups.append(
+            HCMS(
+                epsilon=self._epsilon,
+                domain=max(2, 1 << self._bits),
+                width=width,
+                hashes=hashes,
+                hash_seed=seed + level,
+            )
+        )
+
+    def _group_bits(self, g: int) -> int:
+        return self._bits if g == len(self._lengths) else self._lengths[g]
+
+    def randomize(self, value: Any) -> list[int]:
+        x = self.encode(value)
+        level = len(self._lengths)
+        g = min(secrets.randbelow(2 * level), level)
+        return [g, *self._groups[g].randomize(x >> (self._bits - self._group_bits(g)))]
+
+    def report_distribution(self, value: Any) -> dict[Any, Fraction]:
+        x = self.encode(value)
+        level = len(self._lengths)
+        dist: dict[Any, Fraction] = {}
+        for g, sketch in enumerate(self._groups):
+            share = Fraction(1, 2) if g == level else Fraction(1, 2 * level)
+            prefix = x >> (self._bits - self._group_bits(g))
+            for report, pr in sketch.report_distribution(prefix).items():
+                dist[(g, *report)] = share * pr
+        return dist
 
 
 # ------------------------------------------------------------------------------------------
