@@ -190,6 +190,21 @@ def _check_epsilon(epsilon: Any) -> float:
     return eps
 
 
+def checked_lifetime_epsilon(epsilon: float, lifetime_epsilon: Any) -> float:
+    """The lifetime epsilon of a memoised protocol (RAPPOR, LOLOHA): ``2 epsilon`` (at most
+    ``MAX_EPSILON``) when ``None``, else a valid epsilon no smaller than ``epsilon`` (the first
+    report already spends ``epsilon``); ``ValueError``/``TypeError`` otherwise."""
+    if lifetime_epsilon is None:
+        return min(2.0 * epsilon, MAX_EPSILON)
+    life = _check_epsilon(lifetime_epsilon)
+    if life < epsilon:
+        raise ValueError(
+            f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
+            f"({epsilon!r}): the first report already spends epsilon; raise lifetime_epsilon"
+        )
+    return life
+
+
 def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
@@ -653,14 +668,7 @@ class LOLOHA(OLH):
         g: int | None = None,
     ) -> None:
         _Categorical.__init__(self, epsilon=epsilon, domain=domain)
-        if lifetime_epsilon is None:
-            lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
-        self._lifetime = _check_epsilon(lifetime_epsilon)
-        if self._lifetime < self._epsilon:
-            raise ValueError(
-                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                f"({epsilon!r}): the first report already spends epsilon"
-            )
+        self._lifetime = checked_lifetime_epsilon(self._epsilon, lifetime_epsilon)
         self._lifetime_run = calibrated_epsilon(self._lifetime)
         if g is None:
             g = self._paper_g()
@@ -1067,14 +1075,7 @@ class RAPPOR(_UnaryEncoding):
         lifetime_epsilon: float | None = None,
     ) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        if lifetime_epsilon is None:
-            lifetime_epsilon = min(2.0 * self._epsilon, MAX_EPSILON)
-        self._lifetime = _check_epsilon(lifetime_epsilon)
-        if self._lifetime < self._epsilon:
-            raise ValueError(
-                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                f"({epsilon!r}): the first report already spends epsilon"
-            )
+        self._lifetime = checked_lifetime_epsilon(self._epsilon, lifetime_epsilon)
         self._lifetime_run = calibrated_epsilon(self._lifetime)
         e_inf = exp_bounds(self._lifetime_run / 2)[0]
         p1 = Fraction(floor_scaled(e_inf / (e_inf + 1)), SCALE)
