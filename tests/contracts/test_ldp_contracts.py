@@ -96,6 +96,10 @@ class TestHCMSContract(_Sketch):
     cls = ldp.HCMS
 
 
+class TestOLHSketchContract(_Sketch):
+    cls = ldp.OLHSketch
+
+
 class _Mean(LdpContract):
     is_frequency_oracle = False
     event_epsilons = (0.75, 4.0)  # the number of output cells grows with epsilon
@@ -182,6 +186,7 @@ ENROLLED = {
     ldp.HadamardResponse: TestHadamardResponseContract,
     ldp.CMS: TestCMSContract,
     ldp.HCMS: TestHCMSContract,
+    ldp.OLHSketch: TestOLHSketchContract,
     ldp.Duchi: TestDuchiContract,
     ldp.Piecewise: TestPiecewiseContract,
     ldp.Hybrid: TestHybridContract,

@@ -66,7 +66,7 @@ def test_simulated_groups_follow_the_law_and_a_uniform_split_is_caught() -> None
     assert _group_law_pvalue(Uniform(epsilon=1.0, **TINY), 1) < ALPHA
 
 
-def _estimates(reps: int, n: int) -> tuple[np.ndarray, float, float]:
+def _estimates(reps: int, n: int, oracle: str) -> tuple[np.ndarray, float, float]:
     """``reps`` estimates of the count of an item held by half of ``n`` users (the others hold
     distinct items, so the sketch's collision term vanishes); a new hash draw each time."""
     heavy, holders = 40_000, n // 2
@@ -75,13 +75,11 @@ def _estimates(reps: int, n: int) -> tuple[np.ndarray, float, float]:
         src = _src(100 + r)
         rest = np.setdiff1d(np.unique(src.integers(1 << 16, 2 * n)), [heavy])[: n - holders]
         values = np.concatenate([np.full(holders, heavy), rest])
-        proto = ldp.TreeHistogram(
-            epsilon=2.0, bits=16, lengths=(8, 16), width=64, hashes=16, hash_seed=r
-        )
+        proto = ldp.TreeHistogram(**SMALL, oracle=oracle, hash_seed=r)
         hh = proto.heavy_hitters(proto.randomize_many(values, source=src), top=1)
         assert hh.items.tolist() == [heavy]
         out[r] = hh.counts[0]
-    proto = ldp.TreeHistogram(epsilon=2.0, bits=16, lengths=(8, 16), width=64, hashes=16)
+    proto = ldp.TreeHistogram(**SMALL, oracle=oracle)
     return out, float(holders), proto.variance(n, holders / n)
 
 
@@ -92,11 +90,15 @@ def _variance_pvalue(values: np.ndarray, variance: float) -> float:
     return 2.0 * min(stats.chi2.cdf(stat, k), stats.chi2.sf(stat, k))
 
 
+SMALL: dict[str, Any] = {"epsilon": 2.0, "bits": 16, "lengths": (8, 16), "width": 8, "hashes": 16}
+
+
 @pytest.mark.slow
-def test_variance_of_a_discovered_count_matches_the_closed_form() -> None:
+@pytest.mark.parametrize("oracle", ["olh", "hcms"])
+def test_variance_of_a_discovered_count_matches_the_closed_form(oracle: str) -> None:
     # power: the broken variance below is 0.53 of the true one; with 200 estimates the sample
     # variance's ratio to it is near 1.9, far beyond chi2(199)'s 1e-6 tail (about 1.55)
-    est, truth, var = _estimates(200, 2_000)
+    est, truth, var = _estimates(200, 2_000, oracle)
     # unbiased: the mean is within 5.3 standard errors (two-sided 1e-7)
     assert abs(est.mean() - truth) <= 5.33 * math.sqrt(var / est.size)
     assert _variance_pvalue(est, var) > ALPHA
@@ -134,8 +136,9 @@ def test_discovers_heavy_items_on_a_2_32_domain_with_covering_intervals() -> Non
 
 
 def test_malformed_reports_are_counted_and_dropped() -> None:
-    proto = ldp.TreeHistogram(epsilon=1.0, bits=20, hashes=16, width=64)
-    device = client.TreeHistogram(epsilon=1.0, bits=20, hashes=16, width=64)
+    kw: dict[str, Any] = {"bits": 20, "hashes": 16, "width": 64, "oracle": "hcms"}
+    proto = ldp.TreeHistogram(epsilon=1.0, **kw)
+    device = client.TreeHistogram(epsilon=1.0, **kw)
     agg = proto.aggregator()
     good = [device.randomize(12345) for _ in range(30)]
     groups = len(proto.lengths) + 1
@@ -156,8 +159,12 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
     assert agg.add(np.array([[groups, 0, 0, 1], [0, 0, 0, 1]])) == 1
     assert agg.add(3.5) == 0 and agg.rejected == len(junk) + 2
     agg.heavy_hitters(top=3)  # never raises on a tiny batch
+    # OLH reports are (group, j, y): a fourth column or a cell beyond g is malformed
+    olh = ldp.TreeHistogram(epsilon=1.0, bits=20, hashes=16, width=8).aggregator()
+    assert olh.add([[0, 15, 7], [0, 16, 0], [0, 0, 8], [0, 0, 0, 1], [groups, 0, 0]]) == 1
+    assert olh.rejected == 4
     with pytest.raises(PrivacyParameterError):
-        agg.merge(ldp.PEM(epsilon=1.0, bits=20, hashes=16, width=64).aggregator())
+        agg.merge(ldp.PEM(epsilon=1.0, **kw).aggregator())  # not a TreeHistogram
     for bad in (
         {"bits": 1},
         {"lengths": (4, 3, 20)},

@@ -34,7 +34,7 @@ from dpkit.events import DpEvent, PureDpEvent
 from dpkit.ldp import client as _c
 from dpkit.ldp._aggregate import _z
 from dpkit.ldp._protocols import _epsilon
-from dpkit.ldp._sketch import HCMS, SketchAggregator
+from dpkit.ldp._sketch import HCMS, OLHSketch, SketchAggregator, SketchOracle
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["PEM", "HeavyHitters", "PemAggregator", "TreeHistAggregator", "TreeHistogram"]
@@ -63,13 +63,15 @@ class HeavyHitters:
 
 
 class PEM(_c.PEM):
-    """Prefix extending method with Hadamard count-mean sketches: see
-    :class:`dpkit.ldp.client.PEM` and the module docstring.
+    """Prefix extending method over sketches (OLH over public hash functions by default, or
+    Apple's Hadamard count-mean sketch): see :class:`dpkit.ldp.client.PEM` and the module
+    docstring.
 
-    Array form of reports: ``int64`` rows ``(group, j, l, b)``.
+    Array form of reports: ``int64`` rows ``(group, j, y)`` (OLH) or ``(group, j, l, b)``
+    (HCMS).
     """
 
-    _groups: list[HCMS]  # type: ignore[assignment]
+    _groups: list[SketchOracle]  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -77,33 +79,41 @@ class PEM(_c.PEM):
         epsilon: float,
         bits: int,
         lengths: Sequence[int] | None = None,
-        width: int = 1024,
-        hashes: int = 128,
+        oracle: str = "auto",
+        width: int | None = None,
+        hashes: int | None = None,
         hash_seed: int = 0,
     ) -> None:
         eps = _epsilon(epsilon)
         b = check_integer(bits, name="bits", minimum=2, maximum=62)
+        if width is not None:
+            width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
+        if hashes is not None:
+            hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
+        seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
         try:
             super().__init__(  # the device-side class of the same name (cooperative)
                 epsilon=eps,
                 bits=b,
                 lengths=lengths,
+                oracle=oracle,
                 width=width,
                 hashes=hashes,
-                hash_seed=hash_seed,
+                hash_seed=seed,
             )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None
-        self._groups = [  # the server sketches (same laws, vectorised)
-            HCMS(
-                epsilon=eps,
-                domain=max(2, 1 << self._group_bits(g)),
-                width=width,
-                hashes=hashes,
-                hash_seed=hash_seed + g,
-            )
-            for g in range(len(self._groups))
-        ]
+
+    def _sketch(self, length: int, g: int) -> Any:  # a SketchOracle and a client sketch
+        """The server sketch of group ``g`` (same law as the client's, vectorised)."""
+        cls = OLHSketch if self._oracle == "olh" else HCMS
+        return cls(
+            epsilon=self._epsilon,
+            domain=max(2, 1 << length),
+            width=self._width,
+            hashes=self._hashes,
+            hash_seed=self._seed + g,
+        )
 
     @property
     def event(self) -> DpEvent:
@@ -112,7 +122,7 @@ class PEM(_c.PEM):
         return PureDpEvent(epsilon=self.run_epsilon)
 
     @property
-    def groups(self) -> tuple[HCMS, ...]:
+    def groups(self) -> tuple[SketchOracle, ...]:
         """The sketch of each group."""
         return tuple(self._groups)
 
@@ -134,7 +144,7 @@ class PEM(_c.PEM):
         src = resolve_source(source)
         x = self.encode_many(values)
         g = self._draw_groups(src, x.size)
-        out = np.empty((x.size, 4), dtype=np.int64)
+        out = np.empty((x.size, 1 + len(self._bounds())), dtype=np.int64)
         out[:, 0] = g
         for k, sketch in enumerate(self._groups):
             idx = np.flatnonzero(g == k)
@@ -147,40 +157,35 @@ class PEM(_c.PEM):
         """Each user's group, uniform over the groups (the law of :meth:`randomize`)."""
         return src.integers(len(self._groups), size)
 
+    def _bounds(self) -> tuple[int, ...]:
+        """Exclusive upper bounds of the columns of a sketch report."""
+        k, m = self._hashes, self._width
+        return (k, m) if self._oracle == "olh" else (k, m, 2)
+
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
-        """Well-formed reports as rows ``(group, j, l, b)`` and the number rejected."""
-        k, m = self._groups[0].hashes, self._groups[0].width
-        ng = len(self._groups)
+        """Well-formed reports as rows ``(group, *sketch report)`` and the number rejected."""
+        bounds = (len(self._groups), *self._bounds())
+        cols = len(bounds)
         if (
             isinstance(reports, np.ndarray)
             and reports.dtype.kind in "iu"
             and reports.ndim == 2
-            and reports.shape[1] == 4
+            and reports.shape[1] == cols
         ):
             arr = reports.astype(np.int64, copy=False)
-            ok = (
-                (arr[:, 0] >= 0)
-                & (arr[:, 0] < ng)
-                & (arr[:, 1] >= 0)
-                & (arr[:, 1] < k)
-                & (arr[:, 2] >= 0)
-                & (arr[:, 2] < m)
-                & ((arr[:, 3] == 0) | (arr[:, 3] == 1))
-            )
+            ok = np.ones(arr.shape[0], dtype=np.bool_)
+            for c, hi in enumerate(bounds):
+                ok &= (arr[:, c] >= 0) & (arr[:, c] < hi)
             return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
         good = [
             tuple(r)
             for r in seq
             if isinstance(r, (list, tuple))
-            and len(r) == 4
-            and all(type(v) is int for v in r)
-            and 0 <= r[0] < ng
-            and 0 <= r[1] < k
-            and 0 <= r[2] < m
-            and r[3] in (0, 1)
+            and len(r) == cols
+            and all(type(v) is int and 0 <= v < hi for v, hi in zip(r, bounds, strict=True))
         ]
-        return np.asarray(good, dtype=np.int64).reshape(-1, 4), len(seq) - len(good)
+        return np.asarray(good, dtype=np.int64).reshape(-1, cols), len(seq) - len(good)
 
     def aggregator(self) -> PemAggregator:
         """A fresh :class:`PemAggregator`."""
@@ -326,8 +331,6 @@ class TreeHistogram(PEM, _c.TreeHistogram):
     come from the very group that ranked them). Array form of reports: ``int64`` rows
     ``(group, j, l, b)``.
     """
-
-    _groups: list[HCMS]  # type: ignore[assignment]
 
     def _draw_groups(self, src: RandomSource, size: int) -> IntArray:
         """Level ``r`` for ``r < L`` of ``r`` uniform in ``[0, 2L)``, else group ``L``."""
