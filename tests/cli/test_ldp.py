@@ -33,7 +33,21 @@ def test_simulate_oue_prints_estimates_mse_and_theory() -> None:
 
 
 @pytest.mark.parametrize(
-    "protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best", "rappor", "loloha", "cms", "hcms"]
+    "protocol",
+    [
+        "rr",
+        "grr",
+        "sue",
+        "olh",
+        "blh",
+        "hr",
+        "best",
+        "rappor",
+        "loloha",
+        "cms",
+        "hcms",
+        "olhsketch",
+    ],
 )
 def test_simulate_every_frequency_protocol(protocol: str) -> None:
     out = _run(
