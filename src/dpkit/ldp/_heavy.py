@@ -1,9 +1,10 @@
-"""Server side of heavy-hitter discovery over a domain too large to list (PEM).
+"""Server side of heavy-hitter discovery over a domain too large to list (PEM, TreeHistogram).
 
 Prefix extending method (Wang, Li, Lin, Li and Jha, IEEE TDSC 2019): the users are split into
 groups; group ``g`` reports the ``lengths[g]``-bit prefix of its item through a frequency oracle
-(here Apple's Hadamard count-mean sketch, :class:`~dpkit.ldp.HCMS`, so that the server can query
-any candidate in ``O(hashes)`` without listing the domain). The server estimates every prefix of
+(a sketch, :class:`~dpkit.ldp.OLHSketch` or Apple's Hadamard count-mean sketch
+:class:`~dpkit.ldp.HCMS`, so that the server can query any candidate in ``O(hashes)`` without
+listing the domain). The server estimates every prefix of
 the first length, keeps the ``keep`` largest, extends each by every possible next
 ``lengths[g] - lengths[g-1]`` bits, estimates those candidates in group ``g``, keeps the
 ``keep`` largest again, and so on to full items; the ``top`` largest of the last round are
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +73,10 @@ class PEM(_c.PEM):
     """
 
     _groups: list[SketchOracle]  # type: ignore[assignment]
+    _sketch_classes: ClassVar[dict[str, type[_c.OLHSketch | _c.HCMS]]] = {
+        "olh": OLHSketch,
+        "hcms": HCMS,
+    }
 
     def __init__(
         self,
@@ -103,17 +108,6 @@ class PEM(_c.PEM):
             )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None
-
-    def _sketch(self, length: int, g: int) -> Any:  # a SketchOracle and a client sketch
-        """The server sketch of group ``g`` (same law as the client's, vectorised)."""
-        cls = OLHSketch if self._oracle == "olh" else HCMS
-        return cls(
-            epsilon=self._epsilon,
-            domain=max(2, 1 << length),
-            width=self._width,
-            hashes=self._hashes,
-            hash_seed=self._seed + g,
-        )
 
     @property
     def event(self) -> DpEvent:

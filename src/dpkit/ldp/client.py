@@ -55,7 +55,7 @@ import secrets
 from collections.abc import Hashable, Iterable, Sequence
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "BLH",
@@ -164,6 +164,15 @@ def bernoulli_scaled(threshold: int) -> bool:
 def bernoulli_fraction(p: Fraction) -> bool:
     """``True`` with probability exactly ``p`` (any rational in [0, 1])."""
     return secrets.randbelow(p.denominator) < p.numerator
+
+
+def grr_draw(true: int, k: int, keep: int) -> int:
+    """k-ary randomized response of ``true`` in ``[0, k)``: ``true`` with probability exactly
+    ``keep / 2**64``, else each of the other ``k - 1`` values with equal probability."""
+    if bernoulli_scaled(keep):
+        return true
+    other = secrets.randbelow(k - 1)
+    return other + 1 if other >= true else other
 
 
 def next_prime(n: int) -> int:
@@ -588,13 +597,7 @@ class OLH(_Categorical):
     def randomize(self, value: Any) -> list[int]:
         x = self.encode(value)
         key = secrets.randbelow(self.keys)
-        h = self.hash(key, x)
-        if bernoulli_scaled(self._keep):
-            y = h
-        else:
-            other = secrets.randbelow(self._g - 1)
-            y = other + 1 if other >= h else other
-        return [key, y]
+        return [key, grr_draw(self.hash(key, x), self._g, self._keep)]
 
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         if self.keys * self._g > 1 << 16:
@@ -1405,11 +1408,7 @@ class OLHSketch(_Sketch):
     def randomize(self, value: Any) -> list[int]:
         x = self.encode(value)
         j = secrets.randbelow(self._k)
-        c = self.cell(j, x)
-        if bernoulli_scaled(self._keep):
-            return [j, c]
-        other = secrets.randbelow(self._m - 1)
-        return [j, other + 1 if other >= c else other]
+        return [j, grr_draw(self.cell(j, x), self._m, self._keep)]
 
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         if self._k * self._m > 1 << 14:
@@ -1489,6 +1488,11 @@ class PEM:
     """
 
     name = "PEM"
+    #: the sketch class of each oracle (the server substitutes its vectorised subclasses)
+    _sketch_classes: ClassVar[dict[str, type[OLHSketch | HCMS]]] = {
+        "olh": OLHSketch,
+        "hcms": HCMS,
+    }
 
     def __init__(
         self,
@@ -1526,7 +1530,7 @@ class PEM:
 
     def _sketch(self, length: int, g: int) -> _Sketch:
         """The sketch of group ``g`` over ``2**length`` prefixes (seed ``hash_seed + g``)."""
-        cls = OLHSketch if self._oracle == "olh" else HCMS
+        cls = self._sketch_classes[self._oracle]
         return cls(
             epsilon=self._epsilon,
             domain=max(2, 1 << length),
