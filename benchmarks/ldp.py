@@ -421,9 +421,8 @@ def run_pem(n: int, bits: int, eps: float, method: str, top: int = HH_TOP) -> di
     hits = [i for i in found if i in true_top]
     rel = [abs(found[i] - true_top[i]) / true_top[i] for i in hits]
     return {
-        "method": method,
-        "default": method == "TreeHistogram"
-        or ldp.PEM(epsilon=eps, bits=bits).oracle == method.split()[1],
+        "method": method if method != "TreeHistogram" else f"TreeHistogram {proto.oracle}",
+        "default": proto.oracle == ldp.PEM(epsilon=eps, bits=bits).oracle,
         "n": n,
         "bits": bits,
         "eps": eps,
