@@ -33,7 +33,21 @@ def test_simulate_oue_prints_estimates_mse_and_theory() -> None:
 
 
 @pytest.mark.parametrize(
-    "protocol", ["rr", "grr", "sue", "olh", "blh", "hr", "best", "rappor", "loloha", "cms", "hcms"]
+    "protocol",
+    [
+        "rr",
+        "grr",
+        "sue",
+        "olh",
+        "blh",
+        "hr",
+        "best",
+        "rappor",
+        "loloha",
+        "cms",
+        "hcms",
+        "olhsketch",
+    ],
 )
 def test_simulate_every_frequency_protocol(protocol: str) -> None:
     out = _run(
@@ -96,6 +110,16 @@ def test_heavy_hitters_finds_the_top_items() -> None:
     assert res.exit_code == 0, res.output
     out = re.sub(r"\s+", " ", res.output)
     assert "recall of the true top 3: 1.00" in out and "rejected reports 0" in out
+
+
+def test_heavy_hitters_with_treehist() -> None:
+    args = ["ldp", "heavy-hitters", "--users", "200000", "--top", "3", "--epsilon", "4"]
+    res = runner.invoke(root_app, [*args, "--seed", "2", "--zipf", "1.5", "--method", "tree"])
+    assert res.exit_code == 0, res.output
+    out = re.sub(r"\s+", " ", res.output)
+    assert "TreeHistogram(" in out and "recall of the true top 3: 1.00" in out
+    bad = runner.invoke(root_app, [*args, "--method", "sfp"])
+    assert bad.exit_code != 0
 
 
 def test_shuffle_prints_the_central_epsilon() -> None:

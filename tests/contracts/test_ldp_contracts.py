@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, ClassVar
 
+import numpy as np
+import pytest
 from ldp_contract import LdpContract
 
 from dpkit import ldp
+from dpkit.ldp import client
 
 DOMAIN = 5
 
@@ -92,6 +96,10 @@ class TestHCMSContract(_Sketch):
     cls = ldp.HCMS
 
 
+class TestOLHSketchContract(_Sketch):
+    cls = ldp.OLHSketch
+
+
 class _Mean(LdpContract):
     is_frequency_oracle = False
     event_epsilons = (0.75, 4.0)  # the number of output cells grows with epsilon
@@ -122,6 +130,50 @@ class TestHybridContract(_Mean):
     kwargs: ClassVar[dict[str, Any]] = {"resolution": 64}
 
 
+class _HeavyHitter(LdpContract):
+    """Heavy-hitter protocols over ``2**bits`` items (no full-domain estimate: the shape check
+    looks at the discovered items instead)."""
+
+    cls: Any = None
+    kwargs: ClassVar[dict[str, Any]] = {"bits": 3, "lengths": (1, 3), "width": 2, "hashes": 2}
+    event_epsilons = (0.75, 12.0)
+
+    def build(self, epsilon: Any) -> Any:
+        return self.cls(epsilon=epsilon, **self.kwargs)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+    def inputs(self) -> list[Any]:
+        return list(range(8))
+
+    def test_estimate_shape(self) -> None:
+        proto = self.build(1.0)
+        values = self.inputs() * 50
+        reports = proto.randomize_many(values)
+        hh = proto.heavy_hitters(reports, top=3)
+        assert hh.n == len(values) and hh.rejected == 0
+        assert hh.items.size <= 3 and np.all(np.isfinite(hh.counts))
+        assert np.all(hh.ci_low <= hh.counts) and np.all(hh.counts <= hh.ci_high)
+
+    def test_variance_positive(self) -> None:
+        proto = self.build(1.0)
+        if not hasattr(proto, "variance"):
+            pytest.skip("PEM states no closed-form variance of a discovered item")
+        for n in (1, 1000):
+            assert 0.0 < proto.variance(n, 0.25) < math.inf
+
+
+class TestPEMContract(_HeavyHitter):
+    cls = ldp.PEM
+
+
+class TestTreeHistogramContract(_HeavyHitter):
+    cls = ldp.TreeHistogram
+
+
+HEAVY_HITTERS = {ldp.PEM: TestPEMContract, ldp.TreeHistogram: TestTreeHistogramContract}
+
 ENROLLED = {
     ldp.RandomizedResponse: TestRandomizedResponseContract,
     ldp.GRR: TestGRRContract,
@@ -134,6 +186,7 @@ ENROLLED = {
     ldp.HadamardResponse: TestHadamardResponseContract,
     ldp.CMS: TestCMSContract,
     ldp.HCMS: TestHCMSContract,
+    ldp.OLHSketch: TestOLHSketchContract,
     ldp.Duchi: TestDuchiContract,
     ldp.Piecewise: TestPiecewiseContract,
     ldp.Hybrid: TestHybridContract,
@@ -151,4 +204,15 @@ def test_every_protocol_is_enrolled() -> None:
     assert protocols == set(ENROLLED)
     for cls, suite in ENROLLED.items():
         assert issubclass(suite, LdpContract)
+        assert type(suite().build(1.0)) is cls
+
+
+def test_every_heavy_hitter_protocol_is_enrolled() -> None:
+    protocols = {
+        obj
+        for name in ldp.__all__
+        if inspect.isclass(obj := getattr(ldp, name)) and issubclass(obj, client.PEM)
+    }
+    assert protocols == set(HEAVY_HITTERS)
+    for cls, suite in HEAVY_HITTERS.items():
         assert type(suite().build(1.0)) is cls

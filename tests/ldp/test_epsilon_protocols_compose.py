@@ -38,6 +38,7 @@ PROTOCOLS: dict[str, Callable[[float], Any]] = {
     "LOLOHA": lambda e: ldp.LOLOHA(epsilon=e, domain=6),
     "CMS": lambda e: ldp.CMS(epsilon=e, domain=1 << 32, width=64, hashes=4),
     "HCMS": lambda e: ldp.HCMS(epsilon=e, domain=1 << 32, width=64, hashes=4),
+    "OLHSketch": lambda e: ldp.OLHSketch(epsilon=e, domain=1 << 32, hashes=4),
     "Duchi": lambda e: ldp.Duchi(epsilon=e),
     "Piecewise": lambda e: ldp.Piecewise(epsilon=e, resolution=64),
     "Hybrid": lambda e: ldp.Hybrid(epsilon=e, resolution=64),

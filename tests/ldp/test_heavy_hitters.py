@@ -77,8 +77,9 @@ def test_discovers_heavy_items_on_a_2_32_domain_with_covering_intervals() -> Non
 
 
 def test_malformed_reports_are_counted_and_dropped() -> None:
-    pem = ldp.PEM(epsilon=1.0, bits=20, hashes=16, width=64)
-    device = client.PEM(epsilon=1.0, bits=20, hashes=16, width=64)
+    kw: dict[str, Any] = {"bits": 20, "hashes": 16, "width": 64, "oracle": "hcms"}
+    pem = ldp.PEM(epsilon=1.0, **kw)
+    device = client.PEM(epsilon=1.0, **kw)
     agg = pem.aggregator()
     good = [device.randomize(12345) for _ in range(30)]
     junk: list[Any] = [
@@ -98,7 +99,7 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
     hh = agg.heavy_hitters(top=3)
     assert hh.items.size == 3
     with pytest.raises(PrivacyParameterError):
-        agg.merge(ldp.PEM(epsilon=1.0, bits=20, hashes=8, width=64).aggregator())
+        agg.merge(ldp.PEM(epsilon=1.0, bits=20, hashes=16, width=64, oracle="olh").aggregator())
     for bad in (
         {"bits": 1},
         {"bits": 63},
@@ -107,6 +108,8 @@ def test_malformed_reports_are_counted_and_dropped() -> None:
         {"lengths": (8, 12)},
         {"epsilon": float("nan")},
         {"hashes": 0},
+        {"oracle": "sfp"},
+        {"width": 1},
     ):
         with pytest.raises(PrivacyParameterError):
             ldp.PEM(**{"epsilon": 1.0, "bits": 20, **bad})
@@ -125,3 +128,16 @@ def test_auditor_on_the_client() -> None:
             self._epsilon = 1.0
 
     assert audit_ldp(Broken(), samples=20_000, confidence=conf, source=_src(4)).violated
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 3.0, 4.0, 8.0])
+def test_the_default_oracle_is_olh_only_when_clearly_less_noisy(epsilon: float) -> None:
+    pem = ldp.PEM(epsilon=epsilon, bits=32)
+    olh, hcms = (ldp.PEM(epsilon=epsilon, bits=32, oracle=o).groups[0] for o in ("olh", "hcms"))
+    noise = {"olh": olh.variance(10_000), "hcms": hcms.variance(10_000)}
+    assert pem.oracle == ("olh" if 4.0 * noise["olh"] <= noise["hcms"] else "hcms")
+    assert pem.oracle == ("olh" if epsilon >= 3.0 else "hcms")
+    assert type(pem.groups[0]).__name__ == {"olh": "OLHSketch", "hcms": "HCMS"}[pem.oracle]
+    assert client.PEM(epsilon=epsilon, bits=32).oracle == pem.oracle
+    if epsilon >= 4.0:  # at least 4 times less noise per prefix than the one-bit sketch
+        assert noise["olh"] * 4.0 < noise["hcms"]

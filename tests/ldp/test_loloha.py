@@ -148,3 +148,21 @@ def test_auditor_finds_no_violation_and_catches_an_understated_claim() -> None:
         confidence=1 - ALPHA,
     )
     assert low.violated
+
+
+@pytest.mark.parametrize("name", ["LOLOHA", "RAPPOR"])
+def test_lifetime_epsilon_has_one_rule_on_both_sides(name: str) -> None:
+    server_cls, device_cls = getattr(ldp, name), getattr(client, name)
+    for cls in (server_cls, device_cls):
+        assert cls(epsilon=1.5, domain=4).lifetime_epsilon == 3.0  # default 2 epsilon
+        assert cls(epsilon=20.0, domain=4).lifetime_epsilon == client.MAX_EPSILON  # capped
+        assert cls(epsilon=1.0, domain=4, lifetime_epsilon=1.0).lifetime_epsilon == 1.0
+    with pytest.raises(PrivacyParameterError, match="lifetime_epsilon"):
+        server_cls(epsilon=2.0, domain=4, lifetime_epsilon=1.0)
+    with pytest.raises(ValueError, match="lifetime_epsilon"):
+        device_cls(epsilon=2.0, domain=4, lifetime_epsilon=1.0)
+    for bad in (math.nan, -1.0, True, "2"):
+        with pytest.raises(PrivacyParameterError):
+            server_cls(epsilon=1.0, domain=4, lifetime_epsilon=bad)
+        with pytest.raises((TypeError, ValueError)):
+            device_cls(epsilon=1.0, domain=4, lifetime_epsilon=bad)

@@ -1,5 +1,6 @@
-"""Apple's sketches (CMS, HCMS): exact privacy, client/server agreement, the exact variance
-(collision term included) against simulation, malformed reports, domains too large to list."""
+"""Apple's sketches (CMS, HCMS) and OLH over public hash functions: exact privacy,
+client/server agreement, the exact variance (collision term included)
+against simulation, malformed reports, domains too large to list."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dpkit.noise import RandomSource
 
 ALPHA = 1e-6
 Z = 5.33  # two-sided normal quantile at 1e-7 (below ALPHA)
-SKETCHES = (ldp.CMS, ldp.HCMS)
+SKETCHES = (ldp.CMS, ldp.HCMS, ldp.OLHSketch)
 
 
 def _src(seed: int) -> RandomSource:

@@ -105,17 +105,26 @@ def heavy_hitters(
     zipf: float = typer.Option(1.1, "--zipf", help="Zipf exponent of the population"),
     top: int = typer.Option(20, "--top", help="how many heavy hitters to find"),
     hashes: int = typer.Option(128, "--hashes", help="hash functions per sketch"),
+    method: str = typer.Option(
+        "pem",
+        "--method",
+        help="pem (prefix extension) or tree (TreeHist: half the users give unbiased counts)",
+    ),
     seed: int | None = typer.Option(
         None,
         "--seed",
         help="seed the simulation (insecure: reproducible runs only); default: secure randomness",
     ),
 ) -> None:
-    """Find the most frequent items of a Zipf population over a 2^bits domain with PEM."""
+    """Find the most frequent items of a Zipf population over a 2^bits domain (PEM or
+    TreeHist)."""
     console = Console()
     if users < 1 or distinct < 1 or not 2 <= bits <= 62:
         raise typer.BadParameter("--users and --distinct must be positive, --bits in [2, 62]")
-    proto = ldp.PEM(epsilon=epsilon, bits=bits, hashes=hashes)
+    methods = {"pem": ldp.PEM, "tree": ldp.TreeHistogram}
+    if method not in methods:
+        raise typer.BadParameter("--method must be pem or tree")
+    proto = methods[method](epsilon=epsilon, bits=bits, hashes=hashes)
     src = RandomSource(seed=seed, insecure=True) if seed is not None else RandomSource()
     ranks = zipf_population(src, users=users, domain=distinct, exponent=zipf)
     items = src.integers(1 << bits, distinct)  # the population's items, spread over the domain

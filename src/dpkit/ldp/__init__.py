@@ -9,8 +9,10 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 :class:`HadamardResponse` (Acharya, Sun and Zhang 2019). Mean estimation on [-1, 1]:
 :class:`Duchi` (Duchi, Jordan and Wainwright 2018), :class:`Piecewise` and :class:`Hybrid`
 (Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
-:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017). Heavy hitters over such
-domains: :class:`PEM` (Wang et al., TDSC 2019). Repeated collection: :class:`RAPPOR` and
+:class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017), :class:`OLHSketch`
+(optimal local hashing over public hash functions). Heavy hitters over such
+domains: :class:`PEM` (Wang et al., TDSC 2019) and :class:`TreeHistogram` (Bassily et al.,
+NeurIPS 2017). Repeated collection: :class:`RAPPOR` and
 :class:`LOLOHA` (Arcolezi et al., EDBT 2023). Shuffle-model accounting:
 :class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
@@ -23,7 +25,13 @@ from dpkit.ldp._aggregate import (
     project_simplex,
 )
 from dpkit.ldp._exact import LdpCheck, check_ldp
-from dpkit.ldp._heavy import PEM, HeavyHitters, PemAggregator
+from dpkit.ldp._heavy import (
+    PEM,
+    HeavyHitters,
+    PemAggregator,
+    TreeHistAggregator,
+    TreeHistogram,
+)
 from dpkit.ldp._protocols import (
     BLH,
     GRR,
@@ -48,7 +56,7 @@ from dpkit.ldp._select import (
     make_protocol,
 )
 from dpkit.ldp._shuffle import ShuffleBound, shuffle, shuffle_delta, shuffled_epsilon
-from dpkit.ldp._sketch import CMS, HCMS, SketchAggregator
+from dpkit.ldp._sketch import CMS, HCMS, OLHSketch, SketchAggregator
 
 __all__ = [
     "BLH",
@@ -74,11 +82,14 @@ __all__ = [
     "MeanAggregator",
     "MeanEstimate",
     "MeanMechanism",
+    "OLHSketch",
     "PemAggregator",
     "Piecewise",
     "RandomizedResponse",
     "ShuffleBound",
     "SketchAggregator",
+    "TreeHistAggregator",
+    "TreeHistogram",
     "best_protocol",
     "check_ldp",
     "compare_protocols",

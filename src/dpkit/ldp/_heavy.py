@@ -1,9 +1,10 @@
-"""Server side of heavy-hitter discovery over a domain too large to list (PEM).
+"""Server side of heavy-hitter discovery over a domain too large to list (PEM, TreeHistogram).
 
 Prefix extending method (Wang, Li, Lin, Li and Jha, IEEE TDSC 2019): the users are split into
 groups; group ``g`` reports the ``lengths[g]``-bit prefix of its item through a frequency oracle
-(here Apple's Hadamard count-mean sketch, :class:`~dpkit.ldp.HCMS`, so that the server can query
-any candidate in ``O(hashes)`` without listing the domain). The server estimates every prefix of
+(a sketch, :class:`~dpkit.ldp.OLHSketch` or Apple's Hadamard count-mean sketch
+:class:`~dpkit.ldp.HCMS`, so that the server can query any candidate in ``O(hashes)`` without
+listing the domain). The server estimates every prefix of
 the first length, keeps the ``keep`` largest, extends each by every possible next
 ``lengths[g] - lengths[g-1]`` bits, estimates those candidates in group ``g``, keeps the
 ``keep`` largest again, and so on to full items; the ``top`` largest of the last round are
@@ -23,21 +24,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.validation import check_integer
+from dpkit._numeric.validation import check_integer, check_probability
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import DpEvent, PureDpEvent
 from dpkit.ldp import client as _c
 from dpkit.ldp._aggregate import _z
 from dpkit.ldp._protocols import _epsilon
-from dpkit.ldp._sketch import HCMS, SketchAggregator
+from dpkit.ldp._sketch import HCMS, OLHSketch, SketchAggregator, SketchOracle
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["PEM", "HeavyHitters", "PemAggregator"]
+__all__ = ["PEM", "HeavyHitters", "PemAggregator", "TreeHistAggregator", "TreeHistogram"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -63,13 +64,19 @@ class HeavyHitters:
 
 
 class PEM(_c.PEM):
-    """Prefix extending method with Hadamard count-mean sketches: see
-    :class:`dpkit.ldp.client.PEM` and the module docstring.
+    """Prefix extending method over sketches (OLH over public hash functions by default, or
+    Apple's Hadamard count-mean sketch): see :class:`dpkit.ldp.client.PEM` and the module
+    docstring.
 
-    Array form of reports: ``int64`` rows ``(group, j, l, b)``.
+    Array form of reports: ``int64`` rows ``(group, j, y)`` (OLH) or ``(group, j, l, b)``
+    (HCMS).
     """
 
-    _groups: list[HCMS]  # type: ignore[assignment]
+    _groups: list[SketchOracle]  # type: ignore[assignment]
+    _sketch_classes: ClassVar[dict[str, type[_c.OLHSketch | _c.HCMS]]] = {
+        "olh": OLHSketch,
+        "hcms": HCMS,
+    }
 
     def __init__(
         self,
@@ -77,34 +84,30 @@ class PEM(_c.PEM):
         epsilon: float,
         bits: int,
         lengths: Sequence[int] | None = None,
-        width: int = 1024,
-        hashes: int = 128,
+        oracle: str = "auto",
+        width: int | None = None,
+        hashes: int | None = None,
         hash_seed: int = 0,
     ) -> None:
         eps = _epsilon(epsilon)
         b = check_integer(bits, name="bits", minimum=2, maximum=62)
+        if width is not None:
+            width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
+        if hashes is not None:
+            hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
+        seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
         try:
-            _c.PEM.__init__(
-                self,
+            super().__init__(  # the device-side class of the same name (cooperative)
                 epsilon=eps,
                 bits=b,
                 lengths=lengths,
+                oracle=oracle,
                 width=width,
                 hashes=hashes,
-                hash_seed=hash_seed,
+                hash_seed=seed,
             )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None
-        self._groups = [  # the server sketches (same laws, vectorised)
-            HCMS(
-                epsilon=eps,
-                domain=max(2, 1 << n),
-                width=width,
-                hashes=hashes,
-                hash_seed=hash_seed + g,
-            )
-            for g, n in enumerate(self._lengths)
-        ]
 
     @property
     def event(self) -> DpEvent:
@@ -113,7 +116,7 @@ class PEM(_c.PEM):
         return PureDpEvent(epsilon=self.run_epsilon)
 
     @property
-    def groups(self) -> tuple[HCMS, ...]:
+    def groups(self) -> tuple[SketchOracle, ...]:
         """The sketch of each group."""
         return tuple(self._groups)
 
@@ -134,49 +137,49 @@ class PEM(_c.PEM):
         """Reports of many users at once (the law of :meth:`randomize`)."""
         src = resolve_source(source)
         x = self.encode_many(values)
-        g = src.integers(len(self._lengths), x.size)
-        out = np.empty((x.size, 4), dtype=np.int64)
+        g = self._draw_groups(src, x.size)
+        out = np.empty((x.size, 1 + len(self._bounds())), dtype=np.int64)
         out[:, 0] = g
         for k, sketch in enumerate(self._groups):
             idx = np.flatnonzero(g == k)
             if idx.size:
-                prefix = x[idx] >> (self._bits - self._lengths[k])
+                prefix = x[idx] >> (self._bits - self._group_bits(k))
                 out[idx, 1:] = sketch._randomize_indices(prefix, src)
         return out
 
+    def _draw_groups(self, src: RandomSource, size: int) -> IntArray:
+        """Each user's group, uniform over the groups (the law of :meth:`randomize`)."""
+        return src.integers(len(self._groups), size)
+
+    def _bounds(self) -> tuple[int, ...]:
+        """Exclusive upper bounds of the columns of a sketch report."""
+        k, m = self._hashes, self._width
+        return (k, m) if self._oracle == "olh" else (k, m, 2)
+
     def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
-        """Well-formed reports as rows ``(group, j, l, b)`` and the number rejected."""
-        k, m = self._groups[0].hashes, self._groups[0].width
+        """Well-formed reports as rows ``(group, *sketch report)`` and the number rejected."""
+        bounds = (len(self._groups), *self._bounds())
+        cols = len(bounds)
         if (
             isinstance(reports, np.ndarray)
             and reports.dtype.kind in "iu"
             and reports.ndim == 2
-            and reports.shape[1] == 4
+            and reports.shape[1] == cols
         ):
             arr = reports.astype(np.int64, copy=False)
-            ok = (
-                (arr[:, 0] >= 0)
-                & (arr[:, 0] < len(self._lengths))
-                & (arr[:, 1] >= 0)
-                & (arr[:, 1] < k)
-                & (arr[:, 2] >= 0)
-                & (arr[:, 2] < m)
-                & ((arr[:, 3] == 0) | (arr[:, 3] == 1))
-            )
+            ok = np.ones(arr.shape[0], dtype=np.bool_)
+            for c, hi in enumerate(bounds):
+                ok &= (arr[:, c] >= 0) & (arr[:, c] < hi)
             return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
         seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
         good = [
             tuple(r)
             for r in seq
             if isinstance(r, (list, tuple))
-            and len(r) == 4
-            and all(type(v) is int for v in r)
-            and 0 <= r[0] < len(self._lengths)
-            and 0 <= r[1] < k
-            and 0 <= r[2] < m
-            and r[3] in (0, 1)
+            and len(r) == cols
+            and all(type(v) is int and 0 <= v < hi for v, hi in zip(r, bounds, strict=True))
         ]
-        return np.asarray(good, dtype=np.int64).reshape(-1, 4), len(seq) - len(good)
+        return np.asarray(good, dtype=np.int64).reshape(-1, cols), len(seq) - len(good)
 
     def aggregator(self) -> PemAggregator:
         """A fresh :class:`PemAggregator`."""
@@ -248,7 +251,7 @@ class PemAggregator:
             if keep is None
             else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
         )
-        z = _z(confidence)
+        _z(confidence)  # validated before any work
         lens = self.protocol.lengths
         n = self.n
         sizes = tuple(a.n for a in self._aggs)
@@ -265,32 +268,161 @@ class PemAggregator:
             cand, raw = cand[order], raw[order]
             se_last = est.std_errors[order]
         if est is None or n == 0:
-            empty = np.zeros(0)
-            return HeavyHitters(
-                np.zeros(0, dtype=np.int64),
-                empty,
-                empty,
-                empty,
-                empty,
-                n,
-                self._rejected,
-                sizes,
-                float(confidence),
+            return _empty(n, self._rejected, sizes, confidence)
+        return _scaled(cand, raw, se_last, n, sizes, sizes[-1], self._rejected, confidence)
+
+
+def _empty(n: int, rejected: int, sizes: tuple[int, ...], confidence: float) -> HeavyHitters:
+    none = np.zeros(0)
+    return HeavyHitters(
+        np.zeros(0, dtype=np.int64), none, none, none, none, n, rejected, sizes, float(confidence)
+    )
+
+
+def _scaled(
+    items: IntArray,
+    raw: FloatArray,
+    se_group: FloatArray,
+    n: int,
+    sizes: tuple[int, ...],
+    ng: int,
+    rejected: int,
+    confidence: float,
+) -> HeavyHitters:
+    """Counts of ``items`` in one group of ``ng`` of the ``n`` users, scaled to everyone: the
+    estimate ``(n / ng) c_g`` and its standard error from the sketch's variance plus the
+    hypergeometric variance of the holders in the group (module docstring)."""
+    z = _z(confidence)
+    if ng == 0:
+        return _empty(n, rejected, sizes, confidence)
+    scale = n / ng
+    counts = raw * scale
+    frac = np.clip(counts / n, 0.0, 1.0)
+    sampling = ng * frac * (1.0 - frac) * (n - ng) / max(n - 1, 1)
+    se = scale * np.sqrt(se_group**2 + sampling)
+    return HeavyHitters(
+        items=items,
+        counts=counts,
+        std_errors=se,
+        ci_low=counts - z * se,
+        ci_high=counts + z * se,
+        n=n,
+        rejected=rejected,
+        group_sizes=sizes,
+        confidence=float(confidence),
+    )
+
+
+class TreeHistogram(PEM, _c.TreeHistogram):
+    """TreeHist with Hadamard count-mean sketches: see :class:`dpkit.ldp.client.TreeHistogram`.
+
+    Half of the users (uniformly over the ``L`` levels) report prefixes; the server walks the
+    prefix tree level by level and keeps the prefixes whose estimate clears a threshold (Bassily
+    et al.'s pruning rule, "keep a node when its estimated frequency is at least ``eta``"),
+    extending each survivor to every child. The other half (group ``L``) report whole items and
+    give the final counts: those users took no part in choosing the candidates, so the counts
+    and intervals of the discovered items do not inherit the selection's upward bias (PEM's
+    come from the very group that ranked them). Array form of reports: ``int64`` rows
+    ``(group, j, l, b)``.
+    """
+
+    def _draw_groups(self, src: RandomSource, size: int) -> IntArray:
+        """Level ``r`` for ``r < L`` of ``r`` uniform in ``[0, 2L)``, else group ``L``."""
+        level = len(self._lengths)
+        return np.minimum(src.integers(2 * level, size), level)
+
+    @property
+    def d(self) -> int:
+        """Items in the domain, ``2**bits``."""
+        return 1 << self._bits
+
+    def aggregator(self) -> TreeHistAggregator:
+        """A fresh :class:`TreeHistAggregator`."""
+        return TreeHistAggregator(self)
+
+    def variance(self, n: int, frequency: float = 0.0) -> float:
+        """Variance of a discovered item's estimated count when the estimation group holds
+        exactly its expected ``n / 2`` users: ``(n / (n/2))^2 (V(n/2, f) + (n/2) f (1 - f)
+        (n/2) / (n - 1)) = 2 V(n, f) + n^2 f (1 - f) / (n - 1)`` with ``V`` the sketch's exact
+        variance without heavy collisions (:meth:`HCMS.variance`, linear in the users) and the
+        second term the hypergeometric variance of the item's holders in the group."""
+        n = check_integer(n, name="n", minimum=1)
+        f = check_probability(frequency, name="frequency")
+        return 2.0 * self._groups[-1].variance(n, f) + n * n * f * (1.0 - f) / max(n - 1, 1)
+
+
+class TreeHistAggregator(PemAggregator):
+    """Accumulates TreeHist reports; malformed reports are dropped and counted, never raised."""
+
+    protocol: TreeHistogram
+
+    def __init__(self, protocol: TreeHistogram) -> None:
+        if not isinstance(protocol, TreeHistogram):
+            raise PrivacyParameterError(
+                f"protocol must be a dpkit.ldp.TreeHistogram, got {protocol!r}"
             )
-        ng = sizes[-1]
-        scale = n / ng if ng else math.inf
-        counts = raw * scale
-        frac = np.clip(counts / n, 0.0, 1.0)
-        sampling = ng * frac * (1.0 - frac) * (n - ng) / max(n - 1, 1)
-        se = scale * np.sqrt(se_last**2 + sampling)
-        return HeavyHitters(
-            items=cand,
-            counts=counts,
-            std_errors=se,
-            ci_low=counts - z * se,
-            ci_high=counts + z * se,
-            n=n,
-            rejected=self._rejected,
-            group_sizes=sizes,
-            confidence=float(confidence),
+        super().__init__(protocol)
+
+    def heavy_hitters(
+        self,
+        *,
+        top: int = 100,
+        keep: int | None = None,
+        threshold: float | None = None,
+        confidence: float = 0.95,
+    ) -> HeavyHitters:
+        """The ``top`` discovered items of largest count in the estimation group.
+
+        At each level the surviving prefixes' children are estimated in that level's group; a
+        prefix survives when its estimated count in the group is at least ``threshold`` times
+        the group's size (a fraction of users, the paper's ``eta / n``) or, by default, at least
+        ``2`` standard deviations of the estimate of a prefix no one holds (about 2.3% of the
+        empty prefixes pass); at most the ``keep`` largest survive (default ``2 top``).
+        """
+        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
+        keep = (
+            2 * top
+            if keep is None
+            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
         )
+        if threshold is not None:
+            threshold = check_probability(threshold, name="threshold")
+        _z(confidence)
+        proto = self.protocol
+        lens = proto.lengths
+        n = self.n
+        sizes = tuple(a.n for a in self._aggs)
+        cand = np.arange(1 << lens[0], dtype=np.int64)
+        for g, length in enumerate(lens):
+            if g:
+                step = length - lens[g - 1]
+                cand = ((cand[:, None] << step) | np.arange(1 << step, dtype=np.int64)).reshape(-1)
+            agg = self._aggs[g]
+            if agg.n == 0:
+                return _empty(n, self._rejected, sizes, confidence)
+            raw = agg.estimate_items(cand).raw_counts
+            if threshold is None:
+                bar = _PRUNE_Z * math.sqrt(proto.groups[g].variance(agg.n))
+            else:
+                bar = threshold * agg.n
+            ok = np.flatnonzero(raw >= bar)
+            ok = ok[np.argsort(-raw[ok], kind="stable")[:keep]]
+            cand = cand[ok]
+            if cand.size == 0:
+                return _empty(n, self._rejected, sizes, confidence)
+        last = self._aggs[-1]
+        est = last.estimate_items(cand, confidence=confidence)
+        order = np.argsort(-est.raw_counts, kind="stable")[:top]
+        return _scaled(
+            cand[order],
+            est.raw_counts[order],
+            est.std_errors[order],
+            n,
+            sizes,
+            last.n,
+            self._rejected,
+            confidence,
+        )
+
+
+_PRUNE_Z = 2.0

@@ -80,6 +80,16 @@ def _epsilon(epsilon: Any) -> float:
     return eps
 
 
+def _lifetime_epsilon(epsilon: float, lifetime_epsilon: Any) -> float:
+    """The lifetime epsilon of a memoised protocol, validated by dpkit's rules
+    (:func:`dpkit.ldp.client.checked_lifetime_epsilon` states the default and the order)."""
+    life = None if lifetime_epsilon is None else _epsilon(lifetime_epsilon)
+    try:
+        return _c.checked_lifetime_epsilon(epsilon, life)
+    except ValueError as exc:
+        raise PrivacyParameterError(str(exc)) from None
+
+
 def _domain(domain: Any) -> int | Sequence[Hashable]:
     if isinstance(domain, (int, np.integer)) and not isinstance(domain, (bool, np.bool_)):
         return check_integer(domain, name="domain", minimum=2, maximum=_c.MAX_DOMAIN)
@@ -461,16 +471,7 @@ class RAPPOR(_UnaryServer, _c.RAPPOR):
         lifetime_epsilon: float | None = None,
     ) -> None:
         eps = _epsilon(epsilon)
-        life = (
-            min(2.0 * eps, _c.MAX_EPSILON)
-            if lifetime_epsilon is None
-            else _epsilon(lifetime_epsilon)
-        )
-        if life < eps:
-            raise PrivacyParameterError(
-                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                f"({epsilon!r}): the first report already spends epsilon"
-            )
+        life = _lifetime_epsilon(eps, lifetime_epsilon)
         _c.RAPPOR.__init__(self, epsilon=eps, lifetime_epsilon=life, domain=_domain(domain))
 
     @property
@@ -699,16 +700,7 @@ class LOLOHA(OLH, _c.LOLOHA):
         g: int | None = None,
     ) -> None:
         eps = _epsilon(epsilon)
-        life = (
-            min(2.0 * eps, _c.MAX_EPSILON)
-            if lifetime_epsilon is None
-            else _epsilon(lifetime_epsilon)
-        )
-        if life < eps:
-            raise PrivacyParameterError(
-                f"lifetime_epsilon ({lifetime_epsilon!r}) must be at least epsilon "
-                f"({epsilon!r}): the first report already spends epsilon"
-            )
+        life = _lifetime_epsilon(eps, lifetime_epsilon)
         if g is not None:
             g = check_integer(g, name="g", minimum=2, maximum=1 << 20)
         try:

@@ -29,7 +29,7 @@ from dpkit.ldp._protocols import (
     _domain,
     _epsilon,
 )
-from dpkit.ldp._sketch import CMS, HCMS, SketchOracle
+from dpkit.ldp._sketch import CMS, HCMS, OLHSketch, SketchOracle
 
 __all__ = ["FREQUENCY_ORACLES", "PROTOCOLS", "best_protocol", "compare_protocols", "make_protocol"]
 
@@ -47,6 +47,7 @@ PROTOCOLS: Mapping[str, type[FrequencyOracle] | type[MeanMechanism]] = MappingPr
         "loloha": LOLOHA,
         "cms": CMS,
         "hcms": HCMS,
+        "olhsketch": OLHSketch,
         "duchi": Duchi,
         "piecewise": Piecewise,
         "hybrid": Hybrid,

@@ -29,15 +29,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._numeric.rounding import up
 from dpkit._numeric.validation import check_integer, check_nonnegative, check_probability
 from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, PureDpEvent, randomized_response_epsilon
 from dpkit.ldp import client as _c
 from dpkit.ldp._aggregate import FrequencyAggregator, FrequencyEstimate, _z
 from dpkit.ldp._protocols import SUE, FrequencyOracle, _epsilon, _users
 from dpkit.ldp._sampling import bernoulli_threshold
 from dpkit.noise import RandomSource
 
-__all__ = ["CMS", "HCMS", "SketchAggregator", "SketchOracle"]
+__all__ = ["CMS", "HCMS", "OLHSketch", "SketchAggregator", "SketchOracle"]
 
 IntArray = npt.NDArray[np.int64]
 _LIST_LIMIT = _c.MAX_DOMAIN  # estimate every item only up to this many
@@ -72,12 +74,21 @@ class SketchOracle(FrequencyOracle):
 
     # -- hashing -------------------------------------------------------------------------------
     def _tables_np(self) -> npt.NDArray[np.uint64]:
-        """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes)."""
+        """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes).
+
+        Items are below the domain size ``d``, so their bytes beyond those of ``d - 1`` are 0:
+        of those tables only entry 0 is ever read, and only it is derived (the other entries
+        stay 0)."""
         if self._np_tables is None:
-            out = np.empty((self._k, 8, 256), dtype=np.uint64)
+            need = max(1, ((self._d - 1).bit_length() + 7) // 8)
+            out = np.zeros((self._k, 8, 256), dtype=np.uint64)
             for j in range(self._k):
-                for i in range(8):
+                for i in range(need):
                     out[j, i] = np.frombuffer(_c.sketch_table_bytes(self._seed, j, i), dtype="<u8")
+                for i in range(need, 8):
+                    out[j, i, 0] = int.from_bytes(
+                        _c.sketch_table_bytes(self._seed, j, i, 8), "little"
+                    )
             self._np_tables = out
         return self._np_tables
 
@@ -364,6 +375,79 @@ class HCMS(SketchOracle, _c.HCMS):
     def _support_from_cells(self, stat: IntArray, summed: IntArray) -> IntArray:
         n = int(stat.sum())
         return (n + summed) // 2
+
+
+class OLHSketch(SketchOracle, _c.OLHSketch):
+    """Optimal local hashing over public tabulation hash functions: see
+    :class:`dpkit.ldp.client.OLHSketch`.
+
+    Array form of reports: ``int64`` rows ``(j, y)``. The statistic is the ``k x g`` histogram
+    of ``(j, y)``, ``S_v = sum_j M[j, h_j(v)]``; variance as for the other sketches with
+    ``m = g`` (module docstring): at frequency 0 without heavy collisions ``n q(1-q)/(p-q)^2``,
+    about ``n 4 e^eps / (e^eps - 1)^2``.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        domain: int | Sequence[Hashable],
+        width: int | None = None,
+        hashes: int = 1024,
+        hash_seed: int = 0,
+    ) -> None:
+        eps = _epsilon(epsilon)
+        g = _c.olh_sketch_width(_c.calibrated_epsilon(eps)) if width is None else width
+        dom, m, k, seed = _sketch_args(domain, g, hashes, hash_seed)
+        _c.OLHSketch.__init__(self, epsilon=eps, domain=dom, width=m, hashes=k, hash_seed=seed)
+
+    @property
+    def event(self) -> DpEvent:
+        """Pure DP at :attr:`run_epsilon`; at an epsilon so small that ``p`` was raised to
+        ``1/g`` (:func:`dpkit.ldp.client.at_least_uniform`), the law's own loss, that of g-ary
+        randomized response with ``p`` rounded up, if larger (as :class:`~dpkit.ldp.OLH`)."""
+        if not self._keep_raised:
+            return super().event
+        p = up(self.support_probabilities()[0])
+        return PureDpEvent(epsilon=max(self.run_epsilon, randomized_response_epsilon(p, self._m)))
+
+    def _randomize_indices(self, x: IntArray, source: RandomSource) -> IntArray:
+        j = source.integers(self._k, x.size)
+        c = self.cells(j, x)
+        keep = bernoulli_threshold(source, self._keep, x.size)
+        other = source.integers(self._m - 1, x.size)
+        other += other >= c
+        return np.stack([j, np.where(keep, c, other)], axis=1)
+
+    def coerce_reports(self, reports: Any) -> tuple[IntArray, int]:
+        if (
+            isinstance(reports, np.ndarray)
+            and reports.dtype.kind in "iu"
+            and reports.ndim == 2
+            and reports.shape[1] == 2
+        ):
+            arr = reports.astype(np.int64, copy=False)
+            ok = (arr[:, 0] >= 0) & (arr[:, 0] < self._k) & (arr[:, 1] >= 0) & (arr[:, 1] < self._m)
+            return arr[ok], int(arr.shape[0] - np.count_nonzero(ok))
+        seq = reports.tolist() if isinstance(reports, np.ndarray) else list(reports)
+        good = [
+            (r[0], r[1])
+            for r in seq
+            if isinstance(r, (list, tuple))
+            and len(r) == 2
+            and all(type(v) is int for v in r)
+            and 0 <= r[0] < self._k
+            and 0 <= r[1] < self._m
+        ]
+        return np.asarray(good, dtype=np.int64).reshape(-1, 2), len(seq) - len(good)
+
+    def statistic(self, reports: IntArray) -> IntArray:
+        """Histogram of ``(j, y)``, flattened (additive across batches)."""
+        flat = reports[:, 0] * self._m + reports[:, 1]
+        return np.bincount(flat, minlength=self._k * self._m).astype(np.int64)
+
+    def _cell_table(self, stat: IntArray) -> IntArray:
+        return stat.reshape(self._k, self._m)
 
 
 class SketchAggregator(FrequencyAggregator):
