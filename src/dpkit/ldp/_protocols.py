@@ -730,8 +730,11 @@ class LOLOHA(OLH, _c.LOLOHA):
 
     @property
     def max_lifetime_event(self) -> DpEvent:
-        """Every report of a device, whatever its values: at most ``g`` memoised buckets, pure
-        DP at ``g * lifetime_run_epsilon`` (rounded up)."""
+        """Every report of a device whose bucket changes at public times: at most ``g`` memoised
+        buckets, pure DP at ``g * lifetime_run_epsilon`` (rounded up) between value histories
+        with the same change times. The change times themselves are not protected: reports of
+        one memo look alike, so a device whose value may change has no lifetime bound (see the
+        known limitations)."""
         return PureDpEvent(epsilon=up(Fraction(self.lifetime_run_epsilon) * self._g))
 
     def _grr_many(self, b: IntArray, keep: Fraction, source: RandomSource) -> IntArray:

@@ -651,8 +651,10 @@ class LOLOHA(OLH):
     Spend: ``epsilon`` for the first report; any number of reports while the value keeps hashing
     to the same bucket reveal no more than ``m_b``, a ``lifetime_epsilon``-LDP release; over a
     device's lifetime at most ``g`` buckets are memoised, so at most ``g lifetime_epsilon`` in
-    total however often and however the value changes (the paper's longitudinal bound,
-    ``eps_inf`` per distinct memoised bucket). ``lifetime_epsilon`` defaults to ``2 epsilon``
+    total about which values it held (the paper's longitudinal bound, ``eps_inf`` per distinct
+    memoised bucket). That bound takes the times at which the bucket changes as public: reports
+    of one memo look alike, so they reveal when the value changes, and a device whose value
+    may change has no lifetime bound. ``lifetime_epsilon`` defaults to ``2 epsilon``
     (at most 30). ``g`` defaults to the paper's optimum for the pair of epsilons (OLOLOHA),
     moved up to the next prime; ``g = 2`` is BiLOLOHA.
 
@@ -1060,7 +1062,8 @@ class RAPPOR(_UnaryEncoding):
     otherwise, independently, with ``p* <= e^(eps/2)/(e^(eps/2)+1)``. Spend: ``epsilon`` for the
     first report; any number of reports of the same value never reveal more than the permanent
     vector, an ``lifetime_epsilon``-LDP release: at most ``lifetime_epsilon`` over a device's
-    lifetime while its value stays the same (``k`` distinct values: ``k lifetime_epsilon``).
+    lifetime while its value stays the same (``k`` distinct values: ``k lifetime_epsilon`` about
+    which values, but only with the times of change public: the reports reveal them).
     Requires ``epsilon <= lifetime_epsilon`` (default: ``2 epsilon``, at most 30). Report: hex as
     for :class:`SUE`.
 
