@@ -52,26 +52,33 @@ $(STAMP_SYS): $(BIN)/python .ci/system-deps.sh
 	bash .ci/system-deps.sh
 	touch $@
 
+# Two pytest-xdist workers (the reference machine has two cores). `--dist loadgroup` keeps the
+# Spark, PostgreSQL and Chromium tests each on one worker, so one JVM pair, one server and one
+# browser start per run (tests/conftest.py assigns the groups). `make test XDIST=` runs serially,
+# as a plain `pytest` does.
+XDIST ?= -n 2 --dist loadgroup
+
 # The whole suite includes tests/test_docs_site.py, which builds this site in strict mode.
 test: lint $(STAMP_SYS)
-	$(BIN)/pytest
+	$(BIN)/pytest $(XDIST)
 
 # The inner loop: no JVM, PostgreSQL or Chromium, nothing marked slow, no lint (markers in
 # pyproject.toml; tests/conftest.py adds spark/postgres/browser from the fixtures a test uses).
 FAST := not slow and not spark and not postgres and not browser
 test-fast: $(STAMP_TEST)
-	$(BIN)/pytest -m "$(FAST)"
+	$(BIN)/pytest $(XDIST) -m "$(FAST)"
 
 # Line coverage of src/dpkit by the test-fast selection; fails below fail_under in
 # pyproject.toml (the whole suite covers at least as much). Not part of `make test`, which the
 # tracer would slow down several times on the numeric tests.
 coverage: $(STAMP_TEST)
-	HYPOTHESIS_PROFILE=coverage $(BIN)/pytest -m "$(FAST)" --cov=dpkit --cov-report=term:skip-covered
+	HYPOTHESIS_PROFILE=coverage $(BIN)/pytest $(XDIST) -m "$(FAST)" --cov=dpkit \
+		--cov-report=term:skip-covered
 
 # `make test-fast` against the oldest versions of the dependencies pyproject.toml declares, in
 # .venv-oldest (see .ci/oldest-deps.sh).
 test-oldest:
-	PY=$(PY) bash .ci/oldest-deps.sh .venv-oldest
+	PY=$(PY) XDIST="$(XDIST)" bash .ci/oldest-deps.sh .venv-oldest
 
 # Java for the Spark tutorial of the documentation (apt, only when missing).
 $(STAMP_JAVA): $(BIN)/python .ci/system-deps.sh

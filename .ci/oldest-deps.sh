@@ -31,5 +31,8 @@ if bad:
     sys.exit("not at the floor: " + "; ".join(bad))
 print("every runtime dependency is at its floor")
 PY
-"$VENV/bin/pytest" -m "not slow and not spark and not postgres and not browser" \
+# XDIST: the Makefile's pytest-xdist options (two workers); empty runs serially.
+# shellcheck disable=SC2086
+"$VENV/bin/pytest" ${XDIST--n 2 --dist loadgroup} \
+    -m "not slow and not spark and not postgres and not browser" \
     --ignore=tests/analytics/spark -p no:cacheprovider

@@ -13,6 +13,14 @@ test is marked by using the fixture, with nothing to remember:
 * ``browser``: a headless Chromium (the ``browser`` fixture of ``tests/service/test_page.py``).
 
 ``make test-fast`` deselects these three and ``slow``; ``make test`` runs everything.
+
+Parallel runs (``make test`` runs ``pytest -n 2 --dist loadgroup``, pytest-xdist): a test with
+one of these markers also gets the ``xdist_group`` of the same name (``spark`` first when it
+needs several), so every Spark test runs on one worker, which alone starts the two JVMs, and
+likewise for the PostgreSQL server and Chromium; the other tests spread over both workers. A
+plain ``pytest`` still runs everything serially. Process-wide state a test may change without
+restoring it (``mpmath.mp.dps``) is put back after each test, so no outcome depends on which
+worker ran which test before.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import mpmath
 import pytest
 from hypothesis import settings
 from pgserver import temporary_postgres
@@ -60,7 +69,53 @@ def _needs(item: pytest.Item) -> set[str]:
     return needs
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# One worker per resource under ``--dist loadgroup``, in this order of precedence.
+_GROUPS = ("spark", "postgres", "browser")
+
+
+def _name_group(item: pytest.Item, group: str) -> None:
+    """Append ``@group`` to the node id, where the loadgroup scheduler reads it.
+
+    pytest-xdist's worker hook does this by writing ``item._nodeid``, which pytest 9.2 no longer
+    reads (its node ids are structured; pytest-xdist issue 1386), so the groups were silently
+    ignored and both workers started Spark. This writes the structured id instead; with an
+    older pytest (no ``_id``) pytest-xdist's own hook still works and this does nothing.
+    """
+    node_id = getattr(item, "_id", None)
+    parse = getattr(type(node_id), "parse", None)
+    if parse is None or item.nodeid.endswith(f"@{group}"):
+        return
+    item._id = parse(f"{item.nodeid}@{group}")  # type: ignore[attr-defined]
+
+
+# First, so that pytest-xdist's own hook (which names the group in the node id) sees the marker.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    loadgroup = bool(getattr(config.option, "loadgroup", False))  # an xdist worker's option
     for item in items:
-        for name in sorted(_needs(item)):
+        needs = _needs(item)
+        for name in sorted(needs):
             item.add_marker(name)
+        group = next((g for g in _GROUPS if g in needs), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+            if loadgroup:
+                _name_group(item, group)
+
+
+@pytest.fixture(autouse=True)
+def _restore_mpmath_precision() -> Iterator[None]:
+    """Several test modules set ``mpmath.mp.dps`` when imported and some tests set it inside;
+    each test starts from the precision left once every module is imported, whatever ran
+    before it on its worker."""
+    dps = _COLLECTED_DPS.get("dps", mpmath.mp.dps)
+    mpmath.mp.dps = dps
+    yield
+    mpmath.mp.dps = dps
+
+
+_COLLECTED_DPS: dict[str, int] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _COLLECTED_DPS["dps"] = mpmath.mp.dps

@@ -129,7 +129,13 @@ REFUSED_ARRAYS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("values", [*REFUSED_SCALARS, *REFUSED_ARRAYS], ids=repr)
+def _value_id(value: Any) -> str:
+    """``repr``, less the memory address of a bare ``object()``: ids must be the same in every
+    process (pytest-xdist checks that its workers collected the same tests)."""
+    return "object()" if type(value) is object else repr(value)
+
+
+@pytest.mark.parametrize("values", [*REFUSED_SCALARS, *REFUSED_ARRAYS], ids=_value_id)
 @pytest.mark.parametrize("mech", ALL, ids=lambda m: type(m).__name__)
 def test_refused_types_raise_a_dpkit_error_naming_values(mech: Any, values: Any) -> None:
     with pytest.raises(PrivacyParameterError, match="values"):

@@ -15,10 +15,14 @@ from dpkit.accounting import Budget
 from dpkit.analytics._plan import Source
 from dpkit.analytics.engines._compiler import source_sql
 
+# One connection for the module: opening a DuckDB connection costs more than reading a small
+# file, and the property test below reads one file per example (a read leaves no state behind).
+_CON = duckdb.connect()
+
 
 def _read(path: Path, columns: tuple[str, ...]) -> list[tuple[object, ...]]:
     from_sql = source_sql(Source(kind="csv", location=str(path)), csv_columns=columns)
-    return duckdb.connect().execute(f"SELECT * FROM {from_sql.sql(dialect='duckdb')}").fetchall()
+    return _CON.execute(f"SELECT * FROM {from_sql.sql(dialect='duckdb')}").fetchall()
 
 
 def _exact_count(path: Path) -> int:

@@ -69,8 +69,13 @@ def _connect_boot() -> Iterator[tuple[LocalConnectServer, threading.Thread, list
     also when a test or the start failed."""
     import pyspark.sql  # noqa: F401 - imported here, not concurrently in two threads
 
+    # A generous start timeout: on a shared two-core machine under load the JVM has taken
+    # over the default 120 s to listen.
     server = LocalConnectServer(
-        master="local[2]", driver_memory="1g", conf={**SPARK_CONF, "spark.log.level": "ERROR"}
+        master="local[2]",
+        driver_memory="1g",
+        conf={**SPARK_CONF, "spark.log.level": "ERROR"},
+        timeout=400.0,
     )
     errors: list[BaseException] = []
 
