@@ -36,7 +36,7 @@ Batching schemes: ``scheme="poisson"`` (the default) is the analysis above. Othe
 accounted by :mod:`dpkit.accounting.batching` with the PLD method, or with ``"rdp"`` (all but
 ``"truncated_poisson"``: the RDP accountant on the same event; for ``"fixed_size"`` the bound of
 Wang, Balle and Kasiviswanathan 2019, Theorem 9, see :mod:`dpkit.accounting.rdp`, which is
-proven but much looser than PLD); they need
+proven but looser than PLD, 1.5 to 6 times its epsilon in the benchmarks); they need
 ``batch_size`` and ``dataset_size`` (and ``max_batch_size`` / ``examples_per_user`` where the
 scheme has one), return the proven *upper* bound for the scheme's neighbouring relation, and
 :func:`dpkit.accounting.batching.dpsgd_bounds` gives the lower bound beside it.
