@@ -167,6 +167,11 @@ class _HeavyHitter(LdpContract):
 class TestPEMContract(_HeavyHitter):
     cls = ldp.PEM
 
+    def test_variance_positive(self) -> None:
+        # PEM states no closed-form variance of a discovered item (its counts come from the
+        # last prefix round, after selection), so it must not offer one that would be wrong.
+        assert not hasattr(self.build(1.0), "variance")
+
 
 class TestTreeHistogramContract(_HeavyHitter):
     cls = ldp.TreeHistogram
