@@ -40,6 +40,7 @@ read as 0 and infinities are clamped (the lattice rules), so no answer raises af
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -215,9 +216,10 @@ def _run(stream: _OneWayStream, values: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-class _OneWayStream:
+class _OneWayStream(abc.ABC):
     """What every sparse vector stream shares: the counts, and no copy or pickle (a copy would
-    answer queries again against the same threshold noise)."""
+    answer queries again against the same threshold noise). Each stream defines ``halted`` and
+    ``ask``."""
 
     __slots__ = ("_answered", "_positives")
 
@@ -226,11 +228,13 @@ class _OneWayStream:
         self._answered = 0
 
     @property
-    def halted(self) -> bool:  # pragma: no cover - every stream defines it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def halted(self) -> bool:
+        """Whether the stream refuses further queries."""
 
-    def ask(self, value: Any) -> Any:  # pragma: no cover - every stream defines it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def ask(self, value: Any) -> Any:
+        """Answer one query (it cannot be asked again)."""
 
     @property
     def positives(self) -> int:
