@@ -166,6 +166,16 @@ def bernoulli_fraction(p: Fraction) -> bool:
     return secrets.randbelow(p.denominator) < p.numerator
 
 
+def hashed_grr_distribution(cells: Sequence[int], g: int, keep: int) -> dict[Any, Fraction]:
+    """Exact law of the report ``(j, y)``: hash function ``j`` drawn uniformly from
+    ``len(cells)``, then ``y`` by generalized randomized response over ``[g]`` around
+    ``cells[j]`` (kept with probability ``keep / SCALE``, else uniform over the other cells)."""
+    p = Fraction(keep, SCALE)
+    rest = (1 - p) / (g - 1)
+    each = Fraction(1, len(cells))
+    return {(j, y): each * (p if y == c else rest) for j, c in enumerate(cells) for y in range(g)}
+
+
 def grr_draw(true: int, k: int, keep: int) -> int:
     """k-ary randomized response of ``true`` in ``[0, k)``: ``true`` with probability exactly
     ``keep / 2**64``, else each of the other ``k - 1`` values with equal probability."""
@@ -603,15 +613,9 @@ class OLH(_Categorical):
         if self.keys * self._g > 1 << 16:
             raise ValueError("report_distribution enumerates every (key, y): use a smaller domain")
         x = self.encode(value)
-        p = Fraction(self._keep, SCALE)
-        q = (1 - p) / (self._g - 1)
-        per_key = Fraction(1, self.keys)
-        dist: dict[Any, Fraction] = {}
-        for key in range(self.keys):
-            h = self.hash(key, x)
-            for y in range(self._g):
-                dist[(key, y)] = per_key * (p if y == h else q)
-        return dist
+        return hashed_grr_distribution(
+            [self.hash(key, x) for key in range(self.keys)], self._g, self._keep
+        )
 
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         return Fraction(self._keep, SCALE), Fraction(1, self._g)
@@ -1417,15 +1421,9 @@ class OLHSketch(_Sketch):
         if self._k * self._m > 1 << 14:
             raise ValueError("report_distribution enumerates k g reports: use tiny sketches")
         x = self.encode(value)
-        p = Fraction(self._keep, SCALE)
-        rest = (1 - p) / (self._m - 1)
-        each = Fraction(1, self._k)
-        dist: dict[Any, Fraction] = {}
-        for j in range(self._k):
-            c = self.cell(j, x)
-            for y in range(self._m):
-                dist[(j, y)] = each * (p if y == c else rest)
-        return dist
+        return hashed_grr_distribution(
+            [self.cell(j, x) for j in range(self._k)], self._m, self._keep
+        )
 
     def support_probabilities(self) -> tuple[Fraction, Fraction]:
         return Fraction(self._keep, SCALE), Fraction(1, self._m)
