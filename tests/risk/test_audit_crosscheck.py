@@ -85,7 +85,7 @@ def test_every_broken_mechanism_beats_the_bound_of_its_claim(entry: Any) -> None
     result = audit(
         entry.mechanism,
         entry.pair,
-        samples=50_000,
+        samples=entry.samples,
         claim=entry.claim,
         testers=entry.testers,
         confidence=1.0 - ALPHA,

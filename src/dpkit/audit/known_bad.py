@@ -11,17 +11,25 @@ LaplaceWrongScale          epsilon-DP                      (epsilon / factor)-DP
 GaussianWrongSigma         mu-GDP                          (mu / factor)-GDP
 TextbookFloatLaplace       epsilon-DP                      not DP for any finite epsilon
 SignedZeroLatticeLaplace   epsilon-DP                      not DP for any finite epsilon
+SparseVectorReusedNoise    epsilon-DP                      not DP for any finite epsilon
+SparseVectorNoiseFixedInC  epsilon-DP                      ((1 + 6c) / 4) epsilon-DP
 SparseVectorNoQueryNoise   epsilon-DP                      not DP for any finite epsilon
+SparseVectorNoCutoff       epsilon-DP                      not DP for any finite epsilon
 UnaryEncodingWrongProbs    epsilon-LDP                     (2 epsilon)-LDP
 SignificandBitLeak         epsilon-DP                      not DP for any finite epsilon
 =========================  ==============================  ==================================
 
 References: Mironov, "On significance of the least significant bits for differential privacy",
 CCS 2012 (floating-point Laplace); Lyu, Su and Li, "Understanding the sparse vector technique
-for differential privacy", VLDB 2017, Algorithm 5 (after Stoddard, Chen and Machanavajjhala
-2014: no noise on the queries); Wang, Blocki, Li and Jha, "Locally differentially private
-protocols for frequency estimation", USENIX Security 2017, Section 4.2 (symmetric unary encoding
-must use ``p = e^{eps/2} / (e^{eps/2} + 1)``; using ``e^eps / (e^eps + 1)`` spends 2 epsilon).
+for differential privacy", VLDB 2017: of the six variants of its Section 3, Algorithms 1 (its
+own) and 2 (Dwork and Roth 2014) are epsilon-DP and the four others are in this corpus:
+Algorithm 3 (Roth's lecture notes 2011: the value of a positive answer released with the
+comparison's own noise), Algorithm 4 (Lee and Clifton 2014: query noise that does not grow with
+the cut-off c), Algorithm 5 (Stoddard, Chen and Machanavajjhala 2014: no noise on the queries)
+and Algorithm 6 (Chen et al. 2015: no cut-off); Wang, Blocki, Li and Jha, "Locally
+differentially private protocols for frequency estimation", USENIX Security 2017, Section 4.2
+(symmetric unary encoding must use ``p = e^{eps/2} / (e^{eps/2} + 1)``; using
+``e^eps / (e^eps + 1)`` spends 2 epsilon).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from dpkit._numeric.validation import (
     check_sensitivity,
 )
 from dpkit.audit._claims import Claim
-from dpkit.audit._testers import HistogramTester, Tester, float_structure
+from dpkit.audit._testers import HistogramTester, Tester, ThresholdTester, float_structure
 from dpkit.noise import RandomSource, resolve_source
 from dpkit.noise.samplers import gaussian_lattice_noise, laplace, laplace_lattice_noise
 
@@ -52,7 +60,10 @@ __all__ = [
     "LaplaceWrongScale",
     "SignedZeroLatticeLaplace",
     "SignificandBitLeak",
+    "SparseVectorNoCutoff",
     "SparseVectorNoQueryNoise",
+    "SparseVectorNoiseFixedInC",
+    "SparseVectorReusedNoise",
     "TextbookFloatLaplace",
     "UnaryEncodingWrongProbs",
     "corpus",
@@ -219,6 +230,109 @@ class SparseVectorNoQueryNoise:
         return np.asarray(q[None, :] >= (self.threshold + rho)[:, None])
 
 
+#: The output of :class:`SparseVectorReusedNoise` when the first positive answer is not the last
+#: query (any value above every released value the audit looks at).
+REUSED_NOISE_NONE = 1e6
+
+
+class SparseVectorReusedNoise:
+    """Sparse vector releasing ``q_i + nu_i`` for a positive answer, with the comparison's own
+    noise (Lyu, Su and Li 2017, Algorithm 3, after Roth's 2011 lecture notes), ``c = 1``.
+
+    ``eps1 = eps2 = epsilon / 2``, ``rho ~ Lap(1 / eps1)``, ``nu_i ~ Lap(c / eps2)``
+    (sensitivity 1, threshold ``threshold``). Input: the answers ``q_1..q_(m+1)``. Output (a
+    post-processing of the released stream): the released value when the first positive answer
+    is the last query, else :data:`REUSED_NOISE_NONE`. It claims epsilon-DP and is not DP for
+    any epsilon (Lyu et al., Section 3): on ``q = (0, ..., 0, 0)`` and its neighbour
+    ``q' = (1, ..., 1, 0)`` the output ``(bot^m, v)`` pins ``rho <= v - T``; for small ``v``
+    each of the m negative answers costs a factor up to ``e^(eps2 / c)`` that the threshold
+    noise no longer absorbs, so the loss grows without bound in m. With m = 6 the event
+    ``v <= 2`` has probability about 3.6e-3 against 4.4e-4 (ln ratio 2.1 at epsilon 1).
+    """
+
+    def __init__(self, *, epsilon: float, threshold: float = 0.0) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.threshold = check_finite(threshold, "threshold")
+
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        q = np.asarray(x, dtype=np.float64).reshape(-1)
+        half = self.epsilon / 2.0
+        rho = laplace(src, scale=1.0 / half, size=size)
+        noisy = q[None, :] + laplace(src, scale=1.0 / half, size=(size, q.size))
+        positive = noisy >= (self.threshold + rho)[:, None]
+        first = np.where(positive.any(axis=1), positive.argmax(axis=1), q.size)
+        return np.asarray(
+            np.where(first == q.size - 1, noisy[:, -1], REUSED_NOISE_NONE), dtype=np.float64
+        )
+
+
+class SparseVectorNoiseFixedInC:
+    """Sparse vector whose query noise does not grow with the cut-off ``c`` (Lyu, Su and Li
+    2017, Algorithm 4, after Lee and Clifton 2014).
+
+    ``eps1 = epsilon / 4``, ``rho ~ Lap(1 / eps1)``, ``eps2 = 3 epsilon / 4``, ``nu_i ~
+    Lap(1 / eps2)`` whatever c; stop after c positive answers (sensitivity 1). Output: the
+    answer pattern coded in base 3 (0 negative, 1 positive, 2 not asked after the halt). It
+    claims epsilon-DP but is ``((1 + 6c) / 4) epsilon``-DP (Lyu et al., Section 3): on
+    ``q = (0^c, 1^c)`` and ``q' = (1^c, 0^c)`` the pattern "c negatives, then c positives" has
+    probability about 5.2e-3 against 5.4e-5 at c = 4, epsilon 1 (ln ratio 4.6).
+    """
+
+    def __init__(self, *, epsilon: float, c: int = 4, threshold: float = 0.0) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.c = check_integer(c, name="c", minimum=1, maximum=16)
+        self.threshold = check_finite(threshold, "threshold")
+
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.int64]:
+        src = resolve_source(source)
+        q = np.asarray(x, dtype=np.float64).reshape(-1)
+        if q.size > 39:
+            raise ValueError("at most 39 queries (the pattern is coded in base 3 in an int64)")
+        rho = laplace(src, scale=4.0 / self.epsilon, size=size)
+        nu = laplace(src, scale=4.0 / (3.0 * self.epsilon), size=(size, q.size))
+        positive = q[None, :] + nu >= (self.threshold + rho)[:, None]
+        before: npt.NDArray[np.int64] = np.cumsum(positive, axis=1) - positive  # before query i
+        pattern = np.where(before < self.c, positive.astype(np.int64), 2)
+        weights = 3 ** np.arange(q.size, dtype=np.int64)
+        return np.asarray((pattern * weights).sum(axis=1), dtype=np.int64)
+
+
+class SparseVectorNoCutoff:
+    """Sparse vector that never halts (Lyu, Su and Li 2017, Algorithm 6, after Chen et al.
+    2015): ``eps1 = eps2 = epsilon / 2``, ``rho ~ Lap(1 / eps1)``, ``nu_i ~ Lap(1 / eps2)``,
+    every query answered (sensitivity 1).
+
+    Output (a post-processing of the answers): positives among the first half of the queries
+    minus positives among the second half. It claims epsilon-DP and is not DP for any epsilon:
+    on ``q = (0^m, 1^m)`` and ``q' = (1^m, 0^m)`` the answers ``(bot^m, top^m)`` have
+    probability ratio growing like ``e^(m eps2 / 2)`` at least (Lyu et al., Section 3); at
+    m = 20 and epsilon 1 the audit certifies epsilon above 4 with 5 x 10^4 samples.
+    """
+
+    def __init__(self, *, epsilon: float, threshold: float = 0.0) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.threshold = check_finite(threshold, "threshold")
+
+    def sample(
+        self, x: Any, size: int, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
+        src = resolve_source(source)
+        q = np.asarray(x, dtype=np.float64).reshape(-1)
+        half = self.epsilon / 2.0
+        rho = laplace(src, scale=1.0 / half, size=size)
+        nu = laplace(src, scale=1.0 / half, size=(size, q.size))
+        positive = q[None, :] + nu >= (self.threshold + rho)[:, None]
+        m = q.size // 2
+        return np.asarray(
+            positive[:, :m].sum(axis=1) - positive[:, m:].sum(axis=1), dtype=np.float64
+        )
+
+
 class UnaryEncodingWrongProbs:
     """Symmetric unary encoding with ``p = e^eps / (e^eps + 1)``, ``q = 1 - p``.
 
@@ -253,6 +367,8 @@ class KnownBad:
     claim: Claim
     true_value: float  # the true epsilon (or mu for GDP claims); inf when not private at all
     testers: tuple[Tester, ...] | None = field(default=None, compare=False)
+    #: outputs per input with which the tests see it violated at confidence 1 - 1e-6
+    samples: int = 50_000
 
 
 def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
@@ -301,6 +417,31 @@ def corpus(*, epsilon: float = 1.0) -> tuple[KnownBad, ...]:
             ((0.0, 1.0), (1.0, 0.0)),
             Claim.pure(epsilon=eps),
             math.inf,
+        ),
+        KnownBad(
+            "sparse-vector-reused-noise",
+            SparseVectorReusedNoise(epsilon=eps),
+            ((0.0,) * 7, (1.0,) * 6 + (0.0,)),
+            Claim.pure(epsilon=eps),
+            math.inf,
+            (ThresholdTester(),),
+            1_000_000,
+        ),
+        KnownBad(
+            "sparse-vector-noise-fixed-in-c",
+            SparseVectorNoiseFixedInC(epsilon=eps, c=4),
+            ((0.0,) * 4 + (1.0,) * 4, (1.0,) * 4 + (0.0,) * 4),
+            Claim.pure(epsilon=eps),
+            (1.0 + 6.0 * 4) / 4.0 * eps,
+            (HistogramTester(),),
+        ),
+        KnownBad(
+            "sparse-vector-no-cutoff",
+            SparseVectorNoCutoff(epsilon=eps),
+            ((0.0,) * 20 + (1.0,) * 20, (1.0,) * 20 + (0.0,) * 20),
+            Claim.pure(epsilon=eps),
+            math.inf,
+            (ThresholdTester(),),
         ),
         KnownBad(
             "unary-encoding-wrong-probabilities",

@@ -403,7 +403,9 @@ def discrete_gaussian(
 def known_bad_cmd(
     name: str = typer.Argument(..., help="entry of the known-bad corpus, or 'list'"),
     epsilon: float = typer.Option(1.0, "--epsilon", help="epsilon the broken mechanism claims"),
-    samples: int = typer.Option(100_000, "--samples", help="outputs drawn per input"),
+    samples: int | None = typer.Option(
+        None, "--samples", help="outputs drawn per input (default: the entry's, at least 10^5)"
+    ),
     confidence: float = CONFIDENCE,
     seed: int | None = SEED,
     plot: Path | None = PLOT,
@@ -422,7 +424,7 @@ def known_bad_cmd(
             e.mechanism,
             pair=e.pair,
             claim=e.claim,
-            samples=samples,
+            samples=max(e.samples, 100_000) if samples is None else samples,
             confidence=confidence,
             seed=seed,
             plot=plot,
