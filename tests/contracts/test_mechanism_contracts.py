@@ -21,6 +21,7 @@ from dpkit.mechanisms import (
     GaussianSparseVector,
     Laplace,
     NoisyTopK,
+    NumericSparseVector,
     PartitionSelection,
     RandomizedResponse,
     ReportNoisyMax,
@@ -297,6 +298,22 @@ class TestSparseVectorContract(MechanismContract):
         return {name: build(name) for name in names}
 
 
+class TestNumericSparseVectorContract(TestSparseVectorContract):
+    """The numeric sparse vector on the same stream: False or a noisy value per answer."""
+
+    def make_mechanism(self) -> Any:
+        return NumericSparseVector(epsilon=1.0, sensitivity=1.0, threshold=10.0, max_positives=8)
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        base: dict[str, Any] = {"epsilon": 1.0, "sensitivity": 1.0, "threshold": 10.0}
+
+        def build(name: str) -> Callable[[Any], Any]:
+            return lambda v: NumericSparseVector(**{**base, name: v})
+
+        names = ("epsilon", "sensitivity", "max_positives", "numeric_share")
+        return {name: build(name) for name in names}
+
+
 class TestGaussianSparseVectorContract(TestSparseVectorContract):
     """The Gaussian sparse vector on the same stream (it cannot halt on these inputs)."""
 
@@ -338,6 +355,7 @@ ENROLLED = {
     BinnedQuantile: TestBinnedQuantileContract,
     NoisyTopK: TestNoisyTopKContract,
     SparseVector: TestSparseVectorContract,
+    NumericSparseVector: TestNumericSparseVectorContract,
     GaussianSparseVector: TestGaussianSparseVectorContract,
 }
 

@@ -22,6 +22,7 @@ from dpkit.mechanisms.sensitivity import (
 from dpkit.mechanisms.sparse_vector import (
     GaussianSparseVector,
     GaussianSparseVectorStream,
+    NumericSparseVector,
     SparseVector,
     SparseVectorStream,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "NoisyTopK",
+    "NumericSparseVector",
     "PartitionSelection",
     "RandomizedResponse",
     "ReportNoisyMax",

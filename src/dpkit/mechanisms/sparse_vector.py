@@ -64,6 +64,7 @@ from dpkit.events import (
     GaussianSparseVectorEvent,
     Neighbouring,
     PureDpEvent,
+    SelfComposedEvent,
     as_neighbouring,
 )
 from dpkit.mechanisms._calibration import calibration_target
@@ -75,6 +76,7 @@ from dpkit.noise.samplers import discrete_gaussian_exact, laplace_lattice_noise
 __all__ = [
     "GaussianSparseVector",
     "GaussianSparseVectorStream",
+    "NumericSparseVector",
     "SparseVector",
     "SparseVectorStream",
 ]
@@ -162,7 +164,7 @@ class SparseVector:
         object.__setattr__(self, "_cost", cost)
         if self.numeric_epsilon > 0.0:
             lap = Laplace.from_epsilon(
-                epsilon=self.numeric_epsilon / c,
+                epsilon=down(Fraction(self.numeric_epsilon) / c),  # c of them within eps3
                 sensitivity=delta_1,
                 neighbouring=self.neighbouring,
             )
@@ -188,12 +190,13 @@ class SparseVector:
     @property
     def event(self) -> DpEvent:
         """``PureDpEvent(eps1 + eps2 + slack)`` (rounded up), composed with ``c`` Laplace
-        releases of ``numeric_epsilon / c`` each for the numeric variant."""
+        releases of ``numeric_epsilon / c`` (rounded down) each for the numeric variant."""
         core = PureDpEvent(epsilon=up(self._cost))
         numeric: Laplace | None = self._numeric
         if numeric is None:
             return core
-        return ComposedEvent(events=(core,) + (numeric.event,) * self.max_positives)
+        values = SelfComposedEvent(event=numeric.event, count=self.max_positives)
+        return ComposedEvent(events=(core, values))
 
     def start(self, *, source: RandomSource | None = None) -> SparseVectorStream:
         """Open a stream (draws the threshold noise now). Charge :attr:`event` first."""
@@ -203,6 +206,118 @@ class SparseVector:
         """Run one stream over the query answers ``values`` in order; the answers given before
         it halts (True/False, or the noisy value / False in the numeric variant)."""
         return _run(self.start(source=source), values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NumericSparseVector:
+    """Numeric sparse vector: each positive answer also releases the query's value, pure DP.
+
+    Dwork and Roth (2014), Section 3.6 (NumericSparse), with the scales of Lyu, Su and Li
+    (2017), Algorithm 7 with ``eps3 > 0``. ``epsilon`` is the whole cost, split into
+    ``eps3 = numeric_share * epsilon`` for the values and ``epsilon - eps3`` for the comparisons
+    (the latter split again ``eps1 : eps2`` as in :class:`SparseVector`), both rounded down so
+    that ``eps1 + eps2 + eps3 <= epsilon`` exactly:
+
+    1. ``rho ~ Lap(Delta / eps1)`` once; for each answer ``q_i``, ``nu_i ~ Lap(2 c Delta /
+       eps2)`` (``c Delta / eps2`` monotone) and a positive answer when ``q_i + nu_i >= T +
+       rho``; stop after ``c`` positives (:class:`SparseVector`, ``(eps1 + eps2)``-DP);
+    2. each positive answer releases ``q_i + eta_i`` with FRESH noise ``eta_i ~ Lap(c Delta /
+       eps3)``: at most c Laplace releases of ``eps3 / c`` each, ``eps3`` by composition.
+
+    Total ``epsilon`` (Lyu et al., Theorem 2 plus sequential composition). The value must not
+    reuse ``nu_i``: ``q_i + nu_i`` is not DP for any epsilon (Lyu et al., Algorithm 3; the
+    known-bad corpus entry ``sparse-vector-reused-noise``), and Dwork and Roth's ``Lap(2 c
+    Delta / eps3)`` for the values is twice the noise needed. Their split gives the values
+    1/9 of the budget; the default here is 1/2 (a value is then about as noisy as the
+    comparisons' query noise for c = 1, monotone queries).
+
+    The stream is a :class:`SparseVectorStream` (one-way, no copy or pickle): ``ask`` returns
+    False below the noisy threshold and the noisy value (a float) above it. Values are
+    released by :class:`~dpkit.mechanisms.Laplace` (lattice rules: NaN read as 0, infinities
+    clamped; nothing raises after a charge).
+    """
+
+    epsilon: float
+    sensitivity: float
+    threshold: float
+    max_positives: int = 1
+    monotonic: bool = False
+    numeric_share: float = 0.5
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    _inner: SparseVector = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        eps = check_epsilon(self.epsilon)
+        share = self.numeric_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
+            raise PrivacyParameterError(f"numeric_share must be a number, got {share!r}")
+        share = check_finite(float(share), "numeric_share")
+        if not 0.0 < share < 1.0:
+            raise PrivacyParameterError(
+                f"numeric_share must lie strictly between 0 and 1, got {share!r}"
+            )
+        eps3 = down(Fraction(eps) * Fraction(share))
+        eps_cmp = down(Fraction(eps) - Fraction(eps3))
+        if not (eps3 > 0.0 and eps_cmp > 0.0):
+            raise PrivacyParameterError(f"epsilon is too small to split, got {eps!r}")
+        inner = SparseVector(
+            epsilon=eps_cmp,
+            sensitivity=self.sensitivity,
+            threshold=self.threshold,
+            max_positives=self.max_positives,
+            monotonic=self.monotonic,
+            numeric_epsilon=eps3,
+            neighbouring=self.neighbouring,
+        )
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "numeric_share", share)
+        object.__setattr__(self, "sensitivity", inner.sensitivity)
+        object.__setattr__(self, "threshold", inner.threshold)
+        object.__setattr__(self, "max_positives", inner.max_positives)
+        object.__setattr__(self, "neighbouring", inner.neighbouring)
+        object.__setattr__(self, "_inner", inner)
+
+    @property
+    def comparisons(self) -> SparseVector:
+        """The sparse vector of the comparisons (its ``numeric_epsilon`` is ``eps3``)."""
+        return self._inner
+
+    @property
+    def numeric_epsilon(self) -> float:
+        """``eps3``, the budget of the released values (rounded down)."""
+        return self._inner.numeric_epsilon
+
+    @property
+    def threshold_scale(self) -> float:
+        """Scale of the threshold noise (Laplace), rounded up."""
+        return self._inner.threshold_scale
+
+    @property
+    def query_scale(self) -> float:
+        """Scale of each comparison's query noise (Laplace), rounded up."""
+        return self._inner.query_scale
+
+    @property
+    def numeric_scale(self) -> float:
+        """Scale of the fresh noise of each released value (Laplace, ``c Delta / eps3`` on
+        the lattice rules), rounded up."""
+        numeric: Laplace | None = self._inner._numeric
+        assert numeric is not None
+        return float(numeric.scale)
+
+    @property
+    def event(self) -> DpEvent:
+        """The comparisons' ``PureDpEvent`` composed with ``c`` Laplace releases; a budget of
+        ``epsilon`` accepts it."""
+        return self._inner.event
+
+    def start(self, *, source: RandomSource | None = None) -> SparseVectorStream:
+        """Open a stream (draws the threshold noise now). Charge :attr:`event` first."""
+        return self._inner.start(source=source)
+
+    def release(self, values: Any, *, source: RandomSource | None = None) -> tuple[Any, ...]:
+        """Run one stream over ``values`` in order: False, or the noisy value, per answer."""
+        return self._inner.release(values, source=source)
 
 
 def _run(stream: _OneWayStream, values: Any) -> tuple[Any, ...]:
