@@ -23,6 +23,7 @@ from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.audit import Claim, audit
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.ledger import SqliteLedger
+from dpkit.mechanisms import NumericSparseVector
 from dpkit.noise import RandomSource
 
 CONFIDENCE = 1.0 - 1e-6
@@ -175,6 +176,30 @@ def test_sum_alert_answers_on_the_sum_in_its_units() -> None:
     low = s.alert("lo", q, threshold=exact - 200.0, epsilon=40.0)
     assert high.mechanism.sensitivity == R * 10.0
     assert high.check() is False and low.check() is True
+
+
+def test_numeric_alert_answers_the_noisy_value_for_the_same_epsilon(tmp_path: Path) -> None:
+    budget = Budget(epsilon=100.0, ledger=SqliteLedger(str(tmp_path / "l.db")), name="b")
+    s, *_ = _session(budget)
+    q = s.query().bound(max_partitions=1, max_rows_per_partition=R)
+    q = q.agg(t=dpa.sum("x", bounds=(0.0, 10.0)))
+    exact = alert_values(prepare_for_alert(q), prepare_for_alert(q).exact(s.engine))[1][0]
+    alert = s.alert("v", q, threshold=exact - 300.0, epsilon=40.0, max_alerts=2, values=True)
+    m = alert.mechanism
+    assert isinstance(m, NumericSparseVector) and m.numeric_epsilon == 20.0
+    # the values: Laplace of scale c Delta / eps3 = 2 * 20 / 20 = 2 (plus the lattice)
+    assert m.numeric_scale == pytest.approx(2.0, rel=1e-3)
+    assert budget.spent[0] <= 40.0
+    got = alert.check()
+    assert isinstance(got, float) and abs(got - exact) < 60.0  # 30 scales: P < 1e-13
+    records = budget.history()
+    assert records[0].metadata["values"] is True and records[-1].metadata["answers"] == [got]
+    assert budget.spent[0] <= 40.0  # checks are free
+    with pytest.raises(PrivacyParameterError, match="values"):
+        s.alert("w", q, threshold=0.0, epsilon=1.0, values=1)  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError, match="numeric_share"):
+        s.alert("w", q, threshold=0.0, epsilon=1.0, values=True, numeric_share=1.0)
+    assert len(budget.history()) == 2  # refused before any charge
 
 
 # ------------------------------------------------------------------ end-to-end audit

@@ -10,6 +10,11 @@ grouped query, whether it is above the threshold. It is the sparse vector techni
 total whatever the number of checks below the threshold, and the alert stops after
 ``max_alerts`` answers above it.
 
+Values (``values=True``): each answer above the threshold is its noisy value instead of
+``True`` (:class:`~dpkit.mechanisms.NumericSparseVector`: ``numeric_share`` of ``epsilon``
+for the values, each released with fresh Laplace noise of scale ``c Delta / eps3``, the rest
+for the comparisons; still ``epsilon`` in total).
+
 Sensitivity. Every answer is one query of the stream: a count of the rows kept after
 contribution bounding (at most ``R = max_rows_per_partition`` rows of a person in a group, so
 it moves by at most ``R``), or a sum of values clamped to ``[lower, upper]`` with ``0 <= lower``
@@ -35,7 +40,7 @@ from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._release import normalize_key
 from dpkit.analytics.builder import PreparedQuery, Query
 from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
-from dpkit.mechanisms import SparseVector, SparseVectorStream
+from dpkit.mechanisms import NumericSparseVector, SparseVector, SparseVectorStream
 
 __all__ = [
     "ThresholdAlert",
@@ -82,7 +87,7 @@ class ThresholdAlert:
         runner: Runner,
         name: str,
         query: Query,
-        mechanism: SparseVector,
+        mechanism: SparseVector | NumericSparseVector,
         stream: SparseVectorStream,
         budget: Any,
     ) -> None:
@@ -99,7 +104,7 @@ class ThresholdAlert:
         return self._name
 
     @property
-    def mechanism(self) -> SparseVector:
+    def mechanism(self) -> SparseVector | NumericSparseVector:
         """The sparse vector mechanism the alert was charged for."""
         return self._mech
 
@@ -121,7 +126,8 @@ class ThresholdAlert:
     def check(self, where: str | None = None, *, label: str | None = None) -> Any:
         """Run the alert's query (with the extra filter ``where``) and answer whether it is
         above the threshold: ``True``/``False``, or for a grouped query a dict key ->
-        ``True``/``False`` (``None`` for keys after the alert stopped, in key order).
+        ``True``/``False`` (``None`` for keys after the alert stopped, in key order). An alert
+        opened with ``values=True`` answers its noisy value (a float) instead of ``True``.
 
         Refused before reading data once the alert has stopped
         (:class:`~dpkit.errors.BudgetExceededError`). The answers are written to the ledger
@@ -145,9 +151,9 @@ class ThresholdAlert:
                 "withheld: it may quote a private value)"
             ) from None
         keys, values = alert_values(prepared, result)
-        answers: list[bool | None] = []
+        answers: list[bool | float | None] = []
         for v in values:
-            answers.append(None if self._stream.halted else bool(self._stream.ask(v)))
+            answers.append(None if self._stream.halted else _answer(self._stream.ask(v)))
         self._checks += 1
         self._budget.charge(
             self._mech.event,
@@ -179,6 +185,13 @@ class ThresholdAlert:
     __deepcopy__ = _refuse
     __reduce__ = _refuse
     __reduce_ex__ = _refuse
+
+
+def _answer(raw: Any) -> bool | float:
+    """One answer of the stream: ``False``, ``True``, or a noisy value (numeric alerts)."""
+    if raw is False or raw is True:
+        return bool(raw)
+    return float(raw)
 
 
 def prepare_for_alert(query: Query) -> PreparedQuery:

@@ -51,7 +51,7 @@ from dpkit.analytics.engines._protocol import Engine, EngineError, as_engine, co
 from dpkit.analytics.sqlquery import Metadata, SqlQuery, load_metadata, sql_query
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.events import Neighbouring
-from dpkit.mechanisms import SparseVector
+from dpkit.mechanisms import NumericSparseVector, SparseVector
 from dpkit.noise import RandomSource, resolve_source
 
 __all__ = ["UNSET", "Session", "protects", "sql_session"]
@@ -411,6 +411,8 @@ class Session:
         threshold: float,
         epsilon: float,
         max_alerts: int = 1,
+        values: bool = False,
+        numeric_share: float = 0.5,
     ) -> ThresholdAlert:
         """Open a threshold alert on ``query`` and charge the session's budget once (see
         :mod:`dpkit.analytics.alerts`).
@@ -420,8 +422,10 @@ class Session:
         (one answer per key). ``threshold``: in the aggregate's units. ``epsilon``: the whole
         cost, whatever the number of checks below the threshold (pure DP; a zCDP or basic
         budget charges its own reading of it). ``max_alerts``: the alert stops after this many
-        answers above the threshold. Everything is checked, and a ``name`` the ledger already
-        holds is refused, before the charge."""
+        answers above the threshold. ``values``: answer the noisy value of each answer above
+        the threshold instead of ``True`` (``numeric_share`` of ``epsilon`` pays for the values;
+        :class:`~dpkit.mechanisms.NumericSparseVector`). Everything is checked, and a ``name``
+        the ledger already holds is refused, before the charge."""
         name = check_alert_name(name)
         if not isinstance(query, Query) or query.session is not self:
             raise PrivacyParameterError("alert() takes a query of this session (session.query())")
@@ -439,13 +443,26 @@ class Session:
         stat_name, stat = query.stats[0]
         check_score(stat_name, stat)
         prepared = prepare_for_alert(query)
-        mechanism = SparseVector(
-            epsilon=epsilon,
-            sensitivity=alert_sensitivity(prepared),
-            threshold=threshold,
-            max_positives=max_alerts,
-            monotonic=True,
-        )
+        if not isinstance(values, bool):
+            raise PrivacyParameterError(f"values must be True or False, got {values!r}")
+        mechanism: SparseVector | NumericSparseVector
+        if values:
+            mechanism = NumericSparseVector(
+                epsilon=epsilon,
+                sensitivity=alert_sensitivity(prepared),
+                threshold=threshold,
+                max_positives=max_alerts,
+                monotonic=True,
+                numeric_share=numeric_share,
+            )
+        else:
+            mechanism = SparseVector(
+                epsilon=epsilon,
+                sensitivity=alert_sensitivity(prepared),
+                threshold=threshold,
+                max_positives=max_alerts,
+                monotonic=True,
+            )
         self._check_runner(prepared)  # the plan passes the engine's check before the charge
         previous = alert_records(self.budget, name)
         if previous:
@@ -464,6 +481,7 @@ class Session:
                     "threshold": mechanism.threshold,
                     "epsilon": mechanism.epsilon,
                     "max_alerts": mechanism.max_positives,
+                    **({"values": True} if values else {}),
                 },
             )
         except BudgetExceededError as exc:
