@@ -274,6 +274,9 @@ def test_released_groups_exist_in_the_data_and_come_best_first() -> None:
         ("SELECT g, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY g ORDER BY n DESC LIMIT 2", None),
         ("SELECT g, AVG(x) AS m FROM t GROUP BY g ORDER BY m DESC LIMIT 2", None),
         ("SELECT COUNT(*) AS n FROM t ORDER BY n DESC LIMIT 1", None),
+        # above the selection's largest k: a full release, post-processed (it was refused)
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 100000000", None),
+        ("SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY n DESC LIMIT 1048576", 1 << 20),
     ],
 )
 def test_sql_order_by_the_aggregate_desc_limit_compiles_to_top_k(text: str, k: int | None) -> None:

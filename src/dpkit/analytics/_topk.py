@@ -73,10 +73,12 @@ from dpkit.mechanisms import NoisyTopK
 from dpkit.mechanisms.selection import SELECTION_SLACK
 from dpkit.noise import RandomSource
 
-__all__ = ["SCORE_MEASURE", "TopK", "TopKPrice", "price_top_k", "release_top_k"]
+__all__ = ["MAX_K", "SCORE_MEASURE", "TopK", "TopKPrice", "price_top_k", "release_top_k"]
 
 #: The engine measure holding each group's score.
 SCORE_MEASURE = "__top_k_score"
+#: The largest k a top-k selection takes.
+MAX_K = 1 << 20
 _TARGET_BITS = 40
 _MAX_ROW_BITS = 61
 
@@ -112,7 +114,7 @@ class TopKPrice:
 
 def check_top_k(spec: TopK) -> TopK:
     """Validate the builder's arguments (raise before anything is priced)."""
-    k = check_integer(spec.k, name="k", minimum=1, maximum=1 << 20)
+    k = check_integer(spec.k, name="k", minimum=1, maximum=MAX_K)
     cand = spec.candidates
     if cand is not None:
         cand = check_integer(cand, name="candidates", minimum=1, maximum=1 << 24)

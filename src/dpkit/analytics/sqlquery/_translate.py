@@ -39,6 +39,7 @@ from sqlglot import exp
 import dpkit.analytics._aggregates as agg
 from dpkit.analytics._plan import did_you_mean
 from dpkit.analytics._sql import PredicateError, parse_predicate
+from dpkit.analytics._topk import MAX_K
 from dpkit.analytics.builder import Query, QueryHost
 from dpkit.analytics.sqlquery._metadata import ColumnInfo, Metadata, TableInfo
 from dpkit.errors import DPKitError
@@ -1059,8 +1060,10 @@ def _top_k_size(
     """``k`` when the statement asks for the ``k`` groups with the largest count or bounded
     sum (``GROUP BY ... ORDER BY <the one aggregate> DESC LIMIT k [OFFSET o]``, no HAVING),
     compiled to a top-k selection (``k = limit + offset``); else None (a full release,
-    post-processed)."""
+    post-processed; also when ``k`` is above the selection's largest, :data:`MAX_K`)."""
     if not group_cols or len(stats) != 1 or having is not None or not order or not limit:
+        return None
+    if limit + offset > MAX_K:
         return None
     ((name, st),) = stats.items()
     target, descending, _ = order[0]
