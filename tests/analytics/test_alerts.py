@@ -278,3 +278,32 @@ def test_audit_catches_an_alert_whose_query_is_not_bounded() -> None:
     res = _run_audit(at, [va[j]], [vb[j]], seed=42)
     print("broken alert:", res.summary())
     assert res.violated
+
+
+@pytest.mark.slow
+def test_numeric_alert_stays_within_epsilon_and_the_same_audit_catches_an_unbounded_query() -> None:
+    """The numeric alert (values=True) on the group the adversary raised most, threshold at
+    its D' value: certified within epsilon on the neighbouring tables. Companion: the same
+    audit with the engine keeping all 50 of the adversary's rows (noise calibrated for R = 2)
+    is reported violated: the released value moves by 50 against a Laplace scale of 4."""
+
+    def at(bound: Bound | None) -> tuple[NumericSparseVector, float, float]:
+        mech, va, vb = _exact_pair(bound)
+        j = int(np.argmax([b - a for a, b in zip(va, vb, strict=True)]))
+        numeric = NumericSparseVector(
+            epsilon=EPSILON, sensitivity=mech.sensitivity, threshold=vb[j], monotonic=True
+        )
+        return numeric, va[j], vb[j]
+
+    numeric, a, b = at(None)
+    res = _run_audit(numeric, [a], [b], seed=43)
+    print("honest numeric alert:", res.summary())
+    assert not res.violated
+    unbounded = Bound(
+        privacy_unit="uid", max_partitions=1 << 20, max_rows_per_partition=1 << 20, salt=1
+    )
+    numeric, a, b = at(unbounded)
+    assert b - a == 50
+    res = _run_audit(numeric, [a], [b], seed=44)
+    print("unbounded numeric alert:", res.summary())
+    assert res.violated
