@@ -428,6 +428,12 @@ class Query:
             _extra_columns=(*self._extra_columns, name),
         )
 
+    def derived_values(self, name: str) -> tuple[object, ...] | None:
+        """Every value the derived column ``name`` can take, when its definition lists them
+        (public keys, see :meth:`derive`), else None."""
+        info = self._derived(name)
+        return None if info is None else info.values
+
     def _derived(self, column: str | None) -> DerivedInfo | None:
         return next((d for d in self._derived_info if d.name == column), None)
 
@@ -550,17 +556,18 @@ class Query:
         info = self._derived(col)
         if info is None:
             raise PrivacyParameterError(f"{name}: {missing_bounds(col)}")
+        what = repr(col) if col == info.text else f"{col!r} ({info.text})"
         if info.sql_type is not None and info.sql_type not in ("BIGINT", "DOUBLE", "BOOLEAN"):
             raise PrivacyParameterError(
-                f"{name}: {col!r} ({info.text}) is not a number, so it has no {st.kind}; "
-                "count it, or group by it"
+                f"{name}: {what} is not a number, so it has no {st.kind}; count it, or group by it"
             )
         if info.bounds is None:
             raise PrivacyParameterError(
-                f"{name}: the bounds of {col!r} ({info.text}) do not follow from its "
-                "definition: give the bounds of the columns it reads (derive(..., "
-                "inputs={'column': (lower, upper)})), its own bounds (derive(..., "
-                "bounds=(lower, upper))), or bounds=(lower, upper) in the aggregate"
+                f"{name}: {what} has no bounds: they do not follow from its definition and "
+                "the bounds declared for the columns it reads. Declare the bounds of those "
+                "columns (derive(..., inputs={'column': (lower, upper)}), or lower and upper "
+                "in the SQL metadata), or give the result's bounds (derive(..., "
+                "bounds=(lower, upper)) or the aggregate's bounds=)"
             )
         lo, hi = info.bounds
         if lo == hi:  # a constant: any interval holding it
