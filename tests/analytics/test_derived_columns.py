@@ -361,3 +361,20 @@ def test_refusals_name_the_analysts_column_and_charge_nothing() -> None:
     with pytest.raises(PrivacyParameterError, match="does not read"):
         base.derive("r", "price * 2", inputs={"qty": (0, 1)})
     assert s.budget.spent.epsilon == 0
+
+
+def test_a_derived_date_takes_date_bounds_like_a_date_column() -> None:
+    s = _session(_visits())
+    q = (
+        s.query()
+        .derive("month", "date_trunc('month', day)")
+        .bound(max_partitions=1, max_rows_per_partition=3)
+        .agg(m=dpa.quantile("month", 0.5, bounds=("2021-01-01", "2023-12-31")))
+    )
+    got = q.run(epsilon=20.0)["m_p50"][0]
+    assert isinstance(got, dt.date)
+    assert dt.date(2022, 3, 1) <= got <= dt.date(2022, 10, 31)  # the middle month: mid-2022
+    with pytest.raises(PrivacyParameterError, match="dates"):
+        s.query().derive("m2", "date_trunc('month', day)").bound(
+            max_partitions=1, max_rows_per_partition=1
+        ).agg(x=dpa.quantile("m2", 0.5, bounds=(0, 10))).run(epsilon=1.0)

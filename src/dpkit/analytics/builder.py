@@ -539,7 +539,7 @@ class Query:
                     raise PrivacyParameterError(
                         f"{name}: aggregating the privacy unit column is not supported"
                     )
-            if st.needs_bounds and st.bounds is None:
+            if st.needs_bounds and st.bounds is None and not st.temporal:
                 st = self._derived_bounds(name, st)
             if st.kind == "count_distinct" and self.session.table.privacy_unit is None:
                 raise PrivacyParameterError(
