@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
@@ -378,3 +380,85 @@ def test_a_derived_date_takes_date_bounds_like_a_date_column() -> None:
         s.query().derive("m2", "date_trunc('month', day)").bound(
             max_partitions=1, max_rows_per_partition=1
         ).agg(x=dpa.quantile("m2", 0.5, bounds=(0, 10))).run(epsilon=1.0)
+
+
+_TOKENS = [
+    "year(",
+    "month(",
+    "EXTRACT(",
+    "YEAR FROM",
+    "date_trunc(",
+    "'month'",
+    "'x'",
+    "substring(",
+    "lower(",
+    "trim(",
+    "CAST(",
+    "TRY_CAST(",
+    "AS",
+    "DOUBLE",
+    "BIGINT",
+    "DATE",
+    "VARCHAR",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "IN",
+    "(",
+    ")",
+    ",",
+    "+",
+    "-",
+    "*",
+    "/",
+    "=",
+    "<",
+    "AND",
+    "NOT",
+    "IS",
+    "NULL",
+    "LIKE",
+    "'%a'",
+    "1",
+    "0",
+    "-5",
+    "1e400",
+    "2.5",
+    "9223372036854775808",
+    "day",
+    "price",
+    "qty",
+    "dx",
+    "pid",
+    "coalesce(",
+    "abs(",
+    "length(",
+    "hour(",
+    "''",
+    "TRUE",
+    "::",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=9))
+def test_token_soup_only_ever_raises_dpkit_errors(tokens: list[str]) -> None:
+    """Any text either defines a derived column whose statement compiles, or is refused with
+    a dpkit error; nothing else escapes (the check runs on the schema, before any charge)."""
+    s = _SOUP_SESSION
+    try:
+        q = (
+            s.query()
+            .derive("v", " ".join(tokens))
+            .group_by("v")
+            .bound(max_partitions=1, max_rows_per_partition=1)
+            .agg(n=dpa.count())
+        )
+        s.validate(q.prepare(epsilon=1.0, delta=1e-7))
+    except DPKitError:
+        return
+
+
+_SOUP_SESSION = _session(_visits(60), delta=1e-6)
