@@ -36,7 +36,20 @@ def _file(path: Path) -> Path:
     price[:6] = [math.nan, math.inf, -math.inf, 1e308, -0.0, 5e-324]
     q = [int(v) for v in rng.integers(-3, 12, n)]
     q[:4] = [BIG, -BIG - 1, 0, 3]
-    words = ["flu", "Flu ", " cold", "x1", "12", " -7 ", "1e3", "nan", "Ärger", "", "2024-02-30"]
+    words = [
+        "flu",
+        "Flu ",
+        " cold",
+        "x1",
+        "12",
+        " -7 ",
+        "1e3",
+        "nan",
+        "Ärger",
+        "",
+        "2024-02-30",
+        "2024-02-29",
+    ]
     s = [words[int(i)] for i in rng.integers(0, len(words), n)]
     s[5] = None  # type: ignore[call-overload]
     table = pa.table(
@@ -66,6 +79,14 @@ DERIVED = (
     Derived(name="flu", expression="CASE WHEN lower(trim(s)) = 'flu' THEN 1 ELSE 0 END"),
     Derived(name="qq", expression="q * q + 1"),
     Derived(name="rev", expression="price * q - abs(q)"),
+    Derived(name="wk", expression="date_trunc('week', d)"),
+    Derived(name="qd", expression="quarter(d) * 100 + day(d)"),
+    Derived(name="ex", expression="EXTRACT(month FROM d)"),
+    Derived(name="txt", expression="CAST(q AS VARCHAR)"),
+    Derived(name="dt", expression="CAST(s AS DATE)"),
+    Derived(name="len", expression="length(s) - 1"),
+    Derived(name="cond", expression="s LIKE '%l%' OR q BETWEEN 1 AND 5 OR s IN ('12', 'x1')"),
+    Derived(name="neg", expression="coalesce(-q, 0)"),
 )
 MEASURES = (
     Measure(name="n", kind="rows"),
@@ -92,7 +113,16 @@ def test_md5_derived_aggregates_identical_on_duckdb_and_spark(
     path = _file(tmp_path)
     duck = DuckDBEngine(hash="md5", threads=1)
     spark = SparkEngine(classic_spark, hash="md5")
-    groupings = [("yr", "band"), ("mo",), ("word", "head"), ("num", "int")]
+    groupings = [
+        ("yr", "band"),
+        ("mo",),
+        ("word", "head"),
+        ("num", "int"),
+        ("wk",),
+        ("qd", "ex"),
+        ("txt", "dt"),
+        ("len", "cond", "neg"),
+    ]
     for group_by in groupings:
         plan = _plan(path, group_by)
         want = as_dict(duck.execute(plan))
