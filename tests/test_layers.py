@@ -247,6 +247,7 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
         {
             "_plan",
             "_sql",
+            "_derive",
             "_aggregates",
             "_object_text",
             "_pricing",
@@ -265,11 +266,11 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"session", "alerts"}),  # the executor: validates, charges, executes, releases
     frozenset({""}),  # the facade
 )
-#: What an engine module may import from the rest of analytics: the plan, the predicates, the
-#: rules of where rows come from, the object-text rule, the column-type rules, and other
-#: engine modules.
+#: What an engine module may import from the rest of analytics: the plan, the predicates and
+#: derived-column expressions, the rules of where rows come from, the object-text rule, the
+#: column-type rules, and other engine modules.
 ENGINE_IMPORTS = frozenset(
-    {"_plan", "_sql", "_sources", "_object_text", "_column_types", "engines"}
+    {"_plan", "_sql", "_derive", "_sources", "_object_text", "_column_types", "engines"}
 )
 
 

@@ -131,8 +131,11 @@ def test_no_privacy_unit_means_bounds_of_one() -> None:
     ],
 )
 def test_bad_value_bounds(bounds: Any) -> None:
+    """Refused when the aggregate is made, or (missing bounds, which a derived column may
+    supply) when it joins a query on a column: before anything is charged."""
+    q = _session().query().bound(max_partitions=1, max_rows_per_partition=1)
     with pytest.raises(PrivacyParameterError):
-        dpa.mean("income", bounds=bounds)
+        q.agg(m=dpa.mean("income", bounds=bounds))
 
 
 def test_other_aggregate_validation() -> None:

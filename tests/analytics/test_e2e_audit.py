@@ -29,6 +29,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import pytest
 from _proof import GROUPS, audit_testers, batched_release, key_of, neighbours
 
 import dpkit.analytics as dpa
@@ -226,6 +227,39 @@ def test_tight_query_audit_comes_close_to_its_epsilon_without_exceeding_it() -> 
     print("honest tight:", res.summary())
     assert not res.violated
     assert 0.3 < res.epsilon_lower_bound <= EPSILON
+
+
+@pytest.mark.slow
+def test_derived_values_never_exceed_their_epsilon() -> None:
+    """Aggregates of derived columns (``x * x - x`` with the input's declared bounds, an
+    indicator ``x > 5``): the adversary's NaN, NULL, +-inf and 1e308 pass through the
+    expression (NULL, or an input clamped to its bounds) and its kept rows move each value by
+    at most the derived bounds, which the noise covers."""
+    engine, d, d_prime = _tables()
+    session = dpa.Session(
+        neighbours()[0],
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0),
+        engine=engine,
+        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
+    )
+    q = (
+        session.query()
+        .derive("sq", "x * x - x", inputs={"x": (0.0, 10.0)})
+        .derive("big", "CASE WHEN x > 5 THEN 1 ELSE 0 END")
+        .group_by("g", keys=[(g,) for g in GROUPS])
+        .bound(max_partitions=P, max_rows_per_partition=R)
+        .agg(n=dpa.count(), sq=dpa.sum("sq"), big=dpa.mean("big"))
+    )
+    assert dict(q.stats)["sq"].bounds == (-10.0, 100.0)
+    assert dict(q.stats)["big"].bounds == (0.0, 1.0)
+    p = q.prepare(epsilon=EPSILON)
+    ra, rb = p.exact(engine, d), p.exact(engine, d_prime)
+    _adversary_kept(ra, rb)
+    res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=17)
+    print("honest derived:", res.summary())
+    assert not res.violated
+    assert res.epsilon_lower_bound <= EPSILON
 
 
 # ------------------------------------------------------------------ broken variants

@@ -201,6 +201,21 @@ class Refuse:
 CORPUS: dict[str, Answer | Refuse] = {
     # ---------------------------------------------------------------- answered
     "total_rows": Answer("SELECT COUNT(*) AS n FROM people"),
+    # derived keys and values: bounds from the definition and the metadata's column bounds
+    "derived_sum": Answer("SELECT SUM(income * 2) AS twice FROM people"),
+    "group_by_expression": Answer(
+        "SELECT lower(region) AS r, COUNT(*) AS n FROM people GROUP BY lower(region)",
+        delta=True,
+    ),
+    "indicator_sum": Answer(
+        "SELECT region, SUM(CASE WHEN age >= 65 THEN 1 ELSE 0 END) AS seniors, "
+        "AVG(score * visits - visits) AS sv FROM people GROUP BY region"
+    ),
+    "derived_key_from_definition": Answer(
+        "SELECT CASE WHEN visits * 2 > 50 THEN income ELSE 0 END > 1000 AS rich, "
+        "COUNT(*) AS n, AVG(CASE WHEN plan = 'pro' THEN visits + 1 END) AS v FROM people "
+        "GROUP BY 1"
+    ),
     "rows_per_region": Answer("SELECT region, COUNT(*) AS n FROM people GROUP BY region"),
     "income_per_region": Answer(
         "SELECT region, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY region"
@@ -396,8 +411,18 @@ CORPUS: dict[str, Answer | Refuse] = {
     "division_in_where": Refuse(
         "SELECT COUNT(*) FROM people WHERE income / 12 > 1000", "WHERE", "Div is not allowed"
     ),
-    "derived_sum": Refuse(
-        "SELECT SUM(income * 2) FROM people", "SELECT SUM(income * 2)", "aggregates read a column"
+    "derived_sum_unbounded": Refuse(
+        "SELECT SUM(length(device)) AS l FROM people", "SELECT", "has no bounds"
+    ),
+    "group_by_division": Refuse(
+        "SELECT visits / 2 AS h, COUNT(*) AS n FROM people GROUP BY visits / 2",
+        "GROUP BY",
+        "division",
+    ),
+    "derived_reads_unit": Refuse(
+        "SELECT lower(user_id) AS u, COUNT(*) AS n FROM people GROUP BY lower(user_id)",
+        "GROUP BY",
+        "privacy unit",
     ),
     "cross_join": Refuse(
         "SELECT COUNT(*) FROM people p CROSS JOIN regions r", "JOIN", "pair each row with many"
@@ -435,11 +460,6 @@ CORPUS: dict[str, Answer | Refuse] = {
         "FROM people GROUP BY who",
         "GROUP BY (CASE)",
         "privacy unit",
-    ),
-    "group_by_expression": Refuse(
-        "SELECT lower(region) AS r, COUNT(*) FROM people GROUP BY lower(region)",
-        "GROUP BY",
-        "group by columns or CASE",
     ),
     "aggregate_in_where": Refuse(
         "SELECT COUNT(*) FROM people WHERE SUM(income) > 10", "WHERE", "aggregate in WHERE"

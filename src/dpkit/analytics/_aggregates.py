@@ -42,6 +42,7 @@ __all__ = [
     "histogram",
     "is_date_bound",
     "mean",
+    "missing_bounds",
     "parse_date_bound",
     "quantile",
     "std",
@@ -150,6 +151,12 @@ class Statistic:
                 time_kind=time_kind,
             )
         return replace(self, edges=nums, time_kind=time_kind)
+
+    def with_public_bounds(self, lower: float, upper: float) -> Statistic:
+        """A copy with public bounds given later (a derived column's own bounds)."""
+        lo, hi = _check_value_bounds(self.column or "", (lower, upper))
+        edges = _linspace(lo, hi, self.bins) if self.kind == "quantile" else self.edges
+        return replace(self, bounds=(lo, hi), edges=edges)
 
     def with_bounds(self, lower: float, upper: float) -> Statistic:
         """A copy with concrete bounds (used after a private ``"auto"`` estimate)."""
@@ -283,11 +290,18 @@ def _value_bounds(
         share = check_probability(auto_share, name="auto_share", open_low=True, open_high=True)
         return "auto", share
     if bounds is None:
-        raise PrivacyParameterError(
-            f"{column!r} needs public bounds=(lower, upper) (or bounds='auto' to spend part of "
-            "the budget on estimating them)"
-        )
+        # decided when the query knows the column: a derived column may bound itself
+        # (see Query.agg); any other column is refused there with missing_bounds()
+        return None, 0.0  # type: ignore[return-value]
     return _check_value_bounds(column, bounds), 0.0
+
+
+def missing_bounds(column: str) -> str:
+    """The refusal of a value aggregate of ``column`` without bounds."""
+    return (
+        f"{column!r} needs public bounds=(lower, upper) (or bounds='auto' to spend part of "
+        "the budget on estimating them)"
+    )
 
 
 def _temporal_bounds(column: str, bounds: Any) -> tuple[datetime.date, ...]:
@@ -415,7 +429,7 @@ def quantile(
             temporal=temporal,
         )
     b, share = _value_bounds(col, bounds, auto_share)
-    edges = () if b == "auto" else _linspace(b[0], b[1], bins)
+    edges = _linspace(b[0], b[1], bins) if isinstance(b, tuple) else ()
     return Statistic(
         kind="quantile",
         column=col,

@@ -33,6 +33,10 @@ Semantics every engine must implement identically (up to the choice of hash func
 * **Buckets** (:class:`Bucket`): a derived column ``CASE WHEN p1 THEN v1 ... ELSE d END`` whose
   conditions are public row predicates (evaluated like filters: an error or NULL is false) and
   whose values are literals, computed per row after the joins and before the filters.
+* **Derived columns** (:class:`Derived`): a row-level expression from the allow-list of
+  :mod:`dpkit.analytics._derive`, computed per row after the joins and before the filters like a
+  bucket; every operation that would raise is NULL instead (see
+  :mod:`dpkit.analytics.engines._compiler.derived`).
 * No division and no unclamped cast inside the engine; no data-dependent error.
 """
 
@@ -46,6 +50,7 @@ __all__ = [
     "Aggregate",
     "Bound",
     "Bucket",
+    "Derived",
     "EngineResult",
     "Filter",
     "Measure",
@@ -185,6 +190,16 @@ class Bucket:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Derived:
+    """A derived column: ``name`` holds the row expression ``expression`` (SQL text from the
+    allow-list of :func:`dpkit.analytics._derive.parse_derived`), which reads the source's
+    columns and the public joins' columns (not buckets nor other derived columns)."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """Source -> public joins -> buckets -> filters -> bounding -> aggregation: one release's
     work inside the engine."""
@@ -195,6 +210,7 @@ class Plan:
     aggregate: Aggregate
     joins: tuple[PublicJoin, ...] = ()
     buckets: tuple[Bucket, ...] = ()
+    derived: tuple[Derived, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

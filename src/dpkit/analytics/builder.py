@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dpkit._numeric.validation import check_integer, check_positive
-from dpkit.analytics._aggregates import Statistic
+from dpkit.analytics._aggregates import Statistic, missing_bounds
 from dpkit.analytics._column_types import temporal_codec
 from dpkit.analytics._plan import (
     Aggregate,
     Bound,
     Bucket,
+    Derived,
     EngineResult,
     Filter,
     Measure,
@@ -239,6 +240,8 @@ class Query:
     joins: tuple[PublicJoin, ...] = ()
     buckets: tuple[Bucket, ...] = ()
     top: TopK | None = None
+    derived: tuple[Derived, ...] = ()
+    _derived_info: tuple[DerivedInfo, ...] = field(default=(), repr=False)
     _grouped: bool = field(default=False, repr=False)
     _extra_columns: tuple[str, ...] = field(default=(), repr=False)
 
@@ -353,6 +356,87 @@ class Query:
             self, buckets=(*self.buckets, bucket), _extra_columns=(*self._extra_columns, name)
         )
 
+    def derive(
+        self,
+        name: str,
+        expression: str,
+        *,
+        bounds: tuple[float, float] | None = None,
+        inputs: dict[str, tuple[Any, Any]] | None = None,
+    ) -> Query:
+        """A derived column ``name``: a row-level SQL ``expression`` over the table's columns.
+
+        ``.derive("year", "year(signup)", inputs={"signup": ("2019-01-01", "2024-12-31")})``,
+        ``.derive("revenue", "price * quantity", inputs={"price": (0, 100), "quantity": (0,
+        10)})``, ``.derive("flu", "CASE WHEN diagnosis = 'flu' THEN 1 ELSE 0 END")``. The
+        supported expressions are listed in :mod:`dpkit.analytics._derive` (date parts,
+        ``date_trunc``, ``+ - *``, ``lower``/``upper``/``trim``/``substring``, ``CASE``,
+        casts); each is computed per row inside the engine and never raises (an overflow or a
+        cast that does not apply is NULL).
+
+        ``inputs``: public bounds of the columns it reads (numbers, or dates for a date
+        column); numeric inputs are read clamped to them. ``bounds``: the result's public
+        bounds, when the analyst knows them better than the definition. An aggregate of the
+        column without ``bounds=`` uses ``bounds`` or the bounds derived from the definition
+        (an indicator is in [0, 1], ``price * quantity`` in the products of the inputs'
+        bounds); a ``group_by`` on it without ``keys=`` uses the values the definition lists
+        (a ``CASE``'s literals, months 1 to 12, the years between a date input's bounds),
+        else private partition selection.
+        """
+        from dpkit.analytics import _derive as dv
+
+        if not isinstance(name, str) or not name:
+            raise PrivacyParameterError(f"a derived column needs a name, got {name!r}")
+        if name in self.session.table.columns or name in self._extra_columns:
+            raise PrivacyParameterError(f"derived column name {name!r} is already a column")
+        expr = dv.parse_derived(expression)
+        computed = {b.name for b in self.buckets} | {d.name for d in self.derived}
+        for c in expr.columns:
+            if c in computed:
+                raise PrivacyParameterError(
+                    f"derived column {name!r} reads {c!r}, itself computed: write its "
+                    "definition out in this expression"
+                )
+            self._check_column(c, f"column of derived column {name!r}")
+            if c == self.session.table.privacy_unit:
+                raise PrivacyParameterError(f"derived column {name!r} cannot read the privacy unit")
+        declared = _input_bounds(name, expr.columns, inputs or {})
+        types = self.session.table.column_type
+        known = all(types(c) is not None for c in expr.columns)
+        interval: tuple[float, float] | None = None
+        values: tuple[object, ...] | None = None
+        sql_type: str | None = None
+        if known:
+            kind = dv.result_kind(expr, types)
+            sql_type = dv.sql_type_of(kind)
+            interval = dv.value_interval(expr, types, declared)
+            values = dv.public_values(expr, types, declared)
+            text = dv.clamped_text(expr, types, declared)
+        else:  # a public join's column: the engine checks the types before the charge
+            text = expression
+        if bounds is not None:
+            own = Statistic(kind="sum", column=name).with_public_bounds(*_pair(name, bounds))
+            assert isinstance(own.bounds, tuple)
+            interval = (float(own.bounds[0]), float(own.bounds[1]))
+        info = DerivedInfo(
+            name=name, text=expression, bounds=interval, values=values, sql_type=sql_type
+        )
+        return dataclasses.replace(
+            self,
+            derived=(*self.derived, Derived(name=name, expression=text)),
+            _derived_info=(*self._derived_info, info),
+            _extra_columns=(*self._extra_columns, name),
+        )
+
+    def derived_values(self, name: str) -> tuple[object, ...] | None:
+        """Every value the derived column ``name`` can take, when its definition lists them
+        (public keys, see :meth:`derive`), else None."""
+        info = self._derived(name)
+        return None if info is None else info.values
+
+    def _derived(self, column: str | None) -> DerivedInfo | None:
+        return next((d for d in self._derived_info if d.name == column), None)
+
     # ------------------------------------------------------------------ building
     def where(self, predicate: str) -> Query:
         """Keep rows satisfying a public SQL predicate (e.g. ``"age >= 18"``)."""
@@ -398,9 +482,24 @@ class Query:
             )
         w = check_positive(selection_weight, "selection_weight")
         parsed = None if keys is None else _parse_keys(keys, tuple(cols))
+        if parsed is None:
+            parsed = self._definition_keys(tuple(cols))
         return dataclasses.replace(
             self, group_columns=tuple(cols), keys=parsed, selection_weight=w, _grouped=True
         )
+
+    def _definition_keys(self, cols: tuple[str, ...]) -> tuple[tuple[Any, ...], ...] | None:
+        """Public keys from the definitions of derived group columns, when every group column
+        is derived and lists its values (their product, at most ``_MAX_KEYS``); else None."""
+        lists = []
+        for c in cols:
+            info = self._derived(c)
+            if info is None or info.values is None:
+                return None
+            lists.append(info.values)
+        if math.prod(len(v) for v in lists) > _MAX_KEYS:
+            return None
+        return tuple(itertools.product(*lists))
 
     def bound(self, *, max_partitions: int, max_rows_per_partition: int) -> Query:
         """Per privacy unit, keep at most ``max_partitions`` groups and
@@ -440,6 +539,8 @@ class Query:
                     raise PrivacyParameterError(
                         f"{name}: aggregating the privacy unit column is not supported"
                     )
+            if st.needs_bounds and st.bounds is None and not st.temporal:
+                st = self._derived_bounds(name, st)
             if st.kind == "count_distinct" and self.session.table.privacy_unit is None:
                 raise PrivacyParameterError(
                     f"{name}: count_distinct counts privacy units; without a privacy unit use "
@@ -447,6 +548,31 @@ class Query:
                 )
             have[name] = st
         return dataclasses.replace(self, stats=tuple(have.items()))
+
+    def _derived_bounds(self, name: str, st: Statistic) -> Statistic:
+        """``st`` with the bounds of its derived column, or the refusal in the analyst's terms
+        (before anything is charged)."""
+        col = st.column or ""
+        info = self._derived(col)
+        if info is None:
+            raise PrivacyParameterError(f"{name}: {missing_bounds(col)}")
+        what = repr(col) if col == info.text else f"{col!r} ({info.text})"
+        if info.sql_type is not None and info.sql_type not in ("BIGINT", "DOUBLE", "BOOLEAN"):
+            raise PrivacyParameterError(
+                f"{name}: {what} is not a number, so it has no {st.kind}; count it, or group by it"
+            )
+        if info.bounds is None:
+            raise PrivacyParameterError(
+                f"{name}: {what} has no bounds: they do not follow from its definition and "
+                "the bounds declared for the columns it reads. Declare the bounds of those "
+                "columns (derive(..., inputs={'column': (lower, upper)}), or lower and upper "
+                "in the SQL metadata), or give the result's bounds (derive(..., "
+                "bounds=(lower, upper)) or the aggregate's bounds=)"
+            )
+        lo, hi = info.bounds
+        if lo == hi:  # a constant: any interval holding it
+            lo, hi = lo - 0.5, hi + 0.5
+        return st.with_public_bounds(lo, hi)
 
     def top_k(
         self,
@@ -523,10 +649,13 @@ class Query:
         column here; the engine refuses date edges for it, or numbers for a date column."""
         out = []
         for name, st in self.stats:
+            if st.needs_bounds and st.bounds is None and not st.temporal:
+                raise PrivacyParameterError(f"{name}: {missing_bounds(st.column or '')}")
+            info = self._derived(st.column)
             sql_type = (
                 self.session.table.column_type(st.column or "")
                 if st.column not in self._extra_columns
-                else None
+                else (info.sql_type if info is not None else None)
             )
             kind = temporal_codec(sql_type) if sql_type is not None else None
             out.append((name, st.for_column(kind, name, sql_type)))
@@ -583,6 +712,7 @@ class Query:
             aggregate=Aggregate(group_by=self.group_columns, measures=tuple(measures)),
             joins=self.joins,
             buckets=self.buckets,
+            derived=self.derived,
         )
 
     def _key_filters(self) -> list[Filter]:
@@ -699,7 +829,58 @@ class Query:
             aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
             joins=self.joins,
             buckets=self.buckets,
+            derived=self.derived,
         )
+
+
+@dataclass(frozen=True)
+class DerivedInfo:
+    """What the builder knows of a derived column from its definition (public): the text the
+    analyst wrote, its bounds (declared or derived) and its listed values, or None, and its
+    engine type when the input types are known."""
+
+    name: str
+    text: str
+    bounds: tuple[float, float] | None
+    values: tuple[object, ...] | None
+    sql_type: str | None
+
+
+def _input_bounds(
+    name: str, columns: tuple[str, ...], inputs: Any
+) -> dict[str, tuple[object, object]]:
+    """The declared bounds of a derived column's inputs, checked (numbers with lower < upper
+    within +-2**50, or two dates in order)."""
+    from dpkit.analytics._aggregates import is_date_bound, parse_date_bound
+
+    if not isinstance(inputs, dict):
+        raise PrivacyParameterError(
+            f"inputs must be a dict {{column: (lower, upper)}}, got {inputs!r}"
+        )
+    out: dict[str, tuple[object, object]] = {}
+    for col, b in inputs.items():
+        if col not in columns:
+            raise PrivacyParameterError(
+                f"derived column {name!r} does not read {col!r}; inputs name columns of its "
+                f"expression ({list(columns)})"
+            )
+        if isinstance(b, (tuple, list)) and len(b) == 2 and any(is_date_bound(x) for x in b):
+            lo_d = parse_date_bound(b[0], f"lower bound of {col!r}")
+            hi_d = parse_date_bound(b[1], f"upper bound of {col!r}")
+            if not lo_d <= hi_d:
+                raise PrivacyParameterError(f"bounds of {col!r} must be in order, got {b!r}")
+            out[col] = (lo_d, hi_d)
+            continue
+        checked = Statistic(kind="sum", column=col).with_public_bounds(*_pair(col, b)).bounds
+        assert isinstance(checked, tuple)
+        out[col] = (checked[0], checked[1])
+    return out
+
+
+def _pair(col: str, b: Any) -> tuple[Any, Any]:
+    if isinstance(b, str) or not isinstance(b, (tuple, list)) or len(b) != 2:
+        raise PrivacyParameterError(f"bounds of {col!r} must be a pair (lower, upper), got {b!r}")
+    return b[0], b[1]
 
 
 def _bucket_value(v: Any) -> object:

@@ -37,12 +37,13 @@ import sqlglot
 from sqlglot import exp
 
 import dpkit.analytics._aggregates as agg
+from dpkit.analytics._derive import parse_derived
 from dpkit.analytics._plan import did_you_mean
 from dpkit.analytics._sql import PredicateError, parse_predicate
 from dpkit.analytics._topk import MAX_K
 from dpkit.analytics.builder import Query, QueryHost
 from dpkit.analytics.sqlquery._metadata import ColumnInfo, Metadata, TableInfo
-from dpkit.errors import DPKitError
+from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["SqlError", "SqlHost", "Translation", "translate"]
 
@@ -174,6 +175,9 @@ class _Translator:
         self.filters: list[str] = []
         self.buckets: list[tuple[str, list[tuple[str, object]], object]] = []
         self.bucket_by_sql: dict[str, str] = {}
+        # derived columns: (name, expression, declared bounds of its inputs), by expression
+        self.derived: list[tuple[str, str, dict[str, tuple[Any, Any]]]] = []
+        self.derived_by_sql: dict[str, str] = {}
         self.taken: set[str] = set(session.table.columns)
 
     # ------------------------------------------------------------------ tables
@@ -532,6 +536,80 @@ class _Translator:
         self.bucket_by_sql[key] = name
         return name
 
+    def _is_derived(self, e: exp.Expression) -> bool:
+        """Whether ``e`` is a row expression to compute as a derived column: anything but a
+        column or a CASE whose values are all literals (a bucket, with public values)."""
+        while isinstance(e, exp.Paren):
+            e = e.this
+        if isinstance(e, exp.Column):
+            return False
+        if isinstance(e, exp.Case):
+            branches = [i.args["true"] for i in e.args.get("ifs") or []]
+            if e.args.get("default") is not None:
+                branches.append(e.args["default"])
+            try:
+                for b in branches:
+                    _literal_value(b, "")
+            except SqlError:
+                return True
+            return False
+        return True
+
+    def _resolve_columns(self, e: exp.Expression, scope: _Scope, clause: str) -> exp.Expression:
+        """A copy of ``e`` with every column reference resolved (CASE stays a CASE)."""
+        out = e.copy()
+        if isinstance(out, exp.Column):
+            return self._resolve_column(out, scope, clause)
+        for node in list(out.find_all(exp.Column)):
+            node.replace(self._resolve_column(node, scope, clause))
+        return out
+
+    def _derive(self, e: exp.Expression, scope: _Scope | None, clause: str) -> str:
+        """The name of the derived column computing the row expression ``e`` (each distinct
+        expression once), with the metadata's bounds of the columns it reads as its inputs'
+        bounds. Named by its own SQL text, so messages speak of what the analyst wrote.
+        ``scope`` None: the columns of ``e`` are resolved already (a subquery's output)."""
+        for node in e.walk():
+            if isinstance(node, (exp.Subquery, exp.Select)) or (
+                isinstance(node, exp.In) and node.args.get("query") is not None
+            ):
+                raise SqlError(
+                    clause,
+                    "a subquery inside an expression is not supported "
+                    "(it could read other rows or smuggle an aggregate in)",
+                )
+            if isinstance(node, exp.Window):
+                raise SqlError(
+                    clause,
+                    f"window function {node.sql()!r}: a row's value would "
+                    "depend on other people's rows before the private aggregate",
+                )
+            if isinstance(node, exp.AggFunc):
+                raise SqlError(clause, f"aggregate {node.sql()!r} is not allowed here")
+        out = e if scope is None else self._resolve_columns(e, scope, clause)
+        text = out.sql(dialect="duckdb", comments=False)
+        try:
+            parsed = parse_derived(text)
+        except PredicateError as exc:
+            raise SqlError(clause, str(exc)) from None
+        unit = self.session.table.privacy_unit
+        if unit is not None and unit in parsed.columns:
+            raise SqlError(clause, f"{e.sql()!r} reads the privacy unit {unit!r}")
+        if text in self.derived_by_sql:
+            return self.derived_by_sql[text]
+        name, n = text, 2
+        while name in self.taken:
+            name, n = f"{text} ({n})", n + 1
+        self.taken.add(name)
+        inputs = {}
+        for c in parsed.columns:
+            info = self._column_info(c)
+            if info is not None and info.bounds is not None:
+                inputs[c] = info.bounds
+        self.derived.append((name, text, inputs))
+        self.derived_by_sql[text] = name
+        return name
+
     def _where(self, select: exp.Select, scope: _Scope, clause: str) -> None:
         where = select.args.get("where")
         if where is None:
@@ -623,8 +701,11 @@ class _Translator:
             inner = item.this if isinstance(item, exp.Alias) else item
             if not name:
                 raise SqlError("SELECT (subquery)", f"{item.sql()!r} needs an alias")
-            resolved = self._resolve(inner, scope, "SELECT (subquery)")
-            if not isinstance(resolved, exp.Column):
+            if self._is_derived(inner):  # checked when the outer query uses it
+                resolved = self._resolve_columns(inner, scope, "SELECT (subquery)")
+            else:
+                resolved = self._resolve(inner, scope, "SELECT (subquery)")
+            if not isinstance(resolved, exp.Column) and not self._is_derived(resolved):
                 self._check_row_expression(resolved, "SELECT (subquery)")
             out[name.casefold()] = resolved
         return out
@@ -685,13 +766,18 @@ class _Translator:
                                 target = it.this
                 if any(isinstance(n, exp.AggFunc) for n in target.walk()):
                     raise SqlError("GROUP BY", "grouping by an aggregate is not supported")
-                resolved = self._resolve(target, scope, "GROUP BY")
+                resolved: exp.Expression
+                if self._is_derived(target):
+                    resolved = _column(self._derive(target, scope, "GROUP BY"))
+                else:
+                    resolved = self._resolve(target, scope, "GROUP BY")
+                    if not isinstance(resolved, exp.Column):  # a subquery's expression
+                        resolved = _column(self._derive(resolved, None, "GROUP BY"))
                 if not isinstance(resolved, exp.Column):
                     raise SqlError(
                         "GROUP BY",
-                        f"{g.sql()!r}: group by columns or CASE "
-                        "buckets with literal values (other expressions are not "
-                        "supported)",
+                        f"{g.sql()!r}: group by columns, CASE buckets or row expressions "
+                        "(date parts, date_trunc, arithmetic, string functions, casts)",
                     )
                 name = resolved.name
                 if name == self.session.table.privacy_unit or self._unit_alias(name):
@@ -754,7 +840,12 @@ class _Translator:
                     other_counts = True
                 outputs.append(OutputColumn(out_name, "stat", out_name, _canon(inner)))
                 continue
-            resolved = self._resolve(inner, scope, "SELECT")
+            if self._is_derived(inner) and not isinstance(inner, exp.Literal):
+                resolved = _column(self._derive(inner, scope, "SELECT"))
+            else:
+                resolved = self._resolve(inner, scope, "SELECT")
+                if not isinstance(resolved, exp.Column) and not isinstance(inner, exp.Literal):
+                    resolved = _column(self._derive(resolved, None, "SELECT"))
             if not isinstance(resolved, exp.Column) or resolved.name not in group_cols:
                 raise SqlError(
                     "SELECT",
@@ -925,6 +1016,8 @@ class _Translator:
         if isinstance(node.this, exp.Distinct):
             raise SqlError(clause, "DISTINCT inside SUM/AVG/... is not supported")
         col = self._value_column(node.this, scope, clause)
+        if col in self.derived_by_sql.values():
+            return make(col), col, False  # bounds from the definition (Query.derive)
         bounds = self._bounds(col, clause)
         return make(col, bounds=bounds), col, False
 
@@ -943,6 +1036,8 @@ class _Translator:
         return out
 
     def _quantile(self, col: str, qs: list[float], clause: str) -> agg.Statistic:
+        if col in self.derived_by_sql.values():
+            return agg.quantile(col, qs)  # bounds from the definition (Query.derive)
         return agg.quantile(col, qs, bounds=self._bounds(col, clause))
 
     def _value_column(self, arg: exp.Expression | None, scope: _Scope, clause: str) -> str:
@@ -950,7 +1045,11 @@ class _Translator:
             raise SqlError(clause, "the aggregate needs a column")
         if any(isinstance(n, exp.AggFunc) for n in arg.walk()):
             raise SqlError(clause, "aggregates of aggregates are not supported")
+        if not isinstance(arg, exp.Column) and not isinstance(arg, exp.Literal):
+            return self._derive(arg, scope, clause)
         resolved = self._resolve(arg, scope, clause)
+        if not isinstance(resolved, exp.Column):  # a subquery's expression
+            return self._derive(resolved, None, clause)
         if not isinstance(resolved, exp.Column):
             raise SqlError(
                 clause,
@@ -999,10 +1098,15 @@ class _Translator:
             q = q.join_public(j.target, on=list(j.on), columns=dict(j.exposed), how=j.how)
         for name, cases, default in self.buckets:
             q = q.bucket(name, cases, default)
+        for name, text, inputs in self.derived:
+            q = q.derive(name, text, inputs=inputs)
         for f in self.filters:
             q = q.where(f)
         if group_cols:
-            key_lists = [self._keys(c) for c in group_cols]
+            key_lists = [
+                q.derived_values(c) if c in self.derived_by_sql.values() else self._keys(c)
+                for c in group_cols
+            ]
             keys = None
             if all(k is not None for k in key_lists):
                 keys = {
@@ -1015,7 +1119,12 @@ class _Translator:
                 max_partitions=info.max_partitions or 1,
                 max_rows_per_partition=info.max_rows_per_partition or 1,
             )
-        return q.agg(**stats)
+        try:
+            return q.agg(**stats)
+        except PrivacyParameterError as exc:
+            if not self.derived:
+                raise
+            raise SqlError("SELECT", str(exc)) from None
 
     # ------------------------------------------------------------------ post-processing
     def _order(

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from dpkit.analytics._column_types import is_nested, type_family
+from dpkit.analytics._derive import parse_derived, result_kind, sql_type_of
 from dpkit.analytics._plan import Plan
 from dpkit.analytics.engines._compiler.columns import resolve
+from dpkit.analytics.engines._compiler.derived import derived_sql
 from dpkit.analytics.engines._compiler.nodes import (
     P,
     aliased,
@@ -148,10 +150,16 @@ class Extras:
     join_schemas: tuple[Mapping[str, str], ...]
     bucket_types: dict[str, str]
     base_schema: Mapping[str, str]
+    derived_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def buckets(self) -> tuple[object, ...]:
         return tuple(self.plan.buckets)
+
+    @property
+    def computed(self) -> frozenset[str]:
+        """The names of the columns computed per row (buckets and derived columns)."""
+        return frozenset(self.bucket_types) | frozenset(self.derived_types)
 
     @classmethod
     def of(
@@ -196,6 +204,20 @@ class Extras:
                 raise PlanError(f"bucket {b.name!r} needs at least one case")
             bucket_types[b.name] = _bucket_type(b.name, [v for _, v in b.cases] + [b.default])
             extra[b.name] = bucket_types[b.name]
+        derived_types: dict[str, str] = {}
+        readable = {**schema, **{k: v for k, v in extra.items() if k not in bucket_types}}
+        for d in getattr(plan, "derived", ()):
+            if not isinstance(d.name, str) or not d.name or d.name.startswith(P):
+                raise PlanError(f"bad derived column name {d.name!r}")
+            if any(c.casefold() == d.name.casefold() for c in (*schema, *extra)):
+                raise PlanError(f"derived column name {d.name!r} clashes with another column")
+            expr = parse_derived(d.expression)
+            types = {}
+            for c in expr.columns:
+                col = resolve(c, readable, f"column of derived column {d.name!r}")
+                types[c] = readable[col]
+            derived_types[d.name] = sql_type_of(result_kind(expr, types.get))
+            extra[d.name] = derived_types[d.name]
         return cls(
             plan=plan,
             schema=extra,
@@ -203,6 +225,7 @@ class Extras:
             join_schemas=tuple(join_schemas),
             bucket_types=bucket_types,
             base_schema=schema,
+            derived_types=derived_types,
         )
 
     def attach_joins(
@@ -268,8 +291,10 @@ class Extras:
             for pred, value in b.cases:
 
                 def column(name: str, bucket: str = b.name) -> str:
-                    if name in self.bucket_types:
-                        raise PlanError(f"bucket {bucket!r} cannot read bucket {name!r}")
+                    if name in self.computed:
+                        raise PlanError(
+                            f"bucket {bucket!r} cannot read the computed column {name!r}"
+                        )
                     return use(name)
 
                 cond = safe_predicate(pred, column, profile)
@@ -277,3 +302,35 @@ class Extras:
             case = exp.Case(ifs=ifs, default=_bucket_literal(b.default, t, profile))
             out.append(aliased(cast_to(case, t), ident(b.name)))
         return out
+
+    def derived_sql(
+        self, use: Callable[[str], str], profile: DialectProfile
+    ) -> list[exp.Expression]:
+        """``<expression> AS name`` per derived column (see :mod:`.derived`); an expression
+        reads the source's and the public joins' columns, never a bucket or another derived
+        column."""
+        out: list[exp.Expression] = []
+        for d in self.plan.derived:
+
+            def column(name: str, of: str = d.name) -> str:
+                col = resolve(name, {**self.base_schema, **self.schema}, "expression column")
+                if col in self.computed:
+                    raise PlanError(
+                        f"derived column {of!r} cannot read the computed column {col!r}"
+                    )
+                return use(col)
+
+            types = {**self.base_schema, **self.schema}
+            e, _ = derived_sql(d.expression, column, _Resolved(types), profile)
+            out.append(aliased(e, ident(d.name)))
+        return out
+
+
+class _Resolved(dict[str, str]):
+    """A schema read by the analyst's spelling of a column (exact, then case-insensitive)."""
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        try:
+            return self[resolve(key, self, "expression column")]
+        except PlanError:
+            return default

@@ -73,6 +73,7 @@ def compile_plan(
         if extra.buckets
         else []
     )
+    buckets += extra.derived_sql(lambda n: reads.use(n, "expression column"), profile)
     src = _source_stage(plan, schema, reads, extra, buckets, profile, registered)
     src, rows_q = row_stage(src, cols, reads.schema, families, salt, profile, predicates)
     ranked_q, kept = rank_stage(cols, max_p, max_r)
@@ -102,7 +103,7 @@ def compile_plan(
         global_group=not cols.key_out,
         cell_columns=tuple(cell_sets),
         cell_count=P + "cell" if cell_sets else None,
-        has_filters=bool(predicates) or bool(extra.buckets),
+        has_filters=bool(predicates) or bool(buckets),
         key_codecs=codecs,
     )
 
@@ -139,7 +140,7 @@ def _source_stage(
     """``src``: each column the statement reads, normalized (:func:`.values.normalized`), from
     the source joined with the public tables, with the bucket columns on top."""
     families = reads.families
-    base_used = [c for c in reads.used if c not in extra.bucket_types]
+    base_used = [c for c in reads.used if c not in extra.computed]
     source = source_sql(
         plan.source, registered=registered, dialect=profile.dialect, csv_columns=tuple(base_schema)
     )
@@ -157,7 +158,7 @@ def _source_stage(
         src = exp.select(aliased(exp.Literal.number(1), ident(P + "one"))).from_(source)
     if plan.joins:
         src = extra.attach_joins(src, registered, profile)
-    if extra.buckets:
+    if buckets:
         src = exp.select(exp.Star(), *buckets).from_(
             exp.Subquery(this=src, alias=exp.TableAlias(this=ident(P + "b")))
         )
