@@ -75,7 +75,8 @@ def test_nonadaptive_matches_mpmath_binomial_sum() -> None:
     lo, hi = bounded_range_bracket(
         epsilon=eps, count=k, target_epsilon=x, adaptive=False, resolution=512
     )
-    assert lo - 1e-12 <= best <= hi + 1e-12
+    assert best <= hi + 1e-12  # the mpmath grid maximum is itself attained
+    assert abs(lo - float(best)) < 1e-4 * float(best)  # two grids of attained values
     assert hi - lo < 0.02 * float(best)
     certified = bounded_range_composition_delta(
         epsilon=eps, count=k, target_epsilon=x, adaptive=False, resolution=512
@@ -108,7 +109,7 @@ def test_adaptivity_costs_more_than_fixed_mechanisms() -> None:
     """DDR20's gap: the adaptive lower bound exceeds the non-adaptive upper bound."""
     for eps, k, x in [(1.0, 3, 1.0), (2.0, 3, 2.0), (0.5, 10, 5 / 3)]:
         lo_ad, _ = bounded_range_bracket(
-            epsilon=eps, count=k, target_epsilon=x, adaptive=True, resolution=256
+            epsilon=eps, count=k, target_epsilon=x, adaptive=True, resolution=64
         )
         _, hi_na = bounded_range_bracket(
             epsilon=eps, count=k, target_epsilon=x, adaptive=False, resolution=8192
@@ -116,28 +117,26 @@ def test_adaptivity_costs_more_than_fixed_mechanisms() -> None:
         assert lo_ad > hi_na * 1.03
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     eps=st.floats(min_value=0.05, max_value=2.0),
-    k=st.integers(min_value=1, max_value=12),
+    k=st.integers(min_value=1, max_value=8),
     log_delta=st.floats(min_value=-10.0, max_value=-2.0),
 )
 def test_between_single_mechanism_and_kov(eps: float, k: int, log_delta: float) -> None:
     delta = 10.0**log_delta
     kov = optimal_composition(epsilon=eps, count=k, delta=delta)
-    single = bounded_range_composition(epsilon=eps, count=1, delta=delta, resolution=128)
-    na = bounded_range_composition(
-        epsilon=eps, count=k, delta=delta, adaptive=False, resolution=128
-    )
-    ad = bounded_range_composition(epsilon=eps, count=k, delta=delta, resolution=128)
-    grid = eps / 128
+    single = bounded_range_composition(epsilon=eps, count=1, delta=delta, resolution=32)
+    na = bounded_range_composition(epsilon=eps, count=k, delta=delta, adaptive=False, resolution=32)
+    ad = bounded_range_composition(epsilon=eps, count=k, delta=delta, resolution=32)
+    grid = eps / 32
     assert na <= ad + grid  # both on the same grid; adaptive is never cheaper
     assert ad <= kov + grid  # a bounded-range mechanism is epsilon-DP
     assert ad <= k * eps * (1 + 1e-12)
     assert single <= ad + 1e-12
     # the certified delta at the returned epsilon really is below the target
     assert bounded_range_composition_delta(
-        epsilon=eps, count=k, target_epsilon=ad, resolution=128
+        epsilon=eps, count=k, target_epsilon=ad, resolution=32
     ) <= delta or ad >= k * eps * (1 - 1e-12)
 
 

@@ -85,8 +85,9 @@ __all__ = [
 
 _MARGIN_PER_STEP = 2.0**-44
 _MAX_COUNT = 4096
-_AUTO_WORK = 5 * 10**7  # the default resolution keeps the adaptive recursion near this
-_MAX_WORK = 4 * 10**8  # grid cells visited by the adaptive recursion (about a few seconds)
+_AUTO_WORK = 5 * 10**6  # the default resolution keeps the adaptive recursion near this
+_NONADAPTIVE_CELLS = 2048  # the binomial formula is cheap: always at least this fine in t
+_MAX_WORK = 10**8  # grid cells visited by the adaptive recursion (about a minute)
 
 
 def _margin(k: int) -> float:
@@ -108,7 +109,7 @@ def _weights(eps: float, cells: int) -> tuple[npt.NDArray[np.float64], npt.NDArr
 def _check(epsilon: float, count: int, resolution: int | None) -> tuple[float, int, int]:
     eps = check_epsilon(epsilon)
     k = check_integer(count, name="count", minimum=0, maximum=_MAX_COUNT)
-    if resolution is None:  # about 5e7 grid cells at most for the adaptive recursion
+    if resolution is None:  # about 5e6 grid cells for the adaptive recursion
         cells = int(min(256, max(8, math.sqrt(_AUTO_WORK / (2 * max(k, 1) ** 2)))))
     else:
         cells = check_integer(resolution, name="resolution", minimum=2, maximum=1 << 16)
@@ -141,10 +142,52 @@ def _nonadaptive(eps: float, k: int, x: float, cells: int) -> tuple[float, float
     return max(0.0, float(at_points.max())), max(0.0, float(upper_cells.max()))
 
 
+def _cell_max(
+    lo_a: npt.NDArray[np.float64],
+    hi_a: npt.NDArray[np.float64],
+    lo_b: npt.NDArray[np.float64],
+    hi_b: npt.NDArray[np.float64],
+    eps: float,
+    t_a: float,
+    t_b: float,
+) -> npt.NDArray[np.float64]:
+    """``max_{t in [t_a, t_b]} p_t A(t) + (1 - p_t) B(t)`` with A, B the chords in ``e^y`` (module
+    docstring): with ``s = e^t`` the objective is ``c0 + c1 / s + c2 s``, whose maximum on the
+    cell is at an end or at ``sqrt(c1 / c2)``; the three candidates are evaluated directly."""
+    em1 = math.expm1(eps)
+    r_a, r_b = math.exp(-t_a), math.exp(-t_b)
+    den = r_a - r_b
+    d_a, d_b = hi_a - lo_a, hi_b - lo_b
+
+    def value(s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        w = np.clip((1.0 / s - r_b) / den, 0.0, 1.0)
+        p = np.clip((em1 - np.expm1(np.log(s))) / em1, 0.0, 1.0)
+        return p * (lo_a + d_a * w) + (1.0 - p) * (lo_b + d_b * w)
+
+    s_a, s_b = math.exp(t_a), math.exp(t_b)
+    # g(s) = c0 + c1 / s + c2 s with a = a0 + a1 / s, b = b0 + b1 / s
+    a1, b1 = d_a / den, d_b / den
+    a0, b0 = lo_a - d_a * r_b / den, lo_b - d_b * r_b / den
+    c1 = b1 + (em1 + 1.0) * (a1 - b1) / em1
+    c2 = -(a0 - b0) / em1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = c1 / c2
+    inner = np.sqrt(np.where(ratio > 0, ratio, s_a * s_a))
+    inner = np.clip(np.nan_to_num(inner, nan=s_a, posinf=s_b), s_a, s_b)
+    best = np.maximum(value(np.full(lo_a.shape, s_a)), value(np.full(lo_a.shape, s_b)))
+    return np.asarray(np.maximum(best, value(inner)), dtype=np.float64)
+
+
 def _adaptive_curves(
     eps: float, k: int, cells: int
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Lower and upper bounds of ``V_k(j h)`` for ``j = 0..k cells`` (module docstring)."""
+    """Lower and upper bounds of ``V_k(j h)`` for ``j = 0..k cells`` (module docstring).
+
+    Upper: ``V_{m-1}`` is convex in ``e^y`` (a supremum of hockey-stick divergences ``P(S) -
+    e^y Q(S)``), so between grid points it lies below the chord of its grid bounds; the sup over
+    each t-cell of the recursion with those chords is found exactly (:func:`_cell_max`). Lower:
+    the recursion at the grid values of t themselves (a particular adversary).
+    """
     if k * k * cells * cells * 2 > _MAX_WORK:
         raise PrivacyParameterError(
             f"count {k} at resolution {cells} is too large for the adaptive bounded-range "
@@ -159,18 +202,21 @@ def _adaptive_curves(
     upper = base.copy()
     lower = base.copy()
     n = j.size
+    off = cells + 1
     for m in range(1, k + 1):
         # pad: below the range V <= 1 (never read for j >= 0 after k steps), above it V = 0
-        up_pad = np.concatenate([np.ones(cells + 1), upper, np.zeros(cells + 1)])
-        lo_pad = np.concatenate([np.zeros(cells + 1), lower, np.zeros(cells + 1)])
+        up_pad = np.concatenate([np.ones(off), upper, np.zeros(off)])
+        lo_pad = np.concatenate([np.zeros(off), lower, np.zeros(off)])
         new_up = np.zeros(n)
         new_lo = np.zeros(n)
-        off = cells + 1
         for i in range(cells):
-            # upper: cell [i h, (i + 1) h], weight p at its left end, V at x - t_b, x - t_b + eps
-            a = up_pad[off - i - 1 : off - i - 1 + n]
-            b = up_pad[off - i - 1 + cells : off - i - 1 + cells + n]
-            np.maximum(new_up, p[i] * a + (1.0 - p[i]) * b, out=new_up)
+            # t in [i h, (i + 1) h]: x - t between grid points j - i - 1 and j - i
+            lo_a = up_pad[off - i - 1 : off - i - 1 + n]
+            hi_a = up_pad[off - i : off - i + n]
+            lo_b = up_pad[off - i - 1 + cells : off - i - 1 + cells + n]
+            hi_b = up_pad[off - i + cells : off - i + cells + n]
+            t_b = eps if i == cells - 1 else (i + 1) * h
+            np.maximum(new_up, _cell_max(lo_a, hi_a, lo_b, hi_b, eps, i * h, t_b), out=new_up)
         for i in range(cells + 1):
             a = lo_pad[off - i : off - i + n]
             b = lo_pad[off - i + cells : off - i + cells + n]
@@ -203,7 +249,7 @@ def bounded_range_bracket(
     if k == 0 or x >= k * eps:
         return 0.0, 0.0
     if not adaptive:
-        return _nonadaptive(eps, k, x, cells)
+        return _nonadaptive(eps, k, x, max(cells, _NONADAPTIVE_CELLS))
     lower, upper = _adaptive_curves(eps, k, cells)
     h = eps / cells
     j_low = math.floor(x / h)  # grid point at or below x: V there is at least V(x)
@@ -257,7 +303,7 @@ def bounded_range_composition(
 
     Searched over the thresholds ``j epsilon / resolution`` (the answer is the first whose
     certified delta is at most ``delta``). ``resolution`` (cells per epsilon; default: 256,
-    fewer for large counts so the adaptive recursion stays near 5e7 grid cells) trades time
+    fewer for large counts so the adaptive recursion stays near 5e6 grid cells) trades time
     for tightness; every resolution gives a valid bound.
     """
     eps, k, cells = _check(epsilon, count, resolution)
@@ -277,7 +323,7 @@ def bounded_range_composition(
         return min(basic, float_up(float(ok[0]) * h))
 
     def certified(j: int) -> bool:
-        return _nonadaptive(eps, k, j * h, cells)[1] + margin <= d
+        return _nonadaptive(eps, k, j * h, max(cells, _NONADAPTIVE_CELLS))[1] + margin <= d
 
     lo, hi = 0, k * cells  # certified(hi) holds: delta is 0 at k eps
     if certified(0):
