@@ -141,7 +141,7 @@ def test_between_single_mechanism_and_kov(eps: float, k: int, log_delta: float) 
 
 
 def test_delta_never_above_kov_profile() -> None:
-    for eps, k, x in [(0.1, 30, 0.5), (0.5, 10, 2.0), (1.0, 4, 1.5)]:
+    for eps, k, x in [(0.1, 20, 0.5), (0.5, 10, 2.0), (1.0, 4, 1.5)]:
         ours = bounded_range_composition_delta(epsilon=eps, count=k, target_epsilon=x)
         assert ours <= optimal_composition_delta(epsilon=eps, count=k, target_epsilon=x)
         assert ours > 0.0
