@@ -37,19 +37,21 @@ the remaining threshold)::
 
 and ``delta_ad(x) = V_k(x)``.
 
-Certified upper bounds. Both suprema over ``t`` are bounded on a grid of ``T`` cells
-``[t_a, t_b]`` of width ``h = eps / T`` using monotonicity only: ``p_t`` and ``q_t`` decrease in
-``t``; binomial upper tails increase in the success probability; every ``V_m`` is
-non-increasing in ``x``. So on a cell, ``P``-tails are at most their value at ``p_{t_a}``,
-``Q``-tails at least their value at ``q_{t_b}``, and ``V_{m-1}(x - t) <= V_{m-1}(x - t_b)``;
-since ``V_{m-1}(x - t_b) >= V_{m-1}(x - t_b + eps)`` the mixture is largest at the largest
-weight ``p_{t_a}``. The adaptive recursion runs on the grid ``x = j h`` (a threshold between
-grid points is rounded down to one, which can only raise ``V``), with ``V_m = 0`` for
-``x >= m eps``. The same sweeps at the grid points themselves give *lower* bounds (a particular
+Certified upper bounds. Non-adaptive: the supremum over ``t`` is bounded on a grid of cells
+``[t_a, t_b]`` using monotonicity only: ``p_t`` decreases in ``t``, so ``Bin(k, p_t)`` is
+stochastically below ``Bin(k, p_{t_a})``, and the weight ``(1 - e^(x - L_N(t)))_+`` is at most
+its value at ``t_b`` and non-decreasing in N (at least 2048 cells; the sum is cheap).
+Adaptive: the recursion runs on the grid ``x = j h``, ``h = eps / T``. Each ``V_m`` is
+non-increasing in ``x`` and convex in ``e^x`` (a supremum of hockey-stick divergences
+``P(S) - e^x Q(S)``), so between two grid points it lies below the chord, in ``e^x``, of its
+grid bounds; on each t-cell the recursion applied to those chords is ``c0 + c1 / s + c2 s`` in
+``s = e^t``, maximised exactly (an end of the cell or ``sqrt(c1 / c2)``). ``V_m = 0`` for
+``x >= m eps``. The same sweeps at the grid values of ``t`` give *lower* bounds (a particular
 adversary), returned by :func:`bounded_range_bracket` so tests can see how tight the bounds
 are. Floating point: every value lies in ``[0, 1]`` and each step adds a few roundings of at
-most ``2**-53``; the returned delta adds ``(k + 4) 2**-44`` (the safe side), the returned epsilon
-is the smallest grid threshold whose certified delta is at most the target, rounded up.
+most ``2**-53`` (and a second-order error, far smaller, in the location of the interior
+maximum); the returned delta adds ``(k + 4) 2**-44`` (the safe side), the returned epsilon is
+the smallest grid threshold whose certified delta is at most the target, rounded up.
 """
 
 from __future__ import annotations
