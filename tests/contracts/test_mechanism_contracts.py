@@ -277,7 +277,7 @@ class TestNoisyTopKApproximateLaplaceContract(TestExponentialMechanismContract):
 
     def make_mechanism(self) -> Any:
         mech = NoisyTopK(
-            epsilon=1.0, sensitivity=1.0, k=400, method="laplace", delta=1e-6, n_candidates=401
+            epsilon=0.2, sensitivity=1.0, k=400, method="laplace", delta=1e-6, n_candidates=401
         )
         assert mech.approximate
         return mech
@@ -287,7 +287,7 @@ class TestNoisyTopKApproximateLaplaceContract(TestExponentialMechanismContract):
 
     def builders(self) -> dict[str, Callable[[Any], Any]]:
         base: dict[str, Any] = {
-            "epsilon": 1.0,
+            "epsilon": 0.2,
             "sensitivity": 1.0,
             "k": 400,
             "method": "laplace",

@@ -592,9 +592,9 @@ class ReportNoisyMax:
 
 
 _TOP_K_METHODS = ("gumbel", "laplace", "peeling")
-# The approximate one-shot Laplace calibration is used only in this small-parameter range
-# (NoisyTopK docstring); outside it the pure calibration applies.
-_QSZ_MAX_EPSILON = 1.0
+# Qiao, Su and Zhang 2021, Theorem 2.2 holds for epsilon <= 0.2, delta <= 0.05 and m >= 2
+# candidates (NoisyTopK docstring); outside that range the pure calibration applies.
+_QSZ_MAX_EPSILON = 0.2
 _QSZ_MAX_DELTA = 0.05
 
 
@@ -615,12 +615,12 @@ class NoisyTopK:
       epsilon`` monotone), epsilon-DP (Ding, Wang, Zhang and Kifer 2021, Noisy Top-K). With
       ``delta > 0`` and the public number of candidates ``n_candidates = m``, the one-shot
       Laplace mechanism of Qiao, Su and Zhang 2021 ("Oneshot differentially private top-k
-      selection", ICML, Theorem 2.1): Laplace noise of scale ``8 Delta sqrt(k ln(m / delta)) /
+      selection", ICML, Theorem 2.2): Laplace noise of scale ``8 Delta sqrt(k ln(m / delta)) /
       epsilon`` on every score, top k released, ``(epsilon, delta)``-DP. It grows like
       ``sqrt(k)`` instead of ``k``, so it is used only where it is the smaller scale (about
       ``k > 16 ln(m / delta)``, ``64 ln(m / delta)`` monotone: e.g. k above 331 for m = 1000
-      and delta = 1e-6) and only for ``epsilon <= 1``, ``delta <= 0.05`` (the small-parameter
-      regime of the paper); otherwise the pure scale above is used and the event stays pure
+      and delta = 1e-6) and only where the theorem holds, ``epsilon <= 0.2``, ``delta <= 0.05``
+      and ``m >= 2``; otherwise the pure scale above is used and the event stays pure
       (:attr:`approximate` says which). Releases with more than ``n_candidates`` scores are
       refused (fewer are fine: ``ln(m' / delta)`` only shrinks).
     * ``"peeling"``: ``k`` rounds of :class:`ReportNoisyMax` at ``epsilon / k`` with ``noise``,
@@ -699,7 +699,7 @@ class NoisyTopK:
         if self.delta == 0.0 or self.n_candidates is None:
             return pure, False
         eps = calibrated_epsilon(self.epsilon)
-        if eps > _QSZ_MAX_EPSILON or self.delta > _QSZ_MAX_DELTA:
+        if eps > _QSZ_MAX_EPSILON or self.delta > _QSZ_MAX_DELTA or self.n_candidates < 2:
             return pure, False
         kk = self.k
         eps_g = math.nextafter(eps - 2 * kk * SELECTION_SLACK, 0.0)
