@@ -272,6 +272,36 @@ class TestNoisyTopKContract(TestExponentialMechanismContract):
         }
 
 
+class TestNoisyTopKApproximateLaplaceContract(TestExponentialMechanismContract):
+    """NoisyTopK's one-shot Laplace pass at its (epsilon, delta) calibration (Qiao, Su and
+    Zhang 2021), active at k = 400 of at most 401 candidates."""
+
+    def make_mechanism(self) -> Any:
+        mech = NoisyTopK(
+            epsilon=0.2, sensitivity=1.0, k=400, method="laplace", delta=1e-6, n_candidates=401
+        )
+        assert mech.approximate
+        return mech
+
+    def output_shape(self, x: Any) -> tuple[int, ...]:
+        return (min(400, len(x)),)
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        base: dict[str, Any] = {
+            "epsilon": 0.2,
+            "sensitivity": 1.0,
+            "k": 400,
+            "method": "laplace",
+            "delta": 1e-6,
+            "n_candidates": 401,
+        }
+
+        def build(name: str) -> Callable[[Any], Any]:
+            return lambda v: NoisyTopK(**{**base, name: v})
+
+        return {name: build(name) for name in ("epsilon", "sensitivity", "delta", "n_candidates")}
+
+
 class TestSparseVectorContract(MechanismContract):
     """A stream that cannot halt on these inputs (more positives allowed than queries), so
     the answers keep the input's length."""

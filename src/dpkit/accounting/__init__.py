@@ -23,6 +23,11 @@ from __future__ import annotations
 from dpkit.accounting._base import PrivacyAccountant
 from dpkit.accounting._relations import restate
 from dpkit.accounting.approx import ApproxDpAccountant
+from dpkit.accounting.bounded_range import (
+    bounded_range_composition,
+    bounded_range_composition_delta,
+    bounded_range_event,
+)
 from dpkit.accounting.budget import Budget, ChargeRecord, SubBudget
 from dpkit.accounting.composition import (
     advanced_composition,
@@ -68,6 +73,9 @@ __all__ = [
     "ZCdpFilter",
     "advanced_composition",
     "basic_composition",
+    "bounded_range_composition",
+    "bounded_range_composition_delta",
+    "bounded_range_event",
     "dpsgd_epsilon",
     "dpsgd_gdp_epsilon",
     "dpsgd_gdp_mu",

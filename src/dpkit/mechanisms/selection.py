@@ -76,8 +76,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._numeric.rounding import up
+from dpkit._numeric.rounding import down, float_up, up
 from dpkit._numeric.validation import (
+    check_delta,
     check_epsilon,
     check_integer,
     check_nonnegative,
@@ -87,6 +88,7 @@ from dpkit._numeric.validation import (
 from dpkit._numeric.values import is_missing_type, read_column
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import (
+    ApproxDpEvent,
     DpEvent,
     ExponentialMechanismEvent,
     Neighbouring,
@@ -95,7 +97,7 @@ from dpkit.events import (
     SelfComposedEvent,
     as_neighbouring,
 )
-from dpkit.mechanisms._calibration import calibrated_epsilon
+from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
 from dpkit.noise import RandomSource, exponential_and_sign, exponential_two_tailed, resolve_source
 
 __all__ = ["ExponentialMechanism", "NoisyTopK", "ReportNoisyMax"]
@@ -590,6 +592,10 @@ class ReportNoisyMax:
 
 
 _TOP_K_METHODS = ("gumbel", "laplace", "peeling")
+# Qiao, Su and Zhang 2021, Theorem 2.2 holds for epsilon <= 0.2, delta <= 0.05 and m >= 2
+# candidates (NoisyTopK docstring); outside that range the pure calibration applies.
+_QSZ_MAX_EPSILON = 0.2
+_QSZ_MAX_DELTA = 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -606,14 +612,28 @@ class NoisyTopK:
       (Cesar and Rogers 2021: ``k (epsilon / k)^2 / 8 = epsilon^2 / (8 k)``-zCDP), so zCDP and
       RDP budgets charge less than ``epsilon`` at a chosen delta.
     * ``"laplace"``: one pass of Laplace noise of scale ``2 k Delta / epsilon`` (``k Delta /
-      epsilon`` monotone), epsilon-DP (Ding, Wang, Zhang and Kifer 2021, Noisy Top-K; Qiao, Su
-      and Zhang 2021 for its approximate-DP analysis).
+      epsilon`` monotone), epsilon-DP (Ding, Wang, Zhang and Kifer 2021, Noisy Top-K). With
+      ``delta > 0`` and the public number of candidates ``n_candidates = m``, the one-shot
+      Laplace mechanism of Qiao, Su and Zhang 2021 ("Oneshot differentially private top-k
+      selection", ICML, Theorem 2.2): Laplace noise of scale ``8 Delta sqrt(k ln(m / delta)) /
+      epsilon`` on every score, top k released, ``(epsilon, delta)``-DP. It grows like
+      ``sqrt(k)`` instead of ``k``, so it is used only where it is the smaller scale (about
+      ``k > 16 ln(m / delta)``, ``64 ln(m / delta)`` monotone: e.g. k above 331 for m = 1000
+      and delta = 1e-6) and only where the theorem holds, ``epsilon <= 0.2``, ``delta <= 0.05``
+      and ``m >= 2``; otherwise the pure scale above is used and the event stays pure
+      (:attr:`approximate` says which). Releases with more than ``n_candidates`` scores are
+      refused (fewer are fine: ``ln(m' / delta)`` only shrinks).
     * ``"peeling"``: ``k`` rounds of :class:`ReportNoisyMax` at ``epsilon / k`` with ``noise``,
       each removing the winner (composition of ``k`` events).
 
     Floating point: the one-shot passes use the gain ``(epsilon' - 2 k SLACK) / (c k)``,
     rounded down (``epsilon'`` the calibrated epsilon): each of the ``k`` ordered selections is
-    within ``e^(+-SLACK)`` of exact as in the module docstring.
+    within ``e^(+-SLACK)`` of exact as in the module docstring. The approximate one-shot
+    Laplace pass uses the gain ``(epsilon' - 2 k SLACK) / (8 sqrt(k ln(m / delta_g)))`` rounded
+    down, with ``delta_g = delta' (1 - 2 k SLACK)`` rounded down (``delta'`` the calibrated
+    delta): an output law within ``e^(+-k SLACK)`` of the exact mechanism's, which is
+    ``(epsilon' - 2 k SLACK, delta_g)``-DP, is ``(epsilon', delta')``-DP because
+    ``e^(k SLACK) delta_g <= delta'``.
     """
 
     epsilon: float
@@ -623,6 +643,8 @@ class NoisyTopK:
     noise: str = "gumbel"
     monotonic: bool = False
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    delta: float = 0.0
+    n_candidates: int | None = None
 
     def __init__(
         self,
@@ -634,6 +656,8 @@ class NoisyTopK:
         noise: str = "gumbel",
         monotonic: bool = False,
         neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+        delta: float = 0.0,
+        n_candidates: int | None = None,
     ) -> None:
         if method not in _TOP_K_METHODS:
             raise PrivacyParameterError(
@@ -645,6 +669,63 @@ class NoisyTopK:
             raise PrivacyParameterError(f"epsilon is too small for k = {kk}, got {epsilon!r}")
         object.__setattr__(self, "k", kk)
         object.__setattr__(self, "method", method)
+        d = check_delta(delta)
+        if d > 0.0 and method != "laplace":
+            raise PrivacyParameterError(
+                f"delta > 0 is only used by method='laplace' (one-shot Laplace), got method "
+                f"{method!r}; leave delta at 0"
+            )
+        m: int | None = None
+        if n_candidates is not None:
+            if d == 0.0:
+                raise PrivacyParameterError(
+                    "n_candidates is only used with delta > 0 (method='laplace'); leave it out"
+                )
+            m = check_integer(n_candidates, name="n_candidates", minimum=1, maximum=2**48)
+        elif d > 0.0:
+            raise PrivacyParameterError(
+                "delta > 0 needs n_candidates, the public number of candidates (the noise "
+                "scale grows with ln(n_candidates / delta))"
+            )
+        object.__setattr__(self, "delta", d)
+        object.__setattr__(self, "n_candidates", m)
+
+    def _laplace_gain(self) -> tuple[float, bool]:
+        """The one-shot Laplace gain and whether it is the approximate (Qiao-Su-Zhang) one:
+        the larger (less noise) of the pure gain and, when ``delta > 0``, the approximate gain
+        ``(epsilon' - 2 k SLACK) / (8 sqrt(k ln(m / delta_g)))`` (class docstring), both
+        rounded down."""
+        pure = self._gain()
+        if self.delta == 0.0 or self.n_candidates is None:
+            return pure, False
+        eps = calibrated_epsilon(self.epsilon)
+        if eps > _QSZ_MAX_EPSILON or self.delta > _QSZ_MAX_DELTA or self.n_candidates < 2:
+            return pure, False
+        kk = self.k
+        eps_g = math.nextafter(eps - 2 * kk * SELECTION_SLACK, 0.0)
+        delta_g = down(Fraction(calibrated_delta(self.delta)) * (1 - 2 * kk * Fraction(2) ** -38))
+        if not delta_g > 0.0:
+            return pure, False
+        log_term = float_up(math.log(self.n_candidates) - math.log(delta_g))
+        denom = float_up(8.0 * math.sqrt(kk * log_term))
+        approx = math.nextafter(eps_g / denom, 0.0) * (1 - 2.0**-52)
+        return (approx, True) if approx > pure else (pure, False)
+
+    @property
+    def approximate(self) -> bool:
+        """Whether the release is the ``(epsilon, delta)`` one-shot Laplace mechanism (Qiao, Su
+        and Zhang 2021) rather than a pure epsilon-DP one (class docstring)."""
+        return self.method == "laplace" and self._laplace_gain()[1]
+
+    @property
+    def scale(self) -> float:
+        """Noise scale of the one-shot passes in score units, ``Delta / gain`` rounded up (for
+        display; ``inf`` past the largest double). Peeling reports its per-round scale."""
+        if self.method == "peeling":
+            return self._round_mechanism().scale
+        gain = self._laplace_gain()[0] if self.method == "laplace" else self._gain()
+        with np.errstate(over="ignore"):
+            return math.nextafter(self.sensitivity / gain, math.inf)
 
     def _per_round(self) -> float:
         return self.epsilon / self.k
@@ -660,7 +741,8 @@ class NoisyTopK:
     @property
     def event(self) -> DpEvent:
         """Gumbel: ``k`` exponential-mechanism events at ``epsilon / k`` (calibrated); Laplace:
-        one pure-DP event at the calibrated epsilon; peeling: ``k`` report-noisy-max events."""
+        one pure-DP event at the calibrated epsilon (an approximate-DP event at the calibrated
+        epsilon and delta when :attr:`approximate`); peeling: ``k`` report-noisy-max events."""
         if self.method == "gumbel":
             one = ExponentialMechanism(
                 epsilon=self._per_round(),
@@ -670,6 +752,11 @@ class NoisyTopK:
             ).event
             return SelfComposedEvent(event=one, count=self.k)
         if self.method == "laplace":
+            if self.approximate:
+                return ApproxDpEvent(
+                    epsilon=calibrated_epsilon(self.epsilon),
+                    delta=calibrated_delta(self.delta),
+                )
             return PureDpEvent(epsilon=calibrated_epsilon(self.epsilon))
         rnm = self._round_mechanism().event
         return SelfComposedEvent(event=rnm, count=self.k)
@@ -695,8 +782,15 @@ class NoisyTopK:
         src = resolve_source(source)
         if self.method == "peeling":
             return self._peel(scores, rows, src)
-        z = _scaled_scores(scores, self.sensitivity, self._gain())
+        gain = self._laplace_gain()[0] if self.method == "laplace" else self._gain()
+        z = _scaled_scores(scores, self.sensitivity, gain)
         n = z.size
+        if self.n_candidates is not None and n > self.n_candidates:
+            raise PrivacyParameterError(
+                f"scores has {n} candidates but the mechanism was calibrated for "
+                f"n_candidates={self.n_candidates}; build it with the public number of "
+                "candidates"
+            )
         kk = min(self.k, n)
         out = np.empty((rows, kk), dtype=np.int64)
         step = max(1, _BLOCK // n)
