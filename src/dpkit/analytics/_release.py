@@ -25,7 +25,8 @@ value computed on the data after contribution bounding and clamping):
   union bound of two ``1 - alpha/2`` intervals is kept.)
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
-  (:func:`~dpkit.analytics._intervals.joint_halfwidth`).
+  (:func:`~dpkit.analytics._intervals.joint_halfwidth`); a ``count(column)`` beside a mean of
+  that column is the mean's noisy ``N`` with its interval.
 * variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum
   of squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the
   box, clipped to ``[0, ((upper - lower)/2)^2]``. A std beside a variance of the same column
@@ -449,7 +450,11 @@ def _release_stat(
         _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
         if sp.shared_with is not None:
             name = stat_columns(sp)[0]
-            info_cols[name]["mechanism"] = f"square root of {sp.shared_with} (post-processing)"
+            info_cols[name]["mechanism"] = (
+                f"the noisy count of {sp.shared_with} (post-processing)"
+                if sp.stat.kind == "count"
+                else f"square root of {sp.shared_with} (post-processing)"
+            )
     st = sp.stat
     if isinstance(st.bounds, tuple):
         for name in stat_columns(sp):
@@ -559,7 +564,7 @@ def _release_values(
         mp = sp.measures[0]
         assert mp.noise is not None
         exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
-        noisy = _noisy(mp, exact, source)
+        noisy = _noisy(mp, exact, source, cache)  # a shared count: its partner's noisy N
         h = mp.noise.halfwidth(alpha)
         nonneg = st.kind != "sum"
         for j, name in enumerate(names):
