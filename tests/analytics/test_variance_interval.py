@@ -23,36 +23,25 @@ import math
 
 import numpy as np
 import pytest
+from _stats import binom_high_critical, binom_low_critical
 from scipy import integrate, stats
 
 import dpkit.analytics as dpa
 from dpkit.analytics._intervals import laplace_sum_survival
 from dpkit.analytics._pricing import price
-from dpkit.analytics._release import _ratio_box, _variance_pivot
+from dpkit.analytics._release import _variance_pivot, variance_box
 from dpkit.noise import RandomSource
 
 ALPHA_TEST = 1e-6
 N_REL = 6_000
 
 
-def c_lo(n: int = N_REL, p: float = 0.95) -> int:
-    """Largest c with P(Binomial(n, p) < c) <= ALPHA_TEST."""
-    c = int(stats.binom.ppf(ALPHA_TEST, n, p))
-    while stats.binom.cdf(c, n, p) <= ALPHA_TEST:
-        c += 1
-    while stats.binom.cdf(c - 1, n, p) > ALPHA_TEST:
-        c -= 1
-    return c
+def c_lo() -> int:
+    return binom_low_critical(N_REL, 0.95, ALPHA_TEST)
 
 
-def c_hi(n: int = N_REL, p: float = 0.97) -> int:
-    """Smallest c with P(Binomial(n, p) > c) <= ALPHA_TEST."""
-    c = int(stats.binom.isf(ALPHA_TEST, n, p))
-    while stats.binom.sf(c, n, p) > ALPHA_TEST:
-        c += 1
-    while stats.binom.sf(c - 1, n, p) <= ALPHA_TEST:
-        c -= 1
-    return c
+def c_hi() -> int:
+    return binom_high_critical(N_REL, 0.97, ALPHA_TEST)
 
 
 def test_critical_values_and_power() -> None:
@@ -133,23 +122,11 @@ def test_pivot_at_twice_alpha_is_caught_as_too_narrow(mode: str, loc: float) -> 
 def test_union_bound_is_caught_as_too_wide(mode: str, loc: float) -> None:
     """The former interval: each of N, T, Q at ``1 - alpha/3``, extremes over the box."""
     _, mn, ms, mq, tt, qq, nn, v = _release(mode, loc, 11 if loc == 50.0 else 12)
-    alpha, half = 0.05, 50.0
-    hn, ht, hq = (mp.noise.halfwidth(alpha / 3) for mp in (mn, ms, mq))  # type: ignore[attr-defined]
-    s_t, s_q = ms.step, mq.step  # type: ignore[attr-defined]
-    shift = ms.center * s_t - mq.measure.center  # type: ignore[attr-defined]
+    hw = tuple(mp.noise.halfwidth(0.05 / 3) for mp in (mn, ms, mq))  # type: ignore[attr-defined]
+    steps = (ms.step, mq.step)  # type: ignore[attr-defined]
+    shift = ms.center * steps[0] - mq.measure.center  # type: ignore[attr-defined]
     hits = 0
     for g in range(N_REL):
-        n_lo, n_hi = max(nn[g] - hn, 0), max(nn[g] + hn, 0)
-        if n_lo < 1:
-            hits += 1
-            continue
-        q_lo, q_hi = max((qq[g] - hq) * s_q, 0.0), max((qq[g] + hq) * s_q, 0.0)
-        a, b = _ratio_box(q_lo, q_hi + s_q * n_hi, n_lo, n_hi)
-        ma, mb = _ratio_box((tt[g] - ht) * s_t, (tt[g] + ht) * s_t, n_lo, n_hi)
-        ma, mb = ma + shift, mb + shift + s_t
-        m2_lo = 0.0 if ma <= 0.0 <= mb else min(ma * ma, mb * mb)
-        m2_hi = max(ma * ma, mb * mb)
-        lo = min(max(a - m2_hi, 0.0), half * half)
-        hi = min(max(b - m2_lo, 0.0), half * half)
+        lo, hi = variance_box(nn[g], tt[g], qq[g], hw, steps, shift, 2500.0)  # type: ignore[arg-type]
         hits += lo <= v <= hi
     assert hits > c_hi(), hits / N_REL

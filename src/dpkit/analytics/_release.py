@@ -683,19 +683,9 @@ def _release_values(
                 lo_l.append(min(max(float(v_lo[g]), 0.0), top))
                 hi_l.append(min(max(float(v_hi[g]), 0.0), top))
             continue
-        n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
-        if n_lo < 1:
-            lo_l.append(0.0)
-            hi_l.append(top)
-            continue
-        q_lo, q_hi = max((qq - hq) * m_q.step, 0.0), max((qq + hq) * m_q.step, 0.0)
-        a, b = _ratio_box(q_lo, q_hi + m_q.step * n_hi, n_lo, n_hi)
-        ma, mb = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
-        ma, mb = ma + shift, mb + shift + step
-        m2_lo = 0.0 if ma <= 0.0 <= mb else min(ma * ma, mb * mb)
-        m2_hi = max(ma * ma, mb * mb)
-        lo_l.append(min(max(a - m2_hi, 0.0), top))
-        hi_l.append(min(max(b - m2_lo, 0.0), top))
+        box = variance_box(nn, tt, qq, (hn, ht, hq), (step, m_q.step), shift, top)
+        lo_l.append(box[0])
+        hi_l.append(box[1])
     for g in range(ngroups):  # post-processing: each estimate inside its own interval
         est[g] = min(max(est[g], lo_l[g]), hi_l[g])
     flags = _noise_flags(lo_l, hi_l, top)
@@ -716,6 +706,32 @@ def _release_values(
         if exact_ci is not None
         else "union bound over the three intervals at alpha/3 each",
     }
+
+
+def variance_box(
+    nn: int,
+    tt: int,
+    qq: int,
+    halfwidths: tuple[int, int, int],
+    steps: tuple[float, float],
+    shift: float,
+    top: float,
+) -> tuple[float, float]:
+    """The union-bound interval of a variance (kept where the pivot's laws cannot be read):
+    ``N``, ``T`` and ``Q`` each within their ``1 - alpha/3`` half-widths ``(h_N, h_T, h_Q)``
+    and the extremes of ``Q/N - (T/N + shift)^2`` over that box, within ``[0, top]``."""
+    hn, ht, hq = halfwidths
+    s_t, s_q = steps
+    n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
+    if n_lo < 1:
+        return 0.0, top
+    q_lo, q_hi = max((qq - hq) * s_q, 0.0), max((qq + hq) * s_q, 0.0)
+    a, b = _ratio_box(q_lo, q_hi + s_q * n_hi, n_lo, n_hi)
+    ma, mb = _ratio_box((tt - ht) * s_t, (tt + ht) * s_t, n_lo, n_hi)
+    ma, mb = ma + shift, mb + shift + s_t
+    m2_lo = 0.0 if ma <= 0.0 <= mb else min(ma * ma, mb * mb)
+    m2_hi = max(ma * ma, mb * mb)
+    return min(max(a - m2_hi, 0.0), top), min(max(b - m2_lo, 0.0), top)
 
 
 def _variance_pivot(
