@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _stats import binom_high_critical, binom_low_critical
 from scipy import stats
 
 from dpkit.analytics._intervals import joint_halfwidth, ratio_cells, ratio_intervals
@@ -39,22 +40,12 @@ LEVEL_ALPHA = 0.05
 
 def c_lo(n: int = N, p: float = 0.95) -> int:
     """Largest c with P(Binomial(n, p) < c) <= ALPHA_TEST."""
-    c = int(stats.binom.ppf(ALPHA_TEST, n, p))
-    while stats.binom.cdf(c, n, p) <= ALPHA_TEST:
-        c += 1
-    while stats.binom.cdf(c - 1, n, p) > ALPHA_TEST:
-        c -= 1
-    return c
+    return binom_low_critical(n, p, ALPHA_TEST)
 
 
 def c_hi(n: int = N, p: float = 0.96) -> int:
     """Smallest c with P(Binomial(n, p) > c) <= ALPHA_TEST."""
-    c = int(stats.binom.isf(ALPHA_TEST, n, p))
-    while stats.binom.sf(c, n, p) > ALPHA_TEST:
-        c += 1
-    while stats.binom.sf(c - 1, n, p) <= ALPHA_TEST:
-        c -= 1
-    return c
+    return binom_high_critical(n, p, ALPHA_TEST)
 
 
 def test_critical_values_and_power_are_as_stated() -> None:

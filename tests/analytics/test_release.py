@@ -12,7 +12,7 @@ from scipy.stats import binom
 
 import dpkit.analytics as dpa
 from dpkit.analytics._plan import EngineResult
-from dpkit.analytics._pricing import Noise, _frac_bits, price
+from dpkit.analytics._pricing import Noise, _frac_bits, pool_split, price
 from dpkit.analytics._release import assemble
 from dpkit.events import ApproxDpEvent, DiscreteLaplaceEvent
 from dpkit.noise import RandomSource
@@ -318,10 +318,14 @@ def test_sum_shares_the_means_count_and_centred_sum() -> None:
     assert len(pr.events) == 3  # type: ignore[attr-defined]
     eps, _ = _spent(pr.events)  # type: ignore[attr-defined]
     assert eps <= 3
-    # the mean's measures got the sum's share too: epsilon 1 each for N and T
+    # the mean's measures got the sum's share too: epsilon 2 for N and T together, split by
+    # pool_split (not in halves)
     m_price = next(sp for sp in pr.stats if sp.name == "m")  # type: ignore[attr-defined]
-    lap = Fraction(m_price.measures[1].l1) / Fraction(m_price.measures[1].noise.scale)
-    assert 0.99 < lap <= 1
+    f_n, f_t = pool_split(True, "mean", 0.0, 100.0, 1.0, 1.0, 0.0)
+    for mp, f in zip(m_price.measures, (f_n, f_t), strict=True):
+        lap = Fraction(mp.l1) / Fraction(mp.noise.scale)
+        assert 0.99 * 2 * f < lap <= 2 * f
+    assert f_t != f_n
     # at a huge epsilon the shared sum is the true sum up to the fixed-point floor
     pr, res, true_sum = _shared_query(1e6)
     out = assemble(

@@ -209,6 +209,31 @@ def chi2_categorical(
 
 
 # ---------------------------------------------------------------------------------------------
+# Binomial critical values (coverage tests)
+# ---------------------------------------------------------------------------------------------
+def binom_low_critical(n: int, p: float, alpha: float = ALPHA) -> int:
+    """Largest ``c`` with ``P(Binomial(n, p) < c) <= alpha``: a count below it rejects
+    ``H0: success rate >= p`` at level ``alpha``."""
+    c = int(stats.binom.ppf(alpha, n, p))
+    while stats.binom.cdf(c, n, p) <= alpha:
+        c += 1
+    while stats.binom.cdf(c - 1, n, p) > alpha:
+        c -= 1
+    return c
+
+
+def binom_high_critical(n: int, p: float, alpha: float = ALPHA) -> int:
+    """Smallest ``c`` with ``P(Binomial(n, p) > c) <= alpha``: a count above it rejects
+    ``H0: success rate <= p`` at level ``alpha``."""
+    c = int(stats.binom.isf(alpha, n, p))
+    while stats.binom.sf(c, n, p) > alpha:
+        c += 1
+    while stats.binom.sf(c - 1, n, p) <= alpha:
+        c -= 1
+    return c
+
+
+# ---------------------------------------------------------------------------------------------
 # Clopper-Pearson
 # ---------------------------------------------------------------------------------------------
 def clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:

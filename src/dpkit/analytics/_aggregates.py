@@ -321,9 +321,16 @@ def _linspace(lo: float, hi: float, bins: int) -> tuple[float, ...]:
     return tuple(edges)
 
 
-def count(*, weight: float = 1.0) -> Statistic:
-    """Number of rows per group (after contribution bounding)."""
-    return Statistic(kind="count", weight=_check_weight(weight))
+def count(column: str | None = None, *, weight: float = 1.0) -> Statistic:
+    """Number of rows per group (after contribution bounding); with ``column``, the number of
+    its non-NULL values (SQL's ``COUNT(column)``).
+
+    A count of a column beside a mean (variance, std) of the same column is released from that
+    statistic's own noisy count, and its budget joins the mean's (post-processing, see
+    :func:`dpkit.analytics._pricing.pool_split`)."""
+    if column is None:
+        return Statistic(kind="count", weight=_check_weight(weight))
+    return Statistic(kind="count", column=_check_column(column), weight=_check_weight(weight))
 
 
 def count_distinct(*, weight: float = 1.0) -> Statistic:

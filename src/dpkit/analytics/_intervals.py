@@ -251,3 +251,228 @@ def ratio_interval(
     """:func:`ratio_intervals` of one group: the hull, or ``None`` if the set is empty."""
     lo, hi, found = ratio_intervals(np.array([float(t)]), np.array([float(n)]), cells)
     return (float(lo[0]), float(hi[0])) if bool(found[0]) else None
+
+
+# --- variance: a pivot of the count, centred sum and sum of squares -------------------------
+
+#: Share of alpha spent on the mean's interval that pins the variance's nuisance (the mean).
+VAR_MEAN_ALPHA = 1.0 / 50.0
+#: Cells of the mean's range and of the variance's range ``[0, h^2]``.
+VAR_MEAN_CELLS, VAR_CELLS = 32, 32
+#: Smallest discrete Gaussian sigma (in lattice steps) of ``T`` and ``Q`` read through the
+#: continuous law; below it the release keeps its union bound.
+_GAUSS_CONT_MIN = 2.0**20
+#: Relative bound on the density ratio of the smoothed discrete Gaussian to the normal law
+#: within 40 sigma, squared for the pair (see :func:`variance_cells`), with room to spare.
+_GAUSS_CONT_REL = 1e-4
+
+
+def laplace_sum_survival(b1: float, b2: FloatArray, x: FloatArray) -> FloatArray:
+    """``P(L_1 + L_2 > x)`` for independent continuous Laplace laws of scales ``b1`` and
+    ``b2`` (elementwise in ``b2`` and ``x``).
+
+    For ``x >= 0`` and ``b1 != b2``: ``(b1^2 e^(-x/b1) - b2^2 e^(-x/b2)) / (2 (b1^2 -
+    b2^2))`` (the convolution of the two densities, integrated; at ``b1 = b2 = b``: ``(2 b +
+    x) e^(-x/b) / (4 b)``); for ``x < 0``, one minus the value at ``-x``. Where the scales are
+    within a relative ``1e-4`` both are read as the larger (the tail only grows with a scale:
+    Anderson's theorem for symmetric unimodal laws), avoiding the cancellation."""
+    b2 = np.broadcast_to(b2, x.shape).astype(np.float64)
+    ax = np.abs(x)
+    close = np.abs(b1 - b2) <= 1e-4 * np.maximum(b1, b2)
+    big = np.maximum(b1, b2)
+    with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
+        eq = (2.0 * big + ax) * np.exp(-ax / big) / (4.0 * big)
+        ne = (b1 * b1 * np.exp(-ax / b1) - b2 * b2 * np.exp(-ax / b2)) / (2.0 * (b1 * b1 - b2 * b2))
+    f = np.clip(np.where(close, eq, ne), 0.0, 0.5)
+    return np.asarray(np.where(x >= 0, f, 1.0 - f), dtype=np.float64)
+
+
+def _pair_survival(kind: str, b1: float, b2: FloatArray, x: FloatArray) -> FloatArray:
+    """``P(A > x)`` for ``A`` the sum of two independent continuous laws (Laplace scales or
+    normal standard deviations ``b1``, ``b2``)."""
+    if kind == "discrete_laplace":
+        return laplace_sum_survival(b1, b2, x)
+    from scipy.special import ndtr  # type: ignore[import-untyped,unused-ignore]
+
+    sd = np.sqrt(b1 * b1 + np.broadcast_to(b2, x.shape) ** 2)
+    return np.asarray(ndtr(-x / sd), dtype=np.float64)
+
+
+def _pair_halfwidths(
+    kind: str,
+    b1: float,
+    b2: FloatArray,
+    margin: FloatArray,
+    nn: Noise,
+    ka: FloatArray,
+    kb: FloatArray,
+    alpha: float,
+) -> FloatArray | None:
+    """Per row ``i`` the smallest real ``H`` (to a relative ``2^-14``) whose certified bound
+    on ``P(max(|A_i - ka_i Z_N|, |A_i - kb_i Z_N|) > H)`` is at most ``alpha``, where ``A_i``
+    is within ``margin_i`` of the sum of two continuous laws of scales ``b1`` and ``b2_i``
+    and ``Z_N ~ nn`` is independent of it."""
+    sup = _support(nn, alpha)
+    if sup is None:
+        return None
+    k, pk, rest = sup
+    lo_k, hi_k = np.minimum(ka, kb), np.maximum(ka, kb)
+    slack = 1.0 + (_GAUSS_CONT_REL if kind == "discrete_gaussian" else 0.0)
+
+    def tails(h: FloatArray) -> FloatArray:
+        ak, bk = np.outer(lo_k, k), np.outer(hi_k, k)
+        hh, mm = h[:, None], margin[:, None]
+        lo = np.maximum(ak, bk) - hh + mm
+        hi = np.minimum(ak, bk) + hh - mm
+        bb = np.broadcast_to(b2[:, None], lo.shape)
+        out = _pair_survival(kind, b1, bb, hi) + _pair_survival(kind, b1, bb, -lo)
+        out = np.where(lo > hi, 1.0, np.minimum(out * slack, 1.0))
+        total = out @ pk + rest
+        return np.asarray(total * (1.0 + _REL) + _ABS, dtype=np.float64)
+
+    hi = 40.0 * (b1 + b2) + 2.0 * margin + np.maximum(np.abs(ka), np.abs(kb)) * float(k[-1])
+    hi = np.maximum(hi, 1e-300)
+    while True:
+        bad = tails(hi) > alpha
+        if not bool(bad.any()):
+            break
+        hi = np.where(bad, hi * 2.0, hi)
+    lo = np.zeros_like(hi)
+    while bool((hi - lo > _TOL * hi).any()):
+        mid = (lo + hi) / 2.0
+        ok = tails(mid) <= alpha
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    return np.asarray(hi, dtype=np.float64)
+
+
+@lru_cache(maxsize=64)
+def variance_cells(
+    nt: Noise,
+    nq: Noise,
+    nn: Noise,
+    s_t: float,
+    s_q: float,
+    mu_half: float,
+    v_range: tuple[float, float],
+    shift: float,
+    alpha: float,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray] | None:
+    """The variance pivot's envelope: per cell ``(mean range, variance range)`` the slope
+    ``lam`` and the threshold ``H`` (real units); ``None`` where the laws cannot be read.
+
+    Notation (real units; means relative to the squares' centre ``m``): ``n`` values with
+    mean ``mu`` and variance ``v``; exact integers ``N = n``, ``T = t`` with ``t s_t = n (mu -
+    shift)`` (the centred sum, centre ``m + shift``), ``Q = q`` with ``q s_q = n (v +
+    mu^2)``; released ``N' = n + Z_N``, ``T' = t + Z_T``, ``Q' = q + Z_Q``. For a candidate
+    ``(mu, v)`` and any slope ``lam`` chosen from the candidate alone::
+
+        R(mu, v) = s_q Q' - (v + mu^2) N' - lam (s_t T' - (mu - shift) N')
+
+    equals ``s_q Z_Q - lam s_t Z_T - kappa Z_N`` with ``kappa = v + mu^2 - lam (mu -
+    shift)`` at the true ``(mu, v)``: a pivot. With ``lam = 2 mu`` it is, to first order, ``n``
+    times the error of the plug-in variance ``s_q Q'/N' - (s_t T'/N' + shift)^2``, so the
+    test ``|R| <= H`` is as sharp as that estimate allows. Cells: the mean's range
+    ``[-mu_half, mu_half]`` in :data:`VAR_MEAN_CELLS`, ``lam`` the cell's middle times 2; the
+    variance's ``v_range`` in :data:`VAR_CELLS`; ``kappa`` then ranges over ``[k_a, k_b]`` on
+    the cell and, ``|A - kappa Z_N|`` being convex in ``kappa``, ``H`` certified for the
+    larger of the two ends covers every candidate of the cell.
+
+    Laws. ``Z_T`` and ``Z_Q`` are read through continuous laws. Discrete Laplace of scale
+    ``t``: ``Z = floor(E_1) - floor(E_2)`` with ``E_i`` exponential of mean ``t`` (a
+    difference of two geometric laws of ratio ``e^(-1/t)``), so ``|Z - L| < 1`` for ``L =
+    E_1 - E_2``, continuous Laplace of scale ``t``: an exact coupling, ``A`` within ``s_q +
+    |lam| s_t`` of a sum of two Laplace laws (:func:`laplace_sum_survival`). Discrete Gaussian
+    of ``sigma >= 2^20`` steps: ``Z + U`` (``U`` uniform on ``[-1/2, 1/2)``) has density
+    ``p(round(y))``, within ``exp(+-(|y| + 1/4) / (2 sigma^2))`` of the normal density (the
+    normaliser is ``sigma sqrt(2 pi)`` to ``1e-300``), so any event of the pair within ``40
+    sigma`` has at most ``1 + 1e-4`` times its normal probability (the mass beyond is below
+    ``1e-300``); margin ``(s_q + |lam| s_t) / 2``. ``Z_N`` is summed exactly as for the mean.
+    """
+    if nt.kind != nq.kind:
+        return None
+    if nt.kind == "discrete_gaussian":
+        if min(nt.scale, nq.scale) < _GAUSS_CONT_MIN:
+            return None
+        sd = (nq.scale * s_q, nt.scale * s_t)
+        m_scale = 0.5
+    else:
+        sd = (nq.scale * s_q, nt.scale * s_t)
+        m_scale = 1.0
+    j, ll = VAR_MEAN_CELLS, VAR_CELLS
+    mu_e = np.linspace(-mu_half, mu_half, j + 1)
+    v_e = np.linspace(v_range[0], v_range[1], ll + 1)
+    mu_a, mu_b = np.repeat(mu_e[:-1], ll), np.repeat(mu_e[1:], ll)
+    v_a, v_b = np.tile(v_e[:-1], j), np.tile(v_e[1:], j)
+    mid = (mu_a + mu_b) / 2.0
+    lam = 2.0 * mid
+    # mu^2 - lam mu = (mu - mid)^2 - mid^2 on the cell: from -mid^2 to (width/2)^2 - mid^2
+    w2 = ((mu_b - mu_a) / 2.0) ** 2
+    ka = v_a - mid * mid + lam * shift
+    kb = v_b + w2 - mid * mid + lam * shift
+    pad = 1e-12 * (np.abs(ka) + np.abs(kb) + mu_half * mu_half + abs(v_range[1]))
+    ka, kb = ka - pad, kb + pad
+    b2 = np.abs(lam) * sd[1]
+    margin = m_scale * (s_q + np.abs(lam) * s_t) * (1.0 + 1e-12)
+    hs = _pair_halfwidths(nt.kind, sd[0], b2, margin, nn, ka, kb, alpha)
+    if hs is None:
+        return None
+    out = (mu_a, mu_b, v_a, v_b, hs)
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
+def variance_intervals(
+    t: FloatArray,
+    q: FloatArray,
+    n: FloatArray,
+    mu_lo: FloatArray,
+    mu_hi: FloatArray,
+    cells: tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray],
+    s_t: float,
+    s_q: float,
+    shift: float,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """Per group the hull of the candidates ``v`` with ``|R(mu, v)| <= H`` for some ``mu`` in
+    the group's mean interval ``[mu_lo, mu_hi]`` (real units relative to ``m``; ``NaN``: the
+    mean interval was empty) and whether any was found. ``R`` is linear in ``v``
+    (coefficient ``-N'``) and, on a cell, quadratic in ``mu``, so the accepted ``v`` of a
+    cell is ``X(mu) - H <= v N' <= X(mu) + H`` over the ``mu`` of the cell, with ``X``'s
+    extremes at the ends or the vertex; intersected with the cell's ``v`` range."""
+    mu_a, mu_b, v_a, v_b, hh = (x[None, :] for x in cells)
+    tt, qq, nv = t[:, None] * s_t, q[:, None] * s_q, n[:, None]
+    lo_m = np.maximum(mu_a, mu_lo[:, None])
+    hi_m = np.minimum(mu_b, mu_hi[:, None])
+    live = lo_m <= hi_m  # NaN mean ends compare False: no cell
+    lam = mu_a + mu_b  # 2 * middle
+
+    def x_of(mu: FloatArray) -> FloatArray:
+        return np.asarray(qq - mu * mu * nv - lam * (tt - (mu - shift) * nv), dtype=np.float64)
+
+    # X(mu) = -N' mu^2 + lam N' mu + const: vertex at mu = lam / 2
+    ends = [x_of(lo_m), x_of(hi_m)]
+    vert = np.clip(lam / 2.0, lo_m, hi_m)
+    ends.append(x_of(vert))
+    x_min = np.minimum(np.minimum(ends[0], ends[1]), ends[2])
+    x_max = np.maximum(np.maximum(ends[0], ends[1]), ends[2])
+    a, b = x_min - hh, x_max + hh
+    pad = 1e-12 * (np.abs(a) + np.abs(b))
+    a, b = a - pad, b + pad
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e1, e2 = a / nv, b / nv
+    pos, neg = nv > 0.0, nv < 0.0
+    v_lo = np.where(pos, e1, np.where(neg, e2, v_a))
+    v_hi = np.where(pos, e2, np.where(neg, e1, v_b))
+    ok_zero = (a <= 0.0) & (b >= 0.0)
+    lo = np.maximum(v_lo, v_a)
+    hi = np.minimum(v_hi, v_b)
+    ok = live & np.where(nv == 0.0, ok_zero, lo <= hi)
+    lo_v = np.where(ok, lo, np.inf).min(axis=1)
+    hi_v = np.where(ok, hi, -np.inf).max(axis=1)
+    found = ok.any(axis=1)
+    return (
+        np.asarray(np.where(found, lo_v, np.nan), dtype=np.float64),
+        np.asarray(np.where(found, hi_v, np.nan), dtype=np.float64),
+        np.asarray(found, dtype=np.bool_),
+    )

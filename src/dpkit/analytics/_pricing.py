@@ -44,14 +44,16 @@ statistic is Gaussian, partition selection gets all of ``delta``.
 
 Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
-weights (``W`` the total weight), and a statistic's share is split evenly over its integer
-measures (a mean: count and centred sum). In zCDP sessions the query's ``(epsilon, delta)`` is
-first converted into the budget's own currency by the budget's own rule
-(:meth:`~dpkit.accounting.Budget.zcdp_share`: the share of the budget's delta kept for
-approximate events, the share of its floating-point slack allowance, and the largest ``rho``
-that certifies the rest), and ``rho`` is split. A query at the session budget's ``(epsilon,
-delta)`` is thus priced at exactly the budget's ``rho_max``. Shares are rounded down, scales
-and charged costs up.
+weights (``W`` the total weight), and a statistic's share is split over its integer measures: a
+mean's between its count and centred sum to minimise the weighted relative variances of the mean and
+of the sum and count released from them (:func:`pool_split`), a variance's in equal thirds. A
+``count(column)`` and a ``sum`` of a mean's column (same bounds) are released from the mean's own
+noisy measures when that makes no statistic worse (:func:`_pools`). In zCDP sessions the query's
+``(epsilon, delta)`` is first converted into the budget's own currency by the budget's own rule
+(:meth:`~dpkit.accounting.Budget.zcdp_share`: the share of the budget's delta kept for approximate
+events, the share of its floating-point slack allowance, and the largest ``rho`` that certifies the
+rest), and ``rho`` is split. A query at the session budget's ``(epsilon, delta)`` is thus priced at
+exactly the budget's ``rho_max``. Shares are rounded down, scales and charged costs up.
 
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
@@ -193,6 +195,8 @@ class StatPrice:
     rho: float = 0.0
     # a sum released from this mean's (or variance's) N and T; a std from this variance
     shared_with: str | None = None
+    # the fraction of the share each measure got (pool_split); () for one measure
+    split: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -274,22 +278,34 @@ def _int_bounds(lower: float, upper: float, k: int) -> tuple[int, int]:
 class _Shares:
     """Splits a statistic's budget over its measures: pure epsilon or zCDP rho."""
 
-    def __init__(self, mode: Mode, total: float, parts: int, max_partitions: int) -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        total: float,
+        parts: int,
+        max_partitions: int,
+        fractions: tuple[Fraction, ...] = (),
+    ) -> None:
+        # ``fractions`` (summing to at most 1 exactly) or equal parts; each share rounded down,
+        # so the parts never add up to more than ``total``
+        fr = fractions or tuple(Fraction(1, parts) for _ in range(parts))
+        assert len(fr) == parts and sum(fr) <= 1 and all(f > 0 for f in fr)
         self.mode = mode
-        self.each = down(Fraction(total) / parts) if parts else 0.0
+        self.parts = [down(Fraction(total) * f) for f in fr]
         self.p = max_partitions
 
-    def noise(self, l1: int, l2_sq: int, cells: int) -> tuple[Noise, DpEvent]:
-        if not self.each > 0.0:
+    def noise(self, l1: int, l2_sq: int, cells: int, part: int = 0) -> tuple[Noise, DpEvent]:
+        each = self.parts[part]
+        if not each > 0.0:
             raise PrivacyParameterError("the query's budget share is too small to release")
         if self.mode == "pure":
-            eps = Fraction(self.each)
+            eps = Fraction(each)
             slack = Fraction(DISCRETE_LAPLACE_SLACK) * cells
             t = up(Fraction(l1) / eps)
             if t < _FAST_LIMIT:
                 if not eps > 4 * slack:
                     raise PrivacyParameterError(
-                        f"epsilon share {self.each!r} is too small for the fast sampler's slack"
+                        f"epsilon share {each!r} is too small for the fast sampler's slack"
                     )
                 t = up(Fraction(l1) / (eps - 2 * slack))
             if not t <= _MAX_NOISE_SCALE:
@@ -301,7 +317,7 @@ class _Shares:
                 scale=t, sensitivity=l1, pmf_slack=float(slack) if nz.fast else 0.0
             )
             return nz, ev
-        rho = Fraction(self.each)
+        rho = Fraction(each)
         sigma = up(sqrt_up(Fraction(l2_sq) / (2 * rho)))
         if not sigma <= _MAX_NOISE_SCALE:
             raise PrivacyParameterError(
@@ -336,15 +352,26 @@ def _value_measure(
     )
 
 
-def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r: int) -> StatPrice:
-    """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho)."""
+def _price_stat(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    p: int,
+    r: int,
+    pool: tuple[float, float, float] | None = None,
+) -> StatPrice:
+    """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho).
+
+    ``pool``: a mean's (variance's) weights ``(w_m, w_s, w_c)`` with the sum and counts that
+    share its measures; its share is split over its measures by :func:`pool_split`."""
     col = stat.column
     sqrt_p = math.sqrt(p)
     prices: list[MeasurePrice] = []
 
-    def scale_real(sens_per_row: float, parts: int) -> float:
+    def scale_real(sens_per_row: float, parts: int, frac: float = 0.0) -> float:
         # Approximate real noise scale, only used to choose the fixed-point bits.
-        each = share / parts
+        each = share * frac if frac else share / parts
         if mode == "pure":
             return p * r * sens_per_row / each
         return sqrt_p * r * sens_per_row / math.sqrt(2.0 * each)
@@ -352,11 +379,19 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
     if stat.kind in ("count", "count_distinct"):
         sh = _Shares(mode, share, 1, p)
         kind: Any = "rows" if stat.kind == "count" else "units"
+        if col is not None:  # count(column): its non-NULL values
+            kind = "values"
         rr = r if stat.kind == "count" else 1
         nz, ev = sh.noise(p * rr, p * rr * rr, p)
         prices.append(
             MeasurePrice(
-                Measure(name=f"{name}:n", kind=kind), nz, 1.0, p * rr, p * rr * rr, 1, event=ev
+                Measure(name=f"{name}:n", kind=kind, column=col),
+                nz,
+                1.0,
+                p * rr,
+                p * rr * rr,
+                1,
+                event=ev,
             )
         )
         return StatPrice(name, stat, tuple(prices), events=(ev,), epsilon=share)
@@ -436,15 +471,19 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
 
     # mean, variance, std: count of values, centred sum, (centred sum of squares)
     parts = 2 if stat.kind == "mean" else 3
-    sh = _Shares(mode, share, parts, p)
+    w_m, w_s, w_c = pool or (float(stat.weight), 0.0, 0.0)
+    fr = pool_split(mode == "pure", stat.kind, lower, upper, w_m, w_s, w_c)
+    sh = _Shares(mode, share, parts, p, fr)
     half = (upper - lower) / 2.0
     cnt = Measure(name=f"{name}:n", kind="values", column=col)
-    nz_n, ev_n = sh.noise(p * r, p * r * r, p)
+    nz_n, ev_n = sh.noise(p * r, p * r * r, p, 0)
     prices.append(MeasurePrice(cnt, nz_n, 1.0, p * r, p * r * r, 1, event=ev_n))
-    m, k, lo, hi = _value_measure(f"{name}:sum", col, lower, upper, scale_real(half, parts))
+    m, k, lo, hi = _value_measure(
+        f"{name}:sum", col, lower, upper, scale_real(half, parts, float(fr[1]))
+    )
     c = (lo + hi) // 2
     s = max(c - lo, hi - c, 1)
-    nz_s, ev_s = sh.noise(p * r * s, p * (r * s) ** 2, p)
+    nz_s, ev_s = sh.noise(p * r * s, p * (r * s) ** 2, p, 1)
     prices.append(
         MeasurePrice(
             m,
@@ -461,10 +500,10 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
     events = [ev_n, ev_s]
     if parts == 3:
         sq_hi = half * half
-        k2 = _frac_bits(scale_real(sq_hi, parts), sq_hi)
+        k2 = _frac_bits(scale_real(sq_hi, parts, float(fr[2])), sq_hi)
         _, qhi = _int_bounds(0.0, sq_hi, k2)
         q = max(qhi, 1)
-        nz_q, ev_q = sh.noise(p * r * q, p * (r * q) ** 2, p)
+        nz_q, ev_q = sh.noise(p * r * q, p * (r * q) ** 2, p, 2)
         mq = Measure(
             name=f"{name}:sq",
             kind="sum_sq",
@@ -478,7 +517,14 @@ def _price_stat(name: str, stat: Statistic, mode: Mode, share: float, p: int, r:
         )
         prices.append(MeasurePrice(mq, nz_q, 2.0**-k2, p * r * q, p * (r * q) ** 2, 1, event=ev_q))
         events.append(ev_q)
-    return StatPrice(name, stat, tuple(prices), events=tuple(events), epsilon=share)
+    return StatPrice(
+        name,
+        stat,
+        tuple(prices),
+        events=tuple(events),
+        epsilon=share,
+        split=tuple(float(f) for f in fr),
+    )
 
 
 def rho_for(epsilon: float, delta: float) -> float:
@@ -540,44 +586,151 @@ def _laplace_stats(
     return out
 
 
-def _shared_sums(stats: dict[str, Statistic], *, zcdp: bool) -> dict[str, str]:
-    """Sums released from a mean's (variance's, std's) noisy count ``N`` and centred sum ``T``.
+#: ``E[r^2] / h^2`` for a mean at a uniformly random place within its bounds (``r`` its
+#: distance from the centre, ``h`` the half-range): the reference point of :func:`pool_split`.
+MEAN_SPREAD = 1.0 / 3.0
 
-    A ``sum`` with the same column and given bounds as such a statistic is released as ``S =
-    T + c N`` (``c`` the centre; exact before noise, so post-processing) instead of from its own
-    measure, and its budget weight joins the partner's, whose ``N`` and ``T`` get less noise.
-    With ``h = (U - L) / 2``, weights ``w_s`` (sum) and ``w_m`` (partner, ``m`` measures), the
-    sum's noise at leading order is ``(|c| + h) / w_s`` alone and ``sqrt(h^2 + c^2) m / (w_s +
-    w_m)`` shared (Laplace, standard deviations in units of ``P R / eps``), or with square
-    roots of the weights for Gaussian noise in zCDP sessions (``sigma ~ 1 / sqrt(rho)``). A
-    sum is shared only when that is no worse for it; the partner always gains. Public
-    parameters only.
+
+def _unit_variance(pure: bool, share: float) -> float:
+    """Leading-order noise variance of a measure of sensitivity 1 given ``share``: discrete
+    Laplace at epsilon ``e``, ``2 / e^2``; discrete Gaussian at ``rho``, ``1 / (2 rho)``."""
+    return 2.0 / (share * share) if pure else 1.0 / (2.0 * share)
+
+
+def pool_split(
+    pure: bool,
+    kind: str,
+    lower: float,
+    upper: float,
+    w_mean: float,
+    w_sum: float = 0.0,
+    w_count: float = 0.0,
+) -> tuple[Fraction, ...]:
+    """The fractions of a mean's share given to its count ``N`` and centred sum ``T``
+    (variance, std: ``N``, ``T`` and ``Q`` in equal thirds).
+
+    Objective. With ``h = (U - L) / 2``, ``c = (U + L) / 2``, ``M = |c| + h = max(|L|, |U|)``,
+    a group of ``n`` people, ``P R`` the per-unit contribution and ``g(e)`` the variance of
+    a unit-sensitivity measure at share ``e`` (:func:`_unit_variance`), the errors at leading
+    order (Taylor expansion of ``T'/N'`` about ``(t, n)``) are::
+
+        mean  (Z_T - r Z_N) / n        variance (P R)^2 (h^2 g(e_T) + r^2 g(e_N)) / n^2
+        sum   Z_T + c Z_N              variance (P R)^2 (h^2 g(e_T) + c^2 g(e_N))
+        count Z_N                      variance (P R)^2 g(e_N)
+
+    (``r`` the true mean's distance from ``c``). Each is made unit-free by its own scale: the
+    mean by ``h``, the sum by ``n M`` (its largest possible value), the count by ``n``; the
+    split minimises the weighted sum of these relative variances, with ``r^2`` replaced by its
+    average ``h^2 / 3`` over a mean anywhere within the bounds (:data:`MEAN_SPREAD`)::
+
+        J = a_T g(e_T) + a_N g(e_N),   a_T = w_m + w_s h^2 / M^2,
+                                       a_N = w_m / 3 + w_s c^2 / M^2 + w_c
+
+    (up to the common factor ``(P R / n)^2``: the expected group size cancels, so the split
+    needs no guess of it). Under ``e_T + e_N = E`` (Lagrange: ``a_T g'(e_T) = a_N g'(e_N)``)
+    the minimum is at ``e_T / e_N = (a_T / a_N)^(1/3)`` for discrete Laplace (``g = 2 / e^2``)
+    and ``rho_T / rho_N = (a_T / a_N)^(1/2)`` for the discrete Gaussian (``g = 1 / (2 rho)``).
+    A mean alone gets ``e_T / e_N = 3^(1/3)`` (1.44) or ``3^(1/2)`` (1.73) instead of 1.
+
+    Privacy. The fractions are exact rationals summing to exactly 1 (``f_N = 1 - f_T``) and
+    each part is rounded down, so the measures together are charged at most the statistic's
+    share, exactly as with equal parts: the query's total charge does not change. They are
+    computed from the bounds, the weights and the kind of noise only (public parameters),
+    never from data.
     """
-    out: dict[str, str] = {}
-    for n, s in stats.items():
-        if s.kind != "sum" or s.auto or not isinstance(s.bounds, tuple):
+    if kind != "mean":
+        return (Fraction(1, 3), Fraction(1, 3), Fraction(1, 3))
+    h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
+    big = abs(c) + h
+    a_t = w_mean + w_sum * (h / big) ** 2
+    a_n = w_mean * MEAN_SPREAD + w_sum * (c / big) ** 2 + w_count
+    power = 1.0 / 3.0 if pure else 0.5
+    x, y = a_n**power, a_t**power
+    f_t = Fraction(y / (x + y)).limit_denominator(2**40)
+    f_t = min(max(f_t, Fraction(1, 100)), Fraction(99, 100))  # neither part starved
+    return (1 - f_t, f_t)
+
+
+def pool_errors(
+    pure: bool,
+    kind: str,
+    lower: float,
+    upper: float,
+    w_mean: float,
+    w_sum: float = 0.0,
+    w_count: float = 0.0,
+) -> tuple[float, float, float]:
+    """Leading-order relative variances ``(mean, sum, count)`` of a pool at its
+    :func:`pool_split`, in units of ``(P R / n)^2`` with the budget shares taken equal to the
+    weights (the query's total weight is a common factor). A variance partner reports ``0``
+    for its own entry (its three measures gain from any added weight)."""
+    fr = pool_split(pure, kind, lower, upper, w_mean, w_sum, w_count)
+    w = w_mean + w_sum + w_count
+    g_n = _unit_variance(pure, w * float(fr[0]))
+    g_t = _unit_variance(pure, w * float(fr[1]))
+    h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
+    big = abs(c) + h
+    mean = g_t + MEAN_SPREAD * g_n if kind == "mean" else 0.0
+    return mean, ((h * h) * g_t + (c * c) * g_n) / (big * big), g_n
+
+
+def _pools(
+    stats: dict[str, Statistic], spreads: dict[str, str], *, pure: bool
+) -> tuple[dict[str, str], dict[str, tuple[float, float, float]]]:
+    """Sums and counts released from a mean's (variance's, std's) noisy ``N`` and ``T``.
+
+    A ``count(column)`` of the same column as such a statistic is its noisy count ``N``; a
+    ``sum`` with the same column and given bounds is ``S = T + c N`` (``c`` the centre;
+    ``T = S - c N`` exactly before noise, so post-processing). Neither has a measure of its
+    own: its budget weight joins the partner's, whose share is then split by
+    :func:`pool_split`. A count or sum joins only if no statistic of the pool is worse for it
+    (by :func:`pool_errors`: the member against its own release at its own weight, the
+    partner against the pool without the member), counts first, then sums. Returns the
+    members' partners and each partner's weights ``(w_m, w_s, w_c)``. Public parameters only.
+    """
+    shared: dict[str, str] = {}
+    pools: dict[str, tuple[float, float, float]] = {}
+    for pn, ps in stats.items():
+        if (
+            pn in spreads
+            or ps.kind not in ("mean", "variance", "std")
+            or ps.auto
+            or not isinstance(ps.bounds, tuple)
+        ):
             continue
-        for pn, ps in stats.items():
+        lo, hi = ps.bounds
+        w_m = float(ps.weight) + sum(float(stats[n].weight) for n, p in spreads.items() if p == pn)
+        w_s = w_c = 0.0
+
+        def errs(ws: float, wc: float) -> tuple[float, float, float]:
+            return pool_errors(pure, ps.kind, lo, hi, w_m, ws, wc)  # noqa: B023
+
+        for n, s in stats.items():
+            if n in shared or n in spreads or s.kind != "count" or s.column != ps.column:
+                continue
+            before, after = errs(w_s, w_c), errs(w_s, w_c + float(s.weight))
+            if after[0] <= before[0] and after[2] <= _unit_variance(pure, float(s.weight)):
+                shared[n] = pn
+                w_c += float(s.weight)
+        for n, s in stats.items():
             if (
-                ps.kind in ("mean", "variance", "std")
-                and not ps.auto
-                and ps.column == s.column
-                and ps.bounds == s.bounds
+                n in shared
+                or s.kind != "sum"
+                or s.auto
+                or s.column != ps.column
+                or s.bounds != ps.bounds
             ):
-                lo, hi = s.bounds
-                c, h = abs(lo + hi) / 2.0, (hi - lo) / 2.0
-                m = 2 if ps.kind == "mean" else 3
-                ws, wm = float(s.weight), float(ps.weight)
-                if zcdp:
-                    alone = (c + h) / math.sqrt(ws)
-                    both = math.hypot(c, h) * math.sqrt(m / (ws + wm))
-                else:
-                    alone = (c + h) / ws
-                    both = math.hypot(c, h) * m / (ws + wm)
-                if both <= alone:
-                    out[n] = pn
-                break
-    return out
+                continue
+            before, after = errs(w_s, w_c), errs(w_s + float(s.weight), w_c)
+            if (
+                after[0] <= before[0]
+                and after[2] <= before[2]
+                and after[1] <= _unit_variance(pure, float(s.weight))
+            ):
+                shared[n] = pn
+                w_s += float(s.weight)
+        pools[pn] = (w_m, w_s, w_c)
+    return shared, pools
 
 
 def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
@@ -649,8 +802,8 @@ def price(
     for s in stats.values():
         total_w += Fraction(s.weight)
     spreads = _shared_spreads(stats)
-    partners = {n: s for n, s in stats.items() if n not in spreads}
-    shared = {**_shared_sums(partners, zcdp=mode == "zcdp"), **spreads}
+    pooled, pools = _pools(stats, spreads, pure=mode != "zcdp")
+    shared = {**pooled, **spreads}
     weights = {n: Fraction(s.weight) for n, s in stats.items()}
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
         weights[partner] += weights[n]
@@ -730,7 +883,7 @@ def price(
             continue
         if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
             share = down(Fraction(rest_eps) * weights[name] / total_w)
-            sp = _price_stat(name, s, "pure", share, p, r)
+            sp = _price_stat(name, s, "pure", share, p, r, pools.get(name))
             priced.append(sp)
             events.extend(sp.events)
             continue
@@ -741,14 +894,14 @@ def price(
             if mode != "approx":
                 events.extend(ab.events)
             continue
-        sp = _price_stat(name, s, mode, share, p, r)
+        sp = _price_stat(name, s, mode, share, p, r, pools.get(name))
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
         pp = by_name[partner]
-        kept = pp.measures if n in spreads else pp.measures[:2]
+        kept = pp.measures if n in spreads else pp.measures[: 1 if stats[n].kind == "count" else 2]
         priced.append(StatPrice(n, stats[n], kept, shared_with=partner))
     rank = {n: i for i, n in enumerate(stats)}
     priced.sort(key=lambda sp: rank[sp.name])

@@ -25,10 +25,15 @@ value computed on the data after contribution bounding and clamping):
   union bound of two ``1 - alpha/2`` intervals is kept.)
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
-  (:func:`~dpkit.analytics._intervals.joint_halfwidth`).
+  (:func:`~dpkit.analytics._intervals.joint_halfwidth`); a ``count(column)`` beside a mean of
+  that column is the mean's noisy ``N`` with its interval.
 * variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum
-  of squares ``Q`` (centre ``m``), each of ``Q, T, N`` at ``1 - alpha/3``, extremes over the
-  box, clipped to ``[0, ((upper - lower)/2)^2]``. A std beside a variance of the same column
+  of squares ``Q`` (centre ``m``). Interval: the candidates ``(mu, v)`` whose pivot ``s_q Q -
+  (v + mu^2) N - 2 mu (s_t T - (mu - shift) N)`` is within the quantile of its noise law
+  (:func:`~dpkit.analytics._intervals.variance_cells`), with ``mu`` in Fieller's mean interval
+  at ``alpha / 50``: at level ``1 - alpha`` and close to it unless clipped to ``[0, ((upper -
+  lower)/2)^2]``. (Where the laws cannot be read, each of ``Q, T, N`` at ``1 - alpha/3``,
+  extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
 * quantiles: the exponential mechanism's output; no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
@@ -449,7 +454,11 @@ def _release_stat(
         _release_values(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
         if sp.shared_with is not None:
             name = stat_columns(sp)[0]
-            info_cols[name]["mechanism"] = f"square root of {sp.shared_with} (post-processing)"
+            info_cols[name]["mechanism"] = (
+                f"the noisy count of {sp.shared_with} (post-processing)"
+                if sp.stat.kind == "count"
+                else f"square root of {sp.shared_with} (post-processing)"
+            )
     st = sp.stat
     if isinstance(st.bounds, tuple):
         for name in stat_columns(sp):
@@ -559,7 +568,7 @@ def _release_values(
         mp = sp.measures[0]
         assert mp.noise is not None
         exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
-        noisy = _noisy(mp, exact, source)
+        noisy = _noisy(mp, exact, source, cache)  # a shared count: its partner's noisy N
         h = mp.noise.halfwidth(alpha)
         nonneg = st.kind != "sum"
         for j, name in enumerate(names):
@@ -656,6 +665,7 @@ def _release_values(
     hq = m_q.noise.halfwidth(alpha / split)
     shift = c_real - m_q.measure.center  # T is centred at c_real, Q at m
     top = half * half
+    exact_ci = _variance_pivot(st, m_n, m_s, m_q, n_noisy, t_noisy, q_noisy, alpha)
     for g in range(ngroups):
         nn, tt, qq = n_noisy[g], t_noisy[g], q_noisy[g]
         if nn >= 1:
@@ -664,19 +674,18 @@ def _release_values(
         else:
             v = 0.0
         est.append(min(max(v, 0.0), top))
-        n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
-        if n_lo < 1:
-            lo_l.append(0.0)
-            hi_l.append(top)
+        if exact_ci is not None:  # the pivot of (N, T, Q) under the noises' joint law
+            v_lo, v_hi, found = exact_ci
+            if not found[g]:  # the set is empty (probability <= alpha): the estimate
+                lo_l.append(est[-1])
+                hi_l.append(est[-1])
+            else:
+                lo_l.append(min(max(float(v_lo[g]), 0.0), top))
+                hi_l.append(min(max(float(v_hi[g]), 0.0), top))
             continue
-        q_lo, q_hi = max((qq - hq) * m_q.step, 0.0), max((qq + hq) * m_q.step, 0.0)
-        a, b = _ratio_box(q_lo, q_hi + m_q.step * n_hi, n_lo, n_hi)
-        ma, mb = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
-        ma, mb = ma + shift, mb + shift + step
-        m2_lo = 0.0 if ma <= 0.0 <= mb else min(ma * ma, mb * mb)
-        m2_hi = max(ma * ma, mb * mb)
-        lo_l.append(min(max(a - m2_hi, 0.0), top))
-        hi_l.append(min(max(b - m2_lo, 0.0), top))
+        box = variance_box(nn, tt, qq, (hn, ht, hq), (step, m_q.step), shift, top)
+        lo_l.append(box[0])
+        hi_l.append(box[1])
     for g in range(ngroups):  # post-processing: each estimate inside its own interval
         est[g] = min(max(est[g], lo_l[g]), hi_l[g])
     flags = _noise_flags(lo_l, hi_l, top)
@@ -693,8 +702,93 @@ def _release_values(
         "count": _noise_desc(m_n),
         "sum_sq": _noise_desc(m_q),
         "mostly_noise": flags,
-        "ci": "union bound over the three intervals at alpha/3 each",
+        "ci": "pivot of the count, sum and sum of squares under their joint noise law"
+        if exact_ci is not None
+        else "union bound over the three intervals at alpha/3 each",
     }
+
+
+def variance_box(
+    nn: int,
+    tt: int,
+    qq: int,
+    halfwidths: tuple[int, int, int],
+    steps: tuple[float, float],
+    shift: float,
+    top: float,
+) -> tuple[float, float]:
+    """The union-bound interval of a variance (kept where the pivot's laws cannot be read):
+    ``N``, ``T`` and ``Q`` each within their ``1 - alpha/3`` half-widths ``(h_N, h_T, h_Q)``
+    and the extremes of ``Q/N - (T/N + shift)^2`` over that box, within ``[0, top]``."""
+    hn, ht, hq = halfwidths
+    s_t, s_q = steps
+    n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
+    if n_lo < 1:
+        return 0.0, top
+    q_lo, q_hi = max((qq - hq) * s_q, 0.0), max((qq + hq) * s_q, 0.0)
+    a, b = _ratio_box(q_lo, q_hi + s_q * n_hi, n_lo, n_hi)
+    ma, mb = _ratio_box((tt - ht) * s_t, (tt + ht) * s_t, n_lo, n_hi)
+    ma, mb = ma + shift, mb + shift + s_t
+    m2_lo = 0.0 if ma <= 0.0 <= mb else min(ma * ma, mb * mb)
+    m2_hi = max(ma * ma, mb * mb)
+    return min(max(a - m2_hi, 0.0), top), min(max(b - m2_lo, 0.0), top)
+
+
+def _variance_pivot(
+    st: Statistic,
+    m_n: MeasurePrice,
+    m_s: MeasurePrice,
+    m_q: MeasurePrice,
+    n_noisy: list[int],
+    t_noisy: list[int],
+    q_noisy: list[int],
+    alpha: float,
+) -> tuple[Any, Any, Any] | None:
+    """The variance intervals at level ``1 - alpha`` from the pivot of
+    :func:`~dpkit.analytics._intervals.variance_cells`, or ``None`` (the union bound stays).
+
+    The mean ``mu`` is pinned by Fieller's interval at ``alpha / 50``
+    (:data:`~dpkit.analytics._intervals.VAR_MEAN_ALPHA`), the variance by the pivot ``R`` at
+    the rest: the true pair is outside with probability at most the sum, ``alpha``. Both are
+    stated for the lattice values ``mu_int = s_t T / n + shift`` and ``v_int = s_q Q / n -
+    mu_int^2`` of the exact integers; the bounded statistic ``v`` differs by at most ``Delta
+    = s_q + s_t (2 h + s_t)`` plus ``4 h^2 2^-52`` (each row's floor lowers its value by less
+    than a step ``s_t``, its square by less than ``s_q``; the square is a rounded double), so
+    the ranges of the cells are widened by ``2 Delta`` and the ends by ``Delta``."""
+    from dpkit.analytics._intervals import VAR_MEAN_ALPHA, variance_cells, variance_intervals
+
+    assert isinstance(st.bounds, tuple) and m_n.noise and m_s.noise and m_q.noise
+    lower, upper = st.bounds
+    half = (upper - lower) / 2.0
+    s_t, s_q = m_s.step, m_q.step
+    shift = m_s.center * s_t - m_q.measure.center
+    delta = s_q + s_t * (2.0 * half + s_t) + 4.0 * half * half * 2.0**-52
+    a_mean = alpha * VAR_MEAN_ALPHA
+    k_bits = m_s.measure.frac_bits
+    r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
+    r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
+    mcells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), a_mean)
+    vcells = variance_cells(
+        m_s.noise,
+        m_q.noise,
+        m_n.noise,
+        s_t,
+        s_q,
+        half + 2.0 * s_t + abs(shift),
+        (-2.0 * delta, half * half + 2.0 * delta),
+        shift,
+        alpha - a_mean,
+    )
+    if mcells is None or vcells is None:
+        return None
+    tt = np.array(t_noisy, dtype=np.float64)
+    nn = np.array(n_noisy, dtype=np.float64)
+    r_a, r_b, found_m = ratio_intervals(tt, nn, mcells)
+    mu_lo = np.where(found_m, r_a * s_t + shift, np.nan)
+    mu_hi = np.where(found_m, r_b * s_t + shift, np.nan)
+    qq = np.array(q_noisy, dtype=np.float64)
+    lo, hi, found = variance_intervals(tt, qq, nn, mu_lo, mu_hi, vcells, s_t, s_q, shift)
+    return lo - delta, hi + delta, found
 
 
 def _noise_flags(lo: Sequence[float], hi: Sequence[float], span: float | None) -> list[bool]:

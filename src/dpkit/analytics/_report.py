@@ -101,12 +101,13 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
 
     ``share`` is the fraction of the query's budget a row gets, as the pricing splits it: a
     statistic takes ``w / W`` (its weight over the total weight, selection included; a sum
-    released from a mean's measures adds its weight to the mean's and shows share 0), split
-    evenly over its noisy measures; a ``bounds="auto"`` statistic gives ``auto_share`` of its
-    part to the estimate and the rest to the release at the estimated bounds; partition
-    selection takes ``w_sel / W``. The shares add up to 1. The selection row shows its
-    mechanism, its noise (Gaussian thresholding: sigma) and the count of distinct units from
-    which a group is always released (``threshold``).
+    released from a mean's measures adds its weight to the mean's and shows share 0), split over
+    its noisy measures as the pricing splits it (a mean's by
+    :func:`~dpkit.analytics._pricing.pool_split`); a ``bounds="auto"`` statistic gives
+    ``auto_share`` of its part to the estimate and the rest to the release at the estimated
+    bounds; partition selection takes ``w_sel / W``. The shares add up to 1. The selection row
+    shows its mechanism, its noise (Gaussian thresholding: sigma) and the count of distinct
+    units from which a group is always released (``threshold``).
     """
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
@@ -183,7 +184,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
             continue
-        for mp in noisy:
+        for i, mp in enumerate(noisy):
             assert mp.noise is not None
             row(
                 sp.name,
@@ -192,7 +193,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 mp.noise.scale * mp.step,
                 mp.noise.std * mp.step,
                 mp.noise.halfwidth(alpha) * mp.step,
-                part / len(noisy),
+                part * sp.split[i] if sp.split else part / len(noisy),
             )
     for ab in pricing.auto:
         part = weights[ab.name] / total if total else 0.0
