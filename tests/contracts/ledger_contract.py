@@ -417,6 +417,26 @@ class LedgerContract(abc.ABC):
         again = Budget.open(self.other_handle(counting.inner), name)
         assert again.to_json() == budget.to_json()
 
+    def test_a_store_without_append_many_gets_one_write_per_charge(self) -> None:
+        counting = _SingleWriteStore(self.make_store(), hold_first=True)
+        name = _name()
+        budget = Budget(epsilon=1.0, ledger=counting, name=name)
+        threads = [
+            threading.Thread(target=budget.charge, kwargs={"epsilon": STEP}) for _ in range(4)
+        ]
+        threads[0].start()
+        assert counting.entered.wait(30)
+        for t in threads[1:]:
+            t.start()
+        _wait_for(lambda: len(budget._book.queue) == 3)
+        counting.release.set()
+        for t in threads:
+            t.join()
+        assert counting.written == [1, 1, 1, 1]  # queued together, still written one by one
+        rows = self.other_handle(counting.inner).read(name)
+        assert [r.seq for r in rows] == [1, 2, 3, 4]
+        assert budget.spent_epsilon_exact == 4 * Fraction(STEP)
+
 
 def _wait_for(condition: Callable[[], bool]) -> None:
     """Wait until ``condition()`` holds (a liveness guard of 30 s, never a measured time)."""
@@ -474,3 +494,9 @@ class _CountingStore:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class _SingleWriteStore(_CountingStore):
+    """A :class:`_CountingStore` that offers no ``append_many`` (a third-party store's case)."""
+
+    append_many = None  # type: ignore[assignment]
