@@ -391,7 +391,8 @@ Load: {analysts} analysts x {queries} count queries, concurrently, each analyst 
 epsilon 0.1, asking 10% more than the total holds. The service runs requests in parallel
 threads; the DuckDB engine gives each thread its own cursor, a statement is compiled once per
 query shape (the secret salt written into it per release) and bound by DuckDB once; charges
-stay serial in the budget (one compare-and-append per charge, `synchronous=FULL`). At most
+are checked one after another in the budget, and the charges that queued up meanwhile are
+written together (group commit: one transaction, one `synchronous=FULL` disk sync). At most
 twice the cores' number of queries are worked on at once; the others wait in arrival order.
 
 Floor, same run, same clients: the same FastAPI app setup and server answering with the same

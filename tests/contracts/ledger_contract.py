@@ -15,8 +15,11 @@ together, and no accepted charge is missing from the ledger.
 from __future__ import annotations
 
 import abc
+import json
 import threading
+import time
 import uuid
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -265,3 +268,235 @@ class LedgerContract(abc.ABC):
             budget.charge(epsilon=0.1, metadata={1: "x"})  # type: ignore[dict-item]
         assert len(store.read(name)) == 1
         assert Budget.open(self.other_handle(store), name).spent == (0.75, 0.0)
+
+    # ------------------------------------------------------------------ runs of records
+    def test_append_many_is_compare_and_append_of_a_whole_run(self) -> None:
+        store, name = self.make_store(), _name()
+        if not hasattr(store, "append_many"):
+            pytest.skip("this store writes one record per append")
+        store.define(name, "{}")
+        run = [_record(1, payload='{"r": 1}'), _record(2, analyst="bob"), _record(3)]
+        assert store.append_many(name, run)  # type: ignore[attr-defined]
+        assert self.other_handle(store).read(name) == run  # in order, exactly as written
+        # another writer's run starting at a taken seq, or after a gap: nothing of it lands
+        assert not store.append_many(name, [_record(3, payload='{"l": 1}'), _record(4)])  # type: ignore[attr-defined]
+        assert not store.append_many(name, [_record(5), _record(6)])  # type: ignore[attr-defined]
+        assert store.read(name) == run
+        # the sequence continues from the run's last record, by either kind of append
+        assert store.append(name, _record(4))
+        assert store.append_many(name, [_record(5)])  # type: ignore[attr-defined]
+        assert [r.seq for r in store.read(name)] == [1, 2, 3, 4, 5]
+        assert [r.seq for r in store.read(name, 3)] == [4, 5]
+
+    def test_append_many_refuses_a_bad_run_and_writes_none_of_it(self) -> None:
+        store, name = self.make_store(), _name()
+        if not hasattr(store, "append_many"):
+            pytest.skip("this store writes one record per append")
+        with pytest.raises(LedgerError):
+            store.append_many(name, [_record(1)])  # type: ignore[attr-defined]  # not defined
+        store.define(name, "{}")
+        for bad in (
+            [],  # empty
+            [_record(1), _record(3)],  # not numbered one after another
+            [_record(1), _record(1)],
+            [_record(2), _record(1)],
+            [_record(1), _record(2, kind="refund"), _record(3)],  # malformed in the middle
+            [_record(1), _record(2), _record(3, time=3)],  # malformed last
+            [_record(0), _record(1)],
+        ):
+            with pytest.raises(LedgerError):
+                store.append_many(name, bad)  # type: ignore[attr-defined]
+        assert store.read(name) == []
+        assert store.append_many(name, [_record(1), _record(2)])  # type: ignore[attr-defined]
+
+    def test_concurrent_runs_land_whole_and_never_interleave(self) -> None:
+        store, name = self.make_store(), _name()
+        if not hasattr(store, "append_many"):
+            pytest.skip("this store writes one record per append")
+        store.define(name, "{}")
+        handles = [self.other_handle(store) for _ in range(4)]
+        target = 60
+        won: list[tuple[int, int, int]] = []  # (writer, first seq, length)
+        start = threading.Barrier(len(handles))
+
+        def writer(i: int, handle: Ledger) -> None:
+            start.wait()
+            size, attempt = i + 1, 0  # writer i writes runs of i + 1 records
+            while True:
+                stored = handle.read(name)
+                first = len(stored) + 1
+                if first > target:
+                    return
+                run = [
+                    _record(first + k, payload=json.dumps({"w": i, "a": attempt, "k": k}))
+                    for k in range(size)
+                ]
+                if handle.append_many(name, run):  # type: ignore[attr-defined]
+                    won.append((i, first, size))
+                attempt += 1
+
+        threads = [threading.Thread(target=writer, args=(i, h)) for i, h in enumerate(handles)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stored = store.read(name)
+        assert [r.seq for r in stored] == list(range(1, len(stored) + 1))  # no gap, no repeat
+        assert len(stored) == sum(size for _, _, size in won)
+        for i, first, size in won:  # each accepted run is there whole, contiguous, alone
+            run = [json.loads(r.payload) for r in stored[first - 1 : first - 1 + size]]
+            assert [(p["w"], p["k"]) for p in run] == [(i, k) for k in range(size)]
+            assert len({p["a"] for p in run}) == 1
+
+    # ------------------------------------------------------------------ group commit of a budget
+    def test_concurrent_charges_never_overspend_and_match_the_rows(self) -> None:
+        counting = _CountingStore(self.make_store())
+        name = _name()
+        budget = Budget(epsilon=1.0, ledger=counting, name=name)
+        accepted: list[int] = []
+        start = threading.Barrier(8)
+
+        def spender() -> None:
+            start.wait()
+            n = 0
+            while True:
+                try:
+                    budget.charge(epsilon=STEP, metadata={"t": threading.get_ident()})
+                except BudgetExceededError:
+                    break
+                n += 1
+            accepted.append(n)
+
+        threads = [threading.Thread(target=spender) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rows = self.other_handle(counting.inner).read(name)
+        assert sum(accepted) == 64 == len(rows)  # exactly the capacity: none lost, none over
+        assert [r.seq for r in rows] == list(range(1, 65))
+        assert sum(counting.written) == 64  # every write the budget made is a stored row
+        assert budget.spent_epsilon_exact == Fraction(1)
+        assert Budget.open(self.other_handle(counting.inner), name).spent_epsilon_exact == 1
+
+    def test_charges_queued_behind_a_write_share_one_commit(self) -> None:
+        counting = _CountingStore(self.make_store(), hold_first=True)
+        name = _name()
+        budget = Budget(epsilon=1.0, ledger=counting, name=name)
+        waiting = 6
+        errors: dict[int, BaseException] = {}
+
+        def charge(i: int, epsilon: float) -> None:
+            try:
+                budget.charge(epsilon=epsilon, metadata={"i": i})
+            except BaseException as exc:  # the test reads it below
+                errors[i] = exc
+
+        first = threading.Thread(target=charge, args=(0, 0.5))
+        first.start()
+        assert counting.entered.wait(30)  # the first charge is inside the store's write
+        # while it writes, six more queue up: five small ones and one that cannot fit after
+        # 0.5 (0.75), whatever their order
+        others = [
+            threading.Thread(target=charge, args=(i, 0.75 if i == 3 else STEP))
+            for i in range(1, waiting + 1)
+        ]
+        for t in others:
+            t.start()
+        _wait_for(lambda: len(budget._book.queue) == waiting)
+        counting.release.set()
+        for t in [first, *others]:
+            t.join()
+        assert set(errors) == {3} and isinstance(errors[3], BudgetExceededError)
+        # one write for the first charge, ONE for the five accepted ones queued behind it
+        assert counting.written == [1, waiting - 1]
+        rows = self.other_handle(counting.inner).read(name)
+        assert [r.seq for r in rows] == list(range(1, waiting + 1))
+        assert sorted(json.loads(r.payload)["metadata"]["i"] for r in rows) == [0, 1, 2, 4, 5, 6]
+        assert budget.spent_epsilon_exact == Fraction(1, 2) + 5 * Fraction(STEP)
+        again = Budget.open(self.other_handle(counting.inner), name)
+        assert again.to_json() == budget.to_json()
+
+    def test_a_store_without_append_many_gets_one_write_per_charge(self) -> None:
+        counting = _SingleWriteStore(self.make_store(), hold_first=True)
+        name = _name()
+        budget = Budget(epsilon=1.0, ledger=counting, name=name)
+        threads = [
+            threading.Thread(target=budget.charge, kwargs={"epsilon": STEP}) for _ in range(4)
+        ]
+        threads[0].start()
+        assert counting.entered.wait(30)
+        for t in threads[1:]:
+            t.start()
+        _wait_for(lambda: len(budget._book.queue) == 3)
+        counting.release.set()
+        for t in threads:
+            t.join()
+        assert counting.written == [1, 1, 1, 1]  # queued together, still written one by one
+        rows = self.other_handle(counting.inner).read(name)
+        assert [r.seq for r in rows] == [1, 2, 3, 4]
+        assert budget.spent_epsilon_exact == 4 * Fraction(STEP)
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds (a liveness guard of 30 s, never a measured time)."""
+    for _ in range(30_000):
+        if condition():
+            return
+        time.sleep(0.001)
+    raise AssertionError("the condition never held")
+
+
+class _CountingStore:
+    """A store that hands everything to ``inner`` and counts the records of each write
+    (``written``: one entry per successful ``append``/``append_many``). With ``hold_first``,
+    the first write waits inside the store until ``release`` is set (``entered`` says it is
+    there), so charges made meanwhile queue up behind it."""
+
+    def __init__(self, inner: Ledger, *, hold_first: bool = False) -> None:
+        self.inner = inner
+        self.written: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        if not hold_first:
+            self.release.set()
+
+    def _hold(self) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.release.wait(30)
+
+    def define(self, name: str, definition: str) -> str:
+        return self.inner.define(name, definition)
+
+    def definition(self, name: str) -> str | None:
+        return self.inner.definition(name)
+
+    def read(self, name: str, after: int = 0) -> list[LedgerRecord]:
+        return self.inner.read(name, after)
+
+    def append(self, name: str, record: LedgerRecord) -> bool:
+        self._hold()
+        ok = self.inner.append(name, record)
+        if ok:
+            self.written.append(1)
+        return ok
+
+    def append_many(self, name: str, records: Sequence[LedgerRecord]) -> bool:
+        self._hold()
+        ok = bool(self.inner.append_many(name, records))  # type: ignore[attr-defined]
+        if ok:
+            self.written.append(len(records))
+        return ok
+
+    def names(self) -> list[str]:
+        return self.inner.names()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _SingleWriteStore(_CountingStore):
+    """A :class:`_CountingStore` that offers no ``append_many`` (a third-party store's case)."""
+
+    append_many = None  # type: ignore[assignment]

@@ -25,3 +25,19 @@ def in_child(body: Callable[[], object]) -> int:
     os.close(read)
     os.waitpid(pid, 0)
     return data[0]
+
+
+def start_child(body: Callable[[int], object]) -> tuple[int, int]:
+    """Start ``body(fd)`` in a forked child that reports through the pipe ``fd`` and may be
+    killed at any moment; returns ``(pid, read end of the pipe)``. The read end gives EOF once
+    the child is gone. The child leaves with ``os._exit`` (see :func:`in_child`)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(read)
+            body(write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read

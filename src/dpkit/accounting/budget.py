@@ -398,8 +398,7 @@ class Budget:
         ev = to_event(self._terms, event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         meta = check_metadata(metadata)
-        with self._book.lock:
-            self._book.commit(ev, n, meta, None)
+        self._book.charge(ev, n, meta, None)
 
     def refresh(self) -> None:
         """Read the charges that other processes sharing the ledger have made since the last

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record
+from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record, check_run
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
@@ -184,6 +184,13 @@ class PostgresLedger:
 
     def append(self, name: str, record: LedgerRecord) -> bool:
         check_record(record)
+        return self.append_many(name, [record])
+
+    def append_many(self, name: str, records: Sequence[LedgerRecord]) -> bool:
+        """Compare-and-append of a run of records in one transaction: one commit for all of
+        them, or nothing written."""
+        check_run(records)
+        first, last = records[0].seq, records[-1].seq
 
         def act() -> bool:
             conn = self._connection()
@@ -191,22 +198,16 @@ class PostgresLedger:
                 with conn.transaction():
                     moved = conn.execute(
                         "UPDATE dpkit_budgets SET last_seq = %s WHERE name = %s AND last_seq = %s",
-                        (record.seq, name, record.seq - 1),
+                        (last, name, first - 1),
                     ).rowcount
                     if moved != 1:
                         raise _ConflictError
-                    conn.execute(
-                        "INSERT INTO dpkit_ledger (budget, seq, time, kind, analyst, payload) "
-                        "VALUES (%s, %s, %s, %s, %s, %s)",
-                        (
-                            name,
-                            record.seq,
-                            record.time,
-                            record.kind,
-                            record.analyst,
-                            record.payload,
-                        ),
-                    )
+                    for r in records:
+                        conn.execute(
+                            "INSERT INTO dpkit_ledger (budget, seq, time, kind, analyst, "
+                            "payload) VALUES (%s, %s, %s, %s, %s, %s)",
+                            (name, r.seq, r.time, r.kind, r.analyst, r.payload),
+                        )
             except _ConflictError:
                 known = conn.execute(
                     "SELECT 1 FROM dpkit_budgets WHERE name = %s", (name,)

@@ -7,10 +7,10 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record
+from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_record, check_run
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
@@ -317,12 +317,19 @@ class SqliteLedger:
 
     def append(self, name: str, record: LedgerRecord) -> bool:
         check_record(record)
+        return self.append_many(name, [record])
+
+    def append_many(self, name: str, records: Sequence[LedgerRecord]) -> bool:
+        """Compare-and-append of a run of records in one ``BEGIN IMMEDIATE`` transaction: one
+        commit (one disk sync) for all of them, or nothing written."""
+        check_run(records)
+        first, last = records[0].seq, records[-1].seq
 
         def act(conn: sqlite3.Connection) -> bool:
             self._begin_write(conn)
             moved = conn.execute(
                 "UPDATE dpkit_budgets SET last_seq = ? WHERE name = ? AND last_seq = ?",
-                (record.seq, name, record.seq - 1),
+                (last, name, first - 1),
             ).rowcount
             if moved != 1:
                 known = conn.execute(
@@ -332,10 +339,10 @@ class SqliteLedger:
                 if known is None:
                     raise LedgerError(f"no budget named {name!r} in this ledger")
                 return False
-            conn.execute(
+            conn.executemany(
                 "INSERT INTO dpkit_ledger (budget, seq, time, kind, analyst, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (name, record.seq, record.time, record.kind, record.analyst, record.payload),
+                [(name, r.seq, r.time, r.kind, r.analyst, r.payload) for r in records],
             )
             conn.execute("COMMIT")
             return True

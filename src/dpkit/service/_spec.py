@@ -295,7 +295,9 @@ def frame_to_json(frame: Any) -> dict[str, Any]:
     plain = frame.copy(deep=False)
     plain.attrs = {}
     cols = [str(c) for c in plain.columns]
-    rows = [[_json_value(v) for v in r] for r in plain.itertuples(index=False, name=None)]
+    # One conversion of the whole frame to Python objects (the values iteration would give),
+    # not a pandas column lookup per column per request.
+    rows = [[_json_value(v) for v in r] for r in plain.to_numpy(dtype=object).tolist()]
     return {"columns": cols, "rows": rows, "release": release}
 
 

@@ -636,7 +636,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         except StateError as exc:
             # Charged already (conservative); without its log entry the answer is withheld.
             raise HTTPException(status_code=503, detail=f"answer withheld: {exc}") from None
-        sub.refresh()
+        # What remains as of this charge (the budget read the ledger just before writing it);
+        # no re-read here: it would wait for the ledger's lock behind other requests' charges.
         release = result["release"]
         charged = (release.get("epsilon"), release.get("delta"))
         # what was charged (a delta the query was allowed but did not use is not charged),

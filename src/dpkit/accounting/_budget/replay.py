@@ -69,6 +69,8 @@ def _disable_in_child() -> None:
     """
     for book in list(_LIVE_BOOKS):
         book.lock = threading.Lock()
+        book.queue_lock = threading.Lock()
+        book.queue = []  # the parent's waiting charges are the parent's
         book.forked = True
 
 
@@ -185,6 +187,18 @@ def _check_replays(payload: str, ev: DpEvent, n: int, sub_name: str | None) -> N
         )
 
 
+@dataclasses.dataclass(eq=False)
+class _Queued:
+    """A charge waiting for the lock (see :meth:`Book.charge`)."""
+
+    ev: DpEvent
+    n: int
+    meta: dict[str, Any]
+    sub_name: str | None
+    done: bool = False
+    error: BaseException | None = None
+
+
 class Book:
     """The total, the analysts' caps and the ledger records they are replayed from.
 
@@ -197,6 +211,8 @@ class Book:
             raise LedgerError(f"ledger must be a Ledger store, got {ledger!r}")
         self.total = Account.empty(terms)
         self.lock = threading.Lock()
+        self.queue_lock = threading.Lock()  # guards ``queue`` only (never held while waiting)
+        self.queue: list[_Queued] = []  # charges waiting for the lock, in arrival order
         self.forked = False
         _LIVE_BOOKS.add(self)
         self.store: _ledger.Ledger = _ledger.MemoryLedger() if ledger is None else ledger
@@ -241,48 +257,138 @@ class Book:
                 "its sequence counter disagree); nothing was charged"
             )
 
-    def commit(self, ev: DpEvent, n: int, meta: dict[str, Any], sub_name: str | None) -> None:
-        """Check the charge against the total (and the cap ``sub_name``) and append its record
-        by compare-and-append; on a conflict, replay what the other writer added and check
-        again (lock held). The state changes only after the store accepted the record: an
-        exception from the store (or an interrupt) leaves it as it was, and a record that was
-        committed all the same is read by the next replay."""
-        self.refuse_if_forked()
+    def charge(self, ev: DpEvent, n: int, meta: dict[str, Any], sub_name: str | None) -> None:
+        """Check the charge against the total (and the cap ``sub_name``) and write its record;
+        raise what refused it (called WITHOUT the lock).
+
+        Group commit: the caller queues its charge, then takes the lock. Whoever holds the lock
+        takes every charge queued so far, in arrival order, checks them one after another
+        (each against the state the earlier ones leave, exactly as if they had come one at a
+        time) and writes the accepted ones' records in one compare-and-append
+        (``append_many``: one transaction, one disk sync); the callers whose charge it already
+        wrote find it done when they get the lock. A charge returns only after its record is
+        stored; the check stays serial, under the one lock."""
+        entry = _Queued(ev, n, meta, sub_name)
+        with self.queue_lock:
+            self.queue.append(entry)
+        with self.lock:
+            if not entry.done:
+                with self.queue_lock:
+                    batch, self.queue = self.queue, []
+                self._commit_batch(batch)
+        if entry.error is not None:
+            raise entry.error
+
+    def _commit_batch(self, batch: list[_Queued]) -> None:
+        """Decide every queued charge of ``batch`` (lock held): each ends ``done``, with
+        ``error`` set if it was refused or could not be written."""
+        together = callable(getattr(self.store, "append_many", None))
+        # a store without append_many: one compare-and-append per charge
+        groups = [batch] if together else [[entry] for entry in batch]
+        try:
+            for group in groups:
+                try:
+                    self.refuse_if_forked()
+                    self._commit_group(group)
+                except Exception as exc:  # nothing of this group was charged
+                    for entry in group:
+                        if not entry.done:
+                            entry.error = exc
+                            entry.done = True
+        finally:  # an interrupt (BaseException) also leaves no caller waiting undecided
+            for entry in batch:
+                if not entry.done:
+                    entry.error = LedgerError(
+                        "the charge was interrupted before its record was confirmed; it may "
+                        "have been stored (a later read counts it)"
+                    )
+                    entry.done = True
+
+    def _commit_group(self, group: list[_Queued]) -> None:
+        """Check ``group`` one charge after another and append the accepted records together
+        by compare-and-append; on a conflict, replay what the other writer added and check all
+        of them again (lock held). The state changes only after the store accepted the
+        records: an exception from the store (or an interrupt) leaves it as it was, and
+        records that were committed all the same are read by the next replay."""
         lost = False
         for attempt in range(_MAX_ATTEMPTS):
             self._damaged(lost, self.sync())
-            total = self.total
-            if total.terms.mode == "filter":
-                new = total.check(ev, n, None)
-            else:
-                new, _ = total.trial(ev, n)
-            body: dict[str, Any] = {
-                "event": _event_data(ev),
-                "count": n,
-                "metadata": meta,
-                "spent_after": list(kinds.spent_pair_of(new)),
-            }
-            cap = sub_new = None
-            if sub_name is not None:
-                cap = self.caps[sub_name]
-                sub_new = cap.check(ev, n, sub_name)
-                body["analyst_spent_after"] = list(kinds.spent_pair_of(sub_new))
-            payload = json.dumps(body, sort_keys=True)
-            _check_replays(payload, ev, n, sub_name)
-            record = _ledger.LedgerRecord(
-                seq=self.seq + 1, time=time.time(), kind="charge", analyst=sub_name, payload=payload
-            )
-            if store_call(functools.partial(self.store.append, self.name, record)):
-                total.state = new  # the only state changes
-                if cap is not None and sub_new is not None:
-                    cap.state = sub_new
-                self.seq = record.seq
-                return
-            lost = True
-            _pause(attempt)
+            # Shadow accounts: the group is checked against the states the earlier charges of
+            # the group leave, without touching the book's until the store has the records.
+            total = dataclasses.replace(self.total)
+            caps: dict[str, Account] = {}
+            records: list[_ledger.LedgerRecord] = []
+            accepted: list[_Queued] = []
+            refused: list[tuple[_Queued, Exception]] = []
+            for entry in group:
+                try:
+                    record, new, sub_new = self._record_of(entry, total, caps, len(records))
+                except Exception as why:  # refused or unrecordable: this charge only
+                    refused.append((entry, why))
+                    continue
+                total.state = new
+                if entry.sub_name is not None and sub_new is not None:
+                    caps[entry.sub_name].state = sub_new
+                records.append(record)
+                accepted.append(entry)
+            if records and not store_call(
+                functools.partial(self._append, records)
+            ):  # another writer came first: replay its records and check everything again
+                lost = True
+                _pause(attempt)
+                continue
+            self.total.state = total.state  # the only state changes
+            for name, cap in caps.items():
+                self.caps[name].state = cap.state
+            if records:
+                self.seq = records[-1].seq
+            for entry in accepted:
+                entry.done = True
+            for entry, reason in refused:
+                entry.error = reason
+                entry.done = True
+            return
         raise LedgerError(
             f"gave up after {_MAX_ATTEMPTS} attempts lost to other writers; nothing was charged"
         )
+
+    def _append(self, records: list[_ledger.LedgerRecord]) -> bool:
+        if len(records) == 1:
+            return self.store.append(self.name, records[0])
+        return bool(self.store.append_many(self.name, records))  # type: ignore[attr-defined]
+
+    def _record_of(
+        self, entry: _Queued, total: Account, caps: dict[str, Account], before: int
+    ) -> tuple[_ledger.LedgerRecord, Any, Any]:
+        """The record of ``entry`` checked against the shadow ``total`` and cap, numbered after
+        the ``before`` records accepted ahead of it; raises what refuses it."""
+        ev, n, sub_name = entry.ev, entry.n, entry.sub_name
+        if total.terms.mode == "filter":
+            new = total.check(ev, n, None)
+        else:
+            new, _ = total.trial(ev, n)
+        body: dict[str, Any] = {
+            "event": _event_data(ev),
+            "count": n,
+            "metadata": entry.meta,
+            "spent_after": list(kinds.spent_pair_of(new)),
+        }
+        sub_new = None
+        if sub_name is not None:
+            if sub_name not in caps:
+                caps[sub_name] = dataclasses.replace(self.caps[sub_name])
+            sub_new = caps[sub_name].check(ev, n, sub_name)
+            body["analyst_spent_after"] = list(kinds.spent_pair_of(sub_new))
+        payload = json.dumps(body, sort_keys=True)
+        _check_replays(payload, ev, n, sub_name)
+        record = _ledger.LedgerRecord(
+            seq=self.seq + before + 1,
+            time=time.time(),
+            kind="charge",
+            analyst=sub_name,
+            payload=payload,
+        )
+        return record, new, sub_new
 
     def define_cap(self, analyst: str, caps: dict[str, Any], given: bool) -> None:
         """Create the cap of ``analyst`` (stored in the ledger), or check it against the stored

@@ -81,8 +81,7 @@ class SubBudget:
         ev = to_event(book.total.terms, event, epsilon, delta)
         n = check_integer(count, name="count", minimum=0)
         meta = check_metadata(metadata)
-        with book.lock:
-            book.commit(ev, n, meta, self._analyst)
+        book.charge(ev, n, meta, self._analyst)
 
     def can_charge(
         self,
