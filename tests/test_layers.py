@@ -54,7 +54,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),
     frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger", "dpkit.risk", "dpkit.training"}),
-    frozenset({"dpkit.service"}),
+    frozenset({"dpkit.service", "dpkit.synth"}),
     frozenset({"dpkit"}),
     frozenset({"dpkit.cli"}),
 )
