@@ -271,11 +271,7 @@ class MST:
                 },
             )
         except BudgetExceededError as exc:
-            raise BudgetExceededError(
-                f"This MST fit needs rho {plan.rho:.6g}, more than the session's budget has "
-                f"left: fit with a smaller epsilon, or use a larger budget. Nothing was "
-                f"spent. ({exc})"
-            ) from exc
+            raise BudgetExceededError(f"This MST fit needs rho {plan.rho:.6g}. {exc}") from exc
         try:
             result = checked.run()
         except Exception:
