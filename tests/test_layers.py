@@ -260,7 +260,8 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
         }
     ),
     frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it
-    frozenset({"builder"}),  # the query description (validated against the table description)
+    # the query description (validated against the table description); exact marginals
+    frozenset({"builder", "marginals"}),
     frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
     frozenset({"session", "alerts"}),  # the executor: validates, charges, executes, releases
     frozenset({""}),  # the facade

@@ -18,7 +18,7 @@ from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import RandomSource
 from dpkit.synth import MST, Categorical, Numeric, SyntheticModel
-from dpkit.synth._measure import marginal_query, read_marginals
+from dpkit.synth._measure import marginal_statement, read_marginals
 from dpkit.synth.mst import add_noise
 
 DOMAINS = {
@@ -154,9 +154,9 @@ def _marginal_difference(max_rows: int) -> list[np.ndarray]:
     engine.register("d", d)
     engine.register("d_prime", d_prime)
     s = Session(d, privacy_unit="uid", budget=_zcdp(), engine=engine)
-    prepared = marginal_query(s, DOMAINS, max_rows)  # one salt for both tables
-    a = read_marginals(prepared.exact(engine, Source(kind="table", location="d")), DOMAINS)
-    b = read_marginals(prepared.exact(engine, Source(kind="table", location="d_prime")), DOMAINS)
+    statement = marginal_statement(s, DOMAINS, max_rows)  # one salt for both tables
+    a = read_marginals(statement.exact(Source(kind="table", location="d")), DOMAINS)
+    b = read_marginals(statement.exact(Source(kind="table", location="d_prime")), DOMAINS)
     return [b[k] - a[k] for k in a]
 
 
@@ -177,7 +177,7 @@ def test_bounding_test_sees_an_unbounded_person() -> None:
 def test_every_pair_counts_the_same_kept_rows() -> None:
     d, _ = _neighbours()
     s = _session(d, _zcdp())
-    exact = read_marginals(marginal_query(s, DOMAINS, 1).exact(s.engine), DOMAINS)
+    exact = read_marginals(marginal_statement(s, DOMAINS, 1).run(), DOMAINS)
     sex_from_01 = exact[(0, 1)].sum(axis=1)
     sex_from_02 = exact[(0, 2)].sum(axis=1)
     assert (sex_from_01 == sex_from_02).all()

@@ -1,13 +1,12 @@
 """Exact marginals of a session's table, measured by its engine under one contribution bound.
 
-One statement computes every 2-way marginal (and so every 1-way marginal) of the modelled
-columns: each pair of columns gets a derived cell column (a bucket of public SQL conditions,
-see :mod:`dpkit.synth._domain`) and a histogram over its cells, all in the global group. The
-engine bounds each person's contribution once for the whole statement: every privacy unit
-keeps at most ``max_rows`` of its rows (chosen by the plan's secret salted hash of the unit's
-own rows, never by file order), and every marginal counts those same kept rows, so the
-marginals are consistent with one another and with one bounded table. Only the cell counts
-(exact integers, ``sum over pairs |A| |B|`` of them) leave the engine.
+One statement (:func:`dpkit.analytics.marginals.marginal_counts`) counts every 2-way marginal
+(and so every 1-way marginal) of the modelled columns in the session's engine: every privacy
+unit keeps at most ``max_rows`` of its rows (chosen by the plan's secret salted hash of the
+unit's own rows, never by file order), and every marginal counts those same kept rows, so the
+marginals are consistent with one another and with one bounded table. A row's cell is computed
+by integer arithmetic on each column's category or bin index. Only the cell counts (exact
+integers, ``sum over pairs |A| |B|`` of them) leave the engine.
 
 Sensitivity. Adding or removing one person adds or removes at most ``max_rows`` kept rows,
 each in one cell of each marginal, so every marginal vector changes by at most ``max_rows`` in
@@ -24,10 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit.analytics import histogram
-from dpkit.synth._domain import ColumnDomain
+from dpkit.analytics.marginals import BinPart, CategoryPart, MarginalCounts, marginal_counts
+from dpkit.synth._domain import Categorical, ColumnDomain
 
-__all__ = ["marginal_query", "pairs_of", "read_marginals"]
+__all__ = ["marginal_statement", "pairs_of", "read_marginals"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -37,58 +36,33 @@ def pairs_of(columns: list[str]) -> list[tuple[int, int]]:
     return list(itertools.combinations(range(len(columns)), 2))
 
 
-def _bucket_name(i: int, j: int) -> str:
-    return f"__dpkit_synth_{i}_{j}"
+def _part(column: str, dom: ColumnDomain) -> CategoryPart | BinPart:
+    if isinstance(dom, Categorical):
+        return CategoryPart(column, dom.values)
+    return BinPart(column, dom.edges)
 
 
-def marginal_query(session: Any, domains: Mapping[str, ColumnDomain], max_rows: int) -> Any:
-    """The prepared query whose exact result holds every 2-way marginal of ``domains``.
+def marginal_statement(
+    session: Any, domains: Mapping[str, ColumnDomain], max_rows: int
+) -> MarginalCounts:
+    """The checked statement counting every 2-way marginal of ``domains`` (reads no row).
 
     Pair ``(A, B)``'s cell ``a * |B| + b`` counts the kept rows with code ``a`` in ``A`` and
-    ``b`` in ``B``; its bucket's cases are the products of the two columns' conditions, and
-    its default is the last cell (one of the two is missing). Prepared with a fresh secret salt
-    (the pricing of the prepared query is not used: the caller charges its own event)."""
+    ``b`` in ``B`` (the codes of :mod:`dpkit.synth._domain`, the missing cell last)."""
     cols = list(domains)
-    doms = [domains[c] for c in cols]
-    q = session.query()
-    aggs = {}
-    for i, j in pairs_of(cols):
-        a, b = doms[i], doms[j]
-        ca, cb = a.cases(cols[i]), b.cases(cols[j])
-        nb = b.size
-        cases: list[tuple[str, int]] = []
-        for pa, ia in ca:
-            for pb, ib in cb:
-                cases.append((f"({pa}) AND ({pb})", ia * nb + ib))
-            cases.append((f"({pa})", ia * nb + nb - 1))  # B missing
-        for pb, ib in cb:
-            cases.append((f"({pb})", (a.size - 1) * nb + ib))  # A missing
-        name = _bucket_name(i, j)
-        q = q.bucket(name, cases, default=a.size * nb - 1)
-        # Integer cells counted as bins of width 1 around each integer: the engine finds a
-        # row's bin by arithmetic (uniform edges), not by one comparison per cell.
-        aggs[name] = histogram(name, edges=[k - 0.5 for k in range(a.size * nb + 1)])
-    q = q.bound(max_partitions=1, max_rows_per_partition=max_rows).agg(**aggs)
-    # The query's own pricing is never charged; any valid (epsilon, delta) builds its plan.
-    delta = 1e-9 if session.mode != "pure" else None
-    return q.prepare(epsilon=1.0, delta=delta)
+    parts = [_part(c, domains[c]) for c in cols]
+    return marginal_counts(
+        session, [(parts[i], parts[j]) for i, j in pairs_of(cols)], max_rows=max_rows
+    )
 
 
 def read_marginals(
-    result: Any, domains: Mapping[str, ColumnDomain]
+    counts: list[tuple[int, ...]], domains: Mapping[str, ColumnDomain]
 ) -> dict[tuple[int, int], IntArray]:
-    """``{(i, j): counts}`` with ``counts`` of shape ``(|A|, |B|)`` from the engine's result
-    (zeros when the bounded table has no row)."""
+    """``{(i, j): counts}`` with ``counts`` of shape ``(|A|, |B|)``."""
     cols = list(domains)
     sizes = [domains[c].size for c in cols]
-    out: dict[tuple[int, int], IntArray] = {}
-    for i, j in pairs_of(cols):
-        name = _bucket_name(i, j)
-        cells = sizes[i] * sizes[j]
-        found = [v for k, v in result.values.items() if k == name or k.startswith(name + ":")]
-        if len(result.keys) and found:
-            flat = np.asarray([int(x) for x in found[0][0]], dtype=np.int64)
-        else:
-            flat = np.zeros(cells, dtype=np.int64)
-        out[(i, j)] = flat.reshape(sizes[i], sizes[j])
-    return out
+    return {
+        (i, j): np.asarray(flat, dtype=np.int64).reshape(sizes[i], sizes[j])
+        for (i, j), flat in zip(pairs_of(cols), counts, strict=True)
+    }

@@ -59,7 +59,7 @@ from dpkit.synth._domain import (
     check_domains,
     domain_from_dict,
 )
-from dpkit.synth._measure import marginal_query, pairs_of, read_marginals
+from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
 from dpkit.synth._tree import TreeModel, fit_tree
 
 __all__ = ["MST", "MSTPlan", "SyntheticModel"]
@@ -67,8 +67,8 @@ __all__ = ["MST", "MSTPlan", "SyntheticModel"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-#: Default limit on the cells of all 2-way marginals counted by the engine (each cell is a
-#: case of the statement and an integer in memory).
+#: Default limit on the cells of all 2-way marginals counted by the engine (integers held in
+#: memory, and one row each on an engine without a histogram aggregate).
 DEFAULT_MAX_CELLS = 200_000
 _FORMAT = "dpkit.synth.mst/1"
 
@@ -188,7 +188,7 @@ class MST:
             raise PrivacyParameterError(
                 f"The 2-way marginals of these {len(sizes)} columns have {cells:,} cells, more "
                 f"than max_cells={self.max_cells:,} (about {cells * 8 / 2**20:,.1f} MiB of "
-                f"counts, and as many cases in the engine's statement): use fewer bins or "
+                f"counts): use fewer bins or "
                 f"values, or fewer columns (largest domains, with the missing cell: {shown}), "
                 "or raise max_cells. Nothing was spent."
             )
@@ -258,8 +258,7 @@ class MST:
         raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
         self._check_session(session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
-        prepared = marginal_query(session, self.domains, self.max_rows)
-        checked = session.engine.validate(prepared.plan)  # reads no row
+        statement = marginal_statement(session, self.domains, self.max_rows)  # reads no row
         try:
             session.budget.charge(
                 plan.event,
@@ -273,13 +272,13 @@ class MST:
         except BudgetExceededError as exc:
             raise BudgetExceededError(f"This MST fit needs rho {plan.rho:.6g}. {exc}") from exc
         try:
-            result = checked.run()
+            counts = statement.run()
         except Exception:
             raise EngineError(
                 "the engine failed after the charge; nothing released (the engine's message "
                 "is withheld: it may quote a private value)"
             ) from None
-        exact = read_marginals(result, self.domains)
+        exact = read_marginals(counts, self.domains)
         return self._fit_from(exact, plan, session.source_of_randomness)
 
     def _fit_from(
