@@ -8,16 +8,24 @@ session with person-level bounding (``--max-rows`` rows per person) at each epsi
 the mean total-variation distance of all 2-way and 3-way marginals of the synthetic table
 from those of the true table (on the declared cells; numeric columns binned as declared).
 
-Peers (mbi's and OpenDP's MST, SmartNoise Synth) assume one row per person and need JAX; they
-are not yet run here: ``--peer-python`` is reserved for a separate environment with ``mbi``.
+Inference cross-check (``--mbi-python PATH``, a Python with ``mbi==2.0.0`` installed, which
+brings JAX): the same noisy measurements of one fit are given to mbi's ``MirrorDescent``
+(Private-PGM's estimator) and to dpkit's tree estimator; the largest difference between their
+fitted marginals and both fits' losses are printed. Peers' whole MST pipelines (OpenDP,
+SmartNoise Synth; one row per person) are not run yet.
 
     PYTHONPATH=src python benchmarks/synth.py --rows 200000 --epsilons 1
+    PYTHONPATH=src python benchmarks/synth.py --rows 50000 --epsilons 1 \
+        --mbi-python /tmp/mbi/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import subprocess
+import tempfile
 import time
 from typing import Any
 
@@ -112,6 +120,94 @@ def marginal_tv(true: pd.DataFrame, syn: pd.DataFrame, k: int) -> float:
     return float(np.mean(out))
 
 
+_MBI = r"""
+import json, sys
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+import mbi
+data = json.load(open(sys.argv[1]))
+names = [f"c{i}" for i in range(len(data["sizes"]))]
+dom = mbi.Domain(names, data["sizes"])
+ms = [mbi.LinearMeasurement(np.array(y), (names[i],), stddev=data["sigma_1"])
+      for i, y in enumerate(data["y_nodes"])]
+ms += [mbi.LinearMeasurement(np.array(y).ravel(), (names[a], names[b]), stddev=data["sigma_2"])
+       for (a, b), y in zip(data["edges"], data["y_pairs"])]
+model = mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=data["total"], iters=3000)
+out = {"nodes": [np.asarray(model.project([n]).datavector()).tolist() for n in names],
+       "pairs": [np.asarray(model.project([names[a], names[b]]).datavector()).tolist()
+                 for a, b in data["edges"]]}
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def loss(nodes: Any, pairs: Any, data: dict[str, Any]) -> float:
+    """Private-PGM's weighted squared loss of fitted counts against the measurements."""
+    t = data["total"]
+    out = sum(
+        float(np.sum((t * np.ravel(p) - np.ravel(y)) ** 2)) / data["sigma_1"] ** 2
+        for p, y in zip(nodes, data["y_nodes"], strict=True)
+    )
+    out += sum(
+        float(np.sum((t * np.ravel(p) - np.ravel(y)) ** 2)) / data["sigma_2"] ** 2
+        for p, y in zip(pairs, data["y_pairs"], strict=True)
+    )
+    return 0.5 * out
+
+
+def mbi_check(session: Session, python: str, max_rows: int) -> None:
+    """Fit once, keep the noisy measurements, fit them again with mbi; compare."""
+    from dpkit.synth import mst as mst_module
+    from dpkit.synth._tree import fit_tree
+
+    kept: dict[str, Any] = {}
+    original = mst_module.fit_tree
+
+    def spy(sizes: Any, edges: Any, y1: Any, s1: float, y2: Any, s2: float, **kw: Any) -> Any:
+        kept.update(
+            sizes=list(sizes),
+            edges=[list(e) for e in edges],
+            sigma_1=s1,
+            sigma_2=s2,
+            y_nodes=[y.tolist() for y in y1],
+            y_pairs=[y.tolist() for y in y2],
+        )
+        return fit_tree(sizes, edges, y1, s1, y2, s2, **kw)
+
+    mst_module.fit_tree = spy  # type: ignore[assignment]
+    try:
+        model = MST(DOMAINS, max_rows=max_rows).fit(session, rho=session.budget.remaining_native)
+    finally:
+        mst_module.fit_tree = original  # type: ignore[assignment]
+    kept["total"] = model.tree.total
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = f"{tmp}/in.json", f"{tmp}/out.json"
+        with open(inp, "w") as fh:
+            json.dump(kept, fh)
+        t0 = time.perf_counter()
+        subprocess.run([python, "-c", _MBI, inp, out], check=True)
+        took = time.perf_counter() - t0
+        with open(out) as fh:
+            theirs = json.load(fh)
+    t = model.tree.total
+    diff = max(
+        float(np.max(np.abs(np.ravel(a) * t - np.ravel(b))))
+        for a, b in zip(
+            [*model.tree.nodes, *model.tree.pairs],
+            [*theirs["nodes"], *theirs["pairs"]],
+            strict=True,
+        )
+    )
+    mine = loss(model.tree.nodes, model.tree.pairs, kept)
+    other = loss(
+        [np.array(n) / t for n in theirs["nodes"]], [np.array(p) / t for p in theirs["pairs"]], kept
+    )
+    print(
+        f"mbi MirrorDescent (3000 iterations, {took:.1f} s with JAX start): largest cell "
+        f"difference {diff:.2f} rows of {t:,.0f}; loss dpkit {mine:.2f}, mbi {other:.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -119,6 +215,7 @@ def main() -> None:
     ap.add_argument("--max-rows", type=int, default=2)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--path", default="/tmp/dpkit-synth-people.parquet")
+    ap.add_argument("--mbi-python", default=None)
     args = ap.parse_args()
     frame = people(args.rows)
     frame.to_parquet(args.path)
@@ -144,6 +241,10 @@ def main() -> None:
             f"| {eps} | {fit:.1f} | {marginal_tv(true, syn, 2):.4f} | "
             f"{marginal_tv(true, syn, 3):.4f} | {base:.4f} |"
         )
+    if args.mbi_python:
+        budget = Budget(rho=1.0)
+        session = Session(args.path, privacy_unit="uid", budget=budget)
+        mbi_check(session, args.mbi_python, args.max_rows)
 
 
 if __name__ == "__main__":

@@ -104,12 +104,13 @@ def _marginals(
                     inner = inner + msg[(c2, node)]
             msg[(node, c)] = _logsumexp(pair(node, c) + inner[:, None], axis=0)
 
+    total_in = [theta_n[u].copy() for u in range(d)]
+    for (_, t), m in msg.items():
+        total_in[t] = total_in[t] + m
+
     def incoming(u: int, but: int | None) -> FloatArray:
-        out = theta_n[u].copy()
-        for (f, t), m in msg.items():
-            if t == u and f != but:
-                out = out + m
-        return out
+        """theta_u plus the messages into u, except the one from ``but``."""
+        return total_in[u] if but is None else total_in[u] - msg[(but, u)]
 
     nodes = []
     for i in range(d):
