@@ -261,6 +261,16 @@ def test_unknown_columns_the_unit_and_text_as_numbers_are_refused() -> None:
     assert "not a number" in _refused({"columns": as_number})
 
 
+def test_rows_as_people_fit_with_one_row_each() -> None:
+    b = _zcdp()
+    s = Session(_people().drop(columns="uid"), privacy_unit=None, budget=b)
+    with pytest.raises(PrivacyParameterError, match="max_rows must be 1"):
+        MST(DOMAINS, max_rows=2).fit(s, rho=0.05)
+    assert len(b.ledger) == 0
+    model = MST(DOMAINS).fit(s, rho=0.05)
+    assert model.tree.total > 2_000  # all 3,000 rows are kept (noise of sigma about 16)
+
+
 def test_a_session_not_kept_in_zcdp_is_refused() -> None:
     msg = _refused({"columns": DOMAINS}, budget=Budget(epsilon=1.0, delta=1e-6))
     assert "method='zcdp'" in msg

@@ -230,6 +230,11 @@ class MST:
                 f"column(s) {unknown} are not in the session's table (its columns: "
                 f"{sorted(columns)}). Nothing was spent."
             )
+        if session.privacy_unit is None and self.max_rows != 1:
+            raise PrivacyParameterError(
+                f"this session protects rows (privacy_unit=None), so each row is one person "
+                f"and max_rows must be 1, got {self.max_rows}. Nothing was spent."
+            )
         if session.privacy_unit in self.domains:
             raise PrivacyParameterError(
                 f"the privacy unit {session.privacy_unit!r} cannot be a column of the synthetic "
