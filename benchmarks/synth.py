@@ -203,10 +203,14 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
     other = loss(
         [np.array(n) / t for n in theirs["nodes"]], [np.array(p) / t for p in theirs["pairs"]], kept
     )
-    print(
-        f"mbi MirrorDescent (3000 iterations, {took:.1f} s with JAX start): largest cell "
-        f"difference {diff:.2f} rows of {t:,.0f}; loss dpkit {mine:.2f}, mbi {other:.2f}"
+    line = (
+        "Inference cross-check on the same noisy measurements (rho 1): mbi 2.0 "
+        f"`MirrorDescent` (3000 iterations, {took:.0f} s with JAX's start) against dpkit's "
+        f"tree estimator (500 iterations): largest cell difference {diff:.1f} rows of "
+        f"{t:,.0f}; weighted squared loss dpkit {mine:.1f}, mbi {other:.1f}."
     )
+    print(line)
+    return line
 
 
 def main() -> None:
