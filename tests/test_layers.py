@@ -54,7 +54,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"dpkit.divergence"}),
     frozenset({"dpkit.accounting", "dpkit.mechanisms", "dpkit.ldp"}),
     frozenset({"dpkit.analytics", "dpkit.audit", "dpkit.ledger", "dpkit.risk", "dpkit.training"}),
-    frozenset({"dpkit.service"}),
+    frozenset({"dpkit.service", "dpkit.synth"}),
     frozenset({"dpkit"}),
     frozenset({"dpkit.cli"}),
 )
@@ -261,7 +261,8 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
         }
     ),
     frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it
-    frozenset({"builder"}),  # the query description (validated against the table description)
+    # the query description (validated against the table description); exact marginals
+    frozenset({"builder", "marginals"}),
     frozenset({"sqlquery"}),  # the SQL front end: builds builder queries
     frozenset({"session", "alerts"}),  # the executor: validates, charges, executes, releases
     frozenset({""}),  # the facade

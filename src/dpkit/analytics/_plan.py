@@ -63,7 +63,9 @@ __all__ = [
 ]
 
 SourceKind = Literal["parquet", "csv", "table"]
-MeasureKind = Literal["rows", "units", "values", "sum", "sum_sq", "bin_counts", "category_counts"]
+MeasureKind = Literal[
+    "rows", "units", "values", "sum", "sum_sq", "bin_counts", "category_counts", "cell_counts"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +121,12 @@ class Measure:
       ``[edges[0], edges[-1]]`` first, NaN/NULL skipped. Returned as a tuple of ints.
     * ``category_counts``: per given category the number of kept rows whose ``column`` equals it
       (other values ignored). Returned as a tuple of ints.
+    * ``cell_counts``: the joint counts of ``parts`` (each a ``category_counts`` or
+      ``bin_counts`` measure on its own column): a kept row's code in part ``p`` is its
+      category or bin index, or ``size_p - 1`` (one extra cell) when the part skips it (NULL,
+      NaN, a value none of the categories); its cell is ``sum_p code_p * stride_p`` (the last
+      part varies fastest, ``stride_p`` the product of the later parts' sizes), with ``size_p``
+      the part's categories or bins plus one. Returned as a tuple of ``prod size_p`` ints.
 
     ``time_kind``: for ``bin_counts``, the date reading its edges are in (``"date"``: days since
     1970-01-01, ``"local"``/``"instant"``: microseconds since the epoch, see
@@ -138,6 +146,7 @@ class Measure:
     edges: tuple[float, ...] = ()
     categories: tuple[object, ...] = ()
     time_kind: str = ""
+    parts: tuple[Measure, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -719,7 +719,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     for row in rows:
         keys.append(tuple(_plain_key(v) for v in row[:nk]))
         for m, v in zip(compiled.measures, row[nk:], strict=True):
-            if m.kind in ("bin_counts", "category_counts"):
+            if m.kind in ("bin_counts", "category_counts", "cell_counts"):
                 counts = [0] * m.size
                 for idx, n in (v or {}).items():
                     if idx is not None:

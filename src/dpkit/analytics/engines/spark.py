@@ -847,7 +847,9 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     nm = len(compiled.measures)
     codecs = compiled.key_codecs or ("plain",) * nk
     cell_measures = [
-        i for i, m in enumerate(compiled.measures) if m.kind in ("bin_counts", "category_counts")
+        i
+        for i, m in enumerate(compiled.measures)
+        if m.kind in ("bin_counts", "category_counts", "cell_counts")
     ]
     if len(cell_measures) != len(compiled.cell_columns):
         raise PlanError("compiled statement and its cell columns disagree")

@@ -112,7 +112,8 @@ def plan_columns(plan: Plan, reads: Reads) -> PlanColumns:
     for m in agg.measures:
         if m.kind in ("rows", "units"):
             continue
-        col = reads.use(m.column, f"column of measure {m.name!r}")
-        if col not in values:
-            values.append(col)
+        for part in m.parts if m.kind == "cell_counts" else (m,):
+            col = reads.use(part.column, f"column of measure {m.name!r}")
+            if col not in values:
+                values.append(col)
     return PlanColumns(unit, tuple(keys), tuple(values))

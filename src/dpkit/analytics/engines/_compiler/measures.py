@@ -435,6 +435,8 @@ def _measure(
         return exp.Filter(
             this=exp.Count(this=exp.Star()), expression=exp.Where(this=colref(P + "first"))
         ), 0
+    if kind == "cell_counts":
+        return _cell_counts(i, m, schema, families, xcol, pipe)
     col = resolve(m.column, schema, f"column of measure {m.name!r}")
     fam = families[col]
     if kind == "category_counts":
@@ -455,6 +457,61 @@ def _measure(
         edges = _check_edges(m)
         return pipe.cells(_bin_of(i, x, edges, pipe)), len(edges) - 1
     raise PlanError(f"unknown measure kind {kind!r}")
+
+
+#: Most cells of one ``cell_counts`` measure (its counts leave the statement as one map, or
+#: as one grouping set on engines without a histogram aggregate).
+MAX_JOINT_CELLS = 2**24
+
+
+def _cell_counts(
+    i: int,
+    m: Measure,
+    schema: Mapping[str, str],
+    families: Mapping[str, Family],
+    xcol: Mapping[str, str],
+    pipe: MeasureSteps,
+) -> tuple[exp.Expression, int]:
+    """Joint counts of ``m.parts`` (see :class:`~dpkit.analytics._plan.Measure`): each part's
+    index computed as its own kind computes it, a skipped row (NULL index) in the part's extra
+    last cell, and the cell ``sum_p COALESCE(index_p, size_p - 1) * stride_p``: integer
+    arithmetic on indexes below ``2**24``, which cannot overflow or raise."""
+    if not m.parts:
+        raise PlanError(f"{m.name}: cell_counts needs at least one part")
+    codes: list[tuple[str, int]] = []
+    for k, part in enumerate(m.parts):
+        tag = f"{i}_{k}"
+        col = resolve(part.column, schema, f"column of measure {m.name!r}")
+        fam = families[col]
+        if part.kind == "category_counts":
+            idx = pipe.at(1, f"{P}i{tag}", _category_index(part, col, fam, schema[col]))
+            size = len(part.categories) + 1
+        elif part.kind == "bin_counts":
+            _check_reading(part, col, schema[col], fam)
+            edges = _check_edges(part)
+            idx = _bin_of(tag, colref(xcol[col]), edges, pipe)
+            size = len(edges)  # the bins and the extra cell
+        else:
+            raise PlanError(
+                f"{m.name}: each part of cell_counts counts categories or bins, got {part.kind!r}"
+            )
+        codes.append((idx, size))
+    total = math.prod(size for _, size in codes)
+    if total > MAX_JOINT_CELLS:
+        raise PlanError(
+            f"{m.name}: {total:,} joint cells, more than {MAX_JOINT_CELLS:,}: use fewer parts, "
+            "categories or bins"
+        )
+    stride = 1
+    terms: list[exp.Expression] = []
+    for idx, size in reversed(codes):
+        code: exp.Expression = exp.Coalesce(this=colref(idx), expressions=[int_lit(size - 1)])
+        terms.append(code if stride == 1 else exp.Mul(this=code, expression=int_lit(stride)))
+        stride *= size
+    cell = terms[0]
+    for t in terms[1:]:
+        cell = exp.Add(this=cell, expression=t)
+    return pipe.cells(pipe.at(4, f"{P}i{i}", cell)), total
 
 
 def _check_reading(m: Measure, col: str, sql_type: str, fam: Family) -> None:
@@ -501,7 +558,7 @@ def _sum_of_squares(i: int, m: Measure, x: exp.Expression, pipe: MeasureSteps) -
     return _sum_int(colref(f1), profile)
 
 
-def _bin_of(i: int, x: exp.Expression, edges: Sequence[float], pipe: MeasureSteps) -> str:
+def _bin_of(i: int | str, x: exp.Expression, edges: Sequence[float], pipe: MeasureSteps) -> str:
     """The column of the bin index of ``x`` clamped into the edges (NULL stays NULL): by
     arithmetic when the edges are uniform (:func:`_uniform_step`), else by binary search."""
     profile = pipe.profile

@@ -1,0 +1,13 @@
+"""Private synthetic data from a session's table.
+
+``MST(columns={...}, max_rows=...).fit(session, epsilon=..., delta=...)`` measures the table's
+marginals through the session's engine (with its privacy unit and one contribution bound),
+charges the session's zCDP budget once, and returns a :class:`SyntheticModel` that samples
+synthetic tables of any size and can be saved and loaded without spending anything.
+Importing this package does not import DuckDB or pandas.
+"""
+
+from dpkit.synth._domain import Categorical, Numeric
+from dpkit.synth.mst import MST, MSTPlan, SyntheticModel
+
+__all__ = ["MST", "Categorical", "MSTPlan", "Numeric", "SyntheticModel"]

@@ -1,0 +1,516 @@
+"""MST: private synthetic data from 1-way and tree-selected 2-way marginals.
+
+McKenna, Miklau and Sheldon (2021), "Winning the NIST Contest: A scalable and general approach
+to differentially private synthetic data", Section 4 (MST). With a zCDP budget ``rho`` split in
+thirds:
+
+1. **1-way marginals.** Every modelled column's marginal gets discrete Gaussian noise of
+   ``sigma_1 = sqrt(d Delta^2 / (2 rho / 3))`` (``d`` columns, ``Delta`` the L2 sensitivity of
+   one marginal): ``d Delta^2 / (2 sigma_1^2) = rho / 3``.
+2. **Selection of a spanning tree.** A model from the noisy 1-way marginals alone (the columns
+   independent, the estimated total ``N``) estimates every 2-way marginal; the score of a pair
+   is the L1 distance between its true 2-way marginal and that estimate (sensitivity ``Delta_1``,
+   the L1 sensitivity of a marginal: the estimate is fixed once step 1 is released). Kruskal's
+   algorithm picks ``d - 1`` edges, each by the exponential mechanism among the pairs that join
+   two components, at ``epsilon = sqrt(8 (rho / 3) / (d - 1))``: each is
+   ``epsilon^2 / 8``-zCDP (bounded range, Cesar and Rogers 2021).
+3. **2-way marginals** of the ``d - 1`` selected pairs, with ``sigma_2 = sqrt((d - 1)
+   Delta^2 / (2 rho / 3))``.
+
+Then a tree-structured graphical model is fitted to the noisy marginals
+(:mod:`dpkit.synth._tree`, Private-PGM's estimator) and sampled. The paper's domain
+compression of rare 1-way cells is not done here.
+
+Person-level privacy. The marginals are counted by the session's engine on the table bounded
+to ``max_rows`` rows per privacy unit (:mod:`dpkit.synth._measure`), so ``Delta = Delta_1 =
+max_rows``. The whole fit is charged to the session's zCDP budget once, before any row is read:
+the noise events of steps 1 and 3 and the ``d - 1`` exponential mechanisms of step 2. Sigmas are
+rounded up and the selection epsilon down, so the charge never exceeds the ``rho`` asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.rounding import down, sqrt_up, up
+from dpkit._numeric.validation import check_delta, check_epsilon, check_integer, check_positive
+from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
+from dpkit.events import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DpEvent,
+    SelfComposedEvent,
+)
+from dpkit.mechanisms import ExponentialMechanism
+from dpkit.noise import RandomSource, discrete_gaussian_exact
+from dpkit.synth._domain import (
+    Categorical,
+    ColumnDomain,
+    Numeric,
+    check_domains,
+    domain_from_dict,
+)
+from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
+from dpkit.synth._tree import TreeModel, fit_tree
+
+__all__ = ["MST", "MSTPlan", "SyntheticModel"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Default limit on the cells of all 2-way marginals counted by the engine (integers held in
+#: memory, and one row each on an engine without a histogram aggregate).
+DEFAULT_MAX_CELLS = 200_000
+_FORMAT = "dpkit.synth.mst/1"
+
+
+@dataclass(frozen=True)
+class MSTPlan:
+    """The noise and charge of one MST fit, decided before any row is read.
+
+    ``rho``: the zCDP budget asked for; ``sigma_1``/``sigma_2``: the discrete Gaussian noise of
+    the 1-way and selected 2-way marginals (in rows); ``selection_epsilon``: each of the
+    ``d - 1`` exponential mechanisms; ``sensitivity``: ``max_rows`` (L1 and L2 of a marginal);
+    ``cells``: the cells of all 2-way marginals the engine counts; ``event``: what is charged.
+    """
+
+    rho: float
+    columns: int
+    sensitivity: int
+    sigma_1: float
+    sigma_2: float
+    selection_epsilon: float
+    cells: int
+    event: DpEvent = field(repr=False)
+
+
+def _plan(rho: float, d: int, m: int, cells: int) -> MSTPlan:
+    """Calibrate the three steps to ``rho / 3`` each, rounding to the safe side."""
+    third = Fraction(rho) / 3
+    sigma_1 = up(sqrt_up(Fraction(d * m * m) / (2 * third)))
+    sigma_2 = up(sqrt_up(Fraction((d - 1) * m * m) / (2 * third)))
+    eps = down(math.sqrt(float(8 * third / (d - 1))))
+    while Fraction(eps) ** 2 * (d - 1) / 8 > third:  # the float sqrt may round up
+        eps = math.nextafter(eps, 0.0)
+    em = ExponentialMechanism(epsilon=eps, sensitivity=m)
+    event = ComposedEvent(
+        events=(
+            SelfComposedEvent(event=DiscreteGaussianEvent(sigma=sigma_1, sensitivity=m), count=d),
+            SelfComposedEvent(event=em.event, count=d - 1),
+            SelfComposedEvent(
+                event=DiscreteGaussianEvent(sigma=sigma_2, sensitivity=m), count=d - 1
+            ),
+        )
+    )
+    return MSTPlan(
+        rho=rho,
+        columns=d,
+        sensitivity=m,
+        sigma_1=sigma_1,
+        sigma_2=sigma_2,
+        selection_epsilon=eps,
+        cells=cells,
+        event=event,
+    )
+
+
+def add_noise(counts: IntArray, sigma: float, source: RandomSource) -> IntArray:
+    """``counts`` plus independent discrete Gaussian noise of ``sigma`` in every cell (the exact
+    rational sampler, Canonne, Kamath and Steinke 2020: no floating-point slack)."""
+    s2 = Fraction(sigma) ** 2
+    flat = counts.reshape(-1)
+    noise = np.array([discrete_gaussian_exact(source, s2) for _ in range(flat.size)], np.int64)
+    out: IntArray = (flat + noise).reshape(counts.shape)
+    return out
+
+
+class MST:
+    """The MST synthesizer over declared column domains (see the module doc).
+
+    ``columns``: ``{name: Categorical([...]) or Numeric(lower, upper, bins)}``, at least two
+    columns, none of them the privacy unit. ``max_rows``: how many rows each person keeps (the
+    marginals' sensitivity). ``max_cells``: refuse a fit whose 2-way marginals have more cells.
+    ``iterations``: mirror-descent steps of the model fit (post-processing).
+    """
+
+    def __init__(
+        self,
+        columns: Mapping[str, ColumnDomain | None],
+        *,
+        max_rows: int = 1,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        iterations: int = 500,
+    ) -> None:
+        self.domains = check_domains(columns)
+        self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
+        self.max_cells = check_integer(max_cells, name="max_cells", minimum=1)
+        self.iterations = check_integer(iterations, name="iterations", minimum=1)
+        if len(self.domains) < 2:
+            raise PrivacyParameterError(
+                f"MST models at least two columns, got {len(self.domains)}: add a column"
+            )
+
+    @property
+    def cells(self) -> int:
+        """The cells of all 2-way marginals (what the engine counts and returns)."""
+        sizes = [d.size for d in self.domains.values()]
+        return sum(sizes[i] * sizes[j] for i, j in pairs_of(list(self.domains)))
+
+    def plan(
+        self,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        session: Any = None,
+    ) -> MSTPlan:
+        """The noise and charge of a fit at ``rho`` (or at the ``(epsilon, delta)`` share of
+        ``session``'s zCDP budget); reads no data, spends nothing."""
+        self._check_cells()
+        r = self._rho(epsilon, delta, rho, session)
+        return _plan(r, len(self.domains), self.max_rows, self.cells)
+
+    def _check_cells(self) -> None:
+        cells = self.cells
+        if cells > self.max_cells:
+            sizes = {c: d.size for c, d in self.domains.items()}
+            big = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+            shown = ", ".join(f"{c!r}: {n:,}" for c, n in big)
+            raise PrivacyParameterError(
+                f"The 2-way marginals of these {len(sizes)} columns have {cells:,} cells, more "
+                f"than max_cells={self.max_cells:,} (about {cells * 8 / 2**20:,.1f} MiB of "
+                f"counts): use fewer bins or "
+                f"values, or fewer columns (largest domains, with the missing cell: {shown}), "
+                "or raise max_cells. Nothing was spent."
+            )
+
+    @staticmethod
+    def _rho(epsilon: Any, delta: Any, rho: Any, session: Any) -> float:
+        if rho is not None:
+            if epsilon is not None or delta is not None:
+                raise PrivacyParameterError("give either rho or (epsilon, delta), not both")
+            return check_positive(rho, "rho")
+        if epsilon is None or delta is None:
+            raise PrivacyParameterError(
+                "give the fit's budget: epsilon and delta (a share of the session's zCDP "
+                "budget), or rho"
+            )
+        eps = check_epsilon(epsilon)
+        dl = check_delta(delta, allow_zero=False)
+        share = getattr(getattr(session, "budget", None), "zcdp_share", None)
+        if share is None:
+            raise PrivacyParameterError(
+                "an (epsilon, delta) share needs a session with a zCDP budget; or give rho"
+            )
+        r = float(share(eps, dl)[0])
+        if not r > 0.0:
+            raise PrivacyParameterError(f"epsilon {eps} and delta {dl} give no zCDP budget")
+        return r
+
+    def _check_session(self, session: Any) -> None:
+        if getattr(session, "mode", None) != "zcdp":
+            raise PrivacyParameterError(
+                "MST is accounted in zero-concentrated DP: open the session with "
+                "Budget(epsilon=..., delta=..., method='zcdp') (this session's accounting is "
+                f"{getattr(session, 'mode', None)!r}). Nothing was spent."
+            )
+        columns = set(session.columns)
+        unknown = [c for c in self.domains if c not in columns]
+        if unknown:
+            raise PrivacyParameterError(
+                f"column(s) {unknown} are not in the session's table (its columns: "
+                f"{sorted(columns)}). Nothing was spent."
+            )
+        if session.privacy_unit is None and self.max_rows != 1:
+            raise PrivacyParameterError(
+                f"this session protects rows (privacy_unit=None), so each row is one person "
+                f"and max_rows must be 1, got {self.max_rows}. Nothing was spent."
+            )
+        if session.privacy_unit in self.domains:
+            raise PrivacyParameterError(
+                f"the privacy unit {session.privacy_unit!r} cannot be a column of the synthetic "
+                "table: drop it from columns. Nothing was spent."
+            )
+        for c, dom in self.domains.items():
+            t = (session.column_type(c) or "").upper()
+            if isinstance(dom, Numeric) and t and not _numeric_type(t):
+                raise PrivacyParameterError(
+                    f"column {c!r} has the type {t}, not a number: declare it Categorical([...]) "
+                    "or cast it to a number first. Nothing was spent."
+                )
+
+    def fit(
+        self,
+        session: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+    ) -> SyntheticModel:
+        """Measure, select and fit on ``session``'s table; charge its budget once, first.
+
+        Everything that can be refused (domains, cells, the session's accounting, the engine's
+        check of the statement) is refused before the charge; a charge the budget cannot pay
+        raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
+        self._check_session(session)
+        plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
+        statement = marginal_statement(session, self.domains, self.max_rows)  # reads no row
+        try:
+            session.budget.charge(
+                plan.event,
+                metadata={
+                    "synth": "MST",
+                    "rho": plan.rho,
+                    "columns": list(self.domains),
+                    "max_rows": self.max_rows,
+                },
+            )
+        except BudgetExceededError as exc:
+            raise BudgetExceededError(f"This MST fit needs rho {plan.rho:.6g}. {exc}") from exc
+        try:
+            counts = statement.run()
+        except Exception:
+            raise EngineError(
+                "the engine failed after the charge; nothing released (the engine's message "
+                "is withheld: it may quote a private value)"
+            ) from None
+        exact = read_marginals(counts, self.domains)
+        return self._fit_from(exact, plan, session.source_of_randomness)
+
+    def _fit_from(
+        self, exact: Mapping[tuple[int, int], IntArray], plan: MSTPlan, source: RandomSource
+    ) -> SyntheticModel:
+        """Steps 1-3 and the model fit from the exact marginals (after the charge)."""
+        cols = list(self.domains)
+        d = len(cols)
+        one_way = _one_way(exact, d)
+        y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
+        n_hat = max(1.0, float(np.mean([y.sum() for y in y1])))
+        probs = [_simplex(y) for y in y1]
+        edges = _select(exact, probs, n_hat, plan, source, d)
+        y2 = [add_noise(exact[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
+        tree = fit_tree(
+            [self.domains[c].size for c in cols],
+            edges,
+            y1,
+            plan.sigma_1,
+            y2,
+            plan.sigma_2,
+            iterations=self.iterations,
+        )
+        return SyntheticModel(
+            domains=dict(self.domains),
+            tree=tree,
+            info={
+                "method": "MST",
+                "rho": plan.rho,
+                "max_rows": self.max_rows,
+                "sigma_1": plan.sigma_1,
+                "sigma_2": plan.sigma_2,
+                "selection_epsilon": plan.selection_epsilon,
+                "edges": [[cols[a], cols[b]] for a, b in edges],
+            },
+        )
+
+
+def _numeric_type(t: str) -> bool:
+    return any(
+        k in t
+        for k in ("INT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "LONG", "SHORT", "BYTE")
+    )
+
+
+def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray]:
+    """Each column's exact marginal, summed from the first pair that holds it (every pair
+    counts the same kept rows, so any pair gives the same counts)."""
+    out: list[IntArray] = []
+    for i in range(d):
+        if i + 1 < d:
+            out.append(exact[(i, i + 1)].sum(axis=1))
+        else:
+            out.append(exact[(i - 1, i)].sum(axis=0))
+    return out
+
+
+def _simplex(y: FloatArray) -> FloatArray:
+    """Noisy counts as probabilities: negatives clipped to 0, uniform if nothing is left."""
+    p = np.clip(y, 0.0, None)
+    s = p.sum()
+    return p / s if s > 0 else np.full(y.size, 1.0 / y.size)
+
+
+def _select(
+    exact: Mapping[tuple[int, int], IntArray],
+    probs: list[FloatArray],
+    n_hat: float,
+    plan: MSTPlan,
+    source: RandomSource,
+    d: int,
+) -> list[tuple[int, int]]:
+    """Kruskal's algorithm with the exponential mechanism choosing each edge (step 2)."""
+    score = {
+        (a, b): float(np.abs(x - n_hat * np.outer(probs[a], probs[b])).sum())
+        for (a, b), x in exact.items()
+    }
+    parent = list(range(d))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    em = ExponentialMechanism(epsilon=plan.selection_epsilon, sensitivity=plan.sensitivity)
+    edges: list[tuple[int, int]] = []
+    for _ in range(d - 1):
+        cands = [e for e in score if find(e[0]) != find(e[1])]
+        k = em.release(np.array([score[e] for e in cands]), source=source)
+        a, b = cands[k]
+        parent[find(a)] = find(b)
+        edges.append((a, b))
+    return edges
+
+
+@dataclass
+class SyntheticModel:
+    """A fitted synthetic-data model: sample tables of any size, save and load it.
+
+    Sampling and saving read no data and spend nothing (they post-process the released noisy
+    marginals). ``info`` records how it was fitted (budget, noise, selected pairs).
+    """
+
+    domains: dict[str, ColumnDomain]
+    tree: TreeModel
+    info: dict[str, Any]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.domains)
+
+    def sample(
+        self,
+        n: int,
+        *,
+        rng: np.random.Generator | None = None,
+        output: str = "pandas",
+    ) -> Any:
+        """A synthetic table of ``n`` rows (pandas by default, ``output="arrow"`` for Arrow).
+
+        Categorical cells become their values, numeric bins a value drawn uniformly inside the
+        bin, the missing cell a missing value. ``rng``: a numpy Generator for reproducible
+        samples (the model is already private: the sampler's randomness protects nobody);
+        by default a generator seeded from the operating system."""
+        n = check_integer(n, name="n", minimum=0)
+        if output not in ("pandas", "arrow"):
+            raise PrivacyParameterError(f"output must be 'pandas' or 'arrow', got {output!r}")
+        gen = rng if rng is not None else np.random.default_rng()
+        codes = self.tree.sample_codes(n, gen)
+        data: dict[str, Any] = {}
+        for j, (c, dom) in enumerate(self.domains.items()):
+            data[c] = _decode(codes[:, j], dom, gen)
+        import pandas as pd
+
+        frame = pd.DataFrame(data)
+        if output == "arrow":
+            import pyarrow as pa
+
+            return pa.Table.from_pandas(frame, preserve_index=False)
+        return frame
+
+    def marginal(self, a: str, b: str | None = None) -> FloatArray:
+        """The model's probabilities of column ``a``'s cells, or of the pair ``(a, b)`` indexed
+        ``[cell of a, cell of b]`` when ``(a, b)`` is an edge of the tree (the missing cell
+        last)."""
+        cols = self.columns
+        i = cols.index(a)
+        if b is None:
+            return self.tree.nodes[i].copy()
+        j = cols.index(b)
+        for k, (x, y) in enumerate(self.tree.edges):
+            if (x, y) == (i, j):
+                return self.tree.pairs[k].copy()
+            if (x, y) == (j, i):
+                return self.tree.pairs[k].T.copy()
+        raise PrivacyParameterError(f"({a!r}, {b!r}) is not an edge of the model's tree")
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        t = self.tree
+        return {
+            "format": _FORMAT,
+            "columns": [{"name": c, **d.to_dict()} for c, d in self.domains.items()],
+            "edges": [list(e) for e in t.edges],
+            "nodes": [p.tolist() for p in t.nodes],
+            "pairs": [p.tolist() for p in t.pairs],
+            "total": t.total,
+            "info": self.info,
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model as JSON (plain numbers and the public domains; no code, no data)."""
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SyntheticModel:
+        """Read a model :meth:`save` wrote (checked: shapes, probabilities, a spanning tree)."""
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SyntheticModel:
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            raise PrivacyParameterError(f"not a saved MST model (format {_FORMAT!r} expected)")
+        domains: dict[str, ColumnDomain] = {}
+        for col in data["columns"]:
+            spec = dict(col)
+            name = spec.pop("name")
+            domains[str(name)] = domain_from_dict(spec)
+        sizes = tuple(d.size for d in domains.values())
+        edges = tuple((int(a), int(b)) for a, b in data["edges"])
+        nodes = tuple(np.asarray(p, dtype=np.float64) for p in data["nodes"])
+        pairs = tuple(np.asarray(p, dtype=np.float64) for p in data["pairs"])
+        ok = len(nodes) == len(sizes) and all(
+            p.shape == (s,) for p, s in zip(nodes, sizes, strict=False)
+        )
+        ok = ok and len(pairs) == len(edges)
+        ok = ok and all(
+            0 <= a < len(sizes) and 0 <= b < len(sizes) and p.shape == (sizes[a], sizes[b])
+            for (a, b), p in zip(edges, pairs, strict=False)
+        )
+        ok = ok and all(bool(np.all(p >= 0)) and bool(np.isfinite(p).all()) for p in nodes + pairs)
+        if not ok:
+            raise PrivacyParameterError("the saved model's tables do not match its columns")
+        tree = TreeModel(
+            sizes=sizes, edges=edges, nodes=nodes, pairs=pairs, total=float(data["total"])
+        )
+        from dpkit.synth._tree import tree_order
+
+        try:
+            tree_order(len(sizes), edges)
+        except ValueError:
+            raise PrivacyParameterError("the saved model's edges are not a spanning tree") from None
+        return cls(domains=domains, tree=tree, info=dict(data.get("info", {})))
+
+
+def _decode(codes: IntArray, dom: ColumnDomain, rng: np.random.Generator) -> Any:
+    missing = codes == dom.size - 1
+    if isinstance(dom, Categorical):
+        values = np.array([*dom.values, None], dtype=object)
+        return values[codes]
+    edges = np.asarray(dom.edges)
+    lo = edges[np.minimum(codes, dom.bins - 1)]
+    hi = edges[np.minimum(codes, dom.bins - 1) + 1]
+    x = lo + rng.random(codes.size) * (hi - lo)
+    x[missing] = np.nan
+    return x
