@@ -92,24 +92,31 @@ docs: $(STAMP_DOCS) $(STAMP_JAVA)
 # Peers of the analytics benchmark live in their own environments (their pins clash with ours).
 PEERS := .venv-peers
 TUMULT := .venv-tumult
+# pure-ldp's count-mean sketches need numpy < 1.26 and its hashes xxhash < 4
+PURELDP := .venv-pureldp
 
 $(PEERS)/bin/python:
 	$(PY) -m venv $(PEERS)
 	$(PEERS)/bin/pip install -q "opendp[polars]==0.16.0" "pipeline-dp==0.3.1" pyarrow \
 		"pyspark==3.5.9"
 
+$(PURELDP)/bin/python:
+	$(PY) -m venv $(PURELDP)
+	$(PURELDP)/bin/pip install -q "numpy==1.25.2" "pure-ldp==1.2.0" "xxhash<4" \
+		"statsmodels==0.15.0" "scipy==1.16.3" "scikit-learn==1.9.1"
+
 $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
 	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
 
-bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
+bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PURELDP)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/loss_engine.py
 	$(BIN)/python benchmarks/ledger.py
 	$(BIN)/python benchmarks/service.py
 	$(BIN)/python benchmarks/audit.py
-	$(BIN)/python benchmarks/ldp.py
+	$(BIN)/python benchmarks/ldp.py --pure-ldp-python $(PURELDP)/bin/python
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/analytics_accuracy.py
 	$(BIN)/python benchmarks/synth.py --write
@@ -124,7 +131,8 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
 QUICK_DOC := $(abspath bench-quick.md)
 QUICK_DATA := /tmp/dpkit-bench-quick
 QUICK := DPKIT_BENCH_DOC=$(QUICK_DOC) $(BIN)/python
-bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python
+bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python \
+		$(PURELDP)/bin/python
 	rm -f $(QUICK_DOC)
 	$(QUICK) benchmarks/noise.py
 	$(QUICK) benchmarks/accounting.py
@@ -132,7 +140,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/ledger.py --quick
 	$(QUICK) benchmarks/service.py --analysts 4 --queries 20 --trials 5
 	$(QUICK) benchmarks/audit.py --quick
-	$(QUICK) benchmarks/ldp.py --quick
+	$(QUICK) benchmarks/ldp.py --quick --pure-ldp-python $(PURELDP)/bin/python
 	$(QUICK) benchmarks/selection.py
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
 	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write

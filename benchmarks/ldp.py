@@ -18,9 +18,12 @@ items placed at random in a 2^20 or 2^32 domain, 1M and 10M users, epsilon 1, 2,
 and TreeHistogram find the top 100; precision and recall against the true top 100,
 the relative error of the estimated counts of the true heavy hitters it found, and clients +
 server time. Apple's sketches (CMS, HCMS) estimate the counts of the true top 100 from 1M
-users. Peers (pure-ldp's PEM, TreeHistogram and Apple CMS/HCMS; multi-freq-ldpy's longitudinal
-L-SUE against dpkit's RAPPOR) run in a child process with a time limit at a small population,
-beside dpkit at the same population.
+users. pure-ldp's PEM, TreeHistogram (over its HCMS oracle) and Apple CMS/HCMS run in their own
+virtual environment (``--pure-ldp-python``, default ``.venv-pureldp/bin/python``, made by
+``make .venv-pureldp/bin/python``: pure-ldp needs numpy < 1.26 and xxhash < 4) through
+``benchmarks/shared/pure_ldp_worker.py``, one process per run with a time limit, at 10k, 100k
+and 1M users while the last run times 10 fits the limit; dpkit runs on the same users beside
+each. multi-freq-ldpy's longitudinal L-SUE runs in process against dpkit's RAPPOR.
 """
 
 from __future__ import annotations
@@ -381,8 +384,20 @@ HH_DISTINCT = 1 << 16
 HH_TOP = 100
 HH_USERS = (200_000,) if QUICK else (1_000_000, 10_000_000)
 HH_EPS = (1.0, 2.0, 4.0)
-PEER_N = 2_000
-PEER_TIMEOUT = 30.0 if QUICK else 60.0
+PEER_EPS = 4.0
+PEER_BITS = 20
+PEER_LADDER = (2_000, 20_000) if QUICK else (10_000, 100_000, 1_000_000)
+PEER_TIMEOUT = 60.0 if QUICK else 300.0  # seconds per pure-ldp run
+
+
+def _arg(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# pure-ldp needs numpy < 1.26 for its sketches: its own environment (``make .venv-pureldp``)
+PURE_LDP_PYTHON = _arg("--pure-ldp-python", os.path.join(_ROOT, ".venv-pureldp", "bin", "python"))
+WORKER = os.path.join(_ROOT, "benchmarks", "shared", "pure_ldp_worker.py")
 CMS_USERS = 200_000  # dpkit's CMS server unpacks 1,024 bits per report: the slow sketch
 
 
@@ -467,83 +482,106 @@ def run_sketch(cls: type, n: int, eps: float) -> dict[str, Any]:
     }
 
 
-def _peer_job(kind: str, eps: float, bits: int, n: int, top: int, queue: Any) -> None:
-    """Child process: one peer run on n users; puts (seconds, found items or estimates)."""
-    warnings.filterwarnings("ignore")
-    x, items, counts = _hh_population(n, bits, seed=13)
-    start = time.perf_counter()
-    if kind in ("pure-ldp PEM", "pure-ldp TreeHistogram"):
-        if kind == "pure-ldp PEM":
-            from pure_ldp.heavy_hitters.prefix_extending.pem_client import PEMClient
-            from pure_ldp.heavy_hitters.prefix_extending.pem_server import PEMServer
+def _score(found: list[int], counts_found: list[float], true_top: dict[int, int], top: int):
+    """Recall, precision and median relative count error of a returned top-``top`` list."""
+    hits = [(i, c) for i, c in zip(found, counts_found, strict=True) if i in true_top]
+    rel = [abs(c - true_top[i]) / true_top[i] for i, c in hits]
+    return {
+        "recall": len(hits) / top,
+        "precision": len(hits) / max(len(found), 1),
+        "rel_err": float(np.median(rel)) if rel else float("nan"),
+    }
 
-            server: Any = PEMServer(eps, 4, bits, 4)
-            client: Any = PEMClient(eps, 4, bits, 4)
+
+def run_pure_ldp(
+    kind: str, eps: float, x: np.ndarray, top: int, query: Any = None
+) -> dict[str, Any]:
+    """One pure-ldp run in its own environment (``PURE_LDP_PYTHON``), killed after
+    ``PEER_TIMEOUT`` seconds; the time is the one the worker measured (its imports excluded)."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "x.npy")
+        np.save(data, x)
+        cmd = [PURE_LDP_PYTHON, WORKER, kind, f"{eps:g}", str(PEER_BITS), str(top), data]
+        if query is not None:
+            np.save(os.path.join(tmp, "q.npy"), np.asarray(query))
+            cmd += [os.path.join(tmp, "q.npy"), "--hashes", "1024"]
+        start = time.perf_counter()
+        try:
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=PEER_TIMEOUT + 60, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return {"n": x.size, "time": None, "why": f"did not finish in {PEER_TIMEOUT:.0f} s"}
+        waited = time.perf_counter() - start
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"n": x.size, "time": None, "why": f"failed after {waited:.0f} s ({last[:80]})"}
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if res["seconds"] > PEER_TIMEOUT:
+        return {
+            "n": x.size,
+            "time": None,
+            "why": f"took {res['seconds']:.0f} s > {PEER_TIMEOUT:.0f} s",
+        }
+    res["n"], res["time"] = x.size, res.pop("seconds")
+    return res
+
+
+def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
+    """pure-ldp at 10x larger populations while the last run, scaled by 10, fits the limit;
+    dpkit's default and its same-oracle (HCMS) configuration on the same users beside it."""
+    rows = []
+    for n in PEER_LADDER:
+        x, items, counts = _hh_population(n, PEER_BITS, seed=13)
+        order = np.argsort(-counts)[:top]
+        true_top = dict(zip(items[order].tolist(), counts[order].tolist(), strict=True))
+        if kind in ("CMS", "HCMS"):
+            pr = run_pure_ldp(kind, eps, x, top, query=items[order])
+            truth = counts[order].astype(np.float64)
+            if pr["time"] is not None:
+                pr["mse"] = float(np.mean((np.asarray(pr["counts"]) - truth) ** 2))
+            cls = ldp.CMS if kind == "CMS" else ldp.HCMS
+            proto = cls(epsilon=eps, domain=1 << PEER_BITS, width=1024, hashes=1024)
+            start = time.perf_counter()
+            agg = proto.aggregator()
+            for lo in range(0, n, BATCH):
+                agg.add(proto.randomize_many(x[lo : lo + BATCH], source=RandomSource()))
+            est = agg.estimate_items(items[order])
+            mine = [
+                {
+                    "name": repr(proto),
+                    "time": time.perf_counter() - start,
+                    "mse": float(np.mean((est.raw_counts - truth) ** 2)),
+                }
+            ]
         else:
-            from pure_ldp.frequency_oracles import LHServer
-            from pure_ldp.heavy_hitters.treehistogram.treehist_client import TreeHistClient
-            from pure_ldp.heavy_hitters.treehistogram.treehist_server import TreeHistServer
-
-            # an explicit OLH server over the 2^bits strings: the default (d=None) path calls
-            # np.zeros(None), a TypeError under numpy >= 1.26
-            fo = LHServer(eps / 2, d=1 << bits, use_olh=True)
-            server = TreeHistServer(eps, bits, 4, fo_server=fo)
-            client = TreeHistClient(eps, 4, bits)
-        for v in x:
-            server.aggregate(client.privatise(format(int(v), f"0{bits}b")))
-        found, _ = server.find_heavy_hitters(k=top)
-        queue.put((time.perf_counter() - start, [int(s.split("*")[0], 2) for s in found]))
-        return
-    if kind in ("pure-ldp CMS", "pure-ldp HCMS"):
-        from pure_ldp.frequency_oracles.apple_cms import CMSClient, CMSServer
-
-        had = kind.endswith("HCMS")
-        server = CMSServer(eps, 1024, 1024, is_hadamard=had)
-        client = CMSClient(eps, server.get_hash_funcs(), 1024, is_hadamard=had)
-        for v in x:
-            server.aggregate(client.privatise(int(v)))
-        order = np.argsort(-counts)[:HH_TOP]
-        est = [server.estimate(int(v), suppress_warnings=True) for v in items[order]]
-        queue.put((time.perf_counter() - start, est))
-        return
-    raise ValueError(kind)
-
-
-def run_peer_hh(kind: str, eps: float, bits: int, n: int, top: int) -> dict[str, Any]:
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_peer_job, args=(kind, eps, bits, n, top, queue))
-    start = time.perf_counter()
-    proc.start()
-    proc.join(PEER_TIMEOUT)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join()
-        return {
-            "kind": kind,
-            "n": n,
-            "time": None,
-            "waited": time.perf_counter() - start,
-            "why": "did not finish in",
-        }
-    if proc.exitcode != 0 or queue.empty():
-        return {
-            "kind": kind,
-            "n": n,
-            "time": None,
-            "waited": time.perf_counter() - start,
-            "why": "failed (an exception in the peer) after",
-        }
-    seconds, result = queue.get(timeout=5)
-    return {"kind": kind, "n": n, "time": seconds, "result": result}
-
-
-def _recall(found: list[int], n: int, bits: int, top: int, seed: int) -> float:
-    _, items, counts = _hh_population(n, bits, seed=seed)
-    true_top = set(items[np.argsort(-counts)[:top]].tolist())
-    return len(true_top & set(found)) / top
+            pr = run_pure_ldp(kind, eps, x, top)
+            if pr["time"] is not None:
+                pr.update(_score(pr["items"], pr["counts"], true_top, top))
+            cls = ldp.PEM if kind == "PEM" else ldp.TreeHistogram
+            mine = []
+            for oracle in dict.fromkeys(("auto", "hcms")):
+                proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle)
+                if oracle == "hcms" and mine and mine[0]["name"] == repr(proto):
+                    continue
+                start = time.perf_counter()
+                agg = proto.aggregator()
+                for lo in range(0, n, 1 << 20):
+                    agg.add(proto.randomize_many(x[lo : lo + (1 << 20)], source=RandomSource()))
+                hh = agg.heavy_hitters(top=top)
+                elapsed = time.perf_counter() - start
+                res = _score(hh.items.tolist(), hh.counts.tolist(), true_top, top)
+                res.update(name=repr(proto), time=elapsed, default=oracle == "auto")
+                mine.append(res)
+        print(kind, n, {k: v for k, v in pr.items() if k not in ("items", "counts")}, flush=True)
+        rows.append({"kind": kind, "n": n, "peer": pr, "dpkit": mine, "load": os.getloadavg()[0]})
+        if pr["time"] is None or 10 * pr["time"] > PEER_TIMEOUT:
+            break
+    return rows
 
 
 def main_heavy() -> None:
@@ -573,34 +611,13 @@ def main_heavy() -> None:
                 flush=True,
             )
             sketches.append((eps, res))
-    # peers at a small population, dpkit beside them on the same users (top 10: at 2,000
-    # users only the head of the distribution is within reach of any protocol)
-    peer_top = 10
-    peers = []
-    for kind in ("pure-ldp PEM", "pure-ldp TreeHistogram"):
-        pr = run_peer_hh(kind, 4.0, 20, PEER_N, peer_top)
-        if pr["time"] is not None:
-            pr["recall"] = _recall(pr["result"], PEER_N, 20, peer_top, seed=13)
-        mine = _dpkit_small(kind.split()[-1], 4.0, 20, PEER_N, peer_top)
-        print(kind, pr.get("time"), pr.get("recall"), mine, flush=True)
-        peers.append((pr, mine))
-    cms_peers = []
-    for kind in ("pure-ldp CMS", "pure-ldp HCMS"):
-        pr = run_peer_hh(kind, 4.0, 20, PEER_N, HH_TOP)
-        print(kind, pr.get("time"), flush=True)
-        cms_peers.append(pr)
+    # pure-ldp in its own environment, at growing populations, dpkit beside it on the same users
+    peers: list[dict[str, Any]] = []
+    if os.path.exists(PURE_LDP_PYTHON):
+        for kind in ("PEM", "TreeHistogram", "CMS", "HCMS"):
+            peers += peer_ladder(kind, PEER_EPS, HH_TOP)
     long = run_longitudinal()
-    _write_heavy(pem, sketches, peers, cms_peers, long, load0, os.getloadavg()[0])
-
-
-def _dpkit_small(kind: str, eps: float, bits: int, n: int, top: int) -> dict[str, Any]:
-    x = _hh_population(n, bits, seed=13)[0]
-    proto = ldp.TreeHistogram(epsilon=eps, bits=bits) if kind == "TreeHistogram" else None
-    proto = ldp.PEM(epsilon=eps, bits=bits) if proto is None else proto
-    start = time.perf_counter()
-    hh = proto.heavy_hitters(proto.randomize_many(x, source=RandomSource()), top=top)
-    elapsed = time.perf_counter() - start
-    return {"time": elapsed, "recall": _recall(hh.items.tolist(), n, bits, top, seed=13)}
+    _write_heavy(pem, sketches, peers, long, load0, os.getloadavg()[0])
 
 
 def run_longitudinal() -> dict[str, Any]:
@@ -632,17 +649,16 @@ def run_longitudinal() -> dict[str, Any]:
 
 
 PEER_NOTE = (
-    "pure-ldp 1.2.0's default TreeHistogram and Apple CMS/HCMS servers fail at construction "
-    "with numpy 2 (`np.zeros(None)` in its base frequency-oracle server when no domain size "
-    "is given, a TypeError); TreeHistogram is run here with an explicit OLH server over the "
-    "2^20 strings, which avoids that path, but that server then works over the whole domain "
-    "for its estimates. Its PEM (one report at a time, every candidate against every report "
-    "with OLH) did not finish 2,000 users within the limit, so the recall and speed targets "
-    "against it could not be measured here. (numpy 1.25, the last to accept a None shape, "
-    "would also avoid the TypeError; it was not needed for TreeHistogram and not tried.) "
-    "At 2,000 users no protocol reaches the top 10 of this population at epsilon 4 (the "
-    "10th item has about 22 users; its estimate, scaled from one of the three groups, has "
-    "a standard deviation near 80)."
+    "pure-ldp 1.2.0 runs in its own virtual environment with numpy 1.25.2 and xxhash 3 "
+    "(`make .venv-pureldp/bin/python`): under numpy >= 1.26 its count-mean sketches fail at "
+    "construction (`np.zeros(None)` in its frequency-oracle base class) and xxhash 4 refuses "
+    "the str its hash functions pass. Its PEM and TreeHistogram use its Hadamard count-mean "
+    "sketch (1024 columns, 128 hashes, as dpkit's HCMS oracle) as their frequency oracle: their "
+    "default oracle, OLH, tests every one of the 2^20 items against every report and does not "
+    "finish 2,000 users in a minute. pure-ldp's PEM grows prefixes from 12 bits by 4 (three "
+    "groups, as dpkit's 12, 18, 20) and its TreeHistogram splits epsilon between a prefix and "
+    "the whole word, as in its paper. Each population is 10x the last; the next one is run "
+    "only while 10x the last time fits the limit."
 )
 SKETCH_NOTE = (
     "One hash draw per row: the MSE over the 100 items of one run varies around the exact "
@@ -650,11 +666,75 @@ SKETCH_NOTE = (
 )
 
 
+def _peer_lines(peers: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        f"### Beside pure-ldp (2^{PEER_BITS} domain, epsilon {PEER_EPS:g}, top {HH_TOP}, "
+        "same users)",
+        "",
+    ]
+    if not peers:
+        return [*lines, f"pure-ldp's environment ({PURE_LDP_PYTHON}) is missing: not run."]
+    lines += [
+        f"Each pure-ldp run is a separate process with a {PEER_TIMEOUT:.0f} s limit; its time "
+        "is clients + server as measured inside that process (imports excluded). Load = 1-min "
+        "load average after the row.",
+        "",
+        "| method | users | library | recall | precision | relative error | time (s) | "
+        "dpkit speed-up | load |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in peers:
+        if row["kind"] in ("CMS", "HCMS"):
+            continue
+        pr = row["peer"]
+        for m in row["dpkit"]:
+            name = f"**dpkit** `{m['name']}`" + (" (default)" if m["default"] else "")
+            up = f"{pr['time'] / m['time']:,.0f}x" if pr["time"] is not None else ""
+            lines.append(
+                f"| {row['kind']} | {row['n']:,} | {name} | **{m['recall']:.2f}** | "
+                f"{m['precision']:.2f} | {m['rel_err']:.3f} | **{m['time']:.2f}** | {up} | "
+                f"{row['load']:.1f} |"
+            )
+        if pr["time"] is None:
+            lines.append(f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['why']} | | | | | |")
+        else:
+            lines.append(
+                f"| {row['kind']} | {row['n']:,} | pure-ldp (HCMS oracle) | {pr['recall']:.2f} | "
+                f"{pr['precision']:.2f} | {pr['rel_err']:.3f} | {pr['time']:.1f} | | "
+                f"{row['load']:.1f} |"
+            )
+    lines += [
+        "",
+        f"Apple's sketches on the same users: MSE of the counts of the true top {HH_TOP} "
+        "(1024 x 1024 sketch).",
+        "",
+        "| sketch | users | library | MSE | time (s) | dpkit speed-up | load |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in peers:
+        if row["kind"] not in ("CMS", "HCMS"):
+            continue
+        pr, m = row["peer"], row["dpkit"][0]
+        up = f"{pr['time'] / m['time']:,.0f}x" if pr["time"] is not None else ""
+        lines.append(
+            f"| {row['kind']} | {row['n']:,} | **dpkit** `{m['name']}` | {m['mse']:,.0f} | "
+            f"**{m['time']:.2f}** | {up} | {row['load']:.1f} |"
+        )
+        if pr["time"] is None:
+            lines.append(f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['why']} | | | |")
+        else:
+            lines.append(
+                f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['mse']:,.0f} | "
+                f"{pr['time']:.1f} | | {row['load']:.1f} |"
+            )
+    return [*lines, "", PEER_NOTE]
+
+
 def _write_heavy(
     pem: list[dict[str, Any]],
     sketches: list[Any],
-    peers: list[Any],
-    cms_peers: list[Any],
+    peers: list[dict[str, Any]],
     long: dict[str, Any],
     load0: float,
     load1: float,
@@ -688,33 +768,7 @@ def _write_heavy(
             f"{r['precision']:.2f} | {r['rel_err']:.3f} | {r['covered']:.2f} | "
             f"{r['time']:.1f} |"
         )
-    lines += [
-        "",
-        f"### Peers at {PEER_N:,} users (2^20 domain, epsilon 4, top 10)",
-        "",
-        "pure-ldp's heavy-hitter servers take one report at a time and estimate every "
-        f"candidate against every report; each peer run gets {PEER_TIMEOUT:.0f} s in a child "
-        "process.",
-        "",
-        "| method | library | time (s) | recall of the top 10 |",
-        "| --- | --- | ---: | ---: |",
-    ]
-    for pr, mine in peers:
-        lines.append(
-            f"| {pr['kind'].split()[-1]} | **dpkit** {pr['kind'].split()[-1]} | "
-            f"**{mine['time']:.2f}** | "
-            f"**{mine['recall']:.2f}** |"
-        )
-        if pr["time"] is None:
-            lines.append(
-                f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['why']} {pr['waited']:.0f} | - |"
-            )
-        else:
-            lines.append(
-                f"| {pr['kind'].split()[-1]} | {pr['kind']} | {pr['time']:.1f} | "
-                f"{pr['recall']:.2f} |"
-            )
-    lines += ["", PEER_NOTE]
+    lines += _peer_lines(peers)
     lines += [
         "",
         f"### Apple's sketches: counts of the true top {HH_TOP} (2^20 domain, 1024 x 1024 sketch)",
@@ -730,9 +784,6 @@ def _write_heavy(
             f"| `{r['name']}` | {eps:g} | {r['n']:,} | {r['time']:.1f} | "
             f"{r['mse'] / r['theory']:.3f} |"
         )
-    for pr in cms_peers:
-        t = f"{pr['why']} {pr['waited']:.0f} s" if pr["time"] is None else f"{pr['time']:.1f} s"
-        lines.append(f"| {pr['kind']} | 4 | {pr['n']:,} | {t} | - |")
     lines += ["", SKETCH_NOTE]
     lines += [
         "",
