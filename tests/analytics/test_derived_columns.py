@@ -479,3 +479,13 @@ def test_nanosecond_timestamp_keys_run_without_engine_error() -> None:
     out = q.run(epsilon=40.0)
     assert list(out["yr"]) == [2021]
     assert abs(out["n"][0] - 400) < 40
+
+
+def test_a_negative_zero_literal_key_is_listed_as_zero() -> None:
+    """The engine turns a -0.0 result into 0.0, so the listed key is 0.0, never -0.0."""
+    (key,) = public_values(
+        parse_derived("CASE WHEN price > 1 THEN -0.0 ELSE 0.0 END"),
+        {"price": "DOUBLE"}.get,
+        {},
+    )
+    assert key == 0.0 and math.copysign(1.0, key) == 1.0  # type: ignore[arg-type]
