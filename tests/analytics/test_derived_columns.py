@@ -462,3 +462,30 @@ def test_token_soup_only_ever_raises_dpkit_errors(tokens: list[str]) -> None:
 
 
 _SOUP_SESSION = _session(_visits(60), delta=1e-6)
+
+
+def test_nanosecond_timestamp_keys_run_without_engine_error() -> None:
+    """A pandas ``datetime64[ns]`` column is DuckDB ``TIMESTAMP_NS``: its derived keys run
+    (the Python-range guard once raised for every such column, after the charge)."""
+    ts = [dt.datetime(2021, 1, 1, 5) + dt.timedelta(days=i % 300) for i in range(400)]
+    s = _session(pd.DataFrame({"pid": range(len(ts)), "t": ts}))
+    q = (
+        s.query()
+        .derive("yr", "year(t)", inputs={"t": ("2021-01-01", "2021-12-31")})
+        .group_by("yr")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+    )
+    out = q.run(epsilon=40.0)
+    assert list(out["yr"]) == [2021]
+    assert abs(out["n"][0] - 400) < 40
+
+
+def test_a_negative_zero_literal_key_is_listed_as_zero() -> None:
+    """The engine turns a -0.0 result into 0.0, so the listed key is 0.0, never -0.0."""
+    (key,) = public_values(
+        parse_derived("CASE WHEN price > 1 THEN -0.0 ELSE 0.0 END"),
+        {"price": "DOUBLE"}.get,
+        {},
+    )
+    assert key == 0.0 and math.copysign(1.0, key) == 1.0  # type: ignore[arg-type]

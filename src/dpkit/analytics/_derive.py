@@ -719,7 +719,7 @@ def _literal_value(e: exp.Expression, kind: Kind | None) -> object:
         return str(e.this)
     v = number_literal(e)
     if v is not None and kind in ("integer", "float"):
-        return float(v) if kind == "float" else v
+        return float(v) + 0.0 if kind == "float" else v  # -0.0 is 0.0, as the engine reads it
     return _NOT_LITERAL
 
 

@@ -47,6 +47,10 @@ def _outside_python_range(c: exp.Expression, sql_type: str, dialect: str) -> exp
         return outside("0001-01-01", "9999-12-31", "DATE")
     if is_instant(t):
         return outside(_FIRST_INSTANT, _LAST_INSTANT, "TIMESTAMPTZ")
+    if t == "TIMESTAMP_NS" and dialect == "duckdb":
+        # DuckDB cannot widen TIMESTAMP '0001-01-01' to nanoseconds (it raises for every row):
+        # the nanosecond range lies inside the Python range, so no value is outside it.
+        return None
     if t == "TIMESTAMP" or t.startswith(("TIMESTAMP_", "TIMESTAMP(")):
         return outside("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999", "TIMESTAMP")
     if t == "TIME" and dialect == "duckdb":  # Spark's TIME stops at 23:59:59.999999
