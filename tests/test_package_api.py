@@ -47,6 +47,7 @@ def test_every_package_is_covered() -> None:
         "dpkit.noise",
         "dpkit.risk",
         "dpkit.service",
+        "dpkit.synth",
         "dpkit.training",
     }
     assert set(PACKAGES) == expected
