@@ -93,9 +93,9 @@ def _session_query(
     return q, engine, d, d_prime
 
 
-def _estimate_columns(frame: Any) -> list[str]:
+def _estimate_columns(frame: Any, key: str = "g") -> list[str]:
     return [
-        c for c in frame.columns if c not in ("g", "__rep") and not c.endswith(("_low", "_high"))
+        c for c in frame.columns if c not in (key, "__rep") and not c.endswith(("_low", "_high"))
     ]
 
 
@@ -113,16 +113,21 @@ def _changed_groups(a: EngineResult, b: EngineResult) -> dict[Any, dict[str, Any
 
 
 def _vectors(
-    prepared: Any, result: EngineResult, size: int, src: RandomSource, groups: list[Any]
+    prepared: Any,
+    result: EngineResult,
+    size: int,
+    src: RandomSource,
+    groups: list[Any],
+    key: str = "g",
 ) -> np.ndarray:
     """Per release: for every key of ``groups`` in order, [released, estimates...] (0 if
     withheld). The other groups' releases are independent of these and identical in law on
     both tables, so leaving them out is a post-processing (and saves time)."""
     frame = batched_release(prepared, result, size, src, [(g,) for g in groups])
-    cols = _estimate_columns(frame)
+    cols = _estimate_columns(frame, key)
     out = np.zeros((size, len(groups), 1 + len(cols)))
     pos = {g: i for i, g in enumerate(groups)}
-    ks = key_of(frame, ("g",))
+    ks = key_of(frame, (key,))
     reps = frame["__rep"].to_numpy(dtype=np.int64)
     vals = frame[cols].to_numpy(dtype=np.float64)
     for row, (k, r) in enumerate(zip(ks, reps, strict=True)):
@@ -132,13 +137,21 @@ def _vectors(
 
 
 def _audit(
-    prepared: Any, ra: EngineResult, rb: EngineResult, claim: Claim, seed: int, groups: int = P
+    prepared: Any,
+    ra: EngineResult,
+    rb: EngineResult,
+    claim: Claim,
+    seed: int,
+    groups: int = P,
+    *,
+    key: str = "g",
+    keys: tuple[Any, ...] = GROUPS,
 ) -> Any:
     src = RandomSource(seed=seed, insecure=True)
-    # the groups whose exact values differ (chosen from the exact results only), in GROUPS order
-    changed = [g for g in GROUPS if (g,) in _changed_groups(ra, rb)][:groups]
-    va = _vectors(prepared, ra, SAMPLES, src, changed)
-    vb = _vectors(prepared, rb, SAMPLES, src, changed)
+    # the groups whose exact values differ (chosen from the exact results only), in keys order
+    changed = [g for g in keys if (g,) in _changed_groups(ra, rb)][:groups]
+    va = _vectors(prepared, ra, SAMPLES, src, changed, key)
+    vb = _vectors(prepared, rb, SAMPLES, src, changed, key)
     coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
     scales = np.concatenate([va, vb])[:, coords].std(axis=0)
     table = {"D": va, "D'": vb}
@@ -262,6 +275,44 @@ def test_derived_values_never_exceed_their_epsilon() -> None:
     assert res.epsilon_lower_bound <= EPSILON
 
 
+BANDS = ("high", "low")
+
+
+def _derived_key_query(budget: Any, keys: Any) -> tuple[Any, DuckDBEngine, Source, Source]:
+    """Grouped by a derived key, ``CASE WHEN x > 5 THEN 'high' ELSE 'low' END``: the
+    adversary's NaN, NULL and +-inf rows fall in one of its two values (NULL and NaN compare as
+    not above 5), and the bounding applies to the derived groups as to a column's."""
+    engine, d, d_prime = _tables()
+    session = dpa.Session(
+        neighbours()[0],
+        privacy_unit="uid",
+        budget=budget,
+        engine=engine,
+        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
+    )
+    q = (
+        session.query()
+        .derive("band", "CASE WHEN x > 5 THEN 'high' ELSE 'low' END")
+        .group_by("band", keys=keys)
+        .bound(max_partitions=P, max_rows_per_partition=R)
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0.0, 10.0)))
+    )
+    return q, engine, d, d_prime
+
+
+def test_derived_key_from_its_definition_never_exceeds_its_epsilon() -> None:
+    """The derived key's public values come from its CASE literals (no partition selection):
+    pure epsilon, audited on the groups the adversary changes."""
+    q, engine, d, d_prime = _derived_key_query(Budget(epsilon=10.0), None)
+    p = q.prepare(epsilon=EPSILON)  # no delta: selection would be refused, so keys are listed
+    ra, rb = p.exact(engine, d), p.exact(engine, d_prime)
+    _adversary_kept(ra, rb)
+    res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=18, key="band", keys=BANDS)
+    print("honest derived key:", res.summary())
+    assert not res.violated
+    assert res.epsilon_lower_bound <= EPSILON
+
+
 # ------------------------------------------------------------------ broken variants
 
 
@@ -283,6 +334,28 @@ def test_audit_catches_a_query_without_contribution_bounding() -> None:
     assert len(_changed_groups(ra, rb)) == len(GROUPS)  # the unit moves every group by 50 rows
     res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=13)
     print("broken (no bounding):", res.summary())
+    assert res.violated
+    assert res.epsilon_lower_bound > EPSILON
+
+
+def test_audit_catches_a_derived_key_query_without_contribution_bounding() -> None:
+    """Companion of the derived-key audit: the same query with every row of the unit kept
+    (350 rows over the two bands) while the noise assumes P = R = 2 is reported violated."""
+    q, engine, d, d_prime = _derived_key_query(Budget(epsilon=10.0), None)
+    p = q.prepare(epsilon=EPSILON)
+    unbounded = dataclasses.replace(
+        p.plan,
+        bound=Bound(
+            privacy_unit="uid",
+            max_partitions=1 << 20,
+            max_rows_per_partition=1 << 20,
+            salt=p.plan.bound.salt,
+        ),
+    )
+    broken = dataclasses.replace(p, plan=unbounded)
+    ra, rb = broken.exact(engine, d), broken.exact(engine, d_prime)
+    res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=19, key="band", keys=BANDS)
+    print("broken derived key (no bounding):", res.summary())
     assert res.violated
     assert res.epsilon_lower_bound > EPSILON
 
