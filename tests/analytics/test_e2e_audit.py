@@ -316,10 +316,8 @@ def test_derived_key_from_its_definition_never_exceeds_its_epsilon() -> None:
 # ------------------------------------------------------------------ broken variants
 
 
-def test_audit_catches_a_query_without_contribution_bounding() -> None:
-    """The engine keeps every row (no bounding) while the noise assumes P = R = 2."""
-    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS])
-    p = q.prepare(epsilon=EPSILON)
+def _without_bounding(p: Any) -> Any:
+    """The prepared query with its plan keeping every row of every unit (a broken variant)."""
     unbounded = dataclasses.replace(
         p.plan,
         bound=Bound(
@@ -329,7 +327,14 @@ def test_audit_catches_a_query_without_contribution_bounding() -> None:
             salt=p.plan.bound.salt,
         ),
     )
-    broken = dataclasses.replace(p, plan=unbounded)
+    return dataclasses.replace(p, plan=unbounded)
+
+
+def test_audit_catches_a_query_without_contribution_bounding() -> None:
+    """The engine keeps every row (no bounding) while the noise assumes P = R = 2."""
+    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS])
+    p = q.prepare(epsilon=EPSILON)
+    broken = _without_bounding(p)
     ra, rb = broken.exact(engine, d), broken.exact(engine, d_prime)
     assert len(_changed_groups(ra, rb)) == len(GROUPS)  # the unit moves every group by 50 rows
     res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=13)
@@ -343,16 +348,7 @@ def test_audit_catches_a_derived_key_query_without_contribution_bounding() -> No
     (350 rows over the two bands) while the noise assumes P = R = 2 is reported violated."""
     q, engine, d, d_prime = _derived_key_query(Budget(epsilon=10.0), None)
     p = q.prepare(epsilon=EPSILON)
-    unbounded = dataclasses.replace(
-        p.plan,
-        bound=Bound(
-            privacy_unit="uid",
-            max_partitions=1 << 20,
-            max_rows_per_partition=1 << 20,
-            salt=p.plan.bound.salt,
-        ),
-    )
-    broken = dataclasses.replace(p, plan=unbounded)
+    broken = _without_bounding(p)
     ra, rb = broken.exact(engine, d), broken.exact(engine, d_prime)
     res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=19, key="band", keys=BANDS)
     print("broken derived key (no bounding):", res.summary())

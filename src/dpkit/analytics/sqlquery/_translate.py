@@ -459,23 +459,7 @@ class _Translator:
             return _column(self._bucket(e, scope, clause))
         if isinstance(e, exp.Column):
             return self._resolve_column(e, scope, clause)
-        for node in e.walk():
-            if isinstance(node, (exp.Subquery, exp.Select)) or (
-                isinstance(node, exp.In) and node.args.get("query") is not None
-            ):
-                raise SqlError(
-                    clause,
-                    "a subquery inside an expression is not supported "
-                    "(it could read other rows or smuggle an aggregate in)",
-                )
-            if isinstance(node, exp.Window):
-                raise SqlError(
-                    clause,
-                    f"window function {node.sql()!r}: a row's value would "
-                    "depend on other people's rows before the private aggregate",
-                )
-            if isinstance(node, exp.AggFunc):
-                raise SqlError(clause, f"aggregate {node.sql()!r} is not allowed here")
+        _refuse_other_rows(e, clause)
         out = e.copy()
         if isinstance(out, exp.Column):  # pragma: no cover - handled above
             return self._resolve_column(out, scope, clause)
@@ -569,23 +553,7 @@ class _Translator:
         expression once), with the metadata's bounds of the columns it reads as its inputs'
         bounds. Named by its own SQL text, so messages speak of what the analyst wrote.
         ``scope`` None: the columns of ``e`` are resolved already (a subquery's output)."""
-        for node in e.walk():
-            if isinstance(node, (exp.Subquery, exp.Select)) or (
-                isinstance(node, exp.In) and node.args.get("query") is not None
-            ):
-                raise SqlError(
-                    clause,
-                    "a subquery inside an expression is not supported "
-                    "(it could read other rows or smuggle an aggregate in)",
-                )
-            if isinstance(node, exp.Window):
-                raise SqlError(
-                    clause,
-                    f"window function {node.sql()!r}: a row's value would "
-                    "depend on other people's rows before the private aggregate",
-                )
-            if isinstance(node, exp.AggFunc):
-                raise SqlError(clause, f"aggregate {node.sql()!r} is not allowed here")
+        _refuse_other_rows(e, clause)
         out = e if scope is None else self._resolve_columns(e, scope, clause)
         text = out.sql(dialect="duckdb", comments=False)
         try:
@@ -1526,3 +1494,25 @@ def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -
     if np.ndim(res) == 0:
         return np.full(len(frame), bool(res))
     return res
+
+
+def _refuse_other_rows(e: exp.Expression, clause: str) -> None:
+    """Refuse a row expression that could read other rows: a subquery, a window function or an
+    aggregate anywhere inside it (a row's value must depend on that row alone)."""
+    for node in e.walk():
+        if isinstance(node, (exp.Subquery, exp.Select)) or (
+            isinstance(node, exp.In) and node.args.get("query") is not None
+        ):
+            raise SqlError(
+                clause,
+                "a subquery inside an expression is not supported "
+                "(it could read other rows or smuggle an aggregate in)",
+            )
+        if isinstance(node, exp.Window):
+            raise SqlError(
+                clause,
+                f"window function {node.sql()!r}: a row's value would "
+                "depend on other people's rows before the private aggregate",
+            )
+        if isinstance(node, exp.AggFunc):
+            raise SqlError(clause, f"aggregate {node.sql()!r} is not allowed here")
