@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -489,3 +490,119 @@ def test_a_negative_zero_literal_key_is_listed_as_zero() -> None:
         {},
     )
     assert key == 0.0 and math.copysign(1.0, key) == 1.0  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ interval soundness, at random
+
+
+def _expressions() -> st.SearchStrategy[tuple[str, Callable[[Any, Any], Any]]]:
+    """Random arithmetic over ``p`` (DOUBLE) and ``n`` (BIGINT): the SQL text and a reference
+    evaluator with SQL's NULL rules (NULL in, NULL out; ``coalesce`` takes its first non-NULL)."""
+    leaves = st.sampled_from(
+        [
+            ("p", lambda p, n: p),
+            ("n", lambda p, n: n),
+            ("2", lambda p, n: 2.0),
+            ("-3", lambda p, n: -3.0),
+            ("0.5", lambda p, n: 0.5),
+        ]
+    )
+
+    def grow(
+        children: st.SearchStrategy[tuple[str, Callable[[Any, Any], Any]]],
+    ) -> st.SearchStrategy[tuple[str, Callable[[Any, Any], Any]]]:
+        def binary(op: str) -> Any:
+            def make(a: Any, b: Any) -> Any:
+                fa, fb = a[1], b[1]
+
+                def ev(p: Any, n: Any) -> Any:
+                    x, y = fa(p, n), fb(p, n)
+                    if x is None or y is None:
+                        return None
+                    return {"+": x + y, "-": x - y, "*": x * y}[op]
+
+                return (f"({a[0]} {op} {b[0]})", ev)
+
+            return st.builds(make, children, children)
+
+        def unary_abs(a: Any) -> Any:
+            f = a[1]
+            return (f"abs({a[0]})", lambda p, n: None if f(p, n) is None else abs(f(p, n)))
+
+        def coalesce(a: Any, b: Any) -> Any:
+            fa, fb = a[1], b[1]
+            return (
+                f"coalesce({a[0]}, {b[0]})",
+                lambda p, n: fa(p, n) if fa(p, n) is not None else fb(p, n),
+            )
+
+        return st.one_of(
+            binary("+"),
+            binary("-"),
+            binary("*"),
+            st.builds(unary_abs, children),
+            st.builds(coalesce, children, children),
+        )
+
+    return st.recursive(leaves, grow, max_leaves=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    expr=_expressions(),
+    p_bounds=st.tuples(st.integers(-20, 20), st.integers(0, 30)),
+    n_bounds=st.tuples(st.integers(-20, 20), st.integers(0, 30)),
+)
+def test_derived_interval_holds_every_value_of_random_arithmetic(
+    expr: tuple[str, Callable[[Any, Any], Any]],
+    p_bounds: tuple[int, int],
+    n_bounds: tuple[int, int],
+) -> None:
+    """Soundness of the interval arithmetic on random expressions of + - * abs coalesce: every
+    value at the corners, at zero and at random points of the inputs' bounds (and with either
+    input NULL) lies in the derived interval."""
+    text, ev = expr
+    bounds = {
+        "p": (p_bounds[0] / 4, (p_bounds[0] + p_bounds[1]) / 4),
+        "n": (n_bounds[0], n_bounds[0] + n_bounds[1]),
+    }
+    got = value_interval(parse_derived(text), _types, bounds)
+    if got is None:  # a constant-only or unbounded form: nothing to check
+        return
+    assert _outside(got, ev, bounds, seed=zlib.crc32(text.encode())) == [], (text, got)
+
+
+def _outside(
+    interval: tuple[float, float],
+    ev: Callable[[Any, Any], Any],
+    bounds: dict[str, tuple[float, float]],
+    seed: int,
+) -> list[tuple[Any, Any, float]]:
+    """The (p, n, value) whose non-NULL value falls outside ``interval``: at the corners, at
+    zero and at random points of the bounds, and with either input NULL."""
+    lo, hi = interval
+    rng = np.random.default_rng(seed)
+    ps = [*bounds["p"], *rng.uniform(*bounds["p"], 12), None]
+    ns = [*bounds["n"], *rng.integers(int(bounds["n"][0]), int(bounds["n"][1]) + 1, 12), None]
+    ps += [0.0] if bounds["p"][0] <= 0.0 <= bounds["p"][1] else []
+    ns += [0] if bounds["n"][0] <= 0 <= bounds["n"][1] else []
+    out = []
+    for p in ps:
+        for n in ns:
+            v = ev(p, None if n is None else float(n))
+            slack_lo, slack_hi = 1e-9 * max(1.0, abs(lo)), 1e-9 * max(1.0, abs(hi))
+            if v is not None and not lo - slack_lo <= v <= hi + slack_hi:
+                out.append((p, n, v))
+    return out
+
+
+def test_interval_check_catches_a_wrong_subtraction_rule() -> None:
+    """Companion: ``[a, b] - [c, d]`` taken as ``[a - c, b - d]`` (a classic slip) is caught by
+    the same check on ``p - n``."""
+    bounds = {"p": (-1.0, 2.0), "n": (-3.0, 4.0)}
+    right = value_interval(parse_derived("p - n"), _types, bounds)
+    assert right == (-5.0, 5.0)
+    wrong = (-1.0 - -3.0, 2.0 - 4.0)  # (2, -2): empty, every value is outside
+    ev = lambda p, n: None if p is None or n is None else p - n  # noqa: E731
+    assert _outside(right, ev, bounds, seed=1) == []
+    assert len(_outside(wrong, ev, bounds, seed=1)) > 0
