@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from _stats import ALPHA, chi2_categorical
 
+from dpkit.noise import RandomSource
 from dpkit.synth._tree import TreeModel, fit_tree, tree_order
 
 SIZES = (3, 4, 2, 3)
@@ -61,7 +62,7 @@ def test_samples_follow_the_model() -> None:
     joint = _tree_joint(2)
     nodes, pairs = _margins(joint)
     model = TreeModel(sizes=SIZES, edges=EDGES, nodes=tuple(nodes), pairs=tuple(pairs), total=1.0)
-    codes = model.sample_codes(40_000, np.random.default_rng(3))
+    codes = model.sample_codes(40_000, RandomSource(seed=3, insecure=True))
     flat = np.ravel_multi_index(codes.T, SIZES)
     counts = np.bincount(flat, minlength=int(np.prod(SIZES)))
     stat, crit = chi2_categorical(counts, joint.ravel(), alpha=ALPHA)

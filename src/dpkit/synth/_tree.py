@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.noise import RandomSource
+
 __all__ = ["TreeModel", "estimate_total", "fit_tree", "tree_order"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -147,7 +149,7 @@ class TreeModel:
     pairs: tuple[FloatArray, ...]
     total: float
 
-    def sample_codes(self, n: int, rng: np.random.Generator) -> IntArray:
+    def sample_codes(self, n: int, rng: RandomSource) -> IntArray:
         """``n`` rows of cell codes (shape ``(n, d)``) drawn from the model: the root from its
         marginal, then each column given its parent, ``p(x_c | x_p) = p(x_p, x_c) / p(x_p)``."""
         d = len(self.sizes)
@@ -168,7 +170,7 @@ class TreeModel:
         return out
 
 
-def _draw(cdfs: FloatArray, rows: IntArray, rng: np.random.Generator) -> IntArray:
+def _draw(cdfs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
     """For each ``r`` in ``rows`` the index drawn from the distribution whose cumulative sums
     are ``cdfs[r]`` (inverse transform of a uniform)."""
     n = rows.size
@@ -177,7 +179,7 @@ def _draw(cdfs: FloatArray, rows: IntArray, rng: np.random.Generator) -> IntArra
     for start in range(0, n, 1 << 18):
         r = rows[start : start + (1 << 18)]
         c = cdfs[r]
-        u = rng.random(r.size)[:, None] * c[:, -1:]
+        u = rng.uniform(r.size)[:, None] * c[:, -1:]
         out[start : start + r.size] = np.minimum((c <= u).sum(axis=1), size - 1)
     return out
 

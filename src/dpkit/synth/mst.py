@@ -51,7 +51,7 @@ from dpkit.events import (
     SelfComposedEvent,
 )
 from dpkit.mechanisms import ExponentialMechanism
-from dpkit.noise import RandomSource, discrete_gaussian_exact
+from dpkit.noise import RandomSource, discrete_gaussian_exact, resolve_source
 from dpkit.synth._domain import (
     Categorical,
     ColumnDomain,
@@ -400,19 +400,19 @@ class SyntheticModel:
         self,
         n: int,
         *,
-        rng: np.random.Generator | None = None,
+        source: RandomSource | None = None,
         output: str = "pandas",
     ) -> Any:
         """A synthetic table of ``n`` rows (pandas by default, ``output="arrow"`` for Arrow).
 
         Categorical cells become their values, numeric bins a value drawn uniformly inside the
-        bin, the missing cell a missing value. ``rng``: a numpy Generator for reproducible
-        samples (the model is already private: the sampler's randomness protects nobody);
-        by default a generator seeded from the operating system."""
+        bin, the missing cell a missing value. ``source``: dpkit's secure source by default;
+        ``RandomSource(seed=..., insecure=True)`` for a reproducible sample (the model is
+        already private, so the sampler's randomness only decides which table is drawn)."""
         n = check_integer(n, name="n", minimum=0)
         if output not in ("pandas", "arrow"):
             raise PrivacyParameterError(f"output must be 'pandas' or 'arrow', got {output!r}")
-        gen = rng if rng is not None else np.random.default_rng()
+        gen = resolve_source(source)
         codes = self.tree.sample_codes(n, gen)
         data: dict[str, Any] = {}
         for j, (c, dom) in enumerate(self.domains.items()):
@@ -503,7 +503,7 @@ class SyntheticModel:
         return cls(domains=domains, tree=tree, info=dict(data.get("info", {})))
 
 
-def _decode(codes: IntArray, dom: ColumnDomain, rng: np.random.Generator) -> Any:
+def _decode(codes: IntArray, dom: ColumnDomain, rng: RandomSource) -> Any:
     missing = codes == dom.size - 1
     if isinstance(dom, Categorical):
         values = np.array([*dom.values, None], dtype=object)
@@ -511,6 +511,6 @@ def _decode(codes: IntArray, dom: ColumnDomain, rng: np.random.Generator) -> Any
     edges = np.asarray(dom.edges)
     lo = edges[np.minimum(codes, dom.bins - 1)]
     hi = edges[np.minimum(codes, dom.bins - 1) + 1]
-    x = lo + rng.random(codes.size) * (hi - lo)
+    x = lo + rng.uniform(codes.size) * (hi - lo)
     x[missing] = np.nan
     return x
