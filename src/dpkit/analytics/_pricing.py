@@ -46,7 +46,8 @@ Budget split. A query with ``(epsilon, delta)``: partition selection (no public 
 ``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
 weights (``W`` the total weight), and a statistic's share is split over its integer measures: a
 mean's between its count and centred sum to minimise the weighted relative variances of the mean and
-of the sum and count released from them (:func:`pool_split`), a variance's in equal thirds. A
+of the sum and count released from them (:func:`pool_split`), a variance's between its count,
+centred sum and sum of squares by the same rule. A
 ``count(column)`` and a ``sum`` of a mean's column (same bounds) are released from the mean's own
 noisy measures when that makes no statistic worse (:func:`_pools`). In zCDP sessions the query's
 ``(epsilon, delta)`` is first converted into the budget's own currency by the budget's own rule
@@ -589,12 +590,32 @@ def _laplace_stats(
 #: ``E[r^2] / h^2`` for a mean at a uniformly random place within its bounds (``r`` its
 #: distance from the centre, ``h`` the half-range): the reference point of :func:`pool_split`.
 MEAN_SPREAD = 1.0 / 3.0
+#: ``E[(v - r^2)^2] / h^4`` at the variance's reference point: ``r / h`` uniform on ``[-1, 1]``
+#: and the variance ``v`` uniform on ``[0, h^2 - r^2]`` (its largest value given the mean,
+#: Bhatia and Davis 2000): ``E[(1 - x^2)^2 / 3 - x^2 (1 - x^2) + x^4] = 8/45 - 6/45 + 9/45``.
+VAR_COUNT_SPREAD = 11.0 / 45.0
+#: ``E[(2 r)^2] / h^2`` at the same point: the weight of the centred sum in a variance's error.
+VAR_SUM_SPREAD = 4.0 / 3.0
 
 
 def _unit_variance(pure: bool, share: float) -> float:
     """Leading-order noise variance of a measure of sensitivity 1 given ``share``: discrete
     Laplace at epsilon ``e``, ``2 / e^2``; discrete Gaussian at ``rho``, ``1 / (2 rho)``."""
     return 2.0 / (share * share) if pure else 1.0 / (2.0 * share)
+
+
+def _pool_weights(
+    kind: str, lower: float, upper: float, w_stat: float, w_sum: float, w_count: float
+) -> tuple[float, ...]:
+    """The coefficients ``a_i`` of :func:`pool_split`'s objective, in the order of the
+    measures: ``(a_N, a_T)`` for a mean, ``(a_N, a_T, a_Q)`` for a variance or std."""
+    h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
+    big = abs(c) + h
+    sum_t = w_sum * (h / big) ** 2
+    sum_n = w_sum * (c / big) ** 2 + w_count
+    if kind == "mean":
+        return (w_stat * MEAN_SPREAD + sum_n, w_stat + sum_t)
+    return (w_stat * VAR_COUNT_SPREAD + sum_n, w_stat * VAR_SUM_SPREAD + sum_t, w_stat)
 
 
 def pool_split(
@@ -606,49 +627,63 @@ def pool_split(
     w_sum: float = 0.0,
     w_count: float = 0.0,
 ) -> tuple[Fraction, ...]:
-    """The fractions of a mean's share given to its count ``N`` and centred sum ``T``
-    (variance, std: ``N``, ``T`` and ``Q`` in equal thirds).
+    """The fractions of a mean's share given to its count ``N`` and centred sum ``T``, or of
+    a variance's (std's) share given to ``N``, ``T`` and its centred sum of squares ``Q``.
 
     Objective. With ``h = (U - L) / 2``, ``c = (U + L) / 2``, ``M = |c| + h = max(|L|, |U|)``,
     a group of ``n`` people, ``P R`` the per-unit contribution and ``g(e)`` the variance of
     a unit-sensitivity measure at share ``e`` (:func:`_unit_variance`), the errors at leading
-    order (Taylor expansion of ``T'/N'`` about ``(t, n)``) are::
+    order (Taylor expansion about the exact ``(n, t, q)``; the sensitivities of ``N``, ``T``,
+    ``Q`` are ``P R``, ``P R h``, ``P R h^2``) are::
 
-        mean  (Z_T - r Z_N) / n        variance (P R)^2 (h^2 g(e_T) + r^2 g(e_N)) / n^2
-        sum   Z_T + c Z_N              variance (P R)^2 (h^2 g(e_T) + c^2 g(e_N))
-        count Z_N                      variance (P R)^2 g(e_N)
+        mean      (Z_T - r Z_N) / n                      (P R)^2 (h^2 g_T + r^2 g_N) / n^2
+        variance  (Z_Q - 2 r Z_T - (v - r^2) Z_N) / n    (P R)^2 (h^4 g_Q + 4 r^2 h^2 g_T
+                                                                   + (v - r^2)^2 g_N) / n^2
+        sum       Z_T + c Z_N                            (P R)^2 (h^2 g_T + c^2 g_N)
+        count     Z_N                                    (P R)^2 g_N
 
-    (``r`` the true mean's distance from ``c``). Each is made unit-free by its own scale: the
-    mean by ``h``, the sum by ``n M`` (its largest possible value), the count by ``n``; the
-    split minimises the weighted sum of these relative variances, with ``r^2`` replaced by its
-    average ``h^2 / 3`` over a mean anywhere within the bounds (:data:`MEAN_SPREAD`)::
+    (``r`` the true mean's distance from ``c``, ``v`` the true variance; the variance's line
+    is the differential of ``Q/N - (T/N)^2``, and a std, its square root, has the same
+    noise combination divided by ``2 sqrt(v)``, so the same split is best for both). Each is
+    made unit-free by its own scale: the mean by ``h``, the variance by ``h^2``, the sum by
+    ``n M`` (its largest possible value), the count by ``n``; the split minimises the
+    weighted sum of these relative variances, with the data's unknowns replaced by their
+    averages over a reference point: a mean anywhere within the bounds, ``E[r^2] = h^2 / 3``
+    (:data:`MEAN_SPREAD`), and a variance anywhere below its largest value given that mean,
+    ``E[4 r^2] = 4 h^2 / 3``, ``E[(v - r^2)^2] = 11 h^4 / 45`` (:data:`VAR_SUM_SPREAD`,
+    :data:`VAR_COUNT_SPREAD`)::
 
-        J = a_T g(e_T) + a_N g(e_N),   a_T = w_m + w_s h^2 / M^2,
-                                       a_N = w_m / 3 + w_s c^2 / M^2 + w_c
+        J = sum_i a_i g(e_i)        mean:     a_N = w_m / 3 + w_s c^2 / M^2 + w_c,
+                                              a_T = w_m + w_s h^2 / M^2
+                                    variance: a_N = 11 w_v / 45 + w_s c^2 / M^2 + w_c,
+                                              a_T = 4 w_v / 3 + w_s h^2 / M^2,  a_Q = w_v
 
     (up to the common factor ``(P R / n)^2``: the expected group size cancels, so the split
-    needs no guess of it). Under ``e_T + e_N = E`` (Lagrange: ``a_T g'(e_T) = a_N g'(e_N)``)
-    the minimum is at ``e_T / e_N = (a_T / a_N)^(1/3)`` for discrete Laplace (``g = 2 / e^2``)
-    and ``rho_T / rho_N = (a_T / a_N)^(1/2)`` for the discrete Gaussian (``g = 1 / (2 rho)``).
-    A mean alone gets ``e_T / e_N = 3^(1/3)`` (1.44) or ``3^(1/2)`` (1.73) instead of 1.
+    needs no guess of it). Under ``sum_i e_i = E`` (Lagrange: ``a_i g'(e_i)`` equal for all
+    ``i``) the minimum is at ``e_i`` proportional to ``a_i^(1/3)`` for discrete Laplace (``g =
+    2 / e^2``) and ``rho_i`` proportional to ``a_i^(1/2)`` for the discrete Gaussian (``g = 1 /
+    (2 rho)``). A mean alone gets ``e_T / e_N = 3^(1/3)`` (1.44) or ``3^(1/2)`` (1.73) instead
+    of 1; a variance alone ``e_N : e_T : e_Q = 0.625 : 1.101 : 1`` (Laplace) instead of equal
+    thirds.
 
-    Privacy. The fractions are exact rationals summing to exactly 1 (``f_N = 1 - f_T``) and
-    each part is rounded down, so the measures together are charged at most the statistic's
-    share, exactly as with equal parts: the query's total charge does not change. They are
-    computed from the bounds, the weights and the kind of noise only (public parameters),
-    never from data.
+    Privacy. The fractions are exact rationals summing to exactly 1 (the count's is one minus
+    the others) and each part is rounded down, so the measures together are charged at most
+    the statistic's share, exactly as with equal parts: the query's total charge does not
+    change. They are computed from the bounds, the weights and the kind of noise only (public
+    parameters), never from data. Each fraction is kept at 1/100 or more (no measure starved).
     """
-    if kind != "mean":
-        return (Fraction(1, 3), Fraction(1, 3), Fraction(1, 3))
-    h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
-    big = abs(c) + h
-    a_t = w_mean + w_sum * (h / big) ** 2
-    a_n = w_mean * MEAN_SPREAD + w_sum * (c / big) ** 2 + w_count
+    a = _pool_weights(kind, lower, upper, w_mean, w_sum, w_count)
     power = 1.0 / 3.0 if pure else 0.5
-    x, y = a_n**power, a_t**power
-    f_t = Fraction(y / (x + y)).limit_denominator(2**40)
-    f_t = min(max(f_t, Fraction(1, 100)), Fraction(99, 100))  # neither part starved
-    return (1 - f_t, f_t)
+    x = [ai**power for ai in a]
+    total = math.fsum(x)
+    rest = [Fraction(xi / total).limit_denominator(2**40) for xi in x[1:]]
+    floor = Fraction(1, 100)
+    rest = [max(f, floor) for f in rest]
+    over = sum(rest) - (1 - floor)
+    if over > 0:  # the count keeps its 1/100: take the excess from the largest part
+        j = max(range(len(rest)), key=lambda i: rest[i])
+        rest[j] -= over
+    return (Fraction(1) - sum(rest, Fraction(0)), *rest)
 
 
 def pool_errors(
@@ -660,18 +695,21 @@ def pool_errors(
     w_sum: float = 0.0,
     w_count: float = 0.0,
 ) -> tuple[float, float, float]:
-    """Leading-order relative variances ``(mean, sum, count)`` of a pool at its
+    """Leading-order relative variances ``(own, sum, count)`` of a pool at its
     :func:`pool_split`, in units of ``(P R / n)^2`` with the budget shares taken equal to the
-    weights (the query's total weight is a common factor). A variance partner reports ``0``
-    for its own entry (its three measures gain from any added weight)."""
+    weights (the query's total weight is a common factor). ``own`` is the mean's (by ``h``)
+    or the variance's (by ``h^2``) at the reference point of :func:`pool_split`."""
     fr = pool_split(pure, kind, lower, upper, w_mean, w_sum, w_count)
     w = w_mean + w_sum + w_count
-    g_n = _unit_variance(pure, w * float(fr[0]))
-    g_t = _unit_variance(pure, w * float(fr[1]))
+    g = [_unit_variance(pure, w * float(f)) for f in fr]
+    g_n, g_t = g[0], g[1]
     h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
     big = abs(c) + h
-    mean = g_t + MEAN_SPREAD * g_n if kind == "mean" else 0.0
-    return mean, ((h * h) * g_t + (c * c) * g_n) / (big * big), g_n
+    if kind == "mean":
+        own = g_t + MEAN_SPREAD * g_n
+    else:
+        own = g[2] + VAR_SUM_SPREAD * g_t + VAR_COUNT_SPREAD * g_n
+    return own, ((h * h) * g_t + (c * c) * g_n) / (big * big), g_n
 
 
 def _pools(

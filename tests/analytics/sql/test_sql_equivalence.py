@@ -64,6 +64,13 @@ def _hand(s: Any) -> dict[str, Any]:
         .group_by("country", keys={"country": ["A", "B"]})
         .bound(max_partitions=2, max_rows_per_partition=3)
         .agg(total=dpa.sum("visits", bounds=(0.0, 50.0))),
+        "count_column_beside_avg": q.group_by("region", keys=REGION_KEYS)
+        .bound(max_partitions=2, max_rows_per_partition=3)
+        .agg(
+            n=dpa.count(),
+            n_income=dpa.count("income"),
+            avg_income=dpa.mean("income", bounds=INCOME),
+        ),
     }
 
 
@@ -76,6 +83,8 @@ CASES = {
     "COUNT(*) AS n, STDDEV(score) AS sd FROM people GROUP BY band",
     "public_join": "SELECT r.country, SUM(p.visits) AS total FROM people p JOIN regions r "
     "ON p.rid = r.id GROUP BY r.country",
+    "count_column_beside_avg": "SELECT region, COUNT(*) AS n, COUNT(income) AS n_income, "
+    "AVG(income) AS avg_income FROM people GROUP BY region",
 }
 
 
@@ -92,6 +101,32 @@ def test_sql_and_hand_written_builder_give_the_same_plan_and_aggregates(case: st
     ea, eb = _by_key(a.exact(s1.engine)), _by_key(b.exact(s2.engine))
     assert ea == eb
     assert ea  # something was aggregated
+
+
+def test_count_of_a_column_beside_its_mean_is_the_means_noisy_count() -> None:
+    """SQL ``COUNT(income)`` beside ``AVG(income)`` is the builder's ``count("income")``: no
+    measure of its own, released from the mean's noisy count (the same numbers), its budget
+    joined to the mean's; ``COUNT(*)`` beside them keeps its own."""
+    s = _session(5)
+    sql = (
+        "SELECT region, COUNT(*) AS n, COUNT(income) AS n_income, AVG(income) AS avg_income "
+        "FROM people GROUP BY region"
+    )
+    sq = s.sql_query(sql, metadata=META)
+    pricing = sq.prepare(epsilon=1.0).pricing
+    by_name = {sp.name: sp for sp in pricing.stats}
+    assert by_name["n_income"].shared_with == "avg_income"
+    assert by_name["n"].shared_with is None
+    assert by_name["n_income"].measures[0] == by_name["avg_income"].measures[0]
+    res = s.sql(sql, epsilon=1.0, metadata=META)
+    info = res.attrs["dpkit"]["columns"]
+    assert info["n_income"]["noise_scale"] == info["avg_income"]["count"]["noise_scale"]
+    assert info["n"]["noise_scale"] != info["n_income"]["noise_scale"]
+    # COUNT(income) alone beside another column's aggregate is still refused before any spend
+    spent = s.budget.spent
+    with pytest.raises(SqlError, match="COUNT\\(column\\)"):
+        s.sql("SELECT COUNT(income) AS c, AVG(age) AS a FROM people", epsilon=1.0, metadata=META)
+    assert s.budget.spent == spent
 
 
 def _by_key(res: Any) -> dict[Any, dict[str, Any]]:

@@ -15,9 +15,12 @@ Mapping (``u`` the privacy unit, bounds and keys from the metadata):
   it uses its values as public keys.
 * ``GROUP BY c`` -> :meth:`Query.group_by` with the metadata's keys of ``c`` (public keys for
   every column), else private partition selection.
-* ``COUNT(*)`` -> ``count()``; ``COUNT(DISTINCT u)`` -> ``count_distinct()``; ``COUNT(c)`` ->
-  ``count()`` of the rows where ``c IS NOT NULL`` (only when the query's other aggregates read
-  ``c`` too, so the added filter changes nothing else); ``SUM``/``AVG``/``VAR*``/``STDDEV*``
+* ``COUNT(*)`` -> ``count()``; ``COUNT(DISTINCT u)`` -> ``count_distinct()``; ``COUNT(c)``
+  beside another aggregate of ``c`` -> ``count("c")``, its non-NULL values (beside ``AVG(c)``,
+  ``VAR(c)`` or ``STDDEV(c)``, the noisy count of that statistic, with no budget of its own);
+  ``COUNT(c)`` as the only reader of ``c`` -> ``count()`` of the rows where ``c IS NOT NULL``
+  (only without other aggregates, so the added filter changes nothing else);
+  ``SUM``/``AVG``/``VAR*``/``STDDEV*``
   -> ``sum``/``mean``/``variance``/``std`` (population variance); ``MEDIAN(c)``,
   ``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY c)``, ``QUANTILE_CONT(c, q)`` -> ``quantile``.
 * ``HAVING``, ``ORDER BY``, ``LIMIT``/``OFFSET`` -> applied to the released (noisy) rows:
@@ -830,14 +833,18 @@ class _Translator:
                 "the query has no aggregate (COUNT, SUM, AVG, ...): "
                 "without one nothing can be released privately",
             )
+        for stat_name, col in count_cols:
+            if col in value_cols:  # the builder's count(col): the mean's own noisy count
+                stats[stat_name] = agg.count(col)
+        count_cols = [(n, c) for n, c in count_cols if c not in value_cols]
         if count_cols:
             cols = {c for _, c in count_cols}
-            if len(cols) > 1 or other_counts or not value_cols <= cols:
+            if len(cols) > 1 or other_counts or value_cols:
                 raise SqlError(
                     "SELECT",
-                    "COUNT(column) counts the rows where the column is "
-                    "not NULL; it is answered only next to aggregates of that same "
-                    "column (use COUNT(*) with WHERE column IS NOT NULL otherwise)",
+                    "COUNT(column) counts the rows where the column is not NULL; it is "
+                    "answered beside another aggregate of that same column or as the only "
+                    "aggregate (use COUNT(*) with WHERE column IS NOT NULL otherwise)",
                 )
             (col,) = cols
             self.filters.append(f"{_quote(col)} IS NOT NULL")
