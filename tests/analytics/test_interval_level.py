@@ -23,12 +23,19 @@ c_lo)`` below 1e-100 (scipy, asserted below).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from _stats import binom_high_critical, binom_low_critical
 from scipy import stats
 
-from dpkit.analytics._intervals import joint_halfwidth, ratio_cells, ratio_intervals
+from dpkit.analytics._intervals import (
+    joint_halfwidth,
+    lattice_offsets,
+    ratio_cells,
+    ratio_intervals,
+)
 from dpkit.analytics._pricing import Noise
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian, discrete_laplace
@@ -169,3 +176,52 @@ def _exact_tail(nt: Noise, nn: Noise, c: int, h: int) -> float:
     shift = c * k
     out = sf(h - shift) + sf(h + shift)  # P(Z_T > h - ck) + P(Z_T < -h - ck)
     return float((pk * out).sum())
+
+
+# --- one discrete noise: counts, sums, histogram cells -------------------------------------
+
+
+def _exact_coverage(kind: str, scale: float, below: int, above: int) -> float:
+    """``P(-above <= Z <= below)`` from the pmf written out here (discrete Laplace: ``tanh(1 /
+    (2 t)) e^(-|k| / t)``; discrete Gaussian: ``e^(-k^2 / (2 sigma^2))`` normalised over
+    ``|k| <= 60 sigma + 5``), independently of the module's tails."""
+    m = int(60 * scale) + 5
+    k = np.arange(-m, m + 1, dtype=np.float64)
+    if kind == "discrete_laplace":
+        w = math.tanh(0.5 / scale) * np.exp(-np.abs(k) / scale)
+    else:
+        w = np.exp(-(k * k) / (2.0 * scale * scale))
+        w = w / w.sum()
+    return float(w[(k >= -above) & (k <= below)].sum())
+
+
+LATTICE = [("discrete_laplace", t) for t in (0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 10.0, 40.0)]
+LATTICE += [("discrete_gaussian", s) for s in (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 40.0)]
+
+
+@pytest.mark.parametrize(("kind", "scale"), LATTICE)
+def test_lattice_interval_is_at_its_level_and_no_shorter_one_is(kind: str, scale: float) -> None:
+    """Exact (no sampling): the released ``[X - below, X + above]`` covers at least 95%, and
+    at most 97% unless the lattice forbids it: then every integer interval one step shorter
+    covers below 95%, so no deterministic interval is closer to the level."""
+    below, above = lattice_offsets(Noise(kind, scale), 0.05)  # type: ignore[arg-type]
+    cov = _exact_coverage(kind, scale, below, above)
+    assert cov >= 0.95 - 1e-12
+    width = below + above
+    # every integer interval one step shorter (any split of its width) misses more often
+    shorter = [_exact_coverage(kind, scale, b, width - 1 - b) for b in range(width)]
+    assert all(c < 0.95 for c in shorter)
+    if cov > 0.97:  # only where the lattice allows nothing closer
+        assert scale <= 1.5, (kind, scale, cov)
+
+
+def test_symmetric_lattice_interval_is_caught_as_too_wide() -> None:
+    """Companion: the symmetric ``+-h`` (the release's former count interval) covers 97.3%
+    at discrete Laplace scale 1 and 97.7% at discrete Gaussian sigma 2, above the 97% the
+    check allows, while the released interval covers 95.0% at both."""
+    for kind, scale in (("discrete_laplace", 1.0), ("discrete_gaussian", 2.0)):
+        nz = Noise(kind, scale)  # type: ignore[arg-type]
+        h = nz.halfwidth(0.05)
+        assert _exact_coverage(kind, scale, h, h) > 0.97
+        below, above = lattice_offsets(nz, 0.05)
+        assert 0.95 <= _exact_coverage(kind, scale, below, above) <= 0.951

@@ -50,7 +50,13 @@ import numpy.typing as npt
 
 from dpkit.analytics._pricing import Noise
 
-__all__ = ["joint_halfwidth", "ratio_cells", "ratio_interval", "ratio_intervals"]
+__all__ = [
+    "joint_halfwidth",
+    "lattice_offsets",
+    "ratio_cells",
+    "ratio_interval",
+    "ratio_intervals",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -187,6 +193,30 @@ def _halfwidths(
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1.0)
     return np.asarray(hi, dtype=np.float64)
+
+
+@lru_cache(maxsize=1024)
+def lattice_offsets(noise: Noise, alpha: float) -> tuple[int, int]:
+    """``(below, above)``: the interval ``[X - below, X + above]`` around a released integer
+    ``X = x + Z`` holds ``x`` with probability at least ``1 - alpha``, and as close to it as
+    the lattice allows.
+
+    The symmetric interval ``+-h`` (``h`` the smallest integer with ``P(|Z| > h) <= alpha``,
+    :meth:`Noise.halfwidth`) can cover far more than claimed when the noise is narrow: the
+    discrete Laplace of scale 1 covers 97.3% with ``h = 3`` (92.7% with ``h = 2``). ``x`` is
+    missed exactly when ``Z > below`` or ``Z < -above``, so, ``Z`` being symmetric,
+    ``P(miss) = P(Z > below) + P(Z > above)``; with ``below = h`` and ``above = h - 1`` that
+    is ``P(Z > h) + P(Z > h - 1)``, which lies between the two symmetric tails, and the
+    shorter interval is used when its certified bound (the upper bounds of
+    :func:`_survival`, inflated by the float margins) is at most ``alpha`` (95.0% at scale
+    1). Otherwise ``(h, h)``. The upper side is the shorter one (a count's lower side is
+    often cut at 0 anyway)."""
+    h = noise.halfwidth(alpha)
+    if h < 1:
+        return h, h
+    tails = _survival(noise, np.array([float(h), float(h - 1)], dtype=np.float64))
+    total = float(tails.sum()) * (1.0 + _REL) + _ABS
+    return (h, h - 1) if total <= alpha else (h, h)
 
 
 @lru_cache(maxsize=1024)

@@ -13,9 +13,12 @@ its number of distinct units. Without ``group_by`` there is one global row.
 Estimates and confidence intervals, at level ``1 - alpha`` for the *bounded* statistic (the
 value computed on the data after contribution bounding and clamping):
 
-* counts, sums, histogram cells: the noisy integer, and ``+-h`` with ``h`` the smallest
-  integer such that ``P(|Z| > h) <= alpha`` under the noise law (exact tail of the discrete
-  Laplace; exact or bounded tail of the discrete Gaussian). Counts' lower ends are clipped at 0.
+* counts, sums, histogram cells: the noisy integer, and ``[X - h, X + h']`` with ``h`` the
+  smallest integer such that ``P(|Z| > h) <= alpha`` under the noise law (exact tail of the
+  discrete Laplace; exact or bounded tail of the discrete Gaussian) and ``h' = h - 1`` where
+  ``P(Z > h) + P(Z > h - 1) <= alpha`` still holds, else ``h`` (the level as close to ``1 -
+  alpha`` as the lattice allows: :func:`~dpkit.analytics._intervals.lattice_offsets`).
+  Counts' lower ends are clipped at 0.
 * mean: ``c + T/N`` from the noisy centred sum ``T`` and noisy count ``N`` (clipped to the
   bounds; the midpoint when ``N < 1``). Interval: Fieller's pivot under the exact joint law
   of the two noises (:mod:`dpkit.analytics._intervals`): the candidates ``r`` with ``|T - r
@@ -56,7 +59,12 @@ from typing import Any
 import numpy as np
 
 from dpkit.analytics._aggregates import Statistic, from_number
-from dpkit.analytics._intervals import joint_halfwidth, ratio_cells, ratio_intervals
+from dpkit.analytics._intervals import (
+    joint_halfwidth,
+    lattice_offsets,
+    ratio_cells,
+    ratio_intervals,
+)
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.errors import PrivacyParameterError
@@ -569,24 +577,26 @@ def _release_values(
         assert mp.noise is not None
         exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
         noisy = _noisy(mp, exact, source, cache)  # a shared count: its partner's noisy N
-        h = mp.noise.halfwidth(alpha)
+        h, h_up = lattice_offsets(mp.noise, alpha)  # [X - h, X + h_up], at level 1 - alpha
         nonneg = st.kind != "sum"
         for j, name in enumerate(names):
             if st.kind == "sum":
                 est_c: list[Any] = [noisy[g][j] * mp.step for g in range(ngroups)]
                 lo = [(noisy[g][j] - h) * mp.step for g in range(ngroups)]
-                hi = [(noisy[g][j] + h) * mp.step for g in range(ngroups)]
+                hi = [(noisy[g][j] + h_up) * mp.step for g in range(ngroups)]
             else:  # a count is never negative: clipped at 0 (post-processing), like its ends
                 est_c = [max(noisy[g][j], 0) for g in range(ngroups)]
                 lo = [max(noisy[g][j] - h, 0) for g in range(ngroups)]
                 hi = [
-                    max(noisy[g][j] + h, 0) if nonneg else noisy[g][j] + h for g in range(ngroups)
+                    max(noisy[g][j] + h_up, 0) if nonneg else noisy[g][j] + h_up
+                    for g in range(ngroups)
                 ]
             data[name] = est_c
             data[f"{name}_low"] = lo
             data[f"{name}_high"] = hi
             desc = _noise_desc(mp)
-            desc["ci_halfwidth"] = h * mp.step
+            desc["ci_halfwidth"] = h * mp.step  # the lower side; the upper is ci_above
+            desc["ci_above"] = h_up * mp.step
             info_cols[name] = desc
             desc["mostly_noise"] = _noise_flags(lo, hi, None)
         return
