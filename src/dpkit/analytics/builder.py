@@ -158,9 +158,12 @@ class PreparedQuery:
         self, result: EngineResult, *, source: RandomSource | None = None
     ) -> dict[str, tuple[float, float]]:
         """Private bounds of each ``"auto"`` statistic from the engine result of
-        :attr:`bounds_plan` (its bin counts, released by the statistic's bins mechanism; the
-        cost is part of the query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`).
-        """
+        :attr:`bounds_plan` (its bin counts, released once by the statistic's noisy histogram
+        and read by :func:`~dpkit.analytics._planner.value_bounds`; the cost is part of the
+        query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`). Bounds are cut at
+        the limits of the column's declared type (public)."""
+        from dpkit.analytics._planner import type_limits, value_bounds
+
         src = resolve_source(source)
         out: dict[str, tuple[float, float]] = {}
         for ab in self.pricing.auto:
@@ -168,10 +171,16 @@ class PreparedQuery:
             col = result.values.get(ab.measure.name, ())
             first: Any = col[0] if col else (0,) * bins
             counts = [int(v) for v in first]
-            idx = ab.mechanism.release_bins([counts], source=src)[0]
-            i, j = int(min(idx)), int(max(idx))
-            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
+            noisy = ab.mechanism.release(counts, src)
+            limits = type_limits(self._column_type(ab.stat.column))
+            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, ab.mechanism.threshold(), limits)
+            out[ab.name] = (lo, hi)
         return out
+
+    def _column_type(self, column: str | None) -> str | None:
+        if self._query is None or column is None:
+            return None
+        return self._query.session.table.column_type(column)
 
     def with_bounds(self, bounds: dict[str, tuple[float, float]]) -> PreparedQuery:
         """The release step of a two-step query, with the estimated ``bounds`` (a new plan,
