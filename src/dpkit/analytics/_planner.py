@@ -50,7 +50,7 @@ robust default; larger bounds add noise to every group, smaller ones drop more r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -66,9 +66,12 @@ from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace_exact
 __all__ = [
     "CONTRIBUTION_GRID",
     "CONTRIBUTION_LEVEL",
+    "CONTRIBUTION_SHARE",
     "PLAN_FAILURE",
+    "ContributionStep",
     "NoisyHistogram",
     "contribution_bounds",
+    "contribution_step",
     "type_limits",
     "unit_contributions",
     "value_bounds",
@@ -246,3 +249,70 @@ def contribution_bounds(noisy: Sequence[int], allowed: Sequence[int]) -> int:
         if above <= CONTRIBUTION_LEVEL * total:
             return c
     return max(allowed)
+
+
+#: The share of a query's epsilon spent on planning its contribution bounds.
+CONTRIBUTION_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class ContributionStep:
+    """The contribution-bounds step of a planned query (module docstring).
+
+    ``histogram`` noises the two per-unit histograms as one vector (sensitivity 2, pure
+    epsilon ``epsilon_plan``); the release is then priced at ``(epsilon_release, delta)`` with
+    the chosen bounds, from ``partitions`` (groups per unit; ``(1,)`` for an ungrouped query) and
+    ``rows`` (rows per group) candidates, all checked to price before the charge."""
+
+    histogram: NoisyHistogram
+    epsilon_plan: float
+    epsilon_release: float
+    delta: float
+    partitions: tuple[int, ...]
+    rows: tuple[int, ...]
+
+    def choose(self, result: EngineResult, source: RandomSource) -> dict[str, object]:
+        """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
+        from the engine result of the contribution plan (noised here, once)."""
+        groups, rows = unit_contributions(result, 0)
+        noisy = self.histogram.release([*groups, *rows], source)
+        k = len(CONTRIBUTION_GRID)
+        p = contribution_bounds(noisy[:k], self.partitions) if len(self.partitions) > 1 else 1
+        r = contribution_bounds(noisy[k:], self.rows)
+        return {
+            "max_partitions": p,
+            "max_rows_per_partition": r,
+            "epsilon": self.epsilon_plan,
+            "release_epsilon": self.epsilon_release,
+        }
+
+
+def contribution_step(
+    epsilon: float, delta: float, grouped: bool, priceable: Callable[[int, int, float], bool]
+) -> ContributionStep:
+    """The contribution step of a query at ``(epsilon, delta)``: ``CONTRIBUTION_SHARE`` of
+    epsilon (rounded down) to the histograms, the rest (rounded down, so the two never add up
+    to more than epsilon) to the release. ``priceable(p, r, eps)`` says whether the release
+    prices at bounds ``(p, r)`` and epsilon ``eps``; the candidates are cut to the largest
+    pair that does (noise grows with ``p`` and ``r``, so every smaller pair prices too)."""
+    from dpkit._numeric.rounding import down
+
+    eps_plan = down(Fraction(epsilon) * Fraction(CONTRIBUTION_SHARE))
+    eps_rel = down(Fraction(epsilon) - Fraction(eps_plan))
+    hist = NoisyHistogram.priced(
+        pure=True, share=eps_plan, sensitivity=2, bins=2 * len(CONTRIBUTION_GRID)
+    )
+    ps = list(CONTRIBUTION_GRID) if grouped else [1]
+    rs = list(CONTRIBUTION_GRID)
+    check = priceable
+    while not check(max(ps), max(rs), eps_rel):
+        if len(ps) == 1 and len(rs) == 1:
+            raise PrivacyParameterError(
+                "the budget is too small to release this query even with one row per person: "
+                "give a larger epsilon"
+            )
+        if len(rs) >= len(ps) and len(rs) > 1:
+            rs.pop()
+        else:
+            ps.pop()
+    return ContributionStep(hist, eps_plan, eps_rel, delta, tuple(ps), tuple(rs))

@@ -141,13 +141,47 @@ class PreparedQuery:
     alpha: float
     bounds_plan: Plan | None = None
     _query: Query | None = field(default=None, repr=False, compare=False)
+    #: A planned query (no ``.bound(...)``): the plan counting each unit's rows per group, and
+    #: the step that noises those counts and chooses the bounds (see
+    #: :class:`~dpkit.analytics._planner.ContributionStep`).
+    contribution_plan: Plan | None = None
+    contribution: Any = None
 
     @property
     def two_step(self) -> bool:
         """Whether the bounds of some statistic are estimated first (``bounds="auto"``)."""
         return self.bounds_plan is not None
 
+    @property
+    def planned(self) -> bool:
+        """Whether the contribution bounds are planned privately first (no ``.bound(...)``)."""
+        return self.contribution is not None
+
+    def plan_contributions(
+        self, result: EngineResult, *, source: RandomSource | None = None
+    ) -> tuple[PreparedQuery, dict[str, Any]]:
+        """The release of a planned query: the contribution bounds chosen from ``result`` (the
+        engine result of :attr:`contribution_plan`, noised once by the step whose cost is part
+        of the query's charge), and the query prepared with them at the release's share (a
+        two-step query again if some bounds are ``"auto"``). Returns it with what was chosen.
+        Every candidate was priced before the charge, so this raises nothing."""
+        if self._query is None or self.contribution is None:
+            raise PrivacyParameterError("plan_contributions() is for a planned query")
+        step = self.contribution
+        chosen = step.choose(result, resolve_source(source))
+        bounded = self._query.bound(
+            max_partitions=int(chosen["max_partitions"]),
+            max_rows_per_partition=int(chosen["max_rows_per_partition"]),
+        )
+        delta = step.delta if self.pricing.mode != "pure" else None
+        return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
+
     def _refuse_two_step(self) -> None:
+        if self.planned:
+            raise PrivacyParameterError(
+                "this query plans its contribution bounds first (no .bound(...)): run it with "
+                "session.run(prepared), or give .bound(...) to release it by hand"
+            )
         if self.two_step:
             raise PrivacyParameterError(
                 "this query estimates its bounds first (bounds='auto'): run it with "
@@ -763,6 +797,8 @@ class Query:
         :meth:`PreparedQuery.release_from`, which needs public bounds."""
         if not self.stats:
             raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
+        if self.plans_contributions:
+            return self._prepare_planned(epsilon, delta, two_step)
         pricing = self._price(epsilon, delta)
         if not pricing.auto:
             return self._prepared(pricing)
@@ -780,6 +816,86 @@ class Query:
         )
         return dataclasses.replace(
             shape, pricing=pricing, bounds_plan=self._auto_plan(pricing), _query=self
+        )
+
+    @property
+    def plans_contributions(self) -> bool:
+        """Whether the contribution bounds are left to the planner (a privacy unit and no
+        ``.bound(...)``)."""
+        return self.session.table.privacy_unit is not None and self.max_partitions is None
+
+    def _prepare_planned(self, epsilon: Any, delta: Any, two_step: bool) -> PreparedQuery:
+        """A planned query: the contribution step, the release's shape at the largest
+        candidate bounds (checked by the engine before the charge) and the charge: the step's
+        event plus the release's whole share as one black-box event (module
+        :mod:`dpkit.analytics._planner`)."""
+        from dpkit._numeric.validation import check_delta, check_epsilon
+        from dpkit.analytics._planner import contribution_step
+
+        eps = check_epsilon(epsilon)
+        dl = check_delta(self._delta(delta))
+        if not two_step:
+            raise PrivacyParameterError(
+                "this query plans its contribution bounds first (no .bound(...)): use run(), "
+                "or session.run(query.prepare(..., two_step=True)), or give .bound(...)"
+            )
+        if self.top is not None:
+            raise PrivacyParameterError(
+                "top_k() needs contribution bounds: give .bound(max_partitions=..., "
+                "max_rows_per_partition=...)"
+            )
+        mode = self.session.mode
+        if mode == "zcdp" and self.group_columns and self.keys is None:
+            raise PrivacyParameterError(
+                "in a zCDP session, private partition selection needs contribution bounds "
+                "given up front: give .bound(max_partitions=..., max_rows_per_partition=...) "
+                "or public keys"
+            )
+
+        def priceable(p: int, r: int, eps_rel: float) -> bool:
+            try:
+                self.bound(max_partitions=p, max_rows_per_partition=r)._price(eps_rel, delta)
+            except PrivacyParameterError:
+                return False
+            return True
+
+        step = contribution_step(eps, dl, bool(self.group_columns), priceable)
+        top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
+        shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
+        envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
+        pricing = dataclasses.replace(shape.pricing, events=(step.histogram.event, envelope))
+        return dataclasses.replace(
+            shape,
+            pricing=pricing,
+            _query=self,
+            contribution_plan=self._contribution_plan(),
+            contribution=step,
+        )
+
+    def _contribution_plan(self) -> Plan:
+        """One plan counting each unit's rows per group (grouped by the unit and the group
+        columns; nothing bounded beyond the engine's limits). Its exact result never leaves
+        dpkit: the contribution step noises the per-unit histograms made from it."""
+        unit = self.session.table.privacy_unit
+        assert unit is not None
+        filters = [Filter(predicate=f) for f in self.filters]
+        filters.extend(self._key_filters())
+        return Plan(
+            source=self.session.table.source,
+            filters=tuple(filters),
+            bound=Bound(
+                privacy_unit=unit,
+                max_partitions=1 << 20,
+                max_rows_per_partition=1 << 20,
+                salt=self._salt(),
+            ),
+            aggregate=Aggregate(
+                group_by=(unit, *self.group_columns),
+                measures=(Measure(name="rows", kind="rows"),),
+            ),
+            joins=self.joins,
+            buckets=self.buckets,
+            derived=self.derived,
         )
 
     def _salt(self) -> int:
@@ -853,6 +969,24 @@ class DerivedInfo:
     bounds: tuple[float, float] | None
     values: tuple[object, ...] | None
     sql_type: str | None
+
+
+def _release_envelope(mode: str, epsilon: float, delta: float, zcdp_share: ZcdpShare | None) -> Any:
+    """What a planned query's release can cost at most, whatever bounds the planner picks: the
+    release is priced at ``(epsilon, delta)``, and pricing never charges more than the pair it
+    is given (shares rounded down, costs up): ``epsilon`` in a pure session, the pair in a basic
+    one, and in a zCDP session (no private partition selection) the rho the budget's rule gives
+    the pair, which is the very rho the release is priced at."""
+    from dpkit.events import ApproxDpEvent, PureDpEvent, ZCdpEvent
+
+    if mode == "pure":
+        return PureDpEvent(epsilon=epsilon)
+    if mode == "approx":
+        return ApproxDpEvent(epsilon=epsilon, delta=delta)
+    from dpkit.accounting.budget import zcdp_share_default
+
+    to_rho = zcdp_share or zcdp_share_default
+    return ZCdpEvent(rho=to_rho(epsilon, delta)[0])
 
 
 def _input_bounds(
