@@ -863,7 +863,9 @@ class Query:
         top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
         shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
         envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
-        pricing = dataclasses.replace(shape.pricing, events=(step.histogram.event, envelope))
+        pricing = dataclasses.replace(
+            shape.pricing, epsilon=eps, delta=dl, events=(step.histogram.event, envelope)
+        )
         return dataclasses.replace(
             shape,
             pricing=pricing,
@@ -921,8 +923,48 @@ class Query:
         :func:`~dpkit.analytics._report.summary_frame`). ``attrs["dpkit"]`` holds the cost,
         each aggregate's output columns and what the session protects.
         """
+        if self.plans_contributions:
+            return self._summarize_planned(epsilon, delta)
         pricing = self._price(epsilon, delta)
         return _summary_frame(pricing, self)
+
+    def _summarize_planned(self, epsilon: Any, delta: Any) -> Any:
+        """The summary of a planned query: a first row for the contribution step, then the
+        release's rows priced at the largest candidate bounds (the most noise the plan can
+        add; their shares scaled to the release's part), and the plan in
+        ``attrs["dpkit"]["plan"]``. Touches no data."""
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+        prepared = self.prepare(epsilon=epsilon, delta=delta, two_step=True)
+        step = prepared.contribution
+        p, r = max(step.partitions), max(step.rows)
+        bounded = self.bound(max_partitions=p, max_rows_per_partition=r)
+        frame = _summary_frame(bounded._price(step.epsilon_release, delta), bounded)
+        part = step.epsilon_release / prepared.pricing.epsilon
+        frame["share"] = frame["share"] * part
+        first = {
+            "aggregate": "(plan)",
+            "measure": "contribution bounds (groups and rows per person)",
+            "mechanism": "noisy histogram",
+            "noise_scale": step.histogram.scale,
+            "noise_std": step.histogram.std,
+            "ci_halfwidth": math.nan,
+            "share": step.epsilon_plan / prepared.pricing.epsilon,
+        }
+        out = pd.concat([pd.DataFrame([first]), frame], ignore_index=True)
+        out.attrs["dpkit"] = {
+            **frame.attrs["dpkit"],
+            "epsilon": prepared.pricing.epsilon,
+            "charged": prepared.pricing.charged(),
+            "plan": {
+                "contribution_epsilon": step.epsilon_plan,
+                "release_epsilon": step.epsilon_release,
+                "max_partitions_candidates": list(step.partitions),
+                "max_rows_per_partition_candidates": list(step.rows),
+                "noise_at": {"max_partitions": p, "max_rows_per_partition": r},
+            },
+        }
+        return out
 
     # ------------------------------------------------------------------ running
     def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas") -> Any:
