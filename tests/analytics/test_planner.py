@@ -307,3 +307,57 @@ def test_contribution_step_never_exceeds_its_epsilon_on_neighbouring_tables() ->
 def test_audit_catches_a_contribution_step_with_too_little_noise() -> None:
     res = _planning_audit(broken=True)
     assert res.violated
+
+
+# ------------------------------------------------------------------ accuracy instead of epsilon
+
+
+def _bounded_query(method: str, delta: float) -> Any:
+    df = _people(per_person_groups=2, rows_per_group=1, people=300)
+    budget = Budget(epsilon=5.0, delta=1e-5 if delta else 0.0, method=method)
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(10)))
+        .bound(max_partitions=2, max_rows_per_partition=1)
+        .agg(n=dpa.count(), t=dpa.sum("x", bounds=(0.0, 4.0)))
+    )
+    return q, budget
+
+
+@pytest.mark.parametrize(("method", "delta"), [("basic", 0.0), ("basic", 1e-6), ("zcdp", 1e-6)])
+def test_accuracy_round_trip_meets_the_target_and_a_smaller_epsilon_does_not(
+    method: str, delta: float
+) -> None:
+    q, budget = _bounded_query(method, delta)
+    d = delta or None
+    eps = q.epsilon_for(accuracy=50.0, level=0.95, delta=d)
+
+    def worst(e: float) -> float:
+        return float(q.summarize(epsilon=e, delta=d)["ci_halfwidth"].max())
+
+    assert worst(eps) <= 50.0
+    assert worst(eps * 0.99) > 50.0
+    out = q.run(accuracy=50.0, delta=d)
+    assert out.attrs["dpkit"]["accuracy"]["epsilon"] == eps
+    assert len(budget.ledger) == 1
+
+
+def test_accuracy_refusals_say_why_before_any_spend() -> None:
+    q, budget = _bounded_query("basic", 0.0)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "50"):
+        with pytest.raises(PrivacyParameterError):
+            q.epsilon_for(accuracy=bad)  # type: ignore[arg-type]
+    for lvl in (0.0, 1.0, 1.5):
+        with pytest.raises(PrivacyParameterError):
+            q.epsilon_for(accuracy=50.0, level=lvl)
+    with pytest.raises(PrivacyParameterError, match="not both"):
+        q.run(epsilon=1.0, accuracy=50.0)
+    with pytest.raises(PrivacyParameterError, match="no epsilon"):
+        q.epsilon_for(accuracy=1e-9)
+    mean_q = q.agg(m=dpa.mean("x", bounds=(0.0, 4.0)))
+    with pytest.raises(PrivacyParameterError, match="does not depend on the data"):
+        mean_q.epsilon_for(accuracy=50.0)
+    with pytest.raises(BudgetExceededError):
+        q.run(accuracy=0.6)  # needs far more than the budget's 5: refused, saying the cost
+    assert budget.spent.epsilon == 0.0

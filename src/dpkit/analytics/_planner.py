@@ -64,6 +64,7 @@ from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace_exact
 
 __all__ = [
+    "ACCURACY_KINDS",
     "CONTRIBUTION_GRID",
     "CONTRIBUTION_LEVEL",
     "CONTRIBUTION_SHARE",
@@ -72,6 +73,7 @@ __all__ = [
     "NoisyHistogram",
     "contribution_bounds",
     "contribution_step",
+    "smallest_epsilon",
     "type_limits",
     "unit_contributions",
     "value_bounds",
@@ -316,3 +318,41 @@ def contribution_step(
         else:
             ps.pop()
     return ContributionStep(hist, eps_plan, eps_rel, delta, tuple(ps), tuple(rs))
+
+
+# ---------------------------------------------------------------------------- accuracy
+#: The statistics whose error does not depend on the data (given their bounds): their noise
+#: alone decides how far the release is from the exact (bounded) answer.
+ACCURACY_KINDS = frozenset({"count", "count_distinct", "sum", "histogram"})
+_EPS_LOW, _EPS_HIGH = 1e-6, 1e4
+
+
+def smallest_epsilon(error_at: Callable[[float], float | None], accuracy: float) -> float:
+    """The smallest epsilon (within a relative 1e-4, rounded up to 4 significant digits) whose
+    error ``error_at(epsilon)`` is at most ``accuracy``; ``error_at`` returns None where the
+    query cannot be priced. The error of additive noise only falls as epsilon grows, so a
+    bisection on ``log epsilon`` finds it; the result meets the target (it is the upper end of
+    the final bracket, rounded up), while a value 1e-3 smaller in relative terms need not.
+    Raises :class:`~dpkit.errors.PrivacyParameterError` when even epsilon ``10^4`` misses."""
+
+    def ok(e: float) -> bool:
+        err = error_at(e)
+        return err is not None and err <= accuracy
+
+    if not ok(_EPS_HIGH):
+        raise PrivacyParameterError(
+            f"no epsilon up to {_EPS_HIGH:g} gets every value within +-{accuracy:g}: ask for a "
+            "looser accuracy, or tighter bounds"
+        )
+    lo, hi = _EPS_LOW, _EPS_HIGH
+    if ok(lo):
+        return lo
+    while hi / lo > 1.0 + 1e-4:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    digits = 3 - math.floor(math.log10(hi))
+    rounded = math.ceil(hi * 10**digits) / 10**digits
+    return rounded if ok(rounded) else hi

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dpkit._numeric.validation import check_integer, check_positive
+from dpkit._numeric.validation import check_integer, check_positive, check_probability
 from dpkit.analytics._aggregates import Statistic, missing_bounds
 from dpkit.analytics._column_types import temporal_codec
 from dpkit.analytics._plan import (
@@ -967,18 +967,97 @@ class Query:
         return out
 
     # ------------------------------------------------------------------ running
-    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas") -> Any:
+    def run(
+        self,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        output: str = "pandas",
+        accuracy: float | None = None,
+        level: float = 0.95,
+    ) -> Any:
         """Charge the session's budget with this query's cost, then execute and release
         (:meth:`prepare`, then :meth:`~dpkit.analytics.Session.run`).
+
+        Give ``epsilon``, or ``accuracy`` instead: every released value within ``+-accuracy``
+        (in its column's units) with probability ``level``, at the smallest epsilon that
+        achieves it (:meth:`epsilon_for`, found before anything is spent; the result's
+        ``attrs["dpkit"]["accuracy"]`` says which epsilon it was).
 
         A refused charge raises :class:`~dpkit.errors.BudgetExceededError` (saying what the
         query would have cost); nothing is spent and the data is not read.
         """
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        return self.session.run(
+        target: dict[str, float] | None = None
+        if accuracy is not None:
+            if epsilon is not None:
+                raise PrivacyParameterError(
+                    "give epsilon or accuracy, not both: accuracy chooses the epsilon"
+                )
+            epsilon = self.epsilon_for(accuracy=accuracy, level=level, delta=delta)
+            target = {"accuracy": float(accuracy), "level": float(level), "epsilon": epsilon}
+        elif epsilon is None:
+            raise PrivacyParameterError(
+                "give the query's epsilon, e.g. run(epsilon=1.0), or the accuracy it needs, "
+                "e.g. run(accuracy=50)"
+            )
+        out = self.session.run(
             self.prepare(epsilon=epsilon, delta=delta, two_step=True), output=output
         )
+        if target is not None and hasattr(out, "attrs"):
+            out.attrs.setdefault("dpkit", {})["accuracy"] = target
+        return out
+
+    def epsilon_for(
+        self, *, accuracy: float, level: float = 0.95, delta: float | None = None
+    ) -> float:
+        """The smallest epsilon at which every released value of this query is within
+        ``+-accuracy`` of its exact (bounded) value with probability at least ``level``
+        (touches no data, spends nothing).
+
+        For statistics whose error depends on their noise only: ``count``,
+        ``count_distinct``, ``sum`` and ``histogram`` with public bounds and given
+        contribution bounds. The error of each released value is its noise's certified
+        half-width at ``1 - level`` (the intervals the release reports), which only shrinks as
+        epsilon grows, so the answer is found by bisection
+        (:func:`~dpkit.analytics._planner.smallest_epsilon`): the epsilon returned meets the
+        target and one 0.1% smaller may not. A target no epsilon up to ``10^4`` meets is
+        refused, saying so. ``delta``: the query's delta, as for :meth:`run`."""
+        from dpkit.analytics._planner import ACCURACY_KINDS, smallest_epsilon
+
+        acc = check_positive(accuracy, "accuracy")
+        if not math.isfinite(acc):
+            raise PrivacyParameterError(f"accuracy must be a finite number, got {accuracy!r}")
+        lvl = check_probability(level, name="level", open_low=True, open_high=True)
+        if self.plans_contributions:
+            raise PrivacyParameterError(
+                "an accuracy target needs contribution bounds (the error grows with them): give "
+                ".bound(max_partitions=..., max_rows_per_partition=...)"
+            )
+        if self.top is not None:
+            raise PrivacyParameterError("an accuracy target is for queries without top_k()")
+        for name, st in self.stats:
+            if st.kind not in ACCURACY_KINDS or st.auto:
+                raise PrivacyParameterError(
+                    f"{name}: an accuracy target is for count, count_distinct, sum and "
+                    "histogram with public bounds, whose error does not depend on the data; "
+                    "give this query an epsilon instead"
+                )
+
+        def error_at(eps: float) -> float | None:
+            try:
+                pricing = self._price(eps, delta)
+            except PrivacyParameterError:
+                return None
+            worst = 0.0
+            for sp in pricing.stats:
+                for mp in sp.measures:
+                    if mp.noise is not None:
+                        worst = max(worst, mp.noise.halfwidth(1.0 - lvl) * mp.step)
+            return worst
+
+        return smallest_epsilon(error_at, acc)
 
     def _auto_plan(self, pricing: Pricing) -> Plan:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""
