@@ -251,6 +251,7 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
             "_aggregates",
             "_object_text",
             "_pricing",
+            "_planner",
             "_intervals",
             "_release",
             "_report",

@@ -100,10 +100,13 @@ def test_bad_contribution_bounds(kw: dict[str, Any]) -> None:
         _session().query().bound(**kw)
 
 
-def test_missing_bound_is_an_error_not_a_default() -> None:
+def test_missing_bound_is_planned_privately_not_a_silent_default() -> None:
     q = _session().query().group_by("region", keys=["north"]).agg(n=dpa.count())
+    assert q.plans_contributions
+    frame = q.summarize(epsilon=1.0)
+    assert frame["aggregate"].iloc[0] == "(plan)"  # the planning step is shown and priced
     with pytest.raises(PrivacyParameterError, match="bound"):
-        q.summarize(epsilon=1.0)
+        q.prepare(epsilon=1.0)  # a hand release needs bounds
 
 
 def test_no_privacy_unit_means_bounds_of_one() -> None:

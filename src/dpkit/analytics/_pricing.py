@@ -971,49 +971,37 @@ AUTO_EDGES: tuple[float, ...] = (
     0.0,
     *(2.0**j for j in range(-10, 51)),
 )
-#: Quantile levels whose bins give the estimated lower and upper bounds.
-AUTO_LEVELS = (0.01, 0.99)
 
 
 @dataclass(frozen=True)
 class AutoBounds:
     """A statistic with ``bounds="auto"``: its bounds estimate and the share left for it.
 
-    The estimate is two private quantiles (levels :data:`AUTO_LEVELS`) over the public
-    logarithmic grid :data:`AUTO_EDGES`, computed on all rows (one global group, the same
-    per-unit row bound): the lower edge of the first quantile's bin and the upper edge of the
-    second's become the bounds. It spends ``auto_share`` of the statistic's budget; the rest
-    (``main_share``) prices the statistic once its bounds are known. The query is charged the
-    estimate's event plus ``main_share`` as a black-box epsilon (or rho), an upper bound of what
-    the final mechanisms cost, before anything runs.
+    The estimate is one noisy histogram over the public logarithmic grid :data:`AUTO_EDGES`,
+    computed on all rows (one global group, the same per-unit row bound ``R``, so the vector's
+    sensitivity is ``R``); the lower edge of the lowest bin whose noisy count reaches the
+    planner's threshold and the upper edge of the highest one become the bounds (see
+    :mod:`dpkit.analytics._planner`). It spends ``auto_share`` of the statistic's budget (an
+    epsilon, or a rho); the rest (``main_share``) prices the statistic once its bounds are
+    known. The query is charged the estimate's event plus ``main_share`` as a black-box epsilon
+    (or rho), an upper bound of what the final mechanisms cost, before anything runs.
     """
 
     name: str
     stat: Statistic
-    mechanism: Any
+    mechanism: Any  # a dpkit.analytics._planner.NoisyHistogram
     main_share: float
     events: tuple[DpEvent, ...]
     measure: Measure
 
 
 def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) -> AutoBounds:
-    from dpkit.mechanisms.quantile import (  # type: ignore[import-not-found,unused-ignore]
-        BinnedQuantile,
-    )
+    from dpkit.analytics._planner import NoisyHistogram
 
     est_share = down(Fraction(share) * Fraction(stat.auto_share))
     main_share = down(Fraction(share) - Fraction(est_share))
-    if mode == "pure":
-        eps = est_share
-    else:
-        k = len(AUTO_LEVELS)
-        eps = down(Fraction(math.sqrt(2.0 * est_share / k) * (1.0 - 2.0**-40)) * k)
-    mech = BinnedQuantile.from_epsilon(
-        epsilon=eps,
-        quantiles=AUTO_LEVELS,
-        edges=AUTO_EDGES,
-        max_rows_per_partition=r,
-        max_partitions=1,
+    hist = NoisyHistogram.priced(
+        pure=mode == "pure", share=est_share, sensitivity=r, bins=len(AUTO_EDGES) - 1
     )
     if mode == "pure":
         main_ev: DpEvent = PureDpEvent(epsilon=main_share)
@@ -1026,9 +1014,9 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
     return AutoBounds(
         name=name,
         stat=stat,
-        mechanism=mech,
+        mechanism=hist,
         main_share=main_share,
-        events=(mech.event, main_ev),
+        events=(hist.event, main_ev),
         measure=m,
     )
 

@@ -199,7 +199,8 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         part = weights[ab.name] / total if total else 0.0
         est = part * float(ab.stat.auto_share)
         outputs[ab.name] = [ab.name]
-        row(ab.name, "bounds estimate", "exponential mechanism", nan, nan, nan, est)
+        hist = ab.mechanism
+        row(ab.name, "bounds estimate", "noisy histogram", hist.scale, hist.std, nan, est)
         row(
             ab.name,
             "values at the estimated bounds",

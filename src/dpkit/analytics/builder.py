@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dpkit._numeric.validation import check_integer, check_positive
+from dpkit._numeric.validation import check_integer, check_positive, check_probability
 from dpkit.analytics._aggregates import Statistic, missing_bounds
 from dpkit.analytics._column_types import temporal_codec
 from dpkit.analytics._plan import (
@@ -141,13 +141,47 @@ class PreparedQuery:
     alpha: float
     bounds_plan: Plan | None = None
     _query: Query | None = field(default=None, repr=False, compare=False)
+    #: A planned query (no ``.bound(...)``): the plan counting each unit's rows per group, and
+    #: the step that noises those counts and chooses the bounds (see
+    #: :class:`~dpkit.analytics._planner.ContributionStep`).
+    contribution_plan: Plan | None = None
+    contribution: Any = None
 
     @property
     def two_step(self) -> bool:
         """Whether the bounds of some statistic are estimated first (``bounds="auto"``)."""
         return self.bounds_plan is not None
 
+    @property
+    def planned(self) -> bool:
+        """Whether the contribution bounds are planned privately first (no ``.bound(...)``)."""
+        return self.contribution is not None
+
+    def plan_contributions(
+        self, result: EngineResult, *, source: RandomSource | None = None
+    ) -> tuple[PreparedQuery, dict[str, Any]]:
+        """The release of a planned query: the contribution bounds chosen from ``result`` (the
+        engine result of :attr:`contribution_plan`, noised once by the step whose cost is part
+        of the query's charge), and the query prepared with them at the release's share (a
+        two-step query again if some bounds are ``"auto"``). Returns it with what was chosen.
+        Every candidate was priced before the charge, so this raises nothing."""
+        if self._query is None or self.contribution is None:
+            raise PrivacyParameterError("plan_contributions() is for a planned query")
+        step = self.contribution
+        chosen = step.choose(result, resolve_source(source))
+        bounded = self._query.bound(
+            max_partitions=int(chosen["max_partitions"]),
+            max_rows_per_partition=int(chosen["max_rows_per_partition"]),
+        )
+        delta = step.delta if self.pricing.mode != "pure" else None
+        return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
+
     def _refuse_two_step(self) -> None:
+        if self.planned:
+            raise PrivacyParameterError(
+                "this query plans its contribution bounds first (no .bound(...)): run it with "
+                "session.run(prepared), or give .bound(...) to release it by hand"
+            )
         if self.two_step:
             raise PrivacyParameterError(
                 "this query estimates its bounds first (bounds='auto'): run it with "
@@ -158,9 +192,12 @@ class PreparedQuery:
         self, result: EngineResult, *, source: RandomSource | None = None
     ) -> dict[str, tuple[float, float]]:
         """Private bounds of each ``"auto"`` statistic from the engine result of
-        :attr:`bounds_plan` (its bin counts, released by the statistic's bins mechanism; the
-        cost is part of the query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`).
-        """
+        :attr:`bounds_plan` (its bin counts, released once by the statistic's noisy histogram
+        and read by :func:`~dpkit.analytics._planner.value_bounds`; the cost is part of the
+        query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`). Bounds are cut at
+        the limits of the column's declared type (public)."""
+        from dpkit.analytics._planner import type_limits, value_bounds
+
         src = resolve_source(source)
         out: dict[str, tuple[float, float]] = {}
         for ab in self.pricing.auto:
@@ -168,10 +205,16 @@ class PreparedQuery:
             col = result.values.get(ab.measure.name, ())
             first: Any = col[0] if col else (0,) * bins
             counts = [int(v) for v in first]
-            idx = ab.mechanism.release_bins([counts], source=src)[0]
-            i, j = int(min(idx)), int(max(idx))
-            out[ab.name] = (AUTO_EDGES[i], AUTO_EDGES[j + 1])
+            noisy = ab.mechanism.release(counts, src)
+            limits = type_limits(self._column_type(ab.stat.column))
+            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, ab.mechanism.threshold(), limits)
+            out[ab.name] = (lo, hi)
         return out
+
+    def _column_type(self, column: str | None) -> str | None:
+        if self._query is None or column is None:
+            return None
+        return self._query.session.table.column_type(column)
 
     def with_bounds(self, bounds: dict[str, tuple[float, float]]) -> PreparedQuery:
         """The release step of a two-step query, with the estimated ``bounds`` (a new plan,
@@ -754,6 +797,8 @@ class Query:
         :meth:`PreparedQuery.release_from`, which needs public bounds."""
         if not self.stats:
             raise PrivacyParameterError("the query has no aggregates: call .agg(name=...) first")
+        if self.plans_contributions:
+            return self._prepare_planned(epsilon, delta, two_step)
         pricing = self._price(epsilon, delta)
         if not pricing.auto:
             return self._prepared(pricing)
@@ -771,6 +816,88 @@ class Query:
         )
         return dataclasses.replace(
             shape, pricing=pricing, bounds_plan=self._auto_plan(pricing), _query=self
+        )
+
+    @property
+    def plans_contributions(self) -> bool:
+        """Whether the contribution bounds are left to the planner (a privacy unit and no
+        ``.bound(...)``)."""
+        return self.session.table.privacy_unit is not None and self.max_partitions is None
+
+    def _prepare_planned(self, epsilon: Any, delta: Any, two_step: bool) -> PreparedQuery:
+        """A planned query: the contribution step, the release's shape at the largest
+        candidate bounds (checked by the engine before the charge) and the charge: the step's
+        event plus the release's whole share as one black-box event (module
+        :mod:`dpkit.analytics._planner`)."""
+        from dpkit._numeric.validation import check_delta, check_epsilon
+        from dpkit.analytics._planner import contribution_step
+
+        eps = check_epsilon(epsilon)
+        dl = check_delta(self._delta(delta))
+        if not two_step:
+            raise PrivacyParameterError(
+                "this query plans its contribution bounds first (no .bound(...)): use run(), "
+                "or session.run(query.prepare(..., two_step=True)), or give .bound(...)"
+            )
+        if self.top is not None:
+            raise PrivacyParameterError(
+                "top_k() needs contribution bounds: give .bound(max_partitions=..., "
+                "max_rows_per_partition=...)"
+            )
+        mode = self.session.mode
+        if mode == "zcdp" and self.group_columns and self.keys is None:
+            raise PrivacyParameterError(
+                "in a zCDP session, private partition selection needs contribution bounds "
+                "given up front: give .bound(max_partitions=..., max_rows_per_partition=...) "
+                "or public keys"
+            )
+
+        def priceable(p: int, r: int, eps_rel: float) -> bool:
+            try:
+                self.bound(max_partitions=p, max_rows_per_partition=r)._price(eps_rel, delta)
+            except PrivacyParameterError:
+                return False
+            return True
+
+        step = contribution_step(eps, dl, bool(self.group_columns), priceable)
+        top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
+        shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
+        envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
+        pricing = dataclasses.replace(
+            shape.pricing, epsilon=eps, delta=dl, events=(step.histogram.event, envelope)
+        )
+        return dataclasses.replace(
+            shape,
+            pricing=pricing,
+            _query=self,
+            contribution_plan=self._contribution_plan(),
+            contribution=step,
+        )
+
+    def _contribution_plan(self) -> Plan:
+        """One plan counting each unit's rows per group (grouped by the unit and the group
+        columns; nothing bounded beyond the engine's limits). Its exact result never leaves
+        dpkit: the contribution step noises the per-unit histograms made from it."""
+        unit = self.session.table.privacy_unit
+        assert unit is not None
+        filters = [Filter(predicate=f) for f in self.filters]
+        filters.extend(self._key_filters())
+        return Plan(
+            source=self.session.table.source,
+            filters=tuple(filters),
+            bound=Bound(
+                privacy_unit=unit,
+                max_partitions=1 << 20,
+                max_rows_per_partition=1 << 20,
+                salt=self._salt(),
+            ),
+            aggregate=Aggregate(
+                group_by=(unit, *self.group_columns),
+                measures=(Measure(name="rows", kind="rows"),),
+            ),
+            joins=self.joins,
+            buckets=self.buckets,
+            derived=self.derived,
         )
 
     def _salt(self) -> int:
@@ -796,22 +923,141 @@ class Query:
         :func:`~dpkit.analytics._report.summary_frame`). ``attrs["dpkit"]`` holds the cost,
         each aggregate's output columns and what the session protects.
         """
+        if self.plans_contributions:
+            return self._summarize_planned(epsilon, delta)
         pricing = self._price(epsilon, delta)
         return _summary_frame(pricing, self)
 
+    def _summarize_planned(self, epsilon: Any, delta: Any) -> Any:
+        """The summary of a planned query: a first row for the contribution step, then the
+        release's rows priced at the largest candidate bounds (the most noise the plan can
+        add; their shares scaled to the release's part), and the plan in
+        ``attrs["dpkit"]["plan"]``. Touches no data."""
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+        prepared = self.prepare(epsilon=epsilon, delta=delta, two_step=True)
+        step = prepared.contribution
+        p, r = max(step.partitions), max(step.rows)
+        bounded = self.bound(max_partitions=p, max_rows_per_partition=r)
+        frame = _summary_frame(bounded._price(step.epsilon_release, delta), bounded)
+        part = step.epsilon_release / prepared.pricing.epsilon
+        frame["share"] = frame["share"] * part
+        first = {
+            "aggregate": "(plan)",
+            "measure": "contribution bounds (groups and rows per person)",
+            "mechanism": "noisy histogram",
+            "noise_scale": step.histogram.scale,
+            "noise_std": step.histogram.std,
+            "ci_halfwidth": math.nan,
+            "share": step.epsilon_plan / prepared.pricing.epsilon,
+        }
+        out = pd.concat([pd.DataFrame([first]), frame], ignore_index=True)
+        out.attrs["dpkit"] = {
+            **frame.attrs["dpkit"],
+            "epsilon": prepared.pricing.epsilon,
+            "charged": prepared.pricing.charged(),
+            "plan": {
+                "contribution_epsilon": step.epsilon_plan,
+                "release_epsilon": step.epsilon_release,
+                "max_partitions_candidates": list(step.partitions),
+                "max_rows_per_partition_candidates": list(step.rows),
+                "noise_at": {"max_partitions": p, "max_rows_per_partition": r},
+            },
+        }
+        return out
+
     # ------------------------------------------------------------------ running
-    def run(self, *, epsilon: float, delta: float | None = None, output: str = "pandas") -> Any:
+    def run(
+        self,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        output: str = "pandas",
+        accuracy: float | None = None,
+        level: float = 0.95,
+    ) -> Any:
         """Charge the session's budget with this query's cost, then execute and release
         (:meth:`prepare`, then :meth:`~dpkit.analytics.Session.run`).
+
+        Give ``epsilon``, or ``accuracy`` instead: every released value within ``+-accuracy``
+        (in its column's units) with probability ``level``, at the smallest epsilon that
+        achieves it (:meth:`epsilon_for`, found before anything is spent; the result's
+        ``attrs["dpkit"]["accuracy"]`` says which epsilon it was).
 
         A refused charge raises :class:`~dpkit.errors.BudgetExceededError` (saying what the
         query would have cost); nothing is spent and the data is not read.
         """
         if output not in _OUTPUTS:
             raise PrivacyParameterError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        return self.session.run(
+        target: dict[str, float] | None = None
+        if accuracy is not None:
+            if epsilon is not None:
+                raise PrivacyParameterError(
+                    "give epsilon or accuracy, not both: accuracy chooses the epsilon"
+                )
+            epsilon = self.epsilon_for(accuracy=accuracy, level=level, delta=delta)
+            target = {"accuracy": float(accuracy), "level": float(level), "epsilon": epsilon}
+        elif epsilon is None:
+            raise PrivacyParameterError(
+                "give the query's epsilon, e.g. run(epsilon=1.0), or the accuracy it needs, "
+                "e.g. run(accuracy=50)"
+            )
+        out = self.session.run(
             self.prepare(epsilon=epsilon, delta=delta, two_step=True), output=output
         )
+        if target is not None and hasattr(out, "attrs"):
+            out.attrs.setdefault("dpkit", {})["accuracy"] = target
+        return out
+
+    def epsilon_for(
+        self, *, accuracy: float, level: float = 0.95, delta: float | None = None
+    ) -> float:
+        """The smallest epsilon at which every released value of this query is within
+        ``+-accuracy`` of its exact (bounded) value with probability at least ``level``
+        (touches no data, spends nothing).
+
+        For statistics whose error depends on their noise only: ``count``,
+        ``count_distinct``, ``sum`` and ``histogram`` with public bounds and given
+        contribution bounds. The error of each released value is its noise's certified
+        half-width at ``1 - level`` (the intervals the release reports), which only shrinks as
+        epsilon grows, so the answer is found by bisection
+        (:func:`~dpkit.analytics._planner.smallest_epsilon`): the epsilon returned meets the
+        target and one 0.1% smaller may not. A target no epsilon up to ``10^4`` meets is
+        refused, saying so. ``delta``: the query's delta, as for :meth:`run`."""
+        from dpkit.analytics._planner import ACCURACY_KINDS, smallest_epsilon
+
+        acc = check_positive(accuracy, "accuracy")
+        if not math.isfinite(acc):
+            raise PrivacyParameterError(f"accuracy must be a finite number, got {accuracy!r}")
+        lvl = check_probability(level, name="level", open_low=True, open_high=True)
+        if self.plans_contributions:
+            raise PrivacyParameterError(
+                "an accuracy target needs contribution bounds (the error grows with them): give "
+                ".bound(max_partitions=..., max_rows_per_partition=...)"
+            )
+        if self.top is not None:
+            raise PrivacyParameterError("an accuracy target is for queries without top_k()")
+        for name, st in self.stats:
+            if st.kind not in ACCURACY_KINDS or st.auto:
+                raise PrivacyParameterError(
+                    f"{name}: an accuracy target is for count, count_distinct, sum and "
+                    "histogram with public bounds, whose error does not depend on the data; "
+                    "give this query an epsilon instead"
+                )
+
+        def error_at(eps: float) -> float | None:
+            try:
+                pricing = self._price(eps, delta)
+            except PrivacyParameterError:
+                return None
+            worst = 0.0
+            for sp in pricing.stats:
+                for mp in sp.measures:
+                    if mp.noise is not None:
+                        worst = max(worst, mp.noise.halfwidth(1.0 - lvl) * mp.step)
+            return worst
+
+        return smallest_epsilon(error_at, acc)
 
     def _auto_plan(self, pricing: Pricing) -> Plan:
         """One global plan computing the bin counts of every ``bounds="auto"`` column."""
@@ -844,6 +1090,24 @@ class DerivedInfo:
     bounds: tuple[float, float] | None
     values: tuple[object, ...] | None
     sql_type: str | None
+
+
+def _release_envelope(mode: str, epsilon: float, delta: float, zcdp_share: ZcdpShare | None) -> Any:
+    """What a planned query's release can cost at most, whatever bounds the planner picks: the
+    release is priced at ``(epsilon, delta)``, and pricing never charges more than the pair it
+    is given (shares rounded down, costs up): ``epsilon`` in a pure session, the pair in a basic
+    one, and in a zCDP session (no private partition selection) the rho the budget's rule gives
+    the pair, which is the very rho the release is priced at."""
+    from dpkit.events import ApproxDpEvent, PureDpEvent, ZCdpEvent
+
+    if mode == "pure":
+        return PureDpEvent(epsilon=epsilon)
+    if mode == "approx":
+        return ApproxDpEvent(epsilon=epsilon, delta=delta)
+    from dpkit.accounting.budget import zcdp_share_default
+
+    to_rho = zcdp_share or zcdp_share_default
+    return ZCdpEvent(rho=to_rho(epsilon, delta)[0])
 
 
 def _input_bounds(

@@ -343,20 +343,36 @@ class Session:
                 charged.charge(prepared.pricing.event, metadata=metadata)
         except BudgetExceededError as exc:
             raise query_refusal(prepared.pricing, charged, exc) from exc
+        plan: dict[str, Any] = {}
+        if prepared.planned:
+            # The contribution step (its cost is in the charge), then the release priced at
+            # the chosen bounds; its plans differ from the checked ones only by the bounds
+            # and the salt.
+            per_unit = _after_charge(checked.pop(0))
+            prepared, plan = prepared.plan_contributions(per_unit, source=self.source_of_randomness)
+            checked = [
+                (lambda p=p: self._engine.execute(p))  # type: ignore[misc]
+                for p in (prepared.bounds_plan, prepared.plan)
+                if p is not None
+            ]
         if prepared.two_step:
             counts = _after_charge(checked[0])
             bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
             prepared = prepared.with_bounds(bounds)
+            plan["bounds"] = {name: list(b) for name, b in bounds.items()}
             release = prepared.plan
             result = _after_charge(lambda: self._engine.execute(release))
         else:
             result = _after_charge(checked[0])
+        notes = {**unit_notes(self.privacy_unit), "statistics": layout(prepared.pricing)}
+        if plan:
+            notes["plan"] = plan
         return prepared.release_from(
             result,
             source=self.source_of_randomness,
             output=output,
             warn_empty=True,
-            notes={**unit_notes(self.privacy_unit), "statistics": layout(prepared.pricing)},
+            notes=notes,
         )
 
     def _check_prepared(self, prepared: PreparedQuery) -> None:
@@ -379,7 +395,11 @@ class Session:
     def _checked(self, prepared: PreparedQuery) -> list[Callable[[], EngineResult]]:
         """The engine's check of each plan ``prepared`` runs (bounds plan first), before the
         charge; the runs of the checked statements, in order."""
-        plans = [p for p in (prepared.bounds_plan, prepared.plan) if p is not None]
+        plans = [
+            p
+            for p in (prepared.contribution_plan, prepared.bounds_plan, prepared.plan)
+            if p is not None
+        ]
         return [self._engine.validate(p).run for p in plans]
 
     def _charged_budget(self, budget: Any) -> Any:

@@ -241,6 +241,13 @@ def build_query(session: Session, request: QueryRequest) -> Query:
         if g.keys is not None:
             _check_key_product(g.keys)
         q = q.group_by(g.columns, keys=g.keys, selection_weight=g.selection_weight)
+    if spec.bound is None and session.privacy_unit is not None:
+        # The service keeps contribution bounds explicit: a planned query (no bound) is a
+        # library feature, not yet part of the HTTP contract.
+        raise PrivacyParameterError(
+            "give builder.bound {max_partitions, max_rows_per_partition} to bound each "
+            "person's contribution"
+        )
     if spec.bound is not None:
         q = q.bound(
             max_partitions=spec.bound.max_partitions,

@@ -1,0 +1,358 @@
+"""The private query planner: the knobs a query leaves out, chosen from the data privately.
+
+A query may leave out its value bounds (``bounds="auto"``) and its contribution bounds (no
+``.bound(...)``). The session then plans them inside the one charge of the query: the whole
+cost (planning steps and release) is charged before any row is read, and every choice below is
+a function of noisy counts and public parameters only (post-processing, Dwork and Roth 2014,
+Proposition 2.1), so it costs nothing beyond the noisy counts themselves.
+
+**The planning primitive: one noisy histogram over a public grid.** Per privacy unit the
+engine's result is turned into counts over public bins; a unit adds or removes at most
+``s`` rows spread over the bins, so the vector of counts moves by at most ``s`` in L1 and in
+L2 (all ``s`` in one bin is the worst case for L2). The whole vector gets independent noise:
+
+* pure sessions: discrete Laplace of scale ``t = s / eps_plan`` (rounded up), charged as
+  ``PureDpEvent(s / t)`` (the L1 mechanism, Ghosh, Roughgarden and Sundararajan 2012 per
+  coordinate, and the sum of coordinate-wise loss ratios for the vector);
+* zCDP and ``(epsilon, delta)`` sessions: discrete Gaussian with ``sigma^2 = s^2 / (2
+  rho_plan)`` (rounded up), ``s^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020,
+  Theorem 14 for vectors of L2 sensitivity ``s``), charged as ``ZCdpEvent``.
+
+Both are sampled with the exact samplers (no floating-point slack to charge). A noisy count is
+"significant" when it reaches the threshold ``tau``, the smallest integer with ``P(Z >= tau)
+<= beta / bins`` (certified by the mechanism's own confidence half-width at ``2 beta /
+bins``), so with probability at least ``1 - beta`` no empty bin is significant
+(:data:`PLAN_FAILURE` is ``beta``). Unlike an exponential mechanism per end (or per
+quantile), one histogram answers both ends of a range at one price, and the threshold does not
+grow with the number of rows.
+
+**Value bounds** (:func:`value_bounds`). The grid is 0 and ``+-2^j``, ``j = -10..50``
+(:data:`~dpkit.analytics._pricing.AUTO_EDGES`); each unit's rows are bounded as in the release
+(``R`` rows per unit, one global group), so ``s = R``. The bounds are the lower edge of the
+lowest significant bin and the upper edge of the highest one. With probability at least ``1 -
+beta`` both lie within one grid step (a factor of 2) of the data's range: a bound is never
+placed in a region without data, however heavy the tails and however small epsilon. If no bin
+is significant (too few rows for the budget), the bin with the largest noisy count is used
+(a point of high density, still a function of the noisy counts only). Bounds are finally cut at
+the limits of the column's declared type (an unsigned integer is never negative, a ``TINYINT``
+within -128..127): public facts.
+
+**Contribution bounds** (:func:`contribution_bounds`). The engine counts each unit's rows per
+group; per unit, its number of groups ``g`` and its largest number of rows in one group ``m``
+each fall in one bin of :data:`CONTRIBUTION_GRID`, so the two histograms together have ``s = 1``
+per histogram, L1 2 and L2 ``sqrt 2`` (charged as such). The bound chosen for each is the smallest
+grid value ``c`` such that the noisy number of units above ``c`` is at most
+:data:`CONTRIBUTION_LEVEL` of the noisy number of units (the 95th percentile of per-unit
+contributions, the rule proposed by Amin, Kulesza, Munoz Medina and Vassilvitskii 2019 as a
+robust default; larger bounds add noise to every group, smaller ones drop more rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from dpkit._numeric.rounding import sqrt_up, up
+from dpkit.analytics._plan import EngineResult
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, PureDpEvent, ZCdpEvent
+from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace
+from dpkit.noise import RandomSource
+from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace_exact
+
+__all__ = [
+    "ACCURACY_KINDS",
+    "CONTRIBUTION_GRID",
+    "CONTRIBUTION_LEVEL",
+    "CONTRIBUTION_SHARE",
+    "PLAN_FAILURE",
+    "ContributionStep",
+    "NoisyHistogram",
+    "contribution_bounds",
+    "contribution_step",
+    "smallest_epsilon",
+    "type_limits",
+    "unit_contributions",
+    "value_bounds",
+]
+
+#: ``beta``: the probability that some empty bin of a planning histogram is significant.
+PLAN_FAILURE = 1e-3
+#: Candidate contribution bounds (groups per unit, rows per group): public.
+CONTRIBUTION_GRID: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+#: The fraction of units allowed above a planned contribution bound.
+CONTRIBUTION_LEVEL = 0.05
+
+_MAX_SCALE = 2.0**40
+
+
+@dataclass(frozen=True)
+class NoisyHistogram:
+    """Counts over ``bins`` public bins, noised once as a vector of sensitivity ``s``.
+
+    ``kind`` is the noise (module docstring); ``scale`` its ``t`` or ``sigma``; ``event`` what
+    the query is charged for it (never more than the share it was priced from)."""
+
+    kind: Literal["discrete_laplace", "discrete_gaussian"]
+    scale: float
+    sensitivity: int
+    bins: int
+    event: DpEvent
+
+    @classmethod
+    def priced(cls, *, pure: bool, share: float, sensitivity: int, bins: int) -> NoisyHistogram:
+        """The histogram for a budget ``share``: epsilon (``pure``) or rho.
+
+        ``t = up(s / eps)`` so ``s / t <= eps`` exactly, and ``sigma = up(sqrt(s^2 / (2 rho)))``
+        so ``s^2 / (2 sigma^2) <= rho``; the charged value is rounded up from the exact one,
+        which is at most the (double) share, so it never exceeds the share."""
+        if not (share > 0.0 and math.isfinite(share)):
+            raise PrivacyParameterError(
+                "the planning share of the budget is too small: give a larger epsilon, or the "
+                "bounds yourself"
+            )
+        s = Fraction(sensitivity)
+        if pure:
+            t = up(s / Fraction(share))
+            if not t <= _MAX_SCALE:
+                raise PrivacyParameterError(
+                    "the planning share of the budget is too small: give a larger epsilon"
+                )
+            return cls("discrete_laplace", t, sensitivity, bins, PureDpEvent(epsilon=up(s / t)))
+        sigma = up(sqrt_up(s * s / (2 * Fraction(share))))
+        if not sigma <= _MAX_SCALE:
+            raise PrivacyParameterError(
+                "the planning share of the budget is too small: give a larger epsilon"
+            )
+        rho = up(s * s / (2 * Fraction(sigma) ** 2))
+        return cls("discrete_gaussian", sigma, sensitivity, bins, ZCdpEvent(rho=rho))
+
+    def threshold(self, beta: float = PLAN_FAILURE) -> int:
+        """``tau``: the smallest integer with ``P(Z >= tau) <= beta / bins`` for one bin's noise
+        (the symmetric half-width at ``2 beta / bins``, plus one); by a union bound no empty bin
+        reaches it with probability at least ``1 - beta``."""
+        a = 2.0 * beta / self.bins
+        if self.kind == "discrete_laplace":
+            h = DiscreteLaplace(scale=self.scale, sensitivity=1).confidence_half_width(a)
+        else:
+            h = DiscreteGaussian(sigma=self.scale, sensitivity=1).confidence_half_width(a)
+        return h + 1
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of one bin's noise."""
+        if self.kind == "discrete_gaussian":
+            return self.scale
+        q = math.exp(-1.0 / self.scale)
+        return math.sqrt(2.0 * q) / (1.0 - q)
+
+    def release(self, counts: Sequence[int], source: RandomSource) -> list[int]:
+        """``counts`` (length ``bins``) plus independent exact noise."""
+        if len(counts) != self.bins:
+            raise PrivacyParameterError(f"expected {self.bins} counts, got {len(counts)}")
+        frac = Fraction(self.scale)
+        if self.kind == "discrete_laplace":
+            return [int(c) + discrete_laplace_exact(source, frac) for c in counts]
+        s2 = frac * frac
+        return [int(c) + discrete_gaussian_exact(source, s2) for c in counts]
+
+
+# ---------------------------------------------------------------------------- value bounds
+_TYPE_LIMITS: dict[str, tuple[float, float]] = {
+    "BOOLEAN": (0.0, 1.0),
+    "TINYINT": (-128.0, 127.0),
+    "SMALLINT": (-32768.0, 32767.0),
+    "INTEGER": (-(2.0**31), 2.0**31 - 1),
+    "UTINYINT": (0.0, 255.0),
+    "USMALLINT": (0.0, 65535.0),
+    "UINTEGER": (0.0, 2.0**32 - 1),
+    "UBIGINT": (0.0, math.inf),
+    "UHUGEINT": (0.0, math.inf),
+    "ByteType": (-128.0, 127.0),
+    "ShortType": (-32768.0, 32767.0),
+    "IntegerType": (-(2.0**31), 2.0**31 - 1),
+    "BooleanType": (0.0, 1.0),
+}
+
+
+def type_limits(sql_type: str | None) -> tuple[float, float]:
+    """The values a column's declared type can hold (public), ``(-inf, inf)`` if unknown."""
+    if not sql_type:
+        return -math.inf, math.inf
+    return _TYPE_LIMITS.get(
+        sql_type.strip().upper(), _TYPE_LIMITS.get(sql_type.strip(), (-math.inf, math.inf))
+    )
+
+
+def value_bounds(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    limits: tuple[float, float] = (-math.inf, math.inf),
+) -> tuple[float, float, bool]:
+    """``(lower, upper, found)`` from noisy bin counts over ``edges`` (module docstring).
+
+    ``found`` is False when no bin reached ``tau`` and the densest noisy bin was used.
+    Post-processing of the noisy counts and public values only."""
+    hits = [i for i, c in enumerate(noisy) if c >= tau]
+    found = bool(hits)
+    if found:
+        i, j = hits[0], hits[-1]
+    else:
+        i = j = max(range(len(noisy)), key=lambda k: (noisy[k], -abs(k - len(noisy) // 2)))
+    lo, hi = float(edges[i]), float(edges[j + 1])
+    tlo, thi = limits
+    lo, hi = max(lo, tlo), min(hi, thi)
+    if not lo < hi:  # the type's range excludes the chosen bins: fall back to the type's range
+        lo = max(tlo, float(edges[0]))
+        hi = min(thi, float(edges[-1]))
+    return lo, hi, found
+
+
+# ---------------------------------------------------------------------------- contributions
+def unit_contributions(result: EngineResult, units: int) -> tuple[list[int], list[int]]:
+    """Exact per-unit histograms over :data:`CONTRIBUTION_GRID` from the engine result of a plan
+    grouped by ``(unit, *group columns)`` with a ``rows`` measure named ``"rows"``: the number
+    of groups of each unit and its largest number of rows in one group. ``units`` is the
+    position of the unit in the keys (0). Not private: the caller noises them."""
+    groups: dict[object, int] = {}
+    rows: dict[object, int] = {}
+    for key, n in zip(result.keys, result.values.get("rows", ()), strict=False):
+        u = key[units]
+        groups[u] = groups.get(u, 0) + 1
+        rows[u] = max(rows.get(u, 0), int(n))  # type: ignore[call-overload]
+    return _grid_counts(groups.values()), _grid_counts(rows.values())
+
+
+def _grid_counts(values: object) -> list[int]:
+    grid = CONTRIBUTION_GRID
+    out = [0] * len(grid)
+    for v in values:  # type: ignore[attr-defined]
+        # bin i holds grid[i] <= v < grid[i + 1] (the last bin is open above)
+        i = 0
+        while i + 1 < len(grid) and v >= grid[i + 1]:
+            i += 1
+        out[i] += 1
+    return out
+
+
+def contribution_bounds(noisy: Sequence[int], allowed: Sequence[int]) -> int:
+    """The smallest value of ``allowed`` (a subset of :data:`CONTRIBUTION_GRID`) such that the
+    noisy number of units above it is at most :data:`CONTRIBUTION_LEVEL` of the noisy units
+    (negative noisy counts read as 0); the largest allowed value if none. Post-processing."""
+    grid = CONTRIBUTION_GRID
+    counts = [max(int(c), 0) for c in noisy]
+    total = sum(counts)
+    for c in sorted(allowed):
+        above = sum(n for g, n in zip(grid, counts, strict=True) if g > c)
+        if above <= CONTRIBUTION_LEVEL * total:
+            return c
+    return max(allowed)
+
+
+#: The share of a query's epsilon spent on planning its contribution bounds.
+CONTRIBUTION_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class ContributionStep:
+    """The contribution-bounds step of a planned query (module docstring).
+
+    ``histogram`` noises the two per-unit histograms as one vector (sensitivity 2, pure
+    epsilon ``epsilon_plan``); the release is then priced at ``(epsilon_release, delta)`` with
+    the chosen bounds, from ``partitions`` (groups per unit; ``(1,)`` for an ungrouped query) and
+    ``rows`` (rows per group) candidates, all checked to price before the charge."""
+
+    histogram: NoisyHistogram
+    epsilon_plan: float
+    epsilon_release: float
+    delta: float
+    partitions: tuple[int, ...]
+    rows: tuple[int, ...]
+
+    def choose(self, result: EngineResult, source: RandomSource) -> dict[str, object]:
+        """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
+        from the engine result of the contribution plan (noised here, once)."""
+        groups, rows = unit_contributions(result, 0)
+        noisy = self.histogram.release([*groups, *rows], source)
+        k = len(CONTRIBUTION_GRID)
+        p = contribution_bounds(noisy[:k], self.partitions) if len(self.partitions) > 1 else 1
+        r = contribution_bounds(noisy[k:], self.rows)
+        return {
+            "max_partitions": p,
+            "max_rows_per_partition": r,
+            "epsilon": self.epsilon_plan,
+            "release_epsilon": self.epsilon_release,
+        }
+
+
+def contribution_step(
+    epsilon: float, delta: float, grouped: bool, priceable: Callable[[int, int, float], bool]
+) -> ContributionStep:
+    """The contribution step of a query at ``(epsilon, delta)``: ``CONTRIBUTION_SHARE`` of
+    epsilon (rounded down) to the histograms, the rest (rounded down, so the two never add up
+    to more than epsilon) to the release. ``priceable(p, r, eps)`` says whether the release
+    prices at bounds ``(p, r)`` and epsilon ``eps``; the candidates are cut to the largest
+    pair that does (noise grows with ``p`` and ``r``, so every smaller pair prices too)."""
+    from dpkit._numeric.rounding import down
+
+    eps_plan = down(Fraction(epsilon) * Fraction(CONTRIBUTION_SHARE))
+    eps_rel = down(Fraction(epsilon) - Fraction(eps_plan))
+    hist = NoisyHistogram.priced(
+        pure=True, share=eps_plan, sensitivity=2, bins=2 * len(CONTRIBUTION_GRID)
+    )
+    ps = list(CONTRIBUTION_GRID) if grouped else [1]
+    rs = list(CONTRIBUTION_GRID)
+    check = priceable
+    while not check(max(ps), max(rs), eps_rel):
+        if len(ps) == 1 and len(rs) == 1:
+            raise PrivacyParameterError(
+                "the budget is too small to release this query even with one row per person: "
+                "give a larger epsilon"
+            )
+        if len(rs) >= len(ps) and len(rs) > 1:
+            rs.pop()
+        else:
+            ps.pop()
+    return ContributionStep(hist, eps_plan, eps_rel, delta, tuple(ps), tuple(rs))
+
+
+# ---------------------------------------------------------------------------- accuracy
+#: The statistics whose error does not depend on the data (given their bounds): their noise
+#: alone decides how far the release is from the exact (bounded) answer.
+ACCURACY_KINDS = frozenset({"count", "count_distinct", "sum", "histogram"})
+_EPS_LOW, _EPS_HIGH = 1e-6, 1e4
+
+
+def smallest_epsilon(error_at: Callable[[float], float | None], accuracy: float) -> float:
+    """The smallest epsilon (within a relative 1e-4, rounded up to 4 significant digits) whose
+    error ``error_at(epsilon)`` is at most ``accuracy``; ``error_at`` returns None where the
+    query cannot be priced. The error of additive noise only falls as epsilon grows, so a
+    bisection on ``log epsilon`` finds it; the result meets the target (it is the upper end of
+    the final bracket, rounded up), while a value 1e-3 smaller in relative terms need not.
+    Raises :class:`~dpkit.errors.PrivacyParameterError` when even epsilon ``10^4`` misses."""
+
+    def ok(e: float) -> bool:
+        err = error_at(e)
+        return err is not None and err <= accuracy
+
+    if not ok(_EPS_HIGH):
+        raise PrivacyParameterError(
+            f"no epsilon up to {_EPS_HIGH:g} gets every value within +-{accuracy:g}: ask for a "
+            "looser accuracy, or tighter bounds"
+        )
+    lo, hi = _EPS_LOW, _EPS_HIGH
+    if ok(lo):
+        return lo
+    while hi / lo > 1.0 + 1e-4:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    digits = 3 - math.floor(math.log10(hi))
+    rounded = math.ceil(hi * 10**digits) / 10**digits
+    return rounded if ok(rounded) else hi

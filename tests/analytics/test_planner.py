@@ -1,0 +1,363 @@
+"""The private query planner: value bounds, contribution bounds, the one charge, the summary.
+
+Statistical tests state their alpha (at most 1e-6) and have a companion that catches a broken
+variant. The planner's own claims are in :mod:`dpkit.analytics._planner`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from _proof import audit_testers, neighbours
+
+import dpkit.analytics as dpa
+from dpkit.accounting import Budget
+from dpkit.analytics._planner import (
+    CONTRIBUTION_GRID,
+    PLAN_FAILURE,
+    NoisyHistogram,
+    contribution_bounds,
+    type_limits,
+    unit_contributions,
+    value_bounds,
+)
+from dpkit.analytics._pricing import AUTO_EDGES
+from dpkit.analytics.engines.duckdb import DuckDBEngine
+from dpkit.audit import Claim, audit
+from dpkit.errors import BudgetExceededError, PrivacyParameterError
+from dpkit.mechanisms.quantile import BinnedQuantile
+from dpkit.noise import RandomSource
+
+BINS = len(AUTO_EDGES) - 1
+
+
+def _counts(x: np.ndarray) -> list[int]:
+    """Exact counts over the auto grid (values clamped into the outer bins, as the engine)."""
+    edges = np.asarray(AUTO_EDGES)
+    idx = np.clip(
+        np.searchsorted(edges, np.clip(x, edges[0], edges[-1]), side="right") - 1, 0, BINS - 1
+    )
+    return np.bincount(idx, minlength=BINS).tolist()
+
+
+def _hull(counts: list[int]) -> tuple[float, float]:
+    """The lower edge of the lowest non-empty bin and the upper edge of the highest one."""
+    nz = [i for i, c in enumerate(counts) if c]
+    return AUTO_EDGES[nz[0]], AUTO_EDGES[nz[-1] + 1]
+
+
+def _heavy(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.pareto(1.1, n) + 1.0) * 1000.0  # Pareto, infinite variance
+
+
+# ------------------------------------------------------------------ value bounds
+
+
+def test_threshold_makes_a_false_significant_bin_rarer_than_beta() -> None:
+    """Closed form: a discrete Laplace bin reaches tau with probability q^tau / (1 + q); over
+    all bins the union is at most beta, and tau is the smallest such integer (or one more)."""
+    for eps in (0.01, 0.1, 1.0):
+        h = NoisyHistogram.priced(pure=True, share=eps, sensitivity=3, bins=BINS)
+        tau = h.threshold()
+        q = math.exp(-1.0 / h.scale)
+        assert BINS * q**tau / (1.0 + q) <= PLAN_FAILURE
+        assert BINS * q ** (tau - 2) / (1.0 + q) > PLAN_FAILURE  # not far above the smallest
+        assert h.event.epsilon <= eps  # type: ignore[attr-defined]
+    g = NoisyHistogram.priced(pure=False, share=0.001, sensitivity=2, bins=BINS)
+    assert g.event.rho <= 0.001  # type: ignore[attr-defined]
+    z = 2.0 * (g.threshold() - 1) / g.scale  # well into the tail
+    assert z > 0
+
+
+@pytest.mark.parametrize("pure", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_auto_bounds_stay_within_the_data_on_heavy_tails_at_small_epsilon(pure: bool) -> None:
+    """3,000 rows of a Pareto(1.1) column, epsilon 0.1 for the whole query, one row per person,
+    the default auto_share 0.2: the bounds lie inside the hull of non-empty bins in at least
+    95 of 100 seeded runs. Each run fails with probability at most beta = 1e-3 by design, so 6
+    or more failures have probability below C(100, 6) beta^6 < 1.2e-9 (alpha <= 1e-6)."""
+    x = _heavy(3000, seed=5)
+    counts = _counts(x)
+    lo_h, hi_h = _hull(counts)
+    share = 0.1 * 0.2 if pure else (0.1**2 / 2) * 0.2  # a pure share, or a rho share
+    h = NoisyHistogram.priced(pure=pure, share=share, sensitivity=1, bins=BINS)
+    src = RandomSource(seed=17, insecure=True)
+    bad = 0
+    for _ in range(100):
+        lo, hi, _found = value_bounds(h.release(counts, src), AUTO_EDGES, h.threshold())
+        bad += not (lo_h <= lo < hi <= hi_h)
+    assert bad <= 5
+
+
+def test_companion_the_old_extreme_quantiles_leave_the_data() -> None:
+    """Companion: two exponential mechanisms at the 1% and 99% levels on the same data and the
+    same budget (the previous estimate) leave the hull in far more than 5 of 100 runs."""
+    x = _heavy(3000, seed=5)
+    counts = _counts(x)
+    lo_h, hi_h = _hull(counts)
+    mech = BinnedQuantile.from_epsilon(epsilon=0.1 * 0.2, quantiles=(0.01, 0.99), edges=AUTO_EDGES)
+    src = RandomSource(seed=17, insecure=True)
+    bad = 0
+    for _ in range(100):
+        i, j = (int(v) for v in mech.release_bins([counts], source=src)[0])
+        bad += not (lo_h <= AUTO_EDGES[i] and AUTO_EDGES[j + 1] <= hi_h)
+    assert bad > 5
+
+
+def test_value_bounds_fall_back_to_the_densest_bin_and_respect_type_limits() -> None:
+    noisy = [0] * BINS
+    noisy[70] = 5
+    lo, hi, found = value_bounds(noisy, AUTO_EDGES, tau=10)
+    assert not found and (lo, hi) == (AUTO_EDGES[70], AUTO_EDGES[71])
+    noisy = [20] * BINS  # every bin significant: cut at an unsigned byte's range
+    lo, hi, found = value_bounds(noisy, AUTO_EDGES, tau=10, limits=type_limits("UTINYINT"))
+    assert found and (lo, hi) == (0.0, 255.0)
+    assert type_limits(None) == (-math.inf, math.inf)
+
+
+def test_session_auto_bounds_are_sane_on_a_few_thousand_heavy_tailed_rows() -> None:
+    x = _heavy(3000, seed=9)
+    s = dpa.Session(
+        pd.DataFrame({"x": x}),
+        privacy_unit=None,
+        budget=Budget(epsilon=1.0),
+        source_of_randomness=RandomSource(seed=3, insecure=True),
+    )
+    out = s.query().agg(m=dpa.mean("x", bounds="auto")).run(epsilon=0.1)
+    lo, hi = out.attrs["dpkit"]["columns"]["m"]["bounds"]
+    lo_h, hi_h = _hull(_counts(x))
+    assert lo_h <= lo < hi <= hi_h
+    assert out.attrs["dpkit"]["plan"]["bounds"]["m"] == [lo, hi]
+
+
+# ------------------------------------------------------------------ contribution bounds
+
+
+def _people(per_person_groups: int, rows_per_group: int, people: int = 3000) -> pd.DataFrame:
+    rows = []
+    for u in range(people):
+        for g in range(per_person_groups):
+            for _ in range(rows_per_group):
+                rows.append((u, (u + g) % 10, 1.0))
+    return pd.DataFrame(rows, columns=["uid", "g", "x"])
+
+
+def test_contribution_bounds_rule_picks_the_95th_percentile() -> None:
+    k = len(CONTRIBUTION_GRID)
+    counts = [0] * k
+    counts[CONTRIBUTION_GRID.index(3)] = 1000
+    assert contribution_bounds(counts, CONTRIBUTION_GRID) == 3
+    counts[CONTRIBUTION_GRID.index(12)] = 40  # under 5%: not worth a larger bound
+    assert contribution_bounds(counts, CONTRIBUTION_GRID) == 3
+    counts[CONTRIBUTION_GRID.index(12)] = 80
+    assert contribution_bounds(counts, CONTRIBUTION_GRID) == 12
+    assert contribution_bounds(counts, (1, 2)) == 2  # capped by the priceable candidates
+
+
+def test_planned_query_chooses_the_bounds_the_data_needs_and_charges_once() -> None:
+    df = _people(per_person_groups=3, rows_per_group=2)
+    budget = Budget(epsilon=5.0)
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=1, insecure=True),
+    )
+    q = s.query().group_by("g", keys=list(range(10))).agg(n=dpa.count())
+    out = q.run(epsilon=2.0)
+    plan = out.attrs["dpkit"]["plan"]
+    assert (plan["max_partitions"], plan["max_rows_per_partition"]) == (3, 2)
+    assert plan["epsilon"] + plan["release_epsilon"] <= 2.0
+    assert budget.spent.epsilon <= 2.0 + 1e-12
+    assert len(budget.ledger) == 1  # the whole plan is one charge
+    # the counts are near the truth (1,800 rows per group), not biased by a too-small bound
+    assert np.all(np.abs(out["n"].to_numpy() - 1800) < 100)
+
+
+@pytest.mark.parametrize(("method", "delta"), [("basic", 0.0), ("basic", 1e-6), ("zcdp", 1e-6)])
+def test_planned_query_charges_exactly_once_and_never_more_than_the_budget(
+    method: str, delta: float
+) -> None:
+    df = _people(per_person_groups=2, rows_per_group=1, people=500)
+    budget = Budget(epsilon=1.0, delta=1e-5 if delta else 0.0, method=method)
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(10)))
+        .agg(n=dpa.count(), t=dpa.sum("x", bounds="auto"))
+    )
+    q.run(epsilon=0.5, delta=delta or None)
+    assert len(budget.ledger) == 1  # planning steps and release: one charge
+    assert budget.spent.epsilon <= 1.0
+    before = budget.spent
+    with pytest.raises(BudgetExceededError):
+        q.run(epsilon=1.5, delta=delta or None)  # more than what is left: refused, unspent
+    assert len(budget.ledger) == 1
+    assert budget.spent == before
+
+
+def test_planned_query_refusals_come_before_any_charge() -> None:
+    df = _people(per_person_groups=1, rows_per_group=1, people=50)
+    budget = Budget(epsilon=1.0, delta=1e-6, method="zcdp")
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    with pytest.raises(PrivacyParameterError, match="partition selection"):
+        s.query().group_by("g").agg(n=dpa.count()).run(epsilon=0.5, delta=1e-7)
+    with pytest.raises(PrivacyParameterError, match="top_k"):
+        s.query().group_by("g", keys=[1, 2]).agg(n=dpa.count()).top_k(1).run(
+            epsilon=0.5, delta=1e-7
+        )
+    with pytest.raises(PrivacyParameterError):
+        s.query().agg(n=dpa.count()).run(epsilon=float("nan"), delta=1e-7)
+    assert budget.spent.epsilon == 0.0
+
+
+def test_summarize_shows_the_plan_before_anything_is_spent() -> None:
+    df = _people(per_person_groups=2, rows_per_group=1, people=200)
+    budget = Budget(epsilon=1.0)
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(10)))
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds="auto"))
+    )
+    frame = q.summarize(epsilon=1.0)
+    assert frame["aggregate"].iloc[0] == "(plan)"
+    assert "contribution bounds" in frame["measure"].iloc[0]
+    assert frame["share"].sum() == pytest.approx(1.0)
+    assert "bounds estimate" in set(frame["measure"])
+    plan = frame.attrs["dpkit"]["plan"]
+    assert plan["contribution_epsilon"] + plan["release_epsilon"] <= 1.0
+    assert frame.attrs["dpkit"]["charged"]["epsilon"] <= 1.0
+    assert budget.spent.epsilon == 0.0
+
+
+# ------------------------------------------------------------------ person-level audit
+
+CONFIDENCE = 1.0 - 1e-6
+SAMPLES = 2000  # eps 1 claimed; the broken variant is eps 4: far above at this size
+
+
+def _planning_audit(broken: bool) -> Any:
+    """Audit the contribution step on neighbouring tables (D' adds one person with 50 rows in
+    each of 7 groups): the engine runs once per table, the noisy histograms (and the bounds
+    chosen from them, post-processing) are drawn ``SAMPLES`` times each. ``broken`` noises at a
+    quarter of the calibrated scale."""
+    d, d_prime = neighbours()
+    engine = DuckDBEngine(threads=1)
+    engine.register("d", d)
+    engine.register("d_prime", d_prime)
+    s = dpa.Session(d, privacy_unit="uid", budget=Budget(epsilon=100.0))
+    q = s.query().group_by("g", keys=sorted(set(d["g"].dropna()))).agg(n=dpa.count())
+    prepared = q.prepare(epsilon=10.0, two_step=True)
+    plan = prepared.contribution_plan
+    assert plan is not None
+    step = prepared.contribution
+    hist = step.histogram
+    if broken:
+        hist = dataclasses.replace(hist, scale=hist.scale / 4)
+    from dpkit.analytics._plan import Source
+
+    exact = {
+        name: unit_contributions(
+            engine.execute(dataclasses.replace(plan, source=Source(kind="table", location=name))),
+            0,
+        )
+        for name in ("d", "d_prime")
+    }
+    assert exact["d"] != exact["d_prime"]
+    src = RandomSource(seed=23, insecure=True)
+
+    def draws(name: str) -> np.ndarray:
+        g, r = exact[name]
+        return np.array([hist.release([*g, *r], src) for _ in range(SAMPLES)], dtype=np.float64)
+
+    table = {"D": draws("d"), "D'": draws("d_prime")}
+    both = np.concatenate(list(table.values()))
+    coords = [j for j in range(both.shape[1]) if both[:, j].std() > 0]
+
+    def mechanism(x: str, size: int) -> np.ndarray:
+        got = table[x][:size]
+        table[x] = table[x][size:]
+        return got
+
+    return audit(
+        mechanism,
+        ("D", "D'"),
+        samples=SAMPLES,
+        claim=Claim.pure(epsilon=step.epsilon_plan),
+        confidence=CONFIDENCE,
+        vectorized=True,
+        testers=audit_testers(coords, both[:, coords].std(axis=0)),
+        source=src,
+    )
+
+
+@pytest.mark.slow
+def test_contribution_step_never_exceeds_its_epsilon_on_neighbouring_tables() -> None:
+    res = _planning_audit(broken=False)
+    assert not res.violated
+
+
+@pytest.mark.slow
+def test_audit_catches_a_contribution_step_with_too_little_noise() -> None:
+    res = _planning_audit(broken=True)
+    assert res.violated
+
+
+# ------------------------------------------------------------------ accuracy instead of epsilon
+
+
+def _bounded_query(method: str, delta: float) -> Any:
+    df = _people(per_person_groups=2, rows_per_group=1, people=300)
+    budget = Budget(epsilon=5.0, delta=1e-5 if delta else 0.0, method=method)
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(10)))
+        .bound(max_partitions=2, max_rows_per_partition=1)
+        .agg(n=dpa.count(), t=dpa.sum("x", bounds=(0.0, 4.0)))
+    )
+    return q, budget
+
+
+@pytest.mark.parametrize(("method", "delta"), [("basic", 0.0), ("basic", 1e-6), ("zcdp", 1e-6)])
+def test_accuracy_round_trip_meets_the_target_and_a_smaller_epsilon_does_not(
+    method: str, delta: float
+) -> None:
+    q, budget = _bounded_query(method, delta)
+    d = delta or None
+    eps = q.epsilon_for(accuracy=50.0, level=0.95, delta=d)
+
+    def worst(e: float) -> float:
+        return float(q.summarize(epsilon=e, delta=d)["ci_halfwidth"].max())
+
+    assert worst(eps) <= 50.0
+    assert worst(eps * 0.99) > 50.0
+    out = q.run(accuracy=50.0, delta=d)
+    assert out.attrs["dpkit"]["accuracy"]["epsilon"] == eps
+    assert len(budget.ledger) == 1
+
+
+def test_accuracy_refusals_say_why_before_any_spend() -> None:
+    q, budget = _bounded_query("basic", 0.0)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "50"):
+        with pytest.raises(PrivacyParameterError):
+            q.epsilon_for(accuracy=bad)  # type: ignore[arg-type]
+    for lvl in (0.0, 1.0, 1.5):
+        with pytest.raises(PrivacyParameterError):
+            q.epsilon_for(accuracy=50.0, level=lvl)
+    with pytest.raises(PrivacyParameterError, match="not both"):
+        q.run(epsilon=1.0, accuracy=50.0)
+    with pytest.raises(PrivacyParameterError, match="no epsilon"):
+        q.epsilon_for(accuracy=1e-9)
+    mean_q = q.agg(m=dpa.mean("x", bounds=(0.0, 4.0)))
+    with pytest.raises(PrivacyParameterError, match="does not depend on the data"):
+        mean_q.epsilon_for(accuracy=50.0)
+    with pytest.raises(BudgetExceededError):
+        q.run(accuracy=0.6)  # needs far more than the budget's 5: refused, saying the cost
+    assert budget.spent.epsilon == 0.0
