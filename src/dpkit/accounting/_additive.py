@@ -93,5 +93,5 @@ class AdditiveAccountant(PrivacyAccountant):
         with self._lock:
             new = type(self)()
             new._totals = self._totals
-            new._events = list(self._events)
+            self._copy_history_to(new)
             return new

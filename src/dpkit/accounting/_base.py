@@ -71,18 +71,36 @@ class PrivacyAccountant(abc.ABC):
             return "its parts state different neighbouring relations"
         if not relations:
             return None
-        for old, _ in self._events:
-            known = stated_relations(old)
-            if known:
-                if known != relations:
-                    (rel,) = relations
-                    (was,) = known
-                    return (
-                        f"it states {rel.value!r} neighbours and the events composed so far "
-                        f"state {was.value!r}"
-                    )
-                return None
+        known = self._first_relation()
+        if known and known != relations:
+            (rel,) = relations
+            (was,) = known
+            return (
+                f"it states {rel.value!r} neighbours and the events composed so far "
+                f"state {was.value!r}"
+            )
         return None
+
+    def _first_relation(self) -> frozenset[Neighbouring]:
+        """The relation stated by the first composed event that states one (empty if none).
+
+        Events are only ever appended, so the scan resumes where the previous call stopped and
+        stops for good once a relation is found: a long history is not walked at every charge.
+        """
+        scanned, found = getattr(self, "_relation_scan", (0, frozenset()))
+        if not found:
+            for old, _ in self._events[scanned:]:
+                found = stated_relations(old)
+                if found:
+                    break
+            self._relation_scan: tuple[int, frozenset[Neighbouring]] = (len(self._events), found)
+        return found
+
+    def _copy_history_to(self, new: PrivacyAccountant) -> None:
+        """Give a clone this accountant's composed events (and where the relation scan stands)."""
+        new._events = list(self._events)
+        if hasattr(self, "_relation_scan"):
+            new._relation_scan = self._relation_scan
 
     def supports(self, event: DpEvent) -> bool:
         """Whether :meth:`compose` would accept ``event`` (a dry run; changes nothing)."""

@@ -110,7 +110,7 @@ class PureDpAccountant(PrivacyAccountant):
             new = type(self)()
             new._total = self._total
             new._infinite = self._infinite
-            new._events = list(self._events)
+            self._copy_history_to(new)
             return new
 
     def _epsilon(self, delta: float) -> float:

@@ -544,7 +544,7 @@ class RdpAccountant(PrivacyAccountant):
             new._rdp = self._rdp.copy()
             new._pure = self._pure
             new._slack = self._slack
-            new._events = list(self._events)
+            self._copy_history_to(new)
             return new
 
     def _walk(self, event: DpEvent, count: int, apply: bool) -> bool:

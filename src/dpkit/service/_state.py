@@ -90,6 +90,7 @@ class ServiceState:
         from dpkit.ledger import parse_url
 
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
         self._local = threading.local()
         self.url = url
         try:  # the ledger's own reading of the URL: one URL, one file, one name
@@ -156,8 +157,9 @@ class ServiceState:
 
         def __enter__(self) -> ServiceState._Tx:
             st = self.state
-            if st._kind == "memory":
-                st._lock.acquire()
+            self.lock = st._writer_lock()
+            if self.lock is not None:
+                self.lock.acquire()
             self.conn = st._connection()
             try:
                 if st._kind == "postgres":
@@ -168,8 +170,8 @@ class ServiceState:
                     self.cur = self.conn.cursor()
                     self.cur.execute("BEGIN IMMEDIATE")
             except Exception as exc:
-                if st._kind == "memory":
-                    st._lock.release()
+                if self.lock is not None:
+                    self.lock.release()
                 raise StateError(f"the service database is unavailable: {exc}") from None
             return self
 
@@ -187,8 +189,26 @@ class ServiceState:
                 else:
                     self.cur.execute("ROLLBACK")
             finally:
-                if st._kind == "memory":
-                    st._lock.release()
+                if self.lock is not None:
+                    self.lock.release()
+
+    def _writer_lock(self) -> threading.Lock | None:
+        """The lock that makes this process's transactions on the store take turns.
+
+        An in-memory store has one shared connection. A SQLite file has a connection per
+        thread, and SQLite's own write lock makes a second writer sleep and retry (in steps
+        of 1 to 100 ms) until the first commits; taking turns on a lock in the process
+        instead hands the file over as soon as it is free. Writers in other processes still
+        wait through SQLite's lock. PostgreSQL needs none. A child process made by ``fork``
+        gets a fresh lock (the parent's may have been held by a thread that does not exist
+        in the child).
+        """
+        if self._kind == "postgres":
+            return None
+        if self._lock_pid != os.getpid():
+            self._lock = threading.Lock()
+            self._lock_pid = os.getpid()
+        return self._lock
 
     def _tx(self) -> ServiceState._Tx:
         return ServiceState._Tx(self)
