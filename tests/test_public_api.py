@@ -146,6 +146,18 @@ def test_top_level_analytics_names(name: str) -> None:
     assert getattr(dpkit, name) is getattr(dpkit.analytics, name)
 
 
+def test_top_level_synthesizers_are_the_synth_ones() -> None:
+    # Every synthesizer class of dpkit.synth is a top-level name, loaded lazily.
+    import dpkit
+    import dpkit.synth
+
+    synthesizers = {n for n in dpkit.synth.__all__ if n in ("MST", "AIM")}
+    assert "MST" in synthesizers
+    for name in synthesizers:
+        assert getattr(dpkit, name) is getattr(dpkit.synth, name)
+        assert name in dpkit.__all__
+
+
 def test_star_import_exports_the_api_but_never_shadows_builtins() -> None:
     namespace: dict[str, object] = {}
     exec("from dpkit import *", namespace)
@@ -178,6 +190,7 @@ def test_top_level_all_is_exactly_the_public_names() -> None:
         "ldp",
         "mechanisms",
         "noise",
+        "synth",
     }
     aggregates = {
         "count",

@@ -8,10 +8,10 @@ The names most programs need are available at the top level::
     laplace = Laplace.from_epsilon(epsilon=0.5, sensitivity=1.0)
 
 Importing dpkit is light: only the exception classes are loaded eagerly. Everything else (the
-random source, the mechanisms, accounting, analytics, f-DP, local DP and auditing subpackages,
-and the top-level names taken from them) is imported on first use, through the module
-``__getattr__`` of PEP 562. Engines (duckdb, pandas) and plotting (matplotlib) are
-imported only by the functions that need them.
+random source, the mechanisms, accounting, analytics, f-DP, local DP, auditing and
+synthetic-data subpackages, and the top-level names taken from them) is imported on first use,
+through the module ``__getattr__`` of PEP 562. Engines (duckdb, pandas) and plotting
+(matplotlib) are imported only by the functions that need them.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (
         count_sensitivity,
     )
     from dpkit.noise import RandomSource
+    from dpkit.synth import MST
 
 __version__ = "0.1.0"
 
@@ -73,6 +74,8 @@ _LAZY_NAMES: dict[str, str] = {
         "dpkit.mechanisms",
     ),
     **dict.fromkeys(("Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
+    # Synthesizers (their subpackage imports no engine until a fit runs).
+    "MST": "dpkit.synth",
     # Aggregates keep their SQL names (count, sum, ...): use them qualified, as ``dpkit.sum``.
     **dict.fromkeys(
         (
@@ -93,12 +96,23 @@ _LAZY_NAMES: dict[str, str] = {
 
 # Subpackages reachable as ``dpkit.<name>`` after a plain ``import dpkit``.
 _SUBMODULES = frozenset(
-    ("accounting", "analytics", "audit", "divergence", "fdp", "ldp", "mechanisms", "noise")
+    (
+        "accounting",
+        "analytics",
+        "audit",
+        "divergence",
+        "fdp",
+        "ldp",
+        "mechanisms",
+        "noise",
+        "synth",
+    )
 )
 
 # Every top-level name, eager or lazy, except the aggregate functions: ``from dpkit import *``
 # must not shadow the built-in sum.
 __all__ = [
+    "MST",
     "Budget",
     "BudgetExceededError",
     "DPKitError",

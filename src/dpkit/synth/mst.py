@@ -60,6 +60,7 @@ from dpkit.synth._domain import (
     domain_from_dict,
 )
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
+from dpkit.synth._report import charge_record, describe_model
 from dpkit.synth._tree import TreeModel, fit_tree
 
 __all__ = ["MST", "MSTPlan", "SyntheticModel"]
@@ -284,7 +285,9 @@ class MST:
                 "is withheld: it may quote a private value)"
             ) from None
         exact = read_marginals(counts, self.domains)
-        return self._fit_from(exact, plan, session.source_of_randomness)
+        model = self._fit_from(exact, plan, session.source_of_randomness)
+        model.info["charge"] = charge_record(plan.event, plan.rho, epsilon, delta)
+        return model
 
     def _fit_from(
         self, exact: Mapping[tuple[int, int], IntArray], plan: MSTPlan, source: RandomSource
@@ -395,6 +398,11 @@ class SyntheticModel:
     @property
     def columns(self) -> list[str]:
         return list(self.domains)
+
+    def summary(self) -> str:
+        """What the fit charged (in zCDP, the session's accounting), what that means in
+        ``(epsilon, delta)``, and the columns, noise and selected pairs."""
+        return describe_model(self.domains, self.info)
 
     def sample(
         self,
