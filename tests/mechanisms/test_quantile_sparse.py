@@ -7,6 +7,7 @@ the exponential mechanism's rank bound.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -127,7 +128,7 @@ def test_uniform_edges_equal_the_explicit_grid(lo: float, span: float, bins: int
     assert np.array_equal(grid.array(), np.array(explicit))
     idx = np.arange(bins + 1, dtype=np.int64)
     assert np.array_equal(grid.at(idx), np.array(explicit))
-    assert all(a < b for a, b in zip(explicit, explicit[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(explicit))
 
 
 def test_resolution_rule_uses_the_bounds_only() -> None:
