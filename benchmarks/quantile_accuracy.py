@@ -114,6 +114,11 @@ def _peers(path: str, seed: int) -> dict[str, list[list[float]]]:
     return out
 
 
+def _num(v: float) -> str:
+    """Whole units with thousands separators from 100 up, else three significant digits."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def main() -> None:
     if "--peer-run" in sys.argv:
         i = sys.argv.index("--peer-run")
@@ -163,7 +168,7 @@ def main() -> None:
         "| ---: | " + " | ".join("---:" for _ in names) + " |",
     ]
     for k, n in enumerate(SIZES):
-        cells = [f"{med[nm][k, 0]:,.3g} / {med[nm][k, 1]:,.3g}" for nm in names]
+        cells = [f"{_num(med[nm][k, 0])} / {_num(med[nm][k, 1])}" for nm in names]
         lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
     md = "\n".join(lines) + "\n"
     print(md)
