@@ -105,11 +105,19 @@ $(PURELDP)/bin/python:
 	$(PURELDP)/bin/pip install -q "numpy==1.25.2" "pure-ldp==1.2.0" "xxhash<4" \
 		"statsmodels==0.15.0" "scipy==1.16.3" "scikit-learn==1.9.1"
 
+# diffprivlib fails to import with scikit-learn 1.9 (pin 1.7.2)
+QUANTPEERS := .venv-quantpeers
+
+$(QUANTPEERS)/bin/python:
+	$(PY) -m venv $(QUANTPEERS)
+	$(QUANTPEERS)/bin/pip install -q "diffprivlib==0.6.6" "scikit-learn==1.7.2" "opendp==0.16.0"
+
 $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
 	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
 
-bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PURELDP)/bin/python
+bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PURELDP)/bin/python \
+		$(QUANTPEERS)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/loss_engine.py
@@ -119,6 +127,7 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PU
 	$(BIN)/python benchmarks/ldp.py --pure-ldp-python $(PURELDP)/bin/python
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/analytics_accuracy.py
+	$(BIN)/python benchmarks/quantile_accuracy.py --peers-python $(QUANTPEERS)/bin/python
 	$(BIN)/python benchmarks/synth.py --write
 	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
@@ -143,6 +152,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/ldp.py --quick --pure-ldp-python $(PURELDP)/bin/python
 	$(QUICK) benchmarks/selection.py
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
+	$(QUICK) benchmarks/quantile_accuracy.py --quick
 	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write
 	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
@@ -150,4 +160,4 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 		--write --peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md
+	rm -rf $(VENV) $(PEERS) $(TUMULT) $(QUANTPEERS) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md

@@ -29,11 +29,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from dpkit._numeric.grids import UniformEdges
 from dpkit._numeric.validation import check_bounds, check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
 
 __all__ = [
     "MAX_ABS_BOUND",
+    "MAX_QUANTILE_BINS",
     "Statistic",
     "StatisticKind",
     "count",
@@ -45,6 +47,7 @@ __all__ = [
     "missing_bounds",
     "parse_date_bound",
     "quantile",
+    "quantile_bins",
     "std",
     "sum",
     "to_number",
@@ -59,10 +62,33 @@ StatisticKind = Literal[
 #: one row (up to 2**61) and the noise (below 2**52 lattice steps) inside 64-bit integers.
 MAX_ABS_BOUND = 2.0**50
 
-#: Default number of candidate bins of a quantile between its bounds (equal bins: the engine
-#: computes a row's bin by one multiplication and one correcting comparison, so a fine grid is
-#: cheap, and the error of a quantile over many rows is dominated by the bin width).
-DEFAULT_QUANTILE_BINS = 1024
+#: Largest number of candidate bins of a quantile between its bounds, and the default (equal
+#: bins: the engine computes a row's bin by one multiplication and one correcting comparison and
+#: returns only the non-empty bins, and the selection costs time linear in those, so a fine
+#: grid is cheap; see :func:`quantile`).
+MAX_QUANTILE_BINS = 1 << 20
+DEFAULT_QUANTILE_BINS = MAX_QUANTILE_BINS
+
+
+def quantile_bins(lower: float, upper: float, bins: int = 0) -> int:
+    """The number of equal bins of a quantile over ``[lower, upper]``: ``bins`` when given
+    (non-zero), else the finest power of two up to :data:`MAX_QUANTILE_BINS` whose width is at
+    least ``2**-29 max(|lower|, |upper|)`` (so that the engine still finds a value's bin by
+    arithmetic, exactly). A function of the public bounds alone: no data, no budget."""
+    if bins:
+        return bins
+    span, scale = upper - lower, max(abs(lower), abs(upper))
+    b = MAX_QUANTILE_BINS
+    while b > 2 and span / b < math.ldexp(scale, -29):
+        b //= 2
+    return b
+
+
+def _quantile_edges(lower: float, upper: float, bins: int) -> UniformEdges:
+    """The equal-bin grid of a quantile, kept compact (:class:`~dpkit._numeric.grids.
+    UniformEdges`: the same doubles as ``lower + i (upper - lower) / bins``)."""
+    return UniformEdges(lower, upper, quantile_bins(lower, upper, bins))
+
 
 #: Default share of an aggregate's budget spent on ``bounds="auto"``.
 DEFAULT_AUTO_SHARE = 0.2
@@ -76,7 +102,7 @@ class Statistic:
     column: str | None = None
     bounds: tuple[float, float] | Literal["auto"] | None = None
     quantiles: tuple[float, ...] = ()
-    edges: tuple[float, ...] = ()
+    edges: tuple[float, ...] | UniformEdges = ()
     categories: tuple[object, ...] = ()
     bins: int = 0
     weight: float = 1.0
@@ -147,7 +173,7 @@ class Statistic:
             return replace(
                 self,
                 bounds=(nums[0], nums[1]),
-                edges=_linspace(nums[0], nums[1], self.bins),
+                edges=_quantile_edges(nums[0], nums[1], self.bins),
                 time_kind=time_kind,
             )
         return replace(self, edges=nums, time_kind=time_kind)
@@ -155,7 +181,7 @@ class Statistic:
     def with_public_bounds(self, lower: float, upper: float) -> Statistic:
         """A copy with public bounds given later (a derived column's own bounds)."""
         lo, hi = _check_value_bounds(self.column or "", (lower, upper))
-        edges = _linspace(lo, hi, self.bins) if self.kind == "quantile" else self.edges
+        edges = _quantile_edges(lo, hi, self.bins) if self.kind == "quantile" else self.edges
         return replace(self, bounds=(lo, hi), edges=edges)
 
     def with_bounds(self, lower: float, upper: float) -> Statistic:
@@ -163,7 +189,7 @@ class Statistic:
         lo, hi = _check_value_bounds(self.column or "", (lower, upper))
         edges = self.edges
         if self.kind == "quantile":
-            edges = _linspace(lo, hi, self.bins)
+            edges = _quantile_edges(lo, hi, self.bins)
         return replace(self, bounds=(lo, hi), edges=edges, auto_share=0.0, estimated=True)
 
 
@@ -402,17 +428,21 @@ def quantile(
     quantiles: float | list[float] | tuple[float, ...],
     *,
     bounds: tuple[float | str | datetime.date, float | str | datetime.date] | str | None = None,
-    bins: int = DEFAULT_QUANTILE_BINS,
+    bins: int | None = None,
     weight: float = 1.0,
     auto_share: float = DEFAULT_AUTO_SHARE,
 ) -> Statistic:
     """Quantiles of ``column`` by the exponential mechanism over ``bins`` equal bins of bounds.
 
-    The engine returns per-group counts of the candidate bins (never sorted rows); the budget of
-    the aggregate is split evenly across the requested quantiles. For a date or timestamp column
-    give the bounds as dates (``("2024-01-01", "2024-12-31")``, :class:`datetime.date`,
-    :class:`datetime.datetime`); the quantiles come back as dates (rounded down to the day) or
-    datetimes (to the microsecond).
+    The engine returns per-group counts of the non-empty candidate bins (never sorted rows);
+    the budget of the aggregate is split evenly across the requested quantiles. Without
+    ``bins``, the grid is the finest the engine bins exactly, ``2**20`` equal bins for most
+    bounds (:func:`quantile_bins`, from the public bounds only): with equal bins the
+    exponential mechanism gives every bin the same weight, so a finer grid never costs rank
+    accuracy, and the value error of a large group is no longer bounded by the bin width.
+    For a date or timestamp column give the bounds as dates (``("2024-01-01",
+    "2024-12-31")``, :class:`datetime.date`, :class:`datetime.datetime`); the quantiles come
+    back as dates (rounded down to the day) or datetimes (to the microsecond).
     """
     col = _check_column(column)
     qs_in = (quantiles,) if isinstance(quantiles, (int, float)) else quantiles
@@ -423,8 +453,12 @@ def quantile(
     qs = tuple(check_probability(q, name="quantile") for q in qs_in)
     if len(set(qs)) != len(qs):
         raise PrivacyParameterError(f"quantile levels must be distinct, got {quantiles!r}")
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= 1 << 16:
-        raise PrivacyParameterError(f"bins must be an integer in [2, 65536], got {bins!r}")
+    if bins is None:
+        bins = 0  # chosen from the bounds (quantile_bins)
+    elif isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= MAX_QUANTILE_BINS:
+        raise PrivacyParameterError(
+            f"bins must be an integer in [2, {MAX_QUANTILE_BINS}] or None, got {bins!r}"
+        )
     temporal = _temporal_bounds(col, bounds)
     if temporal:  # numbers once the column's type is known (Statistic.for_column)
         return Statistic(
@@ -436,7 +470,7 @@ def quantile(
             temporal=temporal,
         )
     b, share = _value_bounds(col, bounds, auto_share)
-    edges = _linspace(b[0], b[1], bins) if isinstance(b, tuple) else ()
+    edges = _quantile_edges(b[0], b[1], bins) if isinstance(b, tuple) else ()
     return Statistic(
         kind="quantile",
         column=col,

@@ -42,9 +42,12 @@ Semantics every engine must implement identically (up to the choice of hash func
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from dpkit._numeric.grids import UniformEdges
 
 __all__ = [
     "Aggregate",
@@ -59,7 +62,9 @@ __all__ = [
     "PublicJoin",
     "Source",
     "SourceKind",
+    "SparseCounts",
     "did_you_mean",
+    "sparse_or_dense",
 ]
 
 SourceKind = Literal["parquet", "csv", "table"]
@@ -143,7 +148,7 @@ class Measure:
     center: float = 0.0
     clamp_lower: float = 0.0
     clamp_upper: float = 0.0
-    edges: tuple[float, ...] = ()
+    edges: tuple[float, ...] | UniformEdges = ()
     categories: tuple[object, ...] = ()
     time_kind: str = ""
     parts: tuple[Measure, ...] = ()
@@ -228,11 +233,62 @@ class EngineResult:
 
     ``keys[i]`` is the tuple of group-by values of group ``i`` (``None`` for the NULL/NaN key);
     ``values[name][i]`` is measure ``name`` of group ``i``: a Python ``int`` for scalar kinds, a
-    tuple of ints for ``bin_counts`` and ``category_counts``. Exact integers, never floats.
+    tuple of ints for ``bin_counts`` and ``category_counts`` (a :class:`SparseCounts` beyond
+    :data:`DENSE_CELLS` cells). Exact integers, never floats.
     """
 
     keys: tuple[tuple[object, ...], ...]
     values: dict[str, tuple[object, ...]]
+
+
+#: Cell vectors longer than this leave an engine as :class:`SparseCounts` (a quantile's fine
+#: grid: up to ``2**20`` bins per group, almost all empty).
+DENSE_CELLS = 1 << 16
+
+
+@dataclass(frozen=True)
+class SparseCounts(Sequence[int]):
+    """A long vector of counts kept as its non-zero cells: ``indices`` (strictly increasing)
+    and ``counts``; reads as the dense tuple of ``size`` ints (``len``, indexing, iteration)."""
+
+    size: int
+    indices: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def from_map(cls, size: int, cells: Mapping[Any, Any] | None) -> SparseCounts:
+        """From an engine's ``{cell index: count}`` (``None`` keys and zero counts dropped)."""
+        pairs = sorted((int(k), int(v)) for k, v in (cells or {}).items() if k is not None and v)
+        return cls(size, tuple(k for k, _ in pairs), tuple(v for _, v in pairs))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        dense = [0] * self.size
+        for k, v in zip(self.indices, self.counts, strict=True):
+            dense[k] = v
+        return iter(dense)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        j = range(self.size)[i]
+        pos = bisect.bisect_left(self.indices, j)
+        hit = pos < len(self.indices) and self.indices[pos] == j
+        return self.counts[pos] if hit else 0
+
+
+def sparse_or_dense(size: int, cells: Mapping[Any, Any] | None) -> tuple[int, ...] | SparseCounts:
+    """An engine's ``{cell index: count}`` as the dense tuple of ``size`` counts, or as
+    :class:`SparseCounts` when ``size`` exceeds :data:`DENSE_CELLS`."""
+    if size > DENSE_CELLS:
+        return SparseCounts.from_map(size, cells)
+    counts = [0] * size
+    for idx, n in (cells or {}).items():
+        if idx is not None:
+            counts[int(idx)] = int(n)
+    return tuple(counts)
 
 
 def did_you_mean(name: str, columns: Iterable[str]) -> str:

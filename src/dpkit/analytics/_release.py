@@ -65,7 +65,7 @@ from dpkit.analytics._intervals import (
     ratio_cells,
     ratio_intervals,
 )
-from dpkit.analytics._plan import EngineResult
+from dpkit.analytics._plan import EngineResult, SparseCounts
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
@@ -212,13 +212,39 @@ def _exact_vector(
             out.append([0] * cells)
             continue
         v = col[i]
-        if isinstance(v, (tuple, list)):
+        if isinstance(v, (tuple, list, SparseCounts)):
             vals = [0 if x is None else int(x) for x in v]
             if len(vals) != cells:
                 raise ValueError(f"engine returned {len(vals)} cells for {name}, expected {cells}")
             out.append(vals)
         else:  # an engine's NULL (no contributing row) is 0, decided by type not value
             out.append([0 if v is None else int(v)])  # type: ignore[call-overload]
+    return out
+
+
+def _sparse_groups(
+    result: EngineResult, name: str, rows: Sequence[int | None], cells: int
+) -> list[tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.int64]]]]:
+    """Per output group the non-empty cells of measure ``name`` as (indices, counts) arrays
+    (no cells for absent groups), without forming the dense vectors of a fine grid."""
+    col = result.values.get(name)
+    empty = np.zeros(0, dtype=np.int64)
+    out = []
+    for i in rows:
+        v = None if i is None or col is None else col[i]
+        if v is None:
+            out.append((empty, empty))
+            continue
+        if isinstance(v, SparseCounts):
+            if v.size != cells:
+                raise ValueError(f"engine returned {v.size} cells for {name}, expected {cells}")
+            out.append((np.array(v.indices, dtype=np.int64), np.array(v.counts, dtype=np.int64)))
+            continue
+        if not isinstance(v, (tuple, list)) or len(v) != cells:
+            raise ValueError(f"engine returned a malformed cell vector for {name}")
+        dense = np.array([0 if x is None else int(x) for x in v], dtype=np.int64)
+        nz = np.flatnonzero(dense)
+        out.append((nz.astype(np.int64), dense[nz]))
     return out
 
 
@@ -543,11 +569,10 @@ def _release_values(
     names = stat_columns(sp)
     if st.kind == "quantile":
         mp = sp.measures[0]
-        exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
-        mat = np.array(exact, dtype=np.int64).reshape(ngroups, mp.cells)
+        sparse = _sparse_groups(result, mp.measure.name, rows, mp.cells)
         if ngroups:
             vals = np.asarray(
-                sp.quantile_mechanism.release(mat, source=source), dtype=np.float64
+                sp.quantile_mechanism.release_sparse(sparse, source=source), dtype=np.float64
             ).reshape(ngroups, len(st.quantiles))
         else:
             vals = np.zeros((0, len(st.quantiles)))

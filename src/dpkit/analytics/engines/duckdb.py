@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from dpkit.analytics._column_types import type_family
 from dpkit.analytics._object_text import pandas_objects_as_text, polars_objects_as_text
-from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._plan import EngineResult, Plan, Source, sparse_or_dense
 from dpkit.analytics._sources import Origin, file_source, shares_files
 from dpkit.analytics._sql import text_comparison_refusal
 from dpkit.analytics.engines._compiler import (
@@ -720,11 +720,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
         keys.append(tuple(_plain_key(v) for v in row[:nk]))
         for m, v in zip(compiled.measures, row[nk:], strict=True):
             if m.kind in ("bin_counts", "category_counts", "cell_counts"):
-                counts = [0] * m.size
-                for idx, n in (v or {}).items():
-                    if idx is not None:
-                        counts[int(idx)] = int(n)
-                values[m.name].append(tuple(counts))
+                values[m.name].append(sparse_or_dense(m.size, v))
             else:
                 values[m.name].append(int(v) if v is not None else 0)
     return EngineResult(keys=tuple(keys), values={k: tuple(v) for k, v in values.items()})

@@ -38,7 +38,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from dpkit.analytics._object_text import pandas_objects_as_text
-from dpkit.analytics._plan import EngineResult, Plan, Source
+from dpkit.analytics._plan import EngineResult, Plan, Source, sparse_or_dense
 from dpkit.analytics._sources import CSV_SUFFIXES, PARQUET_SUFFIXES, Origin, spark_shares_files
 from dpkit.analytics.engines._compiler import (
     EPOCH_UTC,
@@ -854,7 +854,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     if len(cell_measures) != len(compiled.cell_columns):
         raise PlanError("compiled statement and its cell columns disagree")
     groups: dict[tuple[object, ...], list[object]] = {}
-    cells: dict[tuple[object, ...], dict[int, list[int]]] = {}
+    cells: dict[tuple[object, ...], dict[int, dict[int, int]]] = {}
     for row in rows:
         key = tuple(_key(v, c) for v, c in zip(row[:nk], codecs, strict=True))
         vals = row[nk : nk + nm]
@@ -868,7 +868,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
             continue
         m = compiled.measures[cell_measures[j]]
         per = cells.setdefault(key, {})
-        counts = per.setdefault(cell_measures[j], [0] * m.size)
+        counts = per.setdefault(cell_measures[j], {})
         counts[int(idx)] = _int(row[-1])
     if compiled.global_group and not groups:
         groups[()] = [0] * nm  # an empty input still has its one global group
@@ -876,7 +876,7 @@ def decode(compiled: CompiledQuery, rows: list[tuple[Any, ...]]) -> EngineResult
     values: dict[str, tuple[object, ...]] = {}
     for i, m in enumerate(compiled.measures):
         if i in cell_measures:
-            values[m.name] = tuple(tuple(cells.get(k, {}).get(i, [0] * m.size)) for k in keys)
+            values[m.name] = tuple(sparse_or_dense(m.size, cells.get(k, {}).get(i)) for k in keys)
         else:
             values[m.name] = tuple(groups[k][i] for k in keys)
     return EngineResult(keys=tuple(keys), values=values)

@@ -1,0 +1,105 @@
+"""Equal-width bin edges kept as three numbers instead of a long tuple.
+
+A quantile's candidate grid has up to ``2**20`` bins; storing, checking, hashing and printing a
+tuple of a million edges would cost more than the release itself. :class:`UniformEdges` reads as
+that tuple (``len``, indexing, iteration, equality with a tuple) but holds only ``lower``,
+``upper`` and ``bins``: edge ``i < bins`` is ``lower + i * step`` with ``step = (upper - lower)
+/ bins`` (two double operations, exactly as the engines compute a bin's edge) and edge ``bins``
+is ``upper``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["UniformEdges"]
+
+
+class UniformEdges(Sequence[float]):
+    """The ``bins + 1`` edges of ``bins`` equal bins of ``[lower, upper]`` (module docstring)."""
+
+    __slots__ = ("_bins", "_lower", "_step", "_upper")
+
+    def __init__(self, lower: float, upper: float, bins: int) -> None:
+        lo, hi = float(lower) + 0.0, float(upper) + 0.0
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise ValueError(f"bins must be a positive integer, got {bins!r}")
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"need finite lower < upper, got {lower!r}, {upper!r}")
+        step = (hi - lo) / bins
+        # steps of at least 2**-40 of the magnitude keep every edge strictly above the last
+        if not (
+            math.isfinite(step)
+            and step >= math.ldexp(max(abs(lo), abs(hi)), -40)
+            and lo + (bins - 1) * step < hi
+        ):
+            raise ValueError(f"{bins} equal bins of [{lo!r}, {hi!r}] are not representable")
+        self._lower, self._upper, self._bins, self._step = lo, hi, bins, step
+
+    @property
+    def lower(self) -> float:
+        return self._lower
+
+    @property
+    def upper(self) -> float:
+        return self._upper
+
+    @property
+    def bins(self) -> int:
+        return self._bins
+
+    @property
+    def step(self) -> float:
+        return self._step
+
+    def __len__(self) -> int:
+        return self._bins + 1
+
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[float, ...]: ...
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(len(self))[i])
+        j = range(self._bins + 1)[i]
+        return self._upper if j == self._bins else self._lower + j * self._step
+
+    def __iter__(self) -> Iterator[float]:
+        lo, step = self._lower, self._step
+        for j in range(self._bins):
+            yield lo + j * step
+        yield self._upper
+
+    def array(self) -> npt.NDArray[np.float64]:
+        """The edges as a float64 array (the same doubles as indexing gives)."""
+        out = self._lower + np.arange(self._bins + 1, dtype=np.float64) * self._step
+        out[-1] = self._upper
+        return out
+
+    def at(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Edges ``idx`` (an integer array), without forming the whole grid."""
+        out = self._lower + idx.astype(np.float64) * self._step
+        return np.where(idx >= self._bins, self._upper, out)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, UniformEdges):
+            return (self._lower, self._upper, self._bins) == (
+                other._lower,
+                other._upper,
+                other._bins,
+            )
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("UniformEdges", self._lower, self._upper, self._bins))
+
+    def __repr__(self) -> str:
+        return f"UniformEdges({self._lower!r}, {self._upper!r}, {self._bins})"
