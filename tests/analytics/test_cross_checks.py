@@ -308,3 +308,18 @@ def test_companion_rejects_a_miscalibrated_selection(selection_run: Any) -> None
             best = max(best, float(power))
     assert best > 1 - 1e-6
     assert _rejects(counts, units, lambda n: wrong.probability(n)[()]) != []
+
+
+def test_sparse_counts_equal_the_dense_tuple_they_read_as() -> None:
+    from dpkit.analytics._plan import SparseCounts, sparse_or_dense
+
+    size = (1 << 16) + 3
+    sparse = sparse_or_dense(size, {5: 2, size - 1: 7, None: 4})
+    assert isinstance(sparse, SparseCounts)
+    dense = [0] * size
+    dense[5], dense[size - 1] = 2, 7
+    assert sparse == tuple(dense) and tuple(dense) == sparse and sparse == dense
+    assert hash(sparse) == hash(tuple(dense))
+    dense[6] = 1
+    assert sparse != tuple(dense)
+    assert sparse != tuple(dense[:-1])

@@ -246,10 +246,11 @@ class EngineResult:
 DENSE_CELLS = 1 << 16
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SparseCounts(Sequence[int]):
     """A long vector of counts kept as its non-zero cells: ``indices`` (strictly increasing)
-    and ``counts``; reads as the dense tuple of ``size`` ints (``len``, indexing, iteration)."""
+    and ``counts``; reads as the dense tuple of ``size`` ints (``len``, indexing, iteration,
+    and equality with any sequence of the same counts)."""
 
     size: int
     indices: tuple[int, ...]
@@ -277,6 +278,20 @@ class SparseCounts(Sequence[int]):
         pos = bisect.bisect_left(self.indices, j)
         hit = pos < len(self.indices) and self.indices[pos] == j
         return self.counts[pos] if hit else 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SparseCounts):
+            return (self.size, self.indices, self.counts) == (
+                other.size,
+                other.indices,
+                other.counts,
+            )
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(other) == self.size and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:  # equal to the dense tuple's hash, as equality demands
+        return hash(tuple(self))
 
 
 def sparse_or_dense(size: int, cells: Mapping[Any, Any] | None) -> tuple[int, ...] | SparseCounts:
