@@ -287,7 +287,7 @@ class SparseCounts(Sequence[int]):
                 other.counts,
             )
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(other) == self.size and all(a == b for a, b in zip(self, other))
+            return len(other) == self.size and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __hash__(self) -> int:  # equal to the dense tuple's hash, as equality demands
