@@ -822,8 +822,12 @@ class NoisyCountSelection:
         def fits(tau: int) -> bool:
             return _threshold_delta_dl(units_scale, count_scale, R, w, k, tau - base + 1) <= dl
 
-        hi = base + 2 + math.ceil(
-            (w * count_scale + R * (units_scale or 0.0)) * (math.log(2.0 * k / dl) + 2.0)
+        hi = (
+            base
+            + 2
+            + math.ceil(
+                (w * count_scale + R * (units_scale or 0.0)) * (math.log(2.0 * k / dl) + 2.0)
+            )
         )
         tau = search_int(fits, base - 1, hi, holds="above", expand="up", what="threshold")
         return cls(
