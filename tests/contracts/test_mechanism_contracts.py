@@ -20,6 +20,7 @@ from dpkit.mechanisms import (
     GaussianPartitionSelection,
     GaussianSparseVector,
     Laplace,
+    NoisyCountSelection,
     NoisyTopK,
     NumericSparseVector,
     PartitionSelection,
@@ -229,6 +230,18 @@ class TestGaussianPartitionSelectionContract(_UnitCountInputs):
         }
 
 
+class TestNoisyCountSelectionContract(_UnitCountInputs):
+    def make_mechanism(self) -> Any:
+        return NoisyCountSelection.from_epsilon_delta(epsilon=1.0, delta=1e-6)
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        build = NoisyCountSelection.from_epsilon_delta
+        return {
+            "epsilon": lambda v: build(epsilon=v, delta=1e-6),
+            "delta": lambda v: build(epsilon=1.0, delta=v),
+        }
+
+
 EDGES = [0.0, 1.0, 2.0, 4.0, 8.0]
 
 
@@ -382,6 +395,7 @@ ENROLLED = {
     ReportNoisyMax: TestReportNoisyMaxContract,
     PartitionSelection: TestPartitionSelectionContract,
     GaussianPartitionSelection: TestGaussianPartitionSelectionContract,
+    NoisyCountSelection: TestNoisyCountSelectionContract,
     BinnedQuantile: TestBinnedQuantileContract,
     NoisyTopK: TestNoisyTopKContract,
     SparseVector: TestSparseVectorContract,

@@ -10,7 +10,11 @@ from dpkit.mechanisms._lattice import (
 from dpkit.mechanisms._protocol import BatchMechanism, Mechanism
 from dpkit.mechanisms.additive import Gaussian, Laplace
 from dpkit.mechanisms.discrete import DiscreteGaussian, DiscreteLaplace
-from dpkit.mechanisms.partition_selection import GaussianPartitionSelection, PartitionSelection
+from dpkit.mechanisms.partition_selection import (
+    GaussianPartitionSelection,
+    NoisyCountSelection,
+    PartitionSelection,
+)
 from dpkit.mechanisms.quantile import BinnedQuantile
 from dpkit.mechanisms.randomized_response import RandomizedResponse
 from dpkit.mechanisms.selection import ExponentialMechanism, NoisyTopK, ReportNoisyMax
@@ -44,6 +48,7 @@ __all__ = [
     "GaussianSparseVectorStream",
     "Laplace",
     "Mechanism",
+    "NoisyCountSelection",
     "NoisyTopK",
     "NumericSparseVector",
     "PartitionSelection",

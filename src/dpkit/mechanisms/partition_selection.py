@@ -93,11 +93,11 @@ from dpkit.events import (
     as_neighbouring,
 )
 from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
-from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK
+from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_SLACK
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["GaussianPartitionSelection", "PartitionSelection"]
+__all__ = ["GaussianPartitionSelection", "NoisyCountSelection", "PartitionSelection"]
 
 _GRID_BITS = 63
 _T = 1 << _GRID_BITS
@@ -643,3 +643,312 @@ def _calibrate_tau(sigma: float, k: int, target: float) -> int:
         expand="up",
         what="partition selection threshold",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Thresholding the released noisy count
+
+
+_DL_FAST_LIMIT = 2.0**13  # DiscreteLaplace switches to the exact sampler (no pmf slack) here
+_TAIL_DPS = 40
+
+
+def _dl_scale(e: Fraction, sens: int, k: int) -> float:
+    """Smallest safe discrete Laplace scale for ``k`` coordinates each moved by ``sens`` at
+    ``e``: ``k sens / e`` rounded up, or ``k sens / (e - 2 k a)`` if that is on the fast sampler
+    (pmf within ``exp(+-a)`` per draw, a = 2**-24, so ``2 a`` per coordinate)."""
+    t = up(Fraction(k * sens) / e)
+    if t < _DL_FAST_LIMIT:
+        room = e - 2 * k * Fraction(DISCRETE_LAPLACE_SLACK)
+        if not room > 0:
+            raise PrivacyParameterError(f"epsilon share {float(e)!r} is too small for the noise")
+        t = up(Fraction(k * sens) / room)
+    if math.isinf(t) or t > _MAX_SIGMA:
+        raise PrivacyParameterError(
+            f"epsilon share {float(e)!r} is too small: the noise scale would exceed 2**52"
+        )
+    return t
+
+
+def _dl_slack(t: float) -> float:
+    return 0.0 if not t < _DL_FAST_LIMIT else DISCRETE_LAPLACE_SLACK
+
+
+def _dl_tail_mp(q: Any, j: int) -> Any:
+    """``P[Z >= j]`` for the discrete Laplace with ``q = e^(-1/t)`` (an mpmath number):
+    ``q^j / (1 + q)`` for ``j >= 1``, ``1 - q^(1 - j) / (1 + q)`` otherwise."""
+    if j >= 1:
+        return q**j / (1 + q)
+    return 1 - q ** (1 - j) / (1 + q)
+
+
+def _joint_tail_up(units_scale: float | None, count_scale: float, R: int, w: int, m: int) -> float:
+    """Upper bound on ``P[R Z1 + w Z2 >= m]`` (``Z1`` absent when ``units_scale`` is None), Z1,
+    Z2 independent discrete Laplace of the given scales, rounded up to a double.
+
+    Summed at 40 digits: ``sum_z1 P[Z1 = z1] P[Z2 >= ceil((m - R z1) / w)]`` over ``|z1| <= M``
+    with ``P[|Z1| > M] = 2 q1^(M+1) / (1 + q1)`` below ``1e-30`` times the sum (the tail terms
+    are bounded by 1 each); the result is inflated by a relative ``1e-25`` before rounding up.
+    """
+    import mpmath
+
+    with mpmath.workdps(_TAIL_DPS):
+        q2 = mpmath.exp(-1 / mpmath.mpf(count_scale))
+        if units_scale is None:
+            total = _dl_tail_mp(q2, -((-m) // w))
+        else:
+            q1 = mpmath.exp(-1 / mpmath.mpf(units_scale))
+            norm = (1 - q1) / (1 + q1)
+            # the sum is at least P[Z1 = 0] P[Z2 >= ceil(m / w)]: a floor for the tail target
+            floor_sum = norm * _dl_tail_mp(q2, -((-m) // w))
+            target = floor_sum * mpmath.mpf(10) ** -30
+            M = int(mpmath.ceil(units_scale * (mpmath.log(2 / target) + 1))) + 1
+            M = min(M, 1 << 20)
+            total = mpmath.mpf(0)
+            for z1 in range(-M, M + 1):
+                j = -((R * z1 - m) // w)  # ceil((m - R z1) / w)
+                total += norm * q1 ** abs(z1) * _dl_tail_mp(q2, j)
+            total += 2 * q1 ** (M + 1) / (1 + q1)
+        val = total * (1 + mpmath.mpf(10) ** -25)
+        return min(1.0, up(Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyCountSelection:
+    """Partition selection by thresholding the released noisy count itself (one noise for both).
+
+    A key with ``C`` rows (each privacy unit contributes at most ``max_rows`` of them, to at
+    most ``max_partitions`` keys) and ``U`` distinct units gets ``C' = C + Z2``, ``Z2`` discrete
+    Laplace of scale :attr:`count_scale`; with ``units_share > 0`` also ``U' = U + Z1`` (scale
+    :attr:`units_scale`). The key is released, with ``C'`` as its count, iff the integer
+    statistic ``S = R U' + w C'`` (``R = max_rows``, ``w = weight``; ``S = C'`` without units)
+    exceeds :attr:`tau`. ``U'`` is never published.
+
+    Privacy, with ``k = max_partitions`` (``2 max_partitions`` under ``replace``). Let ``D'``
+    be ``D`` plus one unit.
+
+    * Keys present in both tables: their ``(U', C')`` vector moves by at most ``k`` in
+      ``U`` (each by 1) and ``k R`` in ``C`` (L1), so it is ``eps_0``-DP with
+      ``eps_0 = k / t1 + k R / t2`` plus the fast samplers' pmf slack ``2 a`` per draw (Ghosh,
+      Roughgarden and Sundararajan 2012 for the discrete Laplace); the scales are chosen so
+      that this is at most the stated epsilon.
+    * Keys only ``D'`` has hold ``U = 1`` and ``1 <= C <= R``; ``S`` grows with ``C``, so each
+      is released with probability at most ``P[R (1 + Z1) + w (R + Z2) > tau] e^{2a}``, and
+      ``delta_thr`` (:attr:`threshold_delta`) is ``k`` times that (union bound).
+
+    Then the mechanism is ``(eps_0, delta_thr)``-DP by the argument of the module docstring for
+    Gaussian thresholding with ``delta_G = 0`` (the shared part is pure): for any output set
+    ``O``, ``P[M(D') in O] <= e^eps_0 P[M(D) in O] + delta_thr`` and ``P[M(D) in O] <= e^eps_0
+    P[M(D') in O] + delta_thr``. This is the "Laplace thresholding" of Desfontaines, Voss,
+    Gipson and Mandayam (PoPETs 2022, Section 5) and of Wilson et al. (PoPETs 2020), applied
+    to the count that is released anyway, so selection costs no separate share of epsilon; with
+    ``k = 1`` the delta above is exact for the threshold (the hockey-stick divergence at
+    ``eps_0`` of a new key is its release probability). The units count (``units_share``) adds
+    a second, lower-sensitivity look at the same key: it lowers the group size released half the
+    time when units contribute fewer than ``R`` rows on average, at the price of a noisier count.
+
+    Rounding: scales are rounded up, ``delta_thr`` is summed at 40 digits with a certified tail
+    and rounded up, ``tau`` is the smallest integer whose ``delta_thr`` fits the delta stated.
+    """
+
+    epsilon: float
+    delta: float
+    tau: int
+    count_scale: float
+    units_scale: float | None = None
+    max_rows: int = 1
+    weight: int = 1
+    max_partitions: int = 1
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        eps = check_epsilon(self.epsilon)
+        dl = check_delta(self.delta, allow_zero=False)
+        check_integer(self.tau, name="tau")
+        check_positive(self.count_scale, "count_scale")
+        if self.units_scale is not None:
+            check_positive(self.units_scale, "units_scale")
+        R = check_integer(self.max_rows, name="max_rows", minimum=1)
+        check_integer(self.weight, name="weight", minimum=1)
+        k, rel = _unit_moves(self.max_partitions, self.neighbouring)
+        object.__setattr__(self, "neighbouring", rel)
+        cost = Fraction(k * R) / Fraction(self.count_scale) + 2 * k * Fraction(
+            _dl_slack(self.count_scale)
+        )
+        if self.units_scale is not None:
+            cost += Fraction(k) / Fraction(self.units_scale) + 2 * k * Fraction(
+                _dl_slack(self.units_scale)
+            )
+        if not cost <= Fraction(eps):
+            raise PrivacyParameterError(
+                f"the noise scales give epsilon {float(cost):.6g} > epsilon={eps!r}; use "
+                "NoisyCountSelection.from_epsilon_delta"
+            )
+        if not self.threshold_delta <= dl:
+            raise PrivacyParameterError(
+                f"tau={self.tau!r} gives delta {self.threshold_delta:.3g} > delta={dl!r}; use "
+                "NoisyCountSelection.from_epsilon_delta"
+            )
+
+    @classmethod
+    def from_epsilon_delta(
+        cls,
+        *,
+        epsilon: float,
+        delta: float,
+        max_rows: int = 1,
+        max_partitions: int = 1,
+        units_share: float = 0.0,
+        weight: int = 1,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> NoisyCountSelection:
+        """Scales for the calibrated epsilon (``units_share`` of it on the units count, rounded
+        down; the rest on the count) and the smallest ``tau`` whose threshold delta is at most
+        the calibrated delta (:mod:`dpkit.mechanisms._calibration`)."""
+        eps = calibrated_epsilon(check_epsilon(epsilon))
+        dl = calibrated_delta(check_delta(delta, allow_zero=False))
+        R = check_integer(max_rows, name="max_rows", minimum=1)
+        w = check_integer(weight, name="weight", minimum=1)
+        share = check_probability(units_share, name="units_share", open_high=True)
+        k, rel = _unit_moves(max_partitions, neighbouring)
+        total = Fraction(eps)
+        e_units = Fraction(down(total * Fraction(share)))
+        units_scale = _dl_scale(e_units, 1, k) if e_units > 0 else None
+        count_scale = _dl_scale(total - e_units, R, k)
+        if units_scale is None:
+            w = 1
+        base = R * (1 if units_scale is not None else 0) + w * R  # S of a new key, noise 0
+
+        def fits(tau: int) -> bool:
+            return _threshold_delta_dl(units_scale, count_scale, R, w, k, tau - base + 1) <= dl
+
+        hi = (
+            base
+            + 2
+            + math.ceil(
+                (w * count_scale + R * (units_scale or 0.0)) * (math.log(2.0 * k / dl) + 2.0)
+            )
+        )
+        tau = search_int(fits, base - 1, hi, holds="above", expand="up", what="threshold")
+        return cls(
+            epsilon=eps,
+            delta=dl,
+            tau=tau,
+            count_scale=count_scale,
+            units_scale=units_scale,
+            max_rows=R,
+            weight=w,
+            max_partitions=int(max_partitions),
+            neighbouring=rel,
+        )
+
+    @property
+    def _moves(self) -> int:
+        return _unit_moves(self.max_partitions, self.neighbouring)[0]
+
+    @property
+    def _base(self) -> int:
+        return self.max_rows * (1 if self.units_scale is not None else 0) + (
+            self.weight * self.max_rows
+        )
+
+    @property
+    def threshold_delta(self) -> float:
+        """``k P[S > tau]`` for a key of one unit with ``max_rows`` rows, times ``e^{2a}``
+        (the fast samplers' pmf slack), rounded up."""
+        return _threshold_delta_dl(
+            self.units_scale,
+            self.count_scale,
+            self.max_rows,
+            self.weight,
+            self._moves,
+            self.tau - self._base + 1,
+        )
+
+    @property
+    def event(self) -> ApproxDpEvent:
+        """``(epsilon, delta)`` as stated (the noise and threshold fit inside, checked when
+        built)."""
+        return ApproxDpEvent(epsilon=self.epsilon, delta=self.delta)
+
+    def probability(self, counts: Any, units: Any = None) -> npt.NDArray[np.float64]:
+        """Release probability of keys with ``counts`` rows (and ``units`` units; required
+        when the units count is used), floating point, for reporting and tests."""
+        c = _integer_counts(counts).reshape(-1)
+        u = c if units is None else _integer_counts(units).reshape(-1)
+        out = np.empty(c.shape, dtype=np.float64)
+        for i, (ci, ui) in enumerate(zip(c.tolist(), u.tolist(), strict=True)):
+            s = self.max_rows * ui * (1 if self.units_scale is not None else 0) + self.weight * ci
+            m = self.tau - s + 1
+            out[i] = _joint_tail_up(
+                self.units_scale, self.count_scale, self.max_rows, self.weight, m
+            )
+        return out.reshape(np.shape(_integer_counts(counts)))
+
+    def release_with_counts(
+        self, counts: Any, units: Any = None, *, source: RandomSource | None = None
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+        """``(mask, noisy)``: ``noisy = C + Z2``; only ``noisy[mask]`` may be published.
+
+        ``counts``: rows per key, each unit's rows capped at ``max_rows`` by the caller;
+        ``units``: distinct units per key (required when the units count is used).
+        """
+        src = resolve_source(source)
+        c = _integer_counts(counts)
+        from dpkit.mechanisms.discrete import DiscreteLaplace
+
+        noisy = np.asarray(
+            DiscreteLaplace(scale=self.count_scale, sensitivity=1).release(c, source=src),
+            dtype=np.int64,
+        ).reshape(c.shape)
+        parts = [(self.weight, noisy)]
+        if self.units_scale is not None:
+            if units is None:
+                raise PrivacyParameterError(
+                    "this selection also thresholds the units count: pass units=..."
+                )
+            u = _integer_counts(units)
+            if u.shape != c.shape:
+                raise PrivacyParameterError("counts and units must have the same shape")
+            nu = np.asarray(
+                DiscreteLaplace(scale=self.units_scale, sensitivity=1).release(u, source=src),
+                dtype=np.int64,
+            ).reshape(u.shape)
+            parts.append((self.max_rows, nu))
+        return _exceeds(parts, self.tau).reshape(c.shape), noisy
+
+    def release(self, counts: Any, *, source: RandomSource | None = None) -> npt.NDArray[np.bool_]:
+        """``True`` where the key is released; ``counts`` stand for the units too (use
+        :meth:`release_with_counts` to give both)."""
+        return self.release_with_counts(counts, counts, source=source)[0]
+
+
+def _threshold_delta_dl(
+    units_scale: float | None, count_scale: float, R: int, w: int, k: int, m: int
+) -> float:
+    slack = _dl_slack(count_scale) + (0.0 if units_scale is None else _dl_slack(units_scale))
+    tail = _joint_tail_up(units_scale, count_scale, R, w, m)
+    return min(1.0, up(Fraction(k) * Fraction(tail) * _exp_up(2 * slack)))
+
+
+def _exp_up(x: float) -> Fraction:
+    """An upper bound of ``e^x`` for small ``x >= 0`` (``1 + x + x^2`` while ``x <= 1``)."""
+    return 1 + Fraction(x) + Fraction(x) ** 2
+
+
+def _exceeds(parts: list[tuple[int, npt.NDArray[np.int64]]], tau: int) -> npt.NDArray[np.bool_]:
+    """``sum_i c_i x_i > tau`` exactly: in int64 when no partial sum can overflow, else as
+    Python integers."""
+    bound = abs(tau)
+    for c, x in parts:
+        bound += c * (int(np.max(np.abs(x))) if x.size else 0)
+    if bound < 1 << 62:
+        total = np.zeros(parts[0][1].shape, dtype=np.int64)
+        for c, x in parts:
+            total += np.int64(c) * x
+        out: npt.NDArray[np.bool_] = total > tau
+        return out
+    obj = np.zeros(parts[0][1].shape, dtype=object)
+    for c, x in parts:
+        obj = obj + c * x.astype(object)
+    return np.asarray(obj > tau, dtype=np.bool_)
