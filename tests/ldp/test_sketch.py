@@ -167,3 +167,41 @@ def test_auditor_on_the_client(cls: Any) -> None:
 
     bad = audit_ldp(Broken(), samples=20_000, confidence=conf, source=_src(5))
     assert bad.violated
+
+
+@pytest.mark.parametrize("domain", [2, 257, 70_000, 1 << 20, (1 << 20) + 3, (1 << 33) - 1])
+def test_server_tables_hash_the_whole_domain_as_the_client(domain: int) -> None:
+    # the server derives only the table entries an item below the domain size can read; the
+    # largest items (top byte at its maximum) and small ones must still hash as on the device
+    kw = {"epsilon": 1.0, "domain": domain, "width": 64, "hashes": 5, "hash_seed": domain}
+    server, device = ldp.CMS(**kw), client.CMS(**kw)
+    items = np.unique(np.r_[0, 1, domain - 1, domain - 2, _src(domain).integers(domain, 40)])
+    items = items[(items >= 0) & (items < domain)]
+    rows = np.arange(items.size) % 5
+    assert server.cells(rows, items).tolist() == [
+        device.cell(int(j), int(x)) for j, x in zip(rows, items, strict=True)
+    ]
+    assert server.all_cells(items)[rows, np.arange(items.size)].tolist() == (
+        server.cells(rows, items).tolist()
+    )
+
+
+@pytest.mark.parametrize(("width", "hashes", "users"), [(1024, 3, 2_000), (8, 2, 1_300), (4, 5, 7)])
+def test_cms_statistic_counts_every_bit(width: int, hashes: int, users: int) -> None:
+    # the packed counter (8 cells per word, runs of at most 255 reports) against a plain count
+    # of the unpacked bits; 2,000 users on 3 functions put more than 255 reports on a function
+    proto = ldp.CMS(epsilon=2.0, domain=1 << 20, width=width, hashes=hashes)
+    src = _src(width + users)
+    reports = proto.randomize_many(src.integers(1 << 20, users), source=src)
+    j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
+    bits = np.unpackbits(reports[:, 2:], axis=1, bitorder="little")[:, :width]
+    want = np.zeros((hashes, width), dtype=np.int64)
+    for row in range(hashes):
+        want[row] = bits[j == row].sum(axis=0)
+    assert np.bincount(j, minlength=hashes).max() > 255 or users < 255
+    assert proto.statistic(reports).tolist() == want.reshape(-1).tolist()
+    # a function whose every report has every bit set: counts beyond one byte carry right
+    wide = ldp.CMS(epsilon=2.0, domain=1 << 20, width=64, hashes=2)
+    full = np.full((600, 2 + 8), 0xFF, dtype=np.uint8)
+    full[:, 0] = full[:, 1] = 0
+    assert wide.statistic(full).reshape(2, 64).tolist() == [[600] * 64, [0] * 64]

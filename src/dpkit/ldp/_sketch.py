@@ -76,19 +76,22 @@ class SketchOracle(FrequencyOracle):
     def _tables_np(self) -> npt.NDArray[np.uint64]:
         """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes).
 
-        Items are below the domain size ``d``, so their bytes beyond those of ``d - 1`` are 0:
-        of those tables only entry 0 is ever read, and only it is derived (the other entries
-        stay 0)."""
+        Items are below the domain size ``d``, so byte ``i`` of an item is at most byte ``i``
+        of ``d - 1`` when the bytes above it are those of ``d - 1`` and 0 beyond them: only
+        those entries are ever read, and only they are derived (a table's first ``8 e`` bytes
+        are its first ``e`` entries, SHAKE's shorter outputs being prefixes of its longer ones;
+        the other entries stay 0)."""
         if self._np_tables is None:
-            need = max(1, ((self._d - 1).bit_length() + 7) // 8)
+            top = self._d - 1
+            need = max(1, (top.bit_length() + 7) // 8)
+            # entries of table i ever read: all 256 below the top byte, up to its value there
+            sizes = [256] * (need - 1) + [((top >> (8 * (need - 1))) & 0xFF) + 1]
+            sizes += [1] * (8 - need)
             out = np.zeros((self._k, 8, 256), dtype=np.uint64)
             for j in range(self._k):
-                for i in range(need):
-                    out[j, i] = np.frombuffer(_c.sketch_table_bytes(self._seed, j, i), dtype="<u8")
-                for i in range(need, 8):
-                    out[j, i, 0] = int.from_bytes(
-                        _c.sketch_table_bytes(self._seed, j, i, 8), "little"
-                    )
+                for i, e in enumerate(sizes):
+                    raw = _c.sketch_table_bytes(self._seed, j, i, 8 * e)
+                    out[j, i, :e] = np.frombuffer(raw, dtype="<u8")
             self._np_tables = out
         return self._np_tables
 
@@ -272,21 +275,42 @@ class CMS(SketchOracle, _c.CMS):
         return out, len(seq) - len(good_j)
 
     def statistic(self, reports: npt.NDArray[np.uint8]) -> IntArray:
-        """The ``k x m`` table of bit counts, flattened (additive across batches)."""
+        """The ``k x m`` table of bit counts, flattened (additive across batches).
+
+        Counted eight bits at a time: each report byte becomes a ``uint64`` holding its eight
+        bits in eight separate bytes (:data:`_SPREAD`), so adding such words adds eight cell
+        counters at once; the reports are sorted by function and summed in runs of at most 255
+        (no counter can carry into its neighbour), then the runs' bytes are added to the table.
+        """
         j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
-        table = np.zeros((self._k, self._m), dtype=np.int64)
+        table = np.zeros((self._k, self._nb * 8), dtype=np.int64)
+        if not j.size:
+            return table[:, : self._m].reshape(-1)
         order = np.argsort(j, kind="stable")
-        step = 1 << 15
-        for lo in range(0, order.size, step):
-            idx = order[lo : lo + step]
-            jj = j[idx]
-            bits = np.unpackbits(reports[idx, 2:], axis=1, bitorder="little")[:, : self._m]
-            starts = np.flatnonzero(np.r_[True, jj[1:] != jj[:-1]])
-            table[jj[starts]] += np.add.reduceat(bits, starts, axis=0, dtype=np.int64)
-        return table.reshape(-1)
+        js = j[order]
+        pos = np.arange(js.size, dtype=np.int64)
+        first = np.flatnonzero(np.r_[True, js[1:] != js[:-1]])
+        run_start = np.repeat(first, np.diff(np.r_[first, js.size]))
+        starts = np.flatnonzero((pos - run_start) % 255 == 0)  # runs of <= 255 per function
+        step = 1 << 8  # runs per chunk: at most 65,280 reports, 1 KiB of words each (m = 1024)
+        for lo in range(0, starts.size, step):
+            seg = starts[lo : lo + step]
+            hi = int(starts[lo + step]) if lo + step < starts.size else js.size
+            words = _SPREAD[reports[order[seg[0] : hi], 2:]]  # (rows, nb): 8 counters a word
+            sums = np.add.reduceat(words, seg - seg[0], axis=0)
+            counts = sums.view(np.uint8).reshape(seg.size, -1).astype(np.int64)
+            fn = js[seg]
+            firsts = np.flatnonzero(np.r_[True, fn[1:] != fn[:-1]])
+            table[fn[firsts]] += np.add.reduceat(counts, firsts, axis=0)
+        return table[:, : self._m].reshape(-1)
 
     def _cell_table(self, stat: IntArray) -> IntArray:
         return stat.reshape(self._k, self._m)
+
+
+_SPREAD = np.array(
+    [sum(((v >> i) & 1) << (8 * i) for i in range(8)) for v in range(256)], dtype="<u8"
+)  # byte v -> its bits i in byte i of a little-endian word (CMS.statistic)
 
 
 def _fwht_rows(a: IntArray) -> IntArray:
