@@ -205,3 +205,18 @@ def test_cms_statistic_counts_every_bit(width: int, hashes: int, users: int) -> 
     full = np.full((600, 2 + 8), 0xFF, dtype=np.uint8)
     full[:, 0] = full[:, 1] = 0
     assert wide.statistic(full).reshape(2, 64).tolist() == [[600] * 64, [0] * 64]
+
+
+@pytest.mark.parametrize("width", [4, 1024, 1 << 15])
+def test_hcms_support_counts_match_a_direct_count(width: int) -> None:
+    # the server's Walsh-Hadamard transform (matrix products up to 2^14 columns, butterflies
+    # beyond) against counting, report by report, those that agree with an item's sign
+    proto = ldp.HCMS(epsilon=1.0, domain=1 << 20, width=width, hashes=3)
+    src = _src(width)
+    reports = proto.randomize_many(src.integers(1 << 20, 3_000), source=src)
+    items = np.r_[0, (1 << 20) - 1, src.integers(1 << 20, 8)]
+    cells = proto.all_cells(items)  # (hashes, items)
+    j, col, b = reports[:, 0], reports[:, 1], reports[:, 2]
+    sign = np.bitwise_count(cells[j] & col[:, None]) & 1  # 0: the item's coefficient is +1
+    want = ((sign == 0) == (b[:, None] == 1)).sum(axis=0)
+    assert proto.query(proto.statistic(reports), items).tolist() == want.tolist()

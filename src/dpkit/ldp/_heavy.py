@@ -128,6 +128,12 @@ class PEM(_c.PEM):
         """The sketch of each group."""
         return tuple(self._groups)
 
+    def derive_tables(self) -> None:
+        """Derive every group's public hash tables now (see
+        :meth:`~dpkit.ldp.SketchOracle.derive_tables`)."""
+        for sketch in self._groups:
+            sketch.derive_tables()
+
     def encode_many(self, values: Any) -> IntArray:
         """Items as int64; refuses anything outside ``[0, 2**bits)`` (``ValueError``)."""
         arr = np.asarray(values)
@@ -485,6 +491,12 @@ class SFP(TreeHistogram, _c.SFP):
             )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None
+
+    def derive_tables(self) -> None:
+        super().derive_tables()
+        hasher = self._hasher
+        assert isinstance(hasher, SketchOracle)  # the server's sketch classes
+        hasher.derive_tables()
 
     def word_hashes(self, x: Any) -> IntArray:
         """``r(x)`` of many items (the vectorised :meth:`word_hash`)."""

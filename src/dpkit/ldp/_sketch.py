@@ -95,6 +95,12 @@ class SketchOracle(FrequencyOracle):
             self._np_tables = out
         return self._np_tables
 
+    def derive_tables(self) -> None:
+        """Derive the public hash tables now instead of at the first report or query: a
+        one-off setup (about ``8 hashes`` SHAKE-256 calls) a server can do before reports
+        arrive."""
+        self._tables_np()
+
     def cells(self, rows: Any, items: Any) -> IntArray:
         """``h_rows(items)`` elementwise (broadcast), the vectorised :meth:`cell`."""
         flat = self._tables_np().reshape(-1)
@@ -112,14 +118,21 @@ class SketchOracle(FrequencyOracle):
         return (h & np.uint64(self._m - 1)).astype(np.int64)
 
     def all_cells(self, items: Any) -> IntArray:
-        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (row by row, so
-        each row's 16 KiB of tables stays in cache)."""
+        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (all functions at
+        once for few items; else row by row, so each row's 16 KiB of tables stays in cache)."""
         tables = self._tables_np()
         x = np.asarray(items, dtype=np.int64).reshape(-1)
         nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
         idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
-        out = np.empty((self._k, x.size), dtype=np.int64)
         mask = np.uint64(self._m - 1)
+        if x.size * self._k <= 1 << 21:  # few items: every function at once (no row loop)
+            zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
+            hh = tables[:, 0, idx[0]] ^ zeros[:, None]
+            for i in range(1, nbytes):
+                hh ^= tables[:, i, idx[i]]
+            cells: IntArray = (hh & mask).astype(np.int64)
+            return cells
+        out = np.empty((self._k, x.size), dtype=np.int64)
         for j in range(self._k):
             t = tables[j]
             zero = np.uint64(0)
@@ -314,9 +327,13 @@ _SPREAD = np.array(
 
 
 def _fwht_rows(a: IntArray) -> IntArray:
-    """Unnormalised fast Walsh-Hadamard transform of every row (exact, integers)."""
-    a = a.copy()
+    """Unnormalised fast Walsh-Hadamard transform of every row (exact, integers): as two
+    matrix products (:func:`_hadamard_product_rows`) for sketch widths up to 2^14 when float64
+    is exact, else by butterflies."""
     rows, size = a.shape
+    if 4 <= size <= 1 << 14 and int(np.abs(a).sum(axis=1).max(initial=0)) < 1 << 52:
+        return _hadamard_product_rows(a)
+    a = a.copy()
     h = 1
     while h < size:
         v = a.reshape(rows, -1, 2, h)
@@ -325,6 +342,28 @@ def _fwht_rows(a: IntArray) -> IntArray:
         v[:, :, 1, :] = x - y
         h *= 2
     return a
+
+
+def _hadamard(size: int) -> npt.NDArray[np.float64]:
+    """The ``size x size`` Sylvester-Hadamard matrix, ``H[i, l] = (-1)^popcount(i & l)``."""
+    idx = np.arange(size, dtype=np.uint64)
+    return np.where(np.bitwise_count(idx[:, None] & idx[None, :]) & 1, -1.0, 1.0)
+
+
+def _hadamard_product_rows(a: IntArray) -> IntArray:
+    """The same transform as two matrix products: with ``size = 2^(b1 + b2)`` and index
+    ``l = 2^b2 l1 + l0``, ``popcount(i & l)`` splits over the two halves of the bits, so
+    ``H_size = H_(2^b1) kron H_(2^b2)`` and each row, read as a ``2^b1 x 2^b2`` matrix ``D``,
+    transforms to ``H_(2^b1) D H_(2^b2)``. Exact in float64 while every partial sum stays below
+    ``2^53``: the caller checks that each row's absolute sum is below ``2^52``."""
+    rows, size = a.shape
+    bits = size.bit_length() - 1
+    lo = bits // 2
+    left, right = _hadamard(1 << (bits - lo)), _hadamard(1 << lo)
+    d = a.astype(np.float64).reshape(rows, 1 << (bits - lo), 1 << lo)
+    w = np.matmul(np.matmul(left, d), right)
+    out: IntArray = np.rint(w).astype(np.int64).reshape(rows, size)
+    return out
 
 
 class HCMS(SketchOracle, _c.HCMS):
