@@ -220,3 +220,28 @@ def test_hcms_support_counts_match_a_direct_count(width: int) -> None:
     sign = np.bitwise_count(cells[j] & col[:, None]) & 1  # 0: the item's coefficient is +1
     want = ((sign == 0) == (b[:, None] == 1)).sum(axis=0)
     assert proto.query(proto.statistic(reports), items).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0, 7.0])
+def test_olh_sketch_width_and_variance_against_the_closed_form(epsilon: float) -> None:
+    # Wang et al. 2017: with keep probability p = e^eps / (e^eps + g - 1) and q = 1/g an item's
+    # count has variance n q(1-q)/(p-q)^2 + n_v (1 - p - q)/(p - q) (no heavy collisions),
+    # minimised over real g at g = e^eps + 1; the default width is the best power of two
+    proto = ldp.OLHSketch(epsilon=epsilon, domain=1 << 30)
+    e = math.exp(proto.run_epsilon)
+
+    def closed(g: int, n: int, f: float) -> float:
+        p, q = e / (e + g - 1), 1.0 / g
+        return n * q * (1 - q) / (p - q) ** 2 + n * f * (1 - p - q) / (p - q)
+
+    widths = [1 << b for b in range(1, 17)]
+    assert proto.width == min(widths, key=lambda g: closed(g, 1, 0.0))
+    assert (e + 1) / 2 <= proto.width <= 2 * (e + 1)
+    for g in (2, proto.width, 4 * proto.width):
+        sk = ldp.OLHSketch(epsilon=epsilon, domain=1 << 30, width=g)
+        for n, f in ((1, 0.0), (10_000, 0.0), (10_000, 0.3)):
+            assert sk.variance(n, f) == pytest.approx(closed(g, n, f), rel=1e-9)
+    # the chosen width beats both neighbours of the power-of-two grid
+    for g in (proto.width // 2, proto.width * 2):
+        if g >= 2:
+            assert closed(proto.width, 1, 0.0) <= closed(g, 1, 0.0)
