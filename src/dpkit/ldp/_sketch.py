@@ -183,11 +183,23 @@ class SketchOracle(FrequencyOracle):
         table = self._cell_table(stat)
         offsets = (np.arange(self._k, dtype=np.int64) * self._m)[:, None]
         flat = table.reshape(-1)
+        if x.size * self._k <= 1 << 21:  # few items: every function at once
+            out = np.take(flat, self.all_cells(x) + offsets).sum(axis=0)
+            return self._support_from_cells(stat, out)
+        # many items: function by function, adding each row's counts as its cells come
+        tables = self._tables_np()
+        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8)
+        idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
+        zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
+        mask = np.uint64(self._m - 1)
         out = np.zeros(x.size, dtype=np.int64)
-        step = max(1, (1 << 22) // self._k)
-        for lo in range(0, x.size, step):
-            cells = self.all_cells(x[lo : lo + step])
-            out[lo : lo + step] = np.take(flat, cells + offsets).sum(axis=0)
+        for j in range(self._k):
+            t = tables[j]
+            h = t[0][idx[0]] ^ zeros[j]
+            for i in range(1, nbytes):
+                h ^= t[i][idx[i]]
+            h &= mask
+            out += table[j][h.astype(np.intp)]
         return self._support_from_cells(stat, out)
 
     @abc.abstractmethod
