@@ -52,6 +52,20 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
+def _checked(
+    epsilon: Any, bits: Any, width: Any, hashes: Any, hash_seed: Any
+) -> tuple[float, int, int | None, int | None, int]:
+    """The shared parameters of the heavy-hitter protocols, validated (dpkit errors)."""
+    eps = _epsilon(epsilon)
+    b = check_integer(bits, name="bits", minimum=2, maximum=62)
+    if width is not None:
+        width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
+    if hashes is not None:
+        hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
+    seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
+    return eps, b, width, hashes, seed
+
+
 @dataclasses.dataclass(frozen=True)
 class HeavyHitters:
     """Discovered items, largest estimate first, with estimated counts and normal intervals."""
@@ -97,13 +111,7 @@ class PEM(_c.PEM):
         hashes: int | None = None,
         hash_seed: int = 0,
     ) -> None:
-        eps = _epsilon(epsilon)
-        b = check_integer(bits, name="bits", minimum=2, maximum=62)
-        if width is not None:
-            width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
-        if hashes is not None:
-            hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
-        seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
+        eps, b, width, hashes, seed = _checked(epsilon, bits, width, hashes, hash_seed)
         try:
             super().__init__(  # the device-side class of the same name (cooperative)
                 epsilon=eps,
@@ -469,14 +477,8 @@ class SFP(TreeHistogram, _c.SFP):
         hashes: int | None = None,
         hash_seed: int = 0,
     ) -> None:
-        eps = _epsilon(epsilon)
-        b = check_integer(bits, name="bits", minimum=2, maximum=62)
+        eps, b, width, hashes, seed = _checked(epsilon, bits, width, hashes, hash_seed)
         hb = check_integer(hash_bits, name="hash_bits", minimum=1, maximum=16)
-        if width is not None:
-            width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
-        if hashes is not None:
-            hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
-        seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
         try:
             _c.SFP.__init__(
                 self,
