@@ -14,11 +14,13 @@ Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run;
 
 Second part (section ``ldp-heavy``): heavy hitters and sketches. Zipf(1.1) over 65,536 distinct
 items placed at random in a 2^20 or 2^32 domain, 1M and 10M users, epsilon 1, 2, 4: dpkit's PEM
-(with each of its two oracles, Hadamard count-mean sketches and OLH over public hash functions)
-and TreeHistogram find the top 100; precision and recall against the true top 100,
+(with each of its two oracles, Hadamard count-mean sketches and OLH over public hash functions),
+TreeHistogram and SFP (Apple's sequence fragment puzzle) find the top 100; precision and recall
+against the true top 100,
 the relative error of the estimated counts of the true heavy hitters it found, and clients +
 server time. Apple's sketches (CMS, HCMS) estimate the counts of the true top 100 from 1M
-users. pure-ldp's PEM, TreeHistogram (over its HCMS oracle) and Apple CMS/HCMS run in their own
+users. pure-ldp's PEM and TreeHistogram (over its HCMS oracle, epsilon 1, 2 and 4) and Apple
+CMS/HCMS (epsilon 4) run in their own
 virtual environment (``--pure-ldp-python``, default ``.venv-pureldp/bin/python``, made by
 ``make .venv-pureldp/bin/python``: pure-ldp needs numpy < 1.26 and xxhash < 4) through
 ``benchmarks/shared/pure_ldp_worker.py``, one process per run with a time limit, at 10k, 100k
@@ -384,7 +386,7 @@ HH_DISTINCT = 1 << 16
 HH_TOP = 100
 HH_USERS = (200_000,) if QUICK else (1_000_000, 10_000_000)
 HH_EPS = (1.0, 2.0, 4.0)
-PEER_EPS = 4.0
+PEER_EPS = (1.0, 2.0, 4.0)  # heavy hitters; the sketches beside pure-ldp run at the last
 PEER_BITS = 20
 PEER_LADDER = (2_000, 20_000) if QUICK else (10_000, 100_000, 1_000_000)
 PEER_TIMEOUT = 60.0 if QUICK else 300.0  # seconds per pure-ldp run
@@ -398,7 +400,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # pure-ldp needs numpy < 1.26 for its sketches: its own environment (``make .venv-pureldp``)
 PURE_LDP_PYTHON = _arg("--pure-ldp-python", os.path.join(_ROOT, ".venv-pureldp", "bin", "python"))
 WORKER = os.path.join(_ROOT, "benchmarks", "shared", "pure_ldp_worker.py")
-CMS_USERS = 200_000  # dpkit's CMS server unpacks 1,024 bits per report: the slow sketch
+CMS_USERS = 1_000_000
 
 
 def _hh_population(n: int, bits: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -410,12 +412,14 @@ def _hh_population(n: int, bits: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return items[ranks], items, counts
 
 
-HH_METHODS = ("PEM hcms", "PEM olh", "TreeHistogram")
+HH_METHODS = ("PEM hcms", "PEM olh", "TreeHistogram", "SFP")
 
 
 def _hh_protocol(method: str, eps: float, bits: int) -> Any:
     if method == "TreeHistogram":
         return ldp.TreeHistogram(epsilon=eps, bits=bits)
+    if method == "SFP":
+        return ldp.SFP(epsilon=eps, bits=bits)
     return ldp.PEM(epsilon=eps, bits=bits, oracle=method.split()[1])
 
 
@@ -436,7 +440,7 @@ def run_pem(n: int, bits: int, eps: float, method: str, top: int = HH_TOP) -> di
     hits = [i for i in found if i in true_top]
     rel = [abs(found[i] - true_top[i]) / true_top[i] for i in hits]
     return {
-        "method": method if method != "TreeHistogram" else f"TreeHistogram {proto.oracle}",
+        "method": method if method.startswith("PEM") else f"{method} {proto.oracle}",
         "default": proto.oracle == ldp.PEM(epsilon=eps, bits=bits).oracle,
         "n": n,
         "bits": bits,
@@ -531,6 +535,14 @@ def run_pure_ldp(
     return res
 
 
+def _setup(proto: Any) -> float:
+    """Seconds to derive the public hash tables, timed apart from the collection: pure-ldp's
+    timing likewise starts after its server has drawn its hash functions."""
+    start = time.perf_counter()
+    proto.derive_tables()
+    return time.perf_counter() - start
+
+
 def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
     """pure-ldp at 10x larger populations while the last run, scaled by 10, fits the limit;
     dpkit's default and its same-oracle (HCMS) configuration on the same users beside it."""
@@ -546,6 +558,7 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
                 pr["mse"] = float(np.mean((np.asarray(pr["counts"]) - truth) ** 2))
             cls = ldp.CMS if kind == "CMS" else ldp.HCMS
             proto = cls(epsilon=eps, domain=1 << PEER_BITS, width=1024, hashes=1024)
+            setup = _setup(proto)
             start = time.perf_counter()
             agg = proto.aggregator()
             for lo in range(0, n, BATCH):
@@ -555,6 +568,7 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
                 {
                     "name": repr(proto),
                     "time": time.perf_counter() - start,
+                    "setup": setup,
                     "mse": float(np.mean((est.raw_counts - truth) ** 2)),
                 }
             ]
@@ -568,6 +582,7 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
                 proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle)
                 if oracle == "hcms" and mine and mine[0]["name"] == repr(proto):
                     continue
+                setup = _setup(proto)
                 start = time.perf_counter()
                 agg = proto.aggregator()
                 for lo in range(0, n, 1 << 20):
@@ -575,10 +590,19 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
                 hh = agg.heavy_hitters(top=top)
                 elapsed = time.perf_counter() - start
                 res = _score(hh.items.tolist(), hh.counts.tolist(), true_top, top)
-                res.update(name=repr(proto), time=elapsed, default=oracle == "auto")
+                res.update(name=repr(proto), time=elapsed, setup=setup, default=oracle == "auto")
                 mine.append(res)
         print(kind, n, {k: v for k, v in pr.items() if k not in ("items", "counts")}, flush=True)
-        rows.append({"kind": kind, "n": n, "peer": pr, "dpkit": mine, "load": os.getloadavg()[0]})
+        rows.append(
+            {
+                "kind": kind,
+                "eps": eps,
+                "n": n,
+                "peer": pr,
+                "dpkit": mine,
+                "load": os.getloadavg()[0],
+            }
+        )
         if pr["time"] is None or 10 * pr["time"] > PEER_TIMEOUT:
             break
     return rows
@@ -614,8 +638,11 @@ def main_heavy() -> None:
     # pure-ldp in its own environment, at growing populations, dpkit beside it on the same users
     peers: list[dict[str, Any]] = []
     if os.path.exists(PURE_LDP_PYTHON):
-        for kind in ("PEM", "TreeHistogram", "CMS", "HCMS"):
-            peers += peer_ladder(kind, PEER_EPS, HH_TOP)
+        for eps in PEER_EPS:
+            for kind in ("PEM", "TreeHistogram"):
+                peers += peer_ladder(kind, eps, HH_TOP)
+        for kind in ("CMS", "HCMS"):
+            peers += peer_ladder(kind, PEER_EPS[-1], HH_TOP)
     long = run_longitudinal()
     _write_heavy(pem, sketches, peers, long, load0, os.getloadavg()[0])
 
@@ -669,20 +696,21 @@ SKETCH_NOTE = (
 def _peer_lines(peers: list[dict[str, Any]]) -> list[str]:
     lines = [
         "",
-        f"### Beside pure-ldp (2^{PEER_BITS} domain, epsilon {PEER_EPS:g}, top {HH_TOP}, "
-        "same users)",
+        f"### Beside pure-ldp (2^{PEER_BITS} domain, top {HH_TOP}, same users)",
         "",
     ]
     if not peers:
         return [*lines, f"pure-ldp's environment ({PURE_LDP_PYTHON}) is missing: not run."]
     lines += [
         f"Each pure-ldp run is a separate process with a {PEER_TIMEOUT:.0f} s limit; its time "
-        "is clients + server as measured inside that process (imports excluded). Load = 1-min "
-        "load average after the row.",
+        "is clients + server as measured inside that process (imports and the construction of "
+        "its server, which draws its hash functions, excluded). dpkit's time likewise excludes "
+        "deriving its public hash tables (`derive_tables()`), shown apart as setup. Load = "
+        "1-min load average after the row.",
         "",
-        "| method | users | library | recall | precision | relative error | time (s) | "
-        "dpkit speed-up | load |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| method | epsilon | users | library | recall | precision | relative error | time (s) "
+        "| setup (s) | dpkit speed-up | load |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in peers:
         if row["kind"] in ("CMS", "HCMS"):
@@ -692,25 +720,28 @@ def _peer_lines(peers: list[dict[str, Any]]) -> list[str]:
             name = f"**dpkit** `{m['name']}`" + (" (default)" if m["default"] else "")
             up = f"{pr['time'] / m['time']:,.0f}x" if pr["time"] is not None else ""
             lines.append(
-                f"| {row['kind']} | {row['n']:,} | {name} | **{m['recall']:.2f}** | "
-                f"{m['precision']:.2f} | {m['rel_err']:.3f} | **{m['time']:.2f}** | {up} | "
-                f"{row['load']:.1f} |"
+                f"| {row['kind']} | {row['eps']:g} | {row['n']:,} | {name} | "
+                f"**{m['recall']:.2f}** | {m['precision']:.2f} | {m['rel_err']:.3f} | "
+                f"**{m['time']:.2f}** | {m['setup']:.2f} | {up} | {row['load']:.1f} |"
             )
         if pr["time"] is None:
-            lines.append(f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['why']} | | | | | |")
+            lines.append(
+                f"| {row['kind']} | {row['eps']:g} | {row['n']:,} | pure-ldp | {pr['why']} "
+                "| | | | | | |"
+            )
         else:
             lines.append(
-                f"| {row['kind']} | {row['n']:,} | pure-ldp (HCMS oracle) | {pr['recall']:.2f} | "
-                f"{pr['precision']:.2f} | {pr['rel_err']:.3f} | {pr['time']:.1f} | | "
-                f"{row['load']:.1f} |"
+                f"| {row['kind']} | {row['eps']:g} | {row['n']:,} | pure-ldp (HCMS oracle) | "
+                f"{pr['recall']:.2f} | {pr['precision']:.2f} | {pr['rel_err']:.3f} | "
+                f"{pr['time']:.1f} | | | {row['load']:.1f} |"
             )
     lines += [
         "",
-        f"Apple's sketches on the same users: MSE of the counts of the true top {HH_TOP} "
-        "(1024 x 1024 sketch).",
+        f"Apple's sketches on the same users, epsilon {PEER_EPS[-1]:g}: MSE of the counts of "
+        f"the true top {HH_TOP} (1024 x 1024 sketch).",
         "",
-        "| sketch | users | library | MSE | time (s) | dpkit speed-up | load |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| sketch | users | library | MSE | time (s) | setup (s) | dpkit speed-up | load |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in peers:
         if row["kind"] not in ("CMS", "HCMS"):
@@ -719,14 +750,14 @@ def _peer_lines(peers: list[dict[str, Any]]) -> list[str]:
         up = f"{pr['time'] / m['time']:,.0f}x" if pr["time"] is not None else ""
         lines.append(
             f"| {row['kind']} | {row['n']:,} | **dpkit** `{m['name']}` | {m['mse']:,.0f} | "
-            f"**{m['time']:.2f}** | {up} | {row['load']:.1f} |"
+            f"**{m['time']:.2f}** | {m['setup']:.2f} | {up} | {row['load']:.1f} |"
         )
         if pr["time"] is None:
-            lines.append(f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['why']} | | | |")
+            lines.append(f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['why']} | | | | |")
         else:
             lines.append(
                 f"| {row['kind']} | {row['n']:,} | pure-ldp | {pr['mse']:,.0f} | "
-                f"{pr['time']:.1f} | | {row['load']:.1f} |"
+                f"{pr['time']:.1f} | | | {row['load']:.1f} |"
             )
     return [*lines, "", PEER_NOTE]
 
@@ -750,7 +781,7 @@ def _write_heavy(
         f"Load average (1 min) at start / end: {load0:.1f} / {load1:.1f} on "
         f"{os.cpu_count()} cores (shared machine).",
         "",
-        f"### Heavy hitters: dpkit PEM and TreeHistogram, top {HH_TOP}",
+        f"### Heavy hitters: dpkit PEM, TreeHistogram and SFP, top {HH_TOP}",
         "",
         "Recall = share of the true top 100 found; precision = share of the 100 returned "
         "items that are truly in the top 100; relative error = median over the true heavy "

@@ -118,8 +118,17 @@ def test_heavy_hitters_with_treehist() -> None:
     assert res.exit_code == 0, res.output
     out = re.sub(r"\s+", " ", res.output)
     assert "TreeHistogram(" in out and "recall of the true top 3: 1.00" in out
-    bad = runner.invoke(root_app, [*args, "--method", "sfp"])
+    bad = runner.invoke(root_app, [*args, "--method", "apple"])
     assert bad.exit_code != 0
+
+
+def test_heavy_hitters_with_sfp() -> None:
+    args = ["ldp", "heavy-hitters", "--users", "200000", "--top", "3", "--epsilon", "4"]
+    sfp = ["--seed", "2", "--zipf", "1.5", "--method", "sfp", "--bits", "20"]
+    res = runner.invoke(root_app, [*args, *sfp])
+    assert res.exit_code == 0, res.output
+    out = re.sub(r"\s+", " ", res.output)
+    assert "SFP(" in out and "recall of the true top 3: 1.00" in out
 
 
 def test_shuffle_prints_the_central_epsilon() -> None:

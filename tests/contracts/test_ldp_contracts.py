@@ -177,7 +177,22 @@ class TestTreeHistogramContract(_HeavyHitter):
     cls = ldp.TreeHistogram
 
 
-HEAVY_HITTERS = {ldp.PEM: TestPEMContract, ldp.TreeHistogram: TestTreeHistogramContract}
+class TestSFPContract(_HeavyHitter):
+    cls = ldp.SFP
+    kwargs: ClassVar[dict[str, Any]] = {
+        "bits": 3,
+        "lengths": (1, 3),
+        "hash_bits": 1,
+        "width": 2,
+        "hashes": 2,
+    }
+
+
+HEAVY_HITTERS = {
+    ldp.PEM: TestPEMContract,
+    ldp.TreeHistogram: TestTreeHistogramContract,
+    ldp.SFP: TestSFPContract,
+}
 
 ENROLLED = {
     ldp.RandomizedResponse: TestRandomizedResponseContract,

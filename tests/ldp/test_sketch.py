@@ -167,3 +167,81 @@ def test_auditor_on_the_client(cls: Any) -> None:
 
     bad = audit_ldp(Broken(), samples=20_000, confidence=conf, source=_src(5))
     assert bad.violated
+
+
+@pytest.mark.parametrize("domain", [2, 257, 70_000, 1 << 20, (1 << 20) + 3, (1 << 33) - 1])
+def test_server_tables_hash_the_whole_domain_as_the_client(domain: int) -> None:
+    # the server derives only the table entries an item below the domain size can read; the
+    # largest items (top byte at its maximum) and small ones must still hash as on the device
+    kw = {"epsilon": 1.0, "domain": domain, "width": 64, "hashes": 5, "hash_seed": domain}
+    server, device = ldp.CMS(**kw), client.CMS(**kw)
+    items = np.unique(np.r_[0, 1, domain - 1, domain - 2, _src(domain).integers(domain, 40)])
+    items = items[(items >= 0) & (items < domain)]
+    rows = np.arange(items.size) % 5
+    assert server.cells(rows, items).tolist() == [
+        device.cell(int(j), int(x)) for j, x in zip(rows, items, strict=True)
+    ]
+    assert server.all_cells(items)[rows, np.arange(items.size)].tolist() == (
+        server.cells(rows, items).tolist()
+    )
+
+
+@pytest.mark.parametrize(("width", "hashes", "users"), [(1024, 3, 2_000), (8, 2, 1_300), (4, 5, 7)])
+def test_cms_statistic_counts_every_bit(width: int, hashes: int, users: int) -> None:
+    # the packed counter (8 cells per word, runs of at most 255 reports) against a plain count
+    # of the unpacked bits; 2,000 users on 3 functions put more than 255 reports on a function
+    proto = ldp.CMS(epsilon=2.0, domain=1 << 20, width=width, hashes=hashes)
+    src = _src(width + users)
+    reports = proto.randomize_many(src.integers(1 << 20, users), source=src)
+    j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
+    bits = np.unpackbits(reports[:, 2:], axis=1, bitorder="little")[:, :width]
+    want = np.zeros((hashes, width), dtype=np.int64)
+    for row in range(hashes):
+        want[row] = bits[j == row].sum(axis=0)
+    assert np.bincount(j, minlength=hashes).max() > 255 or users < 255
+    assert proto.statistic(reports).tolist() == want.reshape(-1).tolist()
+    # a function whose every report has every bit set: counts beyond one byte carry right
+    wide = ldp.CMS(epsilon=2.0, domain=1 << 20, width=64, hashes=2)
+    full = np.full((600, 2 + 8), 0xFF, dtype=np.uint8)
+    full[:, 0] = full[:, 1] = 0
+    assert wide.statistic(full).reshape(2, 64).tolist() == [[600] * 64, [0] * 64]
+
+
+@pytest.mark.parametrize("width", [4, 1024, 1 << 15])
+def test_hcms_support_counts_match_a_direct_count(width: int) -> None:
+    # the server's Walsh-Hadamard transform (matrix products up to 2^14 columns, butterflies
+    # beyond) against counting, report by report, those that agree with an item's sign
+    proto = ldp.HCMS(epsilon=1.0, domain=1 << 20, width=width, hashes=3)
+    src = _src(width)
+    reports = proto.randomize_many(src.integers(1 << 20, 3_000), source=src)
+    items = np.r_[0, (1 << 20) - 1, src.integers(1 << 20, 8)]
+    cells = proto.all_cells(items)  # (hashes, items)
+    j, col, b = reports[:, 0], reports[:, 1], reports[:, 2]
+    sign = np.bitwise_count(cells[j] & col[:, None]) & 1  # 0: the item's coefficient is +1
+    want = ((sign == 0) == (b[:, None] == 1)).sum(axis=0)
+    assert proto.query(proto.statistic(reports), items).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0, 7.0])
+def test_olh_sketch_width_and_variance_against_the_closed_form(epsilon: float) -> None:
+    # Wang et al. 2017: with keep probability p = e^eps / (e^eps + g - 1) and q = 1/g an item's
+    # count has variance n q(1-q)/(p-q)^2 + n_v (1 - p - q)/(p - q) (no heavy collisions),
+    # minimised over real g at g = e^eps + 1; the default width is the best power of two
+    proto = ldp.OLHSketch(epsilon=epsilon, domain=1 << 30)
+    e = math.exp(proto.run_epsilon)
+
+    def closed(g: int, n: int, f: float) -> float:
+        p, q = e / (e + g - 1), 1.0 / g
+        return n * q * (1 - q) / (p - q) ** 2 + n * f * (1 - p - q) / (p - q)
+
+    widths = [1 << b for b in range(1, 17)]
+    assert proto.width == min(widths, key=lambda g: closed(g, 1, 0.0))
+    assert (e + 1) / 2 <= proto.width <= 2 * (e + 1)
+    for g in (2, proto.width, 4 * proto.width):
+        sk = ldp.OLHSketch(epsilon=epsilon, domain=1 << 30, width=g)
+        for n, f in ((1, 0.0), (10_000, 0.0), (10_000, 0.3)):
+            assert sk.variance(n, f) == pytest.approx(closed(g, n, f), rel=1e-9)
+    # the chosen width beats both neighbours of the power-of-two grid
+    for g in (proto.width // 2, proto.width * 2):
+        if g >= 2:
+            assert closed(proto.width, 1, 0.0) <= closed(g, 1, 0.0)

@@ -108,7 +108,8 @@ def heavy_hitters(
     method: str = typer.Option(
         "pem",
         "--method",
-        help="pem (prefix extension) or tree (TreeHist: half the users give unbiased counts)",
+        help="pem (prefix extension), tree (TreeHist: half the users give unbiased counts) or "
+        "sfp (Apple's sequence fragment puzzle)",
     ),
     seed: int | None = typer.Option(
         None,
@@ -116,14 +117,14 @@ def heavy_hitters(
         help="seed the simulation (insecure: reproducible runs only); default: secure randomness",
     ),
 ) -> None:
-    """Find the most frequent items of a Zipf population over a 2^bits domain (PEM or
-    TreeHist)."""
+    """Find the most frequent items of a Zipf population over a 2^bits domain (PEM, TreeHist
+    or SFP)."""
     console = Console()
     if users < 1 or distinct < 1 or not 2 <= bits <= 62:
         raise typer.BadParameter("--users and --distinct must be positive, --bits in [2, 62]")
-    methods = {"pem": ldp.PEM, "tree": ldp.TreeHistogram}
+    methods = {"pem": ldp.PEM, "tree": ldp.TreeHistogram, "sfp": ldp.SFP}
     if method not in methods:
-        raise typer.BadParameter("--method must be pem or tree")
+        raise typer.BadParameter("--method must be pem, tree or sfp")
     proto = methods[method](epsilon=epsilon, bits=bits, hashes=hashes)
     src = RandomSource(seed=seed, insecure=True) if seed is not None else RandomSource()
     ranks = zipf_population(src, users=users, domain=distinct, exponent=zipf)

@@ -11,9 +11,10 @@ Frequency oracles (Wang, Blocki, Li and Jha, USENIX Security 2017): :class:`Rand
 (Wang et al., ICDE 2019). Sketches for domains too large to list: :class:`CMS` and
 :class:`HCMS` (Apple's count-mean sketch and its Hadamard variant, 2017), :class:`OLHSketch`
 (optimal local hashing over public hash functions). Heavy hitters over such
-domains: :class:`PEM` (Wang et al., TDSC 2019) and :class:`TreeHistogram` (Bassily et al.,
-NeurIPS 2017). Repeated collection: :class:`RAPPOR` and
-:class:`LOLOHA` (Arcolezi et al., EDBT 2023). Shuffle-model accounting:
+domains: :class:`PEM` (Wang et al., TDSC 2019), :class:`TreeHistogram` (Bassily et al.,
+NeurIPS 2017) and :class:`SFP` (Apple's sequence fragment puzzle, 2017). Repeated
+collection: :class:`RAPPOR` and :class:`LOLOHA` (Arcolezi et al., EDBT 2023).
+Shuffle-model accounting:
 :class:`ShuffleBound` (Feldman, McMillan and Talwar 2021) and the reference :func:`shuffle`.
 """
 
@@ -27,8 +28,10 @@ from dpkit.ldp._aggregate import (
 from dpkit.ldp._exact import LdpCheck, check_ldp
 from dpkit.ldp._heavy import (
     PEM,
+    SFP,
     HeavyHitters,
     PemAggregator,
+    SfpAggregator,
     TreeHistAggregator,
     TreeHistogram,
 )
@@ -70,6 +73,7 @@ __all__ = [
     "PEM",
     "PROTOCOLS",
     "RAPPOR",
+    "SFP",
     "SUE",
     "Duchi",
     "FrequencyAggregator",
@@ -86,6 +90,7 @@ __all__ = [
     "PemAggregator",
     "Piecewise",
     "RandomizedResponse",
+    "SfpAggregator",
     "ShuffleBound",
     "SketchAggregator",
     "TreeHistAggregator",

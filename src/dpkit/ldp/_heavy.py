@@ -38,10 +38,32 @@ from dpkit.ldp._protocols import _epsilon
 from dpkit.ldp._sketch import HCMS, OLHSketch, SketchAggregator, SketchOracle
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["PEM", "HeavyHitters", "PemAggregator", "TreeHistAggregator", "TreeHistogram"]
+__all__ = [
+    "PEM",
+    "SFP",
+    "HeavyHitters",
+    "PemAggregator",
+    "SfpAggregator",
+    "TreeHistAggregator",
+    "TreeHistogram",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+def _checked(
+    epsilon: Any, bits: Any, width: Any, hashes: Any, hash_seed: Any
+) -> tuple[float, int, int | None, int | None, int]:
+    """The shared parameters of the heavy-hitter protocols, validated (dpkit errors)."""
+    eps = _epsilon(epsilon)
+    b = check_integer(bits, name="bits", minimum=2, maximum=62)
+    if width is not None:
+        width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
+    if hashes is not None:
+        hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
+    seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
+    return eps, b, width, hashes, seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,13 +111,7 @@ class PEM(_c.PEM):
         hashes: int | None = None,
         hash_seed: int = 0,
     ) -> None:
-        eps = _epsilon(epsilon)
-        b = check_integer(bits, name="bits", minimum=2, maximum=62)
-        if width is not None:
-            width = check_integer(width, name="width", minimum=2, maximum=1 << 20)
-        if hashes is not None:
-            hashes = check_integer(hashes, name="hashes", minimum=1, maximum=1 << 16)
-        seed = check_integer(hash_seed, name="hash_seed", minimum=0, maximum=(1 << 63) - 64)
+        eps, b, width, hashes, seed = _checked(epsilon, bits, width, hashes, hash_seed)
         try:
             super().__init__(  # the device-side class of the same name (cooperative)
                 epsilon=eps,
@@ -120,6 +136,12 @@ class PEM(_c.PEM):
         """The sketch of each group."""
         return tuple(self._groups)
 
+    def derive_tables(self) -> None:
+        """Derive every group's public hash tables now (see
+        :meth:`~dpkit.ldp.SketchOracle.derive_tables`)."""
+        for sketch in self._groups:
+            sketch.derive_tables()
+
     def encode_many(self, values: Any) -> IntArray:
         """Items as int64; refuses anything outside ``[0, 2**bits)`` (``ValueError``)."""
         arr = np.asarray(values)
@@ -143,9 +165,13 @@ class PEM(_c.PEM):
         for k, sketch in enumerate(self._groups):
             idx = np.flatnonzero(g == k)
             if idx.size:
-                prefix = x[idx] >> (self._bits - self._group_bits(k))
-                out[idx, 1:] = sketch._randomize_indices(prefix, src)
+                out[idx, 1:] = sketch._randomize_indices(self.group_values(k, x[idx]), src)
         return out
+
+    def group_values(self, g: int, x: IntArray) -> IntArray:
+        """The sketch indices group ``g`` reports for items ``x`` (the vectorised
+        :meth:`group_value`): their prefixes."""
+        return x >> (self._bits - self._group_bits(g))
 
     def _draw_groups(self, src: RandomSource, size: int) -> IntArray:
         """Each user's group, uniform over the groups (the law of :meth:`randomize`)."""
@@ -426,3 +452,157 @@ class TreeHistAggregator(PemAggregator):
 
 
 _PRUNE_Z = 2.0
+
+
+class SFP(TreeHistogram, _c.SFP):
+    """Apple's sequence fragment puzzle over sketches: see :class:`dpkit.ldp.client.SFP`.
+
+    The server estimates every ``(hash, fragment)`` pair of each fragment group and keeps
+    those above the pruning bar (as :class:`TreeHistogram`'s levels), joins the surviving
+    fragments of equal hash at every position into candidate items, drops the candidates whose
+    own hash differs, and counts the rest in the word group (half of the users, who took no
+    part in choosing the candidates). Array form of reports: ``int64`` rows ``(group, *sketch
+    report)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        bits: int,
+        lengths: Sequence[int] | None = None,
+        hash_bits: int = 8,
+        oracle: str = "auto",
+        width: int | None = None,
+        hashes: int | None = None,
+        hash_seed: int = 0,
+    ) -> None:
+        eps, b, width, hashes, seed = _checked(epsilon, bits, width, hashes, hash_seed)
+        hb = check_integer(hash_bits, name="hash_bits", minimum=1, maximum=16)
+        try:
+            _c.SFP.__init__(
+                self,
+                epsilon=eps,
+                bits=b,
+                lengths=lengths,
+                hash_bits=hb,
+                oracle=oracle,
+                width=width,
+                hashes=hashes,
+                hash_seed=seed,
+            )
+        except (TypeError, ValueError) as exc:
+            raise PrivacyParameterError(str(exc)) from None
+
+    def derive_tables(self) -> None:
+        super().derive_tables()
+        hasher = self._hasher
+        assert isinstance(hasher, SketchOracle)  # the server's sketch classes
+        hasher.derive_tables()
+
+    def word_hashes(self, x: Any) -> IntArray:
+        """``r(x)`` of many items (the vectorised :meth:`word_hash`)."""
+        hasher = self._hasher
+        assert isinstance(hasher, SketchOracle)  # the server's sketch classes
+        return hasher.cells(0, np.asarray(x, dtype=np.int64))
+
+    def group_values(self, g: int, x: IntArray) -> IntArray:
+        if g == len(self._lengths):
+            return x
+        size = self.fragment_bits(g)
+        fragment = (x >> (self._bits - self._lengths[g])) & ((1 << size) - 1)
+        return (self.word_hashes(x) << size) | fragment
+
+    def aggregator(self) -> SfpAggregator:
+        """A fresh :class:`SfpAggregator`."""
+        return SfpAggregator(self)
+
+
+_SFP_JOIN_LIMIT = 1 << 16  # candidate items assembled per hash value, at most
+
+
+class SfpAggregator(TreeHistAggregator):
+    """Accumulates SFP reports; malformed reports are dropped and counted, never raised."""
+
+    protocol: SFP
+
+    def __init__(self, protocol: SFP) -> None:
+        if not isinstance(protocol, SFP):
+            raise PrivacyParameterError(f"protocol must be a dpkit.ldp.SFP, got {protocol!r}")
+        PemAggregator.__init__(self, protocol)
+
+    def heavy_hitters(
+        self,
+        *,
+        top: int = 100,
+        keep: int | None = None,
+        threshold: float | None = None,
+        confidence: float = 0.95,
+    ) -> HeavyHitters:
+        """The ``top`` assembled items of largest count in the word group.
+
+        In each fragment group every ``(hash, fragment)`` pair is estimated; a pair survives
+        when its estimated count is at least ``threshold`` times the group's size or, by
+        default, ``2`` standard deviations of the estimate of a pair no one holds; at most the
+        ``keep`` largest survive (default ``2 top``). For each hash value the surviving
+        fragments of every position are joined (the smallest dropped first while the join
+        would exceed 65,536 items), the items whose hash is another value are discarded, and
+        the rest are counted in the word group.
+        """
+        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
+        keep = (
+            2 * top
+            if keep is None
+            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
+        )
+        if threshold is not None:
+            threshold = check_probability(threshold, name="threshold")
+        _z(confidence)
+        proto = self.protocol
+        n = self.n
+        sizes = tuple(a.n for a in self._aggs)
+        hb = proto.hash_bits
+        kept: list[tuple[IntArray, IntArray]] = []  # (hash, fragment) by decreasing estimate
+        for g in range(len(proto.lengths)):
+            agg, size = self._aggs[g], proto.fragment_bits(g)
+            if agg.n == 0:
+                return _empty(n, self._rejected, sizes, confidence)
+            pairs = np.arange(1 << (hb + size), dtype=np.int64)
+            raw = agg.estimate_items(pairs).raw_counts
+            if threshold is None:
+                bar = _PRUNE_Z * math.sqrt(proto.groups[g].variance(agg.n))
+            else:
+                bar = threshold * agg.n
+            ok = np.flatnonzero(raw >= bar)
+            ok = ok[np.argsort(-raw[ok], kind="stable")[:keep]]
+            kept.append((pairs[ok] >> size, pairs[ok] & ((1 << size) - 1)))
+        found = [self._join(kept, int(r)) for r in np.unique(kept[0][0])]
+        last = self._aggs[-1]
+        cand = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if cand.size == 0 or last.n == 0:
+            return _empty(n, self._rejected, sizes, confidence)
+        est = last.estimate_items(cand, confidence=confidence)
+        order = np.argsort(-est.raw_counts, kind="stable")[:top]
+        return _scaled(
+            cand[order],
+            est.raw_counts[order],
+            est.std_errors[order],
+            n,
+            sizes,
+            last.n,
+            self._rejected,
+            confidence,
+        )
+
+    def _join(self, kept: list[tuple[IntArray, IntArray]], r: int) -> IntArray:
+        """The items of hash ``r`` whose every fragment survived (see :meth:`heavy_hitters`)."""
+        proto = self.protocol
+        parts = [frag[h == r] for h, frag in kept]
+        while math.prod(p.size for p in parts) > _SFP_JOIN_LIMIT:
+            longest = max(range(len(parts)), key=lambda i: parts[i].size)
+            parts[longest] = parts[longest][:-1]
+        items = np.zeros(1, dtype=np.int64)
+        for g, frag in enumerate(parts):
+            shift = proto.fragment_bits(g)
+            items = ((items[:, None] << shift) | frag[None, :]).reshape(-1)
+        return items[proto.word_hashes(items) == r] if items.size else items

@@ -76,21 +76,30 @@ class SketchOracle(FrequencyOracle):
     def _tables_np(self) -> npt.NDArray[np.uint64]:
         """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes).
 
-        Items are below the domain size ``d``, so their bytes beyond those of ``d - 1`` are 0:
-        of those tables only entry 0 is ever read, and only it is derived (the other entries
-        stay 0)."""
+        Items are below the domain size ``d``, so byte ``i`` of an item is at most byte ``i``
+        of ``d - 1`` when the bytes above it are those of ``d - 1`` and 0 beyond them: only
+        those entries are ever read, and only they are derived (a table's first ``8 e`` bytes
+        are its first ``e`` entries, SHAKE's shorter outputs being prefixes of its longer ones;
+        the other entries stay 0)."""
         if self._np_tables is None:
-            need = max(1, ((self._d - 1).bit_length() + 7) // 8)
+            top = self._d - 1
+            need = max(1, (top.bit_length() + 7) // 8)
+            # entries of table i ever read: all 256 below the top byte, up to its value there
+            sizes = [256] * (need - 1) + [((top >> (8 * (need - 1))) & 0xFF) + 1]
+            sizes += [1] * (8 - need)
             out = np.zeros((self._k, 8, 256), dtype=np.uint64)
             for j in range(self._k):
-                for i in range(need):
-                    out[j, i] = np.frombuffer(_c.sketch_table_bytes(self._seed, j, i), dtype="<u8")
-                for i in range(need, 8):
-                    out[j, i, 0] = int.from_bytes(
-                        _c.sketch_table_bytes(self._seed, j, i, 8), "little"
-                    )
+                for i, e in enumerate(sizes):
+                    raw = _c.sketch_table_bytes(self._seed, j, i, 8 * e)
+                    out[j, i, :e] = np.frombuffer(raw, dtype="<u8")
             self._np_tables = out
         return self._np_tables
+
+    def derive_tables(self) -> None:
+        """Derive the public hash tables now instead of at the first report or query: a
+        one-off setup (about ``8 hashes`` SHAKE-256 calls) a server can do before reports
+        arrive."""
+        self._tables_np()
 
     def cells(self, rows: Any, items: Any) -> IntArray:
         """``h_rows(items)`` elementwise (broadcast), the vectorised :meth:`cell`."""
@@ -109,14 +118,21 @@ class SketchOracle(FrequencyOracle):
         return (h & np.uint64(self._m - 1)).astype(np.int64)
 
     def all_cells(self, items: Any) -> IntArray:
-        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (row by row, so
-        each row's 16 KiB of tables stays in cache)."""
+        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (all functions at
+        once for few items; else row by row, so each row's 16 KiB of tables stays in cache)."""
         tables = self._tables_np()
         x = np.asarray(items, dtype=np.int64).reshape(-1)
         nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
         idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
-        out = np.empty((self._k, x.size), dtype=np.int64)
         mask = np.uint64(self._m - 1)
+        if x.size * self._k <= 1 << 21:  # few items: every function at once (no row loop)
+            zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
+            hh = tables[:, 0, idx[0]] ^ zeros[:, None]
+            for i in range(1, nbytes):
+                hh ^= tables[:, i, idx[i]]
+            cells: IntArray = (hh & mask).astype(np.int64)
+            return cells
+        out = np.empty((self._k, x.size), dtype=np.int64)
         for j in range(self._k):
             t = tables[j]
             zero = np.uint64(0)
@@ -167,11 +183,23 @@ class SketchOracle(FrequencyOracle):
         table = self._cell_table(stat)
         offsets = (np.arange(self._k, dtype=np.int64) * self._m)[:, None]
         flat = table.reshape(-1)
+        if x.size * self._k <= 1 << 21:  # few items: every function at once
+            out = np.take(flat, self.all_cells(x) + offsets).sum(axis=0)
+            return self._support_from_cells(stat, out)
+        # many items: function by function, adding each row's counts as its cells come
+        tables = self._tables_np()
+        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8)
+        idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
+        zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
+        mask = np.uint64(self._m - 1)
         out = np.zeros(x.size, dtype=np.int64)
-        step = max(1, (1 << 22) // self._k)
-        for lo in range(0, x.size, step):
-            cells = self.all_cells(x[lo : lo + step])
-            out[lo : lo + step] = np.take(flat, cells + offsets).sum(axis=0)
+        for j in range(self._k):
+            t = tables[j]
+            h = t[0][idx[0]] ^ zeros[j]
+            for i in range(1, nbytes):
+                h ^= t[i][idx[i]]
+            h &= mask
+            out += table[j][h.astype(np.intp)]
         return self._support_from_cells(stat, out)
 
     @abc.abstractmethod
@@ -272,27 +300,52 @@ class CMS(SketchOracle, _c.CMS):
         return out, len(seq) - len(good_j)
 
     def statistic(self, reports: npt.NDArray[np.uint8]) -> IntArray:
-        """The ``k x m`` table of bit counts, flattened (additive across batches)."""
+        """The ``k x m`` table of bit counts, flattened (additive across batches).
+
+        Counted eight bits at a time: each report byte becomes a ``uint64`` holding its eight
+        bits in eight separate bytes (:data:`_SPREAD`), so adding such words adds eight cell
+        counters at once; the reports are sorted by function and summed in runs of at most 255
+        (no counter can carry into its neighbour), then the runs' bytes are added to the table.
+        """
         j = reports[:, 0].astype(np.int64) | (reports[:, 1].astype(np.int64) << 8)
-        table = np.zeros((self._k, self._m), dtype=np.int64)
+        table = np.zeros((self._k, self._nb * 8), dtype=np.int64)
+        if not j.size:
+            return table[:, : self._m].reshape(-1)
         order = np.argsort(j, kind="stable")
-        step = 1 << 15
-        for lo in range(0, order.size, step):
-            idx = order[lo : lo + step]
-            jj = j[idx]
-            bits = np.unpackbits(reports[idx, 2:], axis=1, bitorder="little")[:, : self._m]
-            starts = np.flatnonzero(np.r_[True, jj[1:] != jj[:-1]])
-            table[jj[starts]] += np.add.reduceat(bits, starts, axis=0, dtype=np.int64)
-        return table.reshape(-1)
+        js = j[order]
+        pos = np.arange(js.size, dtype=np.int64)
+        first = np.flatnonzero(np.r_[True, js[1:] != js[:-1]])
+        run_start = np.repeat(first, np.diff(np.r_[first, js.size]))
+        starts = np.flatnonzero((pos - run_start) % 255 == 0)  # runs of <= 255 per function
+        step = 1 << 8  # runs per chunk: at most 65,280 reports, 1 KiB of words each (m = 1024)
+        for lo in range(0, starts.size, step):
+            seg = starts[lo : lo + step]
+            hi = int(starts[lo + step]) if lo + step < starts.size else js.size
+            words = _SPREAD[reports[order[seg[0] : hi], 2:]]  # (rows, nb): 8 counters a word
+            sums = np.add.reduceat(words, seg - seg[0], axis=0)
+            counts = sums.view(np.uint8).reshape(seg.size, -1).astype(np.int64)
+            fn = js[seg]
+            firsts = np.flatnonzero(np.r_[True, fn[1:] != fn[:-1]])
+            table[fn[firsts]] += np.add.reduceat(counts, firsts, axis=0)
+        return table[:, : self._m].reshape(-1)
 
     def _cell_table(self, stat: IntArray) -> IntArray:
         return stat.reshape(self._k, self._m)
 
 
+_SPREAD = np.array(
+    [sum(((v >> i) & 1) << (8 * i) for i in range(8)) for v in range(256)], dtype="<u8"
+)  # byte v -> its bits i in byte i of a little-endian word (CMS.statistic)
+
+
 def _fwht_rows(a: IntArray) -> IntArray:
-    """Unnormalised fast Walsh-Hadamard transform of every row (exact, integers)."""
-    a = a.copy()
+    """Unnormalised fast Walsh-Hadamard transform of every row (exact, integers): as two
+    matrix products (:func:`_hadamard_product_rows`) for sketch widths up to 2^14 when float64
+    is exact, else by butterflies."""
     rows, size = a.shape
+    if 4 <= size <= 1 << 14 and int(np.abs(a).sum(axis=1).max(initial=0)) < 1 << 52:
+        return _hadamard_product_rows(a)
+    a = a.copy()
     h = 1
     while h < size:
         v = a.reshape(rows, -1, 2, h)
@@ -301,6 +354,28 @@ def _fwht_rows(a: IntArray) -> IntArray:
         v[:, :, 1, :] = x - y
         h *= 2
     return a
+
+
+def _hadamard(size: int) -> npt.NDArray[np.float64]:
+    """The ``size x size`` Sylvester-Hadamard matrix, ``H[i, l] = (-1)^popcount(i & l)``."""
+    idx = np.arange(size, dtype=np.uint64)
+    return np.where(np.bitwise_count(idx[:, None] & idx[None, :]) & 1, -1.0, 1.0)
+
+
+def _hadamard_product_rows(a: IntArray) -> IntArray:
+    """The same transform as two matrix products: with ``size = 2^(b1 + b2)`` and index
+    ``l = 2^b2 l1 + l0``, ``popcount(i & l)`` splits over the two halves of the bits, so
+    ``H_size = H_(2^b1) kron H_(2^b2)`` and each row, read as a ``2^b1 x 2^b2`` matrix ``D``,
+    transforms to ``H_(2^b1) D H_(2^b2)``. Exact in float64 while every partial sum stays below
+    ``2^53``: the caller checks that each row's absolute sum is below ``2^52``."""
+    rows, size = a.shape
+    bits = size.bit_length() - 1
+    lo = bits // 2
+    left, right = _hadamard(1 << (bits - lo)), _hadamard(1 << lo)
+    d = a.astype(np.float64).reshape(rows, 1 << (bits - lo), 1 << lo)
+    w = np.matmul(np.matmul(left, d), right)
+    out: IntArray = np.rint(w).astype(np.int64).reshape(rows, size)
+    return out
 
 
 class HCMS(SketchOracle, _c.HCMS):

@@ -67,6 +67,7 @@ __all__ = [
     "OUE",
     "PEM",
     "RAPPOR",
+    "SFP",
     "SUE",
     "Duchi",
     "HadamardResponse",
@@ -75,6 +76,7 @@ __all__ = [
     "Piecewise",
     "RandomizedResponse",
     "TreeHistogram",
+    "sfp_fragments",
     "shuffle_reports",
     "sketch_table",
     "sketch_table_bytes",
@@ -1588,17 +1590,21 @@ class PEM:
         """Bits of the prefix that group ``g`` reports."""
         return self._lengths[g]
 
+    def group_value(self, g: int, x: int) -> int:
+        """The sketch index that group ``g`` reports for item ``x``: its prefix."""
+        return x >> (self._bits - self._group_bits(g))
+
     def randomize(self, value: Any) -> list[int]:
         x = self.encode(value)
         g = secrets.randbelow(len(self._lengths))
-        return [g, *self._groups[g].randomize(x >> (self._bits - self._lengths[g]))]
+        return [g, *self._groups[g].randomize(self.group_value(g, x))]
 
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         x = self.encode(value)
         share = Fraction(1, len(self._lengths))
         dist: dict[Any, Fraction] = {}
         for g, sketch in enumerate(self._groups):
-            prefix = x >> (self._bits - self._lengths[g])
+            prefix = self.group_value(g, x)
             for report, pr in sketch.report_distribution(prefix).items():
                 dist[(g, *report)] = share * pr
         return dist
@@ -1658,7 +1664,7 @@ class TreeHistogram(PEM):
         x = self.encode(value)
         level = len(self._lengths)
         g = min(secrets.randbelow(2 * level), level)
-        return [g, *self._groups[g].randomize(x >> (self._bits - self._group_bits(g)))]
+        return [g, *self._groups[g].randomize(self.group_value(g, x))]
 
     def report_distribution(self, value: Any) -> dict[Any, Fraction]:
         x = self.encode(value)
@@ -1666,10 +1672,110 @@ class TreeHistogram(PEM):
         dist: dict[Any, Fraction] = {}
         for g, sketch in enumerate(self._groups):
             share = Fraction(1, 2) if g == level else Fraction(1, 2 * level)
-            prefix = x >> (self._bits - self._group_bits(g))
+            prefix = self.group_value(g, x)
             for report, pr in sketch.report_distribution(prefix).items():
                 dist[(g, *report)] = share * pr
         return dist
+
+
+def sfp_fragments(bits: int, size: int = 8) -> tuple[int, ...]:
+    """Fragment ends of :class:`SFP`: ``ceil(bits / size)`` fragments of near-equal length (the
+    longer first), as the cumulative bit counts from the top of the item."""
+    count = -(-bits // size)
+    ends, at = [], 0
+    for i in range(count):
+        at += bits // count + (1 if i < bits % count else 0)
+        ends.append(at)
+    return tuple(ends)
+
+
+class SFP(TreeHistogram):
+    """Apple's sequence fragment puzzle (Apple Differential Privacy Team 2017, "Learning with
+    Privacy at Scale", section on discovering new words), each group reporting through a sketch
+    as in :class:`PEM` (``oracle``).
+
+    An item of ``bits`` bits is cut into fragments: fragment ``l`` is bits
+    ``[lengths[l-1], lengths[l])`` counted from the top (default: fragments of at most 8 bits,
+    :func:`sfp_fragments`). A public hash ``r(x)`` of ``hash_bits`` bits ties the fragments of
+    one item together: fragment group ``l`` learns the frequencies of the pairs
+    ``(r(x), fragment l of x)``, as the index ``r(x) 2**len_l + fragment``, over ``2**(hash_bits +
+    len_l)`` values; the server assembles candidates from the pairs of equal ``r`` at every
+    position, keeps those whose own hash is that ``r``, and counts them in the word group.
+    Apple's devices send a fragment report and a word report, each at half the epsilon; here
+    each device sends one report at the full epsilon and the users are split instead, as in
+    :class:`TreeHistogram`: group ``r < L`` of ``r`` uniform in ``[0, 2L)`` (``L`` fragments)
+    reports its fragment, the rest (half) the whole item. The group is drawn independently of
+    the value and the report is the sketch report of one index at the full epsilon: eps-LDP.
+    ``r`` is the low ``hash_bits`` bits of the public tabulation hash of seed
+    ``hash_seed + L + 1`` (:func:`sketch_table`); groups use ``hash_seed + g``.
+    Report: ``[group, *sketch report]``.
+    """
+
+    name = "SFP"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        bits: int,
+        lengths: Sequence[int] | None = None,
+        hash_bits: int = 8,
+        oracle: str = "auto",
+        width: int | None = None,
+        hashes: int | None = None,
+        hash_seed: int = 0,
+    ) -> None:
+        self._hash_bits = _check_int("hash_bits", hash_bits, 1, 16)
+        b = _check_int("bits", bits, 2, 62)
+        super().__init__(
+            epsilon=epsilon,
+            bits=b,
+            lengths=sfp_fragments(b) if lengths is None else lengths,
+            oracle=oracle,
+            width=width,
+            hashes=hashes,
+            hash_seed=hash_seed,
+        )
+        if max(self.fragment_bits(g) for g in range(len(self._lengths))) > 16:
+            raise ValueError(f"fragments are enumerated: at most 16 bits each, got {self._lengths}")
+        self._hasher = self._sketch_classes["hcms"](
+            epsilon=1.0,
+            domain=1 << self._bits,
+            width=1 << self._hash_bits,
+            hashes=1,
+            hash_seed=self._seed + len(self._lengths) + 1,
+        )
+
+    @property
+    def hash_bits(self) -> int:
+        """Bits of the public hash that ties an item's fragments together."""
+        return self._hash_bits
+
+    def fragment_bits(self, g: int) -> int:
+        """Length in bits of fragment ``g``."""
+        return self._lengths[g] - (self._lengths[g - 1] if g else 0)
+
+    def word_hash(self, x: int) -> int:
+        """``r(x)``: the public ``hash_bits``-bit hash of item ``x``."""
+        return self._hasher.cell(0, x)
+
+    def _sketch(self, length: int, g: int) -> _Sketch:
+        """Fragment group ``g`` over ``2**(hash_bits + len_g)`` (hash, fragment) pairs; the word
+        group (``length == bits`` after the fragments) over the items."""
+        if g < len(self._lengths):
+            length = self._hash_bits + self.fragment_bits(g)
+        return super()._sketch(length, g)
+
+    def group_value(self, g: int, x: int) -> int:
+        """The whole item in the word group, else ``r(x) 2**len_g + fragment g of x``."""
+        if g == len(self._lengths):
+            return x
+        size = self.fragment_bits(g)
+        fragment = (x >> (self._bits - self._lengths[g])) & ((1 << size) - 1)
+        return (self.word_hash(x) << size) | fragment
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace(", oracle=", f", hash_bits={self._hash_bits}, oracle=")
 
 
 # ------------------------------------------------------------------------------------------
