@@ -18,8 +18,8 @@ thirds:
    Delta^2 / (2 rho / 3))``.
 
 Then a tree-structured graphical model is fitted to the noisy marginals
-(:mod:`dpkit.synth._tree`, Private-PGM's estimator) and sampled. The paper's domain
-compression of rare 1-way cells is not done here.
+(:mod:`dpkit.synth._tree`: Private-PGM's estimate, solved exactly on the tree) and sampled.
+The paper's domain compression of rare 1-way cells is not done here.
 
 Person-level privacy. The marginals are counted by the session's engine on the table bounded
 to ``max_rows`` rows per privacy unit (:mod:`dpkit.synth._measure`), so ``Delta = Delta_1 =
@@ -139,7 +139,8 @@ class MST:
     ``columns``: ``{name: Categorical([...]) or Numeric(lower, upper, bins)}``, at least two
     columns, none of them the privacy unit. ``max_rows``: how many rows each person keeps (the
     marginals' sensitivity). ``max_cells``: refuse a fit whose 2-way marginals have more cells.
-    ``iterations``: mirror-descent steps of the model fit (post-processing).
+    ``iterations``: the most L-BFGS iterations of the model fit (post-processing; it stops
+    once the fitted marginals agree, usually after well under a hundred).
     """
 
     def __init__(
@@ -148,7 +149,7 @@ class MST:
         *,
         max_rows: int = 1,
         max_cells: int = DEFAULT_MAX_CELLS,
-        iterations: int = 500,
+        iterations: int = 2000,
     ) -> None:
         self.domains = check_domains(columns)
         self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
