@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from dpkit.noise import RandomSource
 
-__all__ = ["TreeModel", "estimate_total", "fit_tree", "tree_order"]
+__all__ = ["TreeModel", "draw", "estimate_total", "fit_tree", "simplex", "tree_order"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -98,18 +98,18 @@ class TreeModel:
         for node, parent in order:
             if parent is None:
                 cdf = np.cumsum(self.nodes[node])
-                out[:, node] = _draw(cdf[None, :], np.zeros(n, dtype=np.int64), rng)
+                out[:, node] = draw(cdf[None, :], np.zeros(n, dtype=np.int64), rng)
                 continue
             k = where.get((parent, node))
             joint = self.pairs[k] if k is not None else self.pairs[where[(node, parent)]].T
             cond = joint / np.maximum(joint.sum(axis=1, keepdims=True), 1e-300)
             empty = joint.sum(axis=1) <= 0.0
             cond[empty] = self.nodes[node]  # a parent value of probability 0 is never drawn
-            out[:, node] = _draw(np.cumsum(cond, axis=1), out[:, parent], rng)
+            out[:, node] = draw(np.cumsum(cond, axis=1), out[:, parent], rng)
         return out
 
 
-def _draw(cdfs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
+def draw(cdfs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
     """For each ``r`` in ``rows`` the index drawn from the distribution whose cumulative sums
     are ``cdfs[r]`` (inverse transform of a uniform)."""
     n = rows.size
@@ -173,12 +173,12 @@ def _factorise(
     out_pairs: list[FloatArray] = [np.zeros((sizes[a], sizes[b])) for a, b in edges]
     for node, parent in order:
         if parent is None:
-            out_nodes[node] = _simplex(nodes[node])
+            out_nodes[node] = simplex(nodes[node])
             continue
         k = where.get((parent, node))
         joint = pairs[k] if k is not None else pairs[where[(node, parent)]].T
         rows = joint.sum(axis=1, keepdims=True)
-        fallback = _simplex(nodes[node])
+        fallback = simplex(nodes[node])
         cond = np.where(rows > 0.0, joint / np.where(rows > 0.0, rows, 1.0), fallback[None, :])
         pair = out_nodes[parent][:, None] * cond
         out_nodes[node] = pair.sum(axis=0)
@@ -189,7 +189,7 @@ def _factorise(
     return out_nodes, out_pairs
 
 
-def _simplex(y: FloatArray) -> FloatArray:
+def simplex(y: FloatArray) -> FloatArray:
     """Counts as probabilities: negatives clipped to 0, uniform if nothing is left."""
     p = np.clip(y, 0.0, None)
     s = float(p.sum())

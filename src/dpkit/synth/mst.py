@@ -42,8 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.rounding import down, sqrt_up, up
-from dpkit._numeric.validation import check_delta, check_epsilon, check_integer, check_positive
-from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
+from dpkit._numeric.validation import check_integer
+from dpkit.errors import PrivacyParameterError
 from dpkit.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -51,16 +51,22 @@ from dpkit.events import (
     SelfComposedEvent,
 )
 from dpkit.mechanisms import ExponentialMechanism
-from dpkit.noise import RandomSource, discrete_gaussian_exact, resolve_source
+from dpkit.noise import RandomSource, resolve_source
+from dpkit.synth._common import (
+    add_noise,
+    charge_then_count,
+    check_cells,
+    check_session,
+    resolve_rho,
+)
 from dpkit.synth._domain import (
     Categorical,
     ColumnDomain,
-    Numeric,
     check_domains,
     domain_from_dict,
 )
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
-from dpkit.synth._tree import TreeModel, fit_tree
+from dpkit.synth._tree import TreeModel, fit_tree, simplex
 
 __all__ = ["MST", "MSTPlan", "SyntheticModel"]
 
@@ -123,16 +129,6 @@ def _plan(rho: float, d: int, m: int, cells: int) -> MSTPlan:
     )
 
 
-def add_noise(counts: IntArray, sigma: float, source: RandomSource) -> IntArray:
-    """``counts`` plus independent discrete Gaussian noise of ``sigma`` in every cell (the exact
-    rational sampler, Canonne, Kamath and Steinke 2020: no floating-point slack)."""
-    s2 = Fraction(sigma) ** 2
-    flat = counts.reshape(-1)
-    noise = np.array([discrete_gaussian_exact(source, s2) for _ in range(flat.size)], np.int64)
-    out: IntArray = (flat + noise).reshape(counts.shape)
-    return out
-
-
 class MST:
     """The MST synthesizer over declared column domains (see the module doc).
 
@@ -176,78 +172,9 @@ class MST:
     ) -> MSTPlan:
         """The noise and charge of a fit at ``rho`` (or at the ``(epsilon, delta)`` share of
         ``session``'s zCDP budget); reads no data, spends nothing."""
-        self._check_cells()
-        r = self._rho(epsilon, delta, rho, session)
+        check_cells(self.cells, self.max_cells, self.domains, "2-way")
+        r = resolve_rho(epsilon, delta, rho, session)
         return _plan(r, len(self.domains), self.max_rows, self.cells)
-
-    def _check_cells(self) -> None:
-        cells = self.cells
-        if cells > self.max_cells:
-            sizes = {c: d.size for c, d in self.domains.items()}
-            big = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
-            shown = ", ".join(f"{c!r}: {n:,}" for c, n in big)
-            raise PrivacyParameterError(
-                f"The 2-way marginals of these {len(sizes)} columns have {cells:,} cells, more "
-                f"than max_cells={self.max_cells:,} (about {cells * 8 / 2**20:,.1f} MiB of "
-                f"counts): use fewer bins or "
-                f"values, or fewer columns (largest domains, with the missing cell: {shown}), "
-                "or raise max_cells. Nothing was spent."
-            )
-
-    @staticmethod
-    def _rho(epsilon: Any, delta: Any, rho: Any, session: Any) -> float:
-        if rho is not None:
-            if epsilon is not None or delta is not None:
-                raise PrivacyParameterError("give either rho or (epsilon, delta), not both")
-            return check_positive(rho, "rho")
-        if epsilon is None or delta is None:
-            raise PrivacyParameterError(
-                "give the fit's budget: epsilon and delta (a share of the session's zCDP "
-                "budget), or rho"
-            )
-        eps = check_epsilon(epsilon)
-        dl = check_delta(delta, allow_zero=False)
-        share = getattr(getattr(session, "budget", None), "zcdp_share", None)
-        if share is None:
-            raise PrivacyParameterError(
-                "an (epsilon, delta) share needs a session with a zCDP budget; or give rho"
-            )
-        r = float(share(eps, dl)[0])
-        if not r > 0.0:
-            raise PrivacyParameterError(f"epsilon {eps} and delta {dl} give no zCDP budget")
-        return r
-
-    def _check_session(self, session: Any) -> None:
-        if getattr(session, "mode", None) != "zcdp":
-            raise PrivacyParameterError(
-                "MST is accounted in zero-concentrated DP: open the session with "
-                "Budget(epsilon=..., delta=..., method='zcdp') (this session's accounting is "
-                f"{getattr(session, 'mode', None)!r}). Nothing was spent."
-            )
-        columns = set(session.columns)
-        unknown = [c for c in self.domains if c not in columns]
-        if unknown:
-            raise PrivacyParameterError(
-                f"column(s) {unknown} are not in the session's table (its columns: "
-                f"{sorted(columns)}). Nothing was spent."
-            )
-        if session.privacy_unit is None and self.max_rows != 1:
-            raise PrivacyParameterError(
-                f"this session protects rows (privacy_unit=None), so each row is one person "
-                f"and max_rows must be 1, got {self.max_rows}. Nothing was spent."
-            )
-        if session.privacy_unit in self.domains:
-            raise PrivacyParameterError(
-                f"the privacy unit {session.privacy_unit!r} cannot be a column of the synthetic "
-                "table: drop it from columns. Nothing was spent."
-            )
-        for c, dom in self.domains.items():
-            t = (session.column_type(c) or "").upper()
-            if isinstance(dom, Numeric) and t and not _numeric_type(t):
-                raise PrivacyParameterError(
-                    f"column {c!r} has the type {t}, not a number: declare it Categorical([...]) "
-                    "or cast it to a number first. Nothing was spent."
-                )
 
     def fit(
         self,
@@ -262,28 +189,21 @@ class MST:
         Everything that can be refused (domains, cells, the session's accounting, the engine's
         check of the statement) is refused before the charge; a charge the budget cannot pay
         raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
-        self._check_session(session)
+        check_session("MST", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
         statement = marginal_statement(session, self.domains, self.max_rows)  # reads no row
-        try:
-            session.budget.charge(
-                plan.event,
-                metadata={
-                    "synth": "MST",
-                    "rho": plan.rho,
-                    "columns": list(self.domains),
-                    "max_rows": self.max_rows,
-                },
-            )
-        except BudgetExceededError as exc:
-            raise BudgetExceededError(f"This MST fit needs rho {plan.rho:.6g}. {exc}") from exc
-        try:
-            counts = statement.run()
-        except Exception:
-            raise EngineError(
-                "the engine failed after the charge; nothing released (the engine's message "
-                "is withheld: it may quote a private value)"
-            ) from None
+        counts = charge_then_count(
+            session,
+            plan.event,
+            plan.rho,
+            {
+                "synth": "MST",
+                "rho": plan.rho,
+                "columns": list(self.domains),
+                "max_rows": self.max_rows,
+            },
+            statement,
+        )
         exact = read_marginals(counts, self.domains)
         return self._fit_from(exact, plan, session.source_of_randomness)
 
@@ -296,7 +216,7 @@ class MST:
         one_way = _one_way(exact, d)
         y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
         n_hat = max(1.0, float(np.mean([y.sum() for y in y1])))
-        probs = [_simplex(y) for y in y1]
+        probs = [simplex(y) for y in y1]
         edges = _select(exact, probs, n_hat, plan, source, d)
         y2 = [add_noise(exact[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
         tree = fit_tree(
@@ -323,13 +243,6 @@ class MST:
         )
 
 
-def _numeric_type(t: str) -> bool:
-    return any(
-        k in t
-        for k in ("INT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "LONG", "SHORT", "BYTE")
-    )
-
-
 def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray]:
     """Each column's exact marginal, summed from the first pair that holds it (every pair
     counts the same kept rows, so any pair gives the same counts)."""
@@ -340,13 +253,6 @@ def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray
         else:
             out.append(exact[(i - 1, i)].sum(axis=0))
     return out
-
-
-def _simplex(y: FloatArray) -> FloatArray:
-    """Noisy counts as probabilities: negatives clipped to 0, uniform if nothing is left."""
-    p = np.clip(y, 0.0, None)
-    s = p.sum()
-    return p / s if s > 0 else np.full(y.size, 1.0 / y.size)
 
 
 def _select(
