@@ -65,6 +65,7 @@ from dpkit.synth._domain import (
     check_domains,
     domain_from_dict,
 )
+from dpkit.synth._graph import JunctionModel
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
 from dpkit.synth._tree import TreeModel, fit_tree, simplex
 
@@ -296,7 +297,7 @@ class SyntheticModel:
     """
 
     domains: dict[str, ColumnDomain]
-    tree: TreeModel
+    tree: TreeModel | JunctionModel
     info: dict[str, Any]
 
     @property
@@ -335,10 +336,19 @@ class SyntheticModel:
 
     def marginal(self, a: str, b: str | None = None) -> FloatArray:
         """The model's probabilities of column ``a``'s cells, or of the pair ``(a, b)`` indexed
-        ``[cell of a, cell of b]`` when ``(a, b)`` is an edge of the tree (the missing cell
-        last)."""
+        ``[cell of a, cell of b]`` when ``(a, b)`` is an edge of the tree, or in one clique of
+        an AIM model (the missing cell last)."""
         cols = self.columns
         i = cols.index(a)
+        if isinstance(self.tree, JunctionModel):
+            want = (i,) if b is None else (i, cols.index(b))
+            try:
+                p = self.tree.marginal(want)
+            except ValueError:
+                raise PrivacyParameterError(
+                    f"no clique of the model holds the columns {(a, b)!r}"
+                ) from None
+            return p.T.copy() if len(want) == 2 and want[0] > want[1] else p.copy()
         if b is None:
             return self.tree.nodes[i].copy()
         j = cols.index(b)
@@ -352,6 +362,16 @@ class SyntheticModel:
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         t = self.tree
+        if isinstance(t, JunctionModel):
+            return {
+                "format": _FORMAT,
+                "columns": [{"name": c, **d.to_dict()} for c, d in self.domains.items()],
+                "cliques": [list(c) for c in t.cliques],
+                "parents": list(t.parents),
+                "tables": [p.tolist() for p in t.tables],
+                "total": t.total,
+                "info": self.info,
+            }
         return {
             "format": _FORMAT,
             "columns": [{"name": c, **d.to_dict()} for c, d in self.domains.items()],
@@ -384,6 +404,9 @@ class SyntheticModel:
             name = spec.pop("name")
             domains[str(name)] = domain_from_dict(spec)
         sizes = tuple(d.size for d in domains.values())
+        if "cliques" in data:
+            junction = _junction_from_dict(data, sizes)
+            return cls(domains=domains, tree=junction, info=dict(data.get("info", {})))
         edges = tuple((int(a), int(b)) for a, b in data["edges"])
         nodes = tuple(np.asarray(p, dtype=np.float64) for p in data["nodes"])
         pairs = tuple(np.asarray(p, dtype=np.float64) for p in data["pairs"])
@@ -408,6 +431,32 @@ class SyntheticModel:
         except ValueError:
             raise PrivacyParameterError("the saved model's edges are not a spanning tree") from None
         return cls(domains=domains, tree=tree, info=dict(data.get("info", {})))
+
+
+def _junction_from_dict(data: dict[str, Any], sizes: tuple[int, ...]) -> JunctionModel:
+    """A saved AIM model, checked: tables of the cliques' shapes, finite and non-negative,
+    every column in a clique, parents earlier, and the running-intersection property (what
+    a clique shares with the cliques before it lies in its parent), which exact sampling
+    needs."""
+    d = len(sizes)
+    cliques = tuple(tuple(int(v) for v in c) for c in data["cliques"])
+    parents = tuple(None if p is None else int(p) for p in data["parents"])
+    tables = tuple(np.asarray(t, dtype=np.float64) for t in data["tables"])
+    ok = len(cliques) == len(parents) == len(tables) > 0 and parents[0] is None
+    seen: set[int] = set()
+    for k, (c, p, t) in enumerate(zip(cliques, parents, tables, strict=False)):
+        ok = ok and bool(c) and list(c) == sorted(set(c)) and all(0 <= v < d for v in c)
+        ok = ok and t.shape == tuple(sizes[v] for v in c) if ok else False
+        ok = ok and bool(np.isfinite(t).all()) and bool(np.all(t >= 0))
+        if k > 0:
+            ok = ok and p is not None and 0 <= p < k
+            ok = ok and (set(c) & seen) <= set(cliques[p]) if ok and p is not None else False
+        seen |= set(c)
+    if not ok or seen != set(range(d)):
+        raise PrivacyParameterError("the saved model's cliques do not form a junction tree")
+    return JunctionModel(
+        sizes=sizes, cliques=cliques, parents=parents, tables=tables, total=float(data["total"])
+    )
 
 
 def _decode(codes: IntArray, dom: ColumnDomain, rng: RandomSource) -> Any:
