@@ -1,6 +1,7 @@
 """Private synthetic data from a session's table.
 
-``MST(columns={...}, max_rows=...).fit(session, epsilon=..., delta=...)`` measures the table's
+``MST(columns={...}, max_rows=...).fit(session, epsilon=..., delta=...)`` (or ``AIM``, which
+chooses its marginals adaptively for a workload) measures the table's
 marginals through the session's engine (with its privacy unit and one contribution bound),
 charges the session's zCDP budget once, and returns a :class:`SyntheticModel` that samples
 synthetic tables of any size and can be saved and loaded without spending anything.
@@ -8,6 +9,7 @@ Importing this package does not import DuckDB or pandas.
 """
 
 from dpkit.synth._domain import Categorical, Numeric
+from dpkit.synth.aim import AIM, AIMPlan
 from dpkit.synth.mst import MST, MSTPlan, SyntheticModel
 
-__all__ = ["MST", "Categorical", "MSTPlan", "Numeric", "SyntheticModel"]
+__all__ = ["AIM", "MST", "AIMPlan", "Categorical", "MSTPlan", "Numeric", "SyntheticModel"]

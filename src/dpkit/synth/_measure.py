@@ -26,7 +26,13 @@ import numpy.typing as npt
 from dpkit.analytics.marginals import BinPart, CategoryPart, MarginalCounts, marginal_counts
 from dpkit.synth._domain import Categorical, ColumnDomain
 
-__all__ = ["marginal_statement", "pairs_of", "read_marginals"]
+__all__ = [
+    "clique_statement",
+    "marginal_statement",
+    "pairs_of",
+    "read_cliques",
+    "read_marginals",
+]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -65,4 +71,30 @@ def read_marginals(
     return {
         (i, j): np.asarray(flat, dtype=np.int64).reshape(sizes[i], sizes[j])
         for (i, j), flat in zip(pairs_of(cols), counts, strict=True)
+    }
+
+
+def clique_statement(
+    session: Any,
+    domains: Mapping[str, ColumnDomain],
+    cliques: list[tuple[int, ...]],
+    max_rows: int,
+) -> MarginalCounts:
+    """The checked statement counting the marginal of every clique (sorted column indices) of
+    ``domains``, like :func:`marginal_statement` for marginals of any width (reads no row)."""
+    cols = list(domains)
+    parts = [_part(c, domains[c]) for c in cols]
+    return marginal_counts(session, [[parts[i] for i in c] for c in cliques], max_rows=max_rows)
+
+
+def read_cliques(
+    counts: list[tuple[int, ...]],
+    domains: Mapping[str, ColumnDomain],
+    cliques: list[tuple[int, ...]],
+) -> dict[tuple[int, ...], IntArray]:
+    """``{clique: counts}`` with ``counts`` shaped by the clique's column sizes."""
+    sizes = [d.size for d in domains.values()]
+    return {
+        c: np.asarray(flat, dtype=np.int64).reshape([sizes[i] for i in c])
+        for c, flat in zip(cliques, counts, strict=True)
     }

@@ -18,8 +18,8 @@ thirds:
    Delta^2 / (2 rho / 3))``.
 
 Then a tree-structured graphical model is fitted to the noisy marginals
-(:mod:`dpkit.synth._tree`, Private-PGM's estimator) and sampled. The paper's domain
-compression of rare 1-way cells is not done here.
+(:mod:`dpkit.synth._tree`: Private-PGM's estimate, solved exactly on the tree) and sampled.
+The paper's domain compression of rare 1-way cells is not done here.
 
 Person-level privacy. The marginals are counted by the session's engine on the table bounded
 to ``max_rows`` rows per privacy unit (:mod:`dpkit.synth._measure`), so ``Delta = Delta_1 =
@@ -42,8 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.rounding import down, sqrt_up, up
-from dpkit._numeric.validation import check_delta, check_epsilon, check_integer, check_positive
-from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
+from dpkit._numeric.validation import check_integer
+from dpkit.errors import PrivacyParameterError
 from dpkit.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -51,17 +51,24 @@ from dpkit.events import (
     SelfComposedEvent,
 )
 from dpkit.mechanisms import ExponentialMechanism
-from dpkit.noise import RandomSource, discrete_gaussian_exact, resolve_source
+from dpkit.noise import RandomSource, resolve_source
+from dpkit.synth._common import (
+    add_noise,
+    charge_then_count,
+    check_cells,
+    check_session,
+    resolve_rho,
+)
 from dpkit.synth._domain import (
     Categorical,
     ColumnDomain,
-    Numeric,
     check_domains,
     domain_from_dict,
 )
+from dpkit.synth._graph import JunctionModel
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
 from dpkit.synth._report import charge_record, describe_model
-from dpkit.synth._tree import TreeModel, fit_tree
+from dpkit.synth._tree import TreeModel, fit_tree, simplex
 
 __all__ = ["MST", "MSTPlan", "SyntheticModel"]
 
@@ -124,23 +131,14 @@ def _plan(rho: float, d: int, m: int, cells: int) -> MSTPlan:
     )
 
 
-def add_noise(counts: IntArray, sigma: float, source: RandomSource) -> IntArray:
-    """``counts`` plus independent discrete Gaussian noise of ``sigma`` in every cell (the exact
-    rational sampler, Canonne, Kamath and Steinke 2020: no floating-point slack)."""
-    s2 = Fraction(sigma) ** 2
-    flat = counts.reshape(-1)
-    noise = np.array([discrete_gaussian_exact(source, s2) for _ in range(flat.size)], np.int64)
-    out: IntArray = (flat + noise).reshape(counts.shape)
-    return out
-
-
 class MST:
     """The MST synthesizer over declared column domains (see the module doc).
 
     ``columns``: ``{name: Categorical([...]) or Numeric(lower, upper, bins)}``, at least two
     columns, none of them the privacy unit. ``max_rows``: how many rows each person keeps (the
     marginals' sensitivity). ``max_cells``: refuse a fit whose 2-way marginals have more cells.
-    ``iterations``: mirror-descent steps of the model fit (post-processing).
+    ``iterations``: the most L-BFGS iterations of the model fit (post-processing; it stops
+    once the fitted marginals agree, usually after well under a hundred).
     """
 
     def __init__(
@@ -149,7 +147,7 @@ class MST:
         *,
         max_rows: int = 1,
         max_cells: int = DEFAULT_MAX_CELLS,
-        iterations: int = 500,
+        iterations: int = 2000,
     ) -> None:
         self.domains = check_domains(columns)
         self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
@@ -176,78 +174,9 @@ class MST:
     ) -> MSTPlan:
         """The noise and charge of a fit at ``rho`` (or at the ``(epsilon, delta)`` share of
         ``session``'s zCDP budget); reads no data, spends nothing."""
-        self._check_cells()
-        r = self._rho(epsilon, delta, rho, session)
+        check_cells(self.cells, self.max_cells, self.domains, "2-way")
+        r = resolve_rho(epsilon, delta, rho, session)
         return _plan(r, len(self.domains), self.max_rows, self.cells)
-
-    def _check_cells(self) -> None:
-        cells = self.cells
-        if cells > self.max_cells:
-            sizes = {c: d.size for c, d in self.domains.items()}
-            big = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
-            shown = ", ".join(f"{c!r}: {n:,}" for c, n in big)
-            raise PrivacyParameterError(
-                f"The 2-way marginals of these {len(sizes)} columns have {cells:,} cells, more "
-                f"than max_cells={self.max_cells:,} (about {cells * 8 / 2**20:,.1f} MiB of "
-                f"counts): use fewer bins or "
-                f"values, or fewer columns (largest domains, with the missing cell: {shown}), "
-                "or raise max_cells. Nothing was spent."
-            )
-
-    @staticmethod
-    def _rho(epsilon: Any, delta: Any, rho: Any, session: Any) -> float:
-        if rho is not None:
-            if epsilon is not None or delta is not None:
-                raise PrivacyParameterError("give either rho or (epsilon, delta), not both")
-            return check_positive(rho, "rho")
-        if epsilon is None or delta is None:
-            raise PrivacyParameterError(
-                "give the fit's budget: epsilon and delta (a share of the session's zCDP "
-                "budget), or rho"
-            )
-        eps = check_epsilon(epsilon)
-        dl = check_delta(delta, allow_zero=False)
-        share = getattr(getattr(session, "budget", None), "zcdp_share", None)
-        if share is None:
-            raise PrivacyParameterError(
-                "an (epsilon, delta) share needs a session with a zCDP budget; or give rho"
-            )
-        r = float(share(eps, dl)[0])
-        if not r > 0.0:
-            raise PrivacyParameterError(f"epsilon {eps} and delta {dl} give no zCDP budget")
-        return r
-
-    def _check_session(self, session: Any) -> None:
-        if getattr(session, "mode", None) != "zcdp":
-            raise PrivacyParameterError(
-                "MST is accounted in zero-concentrated DP: open the session with "
-                "Budget(epsilon=..., delta=..., method='zcdp') (this session's accounting is "
-                f"{getattr(session, 'mode', None)!r}). Nothing was spent."
-            )
-        columns = set(session.columns)
-        unknown = [c for c in self.domains if c not in columns]
-        if unknown:
-            raise PrivacyParameterError(
-                f"column(s) {unknown} are not in the session's table (its columns: "
-                f"{sorted(columns)}). Nothing was spent."
-            )
-        if session.privacy_unit is None and self.max_rows != 1:
-            raise PrivacyParameterError(
-                f"this session protects rows (privacy_unit=None), so each row is one person "
-                f"and max_rows must be 1, got {self.max_rows}. Nothing was spent."
-            )
-        if session.privacy_unit in self.domains:
-            raise PrivacyParameterError(
-                f"the privacy unit {session.privacy_unit!r} cannot be a column of the synthetic "
-                "table: drop it from columns. Nothing was spent."
-            )
-        for c, dom in self.domains.items():
-            t = (session.column_type(c) or "").upper()
-            if isinstance(dom, Numeric) and t and not _numeric_type(t):
-                raise PrivacyParameterError(
-                    f"column {c!r} has the type {t}, not a number: declare it Categorical([...]) "
-                    "or cast it to a number first. Nothing was spent."
-                )
 
     def fit(
         self,
@@ -262,28 +191,21 @@ class MST:
         Everything that can be refused (domains, cells, the session's accounting, the engine's
         check of the statement) is refused before the charge; a charge the budget cannot pay
         raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
-        self._check_session(session)
+        check_session("MST", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
         statement = marginal_statement(session, self.domains, self.max_rows)  # reads no row
-        try:
-            session.budget.charge(
-                plan.event,
-                metadata={
-                    "synth": "MST",
-                    "rho": plan.rho,
-                    "columns": list(self.domains),
-                    "max_rows": self.max_rows,
-                },
-            )
-        except BudgetExceededError as exc:
-            raise BudgetExceededError(f"This MST fit needs rho {plan.rho:.6g}. {exc}") from exc
-        try:
-            counts = statement.run()
-        except Exception:
-            raise EngineError(
-                "the engine failed after the charge; nothing released (the engine's message "
-                "is withheld: it may quote a private value)"
-            ) from None
+        counts = charge_then_count(
+            session,
+            plan.event,
+            plan.rho,
+            {
+                "synth": "MST",
+                "rho": plan.rho,
+                "columns": list(self.domains),
+                "max_rows": self.max_rows,
+            },
+            statement,
+        )
         exact = read_marginals(counts, self.domains)
         model = self._fit_from(exact, plan, session.source_of_randomness)
         model.info["charge"] = charge_record(plan.event, plan.rho, epsilon, delta)
@@ -298,7 +220,7 @@ class MST:
         one_way = _one_way(exact, d)
         y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
         n_hat = max(1.0, float(np.mean([y.sum() for y in y1])))
-        probs = [_simplex(y) for y in y1]
+        probs = [simplex(y) for y in y1]
         edges = _select(exact, probs, n_hat, plan, source, d)
         y2 = [add_noise(exact[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
         tree = fit_tree(
@@ -325,13 +247,6 @@ class MST:
         )
 
 
-def _numeric_type(t: str) -> bool:
-    return any(
-        k in t
-        for k in ("INT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "LONG", "SHORT", "BYTE")
-    )
-
-
 def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray]:
     """Each column's exact marginal, summed from the first pair that holds it (every pair
     counts the same kept rows, so any pair gives the same counts)."""
@@ -342,13 +257,6 @@ def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray
         else:
             out.append(exact[(i - 1, i)].sum(axis=0))
     return out
-
-
-def _simplex(y: FloatArray) -> FloatArray:
-    """Noisy counts as probabilities: negatives clipped to 0, uniform if nothing is left."""
-    p = np.clip(y, 0.0, None)
-    s = p.sum()
-    return p / s if s > 0 else np.full(y.size, 1.0 / y.size)
 
 
 def _select(
@@ -392,7 +300,7 @@ class SyntheticModel:
     """
 
     domains: dict[str, ColumnDomain]
-    tree: TreeModel
+    tree: TreeModel | JunctionModel
     info: dict[str, Any]
 
     @property
@@ -436,10 +344,19 @@ class SyntheticModel:
 
     def marginal(self, a: str, b: str | None = None) -> FloatArray:
         """The model's probabilities of column ``a``'s cells, or of the pair ``(a, b)`` indexed
-        ``[cell of a, cell of b]`` when ``(a, b)`` is an edge of the tree (the missing cell
-        last)."""
+        ``[cell of a, cell of b]`` when ``(a, b)`` is an edge of the tree, or in one clique of
+        an AIM model (the missing cell last)."""
         cols = self.columns
         i = cols.index(a)
+        if isinstance(self.tree, JunctionModel):
+            want = (i,) if b is None else (i, cols.index(b))
+            try:
+                p = self.tree.marginal(want)
+            except ValueError:
+                raise PrivacyParameterError(
+                    f"no clique of the model holds the columns {(a, b)!r}"
+                ) from None
+            return p.T.copy() if len(want) == 2 and want[0] > want[1] else p.copy()
         if b is None:
             return self.tree.nodes[i].copy()
         j = cols.index(b)
@@ -453,6 +370,16 @@ class SyntheticModel:
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         t = self.tree
+        if isinstance(t, JunctionModel):
+            return {
+                "format": _FORMAT,
+                "columns": [{"name": c, **d.to_dict()} for c, d in self.domains.items()],
+                "cliques": [list(c) for c in t.cliques],
+                "parents": list(t.parents),
+                "tables": [p.tolist() for p in t.tables],
+                "total": t.total,
+                "info": self.info,
+            }
         return {
             "format": _FORMAT,
             "columns": [{"name": c, **d.to_dict()} for c, d in self.domains.items()],
@@ -485,6 +412,9 @@ class SyntheticModel:
             name = spec.pop("name")
             domains[str(name)] = domain_from_dict(spec)
         sizes = tuple(d.size for d in domains.values())
+        if "cliques" in data:
+            junction = _junction_from_dict(data, sizes)
+            return cls(domains=domains, tree=junction, info=dict(data.get("info", {})))
         edges = tuple((int(a), int(b)) for a, b in data["edges"])
         nodes = tuple(np.asarray(p, dtype=np.float64) for p in data["nodes"])
         pairs = tuple(np.asarray(p, dtype=np.float64) for p in data["pairs"])
@@ -509,6 +439,32 @@ class SyntheticModel:
         except ValueError:
             raise PrivacyParameterError("the saved model's edges are not a spanning tree") from None
         return cls(domains=domains, tree=tree, info=dict(data.get("info", {})))
+
+
+def _junction_from_dict(data: dict[str, Any], sizes: tuple[int, ...]) -> JunctionModel:
+    """A saved AIM model, checked: tables of the cliques' shapes, finite and non-negative,
+    every column in a clique, parents earlier, and the running-intersection property (what
+    a clique shares with the cliques before it lies in its parent), which exact sampling
+    needs."""
+    d = len(sizes)
+    cliques = tuple(tuple(int(v) for v in c) for c in data["cliques"])
+    parents = tuple(None if p is None else int(p) for p in data["parents"])
+    tables = tuple(np.asarray(t, dtype=np.float64) for t in data["tables"])
+    ok = len(cliques) == len(parents) == len(tables) > 0 and parents[0] is None
+    seen: set[int] = set()
+    for k, (c, p, t) in enumerate(zip(cliques, parents, tables, strict=False)):
+        ok = ok and bool(c) and list(c) == sorted(set(c)) and all(0 <= v < d for v in c)
+        ok = ok and t.shape == tuple(sizes[v] for v in c) if ok else False
+        ok = ok and bool(np.isfinite(t).all()) and bool(np.all(t >= 0))
+        if k > 0:
+            ok = ok and p is not None and 0 <= p < k
+            ok = ok and (set(c) & seen) <= set(cliques[p]) if ok and p is not None else False
+        seen |= set(c)
+    if not ok or seen != set(range(d)):
+        raise PrivacyParameterError("the saved model's cliques do not form a junction tree")
+    return JunctionModel(
+        sizes=sizes, cliques=cliques, parents=parents, tables=tables, total=float(data["total"])
+    )
 
 
 def _decode(codes: IntArray, dom: ColumnDomain, rng: RandomSource) -> Any:

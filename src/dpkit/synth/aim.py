@@ -1,0 +1,357 @@
+"""AIM: private synthetic data from marginals chosen adaptively for a workload.
+
+McKenna, Mullins, Sheldon and Miklau (2022), "AIM: An Adaptive and Iterative Mechanism for
+Differentially Private Synthetic Data", Algorithm 1. The workload ``W`` is a list of cliques
+(sets of columns; by default every 3-way marginal); the candidates are every non-empty subset
+of a workload clique, each with the weight ``w_r = sum_(s in W) |r ∩ s|``. With a zCDP budget
+``rho``, ``T = 16 d`` and ``alpha = 0.9``:
+
+1. Every 1-way marginal is measured with discrete Gaussian noise of ``sigma_0 = Delta sqrt(T /
+   (2 alpha rho))`` and a model is fitted (:mod:`dpkit.synth._graph`).
+2. Each round spends ``Delta^2 / (2 sigma^2) + epsilon^2 / 8`` (``epsilon`` starts at
+   ``sqrt(8 (1 - alpha) rho / T)``): among the candidates whose addition keeps the model's
+   junction tree within ``(rho_used / rho) max_model_cells`` cells, the exponential mechanism
+   (bounded range: ``epsilon^2 / 8``-zCDP, Cesar and Rogers 2021) picks ``r`` with the quality
+   ``w_r (||M_r(D) - N p_r||_1 - sqrt(2 / pi) sigma n_r)`` (``n_r`` cells, ``p_r`` the model's
+   marginal; sensitivity ``Delta max_r w_r``); ``M_r(D)`` is measured with noise ``sigma`` and
+   the model refitted. If the model's estimate of ``r`` moved by less than ``sqrt(2 / pi) sigma
+   n_r`` in L1, ``sigma`` is halved and ``epsilon`` doubled (annealing).
+3. When less than two rounds' budget is left, the last round gets all of it (``sigma =
+   Delta / sqrt(2 alpha rho_left)``, ``epsilon = sqrt(8 (1 - alpha) rho_left)``).
+
+Accounting. The rounds are chosen adaptively but their zCDP costs are summed exactly (rational
+arithmetic, each sigma rounded up and each epsilon down) and never exceed ``rho``, which fully
+adaptive composition of zCDP allows (the privacy filter of Feldman and Zrnic 2021, Thm. 3.1,
+for every Renyi order); the fit charges ``rho`` to the session's zCDP budget once, before any
+row is read.
+
+Person-level privacy as in MST: every workload marginal is counted by the session's engine on
+the table bounded to ``max_rows`` rows per privacy unit, in one statement, so ``Delta =
+max_rows`` (L1 and L2 of any marginal); only cell counts leave the engine, and the candidates'
+counts are sums of them. Noise comes from dpkit's exact discrete Gaussian sampler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit._numeric.rounding import down, sqrt_up, up
+from dpkit._numeric.validation import check_integer
+from dpkit.errors import PrivacyParameterError
+from dpkit.events import DpEvent, ZCdpEvent
+from dpkit.mechanisms import ExponentialMechanism
+from dpkit.noise import RandomSource
+from dpkit.synth._common import (
+    add_noise,
+    charge_then_count,
+    check_cells,
+    check_session,
+    resolve_rho,
+)
+from dpkit.synth._domain import ColumnDomain, check_domains
+from dpkit.synth._graph import JunctionModel, Measurement, fit_graph, model_cells
+from dpkit.synth._measure import clique_statement, read_cliques
+from dpkit.synth._tree import estimate_total
+from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel
+
+__all__ = ["AIM", "AIMPlan"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Clique = tuple[int, ...]
+
+#: The paper's model-size limit, 80 MB of float64 cells.
+DEFAULT_MAX_MODEL_CELLS = 10_000_000
+_ALPHA = Fraction(9, 10)
+
+
+@dataclass(frozen=True)
+class AIMPlan:
+    """The budget and first-round noise of one AIM fit, decided before any row is read.
+
+    ``sigma_0``: the 1-way marginals' noise and the first rounds' (in rows); ``epsilon_0``: the
+    first rounds' exponential mechanism; ``rounds``: ``T``; ``cells``: the cells of the workload
+    marginals the engine counts; ``event``: what is charged (``rho``-zCDP)."""
+
+    rho: float
+    columns: int
+    sensitivity: int
+    sigma_0: float
+    epsilon_0: float
+    rounds: int
+    cells: int
+    event: DpEvent = field(repr=False)
+
+
+def _sigma_for(share: Fraction, m: int) -> float:
+    """The smallest float ``sigma`` (rounded up) with ``m^2 / (2 sigma^2) <= share``."""
+    return up(sqrt_up(Fraction(m * m) / (2 * share)))
+
+
+def _epsilon_for(share: Fraction) -> float:
+    """The largest float ``epsilon`` (rounded down) with ``epsilon^2 / 8 <= share``."""
+    eps = down(math.sqrt(float(8 * share)))
+    while Fraction(eps) ** 2 / 8 > share:
+        eps = math.nextafter(eps, 0.0)
+    return eps
+
+
+def _gauss_cost(sigma: float, m: int) -> Fraction:
+    return Fraction(m * m) / (2 * Fraction(sigma) ** 2)
+
+
+def _em_cost(eps: float) -> Fraction:
+    return Fraction(eps) ** 2 / 8
+
+
+class AIM:
+    """The AIM synthesizer over declared column domains (see the module doc).
+
+    ``columns`` and ``max_rows`` as for :class:`~dpkit.synth.MST`. ``workload``: the marginals
+    the synthetic table should preserve, as tuples of column names (default: every 3-way
+    marginal, or every 2-way one for two columns). ``max_cells``: refuse a fit whose workload
+    marginals have more cells. ``max_model_cells``: the model-size limit (junction-tree cells;
+    the paper's 80 MB). ``rounds``: ``T`` (default ``16 d``). ``iterations``: the final fit's
+    mirror-descent steps, ``round_iterations`` those of each round's warm-started refit.
+    """
+
+    def __init__(
+        self,
+        columns: Mapping[str, ColumnDomain | None],
+        *,
+        max_rows: int = 1,
+        workload: Sequence[Sequence[str]] | None = None,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
+        rounds: int | None = None,
+        iterations: int = 1000,
+        round_iterations: int = 100,
+    ) -> None:
+        self.domains = check_domains(columns)
+        d = len(self.domains)
+        if d < 2:
+            raise PrivacyParameterError(f"AIM models at least two columns, got {d}: add a column")
+        self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
+        self.max_cells = check_integer(max_cells, name="max_cells", minimum=1)
+        self.max_model_cells = check_integer(max_model_cells, name="max_model_cells", minimum=1)
+        self.rounds = check_integer(16 * d if rounds is None else rounds, name="rounds", minimum=1)
+        self.iterations = check_integer(iterations, name="iterations", minimum=1)
+        self.round_iterations = check_integer(round_iterations, name="round_iterations", minimum=1)
+        cols = list(self.domains)
+        if workload is None:
+            width = min(3, d)
+            self.workload = list(itertools.combinations(range(d), width))
+        else:
+            self.workload = []
+            for w in workload:
+                if isinstance(w, str) or not isinstance(w, Sequence) or not w:
+                    raise PrivacyParameterError(
+                        f"each workload marginal is a tuple of column names, got {w!r}"
+                    )
+                unknown = [c for c in w if c not in self.domains]
+                if unknown or len(set(w)) != len(w):
+                    raise PrivacyParameterError(
+                        f"workload marginal {tuple(w)!r} names unknown or repeated columns "
+                        f"(the columns: {cols})"
+                    )
+                self.workload.append(tuple(sorted(cols.index(c) for c in w)))
+            self.workload = list(dict.fromkeys(self.workload))
+            covered = {v for w in self.workload for v in w}
+            self.workload += [(v,) for v in range(d) if v not in covered]  # its 1-way marginal
+        sizes = [dom.size for dom in self.domains.values()]
+        biggest = max(self.workload, key=lambda w: math.prod(sizes[i] for i in w))
+        if math.prod(sizes[i] for i in biggest) > self.max_model_cells:
+            raise PrivacyParameterError(
+                f"the workload marginal {tuple(cols[i] for i in biggest)} alone has more cells "
+                f"than max_model_cells={self.max_model_cells:,}: use fewer bins or values, or "
+                "raise max_model_cells"
+            )
+
+    @property
+    def cells(self) -> int:
+        """The cells of the workload marginals (what the engine counts and returns)."""
+        sizes = [dom.size for dom in self.domains.values()]
+        return sum(math.prod(sizes[i] for i in w) for w in self.workload)
+
+    def plan(
+        self,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        session: Any = None,
+    ) -> AIMPlan:
+        """The budget and first-round noise of a fit at ``rho`` (or at the ``(epsilon,
+        delta)`` share of ``session``'s zCDP budget); reads no data, spends nothing."""
+        check_cells(self.cells, self.max_cells, self.domains, "workload")
+        r = resolve_rho(epsilon, delta, rho, session)
+        big_t, m = self.rounds, self.max_rows
+        sigma_0 = _sigma_for(_ALPHA * Fraction(r) / big_t, m)
+        eps_0 = _epsilon_for((1 - _ALPHA) * Fraction(r) / big_t)
+        return AIMPlan(
+            rho=r,
+            columns=len(self.domains),
+            sensitivity=m,
+            sigma_0=sigma_0,
+            epsilon_0=eps_0,
+            rounds=big_t,
+            cells=self.cells,
+            event=ZCdpEvent(rho=r),
+        )
+
+    def fit(
+        self,
+        session: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+    ) -> SyntheticModel:
+        """Measure the workload marginals, then select, measure and fit round by round;
+        charge ``rho`` to the session's budget once, first (refusals spend nothing)."""
+        check_session("AIM", self.domains, self.max_rows, session)
+        plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
+        statement = clique_statement(session, self.domains, self.workload, self.max_rows)
+        counts = charge_then_count(
+            session,
+            plan.event,
+            plan.rho,
+            {
+                "synth": "AIM",
+                "rho": plan.rho,
+                "columns": list(self.domains),
+                "max_rows": self.max_rows,
+            },
+            statement,
+        )
+        exact = read_cliques(counts, self.domains, self.workload)
+        return self._fit_from(exact, plan, session.source_of_randomness)
+
+    def _candidates(self) -> dict[Clique, int]:
+        """Every non-empty subset of a workload clique and its weight ``sum_s |r ∩ s|``."""
+        out: dict[Clique, int] = {}
+        for w in self.workload:
+            for k in range(1, len(w) + 1):
+                for r in itertools.combinations(w, k):
+                    out[r] = 0
+        for r in out:
+            out[r] = sum(len(set(r) & set(s)) for s in self.workload)
+        return out
+
+    def _fit_from(
+        self, exact: Mapping[Clique, IntArray], plan: AIMPlan, source: RandomSource
+    ) -> SyntheticModel:
+        """Algorithm 1 from the workload's exact counts (after the charge)."""
+        cols = list(self.domains)
+        d, m = len(cols), self.max_rows
+        sizes = [self.domains[c].size for c in cols]
+        weights = self._candidates()
+        truth: dict[Clique, IntArray] = {}
+        for r in weights:
+            host = next(w for w in self.workload if set(r) <= set(w))
+            truth[r] = exact[host].sum(axis=tuple(k for k, v in enumerate(host) if v not in r))
+        rho = Fraction(plan.rho)
+        sigma, eps = plan.sigma_0, plan.epsilon_0
+        used = d * _gauss_cost(sigma, m)
+        ms = [
+            Measurement((v,), add_noise(truth[(v,)], sigma, source).astype(np.float64), sigma)
+            for v in range(d)
+        ]
+        total = estimate_total([x.y for x in ms], [x.sigma for x in ms])
+        model, theta = fit_graph(sizes, ms, total, iterations=self.round_iterations)
+        em_sensitivity = m * max(weights.values())
+        selected: list[list[str]] = []
+        steps = 0
+        while True:
+            left = rho - used
+            cost = _gauss_cost(sigma, m) + _em_cost(eps)
+            last = left < 2 * cost
+            if last:
+                if left <= 0:
+                    break
+                sigma = _sigma_for(_ALPHA * left, m)
+                eps = _epsilon_for((1 - _ALPHA) * left)
+                cost = _gauss_cost(sigma, m) + _em_cost(eps)
+            used += cost
+            limit = float(used / rho) * self.max_model_cells
+            measured = [x.clique for x in ms]
+            cands = [
+                r for r in weights if len(r) == 1 or model_cells(sizes, [*measured, r]) <= limit
+            ]
+            estimates = _model_marginals(model, theta, sizes, cands)
+            spread = math.sqrt(2.0 / math.pi) * sigma
+            scores = np.array(
+                [
+                    weights[r]
+                    * (
+                        float(np.abs(truth[r] - total * estimates[r]).sum())
+                        - spread * truth[r].size
+                    )
+                    for r in cands
+                ]
+            )
+            em = ExponentialMechanism(epsilon=eps, sensitivity=em_sensitivity)
+            r = cands[em.release(scores, source=source)]
+            y = add_noise(truth[r], sigma, source).astype(np.float64)
+            ms.append(Measurement(r, y, sigma))
+            selected.append([cols[i] for i in r])
+            before = total * estimates[r]
+            total = estimate_total([x.y for x in ms], [x.sigma for x in ms])
+            model, theta = fit_graph(
+                sizes, ms, total, theta=theta, iterations=self.round_iterations
+            )
+            steps += 1
+            if last:
+                break
+            after = total * _model_marginals(model, theta, sizes, [r])[r]
+            if float(np.abs(after - before).sum()) <= spread * truth[r].size:
+                sigma, eps = sigma / 2.0, eps * 2.0
+        model, theta = fit_graph(sizes, ms, total, theta=theta, iterations=self.iterations)
+        assert used <= rho  # exact arithmetic: the rounds never spend more than the charge
+        return SyntheticModel(
+            domains=dict(self.domains),
+            tree=model,
+            info={
+                "method": "AIM",
+                "rho": plan.rho,
+                "max_rows": self.max_rows,
+                "rounds": steps,
+                "selected": selected,
+                "sigma_0": plan.sigma_0,
+                "epsilon_0": plan.epsilon_0,
+            },
+        )
+
+
+def _model_marginals(
+    model: JunctionModel,
+    theta: dict[Clique, FloatArray],
+    sizes: Sequence[int],
+    queries: Sequence[Clique],
+) -> dict[Clique, FloatArray]:
+    """The model's probabilities of every query clique: read from the junction-tree clique
+    that holds it, or else from the calibration of the model with the query added as a clique
+    of zero potential (the same distribution, a junction tree that holds it)."""
+    out: dict[Clique, FloatArray] = {}
+    for q in queries:
+        try:
+            out[q] = model.marginal(q)
+        except ValueError:
+            extra = dict(theta)
+            extra[q] = np.zeros(tuple(sizes[v] for v in q))
+            out[q] = _calibrated(sizes, extra).marginal(q)
+    return out
+
+
+def _calibrated(sizes: Sequence[int], theta: dict[Clique, FloatArray]) -> JunctionModel:
+    """The model of potentials ``theta`` calibrated on their junction tree (no fitting)."""
+    model, _ = fit_graph(sizes, [], 1.0, theta=theta, iterations=0)
+    return model
