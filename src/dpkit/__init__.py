@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (
         count_sensitivity,
     )
     from dpkit.noise import RandomSource
-    from dpkit.synth import MST
+    from dpkit.synth import AIM, MST
 
 __version__ = "0.1.0"
 
@@ -75,7 +75,7 @@ _LAZY_NAMES: dict[str, str] = {
     ),
     **dict.fromkeys(("Budget", "dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting"),
     # Synthesizers (their subpackage imports no engine until a fit runs).
-    "MST": "dpkit.synth",
+    **dict.fromkeys(("AIM", "MST"), "dpkit.synth"),
     # Aggregates keep their SQL names (count, sum, ...): use them qualified, as ``dpkit.sum``.
     **dict.fromkeys(
         (
@@ -112,6 +112,7 @@ _SUBMODULES = frozenset(
 # Every top-level name, eager or lazy, except the aggregate functions: ``from dpkit import *``
 # must not shadow the built-in sum.
 __all__ = [
+    "AIM",
     "MST",
     "Budget",
     "BudgetExceededError",
