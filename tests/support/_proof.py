@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dpkit.analytics import PreparedQuery
-from dpkit.analytics._plan import EngineResult
+from dpkit.analytics._plan import EngineResult, SparseCounts
 from dpkit.analytics._release import UNITS_MEASURE, normalize_key
 from dpkit.analytics._topk import select
 from dpkit.audit import Claim, audit
@@ -169,7 +169,7 @@ def exact_cells(res: EngineResult, name: str, key: Any, cells: int) -> list[int]
     if key not in index or name not in res.values:
         return [0] * cells
     v = res.values[name][index[key]]
-    return [int(x) for x in v] if isinstance(v, tuple) else [int(v)]
+    return [int(x) for x in v] if isinstance(v, (tuple, SparseCounts)) else [int(v)]
 
 
 def changed_keys(ra: EngineResult, rb: EngineResult) -> list[Any]:
