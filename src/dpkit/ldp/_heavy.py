@@ -66,6 +66,21 @@ def _checked(
     return eps, b, width, hashes, seed
 
 
+def _search_options(
+    top: Any, keep: Any, threshold: Any, confidence: Any
+) -> tuple[int, int, float | None]:
+    """``top``, ``keep`` (default ``2 top``) and ``threshold`` of a heavy-hitter search,
+    validated with ``confidence`` before any work (dpkit errors)."""
+    top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
+    keep = (
+        2 * top if keep is None else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
+    )
+    if threshold is not None:
+        threshold = check_probability(threshold, name="threshold")
+    _z(confidence)
+    return top, keep, threshold
+
+
 @dataclasses.dataclass(frozen=True)
 class HeavyHitters:
     """Discovered items, largest estimate first, with estimated counts and normal intervals."""
@@ -271,13 +286,7 @@ class PemAggregator:
     ) -> HeavyHitters:
         """The ``top`` items of largest estimated count (module docstring); ``keep`` prefixes
         survive each round (default ``2 top``)."""
-        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
-        keep = (
-            2 * top
-            if keep is None
-            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
-        )
-        _z(confidence)  # validated before any work
+        top, keep, _ = _search_options(top, keep, None, confidence)
         lens = self.protocol.lengths
         n = self.n
         sizes = tuple(a.n for a in self._aggs)
@@ -405,15 +414,7 @@ class TreeHistAggregator(PemAggregator):
         ``2`` standard deviations of the estimate of a prefix no one holds (about 2.3% of the
         empty prefixes pass); at most the ``keep`` largest survive (default ``2 top``).
         """
-        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
-        keep = (
-            2 * top
-            if keep is None
-            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
-        )
-        if threshold is not None:
-            threshold = check_probability(threshold, name="threshold")
-        _z(confidence)
+        top, keep, threshold = _search_options(top, keep, threshold, confidence)
         proto = self.protocol
         lens = proto.lengths
         n = self.n
@@ -549,15 +550,7 @@ class SfpAggregator(TreeHistAggregator):
         would exceed 65,536 items), the items whose hash is another value are discarded, and
         the rest are counted in the word group.
         """
-        top = check_integer(top, name="top", minimum=1, maximum=1 << 20)
-        keep = (
-            2 * top
-            if keep is None
-            else check_integer(keep, name="keep", minimum=top, maximum=1 << 20)
-        )
-        if threshold is not None:
-            threshold = check_probability(threshold, name="threshold")
-        _z(confidence)
+        top, keep, threshold = _search_options(top, keep, threshold, confidence)
         proto = self.protocol
         n = self.n
         sizes = tuple(a.n for a in self._aggs)
