@@ -310,11 +310,13 @@ def audit_vectors(
     src: RandomSource,
     samples: int = AUDIT_SAMPLES,
     confidence: float = AUDIT_CONFIDENCE,
+    coords: list[int] | None = None,
 ) -> Any:
     """Audit ``claim`` on release vectors drawn beforehand on D (``va``) and D' (``vb``),
-    ``samples`` rows each, with the testers of :func:`audit_testers` on the coordinates that
-    vary."""
-    coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
+    ``samples`` rows each, with the testers of :func:`audit_testers` on ``coords`` (default:
+    the coordinates that vary)."""
+    if coords is None:
+        coords = [j for j in range(va.shape[1]) if np.concatenate([va[:, j], vb[:, j]]).std() > 0]
     scales = np.concatenate([va, vb])[:, coords].std(axis=0)
     table = {"D": va, "D'": vb}
 

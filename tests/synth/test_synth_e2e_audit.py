@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _proof import audit_testers
+from _proof import audit_vectors
 
 from dpkit._numeric.zcdp import zcdp_epsilon
 from dpkit.accounting import Budget
 from dpkit.analytics import Session
-from dpkit.audit import Claim, audit
+from dpkit.audit import Claim
 from dpkit.noise import RandomSource
 from dpkit.synth import MST, Categorical
 from dpkit.synth._measure import marginal_statement
@@ -70,25 +70,8 @@ def _audit(xa: np.ndarray, xb: np.ndarray, sigma: float, claim: Claim, seed: int
     src = RandomSource(seed=seed, insecure=True)
     va = np.stack([add_noise(xa, sigma, src) for _ in range(SAMPLES)]).astype(np.float64)
     vb = np.stack([add_noise(xb, sigma, src) for _ in range(SAMPLES)]).astype(np.float64)
-    coords = [int(j) for j in np.flatnonzero(xa != xb)]
-    scales = np.concatenate([va, vb])[:, coords].std(axis=0)
-    table = {"D": va, "D'": vb}
-
-    def mechanism(x: str, size: int) -> np.ndarray:
-        got = table[x][:size]
-        table[x] = table[x][size:]
-        return got
-
-    return audit(
-        mechanism,
-        ("D", "D'"),
-        samples=SAMPLES,
-        claim=claim,
-        confidence=CONFIDENCE,
-        vectorized=True,
-        testers=audit_testers(coords, scales),
-        source=src,
-    )
+    coords = [int(j) for j in np.flatnonzero(xa != xb)]  # the cells the person changes
+    return audit_vectors(va, vb, claim, src, SAMPLES, CONFIDENCE, coords=coords)
 
 
 def _sigma_and_claim() -> tuple[float, Claim]:
