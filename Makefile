@@ -141,7 +141,7 @@ QUICK_DOC := $(abspath bench-quick.md)
 QUICK_DATA := /tmp/dpkit-bench-quick
 QUICK := DPKIT_BENCH_DOC=$(QUICK_DOC) $(BIN)/python
 bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python \
-		$(PURELDP)/bin/python
+		$(PURELDP)/bin/python $(QUANTPEERS)/bin/python
 	rm -f $(QUICK_DOC)
 	$(QUICK) benchmarks/noise.py
 	$(QUICK) benchmarks/accounting.py
@@ -152,7 +152,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/ldp.py --quick --pure-ldp-python $(PURELDP)/bin/python
 	$(QUICK) benchmarks/selection.py
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
-	$(QUICK) benchmarks/quantile_accuracy.py --quick
+	$(QUICK) benchmarks/quantile_accuracy.py --quick --peers-python $(QUANTPEERS)/bin/python
 	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write
 	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
