@@ -20,9 +20,8 @@ Columns of the table:
   object at a time, so it runs on a 1M-row file of the same distribution and its time is
   extrapolated linearly to 10M (marked in the table).
 * Tumult Analytics 0.21 on a local Spark session (``local[2]``, 4 GB driver), in its own
-  virtual environment (``--tumult-python``, default ``/work/venv-tumult/bin/python``; create it
-  with ``python3 -m venv /work/venv-tumult && /work/venv-tumult/bin/pip install
-  "tmlt.analytics==0.21.0"``; it needs Java 17). Like PipelineDP it runs on 1M rows first and
+  virtual environment (``--tumult-python``, default the repository's ``.venv-tumult``, which
+  ``make bench`` builds; it needs Java 17). Like PipelineDP it runs on 1M rows first and
   on 10M only if that would take under 10 minutes, else its time is extrapolated linearly.
   Its peak RSS is the worker's plus the Spark JVM's (``run_tumult``).
 * 100M rows: the dpkit engine on a 100M-row file under a 1 GB DuckDB memory limit.
@@ -69,8 +68,9 @@ def _arg(name: str, default: str) -> str:
 
 DATA = Path(_arg("--data", "/tmp/dpkit-bench-analytics"))
 SRC = _arg("--src", str(Path(__file__).resolve().parent.parent / "src"))
-PEERS_PYTHON = _arg("--peers-python", "/work/venv-peers/bin/python")
-TUMULT_PYTHON = _arg("--tumult-python", "/work/venv-tumult/bin/python")
+_REPO = Path(__file__).resolve().parent.parent  # the Makefile builds the peers' environments here
+PEERS_PYTHON = _arg("--peers-python", str(_REPO / ".venv-peers/bin/python"))
+TUMULT_PYTHON = _arg("--tumult-python", str(_REPO / ".venv-tumult/bin/python"))
 
 
 # ------------------------------------------------------------------ data

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 
 import mpmath
@@ -43,7 +44,13 @@ from dpkit.events import (
     event_to_json,
 )
 
-mpmath.mp.dps = 50
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 50 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(50):
+        yield
 
 
 def _mp_delta(rho: float, eps: float) -> mpmath.mpf:

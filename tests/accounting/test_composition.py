@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Iterator
 
 import dp_accounting
 import mpmath
@@ -22,7 +23,13 @@ from dpkit.accounting.composition import (
 )
 from dpkit.errors import PrivacyParameterError
 
-mpmath.mp.dps = 50
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 50 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(50):
+        yield
 
 
 # ----------------------------------------------------------------------------- references

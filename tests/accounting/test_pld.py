@@ -4,6 +4,7 @@ events, pmf slack, error bounds and the accountant contract."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath
 import numpy as np
@@ -34,7 +35,13 @@ from dpkit.events import (
     SelfComposedEvent,
 )
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
 
 
 def _mp_gauss_delta(eps: float, mu: float) -> float:

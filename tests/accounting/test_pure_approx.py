@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 
 import mpmath
@@ -29,7 +30,13 @@ from dpkit.events import (
     SelfComposedEvent,
 )
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
 
 
 def test_laplace_costs_inverse_noise_multiplier_exactly() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import dp_accounting
 import mpmath
@@ -27,7 +28,14 @@ from dpkit.events import (
     RandomizedResponseEvent,
 )
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
+
 
 INT_ORDERS = tuple(float(a) for a in range(2, 257))
 MIXED_ORDERS = (1.5, 1.75, 2.0, 2.5, 3.0, 4.5, 8.0, 16.0, 32.0, 64.0, 128.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 
 import mpmath
@@ -35,7 +36,14 @@ from dpkit.events import (
     event_to_json,
 )
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
+
 
 _RHOS = (1e-6, 1e-3, 0.03, 0.5, 4.0, 60.0)
 

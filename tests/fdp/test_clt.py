@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -25,7 +26,15 @@ from dpkit.fdp import (
     self_tensor,
 )
 
-mp.mp.dps = 30
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 30 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mp.workdps(30):
+        yield
+
+
 X = np.linspace(0.0, 1.0, 4001)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -15,7 +16,13 @@ from dpkit._numeric.gaussian import gaussian_delta
 from dpkit.errors import PrivacyParameterError
 from dpkit.fdp import gdp, mu_from_epsilon_delta
 
-mp.mp.dps = 50
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 50 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mp.workdps(50):
+        yield
 
 
 def _ref_delta(eps: float, mu: float) -> mp.mpf:

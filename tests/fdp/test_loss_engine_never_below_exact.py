@@ -25,8 +25,6 @@ from dpkit.events import (
     PoissonSampledEvent,
 )
 
-mp.mp.dps = 50
-
 
 @pytest.fixture(autouse=True)
 def _fifty_digits() -> Iterator[None]:

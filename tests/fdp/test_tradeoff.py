@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -24,7 +25,15 @@ from dpkit.fdp import (
     piecewise_linear,
 )
 
-mp.mp.dps = 30
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 30 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mp.workdps(30):
+        yield
+
+
 GRID = np.concatenate([np.linspace(0.0, 1.0, 2001), np.logspace(-12, -1, 50)])
 
 

@@ -22,8 +22,8 @@ from dpkit.events import RandomizedResponseEvent, randomized_response_epsilon
 from dpkit.ldp import client
 
 
+@mpmath.workdps(60)  # restored on return
 def _exact(p: float, k: int) -> mpmath.mpf:
-    mpmath.mp.dps = 60
     return mpmath.log(mpmath.mpf(p) * (k - 1) / (1 - mpmath.mpf(p)))
 
 

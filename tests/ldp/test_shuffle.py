@@ -18,11 +18,11 @@ from dpkit.events import ApproxDpEvent, ComposedEvent
 from dpkit.noise import RandomSource
 
 
+@mpmath.workdps(50)  # restored on return
 def _exact_rr_delta(eps: float, eps0: float, n: int) -> float:
     """Brute force: n users answer binary randomized response at eps0; the server sees the
     number of ones. Worst case over every dataset of the other n - 1 users (m of them hold 1)
     and both orders of the neighbouring pair, in 50-digit arithmetic."""
-    mpmath.mp.dps = 50
     p = mpmath.e**eps0 / (1 + mpmath.e**eps0)
     e = mpmath.e**eps
     worst = mpmath.mpf(0)

@@ -48,8 +48,8 @@ def _exact_loss(proto: Any) -> Any:
                     return mpmath.inf
                 if pa:
                     worst = max(worst, pa / pb)
-    mpmath.mp.dps = 50
-    return mpmath.log(mpmath.mpf(worst.numerator) / worst.denominator)
+    with mpmath.workdps(50):
+        return mpmath.log(mpmath.mpf(worst.numerator) / worst.denominator)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

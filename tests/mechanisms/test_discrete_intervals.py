@@ -9,6 +9,7 @@ form ``2 q^(h+1) / (1 + q)``).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 
 import mpmath
 import pytest
@@ -16,7 +17,13 @@ import pytest
 from dpkit.analytics._pricing import Noise
 from dpkit.mechanisms import DiscreteGaussian, DiscreteLaplace
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
 
 
 def _gauss_tail(sigma: float, h: int) -> mpmath.mpf:

@@ -7,6 +7,7 @@ Release frequencies are tested in tests/statistical/test_partition_selection_sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 
 import mpmath
@@ -22,7 +23,15 @@ from dpkit.mechanisms import GaussianPartitionSelection, PartitionSelection
 from dpkit.mechanisms._calibration import calibrated_delta, calibrated_epsilon
 from dpkit.noise import RandomSource
 
-mpmath.mp.dps = 60
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 60 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(60):
+        yield
+
+
 T = 2**63
 
 

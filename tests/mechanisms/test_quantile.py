@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import mpmath
 import numpy as np
@@ -22,7 +23,13 @@ from dpkit.mechanisms import BinnedQuantile
 from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.noise import RandomSource
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mpmath.workdps(40):
+        yield
 
 
 def seeded(seed: int) -> RandomSource:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -26,7 +27,13 @@ from dpkit.mechanisms import ExponentialMechanism, ReportNoisyMax
 from dpkit.mechanisms._calibration import calibrated_epsilon
 from dpkit.mechanisms.selection import SELECTION_SLACK
 
-mp.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _working_precision() -> Iterator[None]:
+    # 40 digits for this module's references, set per test and restored after it (a
+    # module-level setting would leak into every test collected after it)
+    with mp.workdps(40):
+        yield
 
 
 def _pf() -> ReportNoisyMax:
