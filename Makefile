@@ -116,8 +116,16 @@ $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
 	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
 
+# The utility benchmark's diffprivlib and SmartNoise SQL: SmartNoise SQL pins an older OpenDP
+# than the quantile peers' one, so they get an environment of their own.
+DPLIB := .venv-dplib
+$(DPLIB)/bin/python:
+	$(PY) -m venv $(DPLIB)
+	$(DPLIB)/bin/pip install -q "diffprivlib==0.6.6" "scikit-learn==1.7.2" \
+		"smartnoise-sql==1.0.10" pyarrow
+
 bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PURELDP)/bin/python \
-		$(QUANTPEERS)/bin/python
+		$(QUANTPEERS)/bin/python $(DPLIB)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/loss_engine.py
@@ -133,6 +141,8 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PU
 		--tumult-python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/spark.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
+	$(BIN)/python benchmarks/utility.py --peers-python $(PEERS)/bin/python \
+		--tumult-python $(TUMULT)/bin/python --dplib-python $(DPLIB)/bin/python
 
 # Every benchmark once at its smallest sizes, with the same environments as `make bench`: proves
 # that they install and that each script runs. The sections go to bench-quick.md (the figures
@@ -141,7 +151,7 @@ QUICK_DOC := $(abspath bench-quick.md)
 QUICK_DATA := /tmp/dpkit-bench-quick
 QUICK := DPKIT_BENCH_DOC=$(QUICK_DOC) $(BIN)/python
 bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python \
-		$(PURELDP)/bin/python $(QUANTPEERS)/bin/python
+		$(PURELDP)/bin/python $(QUANTPEERS)/bin/python $(DPLIB)/bin/python
 	rm -f $(QUICK_DOC)
 	$(QUICK) benchmarks/noise.py
 	$(QUICK) benchmarks/accounting.py
@@ -158,6 +168,9 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
 	$(QUICK) benchmarks/spark.py --sizes 100000 --repeat-below 0 --data $(QUICK_DATA) \
 		--write --peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
+	$(QUICK) benchmarks/utility.py --quick --data $(QUICK_DATA)-utility \
+		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python \
+		--dplib-python $(DPLIB)/bin/python
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) $(QUANTPEERS) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md
+	rm -rf $(VENV) $(PEERS) $(TUMULT) $(QUANTPEERS) $(DPLIB) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md

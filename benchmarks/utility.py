@@ -37,7 +37,7 @@ the tables show, relative to the exact value for the plot. Interval coverage at 
 of released intervals holding the exact value, for every library that gives intervals.
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/utility.py
-[--quick] [--peers-python P] [--tumult-python P] [--dplib-python P] [--only LIB,...]
+[--quick] [--peers-python P] [--tumult-python P] [--dplib-python P] [--only LIB,...] [--jobs N]
 [--data DIR]``. ``--quick`` writes to ``$DPKIT_BENCH_DOC`` when set (``make bench-quick``),
 never over the measured section. ``--src DIR`` runs the dpkit worker on another source tree
 (e.g. a branch's ``src``), so the comparison can be rerun as dpkit changes.
@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,10 @@ ALL = "_all"  # the key of the one group of an overall task
 # Repetitions per task: at most REPS, fewer when a library's runs are slow (a per-task time
 # limit, TIME_LIMIT seconds, stops repeating after at least MIN_REPS); the tables say how many
 # ran. Overall tasks give one value per run, so they get more.
-REPS = 3 if QUICK else 12
+REPS = 3 if QUICK else 10
 REPS_ALL = 5 if QUICK else 40
-MIN_REPS = 1 if QUICK else 3
-TIME_LIMIT = 30.0 if QUICK else 150.0
+MIN_REPS = 1 if QUICK else 2
+TIME_LIMIT = 30.0 if QUICK else 60.0
 WORKER_TIMEOUT = 900.0
 CANDIDATES = 2001  # quantile candidates for the peers that need a finite set (step 250)
 LIBS = ("dpkit", "opendp", "pipelinedp", "tumult", "diffprivlib", "smartnoise")
@@ -131,6 +132,8 @@ def _arg(name: str, default: str) -> str:
     return default
 
 
+# Workers run JOBS at a time (each its own process; accuracy does not depend on the timing).
+JOBS = int(_arg("--jobs", "2"))
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(_arg("--data", "/tmp/dpkit-bench-utility"))
 SRC = _arg("--src", str(ROOT / "src"))
@@ -1020,23 +1023,28 @@ def main() -> None:
     true, people = truth(path)
     only = _arg("--only", ",".join(LIBS)).split(",")
     res: dict[str, dict[str, dict[str, Any]]] = {}
-    for lib in [x for x in LIBS if x in only]:
-        for task in TASKS:
-            t = time.perf_counter()
-            raw = measure(lib, task, path)
-            if "error" in raw and not raw.get("runs"):
-                res.setdefault(lib, {})[task] = {"error": raw["error"]}
-            elif "not_offered" in raw:
-                res.setdefault(lib, {})[task] = {"not_offered": raw["not_offered"]}
-            else:
-                res.setdefault(lib, {})[task] = errors(raw, task, true, people)
-            print(
-                f"{lib} {task}: {time.perf_counter() - t:.0f} s {json.dumps(res[lib][task])[:300]}",
-                file=sys.stderr,
-                flush=True,
-            )
+    # the slow peers first, so the pool is not left waiting on one of them at the end
+    order = ("tumult", "pipelinedp", "smartnoise", "dpkit", "opendp", "diffprivlib")
+    pairs = [(lib, task) for lib in order if lib in only for task in TASKS]
+
+    def one(pair: tuple[str, str]) -> None:
+        lib, task = pair
+        t = time.perf_counter()
+        raw = measure(lib, task, path)
+        if "error" in raw and not raw.get("runs"):
+            r: dict[str, Any] = {"error": raw["error"]}
+        elif "not_offered" in raw:
+            r = {"not_offered": raw["not_offered"]}
+        else:
+            r = errors(raw, task, true, people)
+        res.setdefault(lib, {})[task] = r
+        took = time.perf_counter() - t
+        print(f"{lib} {task}: {took:.0f} s {json.dumps(r)[:300]}", file=sys.stderr, flush=True)
+
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        list(pool.map(one, pairs))
     text = report(res, people, time.perf_counter() - start, (load0, os.getloadavg()[0]))
-    png = DOC.parent / ("utility-quick.png" if QUICK else "utility.png")
+    png = DOC.parent / ("bench-utility-quick.png" if QUICK else "utility.png")
     plot(res, png)
     if QUICK:
         text = text.replace("(utility.png)", f"({png.name})")
