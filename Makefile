@@ -134,6 +134,7 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PU
 	$(BIN)/python benchmarks/audit.py
 	$(BIN)/python benchmarks/ldp.py --pure-ldp-python $(PURELDP)/bin/python
 	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/partition_selection.py --peers-python $(PEERS)/bin/python
 	$(BIN)/python benchmarks/analytics_accuracy.py
 	$(BIN)/python benchmarks/quantile_accuracy.py --peers-python $(QUANTPEERS)/bin/python
 	$(BIN)/python benchmarks/synth.py --write
@@ -161,6 +162,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/audit.py --quick
 	$(QUICK) benchmarks/ldp.py --quick --pure-ldp-python $(PURELDP)/bin/python
 	$(QUICK) benchmarks/selection.py
+	$(QUICK) benchmarks/partition_selection.py --quick --peers-python $(PEERS)/bin/python
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
 	$(QUICK) benchmarks/quantile_accuracy.py --quick --peers-python $(QUANTPEERS)/bin/python
 	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write
