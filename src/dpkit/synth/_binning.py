@@ -363,7 +363,7 @@ class Binner:
     ) -> list[float]:
         """The private quantiles of one column from its exact counts over ``grid`` (the last
         count, the missing cell, is not a value and is dropped)."""
-        dense = np.asarray(counts[: len(grid) - 1], dtype=np.int64)
+        dense = np.asarray(counts, dtype=np.int64)[: len(grid) - 1]
         nz = np.flatnonzero(dense).astype(np.int64)
         mech = step.quantile_mechanism(grid)
         return [float(v) for v in mech.release_sparse([(nz, dense[nz])], source=source)[0]]
