@@ -165,8 +165,38 @@ def _edges_text(cut: Sequence[Any], fmt: Any = None) -> str:
     return ", ".join(shown)
 
 
+class _Binned:
+    """What :class:`Numeric` and :class:`Date` share: bins, bounds, and edges once known."""
+
+    lower: Any
+    upper: Any
+    bins: int
+    mode: str
+    cut: tuple[float, ...] | None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the edges are known (public, or chosen by a fit)."""
+        return self.cut is not None
+
+    @property
+    def needs_range(self) -> bool:
+        """Whether a fit must find a bound privately."""
+        return self.cut is None and (self.lower is None or self.upper is None)
+
+    @property
+    def needs_quantiles(self) -> bool:
+        """Whether a fit must choose the inner edges by private quantiles."""
+        return self.cut is None and self.mode == "quantile" and self.bins > 1
+
+    @property
+    def size(self) -> int:
+        """Number of cells: the bins and the missing cell."""
+        return self.bins + 1
+
+
 @dataclass(frozen=True, init=False)
-class Numeric:
+class Numeric(_Binned):
     """A numeric column cut into ``bins`` bins (plus a missing cell); sampled values are
     uniform inside their bin.
 
@@ -245,25 +275,6 @@ class Numeric:
         out = cls(edges=edges)
         out._set(out.lower, out.upper, out.bins, mode, out.cut, True)
         return out
-
-    @property
-    def resolved(self) -> bool:
-        """Whether the edges are known (public, or chosen by a fit)."""
-        return self.cut is not None
-
-    @property
-    def needs_range(self) -> bool:
-        """Whether a fit must find a bound privately."""
-        return self.cut is None and (self.lower is None or self.upper is None)
-
-    @property
-    def needs_quantiles(self) -> bool:
-        """Whether a fit must choose the inner edges by private quantiles."""
-        return self.cut is None and self.mode == "quantile" and self.bins > 1
-
-    @property
-    def size(self) -> int:
-        return self.bins + 1
 
     @property
     def edges(self) -> tuple[float, ...]:
@@ -345,7 +356,7 @@ def _step(t: datetime.date, unit: str) -> datetime.date:
 
 
 @dataclass(frozen=True, init=False)
-class Date:
+class Date(_Binned):
     """A date or timestamp column cut into bins (plus a missing cell); sampled values are
     uniform inside their bin (to the day for a ``DATE``, the microsecond for a timestamp).
 
@@ -470,22 +481,6 @@ class Date:
         out = cls.__new__(cls)
         out._set(None, None, len(cut) - 1, None, mode, None, time_kind, cut, True)
         return out
-
-    @property
-    def resolved(self) -> bool:
-        return self.cut is not None
-
-    @property
-    def needs_range(self) -> bool:
-        return self.cut is None and (self.lower is None or self.upper is None)
-
-    @property
-    def needs_quantiles(self) -> bool:
-        return self.cut is None and self.mode == "quantile" and self.bins > 1
-
-    @property
-    def size(self) -> int:
-        return self.bins + 1
 
     @property
     def edges(self) -> tuple[float, ...]:

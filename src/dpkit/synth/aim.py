@@ -54,7 +54,6 @@ from dpkit.noise import RandomSource
 from dpkit.synth._binning import (
     DEFAULT_BINNING,
     BinningPlan,
-    bin_then_count,
     check_binning,
     plan_binning,
 )
@@ -67,9 +66,8 @@ from dpkit.synth._common import (
 from dpkit.synth._domain import ColumnDomain, check_domains
 from dpkit.synth._graph import JunctionModel, Measurement, fit_graph, model_cells
 from dpkit.synth._measure import clique_statement, read_cliques
-from dpkit.synth._report import charge_record
 from dpkit.synth._tree import estimate_total
-from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel, charge_parts, with_binning
+from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel, fit_through, with_binning
 
 __all__ = ["AIM", "AIMPlan"]
 
@@ -241,30 +239,21 @@ class AIM:
         charge ``rho`` to the session's budget once, first (refusals spend nothing)."""
         check_session("AIM", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
-        assert plan.binning is not None
-        domains, counts, report = bin_then_count(
+        return fit_through(
+            "AIM",
             session,
             self.domains,
-            plan.binning,
             self.max_rows,
-            plan.event,
-            plan.rho,
-            {
-                "synth": "AIM",
-                "rho": plan.rho,
-                "columns": list(self.domains),
-                "max_rows": self.max_rows,
-            },
+            plan,
+            (epsilon, delta),
             lambda doms: clique_statement(session, doms, self.workload, self.max_rows),
+            lambda counts, doms: self._fit_from(
+                read_cliques(counts, doms, self.workload),
+                plan,
+                session.source_of_randomness,
+                doms,
+            ),
         )
-        exact = read_cliques(counts, domains, self.workload)
-        model = self._fit_from(exact, plan, session.source_of_randomness, domains)
-        model.info["charge"] = charge_record(
-            plan.event, plan.rho, epsilon, delta, charge_parts(plan)
-        )
-        if report:
-            model.info["binning"] = report
-        return model
 
     def _candidates(self) -> dict[Clique, int]:
         """Every non-empty subset of a workload clique and its weight ``sum_s |r ∩ s|``."""

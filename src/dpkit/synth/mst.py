@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -231,30 +231,18 @@ class MST:
         raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
         check_session("MST", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
-        assert plan.binning is not None
-        domains, counts, report = bin_then_count(
+        return fit_through(
+            "MST",
             session,
             self.domains,
-            plan.binning,
             self.max_rows,
-            plan.event,
-            plan.rho,
-            {
-                "synth": "MST",
-                "rho": plan.rho,
-                "columns": list(self.domains),
-                "max_rows": self.max_rows,
-            },
+            plan,
+            (epsilon, delta),
             lambda doms: marginal_statement(session, doms, self.max_rows),
+            lambda counts, doms: self._fit_from(
+                read_marginals(counts, doms), plan, session.source_of_randomness, doms
+            ),
         )
-        exact = read_marginals(counts, domains)
-        model = self._fit_from(exact, plan, session.source_of_randomness, domains)
-        model.info["charge"] = charge_record(
-            plan.event, plan.rho, epsilon, delta, charge_parts(plan)
-        )
-        if report:
-            model.info["binning"] = report
-        return model
 
     def _fit_from(
         self,
@@ -296,6 +284,37 @@ class MST:
                 "edges": [[cols[a], cols[b]] for a, b in edges],
             },
         )
+
+
+def fit_through(
+    method: str,
+    session: Any,
+    domains: Mapping[str, ColumnDomain],
+    max_rows: int,
+    plan: Any,
+    share: tuple[float | None, float | None],
+    statement_for: Callable[[dict[str, ColumnDomain]], Any],
+    fit_from: Callable[[list[tuple[int, ...]], dict[str, ColumnDomain]], SyntheticModel],
+) -> SyntheticModel:
+    """A fit's common path (MST and AIM): check, charge ``plan.event`` once, bin, count with
+    ``statement_for(resolved domains)``, fit with ``fit_from(counts, resolved domains)``, and
+    record the charge (its parts) and the binning in the model's ``info``."""
+    assert plan.binning is not None
+    resolved, counts, report = bin_then_count(
+        session,
+        domains,
+        plan.binning,
+        max_rows,
+        plan.event,
+        plan.rho,
+        {"synth": method, "rho": plan.rho, "columns": list(domains), "max_rows": max_rows},
+        statement_for,
+    )
+    model = fit_from(counts, resolved)
+    model.info["charge"] = charge_record(plan.event, plan.rho, *share, charge_parts(plan))
+    if report:
+        model.info["binning"] = report
+    return model
 
 
 def charge_parts(plan: Any) -> dict[str, float]:
