@@ -316,3 +316,43 @@ def test_aim_accepts_the_new_columns() -> None:
         assert model.domains[c].resolved and model.domains[c].chosen
     out = model.sample(100, source=RandomSource(seed=1, insecure=True))
     assert list(out.columns) == list(COLUMNS)
+
+
+def test_public_bounds_with_quantile_edges_spend_only_on_quantiles() -> None:
+    s = _session(seed=12)
+    cols = {
+        "sex": Categorical(["F", "M"]),
+        "income": Numeric(0, 500_000, bins=5, edges="quantile"),
+        "joined": Date("2015-01-01", "2024-01-01", bins=4, edges="quantile"),
+    }
+    model = MST(cols, max_rows=2, iterations=50).fit(s, rho=0.5)
+    report = model.info["binning"]["columns"]
+    for c in ("income", "joined"):
+        assert report[c]["range"] is None and report[c]["range_rho"] == 0.0
+        assert report[c]["quantiles"] == cols[c].bins - 1
+    assert model.domains["income"].edges[0] == 0.0
+    assert model.domains["income"].edges[-1] == 500_000.0
+    dates = model.domains["joined"].edge_dates()
+    assert dates[0] == datetime.datetime(2015, 1, 1) and dates[-1] == datetime.datetime(2024, 1, 1)
+    # the quintiles of a log-normal income sit far below the public upper bound
+    assert model.domains["income"].edges[-2] < 200_000
+    # with both bounds and no edges=, a Date is cut into equal bins (as a Numeric), for free
+    eq = Date("2015-01-01", "2024-01-01", bins=3)
+    assert eq.mode == "equal" and not eq.needs_quantiles and not eq.needs_range
+
+
+def test_public_date_edges_are_read_in_the_column_numbers() -> None:
+    s = _session(seed=13)
+    cols = {
+        "sex": Categorical(["F", "M"]),
+        "joined": Date(edges=["2015-01-01", "2018-01-01", "2021-06-15T12:00:00", "2024-01-01"]),
+    }
+    model = MST(cols, max_rows=2, iterations=50).fit(s, rho=0.5)
+    assert "binning" not in model.info
+    dom = model.domains["joined"]
+    assert dom.bins == 3 and dom.time_kind == "local" and not dom.chosen
+    assert dom.edge_dates()[2] == datetime.datetime(2021, 6, 15, 12)
+    # microseconds since 1970 (a timestamp column)
+    assert dom.edges[0] == (datetime.datetime(2015, 1, 1) - datetime.datetime(1970, 1, 1)) / (
+        datetime.timedelta(microseconds=1)
+    )

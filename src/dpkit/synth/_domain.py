@@ -363,9 +363,10 @@ class Date(_Binned):
     * ``Date("2020-01-01", "2024-12-31", unit="month")``: one bin per calendar month (also
       ``"year"``, ``"quarter"``, ``"week"``, ``"day"``, ``"hour"``) of the public range;
       nothing is spent on binning.
-    * ``Date(lower, upper, bins, edges="equal")``: equal-width bins of the public range.
-    * ``Date(lower, upper, bins)`` (``edges="quantile"``, the default without a unit): private
-      quantiles inside the public range; ``Date(bins=12)`` without bounds first finds the range
+    * ``Date(lower, upper, bins)``: equal-width bins of the public range (as for
+      :class:`Numeric`, ``edges="equal"`` is the default when both bounds are given).
+    * ``Date(lower, upper, bins, edges="quantile")``: private quantiles inside the public range;
+      ``Date(bins=12)`` (no bounds: ``edges="quantile"`` by default) first finds the range
       privately, to the year (a noisy histogram over the years 1900-2100; dates outside them
       count in the end years).
     * ``Date(edges=["2020-01-01", "2021-07-01", "2023-01-01"])``: public edges.
