@@ -245,9 +245,10 @@ def typed_domains(session: Any, domains: Mapping[str, ColumnDomain]) -> dict[str
             kind = time_kind_of(t)
             if kind is None:
                 raise PrivacyParameterError(
-                    f"column {c!r} has the type {t}, not a date or timestamp: declare it "
-                    "Numeric(...) or Categorical([...]), or cast it to DATE or TIMESTAMP "
-                    "first. Nothing was spent."
+                    f"column {c!r} has the type {t}, not one read as dates (DATE, TIMESTAMP, "
+                    "TIMESTAMPTZ, in microseconds): declare it Numeric(...) or "
+                    "Categorical([...]), or cast it to DATE or TIMESTAMP first. Nothing was "
+                    "spent."
                 )
             out[c] = d.for_column(kind, c)
         else:

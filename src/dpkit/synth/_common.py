@@ -111,9 +111,9 @@ def check_session(
             )
         if isinstance(dom, Date) and time_kind_of(session.column_type(c)) is None:
             raise PrivacyParameterError(
-                f"column {c!r} has the type {t or 'unknown'}, not a date or timestamp: declare "
-                "it Numeric(...) or Categorical([...]), or cast it to DATE or TIMESTAMP first. "
-                "Nothing was spent."
+                f"column {c!r} has the type {t or 'unknown'}, not one read as dates (DATE, "
+                "TIMESTAMP, TIMESTAMPTZ, in microseconds): declare it Numeric(...) or "
+                "Categorical([...]), or cast it to DATE or TIMESTAMP first. Nothing was spent."
             )
 
 

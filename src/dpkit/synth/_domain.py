@@ -505,7 +505,8 @@ class Date(_Binned):
             return f"date, {self.bins} bins, edges to be chosen ({self.mode} over {how})"
         how = f"chosen privately ({self.mode})" if self.chosen else f"public ({self.mode})"
         shown = _edges_text([d.isoformat() for d in self.edge_dates()], str)
-        return f"date, {self.bins} bins, {how} edges: {shown}"
+        kind = "date" if self.time_kind == "date" else "timestamp"
+        return f"{kind}, {self.bins} bins, {how} edges: {shown}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -573,8 +573,8 @@ def _dates(x: FloatArray, missing: npt.NDArray[np.bool_], time_kind: str) -> Any
 
     n = np.floor(np.where(missing, 0.0, x)).astype(np.int64)
     unit = "D" if time_kind == "date" else "us"
-    out = pd.Series(n.astype(f"datetime64[{unit}]"))
+    stamps = n.astype(f"datetime64[{unit}]")
+    stamps[missing] = np.datetime64("NaT")
     if time_kind == "instant":
-        out = out.dt.tz_localize("UTC")
-    out[missing] = pd.NaT
-    return out.to_numpy() if time_kind != "instant" else out.array
+        return pd.Series(stamps).dt.tz_localize("UTC").array
+    return stamps
