@@ -181,7 +181,14 @@ def _column_step(
     q_eps = 0.0
     if needs_q:
         k = dom.bins - 1
-        q_eps, ev = _quantile_epsilon(share - range_share, k, m)
+        try:
+            q_eps, ev = _quantile_epsilon(share - range_share, k, m)
+        except PrivacyParameterError:
+            raise PrivacyParameterError(
+                f"the {what} budget left for the {k} quantiles of column {column!r} (rho "
+                f"{float(share - range_share):.3g}) is too small: give a larger binning share "
+                "or budget, fewer bins, or public edges. Nothing was spent."
+            ) from None
         qs = tuple(i / dom.bins for i in range(1, dom.bins))
         events.append(ev)
     event = events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
