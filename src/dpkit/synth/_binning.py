@@ -18,7 +18,7 @@ Within a column:
    ``rho_range`` is a quarter of the column's share when quantiles follow, all of it otherwise.
 2. **Edges.** ``edges="quantile"``: the ``K = bins - 1`` quantiles ``i / bins`` by dpkit's
    private quantile (:class:`~dpkit.mechanisms.BinnedQuantile`: the exponential mechanism over
-   the ``2^16`` equal candidate bins of the range, from the sparse counts of the non-empty
+   up to ``2^16`` equal candidate bins of the range, from the sparse counts of the non-empty
    ones), each at ``epsilon_q`` with ``K epsilon_q^2 / 8 <= rho_quantiles`` (the exponential
    mechanism is ``epsilon^2 / 8``-zCDP, bounded range: Cesar and Rogers 2021), rounded down
    until the event's exact cost fits. The released quantiles are sorted, those outside the
@@ -286,7 +286,7 @@ def _grid(dom: Numeric | Date) -> tuple[float, ...]:
 
 
 def _part(column: str, dom: Numeric | Date, edges: Sequence[float]) -> BinPart:
-    kind = dom.time_kind or "" if isinstance(dom, Date) else ""
+    kind = (dom.time_kind or "") if isinstance(dom, Date) else ""
     return BinPart(column, edges, kind)  # type: ignore[arg-type]
 
 
