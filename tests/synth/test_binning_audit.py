@@ -12,7 +12,7 @@ step's whole cost ``rho`` (range plus quantiles), as ``(zcdp_epsilon(rho, delta)
 
 Noise. The range histogram's noise is drawn here from a table of the discrete Gaussian pmf
 (the same law as dpkit's exact sampler, whose law is tested in tests/noise and in
-test_mst.py; the exact sampler is too slow for 3000 releases of 122 cells). The quantiles use
+test_mst.py; the exact sampler is too slow for 2000 releases of 122 cells). The quantiles use
 dpkit's own sampler. Salt: every statement is built on sessions seeded alike, so D and D' are
 bounded under one salt (stricter than auditing the mixture over salts). Exact counts are
 computed once per table and per range the noise yields. Confidence ``1 - 1e-6``. The companion
@@ -39,7 +39,7 @@ from dpkit.synth import Numeric
 from dpkit.synth._binning import Binner, plan_binning
 
 CONFIDENCE = 1.0 - 1e-6
-SAMPLES = 1500
+SAMPLES = 1000
 DELTA = 1e-6
 M = 2
 RHO_BINNING = 0.05  # the binning share of the fit (0.1 of 0.5)
