@@ -259,6 +259,7 @@ ANALYTICS_LAYERS: tuple[frozenset[str], ...] = (
             "_sources",
             "_column_types",
             "_topk",
+            "binning",  # public face of the planner's range and the quantile grid
         }
     ),
     frozenset({"engines"}),  # engines: the Engine protocol and DuckDB, Spark behind it

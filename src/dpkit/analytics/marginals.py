@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dpkit._numeric.grids import UniformEdges
 from dpkit._numeric.validation import check_integer
 from dpkit.analytics._plan import Aggregate, Bound, EngineResult, Measure, Plan, Source
 from dpkit.analytics.engines._protocol import Checked
@@ -49,10 +50,13 @@ class CategoryPart:
 @dataclass(frozen=True)
 class BinPart:
     """A column's public bin edges (strictly increasing); values are clamped into
-    ``[edges[0], edges[-1]]``, missing ones go to one extra cell."""
+    ``[edges[0], edges[-1]]``, missing ones go to one extra cell. ``time_kind``: the date
+    reading of the edges for a date or timestamp column (``"date"``, ``"local"``,
+    ``"instant"``; see :class:`~dpkit.analytics._plan.Measure`), ``""`` for numbers."""
 
     column: str
-    edges: tuple[float, ...]
+    edges: tuple[float, ...] | UniformEdges
+    time_kind: str = ""
 
     @property
     def size(self) -> int:
@@ -126,7 +130,11 @@ def marginal_counts(
                     )
                     if isinstance(p, CategoryPart)
                     else Measure(
-                        name=f"m{k}p{j}", kind="bin_counts", column=p.column, edges=p.edges
+                        name=f"m{k}p{j}",
+                        kind="bin_counts",
+                        column=p.column,
+                        edges=p.edges,
+                        time_kind=p.time_kind,
                     )
                     for j, p in enumerate(ps)
                 ),

@@ -6,21 +6,24 @@ nothing was spent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
+from dpkit.analytics.binning import time_kind_of
 from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
 from dpkit.events import DpEvent
 from dpkit.noise import RandomSource, discrete_gaussian_exact
-from dpkit.synth._domain import ColumnDomain, Numeric
+from dpkit.synth._domain import ColumnDomain, Date, Numeric
 
 __all__ = [
     "add_noise",
+    "after_charge",
+    "charge",
     "charge_then_count",
     "check_cells",
     "check_session",
@@ -29,6 +32,7 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 def resolve_rho(epsilon: Any, delta: Any, rho: Any, session: Any) -> float:
@@ -100,9 +104,16 @@ def check_session(
     for c, dom in domains.items():
         t = (session.column_type(c) or "").upper()
         if isinstance(dom, Numeric) and t and not numeric_type(t):
+            hint = " or Date(...)" if any(k in t for k in ("DATE", "TIME")) else ""
             raise PrivacyParameterError(
-                f"column {c!r} has the type {t}, not a number: declare it Categorical([...]) "
-                "or cast it to a number first. Nothing was spent."
+                f"column {c!r} has the type {t}, not a number: declare it Categorical([...])"
+                f"{hint}, or cast it to a number first. Nothing was spent."
+            )
+        if isinstance(dom, Date) and time_kind_of(session.column_type(c)) is None:
+            raise PrivacyParameterError(
+                f"column {c!r} has the type {t or 'unknown'}, not one read as dates (DATE, "
+                "TIMESTAMP, TIMESTAMPTZ, in microseconds): declare it Numeric(...) or "
+                "Categorical([...]), or cast it to DATE or TIMESTAMP first. Nothing was spent."
             )
 
 
@@ -123,6 +134,29 @@ def add_noise(counts: IntArray, sigma: float, source: RandomSource) -> IntArray:
     return out
 
 
+def charge(session: Any, event: DpEvent, rho: float, metadata: dict[str, Any]) -> None:
+    """Charge ``event`` to the session's budget; one the budget cannot pay raises
+    :class:`~dpkit.errors.BudgetExceededError` (nothing spent)."""
+    try:
+        session.budget.charge(event, metadata=metadata)
+    except BudgetExceededError as exc:
+        raise BudgetExceededError(
+            f"This {metadata.get('synth', 'synthesizer')} fit needs rho {rho:.6g}. {exc}"
+        ) from exc
+
+
+def after_charge(step: Callable[[], T]) -> T:
+    """Run one step of a fit after its charge (an engine statement, the binning): any failure
+    becomes an :class:`~dpkit.errors.EngineError` that withholds the original message."""
+    try:
+        return step()
+    except Exception:
+        raise EngineError(
+            "the engine failed after the charge; nothing released (the engine's message "
+            "is withheld: it may quote a private value)"
+        ) from None
+
+
 def charge_then_count(
     session: Any, event: DpEvent, rho: float, metadata: dict[str, Any], statement: Any
 ) -> list[tuple[int, ...]]:
@@ -130,17 +164,6 @@ def charge_then_count(
 
     A charge the budget cannot pay raises :class:`~dpkit.errors.BudgetExceededError` (nothing
     spent); an engine failure after the charge withholds the engine's message."""
-    try:
-        session.budget.charge(event, metadata=metadata)
-    except BudgetExceededError as exc:
-        raise BudgetExceededError(
-            f"This {metadata.get('synth', 'synthesizer')} fit needs rho {rho:.6g}. {exc}"
-        ) from exc
-    try:
-        counts: list[tuple[int, ...]] = statement.run()
-    except Exception:
-        raise EngineError(
-            "the engine failed after the charge; nothing released (the engine's message "
-            "is withheld: it may quote a private value)"
-        ) from None
+    charge(session, event, rho, metadata)
+    counts: list[tuple[int, ...]] = after_charge(statement.run)
     return counts

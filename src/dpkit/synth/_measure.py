@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.analytics.marginals import BinPart, CategoryPart, MarginalCounts, marginal_counts
-from dpkit.synth._domain import Categorical, ColumnDomain
+from dpkit.synth._domain import Categorical, ColumnDomain, Date
 
 __all__ = [
     "clique_statement",
@@ -45,6 +45,8 @@ def pairs_of(columns: list[str]) -> list[tuple[int, int]]:
 def _part(column: str, dom: ColumnDomain) -> CategoryPart | BinPart:
     if isinstance(dom, Categorical):
         return CategoryPart(column, dom.values)
+    if isinstance(dom, Date):
+        return BinPart(column, dom.edges, dom.time_kind or "")
     return BinPart(column, dom.edges)
 
 

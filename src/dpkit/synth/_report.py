@@ -91,7 +91,37 @@ def describe_model(domains: Mapping[str, Any], info: Mapping[str, Any]) -> str:
         lines.append(f"Each person contributes at most {info['max_rows']} row(s)")
     for c, dom in domains.items():
         lines.append(f"  {c}: {dom.describe() if hasattr(dom, 'describe') else dom}")
+    lines.extend(_binning_lines(info.get("binning")))
     if "edges" in info:
         pairs = ", ".join(f"{a}-{b}" for a, b in info["edges"])
         lines.append(f"Selected pairs: {pairs}")
     return "\n".join(lines)
+
+
+def _binning_lines(b: Any) -> list[str]:
+    """What the private binning chose and spent, column by column."""
+    if not isinstance(b, dict) or not b.get("columns"):
+        return []
+    out = [
+        f"Binning, before the marginals: rho = {_g(b['rho'])} (binning share {_g(b['share'])} "
+        f"of the fit, at most {_g(b['allotted'])})"
+    ]
+    for c, r in b["columns"].items():
+        parts = []
+        if r.get("range") is not None:
+            lo, hi = r.get("range_shown") or r["range"]
+            lo, hi = (_g(lo), _g(hi)) if isinstance(lo, (int, float)) else (lo, hi)
+            how = "" if r.get("range_found") else ", no bin reached the threshold: densest bin"
+            parts.append(
+                f"range [{lo}, {hi}] from a noisy histogram (rho {_g(r['range_rho'])}, "
+                f"threshold {r['range_threshold']} rows{how})"
+            )
+        if r.get("quantiles"):
+            parts.append(
+                f"{r['quantiles']} private quantiles (rho {_g(r['rho'] - r['range_rho'])}, "
+                f"epsilon {_g(r['quantile_epsilon'] / r['quantiles'])} each)"
+            )
+        if r.get("bins") != r.get("bins_asked"):
+            parts.append(f"{r['bins']} bins of the {r['bins_asked']} asked (equal edges merged)")
+        out.append(f"  {c}: " + "; ".join(parts))
+    return out

@@ -23,7 +23,9 @@ Accounting. The rounds are chosen adaptively but their zCDP costs are summed exa
 arithmetic, each sigma rounded up and each epsilon down) and never exceed ``rho``, which fully
 adaptive composition of zCDP allows (the privacy filter of Feldman and Zrnic 2021, Thm. 3.1,
 for every Renyi order); the fit charges ``rho`` to the session's zCDP budget once, before any
-row is read.
+row is read. When a numeric or date column has edges to choose, the private binning runs first
+(:mod:`dpkit.synth._binning`) on the ``binning`` share of ``rho`` (rounded down), inside the same
+charge, and the rounds above share the rest (rounded down).
 
 Person-level privacy as in MST: every workload marginal is counted by the session's engine on
 the table bounded to ``max_rows`` rows per privacy unit, in one statement, so ``Delta =
@@ -49,9 +51,14 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.events import DpEvent, ZCdpEvent
 from dpkit.mechanisms import ExponentialMechanism
 from dpkit.noise import RandomSource
+from dpkit.synth._binning import (
+    DEFAULT_BINNING,
+    BinningPlan,
+    check_binning,
+    plan_binning,
+)
 from dpkit.synth._common import (
     add_noise,
-    charge_then_count,
     check_cells,
     check_session,
     resolve_rho,
@@ -60,7 +67,7 @@ from dpkit.synth._domain import ColumnDomain, check_domains
 from dpkit.synth._graph import JunctionModel, Measurement, fit_graph, model_cells
 from dpkit.synth._measure import clique_statement, read_cliques
 from dpkit.synth._tree import estimate_total
-from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel
+from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel, fit_through, with_binning
 
 __all__ = ["AIM", "AIMPlan"]
 
@@ -79,7 +86,8 @@ class AIMPlan:
 
     ``sigma_0``: the 1-way marginals' noise and the first rounds' (in rows); ``epsilon_0``: the
     first rounds' exponential mechanism; ``rounds``: ``T``; ``cells``: the cells of the workload
-    marginals the engine counts; ``event``: what is charged (``rho``-zCDP)."""
+    marginals the engine counts; ``event``: what is charged (the binning, if any, and the
+    rounds' ``measurement_rho``-zCDP); ``binning``: the private binning."""
 
     rho: float
     columns: int
@@ -89,6 +97,9 @@ class AIMPlan:
     rounds: int
     cells: int
     event: DpEvent = field(repr=False)
+    measurement_rho: float = 0.0
+    binning: BinningPlan | None = field(default=None, repr=False)
+    measurement_event: DpEvent | None = field(default=None, repr=False)
 
 
 def _sigma_for(share: Fraction, m: int) -> float:
@@ -115,12 +126,13 @@ def _em_cost(eps: float) -> Fraction:
 class AIM:
     """The AIM synthesizer over declared column domains (see the module doc).
 
-    ``columns`` and ``max_rows`` as for :class:`~dpkit.synth.MST`. ``workload``: the marginals
-    the synthetic table should preserve, as tuples of column names (default: every 3-way
-    marginal, or every 2-way one for two columns). ``max_cells``: refuse a fit whose workload
-    marginals have more cells. ``max_model_cells``: the model-size limit (junction-tree cells;
-    the paper's 80 MB). ``rounds``: ``T`` (default ``16 d``). ``iterations``: the final fit's
-    mirror-descent steps, ``round_iterations`` those of each round's warm-started refit.
+    ``columns``, ``max_rows`` and ``binning`` as for :class:`~dpkit.synth.MST`.
+    ``workload``: the marginals the synthetic table should preserve, as tuples of column
+    names (default: every 3-way marginal, or every 2-way one for two columns).
+    ``max_cells``: refuse a fit whose workload marginals have more cells.
+    ``max_model_cells``: the model-size limit (junction-tree cells; the paper's 80 MB).
+    ``rounds``: ``T`` (default ``16 d``). ``iterations``: the final fit's mirror-descent
+    steps, ``round_iterations`` those of each round's warm-started refit.
     """
 
     def __init__(
@@ -128,6 +140,7 @@ class AIM:
         columns: Mapping[str, ColumnDomain | None],
         *,
         max_rows: int = 1,
+        binning: float = DEFAULT_BINNING,
         workload: Sequence[Sequence[str]] | None = None,
         max_cells: int = DEFAULT_MAX_CELLS,
         max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
@@ -140,6 +153,7 @@ class AIM:
         if d < 2:
             raise PrivacyParameterError(f"AIM models at least two columns, got {d}: add a column")
         self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
+        self.binning = check_binning(binning)
         self.max_cells = check_integer(max_cells, name="max_cells", minimum=1)
         self.max_model_cells = check_integer(max_model_cells, name="max_model_cells", minimum=1)
         self.rounds = check_integer(16 * d if rounds is None else rounds, name="rounds", minimum=1)
@@ -192,11 +206,13 @@ class AIM:
         """The budget and first-round noise of a fit at ``rho`` (or at the ``(epsilon,
         delta)`` share of ``session``'s zCDP budget); reads no data, spends nothing."""
         check_cells(self.cells, self.max_cells, self.domains, "workload")
-        r = resolve_rho(epsilon, delta, rho, session)
+        r_all = resolve_rho(epsilon, delta, rho, session)
+        bplan, r = plan_binning(self.domains, r_all, self.binning, self.max_rows)
         big_t, m = self.rounds, self.max_rows
         sigma_0 = _sigma_for(_ALPHA * Fraction(r) / big_t, m)
         eps_0 = _epsilon_for((1 - _ALPHA) * Fraction(r) / big_t)
-        return AIMPlan(
+        event = ZCdpEvent(rho=r)
+        measured = AIMPlan(
             rho=r,
             columns=len(self.domains),
             sensitivity=m,
@@ -204,8 +220,12 @@ class AIM:
             epsilon_0=eps_0,
             rounds=big_t,
             cells=self.cells,
-            event=ZCdpEvent(rho=r),
+            event=event,
+            measurement_rho=r,
+            measurement_event=event,
         )
+        out: AIMPlan = with_binning(r_all, bplan, measured)
+        return out
 
     def fit(
         self,
@@ -219,21 +239,21 @@ class AIM:
         charge ``rho`` to the session's budget once, first (refusals spend nothing)."""
         check_session("AIM", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
-        statement = clique_statement(session, self.domains, self.workload, self.max_rows)
-        counts = charge_then_count(
+        return fit_through(
+            "AIM",
             session,
-            plan.event,
-            plan.rho,
-            {
-                "synth": "AIM",
-                "rho": plan.rho,
-                "columns": list(self.domains),
-                "max_rows": self.max_rows,
-            },
-            statement,
+            self.domains,
+            self.max_rows,
+            plan,
+            (epsilon, delta),
+            lambda doms: clique_statement(session, doms, self.workload, self.max_rows),
+            lambda counts, doms: self._fit_from(
+                read_cliques(counts, doms, self.workload),
+                plan,
+                session.source_of_randomness,
+                doms,
+            ),
         )
-        exact = read_cliques(counts, self.domains, self.workload)
-        return self._fit_from(exact, plan, session.source_of_randomness)
 
     def _candidates(self) -> dict[Clique, int]:
         """Every non-empty subset of a workload clique and its weight ``sum_s |r ∩ s|``."""
@@ -247,18 +267,24 @@ class AIM:
         return out
 
     def _fit_from(
-        self, exact: Mapping[Clique, IntArray], plan: AIMPlan, source: RandomSource
+        self,
+        exact: Mapping[Clique, IntArray],
+        plan: AIMPlan,
+        source: RandomSource,
+        domains: Mapping[str, ColumnDomain] | None = None,
     ) -> SyntheticModel:
-        """Algorithm 1 from the workload's exact counts (after the charge)."""
-        cols = list(self.domains)
+        """Algorithm 1 from the workload's exact counts (after the charge), with the fit's
+        resolved ``domains`` (the declared ones by default)."""
+        doms = dict(self.domains if domains is None else domains)
+        cols = list(doms)
         d, m = len(cols), self.max_rows
-        sizes = [self.domains[c].size for c in cols]
+        sizes = [doms[c].size for c in cols]
         weights = self._candidates()
         truth: dict[Clique, IntArray] = {}
         for r in weights:
             host = next(w for w in self.workload if set(r) <= set(w))
             truth[r] = exact[host].sum(axis=tuple(k for k, v in enumerate(host) if v not in r))
-        rho = Fraction(plan.rho)
+        rho = Fraction(plan.measurement_rho or plan.rho)
         sigma, eps = plan.sigma_0, plan.epsilon_0
         used = d * _gauss_cost(sigma, m)
         ms = [
@@ -317,7 +343,7 @@ class AIM:
         model, theta = fit_graph(sizes, ms, total, theta=theta, iterations=self.iterations)
         assert used <= rho  # exact arithmetic: the rounds never spend more than the charge
         return SyntheticModel(
-            domains=dict(self.domains),
+            domains=doms,
             tree=model,
             info={
                 "method": "AIM",

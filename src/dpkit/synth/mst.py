@@ -24,8 +24,11 @@ The paper's domain compression of rare 1-way cells is not done here.
 Person-level privacy. The marginals are counted by the session's engine on the table bounded
 to ``max_rows`` rows per privacy unit (:mod:`dpkit.synth._measure`), so ``Delta = Delta_1 =
 max_rows``. The whole fit is charged to the session's zCDP budget once, before any row is read:
-the noise events of steps 1 and 3 and the ``d - 1`` exponential mechanisms of step 2. Sigmas are
-rounded up and the selection epsilon down, so the charge never exceeds the ``rho`` asked for.
+the noise events of steps 1 and 3 and the ``d - 1`` exponential mechanisms of step 2, and,
+when a numeric or date column has edges to choose, the private binning that runs before them
+(:mod:`dpkit.synth._binning`: the ``binning`` share of ``rho``, rounded down; the three steps
+then share the rest, rounded down). Sigmas are rounded up and the selection epsilon down, so
+the charge never exceeds the ``rho`` asked for.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -52,9 +55,15 @@ from dpkit.events import (
 )
 from dpkit.mechanisms import ExponentialMechanism
 from dpkit.noise import RandomSource, resolve_source
+from dpkit.synth._binning import (
+    DEFAULT_BINNING,
+    BinningPlan,
+    bin_then_count,
+    check_binning,
+    plan_binning,
+)
 from dpkit.synth._common import (
     add_noise,
-    charge_then_count,
     check_cells,
     check_session,
     resolve_rho,
@@ -62,12 +71,13 @@ from dpkit.synth._common import (
 from dpkit.synth._domain import (
     Categorical,
     ColumnDomain,
+    Date,
     check_domains,
     domain_from_dict,
 )
 from dpkit.synth._graph import JunctionModel
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
-from dpkit.synth._report import charge_record, describe_model
+from dpkit.synth._report import charge_record, charged_rho, describe_model
 from dpkit.synth._tree import TreeModel, fit_tree, simplex
 
 __all__ = ["MST", "MSTPlan", "SyntheticModel"]
@@ -88,7 +98,10 @@ class MSTPlan:
     ``rho``: the zCDP budget asked for; ``sigma_1``/``sigma_2``: the discrete Gaussian noise of
     the 1-way and selected 2-way marginals (in rows); ``selection_epsilon``: each of the
     ``d - 1`` exponential mechanisms; ``sensitivity``: ``max_rows`` (L1 and L2 of a marginal);
-    ``cells``: the cells of all 2-way marginals the engine counts; ``event``: what is charged.
+    ``cells``: the cells of all 2-way marginals the engine counts (an upper bound when edges
+    are chosen privately: merged edges only remove cells); ``event``: what is charged, the
+    binning and the measurement; ``measurement_rho``: the measurement's share of ``rho``;
+    ``binning``: the private binning (:class:`~dpkit.synth._binning.BinningPlan`).
     """
 
     rho: float
@@ -99,6 +112,9 @@ class MSTPlan:
     selection_epsilon: float
     cells: int
     event: DpEvent = field(repr=False)
+    measurement_rho: float = 0.0
+    binning: BinningPlan | None = field(default=None, repr=False)
+    measurement_event: DpEvent | None = field(default=None, repr=False)
 
 
 def _plan(rho: float, d: int, m: int, cells: int) -> MSTPlan:
@@ -128,15 +144,32 @@ def _plan(rho: float, d: int, m: int, cells: int) -> MSTPlan:
         selection_epsilon=eps,
         cells=cells,
         event=event,
+        measurement_rho=rho,
+        measurement_event=event,
+    )
+
+
+def with_binning(rho: float, binning: BinningPlan, measured: Any) -> Any:
+    """A measurement plan (MST's or AIM's) with the binning in front: one event, charged once."""
+    if binning.event is None:
+        return replace(measured, binning=binning)
+    return replace(
+        measured,
+        rho=rho,
+        binning=binning,
+        event=ComposedEvent(events=(binning.event, measured.event)),
     )
 
 
 class MST:
     """The MST synthesizer over declared column domains (see the module doc).
 
-    ``columns``: ``{name: Categorical([...]) or Numeric(lower, upper, bins)}``, at least two
+    ``columns``: ``{name: Categorical([...]), Numeric(...) or Date(...)}``, at least two
     columns, none of them the privacy unit. ``max_rows``: how many rows each person keeps (the
-    marginals' sensitivity). ``max_cells``: refuse a fit whose 2-way marginals have more cells.
+    marginals' sensitivity). ``binning``: the share of the fit's rho spent on choosing the
+    edges of numeric and date columns that have none (default 0.1, spent only if a column needs
+    it; 0 refuses such a column). ``max_cells``: refuse a fit whose 2-way marginals have more
+    cells.
     ``iterations``: the most L-BFGS iterations of the model fit (post-processing; it stops
     once the fitted marginals agree, usually after well under a hundred).
     """
@@ -146,10 +179,12 @@ class MST:
         columns: Mapping[str, ColumnDomain | None],
         *,
         max_rows: int = 1,
+        binning: float = DEFAULT_BINNING,
         max_cells: int = DEFAULT_MAX_CELLS,
         iterations: int = 2000,
     ) -> None:
         self.domains = check_domains(columns)
+        self.binning = check_binning(binning)
         self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
         self.max_cells = check_integer(max_cells, name="max_cells", minimum=1)
         self.iterations = check_integer(iterations, name="iterations", minimum=1)
@@ -176,7 +211,10 @@ class MST:
         ``session``'s zCDP budget); reads no data, spends nothing."""
         check_cells(self.cells, self.max_cells, self.domains, "2-way")
         r = resolve_rho(epsilon, delta, rho, session)
-        return _plan(r, len(self.domains), self.max_rows, self.cells)
+        bplan, r_m = plan_binning(self.domains, r, self.binning, self.max_rows)
+        measured = _plan(r_m, len(self.domains), self.max_rows, self.cells)
+        out: MSTPlan = with_binning(r, bplan, measured)
+        return out
 
     def fit(
         self,
@@ -193,29 +231,30 @@ class MST:
         raises :class:`~dpkit.errors.BudgetExceededError` and spends nothing."""
         check_session("MST", self.domains, self.max_rows, session)
         plan = self.plan(epsilon=epsilon, delta=delta, rho=rho, session=session)
-        statement = marginal_statement(session, self.domains, self.max_rows)  # reads no row
-        counts = charge_then_count(
+        return fit_through(
+            "MST",
             session,
-            plan.event,
-            plan.rho,
-            {
-                "synth": "MST",
-                "rho": plan.rho,
-                "columns": list(self.domains),
-                "max_rows": self.max_rows,
-            },
-            statement,
+            self.domains,
+            self.max_rows,
+            plan,
+            (epsilon, delta),
+            lambda doms: marginal_statement(session, doms, self.max_rows),
+            lambda counts, doms: self._fit_from(
+                read_marginals(counts, doms), plan, session.source_of_randomness, doms
+            ),
         )
-        exact = read_marginals(counts, self.domains)
-        model = self._fit_from(exact, plan, session.source_of_randomness)
-        model.info["charge"] = charge_record(plan.event, plan.rho, epsilon, delta)
-        return model
 
     def _fit_from(
-        self, exact: Mapping[tuple[int, int], IntArray], plan: MSTPlan, source: RandomSource
+        self,
+        exact: Mapping[tuple[int, int], IntArray],
+        plan: MSTPlan,
+        source: RandomSource,
+        domains: Mapping[str, ColumnDomain] | None = None,
     ) -> SyntheticModel:
-        """Steps 1-3 and the model fit from the exact marginals (after the charge)."""
-        cols = list(self.domains)
+        """Steps 1-3 and the model fit from the exact marginals (after the charge), with the
+        fit's resolved ``domains`` (the declared ones by default)."""
+        doms = dict(self.domains if domains is None else domains)
+        cols = list(doms)
         d = len(cols)
         one_way = _one_way(exact, d)
         y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
@@ -224,7 +263,7 @@ class MST:
         edges = _select(exact, probs, n_hat, plan, source, d)
         y2 = [add_noise(exact[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
         tree = fit_tree(
-            [self.domains[c].size for c in cols],
+            [doms[c].size for c in cols],
             edges,
             y1,
             plan.sigma_1,
@@ -233,7 +272,7 @@ class MST:
             iterations=self.iterations,
         )
         return SyntheticModel(
-            domains=dict(self.domains),
+            domains=doms,
             tree=tree,
             info={
                 "method": "MST",
@@ -245,6 +284,47 @@ class MST:
                 "edges": [[cols[a], cols[b]] for a, b in edges],
             },
         )
+
+
+def fit_through(
+    method: str,
+    session: Any,
+    domains: Mapping[str, ColumnDomain],
+    max_rows: int,
+    plan: Any,
+    share: tuple[float | None, float | None],
+    statement_for: Callable[[dict[str, ColumnDomain]], Any],
+    fit_from: Callable[[list[tuple[int, ...]], dict[str, ColumnDomain]], SyntheticModel],
+) -> SyntheticModel:
+    """A fit's common path (MST and AIM): check, charge ``plan.event`` once, bin, count with
+    ``statement_for(resolved domains)``, fit with ``fit_from(counts, resolved domains)``, and
+    record the charge (its parts) and the binning in the model's ``info``."""
+    assert plan.binning is not None
+    resolved, counts, report = bin_then_count(
+        session,
+        domains,
+        plan.binning,
+        max_rows,
+        plan.event,
+        plan.rho,
+        {"synth": method, "rho": plan.rho, "columns": list(domains), "max_rows": max_rows},
+        statement_for,
+    )
+    model = fit_from(counts, resolved)
+    model.info["charge"] = charge_record(plan.event, plan.rho, *share, charge_parts(plan))
+    if report:
+        model.info["binning"] = report
+    return model
+
+
+def charge_parts(plan: Any) -> dict[str, float]:
+    """The rho of the binning and of the measurement, when the fit binned a column."""
+    if plan.binning is None or plan.binning.event is None:
+        return {}
+    return {
+        "binning": charged_rho(plan.binning.event),
+        "measurement": charged_rho(plan.measurement_event),
+    }
 
 
 def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray]:
@@ -411,6 +491,8 @@ class SyntheticModel:
             spec = dict(col)
             name = spec.pop("name")
             domains[str(name)] = domain_from_dict(spec)
+        if not all(isinstance(d, Categorical) or d.resolved for d in domains.values()):
+            raise PrivacyParameterError("the saved model's numeric or date edges are missing")
         sizes = tuple(d.size for d in domains.values())
         if "cliques" in data:
             junction = _junction_from_dict(data, sizes)
@@ -468,6 +550,8 @@ def _junction_from_dict(data: dict[str, Any], sizes: tuple[int, ...]) -> Junctio
 
 
 def _decode(codes: IntArray, dom: ColumnDomain, rng: RandomSource) -> Any:
+    """Cells to values: a category, a number uniform inside its bin, or for a date column
+    the day (or microsecond) a uniform number of the bin falls in; missing last."""
     missing = codes == dom.size - 1
     if isinstance(dom, Categorical):
         values = np.array([*dom.values, None], dtype=object)
@@ -476,5 +560,21 @@ def _decode(codes: IntArray, dom: ColumnDomain, rng: RandomSource) -> Any:
     lo = edges[np.minimum(codes, dom.bins - 1)]
     hi = edges[np.minimum(codes, dom.bins - 1) + 1]
     x = lo + rng.uniform(codes.size) * (hi - lo)
+    if isinstance(dom, Date):
+        return _dates(x, missing, dom.time_kind or "local")
     x[missing] = np.nan
     return x
+
+
+def _dates(x: FloatArray, missing: npt.NDArray[np.bool_], time_kind: str) -> Any:
+    """Days (a ``DATE``) or microseconds (a timestamp) since 1970 as pandas dates, rounded
+    down (a date-time from an ``"instant"`` column is in UTC); missing ones ``NaT``."""
+    import pandas as pd
+
+    n = np.floor(np.where(missing, 0.0, x)).astype(np.int64)
+    unit = "D" if time_kind == "date" else "us"
+    stamps = n.astype(f"datetime64[{unit}]")
+    stamps[missing] = np.datetime64("NaT")
+    if time_kind == "instant":
+        return pd.Series(stamps).dt.tz_localize("UTC").array
+    return stamps
