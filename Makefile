@@ -138,6 +138,7 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PU
 	$(BIN)/python benchmarks/analytics_accuracy.py
 	$(BIN)/python benchmarks/quantile_accuracy.py --peers-python $(QUANTPEERS)/bin/python
 	$(BIN)/python benchmarks/synth.py --write
+	$(BIN)/python benchmarks/synth_binning.py
 	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
 	$(BIN)/python benchmarks/spark.py --peers-python $(PEERS)/bin/python \
@@ -166,6 +167,7 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
 	$(QUICK) benchmarks/quantile_accuracy.py --quick --peers-python $(QUANTPEERS)/bin/python
 	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write
+	$(QUICK) benchmarks/synth_binning.py --quick
 	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
 	$(QUICK) benchmarks/spark.py --sizes 100000 --repeat-below 0 --data $(QUICK_DATA) \
