@@ -335,7 +335,9 @@ def _variance_intervals(mode: str, n: int, loc: float, seed: int) -> dict[str, f
     q = sum(math.floor(((v - m) ** 2) * 2**k2) for v in x)
     src = RandomSource(seed=seed, insecure=True)
     zt, zq, zn = (np.array(mp.noise.sample(REPS, src), dtype=object) for mp in (ms, mq, mn))
-    tt, qq, nn = list(t + zt), list(q + zq), list(n + zn)
+    # Q' = Q - kq N is noised and Q = Q' + kq N rebuilt, as the release does
+    kq = getattr(mq, "center", 0) if getattr(mq, "count_of", None) else 0
+    tt, qq, nn = list(t + zt), list(q + zq + kq * zn), list(n + zn)
     v = float(np.var(x))
     alpha, half = 0.05, 50.0
     got = _variance_pivot(sp.stat, mn, ms, mq, nn, tt, qq, alpha)
@@ -347,7 +349,8 @@ def _variance_intervals(mode: str, n: int, loc: float, seed: int) -> dict[str, f
         "cov_new": float(np.mean(found & (lo <= v) & (v <= hi))),
         "w_new": float(np.median(np.where(found, hi - lo, 0.0))),
     }
-    hw = tuple(mp.noise.halfwidth(alpha / 3) for mp in (mn, ms, mq))
+    hn, ht, hq = (mp.noise.halfwidth(alpha / 3) for mp in (mn, ms, mq))
+    hw = (hn, ht, hq + kq * hn)
     shift = ms.center * ms.step - m
     hits, widths = 0, []
     for g in range(REPS):
