@@ -195,6 +195,7 @@ class StatPrice:
     measures: tuple[MeasurePrice, ...]
     quantile_mechanism: Any = None
     quantile_epsilon: float = 0.0  # per-group epsilon of each exponential mechanism
+    quantile_interval: Any = None  # a BinnedQuantileInterval when intervals were asked
     events: tuple[DpEvent, ...] = ()
     epsilon: float = 0.0  # pure: share of epsilon; zcdp: share expressed as rho
     rho: float = 0.0
@@ -436,17 +437,35 @@ def _price_stat(
             edges=stat.edges,
             time_kind=stat.time_kind,
         )
-        if mode == "pure":
-            total_eps = share
-        else:
-            # Each of the K L exponential mechanisms at eps' is eps'^2/2-zCDP (Bun and Steinke
-            # 2016, Prop. 1.4); K L eps'^2 / 2 <= rho with eps' = sqrt(2 rho / (K L)), shrunk by
-            # 2**-40 so the mechanism's own rounding cannot push it over.
-            kl = len(stat.quantiles) * p
-            each = math.sqrt(2.0 * share / kl) * (1.0 - 2.0**-40)
-            total_eps = down(Fraction(each) * kl)
+
+        def total_epsilon(part: float, selections: int) -> float:
+            if mode == "pure":
+                return part
+            # Each of the exponential mechanisms at eps' is eps'^2/2-zCDP (Bun and Steinke
+            # 2016, Prop. 1.4); S eps'^2 / 2 <= rho with eps' = sqrt(2 rho / S), shrunk by
+            # 2**-40 so the mechanism's own rounding cannot push it over (S = K L selections,
+            # 2 K L for the intervals' two ends).
+            each = math.sqrt(2.0 * part / selections) * (1.0 - 2.0**-40)
+            return down(Fraction(each) * selections)
+
+        kl = len(stat.quantiles) * p
+        point_share, interval = share, None
+        if stat.interval_share:
+            # the interval's share and the point's, each rounded down: they sum to at most share
+            from dpkit.mechanisms.quantile import BinnedQuantileInterval
+
+            i_share = down(Fraction(share) * Fraction(stat.interval_share))
+            point_share = down(Fraction(share) - Fraction(i_share))
+            interval = BinnedQuantileInterval(
+                epsilon=total_epsilon(i_share, 2 * kl),
+                quantiles=stat.quantiles,
+                edges=stat.edges,
+                alpha=0.05,  # replaced by the query's level at release
+                max_rows_per_partition=r,
+                max_partitions=p,
+            )
         mech = BinnedQuantile.from_epsilon(
-            epsilon=total_eps,
+            epsilon=total_epsilon(point_share, kl),
             quantiles=stat.quantiles,
             edges=stat.edges,
             max_rows_per_partition=r,
@@ -461,7 +480,8 @@ def _price_stat(
             tuple(prices),
             quantile_mechanism=mech,
             quantile_epsilon=eps_g,
-            events=(q_ev,),
+            quantile_interval=interval,
+            events=(q_ev,) if interval is None else (q_ev, interval.event),
             epsilon=share,
         )
 

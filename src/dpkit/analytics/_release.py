@@ -39,7 +39,9 @@ value computed on the data after contribution bounding and clamping):
   clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
   N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
-* quantiles: the exponential mechanism's output; no interval is given (its rank uncertainty is
+* quantiles: the exponential mechanism's output. With ``interval_share``, an interval from two
+  more selections (:class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`), each estimate
+  clipped into it; without, no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
 
 Sums are exact fixed-point sums: the reported estimate differs from the sum of the clamped
@@ -162,12 +164,13 @@ def statistic_columns(name: str, st: Statistic) -> list[str]:
 
 def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]) -> list[str]:
     """Every column of the released frame, in order: the group-by columns, then per
-    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles have none)."""
+    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles only with an
+    ``interval_share``)."""
     out = list(group_by)
     for name, st in stats:
         for c in statistic_columns(name, st):
             out.append(c)
-            if st.kind != "quantile":
+            if st.kind != "quantile" or st.interval_share:
                 out += [f"{c}_low", f"{c}_high"]
     return out
 
@@ -580,22 +583,44 @@ def _release_values(
         # Post-processing: report the values in the order of the quantile levels.
         order = np.argsort(np.asarray(st.quantiles), kind="stable")
         vals[:, order] = np.sort(vals, axis=1)
-        for j, name in enumerate(names):
+        ends: list[Any] = []
+        qi = sp.quantile_interval
+        if qi is not None:  # the interval's own selections (its own share of the budget)
+            from dataclasses import replace
+
+            qi = replace(qi, alpha=alpha)  # the query's level; r is public, from alpha
+            if ngroups:
+                ends = list(qi.release_sparse(sparse, source=source))
+            else:
+                ends = [np.zeros((0, len(st.quantiles)))] * 2
+            # post-processing: each estimate inside its own interval
+            vals = np.minimum(np.maximum(vals, ends[0]), ends[1])
+
+        def out(v: Any) -> Any:
             # a date or timestamp column: the date of each value, rounded down (from_number)
-            data[name] = (
-                vals[:, j]
-                if not st.time_kind
-                else np.array(
-                    [from_number(float(v), st.time_kind) for v in vals[:, j]], dtype=object
-                )
-            )
-            info_cols[name] = {
+            if not st.time_kind:
+                return v
+            return np.array([from_number(float(x), st.time_kind) for x in v], dtype=object)
+
+        for j, name in enumerate(names):
+            data[name] = out(vals[:, j])
+            info = {
                 "mechanism": "exponential mechanism",
                 "epsilon_per_group": sp.quantile_epsilon,
                 "candidates": mp.cells,
                 "ci": "not given: the exponential mechanism's rank error is not converted "
-                "to a value interval",
+                "to a value interval (ask with quantile(..., interval_share=...))",
             }
+            if qi is not None:
+                data[f"{name}_low"] = out(ends[0][:, j])
+                data[f"{name}_high"] = out(ends[1][:, j])
+                info["ci"] = (
+                    "bin edges from two exponential-mechanism selections aimed at the rank "
+                    f"q n -+ {qi.rank_radius()[j]:.4g} (McSherry-Talwar tail at alpha/2 each); "
+                    "at least the level for every data set"
+                )
+                info["interval_epsilon_per_group"] = qi.epsilon_each
+            info_cols[name] = info
         return
 
     if st.kind in ("count", "count_distinct", "sum", "histogram"):
