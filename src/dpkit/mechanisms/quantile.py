@@ -423,18 +423,21 @@ class BinnedQuantile:
         mechs: Sequence[ExponentialMechanism],
         shifts: Sequence[int],
         src: RandomSource,
+        virtual: int = 0,
     ) -> npt.NDArray[np.int64]:
         """One selection per group and quantile ``i`` with target rank ``q' n + shifts[i] /
         2**20`` (0 for the quantile itself; :class:`BinnedQuantileInterval` moves it by a
-        public constant, which leaves the utilities' sensitivity unchanged)."""
+        public constant, which leaves the utilities' sensitivity unchanged). ``virtual``: the
+        groups carry that many public extra values in their first and in their last bin
+        (not counted in ``n``; ranks start below them), at most ``2**40``."""
         out = np.empty((len(checked), len(self.quantiles)), dtype=np.int64)
         for g, (idx, cnt) in enumerate(checked):
             start, width, lo, hi = self._runs(idx, cnt)
-            n = int(cnt.sum())
+            n = int(cnt.sum()) - 2 * virtual
             log_w = np.log(width.astype(np.float64))
-            lo_s, hi_s = lo * _Q_SCALE, hi * _Q_SCALE  # <= 2**62
+            lo_s, hi_s = lo * _Q_SCALE, hi * _Q_SCALE  # < 2**62 + 2**61
             for i, q in enumerate(self.quantiles):
-                target = n * round(q * _Q_SCALE) + shifts[i]
+                target = n * round(q * _Q_SCALE) + virtual * _Q_SCALE + shifts[i]
                 d = np.maximum(np.maximum(lo_s - target, target - hi_s), 0)
                 np.minimum(d, _U_LIMIT, out=d)
                 u = -(d.astype(np.float64) / _Q_SCALE)
@@ -472,10 +475,9 @@ class BinnedQuantile:
         return values
 
 
-#: Largest target shift, in units of ``2**-20`` ranks (``2**41`` ranks, more than any group's
-#: ``2**42``-capped count can use up to the clamp of the utilities; keeps ``q' n 2**20 + shift``
-#: within int64).
-_SHIFT_LIMIT = 1 << 61
+#: Largest rank radius read by selections (``2**40``, keeping every scaled rank within int64);
+#: a larger one gives the whole range ``[e_0, e_m]`` for every group (data-independent).
+_VIRTUAL_LIMIT = 1 << 40
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -494,11 +496,16 @@ class BinnedQuantileInterval:
     the best of utility 0, has ``P(u <= -r) <= m exp(-g r / Delta)``; with the sampler's
     relative error ``e^(+-s)`` (``s`` the selection slack) the bound is ``e^(2s)`` times that,
     so ``r = (Delta / g) (ln m + ln(2 / alpha) + 2 s)``, rounded up to the ``2**-20`` grid,
-    makes each end miss with probability at most ``alpha / 2``. If the lower selection's
-    utility is above ``-r``, its bin's distance from ``q' n - r`` is below ``r``, so ``C_{j-1}
-    < q' n``: fewer than ``q' n`` values lie below
-    ``e_{j-1}``, so no ``x < e_{j-1}`` is a quantile (``#{values <= x} <= C_{j-1} < q' n``)
-    and ``e_{j-1} <= x_-``. Symmetrically ``C_k > q' n`` and ``x_+ <= e_k``. By the union
+    makes each end miss with probability at most ``alpha / 2`` *when the best bin has utility
+    0*, which needs the shifted target inside ``[0, n]``. So that it always is, both
+    selections see ``V = ceil(max r)`` public extra values in the first bin and ``V`` in the
+    last (a constant added to the counts: the sensitivity is unchanged), with ranks counted
+    from below the first ``V`` (targets ``V + q' n -+ r``, within ``[0, n + 2 V]``). If the
+    lower selection's utility is above ``-r``, its bin's distance from ``V + q' n - r`` is
+    below ``r``, so ``V + C_{j-1} < V + q' n`` when ``j > 1`` (and ``e_0`` is below every
+    value when ``j = 1``): fewer than ``q' n`` values lie below ``e_{j-1}``, so no ``x <
+    e_{j-1}`` is a quantile (``#{values <= x} <= C_{j-1} < q' n``) and ``e_{j-1} <= x_-``.
+    Symmetrically ``C_k > q' n`` (or ``k = m``) and ``x_+ <= e_k``. By the union
     bound ``[e_{j-1}, e_k]`` holds every ``q'``-quantile with probability at least ``1 -
     alpha``, for every data set: a data-independent level, usually far above ``1 - alpha``
     (the bound counts every bin as if it were as good as the best).
@@ -585,6 +592,18 @@ class BinnedQuantileInterval:
             out.append(math.ceil(r * _Q_SCALE) / _Q_SCALE)
         return tuple(out)
 
+    @staticmethod
+    def _padded(
+        idx: npt.NDArray[np.int64], cnt: npt.NDArray[np.int64], virtual: int, bins: int
+    ) -> SparseGroup:
+        """The group with ``virtual`` public extra values in its first and its last bin."""
+        dense_idx = np.concatenate(([0], idx, [bins - 1])).astype(np.int64)
+        dense_cnt = np.concatenate(([virtual], cnt, [virtual])).astype(np.int64)
+        out_idx, inv = np.unique(dense_idx, return_inverse=True)
+        out_cnt = np.zeros(out_idx.size, dtype=np.int64)
+        np.add.at(out_cnt, inv, dense_cnt)
+        return out_idx.astype(np.int64), out_cnt
+
     def release(
         self, bin_counts: Any, *, source: RandomSource | None = None
     ) -> npt.NDArray[np.float64]:
@@ -607,10 +626,18 @@ class BinnedQuantileInterval:
         src = resolve_source(source)
         sel = self._selector
         checked = [sel._sparse(g) for g in groups]
-        mechs = self.mechanisms
-        shifts = [min(round(r * _Q_SCALE), _SHIFT_LIMIT) for r in self.rank_radius()]
-        lo_idx = sel._select_sparse(checked, mechs, tuple(-s for s in shifts), src)
-        hi_idx = sel._select_sparse(checked, mechs, tuple(shifts), src)
+        radius = self.rank_radius()
+        k = len(sel.quantiles)
+        if max(radius) >= _VIRTUAL_LIMIT:  # wider than any group: the whole range, for all
+            lo_idx = np.zeros((len(checked), k), dtype=np.int64)
+            hi_idx = np.full((len(checked), k), sel.bins - 1, dtype=np.int64)
+        else:
+            virtual = math.ceil(max(radius))
+            padded = [self._padded(idx, cnt, virtual, sel.bins) for idx, cnt in checked]
+            shifts = [round(r * _Q_SCALE) for r in radius]
+            mechs = self.mechanisms
+            lo_idx = sel._select_sparse(padded, mechs, tuple(-s for s in shifts), src, virtual)
+            hi_idx = sel._select_sparse(padded, mechs, tuple(shifts), src, virtual)
         if isinstance(sel.edges, UniformEdges):
             low, high = sel.edges.at(lo_idx), sel.edges.at(hi_idx + 1)
         else:
