@@ -70,10 +70,8 @@ def _quantile_sets(g: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return lo, hi
 
 
-def _dpkit_interval(
-    g: np.ndarray, x: np.ndarray, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """dpkit's quantiles with 95% intervals (``interval_share``): estimates, lows, highs."""
+def _dpkit_frame(g: np.ndarray, x: np.ndarray, seed: int, stat: Any) -> Any:
+    """dpkit's release of ``stat`` per group (one query, epsilon ``EPS``), sorted by group."""
     import pandas as pd
 
     import dpkit.analytics as dpa
@@ -87,8 +85,7 @@ def _dpkit_interval(
         budget=Budget(epsilon=1e9),
         source_of_randomness=RandomSource(seed=seed, insecure=True),
     )
-    stat = dpa.quantile("x", list(LEVELS), bounds=BOUNDS, interval_share=INTERVAL_SHARE)
-    f = (
+    return (
         s.query()
         .group_by("g", keys=list(range(len(SIZES))))
         .bound(max_partitions=1, max_rows_per_partition=1)
@@ -96,35 +93,28 @@ def _dpkit_interval(
         .run(epsilon=EPS)
         .sort_values("g")
     )
-    cols = ("q_p50", "q_p90")
-    return tuple(  # type: ignore[return-value]
-        np.column_stack([f[c + sfx].to_numpy(float) for c in cols]) for sfx in ("", "_low", "_high")
-    )
+
+
+def _columns(f: Any, suffix: str = "") -> np.ndarray:
+    return np.column_stack([f[c + suffix].to_numpy(float) for c in ("q_p50", "q_p90")])
+
+
+def _dpkit_interval(
+    g: np.ndarray, x: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dpkit's quantiles with 95% intervals (``interval_share``): estimates, lows, highs."""
+    import dpkit.analytics as dpa
+
+    stat = dpa.quantile("x", list(LEVELS), bounds=BOUNDS, interval_share=INTERVAL_SHARE)
+    f = _dpkit_frame(g, x, seed, stat)
+    return _columns(f), _columns(f, "_low"), _columns(f, "_high")
 
 
 def _dpkit(g: np.ndarray, x: np.ndarray, seed: int, bins: int | None) -> np.ndarray:
-    import pandas as pd
-
     import dpkit.analytics as dpa
-    from dpkit.accounting import Budget
-    from dpkit.noise import RandomSource
 
-    df = pd.DataFrame({"uid": np.arange(x.size), "g": g, "x": x})
-    s = dpa.Session(
-        df,
-        privacy_unit="uid",
-        budget=Budget(epsilon=1e9),
-        source_of_randomness=RandomSource(seed=seed, insecure=True),
-    )
-    f = (
-        s.query()
-        .group_by("g", keys=list(range(len(SIZES))))
-        .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(q=dpa.quantile("x", list(LEVELS), bounds=BOUNDS, bins=bins))
-        .run(epsilon=EPS)
-        .sort_values("g")
-    )
-    return np.column_stack([f["q_p50"].to_numpy(float), f["q_p90"].to_numpy(float)])
+    stat = dpa.quantile("x", list(LEVELS), bounds=BOUNDS, bins=bins)
+    return _columns(_dpkit_frame(g, x, seed, stat))
 
 
 def _peers(path: str, seed: int) -> dict[str, list[list[float]]]:

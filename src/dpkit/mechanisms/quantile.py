@@ -552,31 +552,34 @@ class BinnedQuantileInterval:
         )
 
     @property
-    def epsilon_each(self) -> float:
-        """``epsilon / (2 K L)`` rounded down: one end of one group's one quantile."""
+    def _ends(self) -> BinnedQuantile:
+        """The selections of one end: a :class:`BinnedQuantile` at half the epsilon (rounded
+        down), so ``epsilon / (2 K L)`` (rounded down) per selection."""
         sel = self._selector
-        k = 2 * len(sel.quantiles) * sel.max_partitions
-        return down(Fraction(sel.epsilon) / k)
-
-    @property
-    def mechanisms(self) -> tuple[ExponentialMechanism, ...]:
-        """One exponential mechanism per quantile and end (same for both ends)."""
-        sel = self._selector
-        return tuple(
-            ExponentialMechanism(
-                epsilon=self.epsilon_each,
-                sensitivity=sel.sensitivity(q),
-                neighbouring=sel.neighbouring,
-            )
-            for q in sel.quantiles
+        return BinnedQuantile(
+            epsilon=down(Fraction(sel.epsilon) / 2),
+            quantiles=sel.quantiles,
+            edges=sel.edges,
+            max_rows_per_partition=sel.max_rows_per_partition,
+            max_partitions=sel.max_partitions,
+            neighbouring=sel.neighbouring,
         )
 
     @property
+    def epsilon_each(self) -> float:
+        """About ``epsilon / (2 K L)``, rounded down: one end of one group's one quantile."""
+        return self._ends.epsilon_each
+
+    @property
+    def mechanisms(self) -> tuple[ExponentialMechanism, ...]:
+        """One exponential mechanism per quantile (the same for both ends)."""
+        return self._ends.mechanisms
+
+    @property
     def event(self) -> DpEvent:
-        """``2 K L`` exponential mechanisms at ``epsilon / (2 K L)`` each."""
-        ev = self.mechanisms[0].event
-        count = 2 * len(self._selector.quantiles) * self._selector.max_partitions
-        return SelfComposedEvent(event=ev, count=count)
+        """``2 K L`` exponential mechanisms at :attr:`epsilon_each` each."""
+        count = 2 * len(self.quantiles) * self.max_partitions
+        return SelfComposedEvent(event=self.mechanisms[0].event, count=count)
 
     def rank_radius(self) -> tuple[float, ...]:
         """Per quantile the public shift ``r`` (in ranks, on the ``2**-20`` grid, rounded
