@@ -14,9 +14,12 @@ peers: one call per quantile and group at epsilon 1/2). Median absolute error ov
 * OpenDP ``make_private_quantile`` (scored candidates, noise scale found by binary search for
   epsilon 1/2) over 65,537 equally spaced candidates.
 
+* dpkit with 95% intervals: ``interval_share=0.5`` (half of each quantile's budget on its
+  interval): point error, coverage of the quantile and the interval's median width.
+
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/quantile_accuracy.py --peers-python
-.venv-quantpeers/bin/python`` (``--quick``: fewer runs). Peers run in their own environment
-(``make .venv-quantpeers/bin/python``).
+.venv-quantpeers/bin/python`` (``--quick``: fewer runs; ``--runs N``: N runs). Peers run in
+their own environment (``make .venv-quantpeers/bin/python``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ LEVELS = (0.5, 0.9)
 BOUNDS = (0.0, 500_000.0)
 EPS = 1.0
 RUNS = 15 if "--quick" not in sys.argv else 3
+if "--runs" in sys.argv:
+    RUNS = int(sys.argv[sys.argv.index("--runs") + 1])
+#: dpkit with 95% intervals: the share of each quantile's budget spent on its interval
+INTERVAL_SHARE = 0.5
 
 
 def _data(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +56,22 @@ def _truth(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.array([[np.quantile(x[g == k], q) for q in LEVELS] for k in range(len(SIZES))])
 
 
-def _dpkit(g: np.ndarray, x: np.ndarray, seed: int, bins: int | None) -> np.ndarray:
+def _quantile_sets(g: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group and level ``[x_-, x_+]``: every value with ``#{< x} <= q n <= #{<= x}`` (what
+    the intervals claim to hold), from the sorted values."""
+    lo = np.empty((len(SIZES), len(LEVELS)))
+    hi = np.empty_like(lo)
+    for k in range(len(SIZES)):
+        v = np.sort(x[g == k])
+        for i, q in enumerate(LEVELS):
+            t = q * v.size
+            lo[k, i] = v[max(int(np.ceil(t)) - 1, 0)]
+            hi[k, i] = v[min(int(np.floor(t)), v.size - 1)]
+    return lo, hi
+
+
+def _dpkit_frame(g: np.ndarray, x: np.ndarray, seed: int, stat: Any) -> Any:
+    """dpkit's release of ``stat`` per group (one query, epsilon ``EPS``), sorted by group."""
     import pandas as pd
 
     import dpkit.analytics as dpa
@@ -63,15 +85,36 @@ def _dpkit(g: np.ndarray, x: np.ndarray, seed: int, bins: int | None) -> np.ndar
         budget=Budget(epsilon=1e9),
         source_of_randomness=RandomSource(seed=seed, insecure=True),
     )
-    f = (
+    return (
         s.query()
         .group_by("g", keys=list(range(len(SIZES))))
         .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(q=dpa.quantile("x", list(LEVELS), bounds=BOUNDS, bins=bins))
+        .agg(q=stat)
         .run(epsilon=EPS)
         .sort_values("g")
     )
-    return np.column_stack([f["q_p50"].to_numpy(float), f["q_p90"].to_numpy(float)])
+
+
+def _columns(f: Any, suffix: str = "") -> np.ndarray:
+    return np.column_stack([f[c + suffix].to_numpy(float) for c in ("q_p50", "q_p90")])
+
+
+def _dpkit_interval(
+    g: np.ndarray, x: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dpkit's quantiles with 95% intervals (``interval_share``): estimates, lows, highs."""
+    import dpkit.analytics as dpa
+
+    stat = dpa.quantile("x", list(LEVELS), bounds=BOUNDS, interval_share=INTERVAL_SHARE)
+    f = _dpkit_frame(g, x, seed, stat)
+    return _columns(f), _columns(f, "_low"), _columns(f, "_high")
+
+
+def _dpkit(g: np.ndarray, x: np.ndarray, seed: int, bins: int | None) -> np.ndarray:
+    import dpkit.analytics as dpa
+
+    stat = dpa.quantile("x", list(LEVELS), bounds=BOUNDS, bins=bins)
+    return _columns(_dpkit_frame(g, x, seed, stat))
 
 
 def _peers(path: str, seed: int) -> dict[str, list[list[float]]]:
@@ -130,13 +173,20 @@ def main() -> None:
     if "--peers-python" in sys.argv:
         peers_py = sys.argv[sys.argv.index("--peers-python") + 1]
     errs: dict[str, list[np.ndarray]] = {}
+    covered: list[np.ndarray] = []
+    widths: list[np.ndarray] = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(RUNS):
             g, x = _data(run)
             truth = _truth(g, x)
+            est, low, high = _dpkit_interval(g, x, 400 + run)
+            set_lo, set_hi = _quantile_sets(g, x)
+            covered.append((low <= set_lo) & (set_hi <= high))
+            widths.append(high - low)
             got = {
                 "dpkit now": _dpkit(g, x, 100 + run, None),
                 "dpkit before (1,024 bins)": _dpkit(g, x, 200 + run, 1024),
+                "dpkit with 95% intervals": est,
             }
             if peers_py:
                 path = str(Path(tmp) / "data.npz")
@@ -170,6 +220,24 @@ def main() -> None:
     for k, n in enumerate(SIZES):
         cells = [f"{_num(med[nm][k, 0])} / {_num(med[nm][k, 1])}" for nm in names]
         lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    cov = np.mean(np.stack(covered), axis=0)
+    wid = np.median(np.stack(widths), axis=0)
+    lines += [
+        "",
+        f"dpkit with 95% intervals: `quantile(..., interval_share={INTERVAL_SHARE:g})`, "
+        "the point estimate at half of each quantile's budget, the interval's two ends at a "
+        "quarter each (`BinnedQuantileInterval`: ends aimed at the ranks q n -+ r, r from the "
+        "exponential mechanism's utility tail). Coverage of every q-quantile of the group "
+        f"(the values with at most q n below and at least q n at or below) over {RUNS} runs, "
+        "and median width. No peer gives an interval.",
+        "",
+        "| people | coverage p50 / p90 | median width p50 / p90 |",
+        "| ---: | ---: | ---: |",
+    ]
+    for k, n in enumerate(SIZES):
+        lines.append(
+            f"| {n:,} | {cov[k, 0]:.0%} / {cov[k, 1]:.0%} | {_num(wid[k, 0])} / {_num(wid[k, 1])} |"
+        )
     md = "\n".join(lines) + "\n"
     print(md)
     write_section("quantile_accuracy", md)

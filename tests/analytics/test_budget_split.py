@@ -78,10 +78,12 @@ def test_mean_alone_split_closed_form() -> None:
 
 
 def test_variance_alone_split_closed_form() -> None:
-    """a_N = 11/45, a_T = 4/3, a_Q = 1: shares proportional to a^(1/3) (Laplace) or a^(1/2)
-    (Gaussian), written out here from the constants, not read from the module."""
-    a = (11.0 / 45.0, 4.0 / 3.0, 1.0)
-    for pure, power in ((True, 1.0 / 3.0), (False, 0.5)):
+    """a_N = kappa^2 + 11/45, a_T = 4/3, a_Q = (1 - kappa)^2 (the sum of squares centred at
+    kappa h^2: 1/5 with Laplace, 1/2 with Gaussian noise): shares proportional to a^(1/3)
+    (Laplace) or a^(1/2) (Gaussian), written out here from the constants, not read from the
+    module."""
+    for pure, power, kappa in ((True, 1.0 / 3.0, 0.2), (False, 0.5, 0.5)):
+        a = (kappa**2 + 11.0 / 45.0, 4.0 / 3.0, (1.0 - kappa) ** 2)
         fr = pool_split(pure, "variance", 0.0, 10.0, 1.0)
         assert sum(fr) == 1 and all(isinstance(f, Fraction) and f > 0 for f in fr)
         want = [x**power / sum(y**power for y in a) for x in a]
@@ -204,7 +206,8 @@ def _var_objective(
     gn, gt, gq = (g(total * f) for f in fr)
     h, c = (hi - lo) / 2.0, (hi + lo) / 2.0
     big = max(abs(lo), abs(hi))
-    var = gq + 4.0 / 3.0 * gt + 11.0 / 45.0 * gn
+    kappa = 0.2 if pure else 0.5
+    var = (1.0 - kappa) ** 2 * gq + 4.0 / 3.0 * gt + (kappa**2 + 11.0 / 45.0) * gn
     sm = (h * h * gt + c * c * gn) / (big * big)
     return w_v * var + w_s * sm + w_c * gn
 
@@ -252,12 +255,21 @@ def test_variance_leading_order_error_matches_a_simulation() -> None:
     # a companion: dropping the cross term 2 r Z_T would be caught
     wrong = (sd_q**2 + (v - r * r) ** 2 * sd_n**2) / n**2
     assert float(np.var(est)) != pytest.approx(wrong, rel=0.05)
+    # the centred sum of squares (h = 1, centre 1/2): Q rebuilt as Q_c' + N' / 2, so Q's
+    # noise is Z_c + Z_N / 2 and the count's coefficient becomes 1/2 - v + r^2
+    qc = q - n / 2.0 + rng.normal(0.0, sd_q, m)
+    est_c = (qc + nn / 2.0) / nn - (tt / nn) ** 2
+    centred = (sd_q**2 + 4 * r * r * sd_t**2 + (0.5 - v + r * r) ** 2 * sd_n**2) / n**2
+    assert float(np.var(est_c)) == pytest.approx(centred, rel=0.05)
+    assert float(np.var(est_c)) != pytest.approx(formula, rel=0.05)  # the uncentred line
 
 
 @pytest.mark.parametrize("mode", ["pure", "zcdp"])
 def test_variance_error_at_the_reference_point_falls(mode: str) -> None:
     """The variance's leading-order noise variance at the reference point, from the noises
-    actually priced, is below equal thirds' (computed by hand from the same share), and the
+    actually priced, is below equal thirds' with the uncentred sum of squares (computed by
+    hand from the same share: each noise's variance rescaled to a third, the squares' by
+    ``1 / (1 - kappa)^2`` for their sensitivity h^2 instead of ``(1 - kappa) h^2``), and the
     query is charged no more than before."""
     pr = _price({"v": dpa.variance("x", bounds=(0.0, 100.0))}, mode)
     sp = pr.stats[0]  # type: ignore[attr-defined]
@@ -267,14 +279,15 @@ def test_variance_error_at_the_reference_point_falls(mode: str) -> None:
     var_t = (ms.noise.std * ms.step) ** 2
     var_q = (mq.noise.std * mq.step) ** 2
 
-    def objective(vn: float, vt: float, vq: float) -> float:
-        return vq / h**4 + 4.0 / 3.0 * vt / h**2 + 11.0 / 45.0 * vn
-
-    new = objective(var_n, var_t, var_q)
+    kappa = 0.2 if mode == "pure" else 0.5
+    new = var_q / h**4 + 4.0 / 3.0 * var_t / h**2 + (kappa**2 + 11.0 / 45.0) * var_n
     fr = sp.split
     p = 2 if mode == "pure" else 1
-    old = objective(*(x * (3.0 * f) ** p for x, f in zip((var_n, var_t, var_q), fr, strict=True)))
-    assert new < 0.92 * old, (new, old)
+    vn, vt, vq = (x * (3.0 * f) ** p for x, f in zip((var_n, var_t, var_q), fr, strict=True))
+    # uncentred: the squares' sensitivity h^2 instead of (1 - kappa) h^2
+    vq = vq / (1.0 - kappa) ** 2
+    old = vq / h**4 + 4.0 / 3.0 * vt / h**2 + 11.0 / 45.0 * vn
+    assert new < 0.85 * old, (new, old)
     got = pr.charged()  # type: ignore[attr-defined]
     key = "epsilon" if mode == "pure" else "rho"
     whole = 1.0 if mode == "pure" else pr.rho  # type: ignore[attr-defined]

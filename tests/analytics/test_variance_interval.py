@@ -88,7 +88,8 @@ def _release(mode: str, loc: float, seed: int) -> tuple[object, ...]:
     q = sum(math.floor(((v - m) ** 2) * 2**k2) for v in x)
     src = RandomSource(seed=seed, insecure=True)
     zt, zq, zn = (np.array(mp.noise.sample(N_REL, src), dtype=object) for mp in (ms, mq, mn))
-    tt, qq, nn = [list(t + zt), list(q + zq), list(n + zn)]
+    # the release noises Q' = Q - kq N and rebuilds Q = Q' + kq N: Q's noise is Z_Q' + kq Z_N
+    tt, qq, nn = [list(t + zt), list(q + zq + mq.center * zn), list(n + zn)]
     return sp, mn, ms, mq, tt, qq, nn, float(np.var(x))
 
 
@@ -122,7 +123,8 @@ def test_pivot_at_twice_alpha_is_caught_as_too_narrow(mode: str, loc: float) -> 
 def test_union_bound_is_caught_as_too_wide(mode: str, loc: float) -> None:
     """The former interval: each of N, T, Q at ``1 - alpha/3``, extremes over the box."""
     _, mn, ms, mq, tt, qq, nn, v = _release(mode, loc, 11 if loc == 50.0 else 12)
-    hw = tuple(mp.noise.halfwidth(0.05 / 3) for mp in (mn, ms, mq))  # type: ignore[attr-defined]
+    hn, ht, hq = (mp.noise.halfwidth(0.05 / 3) for mp in (mn, ms, mq))  # type: ignore[attr-defined]
+    hw = (hn, ht, hq + mq.center * hn)  # type: ignore[attr-defined]
     steps = (ms.step, mq.step)  # type: ignore[attr-defined]
     shift = ms.center * steps[0] - mq.measure.center  # type: ignore[attr-defined]
     hits = 0

@@ -13,6 +13,7 @@ from mechanism_contract import MechanismContract
 import dpkit.mechanisms as mechanisms
 from dpkit.mechanisms import (
     BinnedQuantile,
+    BinnedQuantileInterval,
     DiscreteGaussian,
     DiscreteLaplace,
     ExponentialMechanism,
@@ -270,6 +271,22 @@ class TestBinnedQuantileContract(MechanismContract):
         }
 
 
+class TestBinnedQuantileIntervalContract(TestBinnedQuantileContract):
+    def make_mechanism(self) -> Any:
+        return BinnedQuantileInterval(epsilon=1.0, quantiles=(0.25, 0.5), edges=EDGES)
+
+    def output_shape(self, x: Any) -> tuple[int, ...]:
+        return (2, 2)  # (low, high) per quantile
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        return {
+            "epsilon": lambda v: BinnedQuantileInterval(epsilon=v, quantiles=(0.5,), edges=EDGES),
+            "alpha": lambda v: BinnedQuantileInterval(
+                epsilon=1.0, quantiles=(0.5,), edges=EDGES, alpha=v
+            ),
+        }
+
+
 class TestNoisyTopKContract(TestExponentialMechanismContract):
     def make_mechanism(self) -> Any:
         return NoisyTopK(epsilon=1.0, sensitivity=1.0, k=2)
@@ -397,6 +414,7 @@ ENROLLED = {
     GaussianPartitionSelection: TestGaussianPartitionSelectionContract,
     NoisyCountSelection: TestNoisyCountSelectionContract,
     BinnedQuantile: TestBinnedQuantileContract,
+    BinnedQuantileInterval: TestBinnedQuantileIntervalContract,
     NoisyTopK: TestNoisyTopKContract,
     SparseVector: TestSparseVectorContract,
     NumericSparseVector: TestNumericSparseVectorContract,

@@ -113,6 +113,8 @@ class Statistic:
     temporal: tuple[datetime.date, ...] = ()
     # the column's date reading after :meth:`for_column`: "date", "local", "instant" or ""
     time_kind: str = ""
+    # quantiles: the share of the aggregate's budget spent on confidence intervals (0: none)
+    interval_share: float = 0.0
 
     @property
     def needs_bounds(self) -> bool:
@@ -431,8 +433,16 @@ def quantile(
     bins: int | None = None,
     weight: float = 1.0,
     auto_share: float = DEFAULT_AUTO_SHARE,
+    interval_share: float = 0.0,
 ) -> Statistic:
     """Quantiles of ``column`` by the exponential mechanism over ``bins`` equal bins of bounds.
+
+    ``interval_share`` (in ``[0, 1)``, default 0: no interval): the share of the aggregate's
+    budget spent on a confidence interval for each quantile, released as ``_low`` and
+    ``_high`` columns at the query's level (two more exponential-mechanism selections per
+    quantile aimed below and above its rank,
+    :class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`: at least the level for every
+    data set, usually well above it). The point estimates get the rest.
 
     The engine returns per-group counts of the non-empty candidate bins (never sorted rows);
     the budget of the aggregate is split evenly across the requested quantiles. Without
@@ -459,6 +469,7 @@ def quantile(
         raise PrivacyParameterError(
             f"bins must be an integer in [2, {MAX_QUANTILE_BINS}] or None, got {bins!r}"
         )
+    ishare = _check_interval_share(interval_share)
     temporal = _temporal_bounds(col, bounds)
     if temporal:  # numbers once the column's type is known (Statistic.for_column)
         return Statistic(
@@ -468,6 +479,7 @@ def quantile(
             bins=bins,
             weight=_check_weight(weight),
             temporal=temporal,
+            interval_share=ishare,
         )
     b, share = _value_bounds(col, bounds, auto_share)
     edges = _quantile_edges(b[0], b[1], bins) if isinstance(b, tuple) else ()
@@ -480,7 +492,22 @@ def quantile(
         bins=bins,
         weight=_check_weight(weight),
         auto_share=share,
+        interval_share=ishare,
     )
+
+
+def _check_interval_share(value: object) -> float:
+    """A quantile's interval share: a real number in ``[0, 1)``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0.0 <= value < 1.0
+    ):
+        raise PrivacyParameterError(
+            f"interval_share must be a number in [0, 1) (0: no interval), got {value!r}"
+        )
+    return float(value)
 
 
 def histogram(

@@ -387,6 +387,7 @@ def variance_cells(
     v_range: tuple[float, float],
     shift: float,
     alpha: float,
+    q_center: float = 0.0,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray] | None:
     """The variance pivot's envelope: per cell ``(mean range, variance range)`` the slope
     ``lam`` and the threshold ``H`` (real units); ``None`` where the laws cannot be read.
@@ -400,7 +401,10 @@ def variance_cells(
         R(mu, v) = s_q Q' - (v + mu^2) N' - lam (s_t T' - (mu - shift) N')
 
     equals ``s_q Z_Q - lam s_t Z_T - kappa Z_N`` with ``kappa = v + mu^2 - lam (mu -
-    shift)`` at the true ``(mu, v)``: a pivot. With ``lam = 2 mu`` it is, to first order, ``n``
+    shift)`` at the true ``(mu, v)``: a pivot. When the squares are noised centred (``Q =
+    Q_c + kq N`` rebuilt from the noisy ``Q_c`` and ``N``, ``q_center = kq s_q``), ``Z_Q =
+    Z_c + kq Z_N`` and the same holds with ``Z_c`` for ``Z_Q`` and ``kappa - q_center`` for
+    ``kappa``. With ``lam = 2 mu`` it is, to first order, ``n``
     times the error of the plug-in variance ``s_q Q'/N' - (s_t T'/N' + shift)^2``, so the
     test ``|R| <= H`` is as sharp as that estimate allows. Cells: the mean's range
     ``[-mu_half, mu_half]`` in :data:`VAR_MEAN_CELLS`, ``lam`` the cell's middle times 2; the
@@ -438,8 +442,8 @@ def variance_cells(
     lam = 2.0 * mid
     # mu^2 - lam mu = (mu - mid)^2 - mid^2 on the cell: from -mid^2 to (width/2)^2 - mid^2
     w2 = ((mu_b - mu_a) / 2.0) ** 2
-    ka = v_a - mid * mid + lam * shift
-    kb = v_b + w2 - mid * mid + lam * shift
+    ka = v_a - mid * mid + lam * shift - q_center
+    kb = v_b + w2 - mid * mid + lam * shift - q_center
     pad = 1e-12 * (np.abs(ka) + np.abs(kb) + mu_half * mu_half + abs(v_range[1]))
     ka, kb = ka - pad, kb + pad
     b2 = np.abs(lam) * sd[1]

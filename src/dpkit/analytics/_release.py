@@ -30,15 +30,18 @@ value computed on the data after contribution bounding and clamping):
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
   (:func:`~dpkit.analytics._intervals.joint_halfwidth`); a ``count(column)`` beside a mean of
   that column is the mean's noisy ``N`` with its interval.
-* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy centred sum
-  of squares ``Q`` (centre ``m``). Interval: the candidates ``(mu, v)`` whose pivot ``s_q Q -
-  (v + mu^2) N - 2 mu (s_t T - (mu - shift) N)`` is within the quantile of its noise law
-  (:func:`~dpkit.analytics._intervals.variance_cells`), with ``mu`` in Fieller's mean interval
-  at ``alpha / 50``: at level ``1 - alpha`` and close to it unless clipped to ``[0, ((upper -
-  lower)/2)^2]``. (Where the laws cannot be read, each of ``Q, T, N`` at ``1 - alpha/3``,
-  extremes over the box.) A std beside a variance of the same column
+* variance (and std, its square root): ``Q/N - (T/N + c - m)^2`` from the noisy sum of squares
+  ``Q`` about ``m``, rebuilt as ``Q' + kq N`` from the noisy ``Q' = Q - kq N`` (centred at half
+  its range, so half the sensitivity) and the noisy ``N``. Interval: the candidates ``(mu,
+  v)`` whose pivot ``s_q Q - (v + mu^2) N - 2 mu (s_t T - (mu - shift) N)`` is within the
+  quantile of its noise law (:func:`~dpkit.analytics._intervals.variance_cells`), with ``mu``
+  in Fieller's mean interval at ``alpha / 50``: at level ``1 - alpha`` and close to it unless
+  clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
+  N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
-* quantiles: the exponential mechanism's output; no interval is given (its rank uncertainty is
+* quantiles: the exponential mechanism's output. With ``interval_share``, an interval from two
+  more selections (:class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`), each estimate
+  clipped into it; without, no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
 
 Sums are exact fixed-point sums: the reported estimate differs from the sum of the clamped
@@ -161,12 +164,13 @@ def statistic_columns(name: str, st: Statistic) -> list[str]:
 
 def output_columns(group_by: Sequence[str], stats: Sequence[tuple[str, Statistic]]) -> list[str]:
     """Every column of the released frame, in order: the group-by columns, then per
-    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles have none)."""
+    statistic its estimates, each followed by ``_low`` and ``_high`` (quantiles only with an
+    ``interval_share``)."""
     out = list(group_by)
     for name, st in stats:
         for c in statistic_columns(name, st):
             out.append(c)
-            if st.kind != "quantile":
+            if st.kind != "quantile" or st.interval_share:
                 out += [f"{c}_low", f"{c}_high"]
     return out
 
@@ -579,22 +583,44 @@ def _release_values(
         # Post-processing: report the values in the order of the quantile levels.
         order = np.argsort(np.asarray(st.quantiles), kind="stable")
         vals[:, order] = np.sort(vals, axis=1)
-        for j, name in enumerate(names):
+        ends: list[Any] = []
+        qi = sp.quantile_interval
+        if qi is not None:  # the interval's own selections (its own share of the budget)
+            from dataclasses import replace
+
+            qi = replace(qi, alpha=alpha)  # the query's level; r is public, from alpha
+            if ngroups:
+                ends = list(qi.release_sparse(sparse, source=source))
+            else:
+                ends = [np.zeros((0, len(st.quantiles)))] * 2
+            # post-processing: each estimate inside its own interval
+            vals = np.minimum(np.maximum(vals, ends[0]), ends[1])
+
+        def out(v: Any) -> Any:
             # a date or timestamp column: the date of each value, rounded down (from_number)
-            data[name] = (
-                vals[:, j]
-                if not st.time_kind
-                else np.array(
-                    [from_number(float(v), st.time_kind) for v in vals[:, j]], dtype=object
-                )
-            )
-            info_cols[name] = {
+            if not st.time_kind:
+                return v
+            return np.array([from_number(float(x), st.time_kind) for x in v], dtype=object)
+
+        for j, name in enumerate(names):
+            data[name] = out(vals[:, j])
+            info = {
                 "mechanism": "exponential mechanism",
                 "epsilon_per_group": sp.quantile_epsilon,
                 "candidates": mp.cells,
                 "ci": "not given: the exponential mechanism's rank error is not converted "
-                "to a value interval",
+                "to a value interval (ask with quantile(..., interval_share=...))",
             }
+            if qi is not None:
+                data[f"{name}_low"] = out(ends[0][:, j])
+                data[f"{name}_high"] = out(ends[1][:, j])
+                info["ci"] = (
+                    "bin edges from two exponential-mechanism selections aimed at the rank "
+                    f"q n -+ {qi.rank_radius()[j]:.4g} (McSherry-Talwar tail at alpha/2 each); "
+                    "at least the level for every data set"
+                )
+                info["interval_epsilon_per_group"] = qi.epsilon_each
+            info_cols[name] = info
         return
 
     if st.kind in ("count", "count_distinct", "sum", "histogram"):
@@ -696,8 +722,13 @@ def _release_values(
     m_q = sp.measures[2]
     assert m_q.noise is not None
     q_exact = _exact_vector(result, m_q.measure.name, rows, 1)
-    q_noisy = [v[0] for v in _noisy(m_q, q_exact, source, cache)]
-    hq = m_q.noise.halfwidth(alpha / split)
+    # the centred Q' = Q - kq N is noised; Q = Q' + kq N is rebuilt from the noisy values
+    kq = m_q.center
+    qc_exact = [[q[0] - kq * n[0]] for q, n in zip(q_exact, n_exact, strict=True)]
+    qc_noisy = [v[0] for v in _noisy(m_q, qc_exact, source, cache)]
+    q_noisy = [qc + kq * nn for qc, nn in zip(qc_noisy, n_noisy, strict=True)]
+    # union bound: Q' within hq and N within hn put Q within hq + kq hn
+    hq = m_q.noise.halfwidth(alpha / split) + kq * hn
     shift = c_real - m_q.measure.center  # T is centred at c_real, Q at m
     top = half * half
     exact_ci = _variance_pivot(st, m_n, m_s, m_q, n_noisy, t_noisy, q_noisy, alpha)
@@ -784,7 +815,8 @@ def _variance_pivot(
 
     The mean ``mu`` is pinned by Fieller's interval at ``alpha / 50``
     (:data:`~dpkit.analytics._intervals.VAR_MEAN_ALPHA`), the variance by the pivot ``R`` at
-    the rest: the true pair is outside with probability at most the sum, ``alpha``. Both are
+    the rest: the true pair is outside with probability at most the sum, ``alpha``. ``q_noisy``
+    is the rebuilt ``Q = Q' + kq N`` (``kq`` the centre of the measure ``m_q``). Both are
     stated for the lattice values ``mu_int = s_t T / n + shift`` and ``v_int = s_q Q / n -
     mu_int^2`` of the exact integers; the bounded statistic ``v`` differs by at most ``Delta
     = s_q + s_t (2 h + s_t)`` plus ``4 h^2 2^-52`` (each row's floor lowers its value by less
@@ -797,6 +829,7 @@ def _variance_pivot(
     half = (upper - lower) / 2.0
     s_t, s_q = m_s.step, m_q.step
     shift = m_s.center * s_t - m_q.measure.center
+    q_center = m_q.center * s_q  # Q = Q' + kq N: the pivot's count noise gains kq s_q Z_N
     delta = s_q + s_t * (2.0 * half + s_t) + 4.0 * half * half * 2.0**-52
     a_mean = alpha * VAR_MEAN_ALPHA
     k_bits = m_s.measure.frac_bits
@@ -813,6 +846,7 @@ def _variance_pivot(
         (-2.0 * delta, half * half + 2.0 * delta),
         shift,
         alpha - a_mean,
+        q_center,
     )
     if mcells is None or vcells is None:
         return None

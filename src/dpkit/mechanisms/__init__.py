@@ -15,7 +15,7 @@ from dpkit.mechanisms.partition_selection import (
     NoisyCountSelection,
     PartitionSelection,
 )
-from dpkit.mechanisms.quantile import BinnedQuantile
+from dpkit.mechanisms.quantile import BinnedQuantile, BinnedQuantileInterval
 from dpkit.mechanisms.randomized_response import RandomizedResponse
 from dpkit.mechanisms.selection import ExponentialMechanism, NoisyTopK, ReportNoisyMax
 from dpkit.mechanisms.sensitivity import (
@@ -39,6 +39,7 @@ __all__ = [
     "PMF_SLACK",
     "BatchMechanism",
     "BinnedQuantile",
+    "BinnedQuantileInterval",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "ExponentialMechanism",

@@ -57,6 +57,7 @@ exponential mechanism with the length base measure over the interval between sor
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -84,7 +85,7 @@ from dpkit.events import (
 from dpkit.mechanisms.selection import ExponentialMechanism
 from dpkit.noise import RandomSource, gumbel, resolve_source
 
-__all__ = ["BinnedQuantile", "SparseGroup"]
+__all__ = ["BinnedQuantile", "BinnedQuantileInterval", "SparseGroup"]
 
 #: One group's non-empty bins: strictly increasing bin indices and their (positive) counts.
 SparseGroup = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
@@ -413,15 +414,30 @@ class BinnedQuantile:
         """
         src = resolve_source(source)
         checked = [self._sparse(g) for g in groups]
-        mechs = self.mechanisms
+        shifts = tuple(0 for _ in self.quantiles)
+        return self._select_sparse(checked, self.mechanisms, shifts, src)
+
+    def _select_sparse(
+        self,
+        checked: list[SparseGroup],
+        mechs: Sequence[ExponentialMechanism],
+        shifts: Sequence[int],
+        src: RandomSource,
+        virtual: int = 0,
+    ) -> npt.NDArray[np.int64]:
+        """One selection per group and quantile ``i`` with target rank ``q' n + shifts[i] /
+        2**20`` (0 for the quantile itself; :class:`BinnedQuantileInterval` moves it by a
+        public constant, which leaves the utilities' sensitivity unchanged). ``virtual``: the
+        groups carry that many public extra values in their first and in their last bin
+        (not counted in ``n``; ranks start below them), at most ``2**40``."""
         out = np.empty((len(checked), len(self.quantiles)), dtype=np.int64)
         for g, (idx, cnt) in enumerate(checked):
             start, width, lo, hi = self._runs(idx, cnt)
-            n = int(cnt.sum())
+            n = int(cnt.sum()) - 2 * virtual
             log_w = np.log(width.astype(np.float64))
-            lo_s, hi_s = lo * _Q_SCALE, hi * _Q_SCALE  # <= 2**62
+            lo_s, hi_s = lo * _Q_SCALE, hi * _Q_SCALE  # < 2**62 + 2**61
             for i, q in enumerate(self.quantiles):
-                target = n * round(q * _Q_SCALE)
+                target = n * round(q * _Q_SCALE) + virtual * _Q_SCALE + shifts[i]
                 d = np.maximum(np.maximum(lo_s - target, target - hi_s), 0)
                 np.minimum(d, _U_LIMIT, out=d)
                 u = -(d.astype(np.float64) / _Q_SCALE)
@@ -457,3 +473,177 @@ class BinnedQuantile:
         np.minimum(values, up_, out=values)  # rounding never leaves the bin
         np.maximum(values, lo, out=values)
         return values
+
+
+#: Largest rank radius read by selections (``2**40``, keeping every scaled rank within int64);
+#: a larger one gives the whole range ``[e_0, e_m]`` for every group (data-independent).
+_VIRTUAL_LIMIT = 1 << 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class BinnedQuantileInterval:
+    """Confidence intervals for quantiles of a bounded value per group, from the same bins.
+
+    Construction. For the quantile ``q'`` (the grid level of :class:`BinnedQuantile`) of a
+    group with ``n`` values and cumulative counts ``C_j`` (``C_j`` = the number of values
+    below the edge ``e_j``), every value ``x`` with ``#{values < x} <= q' n <= #{values <=
+    x}`` is a ``q'``-quantile; they form an interval ``[x_-, x_+]``. Two more selections of the
+    exponential mechanism over the bins, each with the utility of :class:`BinnedQuantile` but
+    aimed at the shifted ranks ``q' n - r`` (lower end) and ``q' n + r`` (upper end), give the
+    left edge ``e_{j-1}`` of the lower selection's bin and the right edge ``e_k`` of the upper
+    one's. ``r`` is public: McSherry and Talwar (2007, Theorem 6; Dwork and Roth 2014,
+    Theorem 3.11): a selection with probabilities ``∝ exp(g u / Delta)`` over ``m`` bins,
+    the best of utility 0, has ``P(u <= -r) <= m exp(-g r / Delta)``; with the sampler's
+    relative error ``e^(+-s)`` (``s`` the selection slack) the bound is ``e^(2s)`` times that,
+    so ``r = (Delta / g) (ln m + ln(2 / alpha) + 2 s)``, rounded up to the ``2**-20`` grid,
+    makes each end miss with probability at most ``alpha / 2`` *when the best bin has utility
+    0*, which needs the shifted target inside ``[0, n]``. So that it always is, both
+    selections see ``V = ceil(max r)`` public extra values in the first bin and ``V`` in the
+    last (a constant added to the counts: the sensitivity is unchanged), with ranks counted
+    from below the first ``V`` (targets ``V + q' n -+ r``, within ``[0, n + 2 V]``). If the
+    lower selection's utility is above ``-r``, its bin's distance from ``V + q' n - r`` is
+    below ``r``, so ``V + C_{j-1} < V + q' n`` when ``j > 1`` (and ``e_0`` is below every
+    value when ``j = 1``): fewer than ``q' n`` values lie below ``e_{j-1}``, so no ``x <
+    e_{j-1}`` is a quantile (``#{values <= x} <= C_{j-1} < q' n``) and ``e_{j-1} <= x_-``.
+    Symmetrically ``C_k > q' n`` (or ``k = m``) and ``x_+ <= e_k``. By the union
+    bound ``[e_{j-1}, e_k]`` holds every ``q'``-quantile with probability at least ``1 -
+    alpha``, for every data set: a data-independent level, usually far above ``1 - alpha``
+    (the bound counts every bin as if it were as good as the best).
+
+    Privacy. Moving the target by the public ``r`` leaves each utility's sensitivity at
+    ``m max(q', 1 - q')`` (module docstring), so the two selections per group and quantile are
+    exponential mechanisms; ``2 K L`` of them at ``epsilon / (2 K L)`` each (rounded down)
+    compose to ``epsilon``. The released ends are bin edges (public), functions of the two
+    discrete choices only. The interval is a separate release from the point estimate of
+    :class:`BinnedQuantile` (its budget is separate; together they cost the sum).
+    """
+
+    epsilon: float
+    quantiles: tuple[float, ...]
+    edges: tuple[float, ...] | UniformEdges
+    alpha: float = 0.05
+    max_rows_per_partition: int = 1
+    max_partitions: int = 1
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "alpha", check_probability(self.alpha, name="alpha", open_low=True)
+        )
+        if not self.alpha < 1.0:
+            raise PrivacyParameterError(f"alpha must be below 1, got {self.alpha!r}")
+        # validated and normalised as a BinnedQuantile's (whose selections the ends reuse)
+        sel = self._selector
+        for name in ("epsilon", "quantiles", "edges", "max_rows_per_partition"):
+            object.__setattr__(self, name, getattr(sel, name))
+        object.__setattr__(self, "max_partitions", sel.max_partitions)
+        object.__setattr__(self, "neighbouring", sel.neighbouring)
+        self.mechanisms  # noqa: B018
+
+    @property
+    def _selector(self) -> BinnedQuantile:
+        return BinnedQuantile(
+            epsilon=self.epsilon,
+            quantiles=self.quantiles,
+            edges=self.edges,
+            max_rows_per_partition=self.max_rows_per_partition,
+            max_partitions=self.max_partitions,
+            neighbouring=self.neighbouring,
+        )
+
+    @property
+    def _ends(self) -> BinnedQuantile:
+        """The selections of one end: a :class:`BinnedQuantile` at half the epsilon (rounded
+        down), so ``epsilon / (2 K L)`` (rounded down) per selection."""
+        sel = self._selector
+        return BinnedQuantile(
+            epsilon=down(Fraction(sel.epsilon) / 2),
+            quantiles=sel.quantiles,
+            edges=sel.edges,
+            max_rows_per_partition=sel.max_rows_per_partition,
+            max_partitions=sel.max_partitions,
+            neighbouring=sel.neighbouring,
+        )
+
+    @property
+    def epsilon_each(self) -> float:
+        """About ``epsilon / (2 K L)``, rounded down: one end of one group's one quantile."""
+        return self._ends.epsilon_each
+
+    @property
+    def mechanisms(self) -> tuple[ExponentialMechanism, ...]:
+        """One exponential mechanism per quantile (the same for both ends)."""
+        return self._ends.mechanisms
+
+    @property
+    def event(self) -> DpEvent:
+        """``2 K L`` exponential mechanisms at :attr:`epsilon_each` each."""
+        count = 2 * len(self.quantiles) * self.max_partitions
+        return SelfComposedEvent(event=self.mechanisms[0].event, count=count)
+
+    def rank_radius(self) -> tuple[float, ...]:
+        """Per quantile the public shift ``r`` (in ranks, on the ``2**-20`` grid, rounded
+        up): each end misses with probability at most ``alpha / 2`` (class docstring)."""
+        from dpkit.mechanisms.selection import SELECTION_SLACK
+
+        bins = self._selector.bins
+        out = []
+        for em in self.mechanisms:
+            g = em.factor * em.sensitivity  # the sampler's gain, below (eps - 2 s) / 2
+            t = math.log(bins) + math.log(2.0 / self.alpha) + 2.0 * SELECTION_SLACK
+            r = em.sensitivity / g * t * (1.0 + 2.0**-40)
+            out.append(math.ceil(r * _Q_SCALE) / _Q_SCALE)
+        return tuple(out)
+
+    @staticmethod
+    def _padded(
+        idx: npt.NDArray[np.int64], cnt: npt.NDArray[np.int64], virtual: int, bins: int
+    ) -> SparseGroup:
+        """The group with ``virtual`` public extra values in its first and its last bin."""
+        dense_idx = np.concatenate(([0], idx, [bins - 1])).astype(np.int64)
+        dense_cnt = np.concatenate(([virtual], cnt, [virtual])).astype(np.int64)
+        out_idx, inv = np.unique(dense_idx, return_inverse=True)
+        out_cnt = np.zeros(out_idx.size, dtype=np.int64)
+        np.add.at(out_cnt, inv, dense_cnt)
+        return out_idx.astype(np.int64), out_cnt
+
+    def release(
+        self, bin_counts: Any, *, source: RandomSource | None = None
+    ) -> npt.NDArray[np.float64]:
+        """Intervals from dense counts: shape (groups, K, 2) for 2-D counts, (K, 2) for one
+        group's; the last axis is ``(low, high)``. Counts are checked and clamped as by
+        :meth:`BinnedQuantile.release`."""
+        two_d = np.ndim(bin_counts) == 2
+        c = _bin_counts(bin_counts, self._selector.bins)
+        groups = [(np.flatnonzero(row).astype(np.int64), row[row > 0]) for row in c]
+        low, high = self.release_sparse(groups, source=source)
+        out = np.stack([low, high], axis=-1)
+        return out if two_d else out[0]
+
+    def release_sparse(
+        self, groups: Sequence[Any], *, source: RandomSource | None = None
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(low, high)``, each of shape (groups, K): the interval of every quantile of every
+        group, from each group's non-empty bins (``(indices, counts)`` as in
+        :meth:`BinnedQuantile.release_bins_sparse`)."""
+        src = resolve_source(source)
+        sel = self._selector
+        checked = [sel._sparse(g) for g in groups]
+        radius = self.rank_radius()
+        k = len(sel.quantiles)
+        if max(radius) >= _VIRTUAL_LIMIT:  # wider than any group: the whole range, for all
+            lo_idx = np.zeros((len(checked), k), dtype=np.int64)
+            hi_idx = np.full((len(checked), k), sel.bins - 1, dtype=np.int64)
+        else:
+            virtual = math.ceil(max(radius))
+            padded = [self._padded(idx, cnt, virtual, sel.bins) for idx, cnt in checked]
+            shifts = [round(r * _Q_SCALE) for r in radius]
+            mechs = self.mechanisms
+            lo_idx = sel._select_sparse(padded, mechs, tuple(-s for s in shifts), src, virtual)
+            hi_idx = sel._select_sparse(padded, mechs, tuple(shifts), src, virtual)
+        if isinstance(sel.edges, UniformEdges):
+            low, high = sel.edges.at(lo_idx), sel.edges.at(hi_idx + 1)
+        else:
+            edges = np.asarray(sel.edges, dtype=np.float64)
+            low, high = edges[lo_idx], edges[hi_idx + 1]
+        return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
