@@ -139,7 +139,7 @@ def test_summary_reports_the_binning_spend_and_edges(fitted: Any) -> None:
 
 
 @given(
-    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=12),
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=7),
     lo=st.floats(-1e3, 0.0),
     width=st.floats(1e-3, 1e4),
     whole=st.booleans(),
