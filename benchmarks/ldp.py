@@ -26,6 +26,10 @@ virtual environment (``--pure-ldp-python``, default ``.venv-pureldp/bin/python``
 ``benchmarks/shared/pure_ldp_worker.py``, one process per run with a time limit, at 10k, 100k
 and 1M users while the last run times 10 fits the limit; dpkit runs on the same users beside
 each. multi-freq-ldpy's longitudinal L-SUE runs in process against dpkit's RAPPOR.
+
+Third part (section ``ldp-heavy-recall``, run first and written at once): PEM's recall at
+epsilon 2 beside pure-ldp's over ten 1M-user populations, one pure-ldp run and five dpkit runs
+on each, with the paired difference and its standard error.
 """
 
 from __future__ import annotations
@@ -401,6 +405,12 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PURE_LDP_PYTHON = _arg("--pure-ldp-python", os.path.join(_ROOT, ".venv-pureldp", "bin", "python"))
 WORKER = os.path.join(_ROOT, "benchmarks", "shared", "pure_ldp_worker.py")
 CMS_USERS = 1_000_000
+# PEM recall beside pure-ldp over several populations (one pure-ldp run and RECALL_RUNS dpkit
+# runs on each): is a difference of mean recall larger than its standard error?
+RECALL_EPS = 2.0
+RECALL_USERS = 20_000 if QUICK else 1_000_000
+RECALL_SEEDS = (1, 2) if QUICK else tuple(range(1, 11))
+RECALL_RUNS = 2 if QUICK else 5
 
 
 def _hh_population(n: int, bits: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -608,9 +618,95 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
     return rows
 
 
+def recall_populations(eps: float = RECALL_EPS) -> list[dict[str, Any]]:
+    """PEM's recall of the top 100 beside pure-ldp's on ``len(RECALL_SEEDS)`` populations:
+    one pure-ldp run (its time) and ``RECALL_RUNS`` runs of dpkit's default on each."""
+    rows = []
+    for seed in RECALL_SEEDS:
+        x, items, counts = _hh_population(RECALL_USERS, PEER_BITS, seed=seed)
+        order = np.argsort(-counts)[:HH_TOP]
+        true_top = dict(zip(items[order].tolist(), counts[order].tolist(), strict=True))
+        pr = run_pure_ldp("PEM", eps, x, HH_TOP)
+        peer = None
+        if pr["time"] is not None:
+            peer = _score(pr["items"], pr["counts"], true_top, HH_TOP)["recall"]
+        proto = ldp.PEM(epsilon=eps, bits=PEER_BITS)
+        mine = []
+        for _ in range(RECALL_RUNS):
+            agg = proto.aggregator()
+            for lo in range(0, x.size, 1 << 20):
+                agg.add(proto.randomize_many(x[lo : lo + (1 << 20)], source=RandomSource()))
+            hh = agg.heavy_hitters(top=HH_TOP)
+            mine.append(_score(hh.items.tolist(), hh.counts.tolist(), true_top, HH_TOP)["recall"])
+        print(f"recall seed {seed}: pure-ldp {peer} dpkit {mine}", flush=True)
+        rows.append({"seed": seed, "peer": peer, "dpkit": mine, "name": repr(proto)})
+    return rows
+
+
+def _recall_lines(rows: list[dict[str, Any]], eps: float = RECALL_EPS) -> list[str]:
+    """The per-population table and the paired comparison (mean difference, its standard
+    error over the populations, a normal 95% interval)."""
+    done = [r for r in rows if r["peer"] is not None]
+    lines = [
+        f"## PEM recall beside pure-ldp over {len(rows)} populations (`benchmarks/ldp.py --heavy`)",
+        "",
+        f"Epsilon {eps:g}, {RECALL_USERS:,} users per population (Zipf({ZIPF}) over "
+        f"{HH_DISTINCT:,} distinct items placed at random in a 2^{PEER_BITS} domain, population "
+        f"seeds {RECALL_SEEDS[0]} to {RECALL_SEEDS[-1]}), recall of the true top {HH_TOP}: one "
+        f"pure-ldp run (HCMS oracle, as above) and {RECALL_RUNS} dpkit runs "
+        f"(`{rows[0]['name'] if rows else ''}`, the default) on the same users of each "
+        "population. The difference is paired by population; its standard error is the "
+        "standard deviation of the per-population differences over the square root of their "
+        "number.",
+        "",
+        f"| population | pure-ldp | dpkit (mean of {RECALL_RUNS}) | dpkit - pure-ldp |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        mine = float(np.mean(r["dpkit"]))
+        if r["peer"] is None:
+            lines.append(f"| {r['seed']} | did not finish | {mine:.3f} | |")
+        else:
+            lines.append(
+                f"| {r['seed']} | {r['peer']:.2f} | {mine:.3f} | {mine - r['peer']:+.3f} |"
+            )
+    if len(done) >= 2:
+        peer = np.array([r["peer"] for r in done])
+        mine = np.array([float(np.mean(r["dpkit"])) for r in done])
+        diff = mine - peer
+        se = float(diff.std(ddof=1) / np.sqrt(diff.size))
+        mean = float(diff.mean())
+        se_peer = float(peer.std(ddof=1) / np.sqrt(peer.size))
+        se_mine = float(mine.std(ddof=1) / np.sqrt(mine.size))
+        runs = np.array([v for r in done for v in r["dpkit"]])
+        verdict = (
+            "the interval holds 0: the two recalls are equal within the noise of this comparison"
+            if abs(mean) <= 1.96 * se
+            else ("dpkit's recall is higher" if mean > 0 else "pure-ldp's recall is higher")
+        )
+        lines += [
+            "",
+            f"Mean recall: pure-ldp {peer.mean():.3f} (standard error {se_peer:.3f}), dpkit "
+            f"{mine.mean():.3f} (standard error {se_mine:.3f}; a single dpkit run varies with "
+            f"standard deviation {runs.std(ddof=1):.3f}). Paired difference dpkit - pure-ldp: "
+            f"{mean:+.3f}, standard error {se:.3f}, 95% interval [{mean - 1.96 * se:+.3f}, "
+            f"{mean + 1.96 * se:+.3f}] (z = {mean / se if se else float('nan'):+.2f}): {verdict}.",
+        ]
+    return lines
+
+
 def main_heavy() -> None:
     warnings.filterwarnings("ignore")
     load0 = os.getloadavg()[0]
+    if os.path.exists(PURE_LDP_PYTHON):
+        rows = recall_populations()
+        lines = _recall_lines(rows)
+        lines[2] += (
+            f" Load average (1 min) at start / end: {load0:.1f} / {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores."
+        )
+        write_section("ldp-heavy-recall", "\n".join(lines))
+        print("\n".join(lines), flush=True)
     pem = []
     for n in HH_USERS:
         for bits in (20, 32):

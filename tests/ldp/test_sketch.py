@@ -222,6 +222,41 @@ def test_hcms_support_counts_match_a_direct_count(width: int) -> None:
     assert proto.query(proto.statistic(reports), items).tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize(("width", "hashes", "users"), [(1024, 64, 300), (64, 17, 20_000)])
+def test_hcms_sparse_and_transformed_queries_agree(
+    monkeypatch: pytest.MonkeyPatch, sparse: bool, width: int, hashes: int, users: int
+) -> None:
+    # the coefficients summed from the non-zero differences (few reports) and read from the
+    # transformed table give the same integers as a report-by-report count
+    from dpkit.ldp import _sketch
+
+    monkeypatch.setattr(_sketch, "_SPARSE_HADAMARD", 1 << 40 if sparse else 0)
+    proto = ldp.HCMS(epsilon=2.0, domain=70_000, width=width, hashes=hashes, hash_seed=3)
+    src = _src(users + width)
+    reports = proto.randomize_many(src.integers(70_000, users), source=src)
+    items = np.r_[0, 69_999, src.integers(70_000, 40)]
+    cells = proto.all_cells(items)
+    j, col, b = reports[:, 0], reports[:, 1], reports[:, 2]
+    sign = np.bitwise_count(cells[j] & col[:, None]) & 1
+    want = ((sign == 0) == (b[:, None] == 1)).sum(axis=0)
+    assert proto.query(proto.statistic(reports), items).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("cls", SKETCHES)
+@pytest.mark.parametrize(("domain", "items"), [(1 << 12, 4096), (70_000, 9), ((1 << 40) - 5, 300)])
+def test_query_reads_each_functions_cell(cls: Any, domain: int, items: int) -> None:
+    # the blocked query (masked tables carrying the row offset) against summing, function by
+    # function, the cell table at the server's own hash of each item
+    proto = cls(epsilon=1.0, domain=domain, width=16, hashes=37, hash_seed=11)
+    src = _src(domain % 1000 + items)
+    stat = proto.statistic(proto.randomize_many(src.integers(domain, 2_000), source=src))
+    x = np.r_[0, domain - 1, src.integers(domain, items)]
+    table = proto._cell_table(stat)
+    summed = sum(table[j][proto.cells(j, x)] for j in range(37))
+    assert proto.query(stat, x).tolist() == proto._support_from_cells(stat, summed).tolist()
+
+
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0, 7.0])
 def test_olh_sketch_width_and_variance_against_the_closed_form(epsilon: float) -> None:
     # Wang et al. 2017: with keep probability p = e^eps / (e^eps + g - 1) and q = 1/g an item's

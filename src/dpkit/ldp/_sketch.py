@@ -42,7 +42,10 @@ from dpkit.noise import RandomSource
 __all__ = ["CMS", "HCMS", "OLHSketch", "SketchAggregator", "SketchOracle"]
 
 IntArray = npt.NDArray[np.int64]
+IndexArray = npt.NDArray[Any]  # int32 or int64 indices (int32 when they fit)
 _LIST_LIMIT = _c.MAX_DOMAIN  # estimate every item only up to this many
+_QUERY_BLOCK = 1 << 16  # (function, item) cells a query gathers at once
+_SPARSE_HADAMARD = 8  # HCMS sums coefficients directly while items x non-zeros <= 8 k m
 
 
 def _sketch_args(
@@ -71,6 +74,7 @@ class SketchOracle(FrequencyOracle):
     _m: int
     _seed: int
     _np_tables: npt.NDArray[np.uint64] | None = None
+    _np_query: IndexArray | None = None
 
     # -- hashing -------------------------------------------------------------------------------
     def _tables_np(self) -> npt.NDArray[np.uint64]:
@@ -99,7 +103,7 @@ class SketchOracle(FrequencyOracle):
         """Derive the public hash tables now instead of at the first report or query: a
         one-off setup (about ``8 hashes`` SHAKE-256 calls) a server can do before reports
         arrive."""
-        self._tables_np()
+        self._query_tables()
 
     def cells(self, rows: Any, items: Any) -> IntArray:
         """``h_rows(items)`` elementwise (broadcast), the vectorised :meth:`cell`."""
@@ -177,29 +181,54 @@ class SketchOracle(FrequencyOracle):
         return super().encode_many(values)
 
     # -- server --------------------------------------------------------------------------------
+    def _query_tables(self) -> IndexArray:
+        """The tabulation tables for queries: entries masked to the cell bits ``m - 1`` and, on
+        byte 0, ``j m`` added. As ``m`` is a power of two and the other entries are below
+        ``m``, the XOR of an item's entries is then its flat index ``j m + h_j(item)`` in the
+        ``k x m`` cell table (``int32`` when ``k m`` fits)."""
+        if self._np_query is None:
+            dtype = np.int32 if self._k * self._m <= 1 << 31 else np.int64
+            small: IndexArray = (self._tables_np() & np.uint64(self._m - 1)).astype(dtype)
+            small[:, 0, :] += (np.arange(self._k, dtype=dtype) * self._m)[:, None]
+            self._np_query = small
+        return self._np_query
+
+    def _item_cells(self, x: IntArray) -> IndexArray:
+        """``h_j(x)`` for every function ``j`` (a ``(k, len(x))`` array, as :meth:`all_cells`)
+        from the query tables, for few items."""
+        small = self._query_tables()
+        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
+        cells: IndexArray = np.take(small[:, 0, :], x & 0xFF, axis=1)
+        for i in range(1, nbytes):
+            cells ^= np.take(small[:, i, :], (x >> (8 * i)) & 0xFF, axis=1)
+        if nbytes < 8:
+            cells ^= np.bitwise_xor.reduce(small[:, nbytes:, 0], axis=1)[:, None]
+        cells &= self._m - 1
+        return cells
+
     def query(self, stat: IntArray, items: Any) -> IntArray:
-        """Support counts ``S_v`` of domain indices ``items`` from an accumulated statistic."""
+        """Support counts ``S_v`` of domain indices ``items`` from an accumulated statistic:
+        ``S_v = sum_j M[j, h_j(v)]`` over the ``k x m`` cell table ``M``, gathered a block of
+        functions at a time (at most about 2^16 cells held at once, so the block stays in
+        cache)."""
         x = np.asarray(items, dtype=np.int64).reshape(-1)
-        table = self._cell_table(stat)
-        offsets = (np.arange(self._k, dtype=np.int64) * self._m)[:, None]
-        flat = table.reshape(-1)
-        if x.size * self._k <= 1 << 21:  # few items: every function at once
-            out = np.take(flat, self.all_cells(x) + offsets).sum(axis=0)
+        flat = self._cell_table(stat).reshape(-1)
+        out = np.zeros(x.size, dtype=np.int64)
+        if not x.size:
             return self._support_from_cells(stat, out)
-        # many items: function by function, adding each row's counts as its cells come
-        tables = self._tables_np()
+        small = self._query_tables()
         nbytes = max(1, (int(x.max()).bit_length() + 7) // 8)
         idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
-        zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
-        mask = np.uint64(self._m - 1)
-        out = np.zeros(x.size, dtype=np.int64)
-        for j in range(self._k):
-            t = tables[j]
-            h = t[0][idx[0]] ^ zeros[j]
+        zeros = np.bitwise_xor.reduce(small[:, nbytes:, 0], axis=1) if nbytes < 8 else None
+        step = max(1, _QUERY_BLOCK // x.size)
+        for lo in range(0, self._k, step):
+            hi = min(self._k, lo + step)
+            cells: IndexArray = np.take(small[lo:hi, 0, :], idx[0], axis=1)
             for i in range(1, nbytes):
-                h ^= t[i][idx[i]]
-            h &= mask
-            out += table[j][h.astype(np.intp)]
+                cells ^= np.take(small[lo:hi, i, :], idx[i], axis=1)
+            if zeros is not None:
+                cells ^= zeros[lo:hi, None]
+            out += np.take(flat, cells).sum(axis=0)
         return self._support_from_cells(stat, out)
 
     @abc.abstractmethod
@@ -441,11 +470,38 @@ class HCMS(SketchOracle, _c.HCMS):
     def statistic(self, reports: IntArray) -> IntArray:
         """Histogram of ``(j, l, b)``, flattened (additive across batches)."""
         flat = (reports[:, 0] * self._m + reports[:, 1]) * 2 + reports[:, 2]
-        return np.bincount(flat, minlength=2 * self._k * self._m).astype(np.int64)
+        return np.bincount(flat, minlength=2 * self._k * self._m).astype(np.int64, copy=False)
 
     def _cell_table(self, stat: IntArray) -> IntArray:
         h = stat.reshape(self._k, self._m, 2)
         return _fwht_rows(h[:, :, 1] - h[:, :, 0])
+
+    def query(self, stat: IntArray, items: Any) -> IntArray:
+        """Support counts of ``items``; when few reports and few items make it cheaper than
+        transforming the whole table, each needed coefficient is summed from the non-zero
+        differences directly: ``W_j[c] = sum_l D_j[l] (-1)^popcount(c & l)`` over the ``l``
+        with ``D_j[l] != 0``, i.e. ``sum_l D_j[l] - 2 sum_l D_j[l] [popcount(c & l) odd]``
+        (the same integers as the transform; the float64 product is exact while the weights'
+        absolute sum is below ``2^52``)."""
+        x = np.asarray(items, dtype=np.int64).reshape(-1)
+        h = stat.reshape(self._k, self._m, 2)
+        diff = (h[:, :, 1] - h[:, :, 0]).reshape(-1)
+        nz = np.flatnonzero(diff)
+        weight = diff[nz]
+        exact = int(np.abs(weight).sum()) < 1 << 52
+        if not exact or x.size * nz.size > _SPARSE_HADAMARD * self._k * self._m:
+            return super().query(stat, items)
+        mask = self._m - 1
+        rows, cols = nz // self._m, (nz & mask).astype(np.int32)
+        cells = self._item_cells(x)  # (k, items), int32 or int64
+        odd_sum = np.zeros(x.size)
+        step = max(1, _QUERY_BLOCK // max(x.size, 1))
+        for lo in range(0, nz.size, step):
+            part = slice(lo, lo + step)
+            odd = np.bitwise_count(cells[rows[part]] & cols[part, None]) & 1
+            odd_sum += weight[part].astype(np.float64) @ odd.astype(np.float64)
+        summed = int(weight.sum()) - 2 * np.rint(odd_sum).astype(np.int64)
+        return self._support_from_cells(stat, summed)
 
     def _support_from_cells(self, stat: IntArray, summed: IntArray) -> IntArray:
         n = int(stat.sum())
@@ -563,9 +619,7 @@ class SketchAggregator(FrequencyAggregator):
         else:
             se = np.full(x.size, np.inf)
         labels = (
-            tuple(int(v) for v in x)
-            if proto._labels is None
-            else tuple(proto.labels[int(v)] for v in x)
+            tuple(x.tolist()) if proto._labels is None else tuple(proto.labels[int(v)] for v in x)
         )
         return FrequencyEstimate(
             labels=labels,
