@@ -22,6 +22,7 @@ from dpkit.analytics._planner import (
     PLAN_FAILURE,
     NoisyHistogram,
     contribution_bounds,
+    engine_contributions,
     type_limits,
     unit_contributions,
     value_bounds,
@@ -263,9 +264,8 @@ def _planning_audit(broken: bool) -> Any:
     from dpkit.analytics._plan import Source
 
     exact = {
-        name: unit_contributions(
-            engine.execute(dataclasses.replace(plan, source=Source(kind="table", location=name))),
-            0,
+        name: engine_contributions(
+            engine.execute(dataclasses.replace(plan, source=Source(kind="table", location=name)))
         )
         for name in ("d", "d_prime")
     }
@@ -361,3 +361,32 @@ def test_accuracy_refusals_say_why_before_any_spend() -> None:
     with pytest.raises(BudgetExceededError):
         q.run(accuracy=0.6)  # needs far more than the budget's 5: refused, saying the cost
     assert budget.spent.epsilon == 0.0
+
+
+def test_engine_bins_the_units_exactly_as_the_per_unit_result_does() -> None:
+    """The in-engine histograms (``unit_grid``) equal the ones made in Python from the per-unit,
+    per-group result, on 3,000 people whose groups and rows per group cover every grid bin
+    (and beyond 64), with a filter in the plan."""
+    rng = np.random.default_rng(7)
+    people = 3000
+    groups = rng.choice([1, 2, 3, 5, 7, 9, 13, 20, 30, 40, 50, 70], size=people)
+    rows = []
+    for uid, k in enumerate(groups):
+        for g in range(int(k)):
+            rows.extend([(uid, g, 1.0)] * int(rng.choice([1, 2, 4, 5, 11, 17, 33, 50, 80])))
+    df = pd.DataFrame(rows, columns=["uid", "g", "x"])
+    df.loc[::97, "x"] = -1.0
+    s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=10.0))
+    q = s.query().where("x > 0").group_by("g", keys=list(range(80))).agg(n=dpa.count())
+    plan = q.prepare(epsilon=1.0, two_step=True).contribution_plan
+    assert plan is not None and plan.aggregate.unit_grid == CONTRIBUTION_GRID
+    engine = DuckDBEngine(threads=1)
+    engine.register("t", df)
+    from dpkit.analytics._plan import Source
+
+    plan = dataclasses.replace(plan, source=Source(kind="table", location="t"))
+    old = dataclasses.replace(plan, aggregate=dataclasses.replace(plan.aggregate, unit_grid=()))
+    inside = engine_contributions(engine.execute(plan))
+    outside = unit_contributions(engine.execute(old), 0)
+    assert inside == outside
+    assert sum(inside[0]) == people and all(n > 0 for n in inside[0])

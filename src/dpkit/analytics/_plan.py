@@ -156,10 +156,16 @@ class Measure:
 
 @dataclass(frozen=True, kw_only=True)
 class Aggregate:
-    """Group by ``group_by`` (possibly empty: one global group) and compute ``measures``."""
+    """Group by ``group_by`` (possibly empty: one global group) and compute ``measures``.
+
+    ``unit_grid`` (non-empty): ``group_by`` starts with the privacy unit and ``measures`` is one
+    ``rows`` measure; the result is then one global group of ``2 * len(unit_grid)`` integers,
+    ``groups:i`` and ``rows:i``, the number of units whose number of groups (largest rows in
+    one group) falls in bin ``i`` of the grid (see ``engines._compiler.contributions``)."""
 
     group_by: tuple[str, ...]
     measures: tuple[Measure, ...]
+    unit_grid: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

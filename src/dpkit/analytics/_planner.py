@@ -73,6 +73,7 @@ __all__ = [
     "NoisyHistogram",
     "contribution_bounds",
     "contribution_step",
+    "engine_contributions",
     "smallest_epsilon",
     "type_limits",
     "unit_contributions",
@@ -227,6 +228,19 @@ def unit_contributions(result: EngineResult, units: int) -> tuple[list[int], lis
     return _grid_counts(groups.values()), _grid_counts(rows.values())
 
 
+def engine_contributions(result: EngineResult) -> tuple[list[int], list[int]]:
+    """The same two histograms as :func:`unit_contributions`, read from the engine result of a
+    plan with ``unit_grid=CONTRIBUTION_GRID`` (the engine bins the units itself, so only the
+    ``2 * len(CONTRIBUTION_GRID)`` counts leave it). Not private: the caller noises them."""
+    k = len(CONTRIBUTION_GRID)
+
+    def one(name: str) -> int:
+        vals = result.values.get(name, ())
+        return int(vals[0]) if vals else 0  # type: ignore[call-overload]
+
+    return [one(f"groups:{i}") for i in range(k)], [one(f"rows:{i}") for i in range(k)]
+
+
 def _grid_counts(values: object) -> list[int]:
     grid = CONTRIBUTION_GRID
     out = [0] * len(grid)
@@ -276,7 +290,10 @@ class ContributionStep:
     def choose(self, result: EngineResult, source: RandomSource) -> dict[str, object]:
         """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
         from the engine result of the contribution plan (noised here, once)."""
-        groups, rows = unit_contributions(result, 0)
+        if "groups:0" in result.values:
+            groups, rows = engine_contributions(result)
+        else:
+            groups, rows = unit_contributions(result, 0)
         noisy = self.histogram.release([*groups, *rows], source)
         k = len(CONTRIBUTION_GRID)
         p = contribution_bounds(noisy[:k], self.partitions) if len(self.partitions) > 1 else 1

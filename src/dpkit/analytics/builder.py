@@ -877,7 +877,11 @@ class Query:
     def _contribution_plan(self) -> Plan:
         """One plan counting each unit's rows per group (grouped by the unit and the group
         columns; nothing bounded beyond the engine's limits). Its exact result never leaves
-        dpkit: the contribution step noises the per-unit histograms made from it."""
+        dpkit: the contribution step noises the per-unit histograms made from it. The engine
+        bins the units over the planner's grid itself (``unit_grid``): only the bin counts
+        leave it."""
+        from dpkit.analytics._planner import CONTRIBUTION_GRID
+
         unit = self.session.table.privacy_unit
         assert unit is not None
         filters = [Filter(predicate=f) for f in self.filters]
@@ -894,6 +898,7 @@ class Query:
             aggregate=Aggregate(
                 group_by=(unit, *self.group_columns),
                 measures=(Measure(name="rows", kind="rows"),),
+                unit_grid=CONTRIBUTION_GRID,
             ),
             joins=self.joins,
             buckets=self.buckets,

@@ -24,6 +24,7 @@ from dpkit.analytics.engines._compiler.bounding import (
 from dpkit.analytics.engines._compiler.codecs import sent_key
 from dpkit.analytics.engines._compiler.columns import PlanColumns, Reads, plan_columns
 from dpkit.analytics.engines._compiler.compiled import CompiledQuery, OutputMeasure
+from dpkit.analytics.engines._compiler.contributions import unit_histograms
 from dpkit.analytics.engines._compiler.extras import Extras
 from dpkit.analytics.engines._compiler.measures import (
     MeasureSteps,
@@ -89,7 +90,15 @@ def compile_plan(
     last = _step_ctes(pipe.steps, ctes)
     final = _grouped(measures, last, cols.key_out, pipe.cell_sets)
     codecs: tuple[str, ...] = ()
-    if profile.exact_keys and cols.key_out:
+    key_out = list(cols.key_out)
+    if plan.aggregate.unit_grid:
+        if not key_out or len(outputs) != 1 or outputs[0].kind != "rows" or pipe.cell_sets:
+            raise PlanError("unit_grid needs the unit as first key and one rows measure")
+        final, outputs = unit_histograms(
+            final, key_out[0], outputs[0].column, plan.aggregate.unit_grid, ctes
+        )
+        key_out = []
+    elif profile.exact_keys and cols.key_out:
         codecs = tuple(key_codec(reads.schema[k]) for k in cols.keys)
         final = _keys_sent(final, codecs, cols.key_out, outputs, pipe.cell_sets, ctes, profile)
     for name, q in ctes:
@@ -98,9 +107,9 @@ def compile_plan(
     cell_sets = pipe.cell_sets
     return CompiledQuery(
         sql=sql,
-        key_columns=tuple(cols.key_out),
+        key_columns=tuple(key_out),
         measures=tuple(outputs),
-        global_group=not cols.key_out,
+        global_group=not key_out,
         cell_columns=tuple(cell_sets),
         cell_count=P + "cell" if cell_sets else None,
         has_filters=bool(predicates) or bool(buckets),
