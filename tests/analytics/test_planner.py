@@ -390,3 +390,19 @@ def test_engine_bins_the_units_exactly_as_the_per_unit_result_does() -> None:
     outside = unit_contributions(engine.execute(old), 0)
     assert inside == outside
     assert sum(inside[0]) == people and all(n > 0 for n in inside[0])
+
+
+def test_planned_query_without_a_delta_the_session_needs_says_so_unspent() -> None:
+    """An (epsilon, delta) session adds Gaussian noise, so a query needs a delta; planned
+    without one, the refusal gives that reason (not "the budget is too small", which no
+    epsilon would cure) and nothing is charged."""
+    frame = pd.DataFrame(
+        {"uid": np.arange(3000) % 700, "region": np.array(["a", "b", "c"])[np.arange(3000) % 3]}
+    )
+    budget = Budget(epsilon=100.0, delta=1e-3)
+    s = dpa.Session(frame, privacy_unit="uid", budget=budget)
+    q = s.query().group_by("region", keys=["a", "b", "c"]).agg(n=dpa.count())
+    with pytest.raises(PrivacyParameterError, match="give the query a delta"):
+        q.run(epsilon=5.0)
+    assert budget.spent == (0, 0)
+    assert len(q.run(epsilon=5.0, delta=1e-6)) == 3

@@ -852,14 +852,24 @@ class Query:
                 "or public keys"
             )
 
+        refusals: list[PrivacyParameterError] = []
+
         def priceable(p: int, r: int, eps_rel: float) -> bool:
             try:
                 self.bound(max_partitions=p, max_rows_per_partition=r)._price(eps_rel, delta)
-            except PrivacyParameterError:
+            except PrivacyParameterError as why:
+                refusals.append(why)
                 return False
             return True
 
-        step = contribution_step(eps, dl, bool(self.group_columns), priceable)
+        try:
+            step = contribution_step(eps, dl, bool(self.group_columns), priceable)
+        except PrivacyParameterError:
+            # even one row per person does not price: the pricing's own reason (for example a
+            # delta the session's noise needs) says more than "too small"
+            if refusals:
+                raise refusals[-1] from None
+            raise
         top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
         shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
         envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
