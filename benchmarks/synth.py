@@ -264,6 +264,11 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
     rng = np.random.default_rng(1)
     indep = true_one.apply(lambda c: rng.permutation(c.to_numpy()))
     load0 = os.getloadavg()[0]
+    indep_tv = marginal_tv(true_one, indep, 2)
+
+    def header(load1: float) -> list[str]:
+        return _header(args, frame, indep_tv, load0, load1)
+
     runs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
     for method in ("MST", "AIM"):
         runs += [("dpkit", method, "one")]
@@ -311,9 +316,16 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                 )
             print(row, flush=True)
             rows.append(row)
-    load1 = os.getloadavg()[0]
+            if args.write:  # the section so far: a run cut short still leaves its rows
+                write_section("synth", "\n".join(header(os.getloadavg()[0]) + rows))
+    return header(os.getloadavg()[0]) + rows
+
+
+def _header(
+    args: argparse.Namespace, frame: pd.DataFrame, indep_tv: float, load0: float, load1: float
+) -> list[str]:
     aim_eps = ", ".join(f"{e:g}" for e in args.epsilons if e in args.aim_epsilons) or "none"
-    lines = [
+    return [
         "## Synthetic data: MST and AIM beside SmartNoise Synth and OpenDP (`benchmarks/synth.py`)",
         "",
         f"A generated census-like table: {len(frame):,} rows, {frame.uid.nunique():,} people "
@@ -325,7 +337,7 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
         f"person-level bounding ({args.max_rows} rows kept per person, scored against the "
         "bounded table). TV: mean total-variation distance of all 2-way (3-way) marginals of "
         "a synthetic table of the true table's size from the true table's (a table of "
-        f"independent columns scores {marginal_tv(true_one, indep, 2):.4f} in 2-way TV). "
+        f"independent columns scores {indep_tv:.4f} in 2-way TV). "
         f"delta {DELTA:g}; AIM at epsilon {aim_eps} only (its peers' fits take minutes each). "
         "rho: the zCDP budget the fit spends. Fit s: the fit call in a fresh process (dpkit's "
         "includes reading the Parquet file through DuckDB; the peers get a table already in "
@@ -355,9 +367,7 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
         "",
         "| epsilon | library | table | rho | fit s | peak MB | 2-way TV | 3-way TV |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
-        *rows,
     ]
-    return lines
 
 
 def write_people(path: str, rows: int, chunk: int = 1_000_000) -> tuple[int, int]:
