@@ -2,7 +2,7 @@
 
 Used by ``benchmarks/synth.py`` so that every library's fit (dpkit's, SmartNoise Synth's,
 OpenDP's) runs alone in its own process: the peak resident set size it reports is that fit's
-(``ru_maxrss`` read right after the fit, imports and the loaded table included), and the peers
+(read right after the fit, imports and the loaded table included), and the peers
 run in their own virtual environment (their pins clash with dpkit's).
 
 The job (JSON object):
@@ -32,6 +32,16 @@ from typing import Any
 
 
 def _rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB: ``VmHWM`` of ``/proc/self/status``
+    (the high-water mark of this program's own memory map; ``ru_maxrss`` would also count the
+    parent's pages from before the ``exec`` on Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
