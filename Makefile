@@ -112,6 +112,18 @@ $(QUANTPEERS)/bin/python:
 	$(PY) -m venv $(QUANTPEERS)
 	$(QUANTPEERS)/bin/pip install -q "diffprivlib==0.6.6" "scikit-learn==1.7.2" "opendp==0.16.0"
 
+# SmartNoise Synth 1.0.8 and OpenDP's MST/AIM (opendp[mbi] 0.16 pins mbi 1.1.0, as smartnoise-synth
+# asks; smartnoise-sql's pin opendp<0.15 is overridden: synth only uses its parser and noise).
+# smartnoise-synth without its deps: opacus 0.14 and pac-synth serve only its GAN synthesizers.
+SYNTHPEERS := .venv-synthpeers
+
+$(SYNTHPEERS)/bin/python:
+	$(PY) -m venv $(SYNTHPEERS)
+	$(SYNTHPEERS)/bin/pip install -q "smartnoise-sql==1.0.10" "Faker>=17" "disjoint-set>=0.9,<0.10" \
+		pyarrow
+	$(SYNTHPEERS)/bin/pip install -q "opendp[mbi]==0.16.0"
+	$(SYNTHPEERS)/bin/pip install -q --no-deps "smartnoise-synth==1.0.8"
+
 $(TUMULT)/bin/python:
 	$(PY) -m venv $(TUMULT)
 	$(TUMULT)/bin/pip install -q "tmlt.analytics==0.21.0"
@@ -125,7 +137,7 @@ $(DPLIB)/bin/python:
 		"smartnoise-sql==1.0.10" pyarrow
 
 bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PURELDP)/bin/python \
-		$(QUANTPEERS)/bin/python $(DPLIB)/bin/python
+		$(QUANTPEERS)/bin/python $(DPLIB)/bin/python $(SYNTHPEERS)/bin/python
 	$(BIN)/python benchmarks/noise.py
 	$(BIN)/python benchmarks/accounting.py
 	$(BIN)/python benchmarks/loss_engine.py
@@ -137,7 +149,8 @@ bench: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/python $(PU
 	$(BIN)/python benchmarks/partition_selection.py --peers-python $(PEERS)/bin/python
 	$(BIN)/python benchmarks/analytics_accuracy.py
 	$(BIN)/python benchmarks/quantile_accuracy.py --peers-python $(QUANTPEERS)/bin/python
-	$(BIN)/python benchmarks/synth.py --write
+	$(BIN)/python benchmarks/synth.py --peers-python $(SYNTHPEERS)/bin/python \
+		--big-rows 10000000 --write
 	$(BIN)/python benchmarks/synth_binning.py
 	$(BIN)/python benchmarks/analytics.py --peers-python $(PEERS)/bin/python \
 		--tumult-python $(TUMULT)/bin/python
@@ -166,7 +179,8 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 	$(QUICK) benchmarks/partition_selection.py --quick --peers-python $(PEERS)/bin/python
 	$(QUICK) benchmarks/analytics_accuracy.py --quick
 	$(QUICK) benchmarks/quantile_accuracy.py --quick --peers-python $(QUANTPEERS)/bin/python
-	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --path $(QUICK_DATA)-synth.parquet --write
+	$(QUICK) benchmarks/synth.py --rows 20000 --epsilons 1 --aim-epsilons \
+		--path $(QUICK_DATA)-synth.parquet --write
 	$(QUICK) benchmarks/synth_binning.py --quick
 	$(QUICK) benchmarks/analytics.py --quick --no-big --data $(QUICK_DATA) \
 		--peers-python $(PEERS)/bin/python --tumult-python $(TUMULT)/bin/python
@@ -177,4 +191,4 @@ bench-quick: $(STAMP_BENCH) $(STAMP_SYS) $(PEERS)/bin/python $(TUMULT)/bin/pytho
 		--dplib-python $(DPLIB)/bin/python
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(TUMULT) $(QUANTPEERS) $(DPLIB) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md
+	rm -rf $(VENV) $(PEERS) $(TUMULT) $(QUANTPEERS) $(DPLIB) $(SYNTHPEERS) .venv-oldest .coverage .pytest_cache .mypy_cache .ruff_cache site bench-quick.md

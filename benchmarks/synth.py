@@ -1,22 +1,31 @@
-"""Synthetic data: dpkit's MST on a census-like people table, fit time and marginal error.
+"""Synthetic data: dpkit's MST and AIM beside SmartNoise Synth's and OpenDP's, and a 10M-row fit.
 
 A generated table of people (``--rows`` rows, one to four rows per person) with categorical and
 numeric columns that depend on one another (a chain region -> education -> occupation ->
-income and age -> marital status -> household size, among others). dpkit fits MST on a
-session with person-level bounding (``--max-rows`` rows per person) at each epsilon (delta
-1e-6, zCDP), samples as many rows as the bounded table holds, and reports the fit time and
-the mean total-variation distance of all 2-way and 3-way marginals of the synthetic table
-from those of the true table (on the declared cells; numeric columns binned as declared).
+income and age -> marital status -> household size, among others), binned into the cells of
+``DOMAINS``. Error: the mean total-variation distance of all 2-way and 3-way marginals of a
+synthetic table (as many rows as the true one) from the true table's, on the cells.
 
-Inference cross-check (``--mbi-python PATH``, a Python with ``mbi==2.0.0`` installed, which
-brings JAX): the same noisy measurements of one fit are given to mbi's ``MirrorDescent``
-(Private-PGM's estimator) and to dpkit's tree estimator; the largest difference between their
-fitted marginals and both fits' losses are printed. Peers' whole MST pipelines (OpenDP,
-SmartNoise Synth; one row per person) are not run yet.
+Comparison (section ``synth``), at each epsilon (delta 1e-6) and on the SAME one-row-per-person
+table (each person's first row), given to everyone as integer codes of the same bins so no one
+spends budget on binning: dpkit's MST and AIM (a session with ``privacy_unit=None``),
+SmartNoise Synth 1.0.8's ``MSTSynthesizer`` and ``AIMSynthesizer`` and OpenDP's
+``dp.mbi.MST`` / ``dp.mbi.AIM`` (contingency tables, through ``mbi``); plus dpkit's MST with
+person-level bounding (``--max-rows`` rows per person) on the multi-row table, scored against
+the bounded table. Every fit runs alone in a fresh process (``benchmarks/shared/synth_worker.py``,
+JSON on stdin), which reports the fit time and its peak resident memory; the peers run in their
+own environment (``--peers-python``, ``make .venv-synthpeers/bin/python``).
 
-    PYTHONPATH=src python benchmarks/synth.py --rows 200000 --epsilons 1
-    PYTHONPATH=src python benchmarks/synth.py --rows 50000 --epsilons 1 \
-        --mbi-python /tmp/mbi/bin/python
+10M rows (section ``synth-big``, ``--big-rows 10000000``): the people table written to Parquet
+in chunks, dpkit's MST with person-level bounding under DuckDB ``memory_limit`` (1 GB), fit
+time and the fitting process's peak RSS.
+
+Inference cross-check (``--mbi-python PATH``, a Python with ``mbi==2.0.0``): the same noisy
+measurements of one fit given to mbi's ``MirrorDescent`` and to dpkit's tree estimator.
+
+    PYTHONPATH=src python benchmarks/synth.py --rows 1000000 \
+        --peers-python .venv-synthpeers/bin/python --big-rows 10000000 --write
+    PYTHONPATH=src python benchmarks/synth.py --rows 20000 --epsilons 1 --aim-epsilons
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -35,7 +46,6 @@ import pandas as pd
 from _report import machine, write_section
 from dpkit.accounting import Budget
 from dpkit.analytics import Session
-from dpkit.noise import RandomSource
 from dpkit.synth import MST, Categorical, Numeric
 
 REGIONS = ["north", "south", "east", "west", "centre", "islands"]
@@ -45,8 +55,9 @@ MARITAL = ["single", "married", "divorced", "widowed"]
 TENURE = ["owner", "mortgage", "renter", "social"]
 
 
-def people(rows: int, seed: int = 0) -> pd.DataFrame:
-    """A census-like table: about ``rows`` rows, one to four per person (yearly records)."""
+def people(rows: int, seed: int = 0, first_uid: int = 0) -> pd.DataFrame:
+    """A census-like table: about ``rows`` rows, one to four per person (yearly records);
+    person ids from ``first_uid``."""
     rng = np.random.default_rng(seed)
     n_people = max(1, rows // 2)
     per = rng.integers(1, 5, n_people)
@@ -68,7 +79,7 @@ def people(rows: int, seed: int = 0) -> pd.DataFrame:
     hours = np.clip(rng.normal(38 - (occ == len(OCC) - 1) * 30, 8, n), 0, 80)
     return pd.DataFrame(
         {
-            "uid": uid,
+            "uid": uid + first_uid,
             "region": np.array(REGIONS)[region],
             "sex": sex,
             "age": age,
@@ -97,10 +108,10 @@ DOMAINS: dict[str, Any] = {
 }
 
 
-def codes(frame: pd.DataFrame) -> pd.DataFrame:
+def codes(frame: pd.DataFrame, domains: dict[str, Any] | None = None) -> pd.DataFrame:
     """Each declared column as its cell code (missing last), for comparing marginals."""
     out = {}
-    for c, dom in DOMAINS.items():
+    for c, dom in (domains or DOMAINS).items():
         if isinstance(dom, Categorical):
             idx = {v: i for i, v in enumerate(dom.values)}
             out[c] = frame[c].map(lambda v, idx=idx, k=dom.size - 1: idx.get(v, k)).astype(int)
@@ -214,60 +225,253 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
     return line
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "shared", "synth_worker.py")
+SRC = os.path.join(os.path.dirname(HERE), "src")
+#: The binned columns as integer codes (the missing code left out: the table has none).
+CODE_SIZES = {c: d.size - 1 for c, d in DOMAINS.items()}
+CODE_DOMAINS: dict[str, Any] = {c: Categorical(list(range(k))) for c, k in CODE_SIZES.items()}
+
+
+def run_worker(python: str, job: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """One fit in a fresh process; its result and synthetic table (``None`` if it failed)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([SRC, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run(
+        [python, WORKER], input=json.dumps(job), capture_output=True, text=True, env=env
+    )
+    if proc.returncode != 0:
+        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:]
+        print(f"  {job['lib']} {job['method']} failed: {' '.join(tail)}", flush=True)
+        return {"error": " ".join(tail)[:200]}, None
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result, pd.read_parquet(job["out"])
+
+
+def rho_of(eps: float, delta: float) -> float:
+    """dpkit's zCDP budget for an ``(epsilon, delta)`` share (what dpkit spends and OpenDP gets)."""
+    return float(Budget(epsilon=eps, delta=delta, method="zcdp").zcdp_share(eps, delta)[0])
+
+
+def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str]:
+    """The comparison section: every library on the one-row table, dpkit also person-level."""
+    one = frame.groupby("uid").head(1)
+    true_one = codes(one)
+    one_path = os.path.join(tmp, "one-row-codes.parquet")
+    true_one.to_parquet(one_path)
+    bounded = frame.groupby("uid").head(args.max_rows)
+    true_multi = codes(bounded)
+    rng = np.random.default_rng(1)
+    indep = true_one.apply(lambda c: rng.permutation(c.to_numpy()))
+    load0 = os.getloadavg()[0]
+    indep_tv = marginal_tv(true_one, indep, 2)
+
+    def header(load1: float) -> list[str]:
+        return _header(args, frame, indep_tv, load0, load1)
+
+    runs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
+    for method in ("MST", "AIM"):
+        runs += [("dpkit", method, "one")]
+        if args.peers_python:
+            runs += [("smartnoise", method, "one"), ("opendp", method, "one")]
+    rows: list[str] = []
+    for eps in args.epsilons:
+        for lib, method, data in runs:
+            if method == "AIM" and eps not in args.aim_epsilons:
+                continue
+            job: dict[str, Any] = {
+                "lib": lib,
+                "method": method,
+                "epsilon": eps,
+                "delta": DELTA,
+                "rho": rho_of(eps, DELTA),
+                "out": os.path.join(tmp, "syn.parquet"),
+                "memory_limit": args.memory_limit,
+            }
+            if data == "multi":
+                truth = true_multi
+                job.update(
+                    path=args.path,
+                    domains={c: d.to_dict() for c, d in DOMAINS.items()},
+                    privacy_unit="uid",
+                    max_rows=args.max_rows,
+                    rows=len(bounded),
+                )
+            else:
+                truth = true_one
+                job.update(path=one_path, columns=CODE_SIZES, rows=len(one))
+            python = sys.executable if lib == "dpkit" else args.peers_python
+            res, syn = run_worker(python, job)
+            name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
+            table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
+            if syn is None:
+                row = f"| {eps:g} | {name} {method} | {table} | failed: {res['error']} |||||"
+            else:
+                syn_codes = codes(syn, DOMAINS if data == "multi" else CODE_DOMAINS)
+                row = (
+                    f"| {eps:g} | {name} {method} | {table} | {res['rho']:.4f} | "
+                    f"{res['fit_s']:.1f} | {res['peak_mb']:,.0f} | "
+                    f"{marginal_tv(truth, syn_codes, 2):.4f} | "
+                    f"{marginal_tv(truth, syn_codes, 3):.4f} |"
+                )
+            print(row, flush=True)
+            rows.append(row)
+            if args.write:  # the section so far: a run cut short still leaves its rows
+                write_section("synth", "\n".join(header(os.getloadavg()[0]) + rows))
+    return header(os.getloadavg()[0]) + rows
+
+
+def _header(
+    args: argparse.Namespace, frame: pd.DataFrame, indep_tv: float, load0: float, load1: float
+) -> list[str]:
+    aim_eps = ", ".join(f"{e:g}" for e in args.epsilons if e in args.aim_epsilons) or "none"
+    return [
+        "## Synthetic data: MST and AIM beside SmartNoise Synth and OpenDP (`benchmarks/synth.py`)",
+        "",
+        f"A generated census-like table: {len(frame):,} rows, {frame.uid.nunique():,} people "
+        f"(one to four rows each), {len(DOMAINS)} modelled columns ({MST(DOMAINS).cells:,} "
+        "cells in all 2-way marginals with dpkit's missing cells), binned into the same cells "
+        "for everyone. *One row per person*: each person's first row, given to every library "
+        "as integer codes of the bins (no budget spent on binning). *"
+        f"{args.max_rows} rows per person*: dpkit on the multi-row Parquet file with "
+        f"person-level bounding ({args.max_rows} rows kept per person, scored against the "
+        "bounded table). TV: mean total-variation distance of all 2-way (3-way) marginals of "
+        "a synthetic table of the true table's size from the true table's (a table of "
+        f"independent columns scores {indep_tv:.4f} in 2-way TV). "
+        f"delta {DELTA:g}; AIM at epsilon {aim_eps} only (its peers' fits take minutes each). "
+        "rho: the zCDP budget the fit spends. Fit s: the fit call in a fresh process (dpkit's "
+        "includes reading the Parquet file through DuckDB; the peers get a table already in "
+        "memory); peak MB: that process's peak RSS (imports and the loaded table included). "
+        f"{machine()}; the machine is shared and loaded (load average {load0:.1f} at the "
+        f"start, {load1:.1f} at the end), so times are under load.",
+        "",
+        "How each is set up. dpkit: a session with `Budget(epsilon, delta, method='zcdp')`, "
+        "the fit takes the `(epsilon, delta)` share, which it converts to rho (rounded down, "
+        "with a slack for floating point); MST spends rho/3 on 1-way marginals, rho/3 on "
+        "selecting the tree, rho/3 on the 2-way marginals, exact tree fit; AIM: 16 d rounds, "
+        "0.9 of each round on measuring, all 3-way marginals as workload, model-size limit "
+        "80 MB. SmartNoise Synth: `MSTSynthesizer(epsilon, delta)` / "
+        "`AIMSynthesizer(epsilon, delta, degree=3)` (its default workload is 2-way), "
+        "`fit(codes, categorical_columns=all, preprocessor_eps=0)`; its preprocessor is a "
+        "label encoder per column that reads the distinct codes from the data without spending "
+        "budget; it converts `(epsilon, delta)` to rho with OpenDP's zCDP-to-approximate-DP "
+        "conversion (slightly more rho than dpkit's); MST: the same thirds, mbi 1.1's mirror "
+        "descent (5,000 iterations) with the true row count as known total, and it compresses "
+        "rare 1-way cells; AIM: as the paper. OpenDP (0.16, `opendp[mbi]`): "
+        "`Context.compositor(privacy_unit=unit_of(contributions=1), "
+        "privacy_loss=loss_of(rho=dpkit's rho))`, `contingency_table(keys=the codes, "
+        "algorithm=dp.mbi.MST() / dp.mbi.AIM())`; keys for every column, so no budget on key "
+        "discovery, and a null key added per column; it spends half of rho on all 1-way "
+        "marginals first, then MST/AIM split the rest 0.9 measuring / 0.1 selecting; "
+        "mirror descent from mbi.",
+        "",
+        "| epsilon | library | table | rho | fit s | peak MB | 2-way TV | 3-way TV |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+
+def write_people(path: str, rows: int, chunk: int = 1_000_000) -> tuple[int, int]:
+    """The people table of ``rows`` rows written to Parquet chunk by chunk (each chunk its own
+    people); returns the rows and people written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer = None
+    done = people_n = 0
+    try:
+        for k, start in enumerate(range(0, rows, chunk)):
+            part = people(min(chunk, rows - start), seed=100 + k, first_uid=people_n)
+            people_n += int(part.uid.nunique())
+            done += len(part)
+            t = pa.Table.from_pandas(part, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, t.schema)
+            writer.write_table(t)
+    finally:
+        if writer is not None:
+            writer.close()
+    return done, people_n
+
+
+def big(args: argparse.Namespace, tmp: str) -> list[str]:
+    """The person-level MST fit on a ``--big-rows`` Parquet file under the memory limit."""
+    path = os.path.join(tmp, "people-big.parquet")
+    t0 = time.perf_counter()
+    n_rows, n_people = write_people(path, args.big_rows)
+    gen = time.perf_counter() - t0
+    print(f"wrote {n_rows:,} rows ({n_people:,} people) in {gen:.0f} s", flush=True)
+    load0 = os.getloadavg()[0]
+    job = {
+        "lib": "dpkit",
+        "method": "MST",
+        "path": path,
+        "domains": {c: d.to_dict() for c, d in DOMAINS.items()},
+        "privacy_unit": "uid",
+        "max_rows": args.max_rows,
+        "epsilon": 1.0,
+        "delta": DELTA,
+        "memory_limit": args.memory_limit,
+        "rows": 100_000,
+        "out": os.path.join(tmp, "syn-big.parquet"),
+    }
+    res, syn = run_worker(sys.executable, job)
+    load1 = os.getloadavg()[0]
+    size = os.path.getsize(path) / 2**20
+    if syn is None:
+        result = f"The fit failed: {res['error']}"
+    else:
+        result = (
+            f"Fit {res['fit_s']:.1f} s (one engine statement counting all 2-way marginals, "
+            f"then selection, measurement and the tree fit), peak RSS of the fitting process "
+            f"{res['peak_mb']:,.0f} MB ({res['base_mb']:,.0f} MB after imports); a 100,000-row "
+            "synthetic table sampled from it."
+        )
+    lines = [
+        "## Synthetic data: a 10M-row person-level fit (`benchmarks/synth.py --big-rows`)",
+        "",
+        f"dpkit's MST at epsilon 1, delta {DELTA:g}, on a Parquet file of {n_rows:,} rows "
+        f"({n_people:,} people, {size:,.0f} MiB) with person-level bounding ({args.max_rows} "
+        f"rows per person), DuckDB memory_limit={args.memory_limit}. {result} {machine()}; "
+        f"shared machine under load (load average {load0:.1f} before the fit, {load1:.1f} "
+        "after).",
+    ]
+    print("\n".join(lines))
+    return lines
+
+
+DELTA = 1e-6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    ap.add_argument(
+        "--aim-epsilons", type=float, nargs="*", default=[1.0], help="AIM's (none: no AIM)"
+    )
     ap.add_argument("--max-rows", type=int, default=2)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--path", default="/tmp/dpkit-synth-people.parquet")
+    ap.add_argument("--peers-python", default=None, help="a Python with the peers installed")
+    ap.add_argument("--big-rows", type=int, default=0, help="also the fit on this many rows")
+    ap.add_argument("--no-compare", action="store_true", help="only the --big-rows fit")
     ap.add_argument("--mbi-python", default=None)
-    ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md's section")
+    ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md's sections")
     args = ap.parse_args()
-    frame = people(args.rows)
-    frame.to_parquet(args.path)
-    # the true table the model describes: each person's rows bounded like the fit bounds them
-    bounded = frame.groupby("uid").head(args.max_rows)
-    true = codes(bounded)
-    lines = [
-        "## Synthetic data: MST with person-level bounding (`benchmarks/synth.py`)",
-        "",
-        f"A generated census-like table: {len(frame):,} rows, {frame.uid.nunique():,} people "
-        f"(one to four rows each), {len(DOMAINS)} modelled columns ({MST(DOMAINS).cells:,} cells "
-        f"in all 2-way marginals), Parquet, DuckDB with memory_limit={args.memory_limit}; "
-        f"{args.max_rows} rows kept per person; delta 1e-6, zCDP. TV: mean total-variation "
-        "distance of all 2-way (3-way) marginals of a synthetic table of the bounded table's "
-        "size from the bounded table's; the last column is a table whose columns are "
-        f"independent. Fit time includes the engine's statement (one per fit). {machine()}.",
-        "",
-        "| epsilon | fit s | 2-way TV | 3-way TV | independent 2-way TV |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    print("\n".join(lines))
-    rng = np.random.default_rng(1)
-    indep = true.apply(lambda c: rng.permutation(c.to_numpy()))
-    base = marginal_tv(true, indep, 2)
-    for eps in args.epsilons:
-        budget = Budget(epsilon=eps, delta=1e-6, method="zcdp")
-        session = Session(
-            args.path, privacy_unit="uid", budget=budget, memory_limit=args.memory_limit
-        )
-        t0 = time.perf_counter()
-        model = MST(DOMAINS, max_rows=args.max_rows).fit(session, epsilon=eps, delta=1e-6)
-        fit = time.perf_counter() - t0
-        syn = codes(model.sample(len(bounded), source=RandomSource(seed=2, insecure=True)))
-        row = (
-            f"| {eps} | {fit:.1f} | {marginal_tv(true, syn, 2):.4f} | "
-            f"{marginal_tv(true, syn, 3):.4f} | {base:.4f} |"
-        )
-        print(row)
-        lines.append(row)
-    if args.mbi_python:
-        budget = Budget(rho=1.0)
-        session = Session(args.path, privacy_unit="uid", budget=budget)
-        lines += ["", mbi_check(session, args.mbi_python, args.max_rows)]
-    if args.write:
-        write_section("synth", "\n".join(lines))
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_compare:
+            frame = people(args.rows)
+            frame.to_parquet(args.path)
+            lines = compare(args, frame, tmp)
+            if args.mbi_python:
+                session = Session(args.path, privacy_unit="uid", budget=Budget(rho=1.0))
+                lines += ["", mbi_check(session, args.mbi_python, args.max_rows)]
+            if args.write:
+                write_section("synth", "\n".join(lines))
+        if args.big_rows:
+            lines = big(args, tmp)
+            if args.write:
+                write_section("synth-big", "\n".join(lines))
 
 
 if __name__ == "__main__":

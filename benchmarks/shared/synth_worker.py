@@ -1,0 +1,141 @@
+"""One synthetic-data fit in a fresh process: reads a JSON job on stdin, prints a JSON result.
+
+Used by ``benchmarks/synth.py`` so that every library's fit (dpkit's, SmartNoise Synth's,
+OpenDP's) runs alone in its own process: the peak resident set size it reports is that fit's
+(read right after the fit, imports and the loaded table included), and the peers
+run in their own virtual environment (their pins clash with dpkit's).
+
+The job (JSON object):
+
+* ``lib``: ``"dpkit"``, ``"smartnoise"`` or ``"opendp"``; ``method``: ``"MST"`` or ``"AIM"``;
+* ``path``: a Parquet file; ``columns``: ``{name: number of codes}`` for a table of integer
+  codes ``0 .. k - 1`` (every library gets the same binned columns: nobody spends budget on
+  binning), or ``domains``: ``{name: dpkit domain dict}`` for dpkit on the raw people table;
+* ``epsilon``, ``delta``; ``rho`` (the zCDP budget OpenDP is given, and dpkit's ``rho`` for
+  ``(epsilon, delta)``, computed by the caller); ``privacy_unit`` and ``max_rows`` (dpkit);
+  ``memory_limit`` (dpkit's DuckDB);
+* ``rows``: how many synthetic rows to sample; ``out``: where to write them (Parquet).
+
+The result: ``fit_s`` (the fit call only: for dpkit it includes reading the Parquet file
+through DuckDB; the peers are handed a table already in memory), ``peak_mb`` (peak RSS of the
+process up to the end of the fit), ``base_mb`` (RSS after imports and loading, before the
+fit) and whatever the library says about its budget (``info``).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+
+def _rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB: ``VmHWM`` of ``/proc/self/status``
+    (the high-water mark of this program's own memory map; ``ru_maxrss`` would also count the
+    parent's pages from before the ``exec`` on Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _dpkit(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
+    from dpkit.accounting import Budget
+    from dpkit.analytics import Session
+    from dpkit.noise import RandomSource
+    from dpkit.synth import AIM, MST, Categorical
+    from dpkit.synth._domain import domain_from_dict
+
+    if "domains" in job:
+        domains: dict[str, Any] = {c: domain_from_dict(d) for c, d in job["domains"].items()}
+    else:
+        domains = {c: Categorical(list(range(k))) for c, k in job["columns"].items()}
+    eps, delta = job["epsilon"], job["delta"]
+    session = Session(
+        job["path"],
+        privacy_unit=job.get("privacy_unit"),
+        budget=Budget(epsilon=eps, delta=delta, method="zcdp"),
+        memory_limit=job.get("memory_limit"),
+    )
+    cls = MST if job["method"] == "MST" else AIM
+    synth = cls(domains, max_rows=job.get("max_rows", 1))
+    base = _rss_mb()
+    t0 = time.perf_counter()
+    model = synth.fit(session, epsilon=eps, delta=delta)
+    took = time.perf_counter() - t0
+    peak = _rss_mb()
+    frame = model.sample(job["rows"], source=RandomSource(seed=2, insecure=True))
+    info = {"rho": model.info["rho"]}
+    return frame, took, peak, {"base_mb": base, **info}
+
+
+def _smartnoise(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
+    import pandas as pd
+    from snsynth.aim import AIMSynthesizer
+    from snsynth.mst import MSTSynthesizer
+    from snsynth.utils import cdp_rho
+
+    data = pd.read_parquet(job["path"])[list(job["columns"])]
+    eps, delta = job["epsilon"], job["delta"]
+    if job["method"] == "MST":
+        synth: Any = MSTSynthesizer(epsilon=eps, delta=delta)
+    else:  # the workload every AIM here gets: all 3-way marginals (its default is 2-way)
+        synth = AIMSynthesizer(epsilon=eps, delta=delta, degree=3)
+    base = _rss_mb()
+    t0 = time.perf_counter()
+    # codes as categorical columns; preprocessor_eps=0: no budget on preprocessing
+    synth.fit(data, categorical_columns=list(job["columns"]), preprocessor_eps=0.0)
+    took = time.perf_counter() - t0
+    peak = _rss_mb()
+    out = synth.sample(job["rows"])
+    frame = pd.DataFrame(out, columns=list(job["columns"]))
+    return frame, took, peak, {"base_mb": base, "rho": float(cdp_rho(eps, delta))}
+
+
+def _opendp(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
+    import opendp.prelude as dp
+    import polars as pl
+
+    dp.enable_features("contrib")
+    cols = list(job["columns"])
+    frame = pl.read_parquet(job["path"]).select(cols)
+    rho = job["rho"]
+    algorithm: Any = dp.mbi.MST() if job["method"] == "MST" else dp.mbi.AIM()
+    base = _rss_mb()
+    t0 = time.perf_counter()
+    context = dp.Context.compositor(
+        data=frame.lazy(),
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(rho=rho),
+        split_evenly_over=1,
+    )
+    table = (
+        context.query()
+        .select(cols)
+        .contingency_table(
+            keys={c: list(range(k)) for c, k in job["columns"].items()}, algorithm=algorithm
+        )
+        .release()
+    )
+    took = time.perf_counter() - t0
+    peak = _rss_mb()
+    syn = table.synthesize(job["rows"]).to_pandas()
+    return syn[cols], took, peak, {"base_mb": base, "rho": rho}
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    run = {"dpkit": _dpkit, "smartnoise": _smartnoise, "opendp": _opendp}[job["lib"]]
+    frame, took, peak, info = run(job)
+    frame.to_parquet(job["out"])
+    print(json.dumps({"fit_s": took, "peak_mb": peak, **info}))
+
+
+if __name__ == "__main__":
+    main()
