@@ -408,3 +408,40 @@ def test_audit_catches_float_sums_that_escape_the_bounds() -> None:
     print("broken (float sums):", res.summary())
     assert res.violated
     assert res.epsilon_lower_bound > EPSILON
+
+
+@pytest.mark.parametrize(
+    ("method", "claim"),
+    [
+        ("basic", Claim.pure(epsilon=EPSILON)),
+        ("zcdp", Claim.approx(epsilon=EPSILON, delta=DELTA)),
+    ],
+)
+def test_variance_with_centred_squares_never_exceeds_its_claim(method: str, claim: Claim) -> None:
+    """A variance and std release three noisy parts (count, centred sum, sum of squares
+    centred at kappa h^2, whose sensitivity is (1 - kappa) h^2 per row); the adversary's rows
+    sit at the bounds' ends, where a square moves most."""
+    budget = Budget(epsilon=10.0, delta=0.0 if method == "basic" else 1e-3, method=method)
+    aggs = {"v": dpa.variance("x", bounds=(0.0, 10.0)), "s": dpa.std("x", bounds=(0.0, 10.0))}
+    q, engine, d, d_prime = _session_query(budget, [(g,) for g in GROUPS], aggs=aggs)
+    p = q.prepare(epsilon=EPSILON, delta=None if method == "basic" else DELTA)
+    ra, rb = p.exact(engine, d), p.exact(engine, d_prime)
+    assert len(_changed_groups(ra, rb)) >= P
+    res = _audit(p, ra, rb, claim, seed=31)
+    print(f"honest variance ({method}):", res.summary())
+    assert not res.violated
+    assert res.epsilon_lower_bound <= EPSILON
+
+
+def test_audit_catches_a_variance_query_without_contribution_bounding() -> None:
+    """Companion of the variance audit: the same release with every row kept (the adversary's
+    50 rows at the bounds' ends in every group) must be caught."""
+    aggs = {"v": dpa.variance("x", bounds=(0.0, 10.0)), "s": dpa.std("x", bounds=(0.0, 10.0))}
+    q, engine, d, d_prime = _session_query(Budget(epsilon=10.0), [(g,) for g in GROUPS], aggs=aggs)
+    p = q.prepare(epsilon=EPSILON)
+    broken = _without_bounding(p)
+    ra, rb = broken.exact(engine, d), broken.exact(engine, d_prime)
+    res = _audit(p, ra, rb, Claim.pure(epsilon=EPSILON), seed=32)
+    print("broken variance (no bounding):", res.summary())
+    assert res.violated
+    assert res.epsilon_lower_bound > EPSILON
