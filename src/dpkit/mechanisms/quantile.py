@@ -56,6 +56,7 @@ exponential mechanism with the length base measure over the interval between sor
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -556,14 +557,7 @@ class BinnedQuantileInterval:
         """The selections of one end: a :class:`BinnedQuantile` at half the epsilon (rounded
         down), so ``epsilon / (2 K L)`` (rounded down) per selection."""
         sel = self._selector
-        return BinnedQuantile(
-            epsilon=down(Fraction(sel.epsilon) / 2),
-            quantiles=sel.quantiles,
-            edges=sel.edges,
-            max_rows_per_partition=sel.max_rows_per_partition,
-            max_partitions=sel.max_partitions,
-            neighbouring=sel.neighbouring,
-        )
+        return dataclasses.replace(sel, epsilon=down(Fraction(sel.epsilon) / 2))
 
     @property
     def epsilon_each(self) -> float:
