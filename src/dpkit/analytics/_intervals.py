@@ -64,6 +64,9 @@ FloatArray = npt.NDArray[np.float64]
 _TRUNC = 1e-4
 #: Largest number of ``Z_N`` values summed; beyond, :func:`joint_halfwidth` returns ``None``.
 _MAX_TERMS = 200_001
+#: Largest number of runs the summed values of ``Z_N`` are read in (:func:`_support`): the
+#: cost of a tail bound is rows times runs.
+_GROUPS = 1025
 #: Relative and absolute margins on the floating-point tail.
 _REL, _ABS = 1e-9, 1e-12
 _GAUSS_SUM_LIMIT = 1000.0
@@ -133,30 +136,56 @@ def _pmf(noise: Noise, k: FloatArray) -> FloatArray:
     return np.asarray(w / (sigma * math.sqrt(2.0 * math.pi)), dtype=np.float64)
 
 
-def _support(noise: Noise, alpha: float) -> tuple[FloatArray, FloatArray, float] | None:
-    """Values ``k`` of ``Z_N`` summed over, their pmf, and the mass left out (upper bound)."""
+def _support(noise: Noise, alpha: float) -> tuple[FloatArray, FloatArray, FloatArray, float] | None:
+    """``Z_N``'s summed range in at most :data:`_GROUPS` runs of consecutive values: per run its
+    first and last value ``(k_lo, k_hi)`` and its mass, and the mass left out (upper bound).
+
+    Within a run the tails are bounded at the run's worst point: the event ``|A - c k| > H``
+    for some ``c`` in ``[a, b]`` implies ``A`` outside ``[max c k - H, min c k + H]``, and over
+    ``k`` in ``[k_lo, k_hi]`` the products ``c k`` are extreme at the four corners, so the
+    probability summed per run with the corners' bound is an upper bound on the exact sum
+    (equal to it when every run is one value, as below :data:`_GROUPS` values)."""
     h = noise.halfwidth(alpha * _TRUNC)
     if 2 * h + 1 > _MAX_TERMS:
         return None
     k = np.arange(-h, h + 1, dtype=np.float64)
-    return k, _pmf(noise, k), alpha * _TRUNC
+    pk = _pmf(noise, k)
+    if k.size <= _GROUPS:
+        return k, k, pk, alpha * _TRUNC
+    width = -(-k.size // _GROUPS)
+    starts = np.arange(0, k.size, width)
+    ends = np.minimum(starts + width, k.size) - 1
+    return k[starts], k[ends], np.add.reduceat(pk, starts), alpha * _TRUNC
+
+
+def _corners(
+    a: FloatArray, b: FloatArray, k_lo: FloatArray, k_hi: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Per row ``i`` and run ``j``: the smallest and largest ``c k`` over ``c`` in ``[a_i,
+    b_i]`` and ``k`` in ``[k_lo_j, k_hi_j]`` (bilinear, so at a corner)."""
+    p = (np.outer(a, k_lo), np.outer(a, k_hi), np.outer(b, k_lo), np.outer(b, k_hi))
+    if k_lo is k_hi:
+        return np.minimum(p[0], p[2]), np.maximum(p[0], p[2])
+    return (
+        np.minimum(np.minimum(p[0], p[1]), np.minimum(p[2], p[3])),
+        np.maximum(np.maximum(p[0], p[1]), np.maximum(p[2], p[3])),
+    )
 
 
 def _tails(
     nt: Noise,
-    k: FloatArray,
-    pk: FloatArray,
-    rest: float,
+    sup: tuple[FloatArray, FloatArray, FloatArray, float],
     a: FloatArray,
     b: FloatArray,
     h: FloatArray,
 ) -> FloatArray:
     """Per row ``i``: a certified upper bound on ``P(max(|Z_T - a_i Z_N|, |Z_T - b_i Z_N|) >
-    h_i)`` (``a``, ``b``, ``h`` of one length; ``k``, ``pk`` the summed values of ``Z_N``)."""
-    ak, bk = np.outer(a, k), np.outer(b, k)
+    h_i)`` (``a``, ``b``, ``h`` of one length; ``sup`` the runs of ``Z_N`` of :func:`_support`)."""
+    k_lo, k_hi, pk, rest = sup
+    mn, mx = _corners(a, b, k_lo, k_hi)
     hh = h[:, None]
-    lo = np.ceil(np.maximum(ak, bk) - hh)
-    hi = np.floor(np.minimum(ak, bk) + hh)
+    lo = np.ceil(mx - hh)
+    hi = np.floor(mn + hh)
     big = 2.0**50
     lo = np.where(np.abs(lo) > big, lo + 1.0, lo)
     hi = np.where(np.abs(hi) > big, hi - 1.0, hi)
@@ -175,13 +204,12 @@ def _halfwidths(
     sup = _support(nn, alpha)
     if sup is None:
         return None
-    k, pk, rest = sup
     a, b = np.minimum(a, b), np.maximum(a, b)
     # the union bound holds (up to the float margins): the start of the search
     ht, hn = nt.halfwidth(alpha / 2.0), nn.halfwidth(alpha / 2.0)
     hi = ht + np.ceil(np.maximum(np.abs(a), np.abs(b)) * hn) + 1.0
     while True:
-        bad = _tails(nt, k, pk, rest, a, b, hi) > alpha
+        bad = _tails(nt, sup, a, b, hi) > alpha
         if not bool(bad.any()):
             break
         hi = np.where(bad, hi * 2.0, hi)
@@ -189,7 +217,7 @@ def _halfwidths(
     # invariant: the bound holds at hi; stop within a relative _TOL of the smallest H
     while bool((hi - lo > np.maximum(_TOL * hi, 0.0)).any()):
         mid = np.floor((lo + hi) / 2.0)
-        ok = _tails(nt, k, pk, rest, a, b, mid) <= alpha
+        ok = _tails(nt, sup, a, b, mid) <= alpha
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1.0)
     return np.asarray(hi, dtype=np.float64)
@@ -311,8 +339,9 @@ def laplace_sum_survival(b1: float, b2: FloatArray, x: FloatArray) -> FloatArray
     close = np.abs(b1 - b2) <= 1e-4 * np.maximum(b1, b2)
     big = np.maximum(b1, b2)
     with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
-        eq = (2.0 * big + ax) * np.exp(-ax / big) / (4.0 * big)
-        ne = (b1 * b1 * np.exp(-ax / b1) - b2 * b2 * np.exp(-ax / b2)) / (2.0 * (b1 * b1 - b2 * b2))
+        e1, e2 = np.exp(-ax / b1), np.exp(-ax / b2)
+        eq = (2.0 * big + ax) * np.where(b1 >= b2, e1, e2) / (4.0 * big)
+        ne = (b1 * b1 * e1 - b2 * b2 * e2) / (2.0 * (b1 * b1 - b2 * b2))
     f = np.clip(np.where(close, eq, ne), 0.0, 0.5)
     return np.asarray(np.where(x >= 0, f, 1.0 - f), dtype=np.float64)
 
@@ -345,22 +374,22 @@ def _pair_halfwidths(
     sup = _support(nn, alpha)
     if sup is None:
         return None
-    k, pk, rest = sup
+    k_lo, k_hi, pk, rest = sup
     lo_k, hi_k = np.minimum(ka, kb), np.maximum(ka, kb)
     slack = 1.0 + (_GAUSS_CONT_REL if kind == "discrete_gaussian" else 0.0)
+    mn, mx = _corners(lo_k, hi_k, k_lo, k_hi)
 
     def tails(h: FloatArray) -> FloatArray:
-        ak, bk = np.outer(lo_k, k), np.outer(hi_k, k)
         hh, mm = h[:, None], margin[:, None]
-        lo = np.maximum(ak, bk) - hh + mm
-        hi = np.minimum(ak, bk) + hh - mm
+        lo = mx - hh + mm
+        hi = mn + hh - mm
         bb = np.broadcast_to(b2[:, None], lo.shape)
         out = _pair_survival(kind, b1, bb, hi) + _pair_survival(kind, b1, bb, -lo)
         out = np.where(lo > hi, 1.0, np.minimum(out * slack, 1.0))
         total = out @ pk + rest
         return np.asarray(total * (1.0 + _REL) + _ABS, dtype=np.float64)
 
-    hi = 40.0 * (b1 + b2) + 2.0 * margin + np.maximum(np.abs(ka), np.abs(kb)) * float(k[-1])
+    hi = 40.0 * (b1 + b2) + 2.0 * margin + np.maximum(np.abs(ka), np.abs(kb)) * float(k_hi[-1])
     hi = np.maximum(hi, 1e-300)
     while True:
         bad = tails(hi) > alpha
