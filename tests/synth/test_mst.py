@@ -261,6 +261,15 @@ def test_unknown_columns_the_unit_and_text_as_numbers_are_refused() -> None:
     assert "not a number" in _refused({"columns": as_number})
 
 
+def test_an_interval_column_is_not_read_as_a_number() -> None:
+    """``INTERVAL`` contains ``INT`` but holds durations: refused as a number before any spend."""
+    frame = _people(200).assign(wait=pd.to_timedelta(np.arange(200), unit="s"))
+    msg = _refused(
+        {"columns": {"wait": Numeric(0, 10, 2), "edu": Categorical(["hs"])}}, frame=frame
+    )
+    assert "not a number" in msg and "INTERVAL" in msg
+
+
 def test_rows_as_people_fit_with_one_row_each() -> None:
     b = _zcdp()
     s = Session(_people().drop(columns="uid"), privacy_unit=None, budget=b)

@@ -12,6 +12,7 @@ spends budget):
   :func:`date_range_edges`: the grid for dates, the first instant of every year from
   :data:`FIRST_YEAR` to :data:`LAST_YEAR`, in a date column's numbers;
 * :func:`quantile_grid`: equal candidate bins of a private quantile between two bounds;
+* :func:`is_number_type`: whether a column's engine type holds numbers;
 * :func:`time_kind_of`, :func:`to_number`, :func:`from_number`, :func:`parse_date_bound`: how a
   date or timestamp column is read as a number (days, or microseconds, since 1970-01-01).
 """
@@ -22,7 +23,7 @@ import datetime
 
 from dpkit._numeric.grids import UniformEdges
 from dpkit.analytics._aggregates import from_number, parse_date_bound, quantile_bins, to_number
-from dpkit.analytics._column_types import temporal_codec
+from dpkit.analytics._column_types import temporal_codec, type_family
 from dpkit.analytics._planner import PLAN_FAILURE, NoisyHistogram, type_limits, value_bounds
 from dpkit.analytics._pricing import AUTO_EDGES
 
@@ -35,6 +36,7 @@ __all__ = [
     "NoisyHistogram",
     "date_range_edges",
     "from_number",
+    "is_number_type",
     "parse_date_bound",
     "quantile_grid",
     "time_kind_of",
@@ -51,6 +53,13 @@ FIRST_YEAR, LAST_YEAR = 1900, 2100
 #: Most candidate bins of a private quantile used for binning (a finer grid than the bins it
 #: cuts by far, and few enough for the engine to return as one vector).
 QUANTILE_GRID_BINS = 1 << 16
+
+
+def is_number_type(sql_type: str) -> bool:
+    """Whether an engine type name (DuckDB spelling) is a floating-point, integer or decimal
+    type: the analytics compiler's own classification, so ``INTERVAL`` or ``POINT`` is not a
+    number because its name contains ``INT``."""
+    return type_family(sql_type) in ("float", "integer", "decimal")
 
 
 def time_kind_of(sql_type: str | None) -> str | None:

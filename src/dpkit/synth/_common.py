@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.validation import check_delta, check_epsilon, check_positive
-from dpkit.analytics.binning import time_kind_of
+from dpkit.analytics.binning import is_number_type, time_kind_of
 from dpkit.errors import BudgetExceededError, EngineError, PrivacyParameterError
 from dpkit.events import DpEvent
 from dpkit.noise import RandomSource, discrete_gaussian_exact
@@ -27,7 +27,6 @@ __all__ = [
     "charge_then_count",
     "check_cells",
     "check_session",
-    "numeric_type",
     "resolve_rho",
 ]
 
@@ -103,7 +102,7 @@ def check_session(
         )
     for c, dom in domains.items():
         t = (session.column_type(c) or "").upper()
-        if isinstance(dom, Numeric) and t and not numeric_type(t):
+        if isinstance(dom, Numeric) and t and not is_number_type(t):
             hint = " or Date(...)" if any(k in t for k in ("DATE", "TIME")) else ""
             raise PrivacyParameterError(
                 f"column {c!r} has the type {t}, not a number: declare it Categorical([...])"
@@ -115,13 +114,6 @@ def check_session(
                 "TIMESTAMP, TIMESTAMPTZ, in microseconds): declare it Numeric(...) or "
                 "Categorical([...]), or cast it to DATE or TIMESTAMP first. Nothing was spent."
             )
-
-
-def numeric_type(t: str) -> bool:
-    return any(
-        k in t
-        for k in ("INT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "LONG", "SHORT", "BYTE")
-    )
 
 
 def add_noise(counts: IntArray, sigma: float, source: RandomSource) -> IntArray:
