@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -241,4 +243,37 @@ def test_ten_megabyte_bodies_are_refused_early(service: Running) -> None:
     )
     assert r.status_code == 413
     assert time.monotonic() - t0 < 60
+    assert len(service.history()) == before
+
+
+def test_a_client_writing_its_whole_oversized_body_first_still_reads_the_413(
+    service: Running,
+) -> None:
+    """A client that sends all of a refused body before reading (as httpx does) gets the 413.
+
+    The server used to answer and close with the body unread: the kernel then resets the
+    connection, the client's writes fail and the answer can be lost (a 413 whose body never
+    arrived, seen under load). It now reads and drops the rest of the body first."""
+    before = len(service.history())
+    url = urlsplit(service.base)
+    token = service.tokens["alice"]
+    size = 12 * 1024 * 1024
+    head = (
+        f"POST /v1/query HTTP/1.1\r\nHost: {url.hostname}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((url.hostname, url.port), timeout=60) as sock:
+        sock.sendall(head)
+        chunk = b"x" * (256 * 1024)
+        for _ in range(size // len(chunk)):
+            sock.sendall(chunk)  # a reset connection raises here
+        answer = b""
+        while not answer.endswith(b"}"):
+            part = sock.recv(65536)
+            if not part:
+                break
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"request body above" in answer
     assert len(service.history()) == before

@@ -17,7 +17,7 @@ Endpoints (all documented on ``/docs``; analysts authenticate with ``Authorizati
 * ``GET /curator`` (web page) and ``GET /curator/status`` (JSON): for the curator's token only;
 * ``GET /healthz``: liveness, no authentication and no data.
 
-Limits: request bodies above ``max_body_bytes`` are refused with 413 before they are read;
+Limits: request bodies above ``max_body_bytes`` are refused with 413 and never stored;
 each token gets ``rate`` requests per second on average (bursts up to ``burst``), else 429.
 A missing or unknown token gets 401 and spends nothing.
 
@@ -98,15 +98,32 @@ class ServiceConfig:
 
 # ---------------------------------------------------------------------- body size limit
 class BodyLimit:
-    """ASGI middleware: a body longer than ``limit`` bytes gets 413, read no further.
+    """ASGI middleware: a body longer than ``limit`` bytes gets 413 and is never stored.
 
-    A declared ``Content-Length`` above the limit is refused before any byte of the body is
-    read; a chunked body is counted as it arrives and refused at the first byte past it.
+    A declared ``Content-Length`` above the limit is refused before the application sees the
+    request; a chunked body is counted as it arrives and refused at the first byte past it.
+    Before the answer, up to :data:`DRAIN_BYTES` more of the body are read and dropped: a
+    server that closes its socket with unread bytes in it sends a TCP reset, and a client still
+    writing its body may then lose the 413 itself (seen under load). A body longer than that
+    still gets its 413 and the connection closes.
     """
+
+    #: Most bytes of a refused body read and dropped before the 413 is sent.
+    DRAIN_BYTES = 64 * 1024 * 1024
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
         self.limit = limit
+
+    async def _drain(self, receive: Any, more: bool) -> None:
+        """Read and drop what is left of the body, up to :data:`DRAIN_BYTES`."""
+        dropped = 0
+        while more and dropped <= self.DRAIN_BYTES:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return
+            dropped += len(msg.get("body", b""))
+            more = bool(msg.get("more_body", False))
 
     async def _refuse(self, send: Any, status: int, detail: str) -> None:
         body = ('{"detail": "' + detail + '"}').encode()
@@ -135,6 +152,7 @@ class BodyLimit:
                     await self._refuse(send, 400, "bad Content-Length")
                     return
                 if n > self.limit:
+                    await self._drain(receive, True)
                     await self._refuse(send, 413, f"request body above {self.limit} bytes")
                     return
         seen = 0
@@ -154,6 +172,7 @@ class BodyLimit:
                     refused = True
                     if not started:
                         started = True
+                        await self._drain(receive, bool(msg.get("more_body", False)))
                         await self._refuse(send, 413, f"request body above {self.limit} bytes")
                     return {"type": "http.disconnect"}
             return msg
