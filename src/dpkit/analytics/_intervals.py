@@ -503,6 +503,48 @@ def variance_intervals(
     (coefficient ``-N'``) and, on a cell, quadratic in ``mu``, so the accepted ``v`` of a
     cell is ``X(mu) - H <= v N' <= X(mu) + H`` over the ``mu`` of the cell, with ``X``'s
     extremes at the ends or the vertex; intersected with the cell's ``v`` range."""
+    mu_a_all = cells[0]
+    g = t.shape[0]
+    lo_v = np.full(g, np.inf)
+    hi_v = np.full(g, -np.inf)
+    found = np.zeros(g, dtype=np.bool_)
+    # Cells of one mean range at a time, for the groups whose mean interval meets it (most
+    # groups' mean intervals meet a few of the ranges): the same arithmetic, element by element,
+    # as over every cell at once.
+    starts = np.flatnonzero(np.r_[True, mu_a_all[1:] != mu_a_all[:-1]])
+    stops = np.r_[starts[1:], mu_a_all.size]
+    for c0, c1 in zip(starts.tolist(), stops.tolist(), strict=True):
+        m_lo, m_hi = float(cells[0][c0]), float(cells[1][c0])
+        rows = np.flatnonzero((mu_lo <= m_hi) & (mu_hi >= m_lo))  # NaN ends: no row
+        if rows.size == 0:
+            continue
+        lo_b, hi_b, ok_b = _variance_block(
+            t[rows], q[rows], n[rows], mu_lo[rows], mu_hi[rows],
+            tuple(x[c0:c1] for x in cells), s_t, s_q, shift,
+        )  # fmt: skip
+        lo_v[rows] = np.minimum(lo_v[rows], lo_b)
+        hi_v[rows] = np.maximum(hi_v[rows], hi_b)
+        found[rows] |= ok_b
+    return (
+        np.asarray(np.where(found, lo_v, np.nan), dtype=np.float64),
+        np.asarray(np.where(found, hi_v, np.nan), dtype=np.float64),
+        np.asarray(found, dtype=np.bool_),
+    )
+
+
+def _variance_block(
+    t: FloatArray,
+    q: FloatArray,
+    n: FloatArray,
+    mu_lo: FloatArray,
+    mu_hi: FloatArray,
+    cells: tuple[FloatArray, ...],
+    s_t: float,
+    s_q: float,
+    shift: float,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """:func:`variance_intervals` over some cells: per group the smallest and largest accepted
+    ``v`` (``inf`` / ``-inf`` where none) and whether any was accepted."""
     mu_a, mu_b, v_a, v_b, hh = (x[None, :] for x in cells)
     tt, qq, nv = t[:, None] * s_t, q[:, None] * s_q, n[:, None]
     lo_m = np.maximum(mu_a, mu_lo[:, None])
@@ -531,11 +573,8 @@ def variance_intervals(
     lo = np.maximum(v_lo, v_a)
     hi = np.minimum(v_hi, v_b)
     ok = live & np.where(nv == 0.0, ok_zero, lo <= hi)
-    lo_v = np.where(ok, lo, np.inf).min(axis=1)
-    hi_v = np.where(ok, hi, -np.inf).max(axis=1)
-    found = ok.any(axis=1)
     return (
-        np.asarray(np.where(found, lo_v, np.nan), dtype=np.float64),
-        np.asarray(np.where(found, hi_v, np.nan), dtype=np.float64),
-        np.asarray(found, dtype=np.bool_),
+        np.asarray(np.where(ok, lo, np.inf).min(axis=1), dtype=np.float64),
+        np.asarray(np.where(ok, hi, -np.inf).max(axis=1), dtype=np.float64),
+        np.asarray(ok.any(axis=1), dtype=np.bool_),
     )
