@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -484,3 +485,31 @@ def test_duplicate_output_columns_are_refused_before_the_charge() -> None:
             .run(epsilon=1.0)
         )
     assert budget.spent[0] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["bounded", "auto", "planned"])
+def test_with_fresh_salt_changes_only_the_salts(kind: str) -> None:
+    s = _session(budget=Budget(epsilon=50.0, delta=1e-6))
+    q = s.query().group_by("region", keys=["north", "south", "east", "west"])
+    if kind != "planned":
+        q = q.bound(max_partitions=1, max_rows_per_partition=2)
+    bounds: Any = "auto" if kind == "auto" else (0, 1e5)
+    q = q.agg(n=dpa.count(), income=dpa.mean("income", bounds=bounds))
+    prepared = q.prepare(epsilon=1.0, delta=1e-8, two_step=True)
+    again = prepared.with_fresh_salt(s.source_of_randomness)
+    assert again.pricing is prepared.pricing
+    plans = ("plan", "bounds_plan", "contribution_plan")
+    present = [name for name in plans if getattr(prepared, name) is not None]
+    assert len(present) == {"bounded": 1, "auto": 2, "planned": 2}[kind]
+    salts = set()
+    for name in present:
+        old, new = getattr(prepared, name), getattr(again, name)
+        assert old.bound.salt != new.bound.salt
+        assert dataclasses.replace(new, bound=old.bound) == old  # nothing else changed
+        salts.update((old.bound.salt, new.bound.salt))
+    assert len(salts) == 2 * len(present)  # each plan its own salt
+    assert min(salts) >= 0 and max(salts) < 2**63
+    before = s.budget.spent[0]
+    out = s.run(again)  # runs and charges like the query prepared afresh
+    assert list(out["region"]) == ["north", "south", "east", "west"]
+    assert s.budget.spent[0] > before

@@ -119,6 +119,11 @@ class QueryHost(Protocol):
         ...
 
 
+def _fresh_salt(source: RandomSource) -> int:
+    """A secret salt for one release: 63 uniform bits from ``source``."""
+    return int.from_bytes(source.bytes(8), "little") >> 1
+
+
 @dataclass(frozen=True)
 class PreparedQuery:
     """A priced query with its plan (fresh secret salt): everything except the data.
@@ -175,6 +180,29 @@ class PreparedQuery:
         )
         delta = step.delta if self.pricing.mode != "pure" else None
         return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
+
+    def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
+        """The same priced query with a fresh secret salt in each of its plans, drawn from
+        ``source``: what :meth:`Query.prepare` with the same arguments returns, without
+        pricing and planning the query again (a server answering the same query many times
+        prices it once). Each release must still get its own salt: call this once per run."""
+        src = resolve_source(source)
+
+        def fresh(plan: Plan | None) -> Plan | None:
+            if plan is None:
+                return None
+            return dataclasses.replace(
+                plan, bound=dataclasses.replace(plan.bound, salt=_fresh_salt(src))
+            )
+
+        release = fresh(self.plan)
+        assert release is not None
+        return dataclasses.replace(
+            self,
+            plan=release,
+            bounds_plan=fresh(self.bounds_plan),
+            contribution_plan=fresh(self.contribution_plan),
+        )
 
     def _refuse_two_step(self) -> None:
         if self.planned:
@@ -916,7 +944,7 @@ class Query:
         )
 
     def _salt(self) -> int:
-        return int.from_bytes(self.session.source_of_randomness.bytes(8), "little") >> 1
+        return _fresh_salt(self.session.source_of_randomness)
 
     def _prepared(self, pricing: Pricing) -> PreparedQuery:
         salt = self._salt()

@@ -275,6 +275,18 @@ class SqliteLedger:
         """The ledger file."""
         return self._path
 
+    @property
+    def write_lock(self) -> threading.Lock:
+        """The lock every call of this store holds in this process (its transactions, their
+        commit and disk sync included; a new one after ``fork``).
+
+        Another writer of the same file in this process (the service's own tables, say) may
+        hold it around its transactions too: the writers then take turns on this lock, and the
+        next one starts as soon as the file is free, instead of finding SQLite's write lock
+        taken and sleeping in SQLite's busy handler (1, 2, 5, 10, ... ms) before it retries.
+        Read it at each use (never keep it): ``fork`` replaces it in the child."""
+        return self._lock
+
     def define(self, name: str, definition: str) -> str:
         check_budget_name(name)
 

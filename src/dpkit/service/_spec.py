@@ -294,17 +294,14 @@ def _json_tree(x: Any) -> Any:
 def frame_to_json(frame: Any) -> dict[str, Any]:
     """A released pandas frame as ``{"columns", "rows", "release"}`` (NaN becomes null).
 
-    The release metadata (``attrs``, one entry per column) is read once and stripped from a
-    shallow copy before the rows are read: pandas deep-copies ``attrs`` into every
-    intermediate frame or column it builds, which made a wide frame cost quadratic time.
+    The release metadata (``attrs``, one entry per column) is read once. The rows come from
+    one conversion of the whole frame to a NumPy array of Python objects, which builds no
+    intermediate frame or column: pandas deep-copies ``attrs`` into each of those, which made
+    a column lookup per column cost quadratic time on a wide frame.
     """
     release = _json_tree(frame.attrs.get("dpkit", {}))
-    plain = frame.copy(deep=False)
-    plain.attrs = {}
-    cols = [str(c) for c in plain.columns]
-    # One conversion of the whole frame to Python objects (the values iteration would give),
-    # not a pandas column lookup per column per request.
-    rows = [[_json_value(v) for v in r] for r in plain.to_numpy(dtype=object).tolist()]
+    cols = [str(c) for c in frame.columns]
+    rows = [[_json_value(v) for v in r] for r in frame.to_numpy(dtype=object).tolist()]
     return {"columns": cols, "rows": rows, "release": release}
 
 

@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +92,7 @@ class ServiceState:
 
         self._lock = threading.Lock()
         self._lock_pid = os.getpid()
+        self._shared_lock: Callable[[], threading.Lock] | None = None
         self._local = threading.local()
         self.url = url
         try:  # the ledger's own reading of the URL: one URL, one file, one name
@@ -148,6 +150,22 @@ class ServiceState:
             raise StateError(str(exc)) from exc
         return conn
 
+    def take_turns_with(self, ledger: Any) -> bool:
+        """Write in turns with ``ledger`` when it is a SQLite ledger in the same file: this
+        store's transactions then hold the ledger's :attr:`~dpkit.ledger.SqliteLedger.write_lock`
+        instead of a lock of their own, so a query's log entry waits for a charge's commit on
+        a lock that is handed over at once, not in SQLite's busy handler, which sleeps and
+        retries (the cause of most of a request's waiting under many concurrent analysts).
+        Returns whether the lock is shared (another file, PostgreSQL or memory: not)."""
+        from dpkit.ledger import SqliteLedger
+
+        if self._kind != "sqlite" or not isinstance(ledger, SqliteLedger):
+            return False
+        if ledger.path != self._path:
+            return False
+        self._shared_lock = lambda: ledger.write_lock  # read at each use: fork replaces it
+        return True
+
     def _sql(self, stmt: str) -> str:
         return stmt.replace("?", "%s") if self._kind == "postgres" else stmt
 
@@ -201,10 +219,13 @@ class ServiceState:
         instead hands the file over as soon as it is free. Writers in other processes still
         wait through SQLite's lock. PostgreSQL needs none. A child process made by ``fork``
         gets a fresh lock (the parent's may have been held by a thread that does not exist
-        in the child).
+        in the child). Sharing a SQLite file with a ledger (:meth:`take_turns_with`), the
+        ledger's lock is this lock.
         """
         if self._kind == "postgres":
             return None
+        if self._shared_lock is not None:
+            return self._shared_lock()
         if self._lock_pid != os.getpid():
             self._lock = threading.Lock()
             self._lock_pid = os.getpid()
@@ -317,7 +338,11 @@ class ServiceState:
         request: Any,
         epsilon: float | None,
         delta: float | None,
+        *,
+        request_text: str | None = None,
     ) -> None:
+        """Log a query as pending; ``request_text``, when given, is ``request`` already
+        encoded as JSON (a caller that logs the same request often encodes it once)."""
         self._run(
             "INSERT INTO dpkit_service_queries (id, analyst, kind, started, request, "
             "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
@@ -326,19 +351,29 @@ class ServiceState:
                 analyst,
                 kind,
                 time.time(),
-                json.dumps(request, sort_keys=True),
+                json.dumps(request, sort_keys=True) if request_text is None else request_text,
                 epsilon,
                 delta,
             ),
         )
 
     def log_done(
-        self, query_id: str, status: str, *, result: Any = None, error: str | None = None
+        self,
+        query_id: str,
+        status: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        result_text: str | None = None,
     ) -> None:
+        """Record how a query ended; ``result_text``, when given, is the result already
+        encoded as JSON (instead of ``result``)."""
+        if result_text is None and result is not None:
+            result_text = json.dumps(result)
         self._run(
             "UPDATE dpkit_service_queries SET status = ?, finished = ?, result = ?, "
             "error = ? WHERE id = ?",
-            (status, time.time(), None if result is None else json.dumps(result), error, query_id),
+            (status, time.time(), result_text, error, query_id),
         )
 
     def queries(self, analyst: str | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:

@@ -29,12 +29,13 @@ share the cores at once and finish in whatever order the scheduler and the locks
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,6 +271,55 @@ class RateLimiter:
             return True
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What a request body decides before any data or budget is touched: the priced query
+    (its plans' salts to be replaced per release), the checked epsilon and delta, and the
+    request as the query log stores it."""
+
+    query: Any  # a PreparedQuery
+    epsilon: float
+    delta: float | None
+    request_text: str
+
+
+class PreparedCache:
+    """Prepared queries by request body, the ``size`` most recently used.
+
+    The key is the validated body as canonical JSON (every field of the request: the query,
+    epsilon and delta, so two bodies share an entry only if they ask for the same release at
+    the same price); the session, table schema and accounting are the service's, fixed at
+    start. An entry spares a repeated query its parsing, checks, pricing and planning; the
+    charge, the engine's check and the release still happen on every request, each release
+    with a fresh salt (:meth:`~dpkit.analytics.PreparedQuery.with_fresh_salt`). A refused
+    body is never stored: it is refused again, unspent, each time.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, Prepared] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Prepared | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: str, value: Prepared) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+def _json_bytes(content: Any) -> bytes:
+    """``content`` as the JSON a :class:`JSONResponse` would send (compact, UTF-8, no NaN)."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
 def _pair(x: Any) -> Any:
     """A pair as exact JSON numbers (non-finite values as null)."""
     if isinstance(x, tuple):
@@ -312,6 +362,8 @@ class Curator:
         delta = check_delta(config.budget_delta, name="budget delta")
         self.state = ServiceState(config.state_url or config.ledger_url)
         self.ledger = open_ledger(config.ledger_url)
+        # the query log and the charges in one SQLite file: their writes take turns on one lock
+        self.state.take_turns_with(self.ledger)
         self.total = Budget(
             epsilon=eps,
             delta=delta,
@@ -336,6 +388,7 @@ class Curator:
         self.gate = FifoGate(
             default_concurrency() if config.concurrency is None else config.concurrency
         )
+        self.prepared = PreparedCache()
 
     def sub_budget(self, token: Token) -> Any:
         """The analyst's sub-budget (opened once); an unreadable ledger is a 503."""
@@ -599,31 +652,50 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
         return {"summary": summary_to_json(frame), "cost": {"epsilon": 0.0, "delta": 0.0}}
 
-    @app.post(
-        "/v1/query",
-        tags=["analyst"],
-        summary="Charge your sub-budget, run the query, return the private result",
-    )
-    def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
-        with cur.gate.slot():  # in arrival order, a bounded number at once
-            return _query(body, tok)
-
-    def _query(body: QueryRequest, tok: Token) -> dict[str, Any]:
+    def _prepared(body: QueryRequest) -> Prepared:
+        """The body's prepared query: from the cache when the same body was prepared before,
+        else checked, priced and planned now (and cached). Raises what refuses the body."""
+        # repr, not JSON: it tells NaN, infinities, -0.0, 1, 1.0 and True apart
+        key = repr(body.model_dump())
+        hit = cur.prepared.get(key)
+        if hit is not None:
+            return hit
         q, eps, delta = _prepare(body)
         try:
             # Priced and planned before anything is logged or charged: an overflow there is
             # the analyst's parameters, refused unspent.
-            prepared = q.prepare(epsilon=eps, delta=delta, two_step=True)
+            query = q.prepare(epsilon=eps, delta=delta, two_step=True)
         except (OverflowError, ZeroDivisionError) as exc:
             raise _overflow(exc) from None
         except DPKitError as exc:
             raise HTTPException(status_code=422, detail=f"invalid query: {exc}") from None
+        request = body.model_dump(mode="json", exclude_none=True)
+        entry = Prepared(query, eps, delta, json.dumps(request, sort_keys=True))
+        cur.prepared.put(key, entry)
+        return entry
+
+    @app.post(
+        "/v1/query",
+        tags=["analyst"],
+        summary="Charge your sub-budget, run the query, return the private result",
+        response_class=JSONResponse,
+    )
+    def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> Response:
+        with cur.gate.slot():  # in arrival order, a bounded number at once
+            return _query(body, tok)
+
+    def _query(body: QueryRequest, tok: Token) -> Response:
+        entry = _prepared(body)
+        eps, delta = entry.epsilon, entry.delta
+        # every release its own secret salt (the cached plans' are never run)
+        prepared = entry.query.with_fresh_salt(cur.session.source_of_randomness)
         sub = cur.sub_budget(tok)
         qid = uuid.uuid4().hex
-        request_json = body.model_dump(mode="json", exclude_none=True)
         try:
             # Logged before the charge: if the disk is full the query stops here, unspent.
-            cur.state.log_pending(qid, tok.name, "run", request_json, eps, delta)
+            cur.state.log_pending(
+                qid, tok.name, "run", None, eps, delta, request_text=entry.request_text
+            )
         except StateError as exc:
             raise HTTPException(
                 status_code=503, detail=f"query refused, nothing spent: {exc}"
@@ -650,8 +722,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
             _log_quietly(cur, qid, "failed", str(exc))
             raise HTTPException(status_code=422, detail=f"query failed: {exc}") from None
         result = frame_to_json(frame)
+        # encoded once: the same text goes to the query log and into the response
+        result_text = _json_bytes(result)
         try:
-            cur.state.log_done(qid, "answered", result=result)
+            cur.state.log_done(qid, "answered", result_text=result_text.decode())
         except StateError as exc:
             # Charged already (conservative); without its log entry the answer is withheld.
             raise HTTPException(status_code=503, detail=f"answer withheld: {exc}") from None
@@ -668,12 +742,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
             "delta_exact": charged[1],
             "allowed": release.get("requested"),
         }
-        return {
-            "query_id": qid,
-            "result": result,
-            "cost": cost,
-            **_amounts(remaining=(sub.remaining, sub.budget)),
-        }
+        rest = _json_bytes({"cost": cost, **_amounts(remaining=(sub.remaining, sub.budget))})
+        # {"query_id": ..., "result": ..., "cost": ..., "remaining": ..., ...}
+        content = b"".join(
+            (
+                b'{"query_id":',
+                _json_bytes(qid),
+                b',"result":',
+                result_text,
+                b",",
+                rest[1:],
+            )
+        )
+        return Response(content, media_type="application/json")
 
     @app.get("/v1/queries", tags=["analyst"], summary="Your queries and their results")
     def my_queries(tok: Annotated[Token, Depends(analyst)]) -> dict[str, Any]:
