@@ -286,9 +286,10 @@ class Prepared:
 class PreparedCache:
     """Prepared queries by request body, the ``size`` most recently used.
 
-    The key is the validated body as canonical JSON (every field of the request: the query,
+    The key is the ``repr`` of the validated body (every field of the request: the query,
     epsilon and delta, so two bodies share an entry only if they ask for the same release at
-    the same price); the session, table schema and accounting are the service's, fixed at
+    the same price; unlike JSON, ``repr`` tells NaN, infinities, ``-0.0``, ``1``, ``1.0`` and
+    ``True`` apart); the session, table schema and accounting are the service's, fixed at
     start. An entry spares a repeated query its parsing, checks, pricing and planning; the
     charge, the engine's check and the release still happen on every request, each release
     with a fresh salt (:meth:`~dpkit.analytics.PreparedQuery.with_fresh_salt`). A refused
