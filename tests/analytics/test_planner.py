@@ -217,6 +217,32 @@ def test_planned_query_refusals_come_before_any_charge() -> None:
     assert budget.spent.epsilon == 0.0
 
 
+@pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (0.5, 1e-6), (3.0, 1e-9)])
+def test_zcdp_planned_query_costs_no_more_rho_than_with_public_bounds(
+    eps: float, delta: float
+) -> None:
+    """In a zCDP session the planning histograms and the release share the query's rho.
+
+    Before: the histograms' pure ``0.1 epsilon`` was booked as ``(0.1 epsilon)^2 / 2`` on top
+    of the release's rho at ``0.9 epsilon``: 1.08 times the rho of (1, 1e-7), 1.21 times at (3,
+    1e-9), and a planned query at the budget's own (1, 1e-6) was refused while the bounded one
+    ran (found by an attack on the planner)."""
+    from dpkit.accounting.budget import zcdp_share_default
+
+    df = _people(per_person_groups=2, rows_per_group=2, people=300)
+    budget = Budget(epsilon=eps, delta=delta, method="zcdp")
+    s = dpa.Session(df, privacy_unit="uid", budget=budget)
+    planned = s.query().group_by("g", keys=list(range(10))).agg(n=dpa.count())
+    bounded = planned.bound(max_partitions=2, max_rows_per_partition=2)
+    rho = zcdp_share_default(eps, delta)[0]
+    got = planned.summarize(epsilon=eps, delta=delta).attrs["dpkit"]["charged"]["rho"]
+    fixed = bounded.summarize(epsilon=eps, delta=delta).attrs["dpkit"]["charged"]["rho"]
+    assert got <= rho * (1 + 1e-12) and fixed <= rho * (1 + 1e-12)
+    assert got >= 0.999 * rho  # the whole rho is used, not wasted
+    planned.run(epsilon=eps, delta=delta)  # the budget's whole (epsilon, delta): it fits
+    assert len(budget.ledger) == 1
+
+
 def test_summarize_shows_the_plan_before_anything_is_spent() -> None:
     df = _people(per_person_groups=2, rows_per_group=1, people=200)
     budget = Budget(epsilon=1.0)

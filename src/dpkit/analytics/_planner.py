@@ -307,17 +307,37 @@ class ContributionStep:
 
 
 def contribution_step(
-    epsilon: float, delta: float, grouped: bool, priceable: Callable[[int, int, float], bool]
+    epsilon: float,
+    delta: float,
+    grouped: bool,
+    priceable: Callable[[int, int, float], bool],
+    to_rho: Callable[[float, float], float] | None = None,
 ) -> ContributionStep:
     """The contribution step of a query at ``(epsilon, delta)``: ``CONTRIBUTION_SHARE`` of
     epsilon (rounded down) to the histograms, the rest (rounded down, so the two never add up
     to more than epsilon) to the release. ``priceable(p, r, eps)`` says whether the release
     prices at bounds ``(p, r)`` and epsilon ``eps``; the candidates are cut to the largest
-    pair that does (noise grows with ``p`` and ``r``, so every smaller pair prices too)."""
+    pair that does (noise grows with ``p`` and ``r``, so every smaller pair prices too).
+
+    In a zCDP session (``to_rho``: the budget's rule from ``(epsilon, delta)`` to rho) the
+    shares are of rho: the query's ``R = to_rho(epsilon, delta)``, the histograms' pure
+    epsilon ``e_h = sqrt(2 CONTRIBUTION_SHARE R)`` (rounded down; a pure ``e``-DP step is
+    ``e^2 / 2``-zCDP, Bun and Steinke 2016, Prop. 1.4) and the release's epsilon the largest
+    (found by :func:`_release_epsilon`, rounded down) whose rho is at most ``R - e_h^2 / 2``:
+    the two add up to at most ``R``, the rho of the same query with public bounds. (Splitting
+    epsilon instead would charge ``(0.1 epsilon)^2 / 2`` on top of the release's rho: 8-21%
+    more than ``R`` at epsilon 0.5-3.)"""
     from dpkit._numeric.rounding import down
 
-    eps_plan = down(Fraction(epsilon) * Fraction(CONTRIBUTION_SHARE))
-    eps_rel = down(Fraction(epsilon) - Fraction(eps_plan))
+    if to_rho is None:
+        eps_plan = down(Fraction(epsilon) * Fraction(CONTRIBUTION_SHARE))
+        eps_rel = down(Fraction(epsilon) - Fraction(eps_plan))
+    else:
+        total = Fraction(to_rho(epsilon, delta))
+        eps_plan = down(Fraction(math.sqrt(float(2 * total * Fraction(CONTRIBUTION_SHARE)))))
+        while Fraction(eps_plan) ** 2 / 2 > total * Fraction(CONTRIBUTION_SHARE):
+            eps_plan = math.nextafter(eps_plan, 0.0)
+        eps_rel = _release_epsilon(epsilon, delta, total - Fraction(eps_plan) ** 2 / 2, to_rho)
     hist = NoisyHistogram.priced(
         pure=True, share=eps_plan, sensitivity=2, bins=2 * len(CONTRIBUTION_GRID)
     )
@@ -335,6 +355,29 @@ def contribution_step(
         else:
             ps.pop()
     return ContributionStep(hist, eps_plan, eps_rel, delta, tuple(ps), tuple(rs))
+
+
+def _release_epsilon(
+    epsilon: float, delta: float, rho: Fraction, to_rho: Callable[[float, float], float]
+) -> float:
+    """The largest epsilon below ``epsilon`` (bisected to adjacent doubles, rounded down)
+    whose ``to_rho(., delta)`` is at most ``rho`` (the rule grows with epsilon); raises when
+    none is positive."""
+    lo, hi = 0.0, float(epsilon)
+    while True:
+        mid = lo + (hi - lo) / 2.0
+        if mid in (lo, hi):
+            break
+        if Fraction(to_rho(mid, delta)) <= rho:
+            lo = mid
+        else:
+            hi = mid
+    if lo <= 0.0:
+        raise PrivacyParameterError(
+            "the budget is too small to plan this query's contribution bounds: give a larger "
+            "epsilon, or give .bound(max_partitions=..., max_rows_per_partition=...)"
+        )
+    return lo
 
 
 # ---------------------------------------------------------------------------- accuracy

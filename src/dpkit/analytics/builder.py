@@ -890,8 +890,17 @@ class Query:
                 return False
             return True
 
+        to_rho = None
+        if mode == "zcdp":
+            from dpkit.accounting.budget import zcdp_share_default
+
+            rule = self.session.zcdp_share or zcdp_share_default
+
+            def to_rho(e: float, d: float) -> float:
+                return float(rule(e, d)[0])
+
         try:
-            step = contribution_step(eps, dl, bool(self.group_columns), priceable)
+            step = contribution_step(eps, dl, bool(self.group_columns), priceable, to_rho)
         except PrivacyParameterError:
             # even one row per person does not price: the pricing's own reason (for example a
             # delta the session's noise needs) says more than "too small"
