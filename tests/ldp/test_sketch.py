@@ -189,6 +189,26 @@ def test_server_tables_hash_the_whole_domain_as_the_client(domain: int, width: i
     )
 
 
+@pytest.mark.parametrize(
+    ("domain", "width", "shape", "dtype"),
+    [
+        (1 << 20, 16, (3, 256), np.uint8),
+        (70_000, 1024, (3, 256), np.uint16),
+        (2, 1 << 17, (1, 256), np.uint32),
+    ],
+)
+def test_server_tables_hold_cell_bits_of_the_domain_bytes_only(
+    domain: int, width: int, shape: tuple[int, int], dtype: Any
+) -> None:
+    # 256 entries per byte of the largest item, each in the smallest dtype holding a cell:
+    # 2^14 functions over a 2^20 domain take 12 MiB, not 256 MiB of 64-bit entries
+    proto = ldp.OLHSketch(epsilon=2.0, domain=domain, width=width, hashes=7)
+    tables = proto._tables_np()
+    assert tables.shape == (7, *shape)
+    assert tables.dtype == dtype
+    assert int(tables.max()) < width
+
+
 @pytest.mark.parametrize(("width", "hashes", "users"), [(1024, 3, 2_000), (8, 2, 1_300), (4, 5, 7)])
 def test_cms_statistic_counts_every_bit(width: int, hashes: int, users: int) -> None:
     # the packed counter (8 cells per word, runs of at most 255 reports) against a plain count
