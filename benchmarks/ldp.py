@@ -10,7 +10,7 @@ theoretical variance at the n it ran. multi-freq-ldpy's estimator clips and reno
 MSE is also compared with dpkit's "normalise" post-processing on the same users.
 
 Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run;
-``--heavy`` runs only the second part below).
+``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third).
 
 Second part (section ``ldp-heavy``): heavy hitters and sketches. Zipf(1.1) over 65,536 distinct
 items placed at random in a 2^20 or 2^32 domain, 1M and 10M users, epsilon 1, 2, 4: dpkit's PEM
@@ -51,6 +51,7 @@ from dpkit.noise import RandomSource
 
 QUICK = "--quick" in sys.argv
 HEAVY_ONLY = "--heavy" in sys.argv
+NO_RECALL = "--no-recall" in sys.argv  # keep the ldp-heavy-recall section as it is
 USERS = 100_000 if QUICK else 1_000_000
 D = 1024
 EPS = 1.0
@@ -589,7 +590,9 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
             cls = ldp.PEM if kind == "PEM" else ldp.TreeHistogram
             mine = []
             for oracle in dict.fromkeys(("auto", "hcms")):
-                proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle)
+                # PEM's default is told the population size (public): it sizes its OLH functions
+                told = {"users": n} if cls is ldp.PEM and oracle == "auto" else {}
+                proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle, **told)
                 if oracle == "hcms" and mine and mine[0]["name"] == repr(proto):
                     continue
                 setup = _setup(proto)
@@ -698,7 +701,7 @@ def _recall_lines(rows: list[dict[str, Any]], eps: float = RECALL_EPS) -> list[s
 def main_heavy() -> None:
     warnings.filterwarnings("ignore")
     load0 = os.getloadavg()[0]
-    if os.path.exists(PURE_LDP_PYTHON):
+    if os.path.exists(PURE_LDP_PYTHON) and not NO_RECALL:
         rows = recall_populations()
         lines = _recall_lines(rows)
         lines[2] += (
@@ -781,7 +784,9 @@ PEER_NOTE = (
     "finish 2,000 users in a minute. pure-ldp's PEM grows prefixes from 12 bits by 4 (three "
     "groups, as dpkit's 12, 18, 20) and its TreeHistogram splits epsilon between a prefix and "
     "the whole word, as in its paper. Each population is 10x the last; the next one is run "
-    "only while 10x the last time fits the limit."
+    "only while 10x the last time fits the limit. dpkit's default PEM is given the population "
+    "size (`users=n`, a public figure), which sizes its OLH sketches (512 functions up to "
+    "32,768 users, 2,048 at 100,000, 2^14 from a million)."
 )
 SKETCH_NOTE = (
     "One hash draw per row: the MSE over the 100 items of one run varies around the exact "

@@ -150,6 +150,28 @@ def test_the_default_oracle_is_olh_when_less_noisy_over_many_functions(epsilon: 
         assert 2.0 * noise["olh"] < noise["hcms"]
 
 
+@pytest.mark.parametrize(
+    ("users", "hashes"),
+    [(None, 1 << 14), (1, 512), (32_768, 512), (32_769, 1024), (100_000, 2048), (10**7, 1 << 14)],
+)
+def test_a_public_population_size_sizes_the_olh_functions(users: int | None, hashes: int) -> None:
+    # k >= users / 64 (a power of two in [512, 2^14]) holds the collision term's share of the
+    # variance as at 1M users; HCMS and an explicit hashes= are left alone
+    pem = ldp.PEM(epsilon=2.0, bits=20, users=users)
+    assert pem.oracle == "olh" and all(g.hashes == hashes for g in pem.groups)
+    assert client.PEM(epsilon=2.0, bits=20, users=users)._groups[0].hashes == hashes
+    assert ldp.PEM(epsilon=2.0, bits=20, users=users, hashes=64).groups[0].hashes == 64
+    assert ldp.PEM(epsilon=2.0, bits=20, users=users, oracle="hcms").groups[0].hashes == 128
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "many", True])
+def test_the_population_size_is_validated(bad: Any) -> None:
+    with pytest.raises(PrivacyParameterError, match="users"):
+        ldp.PEM(epsilon=2.0, bits=20, users=bad)
+    with pytest.raises(PrivacyParameterError, match="users"):  # PEM's own parameter
+        ldp.TreeHistogram(epsilon=2.0, bits=20, users=1000)
+
+
 @pytest.mark.parametrize("cls", [ldp.TreeHistogram, ldp.SFP])
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 3.0, 4.0, 8.0])
 def test_tree_and_sfp_keep_olh_for_clearly_less_noise(cls: Any, epsilon: float) -> None:
