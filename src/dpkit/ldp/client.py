@@ -1552,7 +1552,8 @@ class PEM:
     ``O(hashes)`` each). ``users``, a public estimate of the number of users (not a count of
     the reports), sizes OLH's hash functions to the population (:func:`pem_sketch_shape`):
     a small collection then queries fewer functions; without it they are sized for a million
-    users or more.
+    users or more. Like every parameter of the shape, devices and server must be given the
+    same ``users``.
     """
 
     name = "PEM"
