@@ -10,7 +10,8 @@ theoretical variance at the n it ran. multi-freq-ldpy's estimator clips and reno
 MSE is also compared with dpkit's "normalise" post-processing on the same users.
 
 Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run;
-``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third).
+``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third;
+``--heavy --pem-peers`` runs only PEM beside pure-ldp, to the section ``ldp-heavy-pem``).
 
 Second part (section ``ldp-heavy``): heavy hitters and sketches. Zipf(1.1) over 65,536 distinct
 items placed at random in a 2^20 or 2^32 domain, 1M and 10M users, epsilon 1, 2, 4: dpkit's PEM
@@ -52,6 +53,7 @@ from dpkit.noise import RandomSource
 QUICK = "--quick" in sys.argv
 HEAVY_ONLY = "--heavy" in sys.argv
 NO_RECALL = "--no-recall" in sys.argv  # keep the ldp-heavy-recall section as it is
+PEM_PEERS_ONLY = "--pem-peers" in sys.argv  # only PEM beside pure-ldp: section ldp-heavy-pem
 USERS = 100_000 if QUICK else 1_000_000
 D = 1024
 EPS = 1.0
@@ -701,6 +703,9 @@ def _recall_lines(rows: list[dict[str, Any]], eps: float = RECALL_EPS) -> list[s
 def main_heavy() -> None:
     warnings.filterwarnings("ignore")
     load0 = os.getloadavg()[0]
+    if PEM_PEERS_ONLY:
+        main_pem_peers(load0)
+        return
     if os.path.exists(PURE_LDP_PYTHON) and not NO_RECALL:
         rows = recall_populations()
         lines = _recall_lines(rows)
@@ -744,6 +749,25 @@ def main_heavy() -> None:
             peers += peer_ladder(kind, PEER_EPS[-1], HH_TOP)
     long = run_longitudinal()
     _write_heavy(pem, sketches, peers, long, load0, os.getloadavg()[0])
+
+
+def main_pem_peers(load0: float) -> None:
+    """PEM beside pure-ldp at every epsilon (the PEM rows of the ``ldp-heavy`` section's peer
+    table), written to the section ``ldp-heavy-pem``: a shorter run after a change to PEM."""
+    peers: list[dict[str, Any]] = []
+    for eps in PEER_EPS:
+        peers += peer_ladder("PEM", eps, HH_TOP)
+    lines = _peer_lines(peers)
+    lines[1] = lines[1].replace("### Beside", "## PEM beside") + " (`--heavy --pem-peers`)"
+    lines[2] = (
+        f"\nMachine: {machine()}. Load average (1 min) at start / end: {load0:.1f} / "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (shared machine). These rows "
+        "replace the PEM rows of the table below, measured before PEM's default changed.\n"
+    )
+    cut = next(i for i, line in enumerate(lines) if line.startswith("Apple's sketches"))
+    text = "\n".join([*lines[1:cut], "", PEER_NOTE])
+    write_section("ldp-heavy-pem", text)
+    print(text, flush=True)
 
 
 def run_longitudinal() -> dict[str, Any]:
