@@ -10,7 +10,8 @@ theoretical variance at the n it ran. multi-freq-ldpy's estimator clips and reno
 MSE is also compared with dpkit's "normalise" post-processing on the same users.
 
 Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run;
-``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third;
+``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third,
+``--recall-only`` runs only it;
 ``--heavy --pem-peers`` runs only PEM beside pure-ldp, to the section ``ldp-heavy-pem``).
 
 Second part (section ``ldp-heavy``): heavy hitters and sketches. Zipf(1.1) over 65,536 distinct
@@ -54,6 +55,7 @@ QUICK = "--quick" in sys.argv
 HEAVY_ONLY = "--heavy" in sys.argv
 NO_RECALL = "--no-recall" in sys.argv  # keep the ldp-heavy-recall section as it is
 PEM_PEERS_ONLY = "--pem-peers" in sys.argv  # only PEM beside pure-ldp: section ldp-heavy-pem
+RECALL_ONLY = "--recall-only" in sys.argv  # only the recall section: ldp-heavy-recall
 USERS = 100_000 if QUICK else 1_000_000
 D = 1024
 EPS = 1.0
@@ -635,7 +637,7 @@ def recall_populations(eps: float = RECALL_EPS) -> list[dict[str, Any]]:
         peer = None
         if pr["time"] is not None:
             peer = _score(pr["items"], pr["counts"], true_top, HH_TOP)["recall"]
-        proto = ldp.PEM(epsilon=eps, bits=PEER_BITS)
+        proto = ldp.PEM(epsilon=eps, bits=PEER_BITS, users=RECALL_USERS)
         mine = []
         for _ in range(RECALL_RUNS):
             agg = proto.aggregator()
@@ -714,6 +716,8 @@ def main_heavy() -> None:
             f"{os.cpu_count()} cores."
         )
         write_section("ldp-heavy-recall", "\n".join(lines))
+        if RECALL_ONLY:
+            return
         print("\n".join(lines), flush=True)
     pem = []
     for n in HH_USERS:
@@ -810,7 +814,7 @@ PEER_NOTE = (
     "the whole word, as in its paper. Each population is 10x the last; the next one is run "
     "only while 10x the last time fits the limit. dpkit's default PEM is given the population "
     "size (`users=n`, a public figure), which sizes its OLH sketches (512 functions up to "
-    "32,768 users, 2,048 at 100,000, 2^14 from a million)."
+    "131,072 users, 4,096 at a million, 2^14 from 2,097,153)."
 )
 SKETCH_NOTE = (
     "One hash draw per row: the MSE over the 100 items of one run varies around the exact "

@@ -152,11 +152,11 @@ def test_the_default_oracle_is_olh_when_less_noisy_over_many_functions(epsilon: 
 
 @pytest.mark.parametrize(
     ("users", "hashes"),
-    [(None, 1 << 14), (1, 512), (32_768, 512), (32_769, 1024), (100_000, 2048), (10**7, 1 << 14)],
+    [(None, 1 << 14), (1, 512), (131_072, 512), (131_073, 1024), (10**6, 4096), (10**7, 1 << 14)],
 )
 def test_a_public_population_size_sizes_the_olh_functions(users: int | None, hashes: int) -> None:
-    # k >= users / 64 (a power of two in [512, 2^14]) holds the collision term's share of the
-    # variance as at 1M users; HCMS and an explicit hashes= are left alone
+    # k >= users / 256 (a power of two in [512, 2^14]) holds the collision term's share of the
+    # variance as at 1M users over 4,096 functions; HCMS and an explicit hashes= are left alone
     pem = ldp.PEM(epsilon=2.0, bits=20, users=users)
     assert pem.oracle == "olh" and all(g.hashes == hashes for g in pem.groups)
     assert client.PEM(epsilon=2.0, bits=20, users=users)._groups[0].hashes == hashes
