@@ -10,7 +10,9 @@ theoretical variance at the n it ran. multi-freq-ldpy's estimator clips and reno
 MSE is also compared with dpkit's "normalise" post-processing on the same users.
 
 Run: ``.venv/bin/python benchmarks/ldp.py`` (``--quick`` for a small smoke run;
-``--heavy`` runs only the second part below).
+``--heavy`` runs only the second and third parts below; ``--no-recall`` skips the third,
+``--recall-only`` runs only it;
+``--heavy --pem-peers`` runs only PEM beside pure-ldp, to the section ``ldp-heavy-pem``).
 
 Second part (section ``ldp-heavy``): heavy hitters and sketches. Zipf(1.1) over 65,536 distinct
 items placed at random in a 2^20 or 2^32 domain, 1M and 10M users, epsilon 1, 2, 4: dpkit's PEM
@@ -51,6 +53,9 @@ from dpkit.noise import RandomSource
 
 QUICK = "--quick" in sys.argv
 HEAVY_ONLY = "--heavy" in sys.argv
+NO_RECALL = "--no-recall" in sys.argv  # keep the ldp-heavy-recall section as it is
+PEM_PEERS_ONLY = "--pem-peers" in sys.argv  # only PEM beside pure-ldp: section ldp-heavy-pem
+RECALL_ONLY = "--recall-only" in sys.argv  # only the recall section: ldp-heavy-recall
 USERS = 100_000 if QUICK else 1_000_000
 D = 1024
 EPS = 1.0
@@ -589,7 +594,9 @@ def peer_ladder(kind: str, eps: float, top: int) -> list[dict[str, Any]]:
             cls = ldp.PEM if kind == "PEM" else ldp.TreeHistogram
             mine = []
             for oracle in dict.fromkeys(("auto", "hcms")):
-                proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle)
+                # PEM's default is told the population size (public): it sizes its OLH functions
+                told = {"users": n} if cls is ldp.PEM and oracle == "auto" else {}
+                proto = cls(epsilon=eps, bits=PEER_BITS, oracle=oracle, **told)
                 if oracle == "hcms" and mine and mine[0]["name"] == repr(proto):
                     continue
                 setup = _setup(proto)
@@ -630,7 +637,7 @@ def recall_populations(eps: float = RECALL_EPS) -> list[dict[str, Any]]:
         peer = None
         if pr["time"] is not None:
             peer = _score(pr["items"], pr["counts"], true_top, HH_TOP)["recall"]
-        proto = ldp.PEM(epsilon=eps, bits=PEER_BITS)
+        proto = ldp.PEM(epsilon=eps, bits=PEER_BITS, users=RECALL_USERS)
         mine = []
         for _ in range(RECALL_RUNS):
             agg = proto.aggregator()
@@ -698,7 +705,10 @@ def _recall_lines(rows: list[dict[str, Any]], eps: float = RECALL_EPS) -> list[s
 def main_heavy() -> None:
     warnings.filterwarnings("ignore")
     load0 = os.getloadavg()[0]
-    if os.path.exists(PURE_LDP_PYTHON):
+    if PEM_PEERS_ONLY:
+        main_pem_peers(load0)
+        return
+    if os.path.exists(PURE_LDP_PYTHON) and not NO_RECALL:
         rows = recall_populations()
         lines = _recall_lines(rows)
         lines[2] += (
@@ -706,6 +716,8 @@ def main_heavy() -> None:
             f"{os.cpu_count()} cores."
         )
         write_section("ldp-heavy-recall", "\n".join(lines))
+        if RECALL_ONLY:
+            return
         print("\n".join(lines), flush=True)
     pem = []
     for n in HH_USERS:
@@ -741,6 +753,25 @@ def main_heavy() -> None:
             peers += peer_ladder(kind, PEER_EPS[-1], HH_TOP)
     long = run_longitudinal()
     _write_heavy(pem, sketches, peers, long, load0, os.getloadavg()[0])
+
+
+def main_pem_peers(load0: float) -> None:
+    """PEM beside pure-ldp at every epsilon (the PEM rows of the ``ldp-heavy`` section's peer
+    table), written to the section ``ldp-heavy-pem``: a shorter run after a change to PEM."""
+    peers: list[dict[str, Any]] = []
+    for eps in PEER_EPS:
+        peers += peer_ladder("PEM", eps, HH_TOP)
+    lines = _peer_lines(peers)
+    lines[1] = lines[1].replace("### Beside", "## PEM beside") + " (`--heavy --pem-peers`)"
+    lines[2] = (
+        f"\nMachine: {machine()}. Load average (1 min) at start / end: {load0:.1f} / "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (shared machine). These rows "
+        "replace the PEM rows of the table below, measured before PEM's default changed.\n"
+    )
+    cut = next(i for i, line in enumerate(lines) if line.startswith("Apple's sketches"))
+    text = "\n".join([*lines[1:cut], "", PEER_NOTE])
+    write_section("ldp-heavy-pem", text)
+    print(text, flush=True)
 
 
 def run_longitudinal() -> dict[str, Any]:
@@ -781,7 +812,9 @@ PEER_NOTE = (
     "finish 2,000 users in a minute. pure-ldp's PEM grows prefixes from 12 bits by 4 (three "
     "groups, as dpkit's 12, 18, 20) and its TreeHistogram splits epsilon between a prefix and "
     "the whole word, as in its paper. Each population is 10x the last; the next one is run "
-    "only while 10x the last time fits the limit."
+    "only while 10x the last time fits the limit. dpkit's default PEM is given the population "
+    "size (`users=n`, a public figure), which sizes its OLH sketches (512 functions up to "
+    "131,072 users, 4,096 at a million, 2^14 from 2,097,153)."
 )
 SKETCH_NOTE = (
     "One hash draw per row: the MSE over the 100 items of one run varies around the exact "

@@ -169,11 +169,14 @@ def test_auditor_on_the_client(cls: Any) -> None:
     assert bad.violated
 
 
+@pytest.mark.parametrize("width", [4, 1 << 10, 1 << 17])
 @pytest.mark.parametrize("domain", [2, 257, 70_000, 1 << 20, (1 << 20) + 3, (1 << 33) - 1])
-def test_server_tables_hash_the_whole_domain_as_the_client(domain: int) -> None:
-    # the server derives only the table entries an item below the domain size can read; the
-    # largest items (top byte at its maximum) and small ones must still hash as on the device
-    kw = {"epsilon": 1.0, "domain": domain, "width": 64, "hashes": 5, "hash_seed": domain}
+def test_server_tables_hash_the_whole_domain_as_the_client(domain: int, width: int) -> None:
+    # the server derives only the table entries an item below the domain size can read, keeps
+    # only their cell bits (uint8, uint16 or uint32 by the width) and folds the bytes every item
+    # has at 0 into byte 0's table; the largest items (top byte at its maximum) and small ones
+    # must still hash as on the device
+    kw = {"epsilon": 1.0, "domain": domain, "width": width, "hashes": 5, "hash_seed": domain}
     server, device = ldp.CMS(**kw), client.CMS(**kw)
     items = np.unique(np.r_[0, 1, domain - 1, domain - 2, _src(domain).integers(domain, 40)])
     items = items[(items >= 0) & (items < domain)]
@@ -184,6 +187,26 @@ def test_server_tables_hash_the_whole_domain_as_the_client(domain: int) -> None:
     assert server.all_cells(items)[rows, np.arange(items.size)].tolist() == (
         server.cells(rows, items).tolist()
     )
+
+
+@pytest.mark.parametrize(
+    ("domain", "width", "shape", "dtype"),
+    [
+        (1 << 20, 16, (3, 256), np.uint8),
+        (70_000, 1024, (3, 256), np.uint16),
+        (2, 1 << 17, (1, 256), np.uint32),
+    ],
+)
+def test_server_tables_hold_cell_bits_of_the_domain_bytes_only(
+    domain: int, width: int, shape: tuple[int, int], dtype: Any
+) -> None:
+    # 256 entries per byte of the largest item, each in the smallest dtype holding a cell:
+    # 2^14 functions over a 2^20 domain take 12 MiB, not 256 MiB of 64-bit entries
+    proto = ldp.OLHSketch(epsilon=2.0, domain=domain, width=width, hashes=7)
+    tables = proto._tables_np()
+    assert tables.shape == (7, *shape)
+    assert tables.dtype == dtype
+    assert int(tables.max()) < width
 
 
 @pytest.mark.parametrize(("width", "hashes", "users"), [(1024, 3, 2_000), (8, 2, 1_300), (4, 5, 7)])
@@ -246,7 +269,7 @@ def test_hcms_sparse_and_transformed_queries_agree(
 @pytest.mark.parametrize("cls", SKETCHES)
 @pytest.mark.parametrize(("domain", "items"), [(1 << 12, 4096), (70_000, 9), ((1 << 40) - 5, 300)])
 def test_query_reads_each_functions_cell(cls: Any, domain: int, items: int) -> None:
-    # the blocked query (masked tables carrying the row offset) against summing, function by
+    # the blocked query (masked tables, then each row's offset) against summing, function by
     # function, the cell table at the server's own hash of each item
     proto = cls(epsilon=1.0, domain=domain, width=16, hashes=37, hash_seed=11)
     src = _src(domain % 1000 + items)

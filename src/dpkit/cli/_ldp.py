@@ -104,7 +104,9 @@ def heavy_hitters(
     distinct: int = typer.Option(1 << 16, "--distinct", help="distinct items in the population"),
     zipf: float = typer.Option(1.1, "--zipf", help="Zipf exponent of the population"),
     top: int = typer.Option(20, "--top", help="how many heavy hitters to find"),
-    hashes: int = typer.Option(128, "--hashes", help="hash functions per sketch"),
+    hashes: int | None = typer.Option(
+        None, "--hashes", help="hash functions per sketch (default: the protocol's own)"
+    ),
     method: str = typer.Option(
         "pem",
         "--method",

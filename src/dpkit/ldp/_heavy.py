@@ -125,8 +125,11 @@ class PEM(_c.PEM):
         width: int | None = None,
         hashes: int | None = None,
         hash_seed: int = 0,
+        users: int | None = None,
     ) -> None:
         eps, b, width, hashes, seed = _checked(epsilon, bits, width, hashes, hash_seed)
+        if users is not None:
+            users = check_integer(users, name="users", minimum=1, maximum=1 << 62)
         try:
             super().__init__(  # the device-side class of the same name (cooperative)
                 epsilon=eps,
@@ -136,6 +139,7 @@ class PEM(_c.PEM):
                 width=width,
                 hashes=hashes,
                 hash_seed=seed,
+                **({} if users is None else {"users": users}),  # PEM's own: not TreeHistogram's
             )
         except (TypeError, ValueError) as exc:
             raise PrivacyParameterError(str(exc)) from None

@@ -43,6 +43,7 @@ __all__ = ["CMS", "HCMS", "OLHSketch", "SketchAggregator", "SketchOracle"]
 
 IntArray = npt.NDArray[np.int64]
 IndexArray = npt.NDArray[Any]  # int32 or int64 indices (int32 when they fit)
+CellArray = npt.NDArray[Any]  # cells of a sketch row: uint8, uint16 or uint32 (by the width)
 _LIST_LIMIT = _c.MAX_DOMAIN  # estimate every item only up to this many
 _QUERY_BLOCK = 1 << 16  # (function, item) cells a query gathers at once
 _SPARSE_HADAMARD = 8  # HCMS sums coefficients directly while items x non-zeros <= 8 k m
@@ -73,29 +74,40 @@ class SketchOracle(FrequencyOracle):
     _k: int
     _m: int
     _seed: int
-    _np_tables: npt.NDArray[np.uint64] | None = None
-    _np_query: IndexArray | None = None
+    _np_tables: CellArray | None = None
+    _np_offsets: IndexArray | None = None
 
     # -- hashing -------------------------------------------------------------------------------
-    def _tables_np(self) -> npt.NDArray[np.uint64]:
-        """All ``k`` tabulation tables as a ``(k, 8, 256)`` array (the client's bytes).
+    def _tables_np(self) -> CellArray:
+        """The ``k`` tabulation tables reduced to what a cell reads: a ``(k, b, 256)`` array of
+        the entries' low ``log2 m`` bits (``uint8`` up to ``m = 256``, ``uint16`` up to
+        ``2^16``, else ``uint32``), ``b`` the bytes of the largest item ``d - 1``.
 
-        Items are below the domain size ``d``, so byte ``i`` of an item is at most byte ``i``
-        of ``d - 1`` when the bytes above it are those of ``d - 1`` and 0 beyond them: only
-        those entries are ever read, and only they are derived (a table's first ``8 e`` bytes
-        are its first ``e`` entries, SHAKE's shorter outputs being prefixes of its longer ones;
-        the other entries stay 0)."""
+        A cell is ``h_j(x) & (m - 1)`` and ``m`` is a power of two, so masking every entry
+        first gives the same cell. Items are below the domain size ``d``: byte ``i < b`` of an
+        item is at most byte ``i`` of ``d - 1`` when the bytes above it are those of ``d - 1``,
+        and bytes ``b`` to 7 are 0. Only the entries ever read are derived (a table's first
+        ``8 e`` bytes are its first ``e`` entries, SHAKE's shorter outputs being prefixes of its
+        longer ones); the others stay 0, and the entries at 0 of bytes ``b`` to 7, the same for
+        every item, are XORed into byte 0's table. The client's 64-bit tables
+        (:func:`~dpkit.ldp.client.sketch_table`) would take ``16 KiB`` per function; these take
+        ``256 b`` bytes (``uint8``), so sketches of tens of thousands of functions fit."""
         if self._np_tables is None:
+            k, mask = self._k, np.uint64(self._m - 1)
+            small = self._m <= 1 << 8, self._m <= 1 << 16
+            dtype = np.uint8 if small[0] else np.uint16 if small[1] else np.uint32
             top = self._d - 1
             need = max(1, (top.bit_length() + 7) // 8)
             # entries of table i ever read: all 256 below the top byte, up to its value there
             sizes = [256] * (need - 1) + [((top >> (8 * (need - 1))) & 0xFF) + 1]
-            sizes += [1] * (8 - need)
-            out = np.zeros((self._k, 8, 256), dtype=np.uint64)
-            for j in range(self._k):
-                for i, e in enumerate(sizes):
-                    raw = _c.sketch_table_bytes(self._seed, j, i, 8 * e)
-                    out[j, i, :e] = np.frombuffer(raw, dtype="<u8")
+            out = np.zeros((k, need, 256), dtype=dtype)
+            for i, e in enumerate([*sizes, *([1] * (8 - need))]):
+                raw = b"".join(_c.sketch_table_bytes(self._seed, j, i, 8 * e) for j in range(k))
+                entries = (np.frombuffer(raw, dtype="<u8").reshape(k, e) & mask).astype(dtype)
+                if i < need:
+                    out[:, i, :e] = entries
+                else:  # byte i is 0 in every item: its entry 0 joins byte 0's table
+                    out[:, 0, :] ^= entries
             self._np_tables = out
         return self._np_tables
 
@@ -103,49 +115,50 @@ class SketchOracle(FrequencyOracle):
         """Derive the public hash tables now instead of at the first report or query: a
         one-off setup (about ``8 hashes`` SHAKE-256 calls) a server can do before reports
         arrive."""
-        self._query_tables()
+        self._tables_np()
+
+    def _item_bytes(self, x: IntArray) -> list[IntArray]:
+        """Bytes 0, 1, ... of items ``x`` up to the highest non-zero one (at least byte 0)."""
+        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
+        return [(x >> (8 * i)) & 0xFF for i in range(min(nbytes, self._tables_np().shape[1]))]
+
+    def _block_cells(self, idx: list[IntArray], lo: int, hi: int) -> CellArray:
+        """``h_j`` of the items of bytes ``idx`` (:meth:`_item_bytes`) for the functions ``j``
+        in ``[lo, hi)``: a ``(hi - lo, items)`` array of the tables' dtype."""
+        tables = self._tables_np()
+        cells: CellArray = np.take(tables[lo:hi, 0, :], idx[0], axis=1)
+        for i in range(1, tables.shape[1]):
+            if i < len(idx):
+                cells ^= np.take(tables[lo:hi, i, :], idx[i], axis=1)
+            else:  # byte i is 0 in every item
+                cells ^= tables[lo:hi, i, 0][:, None]
+        return cells
 
     def cells(self, rows: Any, items: Any) -> IntArray:
         """``h_rows(items)`` elementwise (broadcast), the vectorised :meth:`cell`."""
-        flat = self._tables_np().reshape(-1)
+        tables = self._tables_np()
+        need = tables.shape[1]
+        flat = tables.reshape(-1)
         r = np.asarray(rows, dtype=np.int64)
         x = np.asarray(items, dtype=np.int64)
         r, x = np.broadcast_arrays(r, x)
-        base = r * 2048
-        h = np.zeros(r.shape, dtype=np.uint64)
-        for i in range(8):
-            byte = (x >> (8 * i)) & 0xFF
-            if i and not byte.any():
-                h ^= flat[base + i * 256]  # every item has this byte 0: one look-up per row
-            else:
-                h ^= np.take(flat, base + (i * 256 + byte))
-        return (h & np.uint64(self._m - 1)).astype(np.int64)
+        base = r * (need * 256)
+        h = np.take(flat, base + (x & 0xFF))
+        for i in range(1, need):
+            h ^= np.take(flat, base + (i * 256 + ((x >> (8 * i)) & 0xFF)))
+        out: IntArray = h.astype(np.int64)
+        return out
 
     def all_cells(self, items: Any) -> IntArray:
-        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (all functions at
-        once for few items; else row by row, so each row's 16 KiB of tables stays in cache)."""
-        tables = self._tables_np()
+        """``h_j(items)`` for every function ``j``: a ``(k, len(items))`` array (blocks of
+        functions holding about 2^21 cells at a time)."""
         x = np.asarray(items, dtype=np.int64).reshape(-1)
-        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
-        idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
-        mask = np.uint64(self._m - 1)
-        if x.size * self._k <= 1 << 21:  # few items: every function at once (no row loop)
-            zeros = np.bitwise_xor.reduce(tables[:, nbytes:, 0], axis=1)
-            hh = tables[:, 0, idx[0]] ^ zeros[:, None]
-            for i in range(1, nbytes):
-                hh ^= tables[:, i, idx[i]]
-            cells: IntArray = (hh & mask).astype(np.int64)
-            return cells
+        idx = self._item_bytes(x)
         out = np.empty((self._k, x.size), dtype=np.int64)
-        for j in range(self._k):
-            t = tables[j]
-            zero = np.uint64(0)
-            for i in range(nbytes, 8):
-                zero ^= t[i, 0]
-            h = t[0][idx[0]] ^ zero
-            for i in range(1, nbytes):
-                h ^= t[i][idx[i]]
-            out[j] = (h & mask).astype(np.int64)
+        step = max(1, (1 << 21) // max(x.size, 1))
+        for lo in range(0, self._k, step):
+            hi = min(self._k, lo + step)
+            out[lo:hi] = self._block_cells(idx, lo, hi)
         return out
 
     # -- variance ------------------------------------------------------------------------------
@@ -181,30 +194,18 @@ class SketchOracle(FrequencyOracle):
         return super().encode_many(values)
 
     # -- server --------------------------------------------------------------------------------
-    def _query_tables(self) -> IndexArray:
-        """The tabulation tables for queries: entries masked to the cell bits ``m - 1`` and, on
-        byte 0, ``j m`` added. As ``m`` is a power of two and the other entries are below
-        ``m``, the XOR of an item's entries is then its flat index ``j m + h_j(item)`` in the
-        ``k x m`` cell table (``int32`` when ``k m`` fits)."""
-        if self._np_query is None:
+    def _offsets(self) -> IndexArray:
+        """``j m`` for every function ``j``: the start of row ``j`` in the flattened ``k x m``
+        cell table (``int32`` when ``k m`` fits)."""
+        if self._np_offsets is None:
             dtype = np.int32 if self._k * self._m <= 1 << 31 else np.int64
-            small: IndexArray = (self._tables_np() & np.uint64(self._m - 1)).astype(dtype)
-            small[:, 0, :] += (np.arange(self._k, dtype=dtype) * self._m)[:, None]
-            self._np_query = small
-        return self._np_query
+            self._np_offsets = np.arange(self._k, dtype=dtype) * self._m
+        return self._np_offsets
 
-    def _item_cells(self, x: IntArray) -> IndexArray:
-        """``h_j(x)`` for every function ``j`` (a ``(k, len(x))`` array, as :meth:`all_cells`)
-        from the query tables, for few items."""
-        small = self._query_tables()
-        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8) if x.size else 1
-        cells: IndexArray = np.take(small[:, 0, :], x & 0xFF, axis=1)
-        for i in range(1, nbytes):
-            cells ^= np.take(small[:, i, :], (x >> (8 * i)) & 0xFF, axis=1)
-        if nbytes < 8:
-            cells ^= np.bitwise_xor.reduce(small[:, nbytes:, 0], axis=1)[:, None]
-        cells &= self._m - 1
-        return cells
+    def _item_cells(self, x: IntArray) -> CellArray:
+        """``h_j(x)`` for every function ``j`` (a ``(k, len(x))`` array of the tables' dtype,
+        as :meth:`all_cells`), for few items."""
+        return self._block_cells(self._item_bytes(x), 0, self._k)
 
     def query(self, stat: IntArray, items: Any) -> IntArray:
         """Support counts ``S_v`` of domain indices ``items`` from an accumulated statistic:
@@ -216,18 +217,13 @@ class SketchOracle(FrequencyOracle):
         out = np.zeros(x.size, dtype=np.int64)
         if not x.size:
             return self._support_from_cells(stat, out)
-        small = self._query_tables()
-        nbytes = max(1, (int(x.max()).bit_length() + 7) // 8)
-        idx = [((x >> (8 * i)) & 0xFF) for i in range(nbytes)]
-        zeros = np.bitwise_xor.reduce(small[:, nbytes:, 0], axis=1) if nbytes < 8 else None
+        idx = self._item_bytes(x)
+        offsets = self._offsets()
         step = max(1, _QUERY_BLOCK // x.size)
         for lo in range(0, self._k, step):
             hi = min(self._k, lo + step)
-            cells: IndexArray = np.take(small[lo:hi, 0, :], idx[0], axis=1)
-            for i in range(1, nbytes):
-                cells ^= np.take(small[lo:hi, i, :], idx[i], axis=1)
-            if zeros is not None:
-                cells ^= zeros[lo:hi, None]
+            cells = self._block_cells(idx, lo, hi).astype(offsets.dtype)
+            cells += offsets[lo:hi, None]
             out += np.take(flat, cells).sum(axis=0)
         return self._support_from_cells(stat, out)
 

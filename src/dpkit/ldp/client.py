@@ -1443,30 +1443,90 @@ def prefix_lengths(bits: int, first: int = 12, step: int = 6) -> tuple[int, ...]
 
 
 PEM_ORACLES = ("auto", "olh", "hcms")
+#: public hash functions of PEM's OLH sketches (:func:`pem_sketch_shape`)
+PEM_OLH_HASHES = 1 << 14
+#: at most this many cells (hashes x width) in each of PEM's OLH sketches: 16 MiB of counts
+PEM_OLH_CELLS = 1 << 21
+
+
+def _noise_factors(run_epsilon: float, width: int) -> tuple[float, float]:
+    """``q(1-q)/(p-q)^2`` of OLH at ``width`` and of HCMS: ``(e^eps + g - 1)^2 / ((e^eps -
+    1)^2 (g - 1))`` and ``((e^eps + 1)/(e^eps - 1))^2``."""
+    e = math.exp(min(run_epsilon, 30.0))
+    olh = (e + width - 1) ** 2 / ((e - 1) ** 2 * (width - 1))
+    return olh, ((e + 1) / (e - 1)) ** 2
 
 
 def pem_oracle(run_epsilon: float) -> str:
     """``"olh"`` when its noise factor ``q(1-q)/(p-q)^2`` at PEM's default width
-    (:func:`pem_sketch_shape`) is at least 4 times below HCMS's ``((e^eps + 1)/(e^eps - 1))^2``,
-    else ``"hcms"``: OLH from about epsilon 3 up. The margin pays for OLH's larger collision
-    term (``hashes (g - 1)`` is smaller than HCMS's ``128 x 1023``), which grows with the square
-    of the population: on Zipf populations of 1M and 10M users PEM with OLH found more of the
-    top 100 at epsilon 4 (noise 8 times below) and fewer at epsilon 2 (1.5 times below)."""
-    e = math.exp(min(run_epsilon, 30.0))
-    g = pem_sketch_shape("olh", run_epsilon)[0]
-    olh = (e + g - 1) ** 2 / ((e - 1) ** 2 * (g - 1))
-    hcms = ((e + 1) / (e - 1)) ** 2
+    (:func:`pem_sketch_shape`) is below HCMS's ``((e^eps + 1)/(e^eps - 1))^2``, else
+    ``"hcms"``: OLH from about epsilon 1 up (the factors are equal near 0.98; 2.1 times below
+    at epsilon 2, 12 times at 4).
+
+    The variance of a prefix's estimate is ``n_g`` times the noise factor plus the collision
+    term ``F / (k (g - 1))`` (module :mod:`dpkit.ldp._sketch`, ``F`` the sum of the other
+    prefixes' squared counts). With PEM's ``2^14`` functions of width ``g`` OLH's collision
+    term is about HCMS's (``1024 x 128``: ``k (g - 1) = 114,688`` against ``130,944`` at
+    epsilon 1, larger from epsilon 2), so the noise factors decide. Measured on Zipf(1.1)
+    populations (65,536 items at random in ``2^20`` or ``2^32``, top 100): at epsilon 2 and
+    1M users mean recall 0.25 against HCMS's 0.18 (10 populations), at 10M 0.59 against 0.41;
+    at epsilon 4 0.65 against 0.46 for the former OLH shape (``4 g* x 512``, whose collision
+    term made it lose to HCMS at epsilon 2); at epsilon 1 0.118 against 0.109
+    (``docs/benchmarks.md``)."""
+    olh, hcms = _noise_factors(run_epsilon, pem_sketch_shape("olh", run_epsilon)[0])
+    return "olh" if olh < hcms else "hcms"
+
+
+def pem_sketch_shape(oracle: str, run_epsilon: float, users: int | None = None) -> tuple[int, int]:
+    """Default ``(width, hashes)`` of PEM's sketches: HCMS ``1024 x 128``; OLH ``2 g* x 2^14``
+    with ``g*`` :func:`olh_sketch_width` (fewer functions for fewer ``users``, below).
+
+    A prefix round estimates candidates next to heavy prefixes, whose collisions add
+    ``F / (k (g - 1))`` to each estimate's variance: ``2^14`` functions make that term small
+    beside the noise ``n_g q(1-q)/(p-q)^2`` on Zipf populations of 1M users (with 512, as
+    before, it outweighed OLH's lower noise at epsilon 2). Twice the variance-optimal width
+    raises the noise factor by 10 to 25% (epsilon 1 to 4) and halves the collision term, which
+    grows with the square of the population: at 10M users and epsilon 2 it found more of the
+    top 100 than ``g*`` (0.59 against 0.52, 3 populations), at 1M as many (0.25 against 0.26).
+    ``2^15`` functions found no more than ``2^14`` (0.25, 1M users, epsilon 2). From epsilon 5
+    (``2 g* >= 256``) the functions are fewer, at most ``2^21`` cells in all (16 MiB of counts
+    per group), which keeps ``k (g - 1)``, hence the collision term, as at epsilon 4. The
+    server's tables take ``256 b`` bytes per function (``b`` bytes of the group's largest
+    prefix), its queries ``O(hashes)`` per candidate.
+
+    ``users``, a public estimate of the population, sizes the functions to it: ``k`` the power
+    of two at least ``users / 256``, from 512 to ``2^14``. The collision term over the noise is
+    about ``n_g sum f^2 / (k (g - 1) q(1-q)/(p-q)^2)`` (``f`` the prefixes' frequencies), which
+    grows with the population: ``k`` proportional to it holds that ratio at its value for a
+    million users over 4,096 functions, which found nearly as many of the top 100 as ``2^14``
+    at a quarter of the server's time (0.241 against 0.253 at epsilon 2, 10 populations; 512:
+    0.169), and a small collection's server queries fewer functions."""
+    if oracle == "hcms":
+        return 1024, 128
+    width = min(2 * olh_sketch_width(run_epsilon), 1 << 16)
+    hashes = PEM_OLH_HASHES
+    if users is not None:  # k >= users / 256, a power of two in [512, 2^14]
+        hashes = min(hashes, max(512, 1 << max(0, -(-users // 256) - 1).bit_length()))
+    return width, min(hashes, PEM_OLH_CELLS // width)
+
+
+def tree_oracle(run_epsilon: float) -> str:
+    """The default oracle of :class:`TreeHistogram` and :class:`SFP`: ``"olh"`` when its noise
+    factor at their width (:func:`tree_sketch_shape`) is at least 4 times below HCMS's, else
+    ``"hcms"``: OLH from about epsilon 3. The margin pays for the collision term of their 512
+    functions (smaller than HCMS's ``128 x 1023``), which grows with the square of the
+    population (PEM before its ``2^14`` functions found fewer of the top 100 with OLH at
+    epsilon 2). They keep fewer functions than PEM because SFP estimates all ``2^16`` pairs
+    of each fragment group, in ``O(hashes)`` each."""
+    olh, hcms = _noise_factors(run_epsilon, tree_sketch_shape("olh", run_epsilon)[0])
     return "olh" if 4.0 * olh <= hcms else "hcms"
 
 
-def pem_sketch_shape(oracle: str, run_epsilon: float) -> tuple[int, int]:
-    """Default ``(width, hashes)`` of PEM's sketches: HCMS ``1024 x 128``; OLH ``4 g* x 512``
-    with ``g*`` :func:`olh_sketch_width`. A prefix round estimates candidates next to heavy
-    prefixes, whose collisions add ``F / (k (g - 1))`` to the variance (``F`` the sum of the
-    other prefixes' squared counts): four times the variance-optimal width raises the noise
-    term by a factor under 2 at epsilon 1 to 4 (1.7 at 4, still 8 times below HCMS's) yet cuts
-    the collision term fourfold, which on Zipf populations found as many of the top 100 as
-    ``g*`` with twice the functions, in less server time (``docs/benchmarks.md``)."""
+def tree_sketch_shape(oracle: str, run_epsilon: float) -> tuple[int, int]:
+    """Default ``(width, hashes)`` of :class:`TreeHistogram`'s and :class:`SFP`'s sketches:
+    HCMS ``1024 x 128``; OLH ``4 g* x 512`` with ``g*`` :func:`olh_sketch_width` (four times
+    the variance-optimal width raises the noise term by a factor under 2 at epsilon 1 to 4 yet
+    cuts the collision term ``F / (k (g - 1))`` fourfold)."""
     if oracle == "hcms":
         return 1024, 128
     return min(4 * olh_sketch_width(run_epsilon), 1 << 16), 512
@@ -1478,7 +1538,8 @@ class PEM:
     through a sketch that can estimate any candidate prefix: :class:`OLHSketch` (``oracle="olh"``,
     optimal local hashing over public hash functions) or Apple's Hadamard count-mean sketch
     :class:`HCMS` (``oracle="hcms"``, one bit per report); by default (``"auto"``) the one of
-    clearly lower noise at this epsilon (:func:`pem_oracle`: OLH from about epsilon 3).
+    lower noise at this epsilon (:func:`pem_oracle`: OLH from about epsilon 1, over ``2^14``
+    public hash functions so that collisions with heavy prefixes stay small).
 
     Items are integers of ``bits`` bits (hash or encode strings first). Group ``g`` (of
     ``len(lengths)``) learns the frequencies of the prefixes of length ``lengths[g]``; the device
@@ -1489,7 +1550,11 @@ class PEM:
 
     Defaults: prefix lengths 12, 18, 24, ... (:func:`prefix_lengths`); sketch shapes from
     :func:`pem_sketch_shape` (the server queries ``keep 2**6`` candidates per round in
-    ``O(hashes)`` each).
+    ``O(hashes)`` each). ``users``, a public estimate of the number of users (not a count of
+    the reports), sizes OLH's hash functions to the population (:func:`pem_sketch_shape`):
+    a small collection then queries fewer functions; without it they are sized for a million
+    users or more. Like every parameter of the shape, devices and server must be given the
+    same ``users``.
     """
 
     name = "PEM"
@@ -1509,13 +1574,15 @@ class PEM:
         width: int | None = None,
         hashes: int | None = None,
         hash_seed: int = 0,
+        users: int | None = None,
     ) -> None:
         self._epsilon = _check_epsilon(epsilon)
         self._run_epsilon = calibrated_epsilon(self._epsilon)
         self._bits = _check_int("bits", bits, 2, 62)
         if oracle not in PEM_ORACLES:
             raise ValueError(f"oracle must be one of {PEM_ORACLES}, got {oracle!r}")
-        self._oracle = pem_oracle(self._run_epsilon) if oracle == "auto" else oracle
+        auto = oracle == "auto"
+        self._oracle = self._default_oracle(self._run_epsilon) if auto else oracle
         if lengths is None:
             lengths = prefix_lengths(self._bits)
         if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
@@ -1527,11 +1594,23 @@ class PEM:
         if lens[0] > 24:
             raise ValueError(f"the first prefix length is enumerated: at most 24, got {lens[0]}")
         self._lengths = lens
-        default_width, default_hashes = pem_sketch_shape(self._oracle, self._run_epsilon)
+        if users is not None:
+            users = _check_int("users", users, 1, 1 << 62)
+        default_width, default_hashes = self._default_shape(self._oracle, self._run_epsilon, users)
         self._width = _check_int("width", default_width if width is None else width, 2, 1 << 20)
         self._hashes = default_hashes if hashes is None else hashes
         self._seed = _check_int("hash_seed", hash_seed, 0, (1 << 63) - 2 - 62)
         self._groups: list[_Sketch] = [self._sketch(n, g) for g, n in enumerate(lens)]
+
+    @staticmethod
+    def _default_oracle(run_epsilon: float) -> str:
+        """The oracle of ``oracle="auto"`` (:func:`pem_oracle`)."""
+        return pem_oracle(run_epsilon)
+
+    @staticmethod
+    def _default_shape(oracle: str, run_epsilon: float, users: int | None) -> tuple[int, int]:
+        """The default ``(width, hashes)`` (:func:`pem_sketch_shape`)."""
+        return pem_sketch_shape(oracle, run_epsilon, users)
 
     def _sketch(self, length: int, g: int) -> _Sketch:
         """The sketch of group ``g`` over ``2**length`` prefixes (seed ``hash_seed + g``)."""
@@ -1620,7 +1699,8 @@ class PEM:
 class TreeHistogram(PEM):
     """TreeHist heavy hitters (Bassily, Nissim, Stemmer and Thakurta, "Practical locally private
     heavy hitters", NeurIPS 2017 / JMLR 2020), each group reporting through a sketch as in
-    :class:`PEM` (``oracle``).
+    :class:`PEM` (``oracle``; the default oracle and shapes are :func:`tree_oracle` and
+    :func:`tree_sketch_shape`, also :class:`SFP`'s).
 
     Half of the users walk down the prefix tree: each picks one of the ``L = len(lengths)``
     levels uniformly and reports the ``lengths[g]``-bit prefix of its item (as in :class:`PEM`).
@@ -1656,6 +1736,17 @@ class TreeHistogram(PEM):
             hash_seed=hash_seed,
         )
         self._groups.append(self._sketch(self._bits, len(self._lengths)))
+
+    @staticmethod
+    def _default_oracle(run_epsilon: float) -> str:
+        """The oracle of ``oracle="auto"`` (:func:`tree_oracle`)."""
+        return tree_oracle(run_epsilon)
+
+    @staticmethod
+    def _default_shape(oracle: str, run_epsilon: float, users: int | None) -> tuple[int, int]:
+        """The default ``(width, hashes)`` (:func:`tree_sketch_shape`; only PEM takes
+        ``users``)."""
+        return tree_sketch_shape(oracle, run_epsilon)
 
     def _group_bits(self, g: int) -> int:
         return self._bits if g == len(self._lengths) else self._lengths[g]
