@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -304,19 +304,17 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                 job.update(path=one_path, columns=CODE_SIZES, rows=len(one))
             python = sys.executable if lib == "dpkit" else args.peers_python
             plan.append((eps, lib, method, data, truth, python, job))
-    rows: list[str] = []
-    scores: list[Score] = []
-    # --jobs fits at a time, each alone in its process, the peers' AIM (the longest) started
-    # first; the rows come in the plan's order
-    first = sorted(
-        range(len(plan)),
-        key=lambda i: plan[i][2] == "AIM" and plan[i][1] != "dpkit",
-        reverse=True,
-    )
+    rows: dict[int, str] = {}
+    scores: dict[int, Score] = {}
+    # --jobs fits at a time, each alone in its process; the peers' AIM (the longest) last, so a
+    # run cut short has the rest; each row written as soon as it is in, in the plan's order
+    order = sorted(range(len(plan)), key=lambda i: plan[i][2] == "AIM" and plan[i][1] != "dpkit")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {i: pool.submit(run_worker, plan[i][5], plan[i][6]) for i in first}
-        for i, (eps, lib, method, data, truth, _, _) in enumerate(plan):
-            res, syn = futures[i].result()
+        futures = {pool.submit(run_worker, plan[i][5], plan[i][6]): i for i in order}
+        for future in as_completed(futures):
+            i = futures[future]
+            eps, lib, method, data, truth, _, _ = plan[i]
+            res, syn = future.result()
             name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
             table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
             if syn is None:
@@ -330,12 +328,18 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                     f"{tv2:.4f} | {tv3:.4f} |"
                 )
                 if data == "one":
-                    scores.append((eps, lib, method, res["fit_s"], res["cpu_s"], tv2, tv3))
+                    scores[i] = (eps, lib, method, res["fit_s"], res["cpu_s"], tv2, tv3)
             print(row, flush=True)
-            rows.append(row)
+            rows[i] = row
             if args.write:  # the section so far: a run cut short still leaves its rows
-                write_section("synth", "\n".join(header(os.getloadavg()[0]) + rows))
-    return header(os.getloadavg()[0]) + rows + targets(scores)
+                write_section("synth", "\n".join(section(header, rows, scores)))
+    return section(header, rows, scores)
+
+
+def section(header: Any, rows: dict[int, str], scores: dict[int, Score]) -> list[str]:
+    """The comparison section from the rows in so far (in the plan's order)."""
+    lines: list[str] = header(os.getloadavg()[0]) + [rows[i] for i in sorted(rows)]
+    return lines + targets([scores[i] for i in sorted(scores)])
 
 
 Score = tuple[float, str, str, float, float, float, float]  # eps, lib, method, s, CPU s, TVs
@@ -490,7 +494,10 @@ def big(args: argparse.Namespace, tmp: str) -> list[str]:
             f"Fit {res['fit_s']:.1f} s (one engine statement counting all 2-way marginals, "
             f"then selection, measurement and the tree fit), peak RSS of the fitting process "
             f"{res['peak_mb']:,.0f} MB ({res['base_mb']:,.0f} MB after imports); a 100,000-row "
-            "synthetic table sampled from it."
+            "synthetic table sampled from it. DuckDB's memory_limit bounds its own buffers, not "
+            f"the process: the fit grew the process by {res['peak_mb'] - res['base_mb']:,.0f} "
+            "MB, about the limit, on top of the interpreter and its libraries (DuckDB, NumPy, "
+            "pandas, PyArrow), so the process peaks near the limit plus those."
         )
     lines = [
         "## Synthetic data: a 10M-row person-level fit (`benchmarks/synth.py --big-rows`)",
