@@ -242,7 +242,9 @@ def run_worker(python: str, job: dict[str, Any]) -> tuple[dict[str, Any], pd.Dat
         [python, WORKER], input=json.dumps(job), capture_output=True, text=True, env=env
     )
     if proc.returncode != 0:
-        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:]
+        lines = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        said = [ln for ln in lines if "Error" in ln or "Exception" in ln or "insufficient" in ln]
+        tail = (said or lines)[-1:]
         print(f"  {job['lib']} {job['method']} failed: {' '.join(tail)}", flush=True)
         return {"error": " ".join(tail)[:200]}, None
     result = json.loads(proc.stdout.strip().splitlines()[-1])
