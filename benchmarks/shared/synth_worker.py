@@ -155,18 +155,20 @@ def _opendp(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
 
     base = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        table = release(rho)
-    except dp.OpenDPException as exc:
-        # OpenDP 0.16 splits rho between its steps in floating point and can then refuse its
-        # own last step by one unit in the last place ("insufficient budget for query:
-        # 0.01480306349853894 > 0.014803063498538934" at rho 0.29606): give it rho plus a
-        # relative 1e-12 (in its favour) and time that second fit alone
-        if "insufficient budget" not in str(exc):
-            raise
-        rho *= 1.0 + 1e-12
-        t0, c0 = time.perf_counter(), time.process_time()
-        table = release(rho)
+    for attempt in range(6):
+        # OpenDP 0.16 splits rho between its steps in floating point and can refuse its own
+        # select step by one unit in the last place ("insufficient budget for query:
+        # 0.01480306349853894 > 0.014803063498538934" at rho 0.29606): retry k (up to 5)
+        # gives it rho (1 + k 1e-12), in its favour, which moves the rounding; the fit that
+        # succeeds is timed alone
+        try:
+            table = release(rho * (1.0 + attempt * 1e-12))
+            break
+        except dp.OpenDPException as exc:
+            if "insufficient budget" not in str(exc) or attempt == 5:
+                raise
+            t0, c0 = time.perf_counter(), time.process_time()
+    rho *= 1.0 + attempt * 1e-12
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = _rss_mb()
     syn = table.synthesize(job["rows"], method="sample").to_pandas()
