@@ -26,6 +26,9 @@ measurements of one fit given to mbi's ``MirrorDescent`` and to dpkit's tree est
     PYTHONPATH=src python benchmarks/synth.py --rows 1000000 \
         --peers-python .venv-synthpeers/bin/python --big-rows 10000000 --write
     PYTHONPATH=src python benchmarks/synth.py --rows 20000 --epsilons 1 --aim-epsilons
+    PYTHONPATH=src nice -n 10 python benchmarks/synth.py --rows 100000 \
+        --aim-epsilons 0.5 1 2 4 --peer-aim-epsilons 1 --jobs 3 \
+        --peers-python .venv-synthpeers/bin/python --write   # docs/benchmarks.md, 2026-11-29
 """
 
 from __future__ import annotations
