@@ -12,7 +12,7 @@ spends budget on binning: dpkit's MST and AIM (a session with ``privacy_unit=Non
 SmartNoise Synth 1.0.8's ``MSTSynthesizer`` and ``AIMSynthesizer`` and OpenDP's
 ``dp.mbi.MST`` / ``dp.mbi.AIM`` (contingency tables, through ``mbi``); plus dpkit's MST with
 person-level bounding (``--max-rows`` rows per person) on the multi-row table, scored against
-the bounded table. Every fit runs alone in a fresh process (``benchmarks/shared/synth_worker.py``,
+the bounded table. Every fit runs alone in a fresh process (`the benchmark's `synth_worker.py``,
 JSON on stdin), which reports the fit time and its peak resident memory; the peers run in their
 own environment (``--peers-python``, ``make .venv-synthpeers/bin/python``).
 
@@ -411,7 +411,7 @@ def _header(
         "each fitted model; for the peers through mbi's `synthetic_data(method='sample')`, "
         "not its default `'round'`, whose stratified draw follows the row order and so adds "
         "dependencies the model does not have (about 0.2 in 2-way TV here, whatever the "
-        "epsilon; `benchmarks/shared/synth_worker.py` explains). "
+        "epsilon; the benchmark's `synth_worker.py` explains). "
         "rho: the zCDP budget the fit spends. Fit s: the fit call in a fresh process (dpkit's "
         "includes reading the Parquet file through DuckDB; the peers get a table already in "
         "memory); CPU s: the CPU time of all that process's threads during the fit call (less "
