@@ -30,8 +30,8 @@ and 1M users while the last run times 10 fits the limit; dpkit runs on the same 
 each. multi-freq-ldpy's longitudinal L-SUE runs in process against dpkit's RAPPOR.
 
 Third part (section ``ldp-heavy-recall``, run first and written at once): PEM's recall at
-epsilon 2 beside pure-ldp's over ten 1M-user populations, one pure-ldp run and five dpkit runs
-on each, with the paired difference and its standard error.
+epsilons 2, 1 and 4 beside pure-ldp's over ten 1M-user populations, one pure-ldp run and five
+dpkit runs on each, with the paired difference and its standard error.
 """
 
 from __future__ import annotations
@@ -413,6 +413,8 @@ CMS_USERS = 1_000_000
 # PEM recall beside pure-ldp over several populations (one pure-ldp run and RECALL_RUNS dpkit
 # runs on each): is a difference of mean recall larger than its standard error?
 RECALL_EPS = 2.0
+#: the epsilons of the recall section, the headline first
+RECALL_EPSILONS = (RECALL_EPS, 1.0, 4.0)
 RECALL_USERS = 20_000 if QUICK else 1_000_000
 RECALL_SEEDS = (1, 2) if QUICK else tuple(range(1, 11))
 RECALL_RUNS = 2 if QUICK else 5
@@ -709,8 +711,12 @@ def main_heavy() -> None:
         main_pem_peers(load0)
         return
     if os.path.exists(PURE_LDP_PYTHON) and not NO_RECALL:
-        rows = recall_populations()
-        lines = _recall_lines(rows)
+        lines = []
+        for eps in RECALL_EPSILONS:
+            part = _recall_lines(recall_populations(eps), eps)
+            if lines:  # the later epsilons as subsections of the first's section
+                part = ["", f"### Epsilon {eps:g}", *part[1:]]
+            lines += part
         lines[2] += (
             f" Load average (1 min) at start / end: {load0:.1f} / {os.getloadavg()[0]:.1f} on "
             f"{os.cpu_count()} cores."
