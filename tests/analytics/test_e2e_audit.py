@@ -75,17 +75,23 @@ def _tables() -> tuple[DuckDBEngine, Source, Source]:
     return engine, Source(kind="table", location="d"), Source(kind="table", location="d_prime")
 
 
-def _session_query(
-    budget: Any, keys: Any, *, p: int = P, r: int = R, aggs: dict[str, Any] | None = None
-) -> tuple[Any, DuckDBEngine, Source, Source]:
-    engine, d, d_prime = _tables()
-    session = dpa.Session(
-        neighbours()[0],
+def _seeded_session(data: Any, budget: Any, engine: DuckDBEngine) -> Any:
+    """A session over ``data`` protecting ``uid``, whose bounding salts come from the fixed
+    :data:`SALT_SEED` (reproducible runs)."""
+    return dpa.Session(
+        data,
         privacy_unit="uid",
         budget=budget,
         engine=engine,
         source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
     )
+
+
+def _session_query(
+    budget: Any, keys: Any, *, p: int = P, r: int = R, aggs: dict[str, Any] | None = None
+) -> tuple[Any, DuckDBEngine, Source, Source]:
+    engine, d, d_prime = _tables()
+    session = _seeded_session(neighbours()[0], budget, engine)
     if aggs is None:
         aggs = {
             "n": dpa.count(),
@@ -258,13 +264,7 @@ def test_derived_values_never_exceed_their_epsilon() -> None:
     expression (NULL, or an input clamped to its bounds) and its kept rows move each value by
     at most the derived bounds, which the noise covers."""
     engine, d, d_prime = _tables()
-    session = dpa.Session(
-        neighbours()[0],
-        privacy_unit="uid",
-        budget=Budget(epsilon=10.0),
-        engine=engine,
-        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
-    )
+    session = _seeded_session(neighbours()[0], Budget(epsilon=10.0), engine)
     q = (
         session.query()
         .derive("sq", "x * x - x", inputs={"x": (0.0, 10.0)})
@@ -292,13 +292,7 @@ def _derived_key_query(budget: Any, keys: Any) -> tuple[Any, DuckDBEngine, Sourc
     adversary's NaN, NULL and +-inf rows fall in one of its two values (NULL and NaN compare as
     not above 5), and the bounding applies to the derived groups as to a column's."""
     engine, d, d_prime = _tables()
-    session = dpa.Session(
-        neighbours()[0],
-        privacy_unit="uid",
-        budget=budget,
-        engine=engine,
-        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
-    )
+    session = _seeded_session(neighbours()[0], budget, engine)
     q = (
         session.query()
         .derive("band", "CASE WHEN x > 5 THEN 'high' ELSE 'low' END")
@@ -517,13 +511,7 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
     for name, frame in tables.items():
         engine.register(name, frame)
     budget = Budget(epsilon=100.0, delta=0.0 if method == "basic" else 1e-3, method=method)
-    session = dpa.Session(
-        d,
-        privacy_unit="uid",
-        budget=budget,
-        engine=engine,
-        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
-    )
+    session = _seeded_session(d, budget, engine)
     q = (
         session.query()
         .group_by("g", keys=list(GROUPS))

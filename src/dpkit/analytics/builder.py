@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -890,15 +891,7 @@ class Query:
                 return False
             return True
 
-        to_rho = None
-        if mode == "zcdp":
-            from dpkit.accounting.budget import zcdp_share_default
-
-            rule = self.session.zcdp_share or zcdp_share_default
-
-            def to_rho(e: float, d: float) -> float:
-                return float(rule(e, d)[0])
-
+        to_rho = _rho_rule(self.session.zcdp_share) if mode == "zcdp" else None
         try:
             step = contribution_step(eps, dl, bool(self.group_columns), priceable, to_rho)
         except PrivacyParameterError:
@@ -1156,10 +1149,20 @@ def _release_envelope(mode: str, epsilon: float, delta: float, zcdp_share: ZcdpS
         return PureDpEvent(epsilon=epsilon)
     if mode == "approx":
         return ApproxDpEvent(epsilon=epsilon, delta=delta)
+    return ZCdpEvent(rho=_rho_rule(zcdp_share)(epsilon, delta))
+
+
+def _rho_rule(zcdp_share: ZcdpShare | None) -> Callable[[float, float], float]:
+    """The zCDP budget's rule from a query's ``(epsilon, delta)`` to the rho it is priced at
+    (the budget's own, else :func:`~dpkit.accounting.budget.zcdp_share_default`)."""
     from dpkit.accounting.budget import zcdp_share_default
 
-    to_rho = zcdp_share or zcdp_share_default
-    return ZCdpEvent(rho=to_rho(epsilon, delta)[0])
+    rule = zcdp_share or zcdp_share_default
+
+    def to_rho(epsilon: float, delta: float) -> float:
+        return float(rule(epsilon, delta)[0])
+
+    return to_rho
 
 
 def _input_bounds(
