@@ -342,7 +342,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--analysts", type=int, default=32)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument(
+        "--trials", type=int, default=100, help="kill -9 trials (0: the load runs only, no docs)"
+    )
     args = ap.parse_args()
     from shared.service_harness import write_people
 
@@ -357,6 +359,10 @@ def main() -> None:
         pl = floor(tmp, people, args.analysts, args.queries, plain=True)
         print("plain count", pl)
         load_after = os.getloadavg()[0]
+        ratio = fl["answered_per_s"] / lo["answered_per_s"]
+        print(f"floor / service answers per second: {ratio:.3f}")
+        if args.trials == 0:  # load only: nothing is written
+            return
         ki = kills(tmp, people, args.trials)
         print(ki)
     write_section(
