@@ -20,15 +20,6 @@ ledger's own commit of a charge (``synchronous=FULL``, in the same file unless `
 names another) flushes the log up to it, so a query's ``pending`` row is on disk whenever its
 charge is. A power cut can lose an ``answered`` status written after the last charge: the row
 then reads ``pending`` beside its charge, the conservative reading of any crash.
-
-Group commit of the query log: a thread that logs a query queues its row, then takes the
-writer lock; whoever holds it writes every row queued so far, in arrival order, in one
-transaction (one ``BEGIN IMMEDIATE`` ... ``COMMIT``), and the threads whose rows it wrote find
-them committed when they get the lock. A call returns only after its own row is committed, so
-the promises above hold row by row; under many concurrent queries the rows that queue up
-while a charge's disk sync holds the file are written together instead of one transaction
-each. If such a transaction fails, its rows are written again one per transaction, so a row
-fails only for its own reason (a full disk fails them all, as it would one by one).
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dpkit.errors import DPKitError
@@ -60,16 +51,6 @@ _SCHEMA = (
         epsilon DOUBLE PRECISION, delta DOUBLE PRECISION, status TEXT NOT NULL,
         result TEXT, error TEXT)""",
 )
-
-
-@dataclass(eq=False)
-class _Row:
-    """A query-log write waiting for the writer lock (see the module doc: group commit)."""
-
-    stmt: str
-    params: tuple[Any, ...]
-    done: bool = False
-    error: BaseException | None = field(default=None)
 
 
 class StateError(DPKitError):
@@ -124,9 +105,6 @@ class ServiceState:
             self._shared = sqlite3.connect(":memory:", check_same_thread=False)
         self._tokens: dict[str, Token] = {}
         self._tokens_read = 0.0
-        self._queue: list[_Row] = []  # query-log rows waiting for the writer lock
-        self._queue_lock = threading.Lock()  # guards ``_queue`` only (never held while waiting)
-        self._queue_pid = os.getpid()
         with self._tx() as cur:
             for stmt in _SCHEMA:
                 cur.execute(stmt)
@@ -192,13 +170,12 @@ class ServiceState:
         return stmt.replace("?", "%s") if self._kind == "postgres" else stmt
 
     class _Tx:
-        def __init__(self, state: ServiceState, *, locked: bool = False) -> None:
+        def __init__(self, state: ServiceState) -> None:
             self.state = state
-            self.locked = locked  # the caller holds the writer lock already
 
         def __enter__(self) -> ServiceState._Tx:
             st = self.state
-            self.lock = None if self.locked else st._writer_lock()
+            self.lock = st._writer_lock()
             if self.lock is not None:
                 self.lock.acquire()
             self.conn = st._connection()
@@ -266,74 +243,6 @@ class ServiceState:
             raise
         except Exception as exc:
             raise StateError(f"the service database refused the operation: {exc}") from None
-
-    def _write(self, stmt: str, params: tuple[Any, ...]) -> None:
-        """Run the write ``stmt`` and commit it, grouped with the writes other threads queued
-        meanwhile (see the module doc: group commit); returns once it is committed, raises
-        :class:`StateError` if it was not."""
-        if self._kind == "postgres":  # no writer lock to group on: one transaction each
-            self._run(stmt, params)
-            return
-        row = _Row(stmt, params)
-        with self._rows_lock():
-            self._queue.append(row)
-        lock = self._writer_lock()
-        assert lock is not None
-        with lock:
-            if not row.done:
-                with self._rows_lock():
-                    batch, self._queue = self._queue, []
-                self._write_batch(batch)
-        if row.error is not None:
-            raise row.error
-
-    def _rows_lock(self) -> threading.Lock:
-        """The lock of the queue of rows (a fresh one, and an empty queue, after ``fork``: the
-        parent's queued rows belong to threads that do not exist in the child)."""
-        if self._queue_pid != os.getpid():
-            self._queue_lock = threading.Lock()
-            self._queue = []
-            self._queue_pid = os.getpid()
-        return self._queue_lock
-
-    def _write_batch(self, batch: list[_Row]) -> None:
-        """Commit ``batch`` (writer lock held) in one transaction; if that fails, one
-        transaction per row. Every row ends ``done``, with ``error`` if it was not written."""
-        try:
-            try:
-                self._commit(batch, locked=True)
-            except Exception:
-                if len(batch) == 1:
-                    raise
-                for row in batch:
-                    try:
-                        self._commit([row], locked=True)
-                    except Exception as exc:
-                        row.error = self._state_error(exc)
-                    row.done = True
-        except Exception as exc:
-            batch[0].error = self._state_error(exc)
-        finally:  # an interrupt (BaseException) also leaves no caller waiting undecided
-            for row in batch:
-                if not row.done:
-                    if row.error is None:
-                        row.error = StateError("the query log write was interrupted")
-                    row.done = True
-
-    @staticmethod
-    def _state_error(exc: Exception) -> StateError:
-        if isinstance(exc, StateError):
-            return exc
-        return StateError(f"the service database refused the operation: {exc}")
-
-    def _commit(self, rows: list[_Row], *, locked: bool) -> None:
-        """One transaction writing ``rows`` (the writer lock already held when ``locked``);
-        marks them done."""
-        with self._Tx(self, locked=locked) as tx:
-            for row in rows:
-                tx.execute(row.stmt, row.params)
-        for row in rows:
-            row.done = True
 
     def close(self) -> None:
         from dpkit.ledger import close_owned
@@ -434,7 +343,7 @@ class ServiceState:
     ) -> None:
         """Log a query as pending; ``request_text``, when given, is ``request`` already
         encoded as JSON (a caller that logs the same request often encodes it once)."""
-        self._write(
+        self._run(
             "INSERT INTO dpkit_service_queries (id, analyst, kind, started, request, "
             "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
             (
@@ -461,7 +370,7 @@ class ServiceState:
         encoded as JSON (instead of ``result``)."""
         if result_text is None and result is not None:
             result_text = json.dumps(result)
-        self._write(
+        self._run(
             "UPDATE dpkit_service_queries SET status = ?, finished = ?, result = ?, "
             "error = ? WHERE id = ?",
             (status, time.time(), result_text, error, query_id),
