@@ -223,6 +223,17 @@ class Pricing:
     auto: tuple[AutoBounds, ...] = ()
     order: tuple[str, ...] = ()
     top_k: Any = None  # a top-k query's selection (dpkit.analytics._topk.TopKPrice)
+    #: per-statistic contribution bounds ``(name, p, r)`` where a statistic has its own (each
+    #: at most ``(max_partitions, max_rows_per_partition)``, the bounds of the plan); empty
+    #: when every statistic has the query's
+    stat_bounds: tuple[tuple[str, int, int], ...] = ()
+
+    def bounds_of(self, name: str) -> tuple[int, int]:
+        """The contribution bounds ``(p, r)`` statistic ``name`` is bounded (and priced) at."""
+        for n, p, r in self.stat_bounds:
+            if n == name:
+                return p, r
+        return self.max_partitions, self.max_rows_per_partition
 
     @property
     def event(self) -> ComposedEvent:
@@ -342,6 +353,17 @@ def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
 
     ev: DpEvent = ZCdpEvent(rho=rho)
     return ev
+
+
+def _kept_at(sp: StatPrice, keep: tuple[int, int] | None) -> StatPrice:
+    """``sp`` with each engine measure reading only the rows kept at its own bounds ``keep``
+    (:class:`~dpkit.analytics._plan.Measure`); unchanged for None (the plan's bounds)."""
+    if keep is None:
+        return sp
+    from dataclasses import replace
+
+    ms = tuple(replace(mp, measure=replace(mp.measure, keep=keep)) for mp in sp.measures)
+    return replace(sp, measures=ms)
 
 
 def _value_measure(
@@ -885,8 +907,19 @@ def price(
     select_partitions: bool,
     selection_weight: float = 1.0,
     zcdp_share: ZcdpShare | None = None,
+    stat_bounds: dict[str, tuple[int, int]] | None = None,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
+
+    ``stat_bounds``: a statistic's own contribution bounds ``(p, r)``, each at most
+    ``(max_partitions, max_rows_per_partition)`` (the planner's per-statistic choice). Its
+    measures are then calibrated to the sensitivity at ``(p, r)`` (module docstring, with
+    ``P = p`` and ``R = r``) and read only the rows kept at ``(p, r)``
+    (:class:`~dpkit.analytics._plan.Measure` ``keep``): its release is the same mechanism as
+    in a query bounded at ``(p, r)``, on its share of the budget. The shares do not depend on
+    the bounds, so the query's events and their sum are those of the same query with shared
+    bounds; partition selection stays at the query's bounds. A statistic released from
+    another's measures (a pooled count or sum, a std from a variance) has that one's bounds.
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -992,23 +1025,26 @@ def price(
         total = rho
     priced = []
     autos = []
+    own = _own_bounds(stats, shared, stat_bounds or {}, p, r)
     for name, s in stats.items():
         if name in shared:
             continue
+        ps, rs = own.get(name, (p, r))
+        keep = (ps, rs) if name in own else None
         if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
             share = down(Fraction(rest_eps) * weights[name] / total_w)
-            sp = _price_stat(name, s, "pure", share, p, r, pools.get(name))
+            sp = _kept_at(_price_stat(name, s, "pure", share, ps, rs, pools.get(name)), keep)
             priced.append(sp)
             events.extend(sp.events)
             continue
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
-            ab = _price_auto(name, s, mode, share, r)
+            ab = _price_auto(name, s, mode, share, rs, keep, r)
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
             continue
-        sp = _price_stat(name, s, mode, share, p, r, pools.get(name))
+        sp = _kept_at(_price_stat(name, s, mode, share, ps, rs, pools.get(name)), keep)
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
@@ -1037,7 +1073,31 @@ def price(
         events=tuple(events),
         auto=tuple(autos),
         order=tuple(stats),
+        stat_bounds=tuple((n, *b) for n, b in own.items()),
     )
+
+
+def _own_bounds(
+    stats: dict[str, Statistic],
+    shared: dict[str, str],
+    given: dict[str, tuple[int, int]],
+    p: int,
+    r: int,
+) -> dict[str, tuple[int, int]]:
+    """The statistics with bounds of their own (not the query's ``(p, r)``): each checked
+    to lie within ``(p, r)``; a statistic released from another's measures takes that one's."""
+    out: dict[str, tuple[int, int]] = {}
+    for name in stats:
+        b = given.get(shared.get(name, name))
+        if b is None or tuple(b) == (p, r):
+            continue
+        bp, br = int(b[0]), int(b[1])
+        if not (1 <= bp <= p and 1 <= br <= r):
+            raise PrivacyParameterError(
+                f"{name}: its own contribution bounds {b!r} must lie within the query's ({p}, {r})"
+            )
+        out[name] = (bp, br)
+    return out
 
 
 #: Public grid of ``bounds="auto"``: 0 and +-2^j for j = -10..50 (122 bins, value range
@@ -1069,9 +1129,22 @@ class AutoBounds:
     main_share: float
     events: tuple[DpEvent, ...]
     measure: Measure
+    #: the statistic's own contribution bounds (None: the query's)
+    keep: tuple[int, int] | None = None
 
 
-def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) -> AutoBounds:
+def _price_auto(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    r: int,
+    keep: tuple[int, int] | None = None,
+    plan_r: int | None = None,
+) -> AutoBounds:
+    """The bounds estimate of an ``"auto"`` statistic bounded at ``r`` rows per unit (its
+    own, ``keep``, or the query's). Its histogram runs in one global group with the plan's
+    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``."""
     from dpkit.analytics._planner import NoisyHistogram
 
     est_share = down(Fraction(share) * Fraction(stat.auto_share))
@@ -1086,7 +1159,10 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
 
         main_ev = ZCdpEvent(rho=main_share)
     assert stat.column is not None
-    m = Measure(name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES)
+    own_r = (1, r) if keep is not None and plan_r is not None and r != plan_r else None
+    m = Measure(
+        name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES, keep=own_r
+    )
     return AutoBounds(
         name=name,
         stat=stat,
@@ -1094,6 +1170,7 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
         main_share=main_share,
         events=(hist.event, main_ev),
         measure=m,
+        keep=keep,
     )
 
 
@@ -1104,15 +1181,14 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pr
     done = {sp.name: sp for sp in pricing.stats}
     for ab in pricing.auto:
         lo, hi = bounds[ab.name]
+        ps, rs = pricing.bounds_of(ab.name)
         for _ in range(120):
             try:
-                done[ab.name] = _price_stat(
-                    ab.name,
-                    ab.stat.with_bounds(lo, hi),
-                    pricing.mode,
-                    ab.main_share,
-                    pricing.max_partitions,
-                    pricing.max_rows_per_partition,
+                done[ab.name] = _kept_at(
+                    _price_stat(
+                        ab.name, ab.stat.with_bounds(lo, hi), pricing.mode, ab.main_share, ps, rs
+                    ),
+                    ab.keep,
                 )
                 break
             except PrivacyParameterError:
