@@ -432,3 +432,152 @@ def test_planned_query_without_a_delta_the_session_needs_says_so_unspent() -> No
         q.run(epsilon=5.0)
     assert budget.spent == (0, 0)
     assert len(q.run(epsilon=5.0, delta=1e-6)) == 3
+
+
+# ------------------------------------------------------------------ per-statistic bounds
+
+
+def _mixed(people: int = 4000, seed: int = 3) -> pd.DataFrame:
+    """People with a geometric number of groups (mean 2) of a geometric number of rows (mean
+    1.5) among 20 groups, log-normal values: the planner's benchmark, smaller."""
+    rng = np.random.default_rng(seed)
+    uid, grp = [], []
+    for u in range(people):
+        for g in rng.choice(20, size=min(20, int(rng.geometric(0.5))), replace=False):
+            k = int(rng.geometric(1 / 1.5))
+            uid += [u] * k
+            grp += [int(g)] * k
+    v = rng.lognormal(np.log(20_000), 1.0, len(uid))
+    return pd.DataFrame({"uid": uid, "g": grp, "v": v})
+
+
+def test_statistic_bounds_trade_dropped_rows_against_noise_per_kind() -> None:
+    from dpkit.analytics._planner import statistic_bounds
+
+    k = len(CONTRIBUTION_GRID)
+    groups, rows = [0] * k, [0] * k
+    for v, n in ((1, 10_000), (2, 5_000), (3, 2_500), (4, 1_900), (6, 450), (8, 150)):
+        groups[CONTRIBUTION_GRID.index(v)] = n
+    for v, n in ((1, 12_000), (2, 5_000), (3, 2_000), (4, 700), (6, 300)):
+        rows[CONTRIBUTION_GRID.index(v)] = n
+    targets = [("n", "count", 0.3), ("s", "sum", 0.3), ("m", "mean", 0.3), ("q", "quantile", 0.3)]
+    got = statistic_bounds(groups, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False)
+    assert set(got) == {"n", "s", "m"}  # a quantile keeps the shared rule
+    area = {n: p * r for n, (p, r) in got.items()}
+    assert area["m"] < area["s"] <= area["n"]  # a mean cares least about dropped rows
+    assert area["m"] <= 2
+    assert got["n"][0] >= 4 and got["n"][1] >= 3  # a count keeps nearly every row
+    # with fewer groups each group is larger: dropped rows weigh more, bounds grow
+    few = statistic_bounds(groups, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 2, False)
+    assert all(few[n][0] * few[n][1] >= area[n] for n in ("n", "s"))
+    # only significant bins are read: noise in empty bins of large values changes nothing
+    noisy = [c + (30 if c == 0 else 0) for c in groups]
+    assert (
+        statistic_bounds(noisy, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False, 31)
+        == got
+    )
+    assert (
+        statistic_bounds([0] * k, [0] * k, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False)
+        == {}
+    )
+
+
+@pytest.mark.parametrize(("method", "delta"), [("basic", 0.0), ("zcdp", 1e-6)])
+def test_planned_query_bounds_each_statistic_on_its_own_within_one_charge(
+    method: str, delta: float
+) -> None:
+    budget = Budget(epsilon=2.0, delta=1e-5 if delta else 0.0, method=method)
+    s = dpa.Session(
+        _mixed(),
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=4, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds="auto"), m=dpa.mean("v", bounds="auto"))
+    )
+    frame = q.summarize(epsilon=1.0, delta=delta or None)
+    rules = frame.attrs["dpkit"]["plan"]["rules"]
+    assert rules == {"n": "own: count", "t": "own: sum", "m": "own: mean"}
+    out = q.run(epsilon=1.0, delta=delta or None)
+    assert len(budget.ledger) == 1  # planning, bounds estimates and release: one charge
+    assert budget.spent.epsilon <= 1.0 + 1e-12
+    plan = out.attrs["dpkit"]["plan"]
+    each = {
+        n: (b["max_partitions"], b["max_rows_per_partition"]) for n, b in plan["statistics"].items()
+    }
+    assert set(each) == {"n", "t", "m"}
+    assert each["m"][0] * each["m"][1] < each["n"][0] * each["n"][1]
+    # the plan keeps the largest pair; every statistic within it
+    assert plan["max_partitions"] == max(p for p, _ in each.values())
+    assert plan["max_rows_per_partition"] == max(r for _, r in each.values())
+
+
+def test_each_statistic_is_priced_and_bounded_at_its_own_pair() -> None:
+    """The statistics of a query with per-statistic bounds get exactly the noise (and the
+    events) of the same query bounded at their pair, and their measures read only the rows of
+    that pair; the query's total charge is unchanged."""
+    s = dpa.Session(_mixed(500), privacy_unit="uid", budget=Budget(epsilon=10.0))
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds=(0, 2e5)), m=dpa.mean("v", bounds=(0, 1e5)))
+    )
+    own = q._bound_each({"n": (4, 3), "t": (2, 2), "m": (1, 1)})._price(1.0, None)
+    for name, pair in (("n", (4, 3)), ("t", (2, 2)), ("m", (1, 1))):
+        alone = q.bound(max_partitions=pair[0], max_rows_per_partition=pair[1])._price(1.0, None)
+        a = next(sp for sp in own.stats if sp.name == name)
+        b = next(sp for sp in alone.stats if sp.name == name)
+        assert [mp.noise for mp in a.measures] == [mp.noise for mp in b.measures]
+        assert [(mp.l1, mp.l2_sq) for mp in a.measures] == [(mp.l1, mp.l2_sq) for mp in b.measures]
+        assert a.events == b.events
+        want = None if pair == (4, 3) else pair  # the plan's own pair needs no filter
+        assert all(mp.measure.keep == want for mp in a.measures)
+        assert own.bounds_of(name) == pair
+    assert (own.max_partitions, own.max_rows_per_partition) == (4, 3)
+    shared = q.bound(max_partitions=4, max_rows_per_partition=3)._price(1.0, None)
+    assert own.charged() == shared.charged()
+
+
+def _own_bounds_usage(broken: bool) -> float:
+    """How much of each statistic's calibrated sensitivity its exact aggregates use between
+    the neighbouring tables (D' adds one person with 50 rows in each of 7 groups), with every
+    statistic at its own pair; ``broken`` drops the measures' own bounds (they read the plan's
+    larger pair) while keeping their calibration."""
+    from _proof import sensitivity_usage
+
+    from dpkit.analytics._plan import Source
+
+    d, d_prime = neighbours()
+    engine = DuckDBEngine(threads=1)
+    engine.register("d", d)
+    engine.register("d_prime", d_prime)
+    s = dpa.Session(d, privacy_unit="uid", budget=Budget(epsilon=100.0))
+    keys = sorted({k for k in d["g"] if isinstance(k, str)})
+    q = (
+        s.query()
+        .group_by("g", keys=keys)
+        .agg(n=dpa.count(), t=dpa.sum("x", bounds=(0, 10)), m=dpa.mean("x", bounds=(0, 10)))
+    )
+    prepared = q._bound_each({"n": (3, 4), "t": (2, 2), "m": (1, 1)}).prepare(epsilon=1.0)
+    plan = prepared.plan
+    if broken:
+        ms = tuple(dataclasses.replace(m, keep=None) for m in plan.aggregate.measures)
+        plan = dataclasses.replace(plan, aggregate=dataclasses.replace(plan.aggregate, measures=ms))
+    ra, rb = (
+        engine.execute(dataclasses.replace(plan, source=Source(kind="table", location=n)))
+        for n in ("d", "d_prime")
+    )
+    return float(sensitivity_usage(prepared, ra, rb))
+
+
+def test_each_statistic_moves_within_its_own_sensitivity_on_neighbouring_tables() -> None:
+    """Exact (pre-noise): the adversary moves every statistic by at most the sensitivity of
+    its own bounds, and uses all of it for some statistic (the bounds bind)."""
+    assert _own_bounds_usage(broken=False) == 1.0
+
+
+def test_companion_measures_without_their_own_bounds_exceed_their_sensitivity() -> None:
+    assert _own_bounds_usage(broken=True) > 1.0  # 8 when written: the mean's (1, 1) at (3, 4)

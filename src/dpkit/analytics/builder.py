@@ -174,7 +174,18 @@ class PreparedQuery:
         if self._query is None or self.contribution is None:
             raise PrivacyParameterError("plan_contributions() is for a planned query")
         step = self.contribution
-        chosen = step.choose(result, resolve_source(source))
+        return self.prepare_release(step.choose(result, resolve_source(source)))
+
+    def prepare_release(self, chosen: dict[str, Any]) -> tuple[PreparedQuery, dict[str, Any]]:
+        """The release of a planned query for what its contribution step chose (``chosen``,
+        from :meth:`~dpkit.analytics._planner.ContributionStep.choose`): every statistic at
+        its own pair when the step chose them (the plan at the largest), else all at the
+        shared pair; with what was chosen, each statistic's pair under ``"statistics"``.
+        Post-processing of the step's output; raises nothing for a priced query."""
+        if self._query is None or self.contribution is None:
+            raise PrivacyParameterError("prepare_release() is for a planned query")
+        step = self.contribution
+        chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
         shared = chosen.pop("shared", None)
         own = chosen.pop("statistics", None)
