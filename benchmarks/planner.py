@@ -54,6 +54,15 @@ def _errors(out: Any, truth: Any) -> dict[str, list[float]]:
     }
 
 
+def _pair(each: dict[str, Any], name: str) -> str:
+    b = each.get(name)
+    return f"({b['max_partitions']}, {b['max_rows_per_partition']})" if b else "(shared)"
+
+
+def _upper(plan: dict[str, Any]) -> float:
+    return float(max((b[1] for b in (plan.get("bounds") or {}).values()), default=float("nan")))
+
+
 def main() -> None:
     import dpkit.analytics as dpa
     from dpkit.accounting import Budget
@@ -129,17 +138,26 @@ def main() -> None:
             f"{med[k] / b:.2f}x |"
         )
     last = chosen[-1]
+    each = last.get("statistics") or {}
+    own = ", ".join(
+        f"{name} ({b['max_partitions']}, {b['max_rows_per_partition']})" for name, b in each.items()
+    )
     lines += [
         "",
-        f"Chosen by the planner (last run): max_partitions {last['max_partitions']}, "
-        f"max_rows_per_partition {last['max_rows_per_partition']}, value bounds "
-        f"{last.get('bounds')}. Time per query: planned {t_planned:.2f} s, fixed bounds "
+        f"Chosen by the planner (last run): contribution bounds per statistic {own or 'shared'} "
+        f"(the plan keeps ({last['max_partitions']}, {last['max_rows_per_partition']})), value "
+        f"bounds {last.get('bounds')}. Time per query: planned {t_planned:.2f} s, fixed bounds "
         f"{t_fixed:.2f} s (DuckDB, in-memory frame).",
         "",
-        "Reading: one pair of contribution bounds serves every statistic of the query, and the "
-        "95th-percentile rule keeps most rows, which counts and sums need; a mean loses little "
-        "to dropped rows and much to the noise of large bounds, so it is where the planned "
-        "query falls furthest behind the oracle grid.",
+        "Reading: each statistic gets contribution bounds of its own (the count "
+        f"{_pair(each, 'n')} and the sum {_pair(each, 's')} keep nearly every row, the mean "
+        f"{_pair(each, 'm')} far fewer, since it loses little to dropped rows and much to "
+        "noise). What remains between the planned query and the oracle grid is mostly its "
+        "planning: the statistics are released on 0.9 of the budget (0.1 plans the "
+        "contribution bounds) and an auto-bounded one on 0.8 of its part (0.2 estimates its "
+        "value bounds), 0.72 of the oracle's share, and the value bounds come from a grid of "
+        f"powers of two (upper bound {_upper(last):,.0f} against the grid's best "
+        f"{int(min(hand, key=lambda c: hand[c]['sum'])[2]):,}).",
     ]
     md = "\n".join(lines) + "\n"
     print(md)
