@@ -911,15 +911,8 @@ def price(
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
 
-    ``stat_bounds``: a statistic's own contribution bounds ``(p, r)``, each at most
-    ``(max_partitions, max_rows_per_partition)`` (the planner's per-statistic choice). Its
-    measures are then calibrated to the sensitivity at ``(p, r)`` (module docstring, with
-    ``P = p`` and ``R = r``) and read only the rows kept at ``(p, r)``
-    (:class:`~dpkit.analytics._plan.Measure` ``keep``): its release is the same mechanism as
-    in a query bounded at ``(p, r)``, on its share of the budget. The shares do not depend on
-    the bounds, so the query's events and their sum are those of the same query with shared
-    bounds; partition selection stays at the query's bounds. A statistic released from
-    another's measures (a pooled count or sum, a std from a variance) has that one's bounds.
+    ``stat_bounds``: statistics with contribution bounds of their own (see
+    :func:`_own_bounds`).
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -1029,8 +1022,8 @@ def price(
     for name, s in stats.items():
         if name in shared:
             continue
-        ps, rs = own.get(name, (p, r))
-        keep = (ps, rs) if name in own else None
+        keep = own.get(name)
+        ps, rs = keep or (p, r)
         if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
             share = down(Fraction(rest_eps) * weights[name] / total_w)
             sp = _kept_at(_price_stat(name, s, "pure", share, ps, rs, pools.get(name)), keep)
@@ -1084,8 +1077,16 @@ def _own_bounds(
     p: int,
     r: int,
 ) -> dict[str, tuple[int, int]]:
-    """The statistics with bounds of their own (not the query's ``(p, r)``): each checked
-    to lie within ``(p, r)``; a statistic released from another's measures takes that one's."""
+    """The statistics with bounds of their own (not the query's ``(p, r)``), from ``given``
+    (the planner's per-statistic choice), each checked to lie within ``(p, r)``.
+
+    Such a statistic's measures are calibrated to the sensitivity at its ``(p_s, r_s)``
+    (module docstring, with ``P = p_s`` and ``R = r_s``) and read only the rows kept at
+    ``(p_s, r_s)`` (:class:`~dpkit.analytics._plan.Measure` ``keep``): its release is the
+    mechanism of the same query bounded at ``(p_s, r_s)``, on the same share of the budget.
+    The shares do not depend on the bounds, so the query's events add up as with shared
+    bounds; partition selection stays at the query's ``(p, r)``. A statistic released from
+    another's measures (a pooled count or sum, a std from a variance) has that one's bounds."""
     out: dict[str, tuple[int, int]] = {}
     for name in stats:
         b = given.get(shared.get(name, name))

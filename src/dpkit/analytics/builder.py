@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -176,7 +176,9 @@ class PreparedQuery:
         step = self.contribution
         return self.prepare_release(step.choose(result, resolve_source(source)))
 
-    def prepare_release(self, chosen: dict[str, Any]) -> tuple[PreparedQuery, dict[str, Any]]:
+    def prepare_release(
+        self, chosen: Mapping[str, object]
+    ) -> tuple[PreparedQuery, dict[str, object]]:
         """The release of a planned query for what its contribution step chose (``chosen``,
         from :meth:`~dpkit.analytics._planner.ContributionStep.choose`): every statistic at
         its own pair when the step chose them (the plan at the largest), else all at the
@@ -219,10 +221,9 @@ class PreparedQuery:
                     for n, _ in self._query.stats
                 }
                 return prepared, chosen
-        bounded = self._query.bound(
-            max_partitions=int(chosen["max_partitions"]),
-            max_rows_per_partition=int(chosen["max_rows_per_partition"]),
-        )
+        p, r = chosen["max_partitions"], chosen["max_rows_per_partition"]
+        assert isinstance(p, int) and isinstance(r, int)  # the step's choice: grid values
+        bounded = self._query.bound(max_partitions=p, max_rows_per_partition=r)
         return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
 
     def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
