@@ -581,3 +581,116 @@ def test_each_statistic_moves_within_its_own_sensitivity_on_neighbouring_tables(
 
 def test_companion_measures_without_their_own_bounds_exceed_their_sensitivity() -> None:
     assert _own_bounds_usage(broken=True) > 1.0  # 8 when written: the mean's (1, 1) at (3, 4)
+
+
+# ------------------------------------------------------------------ value bounds of a planned sum or mean
+def _lognormal_counts(n: int) -> list[int]:
+    rng = np.random.default_rng(8)
+    return _counts(rng.lognormal(math.log(20_000.0), 1.0, n))
+
+
+def test_trimmed_upper_trades_clamped_rows_against_noise_per_kind() -> None:
+    from dpkit.analytics._planner import TRIM_OCTAVES, TRIM_STEPS, trimmed_upper
+
+    counts = _lognormal_counts(60_000)
+    tau = 300  # bins below it are read as empty (the tail is extrapolated instead)
+    lo, hi, found = value_bounds(counts, AUTO_EDGES, tau)
+    assert found and hi == 2.0**18
+
+    def trim(kind: str, noise: float, groups: int = 40, lower: float = lo) -> float:
+        return trimmed_upper(
+            counts,
+            AUTO_EDGES,
+            tau,
+            lower,
+            hi,
+            kind=kind,
+            unit_noise=noise,
+            groups=groups,
+            gaussian=False,
+        )
+
+    grid = {hi * 2.0 ** (-j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)}
+    # a noisy sum (sd 118 per unit of bound: p = r = 4 at epsilon 0.24) gives up its tail
+    loud = trim("sum", 118.0)
+    assert loud in grid and 2.0**15 < loud < 2.0**17.5
+    # less noise, a higher bound; almost none, the histogram's own
+    assert loud < trim("sum", 10.0) <= trim("sum", 1e-3) == hi
+    # one group holds every row: clamping costs 40 times more, the bound does not fall
+    assert trim("sum", 118.0, groups=1) >= loud
+    # a mean's clamping bias is per row, not per group: at this noise it keeps a higher bound
+    assert trim("mean", 6.0) > loud
+    # the rule does not apply to other kinds, to ranges reaching below 0, nor without data
+    assert trim("variance", 118.0) == hi
+    assert trim("sum", 118.0, lower=-1.0) == hi
+    assert (
+        trimmed_upper(
+            [0] * BINS,
+            AUTO_EDGES,
+            tau,
+            0.0,
+            hi,
+            kind="sum",
+            unit_noise=118.0,
+            groups=40,
+            gaussian=False,
+        )
+        == hi
+    )
+
+
+def test_trimmed_upper_never_leaves_the_histogram_range() -> None:
+    from dpkit.analytics._planner import trimmed_upper
+
+    rng = np.random.default_rng(9)
+    for _ in range(40):
+        counts = _counts(_heavy(int(rng.integers(200, 20_000)), int(rng.integers(1 << 30))))
+        tau = int(rng.integers(1, 200))
+        lo, hi, _ = value_bounds(counts, AUTO_EDGES, tau)
+        for kind in ("sum", "mean"):
+            u = trimmed_upper(
+                counts,
+                AUTO_EDGES,
+                tau,
+                lo,
+                hi,
+                kind=kind,
+                unit_noise=float(rng.uniform(1e-3, 1e3)),
+                groups=int(rng.integers(1, 100)),
+                gaussian=bool(rng.integers(2)),
+            )
+            assert lo < u <= hi
+
+
+def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not() -> None:
+    """Only a planned release trades the upper bound against noise: the same auto-bounded sum
+    with ``.bound(...)`` keeps the histogram's power of two."""
+    rng = np.random.default_rng(10)
+    n = 6_000
+    df = pd.DataFrame(
+        {
+            "uid": np.repeat(np.arange(n), 3),
+            "g": rng.integers(0, 20, 3 * n),
+            "v": rng.lognormal(math.log(20_000.0), 1.0, 3 * n),
+        }
+    )
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0),
+        source_of_randomness=RandomSource(seed=5, insecure=True),
+    )
+    keys = list(range(20))
+    planned = s.query().group_by("g", keys=keys).agg(t=dpa.sum("v", bounds="auto")).run(epsilon=1.0)
+    ((_, hi),) = planned.attrs["dpkit"]["plan"]["bounds"].values()
+    assert math.log2(hi) != round(math.log2(hi))  # a quarter-octave step below the histogram's
+    fixed = (
+        s.query()
+        .group_by("g", keys=keys)
+        .bound(max_partitions=3, max_rows_per_partition=1)
+        .agg(t=dpa.sum("v", bounds="auto"))
+        .run(epsilon=1.0)
+    )
+    ((_, hi_fixed),) = fixed.attrs["dpkit"]["plan"]["bounds"].values()
+    assert math.log2(hi_fixed) == round(math.log2(hi_fixed))
+    assert len(s.budget.ledger) == 2  # one charge per query

@@ -117,6 +117,7 @@ __all__ = [
     "engine_contributions",
     "smallest_epsilon",
     "statistic_bounds",
+    "trimmed_upper",
     "type_limits",
     "unit_contributions",
     "value_bounds",
@@ -258,6 +259,94 @@ def value_bounds(
         lo = max(tlo, float(edges[0]))
         hi = min(thi, float(edges[-1]))
     return lo, hi, found
+
+
+#: Candidate upper bounds per octave of the value grid for a planned sum or mean
+#: (:func:`trimmed_upper`): ``2^(1/TRIM_STEPS)`` apart.
+TRIM_STEPS = 4
+#: The octaves below the histogram's upper bound that :func:`trimmed_upper` may go down.
+TRIM_OCTAVES = 6
+#: The largest ratio of one bin's rows to the bin below that :func:`trimmed_upper` assumes
+#: beyond the highest significant bin (below 1/2, so the assumed excess stays finite).
+TAIL_RATIO = 0.45
+
+
+def mean_noise_factor(gaussian: bool) -> float:
+    """``c = sqrt(1 / f_T^a + 1 / (3 f_N^a))``: a mean's noise in units of the noise of a sum of
+    the same sensitivity on the whole share, its count's and centred sum's noise at their split
+    (module docstring)."""
+    if gaussian:
+        f_t, a = math.sqrt(3.0) / (1.0 + math.sqrt(3.0)), 1.0
+    else:
+        f_t, a = 3.0 ** (1 / 3) / (1.0 + 3.0 ** (1 / 3)), 2.0
+    return math.sqrt(1.0 / f_t**a + 1.0 / (3.0 * (1.0 - f_t) ** a))
+
+
+def _excess(a: float, b: float, u: float) -> float:
+    """``E[(v - u)+]`` for one row of a bin ``[a, b)``, ``0 < a < b``, whose values are spread
+    evenly on the log scale (density ``1 / (v ln(b / a))``)."""
+    if u >= b:
+        return 0.0
+    w = math.log(b / a)
+    if u <= a:
+        return (b - a) / w - u
+    return (b - u - u * math.log(b / u)) / w
+
+
+def trimmed_upper(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    lower: float,
+    upper: float,
+    *,
+    kind: str,
+    unit_noise: float,
+    groups: int,
+    gaussian: bool,
+) -> float:
+    """The upper bound of a planned sum or mean (module docstring, "value bounds of a planned
+    sum or mean"): among ``upper 2^(-j / TRIM_STEPS)``, ``j = 0..TRIM_STEPS TRIM_OCTAVES``
+    (above ``lower``), the one minimising the estimated error per group ``sqrt(bias^2 +
+    noise^2)``, the largest on ties; ``upper`` itself when the rule does not apply (another
+    kind, a range reaching below 0, no significant bin).
+
+    ``unit_noise`` is the noise sd of a sum of bound 1 at the statistic's contribution bounds
+    and share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``). Post-processing of the
+    noisy counts ``noisy`` over ``edges`` (threshold ``tau``) and public parameters."""
+    if kind not in ("sum", "mean") or not (0.0 <= lower < upper) or groups < 1:
+        return upper
+    sig = [int(c) if c >= tau else 0 for c in noisy]
+    bins = [
+        (float(edges[i]), float(edges[i + 1]), float(sig[i]))
+        for i in range(len(sig))
+        if edges[i] > 0.0 and sig[i] > 0 and edges[i + 1] <= upper
+    ]
+    if not bins or bins[-1][1] != upper:
+        return upper
+    a, b, top = bins[-1]
+    below = bins[-2][2] if len(bins) > 1 and bins[-2][1] == a else 0
+    q = min(top / below, TAIL_RATIO) if below > 0 else TAIL_RATIO
+    step = b / a
+    count = top
+    for _ in range(60):  # the assumed tail beyond the highest significant bin
+        a, b, count = b, b * step, count * q
+        if count < 1e-9 * top:
+            break
+        bins.append((a, b, count))
+    rows = float(sum(n for lo, _, n in bins if lo < upper))
+    per_group = rows / groups
+    c_mean = mean_noise_factor(gaussian)
+
+    def error(u: float) -> float:
+        x = sum(n * _excess(lo, hi, u) for lo, hi, n in bins) / rows  # mean excess per row
+        if kind == "sum":
+            return math.hypot(per_group * x, unit_noise * u)
+        return math.hypot(x, unit_noise * c_mean * (u - lower) / 2.0 / per_group)
+
+    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+    cands = [u for u in cands if u > lower]
+    return min(cands, key=lambda u: (error(u), -u))
 
 
 # ---------------------------------------------------------------------------- contributions
@@ -419,11 +508,7 @@ def statistic_bounds(
         kr = sum(n * min(v, r) for n, v in zip(rn, grid, strict=True)) / rows_total
         return kp * kr
 
-    if gaussian:
-        f_t, a = math.sqrt(3.0) / (1.0 + math.sqrt(3.0)), 1.0
-    else:
-        f_t, a = 3.0 ** (1 / 3) / (1.0 + 3.0 ** (1 / 3)), 2.0
-    c_mean = math.sqrt(1.0 / f_t**a + 1.0 / (3.0 * (1.0 - f_t) ** a))
+    c_mean = mean_noise_factor(gaussian)
     out: dict[str, tuple[int, int]] = {}
     for name, kind, share in targets:
         rule = OWN_RULES.get(kind)

@@ -189,6 +189,7 @@ class PreparedQuery:
         step = self.contribution
         chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
+        query = dataclasses.replace(self._query, _trim_values=True)
         shared = chosen.pop("shared", None)
         own = chosen.pop("statistics", None)
         if isinstance(own, dict) and isinstance(shared, dict):
@@ -201,7 +202,7 @@ class PreparedQuery:
                 }
             )
             try:
-                prepared = self._query._bound_each(each).prepare(
+                prepared = query._bound_each(each).prepare(
                     epsilon=step.epsilon_release, delta=delta, two_step=True
                 )
             except PrivacyParameterError:
@@ -223,7 +224,7 @@ class PreparedQuery:
                 return prepared, chosen
         p, r = chosen["max_partitions"], chosen["max_rows_per_partition"]
         assert isinstance(p, int) and isinstance(r, int)  # the step's choice: grid values
-        bounded = self._query.bound(max_partitions=p, max_rows_per_partition=r)
+        bounded = query.bound(max_partitions=p, max_rows_per_partition=r)
         return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
 
     def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
@@ -269,7 +270,7 @@ class PreparedQuery:
         and read by :func:`~dpkit.analytics._planner.value_bounds`; the cost is part of the
         query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`). Bounds are cut at
         the limits of the column's declared type (public)."""
-        from dpkit.analytics._planner import type_limits, value_bounds
+        from dpkit.analytics._planner import trimmed_upper, type_limits, value_bounds
 
         src = resolve_source(source)
         out: dict[str, tuple[float, float]] = {}
@@ -280,9 +281,38 @@ class PreparedQuery:
             counts = [int(v) for v in first]
             noisy = ab.mechanism.release(counts, src)
             limits = type_limits(self._column_type(ab.stat.column))
-            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, ab.mechanism.threshold(), limits)
+            tau = ab.mechanism.threshold()
+            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, tau, limits)
+            trim = self._trim_args(ab)
+            if trim is not None:
+                hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
             out[ab.name] = (lo, hi)
         return out
+
+    def _trim_args(self, ab: Any) -> dict[str, Any] | None:
+        """What :func:`~dpkit.analytics._planner.trimmed_upper` needs for the auto-bounded
+        statistic ``ab`` of a planned release with public groups (else None): its kind, the
+        noise sd of a sum of bound 1 at its contribution bounds and remaining share, the number
+        of groups and the noise. Public parameters only."""
+        q = self._query
+        mode = self.pricing.mode
+        if q is None or not q._trim_values or mode == "approx":
+            return None
+        if q.group_columns and q.keys is None:
+            return None
+        p, r = self.pricing.bounds_of(ab.name)
+        share = float(ab.main_share)
+        if mode == "pure":
+            unit = math.sqrt(2.0) * p * r / share
+        else:
+            unit = math.sqrt(p) * r / math.sqrt(2.0 * share)
+        groups = len(q.keys) if q.group_columns and q.keys is not None else 1
+        return {
+            "kind": ab.stat.kind,
+            "unit_noise": unit,
+            "groups": groups,
+            "gaussian": mode != "pure",
+        }
 
     def _column_type(self, column: str | None) -> str | None:
         if self._query is None or column is None:
@@ -363,6 +393,9 @@ class Query:
     #: the planner's per-statistic contribution bounds ``(name, p, r)`` (see
     #: :meth:`_bound_each`); empty: every statistic at ``.bound(...)``'s
     _stat_bounds: tuple[tuple[str, int, int], ...] = field(default=(), repr=False)
+    #: a planned query's release: the upper value bound of an auto-bounded sum or mean is
+    #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
+    _trim_values: bool = field(default=False, repr=False)
 
     # ------------------------------------------------------------------ derived columns
     def _check_column(self, column: str, what: str) -> None:
