@@ -583,7 +583,7 @@ def test_companion_measures_without_their_own_bounds_exceed_their_sensitivity() 
     assert _own_bounds_usage(broken=True) > 1.0  # 8 when written: the mean's (1, 1) at (3, 4)
 
 
-# ------------------------------------------------------------------ value bounds of a planned sum or mean
+# ------------------------------------------------- value bounds of a planned sum or mean
 def _lognormal_counts(n: int) -> list[int]:
     rng = np.random.default_rng(8)
     return _counts(rng.lognormal(math.log(20_000.0), 1.0, n))
@@ -662,9 +662,14 @@ def test_trimmed_upper_never_leaves_the_histogram_range() -> None:
             assert lo < u <= hi
 
 
-def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not() -> None:
-    """Only a planned release trades the upper bound against noise: the same auto-bounded sum
-    with ``.bound(...)`` keeps the histogram's power of two."""
+def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a planned release trades the upper bound against noise, from the same noisy
+    histogram (the same draws give the untrimmed bound when the rule is switched off); the
+    same auto-bounded sum with ``.bound(...)`` keeps the histogram's power of two."""
+    import dpkit.analytics._planner as planner
+
     rng = np.random.default_rng(10)
     n = 6_000
     df = pd.DataFrame(
@@ -674,16 +679,32 @@ def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not()
             "v": rng.lognormal(math.log(20_000.0), 1.0, 3 * n),
         }
     )
+    keys = list(range(20))
+
+    def planned_upper() -> float:
+        s = dpa.Session(
+            df,
+            privacy_unit="uid",
+            budget=Budget(epsilon=10.0),
+            source_of_randomness=RandomSource(seed=5, insecure=True),
+        )
+        out = s.query().group_by("g", keys=keys).agg(t=dpa.sum("v", bounds="auto")).run(epsilon=1.0)
+        assert len(s.budget.ledger) == 1  # one charge
+        ((_, hi),) = out.attrs["dpkit"]["plan"]["bounds"].values()
+        return float(hi)
+
+    trimmed = planned_upper()
+    assert 4 * math.log2(trimmed) == round(4 * math.log2(trimmed))  # a quarter-octave step
+    with monkeypatch.context() as m:
+        m.setattr(planner, "trimmed_upper", lambda *a, **k: a[4])
+        untrimmed = planned_upper()
+    assert trimmed < untrimmed
     s = dpa.Session(
         df,
         privacy_unit="uid",
         budget=Budget(epsilon=10.0),
         source_of_randomness=RandomSource(seed=5, insecure=True),
     )
-    keys = list(range(20))
-    planned = s.query().group_by("g", keys=keys).agg(t=dpa.sum("v", bounds="auto")).run(epsilon=1.0)
-    ((_, hi),) = planned.attrs["dpkit"]["plan"]["bounds"].values()
-    assert math.log2(hi) != round(math.log2(hi))  # a quarter-octave step below the histogram's
     fixed = (
         s.query()
         .group_by("g", keys=keys)
@@ -693,4 +714,3 @@ def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not()
     )
     ((_, hi_fixed),) = fixed.attrs["dpkit"]["plan"]["bounds"].values()
     assert math.log2(hi_fixed) == round(math.log2(hi_fixed))
-    assert len(s.budget.ledger) == 2  # one charge per query

@@ -37,6 +37,28 @@ is significant (too few rows for the budget), the bin with the largest noisy cou
 the limits of the column's declared type (an unsigned integer is never negative, a ``TINYINT``
 within -128..127): public facts.
 
+**Value bounds of a planned sum or mean** (:func:`trimmed_upper`). In a planned release with
+public groups (or none) and a range within ``[0, inf)``, the upper bound of a sum or a mean is
+then traded against its noise, from the same noisy histogram: a power-of-two bound set just
+above the last significant bin can cost up to twice the noise the data need. The candidates
+are ``U_j = upper 2^(-j/4)``, ``j = 0..24`` (above the lower bound); for each, the expected
+clamping loss per row ``x(U) = sum_i n_i E_i[(v - U)+] / N`` is read from the significant bins
+(each bin ``[a, b)`` with ``n_i`` rows spread evenly on the log scale, ``N`` their total) and
+from an assumed tail beyond the highest significant bin (its count times a ratio ``q``
+per bin: the last significant ratio, at most :data:`TAIL_RATIO`, shrinking by the change of
+the last two ratios, at most 1: a log-normal tail continued as such, a power law as a power
+law; bins below the threshold are too noisy to read). With ``n = N / K`` rows per group
+(``K`` groups) and ``u`` the noise sd of a sum of bound 1 at the statistic's contribution
+bounds and remaining share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``), the error per
+group is ``sqrt((n x(U))^2 + (u U)^2)`` for a sum and ``sqrt(x(U)^2 + (u c (U - lower) / (2
+n))^2)`` for a mean (``c`` as for the mean's contribution bounds below); the smallest wins, the
+largest ``U`` on ties. The bound stays within the histogram's range, so it is still never placed
+where the data are not; it may clamp a tail the histogram saw, which the release's clamping
+handles as for any public bound. Privacy: a function of the noisy histogram (already charged)
+and public parameters (shares, contribution bounds, the number of public groups), so
+post-processing; the release is then priced at the chosen bounds within its own share, as
+before. Queries with ``.bound(...)`` keep the histogram's bounds.
+
 **Contribution bounds** (:func:`contribution_bounds`). The engine counts each unit's rows per
 group; per unit, its number of groups ``g`` and its largest number of rows in one group ``m``
 each fall in one bin of :data:`CONTRIBUTION_GRID`, so the two histograms together have ``s = 1``
@@ -325,15 +347,26 @@ def trimmed_upper(
     if not bins or bins[-1][1] != upper:
         return upper
     a, b, top = bins[-1]
-    below = bins[-2][2] if len(bins) > 1 and bins[-2][1] == a else 0
-    q = min(top / below, TAIL_RATIO) if below > 0 else TAIL_RATIO
+    # the tail beyond the highest significant bin: each bin's count the one below times a
+    # ratio q, starting at the last significant ratio (at most TAIL_RATIO) and shrinking by
+    # the change between the last two ratios (at most 1): the log of the counts continued
+    # as a quadratic (a log-normal tail) or a line (a power law)
+    run, edge = [top], a  # the counts of up to 3 adjacent significant bins, top first
+    for lo_, hi_, n_ in reversed(bins[:-1]):
+        if len(run) == 3 or hi_ != edge:
+            break
+        run.append(n_)
+        edge = lo_
+    q = min(run[0] / run[1], TAIL_RATIO) if len(run) > 1 else TAIL_RATIO
+    shrink = min((run[0] / run[1]) / (run[1] / run[2]), 1.0) if len(run) > 2 else 1.0
     step = b / a
     count = top
-    for _ in range(60):  # the assumed tail beyond the highest significant bin
+    for _ in range(60):
         a, b, count = b, b * step, count * q
         if count < 1e-9 * top:
             break
         bins.append((a, b, count))
+        q *= shrink
     rows = float(sum(n for lo, _, n in bins if lo < upper))
     per_group = rows / groups
     c_mean = mean_noise_factor(gaussian)
