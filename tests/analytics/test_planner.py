@@ -714,3 +714,72 @@ def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not(
     )
     ((_, hi_fixed),) = fixed.attrs["dpkit"]["plan"]["bounds"].values()
     assert math.log2(hi_fixed) == round(math.log2(hi_fixed))
+
+
+@pytest.mark.parametrize("method", ["basic", "zcdp"])
+def test_planned_auto_statistics_of_one_column_read_one_histogram_within_the_charge(
+    method: str,
+) -> None:
+    """A planned release's sum and mean of one column read one bounds histogram (the one of
+    fewer rows per unit): the other spends its whole share on its release, the events still add
+    up to at most the release's share, and the histogram is computed and noised once."""
+    s = dpa.Session(
+        _mixed(),
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0, delta=1e-5 if method == "zcdp" else 0.0, method=method),
+        source_of_randomness=RandomSource(seed=6, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds="auto"), m=dpa.mean("v", bounds="auto"))
+    )
+    delta = 1e-6 if method == "zcdp" else None
+    planned = q.prepare(epsilon=1.0, delta=delta, two_step=True)
+    step = planned.contribution
+    assert step is not None
+    chosen = {
+        "max_partitions": 4,
+        "max_rows_per_partition": 4,
+        "statistics": {
+            "n": {"max_partitions": 4, "max_rows_per_partition": 4},
+            "t": {"max_partitions": 4, "max_rows_per_partition": 4},
+            "m": {"max_partitions": 1, "max_rows_per_partition": 1},
+        },
+        "shared": {"max_partitions": 4, "max_rows_per_partition": 4},
+    }
+    release, _ = planned.prepare_release(chosen)
+    autos = {ab.name: ab for ab in release.pricing.auto}
+    assert autos["m"].reads is None and autos["t"].reads == "m"  # m keeps 1 row per unit
+    assert autos["t"].mechanism is autos["m"].mechanism
+    assert release.bounds_plan is not None
+    assert [m.name for m in release.bounds_plan.aggregate.measures] == ["m:auto"]
+    # the reader's whole share prices its release; the owner's is split as before
+    assert autos["t"].main_share > autos["m"].main_share
+    # the release's events within its share (epsilon, or the rho of the query's pair)
+    from fractions import Fraction
+
+    from dpkit.events import pure_epsilon_of
+
+    assert len(release.pricing.events) == 1 + 1 + 2  # count, one histogram, two releases
+    if method == "basic":
+        total = pure_epsilon_of(release.pricing.event)
+        assert total is not None and total <= Fraction(step.epsilon_release)
+    else:  # no more rho than the same statistics, each with a histogram of its own
+        alone = q.bound(max_partitions=4, max_rows_per_partition=4).prepare(
+            epsilon=step.epsilon_release, delta=delta, two_step=True
+        )
+
+        def rho(events: Any) -> Fraction:
+            return sum((Fraction(e.rho) for e in events[1:]), Fraction(0))
+
+        # each statistic's events add up to its (rounded-down) share in both; an own
+        # histogram's event is rounded up from below its part, so alone may be a few 2^-62 less
+        assert 0 < rho(release.pricing.events) <= rho(alone.pricing.events) * (1 + 1e-12)
+    # the session releases it once and the two bounds come from the same noisy counts
+    out = q.run(epsilon=1.0, delta=delta)
+    assert len(s.budget.ledger) == 1
+    b = out.attrs["dpkit"]["plan"]["bounds"]
+    assert list(b) == ["t", "m"] and b["t"][0] == b["m"][0]
+    summary = q.summarize(epsilon=1.0, delta=delta)
+    assert summary.attrs["dpkit"]["plan"]["rules"]["t"] == "own: sum"

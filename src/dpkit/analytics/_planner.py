@@ -326,6 +326,7 @@ def trimmed_upper(
     unit_noise: float,
     groups: int,
     gaussian: bool,
+    rows_scale: float = 1.0,
 ) -> float:
     """The upper bound of a planned sum or mean (module docstring, "value bounds of a planned
     sum or mean"): among ``upper 2^(-j / TRIM_STEPS)``, ``j = 0..TRIM_STEPS TRIM_OCTAVES``
@@ -334,8 +335,10 @@ def trimmed_upper(
     kind, a range reaching below 0, no significant bin).
 
     ``unit_noise`` is the noise sd of a sum of bound 1 at the statistic's contribution bounds
-    and share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``). Post-processing of the
-    noisy counts ``noisy`` over ``edges`` (threshold ``tau``) and public parameters."""
+    and share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``); ``rows_scale`` multiplies
+    the histogram's rows for a statistic that reads a histogram of fewer rows per unit than it
+    keeps. Post-processing of the noisy counts ``noisy`` over ``edges`` (threshold ``tau``)
+    and public parameters."""
     if kind not in ("sum", "mean") or not (0.0 <= lower < upper) or groups < 1:
         return upper
     sig = [int(c) if c >= tau else 0 for c in noisy]
@@ -368,7 +371,7 @@ def trimmed_upper(
         bins.append((a, b, count))
         q *= shrink
     rows = float(sum(n for lo, _, n in bins if lo < upper))
-    per_group = rows / groups
+    per_group = rows * rows_scale / groups
     c_mean = mean_noise_factor(gaussian)
 
     def error(u: float) -> float:

@@ -908,11 +908,13 @@ def price(
     selection_weight: float = 1.0,
     zcdp_share: ZcdpShare | None = None,
     stat_bounds: dict[str, tuple[int, int]] | None = None,
+    share_histograms: bool = False,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
 
     ``stat_bounds``: statistics with contribution bounds of their own (see
-    :func:`_own_bounds`).
+    :func:`_own_bounds`). ``share_histograms`` (a planned release, pure or zCDP): the
+    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`).
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -1019,7 +1021,13 @@ def price(
     priced = []
     autos = []
     own = _own_bounds(stats, shared, stat_bounds or {}, p, r)
-    for name, s in stats.items():
+    owners = (
+        _histogram_owners(stats, shared, laplace, own, r)
+        if share_histograms and mode != "approx"
+        else {}
+    )
+    owned: dict[str, AutoBounds] = {}
+    for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
         if name in shared:
             continue
         keep = own.get(name)
@@ -1032,7 +1040,11 @@ def price(
             continue
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
-            ab = _price_auto(name, s, mode, share, rs, keep, r)
+            reads = owners.get(name, name)
+            if reads != name:
+                ab = _auto_reader(name, s, mode, share, owned[reads], keep)
+            else:
+                ab = owned[name] = _price_auto(name, s, mode, share, rs, keep, r)
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
@@ -1041,6 +1053,7 @@ def price(
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
+    autos.sort(key=lambda ab: list(stats).index(ab.name))
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
         pp = by_name[partner]
@@ -1132,6 +1145,10 @@ class AutoBounds:
     measure: Measure
     #: the statistic's own contribution bounds (None: the query's)
     keep: tuple[int, int] | None = None
+    #: the statistic whose histogram this one reads (:func:`_histogram_owners`); None: its own
+    reads: str | None = None
+    #: the rows per unit of the histogram it reads (its ``r``)
+    hist_rows: int = 0
 
 
 def _price_auto(
@@ -1172,6 +1189,59 @@ def _price_auto(
         events=(hist.event, main_ev),
         measure=m,
         keep=keep,
+        hist_rows=r,
+    )
+
+
+def _histogram_owners(
+    stats: dict[str, Statistic],
+    shared: dict[str, str],
+    laplace: set[str],
+    own: dict[str, tuple[int, int]],
+    r: int,
+) -> dict[str, str]:
+    """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
+    histogram it reads: among those of its column, the one with the fewest rows per unit ``r``
+    (its histogram is the cheapest, sensitivity ``r``), the first on ties.
+
+    A statistic that reads another's histogram spends no share on one of its own (its whole
+    share prices its release): its bounds are a function of that histogram's noisy counts,
+    already charged, so post-processing. The events of the query are then the owners'
+    histograms and every statistic's release share, at most the sum of their shares."""
+    cols: dict[str, list[tuple[int, int, str]]] = {}
+    for i, (name, s) in enumerate(stats.items()):
+        if s.auto and name not in shared and name not in laplace and s.column is not None:
+            cols.setdefault(s.column, []).append((own.get(name, (0, r))[1], i, name))
+    out: dict[str, str] = {}
+    for group in cols.values():
+        owner = min(group)[2]
+        out.update({name: owner for _, _, name in group})
+    return out
+
+
+def _auto_reader(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    owner: AutoBounds,
+    keep: tuple[int, int] | None,
+) -> AutoBounds:
+    """An ``"auto"`` statistic reading ``owner``'s histogram: its whole ``share`` to its
+    release (charged as ``main_share`` is for an owner)."""
+    from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+
+    main_ev: DpEvent = PureDpEvent(epsilon=share) if mode == "pure" else ZCdpEvent(rho=share)
+    return AutoBounds(
+        name=name,
+        stat=stat,
+        mechanism=owner.mechanism,
+        main_share=share,
+        events=(main_ev,),
+        measure=owner.measure,
+        keep=keep,
+        reads=owner.name,
+        hist_rows=owner.hist_rows,
     )
 
 

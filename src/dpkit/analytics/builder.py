@@ -274,12 +274,15 @@ class PreparedQuery:
 
         src = resolve_source(source)
         out: dict[str, tuple[float, float]] = {}
-        for ab in self.pricing.auto:
+        released: dict[str, list[int]] = {}  # each histogram noised once, read by all its readers
+        for ab in sorted(self.pricing.auto, key=lambda a: a.reads is not None):
             bins = len(AUTO_EDGES) - 1
             col = result.values.get(ab.measure.name, ())
             first: Any = col[0] if col else (0,) * bins
             counts = [int(v) for v in first]
-            noisy = ab.mechanism.release(counts, src)
+            if ab.measure.name not in released:
+                released[ab.measure.name] = ab.mechanism.release(counts, src)
+            noisy = released[ab.measure.name]
             limits = type_limits(self._column_type(ab.stat.column))
             tau = ab.mechanism.threshold()
             lo, hi, _ = value_bounds(noisy, AUTO_EDGES, tau, limits)
@@ -287,7 +290,7 @@ class PreparedQuery:
             if trim is not None:
                 hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
             out[ab.name] = (lo, hi)
-        return out
+        return {ab.name: out[ab.name] for ab in self.pricing.auto}
 
     def _trim_args(self, ab: Any) -> dict[str, Any] | None:
         """What :func:`~dpkit.analytics._planner.trimmed_upper` needs for the auto-bounded
@@ -307,7 +310,10 @@ class PreparedQuery:
         else:
             unit = math.sqrt(p) * r / math.sqrt(2.0 * share)
         groups = len(q.keys) if q.group_columns and q.keys is not None else 1
+        # a statistic reading a histogram of fewer rows per unit: its rows assumed r / r_h times
+        scale = r / ab.hist_rows if ab.hist_rows else 1.0
         return {
+            "rows_scale": max(scale, 1.0),
             "kind": ab.stat.kind,
             "unit_noise": unit,
             "groups": groups,
@@ -855,6 +861,7 @@ class Query:
             selection_weight=self.selection_weight,
             zcdp_share=self.session.zcdp_share if self.session.mode == "zcdp" else None,
             stat_bounds={n: (bp, br) for n, bp, br in self._stat_bounds} or None,
+            share_histograms=self._trim_values,
         )
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
@@ -1236,7 +1243,9 @@ class Query:
                 max_rows_per_partition=pricing.max_rows_per_partition,
                 salt=self._salt(),
             ),
-            aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
+            aggregate=Aggregate(
+                group_by=(), measures=tuple(a.measure for a in pricing.auto if a.reads is None)
+            ),
             joins=self.joins,
             buckets=self.buckets,
             derived=self.derived,
