@@ -432,3 +432,354 @@ def test_planned_query_without_a_delta_the_session_needs_says_so_unspent() -> No
         q.run(epsilon=5.0)
     assert budget.spent == (0, 0)
     assert len(q.run(epsilon=5.0, delta=1e-6)) == 3
+
+
+# ------------------------------------------------------------------ per-statistic bounds
+
+
+def _mixed(people: int = 4000, seed: int = 3) -> pd.DataFrame:
+    """People with a geometric number of groups (mean 2) of a geometric number of rows (mean
+    1.5) among 20 groups, log-normal values: the planner's benchmark, smaller."""
+    rng = np.random.default_rng(seed)
+    uid, grp = [], []
+    for u in range(people):
+        for g in rng.choice(20, size=min(20, int(rng.geometric(0.5))), replace=False):
+            k = int(rng.geometric(1 / 1.5))
+            uid += [u] * k
+            grp += [int(g)] * k
+    v = rng.lognormal(np.log(20_000), 1.0, len(uid))
+    return pd.DataFrame({"uid": uid, "g": grp, "v": v})
+
+
+def test_statistic_bounds_trade_dropped_rows_against_noise_per_kind() -> None:
+    from dpkit.analytics._planner import statistic_bounds
+
+    k = len(CONTRIBUTION_GRID)
+    groups, rows = [0] * k, [0] * k
+    for v, n in ((1, 10_000), (2, 5_000), (3, 2_500), (4, 1_900), (6, 450), (8, 150)):
+        groups[CONTRIBUTION_GRID.index(v)] = n
+    for v, n in ((1, 12_000), (2, 5_000), (3, 2_000), (4, 700), (6, 300)):
+        rows[CONTRIBUTION_GRID.index(v)] = n
+    targets = [("n", "count", 0.3), ("s", "sum", 0.3), ("m", "mean", 0.3), ("q", "quantile", 0.3)]
+    got = statistic_bounds(groups, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False)
+    assert set(got) == {"n", "s", "m"}  # a quantile keeps the shared rule
+    area = {n: p * r for n, (p, r) in got.items()}
+    assert area["m"] < area["s"] <= area["n"]  # a mean cares least about dropped rows
+    assert area["m"] <= 2
+    assert got["n"][0] >= 4 and got["n"][1] >= 3  # a count keeps nearly every row
+    # with fewer groups each group is larger: dropped rows weigh more, bounds grow
+    few = statistic_bounds(groups, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 2, False)
+    assert all(few[n][0] * few[n][1] >= area[n] for n in ("n", "s"))
+    # only significant bins are read: noise in empty bins of large values changes nothing
+    noisy = [c + (30 if c == 0 else 0) for c in groups]
+    assert (
+        statistic_bounds(noisy, rows, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False, 31)
+        == got
+    )
+    assert (
+        statistic_bounds([0] * k, [0] * k, CONTRIBUTION_GRID, CONTRIBUTION_GRID, targets, 40, False)
+        == {}
+    )
+
+
+@pytest.mark.parametrize(("method", "delta"), [("basic", 0.0), ("zcdp", 1e-6)])
+def test_planned_query_bounds_each_statistic_on_its_own_within_one_charge(
+    method: str, delta: float
+) -> None:
+    budget = Budget(epsilon=2.0, delta=1e-5 if delta else 0.0, method=method)
+    s = dpa.Session(
+        _mixed(),
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=4, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds="auto"), m=dpa.mean("v", bounds="auto"))
+    )
+    frame = q.summarize(epsilon=1.0, delta=delta or None)
+    rules = frame.attrs["dpkit"]["plan"]["rules"]
+    assert rules == {"n": "own: count", "t": "own: sum", "m": "own: mean"}
+    out = q.run(epsilon=1.0, delta=delta or None)
+    assert len(budget.ledger) == 1  # planning, bounds estimates and release: one charge
+    assert budget.spent.epsilon <= 1.0 + 1e-12
+    plan = out.attrs["dpkit"]["plan"]
+    each = {
+        n: (b["max_partitions"], b["max_rows_per_partition"]) for n, b in plan["statistics"].items()
+    }
+    assert set(each) == {"n", "t", "m"}
+    assert each["m"][0] * each["m"][1] < each["n"][0] * each["n"][1]
+    # the plan keeps the largest pair; every statistic within it
+    assert plan["max_partitions"] == max(p for p, _ in each.values())
+    assert plan["max_rows_per_partition"] == max(r for _, r in each.values())
+
+
+def test_each_statistic_is_priced_and_bounded_at_its_own_pair() -> None:
+    """The statistics of a query with per-statistic bounds get exactly the noise (and the
+    events) of the same query bounded at their pair, and their measures read only the rows of
+    that pair; the query's total charge is unchanged."""
+    s = dpa.Session(_mixed(500), privacy_unit="uid", budget=Budget(epsilon=10.0))
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds=(0, 2e5)), m=dpa.mean("v", bounds=(0, 1e5)))
+    )
+    own = q._bound_each({"n": (4, 3), "t": (2, 2), "m": (1, 1)})._price(1.0, None)
+    for name, pair in (("n", (4, 3)), ("t", (2, 2)), ("m", (1, 1))):
+        alone = q.bound(max_partitions=pair[0], max_rows_per_partition=pair[1])._price(1.0, None)
+        a = next(sp for sp in own.stats if sp.name == name)
+        b = next(sp for sp in alone.stats if sp.name == name)
+        assert [mp.noise for mp in a.measures] == [mp.noise for mp in b.measures]
+        assert [(mp.l1, mp.l2_sq) for mp in a.measures] == [(mp.l1, mp.l2_sq) for mp in b.measures]
+        assert a.events == b.events
+        want = None if pair == (4, 3) else pair  # the plan's own pair needs no filter
+        assert all(mp.measure.keep == want for mp in a.measures)
+        assert own.bounds_of(name) == pair
+    assert (own.max_partitions, own.max_rows_per_partition) == (4, 3)
+    shared = q.bound(max_partitions=4, max_rows_per_partition=3)._price(1.0, None)
+    assert own.charged() == shared.charged()
+
+
+def _own_bounds_usage(broken: bool) -> float:
+    """How much of each statistic's calibrated sensitivity its exact aggregates use between
+    the neighbouring tables (D' adds one person with 50 rows in each of 7 groups), with every
+    statistic at its own pair; ``broken`` drops the measures' own bounds (they read the plan's
+    larger pair) while keeping their calibration."""
+    from _proof import sensitivity_usage
+
+    from dpkit.analytics._plan import Source
+
+    d, d_prime = neighbours()
+    engine = DuckDBEngine(threads=1)
+    engine.register("d", d)
+    engine.register("d_prime", d_prime)
+    s = dpa.Session(d, privacy_unit="uid", budget=Budget(epsilon=100.0))
+    keys = sorted({k for k in d["g"] if isinstance(k, str)})
+    q = (
+        s.query()
+        .group_by("g", keys=keys)
+        .agg(n=dpa.count(), t=dpa.sum("x", bounds=(0, 10)), m=dpa.mean("x", bounds=(0, 10)))
+    )
+    prepared = q._bound_each({"n": (3, 4), "t": (2, 2), "m": (1, 1)}).prepare(epsilon=1.0)
+    plan = prepared.plan
+    if broken:
+        ms = tuple(dataclasses.replace(m, keep=None) for m in plan.aggregate.measures)
+        plan = dataclasses.replace(plan, aggregate=dataclasses.replace(plan.aggregate, measures=ms))
+    ra, rb = (
+        engine.execute(dataclasses.replace(plan, source=Source(kind="table", location=n)))
+        for n in ("d", "d_prime")
+    )
+    return float(sensitivity_usage(prepared, ra, rb))
+
+
+def test_each_statistic_moves_within_its_own_sensitivity_on_neighbouring_tables() -> None:
+    """Exact (pre-noise): the adversary moves every statistic by at most the sensitivity of
+    its own bounds, and uses all of it for some statistic (the bounds bind)."""
+    assert _own_bounds_usage(broken=False) == 1.0
+
+
+def test_companion_measures_without_their_own_bounds_exceed_their_sensitivity() -> None:
+    assert _own_bounds_usage(broken=True) > 1.0  # 8 when written: the mean's (1, 1) at (3, 4)
+
+
+# ------------------------------------------------- value bounds of a planned sum or mean
+def _lognormal_counts(n: int) -> list[int]:
+    rng = np.random.default_rng(8)
+    return _counts(rng.lognormal(math.log(20_000.0), 1.0, n))
+
+
+def test_trimmed_upper_trades_clamped_rows_against_noise_per_kind() -> None:
+    from dpkit.analytics._planner import TRIM_OCTAVES, TRIM_STEPS, trimmed_upper
+
+    counts = _lognormal_counts(60_000)
+    tau = 300  # bins below it are read as empty (the tail is extrapolated instead)
+    lo, hi, found = value_bounds(counts, AUTO_EDGES, tau)
+    assert found and hi == 2.0**18
+
+    def trim(kind: str, noise: float, groups: int = 40, lower: float = lo) -> float:
+        return trimmed_upper(
+            counts,
+            AUTO_EDGES,
+            tau,
+            lower,
+            hi,
+            kind=kind,
+            unit_noise=noise,
+            groups=groups,
+            gaussian=False,
+        )
+
+    grid = {hi * 2.0 ** (-j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)}
+    # a noisy sum (sd 118 per unit of bound: p = r = 4 at epsilon 0.24) gives up its tail
+    loud = trim("sum", 118.0)
+    assert loud in grid and 2.0**15 < loud < 2.0**17.5
+    # less noise, a higher bound; almost none, the histogram's own
+    assert loud < trim("sum", 10.0) <= trim("sum", 1e-3) == hi
+    # one group holds every row: clamping costs 40 times more, the bound does not fall
+    assert trim("sum", 118.0, groups=1) >= loud
+    # a mean's clamping bias is per row, not per group: at this noise it keeps a higher bound
+    assert trim("mean", 6.0) > loud
+    # the rule does not apply to other kinds, to ranges reaching below 0, nor without data
+    assert trim("variance", 118.0) == hi
+    assert trim("sum", 118.0, lower=-1.0) == hi
+    assert (
+        trimmed_upper(
+            [0] * BINS,
+            AUTO_EDGES,
+            tau,
+            0.0,
+            hi,
+            kind="sum",
+            unit_noise=118.0,
+            groups=40,
+            gaussian=False,
+        )
+        == hi
+    )
+
+
+def test_trimmed_upper_never_leaves_the_histogram_range() -> None:
+    from dpkit.analytics._planner import trimmed_upper
+
+    rng = np.random.default_rng(9)
+    for _ in range(40):
+        counts = _counts(_heavy(int(rng.integers(200, 20_000)), int(rng.integers(1 << 30))))
+        tau = int(rng.integers(1, 200))
+        lo, hi, _ = value_bounds(counts, AUTO_EDGES, tau)
+        for kind in ("sum", "mean"):
+            u = trimmed_upper(
+                counts,
+                AUTO_EDGES,
+                tau,
+                lo,
+                hi,
+                kind=kind,
+                unit_noise=float(rng.uniform(1e-3, 1e3)),
+                groups=int(rng.integers(1, 100)),
+                gaussian=bool(rng.integers(2)),
+            )
+            assert lo < u <= hi
+
+
+def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a planned release trades the upper bound against noise, from the same noisy
+    histogram (the same draws give the untrimmed bound when the rule is switched off); the
+    same auto-bounded sum with ``.bound(...)`` keeps the histogram's power of two."""
+    import dpkit.analytics._planner as planner
+
+    rng = np.random.default_rng(10)
+    n = 6_000
+    df = pd.DataFrame(
+        {
+            "uid": np.repeat(np.arange(n), 3),
+            "g": rng.integers(0, 20, 3 * n),
+            "v": rng.lognormal(math.log(20_000.0), 1.0, 3 * n),
+        }
+    )
+    keys = list(range(20))
+
+    def planned_upper() -> float:
+        s = dpa.Session(
+            df,
+            privacy_unit="uid",
+            budget=Budget(epsilon=10.0),
+            source_of_randomness=RandomSource(seed=5, insecure=True),
+        )
+        out = s.query().group_by("g", keys=keys).agg(t=dpa.sum("v", bounds="auto")).run(epsilon=1.0)
+        assert len(s.budget.ledger) == 1  # one charge
+        ((_, hi),) = out.attrs["dpkit"]["plan"]["bounds"].values()
+        return float(hi)
+
+    trimmed = planned_upper()
+    assert 4 * math.log2(trimmed) == round(4 * math.log2(trimmed))  # a quarter-octave step
+    with monkeypatch.context() as m:
+        m.setattr(planner, "trimmed_upper", lambda *a, **k: a[4])
+        untrimmed = planned_upper()
+    assert trimmed < untrimmed
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0),
+        source_of_randomness=RandomSource(seed=5, insecure=True),
+    )
+    fixed = (
+        s.query()
+        .group_by("g", keys=keys)
+        .bound(max_partitions=3, max_rows_per_partition=1)
+        .agg(t=dpa.sum("v", bounds="auto"))
+        .run(epsilon=1.0)
+    )
+    ((_, hi_fixed),) = fixed.attrs["dpkit"]["plan"]["bounds"].values()
+    assert math.log2(hi_fixed) == round(math.log2(hi_fixed))
+
+
+@pytest.mark.parametrize("method", ["basic", "zcdp"])
+def test_planned_auto_statistics_of_one_column_read_one_histogram_within_the_charge(
+    method: str,
+) -> None:
+    """A planned release's sum and mean of one column read one bounds histogram (the one of
+    fewer rows per unit): the other spends its whole share on its release, the events still add
+    up to at most the release's share, and the histogram is computed and noised once."""
+    s = dpa.Session(
+        _mixed(),
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0, delta=1e-5 if method == "zcdp" else 0.0, method=method),
+        source_of_randomness=RandomSource(seed=6, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(n=dpa.count(), t=dpa.sum("v", bounds="auto"), m=dpa.mean("v", bounds="auto"))
+    )
+    delta = 1e-6 if method == "zcdp" else None
+    planned = q.prepare(epsilon=1.0, delta=delta, two_step=True)
+    step = planned.contribution
+    assert step is not None
+    chosen = {
+        "max_partitions": 4,
+        "max_rows_per_partition": 4,
+        "statistics": {
+            "n": {"max_partitions": 4, "max_rows_per_partition": 4},
+            "t": {"max_partitions": 4, "max_rows_per_partition": 4},
+            "m": {"max_partitions": 1, "max_rows_per_partition": 1},
+        },
+        "shared": {"max_partitions": 4, "max_rows_per_partition": 4},
+    }
+    release, _ = planned.prepare_release(chosen)
+    autos = {ab.name: ab for ab in release.pricing.auto}
+    assert autos["m"].reads is None and autos["t"].reads == "m"  # m keeps 1 row per unit
+    assert autos["t"].mechanism is autos["m"].mechanism
+    assert release.bounds_plan is not None
+    assert [m.name for m in release.bounds_plan.aggregate.measures] == ["m:auto"]
+    # the reader's whole share prices its release; the owner's is split as before
+    assert autos["t"].main_share > autos["m"].main_share
+    # the release's events within its share (epsilon, or the rho of the query's pair)
+    from fractions import Fraction
+
+    from dpkit.events import pure_epsilon_of
+
+    assert len(release.pricing.events) == 1 + 1 + 2  # count, one histogram, two releases
+    if method == "basic":
+        total = pure_epsilon_of(release.pricing.event)
+        assert total is not None and total <= Fraction(step.epsilon_release)
+    else:  # no more rho than the same statistics, each with a histogram of its own
+        alone = q.bound(max_partitions=4, max_rows_per_partition=4).prepare(
+            epsilon=step.epsilon_release, delta=delta, two_step=True
+        )
+
+        def rho(events: Any) -> Fraction:
+            return sum((Fraction(e.rho) for e in events[1:]), Fraction(0))
+
+        # each statistic's events add up to its (rounded-down) share in both; an own
+        # histogram's event is rounded up from below its part, so alone may be a few 2^-62 less
+        assert 0 < rho(release.pricing.events) <= rho(alone.pricing.events) * (1 + 1e-12)
+    # the session releases it once and the two bounds come from the same noisy counts
+    out = q.run(epsilon=1.0, delta=delta)
+    assert len(s.budget.ledger) == 1
+    b = out.attrs["dpkit"]["plan"]["bounds"]
+    assert list(b) == ["t", "m"] and b["t"][0] == b["m"][0]
+    summary = q.summarize(epsilon=1.0, delta=delta)
+    assert summary.attrs["dpkit"]["plan"]["rules"]["t"] == "own: sum"

@@ -19,6 +19,8 @@ Semantics every engine must implement identically (up to the choice of hash func
   ``hash(salt, u, k, row)``, where ``row`` is the row's content (all columns), so the choice
   depends only on the unit's own rows, never on file order. With ``privacy_unit=None`` each row
   is its own unit.
+  A measure with its own ``keep = (p, r)`` (see :class:`Measure`) reads only the rows of rank
+  ``g <= p`` and ``rn - gr < r`` under the same salt: what a plan bounded at ``(p, r)`` keeps.
 * **Fixed point**: a value measure maps a kept row's value ``x`` to the integer
   ``floor(clamp(f(x), lower, upper) * 2**frac_bits)``, then clamps that integer to
   ``[floor(lower * 2**frac_bits), floor(upper * 2**frac_bits)]`` (so a per-row contribution
@@ -133,6 +135,14 @@ class Measure:
       part varies fastest, ``stride_p`` the product of the later parts' sizes), with ``size_p``
       the part's categories or bins plus one. Returned as a tuple of ``prod size_p`` ints.
 
+    ``keep``: the measure's own contribution bounds ``(max_partitions,
+    max_rows_per_partition)``, each at most the plan's :class:`Bound`, or None for the plan's.
+    The measure then aggregates only the rows a plan bounded at ``keep`` (same salt) would
+    keep: the ranks of each unit's groups and rows do not depend on the bounds, so the rows
+    kept at ``keep`` are exactly those of rank within it (a subset of the rows the plan keeps).
+    One statement serves statistics bounded in different ways (the planner's per-statistic
+    bounds, :mod:`dpkit.analytics._planner`).
+
     ``time_kind``: for ``bin_counts``, the date reading its edges are in (``"date"``: days since
     1970-01-01, ``"local"``/``"instant"``: microseconds since the epoch, see
     :func:`dpkit.analytics._aggregates.to_number`), ``""`` for numbers. It must match the
@@ -152,6 +162,7 @@ class Measure:
     categories: tuple[object, ...] = ()
     time_kind: str = ""
     parts: tuple[Measure, ...] = ()
+    keep: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,28 @@ is significant (too few rows for the budget), the bin with the largest noisy cou
 the limits of the column's declared type (an unsigned integer is never negative, a ``TINYINT``
 within -128..127): public facts.
 
+**Value bounds of a planned sum or mean** (:func:`trimmed_upper`). In a planned release with
+public groups (or none) and a range within ``[0, inf)``, the upper bound of a sum or a mean is
+then traded against its noise, from the same noisy histogram: a power-of-two bound set just
+above the last significant bin can cost up to twice the noise the data need. The candidates
+are ``U_j = upper 2^(-j/4)``, ``j = 0..24`` (above the lower bound); for each, the expected
+clamping loss per row ``x(U) = sum_i n_i E_i[(v - U)+] / N`` is read from the significant bins
+(each bin ``[a, b)`` with ``n_i`` rows spread evenly on the log scale, ``N`` their total) and
+from an assumed tail beyond the highest significant bin (its count times a ratio ``q``
+per bin: the last significant ratio, at most :data:`TAIL_RATIO`, shrinking by the change of
+the last two ratios, at most 1: a log-normal tail continued as such, a power law as a power
+law; bins below the threshold are too noisy to read). With ``n = N / K`` rows per group
+(``K`` groups) and ``u`` the noise sd of a sum of bound 1 at the statistic's contribution
+bounds and remaining share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``), the error per
+group is ``sqrt((n x(U))^2 + (u U)^2)`` for a sum and ``sqrt(x(U)^2 + (u c (U - lower) / (2
+n))^2)`` for a mean (``c`` as for the mean's contribution bounds below); the smallest wins, the
+largest ``U`` on ties. The bound stays within the histogram's range, so it is still never placed
+where the data are not; it may clamp a tail the histogram saw, which the release's clamping
+handles as for any public bound. Privacy: a function of the noisy histogram (already charged)
+and public parameters (shares, contribution bounds, the number of public groups), so
+post-processing; the release is then priced at the chosen bounds within its own share, as
+before. Queries with ``.bound(...)`` keep the histogram's bounds.
+
 **Contribution bounds** (:func:`contribution_bounds`). The engine counts each unit's rows per
 group; per unit, its number of groups ``g`` and its largest number of rows in one group ``m``
 each fall in one bin of :data:`CONTRIBUTION_GRID`, so the two histograms together have ``s = 1``
@@ -45,6 +67,47 @@ grid value ``c`` such that the noisy number of units above ``c`` is at most
 :data:`CONTRIBUTION_LEVEL` of the noisy number of units (the 95th percentile of per-unit
 contributions, the rule proposed by Amin, Kulesza, Munoz Medina and Vassilvitskii 2019 as a
 robust default; larger bounds add noise to every group, smaller ones drop more rows).
+
+**Per-statistic contribution bounds** (:func:`statistic_bounds`). With public group keys (or
+no grouping) the number of groups ``K`` is public, and each count, histogram, sum and mean gets
+bounds of its own, chosen from the same two noisy histograms (post-processing: no extra cost)
+to minimise its estimated root mean squared error per group, ``sqrt(bias^2 + noise^2)``:
+
+* from the histograms (each significant bin of integers ``[a, b)`` read at its middle
+  ``v_i = (a + b - 1) / 2``, the last, open, bin at its lower end; ``n_i`` units; only bins
+  whose noisy count reaches the threshold ``tau`` are read): the unit-group pairs ``Pi = sum
+  n_i v_i`` (groups histogram), the pairs kept at ``p`` groups per unit ``k_p = sum n_i
+  min(v_i, p) / Pi``, the rows kept at ``r`` rows per group ``k_r = sum n_i min(v_i, r) / sum
+  n_i v_i`` (rows histogram: each unit read as one group of its largest size), the kept
+  fraction ``k = k_p k_r`` and the rows per group ``n = Pi m / K`` (``m`` the mean of the rows
+  histogram);
+* the noise of one measure of sensitivity ``p r`` on share ``e`` (epsilon) or ``rho``:
+  ``sd = sqrt(2) p r / e`` (discrete Laplace) or ``sqrt(p) r / sqrt(2 rho)`` (discrete
+  Gaussian, L2 sensitivity ``sqrt(p) r``), the statistic's share being its weight's part of
+  the release's (less its ``auto_share``);
+* count and histogram (in rows): bias ``n (1 - k)``, noise ``sd``; sum (in units of its bound
+  ``M = max(|lower|, |upper|)``): bias ``n (1 - k) / 2`` (a dropped row worth ``M / 2``, the
+  mean of values spread evenly over ``[0, M]``, the reference point of
+  :func:`~dpkit.analytics._pricing.pool_split`), noise ``sd``; mean (in units of its half-range
+  ``h``): noise ``sd c / (n k)`` with ``c = sqrt(1 / f_T^a + 1 / (3 f_N^a))`` its count's and
+  centred sum's noise at their split of the share (``f_T = 3^(1/3) / (1 + 3^(1/3))``, ``a = 2``
+  for discrete Laplace; ``f_T = sqrt 3 / (1 + sqrt 3)``, ``a = 1`` for the discrete Gaussian;
+  ``f_N = 1 - f_T``), bias ``MEAN_DROP_SHIFT (1 - k)``: the rows a bound drops are assumed to
+  average :data:`MEAN_DROP_SHIFT` half-ranges away from the rest (a mean loses little to
+  dropped rows unless the heaviest contributors differ from the others; the figure is a
+  planning assumption, not a guarantee).
+
+Other statistics (variance, std, quantiles, distinct counts) and queries whose groups are not
+public (partition selection) keep the shared rule above. The plan bounds every unit at the
+largest chosen pair and each statistic's measures read only the rows kept at its own pair (the
+same salted ranks; :class:`~dpkit.analytics._plan.Measure`). Privacy: each statistic is
+released by its own mechanisms on its own share of the release budget, calibrated to the
+sensitivity at its own bounds, so it is ``share``-DP (or zCDP) for adding or removing one unit
+(whose rows at the statistic's bounds are at most ``p`` groups of ``r`` rows); the shares add up
+to at most the release's part, charged before any row is read, and the release's part plus the
+histograms' is the query's one charge (sequential composition, Dwork and Roth 2014, Theorem
+3.16; zCDP: Bun and Steinke 2016, Lemma 2.3). The choice of bounds is a function of the noisy
+histograms and public parameters only.
 """
 
 from __future__ import annotations
@@ -75,6 +138,8 @@ __all__ = [
     "contribution_step",
     "engine_contributions",
     "smallest_epsilon",
+    "statistic_bounds",
+    "trimmed_upper",
     "type_limits",
     "unit_contributions",
     "value_bounds",
@@ -86,6 +151,11 @@ PLAN_FAILURE = 1e-3
 CONTRIBUTION_GRID: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 #: The fraction of units allowed above a planned contribution bound.
 CONTRIBUTION_LEVEL = 0.05
+#: The planner's assumed shift of a mean by the rows a bound drops, in half-ranges per unit of
+#: dropped fraction (module docstring).
+MEAN_DROP_SHIFT = 0.05
+#: The statistic kinds that get contribution bounds of their own, and the rule each follows.
+OWN_RULES: dict[str, str] = {"count": "count", "histogram": "count", "sum": "sum", "mean": "mean"}
 
 _MAX_SCALE = 2.0**40
 
@@ -213,6 +283,108 @@ def value_bounds(
     return lo, hi, found
 
 
+#: Candidate upper bounds per octave of the value grid for a planned sum or mean
+#: (:func:`trimmed_upper`): ``2^(1/TRIM_STEPS)`` apart.
+TRIM_STEPS = 4
+#: The octaves below the histogram's upper bound that :func:`trimmed_upper` may go down.
+TRIM_OCTAVES = 6
+#: The largest ratio of one bin's rows to the bin below that :func:`trimmed_upper` assumes
+#: beyond the highest significant bin (below 1/2, so the assumed excess stays finite).
+TAIL_RATIO = 0.45
+
+
+def mean_noise_factor(gaussian: bool) -> float:
+    """``c = sqrt(1 / f_T^a + 1 / (3 f_N^a))``: a mean's noise in units of the noise of a sum of
+    the same sensitivity on the whole share, its count's and centred sum's noise at their split
+    (module docstring)."""
+    if gaussian:
+        f_t, a = math.sqrt(3.0) / (1.0 + math.sqrt(3.0)), 1.0
+    else:
+        f_t, a = 3.0 ** (1 / 3) / (1.0 + 3.0 ** (1 / 3)), 2.0
+    return math.sqrt(1.0 / f_t**a + 1.0 / (3.0 * (1.0 - f_t) ** a))
+
+
+def _excess(a: float, b: float, u: float) -> float:
+    """``E[(v - u)+]`` for one row of a bin ``[a, b)``, ``0 < a < b``, whose values are spread
+    evenly on the log scale (density ``1 / (v ln(b / a))``)."""
+    if u >= b:
+        return 0.0
+    w = math.log(b / a)
+    if u <= a:
+        return (b - a) / w - u
+    return (b - u - u * math.log(b / u)) / w
+
+
+def trimmed_upper(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    lower: float,
+    upper: float,
+    *,
+    kind: str,
+    unit_noise: float,
+    groups: int,
+    gaussian: bool,
+    rows_scale: float = 1.0,
+) -> float:
+    """The upper bound of a planned sum or mean (module docstring, "value bounds of a planned
+    sum or mean"): among ``upper 2^(-j / TRIM_STEPS)``, ``j = 0..TRIM_STEPS TRIM_OCTAVES``
+    (above ``lower``), the one minimising the estimated error per group ``sqrt(bias^2 +
+    noise^2)``, the largest on ties; ``upper`` itself when the rule does not apply (another
+    kind, a range reaching below 0, no significant bin).
+
+    ``unit_noise`` is the noise sd of a sum of bound 1 at the statistic's contribution bounds
+    and share (``sqrt(2) p r / e``, or ``sqrt(p) r / sqrt(2 rho)``); ``rows_scale`` multiplies
+    the histogram's rows for a statistic that reads a histogram of fewer rows per unit than it
+    keeps. Post-processing of the noisy counts ``noisy`` over ``edges`` (threshold ``tau``)
+    and public parameters."""
+    if kind not in ("sum", "mean") or not (0.0 <= lower < upper) or groups < 1:
+        return upper
+    sig = [int(c) if c >= tau else 0 for c in noisy]
+    bins = [
+        (float(edges[i]), float(edges[i + 1]), float(sig[i]))
+        for i in range(len(sig))
+        if edges[i] > 0.0 and sig[i] > 0 and edges[i + 1] <= upper
+    ]
+    if not bins or bins[-1][1] != upper:
+        return upper
+    a, b, top = bins[-1]
+    # the tail beyond the highest significant bin: each bin's count the one below times a
+    # ratio q, starting at the last significant ratio (at most TAIL_RATIO) and shrinking by
+    # the change between the last two ratios (at most 1): the log of the counts continued
+    # as a quadratic (a log-normal tail) or a line (a power law)
+    run, edge = [top], a  # the counts of up to 3 adjacent significant bins, top first
+    for lo_, hi_, n_ in reversed(bins[:-1]):
+        if len(run) == 3 or hi_ != edge:
+            break
+        run.append(n_)
+        edge = lo_
+    q = min(run[0] / run[1], TAIL_RATIO) if len(run) > 1 else TAIL_RATIO
+    shrink = min((run[0] / run[1]) / (run[1] / run[2]), 1.0) if len(run) > 2 else 1.0
+    step = b / a
+    count = top
+    for _ in range(60):
+        a, b, count = b, b * step, count * q
+        if count < 1e-9 * top:
+            break
+        bins.append((a, b, count))
+        q *= shrink
+    rows = float(sum(n for lo, _, n in bins if lo < upper))
+    per_group = rows * rows_scale / groups
+    c_mean = mean_noise_factor(gaussian)
+
+    def error(u: float) -> float:
+        x = sum(n * _excess(lo, hi, u) for lo, hi, n in bins) / rows  # mean excess per row
+        if kind == "sum":
+            return math.hypot(per_group * x, unit_noise * u)
+        return math.hypot(x, unit_noise * c_mean * (u - lower) / 2.0 / per_group)
+
+    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+    cands = [u for u in cands if u > lower]
+    return min(cands, key=lambda u: (error(u), -u))
+
+
 # ---------------------------------------------------------------------------- contributions
 def unit_contributions(result: EngineResult, units: int) -> tuple[list[int], list[int]]:
     """Exact per-unit histograms over :data:`CONTRIBUTION_GRID` from the engine result of a plan
@@ -286,10 +458,19 @@ class ContributionStep:
     delta: float
     partitions: tuple[int, ...]
     rows: tuple[int, ...]
+    #: ``(name, kind, share)`` of each statistic of the query (those of the kinds in
+    #: :data:`OWN_RULES` get bounds of their own, see :func:`statistic_bounds`), its share of
+    #: the release an epsilon or (``gaussian``) a rho
+    targets: tuple[tuple[str, str, float], ...] = ()
+    #: the number of groups when public (1 for an ungrouped query), else None
+    groups: int | None = None
+    gaussian: bool = False
 
     def choose(self, result: EngineResult, source: RandomSource) -> dict[str, object]:
         """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
-        from the engine result of the contribution plan (noised here, once)."""
+        from the engine result of the contribution plan (noised here, once), and under
+        ``"statistics"`` the bounds of each statistic that has its own (:func:`statistic_bounds`;
+        the plan's pair is then the largest of all)."""
         if "groups:0" in result.values:
             groups, rows = engine_contributions(result)
         else:
@@ -298,12 +479,97 @@ class ContributionStep:
         k = len(CONTRIBUTION_GRID)
         p = contribution_bounds(noisy[:k], self.partitions) if len(self.partitions) > 1 else 1
         r = contribution_bounds(noisy[k:], self.rows)
-        return {
+        out: dict[str, object] = {
             "max_partitions": p,
             "max_rows_per_partition": r,
             "epsilon": self.epsilon_plan,
             "release_epsilon": self.epsilon_release,
         }
+        if self.targets and self.groups is not None:
+            own = statistic_bounds(
+                noisy[:k],
+                noisy[k:],
+                self.partitions,
+                self.rows,
+                self.targets,
+                self.groups,
+                self.gaussian,
+                self.histogram.threshold(),
+            )
+            if own:
+                out["statistics"] = {
+                    n: {"max_partitions": bp, "max_rows_per_partition": br}
+                    for n, (bp, br) in own.items()
+                }
+                out["shared"] = {"max_partitions": p, "max_rows_per_partition": r}
+                # the plan's pair: the largest of all (with the shared pair when some
+                # statistic keeps it)
+                others = len(own) < len(self.targets)
+                ps = [bp for bp, _ in own.values()] + ([p] if others else [])
+                rs = [br for _, br in own.values()] + ([r] if others else [])
+                out["max_partitions"], out["max_rows_per_partition"] = max(ps), max(rs)
+        return out
+
+
+def statistic_bounds(
+    groups: Sequence[int],
+    rows: Sequence[int],
+    partitions: Sequence[int],
+    row_bounds: Sequence[int],
+    targets: Sequence[tuple[str, str, float]],
+    k_groups: int,
+    gaussian: bool,
+    tau: int = 1,
+) -> dict[str, tuple[int, int]]:
+    """Each target statistic's ``(p, r)`` among the candidates, minimising its estimated
+    root mean squared error per group (module docstring) from the noisy per-unit histograms
+    ``groups`` and ``rows`` over :data:`CONTRIBUTION_GRID`. Only significant bins are read
+    (a noisy count below the histograms' threshold ``tau`` is 0: the noise of an empty bin of
+    a large grid value would otherwise read as many dropped rows). Empty when no bin is
+    significant (nothing to estimate from). Post-processing of the noisy counts."""
+    gn = [int(c) if c >= tau else 0 for c in groups]
+    rn = [int(c) if c >= tau else 0 for c in rows]
+    # a bin [a, b) of integers read at its middle (a + b - 1) / 2; the last, open, at a
+    edges = CONTRIBUTION_GRID
+    grid = tuple((a + b - 1) / 2.0 for a, b in zip(edges, (*edges[1:], edges[-1] + 1), strict=True))
+    pairs = sum(n * v for n, v in zip(gn, grid, strict=True))
+    rows_total = sum(n * v for n, v in zip(rn, grid, strict=True))
+    units_r = sum(rn)
+    if not (pairs > 0 and rows_total > 0 and units_r > 0 and k_groups >= 1):
+        return {}
+    per_group = pairs * (rows_total / units_r) / k_groups
+
+    def kept(p: int, r: int) -> float:
+        kp = sum(n * min(v, p) for n, v in zip(gn, grid, strict=True)) / pairs
+        kr = sum(n * min(v, r) for n, v in zip(rn, grid, strict=True)) / rows_total
+        return kp * kr
+
+    c_mean = mean_noise_factor(gaussian)
+    out: dict[str, tuple[int, int]] = {}
+    for name, kind, share in targets:
+        rule = OWN_RULES.get(kind)
+        if rule is None or not share > 0.0:
+            continue
+
+        def error(p: int, r: int, rule: str = rule, share: float = share) -> float:
+            if gaussian:
+                sd = math.sqrt(p) * r / math.sqrt(2.0 * share)
+            else:
+                sd = math.sqrt(2.0) * p * r / share
+            k = kept(p, r)
+            if rule == "mean":
+                if not k > 0.0:
+                    return math.inf
+                return math.hypot(sd * c_mean / (per_group * k), MEAN_DROP_SHIFT * (1.0 - k))
+            bias = per_group * (1.0 - k) * (0.5 if rule == "sum" else 1.0)
+            return math.hypot(bias, sd)
+
+        best = min(
+            ((p, r) for p in sorted(partitions) for r in sorted(row_bounds)),
+            key=lambda pr: (error(*pr), pr[0] * pr[1], pr),
+        )
+        out[name] = best
+    return out
 
 
 def contribution_step(

@@ -223,6 +223,17 @@ class Pricing:
     auto: tuple[AutoBounds, ...] = ()
     order: tuple[str, ...] = ()
     top_k: Any = None  # a top-k query's selection (dpkit.analytics._topk.TopKPrice)
+    #: per-statistic contribution bounds ``(name, p, r)`` where a statistic has its own (each
+    #: at most ``(max_partitions, max_rows_per_partition)``, the bounds of the plan); empty
+    #: when every statistic has the query's
+    stat_bounds: tuple[tuple[str, int, int], ...] = ()
+
+    def bounds_of(self, name: str) -> tuple[int, int]:
+        """The contribution bounds ``(p, r)`` statistic ``name`` is bounded (and priced) at."""
+        for n, p, r in self.stat_bounds:
+            if n == name:
+                return p, r
+        return self.max_partitions, self.max_rows_per_partition
 
     @property
     def event(self) -> ComposedEvent:
@@ -342,6 +353,17 @@ def _rho_event(l2_sq: int, sigma: float) -> DpEvent:
 
     ev: DpEvent = ZCdpEvent(rho=rho)
     return ev
+
+
+def _kept_at(sp: StatPrice, keep: tuple[int, int] | None) -> StatPrice:
+    """``sp`` with each engine measure reading only the rows kept at its own bounds ``keep``
+    (:class:`~dpkit.analytics._plan.Measure`); unchanged for None (the plan's bounds)."""
+    if keep is None:
+        return sp
+    from dataclasses import replace
+
+    ms = tuple(replace(mp, measure=replace(mp.measure, keep=keep)) for mp in sp.measures)
+    return replace(sp, measures=ms)
 
 
 def _value_measure(
@@ -885,8 +907,14 @@ def price(
     select_partitions: bool,
     selection_weight: float = 1.0,
     zcdp_share: ZcdpShare | None = None,
+    stat_bounds: dict[str, tuple[int, int]] | None = None,
+    share_histograms: bool = False,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
+
+    ``stat_bounds``: statistics with contribution bounds of their own (see
+    :func:`_own_bounds`). ``share_histograms`` (a planned release, pure or zCDP): the
+    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`).
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -992,26 +1020,40 @@ def price(
         total = rho
     priced = []
     autos = []
-    for name, s in stats.items():
+    own = _own_bounds(stats, shared, stat_bounds or {}, p, r)
+    owners = (
+        _histogram_owners(stats, shared, laplace, own, r)
+        if share_histograms and mode != "approx"
+        else {}
+    )
+    owned: dict[str, AutoBounds] = {}
+    for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
         if name in shared:
             continue
+        keep = own.get(name)
+        ps, rs = keep or (p, r)
         if name in laplace:  # approx session, discrete Laplace: a pure share of epsilon
             share = down(Fraction(rest_eps) * weights[name] / total_w)
-            sp = _price_stat(name, s, "pure", share, p, r, pools.get(name))
+            sp = _kept_at(_price_stat(name, s, "pure", share, ps, rs, pools.get(name)), keep)
             priced.append(sp)
             events.extend(sp.events)
             continue
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
-            ab = _price_auto(name, s, mode, share, r)
+            reads = owners.get(name, name)
+            if reads != name:
+                ab = _auto_reader(name, s, mode, share, owned[reads], keep)
+            else:
+                ab = owned[name] = _price_auto(name, s, mode, share, rs, keep, r)
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
             continue
-        sp = _price_stat(name, s, mode, share, p, r, pools.get(name))
+        sp = _kept_at(_price_stat(name, s, mode, share, ps, rs, pools.get(name)), keep)
         priced.append(sp)
         if mode != "approx":
             events.extend(sp.events)
+    autos.sort(key=lambda ab: list(stats).index(ab.name))
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
         pp = by_name[partner]
@@ -1037,7 +1079,39 @@ def price(
         events=tuple(events),
         auto=tuple(autos),
         order=tuple(stats),
+        stat_bounds=tuple((n, *b) for n, b in own.items()),
     )
+
+
+def _own_bounds(
+    stats: dict[str, Statistic],
+    shared: dict[str, str],
+    given: dict[str, tuple[int, int]],
+    p: int,
+    r: int,
+) -> dict[str, tuple[int, int]]:
+    """The statistics with bounds of their own (not the query's ``(p, r)``), from ``given``
+    (the planner's per-statistic choice), each checked to lie within ``(p, r)``.
+
+    Such a statistic's measures are calibrated to the sensitivity at its ``(p_s, r_s)``
+    (module docstring, with ``P = p_s`` and ``R = r_s``) and read only the rows kept at
+    ``(p_s, r_s)`` (:class:`~dpkit.analytics._plan.Measure` ``keep``): its release is the
+    mechanism of the same query bounded at ``(p_s, r_s)``, on the same share of the budget.
+    The shares do not depend on the bounds, so the query's events add up as with shared
+    bounds; partition selection stays at the query's ``(p, r)``. A statistic released from
+    another's measures (a pooled count or sum, a std from a variance) has that one's bounds."""
+    out: dict[str, tuple[int, int]] = {}
+    for name in stats:
+        b = given.get(shared.get(name, name))
+        if b is None or tuple(b) == (p, r):
+            continue
+        bp, br = int(b[0]), int(b[1])
+        if not (1 <= bp <= p and 1 <= br <= r):
+            raise PrivacyParameterError(
+                f"{name}: its own contribution bounds {b!r} must lie within the query's ({p}, {r})"
+            )
+        out[name] = (bp, br)
+    return out
 
 
 #: Public grid of ``bounds="auto"``: 0 and +-2^j for j = -10..50 (122 bins, value range
@@ -1069,9 +1143,26 @@ class AutoBounds:
     main_share: float
     events: tuple[DpEvent, ...]
     measure: Measure
+    #: the statistic's own contribution bounds (None: the query's)
+    keep: tuple[int, int] | None = None
+    #: the statistic whose histogram this one reads (:func:`_histogram_owners`); None: its own
+    reads: str | None = None
+    #: the rows per unit of the histogram it reads (its ``r``)
+    hist_rows: int = 0
 
 
-def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) -> AutoBounds:
+def _price_auto(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    r: int,
+    keep: tuple[int, int] | None = None,
+    plan_r: int | None = None,
+) -> AutoBounds:
+    """The bounds estimate of an ``"auto"`` statistic bounded at ``r`` rows per unit (its
+    own, ``keep``, or the query's). Its histogram runs in one global group with the plan's
+    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``."""
     from dpkit.analytics._planner import NoisyHistogram
 
     est_share = down(Fraction(share) * Fraction(stat.auto_share))
@@ -1086,7 +1177,10 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
 
         main_ev = ZCdpEvent(rho=main_share)
     assert stat.column is not None
-    m = Measure(name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES)
+    own_r = (1, r) if keep is not None and plan_r is not None and r != plan_r else None
+    m = Measure(
+        name=f"{name}:auto", kind="bin_counts", column=stat.column, edges=AUTO_EDGES, keep=own_r
+    )
     return AutoBounds(
         name=name,
         stat=stat,
@@ -1094,6 +1188,60 @@ def _price_auto(name: str, stat: Statistic, mode: Mode, share: float, r: int) ->
         main_share=main_share,
         events=(hist.event, main_ev),
         measure=m,
+        keep=keep,
+        hist_rows=r,
+    )
+
+
+def _histogram_owners(
+    stats: dict[str, Statistic],
+    shared: dict[str, str],
+    laplace: set[str],
+    own: dict[str, tuple[int, int]],
+    r: int,
+) -> dict[str, str]:
+    """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
+    histogram it reads: among those of its column, the one with the fewest rows per unit ``r``
+    (its histogram is the cheapest, sensitivity ``r``), the first on ties.
+
+    A statistic that reads another's histogram spends no share on one of its own (its whole
+    share prices its release): its bounds are a function of that histogram's noisy counts,
+    already charged, so post-processing. The events of the query are then the owners'
+    histograms and every statistic's release share, at most the sum of their shares."""
+    cols: dict[str, list[tuple[int, int, str]]] = {}
+    for i, (name, s) in enumerate(stats.items()):
+        if s.auto and name not in shared and name not in laplace and s.column is not None:
+            cols.setdefault(s.column, []).append((own.get(name, (0, r))[1], i, name))
+    out: dict[str, str] = {}
+    for group in cols.values():
+        owner = min(group)[2]
+        out.update({name: owner for _, _, name in group})
+    return out
+
+
+def _auto_reader(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    owner: AutoBounds,
+    keep: tuple[int, int] | None,
+) -> AutoBounds:
+    """An ``"auto"`` statistic reading ``owner``'s histogram: its whole ``share`` to its
+    release (charged as ``main_share`` is for an owner)."""
+    from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
+
+    main_ev: DpEvent = PureDpEvent(epsilon=share) if mode == "pure" else ZCdpEvent(rho=share)
+    return AutoBounds(
+        name=name,
+        stat=stat,
+        mechanism=owner.mechanism,
+        main_share=share,
+        events=(main_ev,),
+        measure=owner.measure,
+        keep=keep,
+        reads=owner.name,
+        hist_rows=owner.hist_rows,
     )
 
 
@@ -1104,15 +1252,14 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pr
     done = {sp.name: sp for sp in pricing.stats}
     for ab in pricing.auto:
         lo, hi = bounds[ab.name]
+        ps, rs = pricing.bounds_of(ab.name)
         for _ in range(120):
             try:
-                done[ab.name] = _price_stat(
-                    ab.name,
-                    ab.stat.with_bounds(lo, hi),
-                    pricing.mode,
-                    ab.main_share,
-                    pricing.max_partitions,
-                    pricing.max_rows_per_partition,
+                done[ab.name] = _kept_at(
+                    _price_stat(
+                        ab.name, ab.stat.with_bounds(lo, hi), pricing.mode, ab.main_share, ps, rs
+                    ),
+                    ab.keep,
                 )
                 break
             except PrivacyParameterError:

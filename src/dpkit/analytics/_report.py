@@ -197,10 +197,11 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
             )
     for ab in pricing.auto:
         part = weights[ab.name] / total if total else 0.0
-        est = part * float(ab.stat.auto_share)
+        est = part * float(ab.stat.auto_share) if ab.reads is None else 0.0
         outputs[ab.name] = [ab.name]
         hist = ab.mechanism
-        row(ab.name, "bounds estimate", "noisy histogram", hist.scale, hist.std, nan, est)
+        how = "noisy histogram" if ab.reads is None else f"the noisy histogram of {ab.reads}"
+        row(ab.name, "bounds estimate", how, hist.scale, hist.std, nan, est)
         row(
             ab.name,
             "values at the estimated bounds",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -174,12 +174,57 @@ class PreparedQuery:
         if self._query is None or self.contribution is None:
             raise PrivacyParameterError("plan_contributions() is for a planned query")
         step = self.contribution
-        chosen = step.choose(result, resolve_source(source))
-        bounded = self._query.bound(
-            max_partitions=int(chosen["max_partitions"]),
-            max_rows_per_partition=int(chosen["max_rows_per_partition"]),
-        )
+        return self.prepare_release(step.choose(result, resolve_source(source)))
+
+    def prepare_release(
+        self, chosen: Mapping[str, object]
+    ) -> tuple[PreparedQuery, dict[str, object]]:
+        """The release of a planned query for what its contribution step chose (``chosen``,
+        from :meth:`~dpkit.analytics._planner.ContributionStep.choose`): every statistic at
+        its own pair when the step chose them (the plan at the largest), else all at the
+        shared pair; with what was chosen, each statistic's pair under ``"statistics"``.
+        Post-processing of the step's output; raises nothing for a priced query."""
+        if self._query is None or self.contribution is None:
+            raise PrivacyParameterError("prepare_release() is for a planned query")
+        step = self.contribution
+        chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
+        query = dataclasses.replace(self._query, _trim_values=True)
+        shared = chosen.pop("shared", None)
+        own = chosen.pop("statistics", None)
+        if isinstance(own, dict) and isinstance(shared, dict):
+            pair = (int(shared["max_partitions"]), int(shared["max_rows_per_partition"]))
+            each = {n: pair for n, _ in self._query.stats}
+            each.update(
+                {
+                    n: (int(b["max_partitions"]), int(b["max_rows_per_partition"]))
+                    for n, b in own.items()
+                }
+            )
+            try:
+                prepared = query._bound_each(each).prepare(
+                    epsilon=step.epsilon_release, delta=delta, two_step=True
+                )
+            except PrivacyParameterError:
+                # every pair was checked to price for the whole query; a statistic's own pair
+                # is smaller, so this is not expected, but a refusal here must not raise
+                # after the charge: the shared pair (which prices) serves every statistic
+                chosen.update(max_partitions=pair[0], max_rows_per_partition=pair[1])
+            else:
+                chosen["statistics"] = {
+                    n: dict(
+                        zip(
+                            ("max_partitions", "max_rows_per_partition"),
+                            prepared.pricing.bounds_of(n),
+                            strict=True,
+                        )
+                    )
+                    for n, _ in self._query.stats
+                }
+                return prepared, chosen
+        p, r = chosen["max_partitions"], chosen["max_rows_per_partition"]
+        assert isinstance(p, int) and isinstance(r, int)  # the step's choice: grid values
+        bounded = query.bound(max_partitions=p, max_rows_per_partition=r)
         return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
 
     def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
@@ -225,20 +270,55 @@ class PreparedQuery:
         and read by :func:`~dpkit.analytics._planner.value_bounds`; the cost is part of the
         query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`). Bounds are cut at
         the limits of the column's declared type (public)."""
-        from dpkit.analytics._planner import type_limits, value_bounds
+        from dpkit.analytics._planner import trimmed_upper, type_limits, value_bounds
 
         src = resolve_source(source)
         out: dict[str, tuple[float, float]] = {}
-        for ab in self.pricing.auto:
+        released: dict[str, list[int]] = {}  # each histogram noised once, read by all its readers
+        for ab in sorted(self.pricing.auto, key=lambda a: a.reads is not None):
             bins = len(AUTO_EDGES) - 1
             col = result.values.get(ab.measure.name, ())
             first: Any = col[0] if col else (0,) * bins
             counts = [int(v) for v in first]
-            noisy = ab.mechanism.release(counts, src)
+            if ab.measure.name not in released:
+                released[ab.measure.name] = ab.mechanism.release(counts, src)
+            noisy = released[ab.measure.name]
             limits = type_limits(self._column_type(ab.stat.column))
-            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, ab.mechanism.threshold(), limits)
+            tau = ab.mechanism.threshold()
+            lo, hi, _ = value_bounds(noisy, AUTO_EDGES, tau, limits)
+            trim = self._trim_args(ab)
+            if trim is not None:
+                hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
             out[ab.name] = (lo, hi)
-        return out
+        return {ab.name: out[ab.name] for ab in self.pricing.auto}
+
+    def _trim_args(self, ab: Any) -> dict[str, Any] | None:
+        """What :func:`~dpkit.analytics._planner.trimmed_upper` needs for the auto-bounded
+        statistic ``ab`` of a planned release with public groups (else None): its kind, the
+        noise sd of a sum of bound 1 at its contribution bounds and remaining share, the number
+        of groups and the noise. Public parameters only."""
+        q = self._query
+        mode = self.pricing.mode
+        if q is None or not q._trim_values or mode == "approx":
+            return None
+        if q.group_columns and q.keys is None:
+            return None
+        p, r = self.pricing.bounds_of(ab.name)
+        share = float(ab.main_share)
+        if mode == "pure":
+            unit = math.sqrt(2.0) * p * r / share
+        else:
+            unit = math.sqrt(p) * r / math.sqrt(2.0 * share)
+        groups = len(q.keys) if q.group_columns and q.keys is not None else 1
+        # a statistic reading a histogram of fewer rows per unit: its rows assumed r / r_h times
+        scale = r / ab.hist_rows if ab.hist_rows else 1.0
+        return {
+            "rows_scale": max(scale, 1.0),
+            "kind": ab.stat.kind,
+            "unit_noise": unit,
+            "groups": groups,
+            "gaussian": mode != "pure",
+        }
 
     def _column_type(self, column: str | None) -> str | None:
         if self._query is None or column is None:
@@ -316,6 +396,12 @@ class Query:
     _derived_info: tuple[DerivedInfo, ...] = field(default=(), repr=False)
     _grouped: bool = field(default=False, repr=False)
     _extra_columns: tuple[str, ...] = field(default=(), repr=False)
+    #: the planner's per-statistic contribution bounds ``(name, p, r)`` (see
+    #: :meth:`_bound_each`); empty: every statistic at ``.bound(...)``'s
+    _stat_bounds: tuple[tuple[str, int, int], ...] = field(default=(), repr=False)
+    #: a planned query's release: the upper value bound of an auto-bounded sum or mean is
+    #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
+    _trim_values: bool = field(default=False, repr=False)
 
     # ------------------------------------------------------------------ derived columns
     def _check_column(self, column: str, what: str) -> None:
@@ -585,7 +671,20 @@ class Query:
                 "without a privacy unit each row is one person: contribution bounds are 1; "
                 "give Session(privacy_unit=...) to bound units with several rows"
             )
-        return dataclasses.replace(self, max_partitions=p, max_rows_per_partition=r)
+        return dataclasses.replace(
+            self, max_partitions=p, max_rows_per_partition=r, _stat_bounds=()
+        )
+
+    def _bound_each(self, bounds: dict[str, tuple[int, int]]) -> Query:
+        """The query with each statistic bounded at its own ``bounds[name]`` (the planner's
+        choice, see :meth:`PreparedQuery.plan_contributions`): the plan keeps the largest of
+        them, each statistic's measures read only the rows kept at its own and are priced at
+        them (:func:`~dpkit.analytics._pricing.price`, ``stat_bounds``)."""
+        p = max(b[0] for b in bounds.values())
+        r = max(b[1] for b in bounds.values())
+        out = self.bound(max_partitions=p, max_rows_per_partition=r)
+        own = tuple((n, int(b[0]), int(b[1])) for n, b in bounds.items())
+        return dataclasses.replace(out, _stat_bounds=own)
 
     def agg(self, **stats: Statistic) -> Query:
         """Add named aggregates: ``.agg(n=count(), income=mean("income", bounds=(0, 1e5)))``."""
@@ -761,6 +860,8 @@ class Query:
             select_partitions=bool(self.group_columns) and self.keys is None,
             selection_weight=self.selection_weight,
             zcdp_share=self.session.zcdp_share if self.session.mode == "zcdp" else None,
+            stat_bounds={n: (bp, br) for n, bp, br in self._stat_bounds} or None,
+            share_histograms=self._trim_values,
         )
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
@@ -900,6 +1001,7 @@ class Query:
             if refusals:
                 raise refusals[-1] from None
             raise
+        step = dataclasses.replace(step, **self._plan_targets(step.epsilon_release, dl, to_rho))
         top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
         shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
         envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
@@ -913,6 +1015,29 @@ class Query:
             contribution_plan=self._contribution_plan(),
             contribution=step,
         )
+
+    def _plan_targets(
+        self, eps_rel: float, delta: float, to_rho: Callable[[float, float], float] | None
+    ) -> dict[str, Any]:
+        """What the planner needs to choose each statistic's own bounds (see
+        :func:`~dpkit.analytics._planner.statistic_bounds`): each statistic's kind and its
+        approximate share of the release (its weight's part, less its ``auto_share``; a rho in
+        a zCDP session, an epsilon otherwise), and the number of groups when it is public.
+        Public parameters only."""
+        if self.group_columns and self.keys is None:
+            return {}  # partition selection: the groups are not public
+        total = math.fsum(float(st.weight) for _, st in self.stats)
+        whole = to_rho(eps_rel, delta) if to_rho is not None else eps_rel
+        targets = tuple(
+            (
+                n,
+                st.kind,
+                whole * float(st.weight) / total * (1.0 - (st.auto_share if st.auto else 0.0)),
+            )
+            for n, st in self.stats
+        )
+        groups = len(self.keys) if self.group_columns and self.keys is not None else 1
+        return {"targets": targets, "groups": groups, "gaussian": to_rho is not None}
 
     def _contribution_plan(self) -> Plan:
         """One plan counting each unit's rows per group (grouped by the unit and the group
@@ -1007,6 +1132,7 @@ class Query:
                 "max_partitions_candidates": list(step.partitions),
                 "max_rows_per_partition_candidates": list(step.rows),
                 "noise_at": {"max_partitions": p, "max_rows_per_partition": r},
+                "rules": _bound_rules(step, self.stats),
             },
         }
         return out
@@ -1117,7 +1243,9 @@ class Query:
                 max_rows_per_partition=pricing.max_rows_per_partition,
                 salt=self._salt(),
             ),
-            aggregate=Aggregate(group_by=(), measures=tuple(a.measure for a in pricing.auto)),
+            aggregate=Aggregate(
+                group_by=(), measures=tuple(a.measure for a in pricing.auto if a.reads is None)
+            ),
             joins=self.joins,
             buckets=self.buckets,
             derived=self.derived,
@@ -1135,6 +1263,19 @@ class DerivedInfo:
     bounds: tuple[float, float] | None
     values: tuple[object, ...] | None
     sql_type: str | None
+
+
+def _bound_rules(step: Any, stats: tuple[tuple[str, Statistic], ...]) -> dict[str, str]:
+    """How the planner bounds each statistic: by its own rule (``"own: count"``, ``"own:
+    sum"``, ``"own: mean"``: its own pair, see :func:`~dpkit.analytics._planner.statistic_bounds`)
+    or by the query's shared pair (``"shared"``)."""
+    from dpkit.analytics._planner import OWN_RULES
+
+    own = step.groups is not None and bool(step.targets)
+    return {
+        n: f"own: {OWN_RULES[st.kind]}" if own and st.kind in OWN_RULES else "shared"
+        for n, st in stats
+    }
 
 
 def _release_envelope(mode: str, epsilon: float, delta: float, zcdp_share: ZcdpShare | None) -> Any:

@@ -346,8 +346,8 @@ class Session:
         plan: dict[str, Any] = {}
         if prepared.planned:
             # The contribution step (its cost is in the charge), then the release priced at
-            # the chosen bounds; its plans differ from the checked ones only by the bounds
-            # and the salt.
+            # the chosen bounds; its plans differ from the checked ones only by the bounds,
+            # the measures' own bounds (each within the plan's) and the salt.
             per_unit = _after_charge(checked.pop(0))
             prepared, plan = prepared.plan_contributions(per_unit, source=self.source_of_randomness)
             checked = [

@@ -345,3 +345,25 @@ def test_float_text_in_sql_equals_python_on_random_doubles(classic_spark: Any) -
         r[0] for r in classic_spark.sql(text_sql("float_text_t", SPARK, "spark")).collect()
     ]
     assert got_spark == want
+
+
+def test_measures_with_own_bounds_agree_with_duckdb_and_a_plan_bounded_there(
+    spark: Any, odd_parquet: Path
+) -> None:
+    """Per-statistic bounds (``Measure.keep``) on Spark: scalar measures as ``FILTER``, bin
+    and category counts through their grouping sets with the cell NULL outside the bounds;
+    the aggregates equal DuckDB's (md5) and those of a plan bounded at the tighter pair."""
+    src = _parquet(odd_parquet)
+    own = tuple(dataclasses.replace(m, name=m.name + "@", keep=(1, 1)) for m in MEASURES)
+    plan = plan_for(src, measures=(*MEASURES, *own), max_partitions=2, max_rows=3, salt=7)
+    got = as_dict(SparkEngine(spark, hash="md5").execute(plan))
+    assert got == as_dict(DuckDBEngine(hash="md5", threads=1).execute(plan))
+    tight = as_dict(
+        DuckDBEngine(hash="md5", threads=1).execute(
+            plan_for(src, max_partitions=1, max_rows=1, salt=7)
+        )
+    )
+    for key, row in tight.items():
+        assert {m.name: row[m.name] for m in MEASURES} == {
+            m.name: got[key][m.name + "@"] for m in MEASURES
+        }

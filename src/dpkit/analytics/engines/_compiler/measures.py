@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
@@ -389,6 +389,9 @@ class MeasureSteps:
         self.profile = profile
         self.steps: list[Step] = [step0]
         self.cell_sets: list[str] = []
+        #: the row condition of the measure being compiled when it has its own contribution
+        #: bounds (``Measure.keep``): its cell index is NULL (skipped) on the other rows
+        self.keep: exp.Expression | None = None
 
     def at(self, level: int, alias: str, e: exp.Expression) -> str:
         """Compute ``e`` as column ``alias`` in step ``level``; returns ``alias``."""
@@ -401,10 +404,16 @@ class MeasureSteps:
         """Counts per cell index: ``histogram(idx)`` (a map), or with ``histogram=None`` the
         flag ``GROUPING(idx)`` of a grouping set ``(keys, idx)`` whose rows carry ``idx`` and
         its ``COUNT(*)`` (see :func:`grouping_sets`)."""
+        if self.keep is not None:  # a row outside the measure's own bounds has no cell
+            idx = self.at(_KEEP_LEVEL, idx + "k", case_when(self.keep, colref(idx), exp.Null()))
         if self.profile.histogram is not None:
             return func(self.profile.histogram, colref(idx))
         self.cell_sets.append(idx)
         return func("grouping", colref(idx))
+
+
+#: The step of the cell indexes restricted to a measure's own bounds (after every index).
+_KEEP_LEVEL = 5
 
 
 def measure_sql(
@@ -413,17 +422,44 @@ def measure_sql(
     families: Mapping[str, Family],
     xcol: Mapping[str, str],
     pipe: MeasureSteps,
+    kept: Callable[[tuple[int, int]], exp.Expression] | None = None,
 ) -> tuple[list[OutputMeasure], list[exp.Expression]]:
     """Each measure's aggregate, named ``__dpk_m<i>``, and how to decode it; the per-row
-    steps they need go into ``pipe``."""
+    steps they need go into ``pipe``.
+
+    ``kept(p, r)``: the condition that a kept row is within bounds ``(p, r)`` (None without
+    a privacy unit, where every row is kept whatever the bounds). A measure with its own
+    ``keep`` aggregates only those rows: ``agg(...) FILTER (WHERE cond)`` for a scalar, the
+    cell index NULL (no cell) outside them for bin and category counts."""
     outputs: list[OutputMeasure] = []
     items: list[exp.Expression] = []
     for i, m in enumerate(measures):
         out = f"{P}m{i}"
+        cond = kept(m.keep) if kept is not None and m.keep is not None else None
+        pipe.keep = cond
         e, size = _measure(i, m, schema, families, xcol, pipe)
+        pipe.keep = None
+        if cond is not None and size == 0:
+            e = _only_kept(e, cond, m.name)
         outputs.append(OutputMeasure(m.name, m.kind, out, size))
         items.append(aliased(e, ident(out)))
     return outputs, items
+
+
+def _only_kept(e: exp.Expression, cond: exp.Expression, name: str) -> exp.Expression:
+    """A scalar aggregate restricted to the rows where ``cond`` holds: ``COUNT(..)``
+    becomes ``COUNT(..) FILTER (WHERE cond)``, ``COALESCE(SUM(..), 0)`` filters its sum, and
+    a filtered count (``units``) adds ``cond`` to its filter."""
+    if isinstance(e, exp.Coalesce) and isinstance(e.this, exp.Sum):
+        out = e.copy()
+        out.set("this", exp.Filter(this=e.this.copy(), expression=exp.Where(this=cond.copy())))
+        return out
+    if isinstance(e, exp.Filter):
+        both = exp.and_(e.expression.this.copy(), cond.copy())
+        return exp.Filter(this=e.this.copy(), expression=exp.Where(this=both))
+    if isinstance(e, exp.Count):
+        return exp.Filter(this=e.copy(), expression=exp.Where(this=cond.copy()))
+    raise PlanError(f"{name}: this measure cannot have its own contribution bounds")
 
 
 def _measure(

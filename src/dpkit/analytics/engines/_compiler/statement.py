@@ -32,7 +32,7 @@ from dpkit.analytics.engines._compiler.measures import (
     measure_sql,
     numeric_inputs,
 )
-from dpkit.analytics.engines._compiler.nodes import P, Step, aliased, colref, ident
+from dpkit.analytics.engines._compiler.nodes import P, Step, aliased, colref, ident, int_lit
 from dpkit.analytics.engines._compiler.predicates import safe_predicate
 from dpkit.analytics.engines._compiler.profiles import DUCKDB, DialectProfile
 from dpkit.analytics.engines._compiler.source import source_sql
@@ -79,9 +79,12 @@ def compile_plan(
     src, rows_q = row_stage(src, cols, reads.schema, families, salt, profile, predicates)
     ranked_q, kept = rank_stage(cols, max_p, max_r)
     inputs, step0, xcol = numeric_inputs(cols.values, reads.schema, families, profile)
-    kept_q = _kept_stage(cols, ranked_q, kept, inputs)
+    own = cols.unit is not None and any(m.keep is not None for m in plan.aggregate.measures)
+    kept_q = _kept_stage(cols, ranked_q, kept, inputs, own)
     pipe = MeasureSteps(profile, step0)
-    outputs, measures = measure_sql(plan.aggregate.measures, reads.schema, families, xcol, pipe)
+    outputs, measures = measure_sql(
+        plan.aggregate.measures, reads.schema, families, xcol, pipe, _own_bounds if own else None
+    )
 
     ctes: list[tuple[str, exp.Expression]] = [(P + "src", src), (P + "rows", rows_q)]
     if ranked_q is not None:
@@ -131,6 +134,13 @@ def _limits(plan: Plan) -> tuple[int, int, int]:
     salt = check_integer(bound.salt, name="salt", minimum=-(2**63), maximum=2**64 - 1) % 2**64
     if not agg.measures:
         raise PlanError("an aggregate needs at least one measure")
+    for m in agg.measures:
+        if m.keep is not None:
+            mp, mr = m.keep
+            check_integer(mp, name=f"{m.name}: keep's max_partitions", minimum=1, maximum=max_p)
+            check_integer(
+                mr, name=f"{m.name}: keep's max_rows_per_partition", minimum=1, maximum=max_r
+            )
     names = [m.name for m in agg.measures]
     if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
         raise PlanError(f"measure names must be distinct non-empty strings, got {names}")
@@ -179,10 +189,13 @@ def _kept_stage(
     ranked_q: exp.Select | None,
     kept: exp.Expression,
     inputs: Sequence[exp.Expression],
+    own: bool = False,
 ) -> exp.Select:
     """``s0``: the kept rows, with their keys, whether the row is its (unit, group) pair's
     first (``units`` counts those, which counts a NULL unit as one unit without
-    ``COUNT(DISTINCT)``), and the measured columns with their numeric readings."""
+    ``COUNT(DISTINCT)``), and the measured columns with their numeric readings. ``own``
+    (some measure has its own bounds): also the group's rank ``g`` and the row's rank in its
+    group ``rr = rn - gr``, which :func:`_own_bounds` reads."""
     first = (
         exp.EQ(this=colref(P + "rn"), expression=colref(P + "gr"))
         if cols.unit is not None
@@ -190,11 +203,26 @@ def _kept_stage(
     )
     items: list[exp.Expression] = [colref(k) for k in cols.key_out]
     items.append(aliased(first, ident(P + "first")))
+    if own:
+        items.append(colref(P + "g"))
+        items.append(
+            aliased(exp.Sub(this=colref(P + "rn"), expression=colref(P + "gr")), ident(P + "rr"))
+        )
     items += inputs
     kept_q = exp.select(*items).from_(P + "rows" if ranked_q is None else P + "ranked")
     if ranked_q is not None:
         kept_q = kept_q.where(kept)
     return kept_q
+
+
+def _own_bounds(keep: tuple[int, int]) -> exp.Expression:
+    """``g <= p AND rr < r``: the row is kept by a plan bounded at ``keep = (p, r)`` (same
+    salt, so the same ranks; see :class:`~dpkit.analytics._plan.Measure`)."""
+    p, r = keep
+    return exp.and_(  # type: ignore[no-any-return,return-value,unused-ignore]
+        exp.LTE(this=colref(P + "g"), expression=int_lit(p)),
+        exp.LT(this=colref(P + "rr"), expression=int_lit(r)),
+    )
 
 
 def _step_ctes(steps: Sequence[Step], ctes: list[tuple[str, exp.Expression]]) -> str:
