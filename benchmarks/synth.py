@@ -184,11 +184,11 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
     kept: dict[str, Any] = {}
     original = mst_module.fit_tree
 
-    def spy(sizes: Any, edges: Any, y1: Any, s1: float, y2: Any, s2: float, **kw: Any) -> Any:
+    def spy(sizes: Any, edges: Any, y1: Any, s1: Any, y2: Any, s2: float, **kw: Any) -> Any:
         kept.update(
             sizes=list(sizes),
             edges=[list(e) for e in edges],
-            sigma_1=s1,
+            sigma_1=max(float(np.max(s)) for s in s1),  # one for all cells: not compressed
             sigma_2=s2,
             y_nodes=[y.tolist() for y in y1],
             y_pairs=[y.tolist() for y in y2],
@@ -197,7 +197,9 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
 
     mst_module.fit_tree = spy  # type: ignore[assignment]
     try:
-        model = MST(DOMAINS, max_rows=max_rows).fit(session, rho=session.budget.remaining_native)
+        model = MST(DOMAINS, max_rows=max_rows, compress=False).fit(
+            session, rho=session.budget.remaining_native
+        )
     finally:
         mst_module.fit_tree = original  # type: ignore[assignment]
     kept["total"] = model.tree.total
