@@ -53,15 +53,22 @@ def _session(budget: Any, seed: int = 5) -> Session:
 
 
 def test_cells_below_three_sigma_are_merged_last() -> None:
-    noisy = np.array([100.0, 29.9, -3.0, 30.0, 12.0])
-    # rare: 29.9, -3 and 12 (below 3 * 10); the kept cells keep their order
+    noisy = np.array([100.0, 29.9, 3.0, 30.0, 12.0])
+    # rare: 29.9, 3 and 12 (below 3 * 10); the kept cells keep their order
     assert compressed_cells(noisy, 10.0).tolist() == [0, 2, 2, 1, 2]
 
 
+def test_rare_cells_without_a_positive_count_are_dropped() -> None:
+    noisy = np.array([100.0, 29.9, -3.0, 30.0, 0.0, 12.0])
+    assert compressed_cells(noisy, 10.0).tolist() == [0, 2, -1, 1, -1, 2]
+    # a single rare cell left is not merged (it keeps its place); a column is never emptied
+    assert compressed_cells(np.array([100.0, 1.0, 50.0, -2.0]), 10.0).tolist() == [0, 1, 2, -1]
+    assert compressed_cells(np.array([-5.0, 0.0]), 10.0).tolist() == [0, 0]
+
+
 def test_a_single_rare_cell_is_not_merged() -> None:
-    noisy = np.array([100.0, 1.0, 50.0])
-    assert compressed_cells(noisy, 10.0).tolist() == [0, 1, 2]
-    assert compressed_cells(np.array([-5.0, 2.0]), 10.0).tolist() == [0, 0]
+    assert compressed_cells(np.array([100.0, 1.0, 50.0]), 10.0).tolist() == [0, 1, 2]
+    assert compressed_cells(np.array([100.0, 50.0]), 10.0).tolist() == [0, 1]
 
 
 def test_the_merge_reads_the_noisy_counts_not_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,7 +79,7 @@ def test_the_merge_reads_the_noisy_counts_not_the_table(monkeypatch: pytest.Monk
 
     def noise(x: np.ndarray, sigma: float, source: Any) -> np.ndarray:
         if x.ndim == 1 and x.size == len(COLOURS) + 1:
-            fake = np.array([0, 2_000, 1_000, 5_000, 0, 0, 0], dtype=np.int64)
+            fake = np.array([1, 2_000, 1_000, 5_000, 1, 1, 0], dtype=np.int64)
             seen.append(fake)
             return fake
         out: np.ndarray = real(x, sigma, source)
@@ -82,18 +89,22 @@ def test_the_merge_reads_the_noisy_counts_not_the_table(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(mst_module, "add_noise", noise)
     model = MST(DOMAINS).fit(_session(Budget(rho=1.0)), rho=1.0)
-    # red (0), pink (4), grey (5) and the missing cell (6) are merged; cyan (3) is kept
-    assert model.info["merged"]["colour"] == [0, 4, 5, 6]
+    # red (0), pink (4) and grey (5) are merged, the missing cell (6) dropped; cyan (3) kept
+    assert model.info["merged"]["colour"] == [0, 4, 5]
+    assert model.info["dropped"]["colour"] == [6]
+    assert model.marginal("colour")[6] == 0.0
     sigma = model.info["sigma_1"]
     for col, noisy in zip(DOMAINS, seen, strict=True):
         cells = compressed_cells(noisy.astype(np.float64), sigma)
         merged = np.flatnonzero(cells == cells.max()).tolist()
+        dropped = np.flatnonzero(cells < 0).tolist()
         assert model.info.get("merged", {}).get(col, []) == (merged if len(merged) > 1 else [])
+        assert model.info.get("dropped", {}).get(col, []) == dropped
 
 
 def test_without_compression_nothing_is_merged() -> None:
     model = MST(DOMAINS, compress=False).fit(_session(Budget(rho=1.0)), rho=1.0)
-    assert "merged" not in model.info
+    assert "merged" not in model.info and "dropped" not in model.info
 
 
 # ------------------------------------------------------------------ the charge
@@ -103,7 +114,7 @@ def test_compression_leaves_the_charge_unchanged() -> None:
     on, off = Budget(rho=1.0), Budget(rho=1.0)
     with_c = MST(DOMAINS).fit(_session(on), rho=0.5)
     without = MST(DOMAINS, compress=False).fit(_session(off), rho=0.5)
-    assert with_c.info["merged"]["colour"] == [3, 4, 5, 6]
+    assert with_c.info.get("merged") or with_c.info.get("dropped")
     assert on.spent_native == off.spent_native
     assert len(on.ledger) == len(off.ledger) == 1
     assert with_c.info["charge"] == without.info["charge"]
@@ -141,8 +152,10 @@ def test_the_model_shares_a_merged_cell_by_the_clipped_noisy_counts(
     seen = _spy_one_way(monkeypatch)
     model = MST(DOMAINS).fit(_session(Budget(rho=1.0)), rho=1.0)
     merged = model.info["merged"]["colour"]
-    assert merged == [3, 4, 5, 6]  # cyan, pink, grey and the missing cell
+    assert merged == [4, 5, 6]  # pink, grey and the missing cell (cyan's count is <= 0)
+    assert model.info["dropped"]["colour"] == [3]
     p = model.marginal("colour")
+    assert p[3] == 0.0
     assert p.sum() == pytest.approx(1.0)
     w = np.clip(seen[0][merged].astype(np.float64), 0.0, None)
     share = w / w.sum() if w.sum() > 0 else np.full(len(merged), 1.0 / len(merged))

@@ -18,18 +18,24 @@ thirds:
    Delta^2 / (2 rho / 3))``.
 
 Between steps 1 and 2, each column's domain is compressed as in the paper (Section 4, "domain
-compression"): the cells whose noisy 1-way count is below ``3 sigma_1`` (when there are at least
-two of them) are merged into one cell. Steps 2 and 3 then work on the compressed domains (fewer
-cells, so less noise in each measured 2-way marginal), the merged cell's 1-way measurement is the
-sum of its noisy counts (noise ``sqrt(m) sigma_1`` for ``m`` merged cells), and the fitted model
-shares a merged cell's probability among its cells in proportion to their clipped noisy counts
-(the paper splits it uniformly; uniformly here too when those counts are all ``<= 0``).
+compression"): the cells whose noisy 1-way count is below ``3 sigma_1`` are rare, and the rare
+cells, when there are at least two, are merged into one cell. Steps 2 and 3 then work on the
+compressed domains (fewer cells, so less noise in each measured 2-way marginal), the merged
+cell's 1-way measurement is the sum of its noisy counts (noise ``sqrt(m) sigma_1`` for ``m``
+merged cells), and the fitted model shares a merged cell's probability among its cells in
+proportion to their clipped noisy counts (the paper splits it uniformly; uniformly here too when
+those counts are all ``<= 0``). Two departures from the paper, both post-processing: a rare cell
+whose noisy count is ``<= 0`` is dropped (the model gives it no probability; not when every cell
+of the column would be), and the proportional split. On the benchmark's table (whose declared
+missing cells are all empty), in 20 runs at epsilon 0.5 with the same 1-way noise, the mean 2-way
+TV was 0.0003 +- 0.0001 lower with the dropping than without it, and the whole compression
+0.0005 +- 0.0001 lower than none.
 
-Privacy of the compression: which cells are merged is decided from step 1's released noisy counts
-alone (post-processing), and steps 2 and 3 then measure marginals of a function of the table
-chosen from that release. Summing cells never raises a marginal's L1 or L2 sensitivity (still
-``Delta``), and adaptive composition charges these measurements exactly as before: the compression
-costs no privacy and the charge is the same with or without it.
+Privacy of the compression: which cells are merged or dropped is decided from step 1's released
+noisy counts alone (post-processing), and steps 2 and 3 then measure marginals of a function of
+the table chosen from that release (cells summed or left out). That never raises a marginal's
+L1 or L2 sensitivity (still ``Delta``), and adaptive composition charges these measurements
+exactly as before: the compression costs no privacy and the charge is the same without it.
 
 Then a tree-structured graphical model is fitted to the noisy marginals
 (:mod:`dpkit.synth._tree`: Private-PGM's estimate, solved exactly on the tree) and sampled.
@@ -308,6 +314,9 @@ class MST:
         merged = {c: _merged_of(m) for c, m in zip(cols, maps, strict=True) if _merged_of(m)}
         if merged:
             info["merged"] = merged
+        dropped = {c: _dropped_of(m) for c, m in zip(cols, maps, strict=True) if _dropped_of(m)}
+        if dropped:
+            info["dropped"] = dropped
         splits = [_split(h, y) for h, y in zip(onehot, y1, strict=True)]
         return SyntheticModel(domains=doms, tree=expand_tree(fitted, splits), info=info)
 
@@ -358,26 +367,37 @@ RARE_SIGMAS = 3
 
 
 def compressed_cells(noisy: FloatArray, sigma: float) -> IntArray:
-    """Each cell's cell in the compressed domain, from one column's noisy 1-way counts alone.
+    """Each cell's cell in the compressed domain, from one column's noisy 1-way counts alone;
+    ``-1`` for a dropped cell.
 
-    The cells whose noisy count is below ``RARE_SIGMAS * sigma`` are merged into one cell,
-    placed last; the others keep their order (McKenna, Miklau and Sheldon 2021, Section 4).
-    With fewer than two rare cells nothing is merged (the identity map). A function of the
-    released noisy counts only: post-processing."""
-    rare = np.asarray(noisy, dtype=np.float64) < RARE_SIGMAS * sigma
-    if int(rare.sum()) < 2:
-        return np.arange(rare.size, dtype=np.int64)
-    kept = int((~rare).sum())
-    out = np.full(rare.size, kept, dtype=np.int64)
-    out[~rare] = np.arange(kept, dtype=np.int64)
+    The cells whose noisy count is below ``RARE_SIGMAS * sigma`` are rare (McKenna, Miklau and
+    Sheldon 2021, Section 4). A rare cell whose noisy count is ``<= 0`` is dropped: the model
+    gives it no probability (unless every cell of the column would be dropped). The other rare
+    cells, when there are at least two, are merged into one cell, placed last; the kept cells
+    keep their order. A function of the released noisy counts only: post-processing."""
+    y = np.asarray(noisy, dtype=np.float64)
+    rare = y < RARE_SIGMAS * sigma
+    drop = rare & (y <= 0.0)
+    if drop.all():
+        drop[:] = False
+    rare &= ~drop
+    kept = ~rare & ~drop
+    if int(rare.sum()) < 2:  # a single rare cell stays a cell of its own
+        kept |= rare
+        rare[:] = False
+    n_kept = int(kept.sum())
+    out = np.full(y.size, -1, dtype=np.int64)
+    out[kept] = np.arange(n_kept, dtype=np.int64)
+    out[rare] = n_kept
     return out
 
 
 def _onehot(cell_of: IntArray) -> IntArray:
-    """The ``(cells, compressed cells)`` 0/1 matrix of a compression map: ``H^T x`` sums a
-    marginal's rows into the compressed cells."""
+    """The ``(cells, compressed cells)`` 0/1 matrix of a compression map (a dropped cell's row
+    is 0): ``H^T x`` sums a marginal's rows into the compressed cells."""
     h = np.zeros((cell_of.size, int(cell_of.max()) + 1), dtype=np.int64)
-    h[np.arange(cell_of.size), cell_of] = 1
+    ok = cell_of >= 0
+    h[np.flatnonzero(ok), cell_of[ok]] = 1
     return h
 
 
@@ -388,14 +408,19 @@ def _merged_of(cell_of: IntArray) -> list[int]:
     return [int(i) for i in hit] if hit.size > 1 else []
 
 
+def _dropped_of(cell_of: IntArray) -> list[int]:
+    """The cells a compression map drops."""
+    return [int(i) for i in np.flatnonzero(cell_of < 0)]
+
+
 def _split(h: IntArray, noisy: FloatArray) -> FloatArray:
     """How each compressed cell's probability is shared among the cells it holds: the
     ``(cells, compressed cells)`` matrix ``W`` whose column ``g`` is ``max(y_c, 0) / sum over
     the cells of g of max(y, 0)`` (the cells' clipped noisy 1-way counts ``y``), uniform when
     they are all ``<= 0``. The paper splits uniformly; the proportional split uses the same
     released counts (post-processing) and keeps less mass on cells the counts say are empty
-    (on the benchmark's synthetic-data table, in multi-run means at epsilon 0.5 and 1, it
-    lowered the 2-way TV by 0.0003-0.0005 against the uniform split)."""
+    (on the benchmark's table, unpaired 20-run means at epsilon 0.5 and 1: 2-way TV 0.0001-0.0002
+    lower than the uniform split, within two standard errors)."""
     uniform = h / h.sum(axis=0, keepdims=True)
     w = h * np.clip(np.asarray(noisy, dtype=np.float64), 0.0, None)[:, None]
     total = w.sum(axis=0, keepdims=True)
