@@ -29,6 +29,10 @@ measurements of one fit given to mbi's ``MirrorDescent`` and to dpkit's tree est
     PYTHONPATH=src nice -n 10 python benchmarks/synth.py --rows 100000 \
         --aim-epsilons 0.5 1 2 4 --peer-aim-epsilons 1 --jobs 3 \
         --peers-python .venv-synthpeers/bin/python --write   # docs/benchmarks.md, 2026-11-29
+
+``--runs N`` fits every library, method and epsilon N times (fresh noise each) and reports the
+means, the TVs with their standard errors: one fit's TV varies by a few percent from run to run,
+as much as the libraries differ, so a single run cannot rank them.
 """
 
 from __future__ import annotations
@@ -180,11 +184,11 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
     kept: dict[str, Any] = {}
     original = mst_module.fit_tree
 
-    def spy(sizes: Any, edges: Any, y1: Any, s1: float, y2: Any, s2: float, **kw: Any) -> Any:
+    def spy(sizes: Any, edges: Any, y1: Any, s1: Any, y2: Any, s2: float, **kw: Any) -> Any:
         kept.update(
             sizes=list(sizes),
             edges=[list(e) for e in edges],
-            sigma_1=s1,
+            sigma_1=max(float(np.max(s)) for s in s1),  # one for all cells: not compressed
             sigma_2=s2,
             y_nodes=[y.tolist() for y in y1],
             y_pairs=[y.tolist() for y in y2],
@@ -193,7 +197,9 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
 
     mst_module.fit_tree = spy  # type: ignore[assignment]
     try:
-        model = MST(DOMAINS, max_rows=max_rows).fit(session, rho=session.budget.remaining_native)
+        model = MST(DOMAINS, max_rows=max_rows, compress=False).fit(
+            session, rho=session.budget.remaining_native
+        )
     finally:
         mst_module.fit_tree = original  # type: ignore[assignment]
     kept["total"] = model.tree.total
@@ -275,15 +281,15 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
     def header(load1: float) -> list[str]:
         return _header(args, frame, indep_tv, load0, load1)
 
-    runs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
+    configs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
     for method in ("MST", "AIM"):
-        runs += [("dpkit", method, "one")]
+        configs += [("dpkit", method, "one")]
         if args.peers_python:
-            runs += [("smartnoise", method, "one"), ("opendp", method, "one")]
+            configs += [("smartnoise", method, "one"), ("opendp", method, "one")]
     peer_aim = args.aim_epsilons if args.peer_aim_epsilons is None else args.peer_aim_epsilons
     plan: list[tuple[float, str, str, str, pd.DataFrame, str, dict[str, Any]]] = []
     for eps in args.epsilons:
-        for lib, method, data in runs:
+        for lib, method, data in configs:
             if method == "AIM" and eps not in (args.aim_epsilons if lib == "dpkit" else peer_aim):
                 continue
             job: dict[str, Any] = {
@@ -292,7 +298,6 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                 "epsilon": eps,
                 "delta": DELTA,
                 "rho": rho_of(eps, DELTA),
-                "out": os.path.join(tmp, f"syn-{len(plan)}.parquet"),
                 "memory_limit": args.memory_limit,
             }
             if data == "multi":
@@ -309,36 +314,77 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                 job.update(path=one_path, columns=CODE_SIZES, rows=len(one))
             python = sys.executable if lib == "dpkit" else args.peers_python
             plan.append((eps, lib, method, data, truth, python, job))
+    # each configuration --runs times, each run a fresh fit in its own process (fresh noise)
+    tasks = [(i, r) for i in range(len(plan)) for r in range(args.runs)]
+    done: dict[int, list[Run]] = {i: [] for i in range(len(plan))}
+    failed: dict[int, str] = {}
     rows: dict[int, str] = {}
     scores: dict[int, Score] = {}
     # --jobs fits at a time, each alone in its process; the peers' AIM (the longest) last, so a
-    # run cut short has the rest; each row written as soon as it is in, in the plan's order
-    order = sorted(range(len(plan)), key=lambda i: plan[i][2] == "AIM" and plan[i][1] != "dpkit")
+    # run cut short has the rest; each row rewritten as its runs come in, in the plan's order
+    tasks.sort(key=lambda t: (plan[t[0]][2] == "AIM" and plan[t[0]][1] != "dpkit", t[1]))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_worker, plan[i][5], plan[i][6]): i for i in order}
+        futures = {}
+        for i, r in tasks:
+            job = dict(plan[i][6], out=os.path.join(tmp, f"syn-{i}-{r}.parquet"), seed=2 + r)
+            futures[pool.submit(run_worker, plan[i][5], job)] = i
         for future in as_completed(futures):
             i = futures[future]
             eps, lib, method, data, truth, _, _ = plan[i]
             res, syn = future.result()
-            name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
-            table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
             if syn is None:
-                row = f"| {eps:g} | {name} {method} | {table} | failed: {res['error']} ||||||"
+                failed[i] = str(res["error"])
             else:
                 syn_codes = codes(syn, DOMAINS if data == "multi" else CODE_DOMAINS)
                 tv2, tv3 = marginal_tv(truth, syn_codes, 2), marginal_tv(truth, syn_codes, 3)
-                row = (
-                    f"| {eps:g} | {name} {method} | {table} | {res['rho']:.4f} | "
-                    f"{res['fit_s']:.1f} | {res['cpu_s']:.1f} | {res['peak_mb']:,.0f} | "
-                    f"{tv2:.4f} | {tv3:.4f} |"
-                )
-                if data == "one":
-                    scores[i] = (eps, lib, method, res["fit_s"], res["cpu_s"], tv2, tv3)
-            print(row, flush=True)
-            rows[i] = row
+                done[i].append((res["rho"], res["fit_s"], res["cpu_s"], res["peak_mb"], tv2, tv3))
+            rows[i], score = table_row(args, plan[i][:4], done[i], failed.get(i))
+            if score is not None:
+                scores[i] = score
+            print(rows[i], flush=True)
             if args.write:  # the section so far: a run cut short still leaves its rows
                 write_section("synth", "\n".join(section(header, rows, scores)))
     return section(header, rows, scores)
+
+
+Run = tuple[float, float, float, float, float, float]  # rho, fit s, CPU s, peak MB, 2-way, 3-way
+Score = tuple[float, str, str, float, float, float, float]  # eps, lib, method, s, CPU s, TVs
+
+
+def mean_se(values: list[float], digits: int = 4) -> str:
+    """The mean of the runs, with its standard error (``s / sqrt(n)``) when there are two or
+    more."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < 2:
+        return f"{v.mean():.{digits}f}"
+    se = float(v.std(ddof=1)) / np.sqrt(v.size)
+    return f"{v.mean():.{digits}f} ± {se:.{digits}f}"
+
+
+def table_row(
+    args: argparse.Namespace,
+    what: tuple[float, str, str, str],
+    runs: list[Run],
+    error: str | None,
+) -> tuple[str, Score | None]:
+    """One configuration's row: the means over its runs (TV with standard errors), and its
+    score for the targets (one-row table only)."""
+    eps, lib, method, data = what
+    name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
+    table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
+    if not runs:
+        return f"| {eps:g} | {name} {method} | {table} | failed: {error} |||||||", None
+    rho, fit, cpu, peak, tv2, tv3 = (list(c) for c in zip(*runs, strict=True))
+    note = f" ({len(runs)} of {args.runs}; failed: {error})" if error else ""
+    row = (
+        f"| {eps:g} | {name} {method} | {table} | {len(runs)}{note} | {np.mean(rho):.4f} | "
+        f"{np.mean(fit):.1f} | {np.mean(cpu):.1f} | {np.mean(peak):,.0f} | "
+        f"{mean_se(tv2)} | {mean_se(tv3)} |"
+    )
+    if data != "one":
+        return row, None
+    f, c, t2, t3 = (float(np.mean(x)) for x in (fit, cpu, tv2, tv3))
+    return row, (eps, lib, method, f, c, t2, t3)
 
 
 def section(header: Any, rows: dict[int, str], scores: dict[int, Score]) -> list[str]:
@@ -347,12 +393,10 @@ def section(header: Any, rows: dict[int, str], scores: dict[int, Score]) -> list
     return lines + targets([scores[i] for i in sorted(scores)])
 
 
-Score = tuple[float, str, str, float, float, float, float]  # eps, lib, method, s, CPU s, TVs
-
-
 def targets(scores: list[Score]) -> list[str]:
     """The issue's targets on the one-row table, per epsilon and method: dpkit's TV against the
-    best peer's (2-way and 3-way) and its fit time (wall and CPU) against the fastest peer's."""
+    best peer's (2-way and 3-way, means over the runs) and its fit time (wall and CPU) against
+    the fastest peer's."""
     out = []
     for eps, method in dict.fromkeys((e, m) for e, _, m, *_ in scores):
         mine = [s for s in scores if s[:3] == (eps, "dpkit", method)]
@@ -372,8 +416,8 @@ def targets(scores: list[Score]) -> list[str]:
         return []
     return [
         "",
-        "Targets on the one-row table, dpkit / the best peer (error: no worse in 2-way and "
-        "3-way TV; speed: a faster fit in wall and CPU time):",
+        "Targets on the one-row table, dpkit / the best peer, means over the runs (error: no "
+        "worse in 2-way and 3-way TV; speed: a faster fit in wall and CPU time):",
         "",
         "| epsilon | method | 2-way TV | 3-way TV | error | fit s | CPU s | speed |",
         "| ---: | --- | ---: | ---: | --- | ---: | ---: | --- |",
@@ -412,6 +456,9 @@ def _header(
         "not its default `'round'`, whose stratified draw follows the row order and so adds "
         "dependencies the model does not have (about 0.2 in 2-way TV here, whatever the "
         "epsilon; the benchmark's `synth_worker.py` explains). "
+        f"Runs: each library, method and epsilon fitted {args.runs} time(s), each fit in a "
+        "fresh process with fresh noise; the row gives the means over its runs, TV as mean ± "
+        "standard error (the runs' standard deviation over the square root of their number). "
         "rho: the zCDP budget the fit spends. Fit s: the fit call in a fresh process (dpkit's "
         "includes reading the Parquet file through DuckDB; the peers get a table already in "
         "memory); CPU s: the CPU time of all that process's threads during the fit call (less "
@@ -423,7 +470,10 @@ def _header(
         "How each is set up. dpkit: a session with `Budget(epsilon, delta, method='zcdp')`, "
         "the fit takes the `(epsilon, delta)` share, which it converts to rho (rounded down, "
         "with a slack for floating point); MST spends rho/3 on 1-way marginals, rho/3 on "
-        "selecting the tree, rho/3 on the 2-way marginals, exact tree fit; AIM: 16 d rounds, "
+        "selecting the tree, rho/3 on the 2-way marginals, rare 1-way cells compressed as in "
+        "the paper (merged when their noisy count is below 3 sigma, shared back in proportion "
+        "to their clipped noisy counts; dropped when that count is <= 0), exact tree fit; "
+        "AIM: 16 d rounds, "
         "0.9 of each round on measuring, all 3-way marginals as workload, model-size limit "
         "80 MB. SmartNoise Synth: `MSTSynthesizer(epsilon, delta)` / "
         "`AIMSynthesizer(epsilon, delta, degree=3)` (its default workload is 2-way), "
@@ -440,8 +490,9 @@ def _header(
         "marginals first, then MST/AIM split the rest 0.9 measuring / 0.1 selecting; "
         "mirror descent from mbi.",
         "",
-        "| epsilon | library | table | rho | fit s | CPU s | peak MB | 2-way TV | 3-way TV |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| epsilon | library | table | runs | rho | fit s | CPU s | peak MB | 2-way TV "
+        "| 3-way TV |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
 
 
@@ -535,6 +586,12 @@ def main() -> None:
         help="the peers' AIM epsilons (default: --aim-epsilons)",
     )
     ap.add_argument("--jobs", type=int, default=1, help="fits run at the same time")
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="fits of each library, method and epsilon (the table shows mean ± s.e.)",
+    )
     ap.add_argument("--max-rows", type=int, default=2)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--path", default="/tmp/dpkit-synth-people.parquet")

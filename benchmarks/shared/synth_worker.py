@@ -14,7 +14,8 @@ The job (JSON object):
 * ``epsilon``, ``delta``; ``rho`` (the zCDP budget OpenDP is given, and dpkit's ``rho`` for
   ``(epsilon, delta)``, computed by the caller); ``privacy_unit`` and ``max_rows`` (dpkit);
   ``memory_limit`` (dpkit's DuckDB);
-* ``rows``: how many synthetic rows to sample; ``out``: where to write them (Parquet).
+* ``rows``: how many synthetic rows to sample; ``out``: where to write them (Parquet); ``seed``:
+  dpkit's sampling seed (default 2; the peers sample with NumPy's global generator);
 
 The result: ``fit_s`` (the fit call only: for dpkit it includes reading the Parquet file
 through DuckDB; the peers are handed a table already in memory), ``cpu_s`` (the CPU time of
@@ -88,7 +89,8 @@ def _dpkit(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
     model = synth.fit(session, epsilon=eps, delta=delta)
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = _rss_mb()
-    frame = model.sample(job["rows"], source=RandomSource(seed=2, insecure=True))
+    # the sampler's seed: one per run (the same seed would draw runs with the same uniforms)
+    frame = model.sample(job["rows"], source=RandomSource(seed=job.get("seed", 2), insecure=True))
     info = {"rho": model.info["rho"]}
     return frame, took, peak, {"base_mb": base, "cpu_s": cpu, **info}
 

@@ -13,7 +13,8 @@ descent: minimise
     L(n, P) = sum_i ||n_i - y_i||^2 / (2 sigma_1^2) + sum_k ||P_k - Y_k||^2 / (2 sigma_2^2)
 
 over node counts ``n_i`` and edge counts ``P_k >= 0`` with ``P_k 1 = n_a``, ``P_k^T 1 = n_b``
-for edge ``k = (a, b)`` and ``1^T n_root = N`` (``N`` the estimated total). This is a strictly
+for edge ``k = (a, b)`` and ``1^T n_root = N`` (``N`` the estimated total; a node cell may
+carry its own ``sigma_c``, then its squared error is divided by ``2 sigma_c^2``). This is a strictly
 convex quadratic programme; its Lagrange dual is smooth and separable:
 
     P_k(lambda) = max(0, Y_k - sigma_2^2 (lambda_ka 1^T + 1 lambda_kb^T)),
@@ -66,12 +67,22 @@ def tree_order(d: int, edges: Sequence[tuple[int, int]]) -> list[tuple[int, int 
     return order
 
 
-def estimate_total(ys: Sequence[FloatArray], sigmas: Sequence[float], floor: float = 1.0) -> float:
-    """The inverse-variance weighted mean of the measurements' totals (each total of a vector
-    of ``k`` cells with noise ``sigma`` has variance ``k sigma^2``), at least ``floor``."""
-    w = np.array([1.0 / (y.size * s * s) for y, s in zip(ys, sigmas, strict=True)])
+def estimate_total(
+    ys: Sequence[FloatArray], sigmas: Sequence[float | FloatArray], floor: float = 1.0
+) -> float:
+    """The inverse-variance weighted mean of the measurements' totals (the total of a vector
+    of cells with noise ``sigma_c`` has variance ``sum_c sigma_c^2``: ``k sigma^2`` for ``k``
+    cells of one ``sigma``), at least ``floor``."""
+    w = np.array([1.0 / _total_variance(y, s) for y, s in zip(ys, sigmas, strict=True)])
     t = np.array([float(y.sum()) for y in ys])
     return float(max(floor, float(np.sum(w * t) / np.sum(w))))
+
+
+def _total_variance(y: FloatArray, sigma: float | FloatArray) -> float:
+    """The variance of ``y.sum()`` for independent noise of standard deviation ``sigma`` (one
+    for all cells, or one per cell)."""
+    s = np.broadcast_to(np.asarray(sigma, dtype=np.float64), y.shape)
+    return float(np.sum(s * s))
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,7 @@ def fit_tree(
     sizes: Sequence[int],
     edges: Sequence[tuple[int, int]],
     y_nodes: Sequence[FloatArray],
-    sigma_nodes: float,
+    sigma_nodes: float | Sequence[FloatArray],
     y_pairs: Sequence[FloatArray],
     sigma_pairs: float,
     *,
@@ -136,16 +147,20 @@ def fit_tree(
     """Fit the tree model to noisy node and edge marginals: the minimiser of the weighted
     squared loss over the scaled marginal polytope (module doc), then its factorisation.
 
-    ``iterations`` bounds the L-BFGS iterations on the dual (it stops earlier once the
-    marginals agree to ``1e-9`` of the total)."""
+    ``sigma_nodes``: the node measurements' noise, one for all cells or an array per node
+    (one per cell: a cell that sums ``m`` noisy counts of ``sigma`` has ``sqrt(m) sigma``), and
+    each cell's squared error is weighted by ``1 / sigma_c^2``. ``iterations`` bounds the
+    L-BFGS iterations on the dual (it stops earlier once the marginals agree to ``1e-9`` of
+    the total)."""
     d = len(sizes)
     order = tree_order(d, edges)
-    total = estimate_total(
-        [*y_nodes, *y_pairs], [sigma_nodes] * len(y_nodes) + [sigma_pairs] * len(y_pairs)
+    s_nodes: list[float | FloatArray] = (
+        [float(sigma_nodes)] * len(y_nodes)
+        if isinstance(sigma_nodes, (int, float))
+        else [np.asarray(s, dtype=np.float64) for s in sigma_nodes]
     )
-    nodes, pairs = _tree_qp(
-        sizes, edges, y_nodes, sigma_nodes, y_pairs, sigma_pairs, total, iterations
-    )
+    total = estimate_total([*y_nodes, *y_pairs], [*s_nodes, *[sigma_pairs] * len(y_pairs)])
+    nodes, pairs = _tree_qp(sizes, edges, y_nodes, s_nodes, y_pairs, sigma_pairs, total, iterations)
     out_nodes, out_pairs = _factorise(sizes, edges, order, nodes, pairs)
     return TreeModel(
         sizes=tuple(sizes),
@@ -201,16 +216,23 @@ def _tree_qp(
     sizes: Sequence[int],
     edges: Sequence[tuple[int, int]],
     y_nodes: Sequence[FloatArray],
-    sigma_nodes: float,
+    sigma_nodes: Sequence[float | FloatArray],
     y_pairs: Sequence[FloatArray],
     sigma_pairs: float,
     total: float,
     iterations: int,
 ) -> tuple[list[FloatArray], list[FloatArray]]:
     """The counts ``(n_i, P_k)`` minimising the loss over the scaled local polytope, by
-    L-BFGS on the Lagrange dual (module doc); returns them before the final factorisation."""
-    wn, we = 1.0 / sigma_nodes**2, 1.0 / sigma_pairs**2
+    L-BFGS on the Lagrange dual (module doc); returns them before the final factorisation.
+
+    A node cell of weight ``w_c = 1 / sigma_c^2`` has ``n_c = y_c + (sum of its multipliers) /
+    w_c`` (the module doc's formula, cell by cell)."""
     ys = [np.asarray(y, dtype=np.float64) for y in y_nodes]
+    wns = [
+        np.broadcast_to(1.0 / np.asarray(s, dtype=np.float64) ** 2, y.shape)
+        for y, s in zip(ys, sigma_nodes, strict=True)
+    ]
+    we = 1.0 / sigma_pairs**2
     yp = [np.asarray(y, dtype=np.float64) for y in y_pairs]
     # the dual vector: for each edge (a, b) a multiplier per cell of a then of b, then nu
     offsets = []
@@ -229,12 +251,14 @@ def _tree_qp(
             into[b] += lb
             pairs.append(np.maximum(y - (la[:, None] + lb[None, :]) / we, 0.0))
         into[0][:] -= lam[-1]
-        nodes = [y + t / wn for y, t in zip(ys, into, strict=True)]
+        nodes = [y + t / wn for y, t, wn in zip(ys, into, wns, strict=True)]
         return nodes, pairs
 
     def negdual(lam: FloatArray) -> tuple[float, FloatArray]:
         nodes, pairs = primal(lam)
-        value = 0.5 * wn * sum(float(np.sum((n - y) ** 2)) for n, y in zip(nodes, ys, strict=True))
+        value = 0.5 * sum(
+            float(np.sum(wn * (n - y) ** 2)) for n, y, wn in zip(nodes, ys, wns, strict=True)
+        )
         value += 0.5 * we * sum(float(np.sum((p - y) ** 2)) for p, y in zip(pairs, yp, strict=True))
         grad = np.empty(n_dual)
         for (a, b), (i, j, k), p in zip(edges, offsets, pairs, strict=True):

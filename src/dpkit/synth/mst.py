@@ -17,9 +17,28 @@ thirds:
 3. **2-way marginals** of the ``d - 1`` selected pairs, with ``sigma_2 = sqrt((d - 1)
    Delta^2 / (2 rho / 3))``.
 
+Between steps 1 and 2, each column's domain is compressed as in the paper (Section 4, "domain
+compression"): the cells whose noisy 1-way count is below ``3 sigma_1`` are rare, and the rare
+cells, when there are at least two, are merged into one cell. Steps 2 and 3 then work on the
+compressed domains (fewer cells, so less noise in each measured 2-way marginal), the merged
+cell's 1-way measurement is the sum of its noisy counts (noise ``sqrt(m) sigma_1`` for ``m``
+merged cells), and the fitted model shares a merged cell's probability among its cells in
+proportion to their clipped noisy counts (the paper splits it uniformly; uniformly here too when
+those counts are all ``<= 0``). Two departures from the paper, both post-processing: a rare cell
+whose noisy count is ``<= 0`` is dropped (the model gives it no probability; not when every cell
+of the column would be), and the proportional split. On the benchmark's table (whose declared
+missing cells are all empty), in 20 runs at epsilon 0.5 with the same 1-way noise, the mean 2-way
+TV was 0.0003 +- 0.0001 lower with the dropping than without it, and the whole compression
+0.0005 +- 0.0001 lower than none.
+
+Privacy of the compression: which cells are merged or dropped is decided from step 1's released
+noisy counts alone (post-processing), and steps 2 and 3 then measure marginals of a function of
+the table chosen from that release (cells summed or left out). That never raises a marginal's
+L1 or L2 sensitivity (still ``Delta``), and adaptive composition charges these measurements
+exactly as before: the compression costs no privacy and the charge is the same without it.
+
 Then a tree-structured graphical model is fitted to the noisy marginals
 (:mod:`dpkit.synth._tree`: Private-PGM's estimate, solved exactly on the tree) and sampled.
-The paper's domain compression of rare 1-way cells is not done here.
 
 Person-level privacy. The marginals are counted by the session's engine on the table bounded
 to ``max_rows`` rows per privacy unit (:mod:`dpkit.synth._measure`), so ``Delta = Delta_1 =
@@ -171,7 +190,8 @@ class MST:
     it; 0 refuses such a column). ``max_cells``: refuse a fit whose 2-way marginals have more
     cells.
     ``iterations``: the most L-BFGS iterations of the model fit (post-processing; it stops
-    once the fitted marginals agree, usually after well under a hundred).
+    once the fitted marginals agree, usually after well under a hundred). ``compress``: merge
+    each column's rare cells after step 1 (the module doc; post-processing, no privacy cost).
     """
 
     def __init__(
@@ -182,8 +202,12 @@ class MST:
         binning: float = DEFAULT_BINNING,
         max_cells: int = DEFAULT_MAX_CELLS,
         iterations: int = 2000,
+        compress: bool = True,
     ) -> None:
         self.domains = check_domains(columns)
+        if not isinstance(compress, bool):
+            raise PrivacyParameterError(f"compress must be True or False, got {compress!r}")
+        self.compress = compress
         self.binning = check_binning(binning)
         self.max_rows = check_integer(max_rows, name="max_rows", minimum=1, maximum=2**31)
         self.max_cells = check_integer(max_cells, name="max_cells", minimum=1)
@@ -259,31 +283,42 @@ class MST:
         one_way = _one_way(exact, d)
         y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
         n_hat = max(1.0, float(np.mean([y.sum() for y in y1])))
-        probs = [simplex(y) for y in y1]
-        edges = _select(exact, probs, n_hat, plan, source, d)
-        y2 = [add_noise(exact[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
-        tree = fit_tree(
-            [doms[c].size for c in cols],
+        maps = [
+            compressed_cells(y, plan.sigma_1) if self.compress else np.arange(y.size) for y in y1
+        ]
+        onehot = [_onehot(m) for m in maps]
+        z1 = [h.T @ y for h, y in zip(onehot, y1, strict=True)]
+        s1 = [plan.sigma_1 * np.sqrt(h.sum(axis=0)) for h in onehot]
+        small = {(a, b): onehot[a].T @ x @ onehot[b] for (a, b), x in exact.items()}
+        probs = [simplex(z) for z in z1]
+        edges = _select(small, probs, n_hat, plan, source, d)
+        y2 = [add_noise(small[(a, b)], plan.sigma_2, source).astype(np.float64) for a, b in edges]
+        fitted = fit_tree(
+            [h.shape[1] for h in onehot],
             edges,
-            y1,
-            plan.sigma_1,
+            z1,
+            s1,
             y2,
             plan.sigma_2,
             iterations=self.iterations,
         )
-        return SyntheticModel(
-            domains=doms,
-            tree=tree,
-            info={
-                "method": "MST",
-                "rho": plan.rho,
-                "max_rows": self.max_rows,
-                "sigma_1": plan.sigma_1,
-                "sigma_2": plan.sigma_2,
-                "selection_epsilon": plan.selection_epsilon,
-                "edges": [[cols[a], cols[b]] for a, b in edges],
-            },
-        )
+        info: dict[str, Any] = {
+            "method": "MST",
+            "rho": plan.rho,
+            "max_rows": self.max_rows,
+            "sigma_1": plan.sigma_1,
+            "sigma_2": plan.sigma_2,
+            "selection_epsilon": plan.selection_epsilon,
+            "edges": [[cols[a], cols[b]] for a, b in edges],
+        }
+        merged = {c: _merged_of(m) for c, m in zip(cols, maps, strict=True) if _merged_of(m)}
+        if merged:
+            info["merged"] = merged
+        dropped = {c: _dropped_of(m) for c, m in zip(cols, maps, strict=True) if _dropped_of(m)}
+        if dropped:
+            info["dropped"] = dropped
+        splits = [_split(h, y) for h, y in zip(onehot, y1, strict=True)]
+        return SyntheticModel(domains=doms, tree=expand_tree(fitted, splits), info=info)
 
 
 def fit_through(
@@ -325,6 +360,90 @@ def charge_parts(plan: Any) -> dict[str, float]:
         "binning": charged_rho(plan.binning.event),
         "measurement": charged_rho(plan.measurement_event),
     }
+
+
+#: A cell is rare when its noisy 1-way count is below this many ``sigma_1`` (the paper's 3).
+RARE_SIGMAS = 3
+
+
+def compressed_cells(noisy: FloatArray, sigma: float) -> IntArray:
+    """Each cell's cell in the compressed domain, from one column's noisy 1-way counts alone;
+    ``-1`` for a dropped cell.
+
+    The cells whose noisy count is below ``RARE_SIGMAS * sigma`` are rare (McKenna, Miklau and
+    Sheldon 2021, Section 4). A rare cell whose noisy count is ``<= 0`` is dropped: the model
+    gives it no probability (unless every cell of the column would be dropped). The other rare
+    cells, when there are at least two, are merged into one cell, placed last; the kept cells
+    keep their order. A function of the released noisy counts only: post-processing."""
+    y = np.asarray(noisy, dtype=np.float64)
+    rare = y < RARE_SIGMAS * sigma
+    drop = rare & (y <= 0.0)
+    if drop.all():
+        drop[:] = False
+    rare &= ~drop
+    kept = ~rare & ~drop
+    if int(rare.sum()) < 2:  # a single rare cell stays a cell of its own
+        kept |= rare
+        rare[:] = False
+    n_kept = int(kept.sum())
+    out = np.full(y.size, -1, dtype=np.int64)
+    out[kept] = np.arange(n_kept, dtype=np.int64)
+    out[rare] = n_kept
+    return out
+
+
+def _onehot(cell_of: IntArray) -> IntArray:
+    """The ``(cells, compressed cells)`` 0/1 matrix of a compression map (a dropped cell's row
+    is 0): ``H^T x`` sums a marginal's rows into the compressed cells."""
+    h = np.zeros((cell_of.size, int(cell_of.max()) + 1), dtype=np.int64)
+    ok = cell_of >= 0
+    h[np.flatnonzero(ok), cell_of[ok]] = 1
+    return h
+
+
+def _merged_of(cell_of: IntArray) -> list[int]:
+    """The cells merged into one by a compression map (empty when none are)."""
+    last = int(cell_of.max())
+    hit = np.flatnonzero(cell_of == last)
+    return [int(i) for i in hit] if hit.size > 1 else []
+
+
+def _dropped_of(cell_of: IntArray) -> list[int]:
+    """The cells a compression map drops."""
+    return [int(i) for i in np.flatnonzero(cell_of < 0)]
+
+
+def _split(h: IntArray, noisy: FloatArray) -> FloatArray:
+    """How each compressed cell's probability is shared among the cells it holds: the
+    ``(cells, compressed cells)`` matrix ``W`` whose column ``g`` is ``max(y_c, 0) / sum over
+    the cells of g of max(y, 0)`` (the cells' clipped noisy 1-way counts ``y``), uniform when
+    they are all ``<= 0``. The paper splits uniformly; the proportional split uses the same
+    released counts (post-processing) and keeps less mass on cells the counts say are empty
+    (on the benchmark's table, unpaired 20-run means at epsilon 0.5 and 1: 2-way TV 0.0001-0.0002
+    lower than the uniform split, within two standard errors)."""
+    uniform = h / h.sum(axis=0, keepdims=True)
+    w = h * np.clip(np.asarray(noisy, dtype=np.float64), 0.0, None)[:, None]
+    total = w.sum(axis=0, keepdims=True)
+    out: FloatArray = np.where(total > 0.0, w / np.where(total > 0.0, total, 1.0), uniform)
+    return out
+
+
+def expand_tree(tree: TreeModel, splits: list[FloatArray]) -> TreeModel:
+    """The model over the full domains that shares every compressed cell's probability among
+    the cells it holds, in the proportions of ``W`` (each column of ``W`` sums to 1): nodes
+    ``W p`` and pairs ``W_a P W_b^T``. These tables agree on their shared columns, and their
+    tree factorisation is the compressed model followed by an independent draw inside each
+    merged cell (``p(x_b | x_a)`` is the same for every cell ``x_a`` of a merged cell)."""
+    ws = splits
+    nodes = tuple(w @ p for w, p in zip(ws, tree.nodes, strict=True))
+    pairs = tuple(ws[a] @ p @ ws[b].T for (a, b), p in zip(tree.edges, tree.pairs, strict=True))
+    return TreeModel(
+        sizes=tuple(w.shape[0] for w in ws),
+        edges=tree.edges,
+        nodes=nodes,
+        pairs=pairs,
+        total=tree.total,
+    )
 
 
 def _one_way(exact: Mapping[tuple[int, int], IntArray], d: int) -> list[IntArray]:
