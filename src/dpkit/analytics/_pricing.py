@@ -1044,7 +1044,20 @@ def price(
             if reads != name:
                 ab = _auto_reader(name, s, mode, share, owned[reads], keep)
             else:
-                ab = owned[name] = _price_auto(name, s, mode, share, rs, keep, r)
+                # one histogram for k statistics: priced at the least of what each would
+                # spend on its own, each paying a k-th of it (rounded up, so at most its
+                # own part: every release keeps more than alone; _histogram_owners)
+                group = [n for n, o in owners.items() if o == name] or [name]
+                parts = [
+                    down(
+                        down(Fraction(total) * weights[n] / gauss_w) * Fraction(stats[n].auto_share)
+                    )
+                    for n in group
+                ]
+                est = min(parts)
+                ab = owned[name] = _price_auto(
+                    name, s, mode, share, rs, keep, r, est_share=est, payers=len(group)
+                )
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
@@ -1134,7 +1147,10 @@ class AutoBounds:
     :mod:`dpkit.analytics._planner`). It spends ``auto_share`` of the statistic's budget (an
     epsilon, or a rho); the rest (``main_share``) prices the statistic once its bounds are
     known. The query is charged the estimate's event plus ``main_share`` as a black-box epsilon
-    (or rho), an upper bound of what the final mechanisms cost, before anything runs.
+    (or rho), an upper bound of what the final mechanisms cost, before anything runs. In a
+    planned release a statistic may read another's histogram (``reads``, see
+    :func:`_histogram_owners`): then it has no estimate event and ``main_share`` is its whole
+    share.
     """
 
     name: str
@@ -1149,6 +1165,8 @@ class AutoBounds:
     reads: str | None = None
     #: the rows per unit of the histogram it reads (its ``r``)
     hist_rows: int = 0
+    #: its part of the histogram's share (all of it, unless others read it too)
+    paid: float = 0.0
 
 
 def _price_auto(
@@ -1159,14 +1177,20 @@ def _price_auto(
     r: int,
     keep: tuple[int, int] | None = None,
     plan_r: int | None = None,
+    est_share: float | None = None,
+    payers: int = 1,
 ) -> AutoBounds:
     """The bounds estimate of an ``"auto"`` statistic bounded at ``r`` rows per unit (its
     own, ``keep``, or the query's). Its histogram runs in one global group with the plan's
-    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``."""
+    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``.
+    ``est_share``: the histogram's share when ``payers`` statistics read it (each pays
+    ``est_share / payers``, rounded up; default: ``auto_share`` of ``share``, one payer)."""
     from dpkit.analytics._planner import NoisyHistogram
 
-    est_share = down(Fraction(share) * Fraction(stat.auto_share))
-    main_share = down(Fraction(share) - Fraction(est_share))
+    if est_share is None:
+        est_share = down(Fraction(share) * Fraction(stat.auto_share))
+    pay = up(Fraction(est_share) / payers) if payers > 1 else est_share
+    main_share = down(Fraction(share) - Fraction(pay))
     hist = NoisyHistogram.priced(
         pure=mode == "pure", share=est_share, sensitivity=r, bins=len(AUTO_EDGES) - 1
     )
@@ -1190,6 +1214,7 @@ def _price_auto(
         measure=m,
         keep=keep,
         hist_rows=r,
+        paid=pay,
     )
 
 
@@ -1204,10 +1229,13 @@ def _histogram_owners(
     histogram it reads: among those of its column, the one with the fewest rows per unit ``r``
     (its histogram is the cheapest, sensitivity ``r``), the first on ties.
 
-    A statistic that reads another's histogram spends no share on one of its own (its whole
-    share prices its release): its bounds are a function of that histogram's noisy counts,
-    already charged, so post-processing. The events of the query are then the owners'
-    histograms and every statistic's release share, at most the sum of their shares."""
+    One histogram serves the ``k`` statistics of a column: it is priced at ``e = min_i
+    auto_share_i s_i`` (``s_i`` their shares; the least any would spend on its own) and each
+    pays ``up(e / k)``, at most its own part, the rest of its share pricing its release. A
+    statistic that reads another's histogram has bounds that are a function of that
+    histogram's noisy counts, charged once, so post-processing. The events are the histogram
+    (at most ``e <= k up(e / k)``) and each release (``s_i - up(e / k)``, rounded down): at most
+    the sum of the shares."""
     cols: dict[str, list[tuple[int, int, str]]] = {}
     for i, (name, s) in enumerate(stats.items()):
         if s.auto and name not in shared and name not in laplace and s.column is not None:
@@ -1227,21 +1255,24 @@ def _auto_reader(
     owner: AutoBounds,
     keep: tuple[int, int] | None,
 ) -> AutoBounds:
-    """An ``"auto"`` statistic reading ``owner``'s histogram: its whole ``share`` to its
-    release (charged as ``main_share`` is for an owner)."""
+    """An ``"auto"`` statistic reading ``owner``'s histogram: its ``share`` less its part of
+    the histogram (``owner.paid``, what each of its readers pays) to its release (charged as
+    ``main_share`` is for an owner)."""
     from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
-    main_ev: DpEvent = PureDpEvent(epsilon=share) if mode == "pure" else ZCdpEvent(rho=share)
+    main = down(Fraction(share) - Fraction(owner.paid))
+    main_ev: DpEvent = PureDpEvent(epsilon=main) if mode == "pure" else ZCdpEvent(rho=main)
     return AutoBounds(
         name=name,
         stat=stat,
         mechanism=owner.mechanism,
-        main_share=share,
+        main_share=main,
         events=(main_ev,),
         measure=owner.measure,
         keep=keep,
         reads=owner.name,
         hist_rows=owner.hist_rows,
+        paid=owner.paid,
     )
 
 
