@@ -1021,10 +1021,13 @@ def price(
     priced = []
     autos = []
     own = _own_bounds(stats, shared, stat_bounds or {}, p, r)
-    owners = (
-        _histogram_owners(stats, shared, laplace, own, r)
-        if share_histograms and mode != "approx"
-        else {}
+    owners, hists = _histogram_owners(
+        stats if share_histograms and mode != "approx" else {},
+        shared,
+        laplace,
+        own,
+        r,
+        lambda n: down(Fraction(total) * weights[n] / gauss_w),
     )
     owned: dict[str, AutoBounds] = {}
     for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
@@ -1040,24 +1043,7 @@ def price(
             continue
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
-            reads = owners.get(name, name)
-            if reads != name:
-                ab = _auto_reader(name, s, mode, share, owned[reads], keep)
-            else:
-                # one histogram for k statistics: priced at the least of what each would
-                # spend on its own, each paying a k-th of it (rounded up, so at most its
-                # own part: every release keeps more than alone; _histogram_owners)
-                group = [n for n, o in owners.items() if o == name] or [name]
-                parts = [
-                    down(
-                        down(Fraction(total) * weights[n] / gauss_w) * Fraction(stats[n].auto_share)
-                    )
-                    for n in group
-                ]
-                est = min(parts)
-                ab = owned[name] = _price_auto(
-                    name, s, mode, share, rs, keep, r, est_share=est, payers=len(group)
-                )
+            ab = _auto_of(name, s, mode, share, (rs, r), keep, owners, hists, owned)
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
@@ -1224,9 +1210,11 @@ def _histogram_owners(
     laplace: set[str],
     own: dict[str, tuple[int, int]],
     r: int,
-) -> dict[str, str]:
+    share_of: Callable[[str], float],
+) -> tuple[dict[str, str], dict[str, tuple[float | None, int]]]:
     """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
-    histogram it reads: among those of its column, the one with the fewest rows per unit ``r``
+    histogram it reads, and each histogram's share and number of readers (``share_of``: a
+    statistic's share): among those of its column, the one with the fewest rows per unit ``r``
     (its histogram is the cheapest, sensitivity ``r``), the first on ties.
 
     One histogram serves the ``k`` statistics of a column: it is priced at ``e = min_i
@@ -1241,10 +1229,35 @@ def _histogram_owners(
         if s.auto and name not in shared and name not in laplace and s.column is not None:
             cols.setdefault(s.column, []).append((own.get(name, (0, r))[1], i, name))
     out: dict[str, str] = {}
+    hists: dict[str, tuple[float | None, int]] = {}
     for group in cols.values():
         owner = min(group)[2]
         out.update({name: owner for _, _, name in group})
-    return out
+        # the least part any would spend on its own (each pays up(e / k), at most its own)
+        parts = [down(Fraction(share_of(n)) * Fraction(stats[n].auto_share)) for *_, n in group]
+        hists[owner] = (min(parts), len(group))
+    return out, hists
+
+
+def _auto_of(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    rows: tuple[int, int],
+    keep: tuple[int, int] | None,
+    owners: dict[str, str],
+    hists: dict[str, tuple[float | None, int]],
+    owned: dict[str, AutoBounds],
+) -> AutoBounds:
+    """The :class:`AutoBounds` of ``name``: a reader of its owner's histogram (priced first,
+    in ``owned``), or an owner of one (``rows``: its own and the plan's rows per unit)."""
+    reads = owners.get(name, name)
+    if reads != name:
+        return _auto_reader(name, stat, mode, share, owned[reads], keep)
+    est, k = hists.get(name, (None, 1))
+    owned[name] = _price_auto(name, stat, mode, share, rows[0], keep, rows[1], est, k)
+    return owned[name]
 
 
 def _auto_reader(
