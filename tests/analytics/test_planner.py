@@ -754,8 +754,18 @@ def test_planned_auto_statistics_of_one_column_read_one_histogram_within_the_cha
     assert autos["t"].mechanism is autos["m"].mechanism
     assert release.bounds_plan is not None
     assert [m.name for m in release.bounds_plan.aggregate.measures] == ["m:auto"]
-    # the reader's whole share prices its release; the owner's is split as before
-    assert autos["t"].main_share > autos["m"].main_share
+    # one histogram at the least of their two parts, each paying half: both releases keep
+    # more than with a histogram of their own
+    alone = {
+        ab.name: ab
+        for ab in q.bound(max_partitions=4, max_rows_per_partition=4)
+        .prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
+        .pricing.auto
+    }
+    for n in ("t", "m"):
+        assert autos[n].main_share > alone[n].main_share
+        assert autos[n].paid == autos["m"].paid
+    assert autos["m"].mechanism.event == alone["m"].mechanism.event  # the same share
     # the release's events within its share (epsilon, or the rho of the query's pair)
     from fractions import Fraction
 

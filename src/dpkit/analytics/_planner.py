@@ -59,6 +59,20 @@ and public parameters (shares, contribution bounds, the number of public groups)
 post-processing; the release is then priced at the chosen bounds within its own share, as
 before. Queries with ``.bound(...)`` keep the histogram's bounds.
 
+In the same planned release (pure or zCDP), the ``"auto"`` statistics of one column read one
+histogram: the one of the statistic keeping the fewest rows per unit ``r_h`` (the cheapest,
+sensitivity ``r_h``), priced at the least share any of the ``k`` statistics would spend on its
+own, each paying a ``k``-th of it (at most its own part), so every release keeps more of its
+share (:func:`~dpkit.analytics._pricing._histogram_owners`). The second histogram of a column
+would buy nothing the first does not give (the same values, counted at other row bounds), so
+its share is better spent on the releases. The bounds are a function of that histogram's noisy
+counts, charged once, so post-processing; the release's events are the one histogram and each
+statistic's release, at most the sum of their shares. For a reader keeping ``r > r_h`` rows
+per unit, :func:`trimmed_upper` counts the histogram's rows ``r / r_h`` times (a planning
+assumption about the clamping loss, not a privacy claim). (The
+contribution step's targets still deduct ``auto_share`` from every auto statistic's share: the
+readers are known only once the pairs are chosen; their noise is then slightly overestimated.)
+
 **Contribution bounds** (:func:`contribution_bounds`). The engine counts each unit's rows per
 group; per unit, its number of groups ``g`` and its largest number of rows in one group ``m``
 each fall in one bin of :data:`CONTRIBUTION_GRID`, so the two histograms together have ``s = 1``

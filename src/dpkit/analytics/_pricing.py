@@ -1021,10 +1021,13 @@ def price(
     priced = []
     autos = []
     own = _own_bounds(stats, shared, stat_bounds or {}, p, r)
-    owners = (
-        _histogram_owners(stats, shared, laplace, own, r)
-        if share_histograms and mode != "approx"
-        else {}
+    owners, hists = _histogram_owners(
+        stats if share_histograms and mode != "approx" else {},
+        shared,
+        laplace,
+        own,
+        r,
+        lambda n: down(Fraction(total) * weights[n] / gauss_w),
     )
     owned: dict[str, AutoBounds] = {}
     for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
@@ -1040,11 +1043,7 @@ def price(
             continue
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
-            reads = owners.get(name, name)
-            if reads != name:
-                ab = _auto_reader(name, s, mode, share, owned[reads], keep)
-            else:
-                ab = owned[name] = _price_auto(name, s, mode, share, rs, keep, r)
+            ab = _auto_of(name, s, mode, share, (rs, r), keep, owners, hists, owned)
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
@@ -1134,7 +1133,10 @@ class AutoBounds:
     :mod:`dpkit.analytics._planner`). It spends ``auto_share`` of the statistic's budget (an
     epsilon, or a rho); the rest (``main_share``) prices the statistic once its bounds are
     known. The query is charged the estimate's event plus ``main_share`` as a black-box epsilon
-    (or rho), an upper bound of what the final mechanisms cost, before anything runs.
+    (or rho), an upper bound of what the final mechanisms cost, before anything runs. In a
+    planned release a statistic may read another's histogram (``reads``, see
+    :func:`_histogram_owners`): then it has no estimate event and ``main_share`` is its whole
+    share.
     """
 
     name: str
@@ -1149,6 +1151,8 @@ class AutoBounds:
     reads: str | None = None
     #: the rows per unit of the histogram it reads (its ``r``)
     hist_rows: int = 0
+    #: its part of the histogram's share (all of it, unless others read it too)
+    paid: float = 0.0
 
 
 def _price_auto(
@@ -1159,14 +1163,20 @@ def _price_auto(
     r: int,
     keep: tuple[int, int] | None = None,
     plan_r: int | None = None,
+    est_share: float | None = None,
+    payers: int = 1,
 ) -> AutoBounds:
     """The bounds estimate of an ``"auto"`` statistic bounded at ``r`` rows per unit (its
     own, ``keep``, or the query's). Its histogram runs in one global group with the plan's
-    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``."""
+    ``plan_r`` rows per unit; a statistic with its own ``r`` below it reads only its ``r``.
+    ``est_share``: the histogram's share when ``payers`` statistics read it (each pays
+    ``est_share / payers``, rounded up; default: ``auto_share`` of ``share``, one payer)."""
     from dpkit.analytics._planner import NoisyHistogram
 
-    est_share = down(Fraction(share) * Fraction(stat.auto_share))
-    main_share = down(Fraction(share) - Fraction(est_share))
+    if est_share is None:
+        est_share = down(Fraction(share) * Fraction(stat.auto_share))
+    pay = up(Fraction(est_share) / payers) if payers > 1 else est_share
+    main_share = down(Fraction(share) - Fraction(pay))
     hist = NoisyHistogram.priced(
         pure=mode == "pure", share=est_share, sensitivity=r, bins=len(AUTO_EDGES) - 1
     )
@@ -1190,6 +1200,7 @@ def _price_auto(
         measure=m,
         keep=keep,
         hist_rows=r,
+        paid=pay,
     )
 
 
@@ -1199,24 +1210,54 @@ def _histogram_owners(
     laplace: set[str],
     own: dict[str, tuple[int, int]],
     r: int,
-) -> dict[str, str]:
+    share_of: Callable[[str], float],
+) -> tuple[dict[str, str], dict[str, tuple[float | None, int]]]:
     """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
-    histogram it reads: among those of its column, the one with the fewest rows per unit ``r``
+    histogram it reads, and each histogram's share and number of readers (``share_of``: a
+    statistic's share): among those of its column, the one with the fewest rows per unit ``r``
     (its histogram is the cheapest, sensitivity ``r``), the first on ties.
 
-    A statistic that reads another's histogram spends no share on one of its own (its whole
-    share prices its release): its bounds are a function of that histogram's noisy counts,
-    already charged, so post-processing. The events of the query are then the owners'
-    histograms and every statistic's release share, at most the sum of their shares."""
+    One histogram serves the ``k`` statistics of a column: it is priced at ``e = min_i
+    auto_share_i s_i`` (``s_i`` their shares; the least any would spend on its own) and each
+    pays ``up(e / k)``, at most its own part, the rest of its share pricing its release. A
+    statistic that reads another's histogram has bounds that are a function of that
+    histogram's noisy counts, charged once, so post-processing. The events are the histogram
+    (at most ``e <= k up(e / k)``) and each release (``s_i - up(e / k)``, rounded down): at most
+    the sum of the shares."""
     cols: dict[str, list[tuple[int, int, str]]] = {}
     for i, (name, s) in enumerate(stats.items()):
         if s.auto and name not in shared and name not in laplace and s.column is not None:
             cols.setdefault(s.column, []).append((own.get(name, (0, r))[1], i, name))
     out: dict[str, str] = {}
+    hists: dict[str, tuple[float | None, int]] = {}
     for group in cols.values():
         owner = min(group)[2]
         out.update({name: owner for _, _, name in group})
-    return out
+        # the least part any would spend on its own (each pays up(e / k), at most its own)
+        parts = [down(Fraction(share_of(n)) * Fraction(stats[n].auto_share)) for *_, n in group]
+        hists[owner] = (min(parts), len(group))
+    return out, hists
+
+
+def _auto_of(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    rows: tuple[int, int],
+    keep: tuple[int, int] | None,
+    owners: dict[str, str],
+    hists: dict[str, tuple[float | None, int]],
+    owned: dict[str, AutoBounds],
+) -> AutoBounds:
+    """The :class:`AutoBounds` of ``name``: a reader of its owner's histogram (priced first,
+    in ``owned``), or an owner of one (``rows``: its own and the plan's rows per unit)."""
+    reads = owners.get(name, name)
+    if reads != name:
+        return _auto_reader(name, stat, mode, share, owned[reads], keep)
+    est, k = hists.get(name, (None, 1))
+    owned[name] = _price_auto(name, stat, mode, share, rows[0], keep, rows[1], est, k)
+    return owned[name]
 
 
 def _auto_reader(
@@ -1227,21 +1268,24 @@ def _auto_reader(
     owner: AutoBounds,
     keep: tuple[int, int] | None,
 ) -> AutoBounds:
-    """An ``"auto"`` statistic reading ``owner``'s histogram: its whole ``share`` to its
-    release (charged as ``main_share`` is for an owner)."""
+    """An ``"auto"`` statistic reading ``owner``'s histogram: its ``share`` less its part of
+    the histogram (``owner.paid``, what each of its readers pays) to its release (charged as
+    ``main_share`` is for an owner)."""
     from dpkit.events import ZCdpEvent  # type: ignore[attr-defined,unused-ignore]
 
-    main_ev: DpEvent = PureDpEvent(epsilon=share) if mode == "pure" else ZCdpEvent(rho=share)
+    main = down(Fraction(share) - Fraction(owner.paid))
+    main_ev: DpEvent = PureDpEvent(epsilon=main) if mode == "pure" else ZCdpEvent(rho=main)
     return AutoBounds(
         name=name,
         stat=stat,
         mechanism=owner.mechanism,
-        main_share=share,
+        main_share=main,
         events=(main_ev,),
         measure=owner.measure,
         keep=keep,
         reads=owner.name,
         hist_rows=owner.hist_rows,
+        paid=owner.paid,
     )
 
 
