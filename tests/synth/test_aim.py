@@ -68,7 +68,29 @@ def test_plan_calibrates_the_first_rounds_to_the_safe_side() -> None:
     assert plan.sigma_0 == pytest.approx(m * math.sqrt(t / (2 * 0.9 * rho)), rel=1e-12)
 
 
-def _recorded_fit(rho: float, monkeypatch: Any, frame: pd.DataFrame) -> tuple[Fraction, Any]:
+def test_plan_with_a_oneway_share_spends_it_first_and_splits_the_rest() -> None:
+    # oneway=0.5: the d 1-way marginals share half of rho (each sigma rounded up, so never
+    # more), and the T rounds split exactly what that leaves, 0.9 measuring and 0.1 selecting.
+    rho, m, d = 0.3, 2, 3
+    plan = AIM(DOMAINS, max_rows=m, oneway=0.5).plan(rho=rho)
+    t = 16 * d
+    oneway = d * Fraction(m * m) / (2 * Fraction(plan.sigma_oneway) ** 2)
+    assert Fraction(rho) / 2 * (1 - Fraction(1, 10**9)) <= oneway <= Fraction(rho) / 2
+    rest = Fraction(rho) - oneway
+    gauss = Fraction(m * m) / (2 * Fraction(plan.sigma_0) ** 2)
+    em = Fraction(plan.epsilon_0) ** 2 / 8
+    assert (
+        Fraction(9, 10) * rest / t * (1 - Fraction(1, 10**9)) <= gauss <= Fraction(9, 10) * rest / t
+    )
+    assert em <= Fraction(1, 10) * rest / t
+    assert plan.sigma_oneway == pytest.approx(m * math.sqrt(d / rho), rel=1e-12)
+    paper = AIM(DOMAINS, max_rows=m, oneway=None).plan(rho=rho)
+    assert paper.sigma_oneway == paper.sigma_0  # the paper: 1-way marginals at the rounds' sigma
+
+
+def _recorded_fit(
+    rho: float, monkeypatch: Any, frame: pd.DataFrame, oneway: float | None = None
+) -> tuple[Fraction, Any]:
     """Fit AIM and sum the zCDP cost of every noisy measurement and selection it made."""
     m = 2
     spent: list[Fraction] = []
@@ -86,20 +108,22 @@ def _recorded_fit(rho: float, monkeypatch: Any, frame: pd.DataFrame) -> tuple[Fr
     monkeypatch.setattr(aim_module, "add_noise", noise)
     monkeypatch.setattr(aim_module, "ExponentialMechanism", em)
     b = _zcdp()
-    model = AIM(DOMAINS, max_rows=m, rounds=12).fit(_session(frame, b), rho=rho)
+    model = AIM(DOMAINS, max_rows=m, rounds=12, oneway=oneway).fit(_session(frame, b), rho=rho)
     assert len(b.ledger) == 1 and b.history()[0].metadata["synth"] == "AIM"
     assert b.spent_native is not None and 0.999999 * rho <= b.spent_native <= rho
     return sum(spent, Fraction(0)), model
 
 
 @pytest.mark.slow
-def test_the_rounds_spend_exactly_the_charge(monkeypatch: Any) -> None:
+@pytest.mark.parametrize("oneway", [None, 0.5, 0.9])
+def test_the_rounds_spend_exactly_the_charge(monkeypatch: Any, oneway: float | None) -> None:
     # The adaptive rounds' costs (1-way measurements, then a selection and a measurement per
     # round, with annealing and the last round taking what is left) sum to the charged rho
-    # and never more. Companion: had the last round not been capped, or a sigma been rounded
-    # down, the sum would exceed rho and the first check fail.
+    # and never more, whatever share the 1-way marginals take first. Companion: had the last
+    # round not been capped, or a sigma been rounded down, the sum would exceed rho and the
+    # first check fail.
     rho = 0.2
-    total, model = _recorded_fit(rho, monkeypatch, _people(2_000))
+    total, model = _recorded_fit(rho, monkeypatch, _people(2_000), oneway)
     assert total <= Fraction(rho)
     assert total >= Fraction(rho) * (1 - Fraction(1, 10**9))
     assert model.info["rounds"] == len(model.info["selected"]) >= 1
@@ -126,7 +150,9 @@ def test_synthetic_table_keeps_a_strong_dependence() -> None:
 
 def test_save_and_load_sample_the_same_table_without_spending(tmp_path: Any) -> None:
     b = _zcdp()
-    model = AIM(DOMAINS, max_rows=2, rounds=8).fit(_session(_people(2_000), b), rho=0.2)
+    model = AIM(DOMAINS, max_rows=2, rounds=8, round_iterations=100).fit(
+        _session(_people(2_000), b), rho=0.2
+    )
     path = tmp_path / "aim.json"
     model.save(path)
     spent = b.spent_native
@@ -168,6 +194,9 @@ def test_refusals_before_any_spend() -> None:
         AIM(DOMAINS, max_model_cells=10)
     with pytest.raises(PrivacyParameterError):
         AIM(DOMAINS).plan(rho=float("nan"))
+    for bad in (0, 0.0, 1, 1.0, -0.5, 1.5, float("nan"), float("inf"), True, "0.5", [0.5]):
+        with pytest.raises(PrivacyParameterError, match="oneway"):
+            AIM(DOMAINS, oneway=bad)  # type: ignore[arg-type]
 
 
 def test_a_workload_of_pairs_counts_only_those_marginals() -> None:

@@ -7,25 +7,35 @@ of a workload clique, each with the weight ``w_r = sum_(s in W) |r ∩ s|``. Wit
 ``rho``, ``T = 16 d`` and ``alpha = 0.9``:
 
 1. Every 1-way marginal is measured with discrete Gaussian noise of ``sigma_0 = Delta sqrt(T /
-   (2 alpha rho))`` and a model is fitted (:mod:`dpkit.synth._graph`).
+   (2 alpha rho))`` and a model is fitted (:mod:`dpkit.synth._graph`). With ``oneway`` set (a
+   share ``s`` in ``(0, 1)``, what OpenDP's AIM does with ``s = 1/2``), the ``d`` 1-way marginals
+   instead share ``s rho`` (each at ``sigma_1 = Delta sqrt(d / (2 s rho))``, rounded up, so they
+   spend at most ``s rho``), and ``sigma_0`` and ``epsilon_0`` below are those of ``T`` rounds
+   sharing what they left, ``rho' = rho - d Delta^2 / (2 sigma_1^2)`` (exact), in place of
+   ``rho``.
 2. Each round spends ``Delta^2 / (2 sigma^2) + epsilon^2 / 8`` (``epsilon`` starts at
    ``sqrt(8 (1 - alpha) rho / T)``): among the candidates whose addition keeps the model's
    junction tree within ``(rho_used / rho) max_model_cells`` cells, the exponential mechanism
    (bounded range: ``epsilon^2 / 8``-zCDP, Cesar and Rogers 2021) picks ``r`` with the quality
    ``w_r (||M_r(D) - N p_r||_1 - sqrt(2 / pi) sigma n_r)`` (``n_r`` cells, ``p_r`` the model's
    marginal; sensitivity ``Delta max_r w_r``); ``M_r(D)`` is measured with noise ``sigma`` and
-   the model refitted. If the model's estimate of ``r`` moved by less than ``sqrt(2 / pi) sigma
+   the model refitted (``round_iterations`` mirror-descent steps, 1000 by default as in
+   Private-PGM, warm-started from the previous round's potentials: the next selection scores
+   the candidates against this fit, and a fit stopped early keeps errors the measurements have
+   already corrected). If the model's estimate of ``r`` moved by less than ``sqrt(2 / pi) sigma
    n_r`` in L1, ``sigma`` is halved and ``epsilon`` doubled (annealing).
 3. When less than two rounds' budget is left, the last round gets all of it (``sigma =
    Delta / sqrt(2 alpha rho_left)``, ``epsilon = sqrt(8 (1 - alpha) rho_left)``).
 
-Accounting. The rounds are chosen adaptively but their zCDP costs are summed exactly (rational
-arithmetic, each sigma rounded up and each epsilon down) and never exceed ``rho``, which fully
-adaptive composition of zCDP allows (the privacy filter of Feldman and Zrnic 2021, Thm. 3.1,
-for every Renyi order); the fit charges ``rho`` to the session's zCDP budget once, before any
-row is read. When a numeric or date column has edges to choose, the private binning runs first
-(:mod:`dpkit.synth._binning`) on the ``binning`` share of ``rho`` (rounded down), inside the same
-charge, and the rounds above share the rest (rounded down).
+Accounting. The 1-way marginals' cost (with ``oneway``, at most ``oneway rho``) opens the sum
+of the fit's spend; the rounds are chosen adaptively but their zCDP costs are added to it
+exactly (rational arithmetic, each sigma rounded up and each epsilon down) and the sum never
+exceeds ``rho``, which fully adaptive composition of zCDP allows (the privacy filter of
+Feldman and Zrnic 2021, Thm. 3.1, for every Renyi order); the fit charges ``rho`` to the
+session's zCDP budget once, before any row is read. When a numeric or date column has edges to
+choose, the private binning runs first (:mod:`dpkit.synth._binning`) on the ``binning`` share of
+``rho`` (rounded down), inside the same charge, and the rounds above share the rest (rounded
+down).
 
 Person-level privacy as in MST: every workload marginal is counted by the session's engine on
 the table bounded to ``max_rows`` rows per privacy unit, in one statement, so ``Delta =
@@ -46,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._numeric.rounding import down, sqrt_up, up
-from dpkit._numeric.validation import check_integer
+from dpkit._numeric.validation import check_integer, check_probability
 from dpkit.errors import PrivacyParameterError
 from dpkit.events import DpEvent, ZCdpEvent
 from dpkit.mechanisms import ExponentialMechanism
@@ -84,8 +94,9 @@ _ALPHA = Fraction(9, 10)
 class AIMPlan:
     """The budget and first-round noise of one AIM fit, decided before any row is read.
 
-    ``sigma_0``: the 1-way marginals' noise and the first rounds' (in rows); ``epsilon_0``: the
-    first rounds' exponential mechanism; ``rounds``: ``T``; ``cells``: the cells of the workload
+    ``sigma_oneway``: the 1-way marginals' noise (in rows); ``sigma_0``: the first rounds'
+    (equal to ``sigma_oneway`` when ``oneway`` is ``None``); ``epsilon_0``: the first rounds'
+    exponential mechanism; ``rounds``: ``T``; ``cells``: the cells of the workload
     marginals the engine counts; ``event``: what is charged (the binning, if any, and the
     rounds' ``measurement_rho``-zCDP); ``binning``: the private binning."""
 
@@ -100,6 +111,7 @@ class AIMPlan:
     measurement_rho: float = 0.0
     binning: BinningPlan | None = field(default=None, repr=False)
     measurement_event: DpEvent | None = field(default=None, repr=False)
+    sigma_oneway: float = 0.0
 
 
 def _sigma_for(share: Fraction, m: int) -> float:
@@ -132,7 +144,9 @@ class AIM:
     ``max_cells``: refuse a fit whose workload marginals have more cells.
     ``max_model_cells``: the model-size limit (junction-tree cells; the paper's 80 MB).
     ``rounds``: ``T`` (default ``16 d``). ``iterations``: the final fit's mirror-descent
-    steps, ``round_iterations`` those of each round's warm-started refit.
+    steps, ``round_iterations`` those of each round's warm-started refit (post-processing: they
+    cost time, not privacy). ``oneway``: ``None`` (the paper's start, the default) or the share
+    of ``rho`` the 1-way marginals take before the rounds (module doc, step 1).
     """
 
     def __init__(
@@ -146,7 +160,8 @@ class AIM:
         max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
         rounds: int | None = None,
         iterations: int = 1000,
-        round_iterations: int = 100,
+        round_iterations: int = 1000,
+        oneway: float | None = None,
     ) -> None:
         self.domains = check_domains(columns)
         d = len(self.domains)
@@ -159,6 +174,11 @@ class AIM:
         self.rounds = check_integer(16 * d if rounds is None else rounds, name="rounds", minimum=1)
         self.iterations = check_integer(iterations, name="iterations", minimum=1)
         self.round_iterations = check_integer(round_iterations, name="round_iterations", minimum=1)
+        self.oneway = (
+            None
+            if oneway is None
+            else check_probability(oneway, "oneway", open_low=True, open_high=True)
+        )
         cols = list(self.domains)
         if workload is None:
             width = min(3, d)
@@ -208,15 +228,22 @@ class AIM:
         check_cells(self.cells, self.max_cells, self.domains, "workload")
         r_all = resolve_rho(epsilon, delta, rho, session)
         bplan, r = plan_binning(self.domains, r_all, self.binning, self.max_rows)
-        big_t, m = self.rounds, self.max_rows
-        sigma_0 = _sigma_for(_ALPHA * Fraction(r) / big_t, m)
-        eps_0 = _epsilon_for((1 - _ALPHA) * Fraction(r) / big_t)
+        big_t, m, d = self.rounds, self.max_rows, len(self.domains)
+        rounds_rho = Fraction(r)
+        if self.oneway is None:  # the paper: the 1-way marginals at the first rounds' sigma
+            sigma_1 = sigma_0 = _sigma_for(_ALPHA * rounds_rho / big_t, m)
+        else:  # a share first, then T rounds of what it leaves (exact: never below 0)
+            sigma_1 = _sigma_for(Fraction(self.oneway) * rounds_rho / d, m)
+            rounds_rho -= d * _gauss_cost(sigma_1, m)
+            sigma_0 = _sigma_for(_ALPHA * rounds_rho / big_t, m)
+        eps_0 = _epsilon_for((1 - _ALPHA) * rounds_rho / big_t)
         event = ZCdpEvent(rho=r)
         measured = AIMPlan(
             rho=r,
-            columns=len(self.domains),
+            columns=d,
             sensitivity=m,
             sigma_0=sigma_0,
+            sigma_oneway=sigma_1,
             epsilon_0=eps_0,
             rounds=big_t,
             cells=self.cells,
@@ -285,10 +312,10 @@ class AIM:
             host = next(w for w in self.workload if set(r) <= set(w))
             truth[r] = exact[host].sum(axis=tuple(k for k, v in enumerate(host) if v not in r))
         rho = Fraction(plan.measurement_rho or plan.rho)
-        sigma, eps = plan.sigma_0, plan.epsilon_0
-        used = d * _gauss_cost(sigma, m)
+        sigma, eps, sigma_1 = plan.sigma_0, plan.epsilon_0, plan.sigma_oneway or plan.sigma_0
+        used = d * _gauss_cost(sigma_1, m)
         ms = [
-            Measurement((v,), add_noise(truth[(v,)], sigma, source).astype(np.float64), sigma)
+            Measurement((v,), add_noise(truth[(v,)], sigma_1, source).astype(np.float64), sigma_1)
             for v in range(d)
         ]
         total = estimate_total([x.y for x in ms], [x.sigma for x in ms])
@@ -352,6 +379,7 @@ class AIM:
                 "rounds": steps,
                 "selected": selected,
                 "sigma_0": plan.sigma_0,
+                "sigma_oneway": plan.sigma_oneway,
                 "epsilon_0": plan.epsilon_0,
             },
         )
