@@ -993,6 +993,8 @@ def plot(res: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
         for s in (("h",) if t == "histogram" else STATS[t])
     ]
     fig, axes = plt.subplots(2, 5, figsize=(16, 6.5), sharex=False)
+    # one colour per library in every panel, whichever libraries a panel has
+    color = {lib: f"C{i}" for i, lib in enumerate(LIBS)}
     for ax, (task, st) in zip(axes.flat, [*panels, ("sum_mean_all", None)], strict=False):
         if st is None:  # overall sum and mean: bars
             vals = [
@@ -1000,7 +1002,14 @@ def plot(res: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
                 for lib in LIBS
             ]
             names = [n for n, r in vals if r.get("mean")]
-            ax.bar(names, [r["mean"][0] for n, r in vals if r.get("mean")])
+            libs = [
+                lib for lib in LIBS if res.get(lib, {}).get(task, {}).get("rel", {}).get("mean")
+            ]
+            ax.bar(
+                names,
+                [r["mean"][0] for n, r in vals if r.get("mean")],
+                color=[color[lib] for lib in libs],
+            )
             ax.set_title("overall mean", fontsize=9)
             ax.tick_params(axis="x", labelrotation=45, labelsize=7)
             ax.set_yscale("log")
@@ -1008,16 +1017,20 @@ def plot(res: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
         for lib in LIBS:
             rel = res.get(lib, {}).get(task, {}).get("rel", {}).get(st)
             if rel:
-                ax.plot(range(len(BUCKETS)), rel, marker="o", label=LABELS[lib].split()[0])
+                ax.plot(range(len(BUCKETS)), rel, marker="o", color=color[lib])
         ax.set_xticks(range(len(BUCKETS)), BUCKET_NAMES, fontsize=7)
         ax.set_yscale("log")
         ax.set_title(f"{task}: {'cell' if st == 'h' else st}", fontsize=9)
     for ax in list(axes.flat)[len(panels) + 1 :]:
         ax.axis("off")
     axes.flat[0].set_ylabel("median relative error")
-    axes.flat[0].legend(fontsize=7)
+    handles = [
+        plt.Line2D([], [], color=color[lib], marker="o", label=LABELS[lib].split()[0])
+        for lib in LIBS
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=len(LIBS), fontsize=8)
     fig.suptitle("Median relative error by people per city, equal budget", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
