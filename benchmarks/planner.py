@@ -59,6 +59,17 @@ def _pair(each: dict[str, Any], name: str) -> str:
     return f"({b['max_partitions']}, {b['max_rows_per_partition']})" if b else "(shared)"
 
 
+def _rounded_bounds(bounds: Any) -> str:
+    """The plan's value bounds to 4 significant digits (the exact ones stay in the plan)."""
+    if not isinstance(bounds, dict):
+        return str(bounds)
+
+    def r(x: float) -> str:
+        return f"{float(f'{x:.4g}'):,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+    return ", ".join(f"{k} [{r(lo)}, {r(hi)}]" for k, (lo, hi) in bounds.items())
+
+
 def main() -> None:
     import dpkit.analytics as dpa
     from dpkit.accounting import Budget
@@ -147,8 +158,8 @@ def main() -> None:
         "",
         f"Chosen by the planner (last run): contribution bounds per statistic {own or 'shared'} "
         f"(the plan keeps ({last['max_partitions']}, {last['max_rows_per_partition']})), value "
-        f"bounds {last.get('bounds')}. Time per query: planned {t_planned:.2f} s, fixed bounds "
-        f"{t_fixed:.2f} s (DuckDB, in-memory frame).",
+        f"bounds {_rounded_bounds(last.get('bounds'))}. Time per query: planned "
+        f"{t_planned:.2f} s, fixed bounds {t_fixed:.2f} s (DuckDB, in-memory frame).",
         "",
         "Reading: each statistic gets contribution bounds of its own (the count "
         f"{_pair(each, 'n')} and the sum {_pair(each, 's')} keep nearly every row, the mean "
