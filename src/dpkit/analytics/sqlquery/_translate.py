@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -1421,7 +1422,12 @@ def _having_kind(e: exp.Expression, outputs: list[OutputColumn], kinds: dict[str
     if isinstance(e, exp.Null):
         return "null"
     if isinstance(e, exp.Literal):
-        return "text" if e.is_string else "num"
+        if e.is_string:
+            return "text"
+        v = _literal_value(e, "HAVING")
+        if isinstance(v, int) and abs(v) > sys.float_info.max:  # would overflow on comparison
+            raise SqlError("HAVING", f"{e.sql()!r} is too large a number: write it as a float")
+        return "num"
     name = _match_output(e, outputs, "HAVING")
     kind = kinds.get(name, "any")
     if kind == "list":
@@ -1465,8 +1471,13 @@ def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -
         op = ops.get(type(e))
         if op is not None:
             a, b = ev(e.this), ev(e.expression)
+            if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+                a, b = _floats(a), _floats(b)  # Python integers would raise on x / 0
             with np.errstate(all="ignore"):
-                return op(a, b)
+                out = op(a, b)
+            if isinstance(e, exp.Div):  # SQL: x / 0 is NULL, never an error after the charge
+                out = np.where(b == 0, np.nan, out)
+            return out
         if isinstance(e, exp.Between):
             x = ev(e.this)
             return _b(x >= ev(e.args["low"])) & _b(x <= ev(e.args["high"]))
@@ -1485,6 +1496,15 @@ def having_mask(cond: exp.Expression, frame: Any, outputs: list[OutputColumn]) -
 
     def frame_col_isna(x: Any) -> Any:
         return pd.isna(x)
+
+    def _floats(x: Any) -> Any:
+        """Numbers as float64 (a missing value as NaN), so arithmetic cannot raise."""
+        if np.ndim(x) == 0:
+            try:
+                return np.float64(np.nan if x is None or x is pd.NA else x)
+            except (TypeError, ValueError, OverflowError):
+                return np.float64(np.nan)
+        return pd.to_numeric(pd.Series(x, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
 
     def _truth(v: Any) -> bool:
         if v is None or v is pd.NA or (isinstance(v, float) and v != v):
