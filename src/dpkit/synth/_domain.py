@@ -15,6 +15,15 @@ integer cell ``0 .. size - 1``:
   categorical value outside the declared list. The synthetic table writes it back as a
   missing value, so the share of missing values is modelled like any other cell.
 
+``missing=False`` (on every domain) declares that the synthetic table has no missing values
+in that column. The measurements are the same (the missing cell is still counted, with the
+same noise and charge); the fitted model is then conditioned on "not missing" for the column
+(its missing cell set to probability 0 in every table of the model, each table renormalised),
+so sampling never writes a missing value there. That is post-processing of the released
+noisy measurements and costs no privacy (Dwork and Roth 2014, Prop. 2.1). Real rows that are
+missing were measured in the missing cell; the synthetic table leaves them out of the
+column's distribution (the other cells' shares grow in proportion).
+
 Edges. They are public when given (``edges=[...]``), equal-width over public bounds
 (``Numeric(lower, upper, bins)``), or calendar units over a public range (``Date(lower,
 upper, unit="month")``). Otherwise they are *chosen privately* inside the fit's one charge
@@ -26,6 +35,7 @@ resolved one (its edges known), and saves it.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import itertools
 import math
@@ -42,7 +52,9 @@ __all__ = [
     "Date",
     "Numeric",
     "check_domains",
+    "check_missing",
     "sql_literal",
+    "with_missing",
 ]
 
 #: Largest number of values or bins one column may declare (plus its missing cell).
@@ -77,12 +89,15 @@ def sql_literal(value: object) -> str:
 class Categorical:
     """A column whose values are the public list ``values`` (plus a missing cell).
 
-    Values outside the list and missing values share the missing cell.
+    Values outside the list and missing values share the missing cell. ``missing=False``:
+    the synthetic table holds no missing value in this column (module doc; no privacy cost).
     """
 
     values: tuple[object, ...]
+    missing: bool = True
 
-    def __init__(self, values: Sequence[object]) -> None:
+    def __init__(self, values: Sequence[object], *, missing: bool = True) -> None:
+        check_missing(missing)
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
             raise PrivacyParameterError(
                 f"Categorical takes a list of public values, got {values!r}"
@@ -100,6 +115,7 @@ class Categorical:
         if len(set(keys)) != len(keys):
             raise PrivacyParameterError(f"Categorical values must be distinct, got {list(vals)}")
         object.__setattr__(self, "values", vals)
+        object.__setattr__(self, "missing", missing)
 
     @property
     def size(self) -> int:
@@ -112,7 +128,24 @@ class Categorical:
         return [(f"{col} = {sql_literal(v)}", i) for i, v in enumerate(self.values)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "categorical", "values": list(self.values)}
+        out: dict[str, Any] = {"kind": "categorical", "values": list(self.values)}
+        return _flag(out, self.missing)
+
+
+def check_missing(missing: Any) -> bool:
+    """The ``missing`` declaration: only ``True`` or ``False``."""
+    if not isinstance(missing, bool):
+        raise PrivacyParameterError(f"missing must be True or False, got {missing!r}")
+    return missing
+
+
+def with_missing(dom: ColumnDomain, missing: bool) -> ColumnDomain:
+    """``dom`` with the ``missing`` declaration set (a copy; ``dom`` itself unchanged)."""
+    if dom.missing == missing:
+        return dom
+    out = copy.copy(dom)
+    object.__setattr__(out, "missing", missing)
+    return out
 
 
 def _check_bins(bins: Any, what: str) -> int:
@@ -220,6 +253,7 @@ class Numeric(_Binned):
     mode: str  # "equal", "quantile" or "given"
     cut: tuple[float, ...] | None  # the edges, once known
     chosen: bool  # edges chosen privately by a fit
+    missing: bool = True  # False: no missing value in the synthetic column
 
     def __init__(
         self,
@@ -228,7 +262,9 @@ class Numeric(_Binned):
         bins: int = 16,
         *,
         edges: str | Sequence[float] | None = None,
+        missing: bool = True,
     ) -> None:
+        object.__setattr__(self, "missing", check_missing(missing))
         lo = None if lower is None else _check_number(lower, "Numeric lower")
         hi = None if upper is None else _check_number(upper, "Numeric upper")
         if lo is not None and hi is not None and not lo < hi:
@@ -294,7 +330,7 @@ class Numeric(_Binned):
         return f"numeric, {self.bins} bins, {how} edges: {_edges_text(self.cut)}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "numeric",
             "lower": self.lower,
             "upper": self.upper,
@@ -303,6 +339,7 @@ class Numeric(_Binned):
             "edges": None if self.cut is None else list(self.cut),
             "chosen": self.chosen,
         }
+        return _flag(out, self.missing)
 
 
 def _calendar(lower: datetime.date, upper: datetime.date, unit: str) -> list[datetime.date]:
@@ -384,6 +421,7 @@ class Date(_Binned):
     time_kind: str | None  # "date", "local" or "instant", once resolved
     cut: tuple[float, ...] | None  # the edges in the column's numbers, once resolved
     chosen: bool
+    missing: bool = True  # False: no missing value in the synthetic column
 
     def __init__(
         self,
@@ -393,7 +431,9 @@ class Date(_Binned):
         *,
         unit: str | None = None,
         edges: str | Sequence[str | datetime.date] | None = None,
+        missing: bool = True,
     ) -> None:
+        object.__setattr__(self, "missing", check_missing(missing))
         lo = None if lower is None else parse_date_bound(lower, "Date lower")
         hi = None if upper is None else parse_date_bound(upper, "Date upper")
         points: tuple[datetime.date, ...] | None = None
@@ -462,6 +502,7 @@ class Date(_Binned):
             self.lower, self.upper, self.bins, self.unit, self.mode, self.points, time_kind,
             cut, False,
         )  # fmt: skip
+        object.__setattr__(out, "missing", self.missing)
         if lo is not None and hi is not None and not lo < hi:
             raise PrivacyParameterError(f"{what}: lower must be before upper")
         return out
@@ -509,7 +550,7 @@ class Date(_Binned):
         return f"{kind}, {self.bins} bins, {how} edges: {shown}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "date",
             "lower": None if self.lower is None else self.lower.isoformat(),
             "upper": None if self.upper is None else self.upper.isoformat(),
@@ -521,15 +562,28 @@ class Date(_Binned):
             "edges": None if self.cut is None else list(self.cut),
             "chosen": self.chosen,
         }
+        return _flag(out, self.missing)
 
 
 ColumnDomain = Categorical | Numeric | Date
 
 
+def _flag(out: dict[str, Any], missing: bool) -> dict[str, Any]:
+    """``out`` with ``"missing": false`` when declared (absent otherwise, as older files)."""
+    if not missing:
+        out["missing"] = False
+    return out
+
+
 def domain_from_dict(data: Any) -> ColumnDomain:
-    """The domain a ``to_dict`` wrote (a saved model's resolved domains, or older files)."""
+    """The domain a ``to_dict`` wrote (a saved model's resolved domains, or older files,
+    which have no ``missing`` entry: ``missing=True``)."""
     if not isinstance(data, dict):
         raise PrivacyParameterError(f"a column domain must be an object, got {data!r}")
+    return with_missing(_domain_of(data), check_missing(data.get("missing", True)))
+
+
+def _domain_of(data: dict[str, Any]) -> ColumnDomain:
     kind = data.get("kind")
     if kind == "categorical":
         return Categorical(data["values"])

@@ -73,11 +73,17 @@ from dpkit.synth._common import (
     check_session,
     resolve_rho,
 )
-from dpkit.synth._domain import ColumnDomain, check_domains
+from dpkit.synth._domain import ColumnDomain, check_domains, with_missing
 from dpkit.synth._graph import JunctionModel, Measurement, fit_graph, model_cells
 from dpkit.synth._measure import clique_statement, read_cliques
 from dpkit.synth._tree import estimate_total
-from dpkit.synth.mst import DEFAULT_MAX_CELLS, SyntheticModel, fit_through, with_binning
+from dpkit.synth.mst import (
+    DEFAULT_MAX_CELLS,
+    SyntheticModel,
+    fit_through,
+    with_binning,
+    without_missing,
+)
 
 __all__ = ["AIM", "AIMPlan"]
 
@@ -303,6 +309,7 @@ class AIM:
         """Algorithm 1 from the workload's exact counts (after the charge), with the fit's
         resolved ``domains`` (the declared ones by default)."""
         doms = dict(self.domains if domains is None else domains)
+        doms = {c: with_missing(d, self.domains[c].missing) for c, d in doms.items()}
         cols = list(doms)
         d, m = len(cols), self.max_rows
         sizes = [doms[c].size for c in cols]
@@ -371,7 +378,7 @@ class AIM:
         assert used <= rho  # exact arithmetic: the rounds never spend more than the charge
         return SyntheticModel(
             domains=doms,
-            tree=model,
+            tree=without_missing(model, doms),
             info={
                 "method": "AIM",
                 "rho": plan.rho,

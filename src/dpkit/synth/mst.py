@@ -55,7 +55,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -93,6 +93,7 @@ from dpkit.synth._domain import (
     Date,
     check_domains,
     domain_from_dict,
+    with_missing,
 )
 from dpkit.synth._graph import JunctionModel
 from dpkit.synth._measure import marginal_statement, pairs_of, read_marginals
@@ -278,6 +279,7 @@ class MST:
         """Steps 1-3 and the model fit from the exact marginals (after the charge), with the
         fit's resolved ``domains`` (the declared ones by default)."""
         doms = dict(self.domains if domains is None else domains)
+        doms = {c: with_missing(d, self.domains[c].missing) for c, d in doms.items()}
         cols = list(doms)
         d = len(cols)
         one_way = _one_way(exact, d)
@@ -318,7 +320,8 @@ class MST:
         if dropped:
             info["dropped"] = dropped
         splits = [_split(h, y) for h, y in zip(onehot, y1, strict=True)]
-        return SyntheticModel(domains=doms, tree=expand_tree(fitted, splits), info=info)
+        model = without_missing(expand_tree(fitted, splits), doms)
+        return SyntheticModel(domains=doms, tree=model, info=info)
 
 
 def fit_through(
@@ -442,6 +445,54 @@ def expand_tree(tree: TreeModel, splits: list[FloatArray]) -> TreeModel:
         edges=tree.edges,
         nodes=nodes,
         pairs=pairs,
+        total=tree.total,
+    )
+
+
+def without_missing(
+    tree: TreeModel | JunctionModel, domains: Mapping[str, ColumnDomain]
+) -> TreeModel | JunctionModel:
+    """The model conditioned on "not missing" for the columns declared ``missing=False``:
+    in every table holding such a column ``v``, the cells with ``x_v = size_v - 1`` set to 0
+    and the table renormalised to sum 1 (a table left with no probability keeps its other
+    columns' shares, spread uniformly over the non-missing cells). Post-processing of the
+    fitted model (Dwork and Roth 2014, Prop. 2.1): the measurements and the charge are
+    unchanged."""
+    off = [i for i, d in enumerate(domains.values()) if not d.missing]
+    if not off:
+        return tree
+
+    def cut(t: FloatArray, cols: Sequence[int]) -> FloatArray:
+        out = np.array(t, dtype=np.float64, copy=True)
+        for axis, v in enumerate(cols):
+            if v in off and out.shape[axis] > 1:
+                index: list[Any] = [slice(None)] * out.ndim
+                index[axis] = -1
+                out[tuple(index)] = 0.0
+        total = float(out.sum())
+        if total > 0.0:
+            return out / total
+        keep = np.ones_like(out)
+        for axis, v in enumerate(cols):
+            if v in off and out.shape[axis] > 1:
+                index = [slice(None)] * out.ndim
+                index[axis] = -1
+                keep[tuple(index)] = 0.0
+        return keep / float(keep.sum())
+
+    if isinstance(tree, JunctionModel):
+        return JunctionModel(
+            sizes=tree.sizes,
+            cliques=tree.cliques,
+            parents=tree.parents,
+            tables=tuple(cut(t, c) for c, t in zip(tree.cliques, tree.tables, strict=True)),
+            total=tree.total,
+        )
+    return TreeModel(
+        sizes=tree.sizes,
+        edges=tree.edges,
+        nodes=tuple(cut(p, (i,)) for i, p in enumerate(tree.nodes)),
+        pairs=tuple(cut(p, e) for e, p in zip(tree.edges, tree.pairs, strict=True)),
         total=tree.total,
     )
 
