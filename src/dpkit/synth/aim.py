@@ -41,6 +41,10 @@ Person-level privacy as in MST: every workload marginal is counted by the sessio
 the table bounded to ``max_rows`` rows per privacy unit, in one statement, so ``Delta =
 max_rows`` (L1 and L2 of any marginal); only cell counts leave the engine, and the candidates'
 counts are sums of them. Noise comes from dpkit's exact discrete Gaussian sampler.
+
+Columns declared ``missing=False``: the rounds measure and charge exactly as without the
+declaration; the final model is conditioned on "not missing" for those columns
+(:func:`dpkit.synth.mst.without_missing`), post-processing that costs no privacy.
 """
 
 from __future__ import annotations
