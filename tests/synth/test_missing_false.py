@@ -86,13 +86,9 @@ def test_the_default_keeps_the_missing_cell_and_old_files_load_with_it() -> None
 # ------------------------------------------------------------------ MST and AIM
 
 
-@pytest.mark.parametrize(
-    ("method", "kw"),
-    [(MST, {"compress": False}), (AIM, {"rounds": 6, "round_iterations": 100})],
-)
-def test_same_charge_and_measurements_with_and_without_the_flag(
-    method: type, kw: dict[str, Any]
-) -> None:
+@pytest.mark.parametrize("method", [MST, AIM])
+def test_same_charge_and_measurements_with_and_without_the_flag(method: type) -> None:
+    kw: dict[str, Any] = {"rounds": 6, "round_iterations": 100} if method is AIM else {}
     on, b_on = _fit(method, True, **kw)
     off, b_off = _fit(method, False, **kw)
     assert b_on.spent_native == b_off.spent_native and len(b_off.ledger) == 1
@@ -118,30 +114,6 @@ def test_sampled_tables_hold_no_missing_value_in_declared_columns(method: type) 
         assert set(syn["sex"]) <= {"F", "M"}
     syn = on.sample(5_000, source=RandomSource(seed=0, insecure=True))
     assert syn["sex"].isna().mean() > 0.03  # companion: without the flag about 10% missing
-
-
-def test_mst_compression_drops_a_declared_missing_cell_after_the_one_way_step() -> None:
-    on, b_on = _fit(MST, True)
-    off, b_off = _fit(MST, False)
-    assert b_on.spent_native == b_off.spent_native and len(b_off.ledger) == 1
-    assert on.info["sigma_1"] == off.info["sigma_1"] and on.info["sigma_2"] == off.info["sigma_2"]
-    dropped = off.info.get("dropped", {})
-    # the missing cell is the last: 2 for sex, 5 for age (about 10% and 5% of the real rows,
-    # kept without the flag); edu is not declared, so its cells follow the noisy counts alone
-    assert dropped["sex"][-1] == 2 and dropped["age"][-1] == 5
-    before = on.info.get("dropped", {})
-    assert 2 not in before.get("sex", []) and 5 not in before.get("age", [])
-    assert dropped.get("edu") == before.get("edu")
-
-
-def test_the_dropped_missing_cell_keeps_the_other_cells() -> None:
-    from dpkit.synth.mst import drop_missing_cell
-
-    assert drop_missing_cell(np.array([0, 2, 2, 1, 2]), False).tolist() == [0, 2, 2, 1, -1]
-    assert drop_missing_cell(np.array([0, -1, 1]), False).tolist() == [0, -1, -1]
-    assert drop_missing_cell(np.array([0, 1, 2]), True).tolist() == [0, 1, 2]
-    # a column is never emptied: the missing cell stays when it is the only one left
-    assert drop_missing_cell(np.array([-1, -1, 0]), False).tolist() == [-1, -1, 0]
 
 
 def test_pair_marginals_of_a_tree_model_leave_out_the_missing_cell() -> None:

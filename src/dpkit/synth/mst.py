@@ -31,12 +31,6 @@ missing cells are all empty), in 20 runs at epsilon 0.5 with the same 1-way nois
 TV was 0.0003 +- 0.0001 lower with the dropping than without it, and the whole compression
 0.0005 +- 0.0001 lower than none.
 
-A column declared ``missing=False`` (no missing values in the synthetic table) also has its
-missing cell dropped here, whatever its noisy count (unless it is the column's only cell left):
-the declaration is public, so this too is a function of public inputs and step 1's release.
-Without compression the missing cell is measured as usual and only the fitted model is
-conditioned on "not missing" (:func:`without_missing`).
-
 Privacy of the compression: which cells are merged or dropped is decided from step 1's released
 noisy counts alone (post-processing), and steps 2 and 3 then measure marginals of a function of
 the table chosen from that release (cells summed or left out). That never raises a marginal's
@@ -292,10 +286,7 @@ class MST:
         y1 = [add_noise(x, plan.sigma_1, source).astype(np.float64) for x in one_way]
         n_hat = max(1.0, float(np.mean([y.sum() for y in y1])))
         maps = [
-            drop_missing_cell(compressed_cells(y, plan.sigma_1), doms[c].missing)
-            if self.compress
-            else np.arange(y.size)
-            for c, y in zip(cols, y1, strict=True)
+            compressed_cells(y, plan.sigma_1) if self.compress else np.arange(y.size) for y in y1
         ]
         onehot = [_onehot(m) for m in maps]
         z1 = [h.T @ y for h, y in zip(onehot, y1, strict=True)]
@@ -402,24 +393,6 @@ def compressed_cells(noisy: FloatArray, sigma: float) -> IntArray:
     out[kept] = np.arange(n_kept, dtype=np.int64)
     out[rare] = n_kept
     return out
-
-
-def drop_missing_cell(cell_of: IntArray, missing: bool) -> IntArray:
-    """A compression map with the missing cell (the last) also dropped when the column is
-    declared ``missing=False`` (unless it is the only cell left), the compressed cells
-    renumbered in order. The declaration is public and the map a function of the released
-    1-way counts, so the 2-way steps measure a function of the table chosen from public
-    inputs and that release: post-processing, the charge unchanged."""
-    if missing:
-        return cell_of
-    out = np.array(cell_of, dtype=np.int64, copy=True)
-    out[-1] = -1
-    kept = np.unique(out[out >= 0])
-    if kept.size == 0:
-        return cell_of
-    renumber = np.full(int(cell_of.max()) + 1, -1, dtype=np.int64)
-    renumber[kept] = np.arange(kept.size, dtype=np.int64)
-    return np.where(out >= 0, renumber[np.maximum(out, 0)], -1)
 
 
 def _onehot(cell_of: IntArray) -> IntArray:
