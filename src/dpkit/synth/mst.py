@@ -457,7 +457,15 @@ def without_missing(
     and the table renormalised to sum 1 (a table left with no probability keeps its other
     columns' shares, spread uniformly over the non-missing cells). Post-processing of the
     fitted model (Dwork and Roth 2014, Prop. 2.1): the measurements and the charge are
-    unchanged."""
+    unchanged. When the missing cell already has probability 0 in every table (MST's
+    compression dropped it) this is the identity; otherwise each table is conditioned on its
+    own columns, which on a tree or junction tree is close to, not exactly, the conditioned
+    joint. On the benchmark's one-row table (every declared missing cell empty), 20 runs with
+    the same seeded noise: mean 2-way TV 0.0174 -> 0.0168 at epsilon 0.5 (paired difference
+    -0.0006 +- 0.0001) and 0.0152 -> 0.0148 at epsilon 1 (-0.0004 +- 0.0001). Dropping the
+    declared missing cell in the compression right after the 1-way step (before selection and
+    the 2-way counts, also post-processing) gave no further gain: -0.00005 +- 0.00009 at 0.5,
+    +0.00009 +- 0.00004 at 1 against this, so it is not done."""
     off = [i for i, d in enumerate(domains.values()) if not d.missing]
     if not off:
         return tree
