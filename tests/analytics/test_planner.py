@@ -525,7 +525,7 @@ def test_each_statistic_is_priced_and_bounded_at_its_own_pair() -> None:
         .group_by("g", keys=list(range(20)))
         .agg(n=dpa.count(), t=dpa.sum("v", bounds=(0, 2e5)), m=dpa.mean("v", bounds=(0, 1e5)))
     )
-    own = q._bound_each({"n": (4, 3), "t": (2, 2), "m": (1, 1)})._price(1.0, None)
+    own = q.bound_each({"n": (4, 3), "t": (2, 2), "m": (1, 1)})._price(1.0, None)
     for name, pair in (("n", (4, 3)), ("t", (2, 2)), ("m", (1, 1))):
         alone = q.bound(max_partitions=pair[0], max_rows_per_partition=pair[1])._price(1.0, None)
         a = next(sp for sp in own.stats if sp.name == name)
@@ -561,7 +561,7 @@ def _own_bounds_usage(broken: bool) -> float:
         .group_by("g", keys=keys)
         .agg(n=dpa.count(), t=dpa.sum("x", bounds=(0, 10)), m=dpa.mean("x", bounds=(0, 10)))
     )
-    prepared = q._bound_each({"n": (3, 4), "t": (2, 2), "m": (1, 1)}).prepare(epsilon=1.0)
+    prepared = q.bound_each({"n": (3, 4), "t": (2, 2), "m": (1, 1)}).prepare(epsilon=1.0)
     plan = prepared.plan
     if broken:
         ms = tuple(dataclasses.replace(m, keep=None) for m in plan.aggregate.measures)
@@ -826,7 +826,7 @@ def test_pooled_and_histogram_statistics_move_within_their_own_sensitivity(delta
     )
     each = {"t": (3, 4), "m": (1, 1), "c": (2, 2), "h": (1, 3), "k": (2, 1)}
     for _ in range(2):  # a fresh salt per prepare
-        prepared = q._bound_each(each).prepare(epsilon=1.0, delta=delta or None)
+        prepared = q.bound_each(each).prepare(epsilon=1.0, delta=delta or None)
         assert prepared.pricing.bounds_of("t") == (1, 1)  # the pooled sum: the mean's pair
         ra, rb = (
             engine.execute(
@@ -835,3 +835,15 @@ def test_pooled_and_histogram_statistics_move_within_their_own_sensitivity(delta
             for n in ("d", "d_prime")
         )
         assert float(sensitivity_usage(prepared, ra, rb)) <= 1.0
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [{}, {"x": (1, 1)}, {"n": (0, 1)}, {"n": (1, -2)}, {"n": (True, 1)}, {"n": (1.5, 1)}],
+)
+def test_bound_each_refuses_unknown_names_and_bounds_below_one(bounds: Any) -> None:
+    s = dpa.Session(_mixed(50), privacy_unit="uid", budget=Budget(epsilon=1.0))
+    q = s.query().group_by("g", keys=[0, 1]).agg(n=dpa.count())
+    with pytest.raises(PrivacyParameterError, match="bound_each"):
+        q.bound_each(bounds)
+    assert s.budget.spent_epsilon_exact == 0

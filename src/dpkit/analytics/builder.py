@@ -189,7 +189,7 @@ class PreparedQuery:
         step = self.contribution
         chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
-        query = dataclasses.replace(self._query, _trim_values=True)
+        query = self._query.for_planned_release()
         shared = chosen.pop("shared", None)
         own = chosen.pop("statistics", None)
         if isinstance(own, dict) and isinstance(shared, dict):
@@ -202,7 +202,7 @@ class PreparedQuery:
                 }
             )
             try:
-                prepared = query._bound_each(each).prepare(
+                prepared = query.bound_each(each).prepare(
                     epsilon=step.epsilon_release, delta=delta, two_step=True
                 )
             except PrivacyParameterError:
@@ -299,7 +299,7 @@ class PreparedQuery:
         of groups and the noise. Public parameters only."""
         q = self._query
         mode = self.pricing.mode
-        if q is None or not q._trim_values or mode == "approx":
+        if q is None or not q.trims_values or mode == "approx":
             return None
         if q.group_columns and q.keys is None:
             return None
@@ -397,7 +397,7 @@ class Query:
     _grouped: bool = field(default=False, repr=False)
     _extra_columns: tuple[str, ...] = field(default=(), repr=False)
     #: the planner's per-statistic contribution bounds ``(name, p, r)`` (see
-    #: :meth:`_bound_each`); empty: every statistic at ``.bound(...)``'s
+    #: :meth:`bound_each`); empty: every statistic at ``.bound(...)``'s
     _stat_bounds: tuple[tuple[str, int, int], ...] = field(default=(), repr=False)
     #: a planned query's release: the upper value bound of an auto-bounded sum or mean is
     #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
@@ -675,11 +675,33 @@ class Query:
             self, max_partitions=p, max_rows_per_partition=r, _stat_bounds=()
         )
 
-    def _bound_each(self, bounds: dict[str, tuple[int, int]]) -> Query:
+    @property
+    def trims_values(self) -> bool:
+        """Whether this is a planned query's release (see :meth:`for_planned_release`)."""
+        return self._trim_values
+
+    def for_planned_release(self) -> Query:
+        """The query as the planner releases it: the upper value bound of an auto-bounded sum
+        or mean traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
+        and the auto-bounded statistics of one column reading one bounds histogram."""
+        return dataclasses.replace(self, _trim_values=True)
+
+    def bound_each(self, bounds: dict[str, tuple[int, int]]) -> Query:
         """The query with each statistic bounded at its own ``bounds[name]`` (the planner's
         choice, see :meth:`PreparedQuery.plan_contributions`): the plan keeps the largest of
         them, each statistic's measures read only the rows kept at its own and are priced at
         them (:func:`~dpkit.analytics._pricing.price`, ``stat_bounds``)."""
+        names = {n for n, _ in self.stats}
+        for n, b in bounds.items():
+            if n not in names:
+                raise PrivacyParameterError(f"bound_each: {n!r} is not an aggregate of the query")
+            for v in b:
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise PrivacyParameterError(
+                        f"bound_each: the bounds of {n!r} must be integers >= 1, got {b!r}"
+                    )
+        if not bounds:
+            raise PrivacyParameterError("bound_each needs the bounds of at least one aggregate")
         p = max(b[0] for b in bounds.values())
         r = max(b[1] for b in bounds.values())
         out = self.bound(max_partitions=p, max_rows_per_partition=r)
