@@ -218,6 +218,9 @@ class Pricing:
     selection: Any = None
     selection_epsilon: float = 0.0
     selection_delta: float = 0.0
+    #: the statistic whose noisy count the selection thresholds (:func:`_threshold_count`);
+    #: None when selection is a separate measurement (or there is none)
+    selection_count: str | None = None
     rho: float = 0.0
     events: tuple[DpEvent, ...] = field(default=())
     auto: tuple[AutoBounds, ...] = ()
@@ -950,6 +953,14 @@ def price(
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
         weights[partner] += weights[n]
         weights[n] = Fraction(0)
+    # A count to threshold (no separate selection): it also gets the selection's weight.
+    thr_name = (
+        _threshold_count(stats, shared, stat_bounds or {}, p, r) if select_partitions else None
+    )
+    if thr_name is not None:
+        weights[thr_name] += Fraction(selection_weight)
+        total_w += Fraction(selection_weight)
+        select_partitions = False
     w_all = total_w + (Fraction(selection_weight) if select_partitions else 0)
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
@@ -959,7 +970,7 @@ def price(
         # Provisional split (selection half of delta) used only to choose each statistic's
         # noise, a function of public parameters.
         eps0 = down(Fraction(eps) * total_w / w_all)
-        dl0 = down(Fraction(dl) / 2) if select_partitions else dl
+        dl0 = down(Fraction(dl) / 2) if select_partitions or thr_name else dl
         laplace = _laplace_stats(stats, weights, eps0, dl0, total_w, p)
     rho = 0.0
     if select_partitions and mode == "zcdp":
@@ -999,6 +1010,18 @@ def price(
         events.append(selection.event)
         rest_eps = down(Fraction(eps) - Fraction(sel_eps))
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
+    elif thr_name is not None and mode == "zcdp":
+        # the threshold's delta from the budget's share for approximate events; rho certifies
+        # epsilon at the rest and goes wholly to the statistics
+        rest_eps, rest_delta = eps, dl
+        rho_all, sel_delta, _ = to_rho(eps, dl)
+        if not sel_delta > 0.0:
+            rho_all, sel_delta, _ = zcdp_share_default(eps, dl)
+    elif thr_name is not None:
+        # without any Gaussian statistic the statistics spend no delta: the threshold takes it
+        gaussian = mode == "approx" and any(weights[n] and n not in laplace for n in stats)
+        sel_delta = down(Fraction(dl) / 2) if gaussian else dl
+        rest_eps, rest_delta = eps, down(Fraction(dl) - Fraction(sel_delta))
     else:
         rest_eps, rest_delta = eps, dl
     gauss_w = total_w
@@ -1013,6 +1036,9 @@ def price(
         rho = rho_for(g_eps, g_delta) if gauss_w else 0.0
     if mode == "pure":
         total = rest_eps
+    elif mode == "zcdp" and thr_name is not None:
+        rho = rho_all
+        total = rho
     elif mode == "zcdp" and not select_partitions:
         rho = to_rho(rest_eps, rest_delta)[0]
         total = rho
@@ -1064,6 +1090,14 @@ def price(
         # A basic (epsilon, delta) budget: the Gaussian statistics are certified
         # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
         events.append(ApproxDpEvent(epsilon=g_eps, delta=g_delta))
+    if thr_name is not None:
+        selection = _count_threshold(by_name[thr_name], r, p, sel_delta)
+        sel_delta = selection.threshold_delta
+        events.append(
+            ApproxZCdpEvent(rho=0.0, delta=sel_delta)
+            if mode == "zcdp"
+            else ApproxDpEvent(epsilon=0.0, delta=sel_delta)
+        )
     return Pricing(
         mode=mode,
         epsilon=eps,
@@ -1074,6 +1108,7 @@ def price(
         selection=selection,
         selection_epsilon=sel_eps,
         selection_delta=sel_delta,
+        selection_count=thr_name,
         rho=rho,
         events=tuple(events),
         auto=tuple(autos),
@@ -1342,3 +1377,47 @@ def _selection(epsilon: float, delta: float, max_partitions: int) -> Any:
         return GaussianPartitionSelection.from_epsilon_delta(
             epsilon=epsilon, delta=delta, max_partitions=max_partitions
         )
+
+
+def _threshold_count(
+    stats: dict[str, Statistic],
+    shared: dict[str, str],
+    given: dict[str, tuple[int, int]],
+    p: int,
+    r: int,
+) -> str | None:
+    """The statistic whose own noisy count partition selection thresholds, if any: the first
+    ``count()`` / ``count(column)`` / ``count_distinct()`` released from a measure of its own
+    (not pooled with a mean's) at the query's contribution bounds. None: the query has no such
+    count, and selection stays a separate measurement (:func:`_selection`)."""
+    for name, s in stats.items():
+        if s.kind not in ("count", "count_distinct") or s.auto or name in shared:
+            continue
+        b = given.get(name)
+        if b is not None and tuple(b) != (p, r):
+            continue
+        if name in shared.values():
+            continue
+        return name
+    return None
+
+
+def _count_threshold(sp: StatPrice, r: int, p: int, delta: float) -> Any:
+    """Partition selection by thresholding ``sp``'s released noisy count (module docstring,
+    "Partition selection by the count"): the smallest ``tau`` whose threshold delta is at most
+    ``delta``, for a group of the added unit holding at most ``r`` rows (1 for a count of
+    units) with the count's own noise."""
+    from dpkit.mechanisms.partition_selection import (  # type: ignore[import-not-found,unused-ignore]
+        CountThreshold,
+    )
+
+    mp = sp.measures[0]
+    assert mp.noise is not None
+    return CountThreshold.calibrate(
+        kind=mp.noise.kind,
+        scale=mp.noise.scale,
+        max_value=r if sp.stat.kind == "count" else 1,
+        max_partitions=p,
+        delta=delta,
+        fast=mp.noise.fast,
+    )

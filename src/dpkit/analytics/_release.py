@@ -309,6 +309,7 @@ def assemble(
         engine_index[tuple(normalize_key(v) for v in key)] = i
 
     selection_info: dict[str, Any] | None = None
+    pre_noised: dict[str, list[list[int]]] = {}
     if not group_by:
         keys: list[tuple[Any, ...]] = [()]
         rows: list[int | None] = [engine_index.get(())] if engine_index else [None]
@@ -319,16 +320,29 @@ def assemble(
         rows = [engine_index.get(k) for k in keys]
     else:
         all_keys = _sorted_keys(engine_index)
-        units = result.values.get(UNITS_MEASURE, ())
-        counts = np.array(
-            [int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
-            dtype=np.int64,
-        )
-        mask = (
-            np.asarray(pricing.selection.release(counts, source=source), dtype=bool)
-            if counts.size
-            else np.zeros(0, dtype=bool)
-        )
+        if pricing.selection_count is not None:
+            # the count's own noise, drawn once for every group of the data: thresholded for
+            # selection, and the same values released for the groups kept (cache below)
+            mp_c = next(sp for sp in pricing.stats if sp.name == pricing.selection_count)
+            mp_c_m = mp_c.measures[0]
+            c_noisy = _add_noise(
+                mp_c_m,
+                _exact_vector(result, mp_c_m.measure.name, [engine_index[k] for k in all_keys], 1),
+                source,
+            )
+            mask = np.asarray(pricing.selection.release([v[0] for v in c_noisy]), dtype=bool)
+            pre_noised = {mp_c_m.measure.name: [v for v, m in zip(c_noisy, mask, strict=True) if m]}
+        else:
+            units = result.values.get(UNITS_MEASURE, ())
+            counts = np.array(
+                [int(units[engine_index[k]]) for k in all_keys],  # type: ignore[call-overload]
+                dtype=np.int64,
+            )
+            mask = (
+                np.asarray(pricing.selection.release(counts, source=source), dtype=bool)
+                if counts.size
+                else np.zeros(0, dtype=bool)
+            )
         keys = [k for k, keep in zip(all_keys, mask, strict=True) if keep]
         rows = [engine_index[k] for k in keys]
         sel = pricing.selection
@@ -341,7 +355,16 @@ def assemble(
         threshold = getattr(sel, "threshold", None)
         if threshold is not None:
             selection_info["threshold"] = int(threshold)
-        if isinstance(sel, GaussianPartitionSelection):
+        if pricing.selection_count is not None:
+            selection_info.update(
+                count=pricing.selection_count,
+                tau=sel.tau,
+                epsilon=0.0 if pricing.mode != "zcdp" else None,
+                delta=sel.threshold_delta,
+            )
+            if pricing.mode == "zcdp":
+                selection_info.update(rho=0.0)
+        elif isinstance(sel, GaussianPartitionSelection):
             selection_info.update(sigma=sel.sigma, tau=sel.tau)
             if pricing.mode == "zcdp":  # charged as approximate zCDP (rho, threshold delta)
                 selection_info.update(
@@ -354,7 +377,7 @@ def assemble(
     info_cols: dict[str, dict[str, Any]] = {}
     ngroups = len(keys)
 
-    cache: dict[str, list[list[int]]] = {}
+    cache: dict[str, list[list[int]]] = dict(pre_noised)
     for sp in pricing.stats:
         _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 

@@ -105,7 +105,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
     its noisy measures as the pricing splits it (a mean's by
     :func:`~dpkit.analytics._pricing.pool_split`); a ``bounds="auto"`` statistic gives
     ``auto_share`` of its part to the estimate and the rest to the release at the estimated
-    bounds; partition selection takes ``w_sel / W``. The shares add up to 1. The selection row
+    bounds; partition selection takes ``w_sel / W``, or, when it thresholds a count's own noise
+    (:func:`~dpkit.analytics._pricing._threshold_count`), gives ``w_sel`` to that count and
+    shows share 0. The shares add up to 1. The selection row
     shows its mechanism, its noise (Gaussian thresholding: sigma) and the count of distinct
     units from which a group is always released (``threshold``).
     """
@@ -123,7 +125,13 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
     for ab in pricing.auto:
         weights[ab.name] = float(ab.stat.weight)
     w_sel = float(query.selection_weight) if pricing.selection is not None else 0.0
-    total = sum(weights.values()) + w_sel
+    if pricing.selection_count is not None:
+        # selection thresholds this count's own noise: the count takes the selection's weight
+        weights[pricing.selection_count] += w_sel
+        w_sel_row = 0.0
+    else:
+        w_sel_row = w_sel
+    total = sum(weights.values()) + w_sel_row
     top = pricing.top_k
     # a top-k query: the ranking takes its share of epsilon, the values the rest
     top_share = min(1.0, top.epsilon / pricing.epsilon) if top is not None else 0.0
@@ -222,6 +230,8 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
             if threshold is None
             else f"distinct units (kept from {int(threshold)})"
         )
+        if pricing.selection_count is not None:
+            measure = f"noisy {pricing.selection_count} (kept above {int(sel.tau)})"
         row(
             "(partition selection)",
             measure,
@@ -229,7 +239,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
             nan if sigma is None else float(sigma),
             nan if sigma is None else float(sigma),
             nan,
-            w_sel / total if total else 0.0,
+            w_sel_row / total if total else 0.0,
         )
     out = pd.DataFrame(rows)
     out.attrs["dpkit"] = {

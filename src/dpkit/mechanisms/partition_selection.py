@@ -97,7 +97,12 @@ from dpkit.mechanisms._lattice import DISCRETE_GAUSSIAN_SLACK, DISCRETE_LAPLACE_
 from dpkit.mechanisms.discrete import DiscreteGaussian
 from dpkit.noise import RandomSource, resolve_source
 
-__all__ = ["GaussianPartitionSelection", "NoisyCountSelection", "PartitionSelection"]
+__all__ = [
+    "CountThreshold",
+    "GaussianPartitionSelection",
+    "NoisyCountSelection",
+    "PartitionSelection",
+]
 
 _GRID_BITS = 63
 _T = 1 << _GRID_BITS
@@ -952,3 +957,162 @@ def _exceeds(parts: list[tuple[int, npt.NDArray[np.int64]]], tau: int) -> npt.ND
     for c, x in parts:
         obj = obj + c * x.astype(object)
     return np.asarray(obj > tau, dtype=np.bool_)
+
+
+# ---------------------------------------------------------------------------------------------
+# Thresholding a released count whose noise is already priced (analytics)
+
+
+def _dg_tail_up(sigma: float, t: int) -> Fraction:
+    """Upper bound on ``P[Z >= t]``, Z discrete Gaussian with parameter ``sigma``, as a
+    rational rounded up (mpmath at 40 digits, a relative ``1e-25`` added before rounding).
+
+    ``P[Z >= t] = S_t / N`` with ``f(x) = exp(-x^2 / (2 sigma^2))``, ``S_t = sum_{j >= t}
+    f(j)`` and ``N = sum_k f(k)``. Numerator: ``f`` is convex on ``[sigma, inf)``, so each
+    term is at most the integral of ``f`` over ``[j - 1/2, j + 1/2]`` (midpoint rule) and
+    ``S_t <= int_{t - 1/2}^inf f = sigma sqrt(pi / 2) erfc((t - 1/2) / (sigma sqrt 2))`` when
+    ``t - 1/2 >= sigma``; otherwise ``f`` decreases on ``[t, inf)`` (``t >= 1``) and ``S_t <=
+    f(t) + int_t^inf f`` (integral test); for ``t <= 0``, 1. Denominator: ``N >= max(1,
+    sqrt(2 pi) sigma)`` (``f(0) = 1``; Poisson summation, ``N = sqrt(2 pi) sigma (1 + 2
+    sum_m exp(-2 pi^2 sigma^2 m^2))``; Canonne, Kamath and Steinke 2020, Fact 18)."""
+    import mpmath
+
+    if t <= 0:
+        return Fraction(1)
+    with mpmath.workdps(_TAIL_DPS):
+        s = mpmath.mpf(sigma)
+        half = mpmath.sqrt(mpmath.pi / 2) * s
+        if t - 0.5 >= sigma:
+            num = half * mpmath.erfc((mpmath.mpf(t) - mpmath.mpf(1) / 2) / (s * mpmath.sqrt(2)))
+        else:
+            num = mpmath.exp(-(mpmath.mpf(t) ** 2) / (2 * s * s)) + half * mpmath.erfc(
+                mpmath.mpf(t) / (s * mpmath.sqrt(2))
+            )
+        den = (
+            mpmath.mpf(1) if sigma * math.sqrt(2 * math.pi) < 1 else mpmath.sqrt(2 * mpmath.pi) * s
+        )
+        val = num / den * (1 + mpmath.mpf(10) ** -25)
+        out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
+    return min(Fraction(1), out)
+
+
+def _dl_tail_up(scale: float, t: int) -> Fraction:
+    """Upper bound on ``P[Z >= t]``, Z discrete Laplace of scale ``scale`` (pmf proportional to
+    ``q^|z|``, ``q = e^(-1/scale)``): ``q^t / (1 + q)`` for ``t >= 1``, at 40 digits with a
+    relative ``1e-25`` added, rounded up to a rational (Ghosh, Roughgarden and Sundararajan
+    2012; Canonne, Kamath and Steinke 2020, Sec. 2.1)."""
+    import mpmath
+
+    if t <= 0:
+        return Fraction(1)
+    with mpmath.workdps(_TAIL_DPS):
+        q = mpmath.exp(-1 / mpmath.mpf(scale))
+        val = _dl_tail_mp(q, t) * (1 + mpmath.mpf(10) ** -25)
+        out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
+    return min(Fraction(1), out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CountThreshold:
+    """Release a group iff its already-noised count exceeds :attr:`tau` (strictly).
+
+    The count ``C' = C + Z`` is a released statistic whose noise (discrete Laplace of scale
+    ``t`` or discrete Gaussian of parameter ``sigma``) is priced and charged on its own, over
+    every group of the data; this object only decides which groups are shown. A group only the
+    added privacy unit holds has ``0 <= C <= c`` (``c`` = :attr:`max_value`, the unit's row
+    bound for a row count, 1 for a count of units) and, since the release probability grows
+    with ``C``, is shown with probability at most ``P[c + Z > tau] = P[Z >= tau - c + 1]``.
+    With ``k`` such groups at most (``k = max_partitions``, ``2 max_partitions`` under
+    ``replace``), the union bound gives the threshold's delta::
+
+        delta_thr = k P[Z >= tau - c + 1] e^{s}
+
+    (``s`` the sampler's pmf slack: ``2 a`` for the fast discrete Laplace sampler, ``a =
+    2**-24``, else 0). :attr:`tau` is the smallest integer with ``delta_thr <=`` the delta
+    given. The tails are computed in mpmath at 40 digits (:func:`_dl_tail_up`,
+    :func:`_dg_tail_up`) and rounded up, so ``delta_thr`` is never understated and ``tau``
+    never too low. The whole release is then ``(eps_0, delta_0 + delta_thr)``-DP when the
+    statistics over the groups both neighbours hold are ``(eps_0, delta_0)``-DP (module
+    docstring, the argument for Gaussian thresholding; Korolova, Kenthapadi, Mishra and
+    Ntoulas 2009; Wilson et al., PoPETs 2020, Sec. 4), and ``delta_thr``-approximately
+    ``rho``-zCDP when they are ``rho``-zCDP (Bun and Steinke 2016, Def. 8.1): the groups of
+    the added unit are shown only on an event of probability at most ``delta_thr``,
+    independent of the other noise. The other statistics of a shown group are
+    post-processing of that event and of their own (charged) noise.
+    """
+
+    kind: str  # "discrete_laplace" or "discrete_gaussian"
+    scale: float
+    max_value: int
+    max_partitions: int
+    tau: int
+    fast: bool = False
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+
+    @classmethod
+    def calibrate(
+        cls,
+        *,
+        kind: str,
+        scale: float,
+        max_value: int,
+        max_partitions: int,
+        delta: float,
+        fast: bool = False,
+        neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
+    ) -> CountThreshold:
+        """The smallest ``tau`` with :attr:`threshold_delta` at most ``delta``."""
+        dl = check_delta(delta, allow_zero=False)
+        check_positive(scale, "scale")
+        c = check_integer(max_value, name="max_value", minimum=1)
+        k, rel = _unit_moves(max_partitions, neighbouring)
+        if kind not in ("discrete_laplace", "discrete_gaussian"):
+            raise PrivacyParameterError(f"unknown noise kind {kind!r}")
+
+        def fits(tau: int) -> bool:
+            return _count_threshold_delta(kind, scale, fast, k, tau - c + 1) <= Fraction(dl)
+
+        if kind == "discrete_laplace":
+            width = scale * (math.log(2.0 * k / dl) + 2.0)
+        else:
+            width = scale * math.sqrt(2.0 * math.log(2.0 * k / dl) + 2.0)
+        hi = c + 2 + math.ceil(width)
+        tau = search_int(fits, c - 1, hi, holds="above", expand="up", what="count threshold")
+        return cls(
+            kind=kind,
+            scale=float(scale),
+            max_value=c,
+            max_partitions=int(max_partitions),
+            tau=tau,
+            fast=fast,
+            neighbouring=rel,
+        )
+
+    @property
+    def threshold_delta(self) -> float:
+        """``k P[Z >= tau - c + 1] e^s`` (class docstring), rounded up to a double."""
+        k = _unit_moves(self.max_partitions, self.neighbouring)[0]
+        return min(
+            1.0,
+            up(
+                _count_threshold_delta(
+                    self.kind, self.scale, self.fast, k, self.tau - self.max_value + 1
+                )
+            ),
+        )
+
+    def release(self, noisy_counts: Any) -> npt.NDArray[np.bool_]:
+        """``True`` where the noisy count exceeds :attr:`tau` (the counts are already noised)."""
+        x = np.asarray(noisy_counts, dtype=object).reshape(-1)
+        return np.array([int(v) > self.tau for v in x], dtype=np.bool_)
+
+
+def _count_threshold_delta(kind: str, scale: float, fast: bool, k: int, t: int) -> Fraction:
+    """``k P[Z >= t] e^s`` as an upper bound (``e^s`` bounded above by ``1 + s + s^2``)."""
+    if kind == "discrete_laplace":
+        tail = _dl_tail_up(scale, t)
+        slack = 2.0 * DISCRETE_LAPLACE_SLACK if fast else 0.0
+    else:
+        tail = _dg_tail_up(scale, t)
+        slack = DISCRETE_GAUSSIAN_SLACK if fast else 0.0
+    return min(Fraction(1), k * tail * _exp_up(slack))
