@@ -46,8 +46,10 @@ sessions; the Gaussian ones pool their ``(epsilon, delta)`` shares, calibrate in
 certifies the pool, and are charged as that one pair (basic composition across queries). If no
 statistic is Gaussian, partition selection gets all of ``delta``.
 
-Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) takes
-``epsilon w_sel / W`` and half of ``delta``; the statistics share the rest in proportion to their
+Budget split. A query with ``(epsilon, delta)``: partition selection (no public keys) by a
+separate measurement takes ``epsilon w_sel / W`` and half of ``delta``; selection by a count's
+own noise (below) gives ``w_sel`` to that count's weight and takes only the threshold's delta.
+The statistics share the rest in proportion to their
 weights (``W`` the total weight), and a statistic's share is split over its integer measures: a
 mean's between its count and centred sum to minimise the weighted relative variances of the mean and
 of the sum and count released from them (:func:`pool_split`), a variance's between its count,
@@ -79,6 +81,34 @@ Gaussian sampler, whose pmf is within ``exp(+-a)`` of exact per key (``a = 2^-23
 slack ``A`` at least ``k a`` (the larger of ``k a`` and the query's share of the allowance),
 rho is calibrated at ``(epsilon - 2 A, (delta - delta_thr) e^-A)``:
 ``e^A delta_rho(epsilon - 2A) + delta_thr <= delta``.
+
+Partition selection by the count (no separate selection share). When the query has a count
+(:func:`_threshold_count`: the first ``count()``, ``count(column)`` or ``count_distinct()``
+with a measure of its own at the query's ``(P, R)``), a group is released iff that count's
+noisy value ``C + Z`` exceeds an integer ``tau``; its other statistics are released for the
+groups kept (Korolova, Kenthapadi, Mishra and Ntoulas 2009; Wilson et al., "Differentially
+private SQL with bounded user contribution", PoPETs 2020, Sec. 4; OpenDP's
+``make_laplace_threshold`` and ``make_gaussian_threshold`` do the same). The count's noise is
+priced, drawn and charged as for public keys, over every group of the data, at its weight plus
+``w_sel``. A group only the added unit holds has ``0 <= C <= c`` (``c = R`` for rows, 1 for
+units) and is shown with probability at most ``P[Z >= tau - c + 1]``; at most ``P`` such
+groups, so ``delta_thr = P P[Z >= tau - c + 1] e^s`` (``s`` the fast sampler's pmf slack),
+the tail exact in mpmath and rounded up, ``tau`` the smallest integer with ``delta_thr`` at
+most the threshold's share of delta
+(:class:`~dpkit.mechanisms.partition_selection.CountThreshold`). Approx sessions: the share
+is half of ``delta`` when some statistic is Gaussian, all of it otherwise; the query is
+charged its statistics' events plus ``ApproxDpEvent(0, delta_thr)`` (the proof of Gaussian
+thresholding in :mod:`dpkit.mechanisms.partition_selection`, with the statistics on the shared
+groups in place of the noisy counts). zCDP sessions: the share is the budget's share of delta
+for approximate events (:meth:`~dpkit.accounting.Budget.zcdp_share`), the whole ``rho`` goes
+to the statistics, and the threshold is charged as ``ApproxZCdpEvent(rho=0, delta_thr)``:
+the statistics' rho holds on the complement of the event (probability at most
+``delta_thr``) that a group of the added unit is shown, so the query is
+``delta_thr``-approximately ``rho``-zCDP (Bun and Steinke 2016, Def. 8.1) and the budget adds
+``delta_thr`` to the Gaussian conversion's delta. The count's interval is the interval of its
+noise, unchanged: it covers the true count with probability at least ``1 - alpha`` over the
+noise, unconditionally; conditioned on a group being shown (noisy count above ``tau``), small
+groups are shown mostly when their noise is positive, so their intervals lean high.
 """
 
 from __future__ import annotations

@@ -613,8 +613,17 @@ class Query:
         ``keys``: a list of values (one column) or of tuples, a dict ``{column: values}`` (the
         cartesian product), or a pandas/polars/arrow frame with the group-by columns. Every key
         gets a row, present in the data or not. Without keys, groups are released by private
-        partition selection, which takes ``selection_weight`` shares of the query's epsilon
-        (the aggregates have weight 1 each by default) and half of its delta.
+        partition selection. When the query has a ``count()``, ``count(column)`` or
+        ``count_distinct()`` (the first one, released from its own measure at the query's
+        contribution bounds), a group is released when that count's own noisy value exceeds a
+        threshold: selection spends no epsilon of its own, the count gets ``selection_weight``
+        shares of epsilon on top of its own weight (a less noisy count also releases more
+        groups), and the threshold's delta is charged (half of the query's delta when some
+        statistic is Gaussian, else all of it). The released count's interval is that of its
+        noise, unchanged; a group is shown only above the threshold, so among small groups
+        those shown tend to have positive noise. Without such a count, selection is a separate
+        measurement taking ``selection_weight`` shares of the query's epsilon (the aggregates
+        have weight 1 each by default) and half of its delta.
         """
         cols: list[str] = []
         for c in columns:
