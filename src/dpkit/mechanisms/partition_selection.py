@@ -968,29 +968,45 @@ def _dg_tail_up(sigma: float, t: int) -> Fraction:
     rational rounded up (mpmath at 40 digits, a relative ``1e-25`` added before rounding).
 
     ``P[Z >= t] = S_t / N`` with ``f(x) = exp(-x^2 / (2 sigma^2))``, ``S_t = sum_{j >= t}
-    f(j)`` and ``N = sum_k f(k)``. Numerator: ``f`` is convex on ``[sigma, inf)``, so each
-    term is at most the integral of ``f`` over ``[j - 1/2, j + 1/2]`` (midpoint rule) and
-    ``S_t <= int_{t - 1/2}^inf f = sigma sqrt(pi / 2) erfc((t - 1/2) / (sigma sqrt 2))`` when
-    ``t - 1/2 >= sigma``; otherwise ``f`` decreases on ``[t, inf)`` (``t >= 1``) and ``S_t <=
-    f(t) + int_t^inf f`` (integral test); for ``t <= 0``, 1. Denominator: ``N >= max(1,
-    sqrt(2 pi) sigma)`` (``f(0) = 1``; Poisson summation, ``N = sqrt(2 pi) sigma (1 + 2
-    sum_m exp(-2 pi^2 sigma^2 m^2))``; Canonne, Kamath and Steinke 2020, Fact 18)."""
+    f(j)`` and ``N = sum_k f(k)``.
+
+    * ``sigma <= 256``: both sums term by term. ``N`` over ``|k| < K`` (``K = 40 sigma + 2``,
+      a lower bound, every term being positive); ``S_t`` over ``t <= j < t + K`` plus the
+      rest bounded by the integral of ``f`` from ``t + K - 1/2`` (midpoint rule, ``f`` convex
+      beyond ``sigma``), at most ``e^-800`` of the sum.
+    * larger sigma (no sum of ``80 sigma`` terms): ``S_t <= int_{t - 1/2}^inf f = sigma
+      sqrt(pi / 2) erfc((t - 1/2) / (sigma sqrt 2))`` when ``t - 1/2 >= sigma`` (``f`` convex on
+      ``[sigma, inf)``, so each term is at most its integral over ``[j - 1/2, j + 1/2]``, the
+      midpoint rule; relatively about ``(x^2 - 1) / (24 sigma^2)`` above at ``x`` sigmas),
+      else ``S_t <= f(t) + int_t^inf f`` (``f`` decreasing); ``N >= sqrt(2 pi) sigma``
+      (Poisson summation, ``N = sqrt(2 pi) sigma (1 + 2 sum_m exp(-2 pi^2 sigma^2 m^2))``;
+      Canonne, Kamath and Steinke 2020).
+
+    ``t <= 0``: 1."""
     import mpmath
 
     if t <= 0:
         return Fraction(1)
     with mpmath.workdps(_TAIL_DPS):
         s = mpmath.mpf(sigma)
+        two_s2 = 2 * s * s
+        rt2 = mpmath.sqrt(2)
         half = mpmath.sqrt(mpmath.pi / 2) * s
-        if t - 0.5 >= sigma:
-            num = half * mpmath.erfc((mpmath.mpf(t) - mpmath.mpf(1) / 2) / (s * mpmath.sqrt(2)))
-        else:
-            num = mpmath.exp(-(mpmath.mpf(t) ** 2) / (2 * s * s)) + half * mpmath.erfc(
-                mpmath.mpf(t) / (s * mpmath.sqrt(2))
+        if sigma <= 256.0:
+            K = math.ceil(40.0 * sigma) + 2
+            den = 1 + 2 * mpmath.fsum(
+                mpmath.exp(-(mpmath.mpf(k) ** 2) / two_s2) for k in range(1, K)
             )
-        den = (
-            mpmath.mpf(1) if sigma * math.sqrt(2 * math.pi) < 1 else mpmath.sqrt(2 * mpmath.pi) * s
-        )
+            num = mpmath.fsum(mpmath.exp(-(mpmath.mpf(j) ** 2) / two_s2) for j in range(t, t + K))
+            num += half * mpmath.erfc((mpmath.mpf(t + K) - mpmath.mpf(1) / 2) / (s * rt2))
+        else:
+            if t - 0.5 >= sigma:
+                num = half * mpmath.erfc((mpmath.mpf(t) - mpmath.mpf(1) / 2) / (s * rt2))
+            else:
+                num = mpmath.exp(-(mpmath.mpf(t) ** 2) / two_s2) + half * mpmath.erfc(
+                    mpmath.mpf(t) / (s * rt2)
+                )
+            den = mpmath.sqrt(2 * mpmath.pi) * s
         val = num / den * (1 + mpmath.mpf(10) ** -25)
         out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
     return min(Fraction(1), out)
