@@ -341,10 +341,11 @@ def test_partition_selection_releases_large_groups_only() -> None:
     )
     out = q.run(epsilon=1.0, delta=1e-6)
     # "big" has 2000 units, far above the threshold (about 30 here): released with
-    # probability 1. "tiny" has 1 unit: released with probability at most delta' = 5e-7.
+    # probability 1. "tiny" has 1 unit: released with probability at most 1e-6 (the
+    # threshold on the count's own noise takes all of delta: the count is discrete Laplace).
     assert list(out["region"]) == ["big"]
     info = out.attrs["dpkit"]["partition_selection"]
-    assert info["threshold"] < 2000
+    assert info["mechanism"] == "CountThreshold" and info["tau"] < 2000
     eps_spent, delta_spent = budget.spent
     assert eps_spent <= 1.0 and delta_spent <= 1e-6
 

@@ -15,7 +15,7 @@ from dpkit.accounting.zcdp import ZCdpAccountant, approx_delta, approx_epsilon
 from dpkit.analytics._pricing import price
 from dpkit.errors import BudgetExceededError
 from dpkit.events import ApproxZCdpEvent, ComposedEvent
-from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
+from dpkit.mechanisms.partition_selection import CountThreshold, GaussianPartitionSelection
 from dpkit.noise import RandomSource
 
 
@@ -36,12 +36,15 @@ def _session(budget: Budget, seed: int = 7) -> Any:
     )
 
 
-def _query(s: Any) -> Any:
+def _query(s: Any, count: bool = True) -> Any:
+    """Count and mean per region (selection thresholds the count's own noise), or the mean
+    alone (``count=False``: selection is a separate Gaussian thresholding)."""
+    aggs: dict[str, Any] = {"n": dpa.count()} if count else {}
     return (
         s.query()
         .group_by("region")
         .bound(max_partitions=1, max_rows_per_partition=2)
-        .agg(n=dpa.count(), x=dpa.mean("x", bounds=(0.0, 10.0)))
+        .agg(**aggs, x=dpa.mean("x", bounds=(0.0, 10.0)))
     )
 
 
@@ -54,7 +57,7 @@ def _replay(budget: Budget) -> ZCdpAccountant:
 
 def test_end_to_end_selection_in_a_zcdp_session() -> None:
     budget = Budget(epsilon=3.0, delta=1e-6, method="zcdp")
-    out = _query(_session(budget)).run(epsilon=0.5, delta=1e-7)
+    out = _query(_session(budget), count=False).run(epsilon=0.5, delta=1e-7)
     # "big" and "mid" are hundreds of noise deviations above the threshold (tau about 90,
     # sigma about 17); "tiny" (one unit) is released with probability below 1e-7.
     assert sorted(out["region"]) == ["big", "mid"]
@@ -77,9 +80,27 @@ def test_end_to_end_selection_in_a_zcdp_session() -> None:
     assert acct.rho_exact <= spent_rho <= acct.rho_exact * (1 + Fraction(1, 2**50))
     # the query alone is within its (0.5, 1e-7)
     assert acct.get_delta(0.5) <= 1e-7
+
+
+def test_end_to_end_selection_by_the_count_in_a_zcdp_session() -> None:
+    budget = Budget(epsilon=3.0, delta=1e-6, method="zcdp")
+    out = _query(_session(budget)).run(epsilon=0.5, delta=1e-7)
+    assert sorted(out["region"]) == ["big", "mid"]
+    info = out.attrs["dpkit"]["partition_selection"]
+    assert info["mechanism"] == "CountThreshold" and info["count"] == "n"
+    assert info["rho"] == 0.0 and info["delta"] <= 5e-8
+    # the charge: the statistics' own events and the threshold's delta as approximate zCDP
+    ((charged, count),) = budget.ledger
+    assert count == 1 and isinstance(charged, ComposedEvent)
+    thr = [e for e in charged.events if isinstance(e, ApproxZCdpEvent)]
+    assert thr == [ApproxZCdpEvent(rho=0.0, delta=info["delta"])]
+    assert budget.spent_delta_exact == Fraction(info["delta"])
+    acct = _replay(budget)
+    assert acct.get_delta(0.5) <= 1e-7
     # the released counts are noisy versions of the bounded counts (2 rows per unit at most)
     big = out.set_index("region").loc["big"]
     assert abs(big["n"] - 2000) < 6 * out.attrs["dpkit"]["columns"]["n"]["noise_std"]
+    assert (out["n"] > info["tau"]).all()
 
 
 def test_spent_after_several_queries_is_the_approximate_zcdp_conversion() -> None:
@@ -157,11 +178,11 @@ def test_no_approximate_delta_allowance_refuses_selection_but_not_public_keys() 
 
 def test_summarize_shows_the_selection_share() -> None:
     budget = Budget(epsilon=3.0, delta=1e-6, method="zcdp")
-    summary = _query(_session(budget)).summarize(epsilon=0.5, delta=1e-7)
+    summary = _query(_session(budget), count=False).summarize(epsilon=0.5, delta=1e-7)
     row = summary[summary["aggregate"] == "(partition selection)"].iloc[0]
     assert row["mechanism"] == "GaussianPartitionSelection"
     one = price(
-        {"n": dpa.count(), "x": dpa.mean("x", bounds=(0.0, 10.0))},
+        {"x": dpa.mean("x", bounds=(0.0, 10.0))},
         mode="zcdp",
         epsilon=0.5,
         delta=1e-7,
@@ -170,18 +191,26 @@ def test_summarize_shows_the_selection_share() -> None:
         select_partitions=True,
         zcdp_share=budget.zcdp_share,
     )
-    # a fraction of the query's budget: selection, count and mean have weight 1 each
-    assert row["share"] == pytest.approx(1 / 3) and summary["share"].sum() == pytest.approx(1)
+    # a fraction of the query's budget: selection and mean have weight 1 each
+    assert row["share"] == pytest.approx(1 / 2) and summary["share"].sum() == pytest.approx(1)
+    # with a count, selection thresholds its noise: share 0, the count takes its weight
+    with_count = _query(_session(budget)).summarize(epsilon=0.5, delta=1e-7)
+    sel = with_count[with_count["aggregate"] == "(partition selection)"].iloc[0]
+    assert sel["mechanism"] == "CountThreshold" and sel["share"] == 0.0
+    n_row = with_count[with_count["aggregate"] == "n"].iloc[0]
+    assert n_row["share"] == pytest.approx(2 / 3)
     assert row["noise_std"] == one.selection.sigma
     assert one.selection.rho <= one.selection_epsilon  # charged rho within its share
     assert budget.spent == (0.0, 0.0)
 
 
 @pytest.mark.parametrize("p", [1, 3, 40])
-def test_each_query_alone_is_within_its_epsilon_delta(p: int) -> None:
+@pytest.mark.parametrize("agg", ["count", "sum"])
+def test_each_query_alone_is_within_its_epsilon_delta(p: int, agg: str) -> None:
+    stat = dpa.count() if agg == "count" else dpa.sum("x", bounds=(0.0, 1.0))
     for eps, dl in ((0.5, 1e-7), (2.0, 1e-9), (0.1, 1e-6)):
         pr = price(
-            {"n": dpa.count()},
+            {"n": stat},
             mode="zcdp",
             epsilon=eps,
             delta=dl,
@@ -192,7 +221,8 @@ def test_each_query_alone_is_within_its_epsilon_delta(p: int) -> None:
         acct = ZCdpAccountant().compose(pr.event)
         assert acct.delta_exact <= Fraction(dl) / 2
         assert acct.get_delta(eps) <= dl
-        assert isinstance(pr.selection, GaussianPartitionSelection)
+        kind = CountThreshold if agg == "count" else GaussianPartitionSelection
+        assert isinstance(pr.selection, kind)
         assert pr.selection.max_partitions == p
 
 
@@ -219,7 +249,8 @@ def test_twenty_grouped_counts_cost_less_under_zcdp_than_basic() -> None:
     # each query is charged at most its (0.5, 2e-8) (shares are rounded down), and nearly all
     assert 20 * Fraction(0.5) * (1 - Fraction(1, 10**9)) <= spent["basic"].spent_epsilon_exact
     assert spent["basic"].spent_epsilon_exact <= 20 * Fraction(0.5)
-    assert spent["basic"].spent[1] == pytest.approx(4e-7, rel=1e-12)
+    # the delta is the thresholds' (at most 2e-8 each: tau is an integer)
+    assert 3e-7 <= spent["basic"].spent[1] <= 4e-7
     zc = _replay(spent["zcdp"])
     assert zc.get_epsilon(4e-7) < 2.5  # at the same total delta as basic: about 2.3
     # per query, basic picks discrete Laplace (one group per person: Laplace has the smaller
