@@ -214,18 +214,21 @@ def _selection_table(threshold: int) -> tuple[pd.DataFrame, dict[str, int]]:
         for j in range(n):
             unit: Any = None if (n == 3 and j == 0) else f"p{uid}"
             uid += 1
-            rows += [{"uid": unit, "g": key}] * 2  # two rows each: counted once
+            rows += [{"uid": unit, "g": key, "v": 0.0}] * 2  # two rows each: counted once
     return pd.DataFrame(rows), units
 
 
 def _released_counts(epsilon: float, delta: float) -> tuple[dict[str, int], dict[str, int], Any]:
     budget = Budget(epsilon=100.0, delta=1e-2, method="basic")
-    probe = dpa.Session(pd.DataFrame({"uid": ["a"], "g": ["x"]}), privacy_unit="uid", budget=budget)
+    # a sum, not a count: with a count, selection would threshold the count's own noise
+    probe = dpa.Session(
+        pd.DataFrame({"uid": ["a"], "g": ["x"], "v": [0.0]}), privacy_unit="uid", budget=budget
+    )
     pq = (
         probe.query()
         .group_by("g")
         .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(n=dpa.count())
+        .agg(n=dpa.sum("v", bounds=(0.0, 1.0)))
     )
     threshold = pq.prepare(epsilon=epsilon, delta=delta).pricing.selection.threshold
     df, units = _selection_table(threshold)
@@ -235,7 +238,12 @@ def _released_counts(epsilon: float, delta: float) -> tuple[dict[str, int], dict
         budget=budget,
         source_of_randomness=RandomSource(seed=8, insecure=True),
     )
-    q = s.query().group_by("g").bound(max_partitions=1, max_rows_per_partition=1).agg(n=dpa.count())
+    q = (
+        s.query()
+        .group_by("g")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.sum("v", bounds=(0.0, 1.0)))
+    )
     p = q.prepare(epsilon=epsilon, delta=delta)
     exact = p.exact(s.engine)
     got_units = {k[0]: int(v) for k, v in zip(exact.keys, exact.values["__units"], strict=True)}

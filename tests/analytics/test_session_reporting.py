@@ -82,11 +82,16 @@ def test_unused_delta_is_not_reported_as_charged() -> None:
     assert info["columns"]["n"]["mechanism"] == "discrete Laplace"
     assert (info["epsilon"], info["delta"]) == budget.spent
     assert info["delta"] == 0.0 and info["requested"] == {"epsilon": 1.0, "delta": 1e-7}
-    # partition selection does use delta: then it is charged and reported
+    # partition selection does use delta: then it is charged and reported (the threshold on
+    # the count's noise: its own delta, at most the query's, never more)
     out = q.group_by("region").agg(n=dpa.count()).run(epsilon=0.5, delta=1e-7)
-    # (selection runs at delta (1 - 2^-40), so k selections fit k times their share)
     assert out.attrs["dpkit"]["delta"] == budget.spent[1]
-    assert 1e-7 * (1 - 1e-9) <= budget.spent[1] <= 1e-7
+    assert 0.0 < budget.spent[1] <= 1e-7
+    # a separate selection (no count) runs at delta (1 - 2^-40): k selections fit k times
+    # their share
+    before = budget.spent[1]
+    q.group_by("region").agg(s=dpa.sum("income", bounds=(0, 100))).run(epsilon=0.5, delta=1e-7)
+    assert 1e-7 * (1 - 1e-9) <= budget.spent[1] - before <= 1e-7 * (1 + 1e-9)
 
 
 def test_spent_and_remaining_print_rounded_and_stay_exact() -> None:
@@ -115,7 +120,9 @@ def test_summarize_shares_add_up_to_one_and_selection_has_its_figures() -> None:
     out = q.summarize(epsilon=1.0, delta=1e-7)
     assert abs(out["share"].sum() - 1.0) < 1e-12
     sel = out[out["aggregate"] == "(partition selection)"].iloc[0]
-    assert sel["share"] == pytest.approx(0.25) and "kept from" in sel["measure"]
+    # selection thresholds the count of units' own noise: share 0, the count takes its weight
+    assert sel["share"] == 0.0 and "kept above" in sel["measure"]
+    assert out[out["aggregate"] == "n"]["share"].sum() == pytest.approx(0.5)
     assert "column" not in out.columns  # the bin names are in attrs, not in a wide column
     assert out.attrs["dpkit"]["output_columns"]["h"] == ["h[0,50)", "h[50,100]"]
 
