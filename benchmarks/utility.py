@@ -108,7 +108,8 @@ LABELS = {
 SPLITS = {
     "dpkit": "its own split (a mean's budget between its count and sum by `pool_split`; a "
     "std beside a variance is the variance's square root; quantiles share their aggregate's "
-    "budget evenly; partition selection takes one aggregate's share of epsilon and half of delta)",
+    "budget evenly; partition selection thresholds the count's own noisy value, spending no "
+    "epsilon of its own, and the threshold takes delta)",
     "opendp": "epsilon split evenly over the expressions of one query (count and sum for "
     "sum/mean, mean = sum / count; count, sum and sum of squares for var/std; one quantile "
     f"each for median and p90, over {CANDIDATES:,} candidates); partition selection thresholds "
