@@ -450,6 +450,8 @@ def empty_release_note(group_by: Sequence[str], selection: dict[str, Any] | None
         if need
         else ""
     )
+    if selection.get("count"):  # the threshold is on the count's own noisy value
+        bar = f" (a group passes when its noisy {selection['count']} is above {selection['tau']})"
     return (
         f"0 groups released (by {cols}): no group had enough people to pass private "
         f"partition selection{bar}. Group by a coarser column (e.g. a month instead of a "

@@ -561,7 +561,15 @@ def query(
     if info.get("note"):
         notes.print(Text(str(info["note"])), soft_wrap=True)  # why 0 groups came back
     sel = info.get("partition_selection")
-    if sel:
+    if sel and sel.get("count"):
+        notes.print(
+            Text(
+                f"groups chosen by private partition selection: noisy {sel['count']} above "
+                f"{sel['tau']} (delta={sel['delta']:.3g})"
+            ),
+            soft_wrap=True,
+        )
+    elif sel:
         notes.print(
             Text(
                 f"groups chosen by private partition selection "
