@@ -983,14 +983,11 @@ def price(
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
         weights[partner] += weights[n]
         weights[n] = Fraction(0)
-    # A count to threshold (no separate selection): it also gets the selection's weight.
-    thr_name = (
-        _threshold_count(stats, shared, stat_bounds or {}, p, r) if select_partitions else None
-    )
-    if thr_name is not None:
-        weights[thr_name] += Fraction(selection_weight)
-        total_w += Fraction(selection_weight)
-        select_partitions = False
+    thr_name = None
+    if select_partitions:  # a count to threshold takes the selection's weight (no share)
+        thr_name = _threshold_count(stats, shared, stat_bounds or {}, p, r)
+        total_w += _give_weight(weights, thr_name, selection_weight)
+        select_partitions = thr_name is None
     w_all = total_w + (Fraction(selection_weight) if select_partitions else 0)
     sel_eps = sel_delta = 0.0
     events: list[DpEvent] = []
@@ -1040,18 +1037,9 @@ def price(
         events.append(selection.event)
         rest_eps = down(Fraction(eps) - Fraction(sel_eps))
         rest_delta = down(Fraction(dl) - Fraction(sel_delta))
-    elif thr_name is not None and mode == "zcdp":
-        # the threshold's delta from the budget's share for approximate events; rho certifies
-        # epsilon at the rest and goes wholly to the statistics
-        rest_eps, rest_delta = eps, dl
-        rho_all, sel_delta, _ = to_rho(eps, dl)
-        if not sel_delta > 0.0:
-            rho_all, sel_delta, _ = zcdp_share_default(eps, dl)
     elif thr_name is not None:
-        # without any Gaussian statistic the statistics spend no delta: the threshold takes it
         gaussian = mode == "approx" and any(weights[n] and n not in laplace for n in stats)
-        sel_delta = down(Fraction(dl) / 2) if gaussian else dl
-        rest_eps, rest_delta = eps, down(Fraction(dl) - Fraction(sel_delta))
+        rest_eps, rest_delta, sel_delta, rho = _threshold_split(mode, eps, dl, to_rho, gaussian)
     else:
         rest_eps, rest_delta = eps, dl
     gauss_w = total_w
@@ -1066,11 +1054,8 @@ def price(
         rho = rho_for(g_eps, g_delta) if gauss_w else 0.0
     if mode == "pure":
         total = rest_eps
-    elif mode == "zcdp" and thr_name is not None:
-        rho = rho_all
-        total = rho
     elif mode == "zcdp" and not select_partitions:
-        rho = to_rho(rest_eps, rest_delta)[0]
+        rho = rho if thr_name is not None else to_rho(rest_eps, rest_delta)[0]
         total = rho
     else:
         total = rho
@@ -1121,13 +1106,7 @@ def price(
         # (g_eps, g_delta)-DP by their total rho, and charged as that pair.
         events.append(ApproxDpEvent(epsilon=g_eps, delta=g_delta))
     if thr_name is not None:
-        selection = _count_threshold(by_name[thr_name], r, p, sel_delta)
-        sel_delta = selection.threshold_delta
-        events.append(
-            ApproxZCdpEvent(rho=0.0, delta=sel_delta)
-            if mode == "zcdp"
-            else ApproxDpEvent(epsilon=0.0, delta=sel_delta)
-        )
+        selection, sel_delta = _count_threshold(by_name[thr_name], r, p, sel_delta, events, mode)
     return Pricing(
         mode=mode,
         epsilon=eps,
@@ -1432,18 +1411,48 @@ def _threshold_count(
     return None
 
 
-def _count_threshold(sp: StatPrice, r: int, p: int, delta: float) -> Any:
+def _give_weight(weights: dict[str, Fraction], name: str | None, w: float) -> Fraction:
+    """Adds the selection's weight ``w`` to the thresholded count ``name``; the weight added
+    to the total (0 without such a count)."""
+    if name is None:
+        return Fraction(0)
+    weights[name] += Fraction(w)
+    return Fraction(w)
+
+
+def _threshold_split(
+    mode: Mode, eps: float, dl: float, to_rho: ZcdpShare, gaussian: bool
+) -> tuple[float, float, float, float]:
+    """``(rest_eps, rest_delta, threshold_delta, rho)`` of a query whose selection thresholds
+    a count's own noise (module docstring). zCDP: the threshold takes the budget's share of
+    delta for approximate events, ``rho`` certifies epsilon at the rest and goes wholly to the
+    statistics. Approx: half of delta when some statistic is Gaussian (``gaussian``), else all
+    of it (the statistics spend none); ``rho`` is 0 (priced later from the rest)."""
+    if mode == "zcdp":
+        rho_all, sel_delta, _ = to_rho(eps, dl)
+        if not sel_delta > 0.0:  # no allowance: priced as a default budget, which refuses it
+            rho_all, sel_delta, _ = zcdp_share_default(eps, dl)
+        return eps, dl, sel_delta, rho_all
+    sel_delta = down(Fraction(dl) / 2) if gaussian else dl
+    return eps, down(Fraction(dl) - Fraction(sel_delta)), sel_delta, 0.0
+
+
+def _count_threshold(
+    sp: StatPrice, r: int, p: int, delta: float, events: list[DpEvent], mode: Mode
+) -> tuple[Any, float]:
     """Partition selection by thresholding ``sp``'s released noisy count (module docstring,
     "Partition selection by the count"): the smallest ``tau`` whose threshold delta is at most
     ``delta``, for a group of the added unit holding at most ``r`` rows (1 for a count of
-    units) with the count's own noise."""
+    units) with the count's own noise. Appends its event to ``events`` (the threshold's delta
+    alone: ``ApproxZCdpEvent(0, d)`` in zCDP sessions, ``ApproxDpEvent(0, d)`` otherwise) and
+    returns the selection and ``d``."""
     from dpkit.mechanisms.partition_selection import (  # type: ignore[import-not-found,unused-ignore]
         CountThreshold,
     )
 
     mp = sp.measures[0]
     assert mp.noise is not None
-    return CountThreshold.calibrate(
+    thr = CountThreshold.calibrate(
         kind=mp.noise.kind,
         scale=mp.noise.scale,
         max_value=r if sp.stat.kind == "count" else 1,
@@ -1451,3 +1460,8 @@ def _count_threshold(sp: StatPrice, r: int, p: int, delta: float) -> Any:
         delta=delta,
         fast=mp.noise.fast,
     )
+    d = thr.threshold_delta
+    events.append(
+        ApproxZCdpEvent(rho=0.0, delta=d) if mode == "zcdp" else ApproxDpEvent(epsilon=0.0, delta=d)
+    )
+    return thr, d
