@@ -158,3 +158,26 @@ def test_discrete_gaussian_tail_above_256_is_above_and_close() -> None:
     with mpmath.workdps(DPS):
         val = mpmath.mpf(up.numerator) / up.denominator
         assert exact <= val <= exact * (1 + mpmath.mpf(10) ** -5)
+
+
+@pytest.mark.parametrize(
+    ("scale", "c", "p", "fast"), [(3.0, 3, 1, True), (20.0, 5, 3, True), (9000.0, 2, 2, False)]
+)
+def test_laplace_threshold_delta_equals_the_noisy_count_selections(
+    scale: float, c: int, p: int, fast: bool
+) -> None:
+    """With discrete Laplace noise the threshold is NoisyCountSelection without the units
+    count (whose whole-mechanism hockey-stick divergence is checked exactly in
+    test_noisy_count_selection.py): same tau and scale, same delta (both ``k`` times the tail
+    at ``tau - c + 1`` times the slack bound ``1 + 2a + 4a^2``)."""
+    from dpkit.mechanisms import NoisyCountSelection
+
+    thr = CountThreshold.calibrate(
+        kind="discrete_laplace", scale=scale, max_value=c, max_partitions=p, delta=1e-6, fast=fast
+    )
+    eps = 2.0 * p * c / scale
+    ncs = NoisyCountSelection(
+        epsilon=eps, delta=1e-6, tau=thr.tau, count_scale=scale, max_rows=c, max_partitions=p
+    )
+    assert fast == (scale < 2.0**13)  # the fast sampler below 2^13, as in the analytics noise
+    assert ncs.threshold_delta == pytest.approx(thr.threshold_delta, rel=1e-15)
