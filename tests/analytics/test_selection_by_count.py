@@ -169,3 +169,4 @@ def test_the_released_count_is_the_thresholded_one() -> None:
         assert (frame["n"] > tau).all()
         info = frame.attrs["dpkit"]["partition_selection"]
         assert info["count"] == "n" and info["tau"] == tau
+        assert f"above {tau}" in frame.attrs["dpkit"]["columns"]["n"]["selection"]

@@ -381,6 +381,14 @@ def assemble(
     for sp in pricing.stats:
         _release_stat(sp, result, rows, alpha, source, data, info_cols, ngroups, cache)
 
+    thr_col = info_cols.get(pricing.selection_count or "")
+    if thr_col is not None:
+        # the interval is the noise's, unchanged: it holds the true count with probability at
+        # least the level over the noise, not conditionally on the group being shown
+        thr_col["selection"] = (
+            f"groups shown when this noisy count is above {pricing.selection.tau}; the interval "
+            "is the noise's (unconditional coverage), and small groups shown lean high"
+        )
     frame = pd.DataFrame(data)
     note = None
     if group_by and ngroups == 0:
