@@ -170,3 +170,48 @@ def test_the_released_count_is_the_thresholded_one() -> None:
         info = frame.attrs["dpkit"]["partition_selection"]
         assert info["count"] == "n" and info["tau"] == tau
         assert f"above {tau}" in frame.attrs["dpkit"]["columns"]["n"]["selection"]
+
+
+def _people_in_groups(people: int = 400) -> Any:
+    """Each person in 1-4 of 12 groups with 1-3 rows in each (no public keys)."""
+    import pandas as pd
+
+    uid, grp = [], []
+    for u in range(people):
+        for j in range(1 + u % 4):
+            uid += [u] * (1 + (u + j) % 3)
+            grp += [(u + 5 * j) % 12] * (1 + (u + j) % 3)
+    return pd.DataFrame({"uid": uid, "g": grp, "v": [1.0] * len(uid)})
+
+
+def test_a_planned_query_thresholds_its_count_at_the_shared_pair() -> None:
+    """A planned query (no ``.bound``) without keys keeps the shared contribution rule: the
+    step chooses no per-statistic pairs, and the release thresholds its count's own noise at
+    the one pair chosen (the threshold's row bound and number of groups are that pair's). zCDP
+    sessions refuse planned bounds with partition selection, so this is an approx session."""
+    budget = Budget(epsilon=10.0, delta=1e-3)
+    s = dpa.Session(
+        _people_in_groups(3000),
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=5, insecure=True),
+    )
+    q = s.query().group_by("g").agg(n=dpa.count(), t=dpa.sum("v", bounds=(0, 1)))
+    planned = q.prepare(epsilon=3.0, delta=1e-6, two_step=True)
+    assert planned.planned and planned.contribution.targets == ()
+    release, chosen = planned.prepare_release({"max_partitions": 3, "max_rows_per_partition": 2})
+    assert "statistics" not in chosen
+    pr = release.pricing
+    assert pr.selection_count == "n" and isinstance(pr.selection, CountThreshold)
+    assert (pr.selection.max_partitions, pr.selection.max_value) == (3, 2)
+    assert pr.bounds_of("n") == pr.bounds_of("t") == (3, 2)
+    count = next(sp for sp in pr.stats if sp.name == "n")
+    assert pr.selection.scale == count.measures[0].noise.scale
+    frame = q.run(epsilon=3.0, delta=1e-6)
+    info = frame.attrs["dpkit"]["partition_selection"]
+    plan = frame.attrs["dpkit"]["plan"]
+    assert info["count"] == "n" and info["mechanism"] == "CountThreshold"
+    assert info["max_partitions"] == plan["max_partitions"]
+    assert "statistics" not in plan
+    assert len(frame) > 0 and (frame["n"] > info["tau"]).all()
+    assert len(budget.ledger) == 1
