@@ -640,7 +640,8 @@ def _calibrate_tau(sigma: float, k: int, target: float) -> int:
     Gaussian tail bound, doubled until it holds): the returned tau was evaluated to hold and
     ``tau - 1`` fails (or is 0).
     """
-    hi = max(2, math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 * k / target))) + 2)
+    # log(2k) - log(target): 2 k / target overflows for a subnormal target
+    hi = max(2, math.ceil(sigma * math.sqrt(2.0 * (math.log(2.0 * k) - math.log(target)))) + 2)
     return search_int(
         lambda t: t >= 1 and _threshold_delta(sigma, k, t) <= target,
         0,
@@ -1007,8 +1008,7 @@ def _dg_tail_up(sigma: float, t: int) -> Fraction:
                 )
             den = mpmath.sqrt(2 * mpmath.pi) * s
         val = num / den * (1 + mpmath.mpf(10) ** -25)
-        out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
-    return min(Fraction(1), out)
+        return _tail_fraction(val)
 
 
 @functools.lru_cache(maxsize=64)
@@ -1035,7 +1035,25 @@ def _dl_tail_up(scale: float, t: int) -> Fraction:
     with mpmath.workdps(_TAIL_DPS):
         q = mpmath.exp(-1 / mpmath.mpf(scale))
         val = _dl_tail_mp(q, t) * (1 + mpmath.mpf(10) ** -25)
-        out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
+        return _tail_fraction(val)
+
+
+#: Tails below ``2^-1100`` (under the smallest positive double) are rounded up to it.
+_TAIL_FLOOR = Fraction(1, 2**1100)
+
+
+def _tail_fraction(val: Any) -> Fraction:
+    """The mpmath tail bound ``val`` (at :data:`_TAIL_DPS` digits) as a rational rounded up,
+    at most 1 and at least :data:`_TAIL_FLOOR`. A bound below the floor is replaced by the
+    floor (still an upper bound); this keeps the rational small, since the decimal text of
+    ``exp(-10^9)`` (a noise scale of ``10^-9`` steps, epsilon near ``10^10``) would be turned
+    into a power of ten of a billion digits, and every tau and delta the floor can change is
+    already below the smallest double."""
+    import mpmath
+
+    if val <= mpmath.mpf(_TAIL_FLOOR.numerator) / _TAIL_FLOOR.denominator:
+        return _TAIL_FLOOR
+    out = Fraction(mpmath.nstr(val, 35, min_fixed=-1, max_fixed=-1))
     return min(Fraction(1), out)
 
 
@@ -1099,10 +1117,11 @@ class CountThreshold:
         def fits(tau: int) -> bool:
             return _count_threshold_delta(kind, scale, fast, k, tau - c + 1) <= Fraction(dl)
 
+        lg = math.log(2.0 * k) - math.log(dl)  # 2 k / dl overflows for a subnormal dl
         if kind == "discrete_laplace":
-            width = scale * (math.log(2.0 * k / dl) + 2.0)
+            width = scale * (lg + 2.0)
         else:
-            width = scale * math.sqrt(2.0 * math.log(2.0 * k / dl) + 2.0)
+            width = scale * math.sqrt(2.0 * lg + 2.0)
         hi = c + 2 + math.ceil(width)
         tau = search_int(fits, c - 1, hi, holds="above", expand="up", what="count threshold")
         return cls(
