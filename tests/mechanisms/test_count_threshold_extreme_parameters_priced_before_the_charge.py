@@ -17,6 +17,11 @@ Findings (red-team review of partition selection by the count's own noise):
   (``_calibrate_tau``), instead of pricing or refusing with a dpkit error. After: the bracket
   uses ``log(2 k) - log(delta)``; a query with ``delta = 1e-310`` prices (tau 4286, threshold
   delta ``8.9e-311``).
+* The separate selection of a query without a count (truncated geometric,
+  :class:`PartitionSelection`) hung too: its growth factor, a lower bound of ``e^(epsilon /
+  k)``, was a Taylor sum of Fractions (``e^5000`` at epsilon ``1e4``: no answer after 20 s).
+  After: the exponent is capped at 40 (a smaller factor only lowers every release
+  probability; the table reaches ``2^63`` in two steps all the same).
 
 Reproducer: ``tools/reproducers/count_threshold_extreme_parameters.py``.
 """
@@ -35,6 +40,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import (
     CountThreshold,
     GaussianPartitionSelection,
+    PartitionSelection,
     _dg_tail_up,
     _dl_tail_up,
 )
@@ -129,3 +135,21 @@ def test_a_mean_query_with_a_subnormal_delta_is_priced_or_refused() -> None:
         except PrivacyParameterError:
             return
     assert pr.charged()["delta"] <= 1e-310
+
+
+@pytest.mark.parametrize("epsilon", [1e4, 1e6, 1e12])
+def test_the_truncated_geometric_selection_prices_a_huge_epsilon(epsilon: float) -> None:
+    sel = PartitionSelection.from_epsilon_delta(epsilon=epsilon, delta=1e-6, max_partitions=2)
+    capped = PartitionSelection.from_epsilon_delta(epsilon=80.0, delta=1e-6, max_partitions=2)
+    assert sel.threshold == capped.threshold <= 3
+    assert [sel.probability_fraction(n) for n in range(4)] == [
+        capped.probability_fraction(n) for n in range(4)
+    ]
+    assert sel.probability_fraction(0) == 0
+
+
+def test_below_the_cap_the_truncated_geometric_table_is_unchanged() -> None:
+    """epsilon / k = 39 (under the cap): the growth factor is the Taylor bound of e^39."""
+    sel = PartitionSelection.from_epsilon_delta(epsilon=78.0, delta=1e-6, max_partitions=2)
+    more = PartitionSelection.from_epsilon_delta(epsilon=80.0, delta=1e-6, max_partitions=2)
+    assert sel.probability_fraction(2) < more.probability_fraction(2)

@@ -286,6 +286,10 @@ class PartitionSelection:
         return out
 
 
+#: Largest exponent of the truncated geometric table's growth factor (see its use).
+_EXP_CAP = 40
+
+
 def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[np.uint64]:
     """``P(0..threshold)`` on the 2**-63 grid (module docstring), with ``P(threshold) = 2**63``."""
     # Both phases last about ln(1/delta') / eps' steps: refuse hopeless sizes before the loop.
@@ -294,7 +298,10 @@ def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[
             f"partition selection with epsilon/{k} = {eps / k!r}, delta/{k} = {delta / k!r} "
             f"needs a threshold above {_MAX_TABLE} units; use GaussianPartitionSelection"
         )
-    a = _exp_lower(Fraction(eps) / k)
+    # a lower bound of e^(eps / k): capped at e^_EXP_CAP (a smaller growth factor only lowers
+    # every P(n), both constraints being increasing in it; above the cap the table reaches
+    # 2**63 in two steps anyway, and the Taylor sum of e^5000 took minutes)
+    a = _exp_lower(min(Fraction(eps) / k, Fraction(_EXP_CAP)))
     an, ad = a.numerator, a.denominator
     dp = Fraction(delta) / k
     dn, dd = dp.numerator, dp.denominator
