@@ -49,8 +49,9 @@ most ``max_partitions`` counts, each by one).
 Exactness (how the floating-point gap is closed)
 ------------------------------------------------
 :class:`PartitionSelection` never compares a float with a float. ``e^{eps / L}`` is replaced by
-an exact rational *lower* bound ``a`` (a Taylor partial sum, rounded down to a multiple of
-``2**-64``) and the recursion is run in exact integer arithmetic on the grid ``2**-63``, rounding
+an exact rational *lower* bound ``a`` (a Taylor partial sum of ``e^{min(eps / L, 40)}``, rounded
+down to a multiple of ``2**-64``; past the cap the table reaches ``T`` in two steps anyway) and
+the recursion is run in exact integer arithmetic on the grid ``2**-63``, rounding
 *down* at each step::
 
     P(0) = 0,  P(n) = min( floor(a P(n-1) + delta' T),  T - ceil((T - P(n-1) - delta' T) / a),  T )
