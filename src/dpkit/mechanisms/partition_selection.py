@@ -50,9 +50,9 @@ Exactness (how the floating-point gap is closed)
 ------------------------------------------------
 :class:`PartitionSelection` never compares a float with a float. ``e^{eps / L}`` is replaced by
 an exact rational *lower* bound ``a`` (a Taylor partial sum of ``e^{min(eps / L, 40)}``, rounded
-down to a multiple of ``2**-64``; past the cap the table reaches ``T`` in two steps anyway) and
-the recursion is run in exact integer arithmetic on the grid ``2**-63``, rounding
-*down* at each step::
+down to a multiple of ``2**-64``; the cap can only lower the probabilities, both constraints
+growing with ``a``, and a table at the cap still ends within a few steps) and the recursion
+is run in exact integer arithmetic on the grid ``2**-63``, rounding *down* at each step::
 
     P(0) = 0,  P(n) = min( floor(a P(n-1) + delta' T),  T - ceil((T - P(n-1) - delta' T) / a),  T )
 
@@ -299,9 +299,9 @@ def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[
             f"partition selection with epsilon/{k} = {eps / k!r}, delta/{k} = {delta / k!r} "
             f"needs a threshold above {_MAX_TABLE} units; use GaussianPartitionSelection"
         )
-    # a lower bound of e^(eps / k): capped at e^_EXP_CAP (a smaller growth factor only lowers
-    # every P(n), both constraints being increasing in it; above the cap the table reaches
-    # 2**63 in two steps anyway, and the Taylor sum of e^5000 took minutes)
+    # a lower bound of e^(eps / k), capped at e^_EXP_CAP: a smaller growth factor only lowers
+    # every P(n), both constraints being increasing in it, a table at the cap still ends within
+    # a few steps, and the Taylor sum of e^5000 in Fractions took minutes
     a = _exp_lower(min(Fraction(eps) / k, Fraction(_EXP_CAP)))
     an, ad = a.numerator, a.denominator
     dp = Fraction(delta) / k
