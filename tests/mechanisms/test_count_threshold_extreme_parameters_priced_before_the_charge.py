@@ -22,6 +22,11 @@ Findings (red-team review of partition selection by the count's own noise):
   k)``, was a Taylor sum of Fractions (``e^5000`` at epsilon ``1e4``: no answer after 20 s).
   After: the exponent is capped at 40 (a smaller factor only lowers every release
   probability; the table reaches ``2^63`` in two steps all the same).
+* With ``delta / k`` below ``2^-63`` the truncated geometric table cannot leave 0 (``P(1) =
+  floor(delta' 2^63) = 0``, and every later step keeps it there), yet it was built step by step
+  up to its size limit before refusing: 2.6 s at delta ``1e-19``, 10.7 s at ``1e-25`` (a grouped
+  query without a count then fell back to Gaussian thresholding). After: refused at once with the
+  same fallback.
 
 Reproducer: ``tools/reproducers/count_threshold_extreme_parameters.py``.
 """
@@ -153,3 +158,14 @@ def test_below_the_cap_the_truncated_geometric_table_is_unchanged() -> None:
     sel = PartitionSelection.from_epsilon_delta(epsilon=78.0, delta=1e-6, max_partitions=2)
     more = PartitionSelection.from_epsilon_delta(epsilon=80.0, delta=1e-6, max_partitions=2)
     assert sel.probability_fraction(2) < more.probability_fraction(2)
+
+
+@pytest.mark.parametrize("delta", [1e-19, 1e-25])
+def test_a_truncated_geometric_table_that_cannot_leave_zero_is_refused(delta: float) -> None:
+    with pytest.raises(PrivacyParameterError, match="below 2\\*\\*-63"):
+        PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=delta, max_partitions=1)
+
+
+def test_a_delta_just_above_the_grid_still_builds_the_table() -> None:
+    sel = PartitionSelection.from_epsilon_delta(epsilon=1.0, delta=2e-19, max_partitions=1)
+    assert sel.probability_fraction(1) == Fraction(1, 2**63)

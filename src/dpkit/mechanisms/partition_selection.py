@@ -306,6 +306,11 @@ def _truncated_geometric_table(eps: float, delta: float, k: int) -> npt.NDArray[
     an, ad = a.numerator, a.denominator
     dp = Fraction(delta) / k
     dn, dd = dp.numerator, dp.denominator
+    if dn * _T < dd:  # P(1) = floor(delta' T) = 0, and then every P(n) is 0: refuse at once
+        raise PrivacyParameterError(
+            f"partition selection with delta/{k} = {delta / k!r} below 2**-63 never releases a "
+            "key on the 2**-63 grid; use GaussianPartitionSelection"
+        )
     # floor(a P + d T) = floor((an dd P + dn T ad) / (ad dd))
     # T - ceil((T - P - d T) / a) = T - ceil(((T - P) dd - dn T) ad / (an dd))
     num1_dt = dn * _T * ad
