@@ -151,6 +151,8 @@ __all__ = [
     "contribution_bounds",
     "contribution_step",
     "engine_contributions",
+    "mean_centre",
+    "planned_centre",
     "smallest_epsilon",
     "statistic_bounds",
     "trimmed_upper",
@@ -329,6 +331,105 @@ def _excess(a: float, b: float, u: float) -> float:
     return (b - u - u * math.log(b / u)) / w
 
 
+def _tail_bins(
+    noisy: Sequence[int], edges: Sequence[float], tau: int, upper: float
+) -> list[tuple[float, float, float]] | None:
+    """The significant bins ``(a, b, n)`` of ``noisy`` above 0 and up to ``upper``, then the
+    assumed tail beyond the highest (module docstring, "value bounds of a planned sum or
+    mean"); None when the highest significant bin does not end at ``upper``."""
+    sig = [int(c) if c >= tau else 0 for c in noisy]
+    bins = [
+        (float(edges[i]), float(edges[i + 1]), float(sig[i]))
+        for i in range(len(sig))
+        if edges[i] > 0.0 and sig[i] > 0 and edges[i + 1] <= upper
+    ]
+    if not bins or bins[-1][1] != upper:
+        return None
+    a, b, top = bins[-1]
+    # the tail beyond the highest significant bin: each bin's count the one below times a
+    # ratio q, starting at the last significant ratio (at most TAIL_RATIO) and shrinking by
+    # the change between the last two ratios (at most 1): the log of the counts continued
+    # as a quadratic (a log-normal tail) or a line (a power law)
+    run, edge = [top], a  # the counts of up to 3 adjacent significant bins, top first
+    for lo_, hi_, n_ in reversed(bins[:-1]):
+        if len(run) == 3 or hi_ != edge:
+            break
+        run.append(n_)
+        edge = lo_
+    q = min(run[0] / run[1], TAIL_RATIO) if len(run) > 1 else TAIL_RATIO
+    shrink = min((run[0] / run[1]) / (run[1] / run[2]), 1.0) if len(run) > 2 else 1.0
+    step = b / a
+    count = top
+    for _ in range(60):
+        a, b, count = b, b * step, count * q
+        if count < 1e-9 * top:
+            break
+        bins.append((a, b, count))
+        q *= shrink
+    return bins
+
+
+def _clamped_moments(
+    bins: Sequence[tuple[float, float, float]], lower: float, upper: float
+) -> tuple[float, float]:
+    """The mean and variance of the rows of ``bins`` (each ``[a, b)``, ``0 < a``, its ``n``
+    rows spread evenly on the log scale, density ``1 / (v ln(b / a))``) clamped to ``[lower,
+    upper]``: per bin, ``E[min(v, U)] = (min(b, U) - a) / w + U ln(b / U)+ / w`` and
+    ``E[min(v, U)^2] = (min(b, U)^2 - a^2) / (2 w) + U^2 ln(b / U)+ / w`` (``w = ln(b / a)``),
+    values below ``lower`` read as ``lower``. Planning arithmetic only."""
+    rows = m1 = m2 = 0.0
+    for a, b, n in bins:
+        w = math.log(b / a)
+        lo, hi = min(max(a, lower), b), max(min(b, upper), a)
+        p_lo, p_hi = math.log(lo / a) / w, math.log(b / hi) / w  # mass below lower, above U
+        e1 = (hi - lo) / w + lower * p_lo + upper * p_hi
+        e2 = (hi * hi - lo * lo) / (2.0 * w) + lower * lower * p_lo + upper * upper * p_hi
+        rows, m1, m2 = rows + n, m1 + n * e1, m2 + n * e2
+    if not rows > 0.0:
+        return (lower + upper) / 2.0, (upper - lower) ** 2 / 12.0
+    mean = m1 / rows
+    return mean, max(m2 / rows - mean * mean, 0.0)
+
+
+#: The planner's assumed spread of the groups' means about the mean of all values: their
+#: variance as a fraction of the values' variance (module docstring, "centre of a planned
+#: mean"). The law of total variance bounds the (row-weighted) fraction by 1.
+MEAN_GROUP_SPREAD = 1.0 / 3.0
+#: Candidate centres of a planned mean between the values' estimated mean and the middle of
+#: the bounds (:func:`mean_centre`).
+CENTRE_STEPS = 32
+
+
+def mean_centre(
+    mean: float, variance: float, lower: float, upper: float, *, gaussian: bool
+) -> tuple[float, float, float]:
+    """``(c, f_N, d)``: the centre ``c`` of a planned mean's noisy sum, its count's fraction
+    ``f_N`` of the mean's share and the noise factor ``d`` at that split (module docstring,
+    "centre of a planned mean"), for values of estimated ``mean`` and ``variance`` within
+    ``[lower, upper]``. Among ``c = mean + (middle - mean) j / CENTRE_STEPS`` the one
+    minimising ``d^2 = (a_T^x + a_N^x)^(1 / x)`` with ``a_T = max(c - lower, upper - c)^2``,
+    ``a_N = (mean - c)^2 + MEAN_GROUP_SPREAD variance``, ``x = 1/3`` (discrete Laplace) or
+    ``1/2`` (discrete Gaussian), the nearest the middle on ties; ``f_N = a_N^x / (a_T^x +
+    a_N^x)``. Post-processing of the noisy histogram the moments were read from."""
+    x = 0.5 if gaussian else 1.0 / 3.0
+    mid = (lower + upper) / 2.0
+    m = min(max(mean, lower), upper)
+    spread = MEAN_GROUP_SPREAD * variance
+
+    def parts(c: float) -> tuple[float, float]:
+        reach = max(c - lower, upper - c)
+        return (reach * reach) ** x, ((m - c) ** 2 + spread) ** x
+
+    best = (math.inf, mid)
+    for j in range(CENTRE_STEPS, -1, -1):
+        c = m + (mid - m) * j / CENTRE_STEPS
+        t, n = parts(c)
+        best = min(best, ((t + n) ** (1.0 / x), c), key=lambda bc: bc[0])
+    d2, c = best
+    t, n = parts(c)
+    return c, n / (t + n) if t + n > 0.0 else 0.5, math.sqrt(d2)
+
+
 def trimmed_upper(
     noisy: Sequence[int],
     edges: Sequence[float],
@@ -355,48 +456,50 @@ def trimmed_upper(
     and public parameters."""
     if kind not in ("sum", "mean") or not (0.0 <= lower < upper) or groups < 1:
         return upper
-    sig = [int(c) if c >= tau else 0 for c in noisy]
-    bins = [
-        (float(edges[i]), float(edges[i + 1]), float(sig[i]))
-        for i in range(len(sig))
-        if edges[i] > 0.0 and sig[i] > 0 and edges[i + 1] <= upper
-    ]
-    if not bins or bins[-1][1] != upper:
+    bins = _tail_bins(noisy, edges, tau, upper)
+    if bins is None:
         return upper
-    a, b, top = bins[-1]
-    # the tail beyond the highest significant bin: each bin's count the one below times a
-    # ratio q, starting at the last significant ratio (at most TAIL_RATIO) and shrinking by
-    # the change between the last two ratios (at most 1): the log of the counts continued
-    # as a quadratic (a log-normal tail) or a line (a power law)
-    run, edge = [top], a  # the counts of up to 3 adjacent significant bins, top first
-    for lo_, hi_, n_ in reversed(bins[:-1]):
-        if len(run) == 3 or hi_ != edge:
-            break
-        run.append(n_)
-        edge = lo_
-    q = min(run[0] / run[1], TAIL_RATIO) if len(run) > 1 else TAIL_RATIO
-    shrink = min((run[0] / run[1]) / (run[1] / run[2]), 1.0) if len(run) > 2 else 1.0
-    step = b / a
-    count = top
-    for _ in range(60):
-        a, b, count = b, b * step, count * q
-        if count < 1e-9 * top:
-            break
-        bins.append((a, b, count))
-        q *= shrink
     rows = float(sum(n for lo, _, n in bins if lo < upper))
     per_group = rows * rows_scale / groups
-    c_mean = mean_noise_factor(gaussian)
 
     def error(u: float) -> float:
         x = sum(n * _excess(lo, hi, u) for lo, hi, n in bins) / rows  # mean excess per row
         if kind == "sum":
             return math.hypot(per_group * x, unit_noise * u)
-        return math.hypot(x, unit_noise * c_mean * (u - lower) / 2.0 / per_group)
+        mean, var = _clamped_moments(bins, lower, u)
+        return math.hypot(
+            x, unit_noise * mean_centre(mean, var, lower, u, gaussian=gaussian)[2] / per_group
+        )
 
     cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
     cands = [u for u in cands if u > lower]
     return min(cands, key=lambda u: (error(u), -u))
+
+
+def planned_centre(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    lower: float,
+    upper: float,
+    *,
+    gaussian: bool,
+) -> tuple[float, float] | None:
+    """The centre and count share of a planned mean with bounds ``[lower, upper]`` (the upper
+    one :func:`trimmed_upper`'s), from the same noisy histogram (:func:`mean_centre` at the
+    moments of its significant bins and the tail assumed beyond the highest, clamped to the
+    bounds); None where :func:`trimmed_upper`'s rule does not apply (a range reaching
+    below 0, no significant bin): the middle and :func:`~dpkit.analytics._pricing.pool_split`
+    then. Post-processing."""
+    hits = [i for i, c in enumerate(noisy) if c >= tau]
+    if not (0.0 <= lower < upper) or not hits:
+        return None
+    bins = _tail_bins(noisy, edges, tau, float(edges[hits[-1] + 1]))
+    if bins is None:
+        return None
+    mean, var = _clamped_moments(bins, lower, upper)
+    c, f_n, _ = mean_centre(mean, var, lower, upper, gaussian=gaussian)
+    return c, f_n
 
 
 # ---------------------------------------------------------------------------- contributions
