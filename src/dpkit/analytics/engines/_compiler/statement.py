@@ -78,6 +78,8 @@ def compile_plan(
     src = _source_stage(plan, schema, reads, extra, buckets, profile, registered)
     src, rows_q = row_stage(src, cols, reads.schema, families, salt, profile, predicates)
     own = cols.unit is not None and any(m.keep is not None for m in plan.aggregate.measures)
+    ranked_q: exp.Select | None
+    kept: exp.Expression
     if plan.aggregate.unit_grid and not own:
         # the per-unit histograms of the contribution plan: each unit lands in exactly one
         # bin of each (the last one open above), whatever its rows, so ranking the rows to
