@@ -157,6 +157,23 @@ def test_a_centred_mean_is_priced_at_the_reach_of_its_centre_within_its_share(
     assert sp.measures[0].measure == middle.measures[0].measure  # the same count
 
 
+@pytest.mark.parametrize("centring", [(math.nan, 0.2), (5e4, math.inf), (5e4,)])
+def test_a_centre_that_is_not_a_number_falls_back_to_the_middle(
+    centring: tuple[float, ...],
+) -> None:
+    """Whatever reaches the release step (it runs after the charge), it prices: a centre or
+    share that is not finite, or a malformed estimate, leaves the middle and pool_split."""
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=10.0))
+    prepared = (
+        _auto_mean(s)
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .prepare(epsilon=1.0, two_step=True)
+    )
+    middle = prepared.with_bounds({"m": (1_000.0, 100_000.0)}).pricing.stats[0]
+    got = prepared.with_bounds({"m": (1_000.0, 100_000.0, *centring)}).pricing.stats[0]
+    assert got.measures == middle.measures and got.split == middle.split
+
+
 def _usage(broken: bool) -> float:
     """How much of its calibrated sensitivity a mean centred far from the middle uses when
     one person with rows at the upper bound is added; ``broken`` calibrates the centred sum

@@ -549,6 +549,8 @@ def planned_centre(
     if bins is None:
         return None
     mean, var = _clamped_moments(bins, lower, upper)
+    if not (math.isfinite(mean) and math.isfinite(var)):
+        return None
     c, f_n, _ = mean_centre(mean, var, lower, upper, gaussian=gaussian)
     return c, f_n
 

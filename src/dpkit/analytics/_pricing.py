@@ -1319,22 +1319,31 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
     done = {sp.name: sp for sp in pricing.stats}
     for ab in pricing.auto:
         lo, hi, *centring = bounds[ab.name]
+        if len(centring) != 2 or not all(math.isfinite(float(v)) for v in centring):
+            centring = []  # the middle and pool_split
         ps, rs = pricing.bounds_of(ab.name)
         for _ in range(120):
-            try:
-                stat = ab.stat.with_bounds(lo, hi)
-                if len(centring) == 2:  # a planned mean's centre and count share
-                    centre = min(max(float(centring[0]), lo), hi)
-                    stat = stat.with_centring(centre, min(max(float(centring[1]), 0.01), 0.99))
-                done[ab.name] = _kept_at(
-                    _price_stat(ab.name, stat, pricing.mode, ab.main_share, ps, rs), ab.keep
-                )
+            # a planned mean's centre and count share first (kept within the bounds and
+            # (0, 1)), then the middle: whichever prices first
+            priced = None
+            for centred in [True, False] if centring else [False]:
+                try:
+                    stat = ab.stat.with_bounds(lo, hi)
+                    if centred:
+                        centre = min(max(float(centring[0]), lo), hi)
+                        share = min(max(float(centring[1]), 0.01), 0.99)
+                        stat = stat.with_centring(centre, share)
+                    priced = _price_stat(ab.name, stat, pricing.mode, ab.main_share, ps, rs)
+                    break
+                except PrivacyParameterError:
+                    continue
+            if priced is not None:
+                done[ab.name] = _kept_at(priced, ab.keep)
                 break
-            except PrivacyParameterError:
-                # Too wide for the remaining share: halve both ends (a function of the
-                # released estimate only, so post-processing) until the noise fits.
-                lo, hi = lo / 2.0, hi / 2.0
-                centring = [float(centring[0]) / 2.0, centring[1]] if centring else []
+            # Too wide for the remaining share: halve both ends (a function of the released
+            # estimate only, so post-processing) until the noise fits.
+            lo, hi = lo / 2.0, hi / 2.0
+            centring = [float(centring[0]) / 2.0, centring[1]] if centring else []
         else:  # pragma: no cover - halving 120 times always fits
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
