@@ -110,6 +110,7 @@ def test_planned_centre_applies_only_where_the_trimming_rule_does() -> None:
     c, f_n = got
     assert lo <= c <= hi / 2.0 and 0.0 < f_n < 1.0
     assert planned_centre(counts, AUTO_EDGES, 30, -1.0, hi, gaussian=False) is None
+    assert planned_centre(counts, AUTO_EDGES, 30, lo, hi / 2.0, gaussian=True) is None  # zCDP
     assert planned_centre([0] * BINS, AUTO_EDGES, 30, 0.0, hi, gaussian=False) is None
 
 
@@ -224,6 +225,8 @@ def test_companion_a_centred_sum_calibrated_to_the_half_range_exceeds_it() -> No
 
 @pytest.mark.parametrize("method", ["basic", "zcdp"])
 def test_planned_mean_reports_its_centre_and_is_charged_once(method: str) -> None:
+    """A pure session's planned mean is centred (reported under ``centres``); a zCDP one keeps
+    the middle; both are charged once and stay within their bounds."""
     s = dpa.Session(
         _frame(),
         privacy_unit="uid",
@@ -235,9 +238,12 @@ def test_planned_mean_reports_its_centre_and_is_charged_once(method: str) -> Non
     assert len(s.budget.ledger) == 1
     plan = out.attrs["dpkit"]["plan"]
     (lo, hi) = plan["bounds"]["m"]
+    assert all(lo <= v <= hi for v in out["m"])
+    if method == "zcdp":  # the middle and pool_split (the module docstring says why)
+        assert "centres" not in plan
+        return
     centre = plan["centres"]["m"]
     assert lo <= centre["centre"] <= hi and 0.0 < centre["count_share"] < 1.0
-    assert all(lo <= v <= hi for v in out["m"])
     # the same query with contribution bounds given: the middle, no centre reported
     fixed = _auto_mean(s).bound(max_partitions=1, max_rows_per_partition=2)
     fixed = fixed.run(epsilon=1.0, delta=delta)
