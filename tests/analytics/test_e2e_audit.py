@@ -508,8 +508,8 @@ def _fixed_salt(prepared: Any, unbounded: bool = False) -> Any:
 
 def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.ndarray]:
     """``PLANNED_SAMPLES`` runs of the planned query on D and on D': per run, the chosen
-    contribution bounds of each statistic (count, mean) and the mean's bounds, then [count,
-    mean] per group."""
+    contribution bounds of each statistic (count, mean), the mean's bounds, centre and count
+    share (0, 0: the middle), then [count, mean] per group."""
     d = _planned_table()
     tables = {"d": d, "d_prime": pd.concat([d, adversary_rows()], ignore_index=True)}
     engine = DuckDBEngine(threads=1)
@@ -542,7 +542,7 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
     pos = {g: j for j, g in enumerate(GROUPS)}
     for name in tables:
         per_unit = exact(prepared.contribution_plan, name)
-        chosen = np.zeros((PLANNED_SAMPLES, 6))
+        chosen = np.zeros((PLANNED_SAMPLES, 8))
         runs: dict[tuple[Any, ...], list[int]] = {}
         for i in range(PLANNED_SAMPLES):
             pick = step.choose(per_unit, src)
@@ -556,10 +556,13 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
             if pair not in at_pair:
                 at_pair[pair] = _fixed_salt(rel)
             rel = at_pair[pair]
-            ((lo, hi),) = rel.estimate_bounds(exact(rel.bounds_plan, name), source=src).values()
-            key = (*pair, lo, hi)
+            # the mean's bounds, and its centre and count share where the planner chose them
+            (est,) = rel.estimate_bounds(exact(rel.bounds_plan, name), source=src).values()
+            est = (*est, *([0.0, 0.0] if len(est) == 2 else []))
+            key = (*pair, *est)
             if key not in at_bounds:
-                at_bounds[key] = _fixed_salt(rel.with_bounds({"m": (lo, hi)}), unbounded)
+                given = est if est[3] else est[:2]
+                at_bounds[key] = _fixed_salt(rel.with_bounds({"m": given}), unbounded)
             chosen[i] = key
             runs.setdefault(key, []).append(i)
         values = np.zeros((PLANNED_SAMPLES, len(GROUPS), 2))

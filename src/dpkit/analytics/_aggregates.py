@@ -115,6 +115,10 @@ class Statistic:
     time_kind: str = ""
     # quantiles: the share of the aggregate's budget spent on confidence intervals (0: none)
     interval_share: float = 0.0
+    # a planned mean: the centre of its noisy sum and its count's fraction of its share
+    # (:func:`dpkit.analytics._planner.mean_centre`); None: the middle of the bounds and
+    # :func:`dpkit.analytics._pricing.pool_split`
+    centring: tuple[float, float] | None = None
 
     @property
     def needs_bounds(self) -> bool:
@@ -193,6 +197,20 @@ class Statistic:
         if self.kind == "quantile":
             edges = _quantile_edges(lo, hi, self.bins)
         return replace(self, bounds=(lo, hi), edges=edges, auto_share=0.0, estimated=True)
+
+    def with_centring(self, centre: float, count_share: float) -> Statistic:
+        """A mean with its noisy sum centred at ``centre`` (within its bounds) and its count
+        given ``count_share`` of its budget (a planned release's choice, see
+        :func:`dpkit.analytics._planner.mean_centre`); other kinds are returned unchanged."""
+        if self.kind != "mean" or not isinstance(self.bounds, tuple):
+            return self
+        lo, hi = self.bounds
+        if not (lo <= centre <= hi and 0.0 < count_share < 1.0):
+            raise PrivacyParameterError(
+                f"a mean's centre must lie within its bounds and its count's share in (0, 1), "
+                f"got {centre!r} and {count_share!r}"
+            )
+        return replace(self, centring=(float(centre), float(count_share)))
 
 
 def _check_column(column: Any) -> str:

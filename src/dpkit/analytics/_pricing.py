@@ -552,16 +552,24 @@ def _price_stat(
     # mean, variance, std: count of values, centred sum, (centred sum of squares)
     parts = 2 if stat.kind == "mean" else 3
     w_m, w_s, w_c = pool or (float(stat.weight), 0.0, 0.0)
-    fr = pool_split(mode == "pure", stat.kind, lower, upper, w_m, w_s, w_c)
+    centring = stat.centring if stat.kind == "mean" and pool is None else None
+    if centring is None:
+        fr = pool_split(mode == "pure", stat.kind, lower, upper, w_m, w_s, w_c)
+        reach = (upper - lower) / 2.0
+    else:  # a planned mean: its count's fraction and centre chosen by the planner
+        fr = centred_split(centring[1])
+        reach = max(centring[0] - lower, upper - centring[0])
     sh = _Shares(mode, share, parts, p, fr)
     half = (upper - lower) / 2.0
     cnt = Measure(name=f"{name}:n", kind="values", column=col)
     nz_n, ev_n = sh.noise(p * r, p * r * r, p, 0)
     prices.append(MeasurePrice(cnt, nz_n, 1.0, p * r, p * r * r, 1, event=ev_n))
     m, k, lo, hi = _value_measure(
-        f"{name}:sum", col, lower, upper, scale_real(half, parts, float(fr[1]))
+        f"{name}:sum", col, lower, upper, scale_real(reach, parts, float(fr[1]))
     )
     c = (lo + hi) // 2
+    if centring is not None:  # T = S - c N centred at the planner's centre (in the bounds)
+        c = min(max(math.floor(Fraction(centring[0]) * 2**k), lo), hi)
     s = max(c - lo, hi - c, 1)
     nz_s, ev_s = sh.noise(p * r * s, p * (r * s) ** 2, p, 1)
     prices.append(
@@ -814,6 +822,18 @@ def pool_split(
         j = max(range(len(rest)), key=lambda i: rest[i])
         rest[j] -= over
     return (Fraction(1) - sum(rest, Fraction(0)), *rest)
+
+
+def centred_split(count_share: float) -> tuple[Fraction, ...]:
+    """The fractions ``(f_N, f_T)`` of a planned mean's share given to its count and its sum
+    centred at the planner's centre (:func:`dpkit.analytics._planner.mean_centre`, which
+    chooses ``f_N = count_share`` by the rule of :func:`pool_split`): exact rationals summing
+    to exactly 1, each at least 1/100, so the two measures are charged at most the mean's
+    share, as with any split. A public function of the planner's noisy histogram
+    (post-processing)."""
+    f_n = Fraction(count_share).limit_denominator(2**40)
+    f_n = min(max(f_n, Fraction(1, 100)), Fraction(99, 100))
+    return (f_n, Fraction(1) - f_n)
 
 
 def pool_errors(
@@ -1333,27 +1353,41 @@ def _auto_reader(
     )
 
 
-def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, float]]) -> Pricing:
-    """The pricing with every ``"auto"`` statistic priced at its estimated bounds."""
+def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pricing:
+    """The pricing with every ``"auto"`` statistic priced at its estimated bounds: ``(lower,
+    upper)``, or for a planned mean ``(lower, upper, centre, count_share)`` (its noisy sum
+    centred at ``centre``, its count given ``count_share`` of its share, see
+    :func:`~dpkit.analytics._planner.mean_centre`)."""
     from dataclasses import replace
 
     done = {sp.name: sp for sp in pricing.stats}
     for ab in pricing.auto:
-        lo, hi = bounds[ab.name]
+        lo, hi, *centring = bounds[ab.name]
+        if len(centring) != 2 or not all(math.isfinite(float(v)) for v in centring):
+            centring = []  # the middle and pool_split
         ps, rs = pricing.bounds_of(ab.name)
         for _ in range(120):
-            try:
-                done[ab.name] = _kept_at(
-                    _price_stat(
-                        ab.name, ab.stat.with_bounds(lo, hi), pricing.mode, ab.main_share, ps, rs
-                    ),
-                    ab.keep,
-                )
+            # a planned mean's centre and count share first (kept within the bounds and
+            # (0, 1)), then the middle: whichever prices first
+            priced = None
+            for centred in [True, False] if centring else [False]:
+                try:
+                    stat = ab.stat.with_bounds(lo, hi)
+                    if centred:
+                        centre = min(max(float(centring[0]), lo), hi)
+                        share = min(max(float(centring[1]), 0.01), 0.99)
+                        stat = stat.with_centring(centre, share)
+                    priced = _price_stat(ab.name, stat, pricing.mode, ab.main_share, ps, rs)
+                    break
+                except PrivacyParameterError:
+                    continue
+            if priced is not None:
+                done[ab.name] = _kept_at(priced, ab.keep)
                 break
-            except PrivacyParameterError:
-                # Too wide for the remaining share: halve both ends (a function of the
-                # released estimate only, so post-processing) until the noise fits.
-                lo, hi = lo / 2.0, hi / 2.0
+            # Too wide for the remaining share: halve both ends (a function of the released
+            # estimate only, so post-processing) until the noise fits.
+            lo, hi = lo / 2.0, hi / 2.0
+            centring = [float(centring[0]) / 2.0, centring[1]] if centring else []
         else:  # pragma: no cover - halving 120 times always fits
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())

@@ -264,16 +264,23 @@ class PreparedQuery:
 
     def estimate_bounds(
         self, result: EngineResult, *, source: RandomSource | None = None
-    ) -> dict[str, tuple[float, float]]:
+    ) -> dict[str, tuple[float, ...]]:
         """Private bounds of each ``"auto"`` statistic from the engine result of
         :attr:`bounds_plan` (its bin counts, released once by the statistic's noisy histogram
         and read by :func:`~dpkit.analytics._planner.value_bounds`; the cost is part of the
         query's charge, see :class:`~dpkit.analytics._pricing.AutoBounds`). Bounds are cut at
-        the limits of the column's declared type (public)."""
-        from dpkit.analytics._planner import trimmed_upper, type_limits, value_bounds
+        the limits of the column's declared type (public). A mean of a planned release gets
+        ``(lower, upper, centre, count_share)``: its noisy sum's centre and its count's share
+        read from the same histogram (:func:`~dpkit.analytics._planner.planned_centre`)."""
+        from dpkit.analytics._planner import (
+            planned_centre,
+            trimmed_upper,
+            type_limits,
+            value_bounds,
+        )
 
         src = resolve_source(source)
-        out: dict[str, tuple[float, float]] = {}
+        out: dict[str, tuple[float, ...]] = {}
         released: dict[str, list[int]] = {}  # each histogram noised once, read by all its readers
         for ab in sorted(self.pricing.auto, key=lambda a: a.reads is not None):
             bins = len(AUTO_EDGES) - 1
@@ -287,9 +294,17 @@ class PreparedQuery:
             tau = ab.mechanism.threshold()
             lo, hi, _ = value_bounds(noisy, AUTO_EDGES, tau, limits)
             trim = self._trim_args(ab)
+            out[ab.name] = (lo, hi)
             if trim is not None:
                 hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
-            out[ab.name] = (lo, hi)
+                out[ab.name] = (lo, hi)
+                centre = (
+                    planned_centre(noisy, AUTO_EDGES, tau, lo, hi, gaussian=trim["gaussian"])
+                    if ab.stat.kind == "mean"
+                    else None
+                )
+                if centre is not None:
+                    out[ab.name] = (lo, hi, *centre)
         return {ab.name: out[ab.name] for ab in self.pricing.auto}
 
     def _trim_args(self, ab: Any) -> dict[str, Any] | None:
@@ -325,7 +340,7 @@ class PreparedQuery:
             return None
         return self._query.session.table.column_type(column)
 
-    def with_bounds(self, bounds: dict[str, tuple[float, float]]) -> PreparedQuery:
+    def with_bounds(self, bounds: dict[str, tuple[float, ...]]) -> PreparedQuery:
         """The release step of a two-step query, with the estimated ``bounds`` (a new plan,
         with a fresh salt)."""
         if self._query is None or not self.two_step:

@@ -359,7 +359,12 @@ class Session:
             counts = _after_charge(checked[0])
             bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
             prepared = prepared.with_bounds(bounds)
-            plan["bounds"] = {name: list(b) for name, b in bounds.items()}
+            plan["bounds"] = {name: list(b[:2]) for name, b in bounds.items()}
+            centres = {
+                n: {"centre": b[2], "count_share": b[3]} for n, b in bounds.items() if len(b) == 4
+            }
+            if centres:
+                plan["centres"] = centres
             release = prepared.plan
             result = _after_charge(lambda: self._engine.execute(release))
         else:

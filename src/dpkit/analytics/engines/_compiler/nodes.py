@@ -6,6 +6,7 @@ SQL; every internal name starts with :data:`P`, which no analyst column may use.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import cast
 
@@ -54,7 +55,13 @@ def int_lit(value: int) -> exp.Expression:
 
 def cast_to(e: exp.Expression, to: str) -> exp.Cast:
     """``CAST(e AS to)``, the type spelled as DuckDB does."""
-    return exp.Cast(this=e, to=exp.DataType.build(to, dialect="duckdb"))
+    return exp.Cast(this=e, to=_data_type(to).copy())
+
+
+@functools.lru_cache(maxsize=64)
+def _data_type(to: str) -> exp.DataType:
+    """The parsed type ``to`` (parsing is most of a cast's cost; callers copy it)."""
+    return exp.DataType.build(to, dialect="duckdb")
 
 
 def double(value: float, profile: DialectProfile) -> exp.Expression:

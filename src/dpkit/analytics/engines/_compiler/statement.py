@@ -77,9 +77,17 @@ def compile_plan(
     buckets += extra.derived_sql(lambda n: reads.use(n, "expression column"), profile)
     src = _source_stage(plan, schema, reads, extra, buckets, profile, registered)
     src, rows_q = row_stage(src, cols, reads.schema, families, salt, profile, predicates)
-    ranked_q, kept = rank_stage(cols, max_p, max_r)
-    inputs, step0, xcol = numeric_inputs(cols.values, reads.schema, families, profile)
     own = cols.unit is not None and any(m.keep is not None for m in plan.aggregate.measures)
+    ranked_q: exp.Select | None
+    kept: exp.Expression
+    if plan.aggregate.unit_grid and not own:
+        # the per-unit histograms of the contribution plan: each unit lands in exactly one
+        # bin of each (the last one open above), whatever its rows, so ranking the rows to
+        # bound them at the engine's limits changes nothing the plan releases: none is done
+        ranked_q, kept = None, exp.Boolean(this=True)
+    else:
+        ranked_q, kept = rank_stage(cols, max_p, max_r)
+    inputs, step0, xcol = numeric_inputs(cols.values, reads.schema, families, profile)
     kept_q = _kept_stage(cols, ranked_q, kept, inputs, own)
     pipe = MeasureSteps(profile, step0)
     outputs, measures = measure_sql(
@@ -105,7 +113,7 @@ def compile_plan(
         codecs = tuple(key_codec(reads.schema[k]) for k in cols.keys)
         final = _keys_sent(final, codecs, cols.key_out, outputs, pipe.cell_sets, ctes, profile)
     for name, q in ctes:
-        final = final.with_(name, as_=q)
+        final = final.with_(name, as_=q, copy=False)  # each built here, used once
     sql = final.sql(dialect=profile.dialect, comments=False)
     cell_sets = pipe.cell_sets
     return CompiledQuery(
@@ -198,7 +206,7 @@ def _kept_stage(
     group ``rr = rn - gr``, which :func:`_own_bounds` reads."""
     first = (
         exp.EQ(this=colref(P + "rn"), expression=colref(P + "gr"))
-        if cols.unit is not None
+        if cols.unit is not None and ranked_q is not None
         else exp.Boolean(this=True)
     )
     items: list[exp.Expression] = [colref(k) for k in cols.key_out]
