@@ -398,8 +398,11 @@ epsilon 0.1, asking 10% more than the total holds. The service runs requests in 
 threads; the DuckDB engine gives each thread its own cursor, a statement is compiled once per
 query shape (the secret salt written into it per release) and bound by DuckDB once; charges
 are checked one after another in the budget, and the charges that queued up meanwhile are
-written together (group commit: one transaction, one `synchronous=FULL` disk sync). At most
-twice the cores' number of queries are worked on at once; the others wait in arrival order.
+written together (group commit: one transaction, one `synchronous=FULL` disk sync), with the
+query log's rows waiting at that moment (a query's `pending` row is always in its charge's
+transaction); the query log's other rows are group-committed the same way, and an answer is
+sent after its `answered` row is committed. At most eight queries per core are worked on at
+once; the others wait in arrival order.
 
 Floor, same run, same clients: the same FastAPI app setup and server answering with the same
 aggregate (the statement the service runs for this count, bounding included) from the same

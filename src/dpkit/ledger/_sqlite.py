@@ -14,9 +14,14 @@ from dpkit.accounting.ledger import LedgerRecord, check_budget_name, check_recor
 from dpkit.errors import LedgerError
 from dpkit.ledger import _fork
 
-__all__ = ["SqliteLedger", "check_sqlite_file", "resolve_sqlite_path"]
+__all__ = ["Rider", "SqliteLedger", "check_sqlite_file", "resolve_sqlite_path"]
 
 _T = TypeVar("_T")
+
+#: A writer of other tables in the ledger's file that adds its rows to the store's append
+#: transactions (see :meth:`SqliteLedger.add_rider`): called with the connection inside the
+#: transaction, it returns the function told whether that transaction committed.
+Rider = Callable[[sqlite3.Connection], Callable[[bool], None]]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dpkit_budgets ("
@@ -166,6 +171,7 @@ class SqliteLedger:
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()  # the process that opened self._conn
         self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file connected to
+        self._riders: list[Rider] = []
         self._run(self._setup)
         _fork.track(self)
 
@@ -287,6 +293,35 @@ class SqliteLedger:
         Read it at each use (never keep it): ``fork`` replaces it in the child."""
         return self._lock
 
+    def add_rider(self, rider: Rider) -> None:
+        """Have ``rider`` add rows of its own tables (in this file) to every append transaction
+        of this store in this process, so that they are committed together with the records,
+        by the same ``COMMIT`` and disk sync, or not at all.
+
+        ``rider(conn)`` is called with the write lock held, inside the transaction, after the
+        records are inserted and before ``COMMIT``; it writes through ``conn`` and returns a
+        function ``settle(committed)``, called once the transaction has committed (``True``) or
+        rolled back (``False``). An exception from ``rider`` rolls the whole transaction back:
+        the records are not written either (their append raises
+        :class:`~dpkit.errors.LedgerError` if it is an SQLite failure). A conflict that rolls
+        the transaction back before the records are inserted does not call it."""
+        self._riders.append(rider)
+
+    def _commit_with_riders(self, conn: sqlite3.Connection) -> None:
+        """Let the riders write (see :meth:`add_rider`), then ``COMMIT``; each rider that wrote
+        is told whether the transaction committed."""
+        settles: list[Callable[[bool], None]] = []
+        try:
+            for rider in self._riders:
+                settles.append(rider(conn))
+            conn.execute("COMMIT")
+        except BaseException:
+            for settle in settles:
+                settle(False)
+            raise
+        for settle in settles:
+            settle(True)
+
     def define(self, name: str, definition: str) -> str:
         check_budget_name(name)
 
@@ -356,7 +391,7 @@ class SqliteLedger:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(name, r.seq, r.time, r.kind, r.analyst, r.payload) for r in records],
             )
-            conn.execute("COMMIT")
+            self._commit_with_riders(conn)
             return True
 
         return self._run(act)

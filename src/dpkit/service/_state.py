@@ -5,21 +5,28 @@ named ``dpkit_service_*``. A token is 256 random bits (dpkit's secure random sou
 once when it is issued; only its SHA-256 is stored, and a presented token is compared with
 every stored hash by :func:`hmac.compare_digest` (constant time per comparison).
 
-A query is logged as ``pending`` *before* its charge and updated when it is answered, refused or
-failed: a full disk refuses the query before anything is spent, and a crash after the charge
-leaves a pending row beside the charge in the ledger.
+A query is logged as ``pending`` *before* its charge is on disk and updated when it is
+answered, refused or failed: a full disk refuses the query before anything is spent, and a
+crash after the charge leaves a pending row beside the charge in the ledger. When the query
+log shares its SQLite file with the ledger (the default), the pending row is written in the
+same transaction as the charge (:meth:`ServiceState.take_turns_with`): on disk together or not
+at all. Query-log writes are group-committed: the rows waiting when a transaction starts are
+written together (:meth:`ServiceState._settle`), and every write returns only once its row is
+committed, so an answer is sent only after its ``answered`` row.
 
 The URL is read by the ledger layer's rules (:func:`dpkit.ledger.parse_url`: one spelling, one
 file), and connections follow its fork rules: each thread of a process opens its own, and one
 inherited from another process by ``fork`` is set aside, never used nor closed
 (:func:`dpkit.ledger.abandon`).
 
-Durability: SQLite commits of these tables are written to the write-ahead log without waiting
-for the disk (``synchronous=NORMAL``): a commit survives the process being killed, and the
-ledger's own commit of a charge (``synchronous=FULL``, in the same file unless ``state_url``
-names another) flushes the log up to it, so a query's ``pending`` row is on disk whenever its
-charge is. A power cut can lose an ``answered`` status written after the last charge: the row
-then reads ``pending`` beside its charge, the conservative reading of any crash.
+Durability: a row written with a charge is committed by the ledger's commit
+(``synchronous=FULL``: on disk when the charge returns). The service's own commits of these
+tables (tokens, and rows that do not ride with a charge, such as most ``answered`` rows) are
+written to the write-ahead log without waiting for the disk (``synchronous=NORMAL``): such a
+commit survives the process being killed, and the next charge's commit in the same file
+flushes the log up to it. A power cut can lose an ``answered`` status written after the last
+charge: the row then reads ``pending`` beside its charge, the conservative reading of any
+crash.
 """
 
 from __future__ import annotations
@@ -51,6 +58,16 @@ _SCHEMA = (
         epsilon DOUBLE PRECISION, delta DOUBLE PRECISION, status TEXT NOT NULL,
         result TEXT, error TEXT)""",
 )
+
+
+@dataclass(eq=False)
+class _Row:
+    """A query-log write waiting for a transaction (see :meth:`ServiceState._settle`)."""
+
+    owner: str  # the query's id
+    stmt: str
+    params: tuple[Any, ...]
+    done: bool = False
 
 
 class StateError(DPKitError):
@@ -105,6 +122,13 @@ class ServiceState:
             self._shared = sqlite3.connect(":memory:", check_same_thread=False)
         self._tokens: dict[str, Token] = {}
         self._tokens_read = 0.0
+        # Query-log writes waiting for a transaction, in the order they were made; the
+        # condition guards the list and ``_flushing`` (never held while writing).
+        self._rows: list[_Row] = []
+        self._rows_pid = os.getpid()
+        self._rows_cond = threading.Condition(threading.Lock())
+        self._flushing = False
+        self._riding = False
         with self._tx() as cur:
             for stmt in _SCHEMA:
                 cur.execute(stmt)
@@ -156,7 +180,10 @@ class ServiceState:
         instead of a lock of their own, so a query's log entry waits for a charge's commit on
         a lock that is handed over at once, not in SQLite's busy handler, which sleeps and
         retries (the cause of most of a request's waiting under many concurrent analysts).
-        Returns whether the lock is shared (another file, PostgreSQL or memory: not)."""
+        The query log's waiting rows then also ride with the ledger's appends
+        (:meth:`~dpkit.ledger.SqliteLedger.add_rider`): a query's ``pending`` row, queued
+        before its charge, is written in the charge's transaction. Returns whether the lock
+        is shared (another file, PostgreSQL or memory: not)."""
         from dpkit.ledger import SqliteLedger
 
         if self._kind != "sqlite" or not isinstance(ledger, SqliteLedger):
@@ -164,18 +191,21 @@ class ServiceState:
         if ledger.path != self._path:
             return False
         self._shared_lock = lambda: ledger.write_lock  # read at each use: fork replaces it
+        ledger.add_rider(self._ride)
+        self._riding = True
         return True
 
     def _sql(self, stmt: str) -> str:
         return stmt.replace("?", "%s") if self._kind == "postgres" else stmt
 
     class _Tx:
-        def __init__(self, state: ServiceState) -> None:
+        def __init__(self, state: ServiceState, locked: bool = False) -> None:
             self.state = state
+            self.locked = locked  # the caller holds the writer lock already
 
         def __enter__(self) -> ServiceState._Tx:
             st = self.state
-            self.lock = st._writer_lock()
+            self.lock = None if self.locked else st._writer_lock()
             if self.lock is not None:
                 self.lock.acquire()
             self.conn = st._connection()
@@ -231,8 +261,8 @@ class ServiceState:
             self._lock_pid = os.getpid()
         return self._lock
 
-    def _tx(self) -> ServiceState._Tx:
-        return ServiceState._Tx(self)
+    def _tx(self, *, locked: bool = False) -> ServiceState._Tx:
+        return ServiceState._Tx(self, locked)
 
     def _run(self, stmt: str, params: tuple[Any, ...] = (), *, fetch: bool = False) -> Any:
         try:
@@ -330,6 +360,98 @@ class ServiceState:
         return found
 
     # ------------------------------------------------------------------ query log
+    def _condition(self) -> threading.Condition:
+        """The condition guarding the waiting rows of this process: a child of ``fork`` gets a
+        fresh one and no rows (the parent's belong to requests of the parent's threads)."""
+        if self._rows_pid != os.getpid():
+            self._rows, self._rows_pid = [], os.getpid()
+            self._rows_cond = threading.Condition(threading.Lock())
+            self._flushing = False
+        return self._rows_cond
+
+    def _enqueue(self, row: _Row) -> None:
+        with self._condition():
+            self._rows.append(row)
+
+    def _take(self) -> list[_Row]:
+        with self._condition():
+            batch, self._rows = self._rows, []
+            return batch
+
+    def _settled(self, batch: list[_Row], committed: bool, failed: str | None = None) -> None:
+        """After a transaction that wrote ``batch``: committed, the rows are done; else they go
+        back to the front of the queue in their order (but those of the query ``failed``,
+        whose writer reports the failure), for their writers to try again."""
+        cond = self._condition()
+        with cond:
+            if committed:
+                for row in batch:
+                    row.done = True
+            else:
+                self._rows = [r for r in batch if r.owner != failed] + self._rows
+            cond.notify_all()
+
+    def _ride(self, conn: sqlite3.Connection) -> Callable[[bool], None]:
+        """The ledger's rider (:meth:`take_turns_with`): the waiting rows are written in the
+        transaction of a charge, by its commit and disk sync."""
+        batch = self._take()
+        try:
+            for row in batch:
+                conn.execute(row.stmt, row.params)
+        except BaseException:
+            self._settled(batch, False)
+            raise
+        return lambda committed: self._settled(batch, committed)
+
+    def _settle(self, row: _Row) -> None:
+        """Return once ``row`` is committed, else raise :class:`StateError`.
+
+        Group commit: whichever writer finds no other one writing takes every row waiting,
+        in order, and writes them in one transaction; the others wait (without the store's
+        lock) and find their row done, or take their turn. A charge of a ledger sharing the
+        file writes the rows waiting at its commit too (:meth:`_ride`). A transaction that
+        fails puts the other writers' rows back, in order, and reports to its own writer."""
+        cond = self._condition()
+        while True:
+            with cond:
+                while not row.done and self._flushing:
+                    cond.wait()
+                if row.done:
+                    return
+                self._flushing = True
+            try:
+                self._flush(row.owner)
+            finally:
+                with cond:
+                    self._flushing = False
+                    cond.notify_all()
+
+    def _flush(self, owner: str) -> None:
+        """Write every waiting row in one transaction (see :meth:`_settle`)."""
+        lock = self._writer_lock()
+        if lock is not None:
+            lock.acquire()
+        try:
+            batch = self._take()
+            if not batch:  # written meanwhile (by a charge's transaction)
+                return
+            try:
+                with self._tx(locked=True) as tx:
+                    for r in batch:
+                        tx.execute(r.stmt, r.params)
+            except Exception as exc:
+                self._settled(batch, False, failed=owner)
+                if isinstance(exc, StateError):
+                    raise
+                raise StateError(f"the service database refused the operation: {exc}") from None
+            except BaseException:
+                self._settled(batch, False)
+                raise
+            self._settled(batch, True)
+        finally:
+            if lock is not None:
+                lock.release()
+
     def log_pending(
         self,
         query_id: str,
@@ -341,11 +463,20 @@ class ServiceState:
         *,
         request_text: str | None = None,
     ) -> None:
-        """Log a query as pending; ``request_text``, when given, is ``request`` already
-        encoded as JSON (a caller that logs the same request often encodes it once)."""
-        self._run(
+        """Log a query as pending, before its charge; ``request_text``, when given, is
+        ``request`` already encoded as JSON (a caller that logs the same request often encodes
+        it once).
+
+        Sharing its SQLite file with the ledger (:meth:`take_turns_with`), the row is written
+        in the transaction of the query's charge (or, if no charge comes, with the query's end,
+        :meth:`log_done`): the charge is never on disk without it, and a store that cannot be
+        written refuses the charge. Otherwise it is written now."""
+        row = _Row(
+            query_id,
+            # a row already written by a commit that reported failure is not written again
             "INSERT INTO dpkit_service_queries (id, analyst, kind, started, request, "
-            "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+            "epsilon, delta, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending') "
+            "ON CONFLICT (id) DO NOTHING",
             (
                 query_id,
                 analyst,
@@ -356,6 +487,9 @@ class ServiceState:
                 delta,
             ),
         )
+        self._enqueue(row)
+        if not self._riding:
+            self._settle(row)
 
     def log_done(
         self,
@@ -370,11 +504,14 @@ class ServiceState:
         encoded as JSON (instead of ``result``)."""
         if result_text is None and result is not None:
             result_text = json.dumps(result)
-        self._run(
+        row = _Row(
+            query_id,
             "UPDATE dpkit_service_queries SET status = ?, finished = ?, result = ?, "
             "error = ? WHERE id = ?",
             (status, time.time(), result_text, error, query_id),
         )
+        self._enqueue(row)
+        self._settle(row)
 
     def queries(self, analyst: str | None = None, *, limit: int = 1000) -> list[dict[str, Any]]:
         """Logged queries, newest first; only ``analyst``'s when given."""

@@ -21,10 +21,12 @@ Limits: request bodies above ``max_body_bytes`` are refused with 413 and never s
 each token gets ``rate`` requests per second on average (bursts up to ``burst``), else 429.
 A missing or unknown token gets 401 and spends nothing.
 
-Admission: at most ``concurrency`` queries are worked on at once (default: twice the number of
-cores); the others wait in arrival order (:class:`FifoGate`). Under many concurrent analysts
-this keeps a request's latency close to the queue ahead of it, instead of letting all of them
-share the cores at once and finish in whatever order the scheduler and the locks pick.
+Admission: at most ``concurrency`` queries are worked on at once (default: eight per core,
+:func:`default_concurrency`); the others wait in arrival order (:class:`FifoGate`). Under many
+concurrent analysts this keeps a request's latency close to the queue ahead of it, instead of
+letting all of them share the cores at once and finish in whatever order the scheduler and
+the locks pick. A query gives its place back before its answer's log entry is committed
+(waiting for the disk takes no core).
 """
 
 import asyncio
@@ -242,9 +244,13 @@ class FifoGate:
 
 
 def default_concurrency() -> int:
-    """Queries worked on at once by default: twice the cores (one computing while another
-    waits for the ledger's disk write), at least 2."""
-    return max(2, 2 * (os.cpu_count() or 1))
+    """Queries worked on at once by default: eight per core, at least 8.
+
+    Most of them wait for a commit rather than compute: the charges queued behind one are
+    written together (one transaction, one disk sync), so several waiting per core keep both
+    the cores and the commit groups full. With two per core, too few charges queued up to
+    share a commit, and the cores idled while every admitted query waited for the disk."""
+    return max(8, 8 * (os.cpu_count() or 1))
 
 
 # ---------------------------------------------------------------------- rate limit
@@ -683,9 +689,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
     )
     def query(body: QueryRequest, tok: Annotated[Token, Depends(analyst)]) -> Response:
         with cur.gate.slot():  # in arrival order, a bounded number at once
-            return _query(body, tok)
+            qid, result, result_text, remaining = _query(body, tok)
+        # The answer's log entry is committed after the slot is given back: waiting for the
+        # disk takes no core, and the next request in line starts meanwhile.
+        return _send(qid, result, result_text, remaining)
 
-    def _query(body: QueryRequest, tok: Token) -> Response:
+    def _query(body: QueryRequest, tok: Token) -> tuple[str, dict[str, Any], bytes, Any]:
+        """Charge and run the query: its id, its result (also as JSON) and what remains of the
+        analyst's budget after its charge (``remaining=`` of :func:`_amounts`)."""
         entry = _prepared(body)
         eps, delta = entry.epsilon, entry.delta
         # every release its own secret salt (the cached plans' are never run)
@@ -693,7 +704,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         sub = cur.sub_budget(tok)
         qid = uuid.uuid4().hex
         try:
-            # Logged before the charge: if the disk is full the query stops here, unspent.
+            # Logged before the charge, or in the charge's own transaction when the query log
+            # shares the ledger's SQLite file: a full disk refuses the query, unspent.
             cur.state.log_pending(
                 qid, tok.name, "run", None, eps, delta, request_text=entry.request_text
             )
@@ -723,15 +735,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
             _log_quietly(cur, qid, "failed", str(exc))
             raise HTTPException(status_code=422, detail=f"query failed: {exc}") from None
         result = frame_to_json(frame)
+        # What remains as of this charge (the budget read the ledger just before writing it);
+        # no re-read here: it would wait for the ledger's lock behind other requests' charges.
+        remaining = (sub.remaining, sub.budget)
         # encoded once: the same text goes to the query log and into the response
-        result_text = _json_bytes(result)
+        return qid, result, _json_bytes(result), remaining
+
+    def _send(qid: str, result: dict[str, Any], result_text: bytes, remaining: Any) -> Response:
+        """Log the query answered (committed before anything is sent), then the response."""
         try:
             cur.state.log_done(qid, "answered", result_text=result_text.decode())
         except StateError as exc:
             # Charged already (conservative); without its log entry the answer is withheld.
             raise HTTPException(status_code=503, detail=f"answer withheld: {exc}") from None
-        # What remains as of this charge (the budget read the ledger just before writing it);
-        # no re-read here: it would wait for the ledger's lock behind other requests' charges.
         release = result["release"]
         charged = (release.get("epsilon"), release.get("delta"))
         # what was charged (a delta the query was allowed but did not use is not charged),
@@ -743,7 +759,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             "delta_exact": charged[1],
             "allowed": release.get("requested"),
         }
-        rest = _json_bytes({"cost": cost, **_amounts(remaining=(sub.remaining, sub.budget))})
+        rest = _json_bytes({"cost": cost, **_amounts(remaining=remaining)})
         # {"query_id": ..., "result": ..., "cost": ..., "remaining": ..., ...}
         content = b"".join(
             (
