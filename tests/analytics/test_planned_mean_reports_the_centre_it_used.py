@@ -7,9 +7,11 @@ tries the planner's centre first and falls back to the middle of the bounds (and
 limit with a count share of 0.99 (a sum's share of 1/100) on wide bounds. The plan still
 reported the planner's centre and share: on a fuzzed histogram (bounds [6.9e10, 2.7e11],
 contribution bounds 64 x 64, a share of 0.02) it said centre 2.1e11 and count share 0.28 while
-the release used the middle and a count share of 0.41. Before: the unused centre reported;
-after: only centres the release is priced at (none here). Reproduced exactly below (no
-noise involved: the fallback is a function of public pricing parameters).
+the release used the middle of [8.6e9, 3.4e10] (the bounds halved three times until the middle
+priced) and a count share of 0.41. Below, at bounds ``[0, 2^j]`` where the middle prices and
+a centre at the upper bound with a count share of 0.99 does not: before, that centre was
+reported; after, only centres the release is priced at (none there). Exact (the fallback is
+a function of public pricing parameters, no noise involved).
 """
 
 from __future__ import annotations
