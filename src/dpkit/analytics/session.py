@@ -360,8 +360,12 @@ class Session:
             bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
             prepared = prepared.with_bounds(bounds)
             plan["bounds"] = {name: list(b[:2]) for name, b in bounds.items()}
+            # the centres the release is priced at: a planned mean whose centred sum did not
+            # price at its bounds fell back to the middle (resolve_auto), and reports none
             centres = {
-                n: {"centre": b[2], "count_share": b[3]} for n, b in bounds.items() if len(b) == 4
+                sp.name: {"centre": sp.stat.centring[0], "count_share": sp.stat.centring[1]}
+                for sp in prepared.pricing.stats
+                if sp.stat.centring is not None and sp.name in bounds
             }
             if centres:
                 plan["centres"] = centres
