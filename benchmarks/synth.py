@@ -8,7 +8,9 @@ synthetic table (as many rows as the true one) from the true table's, on the cel
 
 Comparison (section ``synth``), at each epsilon (delta 1e-6) and on the SAME one-row-per-person
 table (each person's first row), given to everyone as integer codes of the same bins so no one
-spends budget on binning: dpkit's MST and AIM (a session with ``privacy_unit=None``),
+spends budget on binning, with the public fact that it has no missing value (dpkit declares
+``Categorical(codes, missing=False)``; SmartNoise models no missing cell, OpenDP adds a null
+key): dpkit's MST and AIM (a session with ``privacy_unit=None``),
 SmartNoise Synth 1.0.8's ``MSTSynthesizer`` and ``AIMSynthesizer`` and OpenDP's
 ``dp.mbi.MST`` / ``dp.mbi.AIM`` (contingency tables, through ``mbi``); plus dpkit's MST with
 person-level bounding (``--max-rows`` rows per person) on the multi-row table, scored against
@@ -238,9 +240,13 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "shared", "synth_worker.py")
 SRC = os.path.join(os.path.dirname(HERE), "src")
-#: The binned columns as integer codes (the missing code left out: the table has none).
+#: The binned columns as integer codes (the missing code left out: the table has none). dpkit
+#: is told so with ``missing=False`` (public knowledge, given to every library: SmartNoise
+#: models no missing cell either), so its synthetic table has no missing value.
 CODE_SIZES = {c: d.size - 1 for c, d in DOMAINS.items()}
-CODE_DOMAINS: dict[str, Any] = {c: Categorical(list(range(k))) for c, k in CODE_SIZES.items()}
+CODE_DOMAINS: dict[str, Any] = {
+    c: Categorical(list(range(k)), missing=False) for c, k in CODE_SIZES.items()
+}
 
 
 def run_worker(python: str, job: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
@@ -445,7 +451,9 @@ def _header(
         f"(one to four rows each), {len(DOMAINS)} modelled columns ({MST(DOMAINS).cells:,} "
         "cells in all 2-way marginals with dpkit's missing cells), binned into the same cells "
         "for everyone. *One row per person*: each person's first row, given to every library "
-        "as integer codes of the bins (no budget spent on binning). *"
+        "as integer codes of the bins (no budget spent on binning), with the public fact "
+        "that it has no missing value (dpkit: `Categorical(codes, missing=False)`; SmartNoise "
+        "models no missing cell; OpenDP adds a null key). *"
         f"{args.max_rows} rows per person*: dpkit on the multi-row Parquet file with "
         f"person-level bounding ({args.max_rows} rows kept per person, scored against the "
         "bounded table). TV: mean total-variation distance of all 2-way (3-way) marginals of "

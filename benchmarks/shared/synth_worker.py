@@ -9,7 +9,10 @@ The job (JSON object):
 
 * ``lib``: ``"dpkit"``, ``"smartnoise"`` or ``"opendp"``; ``method``: ``"MST"`` or ``"AIM"``;
 * ``path``: a Parquet file; ``columns``: ``{name: number of codes}`` for a table of integer
-  codes ``0 .. k - 1`` (every library gets the same binned columns: nobody spends budget on
+  codes ``0 .. k - 1``, none missing (dpkit declares each ``Categorical(codes, missing=False)``:
+  the public fact, known to every library, that the table has no missing value, so dpkit's
+  synthetic table models none, like SmartNoise's; every library gets the same binned columns:
+  nobody spends budget on
   binning), or ``domains``: ``{name: dpkit domain dict}`` for dpkit on the raw people table;
 * ``epsilon``, ``delta``; ``rho`` (the zCDP budget OpenDP is given, and dpkit's ``rho`` for
   ``(epsilon, delta)``, computed by the caller); ``privacy_unit`` and ``max_rows`` (dpkit);
@@ -74,7 +77,8 @@ def _dpkit(job: dict[str, Any]) -> tuple[Any, float, float, dict[str, Any]]:
     if "domains" in job:
         domains: dict[str, Any] = {c: domain_from_dict(d) for c, d in job["domains"].items()}
     else:
-        domains = {c: Categorical(list(range(k))) for c, k in job["columns"].items()}
+        # codes 0 .. k - 1 and no missing value: public knowledge every library gets
+        domains = {c: Categorical(list(range(k)), missing=False) for c, k in job["columns"].items()}
     eps, delta = job["epsilon"], job["delta"]
     session = Session(
         job["path"],
