@@ -290,6 +290,8 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
     configs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
     for method in ("MST", "AIM"):
         configs += [("dpkit", method, "one")]
+        if method == "MST":  # the same fit with i.i.d. rows, as the peers' are drawn
+            configs += [("dpkit", method, "one-iid")]
         if args.peers_python:
             configs += [("smartnoise", method, "one"), ("opendp", method, "one")]
     peer_aim = args.aim_epsilons if args.peer_aim_epsilons is None else args.peer_aim_epsilons
@@ -318,6 +320,8 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
             else:
                 truth = true_one
                 job.update(path=one_path, columns=CODE_SIZES, rows=len(one))
+                if data == "one-iid":
+                    job.update(sampling="iid")
             python = sys.executable if lib == "dpkit" else args.peers_python
             plan.append((eps, lib, method, data, truth, python, job))
     # each configuration --runs times, each run a fresh fit in its own process (fresh noise)
@@ -377,7 +381,9 @@ def table_row(
     score for the targets (one-row table only)."""
     eps, lib, method, data = what
     name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
-    table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
+    table = {"one": "one row per person", "one-iid": "one row per person, i.i.d. rows"}.get(
+        data, f"{args.max_rows} rows per person"
+    )
     if not runs:
         return f"| {eps:g} | {name} {method} | {table} | failed: {error} |||||||", None
     rho, fit, cpu, peak, tv2, tv3 = (list(c) for c in zip(*runs, strict=True))
@@ -459,11 +465,15 @@ def _header(
         "bounded table). TV: mean total-variation distance of all 2-way (3-way) marginals of "
         "a synthetic table of the true table's size from the true table's (a table of "
         f"independent columns scores {indep_tv:.4f} in 2-way TV). "
-        f"delta {DELTA:g}; AIM at epsilon {aim_eps}. Synthetic tables: i.i.d. rows drawn from "
-        "each fitted model; for the peers through mbi's `synthetic_data(method='sample')`, "
-        "not its default `'round'`, whose stratified draw follows the row order and so adds "
-        "dependencies the model does not have (about 0.2 in 2-way TV here, whatever the "
-        "epsilon; the benchmark's `synth_worker.py` explains). "
+        f"delta {DELTA:g}; AIM at epsilon {aim_eps}. Synthetic tables: dpkit's with its "
+        "default `sample(method='stratified')` (each column drawn given the columns it depends "
+        "on, the rows sharing those values getting the new column's values in numbers within "
+        "one row of the model's expectation, in a fresh random order); the row *i.i.d. rows* "
+        "is the same dpkit MST fit sampled with `method='iid'`, which compares the fitted "
+        "models alone. The peers' tables are i.i.d. rows, through mbi's "
+        "`synthetic_data(method='sample')`, not its default `'round'`, whose stratified draw "
+        "follows the row order and so adds dependencies the model does not have (about 0.2 in "
+        "2-way TV here, whatever the epsilon; the benchmark's `synth_worker.py` explains). "
         f"Runs: each library, method and epsilon fitted {args.runs} time(s), each fit in a "
         "fresh process with fresh noise; the row gives the means over its runs, TV as mean ± "
         "standard error (the runs' standard deviation over the square root of their number). "
