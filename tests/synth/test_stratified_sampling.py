@@ -128,5 +128,6 @@ def test_sample_takes_either_method_and_refuses_another() -> None:
     for method in ("stratified", "iid"):
         out = model.sample(500, source=RandomSource(seed=1, insecure=True), method=method)
         assert len(out) == 500 and list(out.columns) == list(domains)
+    assert len(model.sample(0)) == 0
     with pytest.raises(PrivacyParameterError, match="method must be one of"):
         model.sample(10, method="round")

@@ -159,19 +159,20 @@ def allot(probs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
     ``m_g probs[g]`` that keeps their sum ``m_g``, the codes handed to the group's rows in a
     uniformly random order.
 
-    The rounding is systematic sampling on the fractional parts (Madow 1949; it is mbi's
-    "round" for the first column, McKenna, Sheldon and Miklau 2019): ``c_gx = floor(e_gx)``
-    plus 1 when a point ``u_g + j`` (``u_g`` uniform on ``[0, 1)``, ``j = 0 .. r_g - 1``,
+    The rounding is systematic sampling on the fractional parts (Madow 1949, "On the theory
+    of systematic sampling, II"): ``e_gx = m_g probs[g, x]``, ``c_gx = floor(e_gx)`` plus 1
+    when a point ``u_g + j`` (``u_g`` uniform on ``[0, 1)``, ``j = 0 .. r_g - 1``,
     ``r_g = m_g - sum_x floor(e_gx)``) falls in cell ``x``'s stretch of the cumulated
     fractional parts, an event of probability ``e_gx - floor(e_gx)``; so ``E[c_gx] = m_g
     probs[g, x]`` exactly and ``|c_gx - m_g probs[g, x]| < 1``. Each row's code therefore
     has the law ``probs[g]``, as with :func:`draw`, and given the earlier columns the expected
     count of every cell of every marginal is the i.i.d. sampler's, but the table's counts
     vary far less around it: on a tree each edge's sampled 2-way table is within one row per
-    cell of ``n`` times the model's. The random order, fresh for every column, is what keeps
-    two columns drawn given the same parent conditionally independent; mbi's "round" orders
-    the group's rows by their position in the table instead, which ties sibling columns
-    together. Post-processing of the fitted model: it reads no data."""
+    cell of the parent's sampled counts times the model's conditional. The random order,
+    fresh for every column, is what keeps two columns drawn given the same parent
+    conditionally independent; mbi's ``synthetic_data(method="round")`` orders the group's
+    rows by their position in the table instead, which ties sibling columns together.
+    Post-processing of the fitted model: it reads no data."""
     size = probs.shape[1]
     m = np.bincount(rows, minlength=probs.shape[0]).astype(np.float64)
     p = np.clip(np.asarray(probs, dtype=np.float64), 0.0, None)
