@@ -8,7 +8,9 @@ synthetic table (as many rows as the true one) from the true table's, on the cel
 
 Comparison (section ``synth``), at each epsilon (delta 1e-6) and on the SAME one-row-per-person
 table (each person's first row), given to everyone as integer codes of the same bins so no one
-spends budget on binning: dpkit's MST and AIM (a session with ``privacy_unit=None``),
+spends budget on binning, with the public fact that it has no missing value (dpkit declares
+``Categorical(codes, missing=False)``; SmartNoise models no missing cell, OpenDP adds a null
+key): dpkit's MST and AIM (a session with ``privacy_unit=None``),
 SmartNoise Synth 1.0.8's ``MSTSynthesizer`` and ``AIMSynthesizer`` and OpenDP's
 ``dp.mbi.MST`` / ``dp.mbi.AIM`` (contingency tables, through ``mbi``); plus dpkit's MST with
 person-level bounding (``--max-rows`` rows per person) on the multi-row table, scored against
@@ -238,9 +240,13 @@ def mbi_check(session: Session, python: str, max_rows: int) -> str:
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "shared", "synth_worker.py")
 SRC = os.path.join(os.path.dirname(HERE), "src")
-#: The binned columns as integer codes (the missing code left out: the table has none).
+#: The binned columns as integer codes (the missing code left out: the table has none). dpkit
+#: is told so with ``missing=False`` (public knowledge, given to every library: SmartNoise
+#: models no missing cell either), so its synthetic table has no missing value.
 CODE_SIZES = {c: d.size - 1 for c, d in DOMAINS.items()}
-CODE_DOMAINS: dict[str, Any] = {c: Categorical(list(range(k))) for c, k in CODE_SIZES.items()}
+CODE_DOMAINS: dict[str, Any] = {
+    c: Categorical(list(range(k)), missing=False) for c, k in CODE_SIZES.items()
+}
 
 
 def run_worker(python: str, job: dict[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
@@ -284,6 +290,8 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
     configs: list[tuple[str, str, str]] = [("dpkit", "MST", "multi")]
     for method in ("MST", "AIM"):
         configs += [("dpkit", method, "one")]
+        if method == "MST":  # the same fit with i.i.d. rows, as the peers' are drawn
+            configs += [("dpkit", method, "one-iid")]
         if args.peers_python:
             configs += [("smartnoise", method, "one"), ("opendp", method, "one")]
     peer_aim = args.aim_epsilons if args.peer_aim_epsilons is None else args.peer_aim_epsilons
@@ -312,6 +320,8 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
             else:
                 truth = true_one
                 job.update(path=one_path, columns=CODE_SIZES, rows=len(one))
+                if data == "one-iid":
+                    job.update(sampling="iid")
             python = sys.executable if lib == "dpkit" else args.peers_python
             plan.append((eps, lib, method, data, truth, python, job))
     # each configuration --runs times, each run a fresh fit in its own process (fresh noise)
@@ -371,7 +381,9 @@ def table_row(
     score for the targets (one-row table only)."""
     eps, lib, method, data = what
     name = {"dpkit": "dpkit", "smartnoise": "SmartNoise Synth", "opendp": "OpenDP"}[lib]
-    table = "one row per person" if data == "one" else f"{args.max_rows} rows per person"
+    table = {"one": "one row per person", "one-iid": "one row per person, i.i.d. rows"}.get(
+        data, f"{args.max_rows} rows per person"
+    )
     if not runs:
         return f"| {eps:g} | {name} {method} | {table} | failed: {error} |||||||", None
     rho, fit, cpu, peak, tv2, tv3 = (list(c) for c in zip(*runs, strict=True))
@@ -445,17 +457,23 @@ def _header(
         f"(one to four rows each), {len(DOMAINS)} modelled columns ({MST(DOMAINS).cells:,} "
         "cells in all 2-way marginals with dpkit's missing cells), binned into the same cells "
         "for everyone. *One row per person*: each person's first row, given to every library "
-        "as integer codes of the bins (no budget spent on binning). *"
+        "as integer codes of the bins (no budget spent on binning), with the public fact "
+        "that it has no missing value (dpkit: `Categorical(codes, missing=False)`; SmartNoise "
+        "models no missing cell; OpenDP adds a null key). *"
         f"{args.max_rows} rows per person*: dpkit on the multi-row Parquet file with "
         f"person-level bounding ({args.max_rows} rows kept per person, scored against the "
         "bounded table). TV: mean total-variation distance of all 2-way (3-way) marginals of "
         "a synthetic table of the true table's size from the true table's (a table of "
         f"independent columns scores {indep_tv:.4f} in 2-way TV). "
-        f"delta {DELTA:g}; AIM at epsilon {aim_eps}. Synthetic tables: i.i.d. rows drawn from "
-        "each fitted model; for the peers through mbi's `synthetic_data(method='sample')`, "
-        "not its default `'round'`, whose stratified draw follows the row order and so adds "
-        "dependencies the model does not have (about 0.2 in 2-way TV here, whatever the "
-        "epsilon; the benchmark's `synth_worker.py` explains). "
+        f"delta {DELTA:g}; AIM at epsilon {aim_eps}. Synthetic tables: dpkit's with its "
+        "default `sample(method='stratified')` (each column drawn given the columns it depends "
+        "on, the rows sharing those values getting the new column's values in numbers within "
+        "one row of the model's expectation, in a fresh random order); the row *i.i.d. rows* "
+        "is the same dpkit MST fit sampled with `method='iid'`, which compares the fitted "
+        "models alone. The peers' tables are i.i.d. rows, through mbi's "
+        "`synthetic_data(method='sample')`, not its default `'round'`, whose stratified draw "
+        "follows the row order and so adds dependencies the model does not have (about 0.2 in "
+        "2-way TV here, whatever the epsilon; the benchmark's `synth_worker.py` explains). "
         f"Runs: each library, method and epsilon fitted {args.runs} time(s), each fit in a "
         "fresh process with fresh noise; the row gives the means over its runs, TV as mean ± "
         "standard error (the runs' standard deviation over the square root of their number). "

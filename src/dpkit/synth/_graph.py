@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.noise import RandomSource
-from dpkit.synth._tree import draw
+from dpkit.synth._tree import pick
 
 __all__ = ["JunctionModel", "Measurement", "fit_graph", "junction_tree", "model_cells"]
 
@@ -157,10 +157,11 @@ class JunctionModel:
                 return out
         raise ValueError(f"no clique of the model holds the columns {want}")
 
-    def sample_codes(self, n: int, rng: RandomSource) -> IntArray:
+    def sample_codes(self, n: int, rng: RandomSource, method: str = "stratified") -> IntArray:
         """``n`` rows of cell codes: the root clique's cells from its marginal, then each
         clique's new columns given the separator with its parent (``p(new | sep) = p(clique)
-        / p(sep)``), which the running-intersection property makes exact."""
+        / p(sep)``), which the running-intersection property makes exact; each step by
+        :func:`~dpkit.synth._tree.pick` (``method``: ``"stratified"`` or ``"iid"``)."""
         d = len(self.sizes)
         out = np.zeros((n, d), dtype=np.int64)
         done: set[int] = set()
@@ -180,7 +181,7 @@ class JunctionModel:
                 ).astype(np.int64)
             else:
                 sep_index = np.zeros(n, dtype=np.int64)
-            flat = draw(np.cumsum(cond, axis=1), sep_index, rng)
+            flat = pick(cond, sep_index, rng, method)
             cells = np.unravel_index(flat, tuple(self.sizes[v] for v in new))
             for v, col in zip(new, cells, strict=True):
                 out[:, v] = col

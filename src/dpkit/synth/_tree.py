@@ -38,7 +38,22 @@ import numpy.typing as npt
 
 from dpkit.noise import RandomSource
 
-__all__ = ["TreeModel", "draw", "estimate_total", "fit_tree", "simplex", "tree_order"]
+__all__ = [
+    "SAMPLING",
+    "TreeModel",
+    "allot",
+    "check_sampling",
+    "draw",
+    "estimate_total",
+    "fit_tree",
+    "pick",
+    "simplex",
+    "tree_order",
+]
+
+#: How a model's rows are drawn: ``"stratified"`` (:func:`allot`, the default) or ``"iid"``
+#: (:func:`draw`).
+SAMPLING = ("stratified", "iid")
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -99,25 +114,91 @@ class TreeModel:
     pairs: tuple[FloatArray, ...]
     total: float
 
-    def sample_codes(self, n: int, rng: RandomSource) -> IntArray:
+    def sample_codes(self, n: int, rng: RandomSource, method: str = "stratified") -> IntArray:
         """``n`` rows of cell codes (shape ``(n, d)``) drawn from the model: the root from its
-        marginal, then each column given its parent, ``p(x_c | x_p) = p(x_p, x_c) / p(x_p)``."""
+        marginal, then each column given its parent, ``p(x_c | x_p) = p(x_p, x_c) / p(x_p)``,
+        by :func:`pick` (``method``: ``"stratified"`` or ``"iid"``)."""
         d = len(self.sizes)
         out = np.zeros((n, d), dtype=np.int64)
         order = tree_order(d, self.edges)
         where = {(a, b): k for k, (a, b) in enumerate(self.edges)}
         for node, parent in order:
             if parent is None:
-                cdf = np.cumsum(self.nodes[node])
-                out[:, node] = draw(cdf[None, :], np.zeros(n, dtype=np.int64), rng)
+                root = self.nodes[node][None, :]
+                out[:, node] = pick(root, np.zeros(n, dtype=np.int64), rng, method)
                 continue
             k = where.get((parent, node))
             joint = self.pairs[k] if k is not None else self.pairs[where[(node, parent)]].T
             cond = joint / np.maximum(joint.sum(axis=1, keepdims=True), 1e-300)
             empty = joint.sum(axis=1) <= 0.0
             cond[empty] = self.nodes[node]  # a parent value of probability 0 is never drawn
-            out[:, node] = draw(np.cumsum(cond, axis=1), out[:, parent], rng)
+            out[:, node] = pick(cond, out[:, parent], rng, method)
         return out
+
+
+def check_sampling(method: object) -> str:
+    """The sampling ``method``, one of :data:`SAMPLING`."""
+    if method not in SAMPLING:
+        from dpkit.errors import PrivacyParameterError
+
+        raise PrivacyParameterError(f"method must be one of {SAMPLING}, got {method!r}")
+    return str(method)
+
+
+def pick(probs: FloatArray, rows: IntArray, rng: RandomSource, method: str) -> IntArray:
+    """For each ``r`` in ``rows`` a code with the law ``probs[r]`` (each row of ``probs`` a
+    distribution): :func:`allot` for ``"stratified"``, :func:`draw` (i.i.d.) for ``"iid"``."""
+    if method == "iid":
+        return draw(np.cumsum(probs, axis=1), rows, rng)
+    return allot(probs, rows, rng)
+
+
+def allot(probs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
+    """Codes for the rows of each group, stratified: of the ``m_g`` rows whose group ``rows``
+    is ``g``, exactly ``c_gx`` get code ``x``, the counts ``c_g`` a randomised rounding of
+    ``m_g probs[g]`` that keeps their sum ``m_g``, the codes handed to the group's rows in a
+    uniformly random order.
+
+    The rounding is systematic sampling on the fractional parts (Madow 1949, "On the theory
+    of systematic sampling, II"): ``e_gx = m_g probs[g, x]``, ``c_gx = floor(e_gx)`` plus 1
+    when a point ``u_g + j`` (``u_g`` uniform on ``[0, 1)``, ``j = 0 .. r_g - 1``,
+    ``r_g = m_g - sum_x floor(e_gx)``) falls in cell ``x``'s stretch of the cumulated
+    fractional parts, an event of probability ``e_gx - floor(e_gx)``; so ``E[c_gx] = m_g
+    probs[g, x]`` exactly and ``|c_gx - m_g probs[g, x]| < 1``. Each row's code therefore
+    has the law ``probs[g]``, as with :func:`draw`, and given the earlier columns the expected
+    count of every cell of every marginal is the i.i.d. sampler's, but the table's counts
+    vary far less around it: on a tree each edge's sampled 2-way table is within one row per
+    cell of the parent's sampled counts times the model's conditional. The random order,
+    fresh for every column, is what keeps two columns drawn given the same parent
+    conditionally independent; mbi's ``synthetic_data(method="round")`` orders the group's
+    rows by their position in the table instead, which ties sibling columns together.
+    Post-processing of the fitted model: it reads no data."""
+    size = probs.shape[1]
+    m = np.bincount(rows, minlength=probs.shape[0]).astype(np.float64)
+    p = np.clip(np.asarray(probs, dtype=np.float64), 0.0, None)
+    totals = p.sum(axis=1, keepdims=True)
+    p = np.where(totals > 0.0, p / np.where(totals > 0.0, totals, 1.0), 1.0 / size)
+    expected = m[:, None] * p
+    floors = np.floor(expected)
+    extra = m - floors.sum(axis=1)  # r_g: whole, 0 <= r_g < size up to rounding
+    frac = expected - floors
+    fsum = frac.sum(axis=1, keepdims=True)
+    # the fractional parts scaled to sum to r_g exactly (a rounding-level change)
+    frac = np.where(fsum > 0.0, frac * (extra[:, None] / np.where(fsum > 0.0, fsum, 1.0)), p)
+    cum = np.cumsum(frac, axis=1)
+    cum[:, -1] = extra
+    u = rng.uniform(probs.shape[0])[:, None]
+    hits = np.floor(cum - u) - np.floor(np.concatenate([np.zeros_like(u), cum[:, :-1]], 1) - u)
+    counts = (floors + np.maximum(hits, 0.0)).astype(np.int64)
+    # a guard against floating-point rounding: every group gets exactly its m_g codes
+    short = m.astype(np.int64) - counts.sum(axis=1)
+    counts[np.arange(counts.shape[0]), np.argmax(counts, axis=1)] += short
+    # rows grouped by g, in a uniformly random order inside each group
+    order = np.lexsort((rng.uniform(rows.size), rows))
+    codes = np.repeat(np.tile(np.arange(size, dtype=np.int64), probs.shape[0]), counts.ravel())
+    out = np.empty(rows.size, dtype=np.int64)
+    out[order] = codes
+    return out
 
 
 def draw(cdfs: FloatArray, rows: IntArray, rng: RandomSource) -> IntArray:
