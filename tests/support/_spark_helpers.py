@@ -1,5 +1,5 @@
-"""Shared by the Spark tests: the exact result of a join with a public table, and the md5
-rows kept per group for a key file."""
+"""Shared by the Spark tests: the exact result of a join with a public table, the md5 rows
+kept per group for a key file, and what a grouped count with partition selection spends."""
 
 from __future__ import annotations
 
@@ -32,6 +32,30 @@ def join_count(session: Any, public: Any) -> int | str:
     except DPKitError as exc:
         return f"{type(exc).__name__}: {exc}"
     return int(p.exact(session.engine).values["n:n"][0])
+
+
+def count_selection_spent() -> tuple[float, float]:
+    """What a basic session spends on ``group_by(...)`` without keys, ``.bound(1, 1)``,
+    ``count()`` at ``(1, 1e-6)``, from its pricing alone (a one-row frame): epsilon 1 and the
+    delta of the threshold on the count's own noisy value (the groups are chosen by that
+    count), at most the 1e-6 asked since tau is an integer. The same on every source."""
+    import pandas as pd
+
+    from dpkit.accounting import Budget
+
+    budget = Budget(epsilon=10.0, delta=1e-5)
+    s = dpa.Session(pd.DataFrame({"uid": [0], "k": [0]}), privacy_unit="uid", budget=budget)
+    prepared = (
+        s.query()
+        .group_by("k")
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(n=dpa.count())
+        .prepare(epsilon=1.0, delta=1e-6)
+    )
+    budget.charge(prepared.pricing.event)
+    eps, delta = budget.spent
+    assert abs(eps - 1.0) <= 1e-9 and 0.0 < delta <= 1e-6  # epsilon: to float rounding
+    return eps, delta
 
 
 def md5_counts(engine: Any, path: Path) -> list[int]:

@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _spark_helpers import join_count
+from _spark_helpers import count_selection_spent, join_count
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
@@ -66,22 +66,8 @@ def _outcome(
 
 
 def _charged() -> tuple[float, ...]:
-    """What :func:`_outcome`'s query charges, from its pricing alone: epsilon 1 and the delta
-    of the threshold on the count's own noisy value (the groups are chosen by that count), at
-    most the 1e-6 asked since tau is an integer. The same on every source."""
-    budget = Budget(epsilon=10.0, delta=1e-5)
-    s = dpa.Session(pd.DataFrame({"uid": [0], "kk": [0]}), privacy_unit="uid", budget=budget)
-    prepared = (
-        s.query()
-        .group_by("kk")
-        .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(n=dpa.count())
-        .prepare(epsilon=1.0, delta=1e-6)
-    )
-    budget.charge(prepared.pricing.event)
-    spent = _rounded(budget.spent)
-    assert spent[0] == 1.0 and 0.0 < spent[1] <= 1e-6
-    return spent
+    """What :func:`_outcome`'s query spends (:func:`count_selection_spent`), rounded."""
+    return _rounded(count_selection_spent())
 
 
 # ------------------------------------------------------------ finding: pandas surrogates
