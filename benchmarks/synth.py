@@ -35,6 +35,17 @@ measurements of one fit given to mbi's ``MirrorDescent`` and to dpkit's tree est
 ``--runs N`` fits every library, method and epsilon N times (fresh noise each) and reports the
 means, the TVs with their standard errors: one fit's TV varies by a few percent from run to run,
 as much as the libraries differ, so a single run cannot rank them.
+
+``--results PATH`` (default ``synth-results.json`` beside ``--path``): a JSON file where each
+finished fit's row (rho, times, peak memory, TVs) is stored as soon as the fit ends, keyed by
+epsilon, library, method, table and run index. ``--reuse``: the fits already in that file are not
+run again (nor is an existing ``--path`` file rewritten: the scores must compare the same table),
+and the table is built from the file's rows plus the new ones; so a run cut short is finished by
+the same command with ``--reuse``:
+
+    PYTHONPATH=src nice -n 10 python benchmarks/synth.py --rows 100000 \
+        --aim-epsilons 0.5 1 2 4 --peer-aim-epsilons 1 --runs 3 --jobs 2 \
+        --peers-python .venv-synthpeers/bin/python --reuse --write
 """
 
 from __future__ import annotations
@@ -271,6 +282,40 @@ def rho_of(eps: float, delta: float) -> float:
     return float(Budget(epsilon=eps, delta=delta, method="zcdp").zcdp_share(eps, delta)[0])
 
 
+Key = tuple[float, str, str, str, int]  # epsilon, library, method, table, run index
+FIELDS = ("rho", "fit_s", "cpu_s", "peak_mb", "tv2", "tv3")  # a stored fit's row (a ``Run``)
+
+
+def load_results(path: str, rows: int) -> dict[Key, Run]:
+    """The fits stored in a ``--results`` file (none if it does not exist); it must be of a
+    table of the same ``--rows``."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        data = json.load(fh)
+    if data["rows"] != rows:
+        raise SystemExit(f"{path} holds fits of a {data['rows']}-row table, not {rows}")
+    out: dict[Key, Run] = {}
+    for f in data["fits"]:
+        key = (float(f["epsilon"]), f["lib"], f["method"], f["table"], int(f["run"]))
+        out[key] = tuple(float(f[k]) for k in FIELDS)  # type: ignore[assignment]
+    return out
+
+
+def save_results(path: str, rows: int, fits: dict[Key, Run]) -> None:
+    """All fits so far to the ``--results`` file (written whole, then renamed over the old)."""
+    keys = ("epsilon", "lib", "method", "table", "run")
+    data = {
+        "rows": rows,
+        "fits": [
+            dict(zip(keys + FIELDS, (*key, *run), strict=True)) for key, run in sorted(fits.items())
+        ],
+    }
+    with open(f"{path}.tmp", "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(f"{path}.tmp", path)
+
+
 def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str]:
     """The comparison section: every library on the one-row table, dpkit also person-level."""
     one = frame.groupby("uid").head(1)
@@ -324,22 +369,39 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
                     job.update(sampling="iid")
             python = sys.executable if lib == "dpkit" else args.peers_python
             plan.append((eps, lib, method, data, truth, python, job))
-    # each configuration --runs times, each run a fresh fit in its own process (fresh noise)
-    tasks = [(i, r) for i in range(len(plan)) for r in range(args.runs)]
-    done: dict[int, list[Run]] = {i: [] for i in range(len(plan))}
+    # each configuration --runs times, each run a fresh fit in its own process (fresh noise);
+    # with --reuse, the runs already in the results file are taken from it, not run again
+    fits = load_results(args.results, args.rows) if args.reuse else {}
+
+    def key(i: int, r: int) -> Key:
+        return (*plan[i][:4], r)
+
+    tasks = [(i, r) for i in range(len(plan)) for r in range(args.runs) if key(i, r) not in fits]
+    done: dict[int, list[Run]] = {
+        i: [run for k, run in sorted(fits.items()) if k[:4] == plan[i][:4]]
+        for i in range(len(plan))
+    }
     failed: dict[int, str] = {}
     rows: dict[int, str] = {}
     scores: dict[int, Score] = {}
-    # --jobs fits at a time, each alone in its process; the peers' AIM (the longest) last, so a
-    # run cut short has the rest; each row rewritten as its runs come in, in the plan's order
-    tasks.sort(key=lambda t: (plan[t[0]][2] == "AIM" and plan[t[0]][1] != "dpkit", t[1]))
+    for i in range(len(plan)):
+        if done[i]:
+            rows[i], score = table_row(args, plan[i][:4], done[i], None)
+            if score is not None:
+                scores[i] = score
+    # --jobs fits at a time, each alone in its process; run by run (every configuration's first
+    # run before any second one), the peers' AIM (the longest) last within a run, so a run cut
+    # short has the rest; each fit stored in the results file as it ends, each row rewritten
+    # as its runs come in, in the plan's order
+    tasks.sort(key=lambda t: (t[1], plan[t[0]][2] == "AIM" and plan[t[0]][1] != "dpkit"))
+    print(f"{len(fits)} fits from {args.results}, {len(tasks)} to run", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {}
         for i, r in tasks:
             job = dict(plan[i][6], out=os.path.join(tmp, f"syn-{i}-{r}.parquet"), seed=2 + r)
-            futures[pool.submit(run_worker, plan[i][5], job)] = i
+            futures[pool.submit(run_worker, plan[i][5], job)] = (i, r)
         for future in as_completed(futures):
-            i = futures[future]
+            i, r = futures[future]
             eps, lib, method, data, truth, _, _ = plan[i]
             res, syn = future.result()
             if syn is None:
@@ -347,7 +409,10 @@ def compare(args: argparse.Namespace, frame: pd.DataFrame, tmp: str) -> list[str
             else:
                 syn_codes = codes(syn, DOMAINS if data == "multi" else CODE_DOMAINS)
                 tv2, tv3 = marginal_tv(truth, syn_codes, 2), marginal_tv(truth, syn_codes, 3)
-                done[i].append((res["rho"], res["fit_s"], res["cpu_s"], res["peak_mb"], tv2, tv3))
+                run = (res["rho"], res["fit_s"], res["cpu_s"], res["peak_mb"], tv2, tv3)
+                done[i].append(run)
+                fits[key(i, r)] = run
+                save_results(args.results, args.rows, fits)
             rows[i], score = table_row(args, plan[i][:4], done[i], failed.get(i))
             if score is not None:
                 scores[i] = score
@@ -474,9 +539,10 @@ def _header(
         "`synthetic_data(method='sample')`, not its default `'round'`, whose stratified draw "
         "follows the row order and so adds dependencies the model does not have (about 0.2 in "
         "2-way TV here, whatever the epsilon; the benchmark's `synth_worker.py` explains). "
-        f"Runs: each library, method and epsilon fitted {args.runs} time(s), each fit in a "
-        "fresh process with fresh noise; the row gives the means over its runs, TV as mean ± "
-        "standard error (the runs' standard deviation over the square root of their number). "
+        f"Runs: each library, method and epsilon fitted {args.runs} time(s) (fewer where the "
+        "runs column says so), each fit in a fresh process with fresh noise; the row gives the "
+        "means over its runs, TV as mean ± standard error (the runs' standard deviation over "
+        "the square root of their number). "
         "rho: the zCDP budget the fit spends. Fit s: the fit call in a fresh process (dpkit's "
         "includes reading the Parquet file through DuckDB; the peers get a table already in "
         "memory); CPU s: the CPU time of all that process's threads during the fit call (less "
@@ -618,11 +684,18 @@ def main() -> None:
     ap.add_argument("--no-compare", action="store_true", help="only the --big-rows fit")
     ap.add_argument("--mbi-python", default=None)
     ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md's sections")
+    ap.add_argument("--results", default=None, help="the fits' JSON file (default: beside --path)")
+    ap.add_argument(
+        "--reuse", action="store_true", help="take the fits in --results, run only the rest"
+    )
     args = ap.parse_args()
+    if args.results is None:
+        args.results = os.path.join(os.path.dirname(args.path), "synth-results.json")
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_compare:
-            frame = people(args.rows)
-            frame.to_parquet(args.path)
+            frame = people(args.rows)  # deterministic (seed 0): the same table every time
+            if not (args.reuse and os.path.exists(args.path)):
+                frame.to_parquet(args.path)
             lines = compare(args, frame, tmp)
             if args.mbi_python:
                 session = Session(args.path, privacy_unit="uid", budget=Budget(rho=1.0))
