@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,16 @@ def _auto_mean(session: dpa.Session) -> dpa.Query:
     return session.query().group_by("g", keys=list(range(10))).agg(m=dpa.mean("v", bounds="auto"))
 
 
+def _prepared_two_step() -> Any:
+    """The auto-bounded mean of :func:`_frame`, bounded to (1, 2), prepared for its two steps."""
+    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=10.0))
+    return (
+        _auto_mean(s)
+        .bound(max_partitions=1, max_rows_per_partition=2)
+        .prepare(epsilon=1.0, two_step=True)
+    )
+
+
 @pytest.mark.parametrize("centre", [1_500.0, 50_000.0, 90_000.0])
 def test_a_centred_mean_is_priced_at_the_reach_of_its_centre_within_its_share(
     centre: float,
@@ -136,12 +147,7 @@ def test_a_centred_mean_is_priced_at_the_reach_of_its_centre_within_its_share(
     """The sum is centred at the centre (in integer steps, within the bounds) with sensitivity
     ``max(c - lower, upper - c)`` per row; the count gets the given share; the events add up to
     at most the mean's share, as with the middle."""
-    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=10.0))
-    prepared = (
-        _auto_mean(s)
-        .bound(max_partitions=1, max_rows_per_partition=2)
-        .prepare(epsilon=1.0, two_step=True)
-    )
+    prepared = _prepared_two_step()
     middle = prepared.with_bounds({"m": (1_000.0, 100_000.0)}).pricing.stats[0]
     sp = prepared.with_bounds({"m": (1_000.0, 100_000.0, centre, 0.2)}).pricing.stats[0]
     m_n, m_s = sp.measures
@@ -164,12 +170,7 @@ def test_a_centre_that_is_not_a_number_falls_back_to_the_middle(
 ) -> None:
     """Whatever reaches the release step (it runs after the charge), it prices: a centre or
     share that is not finite, or a malformed estimate, leaves the middle and pool_split."""
-    s = dpa.Session(_frame(), privacy_unit="uid", budget=Budget(epsilon=10.0))
-    prepared = (
-        _auto_mean(s)
-        .bound(max_partitions=1, max_rows_per_partition=2)
-        .prepare(epsilon=1.0, two_step=True)
-    )
+    prepared = _prepared_two_step()
     middle = prepared.with_bounds({"m": (1_000.0, 100_000.0)}).pricing.stats[0]
     got = prepared.with_bounds({"m": (1_000.0, 100_000.0, *centring)}).pricing.stats[0]
     assert got.measures == middle.measures and got.split == middle.split
