@@ -129,3 +129,20 @@ def test_concurrent_log_writes_are_each_committed_when_they_return(tmp_path: Pat
     assert seen == {f"q{k}": "answered" for k in range(24)}
     charged = {h.metadata["query_id"] for h in Budget.open(SqliteLedger(path)).history()}
     assert charged == set(seen)
+
+
+def test_a_log_text_sqlite_cannot_store_is_escaped_and_blocks_no_charge(
+    shared: tuple[ServiceState, Any, Path],
+) -> None:
+    """A lone surrogate in a logged error (text SQLite cannot encode) is stored escaped; it
+    used to fail every transaction its row rode in, other analysts' charges included."""
+    state, ledger, path = shared
+    state.log_pending("a", "alice", "run", {"q": 1}, 0.1, None)
+    state.log_done("a", "failed", error="bad \ud800")
+    with sqlite3.connect(path) as db:
+        (error,) = db.execute("SELECT error FROM dpkit_service_queries WHERE id = 'a'").fetchone()
+    assert error == "bad \\ud800"
+    bob = Budget(epsilon=1.0, ledger=ledger)
+    state.log_pending("b", "bob", "run", {"q": 2}, 0.1, None)
+    bob.charge(epsilon=0.1, metadata={"query_id": "b"})
+    assert _on_disk(path)["b"] == "pending"

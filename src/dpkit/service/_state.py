@@ -60,6 +60,17 @@ _SCHEMA = (
 )
 
 
+def _storable(value: Any) -> Any:
+    """``value``, with a string SQLite cannot encode as UTF-8 escaped (``backslashreplace``);
+    every other value as it is."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 @dataclass(eq=False)
 class _Row:
     """A query-log write waiting for a transaction (see :meth:`ServiceState._settle`)."""
@@ -370,6 +381,10 @@ class ServiceState:
         return self._rows_cond
 
     def _enqueue(self, row: _Row) -> None:
+        # Text SQLite cannot store (a lone surrogate, say, in an error message) is written
+        # escaped: a row that can never be bound would otherwise fail every transaction it
+        # rides in, other analysts' charges included, until its own writer drops it.
+        row.params = tuple(_storable(v) for v in row.params)
         with self._condition():
             self._rows.append(row)
 
