@@ -97,8 +97,13 @@ TIME_LIMIT = 30.0 if QUICK else 60.0
 WORKER_TIMEOUT = 900.0
 CANDIDATES = 2001  # quantile candidates for the peers that need a finite set (step 250)
 LIBS = ("dpkit", "opendp", "pipelinedp", "tumult", "diffprivlib", "smartnoise")
+# dpkit's planner, given no bounds: measured beside the others, compared with dpkit given the
+# bounds (not a peer, so not in LIBS)
+PLANNED = "dpkit_planned"
+ROWS_OF = ("dpkit", PLANNED, *LIBS[1:])  # the order of the detail tables
 LABELS = {
     "dpkit": "dpkit",
+    PLANNED: "dpkit, planned",
     "opendp": "OpenDP 0.16",
     "pipelinedp": "PipelineDP 0.3.1",
     "tumult": "Tumult 0.21",
@@ -106,6 +111,9 @@ LABELS = {
     "smartnoise": "SmartNoise SQL 1.0.10",
 }
 SPLITS = {
+    PLANNED: "no bounds given: the planner takes a tenth of the epsilon for the contribution "
+    'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
+    "bounds (the result's plan lists them); the rest as dpkit",
     "dpkit": "its own split (a mean's budget between its count and sum by `pool_split`; a "
     "std beside a variance is the variance's square root; quantiles share their aggregate's "
     "budget evenly; partition selection thresholds the count's own noisy value, spending no "
@@ -142,6 +150,7 @@ DATA = Path(_arg("--data", "/tmp/dpkit-bench-utility"))
 SRC = _arg("--src", str(ROOT / "src"))
 PYTHONS = {
     "dpkit": sys.executable,
+    PLANNED: sys.executable,
     "opendp": _arg("--peers-python", str(ROOT / ".venv-peers/bin/python")),
     "pipelinedp": _arg("--peers-python", str(ROOT / ".venv-peers/bin/python")),
     "tumult": _arg("--tumult-python", str(ROOT / ".venv-tumult/bin/python")),
@@ -169,18 +178,25 @@ def _num(v: Any) -> float:
 # ------------------------------------------------------------------ dpkit
 
 
-def run_dpkit(path: str, task: str) -> Release:
+def run_dpkit_planned(path: str, task: str) -> Release:
+    """dpkit with nothing to hand-tune: no ``.bound(...)`` and ``bounds="auto"`` (the session's
+    planner chooses the contribution and value bounds privately, inside the same budget)."""
+    return run_dpkit(path, task, planned=True)
+
+
+def run_dpkit(path: str, task: str, planned: bool = False) -> Release:
     import dpkit.analytics as dpa
     from dpkit.accounting import Budget
 
-    b = (LOWER, UPPER)
+    b: Any = "auto" if planned else (LOWER, UPPER)
     selecting = task == "count_select"
     budget = Budget(epsilon=1e9, delta=0.5) if selecting else Budget(epsilon=1e9)
     s = dpa.Session(path, privacy_unit="pid", budget=budget)
     q = s.query()
     if task != "sum_mean_all":
         q = q.group_by("city") if selecting else q.group_by("city", keys=keys())
-    q = q.bound(max_partitions=MAX_PARTITIONS, max_rows_per_partition=MAX_ROWS)
+    if not planned:
+        q = q.bound(max_partitions=MAX_PARTITIONS, max_rows_per_partition=MAX_ROWS)
     aggs: dict[str, Any] = {
         "count_keys": {"count": dpa.count()},
         "count_select": {"count": dpa.count()},
@@ -643,6 +659,7 @@ def run_smartnoise(path: str, task: str) -> Release:
 
 WORKERS = {
     "dpkit": run_dpkit,
+    PLANNED: run_dpkit_planned,
     "opendp": run_opendp,
     "pipelinedp": run_pipelinedp,
     "tumult": run_tumult,
@@ -717,7 +734,8 @@ def measure(lib: str, task: str, path: Path) -> dict[str, Any]:
     cmd = [python, __file__, "--worker", lib, "--task", task, "--path", str(path)]
     cmd += ["--reps", str(reps), "--out", out] + (["--quick"] if QUICK else [])
     env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "") if lib == "dpkit" else ""
+    mine = lib in ("dpkit", PLANNED)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "") if mine else ""
     env["PYSPARK_PYTHON"] = python
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT)
@@ -846,6 +864,62 @@ def fmt(x: float, rel: bool = False) -> str:
     return f"{x:.3g}"
 
 
+def _best_peer(res: dict[str, dict[str, dict[str, Any]]], task: str, st: str, b: int) -> float:
+    best = math.inf
+    for lib in LIBS[1:]:
+        a = res.get(lib, {}).get(task, {}).get("abs", {}).get(st)
+        if a and not math.isnan(a[b]) and a[b] < best:
+            best = a[b]
+    return best
+
+
+def planner_table(res: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """dpkit given no bounds (the planner) against dpkit given the task's bounds and against
+    the best peer given them, cell by cell; empty when the planned runs are missing."""
+    if not any(r.get("abs") for r in res.get(PLANNED, {}).values()):
+        return []
+    lines = [
+        "### The planner: dpkit given no bounds",
+        "",
+        'dpkit with no `.bound(...)` and `bounds="auto"` (the planner chooses the '
+        "contribution and value bounds privately, inside the task's budget): its median error "
+        "over dpkit's with the task's bounds (target: at most 1.5x; those bounds are the "
+        "table's true ones, not the best of a grid), then over the best peer's given those "
+        "bounds (below 1 when the planner is ahead of every peer).",
+        "",
+        "| task | statistic | " + " | ".join(BUCKET_NAMES) + " | overall |",
+        "| --- | --- | " + " | ".join("---:" for _ in BUCKET_NAMES) + " | ---: |",
+    ]
+    within = ahead = total = 0
+    for task in TASKS:
+        keys_ = ("h",) if task == "histogram" else STATS[task]
+        nb = 1 if task == "sum_mean_all" else len(BUCKETS)
+        for st in keys_:
+            p = res.get(PLANNED, {}).get(task, {}).get("abs", {}).get(st)
+            d = res.get("dpkit", {}).get(task, {}).get("abs", {}).get(st)
+            cells = []
+            for b in range(nb):
+                if not p or not d or math.isnan(p[b]) or math.isnan(d[b]):
+                    cells.append("-")
+                    continue
+                mine = p[b] / d[b] if d[b] > 0 else math.inf
+                peer = p[b] / _best_peer(res, task, st, b)
+                total += 1
+                within += mine <= 1.5
+                ahead += peer < 1
+                cells.append(f"{mine:.2f}x / {peer:.2f}x")
+            cells = ["" for _ in BUCKETS] + cells if task == "sum_mean_all" else [*cells, ""]
+            name = "histogram cell" if st == "h" else st
+            lines.append(f"| {task} | {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Within 1.5x of dpkit with the bounds: {within} of {total} cells; ahead of every peer "
+        f"given the bounds: {ahead} of {total} cells.",
+        "",
+    ]
+    return lines
+
+
 def report(
     res: dict[str, dict[str, dict[str, Any]]],
     people: dict[str, int],
@@ -914,6 +988,7 @@ def report(
             name = "histogram cell" if st == "h" else st
             lines.append(f"| {task}{star} | {name} | " + " | ".join(cells) + " |")
     lines.append("")
+    lines += planner_table(res)
     # the detail tables
     for task in TASKS:
         keys_ = ("h",) if task == "histogram" else STATS[task]
@@ -925,8 +1000,10 @@ def report(
             "| library | statistic | " + " | ".join(heads) + " | runs | s per run |",
             "| --- | --- | " + " | ".join("---:" for _ in heads) + " | ---: | ---: |",
         ]
-        for lib in LIBS:
+        for lib in ROWS_OF:
             r = res.get(lib, {}).get(task, {})
+            if lib == PLANNED and not r:
+                continue
             if "error" in r or "not_offered" in r or not r.get("reps"):
                 why = (r.get("not_offered") and "not offered") or r.get("error", "not run")
                 lines.append(f"| {LABELS[lib]} | | {why} |" + " |" * (len(heads)) + " |")
@@ -946,7 +1023,7 @@ def report(
                 "groups released not in the data |",
                 "| --- | ---: | ---: | ---: |",
             ]
-            for lib in LIBS:
+            for lib in ROWS_OF:
                 r = res.get(lib, {}).get(task, {})
                 if r.get("reps"):
                     lines.append(
@@ -964,12 +1041,12 @@ def report(
         "| library | task | statistic | coverage |",
         "| --- | --- | --- | ---: |",
     ]
-    for lib in LIBS:
+    for lib in ROWS_OF:
         for task in TASKS:
             for st, (c, n) in res.get(lib, {}).get(task, {}).get("cover", {}).items():
                 lines.append(f"| {LABELS[lib]} | {task} | {st} | {100 * c:.1f}% ({n:,}) |")
     lines += ["", "### How each library splits a task's budget", ""]
-    lines += [f"* {LABELS[lib]}: {SPLITS[lib]}." for lib in LIBS]
+    lines += [f"* {LABELS[lib]}: {SPLITS[lib]}." for lib in ROWS_OF]
     lines += [
         "",
         "![median relative error by group size](utility.png)",
@@ -1044,14 +1121,14 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     path = people_parquet(DATA / f"people-{ROWS}.parquet", ROWS)
     true, people = truth(path)
-    only = _arg("--only", ",".join(LIBS)).split(",")
+    only = _arg("--only", ",".join(ROWS_OF)).split(",")
     tasks = _arg("--tasks", ",".join(TASKS)).split(",")
     saved = DATA / ("results-quick.json" if QUICK else "results.json")
     res: dict[str, dict[str, dict[str, Any]]] = {}
     if "--reuse" in sys.argv and saved.exists():  # keep the earlier figures of pairs not rerun
         res = json.loads(saved.read_text())
     # the slow peers first, so the pool is not left waiting on one of them at the end
-    order = ("tumult", "pipelinedp", "smartnoise", "dpkit", "opendp", "diffprivlib")
+    order = ("tumult", "pipelinedp", "smartnoise", "dpkit", PLANNED, "opendp", "diffprivlib")
     pairs = [(lib, task) for lib in order if lib in only for task in TASKS if task in tasks]
 
     def one(pair: tuple[str, str]) -> None:
