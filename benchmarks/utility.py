@@ -38,11 +38,11 @@ of released intervals holding the exact value, for every library that gives inte
 
 Run: ``PYTHONPATH=src .venv/bin/python benchmarks/utility.py
 [--quick] [--peers-python P] [--tumult-python P] [--dplib-python P] [--only LIB,...]
-[--tasks TASK,...] [--reuse] [--jobs N] [--data DIR]``. ``--reuse`` keeps the figures of the
-last run (``results.json`` in the data directory) for the pairs of library and task not
-rerun. ``--quick`` writes to ``$DPKIT_BENCH_DOC`` when set (``make bench-quick``), never over
-the measured section. ``--src DIR`` runs the dpkit worker on another source tree
-(e.g. a branch's ``src``), so the comparison can be rerun as dpkit changes.
+[--tasks TASK,...] [--reuse] [--jobs N] [--data DIR] [--time-limit S]``. ``--reuse`` keeps
+the figures of the last run (``results.json`` in the data directory) for the pairs of library
+and task not rerun. ``--quick`` writes to ``$DPKIT_BENCH_DOC`` when set (``make
+bench-quick``), never over the measured section. ``--src DIR`` runs the dpkit worker on
+another source tree (e.g. a branch's ``src``), so the comparison can be rerun as dpkit changes.
 """
 
 from __future__ import annotations
@@ -93,7 +93,6 @@ ALL = "_all"  # the key of the one group of an overall task
 REPS = 3 if QUICK else 10
 REPS_ALL = 5 if QUICK else 40
 MIN_REPS = 1 if QUICK else 2
-TIME_LIMIT = 30.0 if QUICK else 60.0
 WORKER_TIMEOUT = 900.0
 CANDIDATES = 2001  # quantile candidates for the peers that need a finite set (step 250)
 LIBS = ("dpkit", "opendp", "pipelinedp", "tumult", "diffprivlib", "smartnoise")
@@ -143,6 +142,9 @@ def _arg(name: str, default: str) -> str:
     return default
 
 
+# --time-limit S: repeat for up to S seconds per task (default 60) when a library is slow; a
+# rerun with a larger S gives a slow peer's medians more runs (each worker still stops at 900 s)
+TIME_LIMIT = float(_arg("--time-limit", "30" if QUICK else "60"))
 # Workers run JOBS at a time (each its own process; accuracy does not depend on the timing).
 JOBS = int(_arg("--jobs", "2"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -732,7 +734,8 @@ def measure(lib: str, task: str, path: Path) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
         out = tmp.name
     cmd = [python, __file__, "--worker", lib, "--task", task, "--path", str(path)]
-    cmd += ["--reps", str(reps), "--out", out] + (["--quick"] if QUICK else [])
+    cmd += ["--reps", str(reps), "--out", out, "--time-limit", str(TIME_LIMIT)]
+    cmd += ["--quick"] if QUICK else []
     env = dict(os.environ)
     mine = lib in ("dpkit", PLANNED)
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "") if mine else ""
