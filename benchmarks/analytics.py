@@ -151,6 +151,13 @@ def run_dpkit(path: str, memory_limit: str | None = None) -> dict[str, Any]:
     return {"groups": len(result.keys)}
 
 
+def _release_of(df: Any) -> dict[str, tuple[float, float, float]]:
+    """Category -> (count, sum, mean) of a session's frame, read column by column
+    (``iterrows`` would copy the frame's ``attrs`` metadata once per row)."""
+    cols = (df["category"], df["n"], df["s"], df["m"])
+    return {str(c): (float(n), float(s), float(m)) for c, n, s, m in zip(*cols, strict=True)}
+
+
 def run_dpkit_release(path: str) -> dict[str, Any] | None:
     """The full private query through the session (noise, partition selection).
 
@@ -179,10 +186,7 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
         )
     )
     df = q.run(epsilon=EPSILON, delta=DELTA)
-    release = {
-        str(row["category"]): (float(row["n"]), float(row["s"]), float(row["m"]))
-        for _, row in df.iterrows()
-    }
+    release = _release_of(df)
     return {"groups": len(release), "release": release}
 
 
@@ -209,10 +213,7 @@ def run_dpkit_planned(path: str) -> dict[str, Any] | None:
         .agg(n=count(), s=dp_sum("value", bounds="auto"), m=mean("value", bounds="auto"))
     )
     df = q.run(epsilon=EPSILON, delta=DELTA)
-    release = {
-        str(row["category"]): (float(row["n"]), float(row["s"]), float(row["m"]))
-        for _, row in df.iterrows()
-    }
+    release = _release_of(df)
     plan = df.attrs.get("dpkit", {}).get("plan", {})
     return {"groups": len(release), "release": release, "plan": plan}
 
