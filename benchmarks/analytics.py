@@ -743,12 +743,15 @@ def main() -> None:
     lines.append("")
     if planned:
         lines += [
-            "The planned query spends a tenth of its epsilon on planning and chose, in its "
-            f"median run, {planned.get('max_partitions')} categories and "
+            f"The planned query spends epsilon {planned.get('epsilon', float('nan')):.3g} on "
+            "its contribution bounds and the rest on the release (of which the value "
+            "histograms of the sum and the mean take their `auto_share`); in its run of median "
+            f"time it chose {planned.get('max_partitions')} categories and "
             f"{planned.get('max_rows_per_partition')} rows per user and value bounds "
             + ", ".join(f"{k}: {v}" for k, v in (planned.get("bounds") or {}).items())
-            + "; it reads the file three times (contribution histogram, value histogram, "
-            "release), each a statement of about the floor's cost or less.",
+            + ". It runs three statements, each reading the file: the per-user contribution "
+            "histograms, the value histogram at the chosen rows per user, and the release "
+            "(which keeps more rows than the fixed query's at those bounds).",
             "",
         ]
     if REUSE:
