@@ -27,20 +27,26 @@ Columns of the table:
 * 100M rows: the dpkit engine on a 100M-row file under a 1 GB DuckDB memory limit.
 
 Every measurement runs in its own subprocess; peak RSS is that process's ``ru_maxrss``
-(``os.wait4``). The floor, the dpkit engine and the dpkit session query run ``REPEATS``
-interleaved rounds, one process per run, and the median of each is reported (the OS page cache
-is warm after the first run).
+(``os.wait4``). The floor and the dpkit rows run ``REPEATS`` interleaved rounds (floor, then
+each dpkit row, one process per run); each dpkit time is divided by the floor's of the same
+round, and the table gives the median time of each and the median (and range) of those paired
+ratios (the OS page cache is warm after the first run).
 
-Run: ``.venv/bin/python benchmarks/analytics.py [--quick] [--no-big] [--peers-python PATH]
-[--tumult-python PATH] [--data DIR] [--src DIR]`` (``--no-big``: skip the 100M-row runs and keep
-that paragraph of the last full run) (``--src``: the dpkit source tree the dpkit workers import,
-default this checkout's).
+Run: ``.venv/bin/python benchmarks/analytics.py [--quick] [--no-big] [--reuse] [--rounds N]
+[--peers-python PATH] [--tumult-python PATH] [--data DIR] [--src DIR]`` (``--no-big``: skip the
+100M-row runs and keep that paragraph of the last full run; ``--reuse``: rerun only the floor
+and the dpkit rows, implies ``--no-big``, and keep the peers' rows, utility rows and notes as
+the section already written has them, from their last run; ``--rounds``: interleaved rounds of
+the floor and dpkit, default 5; ``--src``: the dpkit source tree the dpkit workers import,
+default this checkout's; they import a byte-compiled copy of it, as an installed package is,
+see ``_compiled_src``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -56,7 +62,6 @@ ROWS_PER_USER = 5
 LOWER, UPPER = 0.0, 100.0
 EPSILON, DELTA = 1.0, 1e-6
 THREADS = 2
-REPEATS = 1 if QUICK else 3
 SALT = 0x5EED_5EED_5EED_5EED
 
 
@@ -66,6 +71,8 @@ def _arg(name: str, default: str) -> str:
     return default
 
 
+REPEATS = int(_arg("--rounds", "1" if QUICK else "5"))
+REUSE = "--reuse" in sys.argv  # rerun the floor and dpkit only; the peers' rows are kept
 DATA = Path(_arg("--data", "/tmp/dpkit-bench-analytics"))
 SRC = _arg("--src", str(Path(__file__).resolve().parent.parent / "src"))
 _REPO = Path(__file__).resolve().parent.parent  # the Makefile builds the peers' environments here
@@ -136,12 +143,22 @@ def dpkit_plan(path: str) -> Any:
 
 
 def run_dpkit(path: str, memory_limit: str | None = None) -> dict[str, Any]:
-    """The dpkit engine alone: one release statement, exact integer aggregates, no noise."""
+    """The dpkit engine alone: one release statement, exact integer aggregates, no noise.
+    ``import_seconds``: the part of the run spent importing dpkit (once per process)."""
+    start = time.perf_counter()
     from dpkit.analytics.engines.duckdb import DuckDBEngine
 
+    imported = time.perf_counter() - start
     engine = DuckDBEngine(memory_limit=memory_limit, threads=THREADS)
     result = engine.execute(dpkit_plan(path))
-    return {"groups": len(result.keys)}
+    return {"groups": len(result.keys), "import_seconds": imported}
+
+
+def _release_of(df: Any) -> dict[str, tuple[float, float, float]]:
+    """Category -> (count, sum, mean) of a session's frame, read column by column
+    (``iterrows`` would copy the frame's ``attrs`` metadata once per row)."""
+    cols = (df["category"], df["n"], df["s"], df["m"])
+    return {str(c): (float(n), float(s), float(m)) for c, n, s, m in zip(*cols, strict=True)}
 
 
 def run_dpkit_release(path: str) -> dict[str, Any] | None:
@@ -149,12 +166,16 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
 
     Returns ``None`` when this checkout has no session (the table then leaves the row out).
     """
+    start = time.perf_counter()
     try:
+        import pandas  # noqa: F401  (the session's output; imported here to time it)
+
         from dpkit.accounting import Budget
         from dpkit.analytics import Session, count, mean  # type: ignore[attr-defined]
         from dpkit.analytics import sum as dp_sum  # type: ignore[attr-defined]
     except ImportError:
         return None
+    imported = time.perf_counter() - start
     s = Session(
         path,
         privacy_unit="user_id",
@@ -172,11 +193,40 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
         )
     )
     df = q.run(epsilon=EPSILON, delta=DELTA)
-    release = {
-        str(row["category"]): (float(row["n"]), float(row["s"]), float(row["m"]))
-        for _, row in df.iterrows()
-    }
-    return {"groups": len(release), "release": release}
+    release = _release_of(df)
+    return {"groups": len(release), "release": release, "import_seconds": imported}
+
+
+def run_dpkit_planned(path: str) -> dict[str, Any] | None:
+    """The same statistics with nothing bounded by hand: no ``.bound(...)``, value bounds
+    ``"auto"``. The session plans each user's contribution bounds and the sum's and mean's
+    value bounds privately, inside the one charge (``dpkit.analytics._planner``), then
+    releases. ``None`` when this checkout has no session."""
+    start = time.perf_counter()
+    try:
+        import pandas  # noqa: F401  (the session's output; imported here to time it)
+
+        from dpkit.accounting import Budget
+        from dpkit.analytics import Session, count, mean  # type: ignore[attr-defined]
+        from dpkit.analytics import sum as dp_sum  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    imported = time.perf_counter() - start
+    s = Session(
+        path,
+        privacy_unit="user_id",
+        budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"),
+        threads=THREADS,
+    )
+    q = (
+        s.query()
+        .group_by("category")
+        .agg(n=count(), s=dp_sum("value", bounds="auto"), m=mean("value", bounds="auto"))
+    )
+    df = q.run(epsilon=EPSILON, delta=DELTA)
+    release = _release_of(df)
+    plan = df.attrs.get("dpkit", {}).get("plan", {})
+    return {"groups": len(release), "release": release, "plan": plan, "import_seconds": imported}
 
 
 FLOOR_SQL = """
@@ -403,6 +453,7 @@ WORKERS = {
     "opendp": run_opendp,
     "pipelinedp": run_pipelinedp,
     "dpkit_release": run_dpkit_release,
+    "dpkit_planned": run_dpkit_planned,
     "tumult": run_tumult,
 }
 
@@ -510,14 +561,34 @@ def utility(release: dict[str, Any] | None, true: dict[str, tuple[float, float, 
     return f"{len(release)} | {mae[0]:,.1f} | {mae[1]:,.0f} | {mae[2]:.2f}"
 
 
-NO_BIG = "--no-big" in sys.argv
+NO_BIG = "--no-big" in sys.argv or REUSE
+PEERS = ("OpenDP", "PipelineDP", "Tumult")
+DPKIT_ROWS = (  # the dpkit rows of the timing table, run alternately with the floor
+    ("dpkit", "dpkit engine (bounding, clamping, exact sums; no noise)"),
+    ("dpkit_release", "dpkit session query (noise, partition selection)"),
+    (
+        "dpkit_planned",
+        'dpkit planned query (no `.bound`, `bounds="auto"`: contribution and value bounds '
+        "planned privately)",
+    ),
+)
+
+
+SHORT = {"dpkit": "engine", "dpkit_release": "session query", "dpkit_planned": "planned query"}
+
+
+def _previous_section() -> str:
+    """The analytics section already written (empty if there is none)."""
+    from _report import DOC
+
+    text = DOC.read_text() if DOC.exists() else ""
+    begin, end = text.find("<!-- begin analytics -->"), text.find("<!-- end analytics -->")
+    return text[begin:end] if 0 <= begin < end else ""
 
 
 def _previous_big_paragraph() -> str:
     """With ``--no-big``: the 100M-row paragraph of the section already written, kept as is."""
-    from _report import DOC
-
-    text = DOC.read_text() if DOC.exists() else ""
+    text = _previous_section()
     start = text.find(f"{BIG_ROWS:,} rows of Parquet")
     if start < 0:
         return f"{BIG_ROWS:,} rows: not measured in this run (`--no-big`)."
@@ -530,30 +601,88 @@ def _previous_big_paragraph() -> str:
     )
 
 
+def _previous_peers() -> dict[str, list[str]]:
+    """With ``--reuse``: the peers' lines of the section already written, unchanged: their
+    rows of the timing table (``timing``) and of the utility table (``utility``), and the
+    paragraphs about a peer after each table (``after_timing``, ``after_utility``)."""
+    out: dict[str, list[str]] = {
+        "timing": [],
+        "utility": [],
+        "after_timing": [],
+        "after_utility": [],
+    }
+    table = 0
+    for block in _previous_section().split("\n\n"):
+        block = block.strip()
+        if block.startswith("| system"):
+            table += 1
+            rows = [
+                ln for ln in block.splitlines() if ln.startswith(tuple(f"| {p}" for p in PEERS))
+            ]
+            out["timing" if table == 1 else "utility"] += rows
+        elif block.startswith(PEERS) and table:
+            out["after_timing" if table == 1 else "after_utility"].append(block)
+    return out
+
+
+def _paired(runs: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
+    """Each round's time of ``name`` over the floor's in the same round (both must have run)."""
+    return [
+        float(r["seconds"]) / float(f["seconds"])
+        for r, f in zip(runs[name], runs["floor"], strict=True)
+        if "seconds" in r and "seconds" in f
+    ]
+
+
+def _compiled_src() -> str:
+    """A byte-compiled copy of the dpkit source tree (``SRC``) for the dpkit workers to import.
+
+    An installed package is byte-compiled when it is installed, as DuckDB, the peers and their
+    dependencies are here; a source checkout run with ``PYTHONDONTWRITEBYTECODE`` set (as on
+    the shared benchmark machine) would instead compile dpkit's modules in every worker, a
+    cost (about 0.1-0.2 s per process) no installed dpkit pays. The copy is rebuilt at every
+    run under the data directory."""
+    import compileall
+    import shutil
+
+    dest = DATA / "dpkit-src"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(SRC, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    compileall.compile_dir(str(dest), quiet=1)
+    return str(dest)
+
+
 def main() -> None:
     from _report import machine, write_section
 
+    global SRC
+    SRC = _compiled_src()
     load_before = os.getloadavg()[0]
     path = generate(DATA / f"rows{ROWS}.parquet", ROWS)
     peer_path = generate(DATA / f"rows{PEER_ROWS}.parquet", PEER_ROWS)
     results: dict[str, dict[str, Any]] = {}
-    # The floor, the dpkit engine and the whole session query alternate, each in a fresh
-    # process, REPEATS rounds; the median of each is reported, so a busy machine hurts all alike.
-    runs: dict[str, list[dict[str, Any]]] = {"floor": [], "dpkit": [], "dpkit_release": []}
+    # The floor and the dpkit rows alternate, each run in a fresh process, REPEATS rounds: a
+    # busy machine hurts all alike, and each dpkit time is compared with the floor of its round.
+    runs: dict[str, list[dict[str, Any]]] = {"floor": [], **{n: [] for n, _ in DPKIT_ROWS}}
     for _ in range(REPEATS):
         for name in runs:
             runs[name].append(measure(name, path, repeats=1))
     for name, rs in runs.items():
         ok = sorted((r for r in rs if "seconds" in r), key=lambda r: float(r["seconds"]))
-        results[name] = ok[(len(ok) - 1) // 2] if ok else rs[0]
+        results[name] = dict(ok[(len(ok) - 1) // 2]) if ok else rs[0]
         if ok:
             results[name]["all_seconds"] = [
                 round(float(r["seconds"]), 2) for r in rs if "seconds" in r
             ]
-    results["opendp"] = measure("opendp", path, python=PEERS_PYTHON, repeats=1)
-    # PipelineDP and Tumult: on PEER_ROWS first; the full size too if it would fit the limit
-    results["pipelinedp"] = _small_first("pipelinedp", path, peer_path, limit_s=300)
-    results["tumult"] = _small_first("tumult", path, peer_path, limit_s=600, python=TUMULT_PYTHON)
+        if name != "floor":
+            results[name]["paired"] = [round(x, 3) for x in _paired(runs, name)]
+    if not REUSE:
+        results["opendp"] = measure("opendp", path, python=PEERS_PYTHON, repeats=1)
+        # PipelineDP and Tumult: on PEER_ROWS first; the full size too if it would fit the limit
+        results["pipelinedp"] = _small_first("pipelinedp", path, peer_path, limit_s=300)
+        results["tumult"] = _small_first(
+            "tumult", path, peer_path, limit_s=600, python=TUMULT_PYTHON
+        )
     big = DATA / f"rows{BIG_ROWS}.parquet"
     if not NO_BIG:
         big = generate(big, BIG_ROWS)
@@ -570,11 +699,14 @@ def main() -> None:
     def cell(r: dict[str, Any]) -> str:
         if "seconds" not in r:
             return f"failed: {' '.join(r.get('error', []))[:80]} | | "
-        return (
-            f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | {r['rss_mib']:,.0f}"
-            if r.get("rss_mib")
-            else f"{r['seconds']:.2f} | {r['seconds'] / floor_s:.2f}x | ?"
+        paired = r.get("paired")
+        ratio = (
+            f"{statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})"
+            if paired
+            else f"{r['seconds'] / floor_s:.2f}x"
         )
+        rss = f"{r['rss_mib']:,.0f}" if r.get("rss_mib") else "?"
+        return f"{r['seconds']:.2f} | {ratio} | {rss}"
 
     def rel(r: dict[str, Any], t: dict[str, tuple[float, float, float]]) -> str:
         return utility(r.get("release"), t)
@@ -587,9 +719,8 @@ def main() -> None:
             else f" (run on {rows:,} rows, time x {ROWS // rows}; RSS at that size)"
         )
 
-    pdp_rows = results["pipelinedp"].get("rows", PEER_ROWS)
-    pdp_note = note(results["pipelinedp"])
-    tmt_rows = results["tumult"].get("rows", PEER_ROWS)
+    old = _previous_peers() if REUSE else {}
+    planned = results["dpkit_planned"].get("plan") or {}
     lines = [
         "## Private analytics: count, sum and mean per category",
         "",
@@ -599,30 +730,66 @@ def main() -> None:
         f"epsilon = {EPSILON:g}, delta = {DELTA:g}, {THREADS} DuckDB threads. "
         f"Machine: {machine()}. "
         "Generated by `benchmarks/analytics.py`; every system runs in its own process "
-        "(peak RSS of that process); times are the median of "
-        f"{REPEATS} interleaved runs (one process each, the time inside the process) for the "
-        "floor and dpkit, one run for the peers. The machine was shared "
+        "(peak RSS of that process). The floor and the dpkit rows run alternately, "
+        f"{REPEATS} rounds (one process per run, the time inside the process): seconds are "
+        'the median of each, and "vs floor" the median (and range) of each dpkit time over '
+        "the floor's of the same round; the peers run once. The machine was shared "
         f"(1-minute load average {load_before:.1f} at the start, {load_after:.1f} at the end, "
-        f"on {os.cpu_count()} cores), so absolute times are noisy; the floor, the dpkit engine "
-        "and the dpkit session query run alternately to share the noise.",
+        f"on {os.cpu_count()} cores), so absolute times are noisy.",
         "",
         "| system | seconds | vs floor | peak RSS (MiB) |",
         "| --- | ---: | ---: | ---: |",
         f"| floor: plain DuckDB SQL, same bounding, no noise | {cell(results['floor'])} |",
-        f"| dpkit engine (bounding, clamping, exact sums; no noise) | {cell(results['dpkit'])} |",
     ]
-    if "seconds" in results["dpkit_release"]:
-        lines.append(
-            "| dpkit session query (noise, partition selection) | "
-            f"{cell(results['dpkit_release'])} |"
-        )
-    lines += [
-        f"| OpenDP 0.16 Polars API | {cell(results['opendp'])} |",
-        f"| PipelineDP 0.3.1 local backend{pdp_note} | {cell(results['pipelinedp'])} |",
-        "| Tumult Analytics 0.21 on local Spark (RSS: worker + JVM)"
-        f"{note(results['tumult'])} | {cell(results['tumult'])} |",
-        "",
-    ]
+    for name, label in DPKIT_ROWS:
+        if "unavailable" not in results[name]:
+            lines.append(f"| {label} | {cell(results[name])} |")
+    if REUSE:
+        lines += old["timing"]
+    else:
+        lines += [
+            f"| OpenDP 0.16 Polars API | {cell(results['opendp'])} |",
+            f"| PipelineDP 0.3.1 local backend{note(results['pipelinedp'])} | "
+            f"{cell(results['pipelinedp'])} |",
+            "| Tumult Analytics 0.21 on local Spark (RSS: worker + JVM)"
+            f"{note(results['tumult'])} | {cell(results['tumult'])} |",
+        ]
+    lines.append("")
+    if planned:
+        lines += [
+            f"The planned query spends epsilon {planned.get('epsilon', float('nan')):.3g} on "
+            "its contribution bounds and the rest on the release (of which the value "
+            "histograms of the sum and the mean take their `auto_share`); in its run of median "
+            f"time it chose {planned.get('max_partitions')} categories and "
+            f"{planned.get('max_rows_per_partition')} rows per user and value bounds "
+            + ", ".join(f"{k}: {v}" for k, v in (planned.get("bounds") or {}).items())
+            + ". It runs three statements, each reading the file: the per-user contribution "
+            "histograms, the value histogram at the chosen rows per user, and the release "
+            "(which keeps more rows than the fixed query's at those bounds).",
+            "",
+        ]
+    imports = {
+        n: statistics.median(float(r["import_seconds"]) for r in runs[n] if "import_seconds" in r)
+        for n, _ in DPKIT_ROWS
+        if any("import_seconds" in r for r in runs[n])
+    }
+    if imports:
+        lines += [
+            "Each dpkit time includes importing dpkit once in its process (and pandas, the "
+            "session's output), as the floor's includes importing DuckDB: median "
+            + ", ".join(f"{imports[n]:.2f} s ({SHORT[n]})" for n in imports)
+            + ". The workers import a byte-compiled copy of the source tree, as an installed "
+            "package is.",
+            "",
+        ]
+    if REUSE:
+        lines += [
+            'The peers\' rows are from the previous full run of this script (their "vs floor" '
+            "against that run's floor), kept as they were; only the floor and dpkit were "
+            "rerun (`--reuse`).",
+            "",
+        ]
+        lines += [p + "\n" for p in old["after_timing"]]
     big_r, mid_r, fb = (results.get(k, {}) for k in ("big", "mid", "floor_big"))
     if NO_BIG:
         lines.append(_previous_big_paragraph())
@@ -651,14 +818,25 @@ def main() -> None:
         "| system | groups released | MAE count | MAE sum | MAE mean |",
         "| --- | ---: | ---: | ---: | ---: |",
         f"| dpkit | {rel(results['dpkit_release'], true)} |",
-        f"| OpenDP | {rel(results['opendp'], true)} |",
-        f"| PipelineDP{'' if pdp_rows == ROWS else f' (on {pdp_rows:,} rows)'} | "
-        f"{rel(results['pipelinedp'], true if pdp_rows == ROWS else true_peer)} |",
-        f"| Tumult{'' if tmt_rows == ROWS else f' (on {tmt_rows:,} rows)'} | "
-        f"{rel(results['tumult'], true if tmt_rows == ROWS else true_peer)} |",
     ]
+    if "release" in results["dpkit_planned"]:
+        lines.append(f"| dpkit planned | {rel(results['dpkit_planned'], true)} |")
+    if REUSE:
+        lines += old["utility"]
+    else:
+        pdp_rows = results["pipelinedp"].get("rows", PEER_ROWS)
+        tmt_rows = results["tumult"].get("rows", PEER_ROWS)
+        lines += [
+            f"| OpenDP | {rel(results['opendp'], true)} |",
+            f"| PipelineDP{'' if pdp_rows == ROWS else f' (on {pdp_rows:,} rows)'} | "
+            f"{rel(results['pipelinedp'], true if pdp_rows == ROWS else true_peer)} |",
+            f"| Tumult{'' if tmt_rows == ROWS else f' (on {tmt_rows:,} rows)'} | "
+            f"{rel(results['tumult'], true if tmt_rows == ROWS else true_peer)} |",
+        ]
     if "seconds" not in results["dpkit_release"]:
         lines += ["", "dpkit's utility row needs the session query (`run_dpkit_release`)."]
+    if REUSE and old["after_utility"]:
+        lines += ["", *old["after_utility"]]
     text = "\n".join(lines)
     print(text)
     print(

@@ -269,6 +269,20 @@ def test_one_statement_one_window_no_division(profile: Any) -> None:
             assert isinstance(cast.this, exp.Floor)
 
 
+@pytest.mark.parametrize("profile", [DUCKDB, DUCKDB_MD5])
+def test_without_keys_one_row_number_ranks_each_units_rows(profile: Any) -> None:
+    """Without group keys the group hash is the same for all of a unit's rows: the statement
+    ranks them with one ROW_NUMBER by the row hash and content (the engine reference tests
+    check that the same rows are kept)."""
+    sql = compile_plan(plan(*ALL, group_by=()), SCHEMA, profile).sql
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    windows = list(tree.find_all(exp.Window))
+    assert len(windows) == 1
+    assert isinstance(windows[0].this, exp.RowNumber)
+    order = [o.this.sql() for o in windows[0].args["order"].expressions]
+    assert '"__dpk_hk"' not in order
+
+
 def test_without_privacy_unit_there_is_no_window() -> None:
     sql = compile_plan(plan(*ALL, unit=None), SCHEMA).sql
     assert "OVER" not in sql.upper()

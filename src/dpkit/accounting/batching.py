@@ -78,7 +78,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from dpkit._loss.grid import (
     Factor,
@@ -241,6 +241,8 @@ class BatchScheme:
         """
         if self.max_batch_size is None or steps == 0:
             return 0.0
+        from scipy import stats  # deferred: scipy.stats costs ~0.6 s to import
+
         tail = float(stats.binom.sf(self.max_batch_size, self.dataset_size + 1, self.sampling_rate))
         tail = tail * (1.0 + 1e-9) + 2.0**-1022
         return min(1.0, up(Fraction(steps) * Fraction(tail)))

@@ -60,7 +60,6 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom
 
 from dpkit._numeric.rounding import float_up, up
 from dpkit._numeric.validation import (
@@ -131,6 +130,8 @@ def _nonadaptive(eps: float, k: int, x: float, cells: int) -> tuple[float, float
     ``t_b`` and non-decreasing in N, so the expectation is at most the one under
     ``Bin(k, p_{t_a})`` (stochastically larger).
     """
+    from scipy.stats import binom  # deferred: scipy.stats costs ~0.6 s to import
+
     p, _ = _weights(eps, cells)
     t = np.arange(cells + 1, dtype=np.float64) * (eps / cells)
     t[-1] = eps

@@ -282,9 +282,10 @@ class PreparedQuery:
         src = resolve_source(source)
         out: dict[str, tuple[float, ...]] = {}
         released: dict[str, list[int]] = {}  # each histogram noised once, read by all its readers
+        _, computed = _histogram_measures(self.pricing)
         for ab in sorted(self.pricing.auto, key=lambda a: a.reads is not None):
             bins = len(AUTO_EDGES) - 1
-            col = result.values.get(ab.measure.name, ())
+            col = result.values.get(computed.get(ab.measure.name, ab.measure.name), ())
             first: Any = col[0] if col else (0,) * bins
             counts = [int(v) for v in first]
             if ab.measure.name not in released:
@@ -1289,13 +1290,36 @@ class Query:
                 max_rows_per_partition=pricing.max_rows_per_partition,
                 salt=self._salt(),
             ),
-            aggregate=Aggregate(
-                group_by=(), measures=tuple(a.measure for a in pricing.auto if a.reads is None)
-            ),
+            aggregate=Aggregate(group_by=(), measures=_histogram_measures(pricing)[0]),
             joins=self.joins,
             buckets=self.buckets,
             derived=self.derived,
         )
+
+
+def _histogram_measures(pricing: Pricing) -> tuple[tuple[Measure, ...], dict[str, str]]:
+    """The measures of a bounds plan (:meth:`Query._auto_plan`), each distinct one computed
+    once, and for each histogram's measure name the name of the plan's measure holding its
+    exact counts.
+
+    Two ``"auto"`` statistics of one column with the same grid and row bounds (a sum and a mean
+    of ``value``) have the same exact bin counts, so the statement computes them once; each
+    statistic still draws its own noise on them, at its own price, as before (its event is in
+    the charge), so the release and its cost are unchanged: only a duplicate aggregate (and,
+    in DuckDB, the materialised relation two aggregates of it would share) is saved. Public
+    parameters only."""
+    first: dict[Measure, str] = {}
+    measures: list[Measure] = []
+    computed: dict[str, str] = {}
+    for a in pricing.auto:
+        if a.reads is not None:  # reads another statistic's noisy histogram
+            continue
+        same = dataclasses.replace(a.measure, name="")
+        if same not in first:
+            first[same] = a.measure.name
+            measures.append(a.measure)
+        computed[a.measure.name] = first[same]
+    return tuple(measures), computed
 
 
 @dataclass(frozen=True)

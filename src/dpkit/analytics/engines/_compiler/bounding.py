@@ -8,6 +8,12 @@ both limits: the three window functions share their partitioning and their order
 the engine evaluates them in one window operator. The row hash reads the columns the plan uses
 (unit, keys, measure columns), which is the part of the row content the aggregates can see: two
 rows equal there are interchangeable, so the result never depends on file order.
+
+Without group keys (one global group, as in the planner's value histograms) ``hk = H(salt, u)``
+is the same for all of a unit's rows, so ordering by it changes no rank: every row has ``gr =
+g = 1`` and ``rn`` is its rank by ``(hr, row content)`` alone. The statement then computes only
+that one window function over the shorter sort key, with ``gr`` and ``g`` the constant 1: the
+same rows are kept, for the same salt.
 """
 
 from __future__ import annotations
@@ -102,11 +108,16 @@ def rank_stage(
             ),
         )
 
+    if cols.key_out:
+        ranks = [
+            aliased(window(exp.Anonymous(this="rank"), group_order), ident(P + "gr")),
+            aliased(window(exp.Anonymous(this="dense_rank"), group_order), ident(P + "g")),
+        ]
+    else:  # one group per unit: hk is constant in the partition, so gr = g = 1
+        row_order = row_order[1:]
+        ranks = [aliased(int_lit(1), ident(P + "gr")), aliased(int_lit(1), ident(P + "g"))]
     ranked_q = exp.select(
-        exp.Star(),
-        aliased(window(exp.RowNumber(), row_order), ident(P + "rn")),
-        aliased(window(exp.Anonymous(this="rank"), group_order), ident(P + "gr")),
-        aliased(window(exp.Anonymous(this="dense_rank"), group_order), ident(P + "g")),
+        exp.Star(), aliased(window(exp.RowNumber(), row_order), ident(P + "rn")), *ranks
     ).from_(P + "rows")
     kept: exp.Expression = exp.and_(  # type: ignore[assignment]
         exp.LTE(this=colref(P + "g"), expression=int_lit(max_partitions)),
