@@ -136,29 +136,38 @@ def test_union_bound_is_caught_as_too_wide(mode: str, loc: float) -> None:
     assert hits > c_hi(), hits / N_REL
 
 
-def test_intervals_by_mean_range_equal_the_intervals_over_every_cell_at_once() -> None:
+def test_intervals_by_mean_range_equal_the_intervals_over_every_cell_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """:func:`variance_intervals` visits the envelope one mean range at a time and only for the
-    groups whose mean interval meets it; the answer is the one computed over every cell."""
+    groups whose mean interval meets it; the answer is the one computed over every cell (on 32
+    mean ranges, for speed: the visit does not depend on their number)."""
+    from dpkit.analytics import _intervals
     from dpkit.analytics._intervals import _variance_block, variance_cells, variance_intervals
     from dpkit.analytics._pricing import Noise
 
-    rng = np.random.default_rng(7)
-    for scale in (20.0, 200.0):
-        nt, nq, nn = (Noise("discrete_laplace", scale * f) for f in (1.0, 2.0, 0.5))
-        cells = variance_cells(nt, nq, nn, 0.01, 0.001, 5.0, (0.0, 25.0), 0.0, 0.05)
-        assert cells is not None
-        g = 2_000
-        n = rng.integers(-5, 400, g).astype(float)
-        t, q = rng.normal(0.0, 300.0, g), np.abs(rng.normal(5e4, 3e4, g))
-        mu_lo = rng.uniform(-6.0, 5.0, g)
-        mu_hi = mu_lo + rng.exponential(1.0, g)
-        mu_lo[::50] = mu_hi[::50] = np.nan
-        got = variance_intervals(t, q, n, mu_lo, mu_hi, cells, 0.01, 0.001, 0.0)
-        lo, hi, ok = _variance_block(t, q, n, mu_lo, mu_hi, cells, 0.01, 0.001, 0.0)
-        assert np.array_equal(got[2], ok)
-        assert np.array_equal(got[0], np.where(ok, lo, np.nan), equal_nan=True)
-        assert np.array_equal(got[1], np.where(ok, hi, np.nan), equal_nan=True)
-        assert 0.5 < ok.mean() < 1.0  # both kinds of group are in the check
+    monkeypatch.setattr(_intervals, "VAR_MEAN_CELLS", 32)
+    variance_cells.cache_clear()  # its cache does not key on the number of cells
+    try:
+        rng = np.random.default_rng(7)
+        for scale in (20.0, 200.0):
+            nt, nq, nn = (Noise("discrete_laplace", scale * f) for f in (1.0, 2.0, 0.5))
+            cells = variance_cells(nt, nq, nn, 0.01, 0.001, 5.0, (0.0, 25.0), 0.0, 0.05)
+            assert cells is not None
+            g = 2_000
+            n = rng.integers(-5, 400, g).astype(float)
+            t, q = rng.normal(0.0, 300.0, g), np.abs(rng.normal(5e4, 3e4, g))
+            mu_lo = rng.uniform(-6.0, 5.0, g)
+            mu_hi = mu_lo + rng.exponential(1.0, g)
+            mu_lo[::50] = mu_hi[::50] = np.nan
+            got = variance_intervals(t, q, n, mu_lo, mu_hi, cells, 0.01, 0.001, 0.0)
+            lo, hi, ok = _variance_block(t, q, n, mu_lo, mu_hi, cells, 0.01, 0.001, 0.0)
+            assert np.array_equal(got[2], ok)
+            assert np.array_equal(got[0], np.where(ok, lo, np.nan), equal_nan=True)
+            assert np.array_equal(got[1], np.where(ok, hi, np.nan), equal_nan=True)
+            assert 0.5 < ok.mean() < 1.0  # both kinds of group are in the check
+    finally:
+        variance_cells.cache_clear()
 
 
 @pytest.mark.parametrize(

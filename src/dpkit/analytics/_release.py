@@ -654,7 +654,7 @@ def _release_values(
                 data[f"{name}_high"] = out(ends[1][:, j])
                 info["ci"] = (
                     "bin edges from two exponential-mechanism selections aimed at the rank "
-                    f"q n -+ {qi.rank_radius()[j]:.4g} (McSherry-Talwar tail at alpha/2 each); "
+                    f"q n -+ {qi.rank_radius()[j]:.4g} (exact worst-case tail at alpha/2 each); "
                     "at least the level for every data set"
                 )
                 info["interval_epsilon_per_group"] = qi.epsilon_each
