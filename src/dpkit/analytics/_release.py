@@ -38,7 +38,7 @@ value computed on the data after contribution bounding and clamping):
   its range, so half the sensitivity) and the noisy ``N``. Interval: the candidates ``(mu,
   v)`` whose pivot ``s_q Q - (v + mu^2) N - 2 mu (s_t T - (mu - shift) N)`` is within the
   quantile of its noise law (:func:`~dpkit.analytics._intervals.variance_cells`), with ``mu``
-  in Fieller's mean interval at ``alpha / 50``: at level ``1 - alpha`` and close to it unless
+  in Fieller's mean interval at ``alpha / 20``: at level ``1 - alpha`` and close to it unless
   clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
   N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
@@ -850,7 +850,7 @@ def _variance_pivot(
     """The variance intervals at level ``1 - alpha`` from the pivot of
     :func:`~dpkit.analytics._intervals.variance_cells`, or ``None`` (the union bound stays).
 
-    The mean ``mu`` is pinned by Fieller's interval at ``alpha / 50``
+    The mean ``mu`` is pinned by Fieller's interval at ``alpha / 20``
     (:data:`~dpkit.analytics._intervals.VAR_MEAN_ALPHA`), the variance by the pivot ``R`` at
     the rest: the true pair is outside with probability at most the sum, ``alpha``. ``q_noisy``
     is the rebuilt ``Q = Q' + kq N`` (``kq`` the centre of the measure ``m_q``). Both are
