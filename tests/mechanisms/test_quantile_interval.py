@@ -91,14 +91,18 @@ def test_budget_is_two_selections_per_quantile_and_group() -> None:
 
 
 def test_rank_radius_is_the_utility_tail_bound() -> None:
-    """r = (Delta / g)(ln m + ln(2 / alpha) + 2 s), g the sampler's gain: written out from
-    epsilon_each here (within the rounding the module adds), and it grows as alpha falls."""
+    """r = (Delta / g) ln((m - 1)(1 - a) / a), a = (alpha / 2) e^(-2 s), g the sampler's gain:
+    written out from epsilon_each here (within the rounding the module adds), below the
+    McSherry-Talwar radius (Delta / g)(ln m + ln(2 / alpha) + 2 s), and growing as alpha
+    falls."""
     mech = BinnedQuantileInterval(epsilon=1.0, quantiles=(0.5, 0.9), edges=EDGES, alpha=0.05)
     for q, r in zip(mech.quantiles, mech.rank_radius(), strict=True):
         qq = round(q * 2**20) / 2**20  # the grid level targeted
         delta = max(qq, 1 - qq)
-        want = 2 * delta / mech.epsilon_each * (math.log(BINS) + math.log(2 / 0.05))
+        want = 2 * delta / mech.epsilon_each * math.log((BINS - 1) * (1 - 0.025) / 0.025)
         assert want <= r <= want * (1 + 1e-6)
+        union = 2 * delta / mech.epsilon_each * (math.log(BINS) + math.log(2 / 0.05))
+        assert r < union
     tighter = BinnedQuantileInterval(epsilon=1.0, quantiles=(0.5, 0.9), edges=EDGES, alpha=0.01)
     assert tighter.rank_radius()[0] > mech.rank_radius()[0]
 
@@ -128,3 +132,52 @@ def test_ends_are_edges_in_order_and_dense_equals_sparse_shape() -> None:
 def test_alpha_validated(alpha: object) -> None:
     with pytest.raises(PrivacyParameterError):
         BinnedQuantileInterval(epsilon=1.0, quantiles=(0.5,), edges=EDGES, alpha=alpha)  # type: ignore[arg-type]
+
+
+def test_rank_radius_is_tight_on_the_worst_data_set() -> None:
+    """The radius cannot be much smaller for every data set: with half the values in the first
+    bin and half in the last, every other bin sits exactly ``r`` ranks from each end's target
+    (``m - 1`` bins at utility ``-r``), so each end misses with probability ``(m - 1) e^(-g r
+    / Delta) / (1 + (m - 1) e^(-g r / Delta))``, just under ``alpha / 2``: the level is met
+    with equality, up to ``1 / m`` and the selection slack. Exact, from the mechanism's own
+    selection law over the utilities written out from the class docstring (padded counts)."""
+    mech = BinnedQuantileInterval(epsilon=1.0, quantiles=(0.5,), edges=EDGES, alpha=0.05)
+    (r,) = mech.rank_radius()
+    v = math.ceil(r)
+    n = 1000
+    counts = np.zeros(BINS)
+    counts[0], counts[-1] = v + n / 2, v + n / 2  # padded: V public values in each outer bin
+    c_hi = np.cumsum(counts)
+    c_lo = c_hi - counts
+    for target, good in ((v + n / 2 - r, 0), (v + n / 2 + r, BINS - 1)):
+        u = -np.maximum(np.maximum(c_lo - target, target - c_hi), 0.0)
+        assert u[good] == 0.0 and np.allclose(np.delete(u, good), -r)
+        miss = 1.0 - float(mech.mechanisms[0].probabilities(u)[good])
+        assert 0.025 * (1 - 1e-6) < miss <= 0.025, miss
+    # both ends miss independently: coverage (1 - miss)^2, within 0.1 point of the level
+    assert 0.95 <= (1.0 - miss) ** 2 < 0.951
+
+
+@pytest.mark.slow
+def test_release_on_the_worst_data_set_covers_at_its_level() -> None:
+    """The release itself on that data set: 20,000 groups, coverage ``(1 - miss)^2`` = 95.06%
+    exactly (above). Too narrow: ``H0: coverage >= 0.95``, reject below ``c_lo`` with
+    ``P(Binomial(20000, 0.95) < c_lo) <= 1e-6``; too wide: ``H0: coverage <= 0.96``, reject
+    above ``c_hi`` with ``P(Binomial(20000, 0.96) > c_hi) <= 1e-6`` (alpha <= 1e-6 each). The
+    companion without radius (above) is the too-narrow one; at 95.06% the too-wide test's power
+    against a coverage of 97.5% (a radius at alpha / 2) is ``P(Binomial(20000, 0.975) <=
+    c_hi)`` < 1e-12."""
+    from _stats import binom_high_critical
+    from scipy import stats
+
+    groups = 20_000
+    mech = BinnedQuantileInterval(epsilon=1.0, quantiles=(0.5,), edges=EDGES, alpha=0.05)
+    group = (np.array([0, BINS - 1], dtype=np.int64), np.array([500, 500], dtype=np.int64))
+    low, high = mech.release_sparse([group] * groups, source=RandomSource(seed=9, insecure=True))
+    # the quantile set [x_-, x_+] runs from inside the first bin to inside the last
+    hits = int(np.sum((low[:, 0] == 0.0) & (high[:, 0] == 100.0)))
+    c_lo = binom_low_critical(groups, LEVEL, ALPHA)
+    c_hi = binom_high_critical(groups, 0.96, ALPHA)
+    assert stats.binom.cdf(c_hi, groups, 0.975) < 1e-12
+    print(f"worst data set: coverage {hits / groups:.4f}")
+    assert c_lo <= hits <= c_hi, hits / groups

@@ -18,7 +18,10 @@ value computed on the data after contribution bounding and clamping):
   discrete Laplace; exact or bounded tail of the discrete Gaussian) and ``h' = h - 1`` where
   ``P(Z > h) + P(Z > h - 1) <= alpha`` still holds, else ``h`` (the level as close to ``1 -
   alpha`` as the lattice allows: :func:`~dpkit.analytics._intervals.lattice_offsets`).
-  Counts' lower ends are clipped at 0.
+  Counts and cells, never negative, take Neyman's construction over ``0, 1, ...``: the
+  interval holds 0 only while ``X <= b``, ``b`` the one-sided ``1 - alpha`` quantile of the
+  noise, and starts at 1 above it (:func:`~dpkit.analytics._intervals.zero_reach`; clipping
+  at 0 held an empty cell's 0 with probability ``1 - alpha/2`` or so).
 * mean: ``c + T/N`` from the noisy centred sum ``T`` and noisy count ``N`` (clipped to the
   bounds; the midpoint when ``N < 1``). Interval: Fieller's pivot under the exact joint law
   of the two noises (:mod:`dpkit.analytics._intervals`): the candidates ``r`` with ``|T - r
@@ -35,7 +38,7 @@ value computed on the data after contribution bounding and clamping):
   its range, so half the sensitivity) and the noisy ``N``. Interval: the candidates ``(mu,
   v)`` whose pivot ``s_q Q - (v + mu^2) N - 2 mu (s_t T - (mu - shift) N)`` is within the
   quantile of its noise law (:func:`~dpkit.analytics._intervals.variance_cells`), with ``mu``
-  in Fieller's mean interval at ``alpha / 50``: at level ``1 - alpha`` and close to it unless
+  in Fieller's mean interval at ``alpha / 20``: at level ``1 - alpha`` and close to it unless
   clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
   N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
@@ -63,10 +66,12 @@ import numpy as np
 
 from dpkit.analytics._aggregates import Statistic, from_number
 from dpkit.analytics._intervals import (
+    count_intervals,
     joint_halfwidth,
     lattice_offsets,
     ratio_cells,
     ratio_intervals,
+    zero_reach,
 )
 from dpkit.analytics._plan import EngineResult, SparseCounts
 from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
@@ -649,7 +654,7 @@ def _release_values(
                 data[f"{name}_high"] = out(ends[1][:, j])
                 info["ci"] = (
                     "bin edges from two exponential-mechanism selections aimed at the rank "
-                    f"q n -+ {qi.rank_radius()[j]:.4g} (McSherry-Talwar tail at alpha/2 each); "
+                    f"q n -+ {qi.rank_radius()[j]:.4g} (exact worst-case tail at alpha/2 each); "
                     "at least the level for every data set"
                 )
                 info["interval_epsilon_per_group"] = qi.epsilon_each
@@ -662,19 +667,18 @@ def _release_values(
         exact = _exact_vector(result, mp.measure.name, rows, mp.cells)
         noisy = _noisy(mp, exact, source, cache)  # a shared count: its partner's noisy N
         h, h_up = lattice_offsets(mp.noise, alpha)  # [X - h, X + h_up], at level 1 - alpha
-        nonneg = st.kind != "sum"
+        reach = zero_reach(mp.noise, alpha)  # counts: 0 is in the interval while X <= reach
         for j, name in enumerate(names):
             if st.kind == "sum":
                 est_c: list[Any] = [noisy[g][j] * mp.step for g in range(ngroups)]
                 lo = [(noisy[g][j] - h) * mp.step for g in range(ngroups)]
                 hi = [(noisy[g][j] + h_up) * mp.step for g in range(ngroups)]
-            else:  # a count is never negative: clipped at 0 (post-processing), like its ends
+            else:  # a count is never negative: estimate clipped at 0 (post-processing), and
+                # the interval by Neyman's construction over the counts 0, 1, ...
                 est_c = [max(noisy[g][j], 0) for g in range(ngroups)]
-                lo = [max(noisy[g][j] - h, 0) for g in range(ngroups)]
-                hi = [
-                    max(noisy[g][j] + h_up, 0) if nonneg else noisy[g][j] + h_up
-                    for g in range(ngroups)
-                ]
+                xs = np.array([noisy[g][j] for g in range(ngroups)], dtype=np.int64)
+                lo_a, hi_a = count_intervals(xs, h, h_up, reach)
+                lo, hi = lo_a.tolist(), hi_a.tolist()
             data[name] = est_c
             data[f"{name}_low"] = lo
             data[f"{name}_high"] = hi
@@ -846,7 +850,7 @@ def _variance_pivot(
     """The variance intervals at level ``1 - alpha`` from the pivot of
     :func:`~dpkit.analytics._intervals.variance_cells`, or ``None`` (the union bound stays).
 
-    The mean ``mu`` is pinned by Fieller's interval at ``alpha / 50``
+    The mean ``mu`` is pinned by Fieller's interval at ``alpha / 20``
     (:data:`~dpkit.analytics._intervals.VAR_MEAN_ALPHA`), the variance by the pivot ``R`` at
     the rest: the true pair is outside with probability at most the sum, ``alpha``. ``q_noisy``
     is the rebuilt ``Q = Q' + kq N`` (``kq`` the centre of the measure ``m_q``). Both are
