@@ -216,3 +216,20 @@ def test_companion_catches_a_missing_factor_two() -> None:
     cells = np.searchsorted(np.cumsum(p1), draws, side="right").clip(0, 63)
     stat, crit = chi2_categorical(np.bincount(cells, minlength=64), p0, ALPHA)
     assert stat > crit
+
+
+def test_rank_error_bound_holds_for_every_quantile_of_a_large_group() -> None:
+    """Both levels' chosen bins lie within ``rank_error_bound(1e-6)`` of ``q n`` in each of
+    200 groups (failure probability at most 2e-4 by the bound)."""
+    edges = tuple(float(i) for i in range(65))
+    counts = np.full(64, 50)
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=1.0, quantiles=LEVELS, edges=edges, max_rows_per_partition=M, joint=True
+    )
+    bound = bq.rank_error_bound(1e-6)
+    idx = bq.release_bins(np.tile(counts, (200, 1)), source=seeded(5))
+    n = counts.sum()
+    for k, q in enumerate(bq.grid_quantiles):
+        lo, hi = idx[:, k] * 50, (idx[:, k] + 1) * 50
+        dist = np.maximum(np.maximum(lo - q * n, q * n - hi), 0)
+        assert np.all(dist <= bound[k])

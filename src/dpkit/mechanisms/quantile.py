@@ -391,8 +391,17 @@ class BinnedQuantile:
         With probability at least ``1 - beta`` (for one group and one quantile) the chosen bin's
         rank interval ``[C_{j-1}, C_j]`` is within this distance of ``q' n`` (Dwork and Roth,
         Theorem 3.11; the best bin has utility 0). The released point's own rank may further
-        differ by the count of its bin.
+        differ by the count of its bin. With ``joint``: ``Delta_k`` times the gap of the joint
+        selection over the ``bins**K`` tuples (its utility ``-max_k a_k`` is below ``-t`` with
+        probability at most ``bins**K e^(-g t)``), so every quantile at once.
         """
+        if self.joint:
+            em = self.joint_mechanism
+            gap = em.utility_gap_at(n_candidates=self.bins ** len(self.quantiles), alpha=beta)
+            return np.array(
+                [up(Fraction(gap) * Fraction(self.sensitivity(q))) for q in self.quantiles],
+                dtype=np.float64,
+            )
         return np.array(
             [em.utility_gap_at(n_candidates=self.bins, alpha=beta) for em in self.mechanisms],
             dtype=np.float64,
