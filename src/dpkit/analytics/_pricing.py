@@ -505,8 +505,10 @@ def _price_stat(
             return down(Fraction(each) * selections)
 
         kl = len(stat.quantiles) * p
-        # several quantiles: one joint selection per group (BinnedQuantile, joint=True)
-        joint = 1 < len(stat.quantiles) <= MAX_JOINT
+        # several quantiles under pure DP: one joint selection per group (BinnedQuantile,
+        # joint=True). Not under zCDP, where separate selections compose by the square root
+        # (each at eps / sqrt(K)) and the even split is the better one for large groups.
+        joint = mode == "pure" and 1 < len(stat.quantiles) <= MAX_JOINT
         point_share, interval = share, None
         if stat.interval_share:
             # the interval's share and the point's, each rounded down: they sum to at most share
