@@ -114,8 +114,10 @@ SPLITS = {
     'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
     "bounds (the result's plan lists them); the rest as dpkit",
     "dpkit": "its own split (a mean's budget between its count and sum by `pool_split`; a "
-    "std beside a variance is the variance's square root; quantiles share their aggregate's "
-    "budget evenly; partition selection thresholds the count's own noisy value, spending no "
+    "std beside a variance is the variance's square root; the quantiles of one aggregate are "
+    "chosen together, one exponential mechanism over tuples of bins at the whole budget "
+    "(utility: the largest normalised rank error), a lower level clipped to a higher one; "
+    "partition selection thresholds the count's own noisy value, spending no "
     "epsilon of its own, and the threshold takes delta)",
     "opendp": "epsilon split evenly over the expressions of one query (count and sum for "
     "sum/mean, mean = sum / count; count, sum and sum of squares for var/std; one quantile "

@@ -271,6 +271,20 @@ class TestBinnedQuantileContract(MechanismContract):
         }
 
 
+class TestJointBinnedQuantileContract(TestBinnedQuantileContract):
+    def make_mechanism(self) -> Any:
+        return BinnedQuantile.from_epsilon(
+            epsilon=1.0, quantiles=[0.25, 0.5], edges=EDGES, joint=True
+        )
+
+    def builders(self) -> dict[str, Callable[[Any], Any]]:
+        return {
+            "epsilon": lambda v: BinnedQuantile.from_epsilon(
+                epsilon=v, quantiles=[0.5, 0.9], edges=EDGES, joint=True
+            )
+        }
+
+
 class TestBinnedQuantileIntervalContract(TestBinnedQuantileContract):
     def make_mechanism(self) -> Any:
         return BinnedQuantileInterval(epsilon=1.0, quantiles=(0.25, 0.5), edges=EDGES)

@@ -463,7 +463,13 @@ def quantile(
     data set, usually well above it). The point estimates get the rest.
 
     The engine returns per-group counts of the non-empty candidate bins (never sorted rows);
-    the budget of the aggregate is split evenly across the requested quantiles. Without
+    under pure DP several quantiles of one aggregate (up to 8) are chosen together by one
+    exponential mechanism over tuples of bins whose utility is the largest of their normalised
+    rank errors (:class:`~dpkit.mechanisms.quantile.BinnedQuantile` with ``joint=True``): each
+    quantile gets the whole budget where it is the worst, more accurate than an even split (in
+    small groups much more for the lower levels); under zCDP the budget is split evenly. The
+    values are reported in the order of the levels: a lower quantile that comes out above a
+    higher one is lowered to it. Without
     ``bins``, the grid is the finest the engine bins exactly, ``2**20`` equal bins for most
     bounds (:func:`quantile_bins`, from the public bounds only): with equal bins the
     exponential mechanism gives every bin the same weight, so a finer grid never costs rank

@@ -482,6 +482,7 @@ def _price_stat(
 
     if stat.kind == "quantile":
         from dpkit.mechanisms.quantile import (  # type: ignore[import-not-found,unused-ignore]
+            MAX_JOINT,
             BinnedQuantile,
         )
 
@@ -504,6 +505,10 @@ def _price_stat(
             return down(Fraction(each) * selections)
 
         kl = len(stat.quantiles) * p
+        # several quantiles under pure DP: one joint selection per group (BinnedQuantile,
+        # joint=True). Not under zCDP, where separate selections compose by the square root
+        # (each at eps / sqrt(K)) and the even split is the better one for large groups.
+        joint = mode == "pure" and 1 < len(stat.quantiles) <= MAX_JOINT
         point_share, interval = share, None
         if stat.interval_share:
             # the interval's share and the point's, each rounded down: they sum to at most share
@@ -520,11 +525,12 @@ def _price_stat(
                 max_partitions=p,
             )
         mech = BinnedQuantile.from_epsilon(
-            epsilon=total_epsilon(point_share, kl),
+            epsilon=total_epsilon(point_share, p if joint else kl),
             quantiles=stat.quantiles,
             edges=stat.edges,
             max_rows_per_partition=r,
             max_partitions=p,
+            joint=joint,
         )
         q_ev: DpEvent = mech.event
         eps_g = mech.epsilon_each

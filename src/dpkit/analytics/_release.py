@@ -42,7 +42,8 @@ value computed on the data after contribution bounding and clamping):
   clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
   N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
   and bounds is the square root of that variance's release (the same noisy values).
-* quantiles: the exponential mechanism's output. With ``interval_share``, an interval from two
+* quantiles: the exponential mechanism's output (one joint selection of a statistic's levels),
+  each lower level clipped to the levels above it. With ``interval_share``, an interval from two
   more selections (:class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`), each estimate
   clipped into it; without, no interval is given (its rank uncertainty is
   not converted to a value interval here), and the result says so.
@@ -618,9 +619,13 @@ def _release_values(
             ).reshape(ngroups, len(st.quantiles))
         else:
             vals = np.zeros((0, len(st.quantiles)))
-        # Post-processing: report the values in the order of the quantile levels.
+        # Post-processing: values in the order of the levels, each lower quantile clipped to
+        # the ones above it (a running minimum from the top level down). Only values that cross
+        # move, and only downwards: an upper quantile of a small group is the noisier one
+        # (its utility is flat near the top of the bounds), so sorting, which would move it up
+        # to the lower value, costs more accuracy than it gains.
         order = np.argsort(np.asarray(st.quantiles), kind="stable")
-        vals[:, order] = np.sort(vals, axis=1)
+        vals[:, order] = np.minimum.accumulate(vals[:, order][:, ::-1], axis=1)[:, ::-1]
         ends: list[Any] = []
         qi = sp.quantile_interval
         if qi is not None:  # the interval's own selections (its own share of the budget)

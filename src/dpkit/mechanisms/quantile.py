@@ -52,6 +52,45 @@ of a number below ``2**10``, below ``2**-43``; with the errors listed in
 the selection slack already charges. With equal bins this is, as the bins get finer, the
 exponential mechanism with the length base measure over the interval between sorted values
 (Smith 2011), on a grid of public points.
+
+Joint release of several quantiles (``joint=True``). Instead of ``K`` selections at
+``epsilon / (K L)`` each, one exponential mechanism per group picks the tuple of bins
+``(j_1, ..., j_K)`` with probability ``∝ exp(-g max_k a_k(j_k))`` over all ``bins**K`` tuples
+(base measure uniform over tuples), where ``a_k = min(d_k / Delta_k, 2**30)``, ``d_k`` the
+rank distance of quantile k above and ``Delta_k`` its sensitivity, and ``g`` the gain of an
+:class:`~dpkit.mechanisms.ExponentialMechanism` at ``epsilon / L`` with sensitivity
+``1 + 2**-20``, i.e. ``g = (epsilon / L - 2 slack) / (2 (1 + 2**-20))``. This is the
+exponential mechanism over the ``l_inf`` ball (the K-norm mechanism of Hardt and Talwar 2010 with
+the max norm, run over rank distances): each coordinate uses the whole budget where it is the
+largest, instead of a fixed share. Privacy: each ``d_k / Delta_k`` moves by at most 1 between
+neighbours (Sensitivity above), so does its clamp, and the rounding of the division to a double
+(computed ``a_k``, below ``2**30``, within ``3 2**-53 2**30 < 2**-21`` of the exact value) moves
+it by at most ``2**-20`` more; the maximum of such functions moves by at most ``1 + 2**-20``,
+so the utility ``-max_k a_k`` has that sensitivity and Dwork and Roth (Thm 3.10) give
+``epsilon / L`` per group, ``epsilon`` over ``L`` groups. One quantile: the law of the
+per-quantile mechanism up to the factor ``1 + 2**-20``. Accuracy: for two quantiles far apart
+in a large group each ``a_k`` has about the density ``∝ (|a| + 1/g) exp(-g |a|)``, median
+``1.15 / g``, where an even split (``g / 2`` each) has ``ln 2 / (g / 2) = 1.39 / g``; in a small
+group, where an upper quantile's utility is nearly flat, the other quantile gets nearly the whole
+budget. At most :data:`MAX_JOINT` quantiles (the floating-point bound below).
+
+Sampling (exact law, by layers): ``exp(-g t) = int_t^inf g exp(-g s) ds``, so with the sorted
+distinct values ``t_0 = 0 < t_1 < ... < t_M`` of all ``a_k(j)`` and ``W_k(i)`` the number of
+bins with ``a_k <= t_i``, pick a layer ``i`` with probability ``∝ prod_k W_k(i) (exp(-g t_i)
+- exp(-g t_{i+1}))`` (``exp(-g t_{M+1}) = 0``), then each ``j_k`` uniformly among the
+``W_k(i)`` bins with ``a_k <= t_i`` (exact integer draws). A tuple whose largest ``a_k`` is
+``t_l`` is reachable from the layers ``i >= l`` and its probability telescopes to ``exp(-g t_l)
+/ Z``: the law above. The layer is the arg-max of ``ln w_i + Gumbel(0, 1)`` with ``ln w_i =
+sum_k ln W_k(i) - g (t_i - t_0) + ln(-expm1(-g (t_{i+1} - t_i)))`` (the last layer without
+the last term). Floating point: ``t_0 = 0``; each ``t_{i+1} - t_i`` is one rounding of the
+exact difference of two doubles, ``-expm1`` and ``ln`` are accurate to a few ulps, and with
+``K <= 8`` the sum of the ``ln W_k(i)`` (each below 44) stays below ``2**9``; outside an event of
+probability below ``2**-1000`` only layers whose log-weight is within 1,492 of the largest can
+win (as in :mod:`dpkit.mechanisms.selection`), so every term is below ``2**11`` and each noisy
+score is within ``2**-39`` of its exact value. Scores moved by at most ``eta`` move each layer's
+probability, hence each tuple's (a sum over layers times exact integer draws), by a factor
+within ``e^(+-2 eta)``: the selection slack charged in ``g`` covers it. The cost is
+``O(K R log R)`` per group for ``R`` runs of the sparse counts.
 """
 
 from __future__ import annotations
@@ -96,6 +135,10 @@ _Q_SCALE = 1 << _Q_BITS
 _N_LIMIT = 1 << 42
 _U_LIMIT = 1 << 53
 _CHUNK = 1 << 18  # noise values per block (2 MiB of doubles)
+_A_LIMIT = float(1 << 30)  # clamp of the joint selection's normalised distances
+_JOINT_SENSITIVITY = 1.0 + 2.0**-20  # of -max_k a_k, rounding of the divisions included
+#: Most quantiles of one joint selection (module docstring, floating point).
+MAX_JOINT = 8
 
 
 def _check_edges(edges: Any) -> tuple[float, ...] | UniformEdges:
@@ -194,10 +237,17 @@ class BinnedQuantile:
     max_partitions: int = 1
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     points_per_bin: int = 32
+    joint: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.joint, bool):
+            raise PrivacyParameterError(f"joint must be a bool, got {self.joint!r}")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "quantiles", _check_quantiles(self.quantiles))
+        if self.joint and len(self.quantiles) > MAX_JOINT:
+            raise PrivacyParameterError(
+                f"a joint selection takes at most {MAX_JOINT} quantiles, got {len(self.quantiles)}"
+            )
         object.__setattr__(self, "edges", _check_edges(self.edges))
         object.__setattr__(
             self,
@@ -229,8 +279,13 @@ class BinnedQuantile:
         max_partitions: int = 1,
         neighbouring: str | Neighbouring = Neighbouring.ADD_REMOVE,
         points_per_bin: int = 32,
+        joint: bool = False,
     ) -> BinnedQuantile:
-        """epsilon-DP quantiles over the bins of ``edges``; see the class docstring."""
+        """epsilon-DP quantiles over the bins of ``edges``; see the class docstring.
+
+        ``joint=True``: one selection of all the quantiles of a group together (module
+        docstring, Joint release), more accurate than a split of the budget when ``K > 1``.
+        """
         return cls(
             epsilon=epsilon,
             quantiles=_check_quantiles(quantiles),
@@ -239,6 +294,7 @@ class BinnedQuantile:
             max_partitions=max_partitions,
             neighbouring=as_neighbouring(neighbouring),
             points_per_bin=points_per_bin,
+            joint=joint,
         )
 
     # -- parameters -------------------------------------------------------------------------
@@ -253,9 +309,20 @@ class BinnedQuantile:
 
     @property
     def epsilon_each(self) -> float:
-        """``epsilon / (K L)`` rounded down: the budget of one group's one quantile."""
-        k = len(self.quantiles) * self.max_partitions
+        """``epsilon / (K L)`` rounded down: the budget of one group's one quantile
+        (``epsilon / L`` with ``joint``: the budget of one group's joint selection)."""
+        k = (1 if self.joint else len(self.quantiles)) * self.max_partitions
         return down(Fraction(self.epsilon) / k)
+
+    @property
+    def joint_mechanism(self) -> ExponentialMechanism:
+        """The joint selection of one group (``joint=True``): epsilon / L, sensitivity
+        ``1 + 2**-20`` on the utility ``-max_k a_k`` (module docstring)."""
+        return ExponentialMechanism(
+            epsilon=self.epsilon_each,
+            sensitivity=_JOINT_SENSITIVITY,
+            neighbouring=self.neighbouring,
+        )
 
     def sensitivity(self, q: float) -> float:
         """``c m max(q', 1 - q')``, c = 1 (add/remove) or 2 (replace); exact (dyadic)."""
@@ -277,7 +344,12 @@ class BinnedQuantile:
 
     @property
     def event(self) -> DpEvent:
-        """``K L`` exponential mechanisms at ``epsilon / (K L)`` each."""
+        """``K L`` exponential mechanisms at ``epsilon / (K L)`` each (``L`` at ``epsilon /
+        L`` with ``joint``)."""
+        if self.joint:
+            ev = self.joint_mechanism.event
+            count = self.max_partitions
+            return ev if count == 1 else SelfComposedEvent(event=ev, count=count)
         ev = self.mechanisms[0].event
         count = len(self.quantiles) * self.max_partitions
         return ev if count == 1 else SelfComposedEvent(event=ev, count=count)
@@ -300,7 +372,12 @@ class BinnedQuantile:
         return out
 
     def bin_probabilities(self, bin_counts: Any) -> npt.NDArray[np.float64]:
-        """Selection probabilities of the bins, shape (groups, K, bins)."""
+        """Selection probabilities of the bins, shape (groups, K, bins); with ``joint`` the
+        marginal law of each quantile's bin under the joint selection."""
+        if self.joint:
+            c = _bin_counts(bin_counts, self.bins)
+            rows_ = [(np.flatnonzero(row).astype(np.int64), row[row > 0]) for row in c]
+            return np.stack([self._joint_marginals(r) for r in rows_])
         u = self.utilities(bin_counts)
         out = np.empty_like(u)
         for i, em in enumerate(self.mechanisms):
@@ -314,8 +391,17 @@ class BinnedQuantile:
         With probability at least ``1 - beta`` (for one group and one quantile) the chosen bin's
         rank interval ``[C_{j-1}, C_j]`` is within this distance of ``q' n`` (Dwork and Roth,
         Theorem 3.11; the best bin has utility 0). The released point's own rank may further
-        differ by the count of its bin.
+        differ by the count of its bin. With ``joint``: ``Delta_k`` times the gap of the joint
+        selection over the ``bins**K`` tuples (its utility ``-max_k a_k`` is below ``-t`` with
+        probability at most ``bins**K e^(-g t)``), so every quantile at once.
         """
+        if self.joint:
+            em = self.joint_mechanism
+            gap = em.utility_gap_at(n_candidates=self.bins ** len(self.quantiles), alpha=beta)
+            return np.array(
+                [up(Fraction(gap) * Fraction(self.sensitivity(q))) for q in self.quantiles],
+                dtype=np.float64,
+            )
         return np.array(
             [em.utility_gap_at(n_candidates=self.bins, alpha=beta) for em in self.mechanisms],
             dtype=np.float64,
@@ -327,6 +413,10 @@ class BinnedQuantile:
     ) -> npt.NDArray[np.int64]:
         """Chosen bin indices, shape (groups, K)."""
         src = resolve_source(source)
+        if self.joint:
+            c = _bin_counts(bin_counts, self.bins)
+            rows_ = [(np.flatnonzero(row).astype(np.int64), row[row > 0]) for row in c]
+            return self._select_joint(rows_, src)
         u = self.utilities(bin_counts)
         groups, _, bins = u.shape
         out = np.empty(u.shape[:2], dtype=np.int64)
@@ -415,8 +505,104 @@ class BinnedQuantile:
         """
         src = resolve_source(source)
         checked = [self._sparse(g) for g in groups]
+        if self.joint:
+            return self._select_joint(checked, src)
         shifts = tuple(0 for _ in self.quantiles)
         return self._select_sparse(checked, self.mechanisms, shifts, src)
+
+    def joint_scores(
+        self, group: SparseGroup
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """``(start, width, a)`` of one group's runs: ``a`` of shape (K, runs), the doubles
+        ``a_k = min(d_k / Delta_k, 2**30)`` of the joint selection (module docstring)."""
+        return self._joint_scores(group, self._joint_scales())
+
+    def _joint_scales(self) -> npt.NDArray[np.float64]:
+        """Per quantile ``2**20 Delta_k`` (an integer, exact as a double below ``2**53``) and
+        its grid level ``2**20 q'``."""
+        return np.array(
+            [float(self.sensitivity(q) * _Q_SCALE) for q in self.quantiles], dtype=np.float64
+        )
+
+    def _joint_scores(
+        self, group: SparseGroup, scales: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        idx, cnt = group
+        start, width, lo, hi = self._runs(idx, cnt)
+        n = int(cnt.sum())
+        lo_s, hi_s = lo * _Q_SCALE, hi * _Q_SCALE
+        a = np.empty((len(self.quantiles), start.size), dtype=np.float64)
+        for i, q in enumerate(self.quantiles):
+            target = n * round(q * _Q_SCALE)
+            d = np.maximum(np.maximum(lo_s - target, target - hi_s), 0)
+            np.minimum(d, _U_LIMIT, out=d)
+            # d / Delta_k in units of 2**-20 ranks: one division of the exact integer (as a
+            # double) by 2**20 Delta_k, clamped to 2**30
+            np.minimum(d.astype(np.float64) / scales[i], _A_LIMIT, out=a[i])
+        return start, width, a
+
+    def _joint_layers(
+        self, group: SparseGroup, scales: npt.NDArray[np.float64], g: float
+    ) -> tuple[
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        list[npt.NDArray[np.int64]],
+    ]:
+        """Runs (start, width, a), the levels ``t_i``, the layers' log-weights and the
+        ``W_k(i)`` (module docstring, sampling)."""
+        start, width, a = self._joint_scores(group, scales)
+        levels = np.unique(a)  # t_0 = 0 < ... < t_M (the best run of each quantile has 0)
+        counts = []
+        logw = np.zeros(levels.size, dtype=np.float64)
+        for row in a:
+            order = np.argsort(row, kind="stable")
+            cum = np.concatenate(([0], np.cumsum(width[order])))
+            c = cum[np.searchsorted(row[order], levels, side="right")]
+            counts.append(c)
+            logw += np.log(c.astype(np.float64))  # every W_k(i) >= 1
+        logw -= g * (levels - levels[0])
+        if levels.size > 1:
+            logw[:-1] += np.log(-np.expm1(-g * np.diff(levels)))
+        return start, width, a, levels, logw, counts
+
+    def _joint_marginals(self, group: SparseGroup) -> npt.NDArray[np.float64]:
+        """Each quantile's marginal bin law under the joint selection, shape (K, bins):
+        ``P(j_k = b) = sum_{i: t_i >= a_k(b)} P(layer i) / W_k(i)``."""
+        g = self.joint_mechanism.factor
+        start, width, a, levels, logw, counts = self._joint_layers(group, self._joint_scales(), g)
+        p_layer = np.exp(logw - logw.max())
+        p_layer /= p_layer.sum()
+        out = np.zeros((len(self.quantiles), self.bins), dtype=np.float64)
+        for i, c in enumerate(counts):
+            per_bin = p_layer / c
+            tail = np.concatenate((np.cumsum(per_bin[::-1])[::-1], [0.0]))
+            for r in range(start.size):
+                first = int(np.searchsorted(levels, a[i, r]))
+                out[i, start[r] : start[r] + width[r]] = tail[first]
+        return out
+
+    def _select_joint(self, checked: list[SparseGroup], src: RandomSource) -> npt.NDArray[np.int64]:
+        """One joint selection per group (module docstring, Joint release; sampling)."""
+        k = len(self.quantiles)
+        out = np.empty((len(checked), k), dtype=np.int64)
+        g, scales = self.joint_mechanism.factor, self._joint_scales()
+        for gi, group in enumerate(checked):
+            start, width, a, levels, logw, _ = self._joint_layers(group, scales, g)
+            z = gumbel(src, size=logw.size)
+            z += logw
+            layer = int(np.argmax(z))
+            t = levels[layer]
+            for i in range(k):
+                # a bin uniformly among the W_k(layer) bins with a_k <= t_layer (exact draw)
+                ok = np.flatnonzero(a[i] <= t)
+                cum = np.concatenate(([0], np.cumsum(width[ok])))
+                r = int(src.integers(int(cum[-1]), size=1)[0])
+                pos = int(np.searchsorted(cum, r, side="right")) - 1
+                out[gi, i] = int(start[ok[pos]]) + (r - int(cum[pos]))
+        return out
 
     def _select_sparse(
         self,

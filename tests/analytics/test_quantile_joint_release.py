@@ -1,0 +1,71 @@
+"""Several levels of one quantile aggregate in a query: under pure DP they are chosen by one
+joint selection per group (``BinnedQuantile(joint=True)``) at the aggregate's whole share, under
+zCDP by separate selections; the charge stays within the budget either way, and the released
+values are in the order of the levels (a lower level above a higher one is lowered to it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit.analytics as dpa
+from dpkit.accounting import Budget
+from dpkit.analytics._pricing import price
+from dpkit.noise import RandomSource
+
+
+@pytest.mark.parametrize(("mode", "joint"), [("pure", True), ("zcdp", False)])
+def test_joint_under_pure_dp_only(mode: str, joint: bool) -> None:
+    stat = dpa.quantile("x", [0.5, 0.9], bounds=(0, 200))
+    pr = price(
+        {"m": stat},
+        mode=mode,
+        epsilon=1.0,
+        delta=0.0 if mode == "pure" else 1e-6,
+        max_partitions=2,
+        max_rows_per_partition=3,
+        select_partitions=False,
+    )
+    mech = pr.stats[0].quantile_mechanism
+    assert mech.joint is joint
+    if joint:  # one selection per group at half the share (two groups per unit)
+        assert mech.epsilon_each == pytest.approx(0.5)
+        assert mech.event.count == 2
+    assert pr.charged()["epsilon"] <= 1.0
+
+
+def test_one_level_is_not_joint() -> None:
+    pr = price(
+        {"m": dpa.quantile("x", 0.9, bounds=(0, 200))},
+        mode="pure",
+        epsilon=1.0,
+        delta=0.0,
+        max_partitions=1,
+        max_rows_per_partition=1,
+        select_partitions=False,
+    )
+    assert pr.stats[0].quantile_mechanism.joint is False
+
+
+def test_levels_come_out_in_order_and_tiny_groups_keep_their_upper_level() -> None:
+    """Groups of 3 people: the levels given out of order still come back ordered per row."""
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame({"uid": np.arange(300), "g": np.repeat(np.arange(100), 3)})
+    df["x"] = rng.exponential(30.0, 300).clip(0, 200)
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=Budget(epsilon=10),
+        source_of_randomness=RandomSource(seed=4, insecure=True),
+    )
+    f = (
+        s.query()
+        .group_by("g", keys=list(range(100)))
+        .bound(max_partitions=1, max_rows_per_partition=1)
+        .agg(q=dpa.quantile("x", [0.9, 0.1, 0.5], bounds=(0, 200)))
+        .run(epsilon=1.0)
+    )
+    lo, mid, hi = f["q_p10"].to_numpy(), f["q_p50"].to_numpy(), f["q_p90"].to_numpy()
+    assert np.all(lo <= mid) and np.all(mid <= hi)
+    assert np.all((lo >= 0) & (hi <= 200))
