@@ -229,9 +229,9 @@ def main() -> None:
         "",
         f"dpkit with 95% intervals: `quantile(..., interval_share={INTERVAL_SHARE:g})`, "
         "the point estimates at half of the budget (chosen together), each interval's two "
-        "ends at an eighth each (`BinnedQuantileInterval`: ends aimed at the ranks q n -+ r, r from the "
-        "exponential mechanism's utility tail). Coverage of every q-quantile of the group "
-        f"(the values with at most q n below and at least q n at or below) over {RUNS} runs, "
+        "ends at an eighth each (`BinnedQuantileInterval`: ends aimed at the ranks q n -+ r, "
+        "r from the exponential mechanism's utility tail). Coverage of every q-quantile of the "
+        f"group (the values with at most q n below and at least q n at or below) over {RUNS} runs, "
         "and median width. No peer gives an interval.",
         "",
         "| people | coverage p50 / p90 | median width p50 / p90 |",
