@@ -75,7 +75,8 @@ def brute_law(counts: list[int], bq: BinnedQuantile, gain: float) -> dict[tuple[
 
 
 def _layer_law(bq: BinnedQuantile, counts: list[int]) -> dict[tuple[int, ...], float]:
-    """The implementation's tuple law, from its layers (module docstring, sampling)."""
+    """The tuple law ``exp(-g max_k a_k)`` on the implementation's scores ``a`` (not its
+    layers: :func:`_sampler_law` reads those)."""
     c = np.asarray(counts)
     group = (np.flatnonzero(c).astype(np.int64), c[c > 0].astype(np.int64))
     start, width, a = bq.joint_scores(group)
@@ -233,3 +234,65 @@ def test_rank_error_bound_holds_for_every_quantile_of_a_large_group() -> None:
         lo, hi = idx[:, k] * 50, (idx[:, k] + 1) * 50
         dist = np.maximum(np.maximum(lo - q * n, q * n - hi), 0)
         assert np.all(dist <= bound[k])
+
+
+def _sampler_law(bq: BinnedQuantile, counts: list[int]) -> dict[tuple[int, ...], mpmath.mpf]:
+    """The tuple law the layer sampler draws: layer i with probability ``∝ exp(ln w_i)`` (its
+    computed log-weights, in mpmath), then each ``j_k`` uniformly among the ``W_k(i)`` bins with
+    ``a_k <= t_i``; so ``P(j) = sum_{i: t_i >= max_k a_k(j_k)} P(i) / prod_k W_k(i)``."""
+    c = np.asarray(counts)
+    group = (np.flatnonzero(c).astype(np.int64), c[c > 0].astype(np.int64))
+    g = bq.joint_mechanism.factor
+    start, width, a, levels, logw, cnts = bq._joint_layers(group, bq._joint_scales(), g)
+    w = [mpmath.exp(mpmath.mpf(x)) for x in logw]
+    z = mpmath.fsum(w)
+    per_layer = [w[i] / z / mpmath.fprod(int(ck[i]) for ck in cnts) for i in range(levels.size)]
+    tail = [mpmath.fsum(per_layer[i:]) for i in range(levels.size)]
+    per_bin = np.zeros((len(bq.quantiles), bq.bins))
+    for r in range(start.size):
+        per_bin[:, start[r] : start[r] + width[r]] = a[:, r : r + 1]
+    return {
+        t: tail[int(np.searchsorted(levels, max(per_bin[k, j] for k, j in enumerate(t))))]
+        for t in itertools.product(range(bq.bins), repeat=len(bq.quantiles))
+    }
+
+
+SAMPLER_CASES = [  # levels, rows per unit, neighbouring, counts (empty bins, runs, one row)
+    ((0.0, 1.0, 0.5), 3, "add_remove", [0, 4, 0, 0, 1]),
+    ((0.5, 0.5), 1, "replace", [2, 0, 3, 1, 0]),
+    ((0.9, 0.1, 2.0**-21), 2, "add_remove", [0, 0, 1, 0, 0]),
+    ((0.75,), 1, "add_remove", [5, 0, 0, 2, 2]),
+]
+
+
+@pytest.mark.parametrize(("levels", "m", "neighbouring", "counts"), SAMPLER_CASES)
+def test_sampler_layers_draw_the_law_and_keep_the_ratio(
+    levels: tuple[float, ...], m: int, neighbouring: str, counts: list[int]
+) -> None:
+    """The layers' law equals ``exp(-g max_k a_k) / Z`` tuple by tuple, and on every neighbour
+    (one unit adding up to m rows anywhere; under replace also removing m) no tuple's
+    probability moves by more than ``e^epsilon``: the privacy ratio of what is sampled, not
+    only of the ideal law."""
+    bq = BinnedQuantile.from_epsilon(
+        epsilon=1.5,
+        quantiles=levels,
+        edges=tuple(float(i) for i in range(6)),
+        max_rows_per_partition=m,
+        neighbouring=neighbouring,
+        joint=True,
+    )
+    base = _sampler_law(bq, counts)
+    ideal = _layer_law(bq, counts)
+    for t, p in base.items():
+        assert abs(float(p) - ideal[t]) <= 1e-12 * ideal[t]
+    worst = mpmath.mpf(0)
+    for rows in itertools.combinations_with_replacement(range(5), m):
+        other = list(counts)
+        for j in rows:
+            other[j] += 1
+        if neighbouring == "replace":  # the unit's old rows: the first non-empty bins
+            for j in [j for j, x in enumerate(counts) for _ in range(x)][:m]:
+                other[j] -= 1
+        law = _sampler_law(bq, other)
+        worst = max(worst, max(abs(mpmath.log(law[t] / base[t])) for t in base))
+    assert 0.25 * bq.epsilon_each < worst <= bq.epsilon_each

@@ -45,8 +45,10 @@ value computed on the data after contribution bounding and clamping):
 * quantiles: the exponential mechanism's output (one joint selection of a statistic's levels),
   each lower level clipped to the levels above it. With ``interval_share``, an interval from two
   more selections (:class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`), each estimate
-  clipped into it; without, no interval is given (its rank uncertainty is
-  not converted to a value interval here), and the result says so.
+  clipped into it with the order kept (into ``[max_{i <= k} low_i, min_{j >= k} high_j]`` over
+  the levels in order: inside its own interval whenever an ordered choice is); without, no
+  interval is given (its rank uncertainty is not converted to a value interval here), and the
+  result says so.
 
 Sums are exact fixed-point sums: the reported estimate differs from the sum of the clamped
 doubles by less than one lattice step per row (2^-44 noise scales).
@@ -636,8 +638,15 @@ def _release_values(
                 ends = list(qi.release_sparse(sparse, source=source))
             else:
                 ends = [np.zeros((0, len(st.quantiles)))] * 2
-            # post-processing: each estimate inside its own interval
-            vals = np.minimum(np.maximum(vals, ends[0]), ends[1])
+            # post-processing: each estimate inside its own interval and the levels kept in
+            # order. In the order of the levels, L_k = max_{i <= k} low_i and U_k = min_{j >= k}
+            # high_j are non-decreasing, as are the estimates (running minimum above), so
+            # clip(v_k, L_k, U_k) is non-decreasing too; it lies in [low_k, high_k] whenever
+            # some ordered choice does (L_k <= U_k). Clipping into each level's own interval
+            # alone could put a lower level above a higher one again.
+            lo_o = np.maximum.accumulate(ends[0][:, order], axis=1)
+            hi_o = np.minimum.accumulate(ends[1][:, order][:, ::-1], axis=1)[:, ::-1]
+            vals[:, order] = np.minimum(np.maximum(vals[:, order], lo_o), hi_o)
 
         def out(v: Any) -> Any:
             # a date or timestamp column: the date of each value, rounded down (from_number)
