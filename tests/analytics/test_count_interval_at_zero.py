@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,6 +75,25 @@ def test_zero_reach_is_the_one_sided_quantile(kind: str, scale: float) -> None:
     b = zero_reach(nz, 0.05)
     assert _cdf(kind, scale, b) >= 0.95 - 1e-12
     assert _cdf(kind, scale, b - 1) < 0.95
+    assert b <= lattice_offsets(nz, 0.05)[0]
+
+
+@pytest.mark.parametrize("scale", [2.0**20, 2.0**44, 2.0**52])
+def test_zero_reach_of_a_very_wide_noise_is_its_one_sided_quantile(scale: float) -> None:
+    """A sum's noise has up to ``2^52`` lattice steps (a release once tried to tabulate every
+    step up to the half-width and ran out of memory): the reach is still the one-sided
+    quantile, checked against the closed form ``P(Z > b) = exp(-(b + 1) / t) / (1 + e^(-1/t))``
+    of the discrete Laplace law (mpmath): certified, and within a relative 1e-8 of exact."""
+    nz = Noise("discrete_laplace", scale)
+    b = zero_reach(nz, 0.05)
+    t = mpmath.mpf(scale)
+
+    def tail(x: int) -> mpmath.mpf:
+        return mpmath.exp(-(x + 1) / t) / (1 + mpmath.exp(-1 / t))
+
+    assert tail(b) <= 0.05
+    # at most a relative 1e-8 above the exact quantile (the float margins of the tail bound)
+    assert tail(b - 1 - math.floor(1e-8 * b)) > 0.05
     assert b <= lattice_offsets(nz, 0.05)[0]
 
 

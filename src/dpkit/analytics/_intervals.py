@@ -268,9 +268,23 @@ def zero_reach(noise: Noise, alpha: float) -> int:
     the unclipped interval at 0 instead holds 0 whenever ``X <= below``, with probability
     ``1 - P(Z > below)`` (97.9% at discrete Laplace scale 3, where ``b`` gives 95.9%)."""
     h = noise.halfwidth(alpha)
-    xs = np.arange(0.0, float(h) + 1.0, dtype=np.float64)
-    ok = _survival(noise, xs) * (1.0 + _REL) + _ABS <= alpha
-    return int(np.argmax(ok)) if bool(ok.any()) else h
+
+    def ok(b: int) -> bool:
+        tail = _survival(noise, np.array([float(b)], dtype=np.float64))
+        return bool(tail[0] * (1.0 + _REL) + _ABS <= alpha)
+
+    # P(Z > b) only falls as b grows, so the smallest b that passes is found by bisection
+    # (the noise of a sum has up to 2^52 lattice steps: no table over 0..h)
+    if not ok(h):
+        return h
+    lo, hi = -1, h  # ok(hi) holds; ok(lo) is taken as false
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def count_intervals(
