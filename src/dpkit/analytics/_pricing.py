@@ -931,19 +931,26 @@ def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
     sum of squares. Its budget weight joins the variance's, so the three measures get the
     budget of both instead of two independent releases splitting it: each measure's noise
     variance falls by ``((w_v + w_s) / w_v)^2`` (Laplace) or ``(w_v + w_s) / w_v`` (Gaussian
-    in zCDP), for both statistics at once. Public parameters only.
+    in zCDP), for both statistics at once.
+
+    The same holds when both are ``bounds="auto"`` with the same ``auto_share``: the std is
+    the square root of the variance released at the variance's estimated bounds (one bounds
+    histogram, priced on the variance's share, which now includes the std's weight, then one
+    release at those bounds; :func:`resolve_auto` gives the std the variance's resolved
+    measures and bounds). The std's bounds are then a function of the variance's noisy
+    histogram, and its values of the variance's noisy measures: post-processing, charged
+    once within the pair's shares. Without it the two would each estimate bounds and release
+    three measures on half the budget (a planned variance beside a std had 2-3.5 times the
+    error of one given good bounds). Public parameters only.
     """
     out: dict[str, str] = {}
     for n, s in stats.items():
-        if s.kind != "std" or s.auto or not isinstance(s.bounds, tuple):
+        if s.kind != "std" or not (s.auto or isinstance(s.bounds, tuple)):
             continue
         for pn, ps in stats.items():
-            if (
-                ps.kind == "variance"
-                and not ps.auto
-                and ps.column == s.column
-                and ps.bounds == s.bounds
-            ):
+            if ps.kind != "variance" or ps.column != s.column or ps.auto != s.auto:
+                continue
+            if ps.bounds == s.bounds and (not s.auto or ps.auto_share == s.auto_share):
                 out[n] = pn
                 break
     return out
@@ -1116,7 +1123,10 @@ def price(
     autos.sort(key=lambda ab: list(stats).index(ab.name))
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
-        pp = by_name[partner]
+        pp = by_name.get(partner)
+        if pp is None:  # an auto variance's std: its measures once resolved (resolve_auto)
+            priced.append(StatPrice(n, stats[n], (), shared_with=partner))
+            continue
         kept = pp.measures if n in spreads else pp.measures[: 1 if stats[n].kind == "count" else 2]
         priced.append(StatPrice(n, stats[n], kept, shared_with=partner))
     rank = {n: i for i, n in enumerate(stats)}
@@ -1390,6 +1400,14 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
             centring = [float(centring[0]) / 2.0, centring[1]] if centring else []
         else:  # pragma: no cover - halving 120 times always fits
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
+    for sp in pricing.stats:
+        # a std of an auto variance (_shared_spreads): the square root of the variance's
+        # release, at its resolved bounds and from its measures (post-processing)
+        if sp.stat.auto and sp.shared_with is not None and sp.shared_with in bounds:
+            pp = done[sp.shared_with]
+            assert isinstance(pp.stat.bounds, tuple)
+            stat = sp.stat.with_bounds(*pp.stat.bounds)
+            done[sp.name] = StatPrice(sp.name, stat, pp.measures, shared_with=sp.shared_with)
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
 
 
