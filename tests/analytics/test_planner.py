@@ -639,6 +639,55 @@ def test_trimmed_upper_trades_clamped_rows_against_noise_per_kind() -> None:
     )
 
 
+def test_a_planned_sum_bound_guards_groups_larger_than_the_mean_size() -> None:
+    """A sum's clamping bias grows with its group's rows, its noise does not: the bound best
+    for the mean size ``N / K`` is more than twice the best error in a group ``sqrt(K)`` times
+    larger, while the chosen bound (least regret over the sizes from ``N / K`` to ``sqrt(K)``
+    times it) stays within 1.3 of the best at both sizes; with one group it is the least
+    error at ``N``, as before."""
+    from dpkit.analytics._planner import (
+        TRIM_OCTAVES,
+        TRIM_STEPS,
+        _excess,
+        _tail_bins,
+        trimmed_upper,
+    )
+
+    counts = _lognormal_counts(60_000)
+    tau = 300
+    lo, hi, _ = value_bounds(counts, AUTO_EDGES, tau)
+    bins = _tail_bins(counts, AUTO_EDGES, tau, hi)
+    assert bins is not None
+    rows = sum(n for a, _, n in bins if a < hi)
+    grid = [hi * 2.0 ** (-j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+
+    def error(u: float, n: float) -> float:  # the planner's estimate: sqrt(bias^2 + noise^2)
+        return math.hypot(n * sum(c * _excess(a, b, u) for a, b, c in bins) / rows, 2.0 * u)
+
+    def trim(groups: int) -> float:
+        return trimmed_upper(
+            counts,
+            AUTO_EDGES,
+            tau,
+            lo,
+            hi,
+            kind="sum",
+            unit_noise=2.0,
+            groups=groups,
+            gaussian=False,
+        )
+
+    groups = 1000
+    n = rows / groups
+    for size in (n, n * math.sqrt(groups)):
+        best = min(error(u, size) for u in grid)
+        assert error(trim(groups), size) <= 1.3 * best
+    at_mean = min(grid, key=lambda u: (error(u, n), -u))
+    big = n * math.sqrt(groups)
+    assert error(at_mean, big) > 2.0 * min(error(u, big) for u in grid)
+    assert trim(1) == min(grid, key=lambda u: (error(u, rows), -u))
+
+
 def test_trimmed_upper_never_leaves_the_histogram_range() -> None:
     from dpkit.analytics._planner import trimmed_upper
 
