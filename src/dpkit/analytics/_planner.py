@@ -130,6 +130,30 @@ assumption about the clamping loss, not a privacy claim). (The
 contribution step's targets still deduct ``auto_share`` from every auto statistic's share: the
 readers are known only once the pairs are chosen; their noise is then slightly overestimated.)
 
+**Share of a planned quantile's histogram** (:func:`quantile_histogram_share`). A quantile
+needs from its bounds histogram only a range holding the ranks it reads: values outside the
+range are clamped to its ends, which moves no rank inside it, so a quantile at level ``q`` is
+unaffected by any tail holding fewer than ``min(q, 1 - q)`` of the rows. A histogram's
+threshold ``tau`` (the rows a bin needs to be seen) does not depend on the data, so with many
+units most of ``auto_share`` buys bins far smaller than any tail a quantile could miss: on the
+utility benchmark (565,000 people, p50 and p90, epsilon 1) it took 0.18 of the release's 0.9
+and left the quantiles at 1.1-2.2 times the error of dpkit given the true bounds. So when every
+reader of a column's histogram is a quantile, the histogram's part ``e`` is halved (``down(e
+2^-i)``, ``i <= QUANTILE_HALVINGS``, a public grid) while its threshold stays at most
+``QUANTILE_TAIL n min_l min(q_l, 1 - q_l)`` (``n`` the units the contribution step's significant
+groups bins count, :data:`QUANTILE_TAIL` = 1/10: a tail the histogram may miss holds at most a
+tenth of the rows the quantile can lose; the values of units that are not ``NULL`` are assumed
+at least one per unit, a planning assumption, not a privacy claim); the rest of ``e`` goes to
+the quantile's release (there: 1/16 of the part to the histogram, the quantiles at 1.0-1.3
+times). Privacy: ``n`` is a function of the contribution step's noisy counts, charged before,
+so the histogram's share is post-processing of them, and the statistic's histogram and release
+still add up to at most its share (the histogram's part rounded down, the release's ``share -
+part`` rounded down): the release's events stay within its share whatever the split, as for
+any split chosen from earlier noisy outputs (the bound holds on every outcome of the earlier
+steps: pure DP composes the losses pointwise; zCDP, Renyi DP at every order, by the Renyi
+filter of Feldman and Zrnic 2021, which allows parameters chosen from earlier outputs).
+Queries with ``.bound(...)`` and histograms also read by another kind keep ``auto_share``.
+
 **Contribution bounds** (:func:`contribution_bounds`). The engine counts each unit's rows per
 group; per unit, its number of groups ``g`` and its largest number of rows in one group ``m``
 each fall in one bin of :data:`CONTRIBUTION_GRID`, so the two histograms together have ``s = 1``
@@ -231,6 +255,9 @@ MEAN_DROP_SHIFT = 0.05
 OWN_RULES: dict[str, str] = {"count": "count", "histogram": "count", "sum": "sum", "mean": "mean"}
 
 _MAX_SCALE = 2.0**40
+#: The bins of the value grid (:data:`~dpkit.analytics._pricing.AUTO_EDGES`: 0 and +-2^j,
+#: j = -10..50).
+_AUTO_BINS = 122
 _C = TypeVar("_C")
 
 
@@ -616,6 +643,38 @@ def planned_centre(
     return c, f_n
 
 
+#: A planned quantile's bounds histogram may leave out at most this fraction of the rows a
+#: quantile reads from the nearer end (:func:`quantile_histogram_share`).
+QUANTILE_TAIL = 0.1
+#: The most halvings of a quantile's histogram share (:func:`quantile_histogram_share`).
+QUANTILE_HALVINGS = 12
+
+
+def quantile_histogram_share(
+    part: float, sensitivity: int, *, pure: bool, units: float, levels: Sequence[float]
+) -> float:
+    """The share of a planned quantile's bounds histogram: its ``part`` (``auto_share`` of the
+    quantile's share) halved (``down(part 2^-i)``, ``i <= QUANTILE_HALVINGS``) as long as the
+    histogram's threshold stays at most ``QUANTILE_TAIL units min_l min(q_l, 1 - q_l)``
+    (module docstring, "share of a planned quantile's histogram"); ``part`` when even that is
+    too small. ``units``: the contribution step's noisy number of units. Post-processing of
+    that noisy count and public parameters."""
+    from dpkit._numeric.rounding import down
+
+    need = QUANTILE_TAIL * units * min((min(q, 1.0 - q) for q in levels), default=0.0)
+    share = part
+    for i in range(1, QUANTILE_HALVINGS + 1):
+        s = down(Fraction(part) / 2**i)
+        try:
+            h = NoisyHistogram.priced(pure=pure, share=s, sensitivity=sensitivity, bins=_AUTO_BINS)
+        except PrivacyParameterError:
+            break
+        if not h.threshold() <= need:
+            break
+        share = s
+    return share
+
+
 # ---------------------------------------------------------------------------- contributions
 def unit_contributions(result: EngineResult, units: int) -> tuple[list[int], list[int]]:
     """Exact per-unit histograms over :data:`CONTRIBUTION_GRID` from the engine result of a plan
@@ -716,6 +775,10 @@ class ContributionStep:
             "epsilon": self.epsilon_plan,
             "release_epsilon": self.epsilon_release,
         }
+        # the units counted by the significant bins of the groups histogram (each unit is in
+        # one bin), for a planned quantile's histogram share (quantile_histogram_share)
+        tau = self.histogram.threshold()
+        out["units"] = float(sum(c for c in noisy[:k] if c >= tau))
         if self.targets and self.groups is not None:
             own = statistic_bounds(
                 noisy[:k],

@@ -969,12 +969,15 @@ def price(
     zcdp_share: ZcdpShare | None = None,
     stat_bounds: dict[str, tuple[int, int]] | None = None,
     share_histograms: bool = False,
+    planned_units: float = 0.0,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
 
     ``stat_bounds``: statistics with contribution bounds of their own (see
     :func:`_own_bounds`). ``share_histograms`` (a planned release, pure or zCDP): the
-    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`).
+    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`);
+    ``planned_units`` (its contribution step's noisy number of units) sizes the histogram of
+    quantiles (:func:`~dpkit.analytics._planner.quantile_histogram_share`).
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -1096,6 +1099,7 @@ def price(
         own,
         r,
         lambda n: down(Fraction(total) * weights[n] / gauss_w),
+        (mode == "pure", planned_units),
     )
     owned: dict[str, AutoBounds] = {}
     for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
@@ -1285,6 +1289,7 @@ def _histogram_owners(
     own: dict[str, tuple[int, int]],
     r: int,
     share_of: Callable[[str], float],
+    units: tuple[bool, float] = (True, 0.0),
 ) -> tuple[dict[str, str], dict[str, tuple[float | None, int]]]:
     """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
     histogram it reads, and each histogram's share and number of readers (``share_of``: a
@@ -1297,7 +1302,14 @@ def _histogram_owners(
     statistic that reads another's histogram has bounds that are a function of that
     histogram's noisy counts, charged once, so post-processing. The events are the histogram
     (at most ``e <= k up(e / k)``) and each release (``s_i - up(e / k)``, rounded down): at most
-    the sum of the shares."""
+    the sum of the shares.
+
+    A histogram read by quantiles only, with ``units = (pure, n)`` the noisy number of units
+    ``n > 0`` of the planned release, is priced at
+    :func:`~dpkit.analytics._planner.quantile_histogram_share` of ``e`` (at most ``e``: the
+    rest goes to the releases, the shares still add up to at most the statistics')."""
+    from dpkit.analytics._planner import quantile_histogram_share
+
     cols: dict[str, list[tuple[int, int, str]]] = {}
     for i, (name, s) in enumerate(stats.items()):
         if s.auto and name not in shared and name not in laplace and s.column is not None:
@@ -1309,7 +1321,13 @@ def _histogram_owners(
         out.update({name: owner for _, _, name in group})
         # the least part any would spend on its own (each pays up(e / k), at most its own)
         parts = [down(Fraction(share_of(n)) * Fraction(stats[n].auto_share)) for *_, n in group]
-        hists[owner] = (min(parts), len(group))
+        est = min(parts)
+        if units[1] > 0.0 and all(stats[n].kind == "quantile" for *_, n in group):
+            levels = [q for *_, n in group for q in stats[n].quantiles]
+            est = quantile_histogram_share(
+                est, min(group)[0], pure=units[0], units=units[1], levels=levels
+            )
+        hists[owner] = (est, len(group))
     return out, hists
 
 
