@@ -762,7 +762,9 @@ class ContributionStep:
         """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
         from the engine result of the contribution plan (noised here, once), and under
         ``"statistics"`` the bounds of each statistic that has its own (:func:`statistic_bounds`;
-        the plan's pair is then the largest of all)."""
+        the plan's pair is then the largest of all), and under ``"units"`` the units counted by
+        the significant bins of the groups histogram (:func:`quantile_histogram_share`; read,
+        not reported, by :meth:`~dpkit.analytics.builder.PreparedQuery.prepare_release`)."""
         if "groups:0" in result.values:
             groups, rows = engine_contributions(result)
         else:
