@@ -639,6 +639,55 @@ def test_trimmed_upper_trades_clamped_rows_against_noise_per_kind() -> None:
     )
 
 
+def test_a_planned_sum_bound_guards_groups_larger_than_the_mean_size() -> None:
+    """A sum's clamping bias grows with its group's rows, its noise does not: the bound best
+    for the mean size ``N / K`` is more than twice the best error in a group ``sqrt(K)`` times
+    larger, while the chosen bound (least regret over the sizes from ``N / K`` to ``sqrt(K)``
+    times it) stays within 1.3 of the best at both sizes; with one group it is the least
+    error at ``N``, as before."""
+    from dpkit.analytics._planner import (
+        TRIM_OCTAVES,
+        TRIM_STEPS,
+        _excess,
+        _tail_bins,
+        trimmed_upper,
+    )
+
+    counts = _lognormal_counts(60_000)
+    tau = 300
+    lo, hi, _ = value_bounds(counts, AUTO_EDGES, tau)
+    bins = _tail_bins(counts, AUTO_EDGES, tau, hi)
+    assert bins is not None
+    rows = sum(n for a, _, n in bins if a < hi)
+    grid = [hi * 2.0 ** (-j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+
+    def error(u: float, n: float) -> float:  # the planner's estimate: sqrt(bias^2 + noise^2)
+        return math.hypot(n * sum(c * _excess(a, b, u) for a, b, c in bins) / rows, 2.0 * u)
+
+    def trim(groups: int) -> float:
+        return trimmed_upper(
+            counts,
+            AUTO_EDGES,
+            tau,
+            lo,
+            hi,
+            kind="sum",
+            unit_noise=2.0,
+            groups=groups,
+            gaussian=False,
+        )
+
+    groups = 1000
+    n = rows / groups
+    for size in (n, n * math.sqrt(groups)):
+        best = min(error(u, size) for u in grid)
+        assert error(trim(groups), size) <= 1.3 * best
+    at_mean = min(grid, key=lambda u: (error(u, n), -u))
+    big = n * math.sqrt(groups)
+    assert error(at_mean, big) > 2.0 * min(error(u, big) for u in grid)
+    assert trim(1) == min(grid, key=lambda u: (error(u, rows), -u))
+
+
 def test_trimmed_upper_never_leaves_the_histogram_range() -> None:
     from dpkit.analytics._planner import trimmed_upper
 
@@ -847,3 +896,84 @@ def test_bound_each_refuses_unknown_names_and_bounds_below_one(bounds: Any) -> N
     with pytest.raises(PrivacyParameterError, match="bound_each"):
         q.bound_each(bounds)
     assert s.budget.spent_epsilon_exact == 0
+
+
+# ------------------------------------------------- the share of a planned quantile's histogram
+def test_quantile_histogram_share_halves_while_its_threshold_stays_below_the_tail() -> None:
+    """The share is ``part / 2^i`` for the largest ``i`` whose threshold is at most a tenth of
+    the units at the nearer end of the levels; ``part`` without units or for a level of 0."""
+    from dpkit.analytics._planner import (
+        _AUTO_BINS,
+        QUANTILE_HALVINGS,
+        QUANTILE_TAIL,
+        quantile_histogram_share,
+    )
+
+    assert _AUTO_BINS == BINS
+    part = 0.18
+    for pure in (True, False):
+        for units in (2_000.0, 50_000.0, 565_000.0):
+            share = quantile_histogram_share(part, 3, pure=pure, units=units, levels=(0.5, 0.9))
+            need = QUANTILE_TAIL * units * 0.1
+            assert 0.0 < share <= part
+            h = NoisyHistogram.priced(pure=pure, share=share, sensitivity=3, bins=BINS)
+            if share < part:
+                assert h.threshold() <= need
+            if share > part / 2**QUANTILE_HALVINGS:  # one more halving would miss the tail
+                half = NoisyHistogram.priced(pure=pure, share=share / 2, sensitivity=3, bins=BINS)
+                assert half.threshold() > need
+        assert quantile_histogram_share(part, 3, pure=pure, units=0.0, levels=(0.5,)) == part
+        assert quantile_histogram_share(part, 3, pure=pure, units=1e9, levels=(0.0, 0.5)) == part
+    # more units, a smaller share: 565,000 people at p50 and p90 keep about 1/16 of it
+    big = quantile_histogram_share(part, 3, pure=True, units=565_000.0, levels=(0.5, 0.9))
+    assert big < quantile_histogram_share(part, 3, pure=True, units=50_000.0, levels=(0.5, 0.9))
+    assert big <= part / 16
+
+
+@pytest.mark.parametrize("method", ["basic", "zcdp"])
+def test_planned_quantile_gives_its_release_what_its_histogram_does_not_need(
+    method: str,
+) -> None:
+    """A planned release of many units prices its quantile's bounds histogram below the
+    ``auto_share`` part (the rest to the quantile's release), within the same release share;
+    a sum keeps its part (as does a quantile reading the histogram of a sum of its column),
+    and so does a release without the units."""
+    from fractions import Fraction
+
+    from dpkit.events import pure_epsilon_of
+
+    df = _mixed()
+    s = dpa.Session(
+        df.assign(w=df["v"] / 2.0),
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0, delta=1e-5 if method == "zcdp" else 0.0, method=method),
+        source_of_randomness=RandomSource(seed=4, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=list(range(20)))
+        .agg(q=dpa.quantile("v", [0.5, 0.9], bounds="auto"), t=dpa.sum("w", bounds="auto"))
+    )
+    delta = 1e-6 if method == "zcdp" else None
+    planned = q.prepare(epsilon=1.0, delta=delta, two_step=True)
+    step = planned.contribution
+    chosen = {"max_partitions": 2, "max_rows_per_partition": 2}
+    many, _ = planned.prepare_release({**chosen, "units": 1e6})
+    none, _ = planned.prepare_release(dict(chosen))
+    a = {ab.name: ab for ab in many.pricing.auto}
+    b = {ab.name: ab for ab in none.pricing.auto}
+    assert a["q"].paid < b["q"].paid / 8 and a["q"].main_share > b["q"].main_share
+    assert a["q"].paid + a["q"].main_share <= b["q"].paid + b["q"].main_share
+    assert a["t"].paid == b["t"].paid and a["t"].main_share == b["t"].main_share
+    if method == "basic":
+        total = pure_epsilon_of(many.pricing.event)
+        assert total is not None and total <= Fraction(step.epsilon_release)
+    # a quantile beside a sum of its own column reads the sum's histogram, at its part
+    both = q.agg(u=dpa.sum("v", bounds="auto")).prepare(epsilon=1.0, delta=delta, two_step=True)
+    shared = {ab.name: ab for ab in both.prepare_release({**chosen, "units": 1e6})[0].pricing.auto}
+    alone = {ab.name: ab for ab in both.prepare_release(dict(chosen))[0].pricing.auto}
+    assert shared["q"].paid == alone["q"].paid
+    # the session: one charge, and the plan's units are not reported
+    out = q.run(epsilon=1.0, delta=delta)
+    assert len(s.budget.ledger) == 1
+    assert "units" not in out.attrs["dpkit"]["plan"]

@@ -76,3 +76,53 @@ def test_released_std_is_the_square_root_of_the_released_variance() -> None:
     for col in ("", "_low", "_high"):
         assert list(f["s" + col]) == [math.sqrt(v) for v in f["v" + col]]
     assert "square root of v" in f.attrs["dpkit"]["columns"]["s"]["mechanism"]
+
+
+def test_auto_std_shares_the_auto_variance_histogram_and_its_whole_budget() -> None:
+    """Both ``bounds="auto"`` (same ``auto_share``): one bounds histogram and one release, on
+    the budget of both, exactly as a variance alone with their two weights."""
+    for mode in ("pure", "zcdp"):
+        both = _price(
+            {"v": dpa.variance("x", bounds="auto"), "s": dpa.std("x", bounds="auto")}, mode
+        )
+        alone = _price({"v": dpa.variance("x", bounds="auto", weight=2.0)}, mode)
+        assert [ab.name for ab in both.auto] == ["v"]  # type: ignore[attr-defined]
+        (ab,) = both.auto  # type: ignore[attr-defined]
+        (ab_alone,) = alone.auto  # type: ignore[attr-defined]
+        assert ab.main_share == ab_alone.main_share
+        assert ab.mechanism == ab_alone.mechanism
+        assert both.charged() == alone.charged()  # type: ignore[attr-defined]
+        (sp,) = both.stats  # type: ignore[attr-defined]
+        assert sp.name == "s" and sp.shared_with == "v" and sp.measures == ()
+    # another share of the budget for its bounds: released on its own
+    p = _price(
+        {"v": dpa.variance("x", bounds="auto"), "s": dpa.std("x", bounds="auto", auto_share=0.1)}
+    )
+    assert [ab.name for ab in p.auto] == ["v", "s"]  # type: ignore[attr-defined]
+
+
+def test_planned_std_is_the_square_root_of_the_planned_variance() -> None:
+    """No bounds given: the std is the square root of the variance, at its estimated bounds,
+    within the query's one charge; the summary shows it priced from the variance."""
+    s = dpa.Session(
+        _table(),
+        privacy_unit="uid",
+        budget=Budget(epsilon=10.0),
+        source_of_randomness=RandomSource(seed=2, insecure=True),
+    )
+    q = (
+        s.query()
+        .group_by("g", keys=[0, 1, 2, 3])
+        .agg(v=dpa.variance("x", bounds="auto"), s=dpa.std("x", bounds="auto"))
+    )
+    rows = q.summarize(epsilon=1.0)
+    assert "s" in set(rows["aggregate"])
+    assert math.isclose(float(rows["share"].sum()), 1.0)
+    f = q.run(epsilon=1.0)
+    assert len(s.budget.ledger) == 1 and s.budget.spent.epsilon <= 1.0
+    for col in ("", "_low", "_high"):
+        assert list(f["s" + col]) == [math.sqrt(v) for v in f["v" + col]]
+    info = f.attrs["dpkit"]["columns"]
+    assert "square root of v" in info["s"]["mechanism"]
+    assert info["s"]["bounds"] == info["v"]["bounds"] == f.attrs["dpkit"]["plan"]["bounds"]["v"]
+    assert info["s"]["bounds_source"] == "private estimate"

@@ -937,19 +937,26 @@ def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
     sum of squares. Its budget weight joins the variance's, so the three measures get the
     budget of both instead of two independent releases splitting it: each measure's noise
     variance falls by ``((w_v + w_s) / w_v)^2`` (Laplace) or ``(w_v + w_s) / w_v`` (Gaussian
-    in zCDP), for both statistics at once. Public parameters only.
+    in zCDP), for both statistics at once.
+
+    The same holds when both are ``bounds="auto"`` with the same ``auto_share``: the std is
+    the square root of the variance released at the variance's estimated bounds (one bounds
+    histogram, priced on the variance's share, which now includes the std's weight, then one
+    release at those bounds; :func:`resolve_auto` gives the std the variance's resolved
+    measures and bounds). The std's bounds are then a function of the variance's noisy
+    histogram, and its values of the variance's noisy measures: post-processing, charged
+    once within the pair's shares. Without it the two would each estimate bounds and release
+    three measures on half the budget (a planned variance beside a std had 2-3.5 times the
+    error of one given good bounds). Public parameters only.
     """
     out: dict[str, str] = {}
     for n, s in stats.items():
-        if s.kind != "std" or s.auto or not isinstance(s.bounds, tuple):
+        if s.kind != "std" or not (s.auto or isinstance(s.bounds, tuple)):
             continue
         for pn, ps in stats.items():
-            if (
-                ps.kind == "variance"
-                and not ps.auto
-                and ps.column == s.column
-                and ps.bounds == s.bounds
-            ):
+            if ps.kind != "variance" or ps.column != s.column or ps.auto != s.auto:
+                continue
+            if ps.bounds == s.bounds and (not s.auto or ps.auto_share == s.auto_share):
                 out[n] = pn
                 break
     return out
@@ -968,12 +975,15 @@ def price(
     zcdp_share: ZcdpShare | None = None,
     stat_bounds: dict[str, tuple[int, int]] | None = None,
     share_histograms: bool = False,
+    planned_units: float = 0.0,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
 
     ``stat_bounds``: statistics with contribution bounds of their own (see
     :func:`_own_bounds`). ``share_histograms`` (a planned release, pure or zCDP): the
-    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`).
+    ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`);
+    ``planned_units`` (its contribution step's noisy number of units) sizes the histogram of
+    quantiles (:func:`~dpkit.analytics._planner.quantile_histogram_share`).
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -1095,6 +1105,7 @@ def price(
         own,
         r,
         lambda n: down(Fraction(total) * weights[n] / gauss_w),
+        (mode == "pure", planned_units),
     )
     owned: dict[str, AutoBounds] = {}
     for name, s in sorted(stats.items(), key=lambda kv: owners.get(kv[0], kv[0]) != kv[0]):
@@ -1122,7 +1133,10 @@ def price(
     autos.sort(key=lambda ab: list(stats).index(ab.name))
     by_name = {sp.name: sp for sp in priced}
     for n, partner in shared.items():
-        pp = by_name[partner]
+        pp = by_name.get(partner)
+        if pp is None:  # an auto variance's std: its measures once resolved (resolve_auto)
+            priced.append(StatPrice(n, stats[n], (), shared_with=partner))
+            continue
         kept = pp.measures if n in spreads else pp.measures[: 1 if stats[n].kind == "count" else 2]
         priced.append(StatPrice(n, stats[n], kept, shared_with=partner))
     rank = {n: i for i, n in enumerate(stats)}
@@ -1281,6 +1295,7 @@ def _histogram_owners(
     own: dict[str, tuple[int, int]],
     r: int,
     share_of: Callable[[str], float],
+    units: tuple[bool, float] = (True, 0.0),
 ) -> tuple[dict[str, str], dict[str, tuple[float | None, int]]]:
     """For each ``"auto"`` statistic (of a planned release), the statistic whose bounds
     histogram it reads, and each histogram's share and number of readers (``share_of``: a
@@ -1293,7 +1308,14 @@ def _histogram_owners(
     statistic that reads another's histogram has bounds that are a function of that
     histogram's noisy counts, charged once, so post-processing. The events are the histogram
     (at most ``e <= k up(e / k)``) and each release (``s_i - up(e / k)``, rounded down): at most
-    the sum of the shares."""
+    the sum of the shares.
+
+    A histogram read by quantiles only, with ``units = (pure, n)`` the noisy number of units
+    ``n > 0`` of the planned release, is priced at
+    :func:`~dpkit.analytics._planner.quantile_histogram_share` of ``e`` (at most ``e``: the
+    rest goes to the releases, the shares still add up to at most the statistics')."""
+    from dpkit.analytics._planner import quantile_histogram_share
+
     cols: dict[str, list[tuple[int, int, str]]] = {}
     for i, (name, s) in enumerate(stats.items()):
         if s.auto and name not in shared and name not in laplace and s.column is not None:
@@ -1305,7 +1327,13 @@ def _histogram_owners(
         out.update({name: owner for _, _, name in group})
         # the least part any would spend on its own (each pays up(e / k), at most its own)
         parts = [down(Fraction(share_of(n)) * Fraction(stats[n].auto_share)) for *_, n in group]
-        hists[owner] = (min(parts), len(group))
+        est = min(parts)
+        if units[1] > 0.0 and all(stats[n].kind == "quantile" for *_, n in group):
+            levels = [q for *_, n in group for q in stats[n].quantiles]
+            est = quantile_histogram_share(
+                est, min(group)[0], pure=units[0], units=units[1], levels=levels
+            )
+        hists[owner] = (est, len(group))
     return out, hists
 
 
@@ -1396,6 +1424,14 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
             centring = [float(centring[0]) / 2.0, centring[1]] if centring else []
         else:  # pragma: no cover - halving 120 times always fits
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
+    for sp in pricing.stats:
+        # a std of an auto variance (_shared_spreads): the square root of the variance's
+        # release, at its resolved bounds and from its measures (post-processing)
+        if sp.stat.auto and sp.shared_with is not None and sp.shared_with in bounds:
+            pp = done[sp.shared_with]
+            assert isinstance(pp.stat.bounds, tuple)
+            stat = sp.stat.with_bounds(*pp.stat.bounds)
+            done[sp.name] = StatPrice(sp.name, stat, pp.measures, shared_with=sp.shared_with)
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
 
 

@@ -122,8 +122,8 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
     for sp in pricing.stats:
         if sp.shared_with is not None:
             weights[sp.shared_with] = weights.get(sp.shared_with, 0.0) + float(sp.stat.weight)
-    for ab in pricing.auto:
-        weights[ab.name] = float(ab.stat.weight)
+    for ab in pricing.auto:  # with the weight of a std released from it, if any
+        weights[ab.name] = weights.get(ab.name, 0.0) + float(ab.stat.weight)
     w_sel = float(query.selection_weight) if pricing.selection is not None else 0.0
     if pricing.selection_count is not None:
         # selection thresholds this count's own noise: the count takes the selection's weight
@@ -178,6 +178,16 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         part = (weights[sp.name] / total if total else 0.0) * (1.0 - top_share)
         noisy = [mp for mp in sp.measures if mp.noise is not None]
         if sp.shared_with is not None:
+            if not sp.measures:  # a std of an auto variance: priced after the estimate
+                row(
+                    sp.name,
+                    f"values (from {sp.shared_with})",
+                    "square root of the variance",
+                    nan,
+                    nan,
+                    nan,
+                    0.0,
+                )
             for mp in noisy:
                 row(
                     sp.name,

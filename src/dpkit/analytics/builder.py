@@ -189,7 +189,8 @@ class PreparedQuery:
         step = self.contribution
         chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
-        query = self._query.for_planned_release()
+        units = chosen.pop("units", 0.0)
+        query = self._query.for_planned_release(units if isinstance(units, float) else 0.0)
         shared = chosen.pop("shared", None)
         own = chosen.pop("statistics", None)
         if isinstance(own, dict) and isinstance(shared, dict):
@@ -418,6 +419,10 @@ class Query:
     #: a planned query's release: the upper value bound of an auto-bounded sum or mean is
     #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
     _trim_values: bool = field(default=False, repr=False)
+    #: a planned query's release: its contribution step's noisy number of units (sizes its
+    #: quantiles' bounds histogram, see :func:`~dpkit.analytics._planner.
+    #: quantile_histogram_share`)
+    _plan_units: float = field(default=0.0, repr=False)
 
     # ------------------------------------------------------------------ derived columns
     def _check_column(self, column: str, what: str) -> None:
@@ -705,11 +710,12 @@ class Query:
         """Whether this is a planned query's release (see :meth:`for_planned_release`)."""
         return self._trim_values
 
-    def for_planned_release(self) -> Query:
+    def for_planned_release(self, units: float = 0.0) -> Query:
         """The query as the planner releases it: the upper value bound of an auto-bounded sum
         or mean traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
-        and the auto-bounded statistics of one column reading one bounds histogram."""
-        return dataclasses.replace(self, _trim_values=True)
+        and the auto-bounded statistics of one column reading one bounds histogram, a
+        quantiles' one sized by ``units`` (the contribution step's noisy number of units)."""
+        return dataclasses.replace(self, _trim_values=True, _plan_units=float(units))
 
     def bound_each(self, bounds: dict[str, tuple[int, int]]) -> Query:
         """The query with each statistic bounded at its own ``bounds[name]`` (the planner's
@@ -909,6 +915,7 @@ class Query:
             zcdp_share=self.session.zcdp_share if self.session.mode == "zcdp" else None,
             stat_bounds={n: (bp, br) for n, bp, br in self._stat_bounds} or None,
             share_histograms=self._trim_values,
+            planned_units=self._plan_units,
         )
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
