@@ -1154,7 +1154,17 @@ def main() -> None:
         list(pool.map(one, pairs))
     text = report(res, people, time.perf_counter() - start, (load0, os.getloadavg()[0]))
     if "--reuse" in sys.argv:
-        rerun = ", ".join(f"{LABELS[lib]} {task}" for lib, task in pairs)
+        libs = dict.fromkeys(lib for lib, _ in pairs)
+        rerun = "; ".join(
+            f"{LABELS[lib]} ("
+            + (
+                "every task"
+                if all((lib, t) in pairs for t in TASKS)
+                else ", ".join(t for lb, t in pairs if lb == lib)
+            )
+            + ")"
+            for lib in libs
+        )
         text = text.replace(
             "the whole run took", f"a rerun of {rerun} (other figures kept) took", 1
         )
