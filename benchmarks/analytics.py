@@ -161,11 +161,10 @@ def _release_of(df: Any) -> dict[str, tuple[float, float, float]]:
     return {str(c): (float(n), float(s), float(m)) for c, n, s, m in zip(*cols, strict=True)}
 
 
-def run_dpkit_release(path: str) -> dict[str, Any] | None:
-    """The full private query through the session (noise, partition selection).
-
-    Returns ``None`` when this checkout has no session (the table then leaves the row out).
-    """
+def _open_session(path: str) -> tuple[Any, tuple[Any, Any, Any], float] | None:
+    """A session over ``path`` at the benchmark's budget, the aggregates (count, sum, mean) and
+    the seconds the imports took (dpkit, and pandas for the session's output); ``None`` when
+    this checkout has no session."""
     start = time.perf_counter()
     try:
         import pandas  # noqa: F401  (the session's output; imported here to time it)
@@ -182,6 +181,18 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
         budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"),
         threads=THREADS,
     )
+    return s, (count, dp_sum, mean), imported
+
+
+def run_dpkit_release(path: str) -> dict[str, Any] | None:
+    """The full private query through the session (noise, partition selection).
+
+    Returns ``None`` when this checkout has no session (the table then leaves the row out).
+    """
+    opened = _open_session(path)
+    if opened is None:
+        return None
+    s, (count, dp_sum, mean), imported = opened
     q = (
         s.query()
         .group_by("category")
@@ -202,22 +213,10 @@ def run_dpkit_planned(path: str) -> dict[str, Any] | None:
     ``"auto"``. The session plans each user's contribution bounds and the sum's and mean's
     value bounds privately, inside the one charge (``dpkit.analytics._planner``), then
     releases. ``None`` when this checkout has no session."""
-    start = time.perf_counter()
-    try:
-        import pandas  # noqa: F401  (the session's output; imported here to time it)
-
-        from dpkit.accounting import Budget
-        from dpkit.analytics import Session, count, mean  # type: ignore[attr-defined]
-        from dpkit.analytics import sum as dp_sum  # type: ignore[attr-defined]
-    except ImportError:
+    opened = _open_session(path)
+    if opened is None:
         return None
-    imported = time.perf_counter() - start
-    s = Session(
-        path,
-        privacy_unit="user_id",
-        budget=Budget(epsilon=EPSILON, delta=DELTA, method="basic"),
-        threads=THREADS,
-    )
+    s, (count, dp_sum, mean), imported = opened
     q = (
         s.query()
         .group_by("category")

@@ -26,7 +26,7 @@ import mpmath
 import numpy as np
 import pandas as pd
 import pytest
-from _stats import binom_high_critical, binom_low_critical
+from _stats import binom_high_critical, binom_low_critical, lattice_pmf
 from scipy import stats
 
 import dpkit.analytics as dpa
@@ -52,15 +52,9 @@ def _cover_zero(b: int) -> float:
 
 
 def _cdf(kind: str, scale: float, b: int) -> float:
-    """``P(Z <= b)`` from the pmf summed here (discrete Gaussian normalised over ``|k| <= 60
-    sigma + 5``), independently of the module's tails."""
-    m = int(60 * scale) + 5
-    k = np.arange(-m, m + 1, dtype=np.float64)
-    if kind == "discrete_laplace":
-        w = math.tanh(0.5 / scale) * np.exp(-np.abs(k) / scale)
-    else:
-        w = np.exp(-(k * k) / (2.0 * scale * scale))
-        w = w / w.sum()
+    """``P(Z <= b)`` from the pmf written out in the tests' support, independently of the
+    module's tails."""
+    k, w = lattice_pmf(kind, scale)
     return float(w[k <= b].sum())
 
 

@@ -23,11 +23,9 @@ c_lo)`` below 1e-100 (scipy, asserted below).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from _stats import binom_high_critical, binom_low_critical
+from _stats import binom_high_critical, binom_low_critical, lattice_pmf
 from scipy import stats
 
 from dpkit.analytics._intervals import (
@@ -182,16 +180,9 @@ def _exact_tail(nt: Noise, nn: Noise, c: int, h: int) -> float:
 
 
 def _exact_coverage(kind: str, scale: float, below: int, above: int) -> float:
-    """``P(-above <= Z <= below)`` from the pmf written out here (discrete Laplace: ``tanh(1 /
-    (2 t)) e^(-|k| / t)``; discrete Gaussian: ``e^(-k^2 / (2 sigma^2))`` normalised over
-    ``|k| <= 60 sigma + 5``), independently of the module's tails."""
-    m = int(60 * scale) + 5
-    k = np.arange(-m, m + 1, dtype=np.float64)
-    if kind == "discrete_laplace":
-        w = math.tanh(0.5 / scale) * np.exp(-np.abs(k) / scale)
-    else:
-        w = np.exp(-(k * k) / (2.0 * scale * scale))
-        w = w / w.sum()
+    """``P(-above <= Z <= below)`` from the pmf written out in the tests' support
+    (:func:`_stats.lattice_pmf`), independently of the module's tails."""
+    k, w = lattice_pmf(kind, scale)
     return float(w[(k >= -above) & (k <= below)].sum())
 
 

@@ -278,3 +278,18 @@ def quantile_edges(ppf: Callable[[np.ndarray], np.ndarray], nbins: int) -> npt.N
     """Integer bin edges at the ``i / nbins`` quantiles of a (continuous) reference law."""
     q = np.arange(1, nbins) / nbins
     return np.unique(np.floor(ppf(q)).astype(np.int64))
+
+
+def lattice_pmf(kind: str, scale: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The integers ``k`` with ``|k| <= 60 scale + 5`` and ``P(Z = k)`` of a discrete noise
+    written out independently of dpkit's tails: discrete Laplace ``tanh(1 / (2 t)) e^(-|k| /
+    t)``, discrete Gaussian ``e^(-k^2 / (2 sigma^2))`` normalised over the same range (the mass
+    left out is below ``e^-1800``)."""
+    m = int(60 * scale) + 5
+    k = np.arange(-m, m + 1, dtype=np.float64)
+    if kind == "discrete_laplace":
+        w = math.tanh(0.5 / scale) * np.exp(-np.abs(k) / scale)
+    else:
+        w = np.exp(-(k * k) / (2.0 * scale * scale))
+        w = w / w.sum()
+    return k, w
