@@ -1,0 +1,112 @@
+"""A planned release spends at most the release part charged up front, whatever its step saw.
+
+A planned query (no ``.bound(...)``, ``bounds="auto"``) is charged once, before any row is
+read: the contribution step's event and the release's whole part as one event (the
+envelope). The release is priced afterwards from the step's noisy output: the chosen pair and
+the noisy number of units, which decides how a quantile's ``auto_share`` is split between its
+bounds histogram and its release (:func:`~dpkit.analytics._planner.quantile_histogram_share`).
+Such a split is adaptive; the claim is that every outcome stays within the fixed envelope
+(pure DP pointwise, zCDP as a Renyi filter over a budget fixed before the data), and that
+nothing raises after the charge.
+
+These tests are exact: for every chosen pair at the ends of the grid and every units value
+from 0 to 1e30 (one unit to far more than any table), at epsilon from 1e-6 to 1e6, the release
+prices without raising, its events add up to at most the envelope, and once bounds are
+estimated (at a range of bounds, the worst the histogram can give) each statistic's final
+mechanisms cost at most the part of its share left to its release. An attack on the planner
+changes of 2026-11-29 (the quantile histogram's share, a std from a variance, the sum's bound
+over group sizes) found no input breaking this; the tests keep it so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit.analytics as dpa
+from dpkit.accounting import Budget
+from dpkit.accounting.pure import PureDpAccountant
+from dpkit.accounting.zcdp import ZCdpAccountant
+from dpkit.analytics.builder import _release_envelope
+from dpkit.events import DpEvent
+from dpkit.noise import RandomSource
+
+UNITS = (0.0, 1.0, 50.0, 1e3, 1e7, 1e30)
+BOUNDS = ((0.0, 1.0), (-(2.0**50), 2.0**50), (0.5, 0.5000001))
+
+
+def _cost(event: DpEvent, mode: str) -> Fraction:
+    """Exact epsilon (pure) or rho (zCDP) of ``event``."""
+    if mode == "pure":
+        p = PureDpAccountant()
+        p.compose(event)
+        return Fraction(p.epsilon_exact)
+    z = ZCdpAccountant()
+    z.compose(event)
+    return Fraction(z.rho_exact)
+
+
+def _aggs(which: str) -> dict[str, dpa.Statistic]:
+    return {
+        "quantiles": {
+            "q": dpa.quantile("x", [0.5], bounds="auto"),
+            "r": dpa.quantile("x", [0.1, 0.99], bounds="auto", auto_share=0.5, weight=3),
+        },
+        "quantile_and_sum": {
+            "q": dpa.quantile("x", [0.5, 0.9], bounds="auto", interval_share=0.3),
+            "t": dpa.sum("x", bounds="auto"),
+        },
+        "variance_and_std": {
+            "v": dpa.variance("x", bounds="auto"),
+            "w": dpa.variance("x", bounds="auto", weight=2),
+            "s": dpa.std("x", bounds="auto", weight=0.5),
+        },
+    }[which]
+
+
+@pytest.mark.parametrize("which", ["quantiles", "quantile_and_sum", "variance_and_std"])
+@pytest.mark.parametrize("mode", ["pure", "zcdp"])
+@pytest.mark.parametrize("epsilon", [1e-6, 1.0, 1e6])
+def test_planned_release_never_spends_more_than_its_charged_part_for_any_units(
+    which: str, mode: str, epsilon: float
+) -> None:
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"uid": np.arange(40) % 20, "x": rng.lognormal(3, 1, 40)})
+    s = dpa.Session(
+        df,
+        privacy_unit="uid",
+        budget=Budget(
+            epsilon=1e9,
+            delta=1e-3 if mode == "zcdp" else 0.0,
+            method="zcdp" if mode == "zcdp" else "basic",
+        ),
+        source_of_randomness=RandomSource(seed=1, insecure=True),
+    )
+    delta = 1e-6 if mode == "zcdp" else None
+    planned = s.query().agg(**_aggs(which)).prepare(epsilon=epsilon, delta=delta, two_step=True)
+    step = planned.contribution
+    share = s.zcdp_share if mode == "zcdp" else None
+    envelope = _cost(_release_envelope(mode, step.epsilon_release, step.delta or 0.0, share), mode)
+    ends = sorted({step.rows[0], step.rows[-1]})
+    for r, units in itertools.product(ends, UNITS):
+        chosen: dict[str, Any] = {"max_partitions": 1, "max_rows_per_partition": r}
+        release, _ = planned.prepare_release({**chosen, "units": units})
+        assert _cost(release.pricing.event, mode) <= envelope
+        hist = sum(
+            (_cost(ab.events[0], mode) for ab in release.pricing.auto if ab.reads is None),
+            Fraction(0),
+        )
+        for bounds in BOUNDS:
+            final = release.with_bounds({ab.name: bounds for ab in release.pricing.auto})
+            spent = {
+                sp.name: sum((_cost(e, mode) for e in sp.events), Fraction(0))
+                for sp in final.pricing.stats
+            }
+            for ab in release.pricing.auto:
+                assert spent[ab.name] <= Fraction(ab.main_share)
+            assert hist + sum(spent.values(), Fraction(0)) <= envelope
