@@ -869,13 +869,16 @@ def fmt(x: float, rel: bool = False) -> str:
     return f"{x:.3g}"
 
 
-def _best_peer(res: dict[str, dict[str, dict[str, Any]]], task: str, st: str, b: int) -> float:
-    best = math.inf
+def _best_peer(
+    res: dict[str, dict[str, dict[str, Any]]], task: str, st: str, b: int
+) -> tuple[float, str]:
+    """The smallest median error of any peer in bucket ``b``, and that peer ("" if none)."""
+    best, who = math.inf, ""
     for lib in LIBS[1:]:
         a = res.get(lib, {}).get(task, {}).get("abs", {}).get(st)
         if a and not math.isnan(a[b]) and a[b] < best:
-            best = a[b]
-    return best
+            best, who = a[b], lib
+    return best, who
 
 
 def planner_table(res: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
@@ -908,7 +911,7 @@ def planner_table(res: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
                     cells.append("-")
                     continue
                 mine = p[b] / d[b] if d[b] > 0 else math.inf
-                peer = p[b] / _best_peer(res, task, st, b)
+                peer = p[b] / _best_peer(res, task, st, b)[0]
                 total += 1
                 within += mine <= 1.5
                 ahead += peer < 1
@@ -975,11 +978,7 @@ def report(
             for b in range(nb):
                 d = res.get("dpkit", {}).get(task, {}).get("abs", {}).get(st)
                 dv = d[b] if d else math.nan
-                best, who = math.inf, ""
-                for lib in LIBS[1:]:
-                    a = res.get(lib, {}).get(task, {}).get("abs", {}).get(st)
-                    if a and not math.isnan(a[b]) and a[b] < best:
-                        best, who = a[b], lib
+                best, who = _best_peer(res, task, st, b)
                 if d is None:
                     cells.append("not offered")
                 elif math.isnan(dv) or not who:

@@ -5,6 +5,8 @@ values are in the order of the levels (a lower level above a higher one is lower
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -48,24 +50,30 @@ def test_one_level_is_not_joint() -> None:
     assert pr.stats[0].quantile_mechanism.joint is False
 
 
-def test_levels_come_out_in_order_and_tiny_groups_keep_their_upper_level() -> None:
-    """Groups of 3 people: the levels given out of order still come back ordered per row."""
+def _groups_of_three(groups: int, q: Any) -> pd.DataFrame:
+    """Release ``q`` per group (public keys) over ``groups`` groups of 3 people, one row each,
+    exponential values clipped to [0, 200], at epsilon 1 with a seeded source."""
     rng = np.random.default_rng(8)
-    df = pd.DataFrame({"uid": np.arange(300), "g": np.repeat(np.arange(100), 3)})
-    df["x"] = rng.exponential(30.0, 300).clip(0, 200)
+    df = pd.DataFrame({"uid": np.arange(3 * groups), "g": np.repeat(np.arange(groups), 3)})
+    df["x"] = rng.exponential(30.0, 3 * groups).clip(0, 200)
     s = dpa.Session(
         df,
         privacy_unit="uid",
         budget=Budget(epsilon=10),
         source_of_randomness=RandomSource(seed=4, insecure=True),
     )
-    f = (
+    return (
         s.query()
-        .group_by("g", keys=list(range(100)))
+        .group_by("g", keys=list(range(groups)))
         .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(q=dpa.quantile("x", [0.9, 0.1, 0.5], bounds=(0, 200)))
+        .agg(q=q)
         .run(epsilon=1.0)
     )
+
+
+def test_levels_come_out_in_order_and_tiny_groups_keep_their_upper_level() -> None:
+    """Groups of 3 people: the levels given out of order still come back ordered per row."""
+    f = _groups_of_three(100, dpa.quantile("x", [0.9, 0.1, 0.5], bounds=(0, 200)))
     lo, mid, hi = f["q_p10"].to_numpy(), f["q_p50"].to_numpy(), f["q_p90"].to_numpy()
     assert np.all(lo <= mid) and np.all(mid <= hi)
     assert np.all((lo >= 0) & (hi <= 200))
@@ -76,23 +84,7 @@ def test_levels_stay_in_order_with_intervals() -> None:
     level put a lower level above a higher one in small groups (4 of these 300 groups of 3
     people: p10 raised to its interval's low end, p90 left below it). The order holds in every
     group, and each estimate stays in its interval whenever an ordered choice exists."""
-    rng = np.random.default_rng(8)
-    groups = 300
-    df = pd.DataFrame({"uid": np.arange(3 * groups), "g": np.repeat(np.arange(groups), 3)})
-    df["x"] = rng.exponential(30.0, 3 * groups).clip(0, 200)
-    s = dpa.Session(
-        df,
-        privacy_unit="uid",
-        budget=Budget(epsilon=10),
-        source_of_randomness=RandomSource(seed=4, insecure=True),
-    )
-    f = (
-        s.query()
-        .group_by("g", keys=list(range(groups)))
-        .bound(max_partitions=1, max_rows_per_partition=1)
-        .agg(q=dpa.quantile("x", [0.9, 0.1], bounds=(0, 200), interval_share=0.5))
-        .run(epsilon=1.0)
-    )
+    f = _groups_of_three(300, dpa.quantile("x", [0.9, 0.1], bounds=(0, 200), interval_share=0.5))
     v10, v90 = f["q_p10"].to_numpy(), f["q_p90"].to_numpy()
     assert np.all(v10 <= v90)
     lo10, hi10 = f["q_p10_low"].to_numpy(), f["q_p10_high"].to_numpy()
