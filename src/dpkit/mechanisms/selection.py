@@ -495,21 +495,21 @@ class ExponentialMechanism:
         return _select(scores, count, source, self.sensitivity, _gain_of(self), "gumbel")
 
     def utility_gap(self, *, n_candidates: int, t: float) -> float:
-        """Dwork-Roth Theorem 3.11: ``P[u(out) <= OPT - (c Delta/eps)(ln |R| + t)] <= e^-t``.
+        """Dwork-Roth Theorem 3.11 for the law released: ``P[u(out) <= OPT - gap] <= e^-t``.
 
-        Returns ``(c Delta / epsilon)(ln n_candidates + t)`` with c = 2 (1 when monotonic),
-        rounded up (a larger gap is the safe statement).
+        The exact mechanism with score multiplier ``g / Delta`` puts at most ``n e^(-g gap /
+        Delta)`` below ``OPT - gap`` (the theorem's proof), and the released law is within
+        ``e^SLACK`` of it (module docstring), so ``gap = Delta (ln n + t + SLACK) / g`` with the
+        gain actually used, ``g = (epsilon' - 2 SLACK) / c`` (c = 2, 1 when monotonic; about
+        ``c Delta / epsilon' (ln n + t)``). Rounded up (a larger gap is the safe statement);
+        ``inf`` beyond the double range.
         """
         n = check_integer(n_candidates, name="n_candidates", minimum=1)
         tt = check_nonnegative(t, "t")
-        c = 1.0 if self.monotonic else 2.0
-        return up(
-            c
-            * self.sensitivity
-            / calibrated_epsilon(self.epsilon)
-            * (math.log(n) + tt)
-            * (1 + 2.0**-50)
-        )
+        logs = (math.log(n) + tt + SELECTION_SLACK) * (1 + 2.0**-50)  # two roundings covered
+        if not math.isfinite(logs):
+            return math.inf
+        return up(Fraction(self.sensitivity) * Fraction(logs) / Fraction(_gain_of(self)))
 
     def utility_gap_at(self, *, n_candidates: int, alpha: float) -> float:
         """The gap exceeded with probability at most ``alpha`` (t = ln(1/alpha))."""
