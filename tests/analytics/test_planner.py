@@ -977,3 +977,17 @@ def test_planned_quantile_gives_its_release_what_its_histogram_does_not_need(
     out = q.run(epsilon=1.0, delta=delta)
     assert len(s.budget.ledger) == 1
     assert "units" not in out.attrs["dpkit"]["plan"]
+
+
+def test_summarize_says_a_quantiles_histogram_share_is_at_most_its_part() -> None:
+    # a planned release may halve a quantile-only histogram's share once its noisy people
+    # count is known (quantile_histogram_share), so the summary states an upper bound
+    df = _people(per_person_groups=1, rows_per_group=1, people=200)
+    s = dpa.Session(df, privacy_unit="uid", budget=Budget(epsilon=1.0))
+    q = s.query().group_by("g", keys=list(range(10)))
+    frame = q.agg(p=dpa.quantile("x", [0.5], bounds="auto")).summarize(epsilon=1.0)
+    est = frame[frame["measure"] == "bounds estimate"]
+    assert list(est["mechanism"]) == ["noisy histogram (at most this share)"]
+    frame = q.agg(m=dpa.mean("x", bounds="auto")).summarize(epsilon=1.0)
+    est = frame[frame["measure"] == "bounds estimate"]
+    assert list(est["mechanism"]) == ["noisy histogram"]

@@ -219,6 +219,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         outputs[ab.name] = [ab.name]
         hist = ab.mechanism
         how = "noisy histogram" if ab.reads is None else f"the noisy histogram of {ab.reads}"
+        if ab.reads is None and ab.stat.kind == "quantile":
+            # a planned release may halve it for the release, from its noisy people count
+            how += " (at most this share)"
         row(ab.name, "bounds estimate", how, hist.scale, hist.std, nan, est)
         row(
             ab.name,
