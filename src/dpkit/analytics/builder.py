@@ -278,6 +278,7 @@ class PreparedQuery:
             trimmed_upper,
             type_limits,
             value_bounds,
+            variance_upper,
         )
 
         src = resolve_source(source)
@@ -298,7 +299,11 @@ class PreparedQuery:
             trim = self._trim_args(ab)
             out[ab.name] = (lo, hi)
             if trim is not None:
-                hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
+                if ab.stat.kind in ("variance", "std"):  # a variance's own trade
+                    trim.pop("kind")
+                    hi = variance_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
+                else:
+                    hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
                 out[ab.name] = (lo, hi)
                 centre = (
                     planned_centre(noisy, AUTO_EDGES, tau, lo, hi, gaussian=trim["gaussian"])
