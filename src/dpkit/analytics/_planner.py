@@ -133,9 +133,10 @@ does, so the least regret over the sizes of :func:`group_sizes` wins, the larges
 Every group is assumed to have the pooled tail (a planning assumption: where the tails differ,
 most groups clamp less than assumed, a few more). On the utility benchmark (incomes of median
 51,000 up to 500,000, 1,000 cities, histogram bound 524,288) it gives 370,728, and the planned
-variance's error over that of dpkit given the true bounds [0, 500,000] went from 0.98 / 1.26 /
-1.33 / 1.28 to 0.89 / 0.86 / 0.62 / 1.06 by group size (<100, 100-999, 1k-9.9k, >=10k people;
-the std's from 1.02 / 1.21 / 1.30 / 1.33 to 0.92 / 0.84 / 0.56 / 1.07; 10 runs each). Privacy: a
+variance's error over that of dpkit given the true bounds [0, 500,000] went from 0.98-1.01 /
+1.15-1.31 / 1.29-1.34 / 1.28-1.96 to 0.86-0.89 / 0.85-0.92 / 0.58-0.62 / 0.95-1.25 by group size
+(<100, 100-999, 1k-9.9k, >=10k people; the std's from 1.02-1.04 / 1.20-1.21 / 1.20-1.32 /
+1.33-1.96 to 0.92 / 0.83-0.84 / 0.56-0.61 / 0.92-1.17; three runs of 10 each). Privacy: a
 function of the noisy histogram (charged before) and public parameters, so post-processing; the
 release is priced at the chosen bounds within its own share, as for any bounds.
 
