@@ -116,6 +116,30 @@ to at most its share, as with any split. The rule applies where :func:`trimmed_u
 pure sessions; elsewhere (and with ``.bound(...)``) the middle and
 :func:`~dpkit.analytics._pricing.pool_split`.
 
+**Value bounds of a planned variance** (:func:`variance_upper`). A variance (and a std, the
+square root of the same release) gets its own upper bound from the same noisy histogram where
+:func:`trimmed_upper`'s rule applies (a planned release with public groups or none, a range
+within ``[0, inf)``; pure and zCDP sessions): its noise grows as ``U^2`` (the sum of squares'
+sensitivity is ``(1 - kappa) h^2``, ``h = (U - lower) / 2``), so a power-of-two bound just above
+the data's last significant bin costs it up to 4 times the noise, while clamping removes only
+the variance of the few rows above ``U``. Among the candidates of :func:`trimmed_upper`, the
+error per group at ``n`` rows is ``sqrt(b(U)^2 + (u D(U) / n)^2)``: ``b(U) = v - v_U``, the
+variance of the values clamped to the histogram's range less that of the values clamped at ``U``
+(both by :func:`_clamped_moments`, the assumed tail included), and ``D(U)`` the noise factor of
+the release at ``[lower, U]``, the leading-order line of
+:func:`~dpkit.analytics._pricing.pool_split` at its own split with the data's ``r`` and ``v``
+read from the histogram. As for a sum, the bias does not shrink with the group while the noise
+does, so the least regret over the sizes of :func:`group_sizes` wins, the largest ``U`` on ties.
+Every group is assumed to have the pooled tail (a planning assumption: where the tails differ,
+most groups clamp less than assumed, a few more). On the utility benchmark (incomes of median
+51,000 up to 500,000, 1,000 cities, histogram bound 524,288) it gives 370,728, and the planned
+variance's error over that of dpkit given the true bounds [0, 500,000] went from 0.98-1.01 /
+1.15-1.31 / 1.29-1.34 / 1.28-1.96 to 0.86-0.89 / 0.85-0.92 / 0.58-0.62 / 0.95-1.25 by group size
+(<100, 100-999, 1k-9.9k, >=10k people; the std's from 1.02-1.04 / 1.20-1.21 / 1.20-1.32 /
+1.33-1.96 to 0.92 / 0.83-0.84 / 0.56-0.61 / 0.92-1.17; three runs of 10 each). Privacy: a
+function of the noisy histogram (charged before) and public parameters, so post-processing; the
+release is priced at the chosen bounds within its own share, as for any bounds.
+
 In the same planned release (pure or zCDP), the ``"auto"`` statistics of one column read one
 histogram: the one of the statistic keeping the fewest rows per unit ``r_h`` (the cheapest,
 sensitivity ``r_h``), priced at the least share any of the ``k`` statistics would spend on its
@@ -242,6 +266,7 @@ __all__ = [
     "type_limits",
     "unit_contributions",
     "value_bounds",
+    "variance_upper",
 ]
 
 #: ``beta``: the probability that some empty bin of a planning histogram is significant.
@@ -615,6 +640,65 @@ def _regret(
         return max(error(c, n) / b if b > 0.0 else 1.0 for n, b in zip(sizes, best, strict=True))
 
     return regret
+
+
+def variance_upper(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    lower: float,
+    upper: float,
+    *,
+    unit_noise: float,
+    groups: int,
+    gaussian: bool,
+    rows_scale: float = 1.0,
+) -> float:
+    """The upper bound of a planned variance (or std) (module docstring, "value bounds of a
+    planned variance"): among the candidates of :func:`trimmed_upper`, the least regret over
+    the group sizes of :func:`group_sizes` of the error ``sqrt(b(U)^2 + (u D(U) / n)^2)``,
+    the largest on ties; ``upper`` where the rule does not apply (a range reaching below 0,
+    no significant bin). ``b(U) = v - v_U`` is the variance the clamping at ``U`` removes and
+    ``D(U)^2 = (1 - kappa)^2 h^4 / f_Q^a + 4 r^2 h^2 / f_T^a + k^2 / f_N^a`` the noise factor
+    of the release at ``[lower, U]`` (``h = (U - lower) / 2``, ``r`` the clamped mean less the
+    middle, ``k = kappa h^2 - v_U + r^2``, ``f`` the split of
+    :func:`~dpkit.analytics._pricing.pool_split`, ``a = 2`` discrete Laplace, ``1`` discrete
+    Gaussian), the moments read from the significant bins and the assumed tail
+    (:func:`_clamped_moments`). ``unit_noise``, ``rows_scale``: as for :func:`trimmed_upper`.
+    Post-processing of the noisy counts and public parameters."""
+    from dpkit.analytics._pricing import SQ_CENTRE, pool_split
+
+    if not (0.0 <= lower < upper) or groups < 1:
+        return upper
+    bins = _tail_bins(noisy, edges, tau, upper)
+    if bins is None:
+        return upper
+    rows = float(sum(n for lo, _, n in bins if lo < upper))
+    per_group = rows * rows_scale / groups
+    _, v_all = _clamped_moments(bins, lower, upper)
+    kappa = float(SQ_CENTRE[not gaussian])
+    a = 1.0 if gaussian else 2.0
+    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+    cands = [u for u in cands if u > lower]
+
+    def parts(u: float) -> tuple[float, float]:
+        """The variance clamping at ``u`` removes, and the release's noise factor ``D(u)``."""
+        mean, var = _clamped_moments(bins, lower, u)
+        f_n, f_t, f_q = (float(f) for f in pool_split(not gaussian, "variance", lower, u, 1.0))
+        h = (u - lower) / 2.0
+        r = mean - (lower + u) / 2.0
+        k = kappa * h * h - var + r * r
+        d2 = ((1.0 - kappa) * h * h) ** 2 / f_q**a + (2.0 * r * h) ** 2 / f_t**a + k * k / f_n**a
+        return max(v_all - var, 0.0), math.sqrt(d2)
+
+    table = {u: parts(u) for u in cands}
+
+    def error(u: float, n: float) -> float:
+        bias, d = table[u]
+        return math.hypot(bias, unit_noise * d / n)
+
+    regret = _regret(error, cands, group_sizes(per_group, groups))
+    return min(cands, key=lambda u: (regret(u), -u))
 
 
 def planned_centre(

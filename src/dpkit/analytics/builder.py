@@ -278,6 +278,7 @@ class PreparedQuery:
             trimmed_upper,
             type_limits,
             value_bounds,
+            variance_upper,
         )
 
         src = resolve_source(source)
@@ -298,7 +299,11 @@ class PreparedQuery:
             trim = self._trim_args(ab)
             out[ab.name] = (lo, hi)
             if trim is not None:
-                hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
+                if ab.stat.kind in ("variance", "std"):  # a variance's own trade
+                    trim.pop("kind")
+                    hi = variance_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
+                else:
+                    hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
                 out[ab.name] = (lo, hi)
                 centre = (
                     planned_centre(noisy, AUTO_EDGES, tau, lo, hi, gaussian=trim["gaussian"])
@@ -417,7 +422,8 @@ class Query:
     #: :meth:`bound_each`); empty: every statistic at ``.bound(...)``'s
     _stat_bounds: tuple[tuple[str, int, int], ...] = field(default=(), repr=False)
     #: a planned query's release: the upper value bound of an auto-bounded sum or mean is
-    #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
+    #: traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`; a
+    #: variance's or std's by :func:`~dpkit.analytics._planner.variance_upper`)
     _trim_values: bool = field(default=False, repr=False)
     #: a planned query's release: its contribution step's noisy number of units (sizes its
     #: quantiles' bounds histogram, see :func:`~dpkit.analytics._planner.
@@ -712,8 +718,9 @@ class Query:
 
     def for_planned_release(self, units: float = 0.0) -> Query:
         """The query as the planner releases it: the upper value bound of an auto-bounded sum
-        or mean traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`)
-        and the auto-bounded statistics of one column reading one bounds histogram, a
+        or mean traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`; a
+        variance's by :func:`~dpkit.analytics._planner.variance_upper`) and the auto-bounded
+        statistics of one column reading one bounds histogram, a
         quantiles' one sized by ``units`` (the contribution step's noisy number of units)."""
         return dataclasses.replace(self, _trim_values=True, _plan_units=float(units))
 
