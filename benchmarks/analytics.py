@@ -44,12 +44,14 @@ see ``_compiled_src``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,9 +205,15 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
             m=mean("value", bounds=(LOWER, UPPER)),
         )
     )
-    df = q.run(epsilon=EPSILON, delta=DELTA)
+    with _statement_clock() as statements:
+        df = q.run(epsilon=EPSILON, delta=DELTA)
     release = _release_of(df)
-    return {"groups": len(release), "release": release, "import_seconds": imported}
+    return {
+        "groups": len(release),
+        "release": release,
+        "import_seconds": imported,
+        "statement_seconds": statements,
+    }
 
 
 def run_dpkit_planned(path: str) -> dict[str, Any] | None:
@@ -222,10 +230,41 @@ def run_dpkit_planned(path: str) -> dict[str, Any] | None:
         .group_by("category")
         .agg(n=count(), s=dp_sum("value", bounds="auto"), m=mean("value", bounds="auto"))
     )
-    df = q.run(epsilon=EPSILON, delta=DELTA)
+    with _statement_clock() as statements:
+        df = q.run(epsilon=EPSILON, delta=DELTA)
     release = _release_of(df)
     plan = df.attrs.get("dpkit", {}).get("plan", {})
-    return {"groups": len(release), "release": release, "plan": plan, "import_seconds": imported}
+    return {
+        "groups": len(release),
+        "release": release,
+        "plan": plan,
+        "import_seconds": imported,
+        "statement_seconds": statements,
+    }
+
+
+@contextlib.contextmanager
+def _statement_clock() -> Iterator[list[float]]:
+    """The seconds of each statement the DuckDB engine runs inside the block, in order (for
+    a planned query: the contribution histograms, the value histogram, the release). Wraps
+    the engine's ``execute_compiled`` in this worker process only."""
+    from dpkit.analytics.engines.duckdb import DuckDBEngine
+
+    seconds: list[float] = []
+    inner = DuckDBEngine.execute_compiled
+
+    def timed(self: Any, compiled: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return inner(self, compiled)
+        finally:
+            seconds.append(time.perf_counter() - start)
+
+    DuckDBEngine.execute_compiled = timed  # type: ignore[method-assign]
+    try:
+        yield seconds
+    finally:
+        DuckDBEngine.execute_compiled = inner  # type: ignore[method-assign]
 
 
 FLOOR_SQL = """
@@ -262,10 +301,11 @@ def run_floor(path: str, memory_limit: str | None = None) -> dict[str, Any]:
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
         con.execute(f"SET temp_directory = '{tempfile.mkdtemp(prefix='floor-')}'")
+    start = time.perf_counter()
     rows = con.execute(
         FLOOR_SQL.format(salt=SALT % 2**63, path=path, lo=LOWER, hi=UPPER, rows=ROWS_PER_USER)
     ).fetchall()
-    return {"groups": len(rows)}
+    return {"groups": len(rows), "statement_seconds": [time.perf_counter() - start]}
 
 
 def run_opendp(path: str) -> dict[str, Any]:
@@ -633,6 +673,37 @@ def _paired(runs: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
     ]
 
 
+def _split_note(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """``; each over the floor's statement ...`` for the planned query's three statements and
+    the fixed query's one (medians of the paired ratios), or the empty string."""
+    planned = _statement_ratios(runs, "dpkit_planned")
+    fixed = _statement_ratios(runs, "dpkit_release")
+    if len(planned) != 3:
+        return ""
+    out = (
+        "; over the floor's statement of the same round (median of the rounds) they take "
+        + ", ".join(f"{x:.2f}x" for x in planned)
+    )
+    if len(fixed) == 1:
+        out += f", and the fixed query's one statement {fixed[0]:.2f}x"
+    return out
+
+
+def _statement_ratios(runs: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
+    """The median, over the rounds, of each statement's seconds in ``name``'s run over the
+    floor's statement in the same round (rounds where either did not report them left out)."""
+    per: list[list[float]] = []
+    for r, f in zip(runs[name], runs["floor"], strict=True):
+        own, floor = r.get("statement_seconds") or [], f.get("statement_seconds") or []
+        if not own or not floor or not floor[0] > 0.0:
+            continue
+        for i, sec in enumerate(own):
+            if i == len(per):
+                per.append([])
+            per[i].append(float(sec) / float(floor[0]))
+    return [statistics.median(xs) for xs in per]
+
+
 def _compiled_src() -> str:
     """A byte-compiled copy of the dpkit source tree (``SRC``) for the dpkit workers to import.
 
@@ -764,7 +835,9 @@ def main() -> None:
             + ", ".join(f"{k}: {v}" for k, v in (planned.get("bounds") or {}).items())
             + ". It runs three statements, each reading the file: the per-user contribution "
             "histograms, the value histogram at the chosen rows per user, and the release "
-            "(which keeps more rows than the fixed query's at those bounds).",
+            "(which keeps more rows than the fixed query's at those bounds)"
+            + _split_note(runs)
+            + ".",
             "",
         ]
     imports = {
