@@ -227,6 +227,7 @@ __all__ = [
     "CONTRIBUTION_LEVEL",
     "CONTRIBUTION_SHARE",
     "PLAN_FAILURE",
+    "POOL_KIND",
     "ContributionStep",
     "NoisyHistogram",
     "contribution_bounds",
@@ -235,6 +236,9 @@ __all__ = [
     "group_sizes",
     "mean_centre",
     "planned_centre",
+    "pool_centre",
+    "pool_noise_factors",
+    "pooled_bounds",
     "quantile_histogram_share",
     "smallest_epsilon",
     "statistic_bounds",
@@ -253,6 +257,9 @@ CONTRIBUTION_LEVEL = 0.05
 #: The planner's assumed shift of a mean by the rows a bound drops, in half-ranges per unit of
 #: dropped fraction (module docstring).
 MEAN_DROP_SHIFT = 0.05
+#: The target kind of a planned sum and mean of one column released from one pair of noisy
+#: measures (module docstring, "a planned sum and mean of one column").
+POOL_KIND = "sum+mean"
 #: The statistic kinds that get contribution bounds of their own, and the rule each follows.
 OWN_RULES: dict[str, str] = {"count": "count", "histogram": "count", "sum": "sum", "mean": "mean"}
 
@@ -410,6 +417,30 @@ def mean_noise_factor(gaussian: bool) -> float:
     return math.sqrt(1.0 / f_t**a + 1.0 / (3.0 * (1.0 - f_t) ** a))
 
 
+def _split(a_t: float, a_n: float, gaussian: bool) -> tuple[float, float]:
+    """``(f_T, f_N)``: the split of a share minimising ``a_T / f_T^a + a_N / f_N^a`` (``f_i``
+    proportional to ``a_i^x``, ``x = 1/3``, ``a = 2`` for discrete Laplace; ``x = 1/2``, ``a =
+    1`` for the discrete Gaussian; :func:`~dpkit.analytics._pricing.pool_split`)."""
+    x = 0.5 if gaussian else 1.0 / 3.0
+    t, n = a_t**x, a_n**x
+    return t / (t + n), n / (t + n)
+
+
+def pool_noise_factors(gaussian: bool) -> tuple[float, float]:
+    """``(c_S, c_M)``: the noise of a sum (in units of its bound ``M``) and of a mean (in units
+    of its half-range) released from one noisy count and sum centred at the middle of ``[0,
+    M]``, at :func:`~dpkit.analytics._pricing.pool_split`'s split for equal weights (``a_T = 1
+    + 1/4``, ``a_N = 1/3 + 1/4``), in units of the noise of a sum of the same sensitivity on the
+    whole share: ``c_S^2 = (1 / f_T^a + 1 / f_N^a) / 4``, ``c_M^2 = 1 / f_T^a + 1 / (3
+    f_N^a)``."""
+    f_t, f_n = _split(1.25, 1.0 / 3.0 + 0.25, gaussian)
+    a = 1.0 if gaussian else 2.0
+    return (
+        math.sqrt((1.0 / f_t**a + 1.0 / f_n**a) / 4.0),
+        math.sqrt(1.0 / f_t**a + 1.0 / (3.0 * f_n**a)),
+    )
+
+
 def _excess(a: float, b: float, u: float) -> float:
     """``E[(v - u)+]`` for one row of a bin ``[a, b)``, ``0 < a < b``, whose values are spread
     evenly on the log scale (density ``1 / (v ln(b / a))``)."""
@@ -508,6 +539,27 @@ def mean_centre(
     (public values, no less optimal to within a percent or so) let releases of one query
     repeat their pricing, so the interval tables computed for it are reused. Post-processing
     of the noisy histogram the moments were read from."""
+    c, f_n, d, _ = _centre(mean, variance, lower, upper, gaussian, pooled=False)
+    return c, f_n, d
+
+
+def pool_centre(
+    mean: float, variance: float, lower: float, upper: float, *, gaussian: bool
+) -> tuple[float, float, float, float]:
+    """``(c, f_N, d_M, d_S)``: :func:`mean_centre` for a mean whose noisy count and centred
+    sum also release a sum of the same column (``S = T + c N``; module docstring, "a planned
+    sum and mean of one column"): the objective is the sum of the two statistics' relative
+    noise variances, ``a_T = 2 s^2`` and ``a_N = E[r^2] + c^2``, over the whole grid
+    ``lower + (upper - lower) j / (2 CENTRE_STEPS)``, ``j = 0..2 CENTRE_STEPS``; ``d_M`` the
+    mean's noise factor and ``d_S = sqrt(s^2 / f_T^a + c^2 / f_N^a)`` the sum's, at that
+    split. Post-processing, as :func:`mean_centre`."""
+    return _centre(mean, variance, lower, upper, gaussian, pooled=True)
+
+
+def _centre(
+    mean: float, variance: float, lower: float, upper: float, gaussian: bool, *, pooled: bool
+) -> tuple[float, float, float, float]:
+    """The search of :func:`mean_centre` (``pooled`` False) and :func:`pool_centre`."""
     x = 0.5 if gaussian else 1.0 / 3.0
     mid = (lower + upper) / 2.0
     m = min(max(mean, lower), upper)
@@ -516,21 +568,32 @@ def mean_centre(
 
     def parts(c: float) -> tuple[float, float]:
         reach = max(c - lower, upper - c)
+        if pooled:
+            return (2.0 * reach * reach) ** x, ((m - c) ** 2 + spread + c * c) ** x
         return (reach * reach) ** x, ((m - c) ** 2 + spread) ** x
 
+    if pooled:
+        cands = [lower + j * step for j in range(2 * CENTRE_STEPS + 1)]
+        cands.sort(key=lambda c: abs(c - mid))  # the nearest the middle on ties
+    else:
+        cands = []
+        for j in range(CENTRE_STEPS + 1):
+            c = mid + math.copysign(j * step, m - mid)
+            if j and abs(c - mid) > abs(m - mid) + step:
+                break
+            cands.append(c)
     best = (math.inf, mid)
-    for j in range(CENTRE_STEPS + 1):
-        c = mid + math.copysign(j * step, m - mid)
-        if j and abs(c - mid) > abs(m - mid) + step:
-            break
+    for c in cands:
         t, n = parts(c)
         best = min(best, ((t + n) ** (1.0 / x), c), key=lambda bc: bc[0])
     c = best[1]
     t, n = parts(c)
     f_n = min(max(round(n / (t + n), 2) if t + n > 0.0 else 0.5, 0.01), 0.99)
     a = 1.0 / x - 1.0
-    d2 = t ** (1.0 / x) / (1.0 - f_n) ** a + n ** (1.0 / x) / f_n**a
-    return c, f_n, math.sqrt(d2)
+    g_t, g_n = 1.0 / (1.0 - f_n) ** a, 1.0 / f_n**a
+    reach2 = max(c - lower, upper - c) ** 2
+    d_m = math.sqrt(reach2 * g_t + ((m - c) ** 2 + spread) * g_n)
+    return c, f_n, d_m, math.sqrt(reach2 * g_t + c * c * g_n)
 
 
 def trimmed_upper(
@@ -559,7 +622,7 @@ def trimmed_upper(
     the histogram's rows for a statistic that reads a histogram of fewer rows per unit than it
     keeps. Post-processing of the noisy counts ``noisy`` over ``edges`` (threshold ``tau``)
     and public parameters."""
-    if kind not in ("sum", "mean") or not (0.0 <= lower < upper) or groups < 1:
+    if kind not in ("sum", "mean", POOL_KIND) or not (0.0 <= lower < upper) or groups < 1:
         return upper
     bins = _tail_bins(noisy, edges, tau, upper)
     if bins is None:
@@ -570,26 +633,42 @@ def trimmed_upper(
     cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
     cands = [u for u in cands if u > lower]
 
-    def parts(u: float) -> tuple[float, float]:
-        """The mean excess per row above ``u`` and the noise of the statistic at ``u`` (a
-        sum's in its units, a mean's times the rows of its group)."""
+    def parts(u: float) -> tuple[float, float, float]:
+        """The mean excess per row above ``u`` and the noise at ``u`` of the sum (in its
+        units) and of the mean (times the rows of its group)."""
         x = sum(n * _excess(lo, hi, u) for lo, hi, n in bins) / rows
+        if kind == POOL_KIND:
+            if gaussian:  # the middle and pool_split, at equal weights
+                c_s, c_m = pool_noise_factors(True)
+                return x, unit_noise * c_s * u, unit_noise * c_m * (u - lower) / 2.0
+            mean, var = _clamped_moments(bins, lower, u)
+            _, _, d_m, d_s = pool_centre(mean, var, lower, u, gaussian=False)
+            return x, unit_noise * d_s, unit_noise * d_m
         if kind == "sum":
-            return x, unit_noise * u
+            return x, unit_noise * u, math.inf
         if gaussian:  # the middle and pool_split (module docstring)
-            return x, unit_noise * c_mean * (u - lower) / 2.0
+            return x, math.inf, unit_noise * c_mean * (u - lower) / 2.0
         mean, var = _clamped_moments(bins, lower, u)
-        return x, unit_noise * mean_centre(mean, var, lower, u, gaussian=False)[2]
+        return x, math.inf, unit_noise * mean_centre(mean, var, lower, u, gaussian=False)[2]
 
     table = {u: parts(u) for u in cands}
 
-    def error(u: float, n: float) -> float:
-        x, noise = table[u]
-        return math.hypot(n * x, noise) if kind == "sum" else math.hypot(x, noise / n)
+    def sum_error(u: float, n: float) -> float:
+        x, noise, _ = table[u]
+        return math.hypot(n * x, noise)
+
+    def mean_error(u: float, n: float) -> float:
+        x, _, noise = table[u]
+        return math.hypot(x, noise / n)
 
     # a sum guards against group sizes up to K^GROUP_REACH times the mean (module docstring)
-    sizes = group_sizes(per_group, groups) if kind == "sum" else [per_group]
-    regret = _regret(error, cands, sizes)
+    if kind == "mean":
+        regret = _regret(mean_error, cands, [per_group])
+    else:
+        regret = _regret(sum_error, cands, group_sizes(per_group, groups))
+    if kind == POOL_KIND:  # the sum's regret plus the mean's at the mean size
+        of_sum, of_mean = regret, _regret(mean_error, cands, [per_group])
+        return min(cands, key=lambda u: (of_sum(u) + of_mean(u), -u))
     return min(cands, key=lambda u: (regret(u), -u))
 
 
@@ -625,13 +704,15 @@ def planned_centre(
     upper: float,
     *,
     gaussian: bool,
+    pooled: bool = False,
 ) -> tuple[float, float] | None:
     """The centre and count share of a planned mean with bounds ``[lower, upper]`` (the upper
     one :func:`trimmed_upper`'s), from the same noisy histogram (:func:`mean_centre` at the
     moments of its significant bins and the tail assumed beyond the highest, clamped to the
     bounds); None where :func:`trimmed_upper`'s rule does not apply (a range reaching
     below 0, no significant bin) and in zCDP sessions (``gaussian``; module docstring): the
-    middle and :func:`~dpkit.analytics._pricing.pool_split` then. Post-processing."""
+    middle and :func:`~dpkit.analytics._pricing.pool_split` then. ``pooled``: the mean also
+    releases a sum of its column (:func:`pool_centre`). Post-processing."""
     hits = [i for i, c in enumerate(noisy) if c >= tau]
     if gaussian or not (0.0 <= lower < upper) or not hits:
         return None
@@ -641,7 +722,10 @@ def planned_centre(
     mean, var = _clamped_moments(bins, lower, upper)
     if not (math.isfinite(mean) and math.isfinite(var)):
         return None
-    c, f_n, _ = mean_centre(mean, var, lower, upper, gaussian=gaussian)
+    if pooled:
+        c, f_n, _, _ = pool_centre(mean, var, lower, upper, gaussian=gaussian)
+    else:
+        c, f_n, _ = mean_centre(mean, var, lower, upper, gaussian=gaussian)
     return c, f_n
 
 
@@ -757,12 +841,17 @@ class ContributionStep:
     #: the number of groups when public (1 for an ungrouped query), else None
     groups: int | None = None
     gaussian: bool = False
+    #: ``(sum, mean, share)`` of each planned sum and mean of one column that may be released
+    #: from one pair of measures (:func:`pooled_bounds`), ``share`` the pooled one
+    pools: tuple[tuple[str, str, float], ...] = ()
 
     def choose(self, result: EngineResult, source: RandomSource) -> dict[str, object]:
         """The chosen ``max_partitions`` and ``max_rows_per_partition`` with what they cost,
         from the engine result of the contribution plan (noised here, once), and under
         ``"statistics"`` the bounds of each statistic that has its own (:func:`statistic_bounds`;
-        the plan's pair is then the largest of all), and under ``"units"`` the units counted by
+        the plan's pair is then the largest of all), under ``"pooled"`` each sum released
+        from its column's mean's measures (:func:`pooled_bounds`: the two then have one pair),
+        and under ``"units"`` the units counted by
         the significant bins of the groups histogram (:func:`quantile_histogram_share`; read,
         not reported, by :meth:`~dpkit.analytics.builder.PreparedQuery.prepare_release`)."""
         if "groups:0" in result.values:
@@ -794,6 +883,20 @@ class ContributionStep:
                 self.gaussian,
                 self.histogram.threshold(),
             )
+            pooled = pooled_bounds(
+                noisy[:k],
+                noisy[k:],
+                self.partitions,
+                self.rows,
+                self.pools,
+                self.targets,
+                self.groups,
+                self.gaussian,
+                self.histogram.threshold(),
+            )
+            if pooled:
+                own.update(pooled)
+                out["pooled"] = {n: m for n, m, _ in self.pools if n in pooled}
             if own:
                 out["statistics"] = {
                     n: {"max_partitions": bp, "max_rows_per_partition": br}
@@ -825,6 +928,79 @@ def statistic_bounds(
     (a noisy count below the histograms' threshold ``tau`` is 0: the noise of an empty bin of
     a large grid value would otherwise read as many dropped rows). Empty when no bin is
     significant (nothing to estimate from). Post-processing of the noisy counts."""
+    error = _error_model(groups, rows, k_groups, gaussian, tau)
+    if error is None:
+        return {}
+    grid = [(p, r) for p in sorted(partitions) for r in sorted(row_bounds)]
+    c_one = {"mean": mean_noise_factor(gaussian), "sum": 1.0, "count": 1.0}
+    out: dict[str, tuple[int, int]] = {}
+    for name, kind, share in targets:
+        rule = OWN_RULES.get(kind)
+        if rule is None or not share > 0.0:
+            continue
+        scores = {(p, r): error(p, r, rule, share, c_one[rule]) for p, r in grid}
+        out[name] = min(grid, key=lambda pr: (scores[pr], pr[0] * pr[1], pr))
+    return out
+
+
+def pooled_bounds(
+    groups: Sequence[int],
+    rows: Sequence[int],
+    partitions: Sequence[int],
+    row_bounds: Sequence[int],
+    pools: Sequence[tuple[str, str, float]],
+    targets: Sequence[tuple[str, str, float]],
+    k_groups: int,
+    gaussian: bool,
+    tau: int = 1,
+) -> dict[str, tuple[int, int]]:
+    """For each ``(sum, mean, share)`` of ``pools`` (a planned sum and mean of one column,
+    ``share`` the two statistics' shares less one histogram's) whose release from one pair of
+    measures is estimated better than two releases (module docstring, "a planned sum and mean
+    of one column"), the pair both get: with ``E_S(p, r)`` and ``E_M(p, r)`` each statistic's
+    error on the pooled share at :func:`pool_noise_factors` over its least error on its own
+    share (``targets``) at its own pair, the ``(p, r)`` minimising ``E_S + E_M`` among those
+    with ``E_S <= 1`` and ``E_M <= 1`` (neither estimated worse than alone); none such, no
+    pool. Post-processing of the noisy counts, as :func:`statistic_bounds`."""
+    error = _error_model(groups, rows, k_groups, gaussian, tau)
+    own = dict((n, sh) for n, _, sh in targets)
+    if error is None:
+        return {}
+    grid = [(p, r) for p in sorted(partitions) for r in sorted(row_bounds)]
+    c_s, c_m = pool_noise_factors(gaussian)
+    c_mean = mean_noise_factor(gaussian)
+    out: dict[str, tuple[int, int]] = {}
+    for sum_name, mean_name, share in pools:
+        alone_s, alone_m = own.get(sum_name, 0.0), own.get(mean_name, 0.0)
+        if not (share > 0.0 and alone_s > 0.0 and alone_m > 0.0):
+            continue
+        least_s = min(error(*pr, "sum", alone_s, 1.0) for pr in grid)
+        least_m = min(error(*pr, "mean", alone_m, c_mean) for pr in grid)
+        if not (0.0 < least_s < math.inf and 0.0 < least_m < math.inf):
+            continue
+
+        # each statistic's error on the pooled share over its least alone
+        rel = {
+            pr: (
+                error(*pr, "sum", share, c_s) / least_s,
+                error(*pr, "mean", share, c_m) / least_m,
+            )
+            for pr in grid
+        }
+        fits = [pr for pr in grid if max(rel[pr]) <= 1.0]  # neither statistic worse
+        if fits:
+            best = min(fits, key=lambda pr: (sum(rel[pr]), pr[0] * pr[1], pr))
+            out[sum_name] = out[mean_name] = best
+    return out
+
+
+def _error_model(
+    groups: Sequence[int], rows: Sequence[int], k_groups: int, gaussian: bool, tau: int
+) -> Callable[[int, int, str, float, float], float] | None:
+    """``error(p, r, rule, share, c)``: a statistic's estimated error per group at the pair
+    ``(p, r)`` by its ``rule`` (``"count"``, ``"sum"``, ``"mean"``) on ``share``, its noise
+    ``c`` times that of one measure of sensitivity ``p r`` (module docstring, "per-statistic
+    contribution bounds"); None when no bin is significant."""
     gn = [int(c) if c >= tau else 0 for c in groups]
     rn = [int(c) if c >= tau else 0 for c in rows]
     # a bin [a, b) of integers read at its middle (a + b - 1) / 2; the last, open, at a
@@ -834,7 +1010,7 @@ def statistic_bounds(
     rows_total = sum(n * v for n, v in zip(rn, grid, strict=True))
     units_r = sum(rn)
     if not (pairs > 0 and rows_total > 0 and units_r > 0 and k_groups >= 1):
-        return {}
+        return None
     per_group = pairs * (rows_total / units_r) / k_groups
 
     def kept(p: int, r: int) -> float:
@@ -842,32 +1018,20 @@ def statistic_bounds(
         kr = sum(n * min(v, r) for n, v in zip(rn, grid, strict=True)) / rows_total
         return kp * kr
 
-    c_mean = mean_noise_factor(gaussian)
-    out: dict[str, tuple[int, int]] = {}
-    for name, kind, share in targets:
-        rule = OWN_RULES.get(kind)
-        if rule is None or not share > 0.0:
-            continue
+    def error(p: int, r: int, rule: str, share: float, c: float) -> float:
+        if gaussian:
+            sd = c * math.sqrt(p) * r / math.sqrt(2.0 * share)
+        else:
+            sd = c * math.sqrt(2.0) * p * r / share
+        k = kept(p, r)
+        if rule == "mean":
+            if not k > 0.0:
+                return math.inf
+            return math.hypot(sd / (per_group * k), MEAN_DROP_SHIFT * (1.0 - k))
+        bias = per_group * (1.0 - k) * (0.5 if rule == "sum" else 1.0)
+        return math.hypot(bias, sd)
 
-        def error(p: int, r: int, rule: str = rule, share: float = share) -> float:
-            if gaussian:
-                sd = math.sqrt(p) * r / math.sqrt(2.0 * share)
-            else:
-                sd = math.sqrt(2.0) * p * r / share
-            k = kept(p, r)
-            if rule == "mean":
-                if not k > 0.0:
-                    return math.inf
-                return math.hypot(sd * c_mean / (per_group * k), MEAN_DROP_SHIFT * (1.0 - k))
-            bias = per_group * (1.0 - k) * (0.5 if rule == "sum" else 1.0)
-            return math.hypot(bias, sd)
-
-        best = min(
-            ((p, r) for p in sorted(partitions) for r in sorted(row_bounds)),
-            key=lambda pr: (error(*pr), pr[0] * pr[1], pr),
-        )
-        out[name] = best
-    return out
+    return error
 
 
 def contribution_step(
