@@ -65,17 +65,14 @@ on a log scale, from the mean size to all rows in one group; a planning assumpti
 guarantee), at ``n 2^i`` and at ``n K^GROUP_REACH``: a candidate's regret is the largest ratio,
 over those sizes, of its error to the least error of any candidate at that size; the least
 regret wins, the largest ``U`` on ties (with one group, ``K = 1``, the least error at ``n``).
-On that benchmark the sum's ratios by group size went from 0.64 / 0.63 / 0.87 / 1.97 to 1.31 /
-1.24 / 1.16 / 1.48, and on the planner benchmark (40 groups of similar size) its error over the
-best hand-chosen one from 1.25 to 1.14 (8 runs). A mean keeps the mean size: the same guard
-cost the planner benchmark's mean 17% of error and left the largest cities' mean above 2 times
-dpkit's, whose gap there is the budget it does not pool with the sum, not its clamping.
-The bound stays within the histogram's range, so it is still never placed where the data
-are not; it may clamp a tail the histogram saw, which the release's clamping handles as for any
-public bound. Privacy: a function of the noisy histogram (already charged) and public parameters
-(shares, contribution bounds, the number of public groups), so post-processing; the release is
-then priced at the chosen bounds within its own share, as before. Queries with ``.bound(...)``
-keep the histogram's bounds.
+(On that benchmark the sum's ratios by group size went from 0.64 / 0.63 / 0.87 / 1.97 to 1.31 /
+1.24 / 1.16 / 1.48.) A mean keeps the mean size (the guard cost the planner benchmark's mean 17%
+of error). The bound stays within the histogram's range, so it is still never placed where the
+data are not; it may clamp a tail the histogram saw, which the release's clamping handles as for
+any public bound. Privacy: a function of the noisy histogram (already charged) and public
+parameters (shares, contribution bounds, the number of public groups), so post-processing; the
+release is then priced at the chosen bounds within its own share, as before. Queries with
+``.bound(...)`` keep the histogram's bounds.
 
 **Centre of a planned mean** (:func:`mean_centre`, :func:`planned_centre`). A mean is released
 as ``c + T / N`` from its noisy count ``N`` and its sum centred at ``c``, ``T = S - c N`` (exact
@@ -100,21 +97,17 @@ Gaussian: the Lagrange solution of :func:`~dpkit.analytics._pricing.pool_split`)
 count ``f_N = a_N^x / (a_T^x + a_N^x)`` rounded to a hundredth (at least 1/100,
 :func:`~dpkit.analytics._pricing.centred_split`). The middle is a candidate, so ``d`` is never
 above the middle's at the same assumptions (but for the rounding of the split). On the planner
-benchmark's values (pure, bounds [1,024, 220,436]) the centre is about 47,000 (the values' mean
-about 32,000) and the count gets 0.22 of the share instead of 0.41: the noise at the data's true
-``r`` is about 12% lower, and the planned mean's error over 30 runs fell from 1.56 to 1.34-1.39
-times the best hand-chosen one. The rule applies to pure sessions only. With the discrete
-Gaussian's square-root split the middle stays the best centre for those values, and the
-data-driven noise factor (larger than the fixed reference's there, as ``E[r^2]`` exceeds ``h^2 /
-3``) made :func:`trimmed_upper` clamp more often, which cost the zCDP mean about 6% of error
-over 5 x 20 runs; zCDP sessions keep the middle, :func:`~dpkit.analytics._pricing.pool_split`
-and the fixed reference in :func:`trimmed_upper`. Privacy: ``c`` and ``f_N`` are functions of
-the noisy histogram (already charged) and public parameters, so post-processing; ``T`` is priced
-at the sensitivity ``s`` of that ``c``, and the two measures at ``f_N`` and ``1 - f_N`` of the
-mean's share (exact rationals summing to 1, each part rounded down), so the mean's events add up
-to at most its share, as with any split. The rule applies where :func:`trimmed_upper`'s does, in
-pure sessions; elsewhere (and with ``.bound(...)``) the middle and
-:func:`~dpkit.analytics._pricing.pool_split`.
+benchmark (pure) the count gets 0.22 of the share instead of 0.41 and the mean's error over 30
+runs fell from 1.56 to 1.34-1.39 times the best hand-chosen one. zCDP sessions keep the middle,
+:func:`~dpkit.analytics._pricing.pool_split` and the fixed reference in :func:`trimmed_upper`
+(with the square-root split the middle stays the best centre there, and the data-driven factor
+made :func:`trimmed_upper` clamp more: 6% more error over 5 x 20 runs). Privacy: ``c`` and
+``f_N`` are functions of the noisy histogram (already charged) and public parameters, so
+post-processing; ``T`` is priced at the sensitivity ``s`` of that ``c``, and the two measures at
+``f_N`` and ``1 - f_N`` of the mean's share (exact rationals summing to 1, each part rounded
+down), so the mean's events add up to at most its share, as with any split. The rule applies
+where :func:`trimmed_upper`'s does, in pure sessions; elsewhere (and with ``.bound(...)``) the
+middle and :func:`~dpkit.analytics._pricing.pool_split`.
 
 In the same planned release (pure or zCDP), the ``"auto"`` statistics of one column read one
 histogram: the one of the statistic keeping the fewest rows per unit ``r_h`` (the cheapest,
@@ -129,6 +122,35 @@ per unit, :func:`trimmed_upper` counts the histogram's rows ``r / r_h`` times (a
 assumption about the clamping loss, not a privacy claim). (The
 contribution step's targets still deduct ``auto_share`` from every auto statistic's share: the
 readers are known only once the pairs are chosen; their noise is then slightly overestimated.)
+
+**A planned sum and mean of one column** (:func:`pooled_bounds`, :func:`pool_centre`). With
+fixed bounds a sum and a mean of one column are released from the mean's noisy count ``N`` and
+centred sum ``T`` (``S = T + c N``) on their pooled share. A planned release does the same when
+both are ``"auto"`` with one ``auto_share`` and the groups are public
+(:func:`~dpkit.analytics._pricing.planned_pools`), choosing one of each knob for the pair:
+
+* the pair ``(p, r)``: with ``E_S`` and ``E_M`` each statistic's error (the model of
+  per-statistic bounds, below) on the pooled share at the noise of a pooled release
+  (:func:`pool_noise_factors`) over its least error alone, the pair minimising ``E_S + E_M``
+  among those with both at most 1; if there is none, two releases as before (so the pair is
+  pooled only when neither statistic is estimated worse);
+* the upper bound: :func:`trimmed_upper` with ``kind=POOL_KIND``, minimising the sum's regret
+  over group sizes plus the mean's at the mean size, each at its pooled noise;
+* the centre and split (pure; zCDP keeps the middle and
+  :func:`~dpkit.analytics._pricing.pool_split` with the sum's weight): :func:`mean_centre`'s
+  search for the sum of the two relative noise variances (both scaled by ``n m``), ``a_T = 2
+  s^2`` and ``a_N = E[r^2] + c^2`` (the sum's noise is ``Z_T + c Z_N``), over the whole grid.
+
+The histogram is priced at the least part either would pay alone. On the utility benchmark
+(1,000 cities, one group and 1-3 rows per person) the pair is pooled: the planned sum's error
+over dpkit's with the true bounds went from 1.30 / 1.25 / 1.27 / 1.92 to 0.9-1.0 / 1.1-1.2 by
+group size and the mean's from 0.66 / 0.65 / 0.95 / 2.68 to 0.85 / 0.8 / 0.95 / 1.05 (the
+small cities' mean pays for the sum's larger bound and rows); on the planner benchmark (2 groups
+and 1.5 rows per person) the mean would lose at any pair the sum accepts, and two releases stay.
+Privacy: each choice is a function of the noisy histograms (charged before) and public
+parameters; the sum adds no event, the mean's measures are priced within the pooled share (a
+split summing to 1, parts rounded down) and the histogram at most the pooled share's part, so
+the release's events stay within the shares charged up front, pooled or not.
 
 **Share of a planned quantile's histogram** (:func:`quantile_histogram_share`). A quantile
 needs from its bounds histogram only a range holding the ranks it reads: values outside the
