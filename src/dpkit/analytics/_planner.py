@@ -142,11 +142,12 @@ both are ``"auto"`` with one ``auto_share`` and the groups are public
   s^2`` and ``a_N = E[r^2] + c^2`` (the sum's noise is ``Z_T + c Z_N``), over the whole grid.
 
 The histogram is priced at the least part either would pay alone. On the utility benchmark
-(1,000 cities, one group and 1-3 rows per person) the pair is pooled: the planned sum's error
-over dpkit's with the true bounds went from 1.30 / 1.25 / 1.27 / 1.92 to 0.9-1.0 / 1.1-1.2 by
-group size and the mean's from 0.66 / 0.65 / 0.95 / 2.68 to 0.85 / 0.8 / 0.95 / 1.05 (the
-small cities' mean pays for the sum's larger bound and rows); on the planner benchmark (2 groups
-and 1.5 rows per person) the mean would lose at any pair the sum accepts, and two releases stay.
+(1,000 cities, one group and 1-3 rows per person) the pair is pooled: over dpkit's error with
+the true bounds, by group size (40 runs), the planned sum went from 1.30 / 1.25 / 1.27 / 1.92 to
+0.92 / 0.89 / 0.99 / 1.14 and the mean from 0.66 / 0.65 / 0.95 / 2.68 to 0.88 / 0.81 / 0.91 /
+1.10 (the small cities' mean pays for the sum's rows and larger bound), overall (160 runs) from
+1.75 and 2.56 to 1.16 and 1.19; on the planner benchmark (2 groups and 1.5 rows per person) the
+mean would lose at any pair the sum accepts, and two releases stay.
 Privacy: each choice is a function of the noisy histograms (charged before) and public
 parameters; the sum adds no event, the mean's measures are priced within the pooled share (a
 split summing to 1, parts rounded down) and the histogram at most the pooled share's part, so
