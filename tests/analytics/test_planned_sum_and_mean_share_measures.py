@@ -237,3 +237,19 @@ def test_summarize_says_the_sum_and_mean_may_be_pooled() -> None:
         "s": "own: sum, or pool (s and m)",
         "m": "own: mean, or pool (s and m)",
     }
+
+
+def test_a_basic_approx_session_keeps_two_releases() -> None:
+    """A basic ``(epsilon, delta)`` budget prices each statistic's noise on its own (Laplace or
+    Gaussian, whichever is smaller at its share), so planned sums are never pooled there."""
+    s = dpa.Session(
+        _people(),
+        privacy_unit="uid",
+        budget=Budget(epsilon=1e9, delta=1e-3),
+        source_of_randomness=RandomSource(seed=7, insecure=True),
+    )
+    q = s.query().group_by("g", keys=list(range(8))).agg(**_aggs())
+    rules = q.summarize(epsilon=1.0, delta=1e-6).attrs["dpkit"]["plan"]["rules"]
+    assert "pool" not in rules["s"]
+    out = q.run(epsilon=1.0, delta=1e-6)
+    assert "pooled" not in out.attrs["dpkit"]["plan"]

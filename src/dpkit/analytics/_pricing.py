@@ -868,7 +868,11 @@ def pool_errors(
 
 
 def _pools(
-    stats: dict[str, Statistic], spreads: dict[str, str], *, pure: bool
+    stats: dict[str, Statistic],
+    spreads: dict[str, str],
+    *,
+    pure: bool,
+    planned: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, tuple[float, float, float]]]:
     """Sums and counts released from a mean's (variance's, std's) noisy ``N`` and ``T``.
 
@@ -879,7 +883,9 @@ def _pools(
     :func:`pool_split`. A count or sum joins only if no statistic of the pool is worse for it
     (by :func:`pool_errors`: the member against its own release at its own weight, the
     partner against the pool without the member), counts first, then sums. Returns the
-    members' partners and each partner's weights ``(w_m, w_s, w_c)``. Public parameters only.
+    members' partners and each partner's weights ``(w_m, w_s, w_c)``. ``planned``: the sums of
+    a planned release pooled with an ``"auto"`` mean by the planner (``{sum: mean}``, kept
+    where :func:`planned_pools` allows). Public parameters only.
     """
     shared: dict[str, str] = {}
     pools: dict[str, tuple[float, float, float]] = {}
@@ -923,6 +929,11 @@ def _pools(
                 shared[n] = pn
                 w_s += float(s.weight)
         pools[pn] = (w_m, w_s, w_c)
+    allowed = planned_pools(stats) if planned else {}
+    for n, pn in (planned or {}).items():  # a planned sum from its column's mean's measures
+        if allowed.get(n) == pn:
+            w_m, w_s, w_c = pools.get(pn, (float(stats[pn].weight), 0.0, 0.0))
+            shared[n], pools[pn] = pn, (w_m, w_s + float(stats[n].weight), w_c)
     return shared, pools
 
 
@@ -1036,12 +1047,8 @@ def price(
     for s in stats.values():
         total_w += Fraction(s.weight)
     spreads = _shared_spreads(stats)
-    pooled, pools = _pools(stats, spreads, pure=mode != "zcdp")
-    allowed = planned_pools(stats) if share_histograms and mode != "approx" else {}
-    for n, pn in (pool_sums or {}).items():  # a planned sum from its column's mean's measures
-        if allowed.get(n) == pn:
-            w_m, w_s, w_c = pools.get(pn, (float(stats[pn].weight), 0.0, 0.0))
-            pooled[n], pools[pn] = pn, (w_m, w_s + float(stats[n].weight), w_c)
+    planned = (pool_sums or {}) if share_histograms and mode != "approx" else {}
+    pooled, pools = _pools(stats, spreads, pure=mode != "zcdp", planned=planned)
     shared = {**pooled, **spreads}
     weights = {n: Fraction(s.weight) for n, s in stats.items()}
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
