@@ -1086,7 +1086,7 @@ class Query:
             if refusals:
                 raise refusals[-1] from None
             raise
-        targets = self._plan_targets(step.epsilon_release, dl, to_rho, mode != "approx")
+        targets = self._plan_targets(step.epsilon_release, dl, to_rho, mode == "pure")
         step = dataclasses.replace(step, **targets)
         top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
         shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
@@ -1113,7 +1113,7 @@ class Query:
         :func:`~dpkit.analytics._planner.statistic_bounds`): each statistic's kind and its
         approximate share of the release (its weight's part, less its ``auto_share``; a rho in
         a zCDP session, an epsilon otherwise), and the number of groups when it is public.
-        With ``pooling`` (pure and zCDP sessions), each sum that may be released from its
+        With ``pooling`` (pure sessions), each sum that may be released from its
         column's mean's measures (:func:`~dpkit.analytics._pricing.planned_pools`) as
         ``(sum, mean, share)``, ``share`` the two shares less the one histogram's (the least
         ``auto_share`` part of the two). Public parameters only."""
