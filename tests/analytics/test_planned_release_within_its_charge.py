@@ -136,8 +136,8 @@ def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
     share = s.zcdp_share if mode == "zcdp" else None
     envelope = _cost(_release_envelope(mode, step.epsilon_release, step.delta or 0.0, share), mode)
     ends = sorted({step.rows[0], step.rows[-1]})
-    # the planner's pooling choice (pooled_bounds), either way; a name it cannot pool is
-    # ignored
+    # the planner's pooling choice (pooled_bounds), either way; a name it cannot pool (a
+    # second sum of the mean, a count, the mean itself) is ignored
     pools: list[dict[str, str]] = [{}]
     if which == "sum_and_mean":
         pools += [{"t": "m", "u": "m"}, {"t": "m", "n": "m", "m": "t"}]
@@ -149,11 +149,11 @@ def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
             (_cost(ab.events[0], mode) for ab in release.pricing.auto if ab.reads is None),
             Fraction(0),
         )
-        if pooled:  # the sums pooled are released from the mean's measures
+        if pooled:  # the sum pooled is released from the mean's measures (one per mean)
             shared = {sp.name: sp.shared_with for sp in release.pricing.stats}
             assert {n: shared.get(n) for n in ("t", "u", "n", "m")} == {
                 "t": "m",
-                "u": "m" if "u" in pooled else None,
+                "u": None,
                 "n": None,
                 "m": None,
             }

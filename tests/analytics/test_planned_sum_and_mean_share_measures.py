@@ -274,3 +274,17 @@ def test_a_basic_approx_session_keeps_two_releases() -> None:
     assert "pool" not in rules["s"]
     out = q.run(epsilon=1.0, delta=1e-6)
     assert "pooled" not in out.attrs["dpkit"]["plan"]
+
+
+def test_planned_pools_pair_one_auto_sum_with_one_auto_mean_of_its_column() -> None:
+    from dpkit.analytics._pricing import planned_pools
+
+    stats = {
+        "m": dpa.mean("v", bounds="auto"),
+        "t": dpa.sum("v", bounds="auto"),
+        "u": dpa.sum("v", bounds="auto", weight=2),  # a second sum: released on its own
+        "w": dpa.sum("w", bounds="auto"),  # another column
+        "x": dpa.sum("v", bounds=(0, 10)),  # given bounds: the fixed-bounds rule's (_pools)
+        "y": dpa.sum("v", bounds="auto", auto_share=0.3),  # another auto_share
+    }
+    assert planned_pools(stats) == {"t": "m"}

@@ -972,24 +972,29 @@ def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
 
 
 def planned_pools(stats: dict[str, Statistic]) -> dict[str, str]:
-    """In a planned release (pure or zCDP), each ``bounds="auto"`` sum released from the noisy
-    count and centred sum of an ``"auto"`` mean of the same column and ``auto_share`` (the
-    first such mean): ``S = T + c N`` at the mean's estimated bounds and centre, its weight
-    joining the mean's (see :mod:`dpkit.analytics._planner`, "a planned sum and mean of one
-    column"). Public parameters only."""
+    """The ``bounds="auto"`` sums a planned release may release from the noisy count and
+    centred sum of an ``"auto"`` mean of the same column and ``auto_share`` (``{sum: mean}``:
+    the first such mean, and for each mean the first such sum): ``S = T + c N`` at the mean's
+    estimated bounds and centre, its weight joining the mean's (see
+    :mod:`dpkit.analytics._planner`, "a planned sum and mean of one column"). Public
+    parameters only."""
     out: dict[str, str] = {}
     for n, s in stats.items():
         if s.kind != "sum" or not s.auto or s.column is None:
             continue
-        for pn, ps in stats.items():
-            if (
-                ps.kind == "mean"
+        pn = next(
+            (
+                pn
+                for pn, ps in stats.items()
+                if ps.kind == "mean"
                 and ps.auto
                 and ps.column == s.column
                 and ps.auto_share == s.auto_share
-            ):
-                out[n] = pn
-                break
+            ),
+            None,
+        )
+        if pn is not None and pn not in out.values():
+            out[n] = pn
     return out
 
 
