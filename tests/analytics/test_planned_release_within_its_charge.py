@@ -18,7 +18,10 @@ changes of 2026-11-29 (the quantile histogram's share, a std from a variance, th
 over group sizes) found no input breaking this; the tests keep it so. A planned variance's
 upper bound traded against its noise (:func:`~dpkit.analytics._planner.variance_upper`) is
 checked the same way at the bounds it estimates from noisy histograms of several shapes, with
-a companion in which the release does not pay its histogram's part.
+a companion in which the release does not pay its histogram's part. A sum and a mean of one
+column released from the mean's measures (one pair, one bound, one centre and split, on the
+pooled share) are checked the same way, at every centre and count share the planner can
+give; a companion whose pooled split hands out more than the whole share must fail the check.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def _aggs(which: str) -> dict[str, dpa.Statistic]:
             "q": dpa.quantile("x", [0.5, 0.9], bounds="auto", interval_share=0.3),
             "t": dpa.sum("x", bounds="auto"),
         },
+        "sum_and_mean": {
+            "m": dpa.mean("x", bounds="auto"),
+            "t": dpa.sum("x", bounds="auto"),
+            "u": dpa.sum("x", bounds="auto", weight=2),
+            "n": dpa.count(),
+        },
         "variance_and_std": {
             "v": dpa.variance("x", bounds="auto"),
             "w": dpa.variance("x", bounds="auto", weight=2),
@@ -74,12 +83,46 @@ def _aggs(which: str) -> dict[str, dpa.Statistic]:
     }[which]
 
 
-@pytest.mark.parametrize("which", ["quantiles", "quantile_and_sum", "variance_and_std"])
+def _estimates(ab: Any, bounds: tuple[float, float]) -> list[tuple[float, ...]]:
+    """The estimates the planner can give ``ab``: its bounds, and for a mean also centred at
+    either end with the least and the largest count share."""
+    if ab.stat.kind != "mean":
+        return [bounds]
+    lo, hi = bounds
+    return [bounds, (lo, hi, lo, 0.01), (lo, hi, hi, 0.99), (lo, hi, (lo + hi) / 2, 0.5)]
+
+
+@pytest.mark.parametrize(
+    "which", ["quantiles", "quantile_and_sum", "variance_and_std", "sum_and_mean"]
+)
 @pytest.mark.parametrize("mode", ["pure", "zcdp"])
 @pytest.mark.parametrize("epsilon", [1e-6, 1.0, 1e6])
 def test_planned_release_never_spends_more_than_its_charged_part_for_any_units(
     which: str, mode: str, epsilon: float
 ) -> None:
+    _check_within_charge(which, mode, epsilon)
+
+
+@pytest.mark.parametrize("mode", ["pure", "zcdp"])
+def test_companion_a_pooled_split_over_the_share_is_caught(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pooled mean whose split gives its count and centred sum 3/2 of its share (a broken
+    split) must fail the check above."""
+    import dpkit.analytics._pricing as pricing
+
+    real = pricing.pool_split
+
+    def broken(*args: Any) -> tuple[Fraction, ...]:
+        fr = real(*args)
+        return (fr[0], Fraction(1)) if args[5] > 0.0 else fr  # only a pool with a sum
+
+    monkeypatch.setattr(pricing, "pool_split", broken)
+    with pytest.raises(AssertionError):
+        _check_within_charge("sum_and_mean", mode, 1.0)
+
+
+def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
     rng = np.random.default_rng(1)
     df = pd.DataFrame({"uid": np.arange(40) % 20, "x": rng.lognormal(3, 1, 40)})
     s = dpa.Session(
@@ -98,23 +141,39 @@ def test_planned_release_never_spends_more_than_its_charged_part_for_any_units(
     share = s.zcdp_share if mode == "zcdp" else None
     envelope = _cost(_release_envelope(mode, step.epsilon_release, step.delta or 0.0, share), mode)
     ends = sorted({step.rows[0], step.rows[-1]})
-    for r, units in itertools.product(ends, UNITS):
+    # the planner's pooling choice (pooled_bounds), either way; a name it cannot pool (a
+    # second sum of the mean, a count, the mean itself) is ignored
+    pools: list[dict[str, str]] = [{}]
+    if which == "sum_and_mean":
+        pools += [{"t": "m", "u": "m"}, {"t": "m", "n": "m", "m": "t"}]
+    for r, units, pooled in itertools.product(ends, UNITS, pools):
         chosen: dict[str, Any] = {"max_partitions": 1, "max_rows_per_partition": r}
-        release, _ = planned.prepare_release({**chosen, "units": units})
+        release, _ = planned.prepare_release({**chosen, "units": units, "pooled": pooled})
         assert _cost(release.pricing.event, mode) <= envelope
         hist = sum(
             (_cost(ab.events[0], mode) for ab in release.pricing.auto if ab.reads is None),
             Fraction(0),
         )
-        for bounds in BOUNDS:
-            final = release.with_bounds({ab.name: bounds for ab in release.pricing.auto})
-            spent = {
-                sp.name: sum((_cost(e, mode) for e in sp.events), Fraction(0))
-                for sp in final.pricing.stats
+        if pooled:  # the sum pooled is released from the mean's measures (one per mean)
+            shared = {sp.name: sp.shared_with for sp in release.pricing.stats}
+            assert {n: shared.get(n) for n in ("t", "u", "n", "m")} == {
+                "t": "m",
+                "u": None,
+                "n": None,
+                "m": None,
             }
-            for ab in release.pricing.auto:
-                assert spent[ab.name] <= Fraction(ab.main_share)
-            assert hist + sum(spent.values(), Fraction(0)) <= envelope
+        for bounds in BOUNDS:
+            each = [_estimates(ab, bounds) for ab in release.pricing.auto]
+            for est in itertools.product(*each):
+                names = (ab.name for ab in release.pricing.auto)
+                final = release.with_bounds(dict(zip(names, est, strict=True)))
+                spent = {
+                    sp.name: sum((_cost(e, mode) for e in sp.events), Fraction(0))
+                    for sp in final.pricing.stats
+                }
+                for ab in release.pricing.auto:
+                    assert spent[ab.name] <= Fraction(ab.main_share)
+                assert hist + sum(spent.values(), Fraction(0)) <= envelope
 
 
 # A planned variance's upper bound is traded against its noise from its noisy histogram

@@ -115,7 +115,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -393,8 +393,6 @@ def _kept_at(sp: StatPrice, keep: tuple[int, int] | None) -> StatPrice:
     (:class:`~dpkit.analytics._plan.Measure`); unchanged for None (the plan's bounds)."""
     if keep is None:
         return sp
-    from dataclasses import replace
-
     ms = tuple(replace(mp, measure=replace(mp.measure, keep=keep)) for mp in sp.measures)
     return replace(sp, measures=ms)
 
@@ -870,7 +868,11 @@ def pool_errors(
 
 
 def _pools(
-    stats: dict[str, Statistic], spreads: dict[str, str], *, pure: bool
+    stats: dict[str, Statistic],
+    spreads: dict[str, str],
+    *,
+    pure: bool,
+    planned: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, tuple[float, float, float]]]:
     """Sums and counts released from a mean's (variance's, std's) noisy ``N`` and ``T``.
 
@@ -881,7 +883,9 @@ def _pools(
     :func:`pool_split`. A count or sum joins only if no statistic of the pool is worse for it
     (by :func:`pool_errors`: the member against its own release at its own weight, the
     partner against the pool without the member), counts first, then sums. Returns the
-    members' partners and each partner's weights ``(w_m, w_s, w_c)``. Public parameters only.
+    members' partners and each partner's weights ``(w_m, w_s, w_c)``. ``planned``: the sums of
+    a planned release pooled with an ``"auto"`` mean by the planner (``{sum: mean}``, kept
+    where :func:`planned_pools` allows). Public parameters only.
     """
     shared: dict[str, str] = {}
     pools: dict[str, tuple[float, float, float]] = {}
@@ -925,6 +929,11 @@ def _pools(
                 shared[n] = pn
                 w_s += float(s.weight)
         pools[pn] = (w_m, w_s, w_c)
+    allowed = planned_pools(stats) if planned else {}
+    for n, pn in (planned or {}).items():  # a planned sum from its column's mean's measures
+        if allowed.get(n) == pn:
+            w_m, w_s, w_c = pools.get(pn, (float(stats[pn].weight), 0.0, 0.0))
+            shared[n], pools[pn] = pn, (w_m, w_s + float(stats[n].weight), w_c)
     return shared, pools
 
 
@@ -962,6 +971,33 @@ def _shared_spreads(stats: dict[str, Statistic]) -> dict[str, str]:
     return out
 
 
+def planned_pools(stats: dict[str, Statistic]) -> dict[str, str]:
+    """The ``bounds="auto"`` sums a planned release may release from the noisy count and
+    centred sum of an ``"auto"`` mean of the same column and ``auto_share`` (``{sum: mean}``:
+    the first such mean, and for each mean the first such sum): ``S = T + c N`` at the mean's
+    estimated bounds and centre, its weight joining the mean's (see
+    :mod:`dpkit.analytics._planner`, "a planned sum and mean of one column"). Public
+    parameters only."""
+    out: dict[str, str] = {}
+    for n, s in stats.items():
+        if s.kind != "sum" or not s.auto or s.column is None:
+            continue
+        pn = next(
+            (
+                pn
+                for pn, ps in stats.items()
+                if ps.kind == "mean"
+                and ps.auto
+                and ps.column == s.column
+                and ps.auto_share == s.auto_share
+            ),
+            None,
+        )
+        if pn is not None and pn not in out.values():
+            out[n] = pn
+    return out
+
+
 def price(
     stats: dict[str, Statistic],
     *,
@@ -975,6 +1011,7 @@ def price(
     zcdp_share: ZcdpShare | None = None,
     stat_bounds: dict[str, tuple[int, int]] | None = None,
     share_histograms: bool = False,
+    pool_sums: dict[str, str] | None = None,
     planned_units: float = 0.0,
 ) -> Pricing:
     """Price a query: validate (epsilon, delta), split the budget, calibrate every measure.
@@ -983,7 +1020,9 @@ def price(
     :func:`_own_bounds`). ``share_histograms`` (a planned release, pure or zCDP): the
     ``"auto"`` statistics of one column read one bounds histogram (:func:`_histogram_owners`);
     ``planned_units`` (its contribution step's noisy number of units) sizes the histogram of
-    quantiles (:func:`~dpkit.analytics._planner.quantile_histogram_share`).
+    quantiles (:func:`~dpkit.analytics._planner.quantile_histogram_share`); each sum of
+    ``pool_sums`` (``{sum: mean}``, the planner's choice among :func:`planned_pools`) is
+    released from its mean's measures.
 
     zCDP sessions convert the query's ``(epsilon, delta)`` with ``zcdp_share`` (the session
     budget's :meth:`~dpkit.accounting.Budget.zcdp_share`; default: the proportions of a default
@@ -1013,7 +1052,8 @@ def price(
     for s in stats.values():
         total_w += Fraction(s.weight)
     spreads = _shared_spreads(stats)
-    pooled, pools = _pools(stats, spreads, pure=mode != "zcdp")
+    planned = (pool_sums or {}) if share_histograms and mode != "approx" else {}
+    pooled, pools = _pools(stats, spreads, pure=mode != "zcdp", planned=planned)
     shared = {**pooled, **spreads}
     weights = {n: Fraction(s.weight) for n, s in stats.items()}
     for n, partner in shared.items():  # the partner's N and T get the sum's budget too
@@ -1122,6 +1162,8 @@ def price(
         share = down(Fraction(total) * weights[name] / gauss_w)
         if s.auto:
             ab = _auto_of(name, s, mode, share, (rs, r), keep, owners, hists, owned)
+            if name in pools:  # a planned mean releasing a sum too (planned_pools)
+                ab = replace(ab, pool=pools[name])
             autos.append(ab)
             if mode != "approx":
                 events.extend(ab.events)
@@ -1237,6 +1279,9 @@ class AutoBounds:
     hist_rows: int = 0
     #: its part of the histogram's share (all of it, unless others read it too)
     paid: float = 0.0
+    #: a planned mean's weights ``(w_m, w_s, w_c)`` with the sum released from its measures
+    #: (:func:`planned_pools`), for :func:`pool_split` at its bounds; None: alone
+    pool: tuple[float, float, float] | None = None
 
 
 def _price_auto(
@@ -1325,8 +1370,22 @@ def _histogram_owners(
     for group in cols.values():
         owner = min(group)[2]
         out.update({name: owner for _, _, name in group})
-        # the least part any would spend on its own (each pays up(e / k), at most its own)
-        parts = [down(Fraction(share_of(n)) * Fraction(stats[n].auto_share)) for *_, n in group]
+        # the least part any would spend on its own (each pays up(e / k), at most its own);
+        # a planned mean's share holds its pooled sum's too (planned_pools): each counted
+        # at its own weight's part of it
+        parts = []
+        for *_, n in group:
+            pool = [n, *(m for m, pn in shared.items() if pn == n and stats[m].kind == "sum")]
+            w = sum((Fraction(stats[m].weight) for m in pool), Fraction(0))
+            parts += [
+                down(
+                    Fraction(share_of(n))
+                    * Fraction(stats[m].weight)
+                    / w
+                    * Fraction(stats[m].auto_share)
+                )
+                for m in pool
+            ]
         est = min(parts)
         if units[1] > 0.0 and all(stats[n].kind == "quantile" for *_, n in group):
             levels = [q for *_, n in group for q in stats[n].quantiles]
@@ -1392,8 +1451,6 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
     upper)``, or for a planned mean ``(lower, upper, centre, count_share)`` (its noisy sum
     centred at ``centre``, its count given ``count_share`` of its share, see
     :func:`~dpkit.analytics._planner.mean_centre`)."""
-    from dataclasses import replace
-
     done = {sp.name: sp for sp in pricing.stats}
     for ab in pricing.auto:
         lo, hi, *centring = bounds[ab.name]
@@ -1411,7 +1468,8 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
                         centre = min(max(float(centring[0]), lo), hi)
                         share = min(max(float(centring[1]), 0.01), 0.99)
                         stat = stat.with_centring(centre, share)
-                    priced = _price_stat(ab.name, stat, pricing.mode, ab.main_share, ps, rs)
+                    pool = None if centred else ab.pool  # a centred split counts the sum
+                    priced = _price_stat(ab.name, stat, pricing.mode, ab.main_share, ps, rs, pool)
                     break
                 except PrivacyParameterError:
                     continue
@@ -1426,12 +1484,15 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
             raise PrivacyParameterError(f"{ab.name}: no usable bounds for this budget")
     for sp in pricing.stats:
         # a std of an auto variance (_shared_spreads): the square root of the variance's
-        # release, at its resolved bounds and from its measures (post-processing)
+        # release; a sum of a planned mean's column (planned_pools): T + c N from its count
+        # and centred sum. Each at the partner's resolved bounds and from its measures
+        # (post-processing)
         if sp.stat.auto and sp.shared_with is not None and sp.shared_with in bounds:
             pp = done[sp.shared_with]
             assert isinstance(pp.stat.bounds, tuple)
             stat = sp.stat.with_bounds(*pp.stat.bounds)
-            done[sp.name] = StatPrice(sp.name, stat, pp.measures, shared_with=sp.shared_with)
+            kept = pp.measures[:2] if sp.stat.kind == "sum" else pp.measures
+            done[sp.name] = StatPrice(sp.name, stat, kept, shared_with=sp.shared_with)
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
 
 

@@ -190,7 +190,9 @@ class PreparedQuery:
         chosen = dict(chosen)
         delta = step.delta if self.pricing.mode != "pure" else None
         units = chosen.pop("units", 0.0)
-        query = self._query.for_planned_release(units if isinstance(units, float) else 0.0)
+        pooled = chosen.get("pooled")
+        pools = dict(pooled) if isinstance(pooled, dict) else {}
+        query = self._query.for_planned_release(units if isinstance(units, float) else 0.0, pools)
         shared = chosen.pop("shared", None)
         own = chosen.pop("statistics", None)
         if isinstance(own, dict) and isinstance(shared, dict):
@@ -202,6 +204,9 @@ class PreparedQuery:
                     for n, b in own.items()
                 }
             )
+            for n, pn in pools.items():  # a pooled sum: its mean's pair (pooled_bounds)
+                if n in each and pn in each:
+                    each[n] = each[pn]
             try:
                 prepared = query.bound_each(each).prepare(
                     epsilon=step.epsilon_release, delta=delta, two_step=True
@@ -274,6 +279,7 @@ class PreparedQuery:
         ``(lower, upper, centre, count_share)``: its noisy sum's centre and its count's share
         read from the same histogram (:func:`~dpkit.analytics._planner.planned_centre`)."""
         from dpkit.analytics._planner import (
+            POOL_KIND,
             planned_centre,
             trimmed_upper,
             type_limits,
@@ -306,7 +312,15 @@ class PreparedQuery:
                     hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
                 out[ab.name] = (lo, hi)
                 centre = (
-                    planned_centre(noisy, AUTO_EDGES, tau, lo, hi, gaussian=trim["gaussian"])
+                    planned_centre(
+                        noisy,
+                        AUTO_EDGES,
+                        tau,
+                        lo,
+                        hi,
+                        gaussian=trim["gaussian"],
+                        pooled=trim["kind"] == POOL_KIND,
+                    )
                     if ab.stat.kind == "mean"
                     else None
                 )
@@ -319,6 +333,8 @@ class PreparedQuery:
         statistic ``ab`` of a planned release with public groups (else None): its kind, the
         noise sd of a sum of bound 1 at its contribution bounds and remaining share, the number
         of groups and the noise. Public parameters only."""
+        from dpkit.analytics._planner import POOL_KIND
+
         q = self._query
         mode = self.pricing.mode
         if q is None or not q.trims_values or mode == "approx":
@@ -334,9 +350,13 @@ class PreparedQuery:
         groups = len(q.keys) if q.group_columns and q.keys is not None else 1
         # a statistic reading a histogram of fewer rows per unit: its rows assumed r / r_h times
         scale = r / ab.hist_rows if ab.hist_rows else 1.0
+        # a mean releasing a sum of its column too (planned_pools): one bound for both
+        pooled = ab.stat.kind == "mean" and any(
+            sp.shared_with == ab.name and sp.stat.kind == "sum" for sp in self.pricing.stats
+        )
         return {
             "rows_scale": max(scale, 1.0),
-            "kind": ab.stat.kind,
+            "kind": POOL_KIND if pooled else ab.stat.kind,
             "unit_noise": unit,
             "groups": groups,
             "gaussian": mode != "pure",
@@ -429,6 +449,9 @@ class Query:
     #: quantiles' bounds histogram, see :func:`~dpkit.analytics._planner.
     #: quantile_histogram_share`)
     _plan_units: float = field(default=0.0, repr=False)
+    #: a planned query's release: ``(sum, mean)`` of each sum released from its column's
+    #: mean's measures (:func:`~dpkit.analytics._planner.pooled_bounds`)
+    _plan_pools: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     # ------------------------------------------------------------------ derived columns
     def _check_column(self, column: str, what: str) -> None:
@@ -716,13 +739,20 @@ class Query:
         """Whether this is a planned query's release (see :meth:`for_planned_release`)."""
         return self._trim_values
 
-    def for_planned_release(self, units: float = 0.0) -> Query:
+    def for_planned_release(self, units: float = 0.0, pools: dict[str, str] | None = None) -> Query:
         """The query as the planner releases it: the upper value bound of an auto-bounded sum
         or mean traded against its noise (:func:`~dpkit.analytics._planner.trimmed_upper`; a
         variance's by :func:`~dpkit.analytics._planner.variance_upper`) and the auto-bounded
-        statistics of one column reading one bounds histogram, a
-        quantiles' one sized by ``units`` (the contribution step's noisy number of units)."""
-        return dataclasses.replace(self, _trim_values=True, _plan_units=float(units))
+        statistics of one column reading one bounds histogram, a quantiles' one sized by
+        ``units`` (the contribution step's noisy number of units); each sum of ``pools``
+        released from its mean's measures (``{sum: mean}``, chosen by
+        :func:`~dpkit.analytics._planner.pooled_bounds`)."""
+        return dataclasses.replace(
+            self,
+            _trim_values=True,
+            _plan_units=float(units),
+            _plan_pools=tuple(sorted((pools or {}).items())),
+        )
 
     def bound_each(self, bounds: dict[str, tuple[int, int]]) -> Query:
         """The query with each statistic bounded at its own ``bounds[name]`` (the planner's
@@ -923,6 +953,7 @@ class Query:
             stat_bounds={n: (bp, br) for n, bp, br in self._stat_bounds} or None,
             share_histograms=self._trim_values,
             planned_units=self._plan_units,
+            pool_sums=dict(self._plan_pools),
         )
 
     def _plan(self, pricing: Pricing, salt: int) -> Plan:
@@ -1062,7 +1093,8 @@ class Query:
             if refusals:
                 raise refusals[-1] from None
             raise
-        step = dataclasses.replace(step, **self._plan_targets(step.epsilon_release, dl, to_rho))
+        targets = self._plan_targets(step.epsilon_release, dl, to_rho, mode == "pure")
+        step = dataclasses.replace(step, **targets)
         top = self.bound(max_partitions=max(step.partitions), max_rows_per_partition=max(step.rows))
         shape = top.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True)
         envelope = _release_envelope(mode, step.epsilon_release, dl, self.session.zcdp_share)
@@ -1078,27 +1110,52 @@ class Query:
         )
 
     def _plan_targets(
-        self, eps_rel: float, delta: float, to_rho: Callable[[float, float], float] | None
+        self,
+        eps_rel: float,
+        delta: float,
+        to_rho: Callable[[float, float], float] | None,
+        pooling: bool = True,
     ) -> dict[str, Any]:
         """What the planner needs to choose each statistic's own bounds (see
         :func:`~dpkit.analytics._planner.statistic_bounds`): each statistic's kind and its
         approximate share of the release (its weight's part, less its ``auto_share``; a rho in
         a zCDP session, an epsilon otherwise), and the number of groups when it is public.
-        Public parameters only."""
+        With ``pooling`` (pure sessions), each sum that may be released from its
+        column's mean's measures (:func:`~dpkit.analytics._pricing.planned_pools`) as
+        ``(sum, mean, share)``, ``share`` the two shares less the one histogram's (the least
+        ``auto_share`` part of the two). Public parameters only."""
+        from dpkit.analytics._pricing import planned_pools
+
         if self.group_columns and self.keys is None:
             return {}  # partition selection: the groups are not public
         total = math.fsum(float(st.weight) for _, st in self.stats)
         whole = to_rho(eps_rel, delta) if to_rho is not None else eps_rel
+        stats = dict(self.stats)
+
+        def share(st: Statistic) -> float:
+            return whole * float(st.weight) / total
+
         targets = tuple(
-            (
-                n,
-                st.kind,
-                whole * float(st.weight) / total * (1.0 - (st.auto_share if st.auto else 0.0)),
-            )
+            (n, st.kind, share(st) * (1.0 - (st.auto_share if st.auto else 0.0)))
             for n, st in self.stats
         )
+        pools = tuple(
+            (
+                n,
+                pn,
+                share(stats[n])
+                + share(stats[pn])
+                - min(share(stats[n]), share(stats[pn])) * stats[pn].auto_share,
+            )
+            for n, pn in (planned_pools(stats) if pooling else {}).items()
+        )
         groups = len(self.keys) if self.group_columns and self.keys is not None else 1
-        return {"targets": targets, "groups": groups, "gaussian": to_rho is not None}
+        return {
+            "targets": targets,
+            "groups": groups,
+            "gaussian": to_rho is not None,
+            "pools": pools,
+        }
 
     def _contribution_plan(self) -> Plan:
         """One plan counting each unit's rows per group (grouped by the unit and the group
@@ -1351,15 +1408,21 @@ class DerivedInfo:
 
 def _bound_rules(step: Any, stats: tuple[tuple[str, Statistic], ...]) -> dict[str, str]:
     """How the planner bounds each statistic: by its own rule (``"own: count"``, ``"own:
-    sum"``, ``"own: mean"``: its own pair, see :func:`~dpkit.analytics._planner.statistic_bounds`)
-    or by the query's shared pair (``"shared"``)."""
+    sum"``, ``"own: mean"``: its own pair, see :func:`~dpkit.analytics._planner.statistic_bounds`;
+    ``", or pool (s and m)"`` added: a sum and a mean that may be released from one pair of
+    measures at one pair, :func:`~dpkit.analytics._planner.pooled_bounds`) or by the query's
+    shared pair (``"shared"``)."""
     from dpkit.analytics._planner import OWN_RULES
 
     own = step.groups is not None and bool(step.targets)
-    return {
+    out = {
         n: f"own: {OWN_RULES[st.kind]}" if own and st.kind in OWN_RULES else "shared"
         for n, st in stats
     }
+    for n, pn, _ in step.pools if own else ():
+        for x in (n, pn):
+            out[x] += f", or pool ({n} and {pn})"
+    return out
 
 
 def _release_envelope(mode: str, epsilon: float, delta: float, zcdp_share: ZcdpShare | None) -> Any:

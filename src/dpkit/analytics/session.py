@@ -359,7 +359,17 @@ class Session:
             counts = _after_charge(checked[0])
             bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
             prepared = prepared.with_bounds(bounds)
-            plan["bounds"] = {name: list(b[:2]) for name, b in bounds.items()}
+            # a sum released from its column's mean's measures (planned_pools) has its bounds
+            pooled = {
+                sp.name: sp.shared_with
+                for sp in prepared.pricing.stats
+                if sp.stat.kind == "sum" and sp.shared_with in bounds
+            }
+            plan["bounds"] = {
+                sp.name: list(bounds[pooled.get(sp.name, sp.name)][:2])
+                for sp in prepared.pricing.stats
+                if pooled.get(sp.name, sp.name) in bounds
+            }
             # the centres the release is priced at: a planned mean whose centred sum did not
             # price at its bounds fell back to the middle (resolve_auto), and reports none
             centres = {
