@@ -113,6 +113,7 @@ groups are shown mostly when their noise is positive, so their intervals lean hi
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -543,13 +544,39 @@ def _price_stat(
     p: int,
     r: int,
     pool: tuple[float, float, float] | None = None,
-    piloting: bool = True,
 ) -> StatPrice:
     """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho).
 
     ``pool``: a mean's (variance's) weights ``(w_m, w_s, w_c)`` with the sum and counts that
     share its measures; its share is split over its measures by :func:`pool_split`. A pure
-    mean with fixed bounds gets a :class:`Pilot` (``piloting``) when its parts can be priced."""
+    mean with fixed bounds gets a :class:`Pilot` when all its parts can be priced, else it
+    is priced as before on its whole share (public parameters only: before any charge)."""
+    if (
+        mode == "pure"
+        and stat.kind == "mean"
+        and stat.centring is None
+        and not stat.auto
+        and not stat.estimated
+    ):
+        with contextlib.suppress(PrivacyParameterError):
+            sp = _price_stat_at(name, stat, mode, share, p, r, pool, piloting=True)
+            if sp.pilot is not None:
+                return sp
+    return _price_stat_at(name, stat, mode, share, p, r, pool, piloting=False)
+
+
+def _price_stat_at(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    p: int,
+    r: int,
+    pool: tuple[float, float, float] | None,
+    *,
+    piloting: bool,
+) -> StatPrice:
+    """:func:`_price_stat` with (``piloting``) or without a pilot for a mean."""
     col = stat.column
     sqrt_p = math.sqrt(p)
     prices: list[MeasurePrice] = []
@@ -689,14 +716,7 @@ def _price_stat(
     else:  # a planned mean: its count's fraction and centre chosen by the planner
         fr = centred_split(centring[1])
         reach = max(centring[0] - lower, upper - centring[0])
-    piloted = (
-        piloting
-        and mode == "pure"
-        and stat.kind == "mean"
-        and centring is None
-        and not stat.auto
-        and not stat.estimated
-    )
+    piloted = piloting and stat.kind == "mean"
     main, pilot_share = share, 0.0
     if piloted:  # the pilot's part and the main pair's, each rounded down
         pilot_share = down(Fraction(share) * PILOT_SHARE)
@@ -734,8 +754,6 @@ def _price_stat(
     if pilot is not None:
         assert pilot.count.event is not None and pilot.total.event is not None
         events = [pilot.count.event, pilot.total.event, PureDpEvent(epsilon=main)]
-    elif piloted:  # no pilot after all: the whole share to the reference pair
-        return _price_stat(name, stat, mode, share, p, r, pool, piloting=False)
     if parts == 3:
         # Q centred (as T is) at kq = floor(kappa Qh), kappa <= 1/2: each row's integer square
         # lies in [0, Qh], so Q' = Q - kq N moves by at most Qh - kq per row (pool_split)
