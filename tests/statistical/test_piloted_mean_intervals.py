@@ -144,7 +144,9 @@ def _moved_draws(groups: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.nda
     (sp,) = [x for x in pr.stats if x.name == "m"]
     res, _ = _result(pr, [BIG] * groups)
     rows: list[int | None] = list(range(groups))
-    n_noisy, t_noisy, pairs = _centred_pair(sp, res, rows, RandomSource(seed=seed, insecure=True), {})
+    n_noisy, t_noisy, pairs = _centred_pair(
+        sp, res, rows, RandomSource(seed=seed, insecure=True), {}
+    )
     n_ex = [int(v) for v in res.values[sp.measures[0].measure.name]]  # type: ignore[call-overload]
     s_ex = [int(v) for v in res.values[sp.measures[1].measure.name]]  # type: ignore[call-overload]
     resid = np.zeros(groups)

@@ -28,7 +28,10 @@ value computed on the data after contribution bounding and clamping):
   N|`` within the ``1 - alpha`` quantile of ``|Z_T - r Z_N|``, at level ``1 - alpha`` and
   not far above it. The fixed-point floor lowers each value by less than one step ``2^-k``,
   so the upper end is raised by one step. (Where the count's noise is too wide to sum, the
-  union bound of two ``1 - alpha/2`` intervals is kept.)
+  union bound of two ``1 - alpha/2`` intervals is kept.) A pure mean with fixed bounds first
+  draws its pilot, then each group's ``N`` and ``T`` at the centre and split the pilot chose
+  (:class:`~dpkit.analytics._pricing.Pilot`); its interval is Fieller's at that group's pair,
+  at its level given the pilot's outputs and so overall.
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
   (:func:`~dpkit.analytics._intervals.joint_halfwidth`); a ``count(column)`` beside a mean of
