@@ -122,7 +122,8 @@ SPLITS = {
     PLANNED: "no bounds given: the planner takes a tenth of the epsilon for the contribution "
     'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
     "bounds (the result's plan lists them); the rest as dpkit",
-    "dpkit": "its own split (a mean's budget between its count and sum by `pool_split`; a "
+    "dpkit": "its own split (a hundredth of a mean's budget to a pilot that chooses each "
+    "group's centre, the rest between its count and sum centred there; a "
     "std beside a variance is the variance's square root; the quantiles of one aggregate are "
     "chosen together, one exponential mechanism over tuples of bins at the whole budget "
     "(utility: the largest normalised rank error), a lower level clipped to a higher one; "
