@@ -70,7 +70,7 @@ count's noise when the data sit far from the middle (the utility benchmark's inc
 ``e_1 = down(e / 100)`` (:data:`PILOT_SHARE`) and ``e_2 = down(e - e_1)``. The pilot releases
 (to dpkit only) ``N_1`` and ``T_1 = S - c_0 N`` at the middle ``c_0``, split as the reference
 pair; per group :func:`pilot_choice` reads them and gives a centre ``c_g`` on a public grid
-and the count's fraction ``f_g`` in hundredths; the main ``N`` and ``T = S - c_g N`` are drawn
+and the count's fraction ``f_g`` in twentieths; the main ``N`` and ``T = S - c_g N`` are drawn
 at ``(f_g, 1 - f_g)`` of ``e_2`` (each part rounded down) with ``T``'s sensitivity ``P R
 s_g``, ``s_g = max(c_g - lo, hi - c_g)``. Privacy: one unit changes at most ``P`` groups, each
 one's ``N`` by at most ``R`` and ``T`` by at most ``R s_g``, and group ``g``'s noise scales are
@@ -323,9 +323,11 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
 
     (``M = max(|lo|, |hi|)``, the pool's weights ``(w_m, w_s, w_c)``: the mean's noise ``(Z_T
     - r Z_N) / n`` with ``E[r^2] = (m - c)^2 + v``, the sum's ``Z_T + c Z_N``, the count's
-    ``Z_N``); the middle wins ties. ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` in
-    hundredths, within ``[1, 99]``. A function of the pilot's noisy outputs and public
-    parameters only (post-processing)."""
+    ``Z_N``); the middle wins ties. ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
+    a twentieth, within ``[1/20, 19/20]`` (returned in hundredths): the objective is flat near
+    its best split, and a coarse grid keeps the pairs of one release few, each needing its
+    own interval tables (:func:`~dpkit.analytics._intervals.ratio_cells`). A function of the
+    pilot's noisy outputs and public parameters only (post-processing)."""
     if n1 < 1:
         return None
     lo, hi = pilot.lo, pilot.hi
@@ -362,7 +364,7 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
         cands += above[:1]
     best = min(cands, key=lambda c: (sum(parts(c)) ** 3, abs(c - c0)))
     t, n = parts(best)
-    f_n = min(max(round(100.0 * n / (t + n)) if t + n > 0.0 else 50, 1), 99)
+    f_n = min(max(5 * round(20.0 * n / (t + n)) if t + n > 0.0 else 50, 5), 95)
     return best, f_n
 
 
