@@ -87,7 +87,16 @@ group's choice can raise after the charge (and if they do not price, the mean ha
 The pilot's values are not combined into the estimates: at ``1/100`` of the share they would
 add about ``(e_1 / e_2)^2``, ``1e-4``, of the information, and weights read from the pilot's
 noise would bias the estimate and the intervals, which hold conditionally on the pilot's
-outputs (fresh noise of known law) and hence overall. zCDP sessions keep the middle: with the
+outputs (fresh noise of known law) and hence overall. Simulated (sum and mean of weight 1,
+bounds ``[0, 500,000]``, 3 rows per unit, epsilon 1, data mean 63,000): groups of 5 to 1,000
+rows pay the pilot, about 1% more error; from 10,000 rows the mean's error is 0.72-0.77 times
+the middle's and the sum's 0.91-0.98 (an oracle knowing the mean does no better: the pool's
+objective weighs the mean, in units of ``h``, above the sum, in units of ``M = 2h``); with the
+data mean at 150,000-250,000 the sum's error rises by up to 10% and the mean's falls by 10-15%,
+and near the upper bound (400,000) both stay within about 5% of the middle's (the noise of a
+4,000-run simulation). On the utility benchmark the
+overall mean went from 1.66 to 1.15-1.19 and the sum from 1.88M to 1.58M-1.72M (300 runs each).
+zCDP sessions keep the middle: with the
 discrete Gaussian's square-root split the recentred pair is no better there (simulated: 1-2%
 worse at every group size, the pilot's cost).
 
