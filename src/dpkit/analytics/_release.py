@@ -659,13 +659,14 @@ def _release_shared_sum(
     """A sum as ``S = T + c N`` from its partner's noisy centred sum ``T`` and count ``N``.
 
     Exactly ``S = T + c N`` before noise (``T = S - c N`` by definition), so the estimate is
-    unbiased like the partner's; interval: ``T`` and ``N`` each at ``1 - alpha/2`` (union
-    bound), and ``S`` between the extremes of ``T + c N`` over that box.
+    unbiased like the partner's; interval: the exact law of ``Z_T + c Z_N`` where it can be
+    summed, else ``T`` and ``N`` each at ``1 - alpha/2`` (union bound) and ``S`` between the
+    extremes of ``T + c N`` over that box. Each group at its own pair (a piloted mean's centre
+    ``c`` and noises for that group, :func:`_centred_pair`).
     """
     n_noisy, t_noisy, pairs = _centred_pair(sp, result, rows, source, cache)
-    m_n, m_s = pairs[0] if pairs else (sp.measures[0], sp.measures[1])
-    if sp.pilot is not None:
-        m_n, m_s = sp.pilot.ref_n, sp.pilot.ref_t
+    pl = sp.pilot
+    m_n, m_s = (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
     step = m_s.step
     est, lo_l, hi_l = [0.0] * ngroups, [0.0] * ngroups, [0.0] * ngroups
     exact_law = True
@@ -687,7 +688,6 @@ def _release_shared_sum(
             a, b = c * (nn - hn), c * (nn + hn)
             lo_l[g] = (tt - ht + min(a, b)) * step
             hi_l[g] = (tt + ht + max(a, b)) * step
-    h_joint = 0 if exact_law else None
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
@@ -698,9 +698,9 @@ def _release_shared_sum(
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
         "ci": "exact law of the sum of the two noises"
-        if h_joint is not None
+        if exact_law
         else "union bound over the centred sum and count intervals at alpha/2 each",
-        **({"centre": _pilot_note(sp, pairs)} if sp.pilot is not None else {}),
+        **({"centre": _pilot_note(sp, pairs)} if pl is not None else {}),
     }
 
 
