@@ -60,6 +60,14 @@ from pathlib import Path
 from typing import Any
 
 QUICK = "--quick" in sys.argv
+
+
+def _arg(name: str, default: str) -> str:
+    if name in sys.argv:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
+
+
 ROWS = 100_000 if QUICK else 1_000_000
 EPSILON, DELTA = 1.0, 1e-6
 LOWER, UPPER = 0.0, 500_000.0
@@ -90,8 +98,9 @@ ALL = "_all"  # the key of the one group of an overall task
 # Repetitions per task: at most REPS, fewer when a library's runs are slow (a per-task time
 # limit, TIME_LIMIT seconds, stops repeating after at least MIN_REPS); the tables say how many
 # ran. Overall tasks give one value per run, so they get more.
-REPS = 3 if QUICK else 10
-REPS_ALL = 5 if QUICK else 40
+# (``--max-reps N`` and ``--max-reps-all N`` raise them, e.g. for a fast library's rerun)
+REPS = int(_arg("--max-reps", "3" if QUICK else "10"))
+REPS_ALL = int(_arg("--max-reps-all", "5" if QUICK else "40"))
 MIN_REPS = 1 if QUICK else 2
 WORKER_TIMEOUT = 900.0
 CANDIDATES = 2001  # quantile candidates for the peers that need a finite set (step 250)
@@ -113,7 +122,8 @@ SPLITS = {
     PLANNED: "no bounds given: the planner takes a tenth of the epsilon for the contribution "
     'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
     "bounds (the result's plan lists them); the rest as dpkit",
-    "dpkit": "its own split (a mean's budget between its count and sum by `pool_split`; a "
+    "dpkit": "its own split (a hundredth of a mean's budget to a pilot that chooses each "
+    "group's centre, the rest between its count and sum centred there; a "
     "std beside a variance is the variance's square root; the quantiles of one aggregate are "
     "chosen together, one exponential mechanism over tuples of bins at the whole budget "
     "(utility: the largest normalised rank error), a lower level clipped to a higher one; "
@@ -136,12 +146,6 @@ SPLITS = {
     "(`max_ids` 3); count_keys has no public keys in SmartNoise, so it runs with SmartNoise's "
     "own thresholding, which is the count_select task",
 }
-
-
-def _arg(name: str, default: str) -> str:
-    if name in sys.argv:
-        return sys.argv[sys.argv.index(name) + 1]
-    return default
 
 
 # --time-limit S: repeat for up to S seconds per task (default 60) when a library is slow; a

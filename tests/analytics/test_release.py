@@ -14,7 +14,7 @@ import dpkit.analytics as dpa
 from dpkit.analytics._plan import EngineResult
 from dpkit.analytics._pricing import Noise, _frac_bits, pool_split, price
 from dpkit.analytics._release import assemble
-from dpkit.events import ApproxDpEvent, DiscreteLaplaceEvent
+from dpkit.events import ApproxDpEvent, DiscreteLaplaceEvent, PureDpEvent
 from dpkit.noise import RandomSource
 
 
@@ -116,12 +116,15 @@ def test_sensitivities_follow_bounding() -> None:
 
 
 def _spent(evs: tuple[object, ...]) -> tuple[Fraction, float]:
-    """(epsilon, delta) of a basic composition of approx pairs and discrete Laplace events."""
+    """(epsilon, delta) of a basic composition of approx pairs, discrete Laplace events and
+    pure envelopes (a piloted mean's main pair)."""
     eps, delta = Fraction(0), 0.0
     for e in evs:
         if isinstance(e, ApproxDpEvent):
             eps += Fraction(e.epsilon)
             delta += e.delta
+        elif isinstance(e, PureDpEvent):
+            eps += Fraction(e.epsilon)
         else:
             assert isinstance(e, DiscreteLaplaceEvent)
             eps += Fraction(e.sensitivity) / Fraction(e.scale) + 2 * Fraction(e.pmf_slack)
@@ -318,16 +321,19 @@ def test_sum_shares_the_means_count_and_centred_sum() -> None:
     assert s_price.shared_with == "m" and s_price.events == ()
     names = [m.name for m in pr.measures]  # type: ignore[attr-defined]
     assert len(names) == len(set(names)) == 3  # rows, values, centred sum: nothing twice
-    assert len(pr.events) == 3  # type: ignore[attr-defined]
+    # the rows count, the mean's pilot (count and centred sum) and its main pair's envelope
+    assert len(pr.events) == 4  # type: ignore[attr-defined]
     eps, _ = _spent(pr.events)  # type: ignore[attr-defined]
     assert eps <= 3
-    # the mean's measures got the sum's share too: epsilon 2 for N and T together, split by
-    # pool_split (not in halves)
+    # the mean's measures got the sum's share too: epsilon 2 for N and T together (less the
+    # pilot's hundredth), split by pool_split (not in halves) at the middle
     m_price = next(sp for sp in pr.stats if sp.name == "m")  # type: ignore[attr-defined]
+    main = m_price.pilot.main
+    assert 2 * 0.99 * (1 - 1e-9) <= main <= 2 * 0.99
     f_n, f_t = pool_split(True, "mean", 0.0, 100.0, 1.0, 1.0, 0.0)
     for mp, f in zip(m_price.measures, (f_n, f_t), strict=True):
         lap = Fraction(mp.l1) / Fraction(mp.noise.scale)
-        assert 0.99 * 2 * f < lap <= 2 * f
+        assert 0.99 * main * f < lap <= main * f
     assert f_t != f_n
     # at a huge epsilon the shared sum is the true sum up to the fixed-point floor
     pr, res, true_sum = _shared_query(1e6)
@@ -425,5 +431,5 @@ def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyP
         alpha=0.05,  # type: ignore[arg-type]
         source=RandomSource(seed=2, insecure=True),
     )
-    assert len(calls) == 3  # rows count, the mean's N and T: once each
+    assert len(calls) == 5  # rows count, the mean's pilot N and T, its N and T: once each
     assert list(out.columns[:3]) == ["n", "n_low", "n_high"]

@@ -81,15 +81,17 @@ c)``, the sensitivity it is priced at. At leading order the mean's noise is ``(Z
 n`` (``r`` the group's mean less ``c``), of variance ``u^2 (s^2 / f_T^a + r^2 / f_N^a) / n^2``
 at a split ``f_T + f_N = 1`` of its share (``a = 2`` for discrete Laplace, ``1`` for the
 discrete Gaussian): the objective of :func:`~dpkit.analytics._pricing.pool_split` with ``a_T =
-s^2`` and ``a_N = E[r^2]``. Fixed bounds centre at the middle and assume the mean anywhere
-within them (``E[r^2] = h^2 / 3``); skewed data (a log-normal clamped at 10 times its median has
-its mean at a sixth of the range) then pay for a large ``r`` on the count's noise. A planned
-release knows more: the same noisy histogram gives the mean ``m`` and the variance ``v`` of the
-values clamped to the bounds (each significant bin read as above, the assumed tail included;
-:func:`_clamped_moments`), and the groups' means are assumed spread about ``m`` by ``E[(mean_g -
-m)^2] = MEAN_GROUP_SPREAD v`` (:data:`MEAN_GROUP_SPREAD` = 1/3: the row-weighted spread of the
-groups' means is at most ``v``, by the law of total variance; a third is the planner's guess
-between homogeneous groups, 0, and groups that differ as much as single values, 1). So ``E[r^2]
+s^2`` and ``a_N = E[r^2]``. Fixed bounds in zCDP sessions centre at the middle and assume the
+mean anywhere within them (``E[r^2] = h^2 / 3``; in pure sessions each group's centre is chosen
+from a pilot, :class:`~dpkit.analytics._pricing.Pilot`); skewed data (a log-normal clamped at
+10 times its median has its mean at a sixth of the range) then pay for a large ``r`` on the
+count's noise. A planned release knows more: the same noisy histogram gives the mean ``m`` and
+the variance ``v`` of the values clamped to the bounds (each significant bin read as above, the
+assumed tail included; :func:`_clamped_moments`), and the groups' means are assumed spread about
+``m`` by ``E[(mean_g - m)^2] = MEAN_GROUP_SPREAD v`` (:data:`MEAN_GROUP_SPREAD` = 1/3: the
+row-weighted spread of the groups' means is at most ``v``, by the law of total variance; a third
+is the planner's guess between homogeneous groups, 0, and groups that differ as much as single
+values, 1). So ``E[r^2]
 = (m - c)^2 + MEAN_GROUP_SPREAD v``. Among ``c`` on a public grid from the middle towards ``m``
 (a 64th of the range apart, :data:`CENTRE_STEPS`) the planner takes the one minimising the noise
 factor at its best split, ``d^2 = (a_T^x + a_N^x)^(1 / x)`` (``x = 1/3`` Laplace, ``1/2``
@@ -107,7 +109,8 @@ post-processing; ``T`` is priced at the sensitivity ``s`` of that ``c``, and the
 ``f_N`` and ``1 - f_N`` of the mean's share (exact rationals summing to 1, each part rounded
 down), so the mean's events add up to at most its share, as with any split. The rule applies
 where :func:`trimmed_upper`'s does, in pure sessions; elsewhere (and with ``.bound(...)``) the
-middle and :func:`~dpkit.analytics._pricing.pool_split`.
+middle and :func:`~dpkit.analytics._pricing.pool_split` (in pure sessions, the pilot of a
+mean with fixed bounds).
 
 **Value bounds of a planned variance** (:func:`variance_upper`). A variance (and a std, the
 square root of the same release) gets its own upper bound from the same noisy histogram where

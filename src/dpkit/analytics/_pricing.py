@@ -62,6 +62,45 @@ events, the share of its floating-point slack allowance, and the largest ``rho``
 rest), and ``rho`` is split. A query at the session budget's ``(epsilon, delta)`` is thus priced at
 exactly the budget's ``rho_max``. Shares are rounded down, scales and charged costs up.
 
+Pilot of a mean (pure sessions, fixed bounds; :class:`Pilot`). A mean's noise is ``(Z_T - r
+Z_N) / n`` at leading order, ``r`` its group's mean less the centre of ``T = S - c N``; the
+middle of the bounds assumes the mean anywhere within them, and pays a large ``r`` on the
+count's noise when the data sit far from the middle (the utility benchmark's incomes: mean
+63,000 in ``[0, 500,000]``). So the mean's share ``e`` is split, before any row is read, into
+``e_1 = down(e / 100)`` (:data:`PILOT_SHARE`) and ``e_2 = down(e - e_1)``. The pilot releases
+(to dpkit only) ``N_1`` and ``T_1 = S - c_0 N`` at the middle ``c_0``, split as the reference
+pair; per group :func:`pilot_choice` reads them and gives a centre ``c_g`` on a public grid
+and the count's fraction ``f_g`` in twentieths; the main ``N`` and ``T = S - c_g N`` are drawn
+at ``(f_g, 1 - f_g)`` of ``e_2`` (each part rounded down) with ``T``'s sensitivity ``P R
+s_g``, ``s_g = max(c_g - lo, hi - c_g)``. Privacy: one unit changes at most ``P`` groups, each
+one's ``N`` by at most ``R`` and ``T`` by at most ``R s_g``, and group ``g``'s noise scales are
+``P R / (f_g e_2 - 2 a P)`` and ``P R s_g / ((1 - f_g) e_2 - 2 a P)`` (or larger, ``a`` the
+fast sampler's slack), so the main pair's loss is at most ``sum_g (down(f_g e_2) + down((1 -
+f_g) e_2)) / P <= e_2`` on every outcome of the pilot; pure DP composes pointwise when a
+mechanism is chosen from earlier outputs (the loss at any output is the pilot's plus the main
+pair's given the pilot's output: basic composition of adaptively chosen mechanisms, Dwork and
+Roth 2014, Section 3.5), so the mean
+costs at most ``e_1 + e_2 <= e``, charged as the pilot's two events and ``PureDpEvent(e_2)``.
+The pricing checks that the main pair's extremes (``f = 1/100`` for the count, ``1/100`` and
+``s = hi - lo`` for the sum) price without error: noise scales only grow towards them, so no
+group's choice can raise after the charge (and if they do not price, the mean has no pilot).
+The pilot's values are not combined into the estimates: at ``1/100`` of the share they would
+add about ``(e_1 / e_2)^2``, ``1e-4``, of the information, and weights read from the pilot's
+noise would bias the estimate and the intervals, which hold conditionally on the pilot's
+outputs (fresh noise of known law) and hence overall. Simulated (sum and mean of weight 1,
+bounds ``[0, 500,000]``, 3 rows per unit, epsilon 1, data mean 63,000): groups of 5 to 1,000
+rows pay the pilot, about 1% more error; from 10,000 rows the mean's error is 0.72-0.77 times
+the middle's and the sum's 0.91-0.98 (an oracle knowing the mean does no better: the pool's
+objective weighs the mean, in units of ``h``, above the sum, in units of ``M = 2h``); with the
+data mean at 150,000-250,000 the sum's error rises by up to 10% and the mean's falls by 10-15%,
+and near the upper bound (400,000) both stay within about 5% of the middle's (the noise of a
+4,000-run simulation). On the utility benchmark the
+overall mean went from 1.66 to 1.15-1.19 and the sum from 1.88M to 1.58M-1.72M (300 runs each;
+over 1,000 runs each, 1.60 to 1.07 and 1.85M to 1.54M).
+zCDP sessions keep the middle: with the
+discrete Gaussian's square-root split the recentred pair is no better there (simulated: 1-2%
+worse at every group size, the pilot's cost).
+
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
 ``delta_thr``-approximately ``rho_sel``-zCDP: its noisy counts of the keys both neighbours have
@@ -113,6 +152,7 @@ groups are shown mostly when their noise is positive, so their intervals lean hi
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -216,6 +256,128 @@ class MeasurePrice:
     event: DpEvent | None = None
 
 
+#: The part of a pure mean's share spent on its pilot (:class:`Pilot`).
+PILOT_SHARE = Fraction(1, 100)
+#: The pilot is read only while its mean's estimated standard deviation is at most this
+#: fraction of the half-range (:func:`pilot_choice`); else the group keeps the middle.
+PILOT_REACH = 0.25
+#: The centres a pilot may choose: ``lo + floor((hi - lo) j / (2 PILOT_STEPS))``, ``j = 0 ..
+#: 2 PILOT_STEPS`` (the planner's grid, :data:`~dpkit.analytics._planner.CENTRE_STEPS`).
+PILOT_STEPS = 32
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """A mean's pilot and the public facts its main measures are priced from, per group.
+
+    A pure mean with fixed bounds ``[lower, upper]`` (integers ``[lo, hi]`` at its fixed point)
+    spends ``e_1 = down(PILOT_SHARE e)`` of its share ``e`` on a pilot: its count ``N_1`` and
+    its sum centred at the middle ``c_0``, ``T_1 = S - c_0 N``, split as the reference pair
+    (:func:`pool_split`). Per group, :func:`pilot_choice` reads ``(N_1, T_1)`` and gives the
+    centre ``c`` and the count's fraction ``f`` of the main share ``e_2 = down(e - e_1)``; the
+    main count ``N`` and centred sum ``T = S - c N`` are then drawn at ``(f, 1 - f)`` of ``e_2``
+    with ``T``'s sensitivity ``R max(c - lo, hi - c)`` (:meth:`prices`). ``ref_n`` and
+    ``ref_t``: the main pair at the middle and the reference split, the group's pair when the
+    pilot is too noisy to help (and the noise a report shows)."""
+
+    count: MeasurePrice
+    total: MeasurePrice
+    ref_n: MeasurePrice
+    ref_t: MeasurePrice
+    main: float
+    weights: tuple[float, float, float]
+    p: int
+    r: int
+    lo: int
+    hi: int
+
+    def prices(self, centre: int, f_n: int) -> tuple[MeasurePrice, MeasurePrice]:
+        """The main count and centred sum at ``centre`` (steps, within ``[lo, hi]``) with the
+        count's fraction ``f_n / 100`` of :attr:`main`; each part rounded down, so the two
+        events add up to at most :attr:`main` whatever the centre and the fraction."""
+        from dataclasses import replace
+
+        p, r = self.p, self.r
+        f = Fraction(f_n, 100)
+        sh = _Shares("pure", self.main, 2, p, (f, 1 - f))
+        nz_n, ev_n = sh.noise(p * r, p * r * r, p, 0)
+        s = max(centre - self.lo, self.hi - centre, 1)
+        nz_t, ev_t = sh.noise(p * r * s, p * (r * s) ** 2, p, 1)
+        return (
+            replace(self.ref_n, noise=nz_n, event=ev_n),
+            replace(
+                self.ref_t,
+                noise=nz_t,
+                l1=p * r * s,
+                l2_sq=p * (r * s) ** 2,
+                center=centre,
+                event=ev_t,
+            ),
+        )
+
+
+def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
+    """``(c, f_N)``: a group's centre (steps) and its count's share in hundredths of the main
+    share, from the pilot's noisy count ``N_1`` and centred sum ``T_1``; ``None`` (the middle
+    and the reference split) when ``N_1 < 1`` or the pilot's mean is too noisy.
+
+    The pilot's mean ``m = c_0 + T_1 / N_1`` (clamped to ``[lo, hi]``) has, at leading order,
+    the variance ``v = (V_T + (m - c_0)^2 V_N) / N_1^2`` (``V`` the pilot noises' variances);
+    it is used while ``sqrt(v) <= PILOT_REACH h`` (``h = (hi - lo) / 2``). Among the centres
+    ``c`` of the public grid (:data:`PILOT_STEPS`) from the middle towards ``m`` (as far as the
+    first grid point beyond it) the one minimising :func:`pool_split`'s objective at its best
+    split wins, ``d = (a_T^(1/3) + a_N^(1/3))^3`` with ``s = max(c - lo, hi - c)``::
+
+        a_T = (w_m / h^2 + w_s / M^2) s^2
+        a_N = w_m ((m - c)^2 + v) / h^2 + w_s c^2 / M^2 + w_c
+
+    (``M = max(|lo|, |hi|)``, the pool's weights ``(w_m, w_s, w_c)``: the mean's noise ``(Z_T
+    - r Z_N) / n`` with ``E[r^2] = (m - c)^2 + v``, the sum's ``Z_T + c Z_N``, the count's
+    ``Z_N``); the middle wins ties. ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
+    a twentieth, within ``[1/20, 19/20]`` (returned in hundredths): the objective is flat near
+    its best split, and a coarse grid keeps the pairs of one release few, each needing its
+    own interval tables (:func:`~dpkit.analytics._intervals.ratio_cells`). A function of the
+    pilot's noisy outputs and public parameters only (post-processing)."""
+    if n1 < 1:
+        return None
+    lo, hi = pilot.lo, pilot.hi
+    c0 = pilot.total.center
+    h = (hi - lo) / 2.0
+    assert pilot.count.noise is not None and pilot.total.noise is not None
+    v_n, v_t = pilot.count.noise.std**2, pilot.total.noise.std**2
+    m = min(max(c0 + t1 / n1, float(lo)), float(hi))
+    v = (v_t + (m - c0) ** 2 * v_n) / (float(n1) * n1)
+    if not v <= (PILOT_REACH * h) ** 2:
+        return None
+    w_m, w_s, w_c = pilot.weights
+    big = float(max(abs(lo), abs(hi)))
+    x = 1.0 / 3.0
+    per_t = w_m / (h * h) + w_s / (big * big)
+
+    def parts(c: int) -> tuple[float, float]:
+        s = float(max(c - lo, hi - c, 1))
+        a_n = w_m * ((m - c) ** 2 + v) / (h * h) + w_s * (c / big) ** 2 + w_c
+        return (per_t * s * s) ** x, a_n**x
+
+    span, grid = hi - lo, 2 * PILOT_STEPS
+    cands = [c0]
+    for j in range(grid + 1):
+        c = lo + span * j // grid
+        if min(c0, m) <= c <= max(c0, m):
+            cands.append(c)
+    beyond = [lo + span * j // grid for j in range(grid + 1)]
+    if m < c0:
+        below = [c for c in beyond if c < m]
+        cands += below[-1:]
+    else:
+        above = [c for c in beyond if c > m]
+        cands += above[:1]
+    best = min(cands, key=lambda c: (sum(parts(c)) ** 3, abs(c - c0)))
+    t, n = parts(best)
+    f_n = min(max(5 * round(20.0 * n / (t + n)) if t + n > 0.0 else 50, 5), 95)
+    return best, f_n
+
+
 @dataclass(frozen=True)
 class StatPrice:
     """The price of one statistic: its measures and (quantiles) its selection mechanism."""
@@ -233,6 +395,8 @@ class StatPrice:
     shared_with: str | None = None
     # the fraction of the share each measure got (pool_split); () for one measure
     split: tuple[float, ...] = ()
+    # a mean with fixed bounds in a pure session: its centre chosen per group from a pilot
+    pilot: Pilot | None = None
 
 
 @dataclass(frozen=True)
@@ -423,7 +587,35 @@ def _price_stat(
     """Measures, noise and events of one statistic with budget ``share`` (epsilon or rho).
 
     ``pool``: a mean's (variance's) weights ``(w_m, w_s, w_c)`` with the sum and counts that
-    share its measures; its share is split over its measures by :func:`pool_split`."""
+    share its measures; its share is split over its measures by :func:`pool_split`. A pure
+    mean with fixed bounds gets a :class:`Pilot` when all its parts can be priced, else it
+    is priced as before on its whole share (public parameters only: before any charge)."""
+    if (
+        mode == "pure"
+        and stat.kind == "mean"
+        and stat.centring is None
+        and not stat.auto
+        and not stat.estimated
+    ):
+        with contextlib.suppress(PrivacyParameterError):
+            sp = _price_stat_at(name, stat, mode, share, p, r, pool, piloting=True)
+            if sp.pilot is not None:
+                return sp
+    return _price_stat_at(name, stat, mode, share, p, r, pool, piloting=False)
+
+
+def _price_stat_at(
+    name: str,
+    stat: Statistic,
+    mode: Mode,
+    share: float,
+    p: int,
+    r: int,
+    pool: tuple[float, float, float] | None,
+    *,
+    piloting: bool,
+) -> StatPrice:
+    """:func:`_price_stat` with (``piloting``) or without a pilot for a mean."""
     col = stat.column
     sqrt_p = math.sqrt(p)
     prices: list[MeasurePrice] = []
@@ -563,7 +755,12 @@ def _price_stat(
     else:  # a planned mean: its count's fraction and centre chosen by the planner
         fr = centred_split(centring[1])
         reach = max(centring[0] - lower, upper - centring[0])
-    sh = _Shares(mode, share, parts, p, fr)
+    piloted = piloting and stat.kind == "mean"
+    main, pilot_share = share, 0.0
+    if piloted:  # the pilot's part and the main pair's, each rounded down
+        pilot_share = down(Fraction(share) * PILOT_SHARE)
+        main = down(Fraction(share) - Fraction(pilot_share))
+    sh = _Shares(mode, main, parts, p, fr)
     half = (upper - lower) / 2.0
     cnt = Measure(name=f"{name}:n", kind="values", column=col)
     nz_n, ev_n = sh.noise(p * r, p * r * r, p, 0)
@@ -590,6 +787,12 @@ def _price_stat(
         )
     )
     events = [ev_n, ev_s]
+    pilot = None
+    if piloted and hi - lo >= 2:
+        pilot = _pilot_of(prices, (w_m, w_s, w_c), pilot_share, main, fr, (p, r, lo, hi))
+    if pilot is not None:
+        assert pilot.count.event is not None and pilot.total.event is not None
+        events = [pilot.count.event, pilot.total.event, PureDpEvent(epsilon=main)]
     if parts == 3:
         # Q centred (as T is) at kq = floor(kappa Qh), kappa <= 1/2: each row's integer square
         # lies in [0, Qh], so Q' = Q - kq N moves by at most Qh - kq per row (pool_split)
@@ -632,6 +835,50 @@ def _price_stat(
         events=tuple(events),
         epsilon=share,
         split=tuple(float(f) for f in fr),
+        pilot=pilot,
+    )
+
+
+def _pilot_of(
+    prices: list[MeasurePrice],
+    weights: tuple[float, float, float],
+    pilot_share: float,
+    main: float,
+    fr: tuple[Fraction, ...],
+    bounds: tuple[int, int, int, int],
+) -> Pilot | None:
+    """The :class:`Pilot` of a pure mean whose reference pair is ``prices``, or ``None``
+    when its parts are too small to price: the pilot's two measures at ``fr`` of
+    ``pilot_share``, and the main pair at its extremes (the count at 1/100 of ``main``, the
+    sum at 1/100 with the sensitivity of a centre at an end, ``R (hi - lo)``). Noise scales
+    grow as a part shrinks and as the sensitivity grows, so every pair :meth:`Pilot.prices`
+    can give is then priced without error. Public parameters only, before any charge."""
+    from dataclasses import replace
+
+    p, r, lo, hi = bounds
+    ref_n, ref_t = prices
+    s0 = max(ref_t.center - lo, hi - ref_t.center, 1)
+    wide = r * (hi - lo)
+    try:
+        shp = _Shares("pure", pilot_share, 2, p, fr[:2])
+        nz_n, ev_n = shp.noise(p * r, p * r * r, p, 0)
+        nz_t, ev_t = shp.noise(p * r * s0, p * (r * s0) ** 2, p, 1)
+        one = Fraction(1, 100)
+        _Shares("pure", main, 2, p, (one, 1 - one)).noise(p * r, p * r * r, p, 0)
+        _Shares("pure", main, 2, p, (1 - one, one)).noise(p * wide, p * wide * wide, p, 1)
+    except PrivacyParameterError:
+        return None
+    return Pilot(
+        count=replace(ref_n, noise=nz_n, event=ev_n),
+        total=replace(ref_t, noise=nz_t, event=ev_t),
+        ref_n=ref_n,
+        ref_t=ref_t,
+        main=main,
+        weights=weights,
+        p=p,
+        r=r,
+        lo=lo,
+        hi=hi,
     )
 
 
@@ -1180,7 +1427,7 @@ def price(
             priced.append(StatPrice(n, stats[n], (), shared_with=partner))
             continue
         kept = pp.measures if n in spreads else pp.measures[: 1 if stats[n].kind == "count" else 2]
-        priced.append(StatPrice(n, stats[n], kept, shared_with=partner))
+        priced.append(StatPrice(n, stats[n], kept, shared_with=partner, pilot=pp.pilot))
     rank = {n: i for i, n in enumerate(stats)}
     priced.sort(key=lambda sp: rank[sp.name])
     if mode == "approx" and gauss_w:

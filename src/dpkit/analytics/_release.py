@@ -28,7 +28,10 @@ value computed on the data after contribution bounding and clamping):
   N|`` within the ``1 - alpha`` quantile of ``|Z_T - r Z_N|``, at level ``1 - alpha`` and
   not far above it. The fixed-point floor lowers each value by less than one step ``2^-k``,
   so the upper end is raised by one step. (Where the count's noise is too wide to sum, the
-  union bound of two ``1 - alpha/2`` intervals is kept.)
+  union bound of two ``1 - alpha/2`` intervals is kept.) A pure mean with fixed bounds first
+  draws its pilot, then each group's ``N`` and ``T`` at the centre and split the pilot chose
+  (:class:`~dpkit.analytics._pricing.Pilot`); its interval is Fieller's at that group's pair,
+  at its level given the pilot's outputs and so overall.
 * a sum sharing a mean's (or variance's) measures: ``T + c N`` from the same noisy ``T`` and
   ``N`` (each noised once per release), interval from the exact law of ``Z_T + c Z_N``
   (:func:`~dpkit.analytics._intervals.joint_halfwidth`); a ``count(column)`` beside a mean of
@@ -77,7 +80,7 @@ from dpkit.analytics._intervals import (
     zero_reach,
 )
 from dpkit.analytics._plan import EngineResult, SparseCounts
-from dpkit.analytics._pricing import MeasurePrice, Pricing, StatPrice
+from dpkit.analytics._pricing import PILOT_SHARE, MeasurePrice, Pricing, StatPrice, pilot_choice
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
@@ -290,6 +293,103 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
     """Extremes of ``t / n`` over ``[t_lo, t_hi] x [n_lo, n_hi]`` with ``n_lo > 0``."""
     cands = (t_lo / n_lo, t_lo / n_hi, t_hi / n_lo, t_hi / n_hi)
     return min(cands), max(cands)
+
+
+def _centred_pair(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: Sequence[int | None],
+    source: RandomSource,
+    cache: dict[str, list[list[int]]],
+) -> tuple[list[int], list[int], list[tuple[MeasurePrice, MeasurePrice]]]:
+    """Per group a mean's noisy count ``N``, centred sum ``T = S - c N`` and the pair of
+    prices (count, centred sum) they were drawn at; drawn once per release and cached, so a
+    sum or count sharing the mean's measures reads the same values (post-processing).
+
+    Without a pilot every group has the statistic's own pair. With one
+    (:class:`~dpkit.analytics._pricing.Pilot`): first the pilot's ``N_1`` and ``T_1`` (at the
+    middle), then per group the centre and split of
+    :func:`~dpkit.analytics._pricing.pilot_choice` (the reference pair when it gives none, or
+    when the chosen pair cannot be priced, which the pricing has ruled out), then ``N`` and
+    ``T`` with fresh noise at that pair. The pilot's values are not released."""
+    pl = sp.pilot
+    m_n, m_s = (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
+    n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
+    s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
+    if pl is None:
+        t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
+        n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
+        t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
+        return n_noisy, t_noisy, [(m_n, m_s)] * len(rows)
+    key = m_s.measure.name + "@centre"
+    memo: dict[tuple[int, int], tuple[MeasurePrice, MeasurePrice]] = {}
+
+    def pair(c: int, f: int) -> tuple[MeasurePrice, MeasurePrice]:
+        if f < 0:
+            return m_n, m_s
+        if (c, f) not in memo:
+            try:
+                memo[c, f] = pl.prices(c, f)
+            except PrivacyParameterError:  # ruled out by the pricing; never raise here
+                memo[c, f] = (m_n, m_s)
+        return memo[c, f]
+
+    if key in cache:
+        pairs = [pair(c, f) for c, f in cache[key]]
+        return (
+            [v[0] for v in cache[m_n.measure.name]],
+            [v[0] for v in cache[m_s.measure.name]],
+            pairs,
+        )
+    c0 = pl.total.center
+    n1 = _add_noise(pl.count, n_exact, source)
+    t1 = _add_noise(
+        pl.total, [[s[0] - c0 * n[0]] for s, n in zip(s_exact, n_exact, strict=True)], source
+    )
+    chosen = [pilot_choice(pl, a[0], b[0]) or (m_s.center, -1) for a, b in zip(n1, t1, strict=True)]
+    pairs = [pair(c, f) for c, f in chosen]
+    n_noisy = [0] * len(rows)
+    t_noisy = [0] * len(rows)
+    by_pair: dict[int, list[int]] = {}
+    for g, pr in enumerate(pairs):
+        by_pair.setdefault(id(pr[1]), []).append(g)
+    for idx in by_pair.values():
+        pn, pt = pairs[idx[0]]
+        assert pn.noise is not None and pt.noise is not None
+        zn = pn.noise.sample(len(idx), source)
+        zt = pt.noise.sample(len(idx), source)
+        for j, g in enumerate(idx):
+            n_noisy[g] = n_exact[g][0] + zn[j]
+            t_noisy[g] = s_exact[g][0] - pt.center * n_exact[g][0] + zt[j]
+    cache[m_n.measure.name] = [[v] for v in n_noisy]
+    cache[m_s.measure.name] = [[v] for v in t_noisy]
+    cache[key] = [
+        [m_s.center, -1] if pr[1] is m_s else [pr[1].center, f]
+        for pr, (_, f) in zip(pairs, chosen, strict=True)
+    ]
+    return n_noisy, t_noisy, pairs
+
+
+def _by_pair(
+    pairs: Sequence[tuple[MeasurePrice, MeasurePrice]],
+) -> list[tuple[tuple[MeasurePrice, MeasurePrice], list[int]]]:
+    """The groups of each distinct pair of prices (one pair without a pilot), in order."""
+    out: dict[int, tuple[tuple[MeasurePrice, MeasurePrice], list[int]]] = {}
+    for g, pr in enumerate(pairs):
+        out.setdefault(id(pr[1]), (pr, []))[1].append(g)
+    return list(out.values())
+
+
+def _pilot_note(sp: StatPrice, pairs: Sequence[tuple[MeasurePrice, MeasurePrice]]) -> str:
+    """How the centre of a mean's sum was chosen (the info of its columns)."""
+    if sp.pilot is None:
+        return "the middle of the bounds"
+    moved = sum(1 for pr in pairs if pr[1] is not sp.pilot.ref_t)
+    return (
+        f"per group from a pilot (its count and sum at the middle, {float(PILOT_SHARE):g} of "
+        f"the share, not released); {moved} of {len(pairs)} groups moved from the middle, "
+        "the noise shown is the middle's"
+    )
 
 
 def assemble(
@@ -559,31 +659,35 @@ def _release_shared_sum(
     """A sum as ``S = T + c N`` from its partner's noisy centred sum ``T`` and count ``N``.
 
     Exactly ``S = T + c N`` before noise (``T = S - c N`` by definition), so the estimate is
-    unbiased like the partner's; interval: ``T`` and ``N`` each at ``1 - alpha/2`` (union
-    bound), and ``S`` between the extremes of ``T + c N`` over that box.
+    unbiased like the partner's; interval: the exact law of ``Z_T + c Z_N`` where it can be
+    summed, else ``T`` and ``N`` each at ``1 - alpha/2`` (union bound) and ``S`` between the
+    extremes of ``T + c N`` over that box. Each group at its own pair (a piloted mean's centre
+    ``c`` and noises for that group, :func:`_centred_pair`).
     """
-    m_n, m_s = sp.measures[0], sp.measures[1]
-    assert m_n.noise is not None and m_s.noise is not None
-    n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
-    s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
-    t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
-    n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
-    t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
-    c, step = m_s.center, m_s.step
-    h_joint = joint_halfwidth(m_s.noise, m_n.noise, float(-c), float(-c), alpha)
-    hn, ht = m_n.noise.halfwidth(alpha / 2.0), m_s.noise.halfwidth(alpha / 2.0)
-    est, lo_l, hi_l = [], [], []
-    for g in range(ngroups):
-        nn, tt = n_noisy[g], t_noisy[g]
-        s_noisy = tt + c * nn
-        est.append(s_noisy * step)
-        if h_joint is not None:  # the exact law of Z_T + c Z_N
-            lo_l.append((s_noisy - h_joint) * step)
-            hi_l.append((s_noisy + h_joint) * step)
-            continue
-        a, b = c * (nn - hn), c * (nn + hn)
-        lo_l.append((tt - ht + min(a, b)) * step)
-        hi_l.append((tt + ht + max(a, b)) * step)
+    n_noisy, t_noisy, pairs = _centred_pair(sp, result, rows, source, cache)
+    pl = sp.pilot
+    m_n, m_s = (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
+    step = m_s.step
+    est, lo_l, hi_l = [0.0] * ngroups, [0.0] * ngroups, [0.0] * ngroups
+    exact_law = True
+    for (p_n, p_s), idx in _by_pair(pairs):
+        # each group at its own centre c and noises (the pilot's choice, or the middle)
+        assert p_n.noise is not None and p_s.noise is not None
+        c = p_s.center
+        h_joint = joint_halfwidth(p_s.noise, p_n.noise, float(-c), float(-c), alpha)
+        hn, ht = p_n.noise.halfwidth(alpha / 2.0), p_s.noise.halfwidth(alpha / 2.0)
+        exact_law = exact_law and h_joint is not None
+        for g in idx:
+            nn, tt = n_noisy[g], t_noisy[g]
+            s_noisy = tt + c * nn
+            est[g] = s_noisy * step
+            if h_joint is not None:  # the exact law of Z_T + c Z_N
+                lo_l[g] = (s_noisy - h_joint) * step
+                hi_l[g] = (s_noisy + h_joint) * step
+                continue
+            a, b = c * (nn - hn), c * (nn + hn)
+            lo_l[g] = (tt - ht + min(a, b)) * step
+            hi_l[g] = (tt + ht + max(a, b)) * step
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
@@ -594,9 +698,149 @@ def _release_shared_sum(
         "sum": _noise_desc(m_s),
         "count": _noise_desc(m_n),
         "ci": "exact law of the sum of the two noises"
-        if h_joint is not None
+        if exact_law
         else "union bound over the centred sum and count intervals at alpha/2 each",
+        **({"centre": _pilot_note(sp, pairs)} if pl is not None else {}),
     }
+
+
+def _mean_rows(
+    m_n: MeasurePrice,
+    m_s: MeasurePrice,
+    n_noisy: list[int],
+    t_noisy: list[int],
+    lower: float,
+    upper: float,
+    alpha: float,
+) -> tuple[list[float], list[float], list[float], bool]:
+    """Estimates and intervals of the groups whose noisy ``N`` and ``T`` (centred at
+    ``m_s.center``) were drawn at the noises of ``m_n`` and ``m_s``; the flag says whether
+    Fieller's pivot under the exact law was used (else the union bound)."""
+    assert m_n.noise is not None and m_s.noise is not None
+    hn = m_n.noise.halfwidth(alpha / 2.0)
+    ht = m_s.noise.halfwidth(alpha / 2.0)
+    step = m_s.step
+    c_real = m_s.center * step
+    est: list[float] = []
+    lo_l: list[float] = []
+    hi_l: list[float] = []
+    k_bits = m_s.measure.frac_bits
+    r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
+    r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
+    cells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), alpha)
+    if cells is not None:  # Fieller's pivot under the exact noise law
+        r_a, r_b, found = ratio_intervals(
+            np.array(t_noisy, dtype=np.float64), np.array(n_noisy, dtype=np.float64), cells
+        )
+    for g, (nn, tt) in enumerate(zip(n_noisy, t_noisy, strict=True)):
+        e = c_real + tt * step / nn if nn >= 1 else (lower + upper) / 2.0
+        est.append(min(max(e, lower), upper))
+        if cells is not None:
+            if not found[g]:  # the set is empty (probability <= alpha): the estimate
+                lo_l.append(est[-1])
+                hi_l.append(est[-1])
+                continue
+            lo_l.append(min(max(c_real + float(r_a[g]) * step, lower), upper))
+            hi_l.append(min(max(c_real + float(r_b[g]) * step + step, lower), upper))
+            continue
+        n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
+        if n_lo < 1:
+            lo_l.append(lower)
+            hi_l.append(upper)
+            continue
+        a, b = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
+        lo_l.append(min(max(c_real + a, lower), upper))
+        hi_l.append(min(max(c_real + b + step, lower), upper))
+    return est, lo_l, hi_l, cells is not None
+
+
+def _release_mean(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    cache: dict[str, list[list[int]]],
+) -> None:
+    """A mean ``c + T / N`` per group, at the group's own centre and noises (a pilot's
+    choice, or the statistic's one pair), with Fieller's interval at that pair: given the
+    pilot's outputs, ``N`` and ``T`` carry fresh noise of known law, so the interval holds at
+    its level conditionally on them, hence also overall."""
+    st = sp.stat
+    assert isinstance(st.bounds, tuple)
+    lower, upper = st.bounds
+    n_noisy, t_noisy, pairs = _centred_pair(sp, result, rows, source, cache)
+    ngroups = len(rows)
+    est, lo_l, hi_l = [0.0] * ngroups, [0.0] * ngroups, [0.0] * ngroups
+    fieller = True
+    for (m_n, m_s), idx in _by_pair(pairs):
+        e_i, lo_i, hi_i, exact = _mean_rows(
+            m_n, m_s, [n_noisy[g] for g in idx], [t_noisy[g] for g in idx], lower, upper, alpha
+        )
+        fieller = fieller and exact
+        for j, g in enumerate(idx):
+            est[g], lo_l[g], hi_l[g] = e_i[j], lo_i[j], hi_i[j]
+    # post-processing: each estimate inside its own interval (a noisy count below 1 gives
+    # no ratio: the middle of the interval, flagged as mostly noise below)
+    for g in range(ngroups):
+        if n_noisy[g] < 1:
+            est[g] = (lo_l[g] + hi_l[g]) / 2.0
+        est[g] = min(max(est[g], lo_l[g]), hi_l[g])
+    name = stat_columns(sp)[0]
+    data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
+    m_n, m_s = (
+        (sp.measures[0], sp.measures[1])
+        if sp.pilot is None
+        else (
+            sp.pilot.ref_n,
+            sp.pilot.ref_t,
+        )
+    )
+    info_cols[name] = {
+        "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
+        "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
+        "sum": _noise_desc(m_s),
+        "count": _noise_desc(m_n),
+        "ci": "Fieller's pivot T - r N under the exact joint noise law"
+        if fieller
+        else "union bound over the sum and count intervals at alpha/2 each",
+        **({"centre": _pilot_note(sp, pairs)} if sp.pilot is not None else {}),
+    }
+
+
+def _release_piloted_count(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    cache: dict[str, list[list[int]]],
+) -> None:
+    """A ``count(column)`` released as a piloted mean's noisy ``N``: per group the interval of
+    the noise that group's count was drawn at (Neyman's construction, as for any count)."""
+    n_noisy, _, pairs = _centred_pair(sp, result, rows, source, cache)
+    lo_a = np.zeros(len(rows), dtype=np.int64)
+    hi_a = np.zeros(len(rows), dtype=np.int64)
+    for (p_n, _), idx in _by_pair(pairs):
+        assert p_n.noise is not None
+        h, h_up = lattice_offsets(p_n.noise, alpha)
+        reach = zero_reach(p_n.noise, alpha)
+        xs = np.array([n_noisy[g] for g in idx], dtype=np.int64)
+        lo_i, hi_i = count_intervals(xs, h, h_up, reach)
+        lo_a[idx], hi_a[idx] = lo_i, hi_i
+    name = stat_columns(sp)[0]
+    lo, hi = lo_a.tolist(), hi_a.tolist()
+    data[name] = [max(v, 0) for v in n_noisy]
+    data[f"{name}_low"], data[f"{name}_high"] = lo, hi
+    assert sp.pilot is not None
+    desc = _noise_desc(sp.pilot.ref_n)
+    desc["mostly_noise"] = _noise_flags(lo, hi, None)
+    desc["centre"] = _pilot_note(sp, pairs)
+    info_cols[name] = desc
 
 
 def _release_values(
@@ -675,6 +919,10 @@ def _release_values(
             info_cols[name] = info
         return
 
+    if st.kind == "count" and sp.pilot is not None:  # a piloted mean's noisy N
+        _release_piloted_count(sp, result, rows, alpha, source, data, info_cols, cache)
+        return
+
     if st.kind in ("count", "count_distinct", "sum", "histogram"):
         mp = sp.measures[0]
         assert mp.noise is not None
@@ -705,6 +953,9 @@ def _release_values(
 
     # mean / variance / std
     assert isinstance(st.bounds, tuple)
+    if st.kind == "mean":
+        _release_mean(sp, result, rows, alpha, source, data, info_cols, cache)
+        return
     lower, upper = st.bounds
     m_n, m_s = sp.measures[0], sp.measures[1]
     assert m_n.noise is not None and m_s.noise is not None
@@ -713,7 +964,7 @@ def _release_values(
     t_exact = [[s[0] - m_s.center * n[0]] for s, n in zip(s_exact, n_exact, strict=True)]
     n_noisy = [v[0] for v in _noisy(m_n, n_exact, source, cache)]
     t_noisy = [v[0] for v in _noisy(m_s, t_exact, source, cache)]
-    split = 2.0 if st.kind == "mean" else 3.0
+    split = 3.0
     hn = m_n.noise.halfwidth(alpha / split)
     ht = m_s.noise.halfwidth(alpha / split)
     step = m_s.step
@@ -723,53 +974,6 @@ def _release_values(
     est: list[float] = []
     lo_l: list[float] = []
     hi_l: list[float] = []
-    if st.kind == "mean":
-        k_bits = m_s.measure.frac_bits
-        r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
-        r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
-        cells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), alpha)
-        if cells is not None:  # Fieller's pivot under the exact noise law
-            r_a, r_b, found = ratio_intervals(
-                np.array(t_noisy, dtype=np.float64), np.array(n_noisy, dtype=np.float64), cells
-            )
-        for g in range(ngroups):
-            nn, tt = n_noisy[g], t_noisy[g]
-            e = c_real + tt * step / nn if nn >= 1 else (lower + upper) / 2.0
-            est.append(min(max(e, lower), upper))
-            if cells is not None:
-                if not found[g]:  # the set is empty (probability <= alpha): the estimate
-                    lo_l.append(est[-1])
-                    hi_l.append(est[-1])
-                    continue
-                lo_l.append(min(max(c_real + float(r_a[g]) * step, lower), upper))
-                hi_l.append(min(max(c_real + float(r_b[g]) * step + step, lower), upper))
-                continue
-            n_lo, n_hi = max(nn - hn, 0), max(nn + hn, 0)
-            if n_lo < 1:
-                lo_l.append(lower)
-                hi_l.append(upper)
-                continue
-            a, b = _ratio_box((tt - ht) * step, (tt + ht) * step, n_lo, n_hi)
-            lo_l.append(min(max(c_real + a, lower), upper))
-            hi_l.append(min(max(c_real + b + step, lower), upper))
-        # post-processing: each estimate inside its own interval (a noisy count below 1 gives
-        # no ratio: the middle of the interval, flagged as mostly noise below)
-        for g in range(ngroups):
-            if n_noisy[g] < 1:
-                est[g] = (lo_l[g] + hi_l[g]) / 2.0
-            est[g] = min(max(est[g], lo_l[g]), hi_l[g])
-        data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
-        info_cols[name] = {
-            "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
-            "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
-            "sum": _noise_desc(m_s),
-            "count": _noise_desc(m_n),
-            "ci": "Fieller's pivot T - r N under the exact joint noise law"
-            if cells is not None
-            else "union bound over the sum and count intervals at alpha/2 each",
-        }
-        return
-
     m_q = sp.measures[2]
     assert m_q.noise is not None
     q_exact = _exact_vector(result, m_q.measure.name, rows, 1)
