@@ -651,6 +651,29 @@ def _centre(
     return c, f_n, d_m, math.sqrt(reach2 * g_t + c * c * g_n)
 
 
+def _trim_frame(
+    noisy: Sequence[int],
+    edges: Sequence[float],
+    tau: int,
+    lower: float,
+    upper: float,
+    groups: int,
+    rows_scale: float,
+) -> tuple[list[tuple[float, float, float]], float, float, list[float]] | None:
+    """What :func:`trimmed_upper` and :func:`variance_upper` read: the significant bins and
+    the assumed tail (:func:`_tail_bins`), their rows, the rows per group and the candidate
+    upper bounds ``upper 2^(-j / TRIM_STEPS)`` above ``lower``; ``None`` when there is nothing
+    to trade (a range not within ``[0, inf)``, no group, no significant bin)."""
+    if not (0.0 <= lower < upper) or groups < 1:
+        return None
+    bins = _tail_bins(noisy, edges, tau, upper)
+    if bins is None:
+        return None
+    rows = float(sum(n for lo, _, n in bins if lo < upper))
+    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
+    return bins, rows, rows * rows_scale / groups, [u for u in cands if u > lower]
+
+
 def trimmed_upper(
     noisy: Sequence[int],
     edges: Sequence[float],
@@ -677,16 +700,13 @@ def trimmed_upper(
     the histogram's rows for a statistic that reads a histogram of fewer rows per unit than it
     keeps. Post-processing of the noisy counts ``noisy`` over ``edges`` (threshold ``tau``)
     and public parameters."""
-    if kind not in ("sum", "mean", POOL_KIND) or not (0.0 <= lower < upper) or groups < 1:
+    if kind not in ("sum", "mean", POOL_KIND):
         return upper
-    bins = _tail_bins(noisy, edges, tau, upper)
-    if bins is None:
+    frame = _trim_frame(noisy, edges, tau, lower, upper, groups, rows_scale)
+    if frame is None:
         return upper
-    rows = float(sum(n for lo, _, n in bins if lo < upper))
-    per_group = rows * rows_scale / groups
+    bins, rows, per_group, cands = frame
     c_mean = mean_noise_factor(gaussian)
-    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
-    cands = [u for u in cands if u > lower]
 
     def parts(u: float) -> tuple[float, float, float]:
         """The mean excess per row above ``u`` and the noise at ``u`` of the sum (in its
@@ -777,18 +797,13 @@ def variance_upper(
     Post-processing of the noisy counts and public parameters."""
     from dpkit.analytics._pricing import SQ_CENTRE, pool_split
 
-    if not (0.0 <= lower < upper) or groups < 1:
+    frame = _trim_frame(noisy, edges, tau, lower, upper, groups, rows_scale)
+    if frame is None:
         return upper
-    bins = _tail_bins(noisy, edges, tau, upper)
-    if bins is None:
-        return upper
-    rows = float(sum(n for lo, _, n in bins if lo < upper))
-    per_group = rows * rows_scale / groups
+    bins, _, per_group, cands = frame
     _, v_all = _clamped_moments(bins, lower, upper)
     kappa = float(SQ_CENTRE[not gaussian])
     a = 1.0 if gaussian else 2.0
-    cands = [upper * math.pow(2.0, -j / TRIM_STEPS) for j in range(TRIM_STEPS * TRIM_OCTAVES + 1)]
-    cands = [u for u in cands if u > lower]
 
     def parts(u: float) -> tuple[float, float]:
         """The variance clamping at ``u`` removes, and the release's noise factor ``D(u)``."""
