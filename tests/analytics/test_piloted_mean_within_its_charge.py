@@ -183,3 +183,20 @@ def test_each_centred_sum_moves_within_its_sensitivity_for_every_centre(
         used = sum(abs(b - c * a) for a, b in zip(dn, ds, strict=True))
         assert used <= sens
     assert sum(abs(a) for a in dn) <= 3 * 2  # the count: p r
+
+
+def test_summarize_shows_the_pilot_at_its_share() -> None:
+    d = pd.DataFrame({"uid": [1.0, 2.0], "g": [0, 1], "x": [1.0, 2.0]})
+    s = dpa.Session(d, privacy_unit="uid", budget=Budget(epsilon=10.0))
+    q = s.query().group_by("g", keys=[0, 1]).bound(max_partitions=1, max_rows_per_partition=2)
+    q = q.agg(m=dpa.mean("x", bounds=(0.0, 500_000.0)), t=dpa.sum("x", bounds=(0.0, 500_000.0)))
+    frame = q.summarize(epsilon=1.0)
+    assert frame["share"].sum() == pytest.approx(1.0)
+    pilot = frame[frame["measure"].str.startswith("pilot")]
+    assert list(pilot["aggregate"]) == ["m", "m"]
+    assert pilot["share"].sum() == pytest.approx(0.01, rel=1e-6)
+    (sp,) = [x for x in q.prepare(epsilon=1.0).pricing.stats if x.name == "m"]
+    assert sp.pilot is not None
+    scales = sorted(pilot["noise_scale"])
+    want = sorted(mp.noise.scale * mp.step for mp in (sp.pilot.count, sp.pilot.total))
+    assert scales == pytest.approx(want)

@@ -209,11 +209,14 @@ class Noise:
 
     @property
     def std(self) -> float:
-        """Standard deviation in integer steps (``sqrt(2) t`` approximately, or ``sigma``)."""
+        """Standard deviation in integer steps (``sqrt(2) t`` approximately, or ``sigma``):
+        ``sqrt(2 q) / (1 - q)``, ``q = e^(-1/t)``, with ``1 - q = -expm1(-1/t)`` to full
+        relative precision (``1.0 - q`` kept a few bits of it near ``t = 2^50``, the scale of
+        a pilot's sum: its std came out 15-20% off)."""
         if self.kind == "discrete_gaussian":
             return self.scale
-        q = math.exp(-1.0 / self.scale)
-        return math.sqrt(2.0 * q) / (1.0 - q)
+        u = 1.0 / self.scale
+        return math.sqrt(2.0 * math.exp(-u)) / -math.expm1(-u)
 
     def sample(self, n: int, source: RandomSource) -> list[int]:
         """``n`` independent noise values as Python integers."""
