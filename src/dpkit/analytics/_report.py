@@ -107,7 +107,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
     ``auto_share`` of its part to the estimate and the rest to the release at the estimated
     bounds; partition selection takes ``w_sel / W``, or, when it thresholds a count's own noise
     (:func:`~dpkit.analytics._pricing._threshold_count`), gives ``w_sel`` to that count and
-    shows share 0. The shares add up to 1. The selection row
+    shows share 0. A pure mean with fixed bounds shows its main pair at the middle of its bounds
+    and, as two more rows, its pilot (:class:`~dpkit.analytics._pricing.Pilot`: a hundredth of
+    its part, not released). The shares add up to 1. The selection row
     shows its mechanism, its noise (Gaussian thresholding: sigma) and the count of distinct
     units from which a group is always released (``threshold``).
     """
@@ -202,8 +204,13 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
             continue
+        pl = sp.pilot
+        # a piloted mean: its main pair (shown at the middle) gets main / share of its part,
+        # the pilot (count and sum at the middle, not released) the rest
+        main = pl.main / sp.epsilon if pl is not None and sp.epsilon > 0.0 else 1.0
         for i, mp in enumerate(noisy):
             assert mp.noise is not None
+            each = sp.split[i] if sp.split else 1.0 / len(noisy)
             row(
                 sp.name,
                 mp.measure.kind,
@@ -211,8 +218,20 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 mp.noise.scale * mp.step,
                 mp.noise.std * mp.step,
                 mp.noise.halfwidth(alpha) * mp.step,
-                part * sp.split[i] if sp.split else part / len(noisy),
+                part * each * main,
             )
+        if pl is not None:
+            for i, mp in enumerate((pl.count, pl.total)):
+                assert mp.noise is not None
+                row(
+                    sp.name,
+                    f"pilot {mp.measure.kind} (not released)",
+                    _mechanism_name(mp),
+                    mp.noise.scale * mp.step,
+                    mp.noise.std * mp.step,
+                    nan,
+                    part * sp.split[i] * (1.0 - main),
+                )
     for ab in pricing.auto:
         part = weights[ab.name] / total if total else 0.0
         est = part * float(ab.stat.auto_share) if ab.reads is None else 0.0
