@@ -260,3 +260,32 @@ def test_the_worst_choice_in_every_group_together_fits_the_main_share(
         ds = exact_cells(rb, s_name, k, 1)[0] - exact_cells(ra, s_name, k, 1)[0]
         used += max(_loss(m_n, m_t, dn, ds, p) for m_n, m_t in pairs)
     assert used <= Fraction(pl.main)
+
+
+def test_a_sum_beside_the_mean_pulls_the_centre_towards_zero_by_the_stated_objective() -> None:
+    # The sum's noise Z_T + c Z_N grows with |c|: with a sum beside the mean the centre lies
+    # between 0 and the data's mean, the minimiser of the docstring's objective (computed
+    # here independently, the sum and the mean weighing alike).
+    import dataclasses
+
+    _, sp = _mean_price((0.0, 500_000.0), 1.0, 1, 3, count=False)
+    pl = sp.pilot
+    step = 2.0**-pl.ref_t.measure.frac_bits
+    c0, n = pl.total.center, 1_000_000
+    t1 = round((63_000.0 / step - c0) * n)
+    alone = pilot_choice(dataclasses.replace(pl, weights=(1.0, 0.0, 0.0)), n, t1)
+    both = pilot_choice(dataclasses.replace(pl, weights=(1.0, 1.0, 0.0)), n, t1)
+    assert alone is not None and both is not None
+    assert 0 < both[0] < alone[0]
+    lo, hi, h = pl.lo, pl.hi, (pl.hi - pl.lo) / 2.0
+    m = c0 + t1 / n
+
+    def objective(c: int) -> float:
+        a_t = 2.0 * float(max(c - lo, hi - c)) ** 2 / h**2
+        a_n = ((m - c) ** 2 + c * c) / h**2
+        return float((a_t ** (1 / 3) + a_n ** (1 / 3)) ** 3)
+
+    grid = [lo + (hi - lo) * j // (2 * PILOT_STEPS) for j in range(2 * PILOT_STEPS + 1)]
+    assert both[0] == min([c0, *grid], key=lambda c: (objective(c), abs(c - c0)))
+    assert 0 < both[0] * step < 63_000.0
+    assert 0.15 <= both[1] / 100 <= 0.25  # the count's share, a twentieth grid

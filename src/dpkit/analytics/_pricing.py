@@ -329,17 +329,25 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
 
     The pilot's mean ``m = c_0 + T_1 / N_1`` (clamped to ``[lo, hi]``) has, at leading order,
     the variance ``v = (V_T + (m - c_0)^2 V_N) / N_1^2`` (``V`` the pilot noises' variances);
-    it is used while ``sqrt(v) <= PILOT_REACH h`` (``h = (hi - lo) / 2``). Among the centres
-    ``c`` of the public grid (:data:`PILOT_STEPS`) from the middle towards ``m`` (as far as the
-    first grid point beyond it) the one minimising :func:`pool_split`'s objective at its best
-    split wins, ``d = (a_T^(1/3) + a_N^(1/3))^3`` with ``s = max(c - lo, hi - c)``::
+    it is used while ``sqrt(v) <= PILOT_REACH h`` (``h = (hi - lo) / 2``). Among the middle and
+    the centres ``c`` of the public grid (:data:`PILOT_STEPS`) the one minimising
+    :func:`pool_split`'s objective at its best split wins (for a mean alone it lies between the
+    middle and ``m``; a sum beside it pulls it towards 0), ``d = (a_T^(1/3) + a_N^(1/3))^3``
+    with ``s = max(c - lo, hi - c)``::
 
-        a_T = (w_m / h^2 + w_s / M^2) s^2
-        a_N = w_m ((m - c)^2 + v) / h^2 + w_s c^2 / M^2 + w_c
+        a_T = (w_m + w_s) s^2 / h^2
+        a_N = (w_m ((m - c)^2 + v) + w_s c^2) / h^2 + w_c
 
-    (``M = max(|lo|, |hi|)``, the pool's weights ``(w_m, w_s, w_c)``: the mean's noise ``(Z_T
-    - r Z_N) / n`` with ``E[r^2] = (m - c)^2 + v``, the sum's ``Z_T + c Z_N``, the count's
-    ``Z_N``); the middle wins ties. ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
+    (the pool's weights ``(w_m, w_s, w_c)``: the mean's noise ``(Z_T - r Z_N) / n`` with
+    ``E[r^2] = (m - c)^2 + v``, the sum's ``Z_T + c Z_N``, the count's ``Z_N``); the middle
+    wins ties. The sum is made unit-free by ``n h``, as the mean by ``h``, where the
+    reference split uses its largest value ``n M`` (``M = max(|lo|, |hi|)``): the pilot has
+    seen where the data are, and the sum is ``n`` times the mean, so their relative errors
+    weigh alike. With bounds ``[0, U]`` the reference weighs the sum a quarter of the mean,
+    and on the utility benchmark (one group of 10^6 rows, mean 63k in [0, 500k]) its choice
+    left the sum at 0.92-1.05 times the best peer's error and the mean at 0.67-0.75; alike,
+    a simulation gives 0.88 and 0.75 (the best balanced pair of this estimator about 0.82
+    and 0.81). ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
     a twentieth, within ``[1/20, 19/20]`` (returned in hundredths): the objective is flat near
     its best split, and a coarse grid keeps the pairs of one release few, each needing its
     own interval tables (:func:`~dpkit.analytics._intervals.ratio_cells`). A function of the
@@ -361,28 +369,16 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
         # no product below overflows (a weight of 1e300 made ``a_N`` infinite and ``f_N``
         # NaN, raising after the charge)
         w_m, w_s, w_c = w_m / top, w_s / top, w_c / top
-    big = float(max(abs(lo), abs(hi)))
     x = 1.0 / 3.0
-    per_t = w_m / (h * h) + w_s / (big * big)
+    per_t = (w_m + w_s) / (h * h)
 
     def parts(c: int) -> tuple[float, float]:
         s = float(max(c - lo, hi - c, 1))
-        a_n = w_m * ((m - c) ** 2 + v) / (h * h) + w_s * (c / big) ** 2 + w_c
+        a_n = (w_m * ((m - c) ** 2 + v) + w_s * float(c) ** 2) / (h * h) + w_c
         return (per_t * s * s) ** x, a_n**x
 
     span, grid = hi - lo, 2 * PILOT_STEPS
-    cands = [c0]
-    for j in range(grid + 1):
-        c = lo + span * j // grid
-        if min(c0, m) <= c <= max(c0, m):
-            cands.append(c)
-    beyond = [lo + span * j // grid for j in range(grid + 1)]
-    if m < c0:
-        below = [c for c in beyond if c < m]
-        cands += below[-1:]
-    else:
-        above = [c for c in beyond if c > m]
-        cands += above[:1]
+    cands = [c0] + [lo + span * j // grid for j in range(grid + 1)]
     best = min(cands, key=lambda c: (sum(parts(c)) ** 3, abs(c - c0)))
     t, n = parts(best)
     f_n = min(max(5 * round(20.0 * n / (t + n)) if t + n > 0.0 else 50, 5), 95)
