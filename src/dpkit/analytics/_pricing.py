@@ -345,9 +345,10 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
     seen where the data are, and the sum is ``n`` times the mean, so their relative errors
     weigh alike. With bounds ``[0, U]`` the reference weighs the sum a quarter of the mean,
     and on the utility benchmark (one group of 10^6 rows, mean 63k in [0, 500k]) its choice
-    left the sum at 0.92-1.05 times the best peer's error and the mean at 0.67-0.75; alike,
-    a simulation gives 0.88 and 0.75 (the best balanced pair of this estimator about 0.82
-    and 0.81). ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
+    left the sum at 0.92-1.05 times the best peer's error and the mean at 0.67-0.75 (500 to
+    1,000 runs); weighed alike, 0.92 and 0.87 (500 runs; the best balanced pair this estimator
+    reaches there is about 0.82 and 0.81 in a simulation over every centre and split).
+    ``f_N = a_N^(1/3) / (a_T^(1/3) + a_N^(1/3))`` rounded to
     a twentieth, within ``[1/20, 19/20]`` (returned in hundredths): the objective is flat near
     its best split, and a coarse grid keeps the pairs of one release few, each needing its
     own interval tables (:func:`~dpkit.analytics._intervals.ratio_cells`). A function of the
