@@ -43,9 +43,16 @@ def _lognormal(n: int, seed: int = 8) -> list[int]:
     return _counts(rng.lognormal(math.log(20_000.0), 1.0, n))
 
 
+def _release(gaussian: bool) -> dict[str, object]:
+    """The release's split and centre of the squares, as the builder passes them."""
+    split = pool_split(not gaussian, "variance", 0.0, 1.0, 1.0)
+    return {"gaussian": gaussian, "split": split, "kappa": float(SQ_CENTRE[not gaussian])}
+
+
 def _upper(counts: list[int], noise: float, groups: int = 40, **kw: object) -> float:
     lo, hi, _ = value_bounds(counts, AUTO_EDGES, TAU)
-    args: dict[str, object] = {"unit_noise": noise, "groups": groups, "gaussian": False, **kw}
+    args: dict[str, object] = {"unit_noise": noise, "groups": groups, **kw}
+    args.update(_release(bool(args.pop("gaussian", False))))
     lower = float(args.pop("lower", lo))  # type: ignore[arg-type]
     return variance_upper(counts, AUTO_EDGES, TAU, lower, hi, **args)  # type: ignore[arg-type]
 
@@ -66,7 +73,7 @@ def test_variance_upper_trades_clamped_variance_against_noise() -> None:
     assert _upper(counts, 100.0, groups=0) == hi
     assert (
         variance_upper(
-            [0] * BINS, AUTO_EDGES, TAU, 0.0, hi, unit_noise=100.0, groups=40, gaussian=False
+            [0] * BINS, AUTO_EDGES, TAU, 0.0, hi, unit_noise=100.0, groups=40, **_release(False)
         )
         == hi
     )
@@ -121,7 +128,7 @@ def test_variance_upper_never_leaves_the_histogram_range() -> None:
             hi,
             unit_noise=float(rng.uniform(1e-3, 1e3)),
             groups=int(rng.integers(1, 100)),
-            gaussian=bool(rng.integers(2)),
+            **_release(bool(rng.integers(2))),
         )
         assert lo < u <= hi
 

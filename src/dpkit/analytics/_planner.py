@@ -781,6 +781,8 @@ def variance_upper(
     unit_noise: float,
     groups: int,
     gaussian: bool,
+    split: Sequence[float],
+    kappa: float,
     rows_scale: float = 1.0,
 ) -> float:
     """The upper bound of a planned variance (or std) (module docstring, "value bounds of a
@@ -790,25 +792,25 @@ def variance_upper(
     no significant bin). ``b(U) = v - v_U`` is the variance the clamping at ``U`` removes and
     ``D(U)^2 = (1 - kappa)^2 h^4 / f_Q^a + 4 r^2 h^2 / f_T^a + k^2 / f_N^a`` the noise factor
     of the release at ``[lower, U]`` (``h = (U - lower) / 2``, ``r`` the clamped mean less the
-    middle, ``k = kappa h^2 - v_U + r^2``, ``f`` the split of
-    :func:`~dpkit.analytics._pricing.pool_split`, ``a = 2`` discrete Laplace, ``1`` discrete
-    Gaussian), the moments read from the significant bins and the assumed tail
-    (:func:`_clamped_moments`). ``unit_noise``, ``rows_scale``: as for :func:`trimmed_upper`.
-    Post-processing of the noisy counts and public parameters."""
-    from dpkit.analytics._pricing import SQ_CENTRE, pool_split
-
+    middle, ``k = kappa h^2 - v_U + r^2``, ``split = (f_N, f_T, f_Q)`` the release's split
+    and ``kappa`` its centre of the squares, given by the caller from
+    :func:`~dpkit.analytics._pricing.pool_split` and
+    :data:`~dpkit.analytics._pricing.SQ_CENTRE` (the same at every bound for a variance
+    alone), ``a = 2`` discrete Laplace, ``1`` discrete Gaussian), the moments read from the
+    significant bins and the assumed tail (:func:`_clamped_moments`). ``unit_noise``,
+    ``rows_scale``: as for :func:`trimmed_upper`. Post-processing of the noisy counts and
+    public parameters."""
     frame = _trim_frame(noisy, edges, tau, lower, upper, groups, rows_scale)
     if frame is None:
         return upper
     bins, _, per_group, cands = frame
     _, v_all = _clamped_moments(bins, lower, upper)
-    kappa = float(SQ_CENTRE[not gaussian])
+    f_n, f_t, f_q = (float(f) for f in split)
     a = 1.0 if gaussian else 2.0
 
     def parts(u: float) -> tuple[float, float]:
         """The variance clamping at ``u`` removes, and the release's noise factor ``D(u)``."""
         mean, var = _clamped_moments(bins, lower, u)
-        f_n, f_t, f_q = (float(f) for f in pool_split(not gaussian, "variance", lower, u, 1.0))
         h = (u - lower) / 2.0
         r = mean - (lower + u) / 2.0
         k = kappa * h * h - var + r * r

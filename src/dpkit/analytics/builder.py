@@ -38,9 +38,11 @@ from dpkit.analytics._plan import (
 )
 from dpkit.analytics._pricing import (
     AUTO_EDGES,
+    SQ_CENTRE,
     Mode,
     Pricing,
     ZcdpShare,
+    pool_split,
     price,
     resolve_auto,
 )
@@ -307,7 +309,12 @@ class PreparedQuery:
             if trim is not None:
                 if ab.stat.kind in ("variance", "std"):  # a variance's own trade
                     trim.pop("kind")
-                    hi = variance_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
+                    pure = not trim["gaussian"]
+                    split = [float(f) for f in pool_split(pure, "variance", lo, hi, 1.0)]
+                    kappa = float(SQ_CENTRE[pure])
+                    hi = variance_upper(
+                        noisy, AUTO_EDGES, tau, lo, hi, split=split, kappa=kappa, **trim
+                    )
                 else:
                     hi = trimmed_upper(noisy, AUTO_EDGES, tau, lo, hi, **trim)
                 out[ab.name] = (lo, hi)
