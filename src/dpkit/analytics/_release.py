@@ -295,6 +295,13 @@ def _ratio_box(t_lo: float, t_hi: float, n_lo: float, n_hi: float) -> tuple[floa
     return min(cands), max(cands)
 
 
+def _reference_pair(sp: StatPrice) -> tuple[MeasurePrice, MeasurePrice]:
+    """A centred mean's (count, centred sum) prices at the middle: its own pair, or its
+    pilot's reference pair (what a group keeps when the pilot moves nothing)."""
+    pl = sp.pilot
+    return (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
+
+
 def _centred_pair(
     sp: StatPrice,
     result: EngineResult,
@@ -313,7 +320,7 @@ def _centred_pair(
     when the chosen pair cannot be priced, which the pricing has ruled out), then ``N`` and
     ``T`` with fresh noise at that pair. The pilot's values are not released."""
     pl = sp.pilot
-    m_n, m_s = (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
+    m_n, m_s = _reference_pair(sp)
     n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
     s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
     if pl is None:
@@ -666,7 +673,7 @@ def _release_shared_sum(
     """
     n_noisy, t_noisy, pairs = _centred_pair(sp, result, rows, source, cache)
     pl = sp.pilot
-    m_n, m_s = (sp.measures[0], sp.measures[1]) if pl is None else (pl.ref_n, pl.ref_t)
+    m_n, m_s = _reference_pair(sp)
     step = m_s.step
     est, lo_l, hi_l = [0.0] * ngroups, [0.0] * ngroups, [0.0] * ngroups
     exact_law = True
@@ -790,14 +797,7 @@ def _release_mean(
         est[g] = min(max(est[g], lo_l[g]), hi_l[g])
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
-    m_n, m_s = (
-        (sp.measures[0], sp.measures[1])
-        if sp.pilot is None
-        else (
-            sp.pilot.ref_n,
-            sp.pilot.ref_t,
-        )
-    )
+    m_n, m_s = _reference_pair(sp)
     info_cols[name] = {
         "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
         "mechanism": "ratio of " + _noise_desc(m_s)["mechanism"] + " sum and count",
