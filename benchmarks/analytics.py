@@ -205,15 +205,7 @@ def run_dpkit_release(path: str) -> dict[str, Any] | None:
             m=mean("value", bounds=(LOWER, UPPER)),
         )
     )
-    with _statement_clock() as statements:
-        df = q.run(epsilon=EPSILON, delta=DELTA)
-    release = _release_of(df)
-    return {
-        "groups": len(release),
-        "release": release,
-        "import_seconds": imported,
-        "statement_seconds": statements,
-    }
+    return _timed_release(q, imported)[0]
 
 
 def run_dpkit_planned(path: str) -> dict[str, Any] | None:
@@ -230,17 +222,24 @@ def run_dpkit_planned(path: str) -> dict[str, Any] | None:
         .group_by("category")
         .agg(n=count(), s=dp_sum("value", bounds="auto"), m=mean("value", bounds="auto"))
     )
+    out, df = _timed_release(q, imported)
+    out["plan"] = df.attrs.get("dpkit", {}).get("plan", {})
+    return out
+
+
+def _timed_release(q: Any, imported: float) -> tuple[dict[str, Any], Any]:
+    """Run query ``q``, timing each engine statement: the released groups and the seconds
+    (``imported``: the process's import time), and the released frame."""
     with _statement_clock() as statements:
         df = q.run(epsilon=EPSILON, delta=DELTA)
     release = _release_of(df)
-    plan = df.attrs.get("dpkit", {}).get("plan", {})
-    return {
+    out = {
         "groups": len(release),
         "release": release,
-        "plan": plan,
         "import_seconds": imported,
         "statement_seconds": statements,
     }
+    return out, df
 
 
 @contextlib.contextmanager

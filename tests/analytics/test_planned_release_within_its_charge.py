@@ -122,9 +122,8 @@ def test_companion_a_pooled_split_over_the_share_is_caught(
         _check_within_charge("sum_and_mean", mode, 1.0)
 
 
-def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
-    rng = np.random.default_rng(1)
-    df = pd.DataFrame({"uid": np.arange(40) % 20, "x": rng.lognormal(3, 1, 40)})
+def _session(df: pd.DataFrame, mode: str) -> tuple[dpa.Session, float | None]:
+    """A seeded session of ample budget in ``mode`` ("pure" or "zcdp") and the query's delta."""
     s = dpa.Session(
         df,
         privacy_unit="uid",
@@ -135,7 +134,13 @@ def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
         ),
         source_of_randomness=RandomSource(seed=1, insecure=True),
     )
-    delta = 1e-6 if mode == "zcdp" else None
+    return s, (1e-6 if mode == "zcdp" else None)
+
+
+def _check_within_charge(which: str, mode: str, epsilon: float) -> None:
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"uid": np.arange(40) % 20, "x": rng.lognormal(3, 1, 40)})
+    s, delta = _session(df, mode)
     planned = s.query().agg(**_aggs(which)).prepare(epsilon=epsilon, delta=delta, two_step=True)
     step = planned.contribution
     share = s.zcdp_share if mode == "zcdp" else None
@@ -197,17 +202,7 @@ def _within_share_after_trimming(mode: str, epsilon: float, shape: str) -> tuple
     df = pd.DataFrame(
         {"uid": np.arange(40) % 20, "g": np.arange(40) % 7, "x": rng.lognormal(3, 1, 40)}
     )
-    s = dpa.Session(
-        df,
-        privacy_unit="uid",
-        budget=Budget(
-            epsilon=1e9,
-            delta=1e-3 if mode == "zcdp" else 0.0,
-            method="zcdp" if mode == "zcdp" else "basic",
-        ),
-        source_of_randomness=RandomSource(seed=1, insecure=True),
-    )
-    delta = 1e-6 if mode == "zcdp" else None
+    s, delta = _session(df, mode)
     # many public groups: few rows per group, so the noise buys a lower bound (it is traded)
     q = s.query().group_by("g", keys=list(range(GROUPS))).agg(**_aggs("variance_and_std"))
     planned = q.prepare(epsilon=epsilon, delta=delta, two_step=True)
