@@ -17,7 +17,31 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UniformEdges"]
+__all__ = ["UniformEdges", "equal_bins_exact"]
+
+
+def equal_bins_exact(lower: float, upper: float, bins: int) -> bool:
+    """Whether ``bins`` equal bins of ``[lower, upper]`` can be told apart exactly in doubles.
+
+    With ``s = max(|lower|, |upper|)`` and ``w = (upper - lower) / bins``, it asks for ``w >=
+    2^-40 s``, ``w >= 2^12 ulp(s)`` (what the first becomes for subnormal bounds, where the
+    absolute rounding error no longer shrinks with ``s``), a finite ``bins / (upper - lower)``
+    and ``lower + (bins - 1) w < upper``. Then every rounding error of ``w``, of ``lower + i
+    w`` and of ``(c - lower) bins / (upper - lower)`` is a few ulps of ``s``, below ``2^-10``
+    of a bin: the edges increase strictly, and a bin guessed by one multiplication is off by
+    at most one (the engines' arithmetic binning relies on this).
+    """
+    lo, hi = float(lower) + 0.0, float(upper) + 0.0
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi) or bins < 1:
+        return False
+    scale, step = max(abs(lo), abs(hi)), (hi - lo) / bins
+    return (
+        math.isfinite(step)
+        and step >= math.ldexp(scale, -40)
+        and step >= math.ldexp(math.ulp(scale), 12)
+        and math.isfinite(bins / (hi - lo))
+        and lo + (bins - 1) * step < hi
+    )
 
 
 class UniformEdges(Sequence[float]):
@@ -31,15 +55,10 @@ class UniformEdges(Sequence[float]):
             raise ValueError(f"bins must be a positive integer, got {bins!r}")
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(f"need finite lower < upper, got {lower!r}, {upper!r}")
-        step = (hi - lo) / bins
-        # steps of at least 2**-40 of the magnitude keep every edge strictly above the last
-        if not (
-            math.isfinite(step)
-            and step >= math.ldexp(max(abs(lo), abs(hi)), -40)
-            and lo + (bins - 1) * step < hi
-        ):
+        if not equal_bins_exact(lo, hi, bins):
             raise ValueError(f"{bins} equal bins of [{lo!r}, {hi!r}] are not representable")
-        self._lower, self._upper, self._bins, self._step = lo, hi, bins, step
+        self._lower, self._upper, self._bins = lo, hi, bins
+        self._step = (hi - lo) / bins
 
     @property
     def lower(self) -> float:

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from dpkit._numeric.grids import UniformEdges
+from dpkit._numeric.grids import UniformEdges, equal_bins_exact
 from dpkit._numeric.validation import check_bounds, check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
 
@@ -74,20 +74,31 @@ def quantile_bins(lower: float, upper: float, bins: int = 0) -> int:
     """The number of equal bins of a quantile over ``[lower, upper]``: ``bins`` when given
     (non-zero), else the finest power of two up to :data:`MAX_QUANTILE_BINS` whose width is at
     least ``2**-29 max(|lower|, |upper|)`` (so that the engine still finds a value's bin by
-    arithmetic, exactly). A function of the public bounds alone: no data, no budget."""
+    arithmetic, exactly, :func:`~dpkit._numeric.grids.equal_bins_exact`; 2 when none is). A
+    function of the public bounds alone: no data, no budget."""
     if bins:
         return bins
     span, scale = upper - lower, max(abs(lower), abs(upper))
     b = MAX_QUANTILE_BINS
-    while b > 2 and span / b < math.ldexp(scale, -29):
+    while b > 2 and (span / b < math.ldexp(scale, -29) or not equal_bins_exact(lower, upper, b)):
         b //= 2
     return b
 
 
 def _quantile_edges(lower: float, upper: float, bins: int) -> UniformEdges:
     """The equal-bin grid of a quantile, kept compact (:class:`~dpkit._numeric.grids.
-    UniformEdges`: the same doubles as ``lower + i (upper - lower) / bins``)."""
-    return UniformEdges(lower, upper, quantile_bins(lower, upper, bins))
+    UniformEdges`: the same doubles as ``lower + i (upper - lower) / bins``).
+
+    Raises :class:`~dpkit.errors.PrivacyParameterError` when the bounds are too close for that
+    many bins to differ in doubles (from the public bounds alone, before any charge)."""
+    b = quantile_bins(lower, upper, bins)
+    if not equal_bins_exact(lower, upper, b):
+        raise PrivacyParameterError(
+            f"The quantile bounds [{lower!r}, {upper!r}] are too close together for {b} equal "
+            "bins that doubles can tell apart; give fewer bins or wider bounds (or rescale the "
+            "column, for example to other units)."
+        )
+    return UniformEdges(lower, upper, b)
 
 
 #: Default share of an aggregate's budget spent on ``bounds="auto"``.

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
-from dpkit._numeric.grids import UniformEdges
+from dpkit._numeric.grids import UniformEdges, equal_bins_exact
 from dpkit._numeric.validation import check_integer
 from dpkit.analytics._column_types import Family, temporal_codec
 from dpkit.analytics._plan import Measure
@@ -145,23 +145,21 @@ def _uniform_step(edges: Sequence[float]) -> float | None:
     """``w`` when ``edges[i] == lo + i * w`` exactly in doubles for every inner edge, else None.
 
     Then the bin of ``c`` can be computed arithmetically (:func:`_bin_guess`, :func:`_bin_correct`).
-    Required besides: at most ``2^20`` bins and ``w >= 2^-30 max(|lo|, |hi|)``, so that every
-    rounding error (of ``w``, of ``i w``, of ``(c - lo) f``), each at most a few ``2^-52
-    max(|lo|, |hi|)``, stays far below one bin width and the guess is off by at most one bin.
+    Required besides: at most ``2^20`` bins and bins wide enough that every rounding error (of
+    ``w``, of ``i w``, of ``(c - lo) f``), each a few ulps of ``max(|lo|, |hi|)``, stays far
+    below one bin width, so the guess is off by at most one bin
+    (:func:`~dpkit._numeric.grids.equal_bins_exact`, which every
+    :class:`~dpkit._numeric.grids.UniformEdges` meets by construction).
     """
     bins = len(edges) - 1
     lo, hi = edges[0], edges[-1]
     if bins > 1 << 20:
         return None
     if isinstance(edges, UniformEdges):  # edges[i] == lo + i * w by construction
-        w = edges.step
-        ok = math.isfinite(bins / (hi - lo)) and w >= math.ldexp(max(abs(lo), abs(hi)), -30)
-        return w if ok else None
+        return edges.step
+    if not equal_bins_exact(lo, hi, bins):
+        return None
     w = (hi - lo) / bins
-    if not (math.isfinite(w) and w > 0.0 and math.isfinite(bins / (hi - lo))):
-        return None
-    if w < math.ldexp(max(abs(lo), abs(hi)), -30):
-        return None
     if any(lo + i * w != edges[i] for i in range(bins)):
         return None
     return w
