@@ -64,6 +64,31 @@ def test_plain_import_loads_only_the_errors() -> None:
     assert not any(m.split(".")[0] == "scipy" for m in loaded)
 
 
+def test_analytics_import_loads_no_sql_parser_scipy_special_or_dp_sgd() -> None:
+    # A builder query needs none of them: sqlglot loads with the first SQL text (a query or a
+    # where() predicate) or compiled plan, scipy.special with the functions that call it, the
+    # DP-SGD accountants when their names are first read from dpkit.accounting.
+    loaded = _modules_after("import dpkit.analytics")
+    assert "dpkit.analytics.session" in loaded
+    unwanted = ("sqlglot", "scipy.special", "dpkit.accounting.dpsgd", "dpkit.accounting.batching")
+    found = sorted(m for m in loaded if m.startswith(unwanted))
+    assert found == [], found
+    loaded = _modules_after("import dpkit.accounting\nassert dpkit.accounting.Budget")
+    assert not any(m.startswith(("scipy", "dpkit.accounting.dpsgd")) for m in loaded)
+
+
+def test_lazy_names_resolve_where_they_did() -> None:
+    # The names loaded on first access are the ones their modules define.
+    code = (
+        "import dpkit.accounting as acc, dpkit.accounting.dpsgd as d, dpkit.analytics as an\n"
+        "assert acc.dpsgd_epsilon is d.dpsgd_epsilon and 'RdpAccountant' in dir(acc)\n"
+        "from dpkit.accounting import PldAccountant, dpsgd_rows\n"
+        "from dpkit.analytics.sqlquery import SqlError\n"
+        "assert an.sqlquery.SqlError is SqlError\n"
+    )
+    assert "dpkit.accounting.pld" in _modules_after(code)
+
+
 def test_subpackages_are_attributes_after_a_plain_import() -> None:
     code = (
         "import dpkit, types\n"

@@ -28,7 +28,6 @@ import math
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import erfcx, log_ndtr, ndtr, ndtri
 
 from dpkit._numeric.search import search
 
@@ -52,6 +51,8 @@ DELTA_REL_MARGIN = 1e-11
 
 def _mills_ratio(t: float) -> float:
     """``R(t) = Phi(-t) / phi(t)`` for any real t (may overflow to inf for t < -38)."""
+    from scipy.special import erfcx  # deferred, as in every function here: ~0.1 s to import
+
     return _SQRT_HALF_PI * float(erfcx(t / _SQRT2))
 
 
@@ -69,6 +70,8 @@ def _g(t: float) -> float:
 
 
 def _delta_scalar(eps: float, mu: float) -> float:
+    from scipy.special import erfcx, log_ndtr, ndtr
+
     if math.isinf(eps):
         return 0.0 if eps > 0 else 1.0
     a = -eps / mu + mu / 2.0
@@ -143,6 +146,8 @@ def gaussian_tradeoff(alpha: NDArray[np.float64], mu: float) -> NDArray[np.float
     Using ``Phi^{-1}(1 - alpha) = -Phi^{-1}(alpha)`` keeps full relative accuracy for tiny alpha
     (where ``1 - alpha`` would round to 1).
     """
+    from scipy.special import ndtr, ndtri
+
     z = -ndtri(alpha)
     out: NDArray[np.float64] = np.asarray(ndtr(z - mu), dtype=np.float64)
     return out
@@ -150,6 +155,8 @@ def gaussian_tradeoff(alpha: NDArray[np.float64], mu: float) -> NDArray[np.float
 
 def log_gaussian_delta_slope(alpha: NDArray[np.float64], mu: float) -> NDArray[np.float64]:
     """``log |G_mu'(alpha)| = mu z - mu^2 / 2`` with ``z = Phi^{-1}(1 - alpha)``."""
+    from scipy.special import ndtri
+
     z = -ndtri(alpha)
     out: NDArray[np.float64] = np.asarray(mu * z - 0.5 * mu * mu, dtype=np.float64)
     return out

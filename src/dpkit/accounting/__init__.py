@@ -36,21 +36,40 @@ from dpkit.accounting.composition import (
     optimal_composition_delta,
     parallel_composition,
 )
-from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
 from dpkit.accounting.filters import GdpFilter, ZCdpFilter
-from dpkit.accounting.gdp import (
-    ExactGdpAccountant,
-    GdpAccountant,
-    dpsgd_gdp_epsilon,
-    dpsgd_gdp_mu,
-)
 from dpkit.accounting.ledger import Ledger, LedgerRecord, MemoryLedger
-from dpkit.accounting.pld import PldAccountant
 from dpkit.accounting.pure import PureDpAccountant
-from dpkit.accounting.rdp import RdpAccountant
-from dpkit.accounting.tables import AccountingRow, dpsgd_rows, laplace_rows
 from dpkit.accounting.zcdp import ZCdpAccountant, zcdp_delta, zcdp_epsilon, zcdp_rho_for
 from dpkit.events import Neighbouring
+
+# Not even typing is imported at run time: TYPE_CHECKING is False here and True for type checkers.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these load lazily (see __getattr__)
+    from dpkit.accounting.dpsgd import dpsgd_epsilon, dpsgd_noise_multiplier
+    from dpkit.accounting.gdp import (
+        ExactGdpAccountant,
+        GdpAccountant,
+        dpsgd_gdp_epsilon,
+        dpsgd_gdp_mu,
+    )
+    from dpkit.accounting.pld import PldAccountant
+    from dpkit.accounting.rdp import RdpAccountant
+    from dpkit.accounting.tables import AccountingRow, dpsgd_rows, laplace_rows
+
+# Name -> the submodule that defines it, imported on first access (PEP 562) and then cached in
+# this module. These modules import scipy.special, the privacy-loss grids or the f-DP package
+# (about 0.2 s together), which a program that only keeps a budget never needs.
+_LAZY_NAMES: dict[str, str] = {
+    **dict.fromkeys(("dpsgd_epsilon", "dpsgd_noise_multiplier"), "dpkit.accounting.dpsgd"),
+    **dict.fromkeys(
+        ("ExactGdpAccountant", "GdpAccountant", "dpsgd_gdp_epsilon", "dpsgd_gdp_mu"),
+        "dpkit.accounting.gdp",
+    ),
+    "PldAccountant": "dpkit.accounting.pld",
+    "RdpAccountant": "dpkit.accounting.rdp",
+    **dict.fromkeys(("AccountingRow", "dpsgd_rows", "laplace_rows"), "dpkit.accounting.tables"),
+}
 
 __all__ = [
     "AccountingRow",
@@ -90,3 +109,20 @@ __all__ = [
     "zcdp_epsilon",
     "zcdp_rho_for",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Load a lazy name (:data:`_LAZY_NAMES`) on first access (PEP 562)."""
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names, the lazy ones included, and the module's own attributes."""
+    return sorted(set(globals()) | set(_LAZY_NAMES))

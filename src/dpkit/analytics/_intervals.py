@@ -180,14 +180,14 @@ def _corners(
 def _tails(
     nt: Noise,
     sup: tuple[FloatArray, FloatArray, FloatArray, float],
-    a: FloatArray,
-    b: FloatArray,
+    corners: tuple[FloatArray, FloatArray],
     h: FloatArray,
 ) -> FloatArray:
     """Per row ``i``: a certified upper bound on ``P(max(|Z_T - a_i Z_N|, |Z_T - b_i Z_N|) >
-    h_i)`` (``a``, ``b``, ``h`` of one length; ``sup`` the runs of ``Z_N`` of :func:`_support`)."""
-    k_lo, k_hi, pk, rest = sup
-    mn, mx = _corners(a, b, k_lo, k_hi)
+    h_i)`` (``sup`` the runs of ``Z_N`` of :func:`_support`; ``corners`` their
+    :func:`_corners` with the rows' ``a`` and ``b``, which a search over ``h`` reads as is)."""
+    _, _, pk, rest = sup
+    mn, mx = corners
     hh = h[:, None]
     lo = np.ceil(mx - hh)
     hi = np.floor(mn + hh)
@@ -210,11 +210,12 @@ def _halfwidths(
     if sup is None:
         return None
     a, b = np.minimum(a, b), np.maximum(a, b)
+    corners = _corners(a, b, sup[0], sup[1])
     # the union bound holds (up to the float margins): the start of the search
     ht, hn = nt.halfwidth(alpha / 2.0), nn.halfwidth(alpha / 2.0)
     hi = ht + np.ceil(np.maximum(np.abs(a), np.abs(b)) * hn) + 1.0
     while True:
-        bad = _tails(nt, sup, a, b, hi) > alpha
+        bad = _tails(nt, sup, corners, hi) > alpha
         if not bool(bad.any()):
             break
         hi = np.where(bad, hi * 2.0, hi)
@@ -222,7 +223,7 @@ def _halfwidths(
     # invariant: the bound holds at hi; stop within a relative _TOL of the smallest H
     while bool((hi - lo > np.maximum(_TOL * hi, 0.0)).any()):
         mid = np.floor((lo + hi) / 2.0)
-        ok = _tails(nt, sup, a, b, mid) <= alpha
+        ok = _tails(nt, sup, corners, mid) <= alpha
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1.0)
     return np.asarray(hi, dtype=np.float64)

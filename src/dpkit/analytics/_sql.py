@@ -23,15 +23,19 @@ tree holds arithmetic or a function call.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
-
-import sqlglot
-from sqlglot import exp
+from typing import TYPE_CHECKING, Any
 
 from dpkit.errors import DPKitError, PredicateError
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+# sqlglot (about 0.05 s to import) is imported by the functions that parse or walk a predicate,
+# so a query without a text predicate, and the quoting helpers below, never load it.
 
 __all__ = [
     "PredicateError",
@@ -64,38 +68,44 @@ SAFE_FUNCTIONS = frozenset(
     }
 )
 
-_STRUCTURAL = (
-    exp.Column,
-    exp.Identifier,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Paren,
-    exp.And,
-    exp.Or,
-    exp.Not,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Neg,
-    exp.TryCast,
-    exp.DataType,
-)
-# Nodes that may raise for some values (overflow): the compiler wraps the predicate in TRY.
-_MAY_RAISE = (exp.Add, exp.Sub, exp.Mul)
+
+@functools.cache
+def _node_kinds() -> tuple[tuple[type[exp.Expression], ...], tuple[type[exp.Expression], ...]]:
+    """The allow-listed node types of a predicate's tree, and those of them that may raise for
+    some values (overflow: the compiler wraps the predicate in TRY)."""
+    from sqlglot import exp
+
+    structural = (
+        exp.Column,
+        exp.Identifier,
+        exp.Literal,
+        exp.Boolean,
+        exp.Null,
+        exp.Paren,
+        exp.And,
+        exp.Or,
+        exp.Not,
+        exp.EQ,
+        exp.NEQ,
+        exp.GT,
+        exp.GTE,
+        exp.LT,
+        exp.LTE,
+        exp.NullSafeEQ,
+        exp.NullSafeNEQ,
+        exp.Is,
+        exp.In,
+        exp.Between,
+        exp.Like,
+        exp.ILike,
+        exp.Add,
+        exp.Sub,
+        exp.Mul,
+        exp.Neg,
+        exp.TryCast,
+        exp.DataType,
+    )
+    return structural, (exp.Add, exp.Sub, exp.Mul)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,8 @@ _NODE_NAMES = {"IsNan": "isnan", "IsInf": "isinf"}
 
 
 def _function_name(node: exp.Func) -> str:
+    from sqlglot import exp
+
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     return _NODE_NAMES.get(type(node).__name__, node.sql_name().lower())
@@ -126,6 +138,10 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
         raise PredicateError("a predicate must not be empty")
     if "\x00" in text:
         raise PredicateError("a predicate must not contain NUL characters")
+    import sqlglot
+    from sqlglot import exp
+
+    structural, may_raise = _node_kinds()
     try:
         statements = sqlglot.parse(text, read=dialect)
     except sqlglot.errors.SqlglotError as exc:
@@ -162,7 +178,7 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
             raise PredicateError(f"LIKE takes a string literal as its pattern: {node.sql()!r}")
         if isinstance(node, (exp.AggFunc, exp.Window)):
             raise PredicateError(f"aggregates and window functions are not allowed: {node.sql()!r}")
-        if isinstance(node, exp.Func) and not isinstance(node, _STRUCTURAL):
+        if isinstance(node, exp.Func) and not isinstance(node, structural):
             name = _function_name(node)
             needs_try = True
             if name not in SAFE_FUNCTIONS:
@@ -170,11 +186,11 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
                     f"function {name!r} is not allowed in a predicate (allowed: "
                     f"{', '.join(sorted(SAFE_FUNCTIONS))})"
                 )
-        elif not isinstance(node, _STRUCTURAL):
+        elif not isinstance(node, structural):
             raise PredicateError(
                 f"{type(node).__name__} is not allowed in a predicate: {node.sql()!r}"
             )
-        if isinstance(node, _MAY_RAISE) or (
+        if isinstance(node, may_raise) or (
             isinstance(node, exp.Neg) and not isinstance(node.this, exp.Literal)
         ):
             needs_try = True
@@ -184,6 +200,8 @@ def parse_predicate(text: str, *, dialect: str = "duckdb") -> ValidPredicate:
 
 
 def _is_number(e: exp.Expression) -> bool:
+    from sqlglot import exp
+
     if isinstance(e, exp.Paren):
         return _is_number(e.this)
     if isinstance(e, exp.Neg):
@@ -197,6 +215,8 @@ def text_compared_with_number(
     """The first ``(column, number)`` where a text column (``is_text``) is compared with a
     number literal (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``), which
     no engine binds without a cast; ``None`` if there is none. Reads the tree only."""
+    from sqlglot import exp
+
     for node in vp.tree.walk():
         pairs: list[tuple[exp.Expression, exp.Expression]] = []
         if isinstance(

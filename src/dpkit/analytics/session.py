@@ -21,7 +21,7 @@ unit is bounded to ``max_partitions`` groups, and the sensitivities account for 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpkit._numeric.validation import check_probability
 from dpkit.accounting import SubBudget
@@ -48,11 +48,13 @@ from dpkit.analytics.alerts import (
 )
 from dpkit.analytics.builder import PreparedQuery, PublicTable, Query
 from dpkit.analytics.engines._protocol import Engine, EngineError, as_engine, column_types
-from dpkit.analytics.sqlquery import Metadata, SqlQuery, load_metadata, sql_query
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.events import Neighbouring
 from dpkit.mechanisms import NumericSparseVector, SparseVector
 from dpkit.noise import RandomSource, resolve_source
+
+if TYPE_CHECKING:
+    from dpkit.analytics.sqlquery import Metadata, SqlQuery
 
 __all__ = ["UNSET", "Session", "protects", "sql_session"]
 
@@ -576,6 +578,9 @@ class Session:
         the private table; ``public_tables={"name": frame_or_path}`` gives public tables' data.
         A query outside the fragment raises :class:`~dpkit.analytics.sqlquery.SqlError`.
         """
+        # The SQL front end (and sqlglot) loads with the first SQL query, not with the session.
+        from dpkit.analytics.sqlquery import sql_query
+
         return sql_query(
             self,
             query,
@@ -682,6 +687,8 @@ def sql_session(
     metadata's private table must say who is protected (``privacy_unit: <column>``, or
     ``privacy_unit: null`` when every row is a different person): omitting it is refused.
     """
+    from dpkit.analytics.sqlquery import load_metadata
+
     meta = load_metadata(metadata)
     privates = meta.private_tables
     if len(privates) > 1:

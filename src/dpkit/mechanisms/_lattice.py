@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from typing import Any
 
@@ -263,6 +262,8 @@ def lattice_release(
 
     starts = range(0, n, _CHUNK)
     if parallel and n > 4 * _CHUNK and _WORKERS > 1:
+        from concurrent.futures import ThreadPoolExecutor  # only large releases use threads
+
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
             list(pool.map(work, starts))
     else:

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from scipy.special import ndtri
-
 from dpkit._numeric.gaussian import gaussian_delta_up, gaussian_mu_for
 from dpkit._numeric.rounding import down, up
 from dpkit._numeric.search import SearchError, search
@@ -437,6 +435,8 @@ class Gaussian:
 
     def confidence_half_width(self, alpha: float) -> float:
         """Half-width h, ``P(|noise| > h) <= alpha``: ``sigma Phi^-1(1 - alpha/2) + s/2`` (up)."""
+        from scipy.special import ndtri  # deferred: scipy.special takes ~0.1 s to import
+
         a = check_probability(alpha, name="alpha", open_low=True, open_high=True)
         z = float(-ndtri(a / 2.0))
         return math.nextafter((self.sigma * z + self.granularity / 2.0) * (1 + 2.0**-40), math.inf)

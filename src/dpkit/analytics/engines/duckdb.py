@@ -170,7 +170,7 @@ class DuckDBEngine:
         self._local = threading.local()
         self._generation = 0  # bumped by every (un)registration: older cursors are replaced
         self._schemas: dict[str, dict[str, str]] = {}  # columns of registered frames
-        self._templates: dict[Any, _Template | None] = {}
+        self._templates: dict[Any, Any] = {}  # shape -> _Template, None or _SEEN_ONCE
         self._bound: set[Any] = set()  # shapes whose statement DuckDB has bound (explain)
         self._salts: tuple[int, int] | None = None  # stand-in salts (see compile)
         if connection is None:
@@ -423,7 +423,9 @@ class DuckDBEngine:
 
         Compiling is pure Python and costs far more than running a small statement, so the
         statement is cached by the plan's shape (the plan with its salt left out, the columns
-        and types of its sources, the registered names). A shape is cached only once two
+        and types of its sources, the registered names). The first plan of a shape is compiled
+        with its own salt, once (a process that runs a query once, as a script or the command
+        line does, compiles it once); from the second on, a shape is cached only once two
         compilations of it, with two random stand-in salts (one below ``2**63``, one above),
         give texts that differ only where those salts' decimal digits stand; the real salt's
         digits (``salt mod 2**64``, as the compiler writes it) are then put in those places. The
@@ -464,16 +466,30 @@ class DuckDBEngine:
         with self._lock:
             generation = self._generation
             known = self._templates.get(key, _MISSING)
-        if known is _MISSING:
+        if known is _MISSING:  # first seen: the caller compiles it with its own salt
+            self._remember(key, _SEEN_ONCE, generation)
+            return None
+        if known is _SEEN_ONCE:
             known = _template(plan, schema, joins, registered, self.profile, self._stand_ins())
-            with self._lock:
-                if generation == self._generation:
-                    while len(self._templates) >= _TEMPLATES:
-                        del self._templates[next(iter(self._templates))]
-                    self._templates[key] = known
+            self._remember(key, known, generation)
         if not isinstance(known, _Template):
             return None
         return dataclasses.replace(known.compiled, sql=str(salt % 2**64).join(known.parts))
+
+    def _remember(self, key: Any, value: Any, generation: int) -> None:
+        """Record ``value`` for the shape ``key`` unless the registrations changed since
+        ``generation`` (the oldest shape goes first when the cache is full); a first sighting
+        (:data:`_SEEN_ONCE`) never replaces what another thread recorded meanwhile."""
+        with self._lock:
+            if generation != self._generation:
+                return
+            if key in self._templates:
+                if value is _SEEN_ONCE:
+                    return
+            else:
+                while len(self._templates) >= _TEMPLATES:
+                    del self._templates[next(iter(self._templates))]
+            self._templates[key] = value
 
     def _join_columns(self, plan: Plan) -> tuple[Mapping[str, str], ...]:
         """The columns of each table ``plan`` joins, in join order."""
@@ -612,6 +628,7 @@ class DuckDBEngine:
 #: Shapes of statements kept per engine (the oldest is dropped first).
 _TEMPLATES = 256
 _MISSING: Any = object()
+_SEEN_ONCE: Any = object()  # a shape compiled once with its own salt, no template yet
 
 
 @dataclasses.dataclass(frozen=True)
