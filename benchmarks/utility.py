@@ -122,7 +122,8 @@ SPLITS = {
     PLANNED: "no bounds given: the planner takes a tenth of the epsilon for the contribution "
     'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
     "bounds (the result's plan lists them); a sum and a mean of one column then share one "
-    "count and one sum centred from that histogram (no pilot); the rest as dpkit",
+    "count and one sum centred from that histogram (no pilot), at one upper bound guarded "
+    "up to all rows in one group; the rest as dpkit",
     "dpkit": "its own split (a hundredth of a mean's budget to a pilot that chooses each "
     "group's centre, the rest between its count and sum centred there; a "
     "std beside a variance is the variance's square root; the quantiles of one aggregate are "

@@ -28,6 +28,9 @@ from dpkit.analytics._planner import (
     CONTRIBUTION_GRID,
     MEAN_GROUP_SPREAD,
     POOL_KIND,
+    POOL_TRIM_STEPS,
+    TRIM_OCTAVES,
+    group_sizes,
     pool_centre,
     pooled_bounds,
     statistic_bounds,
@@ -118,28 +121,50 @@ def _lognormal_counts(n: int, seed: int = 1) -> list[int]:
 
 
 @pytest.mark.parametrize("gaussian", [False, True])
-def test_a_pooled_upper_bound_lies_between_the_mean_s_and_the_sum_s(gaussian: bool) -> None:
-    """The pooled bound trades the sum's regret over group sizes against the mean's error at
-    the mean size: on a log-normal histogram it lands between the bounds each would take
-    alone at the same noise."""
+@pytest.mark.parametrize("noise", [3.0, 30.0, 300.0])
+def test_a_pooled_upper_bound_guards_every_row_in_one_group(gaussian: bool, noise: float) -> None:
+    """The pair's bound is judged up to all ``N`` rows in one group (the pair's guard), among
+    candidates an eighth of an octave apart: with 200 groups it stays above the bound of the
+    sum alone (guarding ``sqrt(K)`` times the mean size) and of the mean alone (the mean size
+    only), where the guard of the sum would have put it between the two; with one group
+    there is nothing beyond the mean size to guard, and it lies between them (to within one
+    step of its finer grid)."""
     counts = _lognormal_counts(200_000)
     hits = [i for i, c in enumerate(counts) if c >= 30]
     lo, hi = 1024.0, float(AUTO_EDGES[hits[-1] + 1])
-    got = {
-        kind: trimmed_upper(
+
+    def bound(kind: str, groups: int) -> float:
+        return trimmed_upper(
             counts,
             AUTO_EDGES,
             30,
             lo,
             hi,
             kind=kind,
-            unit_noise=30.0,
-            groups=200,
+            unit_noise=noise,
+            groups=groups,
             gaussian=gaussian,
         )
-        for kind in ("sum", "mean", POOL_KIND)
+
+    eighths = {
+        hi * 2.0 ** (-j / POOL_TRIM_STEPS) for j in range(POOL_TRIM_STEPS * TRIM_OCTAVES + 1)
     }
-    assert min(got["sum"], got["mean"]) <= got[POOL_KIND] <= max(got["sum"], got["mean"])
+    alone = {kind: bound(kind, 200) for kind in ("sum", "mean")}
+    pair = bound(POOL_KIND, 200)
+    assert pair in eighths
+    assert pair > max(alone.values())
+    one = {kind: bound(kind, 1) for kind in ("sum", "mean", POOL_KIND)}
+    step = 2.0 ** (1.0 / POOL_TRIM_STEPS)  # the pair's finer grid may stop between two
+    assert min(one["sum"], one["mean"]) / step <= one[POOL_KIND]
+    assert one[POOL_KIND] <= max(one["sum"], one["mean"]) * step
+
+
+def test_group_sizes_reach_every_row_only_for_the_pair() -> None:
+    """The pair's guard adds ``N = n K`` to the sizes of the sum's (and nothing with one
+    group)."""
+    assert group_sizes(10.0, 100, every_row=True) == [*group_sizes(10.0, 100), 1000.0]
+    assert max(group_sizes(10.0, 100)) == pytest.approx(100.0)
+    assert group_sizes(10.0, 1, every_row=True) == group_sizes(10.0, 1) == [10.0]
 
 
 # ---------------------------------------------------------------------------- the release
