@@ -193,21 +193,13 @@ bound is judged up to the largest group the data can have: the regrets are taken
 sizes of :func:`group_sizes` and ``N = n K`` (every row in one group; nothing added with one
 group). Near the top of the histogram's range, where such a guard puts the bound, a quarter
 octave changes the noise by 19%: the pair's candidates are ``upper 2^(-j / 8)``
-(:data:`POOL_TRIM_STEPS`, over the same :data:`TRIM_OCTAVES`). On the utility benchmark the
-rule of the sum (``K^GROUP_REACH``, quarter octaves) gave the pair 440,872 (a quarter octave
-below the histogram's 524,288), and the largest city, 392,553 rows (39% of all, 390 times the
-mean size), has 258 rows above it (incomes capped at 500,000): its mean was off by -26 (noise
-sd 5.5) and its sum by -1.0e7 (sd 2.4e6), so over the 7 cities of 10,000 people or more the
-planned sum and mean had 1.58 and 1.38 times the median error of dpkit given the true bounds
-(120 runs; the mean 1.22-1.46 in three pairs of runs of 40). The pair's guard gives 480,774
-(that city's mean off by -6.3): 1.29 and 1.13 times there, at a cost to the smaller cities
-(<100, 100-999, 1k-9.9k people): sum 0.92 / 0.89 / 1.04 -> 1.01 / 0.99 / 1.10 and mean 0.89 /
-0.81 / 0.93 -> 0.93 / 0.90 / 1.00 times (120 runs, each against 120 runs of dpkit given the
-bounds; the overall task, one group, keeps 524,288 either way). Guarding to ``N`` on quarter
-octaves kept 524,288: 1.25 and 1.15 at the largest, the smaller cities 1.06-1.19 and
-0.98-1.11 (40 runs). A sum or a mean released alone and a variance keep
-the guard of ``K^GROUP_REACH`` (not measured against the largest groups). Privacy: as for
-any bound of :func:`trimmed_upper`, a function of the noisy histogram and public parameters.
+(:data:`POOL_TRIM_STEPS`, over the same :data:`TRIM_OCTAVES`). Measured on the utility
+benchmark (its largest city holds 39% of the rows): the sum's guard (``K^GROUP_REACH``, quarter
+octaves) left that city's mean biased by about 5 noise sds; this guard brings the largest
+cities' planned error from 1.58x / 1.38x (sum / mean) of dpkit given the true bounds to 1.29x
+/ 1.13x, at 4-11% more error in the smaller cities (at most 1.10x). A sum or a mean released
+alone and a variance keep the guard of ``K^GROUP_REACH``. Privacy: as for any bound of
+:func:`trimmed_upper`, a function of the noisy histogram and public parameters.
 
 **Share of a planned quantile's histogram** (:func:`quantile_histogram_share`). A quantile
 needs from its bounds histogram only a range holding the ranks it reads: values outside the
