@@ -111,13 +111,22 @@ __all__ = [
 ]
 
 
+# Submodules that the package imported eagerly before its names became lazy: still reachable as
+# attributes after a plain ``import dpkit.accounting`` (``dpkit.accounting.rdp``), imported on
+# first access like the names.
+_LAZY_SUBMODULES = frozenset(("batching", "dpsgd", "gdp", "pld", "rdp", "tables"))
+
+
 def __getattr__(name: str) -> object:
-    """Load a lazy name (:data:`_LAZY_NAMES`) on first access (PEP 562)."""
+    """Load a lazy name (:data:`_LAZY_NAMES`) or submodule (:data:`_LAZY_SUBMODULES`) on first
+    access (PEP 562)."""
+    import importlib
+
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # also sets the attribute
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -125,4 +134,4 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     """The public names, the lazy ones included, and the module's own attributes."""
-    return sorted(set(globals()) | set(_LAZY_NAMES))
+    return sorted(set(globals()) | set(_LAZY_NAMES) | _LAZY_SUBMODULES)
