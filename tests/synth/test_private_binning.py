@@ -225,6 +225,13 @@ def test_domain_arguments_are_checked() -> None:
     with pytest.raises(PrivacyParameterError, match="chosen privately"):
         _ = Numeric(bins=4).edges
     assert Numeric(0, 10, 5).resolved and not Numeric(0, 10, 5, edges="quantile").resolved
+    # bounds a few ulps apart: equal edges would repeat (a step of 0), and the private edges'
+    # candidate grid would fail after the charge; both refused here, from the public bounds
+    with pytest.raises(PrivacyParameterError, match="too close together for 16 equal bins"):
+        Numeric(5e-324, 1e-323, 16)
+    with pytest.raises(PrivacyParameterError, match="too close together for 2 equal bins"):
+        Numeric(0.0, 5e-324, 4, edges="quantile")
+    assert len(set(Numeric(0.0, 1e-300, 16).edges)) == 17
     assert Numeric(lower=0).needs_range and not Numeric(0, 1, edges="quantile").needs_range
 
 

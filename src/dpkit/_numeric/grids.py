@@ -17,7 +17,9 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UniformEdges", "equal_bins_exact"]
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["UniformEdges", "check_equal_bins", "equal_bins_exact"]
 
 
 def equal_bins_exact(lower: float, upper: float, bins: int) -> bool:
@@ -42,6 +44,17 @@ def equal_bins_exact(lower: float, upper: float, bins: int) -> bool:
         and math.isfinite(bins / (hi - lo))
         and lo + (bins - 1) * step < hi
     )
+
+
+def check_equal_bins(lower: float, upper: float, bins: int, *, name: str) -> None:
+    """Raise :class:`~dpkit.errors.PrivacyParameterError` unless :func:`equal_bins_exact`
+    holds: a check of public bounds, made before any charge."""
+    if not equal_bins_exact(lower, upper, bins):
+        raise PrivacyParameterError(
+            f"The {name} bounds [{lower!r}, {upper!r}] are too close together for {bins} equal "
+            "bins that doubles can tell apart; give fewer bins or wider bounds (or rescale the "
+            "column, for example to other units)."
+        )
 
 
 class UniformEdges(Sequence[float]):

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from dpkit._numeric.grids import UniformEdges, equal_bins_exact
+from dpkit._numeric.grids import UniformEdges, check_equal_bins, equal_bins_exact
 from dpkit._numeric.validation import check_bounds, check_positive, check_probability
 from dpkit.errors import PrivacyParameterError
 
@@ -92,12 +92,7 @@ def _quantile_edges(lower: float, upper: float, bins: int) -> UniformEdges:
     Raises :class:`~dpkit.errors.PrivacyParameterError` when the bounds are too close for that
     many bins to differ in doubles (from the public bounds alone, before any charge)."""
     b = quantile_bins(lower, upper, bins)
-    if not equal_bins_exact(lower, upper, b):
-        raise PrivacyParameterError(
-            f"The quantile bounds [{lower!r}, {upper!r}] are too close together for {b} equal "
-            "bins that doubles can tell apart; give fewer bins or wider bounds (or rescale the "
-            "column, for example to other units)."
-        )
+    check_equal_bins(lower, upper, b, name="quantile")
     return UniformEdges(lower, upper, b)
 
 

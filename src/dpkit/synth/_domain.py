@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dpkit._numeric.grids import check_equal_bins
 from dpkit.analytics.binning import parse_date_bound, to_number
 from dpkit.errors import PrivacyParameterError
 
@@ -282,6 +283,10 @@ class Numeric(_Binned):
         else:
             mode = _mode(edges, lo is not None and hi is not None, "Numeric")
             b = _check_bins(bins, "Numeric")
+            # equal bins, or the private edges' candidate grid (at least 2 equal bins), must
+            # differ in doubles: refused here, from the public bounds, not after the charge
+            if lo is not None and hi is not None:
+                check_equal_bins(lo, hi, b if mode == "equal" else 2, name="Numeric")
             if mode == "equal" and lo is not None and hi is not None:
                 cut = _equal(lo, hi, b)
         self._set(lo, hi, b, mode, cut, False)
