@@ -26,6 +26,7 @@ claim with probability at most ``1e-6`` each.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -506,6 +507,46 @@ def _fixed_salt(prepared: Any, unbounded: bool = False) -> Any:
     )
 
 
+def _executor(engine: DuckDBEngine) -> Callable[[Any, str], EngineResult]:
+    """``exact(plan, name)``: the plan run exactly on the registered table ``name``, each
+    (table, plan) once."""
+    results: dict[tuple[str, str], EngineResult] = {}
+
+    def exact(plan: Any, name: str) -> EngineResult:
+        key = (name, repr(plan))
+        if key not in results:
+            results[key] = engine.execute(
+                dataclasses.replace(plan, source=Source(kind="table", location=name))
+            )
+        return results[key]
+
+    return exact
+
+
+def _released_values(
+    releases: dict[Any, Any],
+    runs: dict[Any, list[int]],
+    exact: Callable[[Any, str], EngineResult],
+    name: str,
+    src: RandomSource,
+    columns: tuple[str, str],
+) -> np.ndarray:
+    """Per run, the two ``columns`` per group released on table ``name``: the runs of each
+    prepared release (``runs[key]``: run indices of ``releases[key]``) drawn in one batch."""
+    pos = {g: j for j, g in enumerate(GROUPS)}
+    values = np.zeros((PLANNED_SAMPLES, len(GROUPS), 2))
+    for key, idx in runs.items():
+        final = releases[key]
+        frame = batched_release(
+            final, exact(final.plan, name), len(idx), src, [(g,) for g in GROUPS]
+        )
+        reps = frame["__rep"].to_numpy(dtype=np.int64)
+        vals = frame[list(columns)].to_numpy(dtype=np.float64)
+        for row, (k, rep) in enumerate(zip(key_of(frame, ("g",)), reps, strict=True)):
+            values[idx[rep], pos[k[0]]] = vals[row]
+    return values
+
+
 def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.ndarray]:
     """``PLANNED_SAMPLES`` runs of the planned query on D and on D': per run, the chosen
     contribution bounds of each statistic (count, mean), the mean's bounds, centre and count
@@ -525,21 +566,12 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
     prepared = q.prepare(epsilon=EPSILON, delta=None if method == "basic" else DELTA, two_step=True)
     step = prepared.contribution
     src = RandomSource(seed=seed, insecure=True)
-    results: dict[tuple[str, str], EngineResult] = {}
-
-    def exact(plan: Any, name: str) -> EngineResult:
-        key = (name, repr(plan))
-        if key not in results:
-            results[key] = engine.execute(
-                dataclasses.replace(plan, source=Source(kind="table", location=name))
-            )
-        return results[key]
+    exact = _executor(engine)
 
     # the release prepared at each choice of contribution bounds, and at each and bounds
     at_pair: dict[tuple[int, ...], Any] = {}
     at_bounds: dict[tuple[Any, ...], Any] = {}
     out = {}
-    pos = {g: j for j, g in enumerate(GROUPS)}
     for name in tables:
         per_unit = exact(prepared.contribution_plan, name)
         chosen = np.zeros((PLANNED_SAMPLES, 8))
@@ -565,16 +597,7 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
                 at_bounds[key] = _fixed_salt(rel.with_bounds({"m": given}), unbounded)
             chosen[i] = key
             runs.setdefault(key, []).append(i)
-        values = np.zeros((PLANNED_SAMPLES, len(GROUPS), 2))
-        for key, idx in runs.items():
-            final = at_bounds[key]
-            frame = batched_release(
-                final, exact(final.plan, name), len(idx), src, [(g,) for g in GROUPS]
-            )
-            reps = frame["__rep"].to_numpy(dtype=np.int64)
-            vals = frame[["n", "m"]].to_numpy(dtype=np.float64)
-            for row, (k, rep) in enumerate(zip(key_of(frame, ("g",)), reps, strict=True)):
-                values[idx[rep], pos[k[0]]] = vals[row]
+        values = _released_values(at_bounds, runs, exact, name, src, ("n", "m"))
         flat = np.concatenate([chosen, values.reshape(PLANNED_SAMPLES, -1)], axis=1)
         out[name] = np.nan_to_num(flat, nan=-1.0)
     return out
@@ -653,21 +676,12 @@ def _pooled_releases(unbounded: bool, seed: int) -> tuple[dict[str, np.ndarray],
     )
     prepared = q.prepare(epsilon=EPSILON, two_step=True)
     src = RandomSource(seed=seed, insecure=True)
-    results: dict[tuple[str, str], EngineResult] = {}
-
-    def exact(plan: Any, name: str) -> EngineResult:
-        key = (name, repr(plan))
-        if key not in results:
-            results[key] = engine.execute(
-                dataclasses.replace(plan, source=Source(kind="table", location=name))
-            )
-        return results[key]
+    exact = _executor(engine)
 
     at_pair: dict[tuple[int, ...], Any] = {}
     finals: dict[Any, Any] = {}
     out: dict[str, np.ndarray] = {}
     pooled = 0
-    pos = {g: j for j, g in enumerate(GROUPS)}
     for name in tables:
         per_unit = exact(prepared.contribution_plan, name)
         chosen = np.zeros((PLANNED_SAMPLES, 9))
@@ -689,16 +703,7 @@ def _pooled_releases(unbounded: bool, seed: int) -> tuple[dict[str, np.ndarray],
                 finals[key] = _fixed_salt(rel.with_bounds(est), unbounded)
             chosen[i] = (*pair, *m)
             runs.setdefault(key, []).append(i)
-        values = np.zeros((PLANNED_SAMPLES, len(GROUPS), 2))
-        for key, idx in runs.items():
-            final = finals[key]
-            frame = batched_release(
-                final, exact(final.plan, name), len(idx), src, [(g,) for g in GROUPS]
-            )
-            reps = frame["__rep"].to_numpy(dtype=np.int64)
-            vals = frame[["s", "m"]].to_numpy(dtype=np.float64)
-            for row, (k, rep) in enumerate(zip(key_of(frame, ("g",)), reps, strict=True)):
-                values[idx[rep], pos[k[0]]] = vals[row]
+        values = _released_values(finals, runs, exact, name, src, ("s", "m"))
         flat = np.concatenate([chosen, values.reshape(PLANNED_SAMPLES, -1)], axis=1)
         out[name] = np.nan_to_num(flat, nan=-1.0)
     return out, pooled / (2 * PLANNED_SAMPLES)

@@ -18,19 +18,11 @@ import math
 import random
 
 import pandas as pd
-from _engine_reference import as_dict, plan_for
+from _engine_reference import as_dict, bin_of, plan_for
 
 from dpkit._numeric.grids import UniformEdges, equal_bins_exact
 from dpkit.analytics._plan import Measure, Source
 from dpkit.analytics.engines import DuckDBEngine
-
-
-def _bisect(c: float, edges: UniformEdges) -> int:
-    lo, hi = 0, edges.bins
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if edges[mid] <= c else (lo, mid)
-    return lo
 
 
 def _finest_upper(lo: float, bins: int) -> float:
@@ -51,7 +43,12 @@ def _grids() -> list[UniformEdges]:
     for bins in (1, 3, 1000, 1 << 16, 1 << 20):
         for lo in (-0.0, 1.0, -1.0, 5e-324, -1e-310, 2.0**50, 0.1):
             out.append(UniformEdges(lo, _finest_upper(lo, bins), bins))
-        for a, b in ((-1.0, 1e-9), (-5e-324 * 2**33, 5e-324 * 2**33), (-0.3, 0.7)):
+        for a, b in (
+            (-1.0, 1e-9),
+            (-5e-324 * 2**33, 5e-324 * 2**33),
+            (-0.3, 0.7),
+            (1.0, 1.0 + 2.0**-20),  # 65,536 bins here once took a CASE branch each
+        ):
             if equal_bins_exact(a, b, bins):
                 out.append(UniformEdges(a, b, bins))
     return out
@@ -88,6 +85,6 @@ def test_every_row_of_the_finest_equal_grids_lands_in_the_bisected_bin() -> None
         dense = {i: n for i, n in pairs if n}
         want: dict[int, int] = {}
         for x in values:
-            j = _bisect(min(max(x, ed.lower), ed.upper), ed)
+            j = bin_of(min(max(x, ed.lower), ed.upper), ed)
             want[j] = want.get(j, 0) + 1
         assert dense == want, (ed.lower, ed.upper, ed.bins)

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 import pytest
-from _engine_reference import as_dict, plan_for
+from _engine_reference import as_dict, bin_of, plan_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,15 +39,6 @@ def _engine_bin(c: float, lo: float, hi: float, bins: int) -> int:
     if g < bins - 1 and c >= lo + (g + 1) * w:
         return g + 1
     return g
-
-
-def _exact_bin(c: float, edges: UniformEdges) -> int:
-    """The bin by bisection over the edges (read one at a time, never the whole grid)."""
-    lo, hi = 0, edges.bins  # edges[lo] <= c < edges[hi], or c == upper
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if edges[mid] <= c else (lo, mid)
-    return lo
 
 
 MAGNITUDES = st.one_of(
@@ -77,7 +68,7 @@ def test_every_accepted_grid_is_binned_exactly_by_arithmetic(
     assert all(x < y for x, y in itertools.pairwise(values))
     c = min(max(lo + t * (hi - lo), lo), hi)
     for x in {c, lo, hi, *values, math.nextafter(hi, lo), math.nextafter(values[1], lo)}:
-        assert _engine_bin(x, lo, hi, bins) == _exact_bin(x, edges)
+        assert _engine_bin(x, lo, hi, bins) == bin_of(x, edges)
 
 
 def test_companion_a_step_that_underflows_is_caught() -> None:
@@ -122,7 +113,7 @@ def test_a_fine_grid_on_a_narrow_range_is_binned_by_arithmetic() -> None:
     got = as_dict(engine.execute(plan))[()]["h"]
     want = [0] * bins
     for x in xs:
-        want[_exact_bin(min(max(x, lo), hi), edges)] += 1
+        want[bin_of(min(max(x, lo), hi), edges)] += 1
     dense = [0] * bins
     for i, n in got.items() if isinstance(got, dict) else enumerate(got):
         dense[i] = n

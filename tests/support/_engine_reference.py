@@ -57,6 +57,17 @@ def _fixed(x: float, lo: float, hi: float, k: int) -> int:
     return min(max(i, math.floor(Fraction(lo) * 2**k)), math.floor(Fraction(hi) * 2**k))
 
 
+def bin_of(c: float, edges: Sequence[float]) -> int:
+    """The bin ``i`` with ``edges[i] <= c < edges[i + 1]`` (the last bin also takes ``c ==
+    edges[-1]``), by bisection over the edges, read one at a time (a grid of ``2^20`` bins is
+    never materialised); ``c`` within the edges."""
+    lo, hi = 0, len(edges) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if edges[mid] <= c else (lo, mid)
+    return lo
+
+
 def reference(
     df: pd.DataFrame, plan: Plan, *, keep: Any = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -120,9 +131,7 @@ def reference(
                 e = m.edges
                 counts = [0] * (len(e) - 1)
                 for x in nums:
-                    c = min(max(x, e[0]), e[-1])
-                    i = max(j for j in range(len(e) - 1) if e[j] <= c)
-                    counts[i] += 1
+                    counts[bin_of(min(max(x, e[0]), e[-1]), e)] += 1
                 res[m.name] = tuple(counts)
             elif m.kind == "category_counts":
                 counts = [0] * len(m.categories)
