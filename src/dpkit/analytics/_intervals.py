@@ -682,3 +682,15 @@ def _variance_block(
         np.asarray(np.where(ok, hi, -np.inf).max(axis=1), dtype=np.float64),
         np.asarray(ok.any(axis=1), dtype=np.bool_),
     )
+
+
+def complement_sum_halfwidth(noise: Noise, lo: int, hi: int, alpha: float) -> float:  # TEMP
+    h = float(noise.halfwidth(alpha / 2.0))
+    return h * (abs(hi) + abs(lo)) / (hi - lo) + 2.0
+
+
+def complement_mean_intervals(  # TEMP
+    noise: Noise, a: FloatArray, b: FloatArray, lo: int, hi: int, alpha: float
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    n = a.size
+    return (np.full(n, float(lo)), np.full(n, float(hi)), np.ones(n, dtype=np.bool_))

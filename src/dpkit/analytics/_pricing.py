@@ -183,7 +183,7 @@ from dpkit.mechanisms import (
 from dpkit.noise import RandomSource
 from dpkit.noise.samplers import discrete_gaussian_exact, discrete_laplace, discrete_laplace_exact
 
-__all__ = ["MeasurePrice", "Mode", "Noise", "Pricing", "StatPrice", "price"]
+__all__ = ["Complement", "MeasurePrice", "Mode", "Noise", "Pricing", "StatPrice", "price"]
 
 Mode = Literal["pure", "zcdp", "approx"]
 #: ``(epsilon, delta, slack=...) -> (rho, approx_delta, pmf_slack)``: see
@@ -387,6 +387,25 @@ def pilot_choice(pilot: Pilot, n1: int, t1: int) -> tuple[int, int] | None:
 
 
 @dataclass(frozen=True)
+class Complement:
+    """The complementary pair of a pure mean released with a sum of its column.
+
+    Per group, with integer bounds ``[lo, hi]`` at the sum's fixed point, the exact ``A = hi N
+    - S`` (the room below the upper bound) and ``B = S - lo N`` (the sum above the lower
+    bound) are released as ``A + Z_A`` and ``B + Z_B``, two independent discrete Laplace
+    noises of one scale ``t`` (:attr:`noise`), charged as one vector mechanism
+    (:attr:`event`): see :func:`complement_dominates` for the privacy argument and when it
+    is used. ``N = (A + B) / (hi - lo)`` and ``S = (hi B + lo A) / (hi - lo)`` exactly, so
+    the mean and the sum are post-processing of the pair."""
+
+    noise: Noise
+    lo: int
+    hi: int
+    step: float
+    event: DpEvent
+
+
+@dataclass(frozen=True)
 class StatPrice:
     """The price of one statistic: its measures and (quantiles) its selection mechanism."""
 
@@ -405,6 +424,8 @@ class StatPrice:
     split: tuple[float, ...] = ()
     # a mean with fixed bounds in a pure session: its centre chosen per group from a pilot
     pilot: Pilot | None = None
+    # a pure mean released with a sum of its column as the complementary pair
+    complement: Complement | None = None
 
 
 @dataclass(frozen=True)
@@ -605,6 +626,12 @@ def _price_stat(
         and not stat.auto
         and not stat.estimated
     ):
+        if pool is not None and isinstance(stat.bounds, tuple):
+            w_m, w_s, w_c = pool
+            lower, upper = stat.bounds
+            if w_c == 0.0 and complement_dominates(lower, upper, w_m, w_s):
+                with contextlib.suppress(PrivacyParameterError):
+                    return _price_complement(name, stat, share, p, r)
         with contextlib.suppress(PrivacyParameterError):
             sp = _price_stat_at(name, stat, mode, share, p, r, pool, piloting=True)
             if sp.pilot is not None:
@@ -887,6 +914,90 @@ def _pilot_of(
         r=r,
         lo=lo,
         hi=hi,
+    )
+
+
+#: Data means (a public grid over the bounds) at which :func:`complement_dominates` compares
+#: the complementary pair with the best centred pair.
+COMPLEMENT_GRID = 64
+
+
+def complement_dominates(lower: float, upper: float, w_m: float, w_s: float) -> bool:
+    """Whether a pure mean released with a sum of its column (weights ``w_m``, ``w_s > 0``, no
+    count) is released as the complementary pair (:class:`Complement`) rather than as a
+    count and a centred sum: when the pair's leading-order objective is at most the best
+    centred pair's at every data mean of a public grid over the bounds.
+
+    The pair. A unit adds ``k <= R`` rows to a group, each of value ``x`` in ``[L, U]``, so
+    its contribution to ``(N, S)`` lies in the triangle ``0 <= k <= R``, ``k L <= s <= k U``;
+    with removals, the sensitivity hull is the parallelogram with vertices ``+-(R, R L)`` and
+    ``+-(R, R U)``. The K-norm mechanism of that parallelogram (Hardt and Talwar, "On the
+    geometry of differential privacy", STOC 2010) is, in the coordinates whose unit
+    l1-ball maps onto it, independent Laplace noise on ``A = U N - S`` and ``B = S - L N``:
+    a unit moves them by ``sum (U - x) >= 0`` and ``sum (x - L) >= 0``, together at most ``R
+    (U - L)``. Over ``P`` groups the vector ``(A_g, B_g)_g`` has L1 sensitivity ``P R (U -
+    L)`` (in integer steps ``hi - lo``), and discrete Laplace noise of scale ``t = P R (hi -
+    lo) / e`` on each of its ``2 P`` changing values is ``e``-DP (Canonne, Kamath and Steinke
+    2020; the fast sampler's slack as for any measure). The whole share buys both values:
+    the sum ``S = (U B + L A) / (U - L)`` has, for ``L = 0``, the noise of a sum released
+    alone at the whole share, and the mean ``L + (U - L) B / (A + B)`` about that of a sum
+    centred at the data's mean (no count split off, no pilot).
+
+    The comparison (leading order, per unit of ``2 (P R / e)^2``, in the units of
+    :func:`pilot_choice`: the mean by ``h = (U - L) / 2``, the sum by ``n h``). A data mean
+    ``m`` gives the pair ``w_m ((U - m)^2 + (m - L)^2) / h^2 + w_s (U^2 + L^2) / h^2`` and the
+    centred pair at centre ``c`` and its best split ``(a_T^(1/3) + a_N^(1/3))^3`` with ``a_T
+    = (w_m + w_s) max(c - L, U - c)^2 / h^2``, ``a_N = (w_m (m - c)^2 + w_s c^2) / h^2``. The
+    pair is used when it is at most the centred minimum over the centres of the same grid at
+    each of the grid's ``COMPLEMENT_GRID + 1`` means (the oracle centre, which a pilot can
+    only approach): for ``L = 0`` and equal weights it ties at ``m = 0`` and wins elsewhere
+    (at ``m = U / 8`` its objective is 0.65 of the centred one); with the data likely near
+    the middle of symmetric bounds the centred pair is kept. Public parameters only.
+    """
+    if not (w_s > 0.0 and w_m >= 0.0 and upper > lower):
+        return False
+    h = (upper - lower) / 2.0
+    grid = [lower + (upper - lower) * j / COMPLEMENT_GRID for j in range(COMPLEMENT_GRID + 1)]
+    x = 1.0 / 3.0
+    for m in grid:
+        pair = (w_m * ((upper - m) ** 2 + (m - lower) ** 2) + w_s * (upper**2 + lower**2)) / (h * h)
+        best = math.inf
+        for c in grid:
+            s = max(c - lower, upper - c)
+            a_t = (w_m + w_s) * s * s / (h * h)
+            a_n = (w_m * (m - c) ** 2 + w_s * c * c) / (h * h)
+            best = min(best, (a_t**x + a_n**x) ** 3)
+        if pair > best * (1.0 + 1e-9):
+            return False
+    return True
+
+
+def _price_complement(name: str, stat: Statistic, share: float, p: int, r: int) -> StatPrice:
+    """A pure mean (pooled with a sum) priced as the complementary pair at its whole share
+    (:func:`complement_dominates`): one discrete Laplace scale for ``A`` and ``B`` with L1
+    sensitivity ``P R (hi - lo)`` over the ``2 P`` values a unit can change. Raises
+    :class:`PrivacyParameterError` when it cannot be priced (the caller then keeps the
+    centred pair); public parameters only."""
+    col = stat.column
+    assert col is not None and isinstance(stat.bounds, tuple)
+    lower, upper = stat.bounds
+    m, k, lo, hi = _value_measure(f"{name}:sum", col, lower, upper, p * r * (upper - lower) / share)
+    span = hi - lo
+    if span < 2:
+        raise PrivacyParameterError("the bounds are too close for the complementary pair")
+    l1, l2_sq = p * r * span, p * (r * span) ** 2
+    nz, ev = _Shares("pure", share, 1, p).noise(l1, l2_sq, 2 * p)
+    cnt = Measure(name=f"{name}:n", kind="values", column=col)
+    return StatPrice(
+        name,
+        stat,
+        (
+            MeasurePrice(cnt, None, 1.0, 0, 0, 1),
+            MeasurePrice(m, None, 2.0**-k, 0, 0, 1, center=lo, count_of=cnt.name),
+        ),
+        events=(ev,),
+        epsilon=share,
+        complement=Complement(noise=nz, lo=lo, hi=hi, step=2.0**-k, event=ev),
     )
 
 
@@ -1435,7 +1546,11 @@ def price(
             priced.append(StatPrice(n, stats[n], (), shared_with=partner))
             continue
         kept = pp.measures if n in spreads else pp.measures[: 1 if stats[n].kind == "count" else 2]
-        priced.append(StatPrice(n, stats[n], kept, shared_with=partner, pilot=pp.pilot))
+        priced.append(
+            StatPrice(
+                n, stats[n], kept, shared_with=partner, pilot=pp.pilot, complement=pp.complement
+            )
+        )
     rank = {n: i for i, n in enumerate(stats)}
     priced.sort(key=lambda sp: rank[sp.name])
     if mode == "approx" and gauss_w:
@@ -1701,6 +1816,23 @@ def _auto_reader(
     )
 
 
+def _planned_complement(
+    mode: Mode, ab: AutoBounds, lo: float, hi: float, p: int, r: int
+) -> StatPrice | None:
+    """A planned pure mean releasing a sum too (:func:`planned_pools`) as the complementary
+    pair at its estimated bounds, when :func:`complement_dominates` there; else None (the
+    planner's centred pair). A function of the released estimate and public parameters."""
+    if mode != "pure" or ab.pool is None or ab.stat.kind != "mean":
+        return None
+    w_m, w_s, w_c = ab.pool
+    if w_c != 0.0 or not complement_dominates(lo, hi, w_m, w_s):
+        return None
+    try:
+        return _price_complement(ab.name, ab.stat.with_bounds(lo, hi), ab.main_share, p, r)
+    except PrivacyParameterError:
+        return None
+
+
 def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pricing:
     """The pricing with every ``"auto"`` statistic priced at its estimated bounds: ``(lower,
     upper)``, or for a planned mean ``(lower, upper, centre, count_share)`` (its noisy sum
@@ -1712,6 +1844,10 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
         if len(centring) != 2 or not all(math.isfinite(float(v)) for v in centring):
             centring = []  # the middle and pool_split
         ps, rs = pricing.bounds_of(ab.name)
+        pair = _planned_complement(pricing.mode, ab, lo, hi, ps, rs)
+        if pair is not None:
+            done[ab.name] = _kept_at(pair, ab.keep)
+            continue
         for _ in range(120):
             # a planned mean's centre and count share first (kept within the bounds and
             # (0, 1)), then the middle: whichever prices first
@@ -1747,7 +1883,9 @@ def resolve_auto(pricing: Pricing, bounds: dict[str, tuple[float, ...]]) -> Pric
             assert isinstance(pp.stat.bounds, tuple)
             stat = sp.stat.with_bounds(*pp.stat.bounds)
             kept = pp.measures[:2] if sp.stat.kind == "sum" else pp.measures
-            done[sp.name] = StatPrice(sp.name, stat, kept, shared_with=sp.shared_with)
+            done[sp.name] = StatPrice(
+                sp.name, stat, kept, shared_with=sp.shared_with, complement=pp.complement
+            )
     return replace(pricing, stats=tuple(done[n] for n in pricing.order if n in done), auto=())
 
 

@@ -72,6 +72,8 @@ import numpy as np
 
 from dpkit.analytics._aggregates import Statistic, from_number
 from dpkit.analytics._intervals import (
+    complement_mean_intervals,
+    complement_sum_halfwidth,
     count_intervals,
     joint_halfwidth,
     lattice_offsets,
@@ -80,7 +82,14 @@ from dpkit.analytics._intervals import (
     zero_reach,
 )
 from dpkit.analytics._plan import EngineResult, SparseCounts
-from dpkit.analytics._pricing import PILOT_SHARE, MeasurePrice, Pricing, StatPrice, pilot_choice
+from dpkit.analytics._pricing import (
+    PILOT_SHARE,
+    Complement,
+    MeasurePrice,
+    Pricing,
+    StatPrice,
+    pilot_choice,
+)
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms.partition_selection import GaussianPartitionSelection
 from dpkit.noise import RandomSource
@@ -671,6 +680,9 @@ def _release_shared_sum(
     extremes of ``T + c N`` over that box. Each group at its own pair (a piloted mean's centre
     ``c`` and noises for that group, :func:`_centred_pair`).
     """
+    if sp.complement is not None:
+        _release_complement_sum(sp, result, rows, alpha, source, data, info_cols, cache)
+        return
     n_noisy, t_noisy, pairs = _centred_pair(sp, result, rows, source, cache)
     pl = sp.pilot
     m_n, m_s = _reference_pair(sp)
@@ -708,6 +720,136 @@ def _release_shared_sum(
         if exact_law
         else "union bound over the centred sum and count intervals at alpha/2 each",
         **({"centre": _pilot_note(sp, pairs)} if pl is not None else {}),
+    }
+
+
+def _complement_pair(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: Sequence[int | None],
+    source: RandomSource,
+    cache: dict[str, list[list[int]]],
+) -> tuple[Complement, list[int], list[int]]:
+    """Per group the noisy ``A' = hi N - S + Z_A`` and ``B' = S - lo N + Z_B`` of a mean's
+    complementary pair (:class:`~dpkit.analytics._pricing.Complement`), from the engine's
+    exact ``N`` and ``S`` (integers at the sum's fixed point, each row within ``[lo, hi]``);
+    drawn once per release and cached, so the sum sharing the pair reads the same values."""
+    cp = sp.complement
+    assert cp is not None
+    m_n, m_s = sp.measures[0], sp.measures[1]
+    key_a, key_b = m_s.measure.name + "@below_upper", m_s.measure.name + "@above_lower"
+    if key_a not in cache:
+        n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
+        s_exact = _exact_vector(result, m_s.measure.name, rows, 1)
+        z = cp.noise.sample(2 * len(rows), source)
+        pairs = list(zip(s_exact, n_exact, strict=True))
+        cache[key_a] = [[cp.hi * n[0] - s[0] + z[2 * g]] for g, (s, n) in enumerate(pairs)]
+        cache[key_b] = [[s[0] - cp.lo * n[0] + z[2 * g + 1]] for g, (s, n) in enumerate(pairs)]
+    return cp, [v[0] for v in cache[key_a]], [v[0] for v in cache[key_b]]
+
+
+def _complement_desc(cp: Complement) -> dict[str, Any]:
+    """How a complementary pair was noised (the info of its mean's and sum's columns)."""
+    nz = cp.noise
+    return {
+        "mechanism": "discrete Laplace on the sum above the lower bound and the room below "
+        "the upper bound (one vector, the whole share)",
+        "noise_scale": nz.scale * cp.step,
+        "noise_std": nz.std * cp.step,
+        "measure": "sum - lower * count, upper * count - sum",
+    }
+
+
+def _release_complement_sum(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    cache: dict[str, list[list[int]]],
+) -> None:
+    """A sum as ``S = (hi B' + lo A') / (hi - lo)`` from its mean's complementary pair
+    (post-processing; exact before noise), with the certified interval of its error ``(hi
+    Z_B + lo Z_A) / (hi - lo)`` (:func:`~dpkit.analytics._intervals.complement_sum_halfwidth`).
+    """
+    cp, a, b = _complement_pair(sp, result, rows, source, cache)
+    span = cp.hi - cp.lo
+    half = complement_sum_halfwidth(cp.noise, cp.lo, cp.hi, alpha)
+    est, lo_l, hi_l = [], [], []
+    for x, y in zip(a, b, strict=True):
+        s_steps = float(Fraction(cp.hi * y + cp.lo * x, span))
+        est.append(s_steps * cp.step)
+        lo_l.append((s_steps - half) * cp.step)
+        hi_l.append((s_steps + half) * cp.step)
+    name = stat_columns(sp)[0]
+    data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
+    info_cols[name] = {
+        **_complement_desc(cp),
+        "mostly_noise": _noise_flags(lo_l, hi_l, None),
+        "mechanism": f"post-processing of {sp.shared_with}'s complementary pair: "
+        + _complement_desc(cp)["mechanism"],
+        "ci": "exact law of the two noises combined (continuous Laplace bound, widened by "
+        "the lattice)",
+    }
+
+
+def _release_complement_mean(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    cache: dict[str, list[list[int]]],
+) -> None:
+    """A mean ``lo + (hi - lo) B' / (A' + B')`` (steps) from its complementary pair, clamped to
+    the bounds, with the Fieller-type interval of the pivot ``(hi - m) B' - (m - lo) A'``
+    (:func:`~dpkit.analytics._intervals.complement_mean_intervals`). A noisy count ``(A' + B')
+    / (hi - lo)`` below 1 gives no ratio: the middle of the interval, flagged as mostly
+    noise. The upper end gains one step: each row's integer is its value rounded down."""
+    st = sp.stat
+    assert isinstance(st.bounds, tuple)
+    lower, upper = st.bounds
+    cp, a, b = _complement_pair(sp, result, rows, source, cache)
+    span, step = cp.hi - cp.lo, cp.step
+    low, high, found = complement_mean_intervals(
+        cp.noise,
+        np.array(a, dtype=np.float64),
+        np.array(b, dtype=np.float64),
+        cp.lo,
+        cp.hi,
+        alpha,
+    )
+
+    def inside(v: float) -> float:
+        return min(max(v, lower), upper)
+
+    est, lo_l, hi_l = [], [], []
+    for g, (x, y) in enumerate(zip(a, b, strict=True)):
+        total = x + y
+        e = (
+            inside(float(Fraction(cp.lo) + Fraction(span * y, total)) * step)
+            if total >= span
+            else (lower + upper) / 2.0
+        )
+        if bool(found[g]):
+            lo_g, hi_g = inside(float(low[g]) * step), inside(float(high[g]) * step + step)
+        else:  # the set is empty (probability <= alpha): the estimate
+            lo_g = hi_g = e
+        if total < span:
+            e = (lo_g + hi_g) / 2.0
+        est.append(min(max(e, lo_g), hi_g))
+        lo_l.append(lo_g)
+        hi_l.append(hi_g)
+    name = stat_columns(sp)[0]
+    data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
+    info_cols[name] = {
+        **_complement_desc(cp),
+        "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
+        "ci": "Fieller's pivot (hi - m) B - (m - lo) A under the exact joint noise law",
     }
 
 
@@ -775,6 +917,9 @@ def _release_mean(
     choice, or the statistic's one pair), with Fieller's interval at that pair: given the
     pilot's outputs, ``N`` and ``T`` carry fresh noise of known law, so the interval holds at
     its level conditionally on them, hence also overall."""
+    if sp.complement is not None:
+        _release_complement_mean(sp, result, rows, alpha, source, data, info_cols, cache)
+        return
     st = sp.stat
     assert isinstance(st.bounds, tuple)
     lower, upper = st.bounds

@@ -190,6 +190,16 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                     nan,
                     0.0,
                 )
+            if sp.complement is not None:
+                row(
+                    sp.name,
+                    f"sum (from {sp.shared_with}'s complementary pair)",
+                    "discrete Laplace",
+                    nan,
+                    nan,
+                    nan,
+                    0.0,
+                )
             for mp in noisy:
                 row(
                     sp.name,
@@ -200,6 +210,18 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                     nan,
                     0.0,
                 )
+            continue
+        cp = sp.complement
+        if cp is not None:  # one vector mechanism on both sums, at the whole part
+            row(
+                sp.name,
+                "sum - lower * count and upper * count - sum",
+                "discrete Laplace",
+                cp.noise.scale * cp.step,
+                cp.noise.std * cp.step,
+                cp.noise.halfwidth(alpha) * cp.step,
+                part,
+            )
             continue
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
