@@ -215,8 +215,10 @@ def test_a_planned_sum_is_released_from_its_mean_s_measures(grouped: bool) -> No
     assert plan["bounds"]["s"] == plan["bounds"]["m"]
     cols = out.attrs["dpkit"]["columns"]
     assert cols["s"]["mechanism"].startswith("post-processing of m's")
-    assert cols["s"]["sum"] == cols["m"]["sum"] and cols["s"]["count"] == cols["m"]["count"]
-    # the two are read from the same noisy N and T: m = c + T / N and s = T + c N give
+    # a pure planned pair with the data near the lower bound: the complementary pair
+    assert cols["s"]["pair"] == cols["m"]["pair"]
+    # the two are read from the same noisy pair: m = lo + (hi - lo) B / (A + B) and s = (hi B
+    # + lo A) / (hi - lo) give
     # s / m = N up to the clipping of m to its bounds and the lattice step
     truth = df.groupby("g")["v"].agg(["sum", "mean"]) if grouped else None
     for i in range(len(out)):

@@ -167,7 +167,8 @@ def test_approx_session_with_one_partition_uses_laplace_and_gives_selection_all_
         max_rows_per_partition=5,
         select_partitions=True,
     )
-    kinds = {mp.noise.kind for sp in pr.stats for mp in sp.measures}  # type: ignore[union-attr]
+    kinds = {mp.noise.kind for sp in pr.stats for mp in sp.measures if mp.noise is not None}
+    kinds |= {sp.complement.noise.kind for sp in pr.stats if sp.complement is not None}
     assert kinds == {"discrete_laplace"}
     # the statistics spend no delta: the threshold on the count's noise may take all of it
     assert pr.selection_count == "n" and pr.selection_delta <= 1e-6
@@ -290,11 +291,13 @@ def test_selection_never_releases_empty_or_single_unit_at_tiny_delta() -> None:
         assert len(out) == 0
 
 
-def _shared_query(eps: float) -> tuple[object, EngineResult, float]:
+def _shared_query(eps: float, lower: float = -100.0) -> tuple[object, EngineResult, float]:
+    # bounds (-100, 100): the count and centred sum; (0, 100): the complementary pair
+    # (complement_dominates)
     stats = {
         "n": dpa.count(),
-        "s": dpa.sum("x", bounds=(0.0, 100.0)),
-        "m": dpa.mean("x", bounds=(0.0, 100.0)),
+        "s": dpa.sum("x", bounds=(lower, 100.0)),
+        "m": dpa.mean("x", bounds=(lower, 100.0)),
     }
     pr = price(
         stats,
@@ -330,7 +333,7 @@ def test_sum_shares_the_means_count_and_centred_sum() -> None:
     m_price = next(sp for sp in pr.stats if sp.name == "m")  # type: ignore[attr-defined]
     main = m_price.pilot.main
     assert 2 * 0.99 * (1 - 1e-9) <= main <= 2 * 0.99
-    f_n, f_t = pool_split(True, "mean", 0.0, 100.0, 1.0, 1.0, 0.0)
+    f_n, f_t = pool_split(True, "mean", -100.0, 100.0, 1.0, 1.0, 0.0)
     for mp, f in zip(m_price.measures, (f_n, f_t), strict=True):
         lap = Fraction(mp.l1) / Fraction(mp.noise.scale)
         assert 0.99 * main * f < lap <= main * f
@@ -379,8 +382,8 @@ _TRIALS = 1000
 _CRIT = int(binom.isf(1e-6, _TRIALS, 0.05))
 
 
-def _shared_misses(shrink: float) -> int:
-    pr, res, true_sum = _shared_query(0.05)
+def _shared_misses(shrink: float, lower: float) -> int:
+    pr, res, true_sum = _shared_query(0.05, lower)
     src = RandomSource(seed=21, insecure=True)
     misses = 0
     for _ in range(_TRIALS // 100):
@@ -403,18 +406,23 @@ def _shared_misses(shrink: float) -> int:
     return misses
 
 
-def test_shared_sum_interval_covers() -> None:
-    assert _shared_misses(1.0) <= _CRIT
+@pytest.mark.parametrize("lower", [-100.0, 0.0])
+def test_shared_sum_interval_covers(lower: float) -> None:
+    assert _shared_misses(1.0, lower) <= _CRIT
 
 
-def test_shared_sum_coverage_test_catches_narrow_intervals() -> None:
+@pytest.mark.parametrize("lower", [-100.0, 0.0])
+def test_shared_sum_coverage_test_catches_narrow_intervals(lower: float) -> None:
     # Intervals at a quarter of their width miss far more often than 5% (about 60% here).
-    assert _shared_misses(0.25) > _CRIT
+    assert _shared_misses(0.25, lower) > _CRIT
 
 
-def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lower", [-100.0, 0.0])
+def test_shared_measures_are_noised_once_per_release(
+    monkeypatch: pytest.MonkeyPatch, lower: float
+) -> None:
     """The sum reuses the mean's noisy draws (fresh draws would be a second, uncharged release)."""
-    pr, res, _ = _shared_query(3.0)
+    pr, res, _ = _shared_query(3.0, lower)
     calls: list[int] = []
     real = Noise.sample
 
@@ -431,5 +439,7 @@ def test_shared_measures_are_noised_once_per_release(monkeypatch: pytest.MonkeyP
         alpha=0.05,  # type: ignore[arg-type]
         source=RandomSource(seed=2, insecure=True),
     )
-    assert len(calls) == 5  # rows count, the mean's pilot N and T, its N and T: once each
+    # rows count, the mean's pilot N and T, its N and T: once each; or the rows count and the
+    # complementary pair (two values in one draw)
+    assert calls == ([1, 1, 1, 1, 1] if lower < 0 else [1, 2])
     assert list(out.columns[:3]) == ["n", "n_low", "n_high"]

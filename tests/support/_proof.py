@@ -192,6 +192,18 @@ def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> floa
     p, r = pricing.max_partitions, pricing.max_rows_per_partition
     worst = len(changed) / p  # more changed groups than max_partitions: above 1
     for sp in pricing.stats:
+        cp = sp.complement
+        if cp is not None:  # the complementary pair: A = hi N - S and B = S - lo N, one vector
+            if sp.shared_with is not None:
+                continue
+            n_name, s_name = sp.measures[0].measure.name, sp.measures[1].measure.name
+            moved = 0
+            for k in changed:
+                na, nb = (exact_cells(x, n_name, k, 1)[0] for x in (ra, rb))
+                sa, sb = (exact_cells(x, s_name, k, 1)[0] for x in (ra, rb))
+                moved += abs(cp.hi * (nb - na) - (sb - sa)) + abs((sb - sa) - cp.lo * (nb - na))
+            worst = max(worst, moved / cp.event.sensitivity)
+            continue
         for mp in sp.measures:
             m = mp.measure
             cells = (

@@ -786,10 +786,9 @@ def _release_complement_sum(
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
-        **_complement_desc(cp),
         "mostly_noise": _noise_flags(lo_l, hi_l, None),
-        "mechanism": f"post-processing of {sp.shared_with}'s complementary pair: "
-        + _complement_desc(cp)["mechanism"],
+        "mechanism": f"post-processing of {sp.shared_with}'s complementary pair",
+        "pair": _complement_desc(cp),
         "ci": "exact law of the two noises combined (continuous Laplace bound, widened by "
         "the lattice)",
     }
@@ -847,8 +846,9 @@ def _release_complement_mean(
     name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
     info_cols[name] = {
-        **_complement_desc(cp),
         "mostly_noise": _noise_flags(lo_l, hi_l, upper - lower),
+        "mechanism": "ratio of the complementary pair",
+        "pair": _complement_desc(cp),
         "ci": "Fieller's pivot (hi - m) B - (m - lo) A under the exact joint noise law",
     }
 
