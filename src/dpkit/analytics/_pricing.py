@@ -101,6 +101,16 @@ zCDP sessions keep the middle: with the
 discrete Gaussian's square-root split the recentred pair is no better there (simulated: 1-2%
 worse at every group size, the pilot's cost).
 
+Complementary pair (pure sessions; a mean pooled with a sum of its column and no count,
+:class:`Complement`). Instead of ``N`` and ``T`` split, ``A = hi N - S`` and ``B = S - lo N``
+each carry discrete Laplace noise of one scale ``P R (hi - lo) / e`` at the whole share (their
+L1 sensitivity together is ``P R (hi - lo)``: the K-norm mechanism of the pair's sensitivity
+parallelogram). It is used when :func:`complement_dominates` (public parameters: bounds and
+weights) and then has no pilot; a planned pair uses it at its estimated bounds under the same
+rule (:func:`resolve_auto`). On the utility benchmark (incomes in ``[0, 500,000]``, one group
+of 10^6 rows) the overall sum's median error fell from 1.58M to 1.13M and the mean's from
+1.17 to 1.05 (200 runs); per city the sum's from 1.5-1.8M to 1.0-1.15M.
+
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
 ``delta_thr``-approximately ``rho_sel``-zCDP: its noisy counts of the keys both neighbours have
