@@ -298,3 +298,19 @@ def test_wide_laplace_count_halfwidth_is_a_value_never_below_a_monte_carlo_quant
     limit = binom_high_critical(DRAWS, alpha, ALPHA_TEST)
     assert int((err > h).sum()) <= limit
     assert int((err > 0.9 * h).sum()) > limit
+
+
+def test_bounds_and_level_are_checked() -> None:
+    noise = Noise("discrete_laplace", 10.0)
+    one = np.array([5.0])
+    with pytest.raises(ValueError):
+        complement_sum_halfwidth(noise, 3, 3, 0.05)
+    with pytest.raises(ValueError):
+        complement_mean_intervals(noise, one, one, 0, 10, 1.0)
+    with pytest.raises(TypeError):
+        complement_sum_halfwidth(noise, 0.5, 3, 0.05)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        complement_sum_halfwidth(noise, -(2**54), 3, 0.05)
+    # numpy integers are integers
+    h = complement_sum_halfwidth(noise, np.int64(-3), np.int64(5), 0.05)  # type: ignore[arg-type]
+    assert h == complement_sum_halfwidth(noise, -3, 5, 0.05)

@@ -34,15 +34,22 @@ Laplace: ``P(Z > x) = q^(x+1) / (1 + q)``, ``q = e^(-1/t)``; discrete Gaussian o
 Q(x / sigma)`` and ``P(Z > x) >= Q((x + 1) / sigma) (1 - 1e-8)`` for ``x >= 0``, from the
 integral comparison and Poisson summation of :func:`dpkit.mechanisms.discrete.
 _gaussian_tail_bound`); ``Z_N`` is summed over ``|k| <= K`` with ``P(|Z_N| > K)`` added whole
-to the tail; the total is inflated by a relative ``1e-9`` and ``1e-12`` absolute for the
+to the tail, in at most 1,025 runs of values bounded at their worst corner (a discrete Laplace
+too wide to enumerate has its runs' masses read from the closed form, :func:`_laplace_runs`);
+the total is inflated by a relative ``1e-9`` and ``1e-12`` absolute for the
 floating-point sums. Interval ends in integer steps beyond ``2^50`` are moved one step inward
-before the probabilities are read (a float's rounding there). Each rounding goes to the side
-that widens the interval.
+before the probabilities are read (a float's rounding there); beyond ``2^53`` an end ``x`` may still
+be off by its ulp, ``2^-52 |x|``, which moves a discrete Laplace tail ``e^(-|x|/t) / (1 + q)``
+by a factor at most ``e^(2^-52 |x| / t)``: a relative ``1.4e-14`` while ``|x| < 60 t``, and
+beyond, where the tail is below ``e^(-60)``, an absolute ``1e-26`` (a normal tail at ``|x| <
+40 sigma`` moves by a factor ``e^(2^-52 x^2 / sigma^2)``, ``4e-13``): inside the margins. Each
+rounding goes to the side that widens the interval.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -754,17 +761,20 @@ _SCALAR_TOL = 2.0**-24
 _BOUND_MAX = 2**53
 
 
-def _check_bounds(lo: int, hi: int, alpha: float) -> None:
-    if (
-        not (isinstance(lo, int) and isinstance(hi, int))
-        or isinstance(lo, bool)
-        or isinstance(hi, bool)
-    ):
+def _check_bounds(lo: int, hi: int, alpha: float) -> tuple[int, int]:
+    """The bounds as Python integers (numpy integers accepted), after checking ``lo < hi``,
+    both within ``2^53`` (exact as doubles), and ``0 < alpha < 1``."""
+    if isinstance(lo, bool) or isinstance(hi, bool):
         raise TypeError("the bounds lo and hi must be integers (lattice steps)")
-    if not lo < hi or max(abs(lo), abs(hi)) > _BOUND_MAX:
-        raise ValueError(f"need integer bounds lo < hi within 2^53 steps, got [{lo}, {hi}]")
+    try:
+        lo_i, hi_i = operator.index(lo), operator.index(hi)
+    except TypeError:
+        raise TypeError("the bounds lo and hi must be integers (lattice steps)") from None
+    if not lo_i < hi_i or max(abs(lo_i), abs(hi_i)) > _BOUND_MAX:
+        raise ValueError(f"need integer bounds lo < hi within 2^53 steps, got [{lo_i}, {hi_i}]")
     if not (isinstance(alpha, float | int) and 0.0 < alpha < 1.0):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return lo_i, hi_i
 
 
 def _scalar_search(bound: Callable[[float], float], alpha: float, start: float) -> float:
@@ -814,7 +824,7 @@ def complement_sum_halfwidth(noise: Noise, lo: int, hi: int, alpha: float) -> fl
 
     Both bounds are inflated by the float margins (relative ``1e-9``, absolute ``1e-12``) and
     the answer is rounded up by a relative ``2^-50``."""
-    _check_bounds(lo, hi, alpha)
+    lo, hi = _check_bounds(lo, hi, alpha)
     if lo == 0 or hi == 0:
         return float(noise.halfwidth(alpha))
     u, v = float(abs(hi)), float(abs(lo))
@@ -887,7 +897,7 @@ def complement_mean_intervals(
     ``2^53`` are); the halves' ends are widened by a relative ``1e-12`` in ``r``
     (:func:`ratio_intervals`) and the mapped ends by ``1e-12 (|lo| + |hi|)`` steps, outward,
     then clipped to ``[lo, hi]``. Groups are read in blocks of :data:`_COMPLEMENT_BLOCK`."""
-    _check_bounds(lo, hi, alpha)
+    lo, hi = _check_bounds(lo, hi, alpha)
     cells = ratio_cells(noise, noise, 0.0, 1.0, alpha)
     if cells is None:
         raise ValueError(f"the law of {noise} is too wide to read")
