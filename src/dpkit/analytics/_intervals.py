@@ -34,15 +34,22 @@ Laplace: ``P(Z > x) = q^(x+1) / (1 + q)``, ``q = e^(-1/t)``; discrete Gaussian o
 Q(x / sigma)`` and ``P(Z > x) >= Q((x + 1) / sigma) (1 - 1e-8)`` for ``x >= 0``, from the
 integral comparison and Poisson summation of :func:`dpkit.mechanisms.discrete.
 _gaussian_tail_bound`); ``Z_N`` is summed over ``|k| <= K`` with ``P(|Z_N| > K)`` added whole
-to the tail; the total is inflated by a relative ``1e-9`` and ``1e-12`` absolute for the
+to the tail, in at most 1,025 runs of values bounded at their worst corner (a discrete Laplace
+too wide to enumerate has its runs' masses read from the closed form, :func:`_laplace_runs`);
+the total is inflated by a relative ``1e-9`` and ``1e-12`` absolute for the
 floating-point sums. Interval ends in integer steps beyond ``2^50`` are moved one step inward
-before the probabilities are read (a float's rounding there). Each rounding goes to the side
-that widens the interval.
+before the probabilities are read (a float's rounding there); beyond ``2^53`` an end ``x`` may still
+be off by its ulp, ``2^-52 |x|``, which moves a discrete Laplace tail ``e^(-|x|/t) / (1 + q)``
+by a factor at most ``e^(2^-52 |x| / t)``: a relative ``1.4e-14`` while ``|x| < 60 t``, and
+beyond, where the tail is below ``e^(-60)``, an absolute ``1e-26`` (a normal tail at ``|x| <
+40 sigma`` moves by a factor ``e^(2^-52 x^2 / sigma^2)``, ``4e-13``): inside the margins. Each
+rounding goes to the side that widens the interval.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -52,6 +59,8 @@ import numpy.typing as npt
 from dpkit.analytics._pricing import Noise
 
 __all__ = [
+    "complement_mean_intervals",
+    "complement_sum_halfwidth",
     "count_intervals",
     "joint_halfwidth",
     "lattice_offsets",
@@ -149,10 +158,17 @@ def _support(noise: Noise, alpha: float) -> tuple[FloatArray, FloatArray, FloatA
     for some ``c`` in ``[a, b]`` implies ``A`` outside ``[max c k - H, min c k + H]``, and over
     ``k`` in ``[k_lo, k_hi]`` the products ``c k`` are extreme at the four corners, so the
     probability summed per run with the corners' bound is an upper bound on the exact sum
-    (equal to it when every run is one value, as below :data:`_GROUPS` values)."""
+    (equal to it when every run is one value, as below :data:`_GROUPS` values).
+
+    Up to :data:`_MAX_TERMS` values the pmf is summed value by value; a wider discrete Laplace
+    is read in runs from its closed form (:func:`_laplace_runs`), a wider discrete Gaussian is
+    ``None``."""
     h = noise.halfwidth(alpha * _TRUNC)
     if 2 * h + 1 > _MAX_TERMS:
-        return None
+        if noise.kind != "discrete_laplace":
+            return None
+        k_lo, k_hi, pk = _laplace_runs(noise.scale, h)
+        return k_lo, k_hi, pk, alpha * _TRUNC
     k = np.arange(-h, h + 1, dtype=np.float64)
     pk = _pmf(noise, k)
     if k.size <= _GROUPS:
@@ -161,6 +177,57 @@ def _support(noise: Noise, alpha: float) -> tuple[FloatArray, FloatArray, FloatA
     starts = np.arange(0, k.size, width)
     ends = np.minimum(starts + width, k.size) - 1
     return k[starts], k[ends], np.add.reduceat(pk, starts), alpha * _TRUNC
+
+
+def _float_down(i: int) -> float:
+    """The largest double at most the integer ``i``."""
+    f = float(i)
+    return f if f <= i else math.nextafter(f, -math.inf)
+
+
+def _float_up(i: int) -> float:
+    """The smallest double at least the integer ``i``."""
+    f = float(i)
+    return f if f >= i else math.nextafter(f, math.inf)
+
+
+def _laplace_runs(t: float, h: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The values ``-h..h`` of a discrete Laplace of scale ``t`` in at most :data:`_GROUPS`
+    runs of equal width (the grid of :func:`_support`'s summed runs), each run's mass read
+    from the closed form without enumerating its values.
+
+    With ``q = e^(-1/t)`` and ``P(Z >= k) = q^k / (1 + q)`` for ``k >= 0``, a run ``[k_lo,
+    k_hi]`` with ``k_lo >= 0`` has mass ``P(Z >= k_lo) - P(Z > k_hi) = e^(-k_lo/t) (1 -
+    e^(-w/t)) / (1 + q)``, ``w = k_hi - k_lo + 1``, computed with ``expm1`` (a product of
+    terms each within a few ulps, no cancellation); a run of negative values is its mirror
+    image, and the run holding 0 has mass ``1 - P(Z > k_hi) - P(Z < k_lo) = ((1 -
+    e^(-(k_hi + 1)/t)) + q (1 - e^(k_lo/t))) / (1 + q)``, a sum of two non-negative terms.
+    Each mass is thus within a relative ``1e-13`` of the exact value (arguments ``|k| / t``
+    below 60, each rounded to half an ulp, move the exponential by a relative ``60 * 2^-53``;
+    ``exp``, ``expm1`` and the products add a few ulps), so the tail bound ``sum_j out_j p_j``
+    (``0 <= out_j <= 1``) is within a relative ``1e-13`` of its value with exact masses: far
+    inside :data:`_REL` (``1e-9``) and the absolute :data:`_ABS`. Ends are exact integers up
+    to ``2^53``; beyond, a run's first value is rounded down and its last up (to the next
+    double), so the runs as read hold at least their integers (overlapping by a value or so,
+    which only adds mass) and the corners of :func:`_corners` are read over a superset."""
+    size = 2 * h + 1
+    width = -(-size // _GROUPS)
+    starts = list(range(-h, h + 1, width))
+    lows = [_float_down(s) for s in starts]
+    highs = [_float_up(min(s + width, h + 1) - 1) for s in starts]
+    k_lo = np.array(lows, dtype=np.float64)
+    k_hi = np.array(highs, dtype=np.float64)
+    q = math.exp(-1.0 / t)
+    pos = k_lo >= 0.0
+    neg = k_hi <= 0.0
+    # distance of the run's nearer end from 0 and its width, by symmetry for negative runs
+    near = np.where(pos, k_lo, np.where(neg, -k_hi, 0.0))
+    w = k_hi - k_lo + 1.0
+    with np.errstate(under="ignore"):
+        side = np.exp(-near / t) * -np.expm1(-w / t) / (1.0 + q)
+        mid = (-np.expm1(-(k_hi + 1.0) / t) + q * -np.expm1(k_lo / t)) / (1.0 + q)
+    pk = np.where(pos | neg, side, mid)
+    return k_lo, k_hi, np.asarray(pk, dtype=np.float64)
 
 
 def _corners(
@@ -684,13 +751,179 @@ def _variance_block(
     )
 
 
-def complement_sum_halfwidth(noise: Noise, lo: int, hi: int, alpha: float) -> float:  # TEMP
-    h = float(noise.halfwidth(alpha / 2.0))
-    return h * (abs(hi) + abs(lo)) / (hi - lo) + 2.0
+# --- the complementary pair: room below the upper bound and sum above the lower bound --------
+
+#: Groups per block of :func:`complement_mean_intervals` (its temporaries are groups x cells).
+_COMPLEMENT_BLOCK = 4096
+#: Relative precision of the scalar search of :func:`complement_sum_halfwidth`.
+_SCALAR_TOL = 2.0**-24
+#: Largest magnitude of the bounds ``lo``, ``hi`` of the complementary pair (exact as doubles).
+_BOUND_MAX = 2**53
 
 
-def complement_mean_intervals(  # TEMP
+def _check_bounds(lo: int, hi: int, alpha: float) -> tuple[int, int]:
+    """The bounds as Python integers (numpy integers accepted), after checking ``lo < hi``,
+    both within ``2^53`` (exact as doubles), and ``0 < alpha < 1``."""
+    if isinstance(lo, bool) or isinstance(hi, bool):
+        raise TypeError("the bounds lo and hi must be integers (lattice steps)")
+    try:
+        lo_i, hi_i = operator.index(lo), operator.index(hi)
+    except TypeError:
+        raise TypeError("the bounds lo and hi must be integers (lattice steps)") from None
+    if not lo_i < hi_i or max(abs(lo_i), abs(hi_i)) > _BOUND_MAX:
+        raise ValueError(f"need integer bounds lo < hi within 2^53 steps, got [{lo_i}, {hi_i}]")
+    if not (isinstance(alpha, float | int) and 0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return lo_i, hi_i
+
+
+def _scalar_search(bound: Callable[[float], float], alpha: float, start: float) -> float:
+    """The smallest ``x > 0`` (to a relative :data:`_SCALAR_TOL` above it) with ``bound(x) <=
+    alpha``, ``bound`` non-increasing: doubling from ``start``, then bisection. The answer is
+    always a point whose bound was checked."""
+    hi = max(start, 1e-300)
+    while bound(hi) > alpha:
+        hi *= 2.0
+    lo = 0.0
+    while hi - lo > _SCALAR_TOL * hi:
+        mid = 0.5 * (lo + hi)
+        if bound(mid) <= alpha:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def complement_sum_halfwidth(noise: Noise, lo: int, hi: int, alpha: float) -> float:
+    """A certified halfwidth ``H`` (steps, real) of the sum rebuilt from the complementary pair:
+    ``P(|hi Z_B + lo Z_A| / (hi - lo) > H) <= alpha``, ``Z_A, Z_B`` independent of law
+    ``noise``, never too small and within a relative ``2^-24`` of the smallest ``H`` whose
+    certified bound holds (so ``[S' - H, S' + H]``, ``S' = (hi B' + lo A') / (hi - lo)``,
+    holds ``S`` with probability at least ``1 - alpha``).
+
+    ``lo = 0`` or ``hi = 0``: the error is ``Z_B`` (or ``-Z_A``), one integer noise; ``H`` is
+    its lattice halfwidth :meth:`Noise.halfwidth` (an integer). Otherwise, with ``u = |hi|``,
+    ``v = |lo|``, ``c = min(u, v) / max(u, v)``: by the symmetry and independence of the two
+    noises, ``|hi Z_B + lo Z_A|`` has the law of ``max(u, v) |Z_1 - c Z_2|``, and two certified
+    bounds on its tail are computed, the smaller ``H`` kept (each is an upper bound):
+
+    * the exact law, ``P(|Z_1 - c Z_2| > x) = sum_k P(Z_2 = k) P(Z_1 notin [c k - x, c k +
+      x])`` summed as in :func:`joint_halfwidth` (``c`` read as the interval ``c (1 +-
+      2^-50)`` to cover its rounding; runs of :func:`_support` when ``Z_2`` is wide): sharp
+      when the noise is narrow;
+    * discrete Laplace only: the coupling ``Z = floor(E_1) - floor(E_2)`` with ``E_i``
+      independent exponential of mean ``t`` (the discrete Laplace as the difference of two
+      geometric laws of ratio ``e^(-1/t)``, ``floor(E)`` being geometric: Inusah and
+      Kozubowski 2006, "A discrete analogue of the Laplace distribution"), so ``Z = X + d``
+      with ``X = E_1 - E_2`` a continuous Laplace of scale ``t`` and ``|d| < 1``. Hence ``|hi
+      Z_B + lo Z_A| <= |hi X_B + lo X_A| + u + v``, and ``P(|hi X_B + lo X_A| > y) = 2
+      P(L_1 + L_2 > y)`` with Laplace laws of scales ``u t`` and ``v t``
+      (:func:`laplace_sum_survival`, exact): ``P(error > x) <= 2 P(L_1 + L_2 > x - u - v)``.
+      Sharp when the noise is wide (the shift ``u + v`` against a quantile of order ``3 t
+      max(u, v)``).
+
+    Both bounds are inflated by the float margins (relative ``1e-9``, absolute ``1e-12``) and
+    the answer is rounded up by a relative ``2^-50``."""
+    lo, hi = _check_bounds(lo, hi, alpha)
+    if lo == 0 or hi == 0:
+        return float(noise.halfwidth(alpha))
+    u, v = float(abs(hi)), float(abs(lo))
+    big = max(u, v)
+    c = min(u, v) / big
+    span = float(hi - lo)
+    best = math.inf
+    sup = _support(noise, alpha)
+    if sup is not None:
+        ca = np.array([c * (1.0 - 2.0**-50)])
+        cb = np.array([min(c * (1.0 + 2.0**-50), 1.0)])
+        corners = _corners(ca, cb, sup[0], sup[1])
+
+        def exact(x: float) -> float:
+            return float(_tails(noise, sup, corners, np.array([x]))[0])
+
+        start = float(noise.halfwidth(alpha / 2.0)) * (1.0 + c) + 1.0
+        best = _scalar_search(exact, alpha, start) * big / span
+    if noise.kind == "discrete_laplace":
+        t = noise.scale
+
+        def coupled(x: float) -> float:
+            y = np.array([x - u - v])
+            if y[0] < 0.0:
+                return 1.0
+            tail = 2.0 * laplace_sum_survival(u * t, np.array([v * t]), y)[0]
+            return float(tail) * (1.0 + _REL) + _ABS
+
+        start = 40.0 * (u + v) * t + u + v
+        best = min(best, _scalar_search(coupled, alpha, start) / span)
+    if not math.isfinite(best):
+        raise ValueError(f"the law of {noise} is too wide to read")
+    return best * (1.0 + 2.0**-50)
+
+
+def complement_mean_intervals(
     noise: Noise, a: FloatArray, b: FloatArray, lo: int, hi: int, alpha: float
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
-    n = a.size
-    return (np.full(n, float(lo)), np.full(n, float(hi)), np.ones(n, dtype=np.bool_))
+    """Per group ``(a_i, b_i)``, the released ``A' = A + Z_A`` and ``B' = B + Z_B`` of the
+    complementary pair (``A = hi N - S``, ``B = S - lo N``, integer bounds ``lo < hi``): the
+    hull ``[low, high]`` (steps, within ``[lo, hi]``) of a confidence set for the mean ``mu =
+    S / N`` holding it with probability at least ``1 - alpha``, and whether the set was
+    non-empty (the ends are then NaN, as in :func:`ratio_intervals`).
+
+    Pivot (Fieller 1954, on the pair). For a candidate ``m``, ``P(m) = (hi - m) B' - (m - lo)
+    A'``. At ``m = mu``: ``(hi - mu) B - (mu - lo) A = (hi - lo)(S - mu N) = 0``, so ``P(mu) =
+    (hi - mu) Z_B - (mu - lo) Z_A`` exactly, whatever ``N``.
+
+    Two halves. For ``m`` in ``[lo, mid]`` (``mid = (lo + hi) / 2``) divide by ``hi - m > 0``:
+    ``B' - r A'`` with ``r = (m - lo) / (hi - m)`` in ``[0, 1]``, equal to ``Z_B - r Z_A`` at
+    ``r* = (mu - lo) / (hi - mu)``. :func:`ratio_cells` over ``r`` in ``[0, 1]`` (``Z_T =
+    Z_B``, ``Z_N = Z_A``) and :func:`ratio_intervals` with ``(t, n) = (B', A')`` give the hull
+    of ``R = {r : |B' - r A'| <= H_cell(r)}``, which holds ``r*`` with probability at least ``1
+    - alpha`` (the envelope argument of the module docstring). For ``m`` in ``[mid, hi]``
+    divide by ``m - lo``: ``A' - r' B'``, ``r' = (hi - m) / (m - lo)`` in ``[0, 1]``, of law
+    ``Z_A - r' Z_B`` at ``mu``: the same law as the first (the noises are independent and
+    identically distributed), so the same cells, with ``(t, n) = (A', B')``. ``r -> lo + (hi
+    - lo) r / (1 + r)`` is increasing and ``r' -> hi - (hi - lo) r' / (1 + r')`` decreasing,
+    each onto its half, so the halves' hulls map to hulls in ``m``; the interval is the hull
+    of their union.
+
+    Coverage. ``mu`` lies in (at least) one half; there ``r*`` (or ``r'*``) is in ``[0, 1]``
+    and is accepted with probability at least ``1 - alpha``; when it is, ``mu`` is in that
+    half's image, hence in the hull: ``P(mu in [low, high]) >= 1 - alpha``. Each ``m`` is
+    tested once (both halves only at ``mid``), so the level is not spent twice; what lies
+    above ``1 - alpha`` is the cells' envelope, the lattice and the hull.
+
+    The estimate ``lo + (hi - lo) B' / (A' + B')`` (when ``A', B' >= 0``, ``A' + B' > 0``) zeroes
+    the pivot, so it is always inside. Floats: ``a`` and ``b`` are read as exact (integers up to
+    ``2^53`` are); the halves' ends are widened by a relative ``1e-12`` in ``r``
+    (:func:`ratio_intervals`) and the mapped ends by ``1e-12 (|lo| + |hi|)`` steps, outward,
+    then clipped to ``[lo, hi]``. Groups are read in blocks of :data:`_COMPLEMENT_BLOCK`."""
+    lo, hi = _check_bounds(lo, hi, alpha)
+    cells = ratio_cells(noise, noise, 0.0, 1.0, alpha)
+    if cells is None:
+        raise ValueError(f"the law of {noise} is too wide to read")
+    av = np.asarray(a, dtype=np.float64).ravel()
+    bv = np.asarray(b, dtype=np.float64).ravel()
+    if av.shape != bv.shape:
+        raise ValueError("a and b must have the same number of groups")
+    low = np.empty_like(av)
+    high = np.empty_like(av)
+    found = np.zeros(av.shape, dtype=np.bool_)
+    flo, fhi = float(lo), float(hi)
+    span = float(hi - lo)
+    pad = 1e-12 * (abs(flo) + abs(fhi))
+    for s in range(0, av.size, _COMPLEMENT_BLOCK):
+        blk = slice(s, s + _COMPLEMENT_BLOCK)
+        r_lo, r_hi, f_low = ratio_intervals(bv[blk], av[blk], cells)  # m in [lo, mid]
+        p_lo, p_hi, f_high = ratio_intervals(av[blk], bv[blk], cells)  # m in [mid, hi]
+        m1 = (flo + span * (r_lo / (1.0 + r_lo)), flo + span * (r_hi / (1.0 + r_hi)))
+        m2 = (fhi - span * (p_hi / (1.0 + p_hi)), fhi - span * (p_lo / (1.0 + p_lo)))
+        lo_b = np.fmin(m1[0], m2[0]) - pad  # fmin / fmax: an empty half (NaN) is left out
+        hi_b = np.fmax(m1[1], m2[1]) + pad
+        low[blk] = np.clip(lo_b, flo, fhi)
+        high[blk] = np.clip(hi_b, flo, fhi)
+        found[blk] = f_low | f_high
+    return (
+        np.asarray(low, dtype=np.float64),
+        np.asarray(high, dtype=np.float64),
+        np.asarray(found, dtype=np.bool_),
+    )
