@@ -927,6 +927,8 @@ def _pilot_of(
     )
 
 
+#: Largest integer bound of a complementary pair (:func:`_price_complement`).
+_COMPLEMENT_BOUND_LIMIT = 2**52
 #: Data means (a public grid over the bounds) at which :func:`complement_dominates` compares
 #: the complementary pair with the best centred pair.
 COMPLEMENT_GRID = 64
@@ -992,6 +994,14 @@ def _price_complement(name: str, stat: Statistic, share: float, p: int, r: int) 
     assert col is not None and isinstance(stat.bounds, tuple)
     lower, upper = stat.bounds
     m, k, lo, hi = _value_measure(f"{name}:sum", col, lower, upper, p * r * (upper - lower) / share)
+    # integer bounds within 2^52 (the pair's intervals read them as exact floats): a coarser
+    # lattice at a huge epsilon, else the centred pair
+    while max(abs(lo), abs(hi)) > _COMPLEMENT_BOUND_LIMIT and k > 0:
+        k -= 1
+        lo, hi = _int_bounds(lower, upper, k)
+    if max(abs(lo), abs(hi)) > _COMPLEMENT_BOUND_LIMIT:
+        raise PrivacyParameterError("the bounds are too wide for the complementary pair")
+    m = replace(m, frac_bits=k)
     span = hi - lo
     if span < 2:
         raise PrivacyParameterError("the bounds are too close for the complementary pair")

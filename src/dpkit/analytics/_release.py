@@ -826,6 +826,12 @@ def _release_complement_mean(
     def inside(v: float) -> float:
         return min(max(v, lower), upper)
 
+    # four steps more on each side: A' and B' beyond 2^53 reach the intervals as floats,
+    # rounded by at most 2^-53 of themselves, which moves an end ``lo + (hi - lo) (B' -+ H) /
+    # (A' + B')`` by about (hi - lo) 2^-51 <= 2 steps where it is not noise-dominated (the
+    # bounds are within 2^52); where it is, A' and B' are within 2^53 and exact. Four
+    # steps are 2^-42 noise scales or less.
+
     est, lo_l, hi_l = [], [], []
     for g, (x, y) in enumerate(zip(a, b, strict=True)):
         total = x + y
@@ -835,7 +841,8 @@ def _release_complement_mean(
             else (lower + upper) / 2.0
         )
         if bool(found[g]):
-            lo_g, hi_g = inside(float(low[g]) * step), inside(float(high[g]) * step + step)
+            lo_g = inside((float(low[g]) - 4.0) * step)
+            hi_g = inside((float(high[g]) + 5.0) * step)  # and the floor's step
         else:  # the set is empty (probability <= alpha): the estimate
             lo_g = hi_g = e
         if total < span:
