@@ -719,9 +719,10 @@ def _pooled_audit(unbounded: bool, seed: int) -> Any:
 
 
 @pytest.mark.slow
-def test_planned_sum_and_mean_from_one_count_and_centred_sum_never_exceed_their_epsilon() -> None:
-    """The pooled planned release (one pair, one upper bound, one centre and split, the sum as
-    ``T + c N`` from the mean's measures) of a pure session at epsilon 1 stays within its
+def test_planned_sum_and_mean_from_one_pooled_pair_never_exceed_their_epsilon() -> None:
+    """The pooled planned release (one pair of noisy measures at one upper bound, the sum
+    and the mean both read from it: the complementary pair where it wins at the estimated
+    bounds, else a count and a centred sum) of a pure session at epsilon 1 stays within its
     claim: certified 0.0 when this test was written (the runs pooled: asserted above 90%)."""
     res = _pooled_audit(unbounded=False, seed=61)
     print("honest pooled planned:", res.summary())
