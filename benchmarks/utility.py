@@ -122,10 +122,13 @@ SPLITS = {
     PLANNED: "no bounds given: the planner takes a tenth of the epsilon for the contribution "
     'bounds, and each `bounds="auto"` aggregate a share of its own part for its value '
     "bounds (the result's plan lists them); a sum and a mean of one column then share one "
-    "count and one sum centred from that histogram (no pilot), at one upper bound guarded "
-    "up to all rows in one group; the rest as dpkit",
-    "dpkit": "its own split (a hundredth of a mean's budget to a pilot that chooses each "
-    "group's centre, the rest between its count and sum centred there; a "
+    "pair of noisy measures at one upper bound guarded up to all rows in one group (the "
+    "complementary pair as dpkit's where it wins at those bounds); the rest as dpkit",
+    "dpkit": "its own split (a sum and a mean of one column: one discrete Laplace vector at "
+    "their whole budget on the sums of each value's distance above the lower bound and below "
+    "the upper bound, the complementary pair, from which the count, sum and mean follow; a "
+    "mean alone: a hundredth of its budget to a pilot that chooses each group's centre, the "
+    "rest between its count and sum centred there; a "
     "std beside a variance is the variance's square root; the quantiles of one aggregate are "
     "chosen together, one exponential mechanism over tuples of bins at the whole budget "
     "(utility: the largest normalised rank error), a lower level clipped to a higher one; "
