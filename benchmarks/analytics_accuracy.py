@@ -61,6 +61,8 @@ def _intervals(mode: str, n_true: int, seed: int) -> dict[str, float]:
         max_rows_per_partition=1,
         select_partitions=False,
     )
+    if pr.stats[0].complement is not None:
+        return _complement_intervals(pr.stats[0].complement, n_true, seed)
     mn, ms = pr.stats[0].measures[:2]
     assert mn.noise is not None and ms.noise is not None
     k, c, step = ms.measure.frac_bits, ms.center, ms.step
@@ -99,6 +101,57 @@ def _intervals(mode: str, n_true: int, seed: int) -> dict[str, float]:
     o_lo = np.where(wide, r_lo, np.maximum(box.min(axis=0), r_lo))
     o_hi = np.where(wide, r_hi, np.minimum(box.max(axis=0) + 1.0, r_hi))
     out["mean_cov_old"] = float(np.mean((o_lo <= r_true) & (r_true <= o_hi)))
+    out["mean_w_old"] = float(np.median(o_hi - o_lo)) * step
+    return out
+
+
+def _complement_intervals(cp: Any, n_true: int, seed: int) -> dict[str, float]:
+    """:func:`_intervals` for a mean and sum released from the complementary pair: ``A = hi N
+    - S`` and ``B = S - lo N`` with one noise law. Now: the exact-law sum halfwidth and the
+    mean's pivot (:mod:`dpkit.analytics._intervals`); before: each noise at ``1 - alpha/2``
+    (union bound), the sum's error within ``(|hi| + |lo|) h / (hi - lo)`` and the mean between
+    the extremes of ``lo + (hi - lo) B / (A + B)`` over that box."""
+    from dpkit.analytics._intervals import complement_mean_intervals, complement_sum_halfwidth
+    from dpkit.noise import RandomSource
+
+    lo, hi, step = cp.lo, cp.hi, cp.step
+    span = hi - lo
+    rng = np.random.default_rng(seed)
+    k = round(-math.log2(step))
+    ints = [math.floor(v * 2**k) for v in rng.uniform(0.0, 100.0, n_true)]
+    s_true = sum(ints)
+    a_true, b_true = hi * n_true - s_true, s_true - lo * n_true
+    m_true = s_true / n_true  # in steps
+    src = RandomSource(seed=seed, insecure=True)
+    za = np.array(cp.noise.sample(REPS, src), dtype=object)
+    zb = np.array(cp.noise.sample(REPS, src), dtype=object)
+    aa, bb = (a_true + za).astype(float), (b_true + zb).astype(float)
+    alpha = 0.05
+    out: dict[str, float] = {}
+    err = ((hi * zb + lo * za) / span).astype(float)
+    hj = complement_sum_halfwidth(cp.noise, lo, hi, alpha)
+    h2 = float(cp.noise.halfwidth(alpha / 2))
+    hu = (abs(hi) + abs(lo)) * h2 / span
+    out["sum_cov_new"] = float(np.mean(np.abs(err) <= hj))
+    out["sum_cov_old"] = float(np.mean(np.abs(err) <= hu))
+    out["sum_w_new"], out["sum_w_old"] = 2 * hj * step, 2 * hu * step
+    m_lo, m_hi, found = complement_mean_intervals(cp.noise, aa, bb, lo, hi, alpha)
+    m_lo, m_hi = m_lo - 4.0, m_hi + 5.0  # the release's padding (float rounding, the floor)
+    out["mean_cov_new"] = float(np.mean(found & (m_lo <= m_true) & (m_true <= m_hi)))
+    out["mean_w_new"] = (
+        float(np.median(np.where(found, np.minimum(m_hi, hi) - np.maximum(m_lo, lo), 0.0))) * step
+    )
+    a_lo, a_hi, b_lo, b_hi = aa - h2, aa + h2, bb - h2, bb + h2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # lo + span b / (a + b) rises with b and falls with a: extremes at two corners
+        r_min = np.clip(b_lo, 0.0, None) / (a_hi + np.clip(b_lo, 0.0, None))
+        r_max = np.clip(b_hi, 0.0, None) / (np.clip(a_lo, 0.0, None) + np.clip(b_hi, 0.0, None))
+    r_min = np.nan_to_num(r_min, nan=0.0)
+    r_max = np.nan_to_num(r_max, nan=1.0)
+    wide = a_hi + b_hi < span  # the count's interval reaches below one
+    o_lo = np.where(wide, lo, lo + span * np.clip(r_min, 0.0, 1.0))
+    o_hi = np.where(wide, hi, np.minimum(lo + span * np.clip(r_max, 0.0, 1.0) + 1.0, hi))
+    out["mean_cov_old"] = float(np.mean((o_lo <= m_true) & (m_true <= o_hi)))
     out["mean_w_old"] = float(np.median(o_hi - o_lo)) * step
     return out
 
