@@ -44,19 +44,28 @@ from dpkit.noise import RandomSource
 EPSILON = 1.0
 
 
-def _pair_price(lower: float, upper: float, eps: float = 1.0, **extra: Any) -> Any:
-    stats = {
-        "s": dpa.sum("x", bounds=(lower, upper)),
-        "m": dpa.mean("x", bounds=(lower, upper)),
-        **extra,
-    }
+def _pair_price(
+    lower: float,
+    upper: float,
+    eps: float = 1.0,
+    *,
+    mode: str = "pure",
+    pr: tuple[int, int] = (2, 3),
+    sum_too: bool = True,
+    **extra: Any,
+) -> Any:
+    """The pricing of a mean (with a sum of its column unless not ``sum_too``, and ``extra``)
+    at ``(max_partitions, max_rows_per_partition) = pr``."""
+    stats = {"m": dpa.mean("x", bounds=(lower, upper)), **extra}
+    if sum_too:
+        stats["s"] = dpa.sum("x", bounds=(lower, upper))
     return price(
         stats,
-        mode="pure",
+        mode=mode,  # type: ignore[arg-type]
         epsilon=eps,
-        delta=0.0,
-        max_partitions=2,
-        max_rows_per_partition=3,
+        delta=0.0 if mode == "pure" else 1e-6,
+        max_partitions=pr[0],
+        max_rows_per_partition=pr[1],
         select_partitions=False,
     )
 
@@ -108,15 +117,7 @@ def test_a_pooled_count_or_a_zcdp_session_keeps_the_centred_pair() -> None:
     assert m.complement is not None and m.pilot is None
     (m,) = [sp for sp in _pair_price(0.0, 100.0, n=dpa.count("x")).stats if sp.name == "m"]
     assert m.complement is None
-    z = price(
-        {"s": dpa.sum("x", bounds=(0.0, 100.0)), "m": dpa.mean("x", bounds=(0.0, 100.0))},
-        mode="zcdp",
-        epsilon=1.0,
-        delta=1e-6,
-        max_partitions=1,
-        max_rows_per_partition=1,
-        select_partitions=False,
-    )
+    z = _pair_price(0.0, 100.0, mode="zcdp", pr=(1, 1))
     assert all(sp.complement is None for sp in z.stats)
 
 
@@ -213,15 +214,7 @@ def _mean_misses(shrink: float, n: int, value: float) -> int:
     from dpkit.analytics._plan import EngineResult
     from dpkit.analytics._release import assemble
 
-    pr = price(
-        {"s": dpa.sum("x", bounds=(0.0, 100.0)), "m": dpa.mean("x", bounds=(0.0, 100.0))},
-        mode="pure",
-        epsilon=0.5,
-        delta=0.0,
-        max_partitions=1,
-        max_rows_per_partition=1,
-        select_partitions=False,
-    )
+    pr = _pair_price(0.0, 100.0, 0.5, pr=(1, 1))
     (m,) = [sp for sp in pr.stats if sp.name == "m"]
     k = m.measures[1].measure.frac_bits
     xi = math.floor(value * 2**k)
@@ -377,15 +370,6 @@ def test_audit_catches_the_pair_noised_at_a_third_of_its_scale() -> None:
 
 def test_pilot_choice_is_untouched_for_a_mean_alone() -> None:
     # a mean alone keeps its pilot (the pair buys nothing without a sum)
-    pr = price(
-        {"m": dpa.mean("x", bounds=(0.0, 100.0))},
-        mode="pure",
-        epsilon=1.0,
-        delta=0.0,
-        max_partitions=1,
-        max_rows_per_partition=1,
-        select_partitions=False,
-    )
-    (m,) = pr.stats
+    (m,) = _pair_price(0.0, 100.0, pr=(1, 1), sum_too=False).stats
     assert m.complement is None and m.pilot is not None
     assert pilot_choice(m.pilot, 0, 0) is None
