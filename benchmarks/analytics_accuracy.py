@@ -445,7 +445,10 @@ def main() -> None:
         "",
         f"Machine: {machine()}. Bounds [0, 100], one row per person, epsilon 1 (zCDP: delta "
         f"1e-6). Intervals: {REPS:,} draws of the release's noises per row, current and "
-        "former construction from the same draws; claimed level 95%.",
+        "former construction from the same draws; claimed level 95%. In pure sessions the "
+        "mean and the sum come from the complementary pair (now: the exact law of its two "
+        "noises; before: each noise at 1 - alpha/2); in zCDP sessions from the mean's count "
+        "and centred sum.",
         "",
         "### 95% intervals: coverage and median width",
         "",
@@ -555,8 +558,9 @@ def _pool_lines() -> list[str]:
         "",
         "### Sum and mean of one column in one query",
         "",
-        "The same incomes and runs, a query with the sum and the mean only (both from the "
-        "mean's noisy count and centred sum). Median absolute error now / before.",
+        "The same incomes and runs, a query with the sum and the mean only (pure: now from "
+        "the complementary pair; zCDP, and pure before: both from the mean's noisy count and "
+        "centred sum). Median absolute error now / before.",
         "",
         "| accounting | groups | sum | mean |",
         "| --- | --- | ---: | ---: |",
