@@ -26,9 +26,11 @@ from _proof import adversary_rows, base_table, changed_keys, sensitivity_usage
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
+from dpkit.analytics._intervals import complement_mean_intervals, complement_sum_halfwidth
 from dpkit.analytics._plan import Source
-from dpkit.analytics._pricing import complement_dominates, pool_errors
+from dpkit.analytics._pricing import Noise, complement_dominates, pool_errors
 from dpkit.analytics.engines.duckdb import DuckDBEngine
+from dpkit.analytics.session import MIN_ALPHA
 from dpkit.errors import PrivacyParameterError
 from dpkit.noise import RandomSource
 
@@ -157,3 +159,24 @@ def test_edge_values_move_the_pair_within_its_sensitivity(
     # every kept row beyond a bound (clamped to it): the whole sensitivity, not more
     assert _usage(bounds, (math.nextafter(hi, math.inf),), eps) == 1.0
     assert _usage(bounds, (-1e308,), eps) == 1.0
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 2.0**44, 8.9e15])
+@pytest.mark.parametrize(
+    ("lo", "hi"), [(0, 2), (-1, 1), (-3, 2**52), (2**51, 2**52), (-(2**52), -(2**51) + 1)]
+)
+@pytest.mark.parametrize("alpha", [MIN_ALPHA, 0.5])
+def test_the_pair_s_intervals_are_read_at_any_noise_bounds_and_released_values(
+    scale: float, lo: int, hi: int, alpha: float
+) -> None:
+    """What the release hands the interval code after the charge: noise scales up to the
+    pricing's limit, integer bounds within 2^52, released ``A'`` and ``B'`` of any sign and
+    size. Nothing raises; every non-empty interval is finite and within the bounds."""
+    nz = Noise("discrete_laplace", scale)
+    h = complement_sum_halfwidth(nz, lo, hi, alpha)
+    assert math.isfinite(h) and h >= 0.0
+    a = np.array([0.0, 1e17, -1e17, hi * 3.0, -5.0, 2.0**53 + 1, 1e300, -1e300])
+    b = np.array([0.0, -1e17, 1e17, -lo * 3.0, 7.0, 2.0**53 + 3, -1e300, 1e300])
+    low, high, found = complement_mean_intervals(nz, a, b, lo, hi, alpha)
+    ok = found & np.isfinite(low) & np.isfinite(high) & (lo <= low) & (low <= high) & (high <= hi)
+    assert (ok == found).all()
