@@ -968,7 +968,13 @@ def complement_dominates(lower: float, upper: float, w_m: float, w_s: float) -> 
     """
     if not (w_s > 0.0 and w_m >= 0.0 and upper > lower):
         return False
+    # the objectives are ratios of squares: read the bounds in units of a power of two near
+    # their magnitude (exact), so that tiny bounds (below 1e-154) do not underflow ``h * h``
+    e = math.frexp(max(abs(lower), abs(upper)))[1]
+    lower, upper = math.ldexp(lower, -e), math.ldexp(upper, -e)
     h = (upper - lower) / 2.0
+    if not h * h > 0.0:  # bounds equal to 150 digits: far too close for the pair's lattice
+        return False
     grid = [lower + (upper - lower) * j / COMPLEMENT_GRID for j in range(COMPLEMENT_GRID + 1)]
     x = 1.0 / 3.0
     for m in grid:
@@ -1106,8 +1112,10 @@ VAR_SUM_SPREAD = 4.0 / 3.0
 
 def _unit_variance(pure: bool, share: float) -> float:
     """Leading-order noise variance of a measure of sensitivity 1 given ``share``: discrete
-    Laplace at epsilon ``e``, ``2 / e^2``; discrete Gaussian at ``rho``, ``1 / (2 rho)``."""
-    return 2.0 / (share * share) if pure else 1.0 / (2.0 * share)
+    Laplace at epsilon ``e``, ``2 / e^2``; discrete Gaussian at ``rho``, ``1 / (2 rho)``.
+    Divided twice rather than by ``e^2``, which underflows to 0 for a weight like ``1e-300``
+    (the variance is then infinite, a valid comparison, not a ZeroDivisionError)."""
+    return 2.0 / share / share if pure else 1.0 / (2.0 * share)
 
 
 def _pool_weights(
@@ -1250,7 +1258,8 @@ def pool_errors(
     else:
         kappa = float(SQ_CENTRE[pure])
         own = (1.0 - kappa) ** 2 * g[2] + VAR_SUM_SPREAD * g_t + var_count_spread(kappa) * g_n
-    return own, ((h * h) * g_t + (c * c) * g_n) / (big * big), g_n
+    # ratios first (as in _pool_weights): ``big * big`` underflows for bounds below 1e-154
+    return own, (h / big) ** 2 * g_t + (c / big) ** 2 * g_n, g_n
 
 
 def _pools(

@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 __all__ = ["UNSET", "Session", "protects", "sql_session"]
 
 _OUTPUTS = ("pandas", "polars", "arrow")
+#: Smallest ``alpha`` of a session: the certified interval searches add an absolute margin of
+#: ``1e-12`` to every tail bound (``dpkit.analytics._intervals``), so below about ``1e-12`` no
+#: width satisfies them (a mean's search doubled its width forever, after the charge); this
+#: floor keeps a hundredfold room above that margin.
+MIN_ALPHA = 1e-10
 
 
 class _Unset:
@@ -172,7 +177,8 @@ class Session:
         ``"native"`` (default; the engine's fast 64-bit hash) or ``"md5"`` (MD5 of a canonical
         text of the row: DuckDB and Spark keep exactly the same rows).
     alpha:
-        Confidence intervals have level ``1 - alpha`` (default 0.05).
+        Confidence intervals have level ``1 - alpha`` (default 0.05), ``alpha`` in
+        ``[1e-10, 0.5]``.
     source_of_randomness:
         A :class:`~dpkit.noise.RandomSource` (default: the secure process-wide source). A
         seeded source must have been created with ``insecure=True``.
@@ -196,8 +202,8 @@ class Session:
     ) -> None:
         privacy_unit = check_privacy_unit(privacy_unit)
         self.alpha = check_probability(alpha, name="alpha", open_low=True, open_high=True)
-        if not self.alpha <= 0.5:
-            raise PrivacyParameterError(f"alpha must be at most 0.5, got {alpha!r}")
+        if not MIN_ALPHA <= self.alpha <= 0.5:
+            raise PrivacyParameterError(f"alpha must be between {MIN_ALPHA} and 0.5, got {alpha!r}")
         self.source_of_randomness = resolve_source(source_of_randomness)
         self.mode: Mode = _budget_mode(budget)
         self.budget = budget
