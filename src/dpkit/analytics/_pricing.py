@@ -108,8 +108,8 @@ L1 sensitivity together is ``P R (hi - lo)``: the K-norm mechanism of the pair's
 parallelogram). It is used when :func:`complement_dominates` (public parameters: bounds and
 weights) and then has no pilot; a planned pair uses it at its estimated bounds under the same
 rule (:func:`resolve_auto`). On the utility benchmark (incomes in ``[0, 500,000]``, one group
-of 10^6 rows) the overall sum's median error fell from 1.58M to 1.13M and the mean's from
-1.17 to 1.05 (200 runs); per city the sum's from 1.5-1.8M to 1.0-1.15M.
+of 10^6 rows) the overall sum's median error fell from 1.58M to 0.94M and the mean's from
+1.17 to 0.87 (500 runs); per city the sum's from 1.5-1.8M to 0.96-1.03M (120 runs).
 
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
