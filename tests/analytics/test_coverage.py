@@ -178,12 +178,33 @@ def test_intervals_cover_at_least_95_percent(released: Any, col: str) -> None:
     assert hits >= critical(total), f"{col}: coverage {hits / total:.4f} over {total}"
 
 
+def _narrowed_pair_sum_is_caught(cp: Any, alpha: float) -> None:
+    """Power of the companion for a sum from the complementary pair: its error ``(hi Z_B + lo
+    Z_A) / (hi - lo)`` read through the continuous pair of Laplace laws (the lattice moves it
+    by at most a step, far below the scale here), at half the released half-width."""
+    from dpkit.analytics._intervals import complement_sum_halfwidth, laplace_sum_survival
+
+    span = cp.hi - cp.lo
+    h = complement_sum_halfwidth(cp.noise, cp.lo, cp.hi, alpha)
+    b1, b2 = abs(cp.hi) * cp.noise.scale / span, abs(cp.lo) * cp.noise.scale / span
+    tail = laplace_sum_survival(b1, np.array([b2]), np.array([h / 2.0]))[0]
+    p_narrow = 1.0 - 2.0 * float(tail)
+    total = REPS * len(GROUPS)
+    power = stats.binom.cdf(critical(total) - 1, total, p_narrow)
+    assert p_narrow < 0.9 and power > 1 - ALPHA_TEST, (p_narrow, power)
+
+
 @pytest.mark.parametrize("col", ["n", "u", "t", "h[2,4)", "m", "v", "s"])
 def test_companion_catches_intervals_half_as_wide(released: Any, col: str) -> None:
     frame, want, p = released
     if col in ("n", "u", "t", "h[2,4)"):
         # power from the exact noise law: P(|Z| <= floor(h / 2)) is the narrowed coverage
         sp = next(s for s in p.pricing.stats if s.name == col.split("[")[0])
+        if sp.complement is not None:  # a sum from the complementary pair (pure sessions)
+            _narrowed_pair_sum_is_caught(sp.complement, p.alpha)
+            hits, total = _hits(frame, want, col, scale=0.5)
+            assert hits < critical(total), f"{col}: narrowed coverage {hits / total:.4f}"
+            return
         nz = sp.measures[0].noise
         h = nz.halfwidth(p.alpha)
         m = h // 2
