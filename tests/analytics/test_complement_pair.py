@@ -23,7 +23,8 @@ from _proof import (
     changed_keys,
     exact_cells,
     neighbours,
-    sensitivity_usage,
+    pair_usage,
+    seeded_session,
 )
 from scipy.stats import binom
 
@@ -248,56 +249,12 @@ def test_the_mean_coverage_test_catches_narrow_intervals() -> None:
 # ------------------------------------------------------------------ privacy
 
 
-def _seeded(d: pd.DataFrame, engine: DuckDBEngine) -> Any:
-    """A session whose bounding salts are fixed (reproducible runs: the adversary's kept
-    groups are the same on every run)."""
-    return dpa.Session(
-        d,
-        privacy_unit="uid",
-        budget=Budget(epsilon=100.0),
-        engine=engine,
-        source_of_randomness=RandomSource(seed=2026, insecure=True),
-    )
-
-
 def _usage(values: tuple[Any, ...], broken: bool = False) -> float:
     """How much of the pair's calibrated sensitivity the adversary's exact rows use (D' adds
     one unit with 50 rows in each of 7 groups of ``values``); ``broken`` calibrates the pair
     for half the span."""
-    from dpkit.analytics._plan import Source
-
     d, d_prime = neighbours(values=values)
-    engine = DuckDBEngine(threads=1)
-    engine.register("d", d)
-    engine.register("d_prime", d_prime)
-    s = _seeded(d, engine)
-    keys = sorted({k for k in d["g"] if isinstance(k, str)})
-    q = (
-        s.query()
-        .group_by("g", keys=keys)
-        .agg(t=dpa.sum("x", bounds=(0.0, 10.0)), m=dpa.mean("x", bounds=(0.0, 10.0)))
-        .bound(max_partitions=3, max_rows_per_partition=4)
-    )
-    prepared = q.prepare(epsilon=1.0)
-    (m,) = [sp for sp in prepared.pricing.stats if sp.name == "m"]
-    assert m.complement is not None
-    if broken:
-        cp = m.complement
-        ev = dataclasses.replace(cp.event, sensitivity=cp.event.sensitivity // 2)
-        stats = tuple(
-            dataclasses.replace(sp, complement=dataclasses.replace(cp, event=ev))
-            if sp.name == "m"
-            else sp
-            for sp in prepared.pricing.stats
-        )
-        prepared = dataclasses.replace(
-            prepared, pricing=dataclasses.replace(prepared.pricing, stats=stats)
-        )
-    plan = prepared.plan
-    ra = engine.execute(dataclasses.replace(plan, source=Source(kind="table", location="d")))
-    rb = engine.execute(dataclasses.replace(plan, source=Source(kind="table", location="d_prime")))
-    assert 0 < len(changed_keys(ra, rb)) <= 3
-    return float(sensitivity_usage(prepared, ra, rb))
+    return pair_usage(d, d_prime, (0.0, 10.0), half_span=broken)
 
 
 @pytest.mark.parametrize(
@@ -327,7 +284,7 @@ def _tight(third: bool) -> Any:
     engine = DuckDBEngine(threads=1)
     engine.register("d", d)
     engine.register("d_prime", d_prime)
-    session = _seeded(d, engine)
+    session = seeded_session(d, engine, Budget(epsilon=100.0))
     q = (
         session.query()
         .group_by("g", keys=[(g,) for g in GROUPS])

@@ -22,17 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from _proof import adversary_rows, base_table, changed_keys, sensitivity_usage
+from _proof import adversary_rows, base_table, pair_usage
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._intervals import complement_mean_intervals, complement_sum_halfwidth
-from dpkit.analytics._plan import Source
 from dpkit.analytics._pricing import Noise, complement_dominates, pool_errors
-from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.session import MIN_ALPHA
 from dpkit.errors import PrivacyParameterError
-from dpkit.noise import RandomSource
 
 TINY_BOUNDS = [(1e-300, 1e-299), (0.0, 4e-323), (5e-324, 1e-322), (-1e-200, 3e-200)]
 
@@ -112,30 +109,7 @@ def _usage(bounds: tuple[float, float], values: tuple[Any, ...], eps: float) -> 
     d = base_table()
     d = d.assign(x=d["x"].clip(lo, hi))
     dp = pd.concat([d, adversary_rows(rows=16, values=values)], ignore_index=True)
-    engine = DuckDBEngine(threads=1)
-    engine.register("d", d)
-    engine.register("d_prime", dp)
-    s = dpa.Session(
-        d,
-        privacy_unit="uid",
-        budget=Budget(epsilon=1e10),
-        engine=engine,
-        source_of_randomness=RandomSource(seed=5, insecure=True),
-    )
-    keys = sorted({k for k in d["g"] if isinstance(k, str)})
-    q = (
-        s.query()
-        .group_by("g", keys=keys)
-        .agg(t=dpa.sum("x", bounds=bounds), m=dpa.mean("x", bounds=bounds))
-        .bound(max_partitions=3, max_rows_per_partition=4)
-    )
-    p = q.prepare(epsilon=eps)
-    (m,) = [sp for sp in p.pricing.stats if sp.name == "m"]
-    assert m.complement is not None
-    ra = p.exact(engine, Source(kind="table", location="d"))
-    rb = p.exact(engine, Source(kind="table", location="d_prime"))
-    assert 0 < len(changed_keys(ra, rb)) <= 3
-    return float(sensitivity_usage(p, ra, rb))
+    return pair_usage(d, dp, bounds, eps, seed=5)
 
 
 @pytest.mark.parametrize(

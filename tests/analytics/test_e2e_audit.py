@@ -40,6 +40,7 @@ from _proof import (
     batched_release,
     key_of,
     neighbours,
+    seeded_session,
 )
 
 import dpkit.analytics as dpa
@@ -63,7 +64,6 @@ P, R = 2, 2
 # 1.82 > 1 even after the screening's Bonferroni factor (it costs about 0.1 at these counts).
 # 4,000 samples per table (half select, half evaluate) are therefore enough, with margin.
 SAMPLES = 4000
-SALT_SEED = 2026  # the bounding salts (reproducible runs)
 
 
 def _tables() -> tuple[DuckDBEngine, Source, Source]:
@@ -76,23 +76,11 @@ def _tables() -> tuple[DuckDBEngine, Source, Source]:
     return engine, Source(kind="table", location="d"), Source(kind="table", location="d_prime")
 
 
-def _seeded_session(data: Any, budget: Any, engine: DuckDBEngine) -> Any:
-    """A session over ``data`` protecting ``uid``, whose bounding salts come from the fixed
-    :data:`SALT_SEED` (reproducible runs)."""
-    return dpa.Session(
-        data,
-        privacy_unit="uid",
-        budget=budget,
-        engine=engine,
-        source_of_randomness=RandomSource(seed=SALT_SEED, insecure=True),
-    )
-
-
 def _session_query(
     budget: Any, keys: Any, *, p: int = P, r: int = R, aggs: dict[str, Any] | None = None
 ) -> tuple[Any, DuckDBEngine, Source, Source]:
     engine, d, d_prime = _tables()
-    session = _seeded_session(neighbours()[0], budget, engine)
+    session = seeded_session(neighbours()[0], engine, budget)
     if aggs is None:
         aggs = {
             "n": dpa.count(),
@@ -265,7 +253,7 @@ def test_derived_values_never_exceed_their_epsilon() -> None:
     expression (NULL, or an input clamped to its bounds) and its kept rows move each value by
     at most the derived bounds, which the noise covers."""
     engine, d, d_prime = _tables()
-    session = _seeded_session(neighbours()[0], Budget(epsilon=10.0), engine)
+    session = seeded_session(neighbours()[0], engine, Budget(epsilon=10.0))
     q = (
         session.query()
         .derive("sq", "x * x - x", inputs={"x": (0.0, 10.0)})
@@ -293,7 +281,7 @@ def _derived_key_query(budget: Any, keys: Any) -> tuple[Any, DuckDBEngine, Sourc
     adversary's NaN, NULL and +-inf rows fall in one of its two values (NULL and NaN compare as
     not above 5), and the bounding applies to the derived groups as to a column's."""
     engine, d, d_prime = _tables()
-    session = _seeded_session(neighbours()[0], budget, engine)
+    session = seeded_session(neighbours()[0], engine, budget)
     q = (
         session.query()
         .derive("band", "CASE WHEN x > 5 THEN 'high' ELSE 'low' END")
@@ -557,7 +545,7 @@ def _planned_releases(method: str, unbounded: bool, seed: int) -> dict[str, np.n
     for name, frame in tables.items():
         engine.register(name, frame)
     budget = Budget(epsilon=100.0, delta=0.0 if method == "basic" else 1e-3, method=method)
-    session = _seeded_session(d, budget, engine)
+    session = seeded_session(d, engine, budget)
     q = (
         session.query()
         .group_by("g", keys=list(GROUPS))
@@ -668,7 +656,7 @@ def _pooled_releases(unbounded: bool, seed: int) -> tuple[dict[str, np.ndarray],
     engine = DuckDBEngine(threads=1)
     for name, frame in tables.items():
         engine.register(name, frame)
-    session = _seeded_session(d, Budget(epsilon=100.0), engine)
+    session = seeded_session(d, engine, Budget(epsilon=100.0))
     q = (
         session.query()
         .group_by("g", keys=list(GROUPS))

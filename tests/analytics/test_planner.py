@@ -552,7 +552,7 @@ def _own_bounds_usage(broken: bool) -> float:
     the neighbouring tables (D' adds one person with 50 rows in each of 7 groups), with every
     statistic at its own pair; ``broken`` drops the measures' own bounds (they read the plan's
     larger pair) while keeping their calibration."""
-    from _proof import sensitivity_usage
+    from _proof import seeded_session, sensitivity_usage
 
     from dpkit.analytics._plan import Source
 
@@ -562,13 +562,7 @@ def _own_bounds_usage(broken: bool) -> float:
     engine.register("d_prime", d_prime)
     # fixed bounding salts: which of the adversary's groups and rows are kept is then the same
     # on every run (with a random salt the kept rows were, rarely, too few to show the breach)
-    s = dpa.Session(
-        d,
-        privacy_unit="uid",
-        budget=Budget(epsilon=100.0),
-        engine=engine,
-        source_of_randomness=RandomSource(seed=2026, insecure=True),
-    )
+    s = seeded_session(d, engine, Budget(epsilon=100.0))
     keys = sorted({k for k in d["g"] if isinstance(k, str)})
     q = (
         s.query()

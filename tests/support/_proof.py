@@ -185,6 +185,72 @@ def changed_keys(ra: EngineResult, rb: EngineResult) -> list[Any]:
     return out
 
 
+#: The bounding salts' seed of :func:`seeded_session` (reproducible runs).
+SALT_SEED = 2026
+
+
+def seeded_session(data: Any, engine: Any, budget: Any, seed: int = SALT_SEED) -> Any:
+    """A session over ``data`` protecting ``uid`` on ``engine``, whose bounding salts come
+    from ``seed``: which of an adversary's groups and rows are kept is the same on every run."""
+    import dpkit.analytics as dpa
+
+    return dpa.Session(
+        data,
+        privacy_unit="uid",
+        budget=budget,
+        engine=engine,
+        source_of_randomness=RandomSource(seed=seed, insecure=True),
+    )
+
+
+def pair_usage(
+    d: pd.DataFrame,
+    d_prime: pd.DataFrame,
+    bounds: tuple[float, float],
+    epsilon: float = 1.0,
+    *,
+    half_span: bool = False,
+    seed: int = SALT_SEED,
+) -> float:
+    """The share of the complementary pair's L1 sensitivity that the exact results move by
+    between ``d`` and ``d_prime`` (``sum`` and ``mean`` of ``x`` at ``bounds``, grouped by the
+    string keys of ``d``, (P, R) = (3, 4)); ``half_span`` calibrates the pair for half its
+    span (a broken pricing)."""
+    import dpkit.analytics as dpa
+    from dpkit.accounting import Budget
+    from dpkit.analytics._plan import Source
+    from dpkit.analytics.engines.duckdb import DuckDBEngine
+
+    engine = DuckDBEngine(threads=1)
+    engine.register("d", d)
+    engine.register("d_prime", d_prime)
+    s = seeded_session(d, engine, Budget(epsilon=1e10), seed)
+    keys = sorted({k for k in d["g"] if isinstance(k, str)})
+    q = (
+        s.query()
+        .group_by("g", keys=keys)
+        .agg(t=dpa.sum("x", bounds=bounds), m=dpa.mean("x", bounds=bounds))
+        .bound(max_partitions=3, max_rows_per_partition=4)
+    )
+    p = q.prepare(epsilon=epsilon)
+    (m,) = [sp for sp in p.pricing.stats if sp.name == "m"]
+    cp = m.complement
+    assert cp is not None
+    if half_span:
+        ev = dataclasses.replace(cp.event, sensitivity=cp.event.sensitivity // 2)
+        stats = tuple(
+            dataclasses.replace(sp, complement=dataclasses.replace(cp, event=ev))
+            if sp.name == "m"
+            else sp
+            for sp in p.pricing.stats
+        )
+        p = dataclasses.replace(p, pricing=dataclasses.replace(p.pricing, stats=stats))
+    ra = p.exact(engine, Source(kind="table", location="d"))
+    rb = p.exact(engine, Source(kind="table", location="d_prime"))
+    assert 0 < len(changed_keys(ra, rb)) <= 3
+    return float(sensitivity_usage(p, ra, rb))
+
+
 def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> float:
     """max over noisy measures of (neighbour's L1 or L2^2 shift) / (calibrated sensitivity)."""
     pricing = prepared.pricing
