@@ -191,9 +191,10 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                     0.0,
                 )
             if sp.complement is not None:
+                what = "sum" if sp.stat.kind == "sum" else "values"
                 row(
                     sp.name,
-                    f"sum (from {sp.shared_with}'s complementary pair)",
+                    f"{what} (from {sp.shared_with}'s complementary pair)",
                     "discrete Laplace",
                     nan,
                     nan,
@@ -212,7 +213,8 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 )
             continue
         cp = sp.complement
-        if cp is not None:  # one vector mechanism on both sums, at the whole part
+        if cp is not None:  # one vector mechanism on both sums, at the whole part (a
+            # variance's: its split's first part, its squares the second)
             row(
                 sp.name,
                 "sum - lower * count and upper * count - sum",
@@ -220,8 +222,19 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 cp.noise.scale * cp.step,
                 cp.noise.std * cp.step,
                 cp.noise.halfwidth(alpha) * cp.step,
-                part,
+                part * (sp.split[0] if noisy else 1.0),
             )
+            for mp in noisy:
+                assert mp.noise is not None
+                row(
+                    sp.name,
+                    mp.measure.kind,
+                    _mechanism_name(mp),
+                    mp.noise.scale * mp.step,
+                    mp.noise.std * mp.step,
+                    mp.noise.halfwidth(alpha) * mp.step,
+                    part * sp.split[-1],
+                )
             continue
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
