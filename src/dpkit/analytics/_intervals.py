@@ -592,12 +592,30 @@ def _pair_pivot_halfwidths(
     alpha: float,
 ) -> FloatArray:
     """Per cell the smallest ``H`` (to a relative ``2^-14``) with ``P(|s_q Z_c - a Z_A - b
-    Z_B| > H) <= alpha`` certified for every ``kappa`` of the cell (:func:`variance_cells`,
-    the complementary pair): ``Z_A``, ``Z_B`` discrete Laplace of scale ``t``, ``s_q Z_c``
-    of continuous scale ``b_q`` (plus its lattice), ``a = (kappa + lam s_t u) / D``, ``b =
-    (kappa + lam s_t w) / D``. The tail is at most ``2 P(L_1 + L_2 + L_3 > H - s_q - a* -
-    b*)`` with Laplace scales ``b_q``, ``a* t``, ``b* t`` (``a*``, ``b*`` the largest ``|a|``,
-    ``|b|`` on the cell; :func:`laplace_sum_survival` with three laws)."""
+    Z_B| > H) <= alpha`` certified for every ``kappa`` of the cell (:func:`variance_cells`
+    with the complementary pair; ``b_q = s_q t_Q`` the squares' scale, ``t`` the pair's).
+
+    Derivation. ``N`` and ``T`` are rebuilt from the pair ``A' = A + Z_A``, ``B' = B + Z_B``
+    (``A = hi N - S``, ``B = S - lo N`` in the sum's steps, ``T = S - c N``, ``u = lo - c``,
+    ``w = hi - c``, ``D = w - u``): ``Z_N = (Z_A + Z_B) / D`` and ``Z_T = (w Z_B + u Z_A) /
+    D``, so the pivot's noise ``s_q Z_c - lam s_t Z_T - kappa Z_N`` (:func:`variance_cells`,
+    ``kappa`` less ``q_center``) is ``s_q Z_c - a Z_A - b Z_B`` with ``a = (kappa + lam s_t
+    u) / D`` and ``b = (kappa + lam s_t w) / D``, both affine in ``kappa`` (``lam`` is fixed
+    on the cell), so ``|a| <= a*`` and ``|b| <= b*`` for every candidate of the cell, the
+    larger of their absolute values at the cell's two ends (widened by a relative
+    ``1e-12``).
+
+    Bound. The coupling ``Z = floor(E_1) - floor(E_2) = L + d`` (``L = E_1 - E_2`` a
+    continuous Laplace of the same scale, ``|d| < 1``; :func:`variance_cells`) of each of the
+    three discrete Laplace noises gives ``|s_q Z_c - a Z_A - b Z_B| <= |s_q L_c - a L_A - b
+    L_B| + s_q + |a| + |b|``. Each ``L`` is symmetric and log-concave, and so is the sum of
+    any two of them, so conditioned on the third, ``P(|X + c y| > x)`` does not fall as
+    ``|c y|`` grows (Anderson 1955, ``X`` the other two): the tail does not fall as ``|a|`` or
+    ``|b|`` grows. Hence, at the true ``kappa``, ``P(|R| > H) <= 2 P(L_1 + L_2 + L_3 > H -
+    s_q - a* - b*)`` with Laplace scales ``b_q``, ``a* t``, ``b* t``
+    (:func:`laplace_sum_survival` with three laws, an upper bound), inflated by the float
+    margins. No noise is summed term by term; at the pair's usual lattice (``t`` about
+    ``2^44`` steps) the margin costs nothing, and it is certified at any ``t``."""
     u, w = float(pair[0]), float(pair[1])
     d = w - u
     ls = lam * s_t
@@ -719,24 +737,8 @@ def variance_cells(
     sigma`` has at most ``1 + 1e-4`` times its normal probability (the mass beyond is below
     ``1e-300``); margin ``(s_q + |lam| s_t) / 2``. ``Z_N`` is summed exactly as for the mean.
 
-    The complementary pair (``pair = (u, w)``, pure sessions). ``N`` and ``T`` are rebuilt
-    from the pair ``A' = A + Z_A``, ``B' = B + Z_B`` (``nt`` = ``nn`` = its law; ``A = hi N
-    - S``, ``B = S - lo N`` in the sum's steps, ``T = S - c N``, ``u = lo - c``, ``w = hi -
-    c``, ``D = w - u``): ``Z_N = (Z_A + Z_B) / D`` and ``Z_T = (w Z_B + u Z_A) / D``, so the
-    pivot's noise is ``s_q Z_c - a Z_A - b Z_B`` with ``a = (kappa + lam s_t u) / D`` and ``b
-    = (kappa + lam s_t w) / D`` (``kappa`` less ``q_center`` as above), both affine in
-    ``kappa`` with ``lam`` fixed on the cell. For a candidate of the cell, ``|a| <= a*`` and
-    ``|b| <= b*``, the largest over ``kappa`` in ``[k_a, k_b]``. The coupling ``Z = L + d``,
-    ``|d| < 1``, of each discrete Laplace with a continuous one gives ``|s_q Z_c - a Z_A - b
-    Z_B| <= |s_q L_c - a L_A - b L_B| + s_q + |a| + |b|``; conditioned on ``L_B = y`` the rest
-    ``s_q L_c - a L_A`` is symmetric and log-concave, so ``P(|s_q L_c - a L_A - b y| > x)``
-    does not fall as ``|b y|`` grows (Anderson 1955): ``b`` may be read as ``b*``. Coupling
-    ``Z_A`` back (``L_A = Z_A - d_A``) costs ``|a|`` more, so the tail at the candidate is at
-    most ``P(|s_q L_c - b* L_B - a Z_A| > H - s_q - b* - 2 a*)`` and, ``|.|`` being convex in
-    ``a``, at most that of the max over the cell's two ends ``a(k_a)``, ``a(k_b)``:
-    :func:`_pair_halfwidths` with the continuous scales ``(s_q t_Q, b* t_P)``, margin ``s_q +
-    b* + 2 a*`` and ``Z_A`` summed (in runs of its closed form when wide). The mean's
-    interval is then the pair's own (:func:`complement_mean_intervals`).
+    The complementary pair (``pair = (u, w)``, pure sessions): ``N`` and ``T`` rebuilt from
+    the pair, ``H`` from the three Laplace laws (:func:`_pair_pivot_halfwidths`).
     """
     if nt.kind != nq.kind:
         return None

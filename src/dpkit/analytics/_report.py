@@ -213,8 +213,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 )
             continue
         cp = sp.complement
+        first = 0  # the index in sp.split of the first noisy measure
         if cp is not None:  # one vector mechanism on both sums, at the whole part (a
-            # variance's: its split's first part, its squares the second)
+            # variance's: its split's first part, its squares the rest)
             row(
                 sp.name,
                 "sum - lower * count and upper * count - sum",
@@ -224,18 +225,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 cp.noise.halfwidth(alpha) * cp.step,
                 part * (sp.split[0] if noisy else 1.0),
             )
-            for mp in noisy:
-                assert mp.noise is not None
-                row(
-                    sp.name,
-                    mp.measure.kind,
-                    _mechanism_name(mp),
-                    mp.noise.scale * mp.step,
-                    mp.noise.std * mp.step,
-                    mp.noise.halfwidth(alpha) * mp.step,
-                    part * sp.split[-1],
-                )
-            continue
+            if not noisy:
+                continue
+            first = 1
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
             continue
@@ -245,7 +237,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         main = pl.main / sp.epsilon if pl is not None and sp.epsilon > 0.0 else 1.0
         for i, mp in enumerate(noisy):
             assert mp.noise is not None
-            each = sp.split[i] if sp.split else 1.0 / len(noisy)
+            each = sp.split[first + i] if sp.split else 1.0 / len(noisy)
             row(
                 sp.name,
                 mp.measure.kind,
