@@ -657,7 +657,6 @@ def _price_stat(
         mode == "pure"
         and stat.kind in ("variance", "std")
         and not stat.auto
-        and not stat.estimated
         and isinstance(stat.bounds, tuple)
         and variance_pair_dominates(*(pool or (float(stat.weight), 0.0, 0.0)))
     ):
@@ -1223,6 +1222,21 @@ def variance_pair_dominates(w_v: float, w_s: float = 0.0, w_c: float = 0.0) -> b
     if w_s != 0.0 or w_c != 0.0 or not w_v > 0.0:
         return False
     return _variance_pair_wins()
+
+
+def variance_noise_model(pure: bool, lower: float, upper: float) -> tuple[list[float], float]:
+    """``(split, kappa)``: the fractions ``(f_N, f_T, f_Q)`` and the centre of the squares of
+    the noise a variance alone with bounds ``[lower, upper]`` is released with, in the form
+    of :func:`pool_split`'s three measures (the planner's trade of a variance's upper bound
+    reads it, :func:`~dpkit.analytics._planner.variance_upper`). Released from the
+    complementary pair (pure, :func:`variance_pair_dominates`), its error ``(a^2 + b^2)
+    (2 h)^2 / f_P^2 = 2 ((2 r h)^2 + k^2) / f_P^2`` is the three measures' count and sum
+    terms at ``f_N = f_T = f_P / sqrt(2)``, with ``kappa`` = :data:`PAIR_SQ_CENTRE`."""
+    if pure and variance_pair_dominates(1.0):
+        f_p, f_q = (float(f) for f in pool_split(True, "variance", lower, upper, 1.0, pair=True))
+        return [f_p / math.sqrt(2.0), f_p / math.sqrt(2.0), f_q], float(PAIR_SQ_CENTRE)
+    split = [float(f) for f in pool_split(pure, "variance", lower, upper, 1.0)]
+    return split, float(SQ_CENTRE[pure])
 
 
 @lru_cache(maxsize=1)
