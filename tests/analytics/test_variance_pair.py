@@ -52,7 +52,6 @@ from dpkit.analytics._pricing import (
     Noise,
     pool_split,
     price,
-    variance_noise_model,
     variance_pair_dominates,
 )
 from dpkit.analytics._release import _variance_pivot, pair_count_and_sum
@@ -174,18 +173,6 @@ def test_three_law_tail_matches_the_convolution() -> None:
         float(laplace_sum_survival(1.0, np.array([1.0]), np.array([-1.0]), np.array([1.0]))[0])
         == 1.0
     )
-
-
-def test_the_planner_trades_a_variance_bound_with_the_pair_s_noise() -> None:
-    """The pair's error ``2 ((2 r h)^2 + k^2) / f_P^2`` is the three measures' count and sum
-    terms at ``f_N = f_T = f_P / sqrt(2)``: the planner reads it in that form."""
-    split, kappa = variance_noise_model(True, 0.0, 1.0)
-    f_p, f_q = (float(f) for f in pool_split(True, "variance", 0.0, 1.0, 1.0, pair=True))
-    assert split == pytest.approx([f_p / math.sqrt(2.0), f_p / math.sqrt(2.0), f_q])
-    assert kappa == 0.5
-    split, kappa = variance_noise_model(False, 0.0, 1.0)
-    assert split == [float(f) for f in pool_split(False, "variance", 0.0, 1.0, 1.0)]
-    assert kappa == float(SQ_CENTRE[False])
 
 
 @pytest.mark.parametrize("planned", [False, True])

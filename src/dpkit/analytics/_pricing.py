@@ -110,12 +110,18 @@ weights) and then has no pilot; a planned pair uses it at its estimated bounds u
 rule (:func:`resolve_auto`). On the utility benchmark (incomes in ``[0, 500,000]``, one group
 of 10^6 rows) the overall sum's median error fell from 1.58M to 0.94M and the mean's from
 1.17 to 0.87 (500 runs); per city the sum's from 1.5-1.8M to 0.96-1.03M (120 runs).
-A pure variance (std) with given bounds and no sum or count pooled is released from the same
-pair at ``f_P`` of its share and its squares centred at half their range at the rest
+A pure variance (std) with given bounds, or a planned one at its estimated bounds (the rule
+does not depend on them), and no sum or count pooled is released from the same pair at ``f_P``
+of its share and its squares centred at half their range at the rest
 (:func:`variance_pair_dominates`, :func:`_price_variance_pair`): two pure measurements, each
 calibrated to its own L1 sensitivity. On the utility benchmark (40 runs) the variance's
 median error per city bucket went from 1,726M / 1,093M / 187.9M / 14.53M to 1,842M / 908M /
-138.7M / 10.42M (under 100 people / 100-999 / 1,000-9,999 / 10,000 and more).
+138.7M / 10.42M (under 100 people / 100-999 / 1,000-9,999 / 10,000 and more); planned, from
+1,484M / 913M / 135.8M / 17.36M to 1,566M / 732M / 100.8M / 13.41M. The planner still trades a
+planned variance's upper bound with the three measures' noise
+(:func:`~dpkit.analytics._planner.variance_upper`): read with the pair's (its error is theirs
+at ``f_N = f_T = f_P / sqrt(2)`` and ``kappa = 1/2``) it chose higher bounds and the planned
+variance's error rose instead (1,764M / 976M / 137.5M / 17.85M).
 
 Partition selection in zCDP sessions. Gaussian thresholding
 (:class:`~dpkit.mechanisms.partition_selection.GaussianPartitionSelection`) is
@@ -1222,21 +1228,6 @@ def variance_pair_dominates(w_v: float, w_s: float = 0.0, w_c: float = 0.0) -> b
     if w_s != 0.0 or w_c != 0.0 or not w_v > 0.0:
         return False
     return _variance_pair_wins()
-
-
-def variance_noise_model(pure: bool, lower: float, upper: float) -> tuple[list[float], float]:
-    """``(split, kappa)``: the fractions ``(f_N, f_T, f_Q)`` and the centre of the squares of
-    the noise a variance alone with bounds ``[lower, upper]`` is released with, in the form
-    of :func:`pool_split`'s three measures (the planner's trade of a variance's upper bound
-    reads it, :func:`~dpkit.analytics._planner.variance_upper`). Released from the
-    complementary pair (pure, :func:`variance_pair_dominates`), its error ``(a^2 + b^2)
-    (2 h)^2 / f_P^2 = 2 ((2 r h)^2 + k^2) / f_P^2`` is the three measures' count and sum
-    terms at ``f_N = f_T = f_P / sqrt(2)``, with ``kappa`` = :data:`PAIR_SQ_CENTRE`."""
-    if pure and variance_pair_dominates(1.0):
-        f_p, f_q = (float(f) for f in pool_split(True, "variance", lower, upper, 1.0, pair=True))
-        return [f_p / math.sqrt(2.0), f_p / math.sqrt(2.0), f_q], float(PAIR_SQ_CENTRE)
-    split = [float(f) for f in pool_split(pure, "variance", lower, upper, 1.0)]
-    return split, float(SQ_CENTRE[pure])
 
 
 @lru_cache(maxsize=1)

@@ -38,12 +38,13 @@ from dpkit.analytics._plan import (
 )
 from dpkit.analytics._pricing import (
     AUTO_EDGES,
+    SQ_CENTRE,
     Mode,
     Pricing,
     ZcdpShare,
+    pool_split,
     price,
     resolve_auto,
-    variance_noise_model,
 )
 from dpkit.analytics._release import (
     UNITS_MEASURE,
@@ -308,7 +309,9 @@ class PreparedQuery:
             if trim is not None:
                 if ab.stat.kind in ("variance", "std"):  # a variance's own trade
                     trim.pop("kind")
-                    split, kappa = variance_noise_model(not trim["gaussian"], lo, hi)
+                    pure = not trim["gaussian"]
+                    split = [float(f) for f in pool_split(pure, "variance", lo, hi, 1.0)]
+                    kappa = float(SQ_CENTRE[pure])
                     hi = variance_upper(
                         noisy, AUTO_EDGES, tau, lo, hi, split=split, kappa=kappa, **trim
                     )
