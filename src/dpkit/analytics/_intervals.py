@@ -508,6 +508,7 @@ def _laplace3_survival(b1: float, b2: FloatArray, b3: FloatArray, x: FloatArray)
         ),
         axis=0,
     )
+    c[0] = np.maximum(c[0], np.finfo(np.float64).tiny)  # a zero scale: its law is a point
     c[1] = np.maximum(c[1], c[0] * (1.0 + _SCALE_GAP))
     c[2] = np.maximum(c[2], c[1] * (1.0 + _SCALE_GAP))
     ax = np.abs(x)
