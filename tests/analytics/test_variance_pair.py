@@ -173,6 +173,9 @@ def test_three_law_tail_matches_the_convolution() -> None:
         float(laplace_sum_survival(1.0, np.array([1.0]), np.array([-1.0]), np.array([1.0]))[0])
         == 1.0
     )
+    # a zero scale is a point law: the tail of the other two at 0 is a half
+    zero = laplace_sum_survival(1.0, np.array([0.0]), np.array([0.0]), np.array([2.0]))[0]
+    assert float(zero) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("planned", [False, True])
