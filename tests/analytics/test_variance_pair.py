@@ -183,7 +183,13 @@ def test_planned_and_approx_sessions_release_the_pair_in_one_charge(planned: boo
     rng = np.random.default_rng(8)
     d = pd.DataFrame({"uid": np.arange(3000), "x": rng.lognormal(3.0, 0.5, 3000)})
     budget = Budget(epsilon=100.0) if planned else Budget(epsilon=100.0, delta=1e-5)
-    s = dpa.Session(d, privacy_unit="uid", budget=budget)
+    # a fixed source: the interval below holds the truth on this draw (95% of draws do)
+    s = dpa.Session(
+        d,
+        privacy_unit="uid",
+        budget=budget,
+        source_of_randomness=RandomSource(seed=17, insecure=True),
+    )
     b: Any = "auto" if planned else (0.0, 100.0)
     out = (
         s.query()
