@@ -7,7 +7,9 @@ measures). Privacy: the exact values move by at most each calibrated L1 sensitiv
 neighbouring tables (all of it when the adversary's rows sit at a bound), with a companion
 that catches a pair priced for half its span; a seeded black-box audit certifies no more than
 the claim, with a companion that catches the noises at a third of their scale. Intervals:
-coverage at 95% by simulating the release's own noises.
+each cell's threshold against the three-law tail integrated numerically (and a simulation of
+the discrete noises at alpha <= 1e-6), and coverage at 95% by simulating the release's own
+noises.
 
 Coverage tests (each at alpha <= 1e-6). One group of ``n`` people (a clamped normal law),
 ``N_REL`` independent releases of the pair and the squares drawn with the release's samplers,
@@ -406,3 +408,51 @@ def test_widened_intervals_are_caught() -> None:
     hits = _hits(*CONFIGS[1], stretch=1.5)
     print(f"1.5 times the width: coverage {hits / N_REL:.4f}")
     assert hits > c_hi()
+
+
+@pytest.mark.parametrize("alpha", [0.0475, 1e-3])
+def test_pair_pivot_halfwidths_are_certified_and_close_to_the_smallest(alpha: float) -> None:
+    """``_pair_pivot_halfwidths`` per cell: recomputed here from the cell's coefficients (``a
+    = (kappa + lam s_t u) / D``, ``b = (kappa + lam s_t w) / D`` at the cell's two ends), the
+    three-law tail ``2 P(L_1 + L_2 + L_3 > H - s_q - a* - b*)`` by numerical integration is at
+    most alpha at the returned ``H`` (never too narrow) and above alpha a relative ``2^-12``
+    lower (no wider than the tolerance); and a simulation of the discrete noises at a
+    candidate inside the cell misses ``H`` no more often than alpha allows."""
+    from dpkit.analytics._intervals import _pair_pivot_halfwidths
+
+    rng = np.random.default_rng(4)
+    t, s_q, s_t = 3.0e5, 1e-3, 1e-2  # pair scale (steps), the steps of the squares and the sum
+    b_q = 4.0e4 * s_q * 50.0
+    u, w = -50_000, 50_000
+    lam = rng.uniform(-100.0, 100.0, 6)
+    k_a = rng.uniform(-2e3, 2e3, 6)
+    k_b = k_a + rng.uniform(0.0, 300.0, 6)
+    h = _pair_pivot_halfwidths(t, b_q, s_q, s_t, (u, w), lam, (k_a, k_b), alpha)
+    d = float(w - u)
+    for i in range(lam.size):
+        ls = lam[i] * s_t
+        a_star = max(abs(k_a[i] + ls * u), abs(k_b[i] + ls * u)) / d
+        b_star = max(abs(k_a[i] + ls * w), abs(k_b[i] + ls * w)) / d
+        margin = s_q + a_star + b_star
+        scales = sorted([b_q, a_star * t, b_star * t])
+
+        def tail(x: float, sc: list[float] = scales) -> float:
+            def f(y: float) -> float:
+                two = laplace_sum_survival(sc[0], np.array([sc[1]]), np.array([x - y]))[0]
+                return float(stats.laplace.pdf(y, scale=sc[2]) * two)
+
+            lim = 60.0 * sc[2]
+            return 2.0 * integrate.quad(f, -lim, lim, points=[0.0, x], limit=400)[0]
+
+        assert tail(float(h[i]) - margin) <= alpha * (1.0 + 1e-6)
+        assert tail(float(h[i]) * (1.0 - 2.0**-12) - margin) > alpha
+    # a candidate inside the first cell, the discrete noises drawn: misses within alpha
+    kappa = (k_a[0] + k_b[0]) / 2.0
+    a, b = (kappa + lam[0] * s_t * u) / d, (kappa + lam[0] * s_t * w) / d
+    src = RandomSource(seed=5, insecure=True)
+    m = 20_000
+    z = [np.array(Noise("discrete_laplace", sc).sample(m, src), dtype=np.float64) for sc in (t, t)]
+    zc = np.array(Noise("discrete_laplace", b_q / s_q).sample(m, src), dtype=np.float64)
+    r = s_q * zc - a * z[0] - b * z[1]
+    misses = int(np.sum(np.abs(r) > h[0]))
+    assert misses <= stats.binom.isf(1e-6, m, alpha), misses
