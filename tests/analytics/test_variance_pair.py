@@ -52,6 +52,7 @@ from dpkit.analytics._pricing import (
     PAIR_SQ_CENTRE,
     SQ_CENTRE,
     Noise,
+    pool_errors,
     pool_split,
     price,
     variance_pair_dominates,
@@ -132,6 +133,27 @@ def test_pools_and_zcdp_keep_the_three_measures() -> None:
     assert not variance_pair_dominates(0.0)
     (v,) = _price("zcdp").stats
     assert v.complement is None and all(mp.noise is not None for mp in v.measures)
+
+
+@pytest.mark.parametrize("w", [0.01, 0.3, 0.5, 1.0, 3.0])
+def test_a_count_or_sum_joins_the_variance_only_if_no_worse_than_the_pair(w: float) -> None:
+    """``_pools``: a count or sum of the column joins a variance's measures (which then keep
+    the three of them) only when the pool's leading-order error for the variance is at most
+    the pair's alone (a light count used to pull the variance off the pair: at weight 0.01
+    its error was 36.0 / 1.01^2 against the pair's 20.4)."""
+    b = (0.0, 100.0)
+    pr = _price(n=dpa.count("x", weight=w), t=dpa.sum("x", bounds=b, weight=w))
+    v = pr.stats[0]
+    pair = pool_errors(True, "variance", *b, 1.0, pair=True)[0]
+    members = [sp for sp in pr.stats if sp.shared_with == "v"]
+    assert v.complement is not None or w >= 0.5  # light members stay apart
+    if v.complement is not None:
+        assert not members
+        return
+    assert members
+    w_s = sum(w for sp in members if sp.stat.kind == "sum")
+    w_c = sum(w for sp in members if sp.stat.kind == "count")
+    assert pool_errors(True, "variance", *b, 1.0, w_s, w_c)[0] <= pair
 
 
 @pytest.mark.parametrize("eps", [1e-3, 1.0, 1e3])

@@ -1413,15 +1413,24 @@ def pool_errors(
     w_mean: float,
     w_sum: float = 0.0,
     w_count: float = 0.0,
+    *,
+    pair: bool = False,
 ) -> tuple[float, float, float]:
     """Leading-order relative variances ``(own, sum, count)`` of a pool at its
     :func:`pool_split`, in units of ``(P R / n)^2`` with the budget shares taken equal to the
     weights (the query's total weight is a common factor). ``own`` is the mean's (by ``h``)
-    or the variance's (by ``h^2``) at the reference point of :func:`pool_split`."""
-    fr = pool_split(pure, kind, lower, upper, w_mean, w_sum, w_count)
+    or the variance's (by ``h^2``) at the reference point of :func:`pool_split`. ``pair``: a
+    variance alone from the complementary pair and its squares (:func:`variance_pair_dominates`:
+    ``own = (1 - kappa)^2 g_Q + 2 (var_count_spread(kappa) + VAR_SUM_SPREAD) g_P``, the
+    pair's sensitivity being ``2 h``); it releases no sum or count (infinite)."""
+    fr = pool_split(pure, kind, lower, upper, w_mean, w_sum, w_count, pair=pair)
     w = w_mean + w_sum + w_count
     g = [_unit_variance(pure, w * float(f)) for f in fr]
     g_n, g_t = g[0], g[1]
+    if pair:
+        kappa = float(PAIR_SQ_CENTRE)
+        own = (1.0 - kappa) ** 2 * g[1] + 2.0 * (var_count_spread(kappa) + VAR_SUM_SPREAD) * g[0]
+        return own, math.inf, math.inf
     h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
     big = abs(c) + h
     if kind == "mean":
@@ -1468,7 +1477,11 @@ def _pools(
         w_s = w_c = 0.0
 
         def errs(ws: float, wc: float) -> tuple[float, float, float]:
-            return pool_errors(pure, ps.kind, lo, hi, w_m, ws, wc)  # noqa: B023
+            # a variance alone takes the complementary pair where it wins: a member joins
+            # only if the pool is no worse for the variance than that
+            alone = ws == wc == 0.0 and ps.kind in ("variance", "std")  # noqa: B023
+            pair = pure and alone and variance_pair_dominates(w_m)  # noqa: B023
+            return pool_errors(pure, ps.kind, lo, hi, w_m, ws, wc, pair=pair)  # noqa: B023
 
         for n, s in stats.items():
             if n in shared or n in spreads or s.kind != "count" or s.column != ps.column:
