@@ -383,11 +383,43 @@ VAR_CONFIGS = (("pure", 200, 50.0), ("pure", 2000, 50.0), ("pure", 2000, 25.0))
 VAR_CONFIGS += tuple(("zcdp", n, loc) for _, n, loc in VAR_CONFIGS)
 
 
+def _pair_variance_intervals(sp: Any, x: np.ndarray, seed: int) -> dict[str, float]:
+    """Coverage and median width of the 95% interval of a pure variance released from the
+    complementary pair and the centred squares (``sp``), over ``REPS`` draws of its noises."""
+    from dpkit.analytics._release import _variance_pivot, pair_count_and_sum
+    from dpkit.noise import RandomSource
+
+    cp = sp.complement
+    mn, ms, mq = sp.measures
+    n = len(x)
+    k, k2, m = ms.measure.frac_bits, mq.measure.frac_bits, mq.measure.center
+    s = sum(math.floor(v * 2**k) for v in x)
+    q = sum(math.floor(((v - m) ** 2) * 2**k2) for v in x)
+    src = RandomSource(seed=seed, insecure=True)
+    za, zb, zc = (
+        np.array(nz.sample(REPS, src), dtype=object) for nz in (cp.noise, cp.noise, mq.noise)
+    )
+    a, b = list(cp.hi * n - s + za), list(s - cp.lo * n + zb)
+    nn, tt = pair_count_and_sum(cp, a, b)
+    qq = [q - mq.center * n + z + mq.center * c for z, c in zip(zc, nn, strict=True)]
+    got = _variance_pivot(sp.stat, mn, ms, mq, nn, tt, qq, 0.05, pair=(cp, a, b))
+    assert got is not None
+    v, top = float(np.var(x)), 2500.0
+    lo, hi = np.clip(got[0], 0.0, top), np.clip(got[1], 0.0, top)
+    return {
+        "cov": float(np.mean(got[2] & (lo <= v) & (v <= hi))),
+        "w": float(np.median(np.where(got[2], hi - lo, 0.0))),
+    }
+
+
 def _variance_intervals(mode: str, n: int, loc: float, seed: int) -> dict[str, float]:
-    """Coverage and median width of the variance's 95% interval, now (the pivot) and before
-    (each of N, T, Q at 1 - alpha/3, extremes over the box), from the same draws."""
+    """Coverage and median width of the variance's 95% interval, now and before. zCDP: now
+    the pivot of its count, centred sum and squares, before each of N, T, Q at 1 - alpha/3
+    with the extremes over the box, from the same draws. Pure: now the complementary pair
+    and the centred squares (:func:`_pair_variance_intervals`), before the three measures'
+    pivot (priced as the release before the pair), each from its own draws."""
     import dpkit.analytics as dpa
-    from dpkit.analytics._pricing import price
+    from dpkit.analytics._pricing import _price_stat_at, price
     from dpkit.analytics._release import _variance_pivot, variance_box
     from dpkit.noise import RandomSource
 
@@ -401,10 +433,14 @@ def _variance_intervals(mode: str, n: int, loc: float, seed: int) -> dict[str, f
         select_partitions=False,
     )
     sp = pr.stats[0]
-    mn, ms, mq = sp.measures
-    assert mn.noise is not None and ms.noise is not None and mq.noise is not None
     rng = np.random.default_rng(seed)
     x = np.clip(rng.normal(loc, 12.0, n), 0.0, 100.0)
+    pair = None
+    if sp.complement is not None:
+        pair = _pair_variance_intervals(sp, x, seed)
+        sp = _price_stat_at("v", sp.stat, "pure", sp.epsilon, 1, 1, None, piloting=False)
+    mn, ms, mq = sp.measures
+    assert mn.noise is not None and ms.noise is not None and mq.noise is not None
     k, k2, m = ms.measure.frac_bits, mq.measure.frac_bits, mq.measure.center
     t = sum(math.floor(v * 2**k) for v in x) - ms.center * n
     q = sum(math.floor(((v - m) ** 2) * 2**k2) for v in x)
@@ -424,6 +460,11 @@ def _variance_intervals(mode: str, n: int, loc: float, seed: int) -> dict[str, f
         "cov_new": float(np.mean(found & (lo <= v) & (v <= hi))),
         "w_new": float(np.median(np.where(found, hi - lo, 0.0))),
     }
+    out["v"] = v
+    if pair is not None:  # now the pair, before the three measures' pivot
+        out["cov_old"], out["w_old"] = out["cov_new"], out["w_new"]
+        out["cov_new"], out["w_new"] = pair["cov"], pair["w"]
+        return out
     hn, ht, hq = (mp.noise.halfwidth(alpha / 3) for mp in (mn, ms, mq))
     hw = (hn, ht, hq + kq * hn)
     shift = ms.center * ms.step - m
@@ -498,9 +539,12 @@ def _variance_interval_lines() -> list[str]:
         "### Variance: 95% intervals, coverage and median width",
         "",
         f"Values normal (sd 12) around the centre given, clamped to [0, 100]; {REPS:,} draws of "
-        "the variance's three noises per row. Now: the pivot of count, centred sum and sum of "
-        "squares under their joint noise law (Fieller's mean interval at alpha/50 for the "
-        "mean). Before: each noise at 1 - alpha/3, extremes over the box.",
+        "the variance's noises per row. zCDP now: the pivot of count, centred sum and sum of "
+        "squares under their joint noise law (Fieller's mean interval at alpha/20 for the "
+        "mean); before: each noise at 1 - alpha/3, extremes over the box. Pure now: the "
+        "complementary pair and the squares centred at half their range, the same pivot "
+        "read with their laws (the pair's mean interval at alpha/20); before: the count, "
+        "centred sum and squares with their pivot (own draws).",
         "",
         "| accounting | people | centre | variance | coverage now / before | width now / before |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -589,13 +633,14 @@ def _variance_split_lines() -> list[str]:
         "",
         f"40 groups of about 500 people, bounds [0, 100], epsilon 1 (zCDP: delta 1e-6), "
         f"{var_reps} runs; variance and std asked together (one release, the std its square "
-        "root). Now: the sum of squares noised centred at a fifth (discrete Laplace) or half "
-        "(discrete Gaussian) of its range, which lowers its sensitivity, and the budget split "
-        "between the count, centred sum and sum of squares that minimises the variance's "
-        "leading-order error for that centre (`pool_split`). Split: the release of the "
-        "source tree given with `--before-src` (the same split rule, squares not centred). "
-        "Thirds: that tree with equal thirds. Median relative error now / split / thirds "
-        "(each a median of 800 group values, uncertain by about 6%).",
+        "root). Now: pure, the complementary pair and the sum of squares centred at half its "
+        "range, split to minimise the variance's leading-order error "
+        "(`variance_pair_dominates`); zCDP, the count, centred sum and sum of squares centred "
+        "at half its range, split by `pool_split`. Split: the release of the source tree "
+        "given with `--before-src` (pure: the count, centred sum and squares centred at a "
+        "fifth, split by `pool_split`). Thirds: that tree with equal thirds. Median relative "
+        "error now / split / thirds (each a median of 800 group values, uncertain by about "
+        "6%).",
         "",
         "| accounting | values | variance | std |",
         "| --- | --- | ---: | ---: |",

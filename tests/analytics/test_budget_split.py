@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
 from dpkit.analytics._plan import EngineResult
-from dpkit.analytics._pricing import MEAN_SPREAD, pool_split, price
+from dpkit.analytics._pricing import MEAN_SPREAD, _price_stat_at, pool_split, price
 from dpkit.analytics._release import assemble
 from dpkit.noise import RandomSource
 
@@ -273,6 +273,11 @@ def test_variance_error_at_the_reference_point_falls(mode: str) -> None:
     query is charged no more than before."""
     pr = _price({"v": dpa.variance("x", bounds=(0.0, 100.0))}, mode)
     sp = pr.stats[0]  # type: ignore[attr-defined]
+    pair = None
+    if mode == "pure":  # a pure variance alone takes the complementary pair: the three
+        # measures it replaces priced directly, the pair checked against them below
+        pair = sp
+        sp = _price_stat_at("v", sp.stat, "pure", sp.epsilon, 1, 1, None, piloting=False)
     mn, ms, mq = sp.measures
     h = 50.0
     var_n = mn.noise.std**2
@@ -288,6 +293,14 @@ def test_variance_error_at_the_reference_point_falls(mode: str) -> None:
     vq = vq / (1.0 - kappa) ** 2
     old = vq / h**4 + 4.0 / 3.0 * vt / h**2 + 11.0 / 45.0 * vn
     assert new < 0.85 * old, (new, old)
+    if pair is not None:
+        # the pair's noise a Z_A + b Z_B with E[a^2 + b^2] = h^2 (k^2 + 4 r^2) / (2 h^4) at the
+        # reference point (kappa 1/2: E[k^2] = 1/4 + 11/45, E[4 r^2] = 4/3 h^2)
+        cp, mq_p = pair.complement, pair.measures[2]
+        var_p = (cp.noise.std * cp.step) ** 2
+        var_qp = (mq_p.noise.std * mq_p.step) ** 2
+        pair_err = var_qp / h**4 + (0.25 + 11.0 / 45.0 + 4.0 / 3.0) / 2.0 * var_p / h**2
+        assert pair_err < 0.6 * new, (pair_err, new)  # 20.4 against 36.0 at the reference
     got = pr.charged()  # type: ignore[attr-defined]
     key = "epsilon" if mode == "pure" else "rho"
     whole = 1.0 if mode == "pure" else pr.rho  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from scipy import integrate, stats
 
 import dpkit.analytics as dpa
 from dpkit.analytics._intervals import laplace_sum_survival
-from dpkit.analytics._pricing import price
+from dpkit.analytics._pricing import _price_stat_at, price
 from dpkit.analytics._release import _variance_pivot, variance_box
 from dpkit.noise import RandomSource
 
@@ -80,6 +80,10 @@ def _release(mode: str, loc: float, seed: int) -> tuple[object, ...]:
         select_partitions=False,
     )
     sp = pr.stats[0]
+    if mode == "pure":  # a pure variance alone takes the complementary pair
+        # (tests/analytics/test_variance_pair.py): the three measures priced directly
+        assert sp.complement is not None
+        sp = _price_stat_at("v", sp.stat, "pure", sp.epsilon, 1, 1, None, piloting=False)
     mn, ms, mq = sp.measures
     rng = np.random.default_rng(seed)
     n = 2000

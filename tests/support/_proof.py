@@ -211,11 +211,14 @@ def pair_usage(
     *,
     half_span: bool = False,
     seed: int = SALT_SEED,
+    variance: bool = False,
 ) -> float:
     """The share of the complementary pair's L1 sensitivity that the exact results move by
     between ``d`` and ``d_prime`` (``sum`` and ``mean`` of ``x`` at ``bounds``, grouped by the
     string keys of ``d``, (P, R) = (3, 4)); ``half_span`` calibrates the pair for half its
-    span (a broken pricing)."""
+    span (a broken pricing). ``variance``: a ``variance`` and a ``std`` of ``x`` instead,
+    released from the pair and the centred sum of squares (the larger of the two measures'
+    shares)."""
     import dpkit.analytics as dpa
     from dpkit.accounting import Budget
     from dpkit.analytics._plan import Source
@@ -226,10 +229,15 @@ def pair_usage(
     engine.register("d_prime", d_prime)
     s = seeded_session(d, engine, Budget(epsilon=1e10), seed)
     keys = sorted({k for k in d["g"] if isinstance(k, str)})
+    aggs = (
+        {"m": dpa.variance("x", bounds=bounds), "sd": dpa.std("x", bounds=bounds)}
+        if variance
+        else {"t": dpa.sum("x", bounds=bounds), "m": dpa.mean("x", bounds=bounds)}
+    )
     q = (
         s.query()
         .group_by("g", keys=keys)
-        .agg(t=dpa.sum("x", bounds=bounds), m=dpa.mean("x", bounds=bounds))
+        .agg(**aggs)
         .bound(max_partitions=3, max_rows_per_partition=4)
     )
     p = q.prepare(epsilon=epsilon)
@@ -269,8 +277,9 @@ def sensitivity_usage(prepared: Any, ra: EngineResult, rb: EngineResult) -> floa
                 sa, sb = (exact_cells(x, s_name, k, 1)[0] for x in (ra, rb))
                 moved += abs(cp.hi * (nb - na) - (sb - sa)) + abs((sb - sa) - cp.lo * (nb - na))
             worst = max(worst, moved / cp.event.sensitivity)
-            continue
         for mp in sp.measures:
+            if cp is not None and mp.noise is None:  # the pair's N and S, read above
+                continue
             m = mp.measure
             cells = (
                 len(m.edges) - 1

@@ -455,15 +455,35 @@ _GAUSS_CONT_MIN = 2.0**20
 _GAUSS_CONT_REL = 1e-4
 
 
-def laplace_sum_survival(b1: float, b2: FloatArray, x: FloatArray) -> FloatArray:
+#: Least relative gap between the scales of :func:`laplace_sum_survival` with three laws (the
+#: smaller ones are raised to it, which only raises the tail).
+_SCALE_GAP = 2.0**-10
+
+
+def laplace_sum_survival(
+    b1: float, b2: FloatArray, x: FloatArray, b3: FloatArray | None = None
+) -> FloatArray:
     """``P(L_1 + L_2 > x)`` for independent continuous Laplace laws of scales ``b1`` and
-    ``b2`` (elementwise in ``b2`` and ``x``).
+    ``b2`` (elementwise in ``b2`` and ``x``); with ``b3``, an upper bound on ``P(L_1 + L_2 +
+    L_3 > x)`` (three laws, elementwise in ``b2``, ``b3`` and ``x``; 1 for ``x < 0``, where
+    it is only ever read as the trivial bound).
 
     For ``x >= 0`` and ``b1 != b2``: ``(b1^2 e^(-x/b1) - b2^2 e^(-x/b2)) / (2 (b1^2 -
     b2^2))`` (the convolution of the two densities, integrated; at ``b1 = b2 = b``: ``(2 b +
     x) e^(-x/b) / (4 b)``); for ``x < 0``, one minus the value at ``-x``. Where the scales are
     within a relative ``1e-4`` both are read as the larger (the tail only grows with a scale:
-    Anderson's theorem for symmetric unimodal laws), avoiding the cancellation."""
+    Anderson's theorem for symmetric unimodal laws), avoiding the cancellation.
+
+    Three laws. The characteristic function ``prod_i 1 / (1 + c_i^2 s^2)`` is, for distinct
+    scales, ``sum_i w_i / (1 + c_i^2 s^2)`` with ``w_i = prod_(j != i) c_i^2 / (c_i^2 -
+    c_j^2)`` (partial fractions in ``s^2``; ``sum_i w_i = 1``), so for ``x >= 0`` the tail is
+    ``sum_i w_i e^(-x/c_i) / 2``. The scales are sorted and the middle and largest raised to at
+    least ``1 + 2^-10`` times the one below (:data:`_SCALE_GAP`): the tail only grows with a
+    scale (Anderson's theorem, the other two laws' sum being symmetric and log-concave), and
+    ``|w_i|`` stays below ``2^21`` or so. The cancellation's rounding, at most ``2^-49 sum_i
+    |w_i| e^(-x/c_i) / 2``, is added."""
+    if b3 is not None:
+        return _laplace3_survival(b1, b2, b3, x)
     b2 = np.broadcast_to(b2, x.shape).astype(np.float64)
     ax = np.abs(x)
     close = np.abs(b1 - b2) <= 1e-4 * np.maximum(b1, b2)
@@ -474,6 +494,37 @@ def laplace_sum_survival(b1: float, b2: FloatArray, x: FloatArray) -> FloatArray
         ne = (b1 * b1 * e1 - b2 * b2 * e2) / (2.0 * (b1 * b1 - b2 * b2))
     f = np.clip(np.where(close, eq, ne), 0.0, 0.5)
     return np.asarray(np.where(x >= 0, f, 1.0 - f), dtype=np.float64)
+
+
+def _laplace3_survival(b1: float, b2: FloatArray, b3: FloatArray, x: FloatArray) -> FloatArray:
+    """:func:`laplace_sum_survival` with three scales (see there)."""
+    c = np.sort(
+        np.stack(
+            [
+                np.broadcast_to(np.float64(b1), x.shape),
+                np.broadcast_to(b2, x.shape),
+                np.broadcast_to(b3, x.shape),
+            ]
+        ),
+        axis=0,
+    )
+    c[0] = np.maximum(c[0], np.finfo(np.float64).tiny)  # a zero scale: its law is a point
+    c[1] = np.maximum(c[1], c[0] * (1.0 + _SCALE_GAP))
+    c[2] = np.maximum(c[2], c[1] * (1.0 + _SCALE_GAP))
+    ax = np.abs(x)
+    total = np.zeros(x.shape)
+    size = np.zeros(x.shape)
+    with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
+        for i in range(3):
+            w = np.ones(x.shape)
+            for j in range(3):
+                if j != i:
+                    w = w * (c[i] * c[i]) / ((c[i] - c[j]) * (c[i] + c[j]))
+            term = w * np.exp(-ax / c[i]) / 2.0
+            total = total + term
+            size = size + np.abs(term)
+    up = np.clip(total + size * 2.0**-49, 0.0, 0.5)
+    return np.asarray(np.where(x >= 0, up, 1.0), dtype=np.float64)
 
 
 def _pair_survival(kind: str, b1: float, b2: FloatArray, x: FloatArray) -> FloatArray:
@@ -531,6 +582,69 @@ def _pair_halfwidths(
     return _illinois(tails, alpha, hi, np.log(f_hi / alpha))
 
 
+def _pair_pivot_halfwidths(
+    t: float,
+    b_q: float,
+    s_q: float,
+    s_t: float,
+    pair: tuple[int, int],
+    lam: FloatArray,
+    kappa: tuple[FloatArray, FloatArray],
+    alpha: float,
+) -> FloatArray:
+    """Per cell the smallest ``H`` (to a relative ``2^-14``) with ``P(|s_q Z_c - a Z_A - b
+    Z_B| > H) <= alpha`` certified for every ``kappa`` of the cell (:func:`variance_cells`
+    with the complementary pair; ``b_q = s_q t_Q`` the squares' scale, ``t`` the pair's).
+
+    Derivation. ``N`` and ``T`` are rebuilt from the pair ``A' = A + Z_A``, ``B' = B + Z_B``
+    (``A = hi N - S``, ``B = S - lo N`` in the sum's steps, ``T = S - c N``, ``u = lo - c``,
+    ``w = hi - c``, ``D = w - u``): ``Z_N = (Z_A + Z_B) / D`` and ``Z_T = (w Z_B + u Z_A) /
+    D``, so the pivot's noise ``s_q Z_c - lam s_t Z_T - kappa Z_N`` (:func:`variance_cells`,
+    ``kappa`` less ``q_center``) is ``s_q Z_c - a Z_A - b Z_B`` with ``a = (kappa + lam s_t
+    u) / D`` and ``b = (kappa + lam s_t w) / D``, both affine in ``kappa`` (``lam`` is fixed
+    on the cell), so ``|a| <= a*`` and ``|b| <= b*`` for every candidate of the cell, the
+    larger of their absolute values at the cell's two ends (widened by a relative
+    ``1e-12``).
+
+    Bound. The coupling ``Z = floor(E_1) - floor(E_2) = L + d`` (``L = E_1 - E_2`` a
+    continuous Laplace of the same scale, ``|d| < 1``; :func:`variance_cells`) of each of the
+    three discrete Laplace noises gives ``|s_q Z_c - a Z_A - b Z_B| <= |s_q L_c - a L_A - b
+    L_B| + s_q + |a| + |b|``. Each ``L`` is symmetric and log-concave, and so is the sum of
+    any two of them, so conditioned on the third, ``P(|X + c y| > x)`` does not fall as
+    ``|c y|`` grows (Anderson 1955, ``X`` the other two): the tail does not fall as ``|a|`` or
+    ``|b|`` grows. Hence, at the true ``kappa``, ``P(|R| > H) <= 2 P(L_1 + L_2 + L_3 > H -
+    s_q - a* - b*)`` with Laplace scales ``b_q``, ``a* t``, ``b* t``
+    (:func:`laplace_sum_survival` with three laws, an upper bound), inflated by the float
+    margins. No noise is summed term by term; at the pair's usual lattice (``t`` about
+    ``2^44`` steps) the margin costs nothing, and it is certified at any ``t``."""
+    u, w = float(pair[0]), float(pair[1])
+    d = w - u
+    ls = lam * s_t
+    k_a, k_b = kappa
+    a_ends = [(k_a + ls * u) / d, (k_b + ls * u) / d]
+    b_ends = [(k_a + ls * w) / d, (k_b + ls * w) / d]
+    a_star = np.maximum(np.abs(a_ends[0]), np.abs(a_ends[1])) * (1.0 + 1e-12)
+    b_star = np.maximum(np.abs(b_ends[0]), np.abs(b_ends[1])) * (1.0 + 1e-12)
+    margin = (s_q + a_star + b_star) * (1.0 + 1e-12)
+    ba, bb = a_star * t, b_star * t
+
+    def tails(h: FloatArray, rows: npt.NDArray[np.intp]) -> FloatArray:
+        y = h - margin[rows]
+        one = laplace_sum_survival(b_q, ba[rows], y, bb[rows])
+        out = np.where(y > 0.0, np.minimum(2.0 * one, 1.0), 1.0)
+        return np.asarray(out * (1.0 + _REL) + _ABS, dtype=np.float64)
+
+    every = np.arange(lam.size)
+    hi = np.maximum(40.0 * (b_q + ba + bb) + 2.0 * margin, 1e-300)
+    while True:
+        f_hi = tails(hi, every)
+        bad = f_hi > alpha
+        if not bool(bad.any()):
+            break
+        hi = np.where(bad, hi * 2.0, hi)
+    return _illinois(tails, alpha, hi, np.log(f_hi / alpha))
+
+
 def _illinois(
     tails: Callable[[FloatArray, npt.NDArray[np.intp]], FloatArray],
     alpha: float,
@@ -578,6 +692,7 @@ def variance_cells(
     shift: float,
     alpha: float,
     q_center: float = 0.0,
+    pair: tuple[int, int] | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray] | None:
     """The variance pivot's envelope: per cell ``(mean range, variance range)`` the slope
     ``lam`` and the threshold ``H`` (real units); ``None`` where the laws cannot be read.
@@ -622,6 +737,9 @@ def variance_cells(
     normaliser is ``sigma sqrt(2 pi)`` to ``1e-300``), so any event of the pair within ``40
     sigma`` has at most ``1 + 1e-4`` times its normal probability (the mass beyond is below
     ``1e-300``); margin ``(s_q + |lam| s_t) / 2``. ``Z_N`` is summed exactly as for the mean.
+
+    The complementary pair (``pair = (u, w)``, pure sessions): ``N`` and ``T`` rebuilt from
+    the pair, ``H`` from the three Laplace laws (:func:`_pair_pivot_halfwidths`).
     """
     if nt.kind != nq.kind:
         return None
@@ -646,9 +764,14 @@ def variance_cells(
     kb = v_b + w2 - mid * mid + lam * shift - q_center
     pad = 1e-12 * (np.abs(ka) + np.abs(kb) + mu_half * mu_half + abs(v_range[1]))
     ka, kb = ka - pad, kb + pad
-    b2 = np.abs(lam) * sd[1]
-    margin = m_scale * (s_q + np.abs(lam) * s_t) * (1.0 + 1e-12)
-    hs = _pair_halfwidths(nt.kind, sd[0], b2, margin, nn, ka, kb, alpha)
+    if pair is None:
+        b2 = np.abs(lam) * sd[1]
+        margin = m_scale * (s_q + np.abs(lam) * s_t) * (1.0 + 1e-12)
+        hs = _pair_halfwidths(nt.kind, sd[0], b2, margin, nn, ka, kb, alpha)
+    else:
+        if nt.kind != "discrete_laplace" or nn != nt:
+            return None
+        hs = _pair_pivot_halfwidths(nt.scale, sd[0], s_q, s_t, pair, lam, (ka, kb), alpha)
     if hs is None:
         return None
     out = (mu_a, mu_b, v_a, v_b, hs)

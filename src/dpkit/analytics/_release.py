@@ -44,7 +44,9 @@ value computed on the data after contribution bounding and clamping):
   in Fieller's mean interval at ``alpha / 20``: at level ``1 - alpha`` and close to it unless
   clipped to ``[0, ((upper - lower)/2)^2]``. (Where the laws cannot be read, each of ``Q', T,
   N`` at ``1 - alpha/3``, extremes over the box.) A std beside a variance of the same column
-  and bounds is the square root of that variance's release (the same noisy values).
+  and bounds is the square root of that variance's release (the same noisy values). A pure
+  variance released from the complementary pair reads ``N`` and ``T`` from the pair
+  (:func:`pair_count_and_sum`) and pins the mean by the pair's interval; the pivot is the same.
 * quantiles: the exponential mechanism's output (one joint selection of a statistic's levels),
   each lower level clipped to the levels above it. With ``interval_share``, an interval from two
   more selections (:class:`~dpkit.mechanisms.quantile.BinnedQuantileInterval`), each estimate
@@ -748,12 +750,13 @@ def _complement_pair(
     return cp, [v[0] for v in cache[key_a]], [v[0] for v in cache[key_b]]
 
 
-def _complement_desc(cp: Complement) -> dict[str, Any]:
-    """How a complementary pair was noised (the info of its mean's and sum's columns)."""
+def _complement_desc(cp: Complement, share: str = "the whole share") -> dict[str, Any]:
+    """How a complementary pair was noised (the info of its mean's and sum's columns, or a
+    variance's with its ``share``)."""
     nz = cp.noise
     return {
         "mechanism": "discrete Laplace on the sum above the lower bound and the room below "
-        "the upper bound (one vector, the whole share)",
+        f"the upper bound (one vector, {share})",
         "noise_scale": nz.scale * cp.step,
         "noise_std": nz.std * cp.step,
         "measure": "sum - lower * count, upper * count - sum",
@@ -1108,6 +1111,9 @@ def _release_values(
     if st.kind == "mean":
         _release_mean(sp, result, rows, alpha, source, data, info_cols, cache)
         return
+    if sp.complement is not None:
+        _release_pair_variance(sp, result, rows, alpha, source, data, info_cols, cache)
+        return
     lower, upper = st.bounds
     m_n, m_s = sp.measures[0], sp.measures[1]
     assert m_n.noise is not None and m_s.noise is not None
@@ -1120,71 +1126,195 @@ def _release_values(
     hn = m_n.noise.halfwidth(alpha / split)
     ht = m_s.noise.halfwidth(alpha / split)
     step = m_s.step
-    c_real = m_s.center * step
     half = (upper - lower) / 2.0
-    name = names[0]
-    est: list[float] = []
-    lo_l: list[float] = []
-    hi_l: list[float] = []
     m_q = sp.measures[2]
     assert m_q.noise is not None
+    q_noisy = _rebuilt_squares(m_q, result, rows, n_exact, n_noisy, source, cache)
+    # union bound: Q' within hq and N within hn put Q within hq + kq hn
+    hq = m_q.noise.halfwidth(alpha / split) + m_q.center * hn
+    shift = m_s.center * step - m_q.measure.center  # T is centred at c, Q at m
+    top = half * half
+    exact_ci = _variance_pivot(st, m_n, m_s, m_q, n_noisy, t_noisy, q_noisy, alpha)
+    est, lo_l, hi_l = _variance_estimates(
+        (n_noisy, t_noisy, q_noisy), (step, m_q.step), shift, top, exact_ci
+    )
+    if exact_ci is None:
+        for g in range(ngroups):
+            box = variance_box(
+                n_noisy[g], t_noisy[g], q_noisy[g], (hn, ht, hq), (step, m_q.step), shift, top
+            )
+            lo_l[g], hi_l[g] = box
+    _variance_columns(
+        sp,
+        (est, lo_l, hi_l),
+        top,
+        data,
+        info_cols,
+        {
+            "mechanism": "post-processing of "
+            + _noise_desc(m_s)["mechanism"]
+            + " count, sum and sum of squares",
+            "sum": _noise_desc(m_s),
+            "count": _noise_desc(m_n),
+            "sum_sq": _noise_desc(m_q),
+            "ci": "pivot of the count, sum and sum of squares under their joint noise law"
+            if exact_ci is not None
+            else "union bound over the three intervals at alpha/3 each",
+        },
+    )
+
+
+def _rebuilt_squares(
+    m_q: MeasurePrice,
+    result: EngineResult,
+    rows: Sequence[int | None],
+    n_exact: list[list[int]],
+    n_noisy: Sequence[float],
+    source: RandomSource,
+    cache: dict[str, list[list[int]]],
+) -> list[float]:
+    """The noisy sum of squares ``Q = Q' + kq N`` rebuilt from the noisy centred ``Q' = Q - kq
+    N`` (``kq`` the centre of ``m_q``, noised once per release and cached) and a noisy count
+    ``N`` (post-processing)."""
     q_exact = _exact_vector(result, m_q.measure.name, rows, 1)
-    # the centred Q' = Q - kq N is noised; Q = Q' + kq N is rebuilt from the noisy values
     kq = m_q.center
     qc_exact = [[q[0] - kq * n[0]] for q, n in zip(q_exact, n_exact, strict=True)]
     qc_noisy = [v[0] for v in _noisy(m_q, qc_exact, source, cache)]
-    q_noisy = [qc + kq * nn for qc, nn in zip(qc_noisy, n_noisy, strict=True)]
-    # union bound: Q' within hq and N within hn put Q within hq + kq hn
-    hq = m_q.noise.halfwidth(alpha / split) + kq * hn
-    shift = c_real - m_q.measure.center  # T is centred at c_real, Q at m
-    top = half * half
-    exact_ci = _variance_pivot(st, m_n, m_s, m_q, n_noisy, t_noisy, q_noisy, alpha)
-    for g in range(ngroups):
-        nn, tt, qq = n_noisy[g], t_noisy[g], q_noisy[g]
+    return [qc + kq * nn for qc, nn in zip(qc_noisy, n_noisy, strict=True)]
+
+
+def _variance_estimates(
+    noisy: tuple[Sequence[float], Sequence[float], Sequence[float]],
+    steps: tuple[float, float],
+    shift: float,
+    top: float,
+    exact_ci: tuple[Any, Any, Any] | None,
+) -> tuple[list[float], list[float], list[float]]:
+    """Per group the variance ``s_q Q / N - (s_t T / N + shift)^2`` (0 when ``N < 1``) within
+    ``[0, top]`` and the pivot's interval ends (each within ``[0, top]``; the estimate where
+    the set is empty, probability at most alpha); without a pivot (``exact_ci`` None) the
+    ends are left at 0 for the caller's union bound."""
+    s_t, s_q = steps
+    est: list[float] = []
+    lo_l: list[float] = []
+    hi_l: list[float] = []
+    for g, (nn, tt, qq) in enumerate(zip(*noisy, strict=True)):
         if nn >= 1:
-            md = tt * step / nn + shift
-            v = qq * m_q.step / nn - md * md
+            md = tt * s_t / nn + shift
+            v = qq * s_q / nn - md * md
         else:
             v = 0.0
         est.append(min(max(v, 0.0), top))
-        if exact_ci is not None:  # the pivot of (N, T, Q) under the noises' joint law
-            v_lo, v_hi, found = exact_ci
-            if not found[g]:  # the set is empty (probability <= alpha): the estimate
-                lo_l.append(est[-1])
-                hi_l.append(est[-1])
-            else:
-                lo_l.append(min(max(float(v_lo[g]), 0.0), top))
-                hi_l.append(min(max(float(v_hi[g]), 0.0), top))
+        if exact_ci is None:
+            lo_l.append(0.0)
+            hi_l.append(0.0)
             continue
-        box = variance_box(nn, tt, qq, (hn, ht, hq), (step, m_q.step), shift, top)
-        lo_l.append(box[0])
-        hi_l.append(box[1])
-    for g in range(ngroups):  # post-processing: each estimate inside its own interval
-        est[g] = min(max(est[g], lo_l[g]), hi_l[g])
+        v_lo, v_hi, found = exact_ci
+        if not found[g]:
+            lo_l.append(est[-1])
+            hi_l.append(est[-1])
+        else:
+            lo_l.append(min(max(float(v_lo[g]), 0.0), top))
+            hi_l.append(min(max(float(v_hi[g]), 0.0), top))
+    return est, lo_l, hi_l
+
+
+def _variance_columns(
+    sp: StatPrice,
+    values: tuple[list[float], list[float], list[float]],
+    top: float,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    info: dict[str, Any],
+) -> None:
+    """A variance's (std's: the square roots) estimate and interval columns and its info, each
+    estimate moved inside its own interval (post-processing)."""
+    est, lo_l, hi_l = values
+    est = [min(max(e, a), b) for e, a, b in zip(est, lo_l, hi_l, strict=True)]
     flags = _noise_flags(lo_l, hi_l, top)
-    if st.kind == "std":
+    if sp.stat.kind == "std":
         est = [math.sqrt(v) for v in est]
         lo_l = [math.sqrt(v) for v in lo_l]
         hi_l = [math.sqrt(v) for v in hi_l]
+    name = stat_columns(sp)[0]
     data[name], data[f"{name}_low"], data[f"{name}_high"] = est, lo_l, hi_l
-    info_cols[name] = {
-        "mechanism": "post-processing of "
-        + _noise_desc(m_s)["mechanism"]
-        + " count, sum and sum of squares",
-        "sum": _noise_desc(m_s),
-        "count": _noise_desc(m_n),
-        "sum_sq": _noise_desc(m_q),
-        "mostly_noise": flags,
-        "ci": "pivot of the count, sum and sum of squares under their joint noise law"
-        if exact_ci is not None
-        else "union bound over the three intervals at alpha/3 each",
-    }
+    info_cols[name] = {**info, "mostly_noise": flags}
+
+
+def pair_count_and_sum(
+    cp: Complement, a: Sequence[int], b: Sequence[int]
+) -> tuple[list[float], list[float]]:
+    """Per group the count ``N' = (A' + B') / (hi - lo)`` and the sum centred at the middle
+    ``c = floor((lo + hi) / 2)`` of the pair's lattice bounds, ``T' = ((hi - c) B' + (lo - c)
+    A') / (hi - lo)`` (steps), from the complementary pair's noisy ``A'``, ``B'``: exactly
+    ``N`` and ``S - c N`` before noise (``A + B = (hi - lo) N``, ``hi B + lo A = (hi - lo)
+    S``), each rounded once to a double."""
+    span = cp.hi - cp.lo
+    c = (cp.lo + cp.hi) // 2
+    n_noisy = [float(Fraction(x + y, span)) for x, y in zip(a, b, strict=True)]
+    t_noisy = [
+        float(Fraction((cp.hi - c) * y + (cp.lo - c) * x, span)) for x, y in zip(a, b, strict=True)
+    ]
+    return n_noisy, t_noisy
+
+
+def _release_pair_variance(
+    sp: StatPrice,
+    result: EngineResult,
+    rows: list[int | None],
+    alpha: float,
+    source: RandomSource,
+    data: dict[str, Any],
+    info_cols: dict[str, dict[str, Any]],
+    cache: dict[str, list[list[int]]],
+) -> None:
+    """A variance (std) from the complementary pair and the centred sum of squares
+    (:func:`~dpkit.analytics._pricing.variance_pair_dominates`): ``N = (A' + B') / (hi - lo)``,
+    the sum centred at the middle ``c`` of the lattice bounds ``T = ((hi - c) B' + (lo - c)
+    A') / (hi - lo)`` (both exact before noise) and ``Q = Q' + kq N``; the estimate and the
+    pivot's interval are the three measures' (:func:`_variance_estimates`,
+    :func:`_variance_pivot` with the pair's laws)."""
+    st = sp.stat
+    assert isinstance(st.bounds, tuple)
+    lower, upper = st.bounds
+    cp, a, b = _complement_pair(sp, result, rows, source, cache)
+    n_noisy, t_noisy = pair_count_and_sum(cp, a, b)
+    c = (cp.lo + cp.hi) // 2
+    m_n, m_q = sp.measures[0], sp.measures[2]
+    assert m_q.noise is not None
+    n_exact = _exact_vector(result, m_n.measure.name, rows, 1)
+    q_noisy = _rebuilt_squares(m_q, result, rows, n_exact, n_noisy, source, cache)
+    half = (upper - lower) / 2.0
+    top = half * half
+    shift = c * cp.step - m_q.measure.center
+    exact_ci = _variance_pivot(
+        st, m_n, sp.measures[1], m_q, n_noisy, t_noisy, q_noisy, alpha, pair=(cp, a, b)
+    )
+    est, lo_l, hi_l = _variance_estimates(
+        (n_noisy, t_noisy, q_noisy), (cp.step, m_q.step), shift, top, exact_ci
+    )
+    if exact_ci is None:  # pragma: no cover - a discrete Laplace pair is always read
+        lo_l, hi_l = [0.0] * len(est), [top] * len(est)
+    _variance_columns(
+        sp,
+        (est, lo_l, hi_l),
+        top,
+        data,
+        info_cols,
+        {
+            "mechanism": "post-processing of the complementary pair and the discrete Laplace "
+            "centred sum of squares",
+            "pair": _complement_desc(cp, "its part of the share"),
+            "sum_sq": _noise_desc(m_q),
+            "ci": "pivot of the pair and the sum of squares under their joint noise law",
+        },
+    )
 
 
 def variance_box(
     nn: int,
     tt: int,
-    qq: int,
+    qq: float,
     halfwidths: tuple[int, int, int],
     steps: tuple[float, float],
     shift: float,
@@ -1212,10 +1342,12 @@ def _variance_pivot(
     m_n: MeasurePrice,
     m_s: MeasurePrice,
     m_q: MeasurePrice,
-    n_noisy: list[int],
-    t_noisy: list[int],
-    q_noisy: list[int],
+    n_noisy: Sequence[float],
+    t_noisy: Sequence[float],
+    q_noisy: Sequence[float],
     alpha: float,
+    *,
+    pair: tuple[Complement, list[int], list[int]] | None = None,
 ) -> tuple[Any, Any, Any] | None:
     """The variance intervals at level ``1 - alpha`` from the pivot of
     :func:`~dpkit.analytics._intervals.variance_cells`, or ``None`` (the union bound stays).
@@ -1228,25 +1360,51 @@ def _variance_pivot(
     mu_int^2`` of the exact integers; the bounded statistic ``v`` differs by at most ``Delta
     = s_q + s_t (2 h + s_t)`` plus ``4 h^2 2^-52`` (each row's floor lowers its value by less
     than a step ``s_t``, its square by less than ``s_q``; the square is a rounded double), so
-    the ranges of the cells are widened by ``2 Delta`` and the ends by ``Delta``."""
+    the ranges of the cells are widened by ``2 Delta`` and the ends by ``Delta``.
+
+    ``pair``: the complementary pair and its noisy ``(A', B')`` per group, from which
+    ``n_noisy`` and ``t_noisy`` (centred at the middle ``c`` of the pair's lattice bounds)
+    were rebuilt; the mean is then pinned by the pair's own Fieller-type interval
+    (:func:`~dpkit.analytics._intervals.complement_mean_intervals`, widened by four steps on
+    each side for the floats, as the mean's release does) and the pivot read with the pair's
+    laws (:func:`~dpkit.analytics._intervals.variance_cells` with ``pair``)."""
     from dpkit.analytics._intervals import VAR_MEAN_ALPHA, variance_cells, variance_intervals
 
-    assert isinstance(st.bounds, tuple) and m_n.noise and m_s.noise and m_q.noise
+    assert isinstance(st.bounds, tuple) and m_q.noise
     lower, upper = st.bounds
     half = (upper - lower) / 2.0
-    s_t, s_q = m_s.step, m_q.step
-    shift = m_s.center * s_t - m_q.measure.center
+    s_q = m_q.step
     q_center = m_q.center * s_q  # Q = Q' + kq N: the pivot's count noise gains kq s_q Z_N
-    delta = s_q + s_t * (2.0 * half + s_t) + 4.0 * half * half * 2.0**-52
     a_mean = alpha * VAR_MEAN_ALPHA
-    k_bits = m_s.measure.frac_bits
-    r_lo = math.floor(Fraction(lower) * 2**k_bits) - m_s.center
-    r_hi = math.floor(Fraction(upper) * 2**k_bits) - m_s.center
-    mcells = ratio_cells(m_s.noise, m_n.noise, float(r_lo), float(r_hi), a_mean)
+    tt = np.array(t_noisy, dtype=np.float64)
+    nn = np.array(n_noisy, dtype=np.float64)
+    if pair is not None:
+        cp, a, b = pair
+        s_t, c = cp.step, (cp.lo + cp.hi) // 2
+        nt = nn_law = cp.noise
+        offsets: tuple[int, int] | None = (cp.lo - c, cp.hi - c)
+        low, high, found_m = complement_mean_intervals(
+            cp.noise, np.array(a, dtype=np.float64), np.array(b, dtype=np.float64),
+            cp.lo, cp.hi, a_mean,
+        )  # fmt: skip
+        r_a, r_b = low - 4.0 - c, high + 4.0 - c
+    else:
+        assert m_n.noise and m_s.noise
+        s_t, c = m_s.step, m_s.center
+        nt, nn_law, offsets = m_s.noise, m_n.noise, None
+        k_bits = m_s.measure.frac_bits
+        r_lo = math.floor(Fraction(lower) * 2**k_bits) - c
+        r_hi = math.floor(Fraction(upper) * 2**k_bits) - c
+        mcells = ratio_cells(nt, nn_law, float(r_lo), float(r_hi), a_mean)
+        if mcells is None:
+            return None
+        r_a, r_b, found_m = ratio_intervals(tt, nn, mcells)
+    shift = c * s_t - m_q.measure.center
+    delta = s_q + s_t * (2.0 * half + s_t) + 4.0 * half * half * 2.0**-52
     vcells = variance_cells(
-        m_s.noise,
+        nt,
         m_q.noise,
-        m_n.noise,
+        nn_law,
         s_t,
         s_q,
         half + 2.0 * s_t + abs(shift),
@@ -1254,12 +1412,10 @@ def _variance_pivot(
         shift,
         alpha - a_mean,
         q_center,
+        offsets,
     )
-    if mcells is None or vcells is None:
+    if vcells is None:
         return None
-    tt = np.array(t_noisy, dtype=np.float64)
-    nn = np.array(n_noisy, dtype=np.float64)
-    r_a, r_b, found_m = ratio_intervals(tt, nn, mcells)
     mu_lo = np.where(found_m, r_a * s_t + shift, np.nan)
     mu_hi = np.where(found_m, r_b * s_t + shift, np.nan)
     qq = np.array(q_noisy, dtype=np.float64)

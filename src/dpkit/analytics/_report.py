@@ -191,9 +191,10 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                     0.0,
                 )
             if sp.complement is not None:
+                what = "sum" if sp.stat.kind == "sum" else "values"
                 row(
                     sp.name,
-                    f"sum (from {sp.shared_with}'s complementary pair)",
+                    f"{what} (from {sp.shared_with}'s complementary pair)",
                     "discrete Laplace",
                     nan,
                     nan,
@@ -212,7 +213,9 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 )
             continue
         cp = sp.complement
-        if cp is not None:  # one vector mechanism on both sums, at the whole part
+        first = 0  # the index in sp.split of the first noisy measure
+        if cp is not None:  # one vector mechanism on both sums, at the whole part (a
+            # variance's: its split's first part, its squares the rest)
             row(
                 sp.name,
                 "sum - lower * count and upper * count - sum",
@@ -220,9 +223,11 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
                 cp.noise.scale * cp.step,
                 cp.noise.std * cp.step,
                 cp.noise.halfwidth(alpha) * cp.step,
-                part,
+                part * (sp.split[0] if noisy else 1.0),
             )
-            continue
+            if not noisy:
+                continue
+            first = 1
         if not noisy:  # quantiles: exponential mechanisms, no additive noise
             row(sp.name, "quantiles", "exponential mechanism", nan, nan, nan, part)
             continue
@@ -232,7 +237,7 @@ def summary_frame(pricing: Pricing, query: Any) -> Any:
         main = pl.main / sp.epsilon if pl is not None and sp.epsilon > 0.0 else 1.0
         for i, mp in enumerate(noisy):
             assert mp.noise is not None
-            each = sp.split[i] if sp.split else 1.0 / len(noisy)
+            each = sp.split[first + i] if sp.split else 1.0 / len(noisy)
             row(
                 sp.name,
                 mp.measure.kind,
