@@ -41,15 +41,17 @@ from dpkit.analytics.engines._compiler import (
     DUCKDB_MD5,
     CompiledQuery,
     DialectProfile,
+    OutputMeasure,
     PlanError,
     compile_plan,
     refuse_mixed_file_types,
     source_sql,
 )
+from dpkit.analytics.engines._compiler.nodes import P
 from dpkit.analytics.engines._protocol import Checked, EngineError
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-__all__ = ["DuckDBEngine", "EngineError"]
+__all__ = ["DuckDBEngine", "EngineError", "SharedRanking"]
 
 
 def _frame_to_scannable(frame: Any) -> Any:
@@ -611,6 +613,42 @@ class DuckDBEngine:
             ) from None
         return Checked(plan=plan, run=lambda: self.execute_compiled(compiled))
 
+    def share_ranking(self, release: Plan, contributions: Plan) -> SharedRanking | None:
+        """One ranking of the rows for a planned query's contribution step and its release
+        (see :class:`SharedRanking`), or None where it does not apply: a connection passed in,
+        a plan without a privacy unit, a ``contributions`` plan that is not the per-unit
+        histograms (``unit_grid``) of the same rows (source, filters, public joins, buckets,
+        derived columns) grouped by the unit and then ``release``'s group columns, or a
+        statement not of the usual shape. Decided by the plans and the schema only (public);
+        compiles ``release`` (whose salt is the one its ranking uses), reads no row."""
+        unit = release.bound.privacy_unit
+        grid = contributions.aggregate.unit_grid
+        same_rows = all(
+            getattr(release, f) == getattr(contributions, f)
+            for f in ("source", "filters", "joins", "buckets", "derived")
+        )
+        if (
+            not self._own
+            or unit is None
+            or not grid
+            or not same_rows
+            or contributions.bound.privacy_unit != unit
+            or contributions.aggregate.group_by != (unit, *release.aggregate.group_by)
+        ):
+            return None
+        schema = self.columns(release.source)
+        compiled = compile_plan(
+            release,
+            schema,
+            self.profile,
+            registered=frozenset(self._registered),
+            join_schemas=self._join_columns(release),
+        )
+        prefix = _ranked_prefix(compiled.sql)
+        if prefix is None:
+            return None
+        return SharedRanking(self, prefix, tuple(grid))
+
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
         return self.execute_compiled(self.compile(plan))
@@ -623,6 +661,141 @@ class DuckDBEngine:
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
             raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
         return decode(compiled, rows)
+
+
+#: Where a compiled statement's ranked rows end and its kept rows begin.
+_S0 = ", " + P + "s0 AS ("
+#: The row hashes: only the window's order reads them, so the shared ranking leaves them out.
+_HASHES = (P + "hk", P + "hr")
+
+
+def _ranked_prefix(sql: str) -> str | None:
+    """The ``WITH`` clause of ``sql`` up to and including its ``ranked`` CTE (the rows, their
+    salted hashes and their ranks), or None when the statement is not of that shape."""
+    at = sql.find(_S0)
+    if (
+        at < 0
+        or sql.count(_S0) != 1
+        or not sql.startswith("WITH " + P + "src AS (")
+        or (", " + P + "ranked AS (") not in sql[:at]
+    ):
+        return None
+    return sql[:at]
+
+
+class SharedRanking:
+    """The rows of a planned query ranked once, for its contribution step and its release.
+
+    A planned query runs three statements: the per-unit contribution histograms (every row
+    counted by unit and group), the value histogram at the chosen rows per unit, and the
+    release at the chosen bounds. The release ranks each unit's rows by its salted hashes
+    (one window sort, :mod:`.bounding`); which rows it keeps depends on the bounds, but the
+    ranks do not: they depend on the rows and the release's salt only. So the ranked rows
+    (keys, unit, measured columns, ``rn``, ``gr``, ``g``; not the hashes) are written once
+    into a temporary table of the engine's own connection, on a cursor of this object's own,
+    when the contribution step first needs them; both steps then read that table instead of
+    the source:
+
+    * the contribution histograms: per unit, its number of groups ``g`` is the largest
+      ``DENSE_RANK`` of its groups (ranked by ``(hk, keys)``, and ``hk`` is a function of the
+      unit and the keys, so distinct ranks are distinct groups), and its largest number of
+      rows in one group is the largest ``rn - gr + 1`` (``gr = RANK()`` is the position of the
+      group's first row in the same order); the bins are those of the contribution plan
+      (:mod:`._compiler.contributions`), the counts identical to its statement's (none of them
+      depends on the salt);
+    * the release: its statement with the CTEs up to ``ranked`` replaced by the table, when
+      its text up to there is the one ranked (the same rows, columns and salt) and the rest
+      reads nothing the table leaves out; else its whole statement, as before.
+
+    Nothing released changes: the same exact integers reach the same noise. The value
+    histogram keeps its own statement (its rows are ranked by another salt and without the
+    groups). :meth:`close` drops the table."""
+
+    def __init__(self, engine: DuckDBEngine, prefix: str, grid: tuple[int, ...]) -> None:
+        import secrets
+
+        self._engine = engine
+        self._prefix = prefix
+        self._grid = grid
+        self._table = f"{P}ranked_{secrets.token_hex(8)}"
+        self._cursor: Any = None
+
+    def statement(self, sql: str) -> list[Any]:
+        """All rows of ``sql`` on this object's cursor (made, with every registered frame, on
+        first use: a registration elsewhere, which replaces the thread cursors, leaves it)."""
+        if self._cursor is None:
+            engine = self._engine
+            with engine._lock:
+                cursor = engine._base.cursor()
+                for name, obj in engine._registered.items():
+                    cursor.register(name, obj)
+            self._cursor = cursor
+        rows: list[Any] = self._cursor.execute(sql).fetchall()
+        return rows
+
+    def _materialise(self) -> None:
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        hashes = ", ".join(f'"{h}"' for h in _HASHES)
+        self.statement(
+            f"CREATE TEMPORARY TABLE {table} AS {self._prefix} "
+            f"SELECT * EXCLUDE ({hashes}) FROM {P}ranked"
+        )
+
+    def contributions(self) -> EngineResult:
+        """The contribution plan's result (the per-unit histograms over the grid), read from
+        the ranked rows (ranked here, once)."""
+        self._materialise()
+        grid = self._grid
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        items: list[str] = []
+        measures: list[OutputMeasure] = []
+        for tag, col in (("groups", P + "g"), ("rows", P + "m")):
+            for i, lo in enumerate(grid):
+                cond = f'"{col}" >= {lo}'
+                if i + 1 < len(grid):
+                    cond += f' AND "{col}" < {grid[i + 1]}'
+                out = f"{P}{tag}{i}"
+                items.append(f'COALESCE(SUM(CASE WHEN {cond} THEN 1 ELSE 0 END), 0) AS "{out}"')
+                measures.append(OutputMeasure(name=f"{tag}:{i}", kind="rows", column=out))
+        per_unit = (
+            f'SELECT MAX("{P}g") AS "{P}g", MAX("{P}rn" - "{P}gr" + 1) AS "{P}m" '
+            f'FROM {table} GROUP BY "{P}u"'
+        )
+        sql = f'SELECT {", ".join(items)} FROM ({per_unit}) AS "{P}unit"'
+        compiled = CompiledQuery(
+            sql=sql, key_columns=(), measures=tuple(measures), global_group=True
+        )
+        return decode(compiled, self.statement(sql))
+
+    def release(self, plan: Plan) -> EngineResult:
+        """``plan`` (the release) run on the ranked rows when its statement ranks the same
+        rows with the same salt (see the class doc), else as a statement of its own."""
+        engine = self._engine
+        compiled = engine.compile(plan)
+        sql = compiled.sql
+        rest = sql[len(self._prefix) :]
+        if (
+            not sql.startswith(self._prefix)
+            or not rest.startswith(_S0)
+            or any(name in rest for name in (P + "src", P + "rows", *_HASHES))
+        ):
+            return engine.execute_compiled(compiled)
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        shared = f"WITH {P}ranked AS (SELECT * FROM {table}){rest}"
+        return decode(compiled, self.statement(shared))
+
+    def close(self) -> None:
+        """Drop the table (if made) and close the cursor."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is None:
+            return
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        try:
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        except Exception:  # pragma: no cover - closing the cursor drops its temporary tables
+            pass
+        finally:
+            cursor.close()
 
 
 #: Shapes of statements kept per engine (the oldest is dropped first).
