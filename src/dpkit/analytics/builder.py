@@ -242,6 +242,10 @@ class PreparedQuery:
         plan = dataclasses.replace(self.plan, bound=dataclasses.replace(self.plan.bound, salt=salt))
         return dataclasses.replace(self, plan=plan)
 
+    def with_fresh_release_salt(self, source: RandomSource | None = None) -> PreparedQuery:
+        """:meth:`with_release_salt` with a fresh secret salt drawn from ``source``."""
+        return self.with_release_salt(_fresh_salt(resolve_source(source)))
+
     def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
         """The same priced query with a fresh secret salt in each of its plans, drawn from
         ``source``: what :meth:`Query.prepare` with the same arguments returns, without

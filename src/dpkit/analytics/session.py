@@ -46,7 +46,7 @@ from dpkit.analytics.alerts import (
     check_alert_name,
     prepare_for_alert,
 )
-from dpkit.analytics.builder import PreparedQuery, PublicTable, Query, _fresh_salt
+from dpkit.analytics.builder import PreparedQuery, PublicTable, Query
 from dpkit.analytics.engines._protocol import Engine, EngineError, as_engine, column_types
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.events import Neighbouring
@@ -347,24 +347,30 @@ class Session:
         # A planned query's release salt is drawn before the charge, so the engine may rank
         # the release's rows once for the contribution step and the release (see
         # _shared_ranking); decided from the plans alone, before anything is charged.
-        salt = _fresh_salt(self.source_of_randomness) if prepared.planned else None
-        shared = self._shared_ranking(prepared, salt)
+        salted = (
+            prepared.with_fresh_release_salt(self.source_of_randomness)
+            if prepared.planned
+            else None
+        )
+        salt = None if salted is None else salted.plan.bound.salt
+        shared = self._shared_ranking(salted)
         try:
             return self._run_charged(prepared, charged, checked, salt, shared, output, metadata)
         finally:
             if shared is not None:
                 shared.close()
 
-    def _shared_ranking(self, prepared: PreparedQuery, salt: int | None) -> Any:
+    def _shared_ranking(self, salted: PreparedQuery | None) -> Any:
         """The engine's one ranking of a planned query's rows for its contribution step and
-        its release (:meth:`~dpkit.analytics.engines.duckdb.DuckDBEngine.share_ranking`), at
-        the release's ``salt``; None for other queries, other engines, or where it does not
-        apply. Public: the plans and the schema decide it; called before the charge."""
+        its release (:meth:`~dpkit.analytics.engines.duckdb.DuckDBEngine.share_ranking`),
+        ``salted`` the query with its release salt; None for other queries, other engines, or
+        where it does not apply. Public: the plans and the schema decide it; called before
+        the charge."""
         share = getattr(self._engine, "share_ranking", None)
-        if share is None or salt is None or prepared.contribution_plan is None:
+        if share is None or salted is None or salted.contribution_plan is None:
             return None
         try:
-            return share(prepared.with_release_salt(salt).plan, prepared.contribution_plan)
+            return share(salted.plan, salted.contribution_plan)
         except Exception:  # the statements of their own then, as they were checked
             return None
 
