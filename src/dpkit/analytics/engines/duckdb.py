@@ -712,12 +712,13 @@ class SharedRanking:
     groups). :meth:`close` drops the table."""
 
     def __init__(self, engine: DuckDBEngine, prefix: str, grid: tuple[int, ...]) -> None:
-        import secrets
+        from dpkit.noise import resolve_source
 
         self._engine = engine
         self._prefix = prefix
         self._grid = grid
-        self._table = f"{P}ranked_{secrets.token_hex(8)}"
+        # a name no other query's table has (queries of several threads share the database)
+        self._table = f"{P}ranked_{resolve_source(None).bytes(8).hex()}"
         self._cursor: Any = None
 
     def statement(self, sql: str) -> list[Any]:
