@@ -85,6 +85,11 @@ def _queries(s: Any) -> dict[str, Any]:
         .group_by("g", "h", keys=[(g, h) for g in keys for h in (0, 1)])
         .agg(n=dpa.count(), m=dpa.mean("x", bounds=(0.0, 100.0))),
         "no group column": s.query().agg(n=dpa.count(), t=dpa.sum("x", bounds="auto")),
+        "a bucket and a derived column": s.query()
+        .bucket("band", [("x < 20", "low"), ("x < 60", "mid")], default="high")
+        .derive("y", "x * 2 + h", bounds=(-50.0, 250.0))
+        .group_by("band", keys=["low", "mid", "high"])
+        .agg(n=dpa.count(), t=dpa.sum("y", bounds="auto"), m=dpa.mean("y", bounds="auto")),
     }
 
 
@@ -95,6 +100,7 @@ def _queries(s: Any) -> dict[str, Any]:
         "fixed bounds, partition selection",
         "two group columns, a filter",
         "no group column",
+        "a bucket and a derived column",
     ],
 )
 @pytest.mark.parametrize(("nulls", "delta"), [(True, 0.0), (False, 0.0), (True, 1e-6)])
@@ -173,3 +179,51 @@ def test_a_connection_passed_in_ranks_in_separate_statements() -> None:
     assert prepared.contribution_plan is not None
     assert engine.share_ranking(prepared.plan, prepared.contribution_plan) is None
     assert isinstance(duck.SharedRanking, type)
+
+
+def test_companion_a_table_ranked_at_another_salt_changes_the_release(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Companion: the equality above has teeth. A table ranked at another salt than the
+    release's, read without the check that the release ranks the same rows, keeps other rows,
+    and the frame differs from the separate statements' (the check refuses that table: with
+    it, the release runs its own statement)."""
+    import dataclasses
+
+    def at_other_salt(self: Any, release: Any, contributions: Any) -> Any:
+        bound = dataclasses.replace(release.bound, salt=release.bound.salt + 1)
+        return real(self, dataclasses.replace(release, bound=bound), contributions)
+
+    def unchecked(self: Any, plan: Any) -> Any:
+        compiled = self._engine.compile(plan)
+        rest = compiled.sql[compiled.sql.index(duck._S0) :]
+        table = f'"{self._table}"'
+        return duck.decode(
+            compiled, self.statement(f"WITH __dpk_ranked AS (SELECT * FROM {table}){rest}")
+        )
+
+    # a tenth of the units hold 40 rows each over every group: the planned bounds cut them,
+    # so which of their rows are kept depends on the salt
+    rng = np.random.default_rng(6)  # test data only
+    heavy = [
+        (f"h{u}", f"g{int(rng.integers(6))}", 0, float(rng.normal(60.0, 30.0)))
+        for u in range(150)
+        for _ in range(40)
+    ]
+    light = [
+        (f"u{u}", f"g{int(rng.integers(6))}", 0, float(rng.normal(30.0, 10.0))) for u in range(1350)
+    ]
+    d = pd.DataFrame(heavy + light, columns=["uid", "g", "h", "x"])
+    s, _ = _session(d, shared=False)
+    separate = _queries(s)["auto bounds, public keys"].run(epsilon=20.0)
+    real = DuckDBEngine.share_ranking
+    monkeypatch.setattr(DuckDBEngine, "share_ranking", at_other_salt)
+    checked = _queries(seeded_session(d, DuckDBEngine(threads=1), Budget(epsilon=100.0)))[
+        "auto bounds, public keys"
+    ].run(epsilon=20.0)
+    pd.testing.assert_frame_equal(checked, separate)
+    monkeypatch.setattr(duck.SharedRanking, "release", unchecked)
+    broken = _queries(seeded_session(d, DuckDBEngine(threads=1), Budget(epsilon=100.0)))[
+        "auto bounds, public keys"
+    ].run(epsilon=20.0)
+    assert not broken.equals(separate)
