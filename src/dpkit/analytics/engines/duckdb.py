@@ -686,9 +686,9 @@ def _ranked_prefix(sql: str) -> str | None:
 class SharedRanking:
     """The rows of a planned query ranked once, for its contribution step and its release.
 
-    A planned query runs three statements: the per-unit contribution histograms (every row
-    counted by unit and group), the value histogram at the chosen rows per unit, and the
-    release at the chosen bounds. The release ranks each unit's rows by its salted hashes
+    A planned query has three steps that read the rows: the per-unit contribution histograms
+    (every row counted by unit and group), the value histogram at the chosen rows per unit,
+    and the release at the chosen bounds. The release ranks each unit's rows by its salted hashes
     (one window sort, :mod:`.bounding`); which rows it keeps depends on the bounds, but the
     ranks do not: they depend on the rows and the release's salt only. So the ranked rows
     (keys, unit, measured columns, ``rn``, ``gr``, ``g``; not the hashes) are written once
