@@ -395,6 +395,7 @@ class Session:
             raise query_refusal(prepared.pricing, charged, exc) from exc
         plan: dict[str, Any] = {}
         run_release = self._engine.execute if shared is None else shared.release
+        run_values = self._engine.execute if shared is None else shared.values
         if prepared.planned:
             # The contribution step (its cost is in the charge), then the release priced at
             # the chosen bounds; its plans differ from the checked ones only by the bounds,
@@ -405,7 +406,7 @@ class Session:
             assert salt is not None  # drawn for every planned query
             prepared = prepared.with_release_salt(salt)
             checked = [
-                (lambda p=p: self._engine.execute(p))  # type: ignore[misc]
+                (lambda p=p: run_values(p))  # type: ignore[misc]
                 for p in (prepared.bounds_plan,)
                 if p is not None
             ]

@@ -623,10 +623,7 @@ class DuckDBEngine:
         compiles ``release`` (whose salt is the one its ranking uses), reads no row."""
         unit = release.bound.privacy_unit
         grid = contributions.aggregate.unit_grid
-        same_rows = all(
-            getattr(release, f) == getattr(contributions, f)
-            for f in ("source", "filters", "joins", "buckets", "derived")
-        )
+        same_rows = all(getattr(release, f) == getattr(contributions, f) for f in _ROWS)
         if (
             not self._own
             or unit is None
@@ -647,7 +644,7 @@ class DuckDBEngine:
         prefix = _ranked_prefix(compiled.sql)
         if prefix is None:
             return None
-        return SharedRanking(self, prefix, tuple(grid))
+        return SharedRanking(self, prefix, tuple(grid), release)
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
@@ -667,6 +664,20 @@ class DuckDBEngine:
 _S0 = ", " + P + "s0 AS ("
 #: The row hashes: only the window's order reads them, so the shared ranking leaves them out.
 _HASHES = (P + "hk", P + "hr")
+
+
+#: The plan fields that decide which rows a statement ranks (with the privacy unit).
+_ROWS = ("source", "filters", "joins", "buckets", "derived")
+
+
+def _measured(plan: Plan) -> set[object]:
+    """The columns ``plan``'s measures read values from (as the plan names them)."""
+    return {
+        part.column
+        for m in plan.aggregate.measures
+        if m.kind not in ("rows", "units")
+        for part in (m.parts if m.kind == "cell_counts" else (m,))
+    }
 
 
 def _ranked_prefix(sql: str) -> str | None:
@@ -703,23 +714,33 @@ class SharedRanking:
       group's first row in the same order); the bins are those of the contribution plan
       (:mod:`._compiler.contributions`), the counts identical to its statement's (none of them
       depends on the salt);
+    * the value histogram (``bounds="auto"``, :meth:`values`): each unit's first ``R`` rows
+      in the release's order (``rn <= R``) instead of ``R`` rows ranked by a salt of its own
+      across the groups: the same number of rows per unit, so the same sensitivity, noise
+      and charge; another sample of them, so not the same counts for the same seed (the
+      privacy argument is in :meth:`values`);
     * the release: its statement with the CTEs up to ``ranked`` replaced by the table, when
       its text up to there is the one ranked (the same rows, columns and salt) and the rest
       reads nothing the table leaves out; else its whole statement, as before.
 
-    Nothing released changes: the same exact integers reach the same noise. The value
-    histogram keeps its own statement (its rows are ranked by another salt and without the
-    groups). :meth:`close` drops the table."""
+    The contribution histograms and the release are unchanged: the same exact integers reach
+    the same noise. Each step falls back to its own statement where the table does not fit
+    (decided by the plans and the compiled text, never by the data). :meth:`close` drops the
+    table."""
 
-    def __init__(self, engine: DuckDBEngine, prefix: str, grid: tuple[int, ...]) -> None:
+    def __init__(
+        self, engine: DuckDBEngine, prefix: str, grid: tuple[int, ...], release: Plan
+    ) -> None:
         from dpkit.noise import resolve_source
 
         self._engine = engine
         self._prefix = prefix
         self._grid = grid
+        self._release = release
         # a name no other query's table has (queries of several threads share the database)
         self._table = f"{P}ranked_{resolve_source(None).bytes(8).hex()}"
         self._cursor: Any = None
+        self._made = False
 
     def statement(self, sql: str) -> list[Any]:
         """All rows of ``sql`` on this object's cursor (made, with every registered frame, on
@@ -741,6 +762,7 @@ class SharedRanking:
             f"CREATE TEMPORARY TABLE {table} AS {self._prefix} "
             f"SELECT * EXCLUDE ({hashes}) FROM {P}ranked"
         )
+        self._made = True
 
     def contributions(self) -> EngineResult:
         """The contribution plan's result (the per-unit histograms over the grid), read from
@@ -783,6 +805,56 @@ class SharedRanking:
             return engine.execute_compiled(compiled)
         table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
         shared = f"WITH {P}ranked AS (SELECT * FROM {table}){rest}"
+        return decode(compiled, self.statement(shared))
+
+    def values(self, plan: Plan) -> EngineResult:
+        """``plan`` (the value histograms of the ``"auto"`` statistics: one global group, at
+        most ``R`` rows per unit, see :meth:`~dpkit.analytics.Query.prepare`) run on each
+        unit's first ``R`` rows in the release's order, read from the ranked table; else (the
+        table not made, other rows, a column the table lacks, a statement of another shape)
+        as a statement of its own, as before.
+
+        How: the histogram's statement with its CTEs up to ``ranked`` replaced by the table,
+        ``gr`` and ``g`` set to 1 (one group per unit, as its own ranking has), so its kept
+        rows are ``rn - 1 < R`` and a measure with its own ``r <= R`` reads ``rn <= r``.
+
+        Privacy. The table's ``rn`` is ``ROW_NUMBER()`` over the unit's rows (the rows of the
+        plan's source, filters, joins, buckets and derived columns, all equal to the
+        release's) ordered by ``(H(salt, u, k), k, H(salt, u, k, v), v)``: the rank of the
+        row's group among the unit's groups, then of the row in its group. That order reads
+        the unit's own rows and the release's salt only: not another unit's rows, not the
+        contribution step's output (the table is written before the step's bounds are chosen
+        and keeps every row), not the bounds. So for every fixed salt the rows read here are
+        a function of each unit's own rows, at most ``R`` of them (``R`` the bound the
+        contribution step released, as today): one unit added or removed changes at most
+        ``R`` of the histogram's inputs, its sensitivity stays ``R`` and its noise and charge
+        are unchanged. Sharing the salt with the release correlates the two steps'
+        randomness: for each fixed salt the steps are an adaptive composition of DP steps on
+        per-unit-stable transforms, so (e, d)-DP at their total; the query is a mixture over
+        the salt of such mechanisms, and a mixture of (e, d)-DP mechanisms is (e, d)-DP.
+        What changes is the sample (each unit's rows of its first groups, in a random group
+        order, rather than ``R`` of its rows drawn across its groups), hence not the same
+        counts as the histogram's own statement for the same seed."""
+        engine = self._engine
+        compiled = engine.compile(plan)
+        sql = compiled.sql
+        own = _ranked_prefix(sql)
+        release = self._release
+        fits = (
+            self._made
+            and own is not None
+            and not plan.aggregate.group_by
+            and not plan.aggregate.unit_grid
+            and plan.bound.privacy_unit == release.bound.privacy_unit
+            and all(getattr(plan, f) == getattr(release, f) for f in _ROWS)
+            and _measured(plan) <= _measured(release)
+        )
+        rest = sql[len(own) :] if own is not None else ""
+        if not fits or any(name in rest for name in (P + "src", P + "rows", *_HASHES)):
+            return engine.execute_compiled(compiled)
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        one = f'1 AS "{P}gr", 1 AS "{P}g"'
+        shared = f"WITH {P}ranked AS (SELECT * REPLACE ({one}) FROM {table}){rest}"
         return decode(compiled, self.statement(shared))
 
     def close(self) -> None:
