@@ -711,8 +711,8 @@ PLANNED_STATEMENTS = (
     "the ranking of each user's rows by the release's salt into a temporary table (reading "
     "the file; the release's window sort, done once)",
     "the per-user contribution histograms, read from that table",
-    "the value histogram at the chosen rows per user (reading the file: its rows are ranked "
-    "by a salt of its own, without the categories)",
+    "the value histogram at the chosen rows per user, read from that table (each user's "
+    "first rows in the release's order)",
     "the release, read from the table (it keeps more rows than the fixed query's at those bounds)",
 )
 
