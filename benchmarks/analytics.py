@@ -245,25 +245,36 @@ def _timed_release(q: Any, imported: float) -> tuple[dict[str, Any], Any]:
 @contextlib.contextmanager
 def _statement_clock() -> Iterator[list[float]]:
     """The seconds of each statement the DuckDB engine runs inside the block, in order (for
-    a planned query: the contribution histograms, the value histogram, the release). Wraps
-    the engine's ``execute_compiled`` in this worker process only."""
-    from dpkit.analytics.engines.duckdb import DuckDBEngine
+    a planned query: the ranking of the rows into a temporary table, the contribution
+    histograms read from it, the value histogram, the release read from it; or, on a
+    checkout without the shared ranking, the contribution histograms, the value histogram
+    and the release). Wraps the engine's ``execute_compiled`` and the shared ranking's
+    ``statement`` in this worker process only."""
+    from dpkit.analytics.engines import duckdb as engine_module
 
     seconds: list[float] = []
-    inner = DuckDBEngine.execute_compiled
+    wrapped = [(engine_module.DuckDBEngine, "execute_compiled")]
+    if hasattr(engine_module, "SharedRanking"):
+        wrapped.append((engine_module.SharedRanking, "statement"))
+    inner = [getattr(cls, name) for cls, name in wrapped]
 
-    def timed(self: Any, compiled: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return inner(self, compiled)
-        finally:
-            seconds.append(time.perf_counter() - start)
+    def clocked(fn: Any) -> Any:
+        def timed(self: Any, arg: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(self, arg)
+            finally:
+                seconds.append(time.perf_counter() - start)
 
-    DuckDBEngine.execute_compiled = timed  # type: ignore[method-assign]
+        return timed
+
+    for (cls, name), fn in zip(wrapped, inner, strict=True):
+        setattr(cls, name, clocked(fn))
     try:
         yield seconds
     finally:
-        DuckDBEngine.execute_compiled = inner  # type: ignore[method-assign]
+        for (cls, name), fn in zip(wrapped, inner, strict=True):
+            setattr(cls, name, fn)
 
 
 FLOOR_SQL = """
@@ -683,15 +694,27 @@ def _split_note(runs: dict[str, list[dict[str, Any]]]) -> str:
     the fixed query's one (medians of the paired ratios), or the empty string."""
     planned = _statement_ratios(runs, "dpkit_planned")
     fixed = _statement_ratios(runs, "dpkit_release")
-    if len(planned) != 3:
+    if len(planned) != len(PLANNED_STATEMENTS):
         return ""
     out = (
         "; over the floor's statement of the same round (median of the rounds) they take "
         + ", ".join(f"{x:.2f}x" for x in planned)
+        + f" (together {sum(planned):.2f}x)"
     )
     if len(fixed) == 1:
         out += f", and the fixed query's one statement {fixed[0]:.2f}x"
     return out
+
+
+#: What the planned query's statements do, in order.
+PLANNED_STATEMENTS = (
+    "the ranking of each user's rows by the release's salt into a temporary table (reading "
+    "the file; the release's window sort, done once)",
+    "the per-user contribution histograms, read from that table",
+    "the value histogram at the chosen rows per user, read from that table (each user's "
+    "first rows in the release's order)",
+    "the release, read from the table (it keeps more rows than the fixed query's at those bounds)",
+)
 
 
 def _statement_ratios(runs: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
@@ -838,9 +861,8 @@ def main() -> None:
             f"time it chose {planned.get('max_partitions')} categories and "
             f"{planned.get('max_rows_per_partition')} rows per user and value bounds "
             + ", ".join(f"{k}: {v}" for k, v in (planned.get("bounds") or {}).items())
-            + ". It runs three statements, each reading the file: the per-user contribution "
-            "histograms, the value histogram at the chosen rows per user, and the release "
-            "(which keeps more rows than the fixed query's at those bounds)"
+            + ". It runs four statements: "
+            + ", ".join(PLANNED_STATEMENTS)
             + _split_note(runs)
             + ".",
             "",

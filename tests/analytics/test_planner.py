@@ -739,11 +739,14 @@ def test_planned_sum_gets_a_trimmed_upper_bound_and_fixed_contributions_do_not(
     keys = list(range(20))
 
     def planned_upper() -> float:
+        # the trim depends on the histogram's draws (on this table about half the seeds move
+        # the bound below the histogram's power of two): seed 6 does, with the release salt
+        # drawn before the charge (seed 5 did when it was drawn after the histograms)
         s = dpa.Session(
             df,
             privacy_unit="uid",
             budget=Budget(epsilon=10.0),
-            source_of_randomness=RandomSource(seed=5, insecure=True),
+            source_of_randomness=RandomSource(seed=6, insecure=True),
         )
         out = s.query().group_by("g", keys=keys).agg(t=dpa.sum("v", bounds="auto")).run(epsilon=1.0)
         assert len(s.budget.ledger) == 1  # one charge

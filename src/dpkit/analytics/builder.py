@@ -235,6 +235,17 @@ class PreparedQuery:
         bounded = query.bound(max_partitions=p, max_rows_per_partition=r)
         return bounded.prepare(epsilon=step.epsilon_release, delta=delta, two_step=True), chosen
 
+    def with_release_salt(self, salt: int) -> PreparedQuery:
+        """The same query with ``salt`` as the bounding salt of its release plan (a planned
+        query's release salt, drawn before its steps run: see
+        :meth:`~dpkit.analytics.Session.run`); the other plans keep theirs."""
+        plan = dataclasses.replace(self.plan, bound=dataclasses.replace(self.plan.bound, salt=salt))
+        return dataclasses.replace(self, plan=plan)
+
+    def with_fresh_release_salt(self, source: RandomSource | None = None) -> PreparedQuery:
+        """:meth:`with_release_salt` with a fresh secret salt drawn from ``source``."""
+        return self.with_release_salt(_fresh_salt(resolve_source(source)))
+
     def with_fresh_salt(self, source: RandomSource | None = None) -> PreparedQuery:
         """The same priced query with a fresh secret salt in each of its plans, drawn from
         ``source``: what :meth:`Query.prepare` with the same arguments returns, without

@@ -344,6 +344,48 @@ class Session:
         self._check_prepared(prepared)
         charged = self._charged_budget(budget)
         checked = self._checked(prepared)
+        # A planned query's release salt is drawn before the charge, so the engine may rank
+        # the release's rows once for the contribution step and the release (see
+        # _shared_ranking); decided from the plans alone, before anything is charged.
+        salted = (
+            prepared.with_fresh_release_salt(self.source_of_randomness)
+            if prepared.planned
+            else None
+        )
+        salt = None if salted is None else salted.plan.bound.salt
+        shared = self._shared_ranking(salted)
+        try:
+            return self._run_charged(prepared, charged, checked, salt, shared, output, metadata)
+        finally:
+            if shared is not None:
+                shared.close()
+
+    def _shared_ranking(self, salted: PreparedQuery | None) -> Any:
+        """The engine's one ranking of a planned query's rows for its contribution step and
+        its release (:meth:`~dpkit.analytics.engines.duckdb.DuckDBEngine.share_ranking`),
+        ``salted`` the query with its release salt; None for other queries, other engines, or
+        where it does not apply. Public: the plans and the schema decide it; called before
+        the charge."""
+        share = getattr(self._engine, "share_ranking", None)
+        if share is None or salted is None or salted.contribution_plan is None:
+            return None
+        try:
+            return share(salted.plan, salted.contribution_plan)
+        except Exception:  # the statements of their own then, as they were checked
+            return None
+
+    def _run_charged(
+        self,
+        prepared: PreparedQuery,
+        charged: Any,
+        checked: list[Callable[[], EngineResult]],
+        salt: int | None,
+        shared: Any,
+        output: str,
+        metadata: dict[str, Any] | None,
+    ) -> Any:
+        """The rest of :meth:`run`: charge, execute and release (``salt``: a planned query's
+        release salt; ``shared``: its shared ranking, or None)."""
         try:
             if metadata is None:
                 charged.charge(prepared.pricing.event)
@@ -352,21 +394,30 @@ class Session:
         except BudgetExceededError as exc:
             raise query_refusal(prepared.pricing, charged, exc) from exc
         plan: dict[str, Any] = {}
+        run_release = self._engine.execute if shared is None else shared.release
+        run_values = self._engine.execute if shared is None else shared.values
         if prepared.planned:
             # The contribution step (its cost is in the charge), then the release priced at
             # the chosen bounds; its plans differ from the checked ones only by the bounds,
             # the measures' own bounds (each within the plan's) and the salt.
-            per_unit = _after_charge(checked.pop(0))
+            first = checked.pop(0)
+            per_unit = _after_charge(first if shared is None else shared.contributions)
             prepared, plan = prepared.plan_contributions(per_unit, source=self.source_of_randomness)
+            assert salt is not None  # drawn for every planned query
+            prepared = prepared.with_release_salt(salt)
             checked = [
-                (lambda p=p: self._engine.execute(p))  # type: ignore[misc]
-                for p in (prepared.bounds_plan, prepared.plan)
+                (lambda p=p: run_values(p))  # type: ignore[misc]
+                for p in (prepared.bounds_plan,)
                 if p is not None
             ]
+            release_plan = prepared.plan
+            checked.append(lambda: run_release(release_plan))
         if prepared.two_step:
             counts = _after_charge(checked[0])
             bounds = prepared.estimate_bounds(counts, source=self.source_of_randomness)
             prepared = prepared.with_bounds(bounds)
+            if salt is not None:
+                prepared = prepared.with_release_salt(salt)
             # a sum released from its column's mean's measures (planned_pools) has its bounds
             pooled = {
                 sp.name: sp.shared_with
@@ -388,7 +439,7 @@ class Session:
             if centres:
                 plan["centres"] = centres
             release = prepared.plan
-            result = _after_charge(lambda: self._engine.execute(release))
+            result = _after_charge(lambda: run_release(release))
         else:
             result = _after_charge(checked[0])
         notes = {**unit_notes(self.privacy_unit), "statistics": layout(prepared.pricing)}

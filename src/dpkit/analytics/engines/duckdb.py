@@ -41,15 +41,17 @@ from dpkit.analytics.engines._compiler import (
     DUCKDB_MD5,
     CompiledQuery,
     DialectProfile,
+    OutputMeasure,
     PlanError,
     compile_plan,
     refuse_mixed_file_types,
     source_sql,
 )
+from dpkit.analytics.engines._compiler.nodes import P
 from dpkit.analytics.engines._protocol import Checked, EngineError
 from dpkit.errors import DPKitError, PrivacyParameterError
 
-__all__ = ["DuckDBEngine", "EngineError"]
+__all__ = ["DuckDBEngine", "EngineError", "SharedRanking"]
 
 
 def _frame_to_scannable(frame: Any) -> Any:
@@ -611,6 +613,39 @@ class DuckDBEngine:
             ) from None
         return Checked(plan=plan, run=lambda: self.execute_compiled(compiled))
 
+    def share_ranking(self, release: Plan, contributions: Plan) -> SharedRanking | None:
+        """One ranking of the rows for a planned query's contribution step and its release
+        (see :class:`SharedRanking`), or None where it does not apply: a connection passed in,
+        a plan without a privacy unit, a ``contributions`` plan that is not the per-unit
+        histograms (``unit_grid``) of the same rows (source, filters, public joins, buckets,
+        derived columns) grouped by the unit and then ``release``'s group columns, or a
+        statement not of the usual shape. Decided by the plans and the schema only (public);
+        compiles ``release`` (whose salt is the one its ranking uses), reads no row."""
+        unit = release.bound.privacy_unit
+        grid = contributions.aggregate.unit_grid
+        same_rows = all(getattr(release, f) == getattr(contributions, f) for f in _ROWS)
+        if (
+            not self._own
+            or unit is None
+            or not grid
+            or not same_rows
+            or contributions.bound.privacy_unit != unit
+            or contributions.aggregate.group_by != (unit, *release.aggregate.group_by)
+        ):
+            return None
+        schema = self.columns(release.source)
+        compiled = compile_plan(
+            release,
+            schema,
+            self.profile,
+            registered=frozenset(self._registered),
+            join_schemas=self._join_columns(release),
+        )
+        prefix = _ranked_prefix(compiled.sql)
+        if prefix is None:
+            return None
+        return SharedRanking(self, prefix, tuple(grid), release)
+
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
         return self.execute_compiled(self.compile(plan))
@@ -623,6 +658,217 @@ class DuckDBEngine:
         except Exception as exc:  # binder / IO errors: decided by plan and schema only
             raise EngineError(f"DuckDB could not run the release statement: {exc}") from None
         return decode(compiled, rows)
+
+
+#: Where a compiled statement's ranked rows end and its kept rows begin.
+_S0 = ", " + P + "s0 AS ("
+#: The row hashes: only the window's order reads them, so the shared ranking leaves them out.
+_HASHES = (P + "hk", P + "hr")
+
+
+#: The plan fields that decide which rows a statement ranks (with the privacy unit).
+_ROWS = ("source", "filters", "joins", "buckets", "derived")
+
+
+def _measured(plan: Plan) -> set[object]:
+    """The columns ``plan``'s measures read values from (as the plan names them)."""
+    return {
+        part.column
+        for m in plan.aggregate.measures
+        if m.kind not in ("rows", "units")
+        for part in (m.parts if m.kind == "cell_counts" else (m,))
+    }
+
+
+def _ranked_prefix(sql: str) -> str | None:
+    """The ``WITH`` clause of ``sql`` up to and including its ``ranked`` CTE (the rows, their
+    salted hashes and their ranks), or None when the statement is not of that shape."""
+    at = sql.find(_S0)
+    if (
+        at < 0
+        or sql.count(_S0) != 1
+        or not sql.startswith("WITH " + P + "src AS (")
+        or (", " + P + "ranked AS (") not in sql[:at]
+    ):
+        return None
+    return sql[:at]
+
+
+class SharedRanking:
+    """The rows of a planned query ranked once, for its contribution step and its release.
+
+    A planned query has three steps that read the rows: the per-unit contribution histograms
+    (every row counted by unit and group), the value histogram at the chosen rows per unit,
+    and the release at the chosen bounds. The release ranks each unit's rows by its salted hashes
+    (one window sort, :mod:`.bounding`); which rows it keeps depends on the bounds, but the
+    ranks do not: they depend on the rows and the release's salt only. So the ranked rows
+    (keys, unit, measured columns, ``rn``, ``gr``, ``g``; not the hashes) are written once
+    into a temporary table of the engine's own connection, on a cursor of this object's own,
+    when the contribution step first needs them; both steps then read that table instead of
+    the source:
+
+    * the contribution histograms: per unit, its number of groups ``g`` is the largest
+      ``DENSE_RANK`` of its groups (ranked by ``(hk, keys)``, and ``hk`` is a function of the
+      unit and the keys, so distinct ranks are distinct groups), and its largest number of
+      rows in one group is the largest ``rn - gr + 1`` (``gr = RANK()`` is the position of the
+      group's first row in the same order); the bins are those of the contribution plan
+      (:mod:`._compiler.contributions`), the counts identical to its statement's (none of them
+      depends on the salt);
+    * the value histogram (``bounds="auto"``, :meth:`values`): each unit's first ``R`` rows
+      in the release's order (``rn <= R``) instead of ``R`` rows ranked by a salt of its own
+      across the groups: the same number of rows per unit, so the same sensitivity, noise
+      and charge; another sample of them, so not the same counts for the same seed (the
+      privacy argument is in :meth:`values`);
+    * the release: its statement with the CTEs up to ``ranked`` replaced by the table, when
+      its text up to there is the one ranked (the same rows, columns and salt) and the rest
+      reads nothing the table leaves out; else its whole statement, as before.
+
+    The contribution histograms and the release are unchanged: the same exact integers reach
+    the same noise. Each step falls back to its own statement where the table does not fit
+    (decided by the plans and the compiled text, never by the data). :meth:`close` drops the
+    table."""
+
+    def __init__(
+        self, engine: DuckDBEngine, prefix: str, grid: tuple[int, ...], release: Plan
+    ) -> None:
+        from dpkit.noise import resolve_source
+
+        self._engine = engine
+        self._prefix = prefix
+        self._grid = grid
+        self._release = release
+        # a name no other query's table has (queries of several threads share the database)
+        self._table = f"{P}ranked_{resolve_source(None).bytes(8).hex()}"
+        self._cursor: Any = None
+        self._made = False
+
+    def statement(self, sql: str) -> list[Any]:
+        """All rows of ``sql`` on this object's cursor (made, with every registered frame, on
+        first use: a registration elsewhere, which replaces the thread cursors, leaves it)."""
+        if self._cursor is None:
+            engine = self._engine
+            with engine._lock:
+                cursor = engine._base.cursor()
+                for name, obj in engine._registered.items():
+                    cursor.register(name, obj)
+            self._cursor = cursor
+        rows: list[Any] = self._cursor.execute(sql).fetchall()
+        return rows
+
+    def _materialise(self) -> None:
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        hashes = ", ".join(f'"{h}"' for h in _HASHES)
+        self.statement(
+            f"CREATE TEMPORARY TABLE {table} AS {self._prefix} "
+            f"SELECT * EXCLUDE ({hashes}) FROM {P}ranked"
+        )
+        self._made = True
+
+    def contributions(self) -> EngineResult:
+        """The contribution plan's result (the per-unit histograms over the grid), read from
+        the ranked rows (ranked here, once)."""
+        self._materialise()
+        grid = self._grid
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        items: list[str] = []
+        measures: list[OutputMeasure] = []
+        for tag, col in (("groups", P + "g"), ("rows", P + "m")):
+            for i, lo in enumerate(grid):
+                cond = f'"{col}" >= {lo}'
+                if i + 1 < len(grid):
+                    cond += f' AND "{col}" < {grid[i + 1]}'
+                out = f"{P}{tag}{i}"
+                items.append(f'COALESCE(SUM(CASE WHEN {cond} THEN 1 ELSE 0 END), 0) AS "{out}"')
+                measures.append(OutputMeasure(name=f"{tag}:{i}", kind="rows", column=out))
+        per_unit = (
+            f'SELECT MAX("{P}g") AS "{P}g", MAX("{P}rn" - "{P}gr" + 1) AS "{P}m" '
+            f'FROM {table} GROUP BY "{P}u"'
+        )
+        sql = f'SELECT {", ".join(items)} FROM ({per_unit}) AS "{P}unit"'
+        compiled = CompiledQuery(
+            sql=sql, key_columns=(), measures=tuple(measures), global_group=True
+        )
+        return decode(compiled, self.statement(sql))
+
+    def release(self, plan: Plan) -> EngineResult:
+        """``plan`` (the release) run on the ranked rows when its statement ranks the same
+        rows with the same salt (see the class doc), else as a statement of its own."""
+        engine = self._engine
+        compiled = engine.compile(plan)
+        sql = compiled.sql
+        rest = sql[len(self._prefix) :]
+        if (
+            not sql.startswith(self._prefix)
+            or not rest.startswith(_S0)
+            or any(name in rest for name in (P + "src", P + "rows", *_HASHES))
+        ):
+            return engine.execute_compiled(compiled)
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        shared = f"WITH {P}ranked AS (SELECT * FROM {table}){rest}"
+        return decode(compiled, self.statement(shared))
+
+    def values(self, plan: Plan) -> EngineResult:
+        """``plan`` (the value histograms of the ``"auto"`` statistics: one global group, at
+        most ``R`` rows per unit, see :meth:`~dpkit.analytics.Query.prepare`) run on each
+        unit's first ``R`` rows in the release's order, read from the ranked table; else (the
+        table not made, other rows, a column the table lacks, a statement of another shape)
+        as a statement of its own, as before.
+
+        How: the histogram's statement with its CTEs up to ``ranked`` replaced by the table,
+        ``gr`` and ``g`` set to 1 (one group per unit, as its own ranking has), so its kept
+        rows are ``rn - 1 < R`` and a measure with its own ``r <= R`` reads ``rn <= r``.
+
+        Privacy. The table's ``rn`` is ``ROW_NUMBER()`` over the unit's rows (the rows of the
+        plan's source, filters, joins, buckets and derived columns, all equal to the
+        release's) ordered by ``(H(salt, u, k), k, H(salt, u, k, v), v)``: the rank of the
+        row's group among the unit's groups, then of the row in its group. That order reads
+        the unit's own rows and the release's salt only: not another unit's rows, not the
+        contribution step's output (the table is written before the step's bounds are chosen
+        and keeps every row), not the bounds. So for every fixed salt the rows read here are
+        a function of each unit's own rows, at most ``R`` of them (``R`` the bound the
+        contribution step released, as today): one unit added or removed changes at most
+        ``R`` of the histogram's inputs, its sensitivity stays ``R`` and its noise and charge
+        are unchanged. Sharing the salt with the release correlates the two steps'
+        randomness: for each fixed salt the steps are an adaptive composition of DP steps on
+        per-unit-stable transforms, so (e, d)-DP at their total; the query is a mixture over
+        the salt of such mechanisms, and a mixture of (e, d)-DP mechanisms is (e, d)-DP.
+        What changes is the sample (each unit's rows of its first groups, in a random group
+        order, rather than ``R`` of its rows drawn across its groups), hence not the same
+        counts as the histogram's own statement for the same seed."""
+        engine = self._engine
+        compiled = engine.compile(plan)
+        sql = compiled.sql
+        own = _ranked_prefix(sql)
+        release = self._release
+        fits = (
+            self._made
+            and own is not None
+            and not plan.aggregate.group_by
+            and not plan.aggregate.unit_grid
+            and plan.bound.privacy_unit == release.bound.privacy_unit
+            and all(getattr(plan, f) == getattr(release, f) for f in _ROWS)
+            and _measured(plan) <= _measured(release)
+        )
+        rest = sql[len(own) :] if own is not None else ""
+        if not fits or any(name in rest for name in (P + "src", P + "rows", *_HASHES)):
+            return engine.execute_compiled(compiled)
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        one = f'1 AS "{P}gr", 1 AS "{P}g"'
+        shared = f"WITH {P}ranked AS (SELECT * REPLACE ({one}) FROM {table}){rest}"
+        return decode(compiled, self.statement(shared))
+
+    def close(self) -> None:
+        """Drop the table (if made) and close the cursor."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is None:
+            return
+        table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
+        try:
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        except Exception:  # pragma: no cover - closing the cursor drops its temporary tables
+            pass
+        finally:
+            cursor.close()
 
 
 #: Shapes of statements kept per engine (the oldest is dropped first).
