@@ -458,6 +458,9 @@ _GAUSS_CONT_REL = 1e-4
 #: Least relative gap between the scales of :func:`laplace_sum_survival` with three laws (the
 #: smaller ones are raised to it, which only raises the tail).
 _SCALE_GAP = 2.0**-10
+#: Least ratio of the smallest to the largest scale of :func:`laplace_sum_survival` with three
+#: laws (raised to it, which only raises the tail): the weights' products stay normal floats.
+_SCALE_FLOOR = 2.0**-200
 
 
 def laplace_sum_survival(
@@ -491,7 +494,8 @@ def laplace_sum_survival(
     with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
         e1, e2 = np.exp(-ax / b1), np.exp(-ax / b2)
         eq = (2.0 * big + ax) * np.where(b1 >= b2, e1, e2) / (4.0 * big)
-        ne = (b1 * b1 * e1 - b2 * b2 * e2) / (2.0 * (b1 * b1 - b2 * b2))
+        r1, r2 = b1 / big, b2 / big  # the weights read at a unit largest scale (no underflow)
+        ne = (r1 * r1 * e1 - r2 * r2 * e2) / (2.0 * (r1 * r1 - r2 * r2))
     f = np.clip(np.where(close, eq, ne), 0.0, 0.5)
     return np.asarray(np.where(x >= 0, f, 1.0 - f), dtype=np.float64)
 
@@ -508,9 +512,11 @@ def _laplace3_survival(b1: float, b2: FloatArray, b3: FloatArray, x: FloatArray)
         ),
         axis=0,
     )
-    c[0] = np.maximum(c[0], np.finfo(np.float64).tiny)  # a zero scale: its law is a point
+    # a zero scale (its law a point) and one below 2^-200 of the largest are raised to that
+    c[0] = np.maximum(np.maximum(c[0], np.finfo(np.float64).tiny), c[2] * _SCALE_FLOOR)
     c[1] = np.maximum(c[1], c[0] * (1.0 + _SCALE_GAP))
     c[2] = np.maximum(c[2], c[1] * (1.0 + _SCALE_GAP))
+    u = c / c[2]  # the weights are scale-free: read at a unit largest scale (no underflow)
     ax = np.abs(x)
     total = np.zeros(x.shape)
     size = np.zeros(x.shape)
@@ -519,7 +525,7 @@ def _laplace3_survival(b1: float, b2: FloatArray, b3: FloatArray, x: FloatArray)
             w = np.ones(x.shape)
             for j in range(3):
                 if j != i:
-                    w = w * (c[i] * c[i]) / ((c[i] - c[j]) * (c[i] + c[j]))
+                    w = w * (u[i] * u[i]) / ((u[i] - u[j]) * (u[i] + u[j]))
             term = w * np.exp(-ax / c[i]) / 2.0
             total = total + term
             size = size + np.abs(term)

@@ -1293,6 +1293,10 @@ def _pool_weights(
         )
     h, c = (upper - lower) / 2.0, (upper + lower) / 2.0
     big = abs(c) + h
+    if not big > 0.0:  # bounds a least subnormal apart about 0: h and c round to 0
+        raise PrivacyParameterError(
+            f"bounds ({lower!r}, {upper!r}) are too close: their half-range rounds to 0"
+        )
     sum_t = w_sum * (h / big) ** 2
     sum_n = w_sum * (c / big) ** 2 + w_count
     if kind == "mean":
