@@ -619,8 +619,11 @@ class DuckDBEngine:
         a plan without a privacy unit, a ``contributions`` plan that is not the per-unit
         histograms (``unit_grid``) of the same rows (source, filters, public joins, buckets,
         derived columns) grouped by the unit and then ``release``'s group columns, or a
-        statement not of the usual shape. Decided by the plans and the schema only (public);
-        compiles ``release`` (whose salt is the one its ranking uses), reads no row."""
+        statement not of the usual shape, or a table statement DuckDB does not bind on the
+        ranking's own cursor (a temporary table or view that only this thread's cursor sees).
+        Decided by the plans and the schema only (public); compiles ``release`` (whose salt
+        is the one its ranking uses) and binds the table's statement (``EXPLAIN``), reads no
+        row."""
         unit = release.bound.privacy_unit
         grid = contributions.aggregate.unit_grid
         same_rows = all(getattr(release, f) == getattr(contributions, f) for f in _ROWS)
@@ -644,7 +647,16 @@ class DuckDBEngine:
         prefix = _ranked_prefix(compiled.sql)
         if prefix is None:
             return None
-        return SharedRanking(self, prefix, tuple(grid), release)
+        shared = SharedRanking(self, prefix, tuple(grid), release)
+        try:
+            # bound on the ranking's own cursor before the charge: a name only this thread's
+            # cursor sees (a temporary table or view made on ``connection``) sends the query
+            # to its separate statements here rather than failing after the charge
+            shared.bind()
+        except Exception:
+            shared.close()
+            return None
+        return shared
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
@@ -755,13 +767,22 @@ class SharedRanking:
         rows: list[Any] = self._cursor.execute(sql).fetchall()
         return rows
 
-    def _materialise(self) -> None:
+    def _create(self) -> str:
+        """The statement that writes the ranked rows into the table."""
         table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
         hashes = ", ".join(f'"{h}"' for h in _HASHES)
-        self.statement(
+        return (
             f"CREATE TEMPORARY TABLE {table} AS {self._prefix} "
             f"SELECT * EXCLUDE ({hashes}) FROM {P}ranked"
         )
+
+    def bind(self) -> None:
+        """Let DuckDB bind the table's statement on this object's cursor (``EXPLAIN``: the
+        text and the schema, no row), raising what it raises; called before the charge."""
+        self.statement("EXPLAIN " + self._create())
+
+    def _materialise(self) -> None:
+        self.statement(self._create())
         self._made = True
 
     def contributions(self) -> EngineResult:
