@@ -9,7 +9,13 @@ there: ``Catalog Error`` after the charge, epsilon 1 spent and nothing released,
 where the separate statements answered. After the fix the table's statement is bound
 (``EXPLAIN``, no row read) on that cursor before the charge and the query falls back: released,
 epsilon 1 spent. Reproducer: ``tools/reproducers/shared_ranking_temp_table_after_charge.py``.
-Exact tests, no statistics.
+A second finding of the same kind: ``USE s2`` on the engine's ``connection`` is that cursor's
+alone, so the ranking's cursor read ``main.people`` where every check had read ``s2.people``:
+the contribution step read another table than the session's (n(b) released as 0 and 95 in two runs, where
+``s2.people`` has about 2,000 rows in b). Tables of the connection's catalog (not registered frames,
+not files) are now read by the separate statements, on the thread's cursor, as before the
+shared ranking. Exact tests, no statistics (the one count compared with 1,000 is about 2,000
+with noise of scale a few units).
 """
 
 from __future__ import annotations
@@ -68,10 +74,42 @@ def test_a_temporary_table_of_the_engines_connection_is_released_not_failed_afte
     assert shared == [None]
 
 
-def test_tables_every_cursor_sees_still_share_the_ranking() -> None:
-    """Companion: the same query over tables of the database (not temporary) is ranked once."""
-    _, q, engine = _query("neither")
-    prepared = q.prepare(epsilon=1.0, two_step=True)
+def test_a_schema_chosen_with_use_on_the_engines_connection_is_the_one_read() -> None:
+    """``USE s2`` on the engine's ``connection`` makes ``people`` the table ``s2.people`` on
+    that cursor only: the query reads that table (whose groups b and c hold about 2,000
+    rows each), not ``main.people`` (group a only), as the separate statements did."""
+    engine = DuckDBEngine(threads=1)
+    con = engine.connection
+    con.execute(
+        "CREATE TABLE main.people AS "
+        "SELECT 1::BIGINT AS uid, 'a' AS g, 1.0::DOUBLE AS x, 0::BIGINT AS h"
+    )
+    con.execute(f"CREATE TABLE main.regions AS {REGIONS}")
+    con.execute("CREATE SCHEMA s2")
+    con.execute(f"CREATE TABLE s2.people AS {PEOPLE}")
+    con.execute("USE s2")
+    s = dpa.Session(
+        con, table="people", privacy_unit="uid", engine=engine, budget=Budget(epsilon=10.0)
+    )
+    q = s.query().group_by("g", keys=["a", "b", "c"]).agg(n=dpa.count())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = q.run(epsilon=5.0)
+    assert (frame.set_index("g")["n"][["b", "c"]] > 1000).all()
+
+
+def test_registered_frames_still_share_the_ranking() -> None:
+    """Companion: a frame source with a public frame joined is ranked once."""
+    engine = DuckDBEngine(threads=1)
+    people = engine.connection.execute(PEOPLE).df()
+    regions = engine.connection.execute(REGIONS).df()
+    s = dpa.Session(people, privacy_unit="uid", engine=engine, budget=Budget(epsilon=10.0))
+    q = s.query().join_public(regions, on="h", columns=["region"])
+    prepared = (
+        q.group_by("g", keys=["a", "b", "c"])
+        .agg(n=dpa.count(), m=dpa.mean("x", bounds="auto"))
+        .prepare(epsilon=1.0, two_step=True)
+    )
     assert prepared.contribution_plan is not None
     got = engine.share_ranking(prepared.with_release_salt(5).plan, prepared.contribution_plan)
     assert got is not None

@@ -1,19 +1,25 @@
-"""DuckDB attack: a planned query over a temporary table of the engine's own connection was
-charged and then failed, nothing released.
+"""DuckDB attack: the shared ranking of a planned query read the engine's connection through a
+cursor of its own, where a temporary table, or a schema chosen with ``USE``, is not the same.
 
 A planned DuckDB query (no ``.bound(...)``) ranks its rows once into a temporary table written
 on a cursor of its own (:class:`~dpkit.analytics.engines.duckdb.SharedRanking`), after the
-charge. DuckDB's temporary tables and views belong to the connection (cursor) that made them:
-a private source or a public join table created as ``CREATE TEMP TABLE`` on the engine's
-``connection`` (the thread's cursor, where every check before the charge ran and bound) is
-invisible on that new cursor. The table's statement then raised ``Catalog Error`` after the
-charge: epsilon 1 spent, ``EngineError``, nothing released; the separate statements (the
-behaviour before the shared ranking) answered. Not data-dependent (the catalog is public), but
-the whole charge lost on every run. Fix: :meth:`DuckDBEngine.share_ranking` binds the table's
-statement on the ranking's own cursor (``EXPLAIN``, no row read) before the charge and falls
-back to the separate statements where it does not bind. Regression test:
-``tests/analytics/test_shared_ranking_binds_before_the_charge.py``. Exits 1 while a case fails
-after the charge.
+charge. Temporary tables and views, and the schema chosen by ``USE``, belong to the cursor
+(DuckDB connection) that made them, while every check before the charge ran on the thread's
+cursor (the engine's ``connection``):
+
+* a private source or a public join table made with ``CREATE TEMP TABLE`` on ``connection`` is
+  not seen there: ``Catalog Error`` after the charge, epsilon 1 spent, nothing released, on
+  every run (the separate statements answered);
+* after ``USE s2`` the name ``people`` is ``s2.people`` on ``connection`` but ``main.people`` on
+  the ranking's cursor: the steps read another table than the session's (n(b) released as 0 and 95 in two runs,
+  where ``s2.people`` has about 2,000 rows in b).
+
+D: ``people``, 300 people in groups a, b, c (6,000 rows); with ``USE``, ``main.people`` holds one
+row in group a. Fix: a source or join that is a table of the connection's catalog (not a
+registered frame, not a file) runs the separate statements, and the ranking's table statement
+is bound on its cursor before the charge (``EXPLAIN``, no row read). Regression test:
+``tests/analytics/test_shared_ranking_binds_before_the_charge.py``. "before" runs the ranking
+as it was shared before the fix. Exits 1 while a case differs from the separate statements.
 
     PYTHONPATH=src python tools/reproducers/shared_ranking_temp_table_after_charge.py
 """
@@ -22,63 +28,87 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import dpkit.analytics as dpa
 from dpkit.accounting import Budget
-from dpkit.analytics.engines.duckdb import DuckDBEngine, SharedRanking
+from dpkit.analytics.engines import duckdb as duck
+from dpkit.analytics.engines.duckdb import DuckDBEngine
 
 PEOPLE = (
-    "SELECT (i % 500) AS uid, ['a', 'b', 'c'][1 + i % 3] AS g, (i % 97)::DOUBLE AS x, "
-    "i % 4 AS h FROM range(20000) t(i)"
+    "SELECT (i % 300) AS uid, ['a', 'b', 'c'][1 + i % 3] AS g, (i % 97)::DOUBLE AS x, "
+    "i % 4 AS h FROM range(6000) t(i)"
 )
+REGIONS = "SELECT * FROM (VALUES (0, 'N'), (1, 'S'), (2, 'N'), (3, 'S')) t(h, region)"
 
 
-def run(case: str) -> tuple[str, float]:
-    """What a planned count and mean at epsilon 1 gives (``released`` or the error), and the
-    epsilon spent."""
+def share_as_before(engine: DuckDBEngine) -> Any:
+    """``share_ranking`` as it was: the plans' test only, no catalog test, no binding."""
+
+    def share(release: Any, contributions: Any) -> Any:
+        unit = release.bound.privacy_unit
+        grid = contributions.aggregate.unit_grid
+        same = all(getattr(release, f) == getattr(contributions, f) for f in duck._ROWS)
+        if unit is None or not grid or not same:
+            return None
+        compiled = duck.compile_plan(
+            release,
+            engine.columns(release.source),
+            engine.profile,
+            registered=frozenset(engine._registered),
+            join_schemas=engine._join_columns(release),
+        )
+        prefix = duck._ranked_prefix(compiled.sql)
+        return None if prefix is None else duck.SharedRanking(engine, prefix, tuple(grid), release)
+
+    return share
+
+
+def run(case: str, before: bool) -> str:
+    """What a planned count and mean at epsilon 5 gives: the counts of b and c, or the error
+    (with the epsilon spent)."""
     engine = DuckDBEngine(threads=1)
+    if before:
+        engine.share_ranking = share_as_before(engine)  # type: ignore[method-assign]
     con = engine.connection
-    if case == "temporary source":
-        con.execute(f"CREATE TEMP TABLE people AS {PEOPLE}")
-        s = dpa.Session(
-            con, table="people", privacy_unit="uid", engine=engine, budget=Budget(epsilon=10.0)
-        )
-        q = s.query()
-    else:
-        con.execute(f"CREATE TABLE people AS {PEOPLE}")
+    temp = "TEMP " if case == "temporary source" else ""
+    if case == "schema chosen with USE":
         con.execute(
-            "CREATE TEMP TABLE regions AS SELECT * FROM (VALUES (0, 'N'), (1, 'S'), "
-            "(2, 'N'), (3, 'S')) t(h, region)"
+            "CREATE TABLE main.people AS "
+            "SELECT 1::BIGINT AS uid, 'a' AS g, 1.0::DOUBLE AS x, 0::BIGINT AS h"
         )
-        s = dpa.Session(
-            con, table="people", privacy_unit="uid", engine=engine, budget=Budget(epsilon=10.0)
-        )
-        q = s.query().join_public("regions", on="h", columns=["region"])
-    q = q.group_by("g", keys=["a", "b", "c"]).agg(n=dpa.count(), m=dpa.mean("x", bounds="auto"))
+        con.execute(f"CREATE TABLE main.regions AS {REGIONS}")
+        con.execute("CREATE SCHEMA s2")
+        con.execute(f"CREATE TABLE s2.people AS {PEOPLE}")
+        con.execute("USE s2")
+    else:
+        con.execute(f"CREATE {temp}TABLE people AS {PEOPLE}")
+    con.execute(
+        f"CREATE {'TEMP ' if case == 'temporary public join' else ''}TABLE regions AS {REGIONS}"
+    )
+    s = dpa.Session(
+        con, table="people", privacy_unit="uid", engine=engine, budget=Budget(epsilon=10.0)
+    )
+    q = (
+        s.query()
+        .join_public("regions", on="h", columns=["region"])
+        .group_by("g", keys=["a", "b", "c"])
+    )
     try:
-        q.run(epsilon=1.0)
-        got = "released"
+        f = q.agg(n=dpa.count(), m=dpa.mean("x", bounds="auto")).run(epsilon=5.0)
+        n = f.set_index("g")["n"]
+        return f"released, n(b) = {n['b']:.0f}, n(c) = {n['c']:.0f}"
     except Exception as exc:
-        got = f"{type(exc).__name__} after the charge"
-    return got, float(s.spent[0])
+        return f"{type(exc).__name__} after epsilon {s.spent[0]:g} was charged"
 
 
 def main() -> int:
     warnings.simplefilter("ignore")
     failed = False
-    for case in ("temporary source", "temporary public join"):
-        bind = SharedRanking.bind
-        SharedRanking.bind = lambda self: None  # type: ignore[method-assign]  # before the fix
-        try:
-            before = run(case)
-        finally:
-            SharedRanking.bind = bind  # type: ignore[method-assign]
-        after = run(case)
-        print(
-            f"{case}: before {before[0]} (epsilon {before[1]:g} spent); "
-            f"after {after[0]} (epsilon {after[1]:g} spent)"
-        )
-        failed |= after[0] != "released"
+    for case in ("temporary source", "temporary public join", "schema chosen with USE"):
+        before, after = run(case, True), run(case, False)
+        print(f"{case}: before {before}; after {after}")
+        failed |= not after.startswith("released") or "n(b) = 0" in after
     return 1 if failed else 0
 
 

@@ -619,16 +619,24 @@ class DuckDBEngine:
         a plan without a privacy unit, a ``contributions`` plan that is not the per-unit
         histograms (``unit_grid``) of the same rows (source, filters, public joins, buckets,
         derived columns) grouped by the unit and then ``release``'s group columns, or a
-        statement not of the usual shape, or a table statement DuckDB does not bind on the
-        ranking's own cursor (a temporary table or view that only this thread's cursor sees).
+        statement not of the usual shape, a source or public join that is a table of the
+        connection's catalog rather than a registered frame or a file (each cursor looks such
+        a name up in its own schema, temporary tables and views), or a table statement DuckDB
+        does not bind on the ranking's own cursor.
         Decided by the plans and the schema only (public); compiles ``release`` (whose salt
         is the one its ranking uses) and binds the table's statement (``EXPLAIN``), reads no
         row."""
         unit = release.bound.privacy_unit
         grid = contributions.aggregate.unit_grid
         same_rows = all(getattr(release, f) == getattr(contributions, f) for f in _ROWS)
+        # a table of the connection's catalog is looked up per cursor (USE, search_path,
+        # temporary tables and views): on the ranking's own cursor the same name may be
+        # another table; registered frames (registered on that cursor too) and files are not
+        sources = (release.source, *(j.source for j in release.joins))
+        catalog = any(s.kind == "table" and s.location not in self._registered for s in sources)
         if (
             not self._own
+            or catalog
             or unit is None
             or not grid
             or not same_rows
