@@ -11,11 +11,11 @@ where the separate statements answered. After the fix the table's statement is b
 epsilon 1 spent. Reproducer: ``tools/reproducers/shared_ranking_temp_table_after_charge.py``.
 A second finding of the same kind: ``USE s2`` on the engine's ``connection`` is that cursor's
 alone, so the ranking's cursor read ``main.people`` where every check had read ``s2.people``:
-the contribution step read another table than the session's (n(b) released as 0 and 95 in two runs, where
-``s2.people`` has about 2,000 rows in b). Tables of the connection's catalog (not registered frames,
-not files) are now read by the separate statements, on the thread's cursor, as before the
-shared ranking. Exact tests, no statistics (the one count compared with 1,000 is about 2,000
-with noise of scale a few units).
+the steps read another table than the session's (n(b) released as 0 and 95 in two runs,
+where ``s2.people`` has about 2,000 rows in b). Tables of the connection's catalog (not
+registered frames, not files) are now read by the separate statements, on the thread's
+cursor, as before the shared ranking. Exact tests, no statistics (the one count compared
+with 1,000 is about 2,000 with noise of scale a few units).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ cursor (the engine's ``connection``):
   not seen there: ``Catalog Error`` after the charge, epsilon 1 spent, nothing released, on
   every run (the separate statements answered);
 * after ``USE s2`` the name ``people`` is ``s2.people`` on ``connection`` but ``main.people`` on
-  the ranking's cursor: the steps read another table than the session's (n(b) released as 0 and 95 in two runs,
-  where ``s2.people`` has about 2,000 rows in b).
+  the ranking's cursor: the steps read another table than the session's (n(b) released
+  as 0 and 95 in two runs, where ``s2.people`` has about 2,000 rows in b).
 
 D: ``people``, 300 people in groups a, b, c (6,000 rows); with ``USE``, ``main.people`` holds one
 row in group a. Fix: a source or join that is a table of the connection's catalog (not a
