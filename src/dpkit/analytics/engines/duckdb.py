@@ -762,9 +762,9 @@ class SharedRanking:
         self._cursor: Any = None
         self._made = False
 
-    def statement(self, sql: str) -> list[Any]:
-        """All rows of ``sql`` on this object's cursor (made, with every registered frame, on
-        first use: a registration elsewhere, which replaces the thread cursors, leaves it)."""
+    def _own_cursor(self) -> Any:
+        """This object's cursor (made, with every registered frame, on first use: a
+        registration elsewhere, which replaces the thread cursors, leaves it)."""
         if self._cursor is None:
             engine = self._engine
             with engine._lock:
@@ -772,7 +772,11 @@ class SharedRanking:
                 for name, obj in engine._registered.items():
                     cursor.register(name, obj)
             self._cursor = cursor
-        rows: list[Any] = self._cursor.execute(sql).fetchall()
+        return self._cursor
+
+    def statement(self, sql: str) -> list[Any]:
+        """All rows of ``sql`` on this object's cursor."""
+        rows: list[Any] = self._own_cursor().execute(sql).fetchall()
         return rows
 
     def _create(self) -> str:
@@ -786,8 +790,9 @@ class SharedRanking:
 
     def bind(self) -> None:
         """Let DuckDB bind the table's statement on this object's cursor (``EXPLAIN``: the
-        text and the schema, no row), raising what it raises; called before the charge."""
-        self.statement("EXPLAIN " + self._create())
+        text and the schema, no row), raising what it raises; called before the charge (not
+        one of the steps' :meth:`statement`)."""
+        self._own_cursor().execute("EXPLAIN " + self._create()).fetchall()
 
     def _materialise(self) -> None:
         self.statement(self._create())
