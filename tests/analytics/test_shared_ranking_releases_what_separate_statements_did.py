@@ -169,15 +169,38 @@ def test_contribution_histograms_from_the_ranking_are_the_plans_exact_counts(
 
 
 def test_the_ranked_table_is_dropped_after_the_query() -> None:
-    """No temporary table of a shared ranking outlives its query."""
+    """No temporary table of a shared ranking outlives its query: the table lives on the
+    ranking's own cursor (a DuckDB temporary table is seen by its own connection only, so
+    another cursor cannot tell), it is there until the query ends, then dropped and the
+    cursor closed. Run twice: the second query's budget is refused, after the ranking was
+    made."""
     s, ran = _session(_table(4), shared=True)
-    _queries(s)["auto bounds, public keys"].run(epsilon=20.0)
-    assert ran
     engine = s._engine
-    left = engine.connection.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '__dpk_ranked_%'"
-    ).fetchall()
-    assert left == [(0,)]
+    inner = engine.share_ranking
+    seen: list[tuple[int, object]] = []
+
+    def spy(release: Any, contributions: Any) -> Any:
+        got = inner(release, contributions)
+        close = got.close
+
+        def checked_close() -> None:
+            # the table on the ranking's own cursor, just before the query's end
+            before = got._cursor.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '__dpk_ranked_%'"
+            ).fetchall()[0][0]
+            close()
+            seen.append((int(before), got._cursor))
+
+        got.close = checked_close
+        return got
+
+    engine.share_ranking = spy  # type: ignore[method-assign]
+    query = _queries(s)["auto bounds, public keys"]
+    query.run(epsilon=20.0)
+    assert ran
+    with pytest.raises(Exception, match="budget"):
+        query.run(epsilon=90.0)
+    assert seen == [(1, None), (0, None)]
 
 
 def test_a_connection_passed_in_ranks_in_separate_statements() -> None:

@@ -619,13 +619,24 @@ class DuckDBEngine:
         a plan without a privacy unit, a ``contributions`` plan that is not the per-unit
         histograms (``unit_grid``) of the same rows (source, filters, public joins, buckets,
         derived columns) grouped by the unit and then ``release``'s group columns, or a
-        statement not of the usual shape. Decided by the plans and the schema only (public);
-        compiles ``release`` (whose salt is the one its ranking uses), reads no row."""
+        statement not of the usual shape, a source or public join that is a table of the
+        connection's catalog rather than a registered frame or a file (each cursor looks such
+        a name up in its own schema, temporary tables and views), or a table statement DuckDB
+        does not bind on the ranking's own cursor.
+        Decided by the plans and the schema only (public); compiles ``release`` (whose salt
+        is the one its ranking uses) and binds the table's statement (``EXPLAIN``), reads no
+        row."""
         unit = release.bound.privacy_unit
         grid = contributions.aggregate.unit_grid
         same_rows = all(getattr(release, f) == getattr(contributions, f) for f in _ROWS)
+        # a table of the connection's catalog is looked up per cursor (USE, search_path,
+        # temporary tables and views): on the ranking's own cursor the same name may be
+        # another table; registered frames (registered on that cursor too) and files are not
+        sources = (release.source, *(j.source for j in release.joins))
+        catalog = any(s.kind == "table" and s.location not in self._registered for s in sources)
         if (
             not self._own
+            or catalog
             or unit is None
             or not grid
             or not same_rows
@@ -644,7 +655,16 @@ class DuckDBEngine:
         prefix = _ranked_prefix(compiled.sql)
         if prefix is None:
             return None
-        return SharedRanking(self, prefix, tuple(grid), release)
+        shared = SharedRanking(self, prefix, tuple(grid), release)
+        try:
+            # bound on the ranking's own cursor before the charge: a name only this thread's
+            # cursor sees (a temporary table or view made on ``connection``) sends the query
+            # to its separate statements here rather than failing after the charge
+            shared.bind()
+        except Exception:
+            shared.close()
+            return None
+        return shared
 
     def execute(self, plan: Plan) -> EngineResult:
         """Run ``plan`` as one statement; return per-group exact integer aggregates."""
@@ -742,9 +762,9 @@ class SharedRanking:
         self._cursor: Any = None
         self._made = False
 
-    def statement(self, sql: str) -> list[Any]:
-        """All rows of ``sql`` on this object's cursor (made, with every registered frame, on
-        first use: a registration elsewhere, which replaces the thread cursors, leaves it)."""
+    def _own_cursor(self) -> Any:
+        """This object's cursor (made, with every registered frame, on first use: a
+        registration elsewhere, which replaces the thread cursors, leaves it)."""
         if self._cursor is None:
             engine = self._engine
             with engine._lock:
@@ -752,16 +772,30 @@ class SharedRanking:
                 for name, obj in engine._registered.items():
                     cursor.register(name, obj)
             self._cursor = cursor
-        rows: list[Any] = self._cursor.execute(sql).fetchall()
+        return self._cursor
+
+    def statement(self, sql: str) -> list[Any]:
+        """All rows of ``sql`` on this object's cursor."""
+        rows: list[Any] = self._own_cursor().execute(sql).fetchall()
         return rows
 
-    def _materialise(self) -> None:
+    def _create(self) -> str:
+        """The statement that writes the ranked rows into the table."""
         table = exp.to_identifier(self._table, quoted=True).sql(dialect="duckdb")
         hashes = ", ".join(f'"{h}"' for h in _HASHES)
-        self.statement(
+        return (
             f"CREATE TEMPORARY TABLE {table} AS {self._prefix} "
             f"SELECT * EXCLUDE ({hashes}) FROM {P}ranked"
         )
+
+    def bind(self) -> None:
+        """Let DuckDB bind the table's statement on this object's cursor (``EXPLAIN``: the
+        text and the schema, no row), raising what it raises; called before the charge (not
+        one of the steps' :meth:`statement`)."""
+        self._own_cursor().execute("EXPLAIN " + self._create()).fetchall()
+
+    def _materialise(self) -> None:
+        self.statement(self._create())
         self._made = True
 
     def contributions(self) -> EngineResult:

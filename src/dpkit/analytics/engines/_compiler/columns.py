@@ -55,8 +55,10 @@ class Reads:
         """The column ``name`` resolved and recorded as read; refuses internal names and
         collated text (decided by the type)."""
         col = resolve(name, self.schema, what)
-        if col.startswith(P):
-            raise PlanError(f"column names starting with {P!r} are reserved, got {col!r}")
+        if col.casefold().startswith(P):  # DuckDB and Spark resolve names in any case
+            raise PlanError(
+                f"column names starting with {P!r} (in any case) are reserved, got {col!r}"
+            )
         coll = collation(self.schema[col])
         if coll is not None:
             # Hashes and ranks read the bytes, GROUP BY and joins the collation: one person

@@ -182,7 +182,7 @@ class Extras:
             _check_join_keys(j.left_on, j.right_on, schema, js)
             for n, (pc, name) in enumerate(j.columns):
                 col = resolve(pc, js, "public column")
-                if not isinstance(name, str) or not name or name.startswith(P):
+                if not isinstance(name, str) or not name or name.casefold().startswith(P):
                     raise PlanError(f"bad exposed name for public column {pc!r}: {name!r}")
                 if (
                     name in schema
@@ -196,7 +196,7 @@ class Extras:
                 origin[name] = f"{P}j{i}c{n}"
         bucket_types: dict[str, str] = {}
         for b in buckets:
-            if not isinstance(b.name, str) or not b.name or b.name.startswith(P):
+            if not isinstance(b.name, str) or not b.name or b.name.casefold().startswith(P):
                 raise PlanError(f"bad bucket name {b.name!r}")
             if any(c.casefold() == b.name.casefold() for c in (*schema, *extra)):
                 raise PlanError(f"bucket name {b.name!r} clashes with another column")
@@ -207,7 +207,7 @@ class Extras:
         derived_types: dict[str, str] = {}
         readable = {**schema, **{k: v for k, v in extra.items() if k not in bucket_types}}
         for d in getattr(plan, "derived", ()):
-            if not isinstance(d.name, str) or not d.name or d.name.startswith(P):
+            if not isinstance(d.name, str) or not d.name or d.name.casefold().startswith(P):
                 raise PlanError(f"bad derived column name {d.name!r}")
             if any(c.casefold() == d.name.casefold() for c in (*schema, *extra)):
                 raise PlanError(f"derived column name {d.name!r} clashes with another column")
