@@ -1071,7 +1071,10 @@ def report(
         "the noise drowns a group's data, a certified interval must be that wide most of the "
         "time (if the release's law hardly depends on the value, an interval that holds each "
         "possible value with probability 0.95 has an average length of at least 0.95 of the "
-        "range), so coverage there is near 100% and the overall figure is above 95%.",
+        "range), so coverage there is near 100% and the overall figure is above 95%. "
+        "The planned intervals are for the statistic at the bounds the planner chose: where "
+        "those bounds clip values (the variance of the largest cities), coverage of the "
+        "unclipped value falls below 95%.",
         "",
         "| library | task | statistic | coverage | <100 | 100-999 | 1k-9.9k | >=10k |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
