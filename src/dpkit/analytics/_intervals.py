@@ -576,16 +576,8 @@ def _pair_halfwidths(
         total = out @ pk + rest
         return np.asarray(total * (1.0 + _REL) + _ABS, dtype=np.float64)
 
-    every = np.arange(b2.size)
     hi = 40.0 * (b1 + b2) + 2.0 * margin + np.maximum(np.abs(ka), np.abs(kb)) * float(k_hi[-1])
-    hi = np.maximum(hi, 1e-300)
-    while True:
-        f_hi = tails(hi, every)
-        bad = f_hi > alpha
-        if not bool(bad.any()):
-            break
-        hi = np.where(bad, hi * 2.0, hi)
-    return _illinois(tails, alpha, hi, np.log(f_hi / alpha))
+    return _solve_tails(tails, alpha, np.maximum(hi, 1e-300))
 
 
 def _pair_pivot_halfwidths(
@@ -640,8 +632,17 @@ def _pair_pivot_halfwidths(
         out = np.where(y > 0.0, np.minimum(2.0 * one, 1.0), 1.0)
         return np.asarray(out * (1.0 + _REL) + _ABS, dtype=np.float64)
 
-    every = np.arange(lam.size)
-    hi = np.maximum(40.0 * (b_q + ba + bb) + 2.0 * margin, 1e-300)
+    return _solve_tails(tails, alpha, np.maximum(40.0 * (b_q + ba + bb) + 2.0 * margin, 1e-300))
+
+
+def _solve_tails(
+    tails: Callable[[FloatArray, npt.NDArray[np.intp]], FloatArray],
+    alpha: float,
+    hi: FloatArray,
+) -> FloatArray:
+    """Per cell the smallest ``H`` with ``tails(H) <= alpha`` (:func:`_illinois`), from a
+    start ``hi`` (positive) doubled where its tail is still above ``alpha``."""
+    every = np.arange(hi.size)
     while True:
         f_hi = tails(hi, every)
         bad = f_hi > alpha
