@@ -576,7 +576,9 @@ class _Shares:
                 t = up(Fraction(l1) / (eps - 2 * slack))
             if not t <= _MAX_NOISE_SCALE:
                 raise PrivacyParameterError(
-                    f"noise scale {t:.3g} steps: epsilon is too small for these bounds"
+                    "These bounds need more noise than can be sampled exactly at this epsilon "
+                    f"(a scale of {t:.3g} lattice steps, at most 2^52): raise epsilon or narrow "
+                    "the bounds (a variance's squares span ((upper - lower) / 2)^2)."
                 )
             nz = Noise("discrete_laplace", t)
             ev: DpEvent = DiscreteLaplaceEvent(
@@ -587,7 +589,9 @@ class _Shares:
         sigma = up(sqrt_up(Fraction(l2_sq) / (2 * rho)))
         if not sigma <= _MAX_NOISE_SCALE:
             raise PrivacyParameterError(
-                f"noise sigma {sigma:.3g} steps: the budget is too small for these bounds"
+                "These bounds need more noise than can be sampled exactly at this budget "
+                f"(sigma {sigma:.3g} lattice steps, at most 2^52): raise the budget or narrow "
+                "the bounds (a variance's squares span ((upper - lower) / 2)^2)."
             )
         return Noise("discrete_gaussian", sigma), _rho_event(l2_sq, sigma)
 
